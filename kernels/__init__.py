@@ -1,0 +1,1 @@
+"""Triton kernels (imported as ``specbench.kernels``), each beside its torch reference."""

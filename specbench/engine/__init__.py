@@ -1,0 +1,1 @@
+"""The speculative-decoding engine: drafters propose, the target verifies, caches roll back."""

@@ -1,0 +1,122 @@
+"""What one generation records, round by round, and the metrics derived from it.
+
+Definitions (the same everywhere in specbench):
+
+* drafted: draft tokens offered to the target in a round (tree: nodes), accepted: how many of
+  them the target kept (tree: depth of the accepted path);
+* α (observed) = Σ accepted / Σ drafted;
+* τ = tokens emitted per target forward, bonus/correction token included = Σ emitted / rounds;
+* per-position acceptance at position i = P(position i accepted | positions < i accepted) =
+  (rounds accepting > i) / (rounds accepting ≥ i that drafted > i).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class RoundLog:
+    """Per-round arrays, appended to by the engine loop (one entry per target forward)."""
+
+    drafted: list[int] = field(default_factory=list)  # tokens (or tree nodes) offered
+    depth: list[int] = field(default_factory=list)  # longest draft path (= drafted for a chain)
+    accepted: list[int] = field(default_factory=list)  # accepted draft tokens
+    emitted: list[int] = field(default_factory=list)  # tokens added to the output (accepted + 1, cut at stop)
+    draft_steps: list[int] = field(default_factory=list)  # drafter forwards (0 for model-free drafters)
+    draft_s: list[float] = field(default_factory=list)  # proposal time
+    verify_s: list[float] = field(default_factory=list)  # target forward + acceptance
+    round_s: list[float] = field(default_factory=list)  # whole round, bookkeeping included
+
+    def add(self, *, drafted: int, depth: int, accepted: int, emitted: int, draft_steps: int,
+            draft_s: float, verify_s: float, round_s: float) -> None:
+        self.drafted.append(drafted)
+        self.depth.append(depth)
+        self.accepted.append(accepted)
+        self.emitted.append(emitted)
+        self.draft_steps.append(draft_steps)
+        self.draft_s.append(draft_s)
+        self.verify_s.append(verify_s)
+        self.round_s.append(round_s)
+
+    def __len__(self) -> int:
+        return len(self.accepted)
+
+
+@dataclass
+class GenerationResult:
+    prompt_tokens: int
+    tokens: list[int]  # generated token ids (the first comes from the prefill)
+    rounds: RoundLog
+    prefill_s: float  # target (and drafter) prefill, first token included
+    decode_s: float  # all rounds
+    stop_reason: str  # "eos" or "length"
+    peak_memory_bytes: int = 0
+
+    # ------------------------------------------------------------------ derived metrics
+    @property
+    def new_tokens(self) -> int:
+        return len(self.tokens)
+
+    @property
+    def decode_tokens(self) -> int:
+        """Tokens produced by the rounds (everything after the prefill's first token)."""
+        return int(sum(self.rounds.emitted))
+
+    @property
+    def target_forwards(self) -> int:
+        return len(self.rounds)
+
+    @property
+    def drafted(self) -> int:
+        return int(sum(self.rounds.drafted))
+
+    @property
+    def accepted(self) -> int:
+        return int(sum(self.rounds.accepted))
+
+    @property
+    def alpha(self) -> float:
+        """Observed acceptance rate, accepted ÷ drafted (NaN when nothing was drafted)."""
+        return self.accepted / self.drafted if self.drafted else float("nan")
+
+    @property
+    def tau(self) -> float:
+        """Tokens per target forward in the decode phase, bonus token included."""
+        return self.decode_tokens / self.target_forwards if self.target_forwards else float("nan")
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Decode throughput: round tokens ÷ round time (prefill excluded)."""
+        return self.decode_tokens / self.decode_s if self.decode_s > 0 else float("nan")
+
+    @property
+    def draft_s(self) -> float:
+        return float(sum(self.rounds.draft_s))
+
+    @property
+    def verify_s(self) -> float:
+        return float(sum(self.rounds.verify_s))
+
+    @property
+    def overhead_s(self) -> float:
+        return max(self.decode_s - self.draft_s - self.verify_s, 0.0)
+
+    def accepted_length_histogram(self, max_depth: int) -> np.ndarray:
+        """hist[j] = rounds that accepted exactly j draft tokens, j = 0..max_depth."""
+        return np.bincount(np.asarray(self.rounds.accepted, dtype=np.int64), minlength=max_depth + 1)[: max_depth + 1]
+
+    def position_counts(self, max_depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """(attempts[i], accepts[i]) for draft position i = 0..max_depth-1.
+
+        A round reaches position i when it drafted deeper than i and accepted all positions < i;
+        it accepts position i when it accepted more than i tokens.
+        """
+        acc = np.asarray(self.rounds.accepted, dtype=np.int64)[:, None]
+        depth = np.asarray(self.rounds.depth, dtype=np.int64)[:, None]
+        pos = np.arange(max_depth)[None, :]
+        attempts = ((depth > pos) & (acc >= pos)).sum(0)
+        accepts = (acc > pos).sum(0)
+        return attempts, accepts

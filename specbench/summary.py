@@ -1,0 +1,64 @@
+"""Aggregate records into one row per configuration, with speedups measured like for like.
+
+A configuration is (target, drafter with its parameters, tree, γ, sampling) on a workload.
+Its tokens/s is Σ decode tokens ÷ Σ decode time over its prompts; its speedup divides that by
+the target-only baseline's tokens/s (γ = 0, same target, sampling and workload) computed over
+exactly the same (prompt, turn, repeat) units, so both sides cover the same text.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+CONFIG_KEYS = ["target", "drafter", "drafter_label", "tree", "tree_nodes", "gamma", "temperature", "top_p", "top_k"]
+BASELINE_KEYS = ["target", "temperature", "top_p", "top_k", "workload"]
+UNIT_KEYS = ["prompt_id", "turn", "repeat"]
+
+
+def is_baseline(frame: pd.DataFrame) -> pd.Series:
+    return (frame["gamma"] == 0) & (frame["drafter"] == "none")
+
+
+def _ratio(num: float, den: float) -> float:
+    return float(num) / float(den) if den else float("nan")
+
+
+def configuration_table(records: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
+    """One row per configuration × workload (× extra keys in ``by``, e.g. ['category']).
+
+    Columns: the keys, n_prompts, alpha (Σ accepted / Σ drafted), tau (Σ tokens / Σ rounds),
+    tokens_per_s, baseline_tokens_per_s, speedup, draft_share (draft time ÷ decode time).
+    """
+    if records.empty:
+        return pd.DataFrame()
+    keys = CONFIG_KEYS + ["workload"] + list(by or [])
+    base = records[is_baseline(records)]
+    rows = []
+    for key, group in records.groupby(keys, dropna=False, sort=True):
+        row = dict(zip(keys, key))
+        decode_tokens, decode_s = group["decode_tokens"].sum(), group["decode_s"].sum()
+        row.update(
+            n_units=len(group),
+            n_prompts=group["prompt_id"].nunique(),
+            drafted=int(group["drafted"].sum()),
+            accepted=int(group["accepted"].sum()),
+            alpha=_ratio(group["accepted"].sum(), group["drafted"].sum()),
+            tau=_ratio(decode_tokens, group["rounds"].sum()),
+            tokens_per_s=_ratio(decode_tokens, decode_s),
+            draft_share=_ratio(group["draft_s"].sum(), decode_s),
+            verify_share=_ratio(group["verify_s"].sum(), decode_s),
+        )
+        match = base
+        for k in BASELINE_KEYS + list(by or []):
+            match = match[match[k] == row[k]]
+        paired = group.merge(match[UNIT_KEYS + ["decode_tokens", "decode_s"]], on=UNIT_KEYS, suffixes=("", "_base"))
+        if len(paired):
+            row["baseline_tokens_per_s"] = _ratio(paired["decode_tokens_base"].sum(), paired["decode_s_base"].sum())
+            row["speedup"] = _ratio(_ratio(paired["decode_tokens"].sum(), paired["decode_s"].sum()),
+                                    row["baseline_tokens_per_s"])
+            row["n_paired"] = len(paired)
+        else:
+            row["baseline_tokens_per_s"], row["speedup"], row["n_paired"] = np.nan, np.nan, 0
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,1 @@
+"""Built-in workload definitions (YAML), installed as ``specbench.builtin_workloads``."""
