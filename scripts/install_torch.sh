@@ -10,7 +10,7 @@ if "$PY" -c "import torch" 2>/dev/null; then
 fi
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     echo "install_torch: CUDA device found, installing the default (CUDA) torch build"
-    "$PY" -m pip install "torch>=2.4"
+    "$PY" -m pip install "torch>=2.5"
     exit 0
 fi
 # CPU only: the CPU wheel (on this workplace's disk, else from PyTorch's CPU index).

@@ -10,8 +10,10 @@ A spec is one of:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -98,6 +100,21 @@ def hub_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
+@contextlib.contextmanager
+def quiet_transformers():
+    """Silence transformers' warnings and per-tensor progress bars while loading."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.enable_progress_bar()
+        hf_logging.set_verbosity(verbosity)
+
+
 # ----------------------------------------------------------------------------- GGUF
 
 def _gguf_writer(gguf_path: Path):
@@ -106,22 +123,20 @@ def _gguf_writer(gguf_path: Path):
     def write(folder: Path) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
-        from transformers.utils import logging as hf_logging
 
-        verbosity = hf_logging.get_verbosity()
-        hf_logging.set_verbosity_error()
-        try:
+        print(f"specbench: converting {gguf_path.name} once into a safetensors cache entry "
+              f"({model_cache.cache_root()}); later loads take seconds", file=sys.stderr)
+        with quiet_transformers():
             kwargs = dict(gguf_file=gguf_path.name)
             tok = AutoTokenizer.from_pretrained(str(gguf_path.parent), **kwargs)
             model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), dtype=torch.float32, **kwargs)
-        finally:
-            hf_logging.set_verbosity(verbosity)
         # The weights are now plain fp32 tensors; drop the GGUF quantizer so they can be saved.
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         model.hf_quantizer = None
-        model.save_pretrained(str(folder))
-        tok.save_pretrained(str(folder))
+        with quiet_transformers():
+            model.save_pretrained(str(folder))
+            tok.save_pretrained(str(folder))
 
     return write
 
@@ -240,21 +255,17 @@ def _alias_folder(alias: str, entry: dict) -> str:
 
 def _from_pretrained(location: str, name: str, dtype, gguf_file: str | None = None):
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
 
     kwargs = {"gguf_file": gguf_file} if gguf_file else {}
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        model = AutoModelForCausalLM.from_pretrained(location, dtype=dtype, **kwargs)
+    with quiet_transformers():
+        try:
+            model = AutoModelForCausalLM.from_pretrained(location, dtype=dtype, **kwargs)
+        except (OSError, ValueError) as exc:
+            raise SpecbenchError(f"could not load model '{name}': {str(exc).splitlines()[0]}") from None
         try:
             tok = AutoTokenizer.from_pretrained(location, **kwargs)
         except (OSError, ValueError):
             tok = None
-    except OSError as exc:
-        raise SpecbenchError(f"could not load model '{name}': {str(exc).splitlines()[0]}") from None
-    finally:
-        hf_logging.set_verbosity(verbosity)
     return model, tok
 
 

@@ -15,29 +15,29 @@ import typer.core
 from specbench.errors import SpecbenchError
 
 
+# Typer vendors its own copy of click; accept both its exceptions and plain click's.
+_EXIT = (typer.Exit, click.exceptions.Exit)
+_ABORT = (typer.Abort, click.Abort, KeyboardInterrupt)
+_CLICK_ERRORS = (typer.TyperException, click.ClickException)
+
+
 class SpecbenchGroup(typer.core.TyperGroup):
     """Top-level group that reports usage and user errors in one line, exit code 2."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
-            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.exceptions.Exit as exc:
+            super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _EXIT as exc:
             sys.exit(exc.exit_code)
-        except click.UsageError as exc:
-            hint = ""
-            if exc.ctx is not None:
-                hint = f" (see '{exc.ctx.command_path} --help')"
-            _fail(f"{exc.format_message()}{hint}")
-        except click.ClickException as exc:
-            _fail(exc.format_message())
+        except _ABORT:
+            click.echo("specbench: interrupted", err=True)
+            sys.exit(130)
         except SpecbenchError as exc:
             _fail(str(exc))
-        except click.Abort:
-            click.echo("specbench: interrupted", err=True)
-            sys.exit(130)
-        except KeyboardInterrupt:
-            click.echo("specbench: interrupted", err=True)
-            sys.exit(130)
+        except _CLICK_ERRORS as exc:
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            _fail(f"{exc.format_message()}{hint}")
         if standalone_mode:
             sys.exit(0)
 
@@ -66,6 +66,11 @@ def _register() -> None:
 
     run_cmd.register(app)
     models_cmd.register(app)
+    from specbench.cli import workloads_cmd
+    workloads_cmd.register(app)
+    from specbench.cli import fit_cmd, recommend_cmd
+    fit_cmd.register(app)
+    recommend_cmd.register(app)
 
 
 _register()

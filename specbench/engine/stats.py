@@ -120,3 +120,25 @@ class GenerationResult:
         attempts = ((depth > pos) & (acc >= pos)).sum(0)
         accepts = (acc > pos).sum(0)
         return attempts, accepts
+
+    def metrics(self, max_depth: int) -> dict:
+        """Scalar metrics and per-position acceptance, for tables and JSON output."""
+        attempts, accepts = self.position_counts(max_depth)
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "new_tokens": self.new_tokens,
+            "target_forwards": self.target_forwards,
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "alpha": self.alpha,
+            "tau": self.tau,
+            "tokens_per_s": self.tokens_per_s,
+            "prefill_s": self.prefill_s,
+            "decode_s": self.decode_s,
+            "draft_s": self.draft_s,
+            "verify_s": self.verify_s,
+            "overhead_s": self.overhead_s,
+            "position_acceptance": [float(a) / n if n else None for a, n in zip(accepts, attempts)],
+            "peak_memory_bytes": self.peak_memory_bytes,
+            "stop_reason": self.stop_reason,
+        }

@@ -65,16 +65,17 @@ def verify_sampling(draft_tokens: torch.Tensor, draft_probs: torch.Tensor | None
 
     rows = torch.arange(bsz, device=draft_tokens.device)
     p_next = target_probs[rows, accepted]  # [B, V]
-    rejected = accepted < k  # [B]
-    if rejected.any():
-        at = accepted.clamp(max=k - 1)
-        if draft_probs is None:
-            q_next = torch.zeros_like(p_next).scatter_(1, draft_tokens[rows, at][:, None], 1.0)
-        else:
-            q_next = draft_probs[rows, at]  # [B, V]
-        residual = (p_next - q_next).clamp_min(0.0)
-        # p == q exactly leaves no residual mass (a rejection then has probability 0): use p
-        empty = residual.sum(-1, keepdim=True) <= 0
-        residual = torch.where(empty, p_next, residual)
-        p_next = torch.where(rejected[:, None], residual, p_next)
-    return Verdict(accepted, draw_exponential_race(p_next, exponential))
+    if k == 0:  # nothing drafted: a plain draw from p
+        return Verdict(accepted, draw_exponential_race(p_next, exponential))
+    at = accepted.clamp(max=k - 1)  # position of the first rejection (ignored where all were kept)
+    if draft_probs is None:
+        q_next = torch.zeros_like(p_next).scatter_(1, draft_tokens[rows, at][:, None], 1.0)
+    else:
+        q_next = draft_probs[rows, at]  # [B, V]
+    residual = (p_next - q_next).clamp_min(0.0)
+    # p == q exactly leaves no residual mass (a rejection then has probability 0): use p
+    empty = residual.sum(-1, keepdim=True) <= 0
+    residual = torch.where(empty, p_next, residual)
+    # branch-free (no host sync): rows that kept all k drafts draw the bonus from p_{K+1}
+    weights = torch.where((accepted < k)[:, None], residual, p_next)
+    return Verdict(accepted, draw_exponential_race(weights, exponential))

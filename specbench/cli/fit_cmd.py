@@ -1,0 +1,147 @@
+"""`specbench fit RESULTS_DIR`: acceptance fits, goodness of fit and cost coefficients."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from specbench.intervals import N_BOOT
+
+
+def text_row(table, *cells) -> None:
+    """Add a row whose cells are plain text (labels and tree specs may hold '[', which Rich would read as markup)."""
+    from rich.text import Text
+
+    table.add_row(*(Text(str(c)) for c in cells))
+
+
+def group_label(row) -> str:
+    """A drafter label with its tree, e.g. 'draft-model(model=x) [3x2x1]' (chains: the label alone)."""
+    tree = "" if row["tree"] == "chain" else f" [{row['tree']}]"
+    return f"{row['drafter_label']}{tree}"
+
+
+def _print_tables(acceptance, positions, goodness, costs, by: list[str]) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from specbench.cli.render import fmt
+
+    console = Console()
+    many_targets = acceptance["target"].nunique() > 1
+    table = Table(title="Acceptance: α by maximum likelihood (truncated geometric, pooled over γ)",
+                  caption="α̂ = accepted ÷ attempted draft positions; α obs = accepted ÷ drafted; "
+                          "model = what predictions use; flag = constant α rejected by the LRT against per-position rates")
+    columns = (["target"] if many_targets else []) + ["workload"] + by + ["drafter", "T", "γ", "prompts", "rounds",
+                                                                          "α̂ [95% CI]", "α obs", "model", "d",
+                                                                          "p const", "flag / notes"]
+    for c in columns:
+        table.add_column(escape(c), overflow="fold")
+    for _, r in acceptance.iterrows():
+        cells = ([str(r["target"])] if many_targets else []) + [str(r["workload"])] + [str(r[b]) for b in by]
+        cells += [group_label(r), fmt(r["temperature"], 2), r["gammas"], str(r["n_prompts"]), str(r["n_rounds"]),
+                  f"{r['alpha']:.3f} [{r['alpha_lo']:.3f}, {r['alpha_hi']:.3f}]", fmt(r["alpha_observed"]),
+                  r["model"], fmt(r["decay"]), fmt(r["p_constant_vs_free"], 3),
+                  "; ".join(x for x in (r["flag"], r["notes"]) if x)]
+        text_row(table, *cells)
+    console.print(table)
+
+    if not positions.empty:
+        keys = [c for c in acceptance.columns if c in positions.columns and c in ("workload", *by, "drafter_label", "tree",
+                                                                                   "temperature", "target")]
+        depth = min(int(positions["position"].max()) + 1, 12)
+        ptable = Table(title="Per-position acceptance α_i = P(i accepted | all before accepted), attempts in ()")
+        ptable.add_column(escape("group"), overflow="fold")
+        for i in range(depth):
+            ptable.add_column(escape(f"α_{i}"), justify="right")
+        for _, part in positions.groupby(keys, sort=False):
+            first = part.iloc[0]
+            cells = [f"{first['workload']} {' '.join(str(first[b]) for b in by)} {group_label(first)}".replace("  ", " ")]
+            for i in range(depth):
+                row = part[part["position"] == i]
+                cells.append("" if row.empty else f"{row['alpha_i'].iloc[0]:.2f} ({row['attempts'].iloc[0]})")
+            text_row(ptable, *cells)
+        console.print(ptable)
+
+    if not goodness.empty:
+        gtable = Table(title="Goodness of fit: observed vs predicted τ (tokens per target forward) per γ",
+                       caption="predicted over each round's own draft length; z = residual ÷ model standard error")
+        for c in ["workload", *by, "drafter", "γ", "rounds", "τ observed", "τ predicted", "residual", "z"]:
+            gtable.add_column(escape(c), overflow="fold")
+        for _, r in goodness.iterrows():
+            text_row(gtable, str(r["workload"]), *[str(r[b]) for b in by], group_label(r), str(r["gamma"]), str(r["rounds"]),
+                           fmt(r["tau_observed"]), fmt(r["tau_predicted"]), f"{r['residual']:+.3f}", fmt(r["z"], 2))
+        console.print(gtable)
+
+    if not costs.empty:
+        ctable = Table(title="Costs from recorded timings (batch 1)",
+                       caption="t(k): target forward over k = drafted + 1 tokens; c = draft step ÷ target step; "
+                               "ρ = share of rounds that drafted")
+        for c in ["workload", "drafter", "t(k) [ms]", "target step ms", "draft step ms", "c", "overhead ms", "ρ",
+                  "baseline tok/s", "notes"]:
+            ctable.add_column(escape(c), overflow="fold")
+        for _, r in costs.iterrows():
+            if "verify_a_s" not in r or r.get("verify_a_s") != r.get("verify_a_s"):
+                text_row(ctable, str(r["workload"]), group_label(r), "-", "-", "-", "-", "-", "-", "-", str(r["cost_notes"]))
+                continue
+            line = f"{1e3 * r['verify_a_s']:.2f} + {1e3 * r['verify_b_s']:.3f}·k"
+            if r["verify_model"] == "knee":
+                line += f" + {1e3 * r['verify_b2_s']:.3f}·(k−{r['verify_knee']:.0f})₊"
+            step = "per proposal " if r["model_free"] else ""
+            text_row(ctable, str(r["workload"]), group_label(r), line, f"{1e3 * r['target_step_s']:.2f}",
+                           f"{step}{1e3 * r['draft_step_s']:.2f}", fmt(r["c"]), f"{1e3 * r['overhead_s']:.2f}",
+                           fmt(r["propose_rate"], 2), fmt(r["baseline_tokens_per_s"], 1), str(r["cost_notes"] or ""))
+        console.print(ctable)
+
+
+def fit_command(
+    results_dir: Path = typer.Argument(..., help="A results folder written by `specbench sweep`."),
+    by: list[str] = typer.Option([], "--by", help="Also split groups by this record column, e.g. category "
+                                                  "(MT-Bench categories). Repeatable."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON (acceptance, positions, goodness_of_fit, costs)."),
+    n_boot: int = typer.Option(N_BOOT, "--bootstrap", min=0, help="Bootstrap replicates over prompts for the α interval."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
+):
+    """Fit the acceptance model and the cost model of a sweep's results.
+
+    For every (target, drafter, tree, workload, temperature): α by maximum likelihood pooled over
+    all γ with a prompt-bootstrap 95% interval, per-position acceptance α_i, a likelihood-ratio
+    test of constant α against the per-position rates and a decaying fit α_i = α·d^i, observed vs
+    predicted τ per γ, and the cost coefficients (verify time t(k) = a + b·k, draft step, c).
+    Formulas: docs/fit.md.
+
+    Examples:
+
+      specbench fit results/demo
+
+      specbench fit results/mt-bench --by category
+
+      specbench fit results/demo --json > fit.json
+    """
+    import json
+
+    from specbench.cost import fit_group_costs
+    from specbench.errors import SpecbenchError, did_you_mean
+    from specbench.fit import fit_acceptance, fits_frame, goodness_frame, load_results, positions_frame
+    from specbench.jsonable import json_ready
+    from specbench.results import COLUMNS
+
+    for column in by:
+        if column not in COLUMNS:
+            raise SpecbenchError(f"--by: unknown column '{column}'{did_you_mean(column, list(COLUMNS))}")
+    records = load_results(results_dir)
+    fits = fit_acceptance(records, by=by, n_boot=n_boot, seed=seed)
+    acceptance, positions, goodness = fits_frame(fits), positions_frame(fits), goodness_frame(fits)
+    costs = fit_group_costs(records)
+    if json_out:
+        payload = {name: frame.to_dict("records") for name, frame in
+                   (("acceptance", acceptance), ("positions", positions), ("goodness_of_fit", goodness), ("costs", costs))}
+        typer.echo(json.dumps(json_ready(payload), indent=2))
+        return
+    _print_tables(acceptance, positions, goodness, costs, list(by))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("fit")(fit_command)

@@ -1,0 +1,44 @@
+"""Rich renderings shared by commands."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+
+
+def fmt(value, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return "-"
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def print_run_report(report: dict) -> None:
+    console = Console()
+    console.print(Panel(report["text"] or "(no text)", title="output", expand=False))
+    m = report["metrics"]
+    table = Table(title=f"{report['drafter']} γ={report['gamma']} on {report['target']} ({report['device']})")
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_column("meaning", style="dim")
+    table.add_row("tokens/s", fmt(m["tokens_per_s"], 1), "decode tokens ÷ decode time (prefill excluded)")
+    if "speedup" in report:
+        table.add_row("speedup", fmt(report["speedup"], 2) + "×",
+                      f"vs target-only {fmt(report['baseline']['tokens_per_s'], 1)} tokens/s, same prompt")
+        table.add_row("lossless check", "identical" if report["identical_to_baseline"] else "differs",
+                      "output vs target-only (greedy must be identical)")
+    table.add_row("α", fmt(m["alpha"]), f"accepted ÷ drafted = {m['accepted']} ÷ {m['drafted']}")
+    table.add_row("τ", fmt(m["tau"], 2), "tokens per target forward, bonus included")
+    table.add_row("target forwards", str(m["target_forwards"]), f"for {m['new_tokens']} new tokens")
+    pos = " ".join(fmt(p, 2) for p in m["position_acceptance"])
+    table.add_row("acceptance by position", pos, "P(position i accepted | all before accepted)")
+    decode = m["decode_s"] or float("nan")
+    split = (f"draft {m['draft_s']:.2f}s ({m['draft_s'] / decode:.0%}) · verify {m['verify_s']:.2f}s "
+             f"({m['verify_s'] / decode:.0%}) · other {m['overhead_s']:.2f}s")
+    table.add_row("time split", split, f"decode {m['decode_s']:.2f}s, prefill {m['prefill_s']:.2f}s")
+    table.add_row("peak memory", f"{m['peak_memory_bytes'] / 2**20:.0f} MiB", "CUDA max allocated or CPU peak RSS")
+    console.print(table)

@@ -1,0 +1,91 @@
+"""`specbench run`: one prompt through the speculative engine, with its metrics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from specbench.errors import SpecbenchError
+
+EPILOG = """Examples:
+
+  specbench run --prompt "Write a haiku about GPUs" --drafter ngram --gamma 4 --baseline
+
+  specbench run --target qwen2.5-coder-1.5b --drafter-model qwen2.5-coder-0.5b --gamma 5 \\
+      --prompt-file task.txt --temperature 0.7 --top-p 0.9 --json
+"""
+
+
+def parse_params(items: list[str]) -> dict:
+    """KEY=VALUE strings -> dict (numbers become int/float)."""
+    params = {}
+    for item in items:
+        if "=" not in item:
+            raise SpecbenchError(f"--drafter-param expects KEY=VALUE, got '{item}'")
+        key, value = item.split("=", 1)
+        for cast in (int, float):
+            try:
+                value = cast(value)
+                break
+            except ValueError:
+                continue
+        params[key.strip()] = value
+    return params
+
+
+def run(
+    prompt: str = typer.Option(None, "--prompt", "-p", help="The user message (or raw text with --no-chat)."),
+    prompt_file: Path = typer.Option(None, "--prompt-file", help="Read the prompt from a file."),
+    target: str = typer.Option("smollm2-135m", "--target", "-t", help="Target model: alias, .gguf, folder or hub id."),
+    drafter: str = typer.Option(None, "--drafter", "-d",
+                                help="ngram, draft-model or none (default: draft-model if --drafter-model, else ngram)."),
+    drafter_model: str = typer.Option(None, "--drafter-model", help="Model for the draft-model drafter."),
+    drafter_param: list[str] = typer.Option([], "--drafter-param", help="Drafter parameter KEY=VALUE (repeatable)."),
+    gamma: int = typer.Option(4, "--gamma", "-g", min=0, help="Draft tokens per round (0: target only)."),
+    temperature: float = typer.Option(0.0, "--temperature", min=0.0, help="0 = greedy."),
+    top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling cut, applied to target and drafter alike."),
+    top_k: int = typer.Option(0, "--top-k", min=0, help="Top-k cut (0 = none)."),
+    max_new_tokens: int = typer.Option(128, "--max-new-tokens", "-n", min=1),
+    seed: int = typer.Option(0, "--seed"),
+    baseline: bool = typer.Option(False, "--baseline", help="Also run target-only decoding and report the speedup."),
+    chat: bool = typer.Option(True, "--chat/--no-chat", help="Apply the tokenizer's chat template."),
+    ignore_eos: bool = typer.Option(False, "--ignore-eos", help="Always generate --max-new-tokens tokens."),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N or auto."),
+    dtype: str = typer.Option("fp32", "--dtype", help="fp32, bf16 or fp16."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON (text + metrics) instead of tables."),
+):
+    """Generate from one prompt with speculative decoding and show tokens/s, α, τ and the time split."""
+    from specbench.engine.sampling import SamplingParams
+    from specbench.run_single import run_prompt
+
+    if prompt_file is not None:
+        if not prompt_file.is_file():
+            raise SpecbenchError(f"prompt file not found: {prompt_file}")
+        prompt = prompt_file.read_text()
+    if prompt is None or not prompt.strip():
+        raise SpecbenchError("empty prompt: give --prompt TEXT or --prompt-file FILE")
+    if drafter is None:
+        drafter = "draft-model" if drafter_model else "ngram"
+    params = parse_params(drafter_param)
+    if drafter_model:
+        params["model"] = drafter_model
+    if drafter == "none":
+        gamma = 0
+    sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p)
+    with Console(stderr=True).status("starting") as spinner:  # transient; silent when not a terminal
+        report = run_prompt(target=target, drafter=drafter, params=params, gamma=gamma, sampling=sampling,
+                            prompt=prompt, max_new_tokens=max_new_tokens, seed=seed, baseline=baseline, chat=chat,
+                            stop_at_eos=not ignore_eos, device=device, dtype=dtype, status=spinner.update)
+    if json_out:
+        typer.echo(json.dumps(report, indent=2))
+    else:
+        from specbench.cli.render import print_run_report
+
+        print_run_report(report)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run", epilog=EPILOG)(run)

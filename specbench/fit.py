@@ -1,0 +1,518 @@
+"""The acceptance model: α by maximum likelihood, per-position rates, and a decaying alternative.
+
+Model (Leviathan, Kalman & Matias 2023, arXiv 2211.17192, §3.1). Every draft token is accepted
+with probability α given that all draft tokens before it were. A round that drafts k tokens
+(k = ``round_drafted`` for a chain, ``round_depth`` for a tree, where α becomes the per-depth
+acceptance of the best path) accepts
+
+    j < k tokens with probability α^j (1 − α),      all k tokens with probability α^k,
+
+the geometric distribution truncated at k. Rounds that draft nothing (k = 0: an n-gram drafter
+without a match, the last token of a generation) have likelihood 1 and carry no information.
+
+Maximum likelihood, closed form. Over rounds r with draft lengths k_r ≥ 1 and accepted j_r,
+
+    log L(α) = Σ_r [ j_r log α + 1{j_r < k_r} log(1 − α) ] = S log α + F log(1 − α),
+
+with S = Σ_r j_r (accepted draft tokens) and F = #{r : j_r < k_r} (rounds that end in a
+rejection). Setting d log L / dα = S/α − F/(1 − α) = 0 gives
+
+    α̂ = S / (S + F),
+
+the boundary α̂ = 1 when F = 0 and α̂ = 0 when S = 0 (log L is monotone there). Read position by
+position, a round is a run of Bernoulli trials (positions 0..min(j, k−1) are attempted, the first
+j succeed), so S + F is the number of attempted draft positions and α̂ the pooled per-position
+acceptance rate; the observed information is (S + F) / (α(1 − α)). Mixed γ pool naturally: each
+round enters with its own k. α̂ is not the observed rate Σ accepted / Σ drafted (the design's
+"α observed", also reported): drafted tokens after the first rejection are never tested.
+
+Per-position acceptance α_i = P(position i accepted | positions < i accepted) has the same
+Bernoulli form per position: α̂_i = accepts_i / attempts_i, with exact (Clopper–Pearson)
+intervals. Three nested models of the α_i are compared by likelihood-ratio tests (Wilks: 2 Δlog L
+~ χ² with df = difference in free parameters) and AIC:
+
+* constant: α_i = α (1 parameter);
+* decaying: α_i = α · d^i (2 parameters, fitted numerically; d < 1 decays, d > 1 rises);
+* free: one α_i per observed position (m parameters; the saturated model).
+
+The test of constant α against the per-position rates is the LRT constant-vs-free (a G-test of
+homogeneity of the m binomial rates, df = m − 1). A group is flagged when it rejects at level
+`SIGNIFICANCE`; the decaying model is preferred when it beats the constant one by its LRT (df 1)
+and by AIC. Caveat: pooling prompts whose α differ makes pooled α_i *rise* with i (rounds that
+reach late positions come from easy prompts) even when each prompt is constant; the flag then
+says "rises" rather than "decays".
+
+Expected tokens per round (target forward), bonus token included:
+
+    E[tokens] = Σ_{j=0}^{γ} P(J ≥ j) = Σ_{j=0}^{γ} α^j = (1 − α^{γ+1}) / (1 − α)   (γ + 1 at α = 1),
+
+and for per-position rates 1 + Σ_{j=1}^{γ} Π_{i<j} α_i. Leviathan et al.'s walltime improvement
+factor, with c = draft step time ÷ target step time and verification costing one target step:
+(1 − α^{γ+1}) / ((1 − α)(γc + 1)).
+
+Confidence intervals for α resample prompts (`specbench.intervals`). Goodness of fit compares, per
+γ, the observed τ (decode tokens ÷ rounds) with the model's mean E[tokens | k_r] over the same
+rounds, with a z-score from the model's variance (rounds treated as independent).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import special, stats
+
+from specbench.errors import SpecbenchError
+from specbench.intervals import LEVEL, N_BOOT, bootstrap_interval, bootstrap_weights, clopper_pearson, few_prompts_note
+from specbench.rounds import Rounds, flatten_rounds, prompt_clusters
+from specbench.summary import is_baseline
+
+ACCEPT_KEYS = ["target", "drafter", "drafter_label", "tree", "workload", "temperature", "top_p", "top_k"]
+SIGNIFICANCE = 0.01  # level of the constant-α tests
+
+
+# ----------------------------------------------------------------------------- plain formulas
+
+def expected_tokens(alpha, gamma):
+    """E[tokens per target forward] = (1 − α^(γ+1)) / (1 − α), γ + 1 at α = 1 (bonus included)."""
+    a = np.asarray(alpha, dtype=float)
+    g = np.asarray(gamma, dtype=float)
+    near_one = np.abs(1.0 - a) < 1e-12
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = np.where(near_one, g + 1.0, (1.0 - a ** (g + 1.0)) / np.where(near_one, 1.0, 1.0 - a))
+    return float(value) if value.ndim == 0 else value
+
+
+def improvement_factor(alpha, gamma, c):
+    """Leviathan et al. (arXiv 2211.17192, Thm 3.8): (1 − α^(γ+1)) / ((1 − α)(γc + 1))."""
+    return expected_tokens(alpha, gamma) / (np.asarray(gamma, dtype=float) * np.asarray(c, dtype=float) + 1.0)
+
+
+def tokens_from_rates(rates: np.ndarray) -> np.ndarray:
+    """E[tokens] for per-position rates [..., γ]: 1 + Σ_{j=1..γ} Π_{i<j} α_i."""
+    rates = np.asarray(rates, dtype=float)
+    return 1.0 + np.cumprod(rates, axis=-1).sum(axis=-1)
+
+
+def tokens_variance_from_rates(rates: np.ndarray) -> np.ndarray:
+    """Var[tokens] for per-position rates [..., γ]: with c_j = P(J ≥ j), E J = Σ c_j, E J² = Σ (2j−1) c_j."""
+    reach = np.cumprod(np.asarray(rates, dtype=float), axis=-1)
+    j = np.arange(1, reach.shape[-1] + 1)
+    mean = reach.sum(axis=-1)
+    return np.maximum((reach * (2 * j - 1)).sum(axis=-1) - mean ** 2, 0.0)
+
+
+@dataclass(frozen=True)
+class AcceptanceModel:
+    """Per-position acceptance α_i = alpha · decay^i (capped at 1); decay = 1 is the geometric model."""
+
+    alpha: float
+    decay: float = 1.0
+
+    @property
+    def name(self) -> str:
+        return "constant" if self.decay == 1.0 else "decaying"
+
+    def rates(self, depth: int) -> np.ndarray:
+        """[depth] acceptance probability of draft positions 0..depth−1."""
+        return np.minimum(self.alpha * self.decay ** np.arange(depth), 1.0)
+
+    def expected_tokens(self, gamma: int) -> float:
+        return float(tokens_from_rates(self.rates(int(gamma))))
+
+
+# ----------------------------------------------------------------------------- sufficient statistics
+
+@dataclass
+class PositionCounts:
+    """Per prompt and draft position i: rounds that attempted i and rounds that accepted it."""
+
+    attempts: np.ndarray  # [P, m]: rounds with k > i whose positions < i were all accepted
+    accepts: np.ndarray  # [P, m]: rounds that accepted position i
+
+    def total(self, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """([m], [m]) summed over prompts, prompt p counted weights[p] times."""
+        if weights is None:
+            return self.attempts.sum(0), self.accepts.sum(0)
+        w = np.asarray(weights, dtype=float)
+        return w @ self.attempts, w @ self.accepts
+
+    @property
+    def successes(self) -> np.ndarray:  # [P] S_p: accepted draft tokens
+        return self.accepts.sum(1)
+
+    @property
+    def failures(self) -> np.ndarray:  # [P] F_p: rounds ending in a rejection
+        return (self.attempts - self.accepts).sum(1)
+
+
+def position_counts(rounds: Rounds, n_clusters: int) -> PositionCounts:
+    """Per-prompt position counts. A round with draft length k ≥ 1 that accepted j attempts
+    positions 0..min(j, k−1) and accepts positions 0..j−1."""
+    r = rounds.select(rounds.length > 0)
+    m = int(r.length.max()) if len(r) else 0
+    if m == 0:
+        return PositionCounts(np.zeros((n_clusters, 0)), np.zeros((n_clusters, 0)))
+    last = np.minimum(r.accepted, r.length - 1)
+    reached = np.bincount(r.cluster * m + last, minlength=n_clusters * m).reshape(n_clusters, m)
+    attempts = np.cumsum(reached[:, ::-1], axis=1)[:, ::-1]  # rounds whose last attempted position ≥ i
+    ended = np.bincount(r.cluster * (m + 1) + r.accepted, minlength=n_clusters * (m + 1)).reshape(n_clusters, m + 1)
+    accepts = np.cumsum(ended[:, ::-1], axis=1)[:, ::-1][:, 1:]  # rounds that accepted ≥ i + 1 tokens
+    return PositionCounts(attempts.astype(float), accepts.astype(float))
+
+
+def alpha_mle(successes, failures):
+    """α̂ = S / (S + F) (see the module docstring); 0 when nothing was attempted."""
+    s = np.asarray(successes, dtype=float)
+    n = s + np.asarray(failures, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        value = np.where(n > 0, s / np.where(n > 0, n, 1.0), 0.0)
+    return float(value) if value.ndim == 0 else value
+
+
+def bernoulli_loglik(accepts: np.ndarray, attempts: np.ndarray, rates: np.ndarray) -> float:
+    """Σ_i [s_i log α_i + (n_i − s_i) log(1 − α_i)] (0 · log 0 = 0)."""
+    return float(np.sum(special.xlogy(accepts, rates) + special.xlogy(attempts - accepts, 1.0 - rates)))
+
+
+# ----------------------------------------------------------------------------- the decaying model
+
+def _decay_loglik(theta: np.ndarray, attempts: np.ndarray, accepts: np.ndarray) -> np.ndarray:
+    """log L of α_i = exp(θ₀ + θ₁·i) for θ [..., 2] against counts [..., m]; −inf where some
+    attempted position would have α_i ≥ 1."""
+    eta = theta[..., :1] + theta[..., 1:] * np.arange(attempts.shape[-1])
+    log1m = np.log(-np.expm1(np.minimum(eta, -1e-300)))
+    value = (accepts * eta + (attempts - accepts) * log1m).sum(-1)
+    return np.where(((eta >= 0) & (attempts > 0)).any(-1), -np.inf, value)
+
+
+def fit_decay_batch(attempts: np.ndarray, accepts: np.ndarray, iterations: int = 100) -> tuple[np.ndarray, np.ndarray]:
+    """MLE of α_i = α·d^i for a batch of count vectors [B, m]: returns (θ [B, 2], log L [B]) with
+    θ = (log α, log d).
+
+    With η_i = θ₀ + θ₁·i, log L = Σ_i s_i η_i + f_i log(1 − e^{η_i}) is concave in θ (log(1 − e^η)
+    is concave), so damped Newton from the constant fit (θ = (log α̂, 0)) reaches the maximum:
+    gradient Σ_i (s_i − f_i p_i/(1−p_i)) x_i, negated Hessian Σ_i f_i p_i/(1−p_i)² x_i x_iᵀ with
+    x_i = (1, i); each step is halved until it stays feasible (all attempted α_i < 1) and does not
+    lower log L. Vectorised over the batch (bootstrap replicates).
+    """
+    n, s = np.atleast_2d(np.asarray(attempts, dtype=float)), np.atleast_2d(np.asarray(accepts, dtype=float))
+    f = n - s
+    x = np.stack([np.ones(n.shape[1]), np.arange(n.shape[1], dtype=float)], axis=-1)  # [m, 2]
+    start = np.clip(s.sum(1) / np.maximum(n.sum(1), 1), 1e-9, 1 - 1e-9)
+    theta = np.stack([np.log(start), np.zeros(len(start))], axis=-1)
+    loglik = _decay_loglik(theta, n, s)
+    halvings = 0.5 ** np.arange(40)
+    for _ in range(iterations):
+        p = np.exp(theta[:, :1] + theta[:, 1:] * x[:, 1])  # [B, m]
+        odds = p / (1 - p)
+        grad = (s - f * odds) @ x  # [B, 2]
+        info = np.einsum("bm,mi,mj->bij", f * odds / (1 - p), x, x) + 1e-12 * np.eye(2)
+        step = np.linalg.solve(info, grad[..., None])[..., 0]
+        candidates = theta[:, None, :] + halvings[None, :, None] * step[:, None, :]  # [B, T, 2]
+        values = _decay_loglik(candidates, n[:, None, :], s[:, None, :])
+        ok = values >= loglik[:, None] - 1e-12
+        first = np.argmax(ok, axis=1)
+        moved = ok.any(axis=1)
+        theta = np.where(moved[:, None], candidates[np.arange(len(theta)), first], theta)
+        loglik = np.where(moved, values[np.arange(len(theta)), first], loglik)
+        if np.all(np.einsum("bi,bi->b", grad, step) < 1e-10):
+            break
+    return theta, loglik
+
+
+def fit_decay(attempts: np.ndarray, accepts: np.ndarray) -> tuple[AcceptanceModel, float] | None:
+    """MLE of α_i = α·d^i over the attempted positions: (model, log L), or None below two positions.
+
+    Every draft token accepted (no failure): the supremum is α = 1, d = 1 with log L = 0.
+    """
+    attempts, accepts = np.asarray(attempts, dtype=float), np.asarray(accepts, dtype=float)
+    m = int((attempts > 0).sum())
+    if m < 2:
+        return None
+    attempts, accepts = attempts[:m], accepts[:m]
+    if (attempts == accepts).all():
+        return AcceptanceModel(1.0, 1.0), 0.0
+    theta, loglik = fit_decay_batch(attempts, accepts)
+    return AcceptanceModel(alpha=float(np.exp(theta[0, 0])), decay=float(np.exp(theta[0, 1]))), float(loglik[0])
+
+
+@dataclass
+class PositionTest:
+    """Constant α against per-position rates, and the decaying model, by LRT and AIC."""
+
+    positions: int  # draft positions with at least one attempt
+    loglik_constant: float
+    loglik_decay: float | None
+    loglik_free: float
+    lr_constant_vs_free: float  # G statistic, χ² with positions − 1 df
+    p_constant_vs_free: float
+    p_constant_vs_decay: float | None  # χ², 1 df
+    p_decay_vs_free: float | None  # χ², positions − 2 df
+    aic_constant: float
+    aic_decay: float | None
+    aic_free: float
+    preferred: str  # 'constant' or 'decaying'
+    flag: str  # '' when constant α is not rejected
+
+
+def _chi2_p(lr: float, df: int) -> float:
+    return float(stats.chi2.sf(max(lr, 0.0), df)) if df > 0 else 1.0
+
+
+def position_test(attempts: np.ndarray, accepts: np.ndarray, constant: AcceptanceModel,
+                  decay: tuple[AcceptanceModel, float] | None) -> PositionTest:
+    m = int((attempts > 0).sum())
+    attempts, accepts = attempts[:m], accepts[:m]
+    ll_const = bernoulli_loglik(accepts, attempts, constant.rates(m))
+    ll_free = bernoulli_loglik(accepts, attempts, accepts / np.maximum(attempts, 1))
+    lr_free = 2 * (ll_free - ll_const)
+    p_free = _chi2_p(lr_free, m - 1)
+    ll_decay = p_cd = p_df = aic_decay = None
+    preferred = "constant"
+    if decay is not None:
+        ll_decay = max(decay[1], ll_const)  # the constant model is nested: never below it
+        p_cd = _chi2_p(2 * (ll_decay - ll_const), 1)
+        p_df = _chi2_p(2 * (ll_free - ll_decay), m - 2)
+        aic_decay = 4 - 2 * ll_decay
+        if p_cd < SIGNIFICANCE and aic_decay < 2 - 2 * ll_const:
+            preferred = "decaying"
+    flag = ""
+    if p_free < SIGNIFICANCE:
+        trend = "" if decay is None else ("decays" if decay[0].decay < 1 else "rises")
+        flag = f"constant α rejected (LRT vs per-position rates, p={p_free:.2g})"
+        if trend == "rises":
+            flag += "; acceptance rises along the draft (often prompts of unequal difficulty)"
+        elif trend == "decays":
+            flag += f"; acceptance decays along the draft (d={decay[0].decay:.3f})"
+        if p_df is not None and p_df < SIGNIFICANCE:
+            flag += f"; α·d^i does not explain the rates either (p={p_df:.2g})"
+    return PositionTest(positions=m, loglik_constant=ll_const, loglik_decay=ll_decay, loglik_free=ll_free,
+                        lr_constant_vs_free=lr_free, p_constant_vs_free=p_free, p_constant_vs_decay=p_cd,
+                        p_decay_vs_free=p_df, aic_constant=2 - 2 * ll_const, aic_decay=aic_decay,
+                        aic_free=2 * m - 2 * ll_free, preferred=preferred, flag=flag)
+
+
+# ----------------------------------------------------------------------------- one group
+
+@dataclass
+class AcceptanceEstimate:
+    """α̂ with its interval, from position counts (the part recommend re-uses per replicate)."""
+
+    alpha: float
+    lo: float
+    hi: float
+    ci_method: str
+    model: AcceptanceModel  # the model predictions use: the decaying one when it wins with d < 1
+    constant: AcceptanceModel
+    decay: AcceptanceModel | None
+    test: PositionTest | None
+    notes: list[str] = field(default_factory=list)
+
+
+def estimate_acceptance(counts: PositionCounts, *, n_boot: int = N_BOOT, level: float = LEVEL,
+                        rng: np.random.Generator | None = None) -> AcceptanceEstimate:
+    """α̂, its interval (prompt bootstrap; exact binomial where the bootstrap cannot work; none
+    when ``n_boot`` is 0), the position test and the model predictions use."""
+    rng = rng if rng is not None else np.random.default_rng(0)
+    s_p, f_p = counts.successes, counts.failures
+    s, f = float(s_p.sum()), float(f_p.sum())
+    n_prompts = int(((s_p + f_p) > 0).sum())
+    alpha = alpha_mle(s, f)
+    notes: list[str] = []
+    if s + f == 0:
+        notes.append("no round drafted anything: α is not identifiable; reported as 0 (nothing accepted)")
+        constant = AcceptanceModel(0.0)
+        return AcceptanceEstimate(0.0, 0.0, 1.0, "none (no draft tokens)", constant, constant, None, None, notes)
+    if n_prompts < 2 or f == 0 or s == 0:
+        lo, hi = clopper_pearson(s, s + f, level)
+        if n_prompts < 2:
+            why = "one prompt: no prompt bootstrap"
+        else:
+            why = "every draft token accepted" if f == 0 else "no draft token accepted"
+        method = f"exact binomial over draft positions ({why}; rounds treated as independent)"
+        notes.append(f"α interval: {method}")
+    elif n_boot < 1:
+        lo = hi = alpha
+        method = "not computed"
+    else:
+        w = bootstrap_weights(len(s_p), n_boot, rng)
+        reps = alpha_mle(w @ s_p, w @ f_p)
+        lo, hi = np.clip(bootstrap_interval(alpha, reps, len(s_p), level), 0.0, 1.0)
+        method = f"prompt bootstrap, {len(s_p)} prompts (B={n_boot}, small-sample corrected)"
+        if few_prompts_note(n_prompts):
+            notes.append(few_prompts_note(n_prompts))
+    attempts, accepts = counts.total()
+    constant = AcceptanceModel(alpha)
+    decay_fit = fit_decay(attempts, accepts)
+    test = position_test(attempts, accepts, constant, decay_fit)
+    if decay_fit is None:
+        notes.append("one draft position observed: the decaying model is not identifiable")
+    model = constant
+    if test.preferred == "decaying":
+        if decay_fit[0].decay < 1:
+            model = decay_fit[0]
+        else:
+            notes.append("α·d^i with d > 1 fits better (rates rise along the draft), but rising rates extrapolate "
+                         "badly: predictions use constant α")
+    return AcceptanceEstimate(alpha, float(lo), float(hi), method, model, constant,
+                              None if decay_fit is None else decay_fit[0], test, notes)
+
+
+@dataclass
+class AcceptanceFit:
+    """Everything `specbench fit` reports about one group's acceptance."""
+
+    keys: dict
+    n_prompts: int
+    n_units: int
+    n_rounds: int  # rounds that drafted at least one token
+    gammas: list[int]
+    accepted: int  # S
+    trials: int  # S + F: attempted draft positions
+    alpha_observed: float  # Σ accepted / Σ drafted (0 when nothing was drafted)
+    estimate: AcceptanceEstimate
+    positions: pd.DataFrame  # i, attempts, accepts, alpha_i, lo, hi, predicted
+    goodness: pd.DataFrame  # gamma, rounds, tau_observed, tau_predicted, residual, z, tau_nominal
+
+    @property
+    def model(self) -> AcceptanceModel:
+        return self.estimate.model
+
+    def summary(self) -> dict:
+        e, t = self.estimate, self.estimate.test
+        row = dict(self.keys)
+        row.update(
+            n_prompts=self.n_prompts, n_units=self.n_units, n_rounds=self.n_rounds,
+            gammas=",".join(map(str, self.gammas)), accepted=self.accepted, trials=self.trials,
+            alpha=e.alpha, alpha_lo=e.lo, alpha_hi=e.hi, ci_method=e.ci_method, alpha_observed=self.alpha_observed,
+            model=e.model.name, model_alpha=e.model.alpha, decay=None if e.decay is None else e.decay.decay,
+            decay_alpha=None if e.decay is None else e.decay.alpha,
+            n_positions=None if t is None else t.positions,
+            p_constant_vs_free=None if t is None else t.p_constant_vs_free,
+            p_constant_vs_decay=None if t is None else t.p_constant_vs_decay,
+            p_decay_vs_free=None if t is None else t.p_decay_vs_free,
+            aic_constant=None if t is None else t.aic_constant,
+            aic_decay=None if t is None else t.aic_decay,
+            aic_free=None if t is None else t.aic_free,
+            flag="" if t is None else t.flag,
+            notes="; ".join(e.notes),
+        )
+        return row
+
+
+def _positions_frame(counts: PositionCounts, model: AcceptanceModel, level: float) -> pd.DataFrame:
+    attempts, accepts = counts.total()
+    m = int((attempts > 0).sum())
+    attempts, accepts = attempts[:m], accepts[:m]
+    lo, hi = clopper_pearson(accepts, attempts, level)
+    return pd.DataFrame({"position": np.arange(m), "attempts": attempts.astype(int), "accepts": accepts.astype(int),
+                         "alpha_i": accepts / np.maximum(attempts, 1), "lo": lo, "hi": hi,
+                         "predicted": model.rates(m)})
+
+
+def goodness_of_fit(group: pd.DataFrame, rounds: Rounds, model: AcceptanceModel) -> pd.DataFrame:
+    """Per nominal γ: observed τ vs the model's mean E[tokens | k_r] over the same rounds.
+
+    The prediction uses each round's own draft length k_r (0 → 1 token), so rounds cut short by
+    the end of a generation or a missing n-gram match are predicted as what they were.
+    """
+    depth = int(rounds.length.max()) if len(rounds) else 0
+    rates = model.rates(depth)
+    mean_by_k = np.array([tokens_from_rates(rates[:k]) for k in range(depth + 1)])
+    var_by_k = np.array([tokens_variance_from_rates(rates[:k]) for k in range(depth + 1)])
+    rows = []
+    for gamma, part in group.groupby("gamma"):
+        mask = rounds.gamma == gamma
+        n = int(mask.sum())
+        if n == 0:
+            continue
+        observed = float(part["decode_tokens"].sum() / part["rounds"].sum())
+        predicted = float(mean_by_k[rounds.length[mask]].mean())
+        se = float(np.sqrt(var_by_k[rounds.length[mask]].sum()) / n)
+        residual = observed - predicted
+        z = residual / se if se > 0 else (0.0 if abs(residual) < 1e-9 else float("inf") * np.sign(residual))
+        rows.append(dict(gamma=int(gamma), rounds=n, tau_observed=observed, tau_predicted=predicted,
+                         residual=residual, z=z, tau_nominal=model.expected_tokens(int(gamma))))
+    return pd.DataFrame(rows, columns=["gamma", "rounds", "tau_observed", "tau_predicted", "residual", "z",
+                                       "tau_nominal"])
+
+
+def fit_group(group: pd.DataFrame, keys: dict, *, n_boot: int = N_BOOT, level: float = LEVEL,
+              seed: int = 0) -> AcceptanceFit:
+    """Fit one group's records (speculative records only, any number of γ)."""
+    clusters = prompt_clusters(group)
+    rounds = flatten_rounds(group, clusters)
+    counts = position_counts(rounds, len(clusters))
+    estimate = estimate_acceptance(counts, n_boot=n_boot, level=level, rng=np.random.default_rng(seed))
+    drafted = int(group["drafted"].sum())
+    return AcceptanceFit(
+        keys=keys, n_prompts=len(clusters), n_units=len(group), n_rounds=int((rounds.length > 0).sum()),
+        gammas=sorted(int(g) for g in group["gamma"].unique()), accepted=int(counts.successes.sum()),
+        trials=int(counts.successes.sum() + counts.failures.sum()),
+        alpha_observed=float(group["accepted"].sum() / drafted) if drafted else 0.0,
+        estimate=estimate, positions=_positions_frame(counts, estimate.model, level),
+        goodness=goodness_of_fit(group, rounds, estimate.model))
+
+
+def load_results(folder) -> pd.DataFrame:
+    """The records of a results folder, refusing what is not one: a missing folder, no run.json,
+    no records (each a one-line SpecbenchError)."""
+    from pathlib import Path
+
+    from specbench.results import load_records, load_run_info
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise SpecbenchError(f"results folder not found: {folder}")
+    load_run_info(folder)
+    records = load_records(folder)
+    if records.empty:
+        raise SpecbenchError(f"{folder} holds no records yet (has its sweep run?)")
+    return records
+
+
+def speculative_records(records: pd.DataFrame) -> pd.DataFrame:
+    """The records of speculative configurations (γ ≥ 1), or a SpecbenchError saying there are none."""
+    if records.empty:
+        raise SpecbenchError("the results folder holds no records")
+    spec = records[~is_baseline(records) & (records["gamma"] > 0)]
+    if spec.empty:
+        raise SpecbenchError("no speculative records (γ ≥ 1) to fit: the folder holds only the target-only baseline")
+    return spec
+
+
+def fit_acceptance(records: pd.DataFrame, by: list[str] | None = None, *, n_boot: int = N_BOOT,
+                   level: float = LEVEL, seed: int = 0) -> list[AcceptanceFit]:
+    """One `AcceptanceFit` per (target, drafter, tree, workload, sampling) [× ``by`` keys], pooled over γ."""
+    keys = ACCEPT_KEYS + list(by or [])
+    missing = [k for k in keys if k not in records.columns]
+    if missing:
+        raise SpecbenchError(f"records lack column(s) {', '.join(missing)}")
+    spec = speculative_records(records)
+    fits = []
+    for i, (values, group) in enumerate(spec.groupby(keys, dropna=False, sort=True)):
+        fits.append(fit_group(group, dict(zip(keys, values)), n_boot=n_boot, level=level, seed=seed + i))
+    return fits
+
+
+def fits_frame(fits: list[AcceptanceFit]) -> pd.DataFrame:
+    return pd.DataFrame([f.summary() for f in fits])
+
+
+def _keyed(fits: list[AcceptanceFit], attribute: str) -> pd.DataFrame:
+    frames = [getattr(f, attribute).assign(**f.keys) for f in fits if len(getattr(f, attribute))]
+    if not frames:
+        return pd.DataFrame()
+    frame = pd.concat(frames, ignore_index=True)
+    keys = list(fits[0].keys)
+    return frame[keys + [c for c in frame.columns if c not in keys]]
+
+
+def positions_frame(fits: list[AcceptanceFit]) -> pd.DataFrame:
+    return _keyed(fits, "positions")
+
+
+def goodness_frame(fits: list[AcceptanceFit]) -> pd.DataFrame:
+    return _keyed(fits, "goodness")

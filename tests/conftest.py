@@ -1,0 +1,44 @@
+"""Shared fixtures: real SmolLM2-135M (converted once into the user cache) and tiny models."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+
+REAL_PROMPTS = [
+    "Write a Python function that returns the n-th Fibonacci number, then explain it.",
+    "List three tips for staying focused while studying.",
+    "What is the capital of France? Answer in one sentence and then repeat the answer.",
+    "Summarize in two sentences: The quick brown fox jumps over the lazy dog. The dog sleeps.",
+    "Write a short poem about the sea.",
+]
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    from specbench.models import load_model
+
+    return load_model("smollm2-135m")
+
+
+@pytest.fixture(scope="session")
+def smollm2_prompt_ids(smollm2):
+    from specbench.prompting import encode_conversation
+
+    return [encode_conversation(smollm2.tokenizer, [p]) for p in REAL_PROMPTS]
+
+
+@pytest.fixture(scope="session")
+def early_exit_drafter(smollm2):
+    from specbench.engine.drafters import make_drafter
+
+    return make_drafter("draft-model", smollm2, {"model": "smollm2-135m-exit8"})
+
+
+@pytest.fixture(scope="session")
+def tiny_v8():
+    from specbench.models import load_model
+
+    return load_model("tiny-random-v8"), load_model("tiny-random-v8-draft")
