@@ -73,7 +73,8 @@ def round_s(cost: CostModel, gamma, *, nodes=None, propose_rate: float = 1.0, ba
     gamma = np.asarray(gamma)
     nodes = gamma if nodes is None else np.asarray(nodes)
     rho = np.where(gamma > 0, propose_rate, 0.0)
-    verify = rho * cost.verify_s(nodes + 1, batch, context) + (1 - rho) * cost.verify_s(np.ones_like(nodes), batch, context)
+    verify = (rho * cost.verify_s(nodes + 1, batch, context)
+              + (1 - rho) * cost.verify_s(np.ones_like(nodes), batch, context))
     return cost.draft_s(gamma, batch, context) + verify + cost.overhead_s(gamma, batch, context)
 
 
@@ -111,8 +112,20 @@ def _least_squares(x: np.ndarray, totals: np.ndarray, knee: float | None) -> tup
     return coef, max(rss, 0.0)
 
 
+def _monotone(coef: np.ndarray) -> tuple[float, float]:
+    """(b, b2) clipped so that t(k) never falls with k: b ≥ 0 and b + b2 ≥ 0."""
+    b = max(float(coef[1]), 0.0)
+    b2 = max(float(coef[2]), -b) if len(coef) > 2 else 0.0
+    return b, b2
+
+
 def fit_verify(x: np.ndarray, totals: np.ndarray, *, like: VerifyFit | None = None) -> tuple[VerifyFit, list[str]]:
-    """Fit t(k) from per-size totals [K, 3]; ``like`` fixes the model form (bootstrap replicates)."""
+    """Fit t(k) from per-size totals [K, 3]; ``like`` fixes the model form (bootstrap replicates).
+
+    A target forward never gets cheaper with more tokens, so fits are kept non-decreasing: a
+    falling line becomes flat, a hinge whose slope would turn negative is not a candidate, and a
+    bootstrap replicate's slopes are clipped at zero.
+    """
     keep = totals[:, 0] > 0
     x, totals = np.asarray(x, dtype=float)[keep], totals[keep]
     sizes = tuple(int(v) for v in x)
@@ -122,25 +135,28 @@ def fit_verify(x: np.ndarray, totals: np.ndarray, *, like: VerifyFit | None = No
         if like.kind == "flat" or len(x) < (3 if like.kind == "knee" else 2):
             return VerifyFit(mean, 0.0, "flat", sizes=sizes), notes
         coef, _ = _least_squares(x, totals, like.knee if like.kind == "knee" else None)
-        return VerifyFit(coef[0], coef[1], like.kind, like.knee, coef[2] if like.kind == "knee" else 0.0, sizes), notes
+        b, b2 = _monotone(coef)
+        return VerifyFit(float(coef[0]), b, like.kind, like.knee, b2, sizes), notes
     if len(x) < 2:
         notes.append("verify time measured at one size only: treated as constant in the tokens verified")
         return VerifyFit(mean, 0.0, "flat", sizes=sizes), notes
     coef, rss = _least_squares(x, totals, None)
-    best = VerifyFit(coef[0], coef[1], "linear", sizes=sizes)
     if coef[1] < 0:
         notes.append("verify time did not grow with the tokens verified: treated as constant")
         return VerifyFit(mean, 0.0, "flat", sizes=sizes), notes
+    best = VerifyFit(float(coef[0]), float(coef[1]), "linear", sizes=sizes)
     if len(x) >= 4:
         n_obs = float(totals[:, 0].sum())
         tiny = 1e-300
-        bic_linear = n_obs * np.log(max(rss, tiny) / n_obs) + 2 * np.log(n_obs)
+        best_bic = n_obs * np.log(max(rss, tiny) / n_obs) + 2 * np.log(n_obs)
         for knee in x[1:-1]:
             kcoef, krss = _least_squares(x, totals, knee)
-            bic_knee = n_obs * np.log(max(krss, tiny) / n_obs) + 4 * np.log(n_obs)
-            if bic_knee < bic_linear:
-                bic_linear = bic_knee
-                best = VerifyFit(kcoef[0], kcoef[1], "knee", float(knee), kcoef[2], sizes)
+            if kcoef[1] < 0 or kcoef[1] + kcoef[2] < 0:
+                continue
+            bic = n_obs * np.log(max(krss, tiny) / n_obs) + 4 * np.log(n_obs)
+            if bic < best_bic:
+                best_bic = bic
+                best = VerifyFit(float(kcoef[0]), float(kcoef[1]), "knee", float(knee), float(kcoef[2]), sizes)
     return best, notes
 
 
@@ -248,7 +264,8 @@ def cost_stats(group: pd.DataFrame, baseline: pd.DataFrame, clusters: pd.Index) 
         "spec_drafting_rounds": cluster_sums(drafting.cluster, n, np.ones(len(drafting))),
         "spec_prefill_s": cluster_sums(g, n, group["prefill_s"]), "spec_units": cluster_sums(g, n, np.ones(len(group))),
         "base_overhead_s": cluster_sums(b, n, baseline["overhead_s"]),
-        "base_rounds": cluster_sums(b, n, baseline["rounds"]), "base_verify_s": cluster_sums(b, n, baseline["verify_s"]),
+        "base_rounds": cluster_sums(b, n, baseline["rounds"]),
+        "base_verify_s": cluster_sums(b, n, baseline["verify_s"]),
         "base_tokens": cluster_sums(b, n, baseline["decode_tokens"]),
         "base_decode_s": cluster_sums(b, n, baseline["decode_s"]),
         "base_prefill_s": cluster_sums(b, n, baseline["prefill_s"]),
@@ -279,8 +296,9 @@ class CostFit:
 
     def summary(self) -> dict:
         v, d = self.cost.verify, self.cost.draft
-        return dict(verify_model=v.kind, verify_a_s=v.a, verify_b_s=v.b, verify_knee=v.knee if v.kind == "knee" else None,
-                    verify_b2_s=v.b2 if v.kind == "knee" else None, verify_sizes=",".join(map(str, v.sizes)),
+        knee = v.kind == "knee"
+        return dict(verify_model=v.kind, verify_a_s=v.a, verify_b_s=v.b, verify_knee=v.knee if knee else None,
+                    verify_b2_s=v.b2 if knee else None, verify_sizes=",".join(map(str, v.sizes)),
                     target_step_s=self.target_step_s, draft_fixed_s=d.fixed_s, draft_step_s=self.draft_step_s,
                     model_free=d.model_free, c=self.c, overhead_s=self.cost.round_overhead_s,
                     baseline_overhead_s=self.cost.baseline_overhead_s, propose_rate=self.propose_rate,
@@ -291,7 +309,8 @@ class CostFit:
 def fit_costs(stats: CostStats, weights: np.ndarray | None = None, *, like: CostFit | None = None) -> CostFit:
     """Fit a group's costs; ``weights`` re-weights prompts (bootstrap), ``like`` fixes model forms."""
     s = stats.total(weights)
-    verify, notes = fit_verify(stats.verify.x, stats.verify.total(weights), like=None if like is None else like.cost.verify)
+    verify, notes = fit_verify(stats.verify.x, stats.verify.total(weights),
+                               like=None if like is None else like.cost.verify)
     draft = fit_draft(stats.draft.x, stats.draft.total(weights), like=None if like is None else like.cost.draft)
     cost = MeasuredCost(verify=verify, draft=draft,
                         round_overhead_s=_ratio(s["spec_overhead_s"], s["spec_rounds"]),
@@ -321,7 +340,8 @@ def fit_group_costs(records: pd.DataFrame) -> pd.DataFrame:
         for k in BASELINE_KEYS:
             base = base[base[k] == keys[k]]
         if base.empty:
-            rows.append({**keys, "cost_notes": "no target-only baseline for this workload and sampling: costs not fitted"})
+            rows.append({**keys, "cost_notes": "no target-only baseline for this workload and sampling: "
+                                               "costs not fitted"})
             continue
         clusters = prompt_clusters(pd.concat([group[["prompt_id"]], base[["prompt_id"]]]))
         rows.append({**keys, **fit_costs(cost_stats(group, base, clusters)).summary()})

@@ -82,7 +82,8 @@ def _vllm(drafter: str, params: dict, tree: str, gamma: int, target: str) -> Eng
         config = {"method": FEATURE_DRAFTERS[drafter][0], "num_speculative_tokens": gamma}
         if drafter != "mtp":
             config["model"] = hub_name(params.get("model") or params.get("checkpoint"))
-        notes.append(f"'{drafter}' needs a checkpoint in the layout vLLM loads (a specbench-trained one may need converting)")
+        notes.append(f"'{drafter}' needs a checkpoint in the layout vLLM loads "
+                     "(a specbench-trained one may need converting)")
     else:
         return EngineSetting("vllm", False, {}, "", [f"vLLM has no method for drafter '{drafter}'"])
     supported = True
@@ -94,7 +95,8 @@ def _vllm(drafter: str, params: dict, tree: str, gamma: int, target: str) -> Eng
             notes.append("tree decoding in vLLM is EAGLE-only and needs the tree attention backend")
         else:
             supported = False
-            notes.append(f"vLLM cannot express tree '{tree}' for '{drafter}': the snippet uses a chain of depth {gamma}")
+            notes.append(f"vLLM cannot express tree '{tree}' for '{drafter}': "
+                         f"the snippet uses a chain of depth {gamma}")
     snippet = (f"from vllm import LLM\nllm = LLM(model={target!r}, speculative_config={json.dumps(config)})\n"
                f"# or: vllm serve {shlex.quote(target)} --speculative-config {shlex.quote(json.dumps(config))}")
     return EngineSetting("vllm", supported, config, snippet, notes)
@@ -147,7 +149,8 @@ def _transformers(drafter: str, params: dict, tree: str, gamma: int, target: str
                 "num_assistant_tokens_schedule='constant'")
         notes.append("'constant' keeps γ fixed as measured (the default 'heuristic' schedule changes it per round)")
     else:
-        return EngineSetting("transformers", False, {}, "", [f"transformers generate has no assisted mode for '{drafter}'"])
+        return EngineSetting("transformers", False, {}, "",
+                             [f"transformers generate has no assisted mode for '{drafter}'"])
     supported = tree == "chain"
     if not supported:
         notes.append("transformers assisted generation drafts chains only: the kwargs use a chain")

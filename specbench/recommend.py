@@ -140,8 +140,9 @@ def _measured_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index
             continue
         codes = cluster_codes(paired, clusters)
         ones = np.ones(len(paired))
-        sums.append(cluster_sums(codes, len(clusters), paired["decode_tokens"], paired["decode_s"], paired["prefill_s"],
-                                 ones, paired["decode_tokens_base"], paired["decode_s_base"], paired["prefill_s_base"], ones))
+        sums.append(cluster_sums(codes, len(clusters), paired["decode_tokens"], paired["decode_s"],
+                                 paired["prefill_s"], ones, paired["decode_tokens_base"], paired["decode_s_base"],
+                                 paired["prefill_s_base"], ones))
         options.append(Option(row["drafter"], row["drafter_label"], str(group["drafter_params"].iloc[0]), row["tree"],
                               int(row["gamma"]), 0.0, 0.0, 0.0, 0.0, measured=True))
     if not options:
@@ -263,6 +264,30 @@ def _verdict(measured: Pick, model: Pick) -> str:
     return text
 
 
+OUTLIER_FACTOR = 5.0
+
+
+def timing_outlier_notes(live: pd.DataFrame) -> list[str]:
+    """Units whose decode seconds per token exceed `OUTLIER_FACTOR` × their configuration's median.
+
+    Throughput is a ratio of sums, so one slow unit (a warm-up, a stalled machine) moves a whole
+    configuration's tokens/s — and, for the baseline, every speedup. The notes say where.
+    """
+    notes = []
+    for key, group in live.groupby(CONFIG_KEYS, dropna=False, sort=True):
+        per_token = group["decode_s"] / group["decode_tokens"].clip(lower=1)
+        median = float(per_token.median())
+        slow = per_token > OUTLIER_FACTOR * median
+        if median > 0 and slow.any():
+            row = dict(zip(CONFIG_KEYS, key))
+            name = "the baseline" if row["gamma"] == 0 else f"{row['drafter_label']} γ={row['gamma']}"
+            share = float(group.loc[slow, "decode_s"].sum() / group["decode_s"].sum())
+            notes.append(f"timing outliers in {name}: {int(slow.sum())} unit(s) above {OUTLIER_FACTOR:.0f}× the "
+                         f"median seconds per token hold {share:.0%} of its decode time (warm-up?); its measured "
+                         "tokens/s and the speedups built on it are affected")
+    return notes
+
+
 def _options_frame(options: list[Option]) -> pd.DataFrame:
     return pd.DataFrame([{k: getattr(o, k) for k in ("drafter", "drafter_label", "tree", "gamma", "tokens_per_s",
                                                       "speedup", "lo", "hi")} for o in options])
@@ -286,18 +311,22 @@ def recommend(records: pd.DataFrame, *, objective: str = "throughput", max_gamma
     spec_mask = ~is_baseline(records) & (records["gamma"] > 0)
     if not spec_mask.any():
         raise SpecbenchError("no speculative records (γ ≥ 1): nothing to recommend")
-    out = []
+    out, skipped = [], []
     for i, (key, scenario) in enumerate(records.groupby(SCENARIO_KEYS, dropna=False, sort=True)):
         keys = dict(zip(SCENARIO_KEYS, key))
         base = scenario[is_baseline(scenario) & (scenario["mode"] == "live")]
         spec = scenario[~is_baseline(scenario) & (scenario["gamma"] > 0)]
         if base.empty or spec.empty:
+            what = "no live baseline" if base.empty else "no speculative records"
+            skipped.append(f"skipped {keys['workload']} ({keys['target']}, T={keys['temperature']}): {what}")
             continue
         out.append(_recommend_scenario(keys, scenario, base, spec, objective=objective, max_gamma=max_gamma,
                                        n_boot=n_boot, level=level, rng=np.random.default_rng(seed + i),
                                        engines=engines))
     if not out:
         raise SpecbenchError("no workload has both baseline and speculative records for the same target and sampling")
+    for rec in out:
+        rec.notes.extend(skipped)
     return out
 
 
@@ -313,6 +342,7 @@ def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, 
     elif few_prompts_note(n_prompts):
         notes.append(few_prompts_note(n_prompts))
     live_spec = spec[spec["mode"] == "live"]
+    notes.extend(timing_outlier_notes(pd.concat([base, live_spec])))
     measured_options, measured_reps = _measured_options(live_spec, base, clusters, weights, objective, n_tokens, level)
     model_options, model_reps, curves, costs = _model_options(spec, base, clusters, weights, objective, n_tokens,
                                                                max_gamma, level, notes)

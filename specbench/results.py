@@ -140,6 +140,13 @@ class ResultsStore:
     def write_run_info(self, info: dict) -> None:
         atomic_write_json(self.folder / RUN_INFO, info)
 
+    def remove_stale_temporaries(self) -> int:
+        """Delete temporary files a killed writer left behind (readers never look at them)."""
+        stale = list(self.records_dir.glob(".*.parquet.*")) if self.records_dir.exists() else []
+        for p in stale:
+            p.unlink(missing_ok=True)
+        return len(stale)
+
     def write_unit(self, record: dict) -> None:
         atomic_write_parquet(self.records_dir / f"unit-{record['unit_id']}.parquet", _table([record]))
 
@@ -148,16 +155,27 @@ class ResultsStore:
             return set()
         return set(load_records(self.folder, columns=["unit_id"])["unit_id"])
 
+    def _next_part(self) -> Path:
+        existing = sorted(self.records_dir.glob("part-*.parquet"))
+        number = 1 + max((int(p.stem.split("-")[1]) for p in existing), default=0)
+        return self.records_dir / f"part-{number:04d}.parquet"
+
     def consolidate(self) -> None:
         """Merge single-unit files into one part file; idempotent and crash safe."""
         units = sorted(self.records_dir.glob("unit-*.parquet"))
         if len(units) < 2:
             return
         table = pa.concat_tables([pq.read_table(p, schema=SCHEMA) for p in units])
-        existing = sorted(self.records_dir.glob("part-*.parquet"))
-        number = 1 + max((int(p.stem.split("-")[1]) for p in existing), default=0)
-        atomic_write_parquet(self.records_dir / f"part-{number:04d}.parquet", table)
+        atomic_write_parquet(self._next_part(), table)
         for p in units:
+            p.unlink(missing_ok=True)
+
+    def replace_records(self, frame: pd.DataFrame) -> None:
+        """Make ``frame`` the folder's only records: written as a new part, then the old files go."""
+        old = record_files(self.folder)
+        atomic_write_parquet(self._next_part(), pa.Table.from_pandas(frame[list(COLUMNS)], schema=SCHEMA,
+                                                                      preserve_index=False))
+        for p in old:
             p.unlink(missing_ok=True)
 
 
@@ -174,17 +192,21 @@ def load_records(folder: str | Path, columns: list[str] | None = None) -> pd.Dat
     files = record_files(folder)
     if not files:
         return pd.DataFrame({c: pd.Series(dtype=object) for c in (columns or COLUMNS)})
+    wanted = None if columns is None else list(dict.fromkeys(["unit_id", *columns]))
     tables = []
     for path in files:
         try:
-            tables.append(pq.read_table(path, columns=columns, schema=SCHEMA))
+            tables.append(pq.read_table(path, columns=wanted, schema=SCHEMA))
         except (OSError, pa.ArrowException) as exc:
             raise SpecbenchError(f"broken results file {path}: {exc}") from None
     frame = pa.concat_tables(tables).to_pandas()
-    return frame.drop_duplicates("unit_id", keep="last").reset_index(drop=True)
+    frame = frame.drop_duplicates("unit_id", keep="last").reset_index(drop=True)
+    return frame if columns is None else frame[columns]
 
 
 def load_run_info(folder: str | Path) -> dict:
+    if not Path(folder).is_dir():
+        raise SpecbenchError(f"results folder not found: {folder}")
     info = ResultsStore(folder).run_info()
     if info is None:
         raise SpecbenchError(f"{folder} is not a results folder (no {RUN_INFO})")

@@ -62,3 +62,18 @@ def configuration_table(records: pd.DataFrame, by: list[str] | None = None) -> p
             row["baseline_tokens_per_s"], row["speedup"], row["n_paired"] = np.nan, np.nan, 0
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def lossless_check(records: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration × workload: fraction of greedy units whose output equals the baseline's.
+
+    Greedy speculative decoding must reproduce target-only output token for token; sampled
+    units are not comparable one by one and are left out.
+    """
+    greedy = records[records["temperature"] == 0]
+    base = greedy[is_baseline(greedy)][BASELINE_KEYS + UNIT_KEYS + ["output_sha1"]]
+    paired = greedy[~is_baseline(greedy)].merge(base, on=BASELINE_KEYS + UNIT_KEYS, suffixes=("", "_base"))
+    if paired.empty:
+        return pd.DataFrame(columns=CONFIG_KEYS + ["workload", "identical"])
+    paired["same"] = paired["output_sha1"] == paired["output_sha1_base"]
+    return paired.groupby(CONFIG_KEYS + ["workload"], dropna=False)["same"].mean().rename("identical").reset_index()

@@ -180,8 +180,8 @@ def make_records(drafters: list[SyntheticDrafter], *, costs: SyntheticCosts | No
                     records.append(_record(
                         drafter=drafter, gamma=gamma, rounds=rounds, prompt=prompt, turn=turn, repeat=repeat,
                         output_ids=output_ids, target=target, workload=workload, category=category,
-                        temperature=temperature, sweep=sweep, prefill_s=costs.prefill_s * float(_noise(rng, costs.noise)),
-                        prompt_tokens=prompt_tokens, seed=seed))
+                        temperature=temperature, sweep=sweep, prompt_tokens=prompt_tokens, seed=seed,
+                        prefill_s=costs.prefill_s * float(_noise(rng, costs.noise))))
     return records
 
 

@@ -60,6 +60,19 @@ def test_knee_search_on_exact_aggregates():
     assert fit_verify(x, linear)[0].kind == "linear"
 
 
+def test_verify_fit_never_falls_with_tokens():
+    """Noisy small-model timings can dip at large k; a hinge that would make verification cheaper
+    with more tokens must not be chosen (it would predict ever larger γ to be ever faster)."""
+    x = np.array([1, 2, 3, 4, 5, 6, 7.0])
+    t = 0.01 + 0.004 * x - 0.005 * np.maximum(x - 5, 0)  # rises, then dips: the line still rises
+    n = np.full(7, 40.0)
+    fit, _ = fit_verify(x, np.stack([n, n * t, n * t ** 2 + 1e-9], axis=-1))
+    assert np.all(np.diff(fit(np.arange(1, 30))) >= -1e-12)
+    replicate, _ = fit_verify(x, np.stack([n, n * t, n * t ** 2 + 1e-9], axis=-1),
+                              like=VerifyFit(0.01, 0.004, "knee", 5.0, 0.0))
+    assert replicate.kind == "knee" and np.all(np.diff(replicate(np.arange(1, 30))) >= -1e-12)
+
+
 def test_degenerate_verify_fits_are_flat_and_explained():
     fit, notes = fit_verify(np.array([3.0]), np.array([[10.0, 0.2, 0.004]]))
     assert fit.kind == "flat" and fit(7) == pytest.approx(0.02) and "one size" in notes[0]

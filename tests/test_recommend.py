@@ -72,7 +72,8 @@ def test_measured_speedups_equal_configuration_table():
     table = configuration_table(records)
     table = table[table["gamma"] > 0]
     for _, row in table.iterrows():
-        option = rec.options[(rec.options["drafter_label"] == row["drafter_label"]) & (rec.options["gamma"] == row["gamma"])]
+        options = rec.options
+        option = options[(options["drafter_label"] == row["drafter_label"]) & (options["gamma"] == row["gamma"])]
         assert option["speedup"].iloc[0] == pytest.approx(row["speedup"], rel=1e-12)
         assert option["lo"].iloc[0] <= row["speedup"] <= option["hi"].iloc[0]
 
@@ -92,6 +93,27 @@ def test_latency_objective_counts_prefill():
         base_request = base["prefill_s"].mean() + 31 * base["decode_s"].sum() / base["decode_tokens"].sum()
         assert lat["speedup"] == pytest.approx(base_request / request)
         assert 1 < lat["speedup"] < t["speedup"]  # a 0.5 s prefill dilutes the decode gain
+
+
+def test_one_recommendation_per_workload():
+    code = make_records([SyntheticDrafter(alpha=0.9, gammas=(2, 4))], n_prompts=6, seed=14, workload="humaneval")
+    chat = make_records([SyntheticDrafter(alpha=0.3, gammas=(2, 4), draft_step_s=0.008)], n_prompts=6, seed=15,
+                        workload="sharegpt")
+    orphan = make_records([SyntheticDrafter(alpha=0.5, gammas=(2,))], n_prompts=3, seed=16, workload="mt-bench",
+                          baseline=False)
+    recs = recommend(records_frame(code + chat + orphan), n_boot=100)
+    assert [r.keys["workload"] for r in recs] == ["humaneval", "sharegpt"]
+    assert recs[0].final is not None and recs[1].final is None  # easy code speculates, hard chat does not
+    assert all(any("skipped mt-bench" in n for n in r.notes) for r in recs)
+
+
+def test_timing_outliers_are_reported():
+    records = records_frame(make_records([SyntheticDrafter(alpha=0.7, gammas=(2,))], n_prompts=6, seed=17))
+    assert not [n for n in recommend(records, n_boot=20)[0].notes if "outlier" in n]
+    first_base = records.index[is_baseline(records)][0]
+    records.loc[first_base, "decode_s"] *= 40  # a warm-up stuck in the first baseline unit
+    notes = [n for n in recommend(records, n_boot=20)[0].notes if "outlier" in n]
+    assert len(notes) == 1 and "timing outliers in the baseline: 1 unit(s)" in notes[0]
 
 
 # ----------------------------------------------------------------------------- degenerate data
@@ -216,7 +238,8 @@ def test_cli_recommend_tables_and_json(results_folder):
 def test_cli_help_has_examples():
     for command in ("fit", "recommend"):
         result = _invoke(command, "--help")
-        assert result.exit_code == 0 and "Examples" in result.output and f"specbench {command} results/" in result.output
+        assert result.exit_code == 0 and "Examples" in result.output
+        assert f"specbench {command} results/" in result.output
 
 
 def test_cli_bad_input_exit_2(tmp_path, results_folder):

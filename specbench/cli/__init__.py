@@ -62,9 +62,11 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from specbench.cli import models_cmd, run_cmd
+    from specbench.cli import models_cmd, results_cmd, run_cmd, sweep_cmd
 
     run_cmd.register(app)
+    sweep_cmd.register(app)
+    results_cmd.register(app)
     models_cmd.register(app)
     from specbench.cli import workloads_cmd
     workloads_cmd.register(app)

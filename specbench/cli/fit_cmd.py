@@ -33,7 +33,8 @@ def _print_tables(acceptance, positions, goodness, costs, by: list[str]) -> None
     many_targets = acceptance["target"].nunique() > 1
     table = Table(title="Acceptance: α by maximum likelihood (truncated geometric, pooled over γ)",
                   caption="α̂ = accepted ÷ attempted draft positions; α obs = accepted ÷ drafted; "
-                          "model = what predictions use; flag = constant α rejected by the LRT against per-position rates")
+                          "model = what predictions use; "
+                          "flag = constant α rejected by the LRT against per-position rates")
     columns = (["target"] if many_targets else []) + ["workload"] + by + ["drafter", "T", "γ", "prompts", "rounds",
                                                                           "α̂ [95% CI]", "α obs", "model", "d",
                                                                           "p const", "flag / notes"]
@@ -49,8 +50,8 @@ def _print_tables(acceptance, positions, goodness, costs, by: list[str]) -> None
     console.print(table)
 
     if not positions.empty:
-        keys = [c for c in acceptance.columns if c in positions.columns and c in ("workload", *by, "drafter_label", "tree",
-                                                                                   "temperature", "target")]
+        wanted = ("workload", *by, "drafter_label", "tree", "temperature", "target")
+        keys = [c for c in acceptance.columns if c in positions.columns and c in wanted]
         depth = min(int(positions["position"].max()) + 1, 12)
         ptable = Table(title="Per-position acceptance α_i = P(i accepted | all before accepted), attempts in ()")
         ptable.add_column(escape("group"), overflow="fold")
@@ -58,7 +59,8 @@ def _print_tables(acceptance, positions, goodness, costs, by: list[str]) -> None
             ptable.add_column(escape(f"α_{i}"), justify="right")
         for _, part in positions.groupby(keys, sort=False):
             first = part.iloc[0]
-            cells = [f"{first['workload']} {' '.join(str(first[b]) for b in by)} {group_label(first)}".replace("  ", " ")]
+            name = " ".join([str(first["workload"]), *(str(first[b]) for b in by), group_label(first)])
+            cells = [name]
             for i in range(depth):
                 row = part[part["position"] == i]
                 cells.append("" if row.empty else f"{row['alpha_i'].iloc[0]:.2f} ({row['attempts'].iloc[0]})")
@@ -71,7 +73,8 @@ def _print_tables(acceptance, positions, goodness, costs, by: list[str]) -> None
         for c in ["workload", *by, "drafter", "γ", "rounds", "τ observed", "τ predicted", "residual", "z"]:
             gtable.add_column(escape(c), overflow="fold")
         for _, r in goodness.iterrows():
-            text_row(gtable, str(r["workload"]), *[str(r[b]) for b in by], group_label(r), str(r["gamma"]), str(r["rounds"]),
+            text_row(gtable, str(r["workload"]), *[str(r[b]) for b in by], group_label(r), str(r["gamma"]),
+                     str(r["rounds"]),
                            fmt(r["tau_observed"]), fmt(r["tau_predicted"]), f"{r['residual']:+.3f}", fmt(r["z"], 2))
         console.print(gtable)
 
@@ -84,7 +87,7 @@ def _print_tables(acceptance, positions, goodness, costs, by: list[str]) -> None
             ctable.add_column(escape(c), overflow="fold")
         for _, r in costs.iterrows():
             if "verify_a_s" not in r or r.get("verify_a_s") != r.get("verify_a_s"):
-                text_row(ctable, str(r["workload"]), group_label(r), "-", "-", "-", "-", "-", "-", "-", str(r["cost_notes"]))
+                text_row(ctable, str(r["workload"]), group_label(r), *["-"] * 7, str(r["cost_notes"]))
                 continue
             line = f"{1e3 * r['verify_a_s']:.2f} + {1e3 * r['verify_b_s']:.3f}·k"
             if r["verify_model"] == "knee":
@@ -101,7 +104,8 @@ def fit_command(
     by: list[str] = typer.Option([], "--by", help="Also split groups by this record column, e.g. category "
                                                   "(MT-Bench categories). Repeatable."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON (acceptance, positions, goodness_of_fit, costs)."),
-    n_boot: int = typer.Option(N_BOOT, "--bootstrap", min=0, help="Bootstrap replicates over prompts for the α interval."),
+    n_boot: int = typer.Option(N_BOOT, "--bootstrap", min=0,
+                               help="Bootstrap replicates over prompts for the α interval."),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
 ):
     """Fit the acceptance model and the cost model of a sweep's results.
@@ -136,8 +140,8 @@ def fit_command(
     acceptance, positions, goodness = fits_frame(fits), positions_frame(fits), goodness_frame(fits)
     costs = fit_group_costs(records)
     if json_out:
-        payload = {name: frame.to_dict("records") for name, frame in
-                   (("acceptance", acceptance), ("positions", positions), ("goodness_of_fit", goodness), ("costs", costs))}
+        frames = {"acceptance": acceptance, "positions": positions, "goodness_of_fit": goodness, "costs": costs}
+        payload = {name: frame.to_dict("records") for name, frame in frames.items()}
         typer.echo(json.dumps(json_ready(payload), indent=2))
         return
     _print_tables(acceptance, positions, goodness, costs, list(by))

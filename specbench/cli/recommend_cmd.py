@@ -63,14 +63,14 @@ def _print_recommendation(rec, console) -> None:
         table = Table(title=escape(f"Model prediction for {ref.drafter_label} (α̂={first['alpha']:.3f}, "
                                    f"{first['acceptance_model']} model)"),
                       caption=escape("E[tok]: expected tokens per round; speedup: measured-cost model vs the "
-                                     "measured baseline; paper: Leviathan et al. (1 − α^(γ+1)) / ((1 − α)(γc + 1)); "
-                                     "* = measured γ"))
+                                     "measured baseline; paper: Leviathan et al. "
+                                     "(1 − α^(γ+1)) / ((1 − α)(γc + 1)); * = measured γ"))
         for c in ("γ", "E[tok]", "round ms", "tok/s", "speedup [95% CI]", "paper"):
             table.add_column(escape(c), justify="right")
         for _, r in curve.iterrows():
             text_row(table, f"{r['gamma']}{'*' if r['measured'] else ''}", fmt(r["expected_tokens"], 2),
-                          f"{1e3 * r['round_s']:.2f}", fmt(r["tokens_per_s"], 1),
-                          f"{r['objective_speedup']:.2f}× [{r['lo']:.2f}, {r['hi']:.2f}]", f"{r['paper_factor']:.2f}×")
+                     f"{1e3 * r['round_s']:.2f}", fmt(r["tokens_per_s"], 1),
+                     f"{r['objective_speedup']:.2f}× [{r['lo']:.2f}, {r['hi']:.2f}]", f"{r['paper_factor']:.2f}×")
         console.print(table)
 
     for name, setting in rec.settings.items():

@@ -51,7 +51,7 @@ class SpeculativeEngine:
 
     def __init__(self, target, drafter: Drafter | None = None, *, gamma: int = 0,
                  sampling: SamplingParams = SamplingParams(), backend: str = "auto",
-                 verifier: Verifier | None = None):
+                 verifier: Verifier | None = None, decoder=None):
         if gamma < 0:
             raise SpecbenchError(f"gamma must be >= 0, got {gamma}")
         if gamma > 0 and drafter is None:
@@ -60,7 +60,7 @@ class SpeculativeEngine:
         self.drafter = drafter if gamma > 0 else None
         self.gamma = gamma
         self.sampling = sampling
-        self.decoder = make_decoder(target.model, backend)
+        self.decoder = decoder or make_decoder(target.model, backend)  # engines of one target may share it
         self.device = self.decoder.device
         self.clock = DeviceClock(self.device)
         self.eos_ids = eos_token_ids(target.model, target.tokenizer)

@@ -1,0 +1,65 @@
+"""`specbench results show|merge`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+results_app = typer.Typer(help="Inspect and combine results folders.", no_args_is_help=True)
+
+
+@results_app.command("show")
+def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME)."),
+         csv: Path = typer.Option(None, "--csv", help="Also write the summary table to this CSV file.")):
+    """One table per workload: α, τ, tokens/s and speedup for every drafter × γ, with prompt counts.
+
+    Example: specbench results show results/demo
+    """
+    from specbench.cli.render import fmt
+    from specbench.errors import SpecbenchError
+    from specbench.results import load_records, load_run_info
+    from specbench.summary import configuration_table, lossless_check
+
+    info = load_run_info(folder)
+    records = load_records(folder)
+    if records.empty:
+        raise SpecbenchError(f"{folder} has no records yet")
+    table = configuration_table(records)
+    check = lossless_check(records)
+    table = table.merge(check, how="left", on=[c for c in check.columns if c in table.columns and c != "identical"])
+    if csv is not None:
+        table.to_csv(csv, index=False)
+    console = Console()
+    console.print(f"[bold]{info.get('sweep', {}).get('name', folder)}[/bold] · target {info['sweep']['target']} · "
+                  f"{info.get('device_name')} · {info.get('dtype')} · {len(records)} records")
+    for workload, rows in table.groupby("workload", sort=True):
+        t = Table(title=f"workload {workload}")
+        for col in ("drafter", "tree", "γ", "T", "prompts", "α", "τ", "tokens/s", "speedup", "greedy identical"):
+            t.add_column(col, justify="right" if col not in ("drafter", "tree") else "left")
+        for r in rows.sort_values(["temperature", "drafter_label", "tree", "gamma"]).itertuples():
+            ident = "-" if r.temperature > 0 or r.gamma == 0 else f"{r.identical:.0%}"
+            t.add_row(r.drafter_label, r.tree, str(r.gamma), f"{r.temperature:g}", str(r.n_prompts), fmt(r.alpha),
+                      fmt(r.tau, 2), fmt(r.tokens_per_s, 1), (fmt(r.speedup, 2) + "×") if r.speedup == r.speedup else "-",
+                      ident)
+        console.print(t)
+
+
+@results_app.command("merge")
+def merge(folders: list[Path] = typer.Argument(..., help="Results folders to combine (e.g. shards)."),
+          out: Path = typer.Option(..., "--out", "-o", help="Folder to write the union to."),
+          force: bool = typer.Option(False, "--force", help="Merge even if measured on different devices.")):
+    """Combine results folders of the same sweep (e.g. --shard runs) into one.
+
+    Example: specbench results merge results/qwen-0 results/qwen-1 --out results/qwen
+    """
+    from specbench.merge import merge_folders
+
+    count = merge_folders(list(folders), out, force=force)
+    Console().print(f"[green]merged[/green] {count} records -> {out}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(results_app, name="results")

@@ -1,0 +1,173 @@
+"""`specbench sweep`: run a grid of configurations over workloads and store every measurement."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from specbench.errors import SpecbenchError
+
+EPILOG = """Examples:
+
+  specbench sweep sweeps/demo.yaml
+
+  specbench sweep --name code-cpu --target smollm2-135m --drafter ngram --drafter ngram:n_max=5 \\
+      --gamma 1,2,4,8 --workload humaneval --prompts 20 --max-new-tokens 128
+
+  specbench sweep sweeps/qwen-pair.yaml --dry-run          # grid and cost estimate, no model loaded
+
+  specbench sweep sweeps/qwen-pair.yaml --shard 0/4 --out results/qwen-0   # one quarter of the prompts
+"""
+
+
+def _csv(values: str | None, cast) -> list | None:
+    if values is None:
+        return None
+    try:
+        return [cast(v) for v in values.split(",") if v.strip()]
+    except ValueError:
+        raise SpecbenchError(f"could not read '{values}' as a comma-separated list") from None
+
+
+def sweep(
+    spec_file: Path = typer.Argument(None, help="Sweep YAML file (flags below override its fields)."),
+    name: str = typer.Option(None, "--name", help="Sweep name (results go to results/NAME)."),
+    target: str = typer.Option(None, "--target", "-t", help="Target model."),
+    drafter: list[str] = typer.Option(None, "--drafter", "-d",
+                                      help="Drafter TYPE or TYPE:key=value,... (repeatable)."),
+    gamma: str = typer.Option(None, "--gamma", "-g", help="Draft lengths, e.g. 1,2,4,8."),
+    tree: str = typer.Option(None, "--tree", help="Draft shapes, comma separated (chain)."),
+    temperature: str = typer.Option(None, "--temperature", help="Temperatures, e.g. 0,0.7."),
+    top_p: float = typer.Option(None, "--top-p"),
+    top_k: int = typer.Option(None, "--top-k"),
+    workload: list[str] = typer.Option(None, "--workload", "-w", help="Workload (repeatable)."),
+    prompts: int = typer.Option(None, "--prompts", min=1, help="Prompts per workload."),
+    max_new_tokens: int = typer.Option(None, "--max-new-tokens", "-n", min=1),
+    repeats: int = typer.Option(None, "--repeats", min=1),
+    seed: int = typer.Option(None, "--seed"),
+    device: str = typer.Option(None, "--device"),
+    dtype: str = typer.Option(None, "--dtype"),
+    ignore_eos: bool = typer.Option(None, "--ignore-eos/--stop-at-eos", help="Fixed-length generations."),
+    out: Path = typer.Option(None, "--out", "-o", help="Results folder (default results/NAME)."),
+    shard: str = typer.Option(None, "--shard", help="Run slice I/N of the prompts (e.g. 0/4)."),
+    force: bool = typer.Option(False, "--force", help="Allow a folder holding a different sweep spec."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the grid and a cost estimate, then stop."),
+):
+    """Measure every (drafter, γ, tree, temperature) configuration on every workload prompt.
+
+    Each workload also runs the target-only baseline (γ = 0) on the same prompts. Records go to
+    RESULTS/records/*.parquet as soon as each unit finishes; running the same command again
+    resumes where it stopped.
+    """
+    from specbench.sweep import SweepRunner, expand_units, load_workloads, parse_shard
+    from specbench.sweep_spec import build_spec, load_spec_file
+
+    raw = load_spec_file(spec_file) if spec_file is not None else {}
+    flags = {"name": name, "target": target, "gammas": _csv(gamma, int), "trees": _csv(tree, str),
+             "temperatures": _csv(temperature, float), "top_p": top_p, "top_k": top_k, "repeats": repeats,
+             "seed": seed, "device": device, "dtype": dtype, "ignore_eos": ignore_eos}
+    raw.update({k: v for k, v in flags.items() if v is not None})
+    if max_new_tokens is not None:
+        raw["max_new_tokens"] = max_new_tokens
+    if drafter:
+        raw["drafters"] = list(drafter)
+    if workload:
+        raw["workloads"] = list(workload)
+    if prompts is not None:
+        raw["workloads"] = [{**(w if isinstance(w, dict) else {"name": w}), "count": prompts}
+                            for w in raw.get("workloads") or []]
+    where = str(spec_file) if spec_file is not None else "sweep flags"
+    spec = build_spec(raw, where=where)
+    shard_pair = parse_shard(shard)
+    out_dir = out or Path("results") / spec.name
+    console = Console(stderr=True)
+    if dry_run:
+        units = expand_units(spec, load_workloads(spec), shard_pair)
+        _print_dry_run(spec, units)
+        return
+    observer = SweepProgress(console)
+    runner = SweepRunner(spec, out_dir, force=force, shard=shard_pair, observer=observer)  # validates first
+    with observer:
+        try:
+            measured = runner.run()
+        except KeyboardInterrupt:
+            console.print(f"[yellow]interrupted[/yellow]: finished units are saved in {out_dir}; "
+                          "run the same command to resume")
+            raise typer.Exit(130) from None
+    Console().print(f"[green]done[/green]: {measured} unit(s) measured now, {len(runner.units)} in the grid -> "
+                    f"{out_dir}\nnext: specbench results show {out_dir}")
+
+
+def _print_dry_run(spec, units) -> None:
+    from specbench.estimate import estimate
+
+    console = Console()
+    table = Table(title=f"sweep {spec.name}: {len(spec.configs)} configurations")
+    for col in ("configuration", "units"):
+        table.add_column(col)
+    for config in spec.configs:
+        table.add_row(config.label, str(sum(1 for u in units if u.config == config)))
+    console.print(table)
+    est = estimate(spec, units)
+    workloads = {}
+    for u in units:
+        workloads.setdefault(u.workload.name, set()).add(u.prompt.prompt_id)
+    console.print("workloads: " + ", ".join(f"{w} ({len(p)} prompts)" for w, p in workloads.items()))
+    line = f"{est['units']} units, at most {est['max_new_tokens_total']:,} generated tokens"
+    if est["seconds_upper"]:
+        line += (f"; roughly ≤ {est['seconds_upper'] / 60:.0f} min on {spec.device} "
+                 f"({est['target_parameters'] / 1e6:.0f}M-parameter target, one forward per token)")
+    console.print(line)
+
+
+class SweepProgress:
+    """Rich progress: an overall bar with ETA and a line for the configuration being measured."""
+
+    def __init__(self, console: Console):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
+            TimeRemainingColumn
+
+        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
+                                 TextColumn("{task.fields[detail]}"), console=console, transient=False)
+        self.task = None
+        self._last = 0.0
+
+    def __enter__(self):
+        self.progress.__enter__()
+        self.task = self.progress.add_task("starting", total=None, detail="")
+        return self
+
+    def __exit__(self, *exc):
+        return self.progress.__exit__(*exc)
+
+    def status(self, message: str) -> None:
+        self.progress.update(self.task, description=message)
+
+    def begin(self, total: int, done: int) -> None:
+        self.progress.update(self.task, total=total, completed=done, description="sweep")
+        if done:
+            self.progress.console.print(f"resuming: {done} of {total} units already measured")
+
+    def unit_started(self, unit) -> None:
+        self.progress.update(self.task, detail=f"{unit.config.label} · {unit.prompt.prompt_id} t{unit.turn}")
+
+    def round_done(self, unit, result) -> None:
+        now = time.monotonic()
+        if now - self._last < 0.25:
+            return
+        self._last = now
+        alpha = f"α {result.alpha:.2f} · " if result.drafted else ""
+        self.progress.update(self.task, detail=f"{unit.config.label} · {unit.prompt.prompt_id} t{unit.turn} · "
+                                               f"{alpha}{result.tokens_per_s:.1f} tok/s")
+
+    def unit_done(self, unit, record) -> None:
+        self.progress.advance(self.task)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sweep", epilog=EPILOG)(sweep)

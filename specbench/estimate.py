@@ -1,0 +1,50 @@
+"""Rough cost of a sweep before it runs: units, tokens, and a time bound from model size."""
+
+from __future__ import annotations
+
+from specbench.sweep_spec import SweepSpec
+
+# effective weight-streaming bandwidth of a decode step, bytes/s (order of magnitude only)
+BANDWIDTH_GUESS = {"cpu": 20e9, "cuda": 1.5e12}
+BYTES_PER_PARAM = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
+
+
+def parameter_count(target: str) -> int | None:
+    """Parameters of a target from its config alone (meta device: no weights are read)."""
+    try:
+        import torch
+        from transformers import AutoConfig, AutoModelForCausalLM
+
+        from specbench import model_cache
+        from specbench.models import aliases
+
+        if target in aliases():
+            entry = aliases()[target]
+            if entry["source"] == "random":
+                cfg = dict(entry["config"])
+                config = AutoConfig.for_model(cfg.pop("model_type"), **cfg)
+            else:
+                base = entry.get("base", target)
+                folder = model_cache.entry_dir(base)
+                if not (folder / "config.json").exists():
+                    return None
+                config = AutoConfig.from_pretrained(str(folder))
+        else:
+            config = AutoConfig.from_pretrained(target)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+        return sum(p.numel() for p in model.parameters())
+    except Exception:  # noqa: BLE001 - an estimate is optional
+        return None
+
+
+def estimate(spec: SweepSpec, units) -> dict:
+    tokens = sum(u.max_new_tokens for u in units)
+    params = parameter_count(spec.target)
+    out = {"units": len(units), "configs": len(spec.configs), "max_new_tokens_total": tokens,
+           "target_parameters": params, "seconds_upper": None}
+    if params:
+        kind = "cuda" if spec.device.startswith("cuda") else "cpu"
+        step = params * BYTES_PER_PARAM.get(spec.dtype, 4) / BANDWIDTH_GUESS[kind]
+        out["seconds_upper"] = tokens * step  # one target forward per token: the baseline's cost
+    return out

@@ -1,0 +1,260 @@
+"""Sweep specifications: parse, validate and expand into a grid of units — no model needed.
+
+A sweep is a YAML file (see ``sweeps/``) or the same axes given as CLI flags:
+
+    name, target, device, dtype, seed, repeats, max_new_tokens (null: each workload's own),
+    ignore_eos, drafters: [{type, params}], gammas, trees, temperatures, top_p, top_k,
+    workloads: [{name, count, split}]
+
+The grid is every (drafter × γ × tree × temperature) configuration plus one target-only
+baseline (γ = 0) per temperature, crossed with every workload prompt, turn and repeat.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+from specbench.errors import SpecbenchError, did_you_mean
+
+TOP_LEVEL_KEYS = ("name", "description", "target", "device", "dtype", "seed", "repeats", "max_new_tokens",
+                  "ignore_eos", "drafters", "gammas", "trees", "temperatures", "top_p", "top_k", "workloads")
+DEFAULTS = {"name": None, "description": "", "target": "smollm2-135m", "device": "cpu", "dtype": "fp32", "seed": 0,
+            "repeats": 1, "max_new_tokens": None, "ignore_eos": False, "drafters": [], "gammas": [1, 2, 4],
+            "trees": ["chain"], "temperatures": [0.0], "top_p": 1.0, "top_k": 0, "workloads": []}
+
+
+@dataclass(frozen=True)
+class DrafterConfig:
+    type: str
+    params: tuple[tuple[str, object], ...] = ()
+
+    @property
+    def params_dict(self) -> dict:
+        return dict(self.params)
+
+    @property
+    def params_json(self) -> str:
+        return json.dumps(self.params_dict, sort_keys=True)
+
+    @property
+    def label(self) -> str:
+        if not self.params:
+            return self.type
+        return f"{self.type}(" + ", ".join(f"{k}={v}" for k, v in self.params) + ")"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One point of the configuration grid (the baseline has drafter None and γ = 0)."""
+
+    drafter: DrafterConfig | None
+    gamma: int
+    tree: str
+    temperature: float
+    top_p: float
+    top_k: int
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.drafter is None
+
+    @property
+    def label(self) -> str:
+        name = "target only" if self.drafter is None else f"{self.drafter.label} γ={self.gamma}"
+        if self.tree != "chain":
+            name += f" tree={self.tree}"
+        return f"{name} T={self.temperature:g}"
+
+
+@dataclass(frozen=True)
+class WorkloadChoice:
+    name: str
+    count: int | None = None
+    split: str = "eval"
+
+
+@dataclass
+class SweepSpec:
+    name: str
+    target: str
+    device: str
+    dtype: str
+    seed: int
+    repeats: int
+    max_new_tokens: int | None
+    ignore_eos: bool
+    drafters: list[DrafterConfig]
+    gammas: list[int]
+    trees: list[str]
+    temperatures: list[float]
+    top_p: float
+    top_k: int
+    workloads: list[WorkloadChoice]
+    description: str = ""
+    configs: list[RunConfig] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        """The spec as plain data (what run.json stores and what the hash covers)."""
+        return {
+            "name": self.name, "description": self.description, "target": self.target, "device": self.device,
+            "dtype": self.dtype, "seed": self.seed, "repeats": self.repeats, "max_new_tokens": self.max_new_tokens,
+            "ignore_eos": self.ignore_eos,
+            "drafters": [{"type": d.type, "params": d.params_dict} for d in self.drafters],
+            "gammas": self.gammas, "trees": self.trees, "temperatures": self.temperatures, "top_p": self.top_p,
+            "top_k": self.top_k, "workloads": [asdict(w) for w in self.workloads],
+        }
+
+    @property
+    def spec_hash(self) -> str:
+        """Identity of what is measured (the name and description do not count)."""
+        data = self.to_dict()
+        data.pop("name")
+        data.pop("description")
+        return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------------- parsing
+
+def _fail(where: str, message: str) -> None:
+    raise SpecbenchError(f"{where}: {message}")
+
+
+def _as_list(value, where: str, key: str) -> list:
+    if value is None:
+        return []
+    if isinstance(value, (str, int, float, dict)):
+        return [value]
+    if not isinstance(value, list):
+        _fail(where, f"'{key}' must be a list")
+    return value
+
+
+def _int(value, where: str, key: str, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+        _fail(where, f"'{key}' must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        _fail(where, f"'{key}' must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def _float(value, where: str, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        _fail(where, f"'{key}' must be a number, got {value!r}")
+    return float(value)
+
+
+def _drafter(item, where: str) -> DrafterConfig:
+    from specbench.engine.drafters import check_params
+
+    if isinstance(item, str):
+        item = parse_drafter_flag(item)
+    if not isinstance(item, dict) or "type" not in item:
+        _fail(where, f"each drafter needs a 'type' (e.g. {{type: ngram}}), got {item!r}")
+    extra = set(item) - {"type", "params"}
+    if extra:
+        _fail(where, f"drafter entries take 'type' and 'params', not {sorted(extra)}")
+    params = item.get("params") or {}
+    if not isinstance(params, dict):
+        _fail(where, f"'params' of drafter {item['type']} must be a mapping")
+    check_params(str(item["type"]), params)
+    return DrafterConfig(type=str(item["type"]), params=tuple(sorted(params.items())))
+
+
+def parse_drafter_flag(text: str) -> dict:
+    """``TYPE`` or ``TYPE:key=value,key=value`` -> {type, params}."""
+    from specbench.cli.run_cmd import parse_params
+
+    kind, _, rest = text.partition(":")
+    params = parse_params([p for p in rest.split(",") if p]) if rest else {}
+    return {"type": kind.strip(), "params": params}
+
+
+def _workload(item, where: str) -> WorkloadChoice:
+    if isinstance(item, str):
+        item = {"name": item}
+    if not isinstance(item, dict) or "name" not in item:
+        _fail(where, f"each workload needs a 'name', got {item!r}")
+    extra = set(item) - {"name", "count", "split"}
+    if extra:
+        _fail(where, f"workload entries take name, count and split, not {sorted(extra)}")
+    count = item.get("count")
+    return WorkloadChoice(name=str(item["name"]), count=None if count is None else _int(count, where, "count", 1),
+                          split=str(item.get("split", "eval")))
+
+
+def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
+    """Validate a raw mapping (YAML or flags merged) into a `SweepSpec` with its configurations."""
+    from specbench.engine.tree import parse_tree
+
+    if not isinstance(raw, dict):
+        _fail(where, "a sweep file must be a mapping of keys (name, target, drafters, gammas, ...)")
+    for key in raw:
+        if key not in TOP_LEVEL_KEYS:
+            _fail(where, f"unknown key '{key}'{did_you_mean(str(key), list(TOP_LEVEL_KEYS))}")
+    data = {**DEFAULTS, **{k: v for k, v in raw.items() if v is not None or k == "max_new_tokens"}}
+    if not data["name"]:
+        _fail(where, "the sweep needs a name (results go to results/<name>/)")
+    gammas = sorted({_int(g, where, "gammas", 0) for g in _as_list(data["gammas"], where, "gammas")})
+    temperatures = sorted({_float(t, where, "temperatures") for t in _as_list(data["temperatures"], where, "temperatures")})
+    if any(t < 0 for t in temperatures):
+        _fail(where, "temperatures must be >= 0")
+    trees = [str(t) for t in _as_list(data["trees"], where, "trees")]
+    for tree in trees:
+        parse_tree(tree)  # raises a one-line error for a bad shape
+    top_p = _float(data["top_p"], where, "top_p")
+    if not 0 < top_p <= 1:
+        _fail(where, f"'top_p' must be in (0, 1], got {top_p}")
+    spec = SweepSpec(
+        name=str(data["name"]), description=str(data["description"] or ""), target=str(data["target"]),
+        device=str(data["device"]), dtype=str(data["dtype"]), seed=_int(data["seed"], where, "seed"),
+        repeats=_int(data["repeats"], where, "repeats", 1),
+        max_new_tokens=None if data["max_new_tokens"] is None else _int(data["max_new_tokens"], where,
+                                                                         "max_new_tokens", 1),
+        ignore_eos=bool(data["ignore_eos"]),
+        drafters=list(dict.fromkeys(_drafter(d, where) for d in _as_list(data["drafters"], where, "drafters"))),
+        gammas=gammas, trees=trees, temperatures=temperatures, top_p=top_p,
+        top_k=_int(data["top_k"], where, "top_k", 0),
+        workloads=[_workload(w, where) for w in _as_list(data["workloads"], where, "workloads")],
+    )
+    from specbench.models import torch_dtype
+
+    torch_dtype(spec.dtype)
+    if not spec.workloads:
+        _fail(where, "no workloads: give at least one (e.g. workloads: [mt-bench])")
+    spec.configs = expand_configs(spec)
+    if not any(not c.is_baseline for c in spec.configs):
+        _fail(where, "empty grid: no drafter with a draft length γ > 0 (give drafters and gammas)")
+    return spec
+
+
+def expand_configs(spec: SweepSpec) -> list[RunConfig]:
+    """Baseline per temperature first, then drafter × γ × tree × temperature (γ = 0 skipped)."""
+    configs = [RunConfig(None, 0, "chain", t, spec.top_p, spec.top_k) for t in spec.temperatures]
+    for t in spec.temperatures:
+        for d in spec.drafters:
+            for tree in spec.trees:
+                for g in spec.gammas:
+                    if g > 0:
+                        configs.append(RunConfig(d, g, tree, t, spec.top_p, spec.top_k))
+    return configs
+
+
+def load_spec_file(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise SpecbenchError(f"sweep file not found: {path}")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise SpecbenchError(f"{path}: malformed YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(raw, dict):
+        raise SpecbenchError(f"{path}: a sweep file must be a mapping of keys (name, target, drafters, ...)")
+    raw.setdefault("name", path.stem)
+    return raw
