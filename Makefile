@@ -5,13 +5,14 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.specbench-installed
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install demo test test-heavy bench-engine clean help
+.PHONY: install demo test test-heavy bench-engine bench-replay clean help
 
 help:
 	@echo "make demo          set up (first run) and run the demo sweep on SmolLM2-135M"
 	@echo "make test          set up (first run) and run the test suite (CPU, no GPU needed)"
 	@echo "make test-heavy    tests on the Qwen2.5-Coder 1.5B/0.5B pair (pulls ~1.5 GB once)"
 	@echo "make bench-engine  specbench engine vs transformers generate / assisted generation"
+	@echo "make bench-replay  live γ 1..8 sweep vs replay sweep: wall time and largest τ difference"
 
 $(PY):
 	@# Keep a torch the system python already has (a CUDA build, say) visible in the venv.
@@ -45,6 +46,9 @@ test-heavy: install
 
 bench-engine: install
 	$(PY) scripts/bench_engine.py
+
+bench-replay: install
+	$(PY) scripts/bench_replay.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

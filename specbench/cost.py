@@ -328,24 +328,31 @@ def fit_costs(stats: CostStats, weights: np.ndarray | None = None, *, like: Cost
                    nodes=dict(stats.nodes), notes=tuple(notes))
 
 
-def fit_group_costs(records: pd.DataFrame) -> pd.DataFrame:
-    """One row of cost coefficients per (target, drafter, tree, workload, sampling) with live timings."""
+def group_cost_fits(records: pd.DataFrame) -> list[tuple[dict, CostFit | None]]:
+    """(keys, `CostFit`) per (target, drafter, tree, workload, sampling) with live timings; the fit
+    is None where the workload and sampling have no target-only baseline."""
     live = records[records["mode"] == "live"]
     base_all = live[is_baseline(live)]
     spec = live[~is_baseline(live) & (live["gamma"] > 0)]
-    rows = []
+    out = []
     for values, group in spec.groupby(ACCEPT_KEYS, dropna=False, sort=True):
         keys = dict(zip(ACCEPT_KEYS, values))
         base = base_all
         for k in BASELINE_KEYS:
             base = base[base[k] == keys[k]]
         if base.empty:
-            rows.append({**keys, "cost_notes": "no target-only baseline for this workload and sampling: "
-                                               "costs not fitted"})
+            out.append((keys, None))
             continue
         clusters = prompt_clusters(pd.concat([group[["prompt_id"]], base[["prompt_id"]]]))
-        rows.append({**keys, **fit_costs(cost_stats(group, base, clusters)).summary()})
-    return pd.DataFrame(rows)
+        out.append((keys, fit_costs(cost_stats(group, base, clusters))))
+    return out
+
+
+def fit_group_costs(records: pd.DataFrame) -> pd.DataFrame:
+    """One row of cost coefficients per (target, drafter, tree, workload, sampling) with live timings."""
+    no_base = {"cost_notes": "no target-only baseline for this workload and sampling: costs not fitted"}
+    return pd.DataFrame([{**keys, **(no_base if fit is None else fit.summary())}
+                         for keys, fit in group_cost_fits(records)])
 
 
 # ----------------------------------------------------------------------------- prediction

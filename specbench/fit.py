@@ -66,7 +66,7 @@ from scipy import special, stats
 from specbench.errors import SpecbenchError
 from specbench.intervals import LEVEL, N_BOOT, bootstrap_interval, bootstrap_weights, clopper_pearson, few_prompts_note
 from specbench.rounds import Rounds, flatten_rounds, prompt_clusters
-from specbench.summary import is_baseline
+from specbench.summary import is_baseline, prefer_live
 
 ACCEPT_KEYS = ["target", "drafter", "drafter_label", "tree", "workload", "temperature", "top_p", "top_k"]
 SIGNIFICANCE = 0.01  # level of the constant-α tests
@@ -446,6 +446,9 @@ def fit_group(group: pd.DataFrame, keys: dict, *, n_boot: int = N_BOOT, level: f
     rounds = flatten_rounds(group, clusters)
     counts = position_counts(rounds, len(clusters))
     estimate = estimate_acceptance(counts, n_boot=n_boot, level=level, rng=np.random.default_rng(seed))
+    replayed = int((group["mode"] == "replay").sum()) if "mode" in group else 0
+    if replayed:
+        estimate.notes.append(f"{replayed} of {len(group)} units replayed from target trajectories (docs/replay.md)")
     drafted = int(group["drafted"].sum())
     return AcceptanceFit(
         keys=keys, n_prompts=len(clusters), n_units=len(group), n_rounds=int((rounds.length > 0).sum()),
@@ -474,10 +477,13 @@ def load_results(folder) -> pd.DataFrame:
 
 
 def speculative_records(records: pd.DataFrame) -> pd.DataFrame:
-    """The records of speculative configurations (γ ≥ 1), or a SpecbenchError saying there are none."""
+    """The records of speculative configurations (γ ≥ 1), or a SpecbenchError saying there are none.
+
+    A unit both measured and replayed counts once, by its live record (`specbench.summary.prefer_live`).
+    """
     if records.empty:
         raise SpecbenchError("the results folder holds no records")
-    spec = records[~is_baseline(records) & (records["gamma"] > 0)]
+    spec = prefer_live(records[~is_baseline(records) & (records["gamma"] > 0)])
     if spec.empty:
         raise SpecbenchError("no speculative records (γ ≥ 1) to fit: the folder holds only the target-only baseline")
     return spec
@@ -516,3 +522,33 @@ def positions_frame(fits: list[AcceptanceFit]) -> pd.DataFrame:
 
 def goodness_frame(fits: list[AcceptanceFit]) -> pd.DataFrame:
     return _keyed(fits, "goodness")
+
+
+def tau_intervals(records: pd.DataFrame, *, n_boot: int = N_BOOT, level: float = LEVEL,
+                  seed: int = 0) -> pd.DataFrame:
+    """Measured τ per configuration × workload with a prompt-bootstrap interval.
+
+    τ = Σ decode tokens ÷ Σ rounds over the configuration's records (bonus token included, as in
+    `specbench.summary.configuration_table`); a replicate re-weights prompts (`specbench.intervals`).
+    Below two prompts, or with ``n_boot`` 0, the interval collapses to the point. Columns: the
+    configuration keys, workload, n_prompts, tau, tau_lo, tau_hi.
+    """
+    from specbench.rounds import cluster_codes, cluster_sums
+    from specbench.summary import CONFIG_KEYS
+
+    keys = CONFIG_KEYS + ["workload"]
+    rng = np.random.default_rng(seed)
+    rows = []
+    for values, group in records.groupby(keys, dropna=False, sort=True):
+        clusters = prompt_clusters(group)
+        sums = cluster_sums(cluster_codes(group, clusters), len(clusters), group["decode_tokens"], group["rounds"])
+        tokens, rounds = sums.sum(0)
+        tau = tokens / rounds if rounds > 0 else float("nan")
+        lo = hi = tau
+        if len(clusters) >= 2 and n_boot > 0 and rounds > 0:
+            w = bootstrap_weights(len(clusters), n_boot, rng)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                reps = (w @ sums[:, 0]) / (w @ sums[:, 1])
+            lo, hi = (float(v) for v in bootstrap_interval(tau, reps, len(clusters), level, positive=True))
+        rows.append({**dict(zip(keys, values)), "n_prompts": len(clusters), "tau": tau, "tau_lo": lo, "tau_hi": hi})
+    return pd.DataFrame(rows, columns=keys + ["n_prompts", "tau", "tau_lo", "tau_hi"])

@@ -61,12 +61,20 @@ def small_sample_factor(n_clusters: int, level: float = LEVEL) -> float:
 
 
 def bootstrap_interval(point, replicates: np.ndarray, n_clusters: int, level: float = LEVEL,
-                       axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
+                       axis: int = 0, positive: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Percentile interval of prompt-bootstrap replicates, stretched about ``point`` by
-    `small_sample_factor` (see the module docstring)."""
+    `small_sample_factor` (see the module docstring).
+
+    ``positive`` quantities (ratios such as speedups and τ) are stretched on the log scale,
+    so that the interval stays above zero however few prompts there are.
+    """
     lo, hi = percentile_interval(replicates, level, axis)
     k = small_sample_factor(n_clusters, level)
     point = np.asarray(point, dtype=float)
+    if positive:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_p, log_lo, log_hi = np.log(point), np.log(lo), np.log(hi)
+            return np.exp(log_p - k * (log_p - log_lo)), np.exp(log_p + k * (log_hi - log_p))
     return point - k * (point - lo), point + k * (hi - point)
 
 

@@ -8,7 +8,9 @@ target-only baseline (γ = 0, drafter 'none'). Two answers are given per scenari
 * model: every (drafter, tree) group's acceptance fit (`specbench.fit`) and cost fit
   (`specbench.cost`, used only through the `CostModel` interface) predict the speedup for
   γ = 1..max_gamma, measured or not (trees: their measured depths only — the node count of an
-  unmeasured depth depends on the tree's shape).
+  unmeasured depth depends on the tree's shape). Replayed records (docs/replay.md) feed the
+  acceptance fit (a unit also measured live counts once, by its live record) but never a
+  measured speedup or the cost fit, and a γ that was only replayed counts as not measured.
 
 Objectives. *throughput*: decode tokens/s ÷ the baseline's (the design's speedup). *latency*: the
 mean time of one request of the scenario's length N (its largest ``new_tokens``, i.e. the
@@ -43,7 +45,7 @@ from specbench.fit import AcceptanceModel, alpha_mle, estimate_acceptance, fit_d
 from specbench.intervals import LEVEL, N_BOOT, bootstrap_interval, bootstrap_weights, few_prompts_note
 from specbench.jsonable import json_ready
 from specbench.rounds import cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
-from specbench.summary import BASELINE_KEYS, CONFIG_KEYS, UNIT_KEYS, is_baseline
+from specbench.summary import BASELINE_KEYS, CONFIG_KEYS, UNIT_KEYS, is_baseline, prefer_live
 
 OBJECTIVES = ("throughput", "latency")
 SCENARIO_KEYS = BASELINE_KEYS
@@ -150,7 +152,7 @@ def _measured_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index
     stacked = np.stack(sums)  # [C, P, 8]
     point = _objective(objective, *np.moveaxis(stacked.sum(1), -1, 0), n_tokens)
     reps = _objective(objective, *np.moveaxis(np.einsum("bp,cpk->bck", weights, stacked), -1, 0), n_tokens)
-    lo, hi = bootstrap_interval(point, reps, len(clusters), level) if len(weights) else (point, point)
+    lo, hi = bootstrap_interval(point, reps, len(clusters), level, positive=True) if len(weights) else (point, point)
     totals = stacked.sum(1)
     for i, option in enumerate(options):
         option.speedup, option.lo, option.hi = float(point[i]), float(lo[i]), float(hi[i])
@@ -188,7 +190,7 @@ def _model_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, w
         acceptance = estimate_acceptance(counts, n_boot=0, level=level)  # point fit; replicates below
         stats: CostStats = cost_stats(live, base, clusters)
         fit = fit_costs(stats)
-        measured = {int(g) for g in group["gamma"].unique()}
+        measured = {int(g) for g in live["gamma"].unique()}  # replayed γ are predictions, not measurements
         gammas = list(range(1, max_gamma + 1)) if row["tree"] == "chain" else sorted(measured)
         curve = predict_curve(acceptance.model, fit.cost, gammas, alpha=acceptance.alpha,
                               propose_rate=fit.propose_rate, nodes=fit.nodes,
@@ -200,7 +202,7 @@ def _model_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, w
             tps = predict_arrays(model_b, fit_b.cost, gammas, propose_rate=fit_b.propose_rate,
                                  nodes=fit_b.nodes)["tokens_per_s"]
             group_reps[b] = _objective_of(fit_b, tps, objective, n_tokens)
-        lo, hi = bootstrap_interval(point, group_reps, len(clusters), level) if len(weights) else (point, point)
+        lo, hi = bootstrap_interval(point, group_reps, len(clusters), level, positive=True) if len(weights) else (point, point)
         params = str(group["drafter_params"].iloc[0])
         for i, g in enumerate(gammas):
             options.append(Option(row["drafter"], row["drafter_label"], params, row["tree"], int(g), float(point[i]),
@@ -344,8 +346,8 @@ def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, 
     live_spec = spec[spec["mode"] == "live"]
     notes.extend(timing_outlier_notes(pd.concat([base, live_spec])))
     measured_options, measured_reps = _measured_options(live_spec, base, clusters, weights, objective, n_tokens, level)
-    model_options, model_reps, curves, costs = _model_options(spec, base, clusters, weights, objective, n_tokens,
-                                                               max_gamma, level, notes)
+    model_options, model_reps, curves, costs = _model_options(prefer_live(spec), base, clusters, weights, objective,
+                                                               n_tokens, max_gamma, level, notes)
     measured = _pick("measured", measured_options, measured_reps, n_prompts, objective, level)
     model = _pick("model", model_options, model_reps, n_prompts, objective, level)
     final = measured.choice

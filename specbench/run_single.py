@@ -23,6 +23,7 @@ def timed_generation(engine: SpeculativeEngine, prompt_ids: list[int], max_new_t
 
 
 def run_prompt(*, target: str, drafter: str, params: dict, gamma: int, sampling: SamplingParams, prompt: str,
+               tree: str = "chain", kernels: str = "auto",
                max_new_tokens: int, seed: int = 0, baseline: bool = False, chat: bool = True,
                stop_at_eos: bool = True, device: str = "cpu", dtype: str = "fp32",
                status: Callable[[str], None] | None = None) -> dict:
@@ -40,10 +41,11 @@ def run_prompt(*, target: str, drafter: str, params: dict, gamma: int, sampling:
         say(f"preparing drafter {drafter}")
         draft = make_drafter(drafter, target_model, params, device=device, dtype=dtype)
     say("generating")
-    engine = SpeculativeEngine(target_model, draft, gamma=gamma, sampling=sampling)
+    engine = SpeculativeEngine(target_model, draft, gamma=gamma, tree=tree, sampling=sampling, kernels=kernels)
     result = timed_generation(engine, prompt_ids, max_new_tokens, seed=seed, stop_at_eos=stop_at_eos)
     report = {
         "target": target, "drafter": drafter if gamma > 0 else "none", "drafter_params": params, "gamma": gamma,
+        "tree": tree if gamma > 0 else "chain",
         "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k,
         "device": str(engine.device), "dtype": dtype,
         "text": target_model.tokenizer.decode(result.tokens, skip_special_tokens=True),
@@ -52,7 +54,7 @@ def run_prompt(*, target: str, drafter: str, params: dict, gamma: int, sampling:
     }
     if baseline:
         say("generating the target-only baseline")
-        base_engine = SpeculativeEngine(target_model, None, gamma=0, sampling=sampling)
+        base_engine = SpeculativeEngine(target_model, None, gamma=0, sampling=sampling, decoder=engine.decoder)
         base = timed_generation(base_engine, prompt_ids, max_new_tokens, seed=seed, stop_at_eos=stop_at_eos)
         report["baseline"] = base.metrics(1)
         report["speedup"] = result.tokens_per_s / base.tokens_per_s

@@ -4,6 +4,10 @@ A configuration is (target, drafter with its parameters, tree, γ, sampling) on 
 Its tokens/s is Σ decode tokens ÷ Σ decode time over its prompts; its speedup divides that by
 the target-only baseline's tokens/s (γ = 0, same target, sampling and workload) computed over
 exactly the same (prompt, turn, repeat) units, so both sides cover the same text.
+
+Measured and replayed records (``mode`` 'live' / 'replay', docs/replay.md) of one
+configuration are separate rows: a replayed row's tokens/s and speedup are the cost model's
+predictions against the measured baseline, never measurements.
 """
 
 from __future__ import annotations
@@ -11,13 +15,26 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-CONFIG_KEYS = ["target", "drafter", "drafter_label", "tree", "tree_nodes", "gamma", "temperature", "top_p", "top_k"]
+CONFIG_KEYS = ["target", "drafter", "drafter_label", "tree", "tree_nodes", "gamma", "temperature", "top_p", "top_k",
+               "mode"]
 BASELINE_KEYS = ["target", "temperature", "top_p", "top_k", "workload"]
 UNIT_KEYS = ["prompt_id", "turn", "repeat"]
 
 
 def is_baseline(frame: pd.DataFrame) -> pd.Series:
     return (frame["gamma"] == 0) & (frame["drafter"] == "none")
+
+
+def prefer_live(records: pd.DataFrame) -> pd.DataFrame:
+    """One record per configuration and unit: the live one where a unit was also replayed.
+
+    Pooled statistics (acceptance fits) would otherwise count such a unit twice.
+    """
+    if records.empty or "mode" not in records or (records["mode"] == "live").all():
+        return records
+    keys = [k for k in CONFIG_KEYS if k != "mode"] + ["workload"] + UNIT_KEYS
+    order = records.assign(_replay=(records["mode"] != "live")).sort_values("_replay", kind="stable")
+    return order.drop_duplicates(keys, keep="first").drop(columns="_replay").sort_index()
 
 
 def _ratio(num: float, den: float) -> float:
@@ -27,8 +44,9 @@ def _ratio(num: float, den: float) -> float:
 def configuration_table(records: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
     """One row per configuration × workload (× extra keys in ``by``, e.g. ['category']).
 
-    Columns: the keys, n_prompts, alpha (Σ accepted / Σ drafted), tau (Σ tokens / Σ rounds),
-    tokens_per_s, baseline_tokens_per_s, speedup, draft_share (draft time ÷ decode time).
+    Columns: the keys (``mode`` among them), n_prompts, alpha (Σ accepted / Σ drafted), tau (Σ tokens /
+    Σ rounds), tokens_per_s, baseline_tokens_per_s, speedup, draft_share (draft time ÷ decode time). For
+    replayed rows tokens_per_s and speedup come from modelled timings.
     """
     if records.empty:
         return pd.DataFrame()
@@ -68,9 +86,10 @@ def lossless_check(records: pd.DataFrame) -> pd.DataFrame:
     """Per configuration × workload: fraction of greedy units whose output equals the baseline's.
 
     Greedy speculative decoding must reproduce target-only output token for token; sampled
-    units are not comparable one by one and are left out.
+    units are not comparable one by one and are left out, and so are replayed units (their
+    output is the baseline's by construction).
     """
-    greedy = records[records["temperature"] == 0]
+    greedy = records[(records["temperature"] == 0) & (records["mode"] == "live")]
     base = greedy[is_baseline(greedy)][BASELINE_KEYS + UNIT_KEYS + ["output_sha1"]]
     paired = greedy[~is_baseline(greedy)].merge(base, on=BASELINE_KEYS + UNIT_KEYS, suffixes=("", "_base"))
     if paired.empty:

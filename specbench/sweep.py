@@ -1,10 +1,13 @@
 """Running a sweep: every unit of the grid through the engine, each record saved at once.
 
-A unit is one configuration on one prompt turn and repeat. Units run prompt by prompt, the
-baseline first, so that every configuration of a prompt is measured close together in time
-and MT-Bench's turn 2 can be asked after the target's own turn-1 answer (the baseline's:
-the same context for every configuration). Finished units are skipped on a re-run, so a
-killed sweep resumes where it stopped, losing at most the unit in flight.
+A unit is one configuration on one prompt turn and repeat, measured live or replayed (its
+``mode``). Live units run prompt by prompt, the baseline first, so that every configuration of
+a prompt is measured close together in time and MT-Bench's turn 2 can be asked after the
+target's own turn-1 answer (the baseline's: the same context for every configuration).
+Replayed units (``mode: replay`` or ``both``, see `specbench.replay_sweep`) run after every
+live unit: they need the baselines' trajectories and the cost model fitted on the live units.
+Finished units are skipped on a re-run, so a killed sweep resumes where it stopped, losing at
+most the unit in flight.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ class Unit:
     repeat: int
     max_new_tokens: int
     base_seed: int
+    mode: str = "live"  # 'live' (through the engine) or 'replay' (from the baseline's trajectory)
 
     @property
     def group(self) -> tuple:
@@ -49,7 +53,7 @@ class Unit:
         c = self.config
         key = [c.drafter.type if c.drafter else "none", c.drafter.params_json if c.drafter else "{}", c.gamma,
                c.tree, c.temperature, c.top_p, c.top_k, self.workload.name, self.prompt.prompt_id, self.turn,
-               self.repeat, self.max_new_tokens, self.base_seed]
+               self.repeat, self.max_new_tokens, self.base_seed] + (["replay"] if self.mode == "replay" else [])
         return hashlib.sha1(repr(key).encode()).hexdigest()[:20]
 
 
@@ -77,20 +81,34 @@ def load_workloads(spec: SweepSpec) -> list[Workload]:
     return loaded
 
 
+def runs_live(spec: SweepSpec, config: RunConfig, prompt_index: int) -> bool:
+    """Whether ``config`` runs live on the workload's ``prompt_index``-th prompt (0-based, in the shard).
+
+    The baseline always does; in mode replay a speculative configuration only as a calibration unit.
+    """
+    if config.is_baseline or spec.runs_live:
+        return True
+    cal = spec.calibration
+    return cal is not None and config.gamma in cal.gammas and prompt_index < cal.prompts
+
+
 def expand_units(spec: SweepSpec, workloads: list[Workload], shard: tuple[int, int] = (0, 1)) -> list[Unit]:
-    """Every unit of the grid in execution order (one shard of it)."""
+    """Every unit of the grid in execution order (one shard of it); replayed units after each turn's live ones."""
     units = []
     for workload in workloads:
         max_new = spec.max_new_tokens or workload.max_new_tokens
-        for prompt in workload.prompts:
-            if not _in_shard(prompt.prompt_id, workload.name, shard):
-                continue
+        prompts = [p for p in workload.prompts if _in_shard(p.prompt_id, workload.name, shard)]
+        for index, prompt in enumerate(prompts):
             for repeat in range(spec.repeats):
                 for temperature in spec.temperatures:
                     configs = [c for c in spec.configs if c.temperature == temperature]
                     for turn in range(1, len(prompt.turns) + 1):
                         for config in configs:  # the baseline comes first in spec.configs
-                            units.append(Unit(config, workload, prompt, turn, repeat, max_new, spec.seed))
+                            if runs_live(spec, config, index):
+                                units.append(Unit(config, workload, prompt, turn, repeat, max_new, spec.seed))
+                        if spec.replays:
+                            units.extend(Unit(c, workload, prompt, turn, repeat, max_new, spec.seed, "replay")
+                                         for c in configs if not c.is_baseline)
     return units
 
 
@@ -189,8 +207,8 @@ class SweepRunner:
         if config not in self._engines:
             drafter = None if config.is_baseline else self._drafter(config)
             sampling = SamplingParams(config.temperature, config.top_k, config.top_p)
-            engine = SpeculativeEngine(self.target, drafter, gamma=config.gamma, sampling=sampling,
-                                       decoder=self.decoder)
+            engine = SpeculativeEngine(self.target, drafter, gamma=config.gamma, tree=config.tree,
+                                       sampling=sampling, decoder=self.decoder)
             engine.generate(warmup_ids, WARMUP_TOKENS, seed=0, stop_at_eos=False)  # untimed warm-up
             self._engines[config] = engine
         return self._engines[config]
@@ -199,9 +217,9 @@ class SweepRunner:
         """Turn-1 answers of finished baseline units (for turn 2 after a resume)."""
         if not self.store.records_dir.exists():
             return
-        frame = load_records(self.store.folder, columns=["drafter", "gamma", "turn", "workload", "prompt_id",
+        frame = load_records(self.store.folder, columns=["mode", "drafter", "gamma", "turn", "workload", "prompt_id",
                                                           "repeat", "temperature", "top_p", "top_k", "output_ids"])
-        done = frame[(frame["drafter"] == "none") & (frame["turn"] == 1)]
+        done = frame[(frame["drafter"] == "none") & (frame["turn"] == 1) & (frame["mode"] == "live")]
         for row in done.itertuples():
             key = (row.workload, row.prompt_id, row.repeat, row.temperature, row.top_p, row.top_k)
             self._answers[key] = [self.target.tokenizer.decode(list(row.output_ids), skip_special_tokens=True)]
@@ -228,7 +246,7 @@ class SweepRunner:
         self._load_models()
         self._restore_answers()
         measured = 0
-        for unit in todo:
+        for unit in (u for u in todo if u.mode == "live"):
             self.observer.unit_started(unit)
             ids = self.prompt_ids(unit)
             engine = self._engine(unit.config, ids)
@@ -241,23 +259,32 @@ class SweepRunner:
                 self._answers[unit.group] = [text]
             measured += 1
             self.observer.unit_done(unit, record)
+        replayed = [u for u in todo if u.mode == "replay"]
+        if replayed:
+            from specbench.replay_sweep import run_replay_units, write_summary
+
+            self.observer.status("replaying")
+            measured += run_replay_units(self, replayed)
+            write_summary(self.store.folder)
         self.store.write_run_info(run_info(self.spec, self.previous, self.shard))
         self.store.consolidate()
         return measured
 
 
 def make_record(unit: Unit, result, spec: SweepSpec, device_name: str) -> dict:
-    """A results row (every column of `specbench.results.COLUMNS`) for one measured unit."""
+    """A results row (every column of `specbench.results.COLUMNS`) for one measured or replayed unit."""
+    from specbench.engine.tree import shape_for
+
     c = unit.config
-    depth = max(c.gamma, 1)
-    attempts, accepts = result.position_counts(depth)
+    nodes = shape_for(c.tree, c.gamma).num_nodes if c.gamma else 0
+    attempts, accepts = result.position_counts(max(c.gamma, 1))
     rounds = result.rounds
     return {
-        "unit_id": unit.unit_id, "sweep": spec.name, "mode": "live", "target": spec.target,
+        "unit_id": unit.unit_id, "sweep": spec.name, "mode": unit.mode, "target": spec.target,
         "drafter": c.drafter.type if c.drafter else "none",
         "drafter_params": c.drafter.params_json if c.drafter else "{}",
         "drafter_label": c.drafter.label if c.drafter else "none",
-        "tree": c.tree, "tree_nodes": c.gamma, "gamma": c.gamma, "temperature": c.temperature, "top_p": c.top_p,
+        "tree": c.tree, "tree_nodes": nodes, "gamma": c.gamma, "temperature": c.temperature, "top_p": c.top_p,
         "top_k": c.top_k, "workload": unit.workload.name, "prompt_id": unit.prompt.prompt_id,
         "category": unit.prompt.category, "turn": unit.turn, "repeat": unit.repeat, "seed": unit.seed,
         "device": device_name, "dtype": spec.dtype,

@@ -4,10 +4,23 @@ A sweep is a YAML file (see ``sweeps/``) or the same axes given as CLI flags:
 
     name, target, device, dtype, seed, repeats, max_new_tokens (null: each workload's own),
     ignore_eos, drafters: [{type, params}], gammas, trees, temperatures, top_p, top_k,
-    workloads: [{name, count, split}]
+    workloads: [{name, count, split}], mode, calibration: {gammas, prompts}
 
 The grid is every (drafter × γ × tree × temperature) configuration plus one target-only
 baseline (γ = 0) per temperature, crossed with every workload prompt, turn and repeat.
+
+``mode`` says how speculative configurations are obtained (docs/replay.md):
+
+* ``live`` (default): every configuration runs through the engine on every prompt;
+* ``replay``: the baseline runs on every prompt, and each configuration is *replayed* from the
+  baseline's trajectory (`specbench.replay`); only the ``calibration`` units run live, to fit the
+  cost model that times the replayed rows: γ in ``calibration.gammas`` (default: the smallest
+  and the largest swept γ) on the first ``calibration.prompts`` prompts of each workload
+  (default 2), for every drafter and temperature;
+* ``both``: every configuration runs live and is replayed (agreement check).
+
+Mode and calibration choose which units exist, not what a unit measures: they are left out of
+the spec hash, so a live sweep's folder can be extended with ``--mode both``.
 """
 
 from __future__ import annotations
@@ -22,10 +35,14 @@ import yaml
 from specbench.errors import SpecbenchError, did_you_mean
 
 TOP_LEVEL_KEYS = ("name", "description", "target", "device", "dtype", "seed", "repeats", "max_new_tokens",
-                  "ignore_eos", "drafters", "gammas", "trees", "temperatures", "top_p", "top_k", "workloads")
+                  "ignore_eos", "drafters", "gammas", "trees", "temperatures", "top_p", "top_k", "workloads",
+                  "mode", "calibration")
 DEFAULTS = {"name": None, "description": "", "target": "smollm2-135m", "device": "cpu", "dtype": "fp32", "seed": 0,
             "repeats": 1, "max_new_tokens": None, "ignore_eos": False, "drafters": [], "gammas": [1, 2, 4],
-            "trees": ["chain"], "temperatures": [0.0], "top_p": 1.0, "top_k": 0, "workloads": []}
+            "trees": ["chain"], "temperatures": [0.0], "top_p": 1.0, "top_k": 0, "workloads": [], "mode": "live",
+            "calibration": None}
+MODES = ("live", "replay", "both")
+CALIBRATION_PROMPTS = 2
 
 
 @dataclass(frozen=True)
@@ -78,6 +95,14 @@ class WorkloadChoice:
     split: str = "eval"
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """Live units of a replay sweep: these γ on the first ``prompts`` prompts of each workload."""
+
+    gammas: tuple[int, ...]
+    prompts: int
+
+
 @dataclass
 class SweepSpec:
     name: str
@@ -97,6 +122,17 @@ class SweepSpec:
     workloads: list[WorkloadChoice]
     description: str = ""
     configs: list[RunConfig] = field(default_factory=list)
+    mode: str = "live"
+    calibration: Calibration | None = None
+
+    @property
+    def runs_live(self) -> bool:
+        """Every speculative configuration runs live on every prompt."""
+        return self.mode in ("live", "both")
+
+    @property
+    def replays(self) -> bool:
+        return self.mode in ("replay", "both")
 
     def to_dict(self) -> dict:
         """The spec as plain data (what run.json stores and what the hash covers)."""
@@ -106,15 +142,17 @@ class SweepSpec:
             "ignore_eos": self.ignore_eos,
             "drafters": [{"type": d.type, "params": d.params_dict} for d in self.drafters],
             "gammas": self.gammas, "trees": self.trees, "temperatures": self.temperatures, "top_p": self.top_p,
-            "top_k": self.top_k, "workloads": [asdict(w) for w in self.workloads],
+            "top_k": self.top_k, "workloads": [asdict(w) for w in self.workloads], "mode": self.mode,
+            "calibration": None if self.calibration is None else {"gammas": list(self.calibration.gammas),
+                                                                   "prompts": self.calibration.prompts},
         }
 
     @property
     def spec_hash(self) -> str:
         """Identity of what is measured (the name and description do not count)."""
         data = self.to_dict()
-        data.pop("name")
-        data.pop("description")
+        for key in ("name", "description", "mode", "calibration"):
+            data.pop(key)
         return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -187,6 +225,41 @@ def _workload(item, where: str) -> WorkloadChoice:
                           split=str(item.get("split", "eval")))
 
 
+def _calibration(value, gammas: list[int], where: str) -> Calibration:
+    """The ``calibration`` mapping of a replay sweep, defaults filled in and checked."""
+    swept = [g for g in gammas if g > 0]
+    value = {} if value is None else value
+    if not isinstance(value, dict):
+        _fail(where, "'calibration' must be a mapping, e.g. {gammas: [1, 8], prompts: 2}")
+    extra = set(value) - {"gammas", "prompts"}
+    if extra:
+        _fail(where, f"'calibration' takes gammas and prompts, not {sorted(extra)}")
+    chosen = value.get("gammas")
+    if chosen is None:
+        chosen = sorted({min(swept), max(swept)}) if swept else []
+    chosen = sorted({_int(g, where, "calibration.gammas", 1) for g in _as_list(chosen, where, "calibration.gammas")})
+    missing = [g for g in chosen if g not in swept]
+    if missing:
+        _fail(where, f"calibration γ {missing} not among the swept gammas {swept}")
+    if not chosen:
+        _fail(where, "calibration needs at least one γ: replayed timings come from live calibration units")
+    prompts = _int(value.get("prompts", CALIBRATION_PROMPTS), where, "calibration.prompts", 1)
+    return Calibration(gammas=tuple(chosen), prompts=prompts)
+
+
+def _check_replayable(spec: SweepSpec, where: str) -> None:
+    from specbench.replay import REPLAYABLE
+
+    for tree in spec.trees:
+        if tree != "chain":
+            _fail(where, f"mode '{spec.mode}' replays chains only for now; tree '{tree}' needs a live sweep "
+                         "(mode: live)")
+    for d in spec.drafters:
+        if d.type not in REPLAYABLE:
+            _fail(where, f"mode '{spec.mode}': drafter '{d.type}' cannot be replayed yet "
+                         f"(replayable: {', '.join(REPLAYABLE)})")
+
+
 def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     """Validate a raw mapping (YAML or flags merged) into a `SweepSpec` with its configurations."""
     from specbench.engine.tree import parse_tree
@@ -221,6 +294,13 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
         top_k=_int(data["top_k"], where, "top_k", 0),
         workloads=[_workload(w, where) for w in _as_list(data["workloads"], where, "workloads")],
     )
+    spec.mode = str(data["mode"])
+    if spec.mode not in MODES:
+        _fail(where, f"unknown mode '{spec.mode}'{did_you_mean(spec.mode, list(MODES))} (choose from: "
+                     f"{', '.join(MODES)})")
+    calibration = _calibration(data["calibration"], gammas, where) if spec.replays else None
+    if spec.mode == "replay":  # mode both measures every unit live: calibration is checked, then unused
+        spec.calibration = calibration
     from specbench.models import torch_dtype
 
     torch_dtype(spec.dtype)
@@ -229,17 +309,26 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     spec.configs = expand_configs(spec)
     if not any(not c.is_baseline for c in spec.configs):
         _fail(where, "empty grid: no drafter with a draft length γ > 0 (give drafters and gammas)")
+    if spec.replays:
+        _check_replayable(spec, where)
     return spec
 
 
 def expand_configs(spec: SweepSpec) -> list[RunConfig]:
-    """Baseline per temperature first, then drafter × γ × tree × temperature (γ = 0 skipped)."""
+    """Baseline per temperature first, then drafter × γ × tree × temperature.
+
+    γ = 0 is the baseline only; a static tree is cut to depth γ, so γ beyond its depth would
+    repeat the full tree and is skipped.
+    """
+    from specbench.engine.tree import tree_depth_limit
+
     configs = [RunConfig(None, 0, "chain", t, spec.top_p, spec.top_k) for t in spec.temperatures]
     for t in spec.temperatures:
         for d in spec.drafters:
             for tree in spec.trees:
+                limit = tree_depth_limit(tree)
                 for g in spec.gammas:
-                    if g > 0:
+                    if g > 0 and (limit is None or g <= limit):
                         configs.append(RunConfig(d, g, tree, t, spec.top_p, spec.top_k))
     return configs
 

@@ -141,7 +141,7 @@ def test_tree_attention_reference_is_the_engine_attention(tree):
     """With one prefix length L for the batch, the reference equals NativeDecoder's mask + SDPA."""
     bsz, heads, kv_heads, nodes, dim, length = 2, 6, 2, 6, 16, 9
     q, k, v, _, mask = _attention_inputs(bsz, heads, kv_heads, nodes, dim, [length] * bsz, length + nodes + 4, seed=3)
-    layout = TreeLayout(mask=mask, depth=mask.sum(-1) - 1) if tree else None
+    layout = TreeLayout(mask=mask, offsets=mask.sum(-1) - 1) if tree else None
     engine = SimpleNamespace(cache=SimpleNamespace(length=length), device=torch.device("cpu"), window=None)
     engine_mask = NativeDecoder._mask(engine, nodes, layout)  # [T, L + T]
     end = length + nodes

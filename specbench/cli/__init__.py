@@ -73,6 +73,12 @@ def _register() -> None:
     from specbench.cli import fit_cmd, recommend_cmd
     fit_cmd.register(app)
     recommend_cmd.register(app)
+    from specbench.cli import plot_cmd
+    plot_cmd.register(app)
+    from specbench.cli import profile_cmd
+    profile_cmd.register(app)
+    from specbench.cli import train_cmd
+    train_cmd.register(app)
 
 
 _register()

@@ -92,6 +92,13 @@ def recommend_command(
     engine: str = typer.Option("all", "--engine", help="Engine settings to export: vllm, sglang, transformers or all."),
     n_boot: int = typer.Option(N_BOOT, "--bootstrap", min=0, help="Bootstrap replicates over prompts."),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
+    cost_profile: Path = typer.Option(None, "--cost-profile",
+                                      help="A profile folder from `specbench profile`: price rounds with its costs "
+                                           "(any device, batch size and context) and recommend γ per batch size."),
+    batch: str = typer.Option(None, "--batch", help="With --cost-profile: batch sizes, e.g. 1,8,32 "
+                                                    "(default: the profile's)."),
+    context: int = typer.Option(None, "--context", help="With --cost-profile: context length while decoding "
+                                                        "(default: each workload's mean prompt + half its output)."),
 ):
     """Recommend the best drafter, tree and γ per workload — or no speculation.
 
@@ -108,6 +115,12 @@ def recommend_command(
       specbench recommend results/mt-bench --objective latency --engine vllm
 
       specbench recommend results/demo --max-gamma 8 --json > recommendation.json
+
+      specbench recommend results/mt-bench --cost-profile profiles/h100 --batch 1,8,32
+
+    With --cost-profile the acceptance comes from the results and the cost from the profile: γ (or
+    none) per workload and batch size, and vLLM's num_speculative_tokens_per_batch_size
+    (docs/profile.md).
     """
     from rich.console import Console
 
@@ -120,6 +133,12 @@ def recommend_command(
                              f"(choose from: {', '.join(ENGINE_CHOICES)})")
     engines = ENGINE_CHOICES[:-1] if engine == "all" else (engine,)
     records = load_results(results_dir)
+    if cost_profile is not None:
+        _recommend_with_profile(records, cost_profile, batch=batch, context=context, objective=objective,
+                                max_gamma=max_gamma, n_boot=n_boot, seed=seed, json_out=json_out)
+        return
+    if batch is not None or context is not None:
+        raise SpecbenchError("--batch and --context need --cost-profile (a sweep's own costs hold for its batch 1)")
     recs = recommend(records, objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed, engines=engines)
     if json_out:
         typer.echo(to_json(recs))
@@ -127,6 +146,81 @@ def recommend_command(
     console = Console()
     for rec in recs:
         _print_recommendation(rec, console)
+
+
+def _recommend_with_profile(records, folder: Path, *, batch: str | None, context: int | None, objective: str,
+                            max_gamma: int, n_boot: int, seed: int, json_out: bool) -> None:
+    """The --cost-profile path: `specbench.cost_profile.recommend_with_profile`, printed or as JSON."""
+    from rich.console import Console
+
+    from specbench.cost_profile import recommend_with_profile, to_json
+    from specbench.errors import SpecbenchError
+    from specbench.profile import load_profile, parse_int_list
+
+    if objective != "throughput":
+        raise SpecbenchError("with --cost-profile the answer is the decode speedup at each batch size (per-token "
+                             "latency and throughput alike); --objective latency needs the sweep's own timings")
+    profile = load_profile(folder)
+    batches = parse_int_list(batch, "--batch") if batch is not None else None
+    recs = recommend_with_profile(records, profile, batches=batches, context=context, max_gamma=max_gamma,
+                                  n_boot=n_boot, seed=seed)
+    if json_out:
+        typer.echo(to_json(recs))
+        return
+    console = Console()
+    for rec in recs:
+        _print_profile_recommendation(rec, profile, console)
+
+
+def _print_profile_recommendation(rec, profile, console) -> None:
+    from rich.markup import escape
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
+    from specbench.cli.fit_cmd import text_row
+
+    k = rec.keys
+    device = profile.info.get("device", {}).get("device_name", "?")
+    title = (f"{k['workload']} · {k['target']} · T={k['temperature']:g} · {rec.n_prompts} prompts · costs: "
+             f"{profile.target} on {device} ({profile.info.get('dtype', '?')}) · context {rec.context}")
+    table = Table(title=escape(title), caption=escape("speedup: predicted decode tokens/s ÷ target-only at the same "
+                                                      "batch size [95% prompt-bootstrap interval]; tok/s: whole batch"))
+    for c in ("batch", "choice", "γ", "speedup [95% CI]", "tok/s", "target-only tok/s"):
+        table.add_column(escape(c), justify="left" if c == "choice" else "right", overflow="fold")
+    for _, r in rec.table.iterrows():
+        if r["gamma"] > 0:
+            choice, ci = str(r["drafter_label"]), f"{r['speedup']:.2f}× [{r['lo']:.2f}, {r['hi']:.2f}]"
+        else:
+            best = r.get("best_drafter")
+            choice = "none" if not isinstance(best, str) else f"none (best: {best} γ={int(r['best_gamma'])})"
+            ci = "-" if not isinstance(best, str) else f"{r['best_speedup']:.2f}× [{r['best_lo']:.2f}, {r['best_hi']:.2f}]"
+        text_row(table, str(r["batch"]), choice, str(int(r["gamma"])), ci, f"{r['tokens_per_s']:.1f}",
+                 f"{r['baseline_tokens_per_s']:.1f}")
+    console.print(table)
+    for plan in rec.plans:
+        per = Table(title=escape(f"{plan.drafter_label} (α̂={plan.alpha:.3f}, {plan.acceptance_model} model, "
+                                 f"drafts in {plan.propose_rate:.0%} of rounds, costs of profiled "
+                                 f"'{plan.profile_drafter}')"))
+        for c in ("batch", "chosen γ", "speedup", "best γ (point)", "speedup at best"):
+            per.add_column(escape(c), justify="right")
+        for b in rec.batches:
+            row = plan.at(b)
+            best = row["best_gamma"]
+            text_row(per, str(b), str(row["gamma"]), f"{row['speedup']:.2f}× [{row['lo']:.2f}, {row['hi']:.2f}]",
+                     str(best), f"{plan.speedup[b - 1, best]:.2f}×")
+        console.print(per)
+    if rec.vllm is not None:
+        body = rec.vllm["snippet"] or "(not expressible)"
+        if rec.vllm["notes"]:
+            body += "\n\n" + "\n".join(f"note: {n}" for n in rec.vllm["notes"])
+        console.print(Panel(Text(body), title=f"vLLM: γ per batch size ({rec.vllm['drafter_label']})",
+                            border_style="cyan" if rec.vllm["supported"] else "red"))
+    else:
+        console.print(Text("vLLM: no speculation at any batch size up to "
+                           f"{max(rec.batches)}: leave speculative_config out", style="yellow"))
+    for note in rec.notes:
+        console.print(Text(f"note: {note}", style="dim"))
 
 
 def register(app: typer.Typer) -> None:

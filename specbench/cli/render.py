@@ -21,7 +21,8 @@ def print_run_report(report: dict) -> None:
     console = Console()
     console.print(Panel(report["text"] or "(no text)", title="output", expand=False))
     m = report["metrics"]
-    table = Table(title=f"{report['drafter']} γ={report['gamma']} on {report['target']} ({report['device']})")
+    tree = f" tree {report['tree']}" if report.get("tree", "chain") != "chain" else ""
+    table = Table(title=f"{report['drafter']} γ={report['gamma']}{tree} on {report['target']} ({report['device']})")
     table.add_column("metric")
     table.add_column("value", justify="right")
     table.add_column("meaning", style="dim")
@@ -31,7 +32,8 @@ def print_run_report(report: dict) -> None:
                       f"vs target-only {fmt(report['baseline']['tokens_per_s'], 1)} tokens/s, same prompt")
         table.add_row("lossless check", "identical" if report["identical_to_baseline"] else "differs",
                       "output vs target-only (greedy must be identical)")
-    table.add_row("α", fmt(m["alpha"]), f"accepted ÷ drafted = {m['accepted']} ÷ {m['drafted']}")
+    table.add_row("α", fmt(m["alpha"]), f"accepted ÷ drafted = {m['accepted']} ÷ {m['drafted']}"
+                  + (" (tree: nodes offered)" if tree else ""))
     table.add_row("τ", fmt(m["tau"], 2), "tokens per target forward, bonus included")
     table.add_row("target forwards", str(m["target_forwards"]), f"for {m['new_tokens']} new tokens")
     pos = " ".join(fmt(p, 2) for p in m["position_acceptance"])

@@ -16,6 +16,10 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
          csv: Path = typer.Option(None, "--csv", help="Also write the summary table to this CSV file.")):
     """One table per workload: α, τ, tokens/s and speedup for every drafter × γ, with prompt counts.
 
+    Rows of mode 'replay' (sweeps with --mode replay|both) hold replayed acceptance and τ; their
+    tokens/s and speedup are cost-model predictions, marked "pred". Live-vs-replay agreement:
+    RESULTS/replay-summary.csv.
+
     Example: specbench results show results/demo
     """
     from specbench.cli.render import fmt
@@ -37,13 +41,16 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
                   f"{info.get('device_name')} · {info.get('dtype')} · {len(records)} records")
     for workload, rows in table.groupby("workload", sort=True):
         t = Table(title=f"workload {workload}")
-        for col in ("drafter", "tree", "γ", "T", "prompts", "α", "τ", "tokens/s", "speedup", "greedy identical"):
-            t.add_column(col, justify="right" if col not in ("drafter", "tree") else "left")
-        for r in rows.sort_values(["temperature", "drafter_label", "tree", "gamma"]).itertuples():
-            ident = "-" if r.temperature > 0 or r.gamma == 0 else f"{r.identical:.0%}"
-            t.add_row(r.drafter_label, r.tree, str(r.gamma), f"{r.temperature:g}", str(r.n_prompts), fmt(r.alpha),
-                      fmt(r.tau, 2), fmt(r.tokens_per_s, 1), (fmt(r.speedup, 2) + "×") if r.speedup == r.speedup else "-",
-                      ident)
+        modes = (records["mode"] == "replay").any()  # a mode column only where replayed rows exist
+        for col in ("drafter", "tree", "γ", "T") + (("mode",) if modes else ()) + (
+                "prompts", "α", "τ", "tokens/s", "speedup", "greedy identical"):
+            t.add_column(col, justify="right" if col not in ("drafter", "tree", "mode") else "left")
+        for r in rows.sort_values(["temperature", "drafter_label", "tree", "gamma", "mode"]).itertuples():
+            replayed = r.mode == "replay"
+            ident = "-" if r.temperature > 0 or r.gamma == 0 or replayed else f"{r.identical:.0%}"
+            speedup = (fmt(r.speedup, 2) + "×" + (" pred" if replayed else "")) if r.speedup == r.speedup else "-"
+            t.add_row(r.drafter_label, r.tree, str(r.gamma), f"{r.temperature:g}", *((r.mode,) if modes else ()),
+                      str(r.n_prompts), fmt(r.alpha), fmt(r.tau, 2), fmt(r.tokens_per_s, 1), speedup, ident)
         console.print(t)
 
 

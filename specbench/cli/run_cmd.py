@@ -14,6 +14,8 @@ EPILOG = """Examples:
 
   specbench run --prompt "Write a haiku about GPUs" --drafter ngram --gamma 4 --baseline
 
+  specbench run --drafter-model smollm2-135m-exit8 --gamma 3 --tree 3x2x1 --prompt "Explain KV caches"
+
   specbench run --target qwen2.5-coder-1.5b --drafter-model qwen2.5-coder-0.5b --gamma 5 \\
       --prompt-file task.txt --temperature 0.7 --top-p 0.9 --json
 """
@@ -44,7 +46,9 @@ def run(
                                 help="ngram, draft-model or none (default: draft-model if --drafter-model, else ngram)."),
     drafter_model: str = typer.Option(None, "--drafter-model", help="Model for the draft-model drafter."),
     drafter_param: list[str] = typer.Option([], "--drafter-param", help="Drafter parameter KEY=VALUE (repeatable)."),
-    gamma: int = typer.Option(4, "--gamma", "-g", min=0, help="Draft tokens per round (0: target only)."),
+    gamma: int = typer.Option(4, "--gamma", "-g", min=0, help="Draft tokens per round, or tree depth (0: target only)."),
+    tree: str = typer.Option("chain", "--tree",
+                             help="Draft shape: chain, 3x2x1, paths:FILE, @NAME or dynamic:topk=K,nodes=N."),
     temperature: float = typer.Option(0.0, "--temperature", min=0.0, help="0 = greedy."),
     top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling cut, applied to target and drafter alike."),
     top_k: int = typer.Option(0, "--top-k", min=0, help="Top-k cut (0 = none)."),
@@ -54,13 +58,16 @@ def run(
     chat: bool = typer.Option(True, "--chat/--no-chat", help="Apply the tokenizer's chat template."),
     ignore_eos: bool = typer.Option(False, "--ignore-eos", help="Always generate --max-new-tokens tokens."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N or auto."),
+    kernels: str = typer.Option("auto", "--kernels", help="Verification kernels: auto (Triton on CUDA), triton, torch."),
     dtype: str = typer.Option("fp32", "--dtype", help="fp32, bf16 or fp16."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON (text + metrics) instead of tables."),
 ):
     """Generate from one prompt with speculative decoding and show tokens/s, α, τ and the time split."""
     from specbench.engine.sampling import SamplingParams
+    from specbench.engine.tree import parse_tree
     from specbench.run_single import run_prompt
 
+    parse_tree(tree)  # a bad shape fails before any model loads
     if prompt_file is not None:
         if not prompt_file.is_file():
             raise SpecbenchError(f"prompt file not found: {prompt_file}")
@@ -76,7 +83,8 @@ def run(
         gamma = 0
     sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p)
     with Console(stderr=True).status("starting") as spinner:  # transient; silent when not a terminal
-        report = run_prompt(target=target, drafter=drafter, params=params, gamma=gamma, sampling=sampling,
+        report = run_prompt(target=target, drafter=drafter, params=params, gamma=gamma, tree=tree, kernels=kernels,
+                            sampling=sampling,
                             prompt=prompt, max_new_tokens=max_new_tokens, seed=seed, baseline=baseline, chat=chat,
                             stop_at_eos=not ignore_eos, device=device, dtype=dtype, status=spinner.update)
     if json_out:

@@ -21,6 +21,10 @@ EPILOG = """Examples:
   specbench sweep sweeps/qwen-pair.yaml --dry-run          # grid and cost estimate, no model loaded
 
   specbench sweep sweeps/qwen-pair.yaml --shard 0/4 --out results/qwen-0   # one quarter of the prompts
+
+  specbench sweep sweeps/demo.yaml --mode replay   # every γ from the baseline's trajectories (docs/replay.md)
+
+  specbench sweep sweeps/demo.yaml --mode both     # live and replayed, with their agreement per configuration
 """
 
 
@@ -56,12 +60,16 @@ def sweep(
     shard: str = typer.Option(None, "--shard", help="Run slice I/N of the prompts (e.g. 0/4)."),
     force: bool = typer.Option(False, "--force", help="Allow a folder holding a different sweep spec."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the grid and a cost estimate, then stop."),
+    mode: str = typer.Option(None, "--mode", help="live (default), replay (every γ from the baseline's "
+                                                  "trajectory + live calibration units) or both."),
 ):
     """Measure every (drafter, γ, tree, temperature) configuration on every workload prompt.
 
     Each workload also runs the target-only baseline (γ = 0) on the same prompts. Records go to
     RESULTS/records/*.parquet as soon as each unit finishes; running the same command again
-    resumes where it stopped.
+    resumes where it stopped. --mode replay derives every configuration from the baseline's
+    trajectory and runs only the calibration units live (YAML key calibration: {gammas, prompts});
+    --mode both runs everything live and replayed and prints their agreement (docs/replay.md).
     """
     from specbench.sweep import SweepRunner, expand_units, load_workloads, parse_shard
     from specbench.sweep_spec import build_spec, load_spec_file
@@ -69,7 +77,7 @@ def sweep(
     raw = load_spec_file(spec_file) if spec_file is not None else {}
     flags = {"name": name, "target": target, "gammas": _csv(gamma, int), "trees": _csv(tree, str),
              "temperatures": _csv(temperature, float), "top_p": top_p, "top_k": top_k, "repeats": repeats,
-             "seed": seed, "device": device, "dtype": dtype, "ignore_eos": ignore_eos}
+             "seed": seed, "device": device, "dtype": dtype, "ignore_eos": ignore_eos, "mode": mode}
     raw.update({k: v for k, v in flags.items() if v is not None})
     if max_new_tokens is not None:
         raw["max_new_tokens"] = max_new_tokens
@@ -100,28 +108,72 @@ def sweep(
             raise typer.Exit(130) from None
     Console().print(f"[green]done[/green]: {measured} unit(s) measured now, {len(runner.units)} in the grid -> "
                     f"{out_dir}\nnext: specbench results show {out_dir}")
+    if spec.replays:
+        from specbench.replay_sweep import folder_summary
+
+        print_replay_summary(folder_summary(out_dir), Console())
 
 
 def _print_dry_run(spec, units) -> None:
     from specbench.estimate import estimate
 
     console = Console()
-    table = Table(title=f"sweep {spec.name}: {len(spec.configs)} configurations")
-    for col in ("configuration", "units"):
+    table = Table(title=f"sweep {spec.name}: {len(spec.configs)} configurations, mode {spec.mode}")
+    for col in ("configuration", "live units", "replayed units"):
         table.add_column(col)
     for config in spec.configs:
-        table.add_row(config.label, str(sum(1 for u in units if u.config == config)))
+        count = {m: str(sum(1 for u in units if u.config == config and u.mode == m)) for m in ("live", "replay")}
+        table.add_row(config.label, count["live"], count["replay"] if spec.replays and not config.is_baseline else "-")
     console.print(table)
-    est = estimate(spec, units)
+    live = [u for u in units if u.mode == "live"]
+    est = estimate(spec, live)
     workloads = {}
     for u in units:
         workloads.setdefault(u.workload.name, set()).add(u.prompt.prompt_id)
     console.print("workloads: " + ", ".join(f"{w} ({len(p)} prompts)" for w, p in workloads.items()))
     line = f"{est['units']} units, at most {est['max_new_tokens_total']:,} generated tokens"
+    if len(live) < len(units):
+        line = (f"{est['units']} live units + {len(units) - len(live)} replayed units (no generation), at most "
+                f"{est['max_new_tokens_total']:,} generated tokens")
     if est["seconds_upper"]:
         line += (f"; roughly ≤ {est['seconds_upper'] / 60:.0f} min on {spec.device} "
                  f"({est['target_parameters'] / 1e6:.0f}M-parameter target, one forward per token)")
     console.print(line)
+
+
+def print_replay_summary(summary, console: Console) -> None:
+    """Replayed τ and α per configuration, with live-vs-replay agreement where live units exist."""
+    from rich.text import Text
+
+    from specbench.cli.render import fmt
+    from specbench.replay_sweep import SUMMARY_FILE, agreement_fraction
+
+    if summary.empty:
+        return
+    for workload, rows in summary.groupby("workload", sort=True):
+        compare = bool((rows["n_live"] > 0).any())
+        table = Table(title=f"replay · workload {workload}",
+                      caption=f"n: prompts; τ PI: 95% prediction interval for a live run (greedy: exact); "
+                              f"Δτ = replay − live on the same (live n) units; "
+                              f"α intervals in {SUMMARY_FILE}")
+        columns = ["drafter", "γ", "T", "n", "τ replay", "τ PI", "α replay"]
+        columns += ["live n", "τ live", "Δτ", "agrees"] if compare else []
+        for c in columns:
+            table.add_column(c, overflow="fold", min_width=12 if c == "drafter" else None)
+        for r in rows.sort_values(["temperature", "drafter_label", "gamma"]).itertuples():
+            greedy = r.temperature == 0
+            cells = [r.drafter_label, str(r.gamma), f"{r.temperature:g}", str(r.n_prompts), fmt(r.tau, 3),
+                     "exact" if greedy else f"{fmt(r.tau_lo, 2)}–{fmt(r.tau_hi, 2)}", fmt(r.alpha, 3)]
+            if compare and r.n_live:
+                agrees = ("yes" if r.agrees else "NO") if greedy else ("inside" if r.agrees else "outside")
+                cells += [str(r.n_live), fmt(r.tau_live, 3), f"{r.tau_diff:+.3f}", agrees]
+            elif compare:
+                cells += ["0", "-", "-", "-"]
+            table.add_row(*(Text(str(c)) for c in cells))
+        console.print(table)
+    for name, (agree, total) in agreement_fraction(summary).items():
+        what = "identical τ" if name == "greedy" else "live τ inside the replay interval"
+        console.print(f"{name}: {what} for {agree}/{total} configurations ({agree / total:.0%})")
 
 
 class SweepProgress:

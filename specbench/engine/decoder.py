@@ -29,14 +29,21 @@ class DecoderOutput:
 
 @dataclass
 class TreeLayout:
-    """How T new tokens relate: attention mask among them and their depth below the root.
+    """How T new tokens attend when they are tree nodes rather than a causal chain.
 
-    mask: [T, T] bool, mask[i, j] = node i may attend to node j (its ancestors and itself).
-    depth: [T] long, positions are prefix length + depth.
+    The last ``prior`` cached positions and the T new tokens form the tree block; everything
+    before it is the shared prefix, which every new token sees.
+
+    mask: [T, prior + T] bool, mask[i, j] = new token i may attend to block position j (its
+        ancestors and itself).
+    offsets: [T] long, new token i sits at position (cache length − prior) + offsets[i], i.e.
+        prefix length + depth below the block's first position.
     """
 
     mask: torch.Tensor
-    depth: torch.Tensor
+    offsets: torch.Tensor
+    prior: int = 0
+
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -55,7 +62,7 @@ class NativeDecoder:
 
     supports_trees = True
 
-    def __init__(self, model):
+    def __init__(self, model, kernels: str = "auto"):
         cfg = model.config
         if cfg.model_type not in NATIVE_MODEL_TYPES:
             raise SpecbenchError(f"no native decoder for model type '{cfg.model_type}'")
@@ -71,6 +78,7 @@ class NativeDecoder:
         self.cache: StaticKVCache | None = None
         param = next(model.parameters())
         self.device, self.dtype = param.device, param.dtype
+        self.use_kernel = _use_attention_kernel(kernels, self.device)
 
     # ---------------------------------------------------------------- cache control
     def reset(self, batch_size: int, capacity: int) -> None:
@@ -98,7 +106,7 @@ class NativeDecoder:
             return None
         mask = torch.ones(new, total, dtype=torch.bool, device=self.device)
         if tree is not None:
-            mask[:, start:] = tree.mask.to(self.device)
+            mask[:, start - tree.prior:] = tree.mask.to(self.device)
         else:
             mask[:, start:] = torch.ones(new, new, dtype=torch.bool, device=self.device).tril()
         if self.window and total > self.window:
@@ -108,11 +116,11 @@ class NativeDecoder:
         return mask
 
     def _positions(self, new: int, tree: TreeLayout | None) -> torch.Tensor:
-        start = self.cache.length
-        offsets = tree.depth.to(self.device) if tree is not None else torch.arange(new, device=self.device)
+        start = self.cache.length - (tree.prior if tree is not None else 0)
+        offsets = tree.offsets.to(self.device) if tree is not None else torch.arange(new, device=self.device)
         return (start + offsets)[None, :]  # [1, T]
 
-    def _attention(self, layer_idx: int, attn, x: torch.Tensor, cos, sin, mask) -> torch.Tensor:
+    def _attention(self, layer_idx: int, attn, x: torch.Tensor, cos, sin, mask, kernel: bool) -> torch.Tensor:
         bsz, new, _ = x.shape
         q = attn.q_proj(x).view(bsz, new, self.num_heads, self.head_dim)
         k = attn.k_proj(x).view(bsz, new, self.kv_heads, self.head_dim)
@@ -124,9 +132,20 @@ class NativeDecoder:
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         keys, values = self.cache.write(layer_idx, k, v)  # [B, Hkv, S, D]
-        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale,
-                                             enable_gqa=self.kv_heads != self.num_heads)  # [B, H, T, D]
+        if kernel:
+            out = self._kernel_attention(layer_idx, q, mask)
+        else:
+            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale,
+                                                 enable_gqa=self.kv_heads != self.num_heads)  # [B, H, T, D]
         return attn.o_proj(out.transpose(1, 2).reshape(bsz, new, self.num_heads * self.head_dim))
+
+    def _kernel_attention(self, layer_idx: int, q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The Triton tree-attention kernel over the whole cache: prefix + [T, T] node mask."""
+        from specbench.kernels.tree_attention import tree_attention
+
+        start, new = self.cache.length, q.shape[2]
+        return tree_attention(q, self.cache.keys[layer_idx], self.cache.values[layer_idx], start,
+                              mask[:, start:start + new], self.scale, impl="triton", max_prefix_len=start)
 
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, *, tree: TreeLayout | None = None, logits: str = "all",
@@ -140,17 +159,40 @@ class NativeDecoder:
         self.cache.reserve(new)
         mask = self._mask(new, tree)
         positions = self._positions(new, tree)
+        # the kernel covers verification: whole prefix visible, a node mask among the new tokens
+        kernel = (self.use_kernel and new > 1 and self.cache.length > 0 and not self.window
+                  and (tree is None or tree.prior == 0))
         x = self.body.embed_tokens(input_ids)  # [B, T, H]
         cos, sin = self.body.rotary_emb(x, positions)  # [1, T, D]
         layer_hidden = {0: x} if 0 in hidden_layers else {}
         for i, layer in enumerate(self.layers):
-            x = x + self._attention(i, layer.self_attn, layer.input_layernorm(x), cos, sin, mask)
+            x = x + self._attention(i, layer.self_attn, layer.input_layernorm(x), cos, sin, mask, kernel)
             x = x + layer.mlp(layer.post_attention_layernorm(x))
             if i + 1 in hidden_layers:
                 layer_hidden[i + 1] = x
         self.cache.advance(new)
         hidden = self.body.norm(x)
         return DecoderOutput(logits=_logits(self.model, hidden, logits), hidden=hidden, layer_hidden=layer_hidden)
+
+
+def _use_attention_kernel(kernels: str, device: torch.device) -> bool:
+    """Whether verification attention runs the Triton kernel: 'auto' = on CUDA when available."""
+    if kernels not in ("auto", "triton", "torch"):
+        raise SpecbenchError(f"unknown kernels choice '{kernels}' (auto, triton or torch)")
+    if kernels == "torch":
+        return False
+    from specbench.kernels._triton import triton_available
+
+    if kernels == "triton":
+        if not triton_available():
+            raise SpecbenchError("--kernels triton needs the triton package")
+        if device.type != "cuda":
+            from specbench.kernels._triton import interpreter_enabled
+
+            if not interpreter_enabled():
+                raise SpecbenchError("--kernels triton needs a CUDA device (or TRITON_INTERPRET=1 for testing)")
+        return True
+    return device.type == "cuda" and triton_available()
 
 
 def _logits(model, hidden: torch.Tensor, which: str) -> torch.Tensor | None:
@@ -214,10 +256,10 @@ class HFDecoder:
                              layer_hidden={i: states[i] for i in hidden_layers})
 
 
-def make_decoder(model, backend: str = "auto"):
+def make_decoder(model, backend: str = "auto", kernels: str = "auto"):
     """The native decoder when the architecture allows it (or ``backend='hf'`` is forced)."""
     if backend not in ("auto", "native", "hf"):
         raise SpecbenchError(f"unknown decoder backend '{backend}' (auto, native or hf)")
     if backend == "hf" or (backend == "auto" and model.config.model_type not in NATIVE_MODEL_TYPES):
         return HFDecoder(model)
-    return NativeDecoder(model)
+    return NativeDecoder(model, kernels=kernels)

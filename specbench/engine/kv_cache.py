@@ -55,6 +55,7 @@ class StaticKVCache:
             raise ValueError(f"cannot truncate a cache of length {self.length} to {length}")
         self.length = length
 
+    @torch.inference_mode()  # the buffers may have been (re)allocated inside inference mode
     def keep(self, start: int, offsets: torch.Tensor) -> None:
         """Compact after tree verification: positions start+offsets[i] move to start+i.
 

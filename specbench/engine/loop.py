@@ -2,9 +2,10 @@
 
 Invariant between rounds: the context holds L tokens; the target's KV cache holds the first
 L − 1 (the last token, just emitted, is fed as the root of the next verification). A round
-with k drafts runs the target once over [last, d_1..d_k], keeps the m accepted drafts, emits
-m + 1 tokens and truncates the cache to L + m. γ = 0 is target-only decoding through the same
-code, the baseline every speedup is measured against.
+runs the target once over [root, drafts] — a chain causally, a tree with its ancestor mask —
+keeps the m accepted drafts (a chain prefix or a root-to-node path), emits m + 1 tokens and
+leaves the cache at L + m: truncated for a chain, compacted in place for a tree. γ = 0 is
+target-only decoding through the same code, the baseline every speedup is measured against.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from specbench.engine.drafters.base import Drafter, Proposal, RoundOutcome
 from specbench.engine.sampling import SamplingParams, probabilities
 from specbench.engine.stats import GenerationResult, RoundLog
 from specbench.engine.timing import DeviceClock
-from specbench.engine.verify import Verdict, verify_greedy, verify_sampling
+from specbench.engine.tree import shape_for, verification_layout
+from specbench.engine.verify import verify_greedy, verify_sampling, verify_tree_greedy, verify_tree_sampling
 from specbench.errors import SpecbenchError
 
 
@@ -44,13 +46,15 @@ class Verifier:
 
     greedy: Callable = verify_greedy
     sampling: Callable = verify_sampling
+    tree_greedy: Callable = verify_tree_greedy
+    tree_sampling: Callable = verify_tree_sampling
 
 
 class SpeculativeEngine:
     """Generate with a target model and an optional drafter, recording every round."""
 
-    def __init__(self, target, drafter: Drafter | None = None, *, gamma: int = 0,
-                 sampling: SamplingParams = SamplingParams(), backend: str = "auto",
+    def __init__(self, target, drafter: Drafter | None = None, *, gamma: int = 0, tree: str = "chain",
+                 sampling: SamplingParams = SamplingParams(), backend: str = "auto", kernels: str = "auto",
                  verifier: Verifier | None = None, decoder=None):
         if gamma < 0:
             raise SpecbenchError(f"gamma must be >= 0, got {gamma}")
@@ -59,8 +63,16 @@ class SpeculativeEngine:
         self.target = target
         self.drafter = drafter if gamma > 0 else None
         self.gamma = gamma
+        self.shape = shape_for(tree, gamma) if gamma > 0 else None
         self.sampling = sampling
-        self.decoder = decoder or make_decoder(target.model, backend)  # engines of one target may share it
+        self.decoder = decoder or make_decoder(target.model, backend, kernels)  # engines of one target may share it
+        if self.shape is not None and not getattr(self.shape, "is_chain", False) and not self.decoder.supports_trees:
+            raise SpecbenchError(f"tree drafting needs a natively supported target architecture; "
+                                 f"'{target.name}' runs through the generic backend (chains only)")
+        self.kernels = kernels
+        ranks = getattr(self.shape, "ranks", None)
+        if ranks and max(ranks) >= target.vocab_size:
+            raise SpecbenchError(f"tree rank {max(ranks)} is beyond the vocabulary ({target.vocab_size} tokens)")
         self.device = self.decoder.device
         self.clock = DeviceClock(self.device)
         self.eos_ids = eos_token_ids(target.model, target.tokenizer)
@@ -73,20 +85,77 @@ class SpeculativeEngine:
             return logits.argmax(-1)
         return torch.multinomial(probabilities(logits, self.sampling), 1, generator=generator).squeeze(-1)
 
-    def _verify(self, proposal: Proposal, logits: torch.Tensor, generator) -> Verdict:
-        """logits [B, K+1, V] of the target over [last, drafts] -> verdict."""
+    def _verify_chain(self, proposal: Proposal, logits: torch.Tensor, generator) -> tuple[int, int]:
+        """logits [1, K+1, V] of the target over [root, drafts] -> (accepted, next token)."""
         if self.sampling.greedy:
-            return self.verifier.greedy(proposal.tokens, logits)
-        target_probs = probabilities(logits, self.sampling)  # [B, K+1, V]
-        bsz, k = proposal.tokens.shape
-        uniform = torch.rand(bsz, k, generator=generator, device=self.device)
-        exponential = torch.empty(bsz, target_probs.shape[-1], device=self.device).exponential_(generator=generator)
-        return self.verifier.sampling(proposal.tokens, proposal.probs, target_probs, uniform, exponential)
+            verdict = self.verifier.greedy(proposal.tokens, logits)
+        else:
+            target_probs = probabilities(logits, self.sampling)  # [B, K+1, V]
+            bsz, k = proposal.tokens.shape
+            uniform = torch.rand(bsz, k, generator=generator, device=self.device)
+            exponential = torch.empty(bsz, target_probs.shape[-1], device=self.device).exponential_(
+                generator=generator)
+            rule = self.verifier.sampling
+            if self.kernels != "torch" and rule is verify_sampling and self.device.type == "cuda":
+                from specbench.kernels.rejection_sampling import rejection_sampling
 
-    def _propose(self, context: torch.Tensor, k: int, generator) -> Proposal:
-        if k == 0 or self.drafter is None:
+                rule = rejection_sampling  # the fused Triton kernel, same numbers in, same tokens out
+            verdict = rule(proposal.tokens, proposal.probs, target_probs, uniform, exponential)
+        return int(verdict.accepted[0]), int(verdict.next_token[0])
+
+    def _verify_tree(self, proposal: Proposal, logits: torch.Tensor, generator) -> tuple[list[int], int]:
+        """logits [1, N+1, V] over [root, nodes] -> (accepted path of node indices, next token)."""
+        tokens = proposal.tokens[0]
+        if self.sampling.greedy:
+            verdict = self.verifier.tree_greedy(tokens, proposal.parents, logits[0])
+        else:
+            probs = proposal.probs[0] if proposal.probs is not None else None
+            verdict = self.verifier.tree_sampling(tokens, proposal.parents, probs,
+                                                  probabilities(logits[0], self.sampling), generator)
+        return verdict.path, verdict.next_token
+
+    def _propose(self, context: torch.Tensor, depth: int, generator) -> Proposal:
+        if depth == 0 or self.drafter is None:
             return Proposal(tokens=context[:, :0], probs=None, draft_steps=0)
-        return self.drafter.propose(context, k, self.sampling, generator)
+        return self.drafter.propose(context, self.shape.truncated(depth), self.sampling, generator)
+
+    def _target_round(self, proposal: Proposal, root_token: torch.Tensor, generator):
+        """One target forward over [root, drafts]; leaves the cache holding root + accepted path.
+
+        Returns the accepted node indices (a chain's are 0..m−1), the token after them and the
+        target features the drafter asked for at the kept positions (root, then the path).
+        """
+        root = self.decoder.length
+        feed = torch.cat([root_token, proposal.tokens], dim=1)  # [1, 1+N]
+        layout = None if proposal.is_chain else verification_layout(tuple(proposal.parents))
+        out = self.decoder.forward(feed, tree=layout, logits="all", hidden_layers=self._feature_layers)
+        if proposal.is_chain:
+            accepted, next_token = self._verify_chain(proposal, out.logits, generator)
+            path = list(range(accepted))
+            self.decoder.truncate(root + 1 + accepted)
+        else:
+            path, next_token = self._verify_tree(proposal, out.logits, generator)
+            self.decoder.keep(root, torch.tensor([0] + [1 + i for i in path]))
+        kept = [0] + [1 + i for i in path]
+        return path, next_token, self._features(out, kept)
+
+    @property
+    def _feature_layers(self) -> tuple[int, ...]:
+        needs = getattr(self.drafter, "feature_layers", ()) if self.drafter is not None else ()
+        return tuple(k for k in needs if k != "final")
+
+    def _features(self, out, positions) -> dict | None:
+        """Target features the drafter declared (``feature_layers``) at ``positions`` of the forward.
+
+        "final" is the last hidden state after the final norm (the LM head's input); an integer
+        i is the output of decoder layer i (0: the embeddings). Each value is [B, n, H].
+        """
+        needs = getattr(self.drafter, "feature_layers", ()) if self.drafter is not None else ()
+        if not needs:
+            return None
+        index = torch.as_tensor(positions, device=out.hidden.device)
+        source = {"final": out.hidden, **out.layer_hidden}
+        return {key: source[key].index_select(1, index) for key in needs}
 
     # ------------------------------------------------------------------ generation
     def generate(self, prompt, max_new_tokens: int, *, seed: int = 0, stop_at_eos: bool = True,
@@ -104,16 +173,18 @@ class SpeculativeEngine:
         generator = torch.Generator(device=self.device).manual_seed(seed)
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
-        capacity = prompt.shape[1] + max_new_tokens + self.gamma + 2
+        nodes = self.shape.num_nodes if self.shape is not None else 0
+        capacity = prompt.shape[1] + max_new_tokens + nodes + 2  # room for a whole tree before compaction
         context = torch.zeros(1, capacity, dtype=torch.long, device=self.device)  # [1, capacity]
         context[:, : prompt.shape[1]] = prompt
         length = prompt.shape[1]
 
         start = self.clock.now()
         self.decoder.reset(1, capacity)
-        first = self._first_token(self.decoder.forward(prompt, logits="last").logits[:, -1], generator)  # [1]
+        out = self.decoder.forward(prompt, logits="last", hidden_layers=self._feature_layers)
+        first = self._first_token(out.logits[:, -1], generator)  # [1]
         if self.drafter is not None:
-            self.drafter.start(prompt, capacity)
+            self.drafter.start(prompt, capacity, features=self._features(out, range(prompt.shape[1])))
         context[:, length] = first
         length += 1
         tokens = [int(first[0])]
@@ -128,17 +199,12 @@ class SpeculativeEngine:
         decode_start = self.clock.now()
         while not done:
             t0 = self.clock.now()
-            k = min(self.gamma, max_new_tokens - len(tokens) - 1)
-            proposal = self._propose(context[:, :length], k, generator)
+            depth = min(self.gamma, max_new_tokens - len(tokens) - 1)  # never draft past the length limit
+            proposal = self._propose(context[:, :length], depth, generator)
             t1 = self.clock.now()
-            root = self.decoder.length  # = length - 1
-            feed = torch.cat([context[:, length - 1: length], proposal.tokens], dim=1)  # [1, 1+K]
-            logits = self.decoder.forward(feed, logits="all").logits  # [1, 1+K, V]
-            verdict = self._verify(proposal, logits, generator)
+            path, next_token, features = self._target_round(proposal, context[:, length - 1: length], generator)
             t2 = self.clock.now()
-            accepted = int(verdict.accepted[0])
-            new = proposal.tokens[0, :accepted].tolist() + [int(verdict.next_token[0])]
-            self.decoder.truncate(root + 1 + accepted)
+            new = proposal.tokens[0, path].tolist() + [next_token]
             if stop_at_eos:
                 for i, tok in enumerate(new):
                     if tok in self.eos_ids:
@@ -147,12 +213,13 @@ class SpeculativeEngine:
                         break
             context[0, length: length + len(new)] = torch.tensor(new, device=self.device)
             if self.drafter is not None:
-                self.drafter.observe(RoundOutcome(context_length=length, accepted=accepted, next_token=new[-1]))
+                self.drafter.observe(RoundOutcome(context_length=length, accepted=len(path), next_token=next_token,
+                                                  accepted_nodes=path, features=features))
             length += len(new)
             tokens.extend(new)
             done = done or len(tokens) >= max_new_tokens
             t3 = self.clock.now()
-            rounds.add(drafted=proposal.size, depth=proposal.size, accepted=accepted, emitted=len(new),
+            rounds.add(drafted=proposal.size, depth=proposal.depth, accepted=len(path), emitted=len(new),
                        draft_steps=proposal.draft_steps, draft_s=t1 - t0, verify_s=t2 - t1, round_s=t3 - t0)
             if on_round is not None:
                 result.decode_s = t3 - decode_start

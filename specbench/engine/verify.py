@@ -79,3 +79,72 @@ def verify_sampling(draft_tokens: torch.Tensor, draft_probs: torch.Tensor | None
     # branch-free (no host sync): rows that kept all k drafts draw the bonus from p_{K+1}
     weights = torch.where((accepted < k)[:, None], residual, p_next)
     return Verdict(accepted, draw_exponential_race(weights, exponential))
+
+
+# ----------------------------------------------------------------------------------------- trees
+
+@dataclass
+class TreeVerdict:
+    path: list[int]  # accepted node indices from the root down (root excluded)
+    next_token: int  # recovered or bonus token after the path
+
+
+def verify_tree_greedy(tokens: torch.Tensor, parents: list[int], target_logits: torch.Tensor) -> TreeVerdict:
+    """Longest root-to-leaf path whose every token is the target's argmax after its parent.
+
+    tokens [N]; target_logits [N+1, V] over (root, nodes); node i's target row is i + 1.
+    """
+    from specbench.engine.tree import leaf_paths_cached
+
+    best = target_logits.argmax(-1)  # [N+1]
+    parent_rows = torch.tensor(parents, dtype=torch.long, device=tokens.device) + 1  # [N]
+    ok = tokens == best[parent_rows]  # [N]
+    paths = leaf_paths_cached(tuple(parents)).to(tokens.device)  # [leaves, depth]
+    on_path = ok[paths.clamp_min(0)] & (paths >= 0)
+    lengths = on_path.long().cumprod(-1).sum(-1)  # [leaves]
+    leaf = int(lengths.argmax())
+    path = paths[leaf, : int(lengths[leaf])].tolist()
+    return TreeVerdict(path, int(best[path[-1] + 1] if path else best[0]))
+
+
+def verify_tree_sampling(tokens: torch.Tensor, parents: list[int], draft_probs: torch.Tensor | None,
+                         target_probs: torch.Tensor, generator: torch.Generator | None) -> TreeVerdict:
+    """Lossless multi-candidate verification (recursive rejection sampling over siblings).
+
+    Walking down from the root with the target distribution p of the current node, the
+    children x_1, x_2, ... are tried in proposal order: x_i, drawn from q_i, is accepted with
+    probability min(1, p(x_i) / q_i(x_i)); on rejection p becomes norm(max(p − q_i, 0)) and the
+    next sibling is tried. Whatever the proposal rule (i.i.d., without replacement, or
+    deterministic with q_i one-hot), as long as x_i ~ q_i given the earlier siblings, the
+    emitted token is distributed exactly as p (SpecInfer, Miao et al. 2023; Chen et al. 2023).
+    An accepted child becomes the current node; when no child is accepted the residual is
+    sampled, and below a leaf the bonus token is drawn from the leaf's p.
+
+    tokens [N]; draft_probs [N, V] or None (one-hot); target_probs [N+1, V].
+    """
+    children: dict[int, list[int]] = {}
+    for i, parent in enumerate(parents):
+        children.setdefault(parent, []).append(i)
+    node, path = -1, []
+    p = target_probs[0]
+    while True:
+        kids = children.get(node, [])
+        for child in kids:
+            x = int(tokens[child])
+            q = draft_probs[child] if draft_probs is not None else None
+            q_x = float(q[x]) if q is not None else 1.0
+            u = float(torch.rand((), generator=generator, device=p.device))
+            if u * q_x < float(p[x]):
+                node = child
+                path.append(child)
+                p = target_probs[child + 1]
+                break
+            if q is not None:
+                residual = (p - q).clamp_min(0.0)
+            else:
+                residual = p.clone()
+                residual[x] = 0.0
+            p = residual / residual.sum() if residual.sum() > 0 else p
+        else:  # no child kept (or a leaf was reached): draw from the residual / the bonus distribution
+            exponential = torch.empty_like(p).exponential_(generator=generator)
+            return TreeVerdict(path, int(draw_exponential_race(p, exponential)))

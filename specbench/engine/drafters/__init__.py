@@ -34,11 +34,31 @@ def _build_draft_model(target, *, device, dtype, backend, model: str | None = No
     return DraftModelDrafter(drafter.model, target_vocab=target.vocab_size, backend=backend)
 
 
+def _trained_builder(kind: str) -> Callable:
+    """Builder of a trained drafter: checkpoint = folder, shipped name (default: the one shipped for
+    the target) or 'random' (seeded random weights, for tests)."""
+
+    def build(target, *, device, dtype, backend, checkpoint: str | None = None, seed: int = 0):
+        from specbench.engine.drafters.trained import build_drafter
+
+        return build_drafter(kind, target, device=device, dtype=dtype, checkpoint=checkpoint, seed=int(seed))
+
+    return build
+
+
 DRAFTERS: dict[str, DrafterSpec] = {
     "ngram": DrafterSpec("ngram", "prompt lookup: continue a match of the last n tokens (params n_min, n_max)",
                          _build_ngram),
     "draft-model": DrafterSpec("draft-model", "a smaller causal LM with the same tokenizer (param model)",
                                _build_draft_model),
+    "medusa": DrafterSpec("medusa", "Medusa heads on the target's last hidden state (param checkpoint)",
+                          _trained_builder("medusa")),
+    "eagle": DrafterSpec("eagle", "EAGLE feature-space drafter, one layer on [hidden; next embedding] "
+                         "(param checkpoint)", _trained_builder("eagle")),
+    "eagle3": DrafterSpec("eagle3", "EAGLE-3 drafter fusing low/mid/high target layers (param checkpoint)",
+                          _trained_builder("eagle3")),
+    "mtp": DrafterSpec("mtp", "DeepSeek-V3-style multi-token prediction modules (param checkpoint)",
+                       _trained_builder("mtp")),
 }
 
 

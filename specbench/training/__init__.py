@@ -1,0 +1,1 @@
+"""Training trained drafters (Medusa, EAGLE, EAGLE-3, MTP) by self-distillation from a target."""
