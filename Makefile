@@ -5,13 +5,15 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.specbench-installed
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install demo test test-heavy bench-engine bench-replay clean help
+.PHONY: install demo test test-heavy bench-engine bench-replay bench-roofline bench-kernels clean help
 
 help:
 	@echo "make demo          set up (first run) and run the demo sweep on SmolLM2-135M"
 	@echo "make test          set up (first run) and run the test suite (CPU, no GPU needed)"
 	@echo "make test-heavy    tests on the Qwen2.5-Coder 1.5B/0.5B pair (pulls ~1.5 GB once)"
 	@echo "make bench-engine  specbench engine vs transformers generate / assisted generation"
+	@echo "make bench-roofline decode/verify time against the memory-bandwidth bound"
+	@echo "make bench-kernels Triton kernels vs torch references (needs CUDA)"
 	@echo "make bench-replay  live γ 1..8 sweep vs replay sweep: wall time and largest τ difference"
 
 $(PY):
@@ -49,6 +51,12 @@ bench-engine: install
 
 bench-replay: install
 	$(PY) scripts/bench_replay.py
+
+bench-roofline: install
+	$(PY) scripts/bench_roofline.py --write-docs
+
+bench-kernels: install
+	$(PY) scripts/bench_kernels.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

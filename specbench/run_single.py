@@ -23,7 +23,7 @@ def timed_generation(engine: SpeculativeEngine, prompt_ids: list[int], max_new_t
 
 
 def run_prompt(*, target: str, drafter: str, params: dict, gamma: int, sampling: SamplingParams, prompt: str,
-               tree: str = "chain", kernels: str = "auto",
+               tree: str = "chain", kernels: str = "auto", compile: bool = False,
                max_new_tokens: int, seed: int = 0, baseline: bool = False, chat: bool = True,
                stop_at_eos: bool = True, device: str = "cpu", dtype: str = "fp32",
                status: Callable[[str], None] | None = None) -> dict:
@@ -41,7 +41,8 @@ def run_prompt(*, target: str, drafter: str, params: dict, gamma: int, sampling:
         say(f"preparing drafter {drafter}")
         draft = make_drafter(drafter, target_model, params, device=device, dtype=dtype)
     say("generating")
-    engine = SpeculativeEngine(target_model, draft, gamma=gamma, tree=tree, sampling=sampling, kernels=kernels)
+    engine = SpeculativeEngine(target_model, draft, gamma=gamma, tree=tree, sampling=sampling, kernels=kernels,
+                               compile=compile)
     result = timed_generation(engine, prompt_ids, max_new_tokens, seed=seed, stop_at_eos=stop_at_eos)
     report = {
         "target": target, "drafter": drafter if gamma > 0 else "none", "drafter_params": params, "gamma": gamma,

@@ -180,6 +180,25 @@ def test_sampling_live_tau_inside_replay_interval(v8_models, record_property):
     assert fraction >= 0.75
 
 
+def test_prompt_lookup_replay_of_a_sampled_live_output_is_its_rounds(v8_models):
+    """One-hot drafts: a live round keeps drafts equal to the output and rejects with a token that
+    differs from the draft, so the rounds are a function of the output — replay must recover them."""
+    target, drafters = v8_models
+    prompt = [3, 1, 4, 1, 5, 2, 6, 5, 3, 5, 0, 3, 6, 5, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1]
+    sampling, replayer, accepted = SamplingParams(1.0), Replayer(target), 0
+    for gamma in (2, 4):
+        engine = SpeculativeEngine(target, drafters["ngram"], gamma=gamma, sampling=sampling)
+        for seed in range(15):
+            live = engine.generate(prompt, 24, seed=seed, stop_at_eos=False)
+            trajectory = replayer.trajectory(prompt, live.tokens, stop_reason="length", max_new_tokens=24,
+                                             depth=gamma, sampling=sampling, seed=0)
+            rounds = replay_chain(replayer.trace(drafters["ngram"], trajectory, gamma, sampling), trajectory,
+                                  [gamma])[0].rounds
+            assert rounds.accepted == live.rounds.accepted and rounds.drafted == live.rounds.drafted
+            accepted += live.accepted
+    assert accepted > 0
+
+
 def test_coupled_coins_are_unbiased_for_live_rounds(v8_models):
     """E over trajectories of E[rounds | trajectory] = E[live rounds] (the coupling theorem)."""
     target, drafters = v8_models
@@ -312,6 +331,7 @@ def test_dry_run_counts_replayed_units(tmp_path, prompts_file):
     ({"calibration": {"gamas": [1]}}, ["--mode", "replay"], ["calibration", "gammas and prompts"]),
     ({"calibration": {"prompts": 0}}, ["--mode", "replay"], ["calibration.prompts", ">= 1"]),
     ({"mode": "both", "calibration": [1]}, [], ["'calibration' must be a mapping"]),
+    ({"trees": ["chain", "2x1"]}, ["--mode", "both"], ["replays chains only", "2x1"]),
 ])
 def test_bad_replay_settings(tmp_path, prompts_file, extra, flags, needles):
     assert_user_error(invoke("sweep", sweep_yaml(tmp_path, prompts_file, **extra), *flags, "--out", tmp_path / "o"),

@@ -186,3 +186,9 @@ def test_missing_file_and_conflicting_folder(tmp_path, prompts_file):
     assert forced.exit_code == 0
     assert set(load_records(out)["gamma"]) == {0, 1, 2}, "forcing keeps what was measured before"
     assert_user_error(invoke("results", "show", tmp_path / "missing"), "not found")
+
+
+def test_schema_document_lists_every_column():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "results-schema.md").read_text()
+    missing = [c for c in COLUMNS if f"`{c}`" not in text]
+    assert not missing, f"docs/results-schema.md lacks {missing}"

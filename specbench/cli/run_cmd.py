@@ -59,6 +59,7 @@ def run(
     ignore_eos: bool = typer.Option(False, "--ignore-eos", help="Always generate --max-new-tokens tokens."),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N or auto."),
     kernels: str = typer.Option("auto", "--kernels", help="Verification kernels: auto (Triton on CUDA), triton, torch."),
+    compile: bool = typer.Option(False, "--compile", help="torch.compile the decode/verify steps (CUDA graphs on GPU)."),
     dtype: str = typer.Option("fp32", "--dtype", help="fp32, bf16 or fp16."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON (text + metrics) instead of tables."),
 ):
@@ -84,6 +85,7 @@ def run(
     sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p)
     with Console(stderr=True).status("starting") as spinner:  # transient; silent when not a terminal
         report = run_prompt(target=target, drafter=drafter, params=params, gamma=gamma, tree=tree, kernels=kernels,
+                            compile=compile,
                             sampling=sampling,
                             prompt=prompt, max_new_tokens=max_new_tokens, seed=seed, baseline=baseline, chat=chat,
                             stop_at_eos=not ignore_eos, device=device, dtype=dtype, status=spinner.update)

@@ -18,6 +18,7 @@ from specbench.engine.kv_cache import StaticKVCache
 from specbench.errors import SpecbenchError
 
 NATIVE_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
+COMPILED_MAX_TOKENS = 64  # decode and verify shapes go through the compiled graph; prefills stay eager
 
 
 @dataclass
@@ -62,7 +63,7 @@ class NativeDecoder:
 
     supports_trees = True
 
-    def __init__(self, model, kernels: str = "auto"):
+    def __init__(self, model, kernels: str = "auto", compile: bool = False):
         cfg = model.config
         if cfg.model_type not in NATIVE_MODEL_TYPES:
             raise SpecbenchError(f"no native decoder for model type '{cfg.model_type}'")
@@ -79,6 +80,13 @@ class NativeDecoder:
         param = next(model.parameters())
         self.device, self.dtype = param.device, param.dtype
         self.use_kernel = _use_attention_kernel(kernels, self.device)
+        self._compiled = None
+        if compile:
+            # Static shapes for every step of T tokens: attention spans the whole preallocated cache
+            # under a mask and the cache is written by index, so one graph per T serves all steps
+            # (and CUDA graphs can replay it: mode "reduce-overhead" on GPUs).
+            mode = "reduce-overhead" if self.device.type == "cuda" else None
+            self._compiled = torch.compile(self._static_layers, mode=mode, dynamic=False)
 
     # ---------------------------------------------------------------- cache control
     def reset(self, batch_size: int, capacity: int) -> None:
@@ -147,6 +155,46 @@ class NativeDecoder:
         return tree_attention(q, self.cache.keys[layer_idx], self.cache.values[layer_idx], start,
                               mask[:, start:start + new], self.scale, impl="triton", max_prefix_len=start)
 
+    def _static_layers(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
+                       write_at: torch.Tensor) -> torch.Tensor:
+        """All layers over the full cache: x [B, T, H], mask [T, capacity], write_at [T] positions."""
+        bsz, new, _ = x.shape
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # [B, 1, T, D]
+        for i, layer in enumerate(self.layers):
+            attn = layer.self_attn
+            h = layer.input_layernorm(x)
+            q = attn.q_proj(h).view(bsz, new, self.num_heads, self.head_dim)
+            k = attn.k_proj(h).view(bsz, new, self.kv_heads, self.head_dim)
+            v = attn.v_proj(h).view(bsz, new, self.kv_heads, self.head_dim).transpose(1, 2)
+            if hasattr(attn, "q_norm"):
+                q, k = attn.q_norm(q), attn.k_norm(k)
+            q, k = q.transpose(1, 2), k.transpose(1, 2)
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
+            self.cache.keys[i].index_copy_(2, write_at, k)
+            self.cache.values[i].index_copy_(2, write_at, v)
+            out = F.scaled_dot_product_attention(q, self.cache.keys[i], self.cache.values[i], attn_mask=mask,
+                                                 scale=self.scale, enable_gqa=self.kv_heads != self.num_heads)
+            x = x + attn.o_proj(out.transpose(1, 2).reshape(bsz, new, self.num_heads * self.head_dim))
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        return x
+
+    def _compiled_forward(self, input_ids: torch.Tensor, tree: TreeLayout | None) -> torch.Tensor:
+        new = input_ids.shape[1]
+        start = self.cache.length
+        mask = torch.zeros(new, self.cache.capacity, dtype=torch.bool, device=self.device)
+        mask[:, : start + new] = self._mask_full(new, tree)
+        positions = self._positions(new, tree)
+        x = self.body.embed_tokens(input_ids)
+        cos, sin = self.body.rotary_emb(x, positions)
+        write_at = torch.arange(start, start + new, device=self.device)
+        return self._compiled(x, cos, sin, mask, write_at)
+
+    def _mask_full(self, new: int, tree: TreeLayout | None) -> torch.Tensor:
+        mask = self._mask(new, tree)
+        return mask if mask is not None else torch.ones(new, self.cache.length + new, dtype=torch.bool,
+                                                         device=self.device)
+
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, *, tree: TreeLayout | None = None, logits: str = "all",
                 hidden_layers: tuple[int, ...] = ()) -> DecoderOutput:
@@ -157,6 +205,12 @@ class NativeDecoder:
         """
         new = input_ids.shape[1]
         self.cache.reserve(new)
+        if (self._compiled is not None and 0 < self.cache.length and new <= COMPILED_MAX_TOKENS
+                and not hidden_layers and not self.window):
+            x = self._compiled_forward(input_ids, tree)
+            self.cache.advance(new)
+            hidden = self.body.norm(x)
+            return DecoderOutput(logits=_logits(self.model, hidden, logits), hidden=hidden)
         mask = self._mask(new, tree)
         positions = self._positions(new, tree)
         # the kernel covers verification: whole prefix visible, a node mask among the new tokens
@@ -240,6 +294,46 @@ class HFDecoder:
         raise SpecbenchError("tree verification needs a natively supported architecture "
                              f"({', '.join(NATIVE_MODEL_TYPES)})")
 
+    def _static_layers(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
+                       write_at: torch.Tensor) -> torch.Tensor:
+        """All layers over the full cache: x [B, T, H], mask [T, capacity], write_at [T] positions."""
+        bsz, new, _ = x.shape
+        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # [B, 1, T, D]
+        for i, layer in enumerate(self.layers):
+            attn = layer.self_attn
+            h = layer.input_layernorm(x)
+            q = attn.q_proj(h).view(bsz, new, self.num_heads, self.head_dim)
+            k = attn.k_proj(h).view(bsz, new, self.kv_heads, self.head_dim)
+            v = attn.v_proj(h).view(bsz, new, self.kv_heads, self.head_dim).transpose(1, 2)
+            if hasattr(attn, "q_norm"):
+                q, k = attn.q_norm(q), attn.k_norm(k)
+            q, k = q.transpose(1, 2), k.transpose(1, 2)
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
+            self.cache.keys[i].index_copy_(2, write_at, k)
+            self.cache.values[i].index_copy_(2, write_at, v)
+            out = F.scaled_dot_product_attention(q, self.cache.keys[i], self.cache.values[i], attn_mask=mask,
+                                                 scale=self.scale, enable_gqa=self.kv_heads != self.num_heads)
+            x = x + attn.o_proj(out.transpose(1, 2).reshape(bsz, new, self.num_heads * self.head_dim))
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        return x
+
+    def _compiled_forward(self, input_ids: torch.Tensor, tree: TreeLayout | None) -> torch.Tensor:
+        new = input_ids.shape[1]
+        start = self.cache.length
+        mask = torch.zeros(new, self.cache.capacity, dtype=torch.bool, device=self.device)
+        mask[:, : start + new] = self._mask_full(new, tree)
+        positions = self._positions(new, tree)
+        x = self.body.embed_tokens(input_ids)
+        cos, sin = self.body.rotary_emb(x, positions)
+        write_at = torch.arange(start, start + new, device=self.device)
+        return self._compiled(x, cos, sin, mask, write_at)
+
+    def _mask_full(self, new: int, tree: TreeLayout | None) -> torch.Tensor:
+        mask = self._mask(new, tree)
+        return mask if mask is not None else torch.ones(new, self.cache.length + new, dtype=torch.bool,
+                                                         device=self.device)
+
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, *, tree: TreeLayout | None = None, logits: str = "all",
                 hidden_layers: tuple[int, ...] = ()) -> DecoderOutput:
@@ -256,10 +350,10 @@ class HFDecoder:
                              layer_hidden={i: states[i] for i in hidden_layers})
 
 
-def make_decoder(model, backend: str = "auto", kernels: str = "auto"):
+def make_decoder(model, backend: str = "auto", kernels: str = "auto", compile: bool = False):
     """The native decoder when the architecture allows it (or ``backend='hf'`` is forced)."""
     if backend not in ("auto", "native", "hf"):
         raise SpecbenchError(f"unknown decoder backend '{backend}' (auto, native or hf)")
     if backend == "hf" or (backend == "auto" and model.config.model_type not in NATIVE_MODEL_TYPES):
         return HFDecoder(model)
-    return NativeDecoder(model, kernels=kernels)
+    return NativeDecoder(model, kernels=kernels, compile=compile)

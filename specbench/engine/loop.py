@@ -55,7 +55,7 @@ class SpeculativeEngine:
 
     def __init__(self, target, drafter: Drafter | None = None, *, gamma: int = 0, tree: str = "chain",
                  sampling: SamplingParams = SamplingParams(), backend: str = "auto", kernels: str = "auto",
-                 verifier: Verifier | None = None, decoder=None):
+                 compile: bool = False, verifier: Verifier | None = None, decoder=None):
         if gamma < 0:
             raise SpecbenchError(f"gamma must be >= 0, got {gamma}")
         if gamma > 0 and drafter is None:
@@ -65,7 +65,8 @@ class SpeculativeEngine:
         self.gamma = gamma
         self.shape = shape_for(tree, gamma) if gamma > 0 else None
         self.sampling = sampling
-        self.decoder = decoder or make_decoder(target.model, backend, kernels)  # engines of one target may share it
+        # engines of one target may share a decoder (and its compiled graphs)
+        self.decoder = decoder or make_decoder(target.model, backend, kernels, compile)
         if self.shape is not None and not getattr(self.shape, "is_chain", False) and not self.decoder.supports_trees:
             raise SpecbenchError(f"tree drafting needs a natively supported target architecture; "
                                  f"'{target.name}' runs through the generic backend (chains only)")

@@ -80,8 +80,8 @@ class DraftModelDrafter:
         self._pending = False
         accepted = set(outcome.accepted_nodes)
         kept = [j for j, final in enumerate(self._fed) if final in accepted]
-        if kept:
-            self.decoder.keep(self._context_length, torch.tensor(kept))
+        if kept == list(range(len(kept))):  # a prefix of what was fed (always, for a chain): roll back
+            self.decoder.truncate(self._context_length + len(kept))
         else:
-            self.decoder.truncate(self._context_length)
+            self.decoder.keep(self._context_length, torch.tensor(kept))
         self.synced = self._context_length + len(kept)

@@ -44,9 +44,12 @@ from specbench.engine.sampling import SamplingParams
 
 
 def eagle3_layers(num_layers: int) -> tuple[int, int, int]:
-    """Target layers EAGLE-3 fuses (outputs of layers 2, N//2 and N−3; 0 would be the embeddings)."""
-    low, mid, high = 2, num_layers // 2, num_layers - 3
-    return tuple(sorted({max(1, min(num_layers, i)) for i in (low, mid, high)})) if num_layers < 6 else (low, mid, high)
+    """Target layers EAGLE-3 fuses: outputs of layers 2, N//2 and N−3 (0 would be the embeddings);
+    on very shallow targets the distinct ones among them, clamped to 1..N."""
+    picks = (2, num_layers // 2, num_layers - 3)
+    if num_layers >= 6:
+        return picks
+    return tuple(sorted({max(1, min(num_layers, i)) for i in picks}))
 
 
 class Eagle1Net(nn.Module):

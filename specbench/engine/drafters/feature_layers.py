@@ -283,7 +283,3 @@ class FeatureBuffer:
 def embed(target_model, ids: torch.Tensor) -> torch.Tensor:
     """The target's input embeddings of ids [...] -> [..., H] (shared, never copied)."""
     return target_model.get_input_embeddings()(ids)
-
-
-def feature_dtype(target_model) -> torch.dtype:
-    return next(target_model.parameters()).dtype

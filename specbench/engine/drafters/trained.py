@@ -68,10 +68,6 @@ def new_net(kind: str, architecture: dict, *, zero_init: bool = True) -> nn.Modu
     raise SpecbenchError(f"unknown trained drafter type '{kind}' (choose from: {', '.join(KINDS)})")
 
 
-def architecture_of(kind: str, net: nn.Module) -> dict:
-    return net.architecture()
-
-
 def parameter_count(net: nn.Module) -> int:
     return sum(p.numel() for p in net.parameters())
 
@@ -84,7 +80,7 @@ def save_drafter(folder: Path, kind: str, net: nn.Module, target, draft_vocab: t
     tensors = dict(net.state_dict())
     if draft_vocab is not None:
         tensors[DRAFT_VOCAB_KEY] = draft_vocab.to(torch.int32)
-    config = {"type": kind, "architecture": architecture_of(kind, net),
+    config = {"type": kind, "architecture": net.architecture(),
               "feature_layers": [k if isinstance(k, str) else int(k) for k in feature_layers_of(net)],
               "draft_vocab_size": None if draft_vocab is None else int(draft_vocab.numel()),
               "parameters": parameter_count(net), "target": ckpt.target_record(target),

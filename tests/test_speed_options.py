@@ -1,0 +1,35 @@
+"""Speed options keep the engine lossless: torch.compile'd decode/verify steps, forced kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specbench.engine.drafters import make_drafter
+from specbench.engine.loop import SpeculativeEngine
+from specbench.engine.sampling import SamplingParams
+from specbench.models import load_model
+
+
+def test_compiled_engine_greedy_is_lossless():
+    target = load_model("tiny-random-llama")
+    ids = target.tokenizer("Compiled graphs must not change a single token.")["input_ids"]
+    eager = SpeculativeEngine(target, None, gamma=0).generate(ids, 80, stop_at_eos=False)
+    drafter = make_drafter("draft-model", target, {"model": "tiny-random-llama-draft"})
+    compiled = SpeculativeEngine(target, drafter, gamma=3, compile=True)
+    result = compiled.generate(ids, 80, stop_at_eos=False)
+    assert result.tokens == eager.tokens
+    assert compiled.decoder._compiled is not None and result.accepted > 0
+
+
+def test_compiled_engine_sampling_matches_target_distribution(tiny_v8):
+    from tests.test_engine_sampling import (SAMPLES_SMALL, chi_square_pvalue, exact_distributions,
+                                            sample_counts)
+
+    target, _ = tiny_v8
+    drafter = make_drafter("draft-model", target, {"model": "tiny-random-v8-draft"})
+    engine = SpeculativeEngine(target, drafter, gamma=2, sampling=SamplingParams(temperature=1.0), compile=True)
+    joint23, marginal4 = exact_distributions(target.model, 1.0, 0)
+    counts23, counts4, alpha = sample_counts(engine, SAMPLES_SMALL)
+    assert 0.05 < alpha < 0.95
+    assert chi_square_pvalue(counts23, joint23) > 1e-3 and chi_square_pvalue(counts4, marginal4) > 1e-3
+    assert np.isclose(counts23.sum(), SAMPLES_SMALL)
