@@ -35,11 +35,13 @@ $(STAMP): $(PY) pyproject.toml requirements-data.txt scripts/install_torch.sh
 install: $(STAMP)
 
 demo: install
-	$(VENV)/bin/specbench run --target smollm2-135m --drafter ngram --gamma 4 --baseline \
-	    --max-new-tokens 128 --prompt "Write a Python function that checks whether a string is a palindrome, then explain it."
+	$(VENV)/bin/specbench sweep sweeps/demo.yaml
+	$(VENV)/bin/specbench results show results/demo
+	$(VENV)/bin/specbench recommend results/demo
+	$(VENV)/bin/specbench plot results/demo --out results/demo/report
 
 test: install
-	TRITON_INTERPRET=1 $(PY) -m pytest
+	TRITON_INTERPRET=1 $(PY) -m pytest --durations=15
 
 test-heavy: install
 	$(VENV)/bin/specbench models pull qwen2.5-coder-1.5b

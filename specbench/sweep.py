@@ -187,7 +187,7 @@ class SweepRunner:
         self.target = load_model(self.spec.target, device=self.spec.device, dtype=self.spec.dtype)
         if self.target.tokenizer is None:
             raise SpecbenchError(f"target '{self.spec.target}' has no tokenizer; sweeps need text prompts")
-        self.decoder = make_decoder(self.target.model)
+        self.decoder = make_decoder(self.target.model, kernels=self.spec.kernels, compile=self.spec.compile)
         self.device_name = device_info(self.spec.device)["device_name"]
 
     def _drafter(self, config: RunConfig):

@@ -36,11 +36,11 @@ from specbench.errors import SpecbenchError, did_you_mean
 
 TOP_LEVEL_KEYS = ("name", "description", "target", "device", "dtype", "seed", "repeats", "max_new_tokens",
                   "ignore_eos", "drafters", "gammas", "trees", "temperatures", "top_p", "top_k", "workloads",
-                  "mode", "calibration")
+                  "mode", "calibration", "compile", "kernels")
 DEFAULTS = {"name": None, "description": "", "target": "smollm2-135m", "device": "cpu", "dtype": "fp32", "seed": 0,
             "repeats": 1, "max_new_tokens": None, "ignore_eos": False, "drafters": [], "gammas": [1, 2, 4],
             "trees": ["chain"], "temperatures": [0.0], "top_p": 1.0, "top_k": 0, "workloads": [], "mode": "live",
-            "calibration": None}
+            "calibration": None, "compile": False, "kernels": "auto"}
 MODES = ("live", "replay", "both")
 CALIBRATION_PROMPTS = 2
 
@@ -124,6 +124,8 @@ class SweepSpec:
     configs: list[RunConfig] = field(default_factory=list)
     mode: str = "live"
     calibration: Calibration | None = None
+    compile: bool = False  # torch.compile the target's decode/verify steps
+    kernels: str = "auto"  # verification kernels: auto (Triton on CUDA), triton or torch
 
     @property
     def runs_live(self) -> bool:
@@ -145,6 +147,7 @@ class SweepSpec:
             "top_k": self.top_k, "workloads": [asdict(w) for w in self.workloads], "mode": self.mode,
             "calibration": None if self.calibration is None else {"gammas": list(self.calibration.gammas),
                                                                    "prompts": self.calibration.prompts},
+            "compile": self.compile, "kernels": self.kernels,
         }
 
     @property
@@ -294,6 +297,10 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
         top_k=_int(data["top_k"], where, "top_k", 0),
         workloads=[_workload(w, where) for w in _as_list(data["workloads"], where, "workloads")],
     )
+    spec.compile = bool(data["compile"])
+    spec.kernels = str(data["kernels"])
+    if spec.kernels not in ("auto", "triton", "torch"):
+        _fail(where, f"'kernels' must be auto, triton or torch, got '{spec.kernels}'")
     spec.mode = str(data["mode"])
     if spec.mode not in MODES:
         _fail(where, f"unknown mode '{spec.mode}'{did_you_mean(spec.mode, list(MODES))} (choose from: "

@@ -7,6 +7,12 @@ from rich.panel import Panel
 from rich.table import Table
 
 
+def console(stderr: bool = False) -> Console:
+    """A console that does not squeeze tables to 80 columns when output goes to a file or pipe."""
+    probe = Console(stderr=stderr)
+    return probe if probe.is_terminal else Console(stderr=stderr, width=160)
+
+
 def fmt(value, digits: int = 3) -> str:
     if value is None:
         return "-"

@@ -22,7 +22,7 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
 
     Example: specbench results show results/demo
     """
-    from specbench.cli.render import fmt
+    from specbench.cli.render import console, fmt
     from specbench.errors import SpecbenchError
     from specbench.results import load_records, load_run_info
     from specbench.summary import configuration_table, lossless_check
@@ -36,22 +36,29 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
     table = table.merge(check, how="left", on=[c for c in check.columns if c in table.columns and c != "identical"])
     if csv is not None:
         table.to_csv(csv, index=False)
-    console = Console()
-    console.print(f"[bold]{info.get('sweep', {}).get('name', folder)}[/bold] · target {info['sweep']['target']} · "
-                  f"{info.get('device_name')} · {info.get('dtype')} · {len(records)} records")
+    out = console()
+    out.print(f"[bold]{info.get('sweep', {}).get('name', folder)}[/bold] · target {info['sweep']['target']} · "
+              f"{info.get('device_name')} · {info.get('dtype')} · {len(records)} records")
+    replayed = (records["mode"] == "replay").any()  # a mode column only where replayed rows exist
+    several_t = records["temperature"].nunique() > 1
     for workload, rows in table.groupby("workload", sort=True):
         t = Table(title=f"workload {workload}")
-        modes = (records["mode"] == "replay").any()  # a mode column only where replayed rows exist
-        for col in ("drafter", "tree", "γ", "T") + (("mode",) if modes else ()) + (
-                "prompts", "α", "τ", "tokens/s", "speedup", "greedy identical"):
-            t.add_column(col, justify="right" if col not in ("drafter", "tree", "mode") else "left")
+        t.add_column("configuration", no_wrap=True)
+        columns = ["γ"] + (["T"] if several_t else []) + (["mode"] if replayed else []) + [
+            "prompts", "α", "τ", "tokens/s", "speedup", "greedy identical"]
+        for col in columns:
+            t.add_column(col, justify="left" if col == "mode" else "right", no_wrap=True)
         for r in rows.sort_values(["temperature", "drafter_label", "tree", "gamma", "mode"]).itertuples():
-            replayed = r.mode == "replay"
-            ident = "-" if r.temperature > 0 or r.gamma == 0 or replayed else f"{r.identical:.0%}"
-            speedup = (fmt(r.speedup, 2) + "×" + (" pred" if replayed else "")) if r.speedup == r.speedup else "-"
-            t.add_row(r.drafter_label, r.tree, str(r.gamma), f"{r.temperature:g}", *((r.mode,) if modes else ()),
-                      str(r.n_prompts), fmt(r.alpha), fmt(r.tau, 2), fmt(r.tokens_per_s, 1), speedup, ident)
-        console.print(t)
+            is_replay = r.mode == "replay"
+            ident = "-" if r.temperature > 0 or r.gamma == 0 or is_replay else f"{r.identical:.0%}"
+            speedup = (fmt(r.speedup, 2) + "×" + (" pred" if is_replay else "")) if r.speedup == r.speedup else "-"
+            label = "target only" if r.drafter == "none" else r.drafter_label
+            label += "" if r.tree == "chain" else f" · tree {r.tree}"
+            cells = [str(r.gamma)] + ([f"{r.temperature:g}"] if several_t else []) + (
+                [r.mode] if replayed else []) + [str(r.n_prompts), fmt(r.alpha), fmt(r.tau, 2),
+                                                 fmt(r.tokens_per_s, 1), speedup, ident]
+            t.add_row(label, *cells)
+        out.print(t)
 
 
 @results_app.command("merge")

@@ -86,7 +86,7 @@ class NativeDecoder:
             # under a mask and the cache is written by index, so one graph per T serves all steps
             # (and CUDA graphs can replay it: mode "reduce-overhead" on GPUs).
             mode = "reduce-overhead" if self.device.type == "cuda" else None
-            self._compiled = torch.compile(self._static_layers, mode=mode, dynamic=False)
+            self._compiled = torch.compile(self._layers, mode=mode, dynamic=False)
 
     # ---------------------------------------------------------------- cache control
     def reset(self, batch_size: int, capacity: int) -> None:
@@ -128,7 +128,10 @@ class NativeDecoder:
         offsets = tree.offsets.to(self.device) if tree is not None else torch.arange(new, device=self.device)
         return (start + offsets)[None, :]  # [1, T]
 
-    def _attention(self, layer_idx: int, attn, x: torch.Tensor, cos, sin, mask, kernel: bool) -> torch.Tensor:
+    def _attention(self, layer_idx: int, attn, x: torch.Tensor, cos, sin, mask, write_at: torch.Tensor, end: int,
+                   kernel: bool) -> torch.Tensor:
+        """Self-attention of x [B, T, H]: its keys/values go to cache positions ``write_at`` [T] and
+        the queries attend over cache positions [0, end) under ``mask`` [T, end]."""
         bsz, new, _ = x.shape
         q = attn.q_proj(x).view(bsz, new, self.num_heads, self.head_dim)
         k = attn.k_proj(x).view(bsz, new, self.kv_heads, self.head_dim)
@@ -139,13 +142,26 @@ class NativeDecoder:
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # [B, 1, T, D]
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
-        keys, values = self.cache.write(layer_idx, k, v)  # [B, Hkv, S, D]
+        self.cache.write_at(layer_idx, write_at, k, v)
         if kernel:
             out = self._kernel_attention(layer_idx, q, mask)
         else:
+            keys, values = self.cache.keys[layer_idx, :, :, :end], self.cache.values[layer_idx, :, :, :end]
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale,
                                                  enable_gqa=self.kv_heads != self.num_heads)  # [B, H, T, D]
         return attn.o_proj(out.transpose(1, 2).reshape(bsz, new, self.num_heads * self.head_dim))
+
+    def _layers(self, x: torch.Tensor, cos, sin, mask, write_at: torch.Tensor, end: int, kernel: bool,
+                hidden_layers: tuple[int, ...]) -> tuple[torch.Tensor, dict]:
+        """Every decoder layer over x [B, T, H]; returns the output and the requested layer outputs."""
+        layer_hidden = {0: x} if 0 in hidden_layers else {}
+        for i, layer in enumerate(self.layers):
+            x = x + self._attention(i, layer.self_attn, layer.input_layernorm(x), cos, sin, mask, write_at, end,
+                                    kernel)
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+            if i + 1 in hidden_layers:
+                layer_hidden[i + 1] = x
+        return x, layer_hidden
 
     def _kernel_attention(self, layer_idx: int, q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """The Triton tree-attention kernel over the whole cache: prefix + [T, T] node mask."""
@@ -154,46 +170,6 @@ class NativeDecoder:
         start, new = self.cache.length, q.shape[2]
         return tree_attention(q, self.cache.keys[layer_idx], self.cache.values[layer_idx], start,
                               mask[:, start:start + new], self.scale, impl="triton", max_prefix_len=start)
-
-    def _static_layers(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
-                       write_at: torch.Tensor) -> torch.Tensor:
-        """All layers over the full cache: x [B, T, H], mask [T, capacity], write_at [T] positions."""
-        bsz, new, _ = x.shape
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # [B, 1, T, D]
-        for i, layer in enumerate(self.layers):
-            attn = layer.self_attn
-            h = layer.input_layernorm(x)
-            q = attn.q_proj(h).view(bsz, new, self.num_heads, self.head_dim)
-            k = attn.k_proj(h).view(bsz, new, self.kv_heads, self.head_dim)
-            v = attn.v_proj(h).view(bsz, new, self.kv_heads, self.head_dim).transpose(1, 2)
-            if hasattr(attn, "q_norm"):
-                q, k = attn.q_norm(q), attn.k_norm(k)
-            q, k = q.transpose(1, 2), k.transpose(1, 2)
-            q = q * cos + rotate_half(q) * sin
-            k = k * cos + rotate_half(k) * sin
-            self.cache.keys[i].index_copy_(2, write_at, k)
-            self.cache.values[i].index_copy_(2, write_at, v)
-            out = F.scaled_dot_product_attention(q, self.cache.keys[i], self.cache.values[i], attn_mask=mask,
-                                                 scale=self.scale, enable_gqa=self.kv_heads != self.num_heads)
-            x = x + attn.o_proj(out.transpose(1, 2).reshape(bsz, new, self.num_heads * self.head_dim))
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
-        return x
-
-    def _compiled_forward(self, input_ids: torch.Tensor, tree: TreeLayout | None) -> torch.Tensor:
-        new = input_ids.shape[1]
-        start = self.cache.length
-        mask = torch.zeros(new, self.cache.capacity, dtype=torch.bool, device=self.device)
-        mask[:, : start + new] = self._mask_full(new, tree)
-        positions = self._positions(new, tree)
-        x = self.body.embed_tokens(input_ids)
-        cos, sin = self.body.rotary_emb(x, positions)
-        write_at = torch.arange(start, start + new, device=self.device)
-        return self._compiled(x, cos, sin, mask, write_at)
-
-    def _mask_full(self, new: int, tree: TreeLayout | None) -> torch.Tensor:
-        mask = self._mask(new, tree)
-        return mask if mask is not None else torch.ones(new, self.cache.length + new, dtype=torch.bool,
-                                                         device=self.device)
 
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, *, tree: TreeLayout | None = None, logits: str = "all",
@@ -205,25 +181,23 @@ class NativeDecoder:
         """
         new = input_ids.shape[1]
         self.cache.reserve(new)
-        if (self._compiled is not None and 0 < self.cache.length and new <= COMPILED_MAX_TOKENS
-                and not hidden_layers and not self.window):
-            x = self._compiled_forward(input_ids, tree)
-            self.cache.advance(new)
-            hidden = self.body.norm(x)
-            return DecoderOutput(logits=_logits(self.model, hidden, logits), hidden=hidden)
+        start = self.cache.length
         mask = self._mask(new, tree)
         positions = self._positions(new, tree)
-        # the kernel covers verification: whole prefix visible, a node mask among the new tokens
-        kernel = (self.use_kernel and new > 1 and self.cache.length > 0 and not self.window
-                  and (tree is None or tree.prior == 0))
+        write_at = torch.arange(start, start + new, device=self.device)
         x = self.body.embed_tokens(input_ids)  # [B, T, H]
         cos, sin = self.body.rotary_emb(x, positions)  # [1, T, D]
-        layer_hidden = {0: x} if 0 in hidden_layers else {}
-        for i, layer in enumerate(self.layers):
-            x = x + self._attention(i, layer.self_attn, layer.input_layernorm(x), cos, sin, mask, kernel)
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
-            if i + 1 in hidden_layers:
-                layer_hidden[i + 1] = x
+        if (self._compiled is not None and start > 0 and new <= COMPILED_MAX_TOKENS and not hidden_layers
+                and not self.window):
+            # one static shape per T: attend over the whole preallocated cache, the tail masked off
+            full = torch.zeros(new, self.cache.capacity, dtype=torch.bool, device=self.device)
+            full[:, : start + new] = True if mask is None else mask
+            x, layer_hidden = self._compiled(x, cos, sin, full, write_at, self.cache.capacity, False, ())
+        else:
+            # the kernel covers verification: whole prefix visible, a node mask among the new tokens
+            kernel = (self.use_kernel and new > 1 and start > 0 and not self.window
+                      and (tree is None or tree.prior == 0))
+            x, layer_hidden = self._layers(x, cos, sin, mask, write_at, start + new, kernel, hidden_layers)
         self.cache.advance(new)
         hidden = self.body.norm(x)
         return DecoderOutput(logits=_logits(self.model, hidden, logits), hidden=hidden, layer_hidden=layer_hidden)
@@ -293,46 +267,6 @@ class HFDecoder:
     def keep(self, start: int, offsets: torch.Tensor) -> None:
         raise SpecbenchError("tree verification needs a natively supported architecture "
                              f"({', '.join(NATIVE_MODEL_TYPES)})")
-
-    def _static_layers(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor,
-                       write_at: torch.Tensor) -> torch.Tensor:
-        """All layers over the full cache: x [B, T, H], mask [T, capacity], write_at [T] positions."""
-        bsz, new, _ = x.shape
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # [B, 1, T, D]
-        for i, layer in enumerate(self.layers):
-            attn = layer.self_attn
-            h = layer.input_layernorm(x)
-            q = attn.q_proj(h).view(bsz, new, self.num_heads, self.head_dim)
-            k = attn.k_proj(h).view(bsz, new, self.kv_heads, self.head_dim)
-            v = attn.v_proj(h).view(bsz, new, self.kv_heads, self.head_dim).transpose(1, 2)
-            if hasattr(attn, "q_norm"):
-                q, k = attn.q_norm(q), attn.k_norm(k)
-            q, k = q.transpose(1, 2), k.transpose(1, 2)
-            q = q * cos + rotate_half(q) * sin
-            k = k * cos + rotate_half(k) * sin
-            self.cache.keys[i].index_copy_(2, write_at, k)
-            self.cache.values[i].index_copy_(2, write_at, v)
-            out = F.scaled_dot_product_attention(q, self.cache.keys[i], self.cache.values[i], attn_mask=mask,
-                                                 scale=self.scale, enable_gqa=self.kv_heads != self.num_heads)
-            x = x + attn.o_proj(out.transpose(1, 2).reshape(bsz, new, self.num_heads * self.head_dim))
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
-        return x
-
-    def _compiled_forward(self, input_ids: torch.Tensor, tree: TreeLayout | None) -> torch.Tensor:
-        new = input_ids.shape[1]
-        start = self.cache.length
-        mask = torch.zeros(new, self.cache.capacity, dtype=torch.bool, device=self.device)
-        mask[:, : start + new] = self._mask_full(new, tree)
-        positions = self._positions(new, tree)
-        x = self.body.embed_tokens(input_ids)
-        cos, sin = self.body.rotary_emb(x, positions)
-        write_at = torch.arange(start, start + new, device=self.device)
-        return self._compiled(x, cos, sin, mask, write_at)
-
-    def _mask_full(self, new: int, tree: TreeLayout | None) -> torch.Tensor:
-        mask = self._mask(new, tree)
-        return mask if mask is not None else torch.ones(new, self.cache.length + new, dtype=torch.bool,
-                                                         device=self.device)
 
     @torch.inference_mode()
     def forward(self, input_ids: torch.Tensor, *, tree: TreeLayout | None = None, logits: str = "all",

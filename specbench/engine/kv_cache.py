@@ -46,6 +46,12 @@ class StaticKVCache:
         self.values[layer, :, :, self.length:end] = v
         return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]
 
+    def write_at(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Store k, v [B, H_kv, T, D] at the given positions [T] (a tensor, so that a compiled
+        graph does not depend on where in the cache it writes)."""
+        self.keys[layer].index_copy_(2, positions, k)
+        self.values[layer].index_copy_(2, positions, v)
+
     def advance(self, count: int) -> None:
         self.length += count
 
