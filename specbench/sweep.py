@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 from specbench.environment import device_info, git_commit, now_utc, package_versions
 from specbench.errors import SpecbenchError

@@ -5,25 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from specbench.cli import app
-
-runner = CliRunner()
+from tests.cli_helpers import assert_user_error, invoke
 
 
-def invoke(*args: str):
-    return runner.invoke(app, list(args))
 
 
-def assert_user_error(result, *needles: str):
-    assert result.exit_code == 2, result.output
-    err = result.stderr.strip()
-    assert len(err.splitlines()) == 1, err
-    assert err.startswith("specbench: error:")
-    assert "Traceback" not in result.output
-    for needle in needles:
-        assert needle in err, err
 
 
 def test_run_json_reports_consistent_metrics():

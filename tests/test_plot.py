@@ -20,9 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
-from specbench.cli import app
 from specbench.cost import fit_group_costs, group_cost_fits
 from specbench.errors import SpecbenchError
 from specbench.fit import tau_intervals
@@ -31,6 +29,7 @@ from specbench.plot import FIGURES, parse_formats
 from specbench.report import build_report
 from specbench.results import ResultsStore
 from tests.synthetic_results import MT_BENCH_CATEGORIES, SyntheticDrafter, make_records, records_frame
+from tests.cli_helpers import assert_user_error, invoke
 
 N_BOOT = 30
 ALL = {spec.name for spec in FIGURES}
@@ -305,17 +304,9 @@ def test_rendering_does_not_use_pyplot(small_folder, tmp_path):
 
 # ----------------------------------------------------------------------------- CLI
 
-runner = CliRunner()
 
 
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
-
-def assert_user_error(result, needle: str) -> None:
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("specbench: error:") and needle in lines[0], result.stderr
 
 
 def test_cli_writes_the_report(small_folder, tmp_path):

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from specbench.cli import app
 from specbench.cost import round_s
-from specbench.cost_profile import (GridTable, ProfiledCost, fit_profile, ranges, recommend_with_profile,
+from specbench.cost_profile import (fit_profile, ranges, recommend_with_profile,
                                     workload_context)
 from specbench.errors import SpecbenchError
 from specbench.profile import (COLUMNS, PROFILE_KIND, Profile, ProfileGrid, load_profile, parse_int_list,

@@ -19,18 +19,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import torch
-from typer.testing import CliRunner
 
-from specbench.cli import app
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.sampling import SamplingParams
 from specbench.replay import ChainTrace, Replayer, Trajectory, replay_chain, round_law, walk_rounds
 from specbench.replay_sweep import predict
 from specbench.results import load_records
+from tests.cli_helpers import assert_user_error, invoke
 
-runner = CliRunner()
 GREEDY = SamplingParams()
 
 
@@ -252,16 +249,7 @@ def sweep_yaml(tmp_path: Path, prompts_file: Path, **overrides) -> Path:
     return path
 
 
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
-
-def assert_user_error(result, *needles):
-    assert result.exit_code == 2, result.output
-    err = result.stderr.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("specbench: error:"), result.stderr
-    for n in needles:
-        assert n in err[0], err[0]
 
 
 def test_mode_replay_runs_calibration_live_and_replays_every_gamma(tmp_path, prompts_file):

@@ -12,12 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
 
-from specbench.cli import app
 from specbench.results import COLUMNS, load_records, load_run_info
+from tests.cli_helpers import assert_user_error, invoke
 
-runner = CliRunner()
 
 PROMPTS = ["Tell me about tea.", "Count to ten please.", "Why is the sky blue?", "Name a prime number."]
 
@@ -45,17 +43,7 @@ def sweep_yaml(tmp_path: Path, prompts_file: Path, **overrides) -> Path:
     return path
 
 
-def invoke(*args):
-    return runner.invoke(app, [str(a) for a in args])
 
-
-def assert_user_error(result, *needles):
-    assert result.exit_code == 2, result.output
-    err = result.stderr.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("specbench: error:"), result.stderr
-    assert "Traceback" not in result.output
-    for n in needles:
-        assert n in err[0], err[0]
 
 
 def test_small_grid_end_to_end(tmp_path, prompts_file):

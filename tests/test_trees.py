@@ -9,8 +9,7 @@ from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine, Verifier
 from specbench.engine.sampling import SamplingParams
 from specbench.engine.tree import DynamicTree, StaticTree, ancestor_mask, leaf_paths, parse_tree, shape_for
-from specbench.engine.verify import (TreeVerdict, draw_exponential_race, verify_greedy, verify_tree_greedy,
-                                     verify_tree_sampling)
+from specbench.engine.verify import (TreeVerdict, draw_exponential_race, verify_greedy, verify_tree_greedy)
 from specbench.errors import SpecbenchError
 
 NEW_TOKENS = 32

@@ -28,7 +28,7 @@ import torch
 
 from specbench.engine.drafters.base import Proposal, Shape
 from specbench.engine.sampling import SamplingParams, probabilities, warp_logits
-from specbench.engine.tree import DynamicTree, StaticTree
+from specbench.engine.tree import StaticTree
 
 
 @dataclass
