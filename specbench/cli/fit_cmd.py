@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from specbench.cli.render import console as wide_console
+
 from specbench.intervals import N_BOOT
 
 
@@ -23,13 +25,12 @@ def group_label(row) -> str:
 
 
 def _print_tables(acceptance, positions, goodness, costs, by: list[str]) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     from specbench.cli.render import fmt
 
-    console = Console()
+    console = wide_console()
     many_targets = acceptance["target"].nunique() > 1
     table = Table(title="Acceptance: α by maximum likelihood (truncated geometric, pooled over γ)",
                   caption="α̂ = accepted ÷ attempted draft positions; α obs = accepted ÷ drafted; "

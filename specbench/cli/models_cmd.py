@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import typer
-from rich.console import Console
+
+from specbench.cli.render import console as wide_console
 from rich.table import Table
 
 models_app = typer.Typer(help="Built-in model aliases: list them, pull their weights.", no_args_is_help=True)
@@ -29,7 +30,7 @@ def list_models(json_out: bool = typer.Option(False, "--json", help="Print JSON 
     for r in rows:
         size = f"{r['size_bytes'] / 1e9:.2f} GB" if r["size_bytes"] else "-"
         table.add_row(r["name"], r["source"], "yes" if r["cached"] else "no", size, r["description"])
-    Console().print(table)
+    wide_console().print(table)
 
 
 @models_app.command("pull")
@@ -50,7 +51,7 @@ def pull_model(name: str = typer.Argument(..., help="Alias to fetch, e.g. qwen2.
             progress.update(task, completed=done, total=total, description=label)
 
         path = pull(name, progress=report)
-    Console().print(f"[green]ready[/green] {name} -> {path}")
+    wide_console().print(f"[green]ready[/green] {name} -> {path}")
 
 
 def register(app: typer.Typer) -> None:

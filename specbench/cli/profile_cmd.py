@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from specbench.cli.render import console as wide_console
+
 EPILOG = """Examples:
 
   specbench profile --target tiny-random-llama --drafter tiny-random-llama-draft --drafter ngram \\
@@ -76,14 +78,13 @@ def profile_command(
 
 
 def _print_profile(profile, out: Path) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     from specbench.cli.render import fmt
     from specbench.profile import summary_frame
 
-    console = Console()
+    console = wide_console()
     info = profile.info
     bandwidth = info["bandwidth"]
     peak = f"{bandwidth['peak_gb_s']:.0f} GB/s ({bandwidth['peak_source']})" if bandwidth["peak_gb_s"] else "unknown"

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from specbench.cli.render import console as wide_console
+
 from specbench.intervals import N_BOOT
 
 ENGINE_CHOICES = ("vllm", "sglang", "transformers", "all")
@@ -122,7 +124,6 @@ def recommend_command(
     none) per workload and batch size, and vLLM's num_speculative_tokens_per_batch_size
     (docs/profile.md).
     """
-    from rich.console import Console
 
     from specbench.errors import SpecbenchError, did_you_mean
     from specbench.fit import load_results
@@ -143,7 +144,7 @@ def recommend_command(
     if json_out:
         typer.echo(to_json(recs))
         return
-    console = Console()
+    console = wide_console()
     for rec in recs:
         _print_recommendation(rec, console)
 
@@ -151,7 +152,6 @@ def recommend_command(
 def _recommend_with_profile(records, folder: Path, *, batch: str | None, context: int | None, objective: str,
                             max_gamma: int, n_boot: int, seed: int, json_out: bool) -> None:
     """The --cost-profile path: `specbench.cost_profile.recommend_with_profile`, printed or as JSON."""
-    from rich.console import Console
 
     from specbench.cost_profile import recommend_with_profile, to_json
     from specbench.errors import SpecbenchError
@@ -167,7 +167,7 @@ def _recommend_with_profile(records, folder: Path, *, batch: str | None, context
     if json_out:
         typer.echo(to_json(recs))
         return
-    console = Console()
+    console = wide_console()
     for rec in recs:
         _print_profile_recommendation(rec, profile, console)
 

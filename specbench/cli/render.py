@@ -24,8 +24,8 @@ def fmt(value, digits: int = 3) -> str:
 
 
 def print_run_report(report: dict) -> None:
-    console = Console()
-    console.print(Panel(report["text"] or "(no text)", title="output", expand=False))
+    out = console()
+    out.print(Panel(report["text"] or "(no text)", title="output", expand=False))
     m = report["metrics"]
     tree = f" tree {report['tree']}" if report.get("tree", "chain") != "chain" else ""
     table = Table(title=f"{report['drafter']} γ={report['gamma']}{tree} on {report['target']} ({report['device']})")
@@ -49,4 +49,4 @@ def print_run_report(report: dict) -> None:
              f"({m['verify_s'] / decode:.0%}) · other {m['overhead_s']:.2f}s")
     table.add_row("time split", split, f"decode {m['decode_s']:.2f}s, prefill {m['prefill_s']:.2f}s")
     table.add_row("peak memory", f"{m['peak_memory_bytes'] / 2**20:.0f} MiB", "CUDA max allocated or CPU peak RSS")
-    console.print(table)
+    out.print(table)

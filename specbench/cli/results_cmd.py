@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
+
+from specbench.cli.render import console as wide_console
 from rich.table import Table
 
 results_app = typer.Typer(help="Inspect and combine results folders.", no_args_is_help=True)
@@ -72,7 +73,7 @@ def merge(folders: list[Path] = typer.Argument(..., help="Results folders to com
     from specbench.merge import merge_folders
 
     count = merge_folders(list(folders), out, force=force)
-    Console().print(f"[green]merged[/green] {count} records -> {out}")
+    wide_console().print(f"[green]merged[/green] {count} records -> {out}")
 
 
 def register(app: typer.Typer) -> None:

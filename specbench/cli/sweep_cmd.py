@@ -6,6 +6,8 @@ import time
 from pathlib import Path
 
 import typer
+
+from specbench.cli.render import console as wide_console
 from rich.console import Console
 from rich.table import Table
 
@@ -109,18 +111,18 @@ def sweep(
             console.print(f"[yellow]interrupted[/yellow]: finished units are saved in {out_dir}; "
                           "run the same command to resume")
             raise typer.Exit(130) from None
-    Console().print(f"[green]done[/green]: {measured} unit(s) measured now, {len(runner.units)} in the grid -> "
+    wide_console().print(f"[green]done[/green]: {measured} unit(s) measured now, {len(runner.units)} in the grid -> "
                     f"{out_dir}\nnext: specbench results show {out_dir}")
     if spec.replays:
         from specbench.replay_sweep import folder_summary
 
-        print_replay_summary(folder_summary(out_dir), Console())
+        print_replay_summary(folder_summary(out_dir), wide_console())
 
 
 def _print_dry_run(spec, units) -> None:
     from specbench.estimate import estimate
 
-    console = Console()
+    console = wide_console()
     table = Table(title=f"sweep {spec.name}: {len(spec.configs)} configurations, mode {spec.mode}")
     for col in ("configuration", "live units", "replayed units"):
         table.add_column(col)

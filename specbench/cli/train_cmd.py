@@ -8,6 +8,8 @@ from pathlib import Path
 
 import typer
 
+from specbench.cli.render import console as wide_console
+
 from specbench.errors import SpecbenchError
 
 EPILOG = """Examples:
@@ -149,7 +151,6 @@ class _Reporter:
 
 
 def _summary(kind: str, out: Path, record: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     t = record["time"]
@@ -160,7 +161,7 @@ def _summary(kind: str, out: Path, record: dict) -> None:
     table.add_row("time", f"training {t['training_s']:.0f} s, features {t['features_s']:.0f} s, generation "
                           f"{t['generation_s_of_the_corpus']:.0f} s (cached: {t['generation_s_this_run']:.0f} s this run)")
     table.add_row("steps", f"{record['steps']} ({record['epochs_done']} epochs)")
-    Console().print(table)
+    wide_console().print(table)
 
 
 def register(app: typer.Typer) -> None:

@@ -6,7 +6,8 @@ import json
 from collections import Counter
 
 import typer
-from rich.console import Console
+
+from specbench.cli.render import console as wide_console
 from rich.table import Table
 from rich.text import Text
 
@@ -55,7 +56,7 @@ def list_workloads(json_out: bool = typer.Option(False, "--json", help="Print JS
     for r in rows:
         table.add_row(r["name"], str(r["prompts"]), str(r["eval_prompts"]), str(r["turns"]), str(len(r["categories"])),
                       "yes" if r["chat"] else "no", Text(_short_source(r["source"])))
-    Console().print(table)
+    wide_console().print(table)
 
 
 @workloads_app.command("show")
@@ -79,7 +80,7 @@ def show_workload(
     if json_out:
         typer.echo(json.dumps(info, indent=2, ensure_ascii=False))
         return
-    console = Console()
+    console = wide_console()
     console.print(Text(f"{workload.name}: {workload.description}", style="bold"))
     facts = Table(show_header=False, box=None)
     facts.add_column(no_wrap=True)
