@@ -84,8 +84,8 @@ def train_drafter(
     opts = TrainOptions(kind=kind, tokens=tokens, epochs=epochs, lr=lr, batch_tokens=batch_tokens, steps=steps,
                         draft_vocab=draft_vocab, seed=seed, max_minutes=max_minutes,
                         architecture={k: v for k, v in architecture.items() if v is not None})
-    command = "specbench train-drafter " + " ".join(shlex.quote(a) for a in sys.argv[1:]) \
-        if sys.argv and "train-drafter" in sys.argv else "specbench train-drafter"
+    args = sys.argv[sys.argv.index("train-drafter") + 1:] if "train-drafter" in sys.argv else []
+    command = " ".join(["specbench", "train-drafter", *(shlex.quote(a) for a in args)])
     with _Reporter() as reporter:
         reporter.note(f"loading target {target}")
         loaded = load_model(target, device=device)

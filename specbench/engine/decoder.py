@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from specbench.engine.kv_cache import StaticKVCache
+from specbench.engine.weight_layout import prefer_column_major
 from specbench.errors import SpecbenchError
 
 NATIVE_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
@@ -79,6 +80,8 @@ class NativeDecoder:
         self.cache: StaticKVCache | None = None
         param = next(model.parameters())
         self.device, self.dtype = param.device, param.dtype
+        if self.device.type == "cpu":  # few-token GEMMs stream column-major weights once (weight_layout)
+            prefer_column_major(model)
         self.use_kernel = _use_attention_kernel(kernels, self.device)
         self._compiled = None
         if compile:

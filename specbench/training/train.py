@@ -179,12 +179,21 @@ def run_training(kind: str, net, train_ex: list[Example], eval_ex: list[Example]
     total = max(1, per_epoch * opts.epochs)
     params = [p for p in net.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=opts.lr, betas=(0.9, 0.95), weight_decay=0.0)
-    warmup = min(50, total // 10 + 1)
+    warmup = min(100, total // 10 + 1)
+    budget_s = None if opts.max_minutes is None else 60.0 * opts.max_minutes
+
+    def progress(step: int) -> float:
+        """Fraction of the run done: by steps, or by time when --max-minutes comes first."""
+        done = step / total
+        if budget_s is not None:
+            done = max(done, (time.perf_counter() - start) / budget_s)
+        return done
 
     def lr_at(step: int) -> float:
+        """Linear warm-up, then cosine decay to 0 over the run's progress (steps or time)."""
         if step < warmup:
             return opts.lr * (step + 1) / warmup
-        return opts.lr * 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, total - warmup)))
+        return opts.lr * 0.5 * (1 + math.cos(math.pi * min(1.0, progress(step))))
 
     history: list[dict] = []
     start = time.perf_counter()
@@ -206,9 +215,9 @@ def run_training(kind: str, net, train_ex: list[Example], eval_ex: list[Example]
             step += 1
             on_event({"event": "step", "step": step, "total": total, "epoch": epoch + 1, "loss": float(res.loss.detach()),
                       "losses": res.losses, "elapsed": time.perf_counter() - start})
-            if opts.max_minutes is not None and time.perf_counter() - start > 60 * opts.max_minutes:
+            if progress(step) >= 1.0:
                 stop = True
-            if step % opts.eval_every == 0 or stop or step == total:
+            if step % opts.eval_every == 0 or stop:
                 ev = evaluate(kind, net, eval_batches, head, opts.steps)
                 history.append({"step": step, "train_loss": round(float(res.loss.detach()), 4), **ev})
                 on_event({"event": "eval", "step": step, "total": total, **ev})

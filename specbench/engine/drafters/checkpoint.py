@@ -205,5 +205,6 @@ def write_checkpoint(folder: Path, config: dict, tensors: dict[str, torch.Tensor
     config = {"format": FORMAT, "format_version": FORMAT_VERSION, **config,
               "dtype": str(dtype).replace("torch.", "") if dtype is not None else "as trained"}
     save_file(out, str(folder / WEIGHTS))
+    (folder / WEIGHTS).chmod(0o644)  # safetensors creates the file readable by its owner only
     (folder / CONFIG).write_text(json.dumps(config, indent=2) + "\n")
     return folder
