@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.specbench-installed
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install demo test test-heavy bench-engine bench-replay bench-roofline bench-kernels clean help
+.PHONY: install demo test test-heavy bench-engine bench-replay bench-roofline bench-layout bench-kernels clean help
 
 help:
 	@echo "make demo          set up (first run) and run the demo sweep on SmolLM2-135M"
@@ -13,6 +13,7 @@ help:
 	@echo "make test-heavy    tests on the Qwen2.5-Coder 1.5B/0.5B pair (pulls ~1.5 GB once)"
 	@echo "make bench-engine  specbench engine vs transformers generate / assisted generation"
 	@echo "make bench-roofline decode/verify time against the memory-bandwidth bound"
+	@echo "make bench-layout  row-major vs column-major linear weights: CPU forward time per k new tokens"
 	@echo "make bench-kernels Triton kernels vs torch references (needs CUDA)"
 	@echo "make bench-replay  live γ 1..8 sweep vs replay sweep: wall time and largest τ difference"
 
@@ -56,6 +57,9 @@ bench-replay: install
 
 bench-roofline: install
 	$(PY) scripts/bench_roofline.py --write-docs
+
+bench-layout: install
+	$(PY) scripts/bench_weight_layout.py --threads 1
 
 bench-kernels: install
 	$(PY) scripts/bench_kernels.py

@@ -6,7 +6,9 @@ For each pair it times, in one run and one process:
     tokens for a draft model, `prompt_lookup_num_tokens=γ` for prompt lookup,
   * the specbench engine (target only, and speculative with the same drafter and γ),
 and prints tokens/s (generated tokens ÷ wall time of the whole call, prefill included), the
-ratios, and whether every output is identical to transformers' greedy output.
+ratios, and whether every output is identical to transformers' greedy output. Both engines run
+on the same model objects with the same weight layout (on the CPU: column-major linear weights,
+`specbench.engine.weight_layout`, which speeds up transformers' forward as much as ours).
 
     python scripts/bench_engine.py                    # SmolLM2-135M + prompt lookup (and the Qwen pair if pulled)
     python scripts/bench_engine.py --pairs qwen --gamma 5 --new-tokens 128
@@ -21,6 +23,7 @@ import torch
 
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
+from specbench.engine.weight_layout import prefer_column_major
 from specbench.errors import SpecbenchError
 from specbench.models import load_model
 from specbench.prompting import encode_conversation
@@ -46,10 +49,14 @@ def hf_generate(model, ids, new_tokens, **kwargs):
 def bench_pair(name: str, gamma: int, new_tokens: int, prompts: int) -> list[dict]:
     target_name, drafter_name, draft_model_name = PAIRS[name]
     target = load_model(target_name)
+    if target.model.device.type == "cpu":
+        prefer_column_major(target.model)  # what our decoder does; transformers gets it too
     workload = load_workload("humaneval", count=prompts, seed=1)
     prompt_ids = [encode_conversation(target.tokenizer, list(p.turns[:1]), chat=False) for p in workload.prompts]
     if drafter_name == "draft-model":
         draft = load_model(draft_model_name)
+        if draft.model.device.type == "cpu":
+            prefer_column_major(draft.model)  # the assistant gets the layout our drafter's decoder uses
         draft.model.generation_config.num_assistant_tokens = gamma
         draft.model.generation_config.num_assistant_tokens_schedule = "constant"
         draft.model.generation_config.assistant_confidence_threshold = 0.0

@@ -425,7 +425,6 @@ def vllm_schedule(plan: DrafterPlan, target: str) -> dict | None:
 def match_drafter(drafter: str, params: str, profile: Profile) -> tuple[str | None, str | None]:
     """(profile drafter whose costs price this sweep drafter, a note) — or (None, why not)."""
     names = profile.drafters
-    model_free = [n for n in names if n in MODEL_FREE]
     models = [n for n in names if n not in MODEL_FREE]
     if drafter in MODEL_FREE:
         if drafter in names:

@@ -60,10 +60,14 @@ P_t(J = j) and the tokens drafted per start — see docs/replay.md for what rema
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from specbench.errors import SpecbenchError
+
+if TYPE_CHECKING:  # torch is imported where tensors are handled, not at module import
+    import torch
 
 # torch is imported where it is used: the spec parser reads REPLAYABLE without loading it.
 
