@@ -28,10 +28,12 @@ FEW_PROMPTS = 10  # below this many prompts a percentile bootstrap interval runs
 
 
 def few_prompts_note(n_prompts: int) -> str | None:
-    """A warning for small prompt counts, where the cluster bootstrap under-covers."""
+    """A warning for small prompt counts: the intervals are widened by `small_sample_factor`
+    (the bootstrap alone would under-cover), so they come out wide; more prompts narrow them."""
     if 2 <= n_prompts < FEW_PROMPTS:
-        return (f"only {n_prompts} prompts: prompt-bootstrap intervals run narrow (under-cover); "
-                f"measure ≥ {FEW_PROMPTS} prompts before trusting them")
+        return (f"only {n_prompts} prompts: intervals are widened {small_sample_factor(n_prompts):.1f}× for the "
+                f"small sample (a bare bootstrap would under-cover), so they are wide; "
+                f"measure ≥ {FEW_PROMPTS} prompts for useful ones")
     return None
 
 
