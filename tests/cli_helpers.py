@@ -22,3 +22,12 @@ def assert_user_error(result, *needles: str) -> None:
     assert "Traceback" not in result.output
     for needle in needles:
         assert needle in lines[0], lines[0]
+
+
+def write_sweep_yaml(folder, spec: dict, **overrides):
+    """``spec`` updated with ``overrides``, written as ``folder/sweep.yaml``; returns the path."""
+    import yaml
+
+    path = folder / "sweep.yaml"
+    path.write_text(yaml.safe_dump({**spec, **overrides}))
+    return path

@@ -16,6 +16,16 @@ REAL_PROMPTS = [
 ]
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a module (use with `pytestmark = pytest.mark.usefixtures(...)`): on a
+    busy 2-core machine two threads contend and run many times slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def smollm2():
     from specbench.models import load_model

@@ -86,6 +86,15 @@ def sample_counts(engine: SpeculativeEngine, samples: int = SAMPLES) -> tuple[np
     return joint23, marginal4, accepted / drafted if drafted else float("nan")
 
 
+def sampled_pvalues(engine: SpeculativeEngine, model, samples: int = SAMPLES, temperature: float = 1.0,
+                    top_k: int = 0) -> tuple[float, float, float]:
+    """Chi-square p-values of ``samples`` generations through ``engine`` against the exact target
+    distribution of ``model``: (joint of tokens 2-3, marginal of token 4, observed α)."""
+    joint23, marginal4 = exact_distributions(model, temperature, top_k)
+    counts23, counts4, alpha = sample_counts(engine, samples)
+    return chi_square_pvalue(counts23, joint23), chi_square_pvalue(counts4, marginal4), alpha
+
+
 CASES = {
     "draft-model T=1": ("draft-model", SamplingParams(temperature=1.0)),
     "draft-model T=0.7 top-k 5": ("draft-model", SamplingParams(temperature=0.7, top_k=5)),
@@ -103,29 +112,28 @@ def _engine(tiny_v8, drafter_name, sampling, verifier=None):
 @pytest.mark.parametrize("case", list(CASES))
 def test_speculative_sampling_matches_target_distribution(tiny_v8, case):
     drafter_name, sampling = CASES[case]
-    joint23, marginal4 = exact_distributions(tiny_v8[0].model, sampling.temperature, sampling.top_k)
-    counts23, counts4, alpha = sample_counts(_engine(tiny_v8, drafter_name, sampling))
+    p23, p4, alpha = sampled_pvalues(_engine(tiny_v8, drafter_name, sampling), tiny_v8[0].model,
+                                     temperature=sampling.temperature, top_k=sampling.top_k)
     assert 0.05 < alpha < 0.95, "drafts must be both accepted and rejected for the test to mean anything"
-    assert chi_square_pvalue(counts23, joint23) > 1e-3
-    assert chi_square_pvalue(counts4, marginal4) > 1e-3
+    assert p23 > 1e-3
+    assert p4 > 1e-3
 
 
 @pytest.mark.parametrize("case", ["draft-model T=1", "ngram T=1"])
 def test_broken_acceptance_rule_is_detected(tiny_v8, case):
     drafter_name, sampling = CASES[case]
-    joint23, marginal4 = exact_distributions(tiny_v8[0].model, sampling.temperature, sampling.top_k)
     engine = _engine(tiny_v8, drafter_name, sampling, verifier=Verifier(sampling=broken_sampling))
-    counts23, counts4, _ = sample_counts(engine, SAMPLES_SMALL)
-    assert min(chi_square_pvalue(counts23, joint23), chi_square_pvalue(counts4, marginal4)) < 1e-6
+    p23, p4, _ = sampled_pvalues(engine, tiny_v8[0].model, SAMPLES_SMALL, sampling.temperature, sampling.top_k)
+    assert min(p23, p4) < 1e-6
 
 
 def test_target_only_sampling_matches_exact_distribution(tiny_v8):
     """The reference itself: γ = 0 sampling through the engine against the enumeration."""
     sampling = SamplingParams(temperature=1.0)
-    joint23, marginal4 = exact_distributions(tiny_v8[0].model, 1.0, 0)
-    counts23, counts4, _ = sample_counts(SpeculativeEngine(tiny_v8[0], None, gamma=0, sampling=sampling), SAMPLES_SMALL)
-    assert chi_square_pvalue(counts23, joint23) > 1e-3
-    assert chi_square_pvalue(counts4, marginal4) > 1e-3
+    p23, p4, _ = sampled_pvalues(SpeculativeEngine(tiny_v8[0], None, gamma=0, sampling=sampling), tiny_v8[0].model,
+                                 SAMPLES_SMALL)
+    assert p23 > 1e-3
+    assert p4 > 1e-3
 
 
 # ---------------------------------------------------------------------------------------- rule level

@@ -30,12 +30,7 @@ SMALL = {"model_type": "llama", "vocab_size": 1024, "hidden_size": 128, "interme
          "max_position_embeddings": 1024, "tie_word_embeddings": False}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _invoke(*args):

@@ -26,7 +26,7 @@ from specbench.engine.sampling import SamplingParams
 from specbench.replay import ChainTrace, Replayer, Trajectory, replay_chain, round_law, walk_rounds
 from specbench.replay_sweep import predict
 from specbench.results import load_records
-from tests.cli_helpers import assert_user_error, invoke
+from tests.cli_helpers import assert_user_error, invoke, write_sweep_yaml
 
 GREEDY = SamplingParams()
 
@@ -237,16 +237,11 @@ def prompts_file(tmp_path) -> Path:
 
 
 def sweep_yaml(tmp_path: Path, prompts_file: Path, **overrides) -> Path:
-    import yaml
-
     spec = {"name": "tiny-replay", "target": "tiny-random-llama", "max_new_tokens": 16, "ignore_eos": True,
             "drafters": [{"type": "ngram"}, {"type": "draft-model", "params": {"model": "tiny-random-llama-draft"}}],
             "gammas": [1, 2, 4], "temperatures": [0.0],
             "workloads": [{"name": f"jsonl:{prompts_file}:field=text:id=id", "count": 3}]}
-    spec.update(overrides)
-    path = tmp_path / "sweep.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return path
+    return write_sweep_yaml(tmp_path, spec, **overrides)
 
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from specbench.results import COLUMNS, load_records, load_run_info
-from tests.cli_helpers import assert_user_error, invoke
+from tests.cli_helpers import assert_user_error, invoke, write_sweep_yaml
 
 
 PROMPTS = ["Tell me about tea.", "Count to ten please.", "Why is the sky blue?", "Name a prime number."]
@@ -35,12 +35,7 @@ def sweep_yaml(tmp_path: Path, prompts_file: Path, **overrides) -> Path:
         "workloads": [{"name": f"jsonl:{prompts_file}:field=text:id=id", "count": 3},
                       {"name": "mt-bench", "count": 2}],
     }
-    spec.update(overrides)
-    path = tmp_path / "sweep.yaml"
-    import yaml
-
-    path.write_text(yaml.safe_dump(spec))
-    return path
+    return write_sweep_yaml(tmp_path, spec, **overrides)
 
 
 

@@ -67,9 +67,8 @@ class DraftModelDrafter:
         self._pending = True
         self._fed_growth: list[int] = []
         root_logits = self._vocab_logits(self.decoder.forward(context[:, self.synced:], logits="last").logits[0, -1])
-        growth, expansions = tree_growth.grow(root_logits, shape, sampling, generator, self._feed)
-        keep = tree_growth.select(growth, shape)
-        proposal, index = tree_growth.proposal(growth, keep, shape, context.device, draft_steps=1 + expansions)
+        proposal, index = tree_growth.grow_proposal(root_logits, shape, sampling, generator, self._feed,
+                                                    context.device)
         self._fed = [index.get(n, -1) for n in self._fed_growth]
         return proposal
 

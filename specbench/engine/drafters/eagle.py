@@ -184,10 +184,7 @@ class FeatureDrafter:
             return self.head.logits(self.net.head_input(out))
 
         root_logits = self.head.logits(self.net.head_input(root))
-        growth, expansions = tree_growth.grow(root_logits, shape, sampling, generator, expand)
-        keep = tree_growth.select(growth, shape)
-        proposal, _ = tree_growth.proposal(growth, keep, shape, context.device, draft_steps=1 + expansions)
-        return proposal
+        return tree_growth.grow_proposal(root_logits, shape, sampling, generator, expand, context.device)[0]
 
     @torch.inference_mode()
     def observe(self, outcome: RoundOutcome) -> None:

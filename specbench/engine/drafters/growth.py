@@ -147,6 +147,18 @@ def proposal(growth: Growth, keep: list[int], shape: Shape, device, draft_steps:
     return Proposal(tokens=tokens, probs=probs, parents=parents, draft_steps=draft_steps), index
 
 
+def grow_proposal(root_logits: torch.Tensor, shape: Shape, sampling: SamplingParams, generator, expand: Expand,
+                  device, draft_steps: int | None = None) -> tuple[Proposal, dict]:
+    """`grow`, `select` and `proposal` in one: the Proposal and the map growth index -> proposal
+    index. draft_steps defaults to 1 + expansions (one drafter forward for the
+    root, one per expanded level); a drafter whose expansions cost no forward passes its own."""
+    growth, expansions = grow(root_logits, shape, sampling, generator, expand)
+    keep = select(growth, shape)
+    steps = 1 + expansions if draft_steps is None else draft_steps
+    proposal_, index = proposal(growth, keep, shape, device, draft_steps=steps)
+    return proposal_, index
+
+
 def block_mask(growth: Growth, fed_before: list[int], nodes: list[int]) -> tuple[torch.Tensor, bool]:
     """Attention of ``nodes`` over the block [fed_before, nodes]: [len(nodes), len(block)] bool,
     True where the block position is the node or one of its ancestors; and whether the block is a

@@ -86,10 +86,8 @@ class MedusaDrafter:
         def expand(growth, nodes):  # children at depth d + 1 come from head d + 1, whatever the parent
             return torch.stack([logits[growth.depths[n]] for n in nodes])
 
-        growth, _ = tree_growth.grow(logits[0], shape, sampling, generator, expand)
-        keep = tree_growth.select(growth, shape)
-        proposal, _ = tree_growth.proposal(growth, keep, shape, context.device, draft_steps=1)
-        return proposal
+        return tree_growth.grow_proposal(logits[0], shape, sampling, generator, expand, context.device,
+                                         draft_steps=1)[0]  # all heads ran in one forward
 
     @torch.inference_mode()
     def observe(self, outcome: RoundOutcome) -> None:
