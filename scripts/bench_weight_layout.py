@@ -6,6 +6,7 @@ weights as torch stores them (row-major W [out, in]) and then re-stored column-m
 prefill for both. See docs/benchmarks.md ("Roofline: what the profile showed").
 
     python scripts/bench_weight_layout.py --model smollm2-135m --threads 1
+    python scripts/bench_weight_layout.py --threads 1 --profile   # + where a verify(5) step's time goes
 """
 
 from __future__ import annotations
@@ -55,11 +56,26 @@ def measure(decoder: NativeDecoder, repeats: int) -> dict:
     return out
 
 
+def profile_step(decoder: NativeDecoder, k: int = 5, steps: int = 5) -> str:
+    """torch.profiler table (self CPU time by operator) of ``steps`` forwards over k new tokens."""
+    from torch.profiler import ProfilerActivity, profile
+
+    ids = torch.randint(100, 1000, (1, k))
+    decoder.reset(1, 640)
+    decoder.forward(torch.randint(100, 1000, (1, CONTEXT)), logits="none")
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            decoder.forward(ids, logits="all")
+            decoder.truncate(CONTEXT)
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=8)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--profile", action="store_true", help="also profile verify(5) in both layouts")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -67,8 +83,11 @@ def main() -> None:
     decoder = NativeDecoder(model)  # stores the weights column-major on the CPU
     row_major(model)
     rows = {"row-major": measure(decoder, args.repeats)}
+    profiles = {"row-major": profile_step(decoder)} if args.profile else {}
     prefer_column_major(model)
     rows["column-major"] = measure(decoder, args.repeats)
+    if args.profile:
+        profiles["column-major"] = profile_step(decoder)
     keys = list(rows["row-major"])
     print(f"{args.model}, {torch.get_num_threads()} thread(s), context {CONTEXT}; ms (ratio to k=1)")
     print("| weights | " + " | ".join(f"k={k}" if isinstance(k, int) else k for k in keys) + " |")
@@ -76,6 +95,8 @@ def main() -> None:
     for name, row in rows.items():
         cells = [f"{row[k]:.1f} ({row[k] / row[1]:.2f}×)" if isinstance(k, int) else f"{row[k]:.0f}" for k in keys]
         print(f"| {name} | " + " | ".join(cells) + " |")
+    for name, table in profiles.items():
+        print(f"\nverify(5), {name} weights, 5 steps:\n{table}")
 
 
 if __name__ == "__main__":

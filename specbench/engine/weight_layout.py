@@ -1,15 +1,16 @@
-"""Storing linear weights in the layout the CPU's matrix multiply reads fastest for few tokens.
+"""Storing linear weights in the layout the CPU's matrix multiply handles best when verifying drafts.
 
 A linear layer computes y = x Wᵀ with x [T, in] and W [out, in]. torch keeps W row-major
 ([out, in], stride (in, 1)), so the product is an "NT" GEMM. On the CPU (MKL / oneDNN) an NT
-GEMM with 3 ≤ T ≤ 64 rows first repacks W — a full extra pass over the weights — while the
-same product with W stored column-major (the memory of Wᵀ = [in, out] contiguous, i.e. W with
-stride (1, out)) is an "NN" GEMM that streams the weights once. Decode (T = 1) is a GEMV and
-unaffected; verification of a few draft tokens is exactly the small-T case.
+GEMM with 5 or more rows costs about twice a single row (as if W were repacked first), while
+the same product with W stored column-major (the memory of Wᵀ = [in, out] contiguous, i.e. W
+with stride (1, out)) is an "NN" GEMM that, measured, scales far better with T. Decode (T = 1)
+is a GEMV either way; verifying a draft is the small-T case.
 
-Measured on the 2-core development CPU, SmolLM2-135M, one thread, context 256: verify of 5
-tokens 107.6 → 73.9 ms and of 8 tokens 142.3 → 88.8 ms, decode 58.0 → 49.8 ms
-(docs/benchmarks.md, "Roofline"). The values are unchanged — only the strides are — so every
+Measured on the 2-core development CPU (`make bench-layout`, docs/benchmarks.md): SmolLM2-135M
+verify of 5 tokens 112 → 72 ms with one thread; Qwen2.5-Coder-1.5B verify of 8 tokens 658 →
+449 ms with two — but the 1.5B's verify of 2–3 tokens gets slower (276 → 404 ms), so this is a
+trade that favours the longer drafts. The values are unchanged — only the strides are — so every
 module that reads the weight (transformers' own forward included) computes the same thing.
 """
 
