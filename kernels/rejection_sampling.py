@@ -12,7 +12,7 @@ E_v ~ Exp(1) over the vocabulary (positions are 0-based below, as in the tensors
     next_token  = argmax_v  w_v / E_v                        (exponential race: P(v) = w_v / Σ w)
 
 The normalisation of w does not change the argmax, so it is never computed. The torch
-reference is `specbench.engine.verify.verify_sampling` itself, imported here; the kernel
+reference is `rejection_sampling_reference.verify_sampling` (the engine's own rule); the kernel
 reproduces it token for token given the same random tensors, including its rounding: each
 step is rounded to the dtype torch would produce (u·q in promote(u, q), p − q in p's dtype,
 w / E in promote(p, E), divisions correctly rounded), ties go to the lowest index as in
@@ -29,14 +29,14 @@ from __future__ import annotations
 
 import torch
 
-from specbench.engine.verify import Verdict, verify_sampling
+from specbench.kernels.rejection_sampling_reference import Verdict, verify_sampling
 from specbench.kernels._triton import (DTYPE_CODES, KernelUnavailable, cdiv, next_power_of_2, require_triton,
                                        resolve_impl, sm_count, tl, triton, triton_available)
 
 __all__ = ["rejection_sampling", "rejection_sampling_triton", "verify_sampling", "Verdict", "KernelUnavailable",
            "triton_available"]
 
-rejection_sampling_reference = verify_sampling  # the reference is the engine's own code
+rejection_sampling_reference = verify_sampling  # the torch reference, also the engine's own rule
 
 
 # ------------------------------------------------------------------------------------------ kernels

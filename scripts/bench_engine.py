@@ -25,9 +25,9 @@ from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.weight_layout import prefer_column_major
 from specbench.errors import SpecbenchError
-from specbench.models import load_model
-from specbench.prompting import encode_conversation
-from specbench.workloads import load_workload
+from specbench.models.resolve import load_model
+from specbench.models.prompting import encode_conversation
+from specbench.measure.workloads import load_workload
 
 PAIRS = {
     "smollm2": ("smollm2-135m", "ngram", None),

@@ -162,7 +162,7 @@ def sampling_shapes(quick: bool):
 
 
 def bench_sampling(args, torch, timer) -> list[dict]:
-    from specbench.engine.verify import verify_sampling
+    from specbench.kernels.rejection_sampling_reference import verify_sampling
     from specbench.kernels.rejection_sampling import rejection_sampling_triton
 
     vocab = 152064
@@ -220,7 +220,7 @@ def smoke() -> int:
     """Tiny run of both kernels against their references: on the GPU, else interpreted (a few seconds)."""
     import torch
 
-    from specbench.engine.verify import verify_sampling
+    from specbench.kernels.rejection_sampling_reference import verify_sampling
     from specbench.kernels._triton import triton_available
     from specbench.kernels.rejection_sampling import rejection_sampling_triton
     from specbench.kernels.tree_attention import tree_attention_reference, tree_attention_triton

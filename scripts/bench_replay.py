@@ -5,7 +5,7 @@
     python scripts/bench_replay.py --prompts 2 --max-new-tokens 48  # quicker
     python scripts/bench_replay.py --json bench-replay.json
 
-Two real sweeps (`specbench.sweep.SweepRunner`) in temporary folders, greedy, the same prompts:
+Two real sweeps (`specbench.measure.runner.SweepRunner`) in temporary folders, greedy, the same prompts:
 
 * live: the baseline and every drafter at γ = 1..8 through the engine;
 * replay: the baseline, the calibration units (``--calibration-gammas`` on
@@ -66,8 +66,8 @@ class PhaseClock:
 
 
 def run_sweep(raw: dict, folder: Path) -> tuple[float, PhaseClock]:
-    from specbench.sweep import SweepRunner
-    from specbench.sweep_spec import build_spec
+    from specbench.measure.runner import SweepRunner
+    from specbench.measure.spec import build_spec
 
     clock = PhaseClock()
     runner = SweepRunner(build_spec(raw), folder, observer=clock)
@@ -77,8 +77,8 @@ def run_sweep(raw: dict, folder: Path) -> tuple[float, PhaseClock]:
 
 
 def largest_tau_difference(live_folder: Path, replay_folder: Path) -> tuple[float, str]:
-    from specbench.results import load_records
-    from specbench.summary import configuration_table
+    from specbench.records.store import load_records
+    from specbench.records.summary import configuration_table
 
     keys = ["drafter_label", "gamma", "temperature", "workload"]
     live = configuration_table(load_records(live_folder)).query("gamma > 0")

@@ -27,9 +27,9 @@ from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.timing import DeviceClock
 from specbench.errors import SpecbenchError
-from specbench.models import load_model
-from specbench.prompting import encode_conversation
-from specbench.workloads import load_workload
+from specbench.models.resolve import load_model
+from specbench.models.prompting import encode_conversation
+from specbench.measure.workloads import load_workload
 
 CONTEXT = 256
 K_VALUES = (1, 2, 4, 5, 8)

@@ -18,7 +18,7 @@ import torch
 
 from specbench.engine.decoder import NativeDecoder
 from specbench.engine.weight_layout import prefer_column_major
-from specbench.models import load_model
+from specbench.models.resolve import load_model
 
 CONTEXT = 256
 K_VALUES = (1, 2, 3, 5, 8)

@@ -114,7 +114,7 @@ from pathlib import Path
 
 import torch
 
-from specbench.environment import git_commit, package_versions
+from specbench.measure.environment import git_commit, package_versions
 
 out, work = Path(os.environ["OUT"]), Path(os.environ["WORK"])
 steps = [line.split("\t") for line in Path(os.environ["STEPS"]).read_text().splitlines() if line]
@@ -146,8 +146,8 @@ lines += ["", "## Triton kernel tests on the GPU (tests/test_kernels.py)", ""] +
 lines += ["", "## Kernel benchmark (scripts/bench_kernels.py --quick)", ""] + tail("kernel-bench", 60)
 lines += ["", "## Cost profiles (random weights, bf16)", ""]
 try:
-    from specbench.cost_profile import fit_profile, what_if
-    from specbench.profile import load_profile, markdown_summary
+    from specbench.analysis.cost_profile import fit_profile, what_if
+    from specbench.hardware.profile import load_profile, markdown_summary
 
     for name in ("profile-1b", "profile-8b"):
         folder = out / name

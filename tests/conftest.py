@@ -28,14 +28,14 @@ def one_torch_thread():
 
 @pytest.fixture(scope="session")
 def smollm2():
-    from specbench.models import load_model
+    from specbench.models.resolve import load_model
 
     return load_model("smollm2-135m")
 
 
 @pytest.fixture(scope="session")
 def smollm2_prompt_ids(smollm2):
-    from specbench.prompting import encode_conversation
+    from specbench.models.prompting import encode_conversation
 
     return [encode_conversation(smollm2.tokenizer, [p]) for p in REAL_PROMPTS]
 
@@ -49,6 +49,6 @@ def early_exit_drafter(smollm2):
 
 @pytest.fixture(scope="session")
 def tiny_v8():
-    from specbench.models import load_model
+    from specbench.models.resolve import load_model
 
     return load_model("tiny-random-v8"), load_model("tiny-random-v8-draft")

@@ -1,6 +1,6 @@
 """Synthetic results folders with known truth: acceptance, costs, γ grid, prompts.
 
-Every record has every column of `specbench.results.COLUMNS`, filled the way the engine fills
+Every record has every column of `specbench.records.store.COLUMNS`, filled the way the engine fills
 them (see `specbench.engine.loop` and `specbench.engine.stats`): a round drafts
 k = min(γ, tokens left − 1) tokens (a model-free drafter may find no match: k = 0), accepts j of
 them with per-position probability α_i = α · decay^i, emits j + 1; its timings are
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from specbench.results import COLUMNS, ResultsStore
+from specbench.records.store import COLUMNS, ResultsStore
 
 MT_BENCH_CATEGORIES = ("writing", "roleplay", "reasoning", "math", "coding", "extraction", "stem", "humanities")
 
@@ -186,7 +186,7 @@ def make_records(drafters: list[SyntheticDrafter], *, costs: SyntheticCosts | No
 
 
 def records_frame(records: list[dict]) -> pd.DataFrame:
-    """The records as `specbench.results.load_records` would return them (column order, list columns)."""
+    """The records as `specbench.records.store.load_records` would return them (column order, list columns)."""
     return pd.DataFrame(records, columns=list(COLUMNS))
 
 

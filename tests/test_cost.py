@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specbench.cost import (CostModel, DraftFit, MeasuredCost, VerifyFit, cost_stats, fit_costs, fit_group_costs,
+from specbench.analysis.cost import (CostModel, DraftFit, MeasuredCost, VerifyFit, cost_stats, fit_costs, fit_group_costs,
                             fit_verify, predict_curve, round_s)
 from specbench.errors import SpecbenchError
-from specbench.fit import AcceptanceModel, expected_tokens, improvement_factor
-from specbench.rounds import prompt_clusters
-from specbench.summary import is_baseline
+from specbench.analysis.fit import AcceptanceModel, expected_tokens, improvement_factor
+from specbench.records.rounds import prompt_clusters
+from specbench.records.summary import is_baseline
 from tests.synthetic_results import SyntheticCosts, SyntheticDrafter, make_records, records_frame
 
 

@@ -66,7 +66,7 @@ def test_long_generation_rolls_back_kv_correctly(smollm2, smollm2_prompt_ids):
 
 def test_long_generation_with_a_draft_model_cache():
     """600 tokens with a tiny drafter: both caches rolled back every round, output unchanged."""
-    from specbench.models import load_model
+    from specbench.models.resolve import load_model
 
     target, draft = load_model("tiny-random-llama"), load_model("tiny-random-llama-draft")
     drafter = make_drafter("draft-model", target, {"model": "tiny-random-llama-draft"})

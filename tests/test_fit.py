@@ -8,10 +8,10 @@ import pytest
 from scipy import optimize
 
 from specbench.errors import SpecbenchError
-from specbench.fit import (AcceptanceModel, alpha_mle, expected_tokens, fit_acceptance, fit_decay, fit_decay_batch,
+from specbench.analysis.fit import (AcceptanceModel, alpha_mle, expected_tokens, fit_acceptance, fit_decay, fit_decay_batch,
                            fits_frame, goodness_frame, goodness_of_fit, improvement_factor, position_counts,
                            positions_frame, tokens_from_rates)
-from specbench.rounds import flatten_rounds, prompt_clusters
+from specbench.records.rounds import flatten_rounds, prompt_clusters
 from tests.synthetic_results import SyntheticDrafter, make_records, records_frame
 
 
@@ -109,7 +109,7 @@ def test_alpha_recovered_within_interval_over_seeds():
 def test_heterogeneous_prompts_widen_the_prompt_bootstrap():
     """Prompts of unequal difficulty: the prompt bootstrap is wider than the binomial interval that
     treats every draft position as independent."""
-    from specbench.intervals import clopper_pearson
+    from specbench.analysis.intervals import clopper_pearson
 
     fit = _fit(SyntheticDrafter(alpha=0.6, alpha_spread=0.2, gammas=(2, 4)), n_prompts=30, seed=4)
     lo, hi = clopper_pearson(fit.accepted, fit.trials)

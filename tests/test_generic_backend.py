@@ -8,7 +8,7 @@ from specbench.engine.decoder import HFDecoder, NativeDecoder, make_decoder
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.errors import SpecbenchError
-from specbench.models import load_model
+from specbench.models.resolve import load_model
 
 
 @pytest.fixture(scope="module")

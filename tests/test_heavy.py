@@ -10,21 +10,21 @@ import pytest
 
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
-from specbench.prompting import encode_conversation
+from specbench.models.prompting import encode_conversation
 
 pytestmark = pytest.mark.heavy
 
 
 @pytest.fixture(scope="module")
 def qwen_pair():
-    from specbench.models import load_model
+    from specbench.models.resolve import load_model
 
     return load_model("qwen2.5-coder-1.5b")
 
 
 @pytest.fixture(scope="module")
 def code_prompts(qwen_pair):
-    from specbench.workloads import load_workload
+    from specbench.measure.workloads import load_workload
 
     workload = load_workload("humaneval", count=2, seed=5)
     return [encode_conversation(qwen_pair.tokenizer, list(p.turns[:1]), chat=False) for p in workload.prompts]

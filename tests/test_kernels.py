@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from specbench.engine.decoder import NativeDecoder, TreeLayout
-from specbench.engine.verify import verify_sampling
+from specbench.kernels.rejection_sampling_reference import verify_sampling
 from specbench.kernels import rejection_sampling as rs
 from specbench.kernels import tree_attention as ta
 from specbench.kernels._triton import KernelUnavailable, interpreter_enabled, resolve_impl, triton_available

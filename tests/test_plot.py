@@ -21,13 +21,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from specbench.cost import fit_group_costs, group_cost_fits
+from specbench.analysis.cost import fit_group_costs, group_cost_fits
 from specbench.errors import SpecbenchError
-from specbench.fit import tau_intervals
-from specbench.palette import BASELINE_COLOUR, Palette
-from specbench.plot import FIGURES, parse_formats
-from specbench.report import build_report
-from specbench.results import ResultsStore
+from specbench.analysis.fit import tau_intervals
+from specbench.figures.palette import BASELINE_COLOUR, Palette
+from specbench.figures.plot import FIGURES, parse_formats
+from specbench.figures.report import build_report
+from specbench.records.store import ResultsStore
 from tests.synthetic_results import MT_BENCH_CATEGORIES, SyntheticDrafter, make_records, records_frame
 from tests.cli_helpers import assert_user_error, invoke
 
@@ -119,8 +119,8 @@ REAL_PROMPTS = [("Tell me about tea.", "writing"), ("Count to ten please.", "mat
 def real_results(tmp_path_factory) -> Path:
     """A real sweep on tiny random models: baseline, n-gram and a draft model at γ 1 and 3 on 4 short
     categorised prompts (a JSON-lines workload; short prompts keep the byte-level prefill cheap)."""
-    from specbench.sweep import SweepRunner
-    from specbench.sweep_spec import build_spec
+    from specbench.measure.runner import SweepRunner
+    from specbench.measure.spec import build_spec
 
     base = tmp_path_factory.mktemp("real")
     prompts = base / "prompts.jsonl"
@@ -259,7 +259,7 @@ def test_figures_use_the_palette_colour_of_each_drafter(synthetic_report):
     """The same drafter label is drawn in the same colour in the τ figure and the throughput figure."""
     from matplotlib.colors import to_hex
 
-    from specbench.plot import figure_throughput, figure_tau
+    from specbench.figures.plot import figure_throughput, figure_tau
 
     data = synthetic_report.data
     for build in (figure_tau, figure_throughput):
@@ -294,7 +294,7 @@ def test_group_cost_fits_match_the_cost_table():
 
 def test_rendering_does_not_use_pyplot(small_folder, tmp_path):
     """Figures are plain Figure objects: pyplot and its global figure registry are never imported."""
-    code = ("import sys; from specbench.plot import FIGURES, load_plot_data, render_figure; "
+    code = ("import sys; from specbench.figures.plot import FIGURES, load_plot_data, render_figure; "
             f"data = load_plot_data({str(small_folder)!r}, n_boot=0); "
             f"done = [render_figure(spec, data, {str(tmp_path)!r}, ('png',)) for spec in FIGURES[:2]]; "
             "print(all(d.files for d in done), 'matplotlib.pyplot' in sys.modules)")

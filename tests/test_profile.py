@@ -16,11 +16,11 @@ import torch
 from typer.testing import CliRunner
 
 from specbench.cli import app
-from specbench.cost import round_s
-from specbench.cost_profile import (fit_profile, ranges, recommend_with_profile,
+from specbench.analysis.cost import round_s
+from specbench.analysis.cost_profile import (fit_profile, ranges, recommend_with_profile,
                                     workload_context)
 from specbench.errors import SpecbenchError
-from specbench.profile import (COLUMNS, PROFILE_KIND, Profile, ProfileGrid, load_profile, parse_int_list,
+from specbench.hardware.profile import (COLUMNS, PROFILE_KIND, Profile, ProfileGrid, load_profile, parse_int_list,
                                peak_bandwidth, run_profile, write_profile)
 from tests.synthetic_results import SyntheticDrafter, make_records, records_frame, write_results
 
@@ -225,7 +225,7 @@ def test_fit_is_monotone_even_when_noise_inverts_cells():
 
 
 def test_profiled_cost_is_a_cost_model():
-    from specbench.cost import CostModel
+    from specbench.analysis.cost import CostModel
 
     cost = fit_profile(synthetic_profile(lambda k, b, c: 0.01 + 0.001 * k, lambda b, c: 0.002))
     assert isinstance(cost, CostModel)
@@ -315,7 +315,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 def test_cuda_greedy_is_lossless_with_tiny_models():
     from specbench.engine.drafters import make_drafter
     from specbench.engine.loop import SpeculativeEngine
-    from specbench.models import load_model
+    from specbench.models.resolve import load_model
 
     target = load_model("tiny-random-llama", device="cuda")
     drafters = {"ngram": make_drafter("ngram", target),

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from specbench.engine_settings import engine_settings, tree_paths
+from specbench.analysis.engine_settings import engine_settings, tree_paths
 from specbench.errors import SpecbenchError
-from specbench.fit import expected_tokens
-from specbench.recommend import recommend, recommendation_dict, to_json
-from specbench.summary import configuration_table, is_baseline
+from specbench.analysis.fit import expected_tokens
+from specbench.analysis.recommend import recommend, recommendation_dict, to_json
+from specbench.records.summary import configuration_table, is_baseline
 from tests.synthetic_results import (SyntheticCosts, SyntheticDrafter, make_records, records_frame, write_results,
                                      write_synthetic_results)
 
@@ -272,7 +272,7 @@ def test_cli_fit_without_baseline_reports_acceptance(tmp_path):
 
 
 def test_to_json_is_strict(results_folder):
-    from specbench.fit import load_results
+    from specbench.analysis.fit import load_results
 
     text = to_json(recommend(load_results(results_folder), n_boot=20))
     json.loads(text, parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))

@@ -1,4 +1,4 @@
-"""Offline replay (`specbench.replay`, `specbench.replay_sweep`, `specbench sweep --mode`).
+"""Offline replay (`specbench.measure.replay`, `specbench.measure.replay_units`, `specbench sweep --mode`).
 
 * the round walk against a direct simulation of the live loop's rules, and its moments against
   Monte Carlo;
@@ -23,9 +23,9 @@ import pytest
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.sampling import SamplingParams
-from specbench.replay import ChainTrace, Replayer, Trajectory, replay_chain, round_law, walk_rounds
-from specbench.replay_sweep import predict
-from specbench.results import load_records
+from specbench.measure.replay import ChainTrace, Replayer, Trajectory, replay_chain, round_law, walk_rounds
+from specbench.measure.replay_units import predict
+from specbench.records.store import load_records
 from tests.cli_helpers import assert_user_error, invoke, write_sweep_yaml
 
 GREEDY = SamplingParams()
@@ -85,7 +85,7 @@ def test_fractional_walk_moments_match_monte_carlo():
 
 
 def walk_one(law, g, rng):
-    from specbench.replay import _realise
+    from specbench.measure.replay import _realise
 
     return _realise(law, g, rng)
 
@@ -322,7 +322,7 @@ def test_bad_replay_settings(tmp_path, prompts_file, extra, flags, needles):
 
 
 def test_mode_does_not_change_the_spec_hash():
-    from specbench.sweep_spec import build_spec
+    from specbench.measure.spec import build_spec
 
     raw = {"name": "h", "drafters": ["ngram"], "gammas": [1, 2], "workloads": ["mt-bench"]}
     hashes = {build_spec({**raw, "mode": m}).spec_hash for m in ("live", "replay", "both")}
@@ -350,7 +350,7 @@ def synthetic():
 
 
 def test_tables_keep_replayed_rows_apart(synthetic):
-    from specbench.summary import configuration_table, lossless_check, prefer_live
+    from specbench.records.summary import configuration_table, lossless_check, prefer_live
 
     both = with_replayed_copies(synthetic)
     table = configuration_table(both)
@@ -363,8 +363,8 @@ def test_tables_keep_replayed_rows_apart(synthetic):
 
 
 def test_fit_and_recommend_count_a_unit_once_and_measure_live_only(synthetic):
-    from specbench.fit import fit_acceptance
-    from specbench.recommend import recommend
+    from specbench.analysis.fit import fit_acceptance
+    from specbench.analysis.recommend import recommend
 
     both = with_replayed_copies(synthetic)
     alone, doubled = fit_acceptance(synthetic, n_boot=0), fit_acceptance(both, n_boot=0)

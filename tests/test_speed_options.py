@@ -7,7 +7,7 @@ import numpy as np
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.sampling import SamplingParams
-from specbench.models import load_model
+from specbench.models.resolve import load_model
 
 
 def test_compiled_engine_greedy_is_lossless():

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from specbench.results import COLUMNS, load_records, load_run_info
+from specbench.records.store import COLUMNS, load_records, load_run_info
 from tests.cli_helpers import assert_user_error, invoke, write_sweep_yaml
 
 
@@ -66,7 +66,7 @@ def test_small_grid_end_to_end(tmp_path, prompts_file):
     assert info["sweep"]["target"] == "tiny-random-llama" and info["versions"]["torch"]
     assert info["device_name"] and info["dtype"] == "fp32" and info["created"]
 
-    from specbench.summary import configuration_table
+    from specbench.records.summary import configuration_table
 
     table = configuration_table(df)
     spec_rows = table[table.gamma > 0]

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture(scope="module")
 def tiny():
-    from specbench.models import load_model
+    from specbench.models.resolve import load_model
 
     return load_model("tiny-random-llama")
 
@@ -171,7 +171,7 @@ def _proposals(target, drafter, ids, rounds: int = 3) -> list[list[int]]:
 @pytest.mark.parametrize("kind", KINDS)
 def test_checkpoint_round_trip_and_wrong_target(tmp_path, tiny, kind):
     from specbench.engine.drafters.trained import save_drafter
-    from specbench.models import load_model
+    from specbench.models.resolve import load_model
 
     drafter = make_drafter(kind, tiny, {"checkpoint": "random", "seed": 2})
     net = drafter.heads if kind == "medusa" else drafter.net
@@ -198,7 +198,7 @@ def test_checkpoint_round_trip_and_wrong_target(tmp_path, tiny, kind):
 
 def test_fingerprint_ignores_the_dtype_but_not_the_weights(tiny):
     from specbench.engine.drafters.checkpoint import same_target, target_fingerprint
-    from specbench.models import load_model
+    from specbench.models.resolve import load_model
 
     recorded = target_fingerprint(tiny.model)
     assert same_target(recorded, load_model("tiny-random-llama", dtype="bf16").model)
@@ -286,7 +286,7 @@ def test_published_medusa_with_its_own_projections(tmp_path, tiny):
     assert loaded.vocab_heads[1].weight.shape[0] == tiny.vocab_size
     assert torch.equal(loaded.vocab_heads[1].weight, state["1.1.weight"])
     with pytest.raises(SpecbenchError, match="hidden size"):
-        from specbench.models import load_model
+        from specbench.models.resolve import load_model
 
         make_drafter("medusa", load_model("tiny-random-v512"), {"checkpoint": str(tmp_path)})
 
@@ -328,7 +328,7 @@ def test_train_drafter_cli_end_to_end(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from specbench.cli import app
-    from specbench.models import load_model
+    from specbench.models.resolve import load_model
 
     monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "eagle3"

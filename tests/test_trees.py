@@ -81,7 +81,7 @@ def test_bad_tree_from_the_cli_is_one_line_exit_2(tmp_path):
 
 
 def test_ranks_beyond_the_vocabulary_are_refused():
-    from specbench.models import load_model
+    from specbench.models.resolve import load_model
 
     target = load_model("tiny-random-v8")
     drafter = make_drafter("draft-model", target, {"model": "tiny-random-v8-draft"})

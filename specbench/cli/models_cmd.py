@@ -18,7 +18,7 @@ def list_models(json_out: bool = typer.Option(False, "--json", help="Print JSON 
     """
     import json
 
-    from specbench.models import alias_status, aliases
+    from specbench.models.resolve import alias_status, aliases
 
     rows = [alias_status(name) for name in aliases()]
     if json_out:
@@ -41,7 +41,7 @@ def pull_model(name: str = typer.Argument(..., help="Alias to fetch, e.g. qwen2.
     """
     from rich.progress import Progress
 
-    from specbench.models import alias_entry, pull
+    from specbench.models.resolve import alias_entry, pull
 
     alias_entry(name)  # unknown alias -> one-line error before anything starts
     with Progress(transient=True) as progress:

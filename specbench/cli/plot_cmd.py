@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from specbench.intervals import N_BOOT
+from specbench.analysis.intervals import N_BOOT
 
 EPILOG = """Examples:
 
@@ -44,8 +44,8 @@ def plot_command(
     from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from specbench.plot import FIGURES, parse_formats
-    from specbench.report import build_report
+    from specbench.figures.plot import FIGURES, parse_formats
+    from specbench.figures.report import build_report
 
     chosen = parse_formats(formats)  # bad formats fail before any work
     out_dir = out if out is not None else Path(results_dir) / "report"

@@ -52,7 +52,7 @@ def profile_command(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from specbench.errors import SpecbenchError
-    from specbench.profile import ProfileGrid, measure_profile, parse_int_list, plan_profile, write_profile
+    from specbench.hardware.profile import ProfileGrid, measure_profile, parse_int_list, plan_profile, write_profile
 
     grid = ProfileGrid(batches=parse_int_list(batch, "--batch"), contexts=parse_int_list(context, "--context"),
                        tokens=parse_int_list(k, "--k"), warmup=warmup, repeats=repeats)
@@ -82,7 +82,7 @@ def _print_profile(profile, out: Path) -> None:
     from rich.table import Table
 
     from specbench.cli.render import fmt
-    from specbench.profile import summary_frame
+    from specbench.hardware.profile import summary_frame
 
     console = wide_console()
     info = profile.info

@@ -8,7 +8,7 @@ import typer
 
 from specbench.cli.render import console as wide_console
 
-from specbench.intervals import N_BOOT
+from specbench.analysis.intervals import N_BOOT
 
 ENGINE_CHOICES = ("vllm", "sglang", "transformers", "all")
 
@@ -126,8 +126,8 @@ def recommend_command(
     """
 
     from specbench.errors import SpecbenchError, did_you_mean
-    from specbench.fit import load_results
-    from specbench.recommend import recommend, to_json
+    from specbench.analysis.fit import load_results
+    from specbench.analysis.recommend import recommend, to_json
 
     if engine not in ENGINE_CHOICES:
         raise SpecbenchError(f"unknown engine '{engine}'{did_you_mean(engine, list(ENGINE_CHOICES))} "
@@ -151,11 +151,11 @@ def recommend_command(
 
 def _recommend_with_profile(records, folder: Path, *, batch: str | None, context: int | None, objective: str,
                             max_gamma: int, n_boot: int, seed: int, json_out: bool) -> None:
-    """The --cost-profile path: `specbench.cost_profile.recommend_with_profile`, printed or as JSON."""
+    """The --cost-profile path: `specbench.analysis.cost_profile.recommend_with_profile`, printed or as JSON."""
 
-    from specbench.cost_profile import recommend_with_profile, to_json
+    from specbench.analysis.cost_profile import recommend_with_profile, to_json
     from specbench.errors import SpecbenchError
-    from specbench.profile import load_profile, parse_int_list
+    from specbench.hardware.profile import load_profile, parse_int_list
 
     if objective != "throughput":
         raise SpecbenchError("with --cost-profile the answer is the decode speedup at each batch size (per-token "

@@ -25,8 +25,8 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
     """
     from specbench.cli.render import console, fmt
     from specbench.errors import SpecbenchError
-    from specbench.results import load_records, load_run_info
-    from specbench.summary import configuration_table, lossless_check
+    from specbench.records.store import load_records, load_run_info
+    from specbench.records.summary import configuration_table, lossless_check
 
     info = load_run_info(folder)
     records = load_records(folder)
@@ -70,7 +70,7 @@ def merge(folders: list[Path] = typer.Argument(..., help="Results folders to com
 
     Example: specbench results merge results/qwen-0 results/qwen-1 --out results/qwen
     """
-    from specbench.merge import merge_folders
+    from specbench.records.merge import merge_folders
 
     count = merge_folders(list(folders), out, force=force)
     wide_console().print(f"[green]merged[/green] {count} records -> {out}")

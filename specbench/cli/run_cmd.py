@@ -21,23 +21,6 @@ EPILOG = """Examples:
 """
 
 
-def parse_params(items: list[str]) -> dict:
-    """KEY=VALUE strings -> dict (numbers become int/float)."""
-    params = {}
-    for item in items:
-        if "=" not in item:
-            raise SpecbenchError(f"--drafter-param expects KEY=VALUE, got '{item}'")
-        key, value = item.split("=", 1)
-        for cast in (int, float):
-            try:
-                value = cast(value)
-                break
-            except ValueError:
-                continue
-        params[key.strip()] = value
-    return params
-
-
 def run(
     prompt: str = typer.Option(None, "--prompt", "-p", help="The user message (or raw text with --no-chat)."),
     prompt_file: Path = typer.Option(None, "--prompt-file", help="Read the prompt from a file."),
@@ -66,7 +49,7 @@ def run(
     """Generate from one prompt with speculative decoding and show tokens/s, α, τ and the time split."""
     from specbench.engine.sampling import SamplingParams
     from specbench.engine.tree import parse_tree
-    from specbench.run_single import run_prompt
+    from specbench.backends.own_engine import run_prompt
 
     parse_tree(tree)  # a bad shape fails before any model loads
     if prompt_file is not None:

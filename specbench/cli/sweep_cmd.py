@@ -75,8 +75,8 @@ def sweep(
     trajectory and runs only the calibration units live (YAML key calibration: {gammas, prompts});
     --mode both runs everything live and replayed and prints their agreement (docs/replay.md).
     """
-    from specbench.sweep import SweepRunner, expand_units, load_workloads, parse_shard
-    from specbench.sweep_spec import build_spec, load_spec_file
+    from specbench.measure.runner import SweepRunner, expand_units, load_workloads, parse_shard
+    from specbench.measure.spec import build_spec, load_spec_file
 
     raw = load_spec_file(spec_file) if spec_file is not None else {}
     flags = {"name": name, "target": target, "gammas": _csv(gamma, int), "trees": _csv(tree, str),
@@ -114,13 +114,13 @@ def sweep(
     wide_console().print(f"[green]done[/green]: {measured} unit(s) measured now, {len(runner.units)} in the grid -> "
                     f"{out_dir}\nnext: specbench results show {out_dir}")
     if spec.replays:
-        from specbench.replay_sweep import folder_summary
+        from specbench.measure.replay_units import folder_summary
 
         print_replay_summary(folder_summary(out_dir), wide_console())
 
 
 def _print_dry_run(spec, units) -> None:
-    from specbench.estimate import estimate
+    from specbench.measure.estimate import estimate
 
     console = wide_console()
     table = Table(title=f"sweep {spec.name}: {len(spec.configs)} configurations, mode {spec.mode}")
@@ -151,7 +151,7 @@ def print_replay_summary(summary, console: Console) -> None:
     from rich.text import Text
 
     from specbench.cli.render import fmt
-    from specbench.replay_sweep import SUMMARY_FILE, agreement_fraction
+    from specbench.measure.replay_units import SUMMARY_FILE, agreement_fraction
 
     if summary.empty:
         return

@@ -77,7 +77,7 @@ def train_drafter(
     if threads:
         torch.set_num_threads(threads)
 
-    from specbench.models import load_model
+    from specbench.models.resolve import load_model
     from specbench.training.train import TrainOptions, train_drafter as run
 
     architecture = {"heads": heads, "modules": modules, "intermediate": intermediate}

@@ -39,7 +39,7 @@ def list_workloads(json_out: bool = typer.Option(False, "--json", help="Print JS
 
     Example: specbench workloads list
     """
-    from specbench.workloads import load_workload, workload_names
+    from specbench.measure.workloads import load_workload, workload_names
 
     rows = []
     for name in workload_names():
@@ -71,7 +71,7 @@ def show_workload(
 
     Example: specbench workloads show mt-bench --count 16
     """
-    from specbench.workloads import load_workload
+    from specbench.measure.workloads import load_workload
 
     workload = load_workload(name, count=count, seed=seed, split=split)
     info = _summary(workload, split)

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 
 import torch
 
+from specbench.engine.tree import leaf_paths_cached
+from specbench.kernels.rejection_sampling_reference import Verdict, draw_exponential_race, verify_sampling
 
-@dataclass
-class Verdict:
-    accepted: torch.Tensor  # [B] long, number of draft tokens kept
-    next_token: torch.Tensor  # [B] long, recovered token (after a rejection) or bonus token
+__all__ = ["Verdict", "draw_exponential_race", "verify_sampling", "verify_greedy", "TreeVerdict",
+           "verify_tree_greedy", "verify_tree_sampling"]
 
 
 def verify_greedy(draft_tokens: torch.Tensor, target_logits: torch.Tensor) -> Verdict:
@@ -40,45 +40,6 @@ def verify_greedy(draft_tokens: torch.Tensor, target_logits: torch.Tensor) -> Ve
     accepted = matches.cumprod(-1).sum(-1)  # [B]
     next_token = best.gather(1, accepted[:, None]).squeeze(1)  # [B]
     return Verdict(accepted, next_token)
-
-
-def draw_exponential_race(weights: torch.Tensor, exponential: torch.Tensor) -> torch.Tensor:
-    """Index i with probability weights_i / Σ weights, per row: argmax(weights / E)."""
-    return (weights / exponential).argmax(-1)
-
-
-def verify_sampling(draft_tokens: torch.Tensor, draft_probs: torch.Tensor | None, target_probs: torch.Tensor,
-                    uniform: torch.Tensor, exponential: torch.Tensor) -> Verdict:
-    """Speculative sampling of a chain.
-
-    draft_tokens [B, K] long; draft_probs [B, K, V] or None (one-hot drafts);
-    target_probs [B, K+1, V]; uniform [B, K] in [0, 1); exponential [B, V].
-    """
-    bsz, k = draft_tokens.shape
-    p_of_draft = target_probs[:, :k].gather(-1, draft_tokens[..., None]).squeeze(-1)  # [B, K]
-    if draft_probs is None:
-        q_of_draft = torch.ones_like(p_of_draft)
-    else:
-        q_of_draft = draft_probs.gather(-1, draft_tokens[..., None]).squeeze(-1)  # [B, K]
-    keep = (uniform * q_of_draft < p_of_draft).long()  # u < p/q without dividing
-    accepted = keep.cumprod(-1).sum(-1)  # [B]
-
-    rows = torch.arange(bsz, device=draft_tokens.device)
-    p_next = target_probs[rows, accepted]  # [B, V]
-    if k == 0:  # nothing drafted: a plain draw from p
-        return Verdict(accepted, draw_exponential_race(p_next, exponential))
-    at = accepted.clamp(max=k - 1)  # position of the first rejection (ignored where all were kept)
-    if draft_probs is None:
-        q_next = torch.zeros_like(p_next).scatter_(1, draft_tokens[rows, at][:, None], 1.0)
-    else:
-        q_next = draft_probs[rows, at]  # [B, V]
-    residual = (p_next - q_next).clamp_min(0.0)
-    # p == q exactly leaves no residual mass (a rejection then has probability 0): use p
-    empty = residual.sum(-1, keepdim=True) <= 0
-    residual = torch.where(empty, p_next, residual)
-    # branch-free (no host sync): rows that kept all k drafts draw the bonus from p_{K+1}
-    weights = torch.where((accepted < k)[:, None], residual, p_next)
-    return Verdict(accepted, draw_exponential_race(weights, exponential))
 
 
 # ----------------------------------------------------------------------------------------- trees
@@ -94,7 +55,6 @@ def verify_tree_greedy(tokens: torch.Tensor, parents: list[int], target_logits: 
 
     tokens [N]; target_logits [N+1, V] over (root, nodes); node i's target row is i + 1.
     """
-    from specbench.engine.tree import leaf_paths_cached
 
     best = target_logits.argmax(-1)  # [N+1]
     parent_rows = torch.tensor(parents, dtype=torch.long, device=tokens.device) + 1  # [N]

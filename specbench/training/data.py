@@ -54,7 +54,7 @@ class CorpusSpec:
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
     def folder(self) -> Path:
-        from specbench.model_cache import cache_root
+        from specbench.models.cache import cache_root
 
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.target)
         return cache_root() / "drafter-data" / f"{safe}-{self.target_id[:8]}" / self.key
@@ -110,7 +110,7 @@ class Corpus:
 
 def training_prompts(workloads: tuple[str, ...], split: str, seed: int):
     """Prompts of the training split of each workload, interleaved in seeded sample order."""
-    from specbench.workloads import load_workload
+    from specbench.measure.workloads import load_workload
 
     lists = []
     for name in workloads:
@@ -178,7 +178,7 @@ def _exclusive(path: Path):
 def _extend(target, spec: CorpusSpec, corpus: Corpus, answer_tokens: int, on_progress) -> Corpus:
     from specbench.engine.drafters.ngram import NgramDrafter
     from specbench.engine.loop import SpeculativeEngine
-    from specbench.workloads import encode_turn
+    from specbench.measure.workloads import encode_turn
 
     (corpus.folder / "spec.json").write_text(json.dumps({**asdict(spec), "generation": GENERATION}, indent=2))
     path = corpus.folder / "sequences.jsonl"

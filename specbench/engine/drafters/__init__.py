@@ -25,7 +25,7 @@ def _build_ngram(target, *, device, dtype, backend, n_min: int = 1, n_max: int =
 
 def _build_draft_model(target, *, device, dtype, backend, model: str | None = None):
     from specbench.engine.drafters.draft_model import DraftModelDrafter
-    from specbench.models import check_same_vocabulary, load_model
+    from specbench.models.resolve import check_same_vocabulary, load_model
 
     if not model:
         raise SpecbenchError("drafter 'draft-model' needs a model: --drafter-model NAME (or model=NAME)")

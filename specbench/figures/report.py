@@ -1,7 +1,7 @@
 """The HTML report of a results folder: one self-contained ``index.html`` beside its figures.
 
 The page works opened from disk, offline: inline CSS, no script, no external asset; figures are
-the files `specbench.plot` wrote next to it (PNG, else SVG, in ``<img>``; every written format
+the files `specbench.figures.plot` wrote next to it (PNG, else SVG, in ``<img>``; every written format
 linked), and only files written in this run are referenced. Every piece of text from the results
 (labels, notes, settings, the spec) is HTML-escaped. Sections: recommendation, engine settings,
 figures (each with a line on how to read it, or the reason it was skipped), fitted α and goodness
@@ -20,8 +20,8 @@ from typing import Callable
 import pandas as pd
 
 from specbench.errors import SpecbenchError
-from specbench.intervals import N_BOOT
-from specbench.plot import (DEFAULT_FORMATS, FIGURES, PlotData, RenderedFigure, load_plot_data, render_figure,
+from specbench.analysis.intervals import N_BOOT
+from specbench.figures.plot import (DEFAULT_FORMATS, FIGURES, PlotData, RenderedFigure, load_plot_data, render_figure,
                             series_name)
 
 INDEX = "index.html"
@@ -344,8 +344,8 @@ def prepare_out_dir(out_dir: str | Path) -> Path:
 
 def write_report(data: PlotData, figures: list[RenderedFigure], out_dir: str | Path) -> Path:
     """Write ``out_dir/index.html`` for already rendered figures; returns its path."""
-    from specbench.environment import now_utc
-    from specbench.results import atomic_write_bytes
+    from specbench.measure.environment import now_utc
+    from specbench.records.store import atomic_write_bytes
 
     out = Path(out_dir)
     index = out / INDEX

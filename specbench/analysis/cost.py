@@ -41,9 +41,9 @@ import numpy as np
 import pandas as pd
 
 from specbench.errors import SpecbenchError
-from specbench.fit import ACCEPT_KEYS, AcceptanceModel, improvement_factor
-from specbench.rounds import Binned, Rounds, binned, cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
-from specbench.summary import BASELINE_KEYS, is_baseline
+from specbench.analysis.fit import ACCEPT_KEYS, AcceptanceModel, improvement_factor
+from specbench.records.rounds import Binned, Rounds, binned, cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
+from specbench.records.summary import BASELINE_KEYS, is_baseline
 
 
 # ----------------------------------------------------------------------------- the interface

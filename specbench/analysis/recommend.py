@@ -4,9 +4,9 @@ A *scenario* is one (target, workload, sampling); its speedups are against that 
 target-only baseline (γ = 0, drafter 'none'). Two answers are given per scenario:
 
 * measured: every configuration the sweep ran, its speedup paired with the baseline on the same
-  (prompt, turn, repeat) units exactly as `specbench.summary.configuration_table` computes it;
-* model: every (drafter, tree) group's acceptance fit (`specbench.fit`) and cost fit
-  (`specbench.cost`, used only through the `CostModel` interface) predict the speedup for
+  (prompt, turn, repeat) units exactly as `specbench.records.summary.configuration_table` computes it;
+* model: every (drafter, tree) group's acceptance fit (`specbench.analysis.fit`) and cost fit
+  (`specbench.analysis.cost`, used only through the `CostModel` interface) predict the speedup for
   γ = 1..max_gamma, measured or not (trees: their measured depths only — the node count of an
   unmeasured depth depends on the tree's shape). Replayed records (docs/replay.md) feed the
   acceptance fit (a unit also measured live counts once, by its live record) but never a
@@ -18,10 +18,10 @@ workload's max_new_tokens): L = mean prefill + (N − 1) ÷ decode tokens/s, spe
 L. Prefill counts here (a draft model's own prefill included), so a drafter can win throughput
 and lose latency on short outputs.
 
-Uncertainty. One set of prompt-bootstrap weights (`specbench.intervals`) is drawn per scenario
+Uncertainty. One set of prompt-bootstrap weights (`specbench.analysis.intervals`) is drawn per scenario
 and shared by every configuration, the baseline and the model refits, so comparisons stay
 paired. Each option gets a bootstrap interval of its speedup (percentile, small-sample
-corrected: `specbench.intervals.bootstrap_interval`). The recommendation is the option
+corrected: `specbench.analysis.intervals.bootstrap_interval`). The recommendation is the option
 with the highest point speedup among those whose interval lies above 1; when none does the answer
 is "no speculation". The chosen γ's interval is the spread, over replicates, of the argmax γ
 within the chosen (drafter, tree); ``win_share`` is the share of replicates in which that
@@ -38,14 +38,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from specbench.cost import CostFit, CostStats, cost_stats, fit_costs, predict_arrays, predict_curve
-from specbench.engine_settings import ENGINES, EngineSetting, engine_settings
+from specbench.analysis.cost import CostFit, CostStats, cost_stats, fit_costs, predict_arrays, predict_curve
+from specbench.analysis.engine_settings import ENGINES, EngineSetting, engine_settings
 from specbench.errors import SpecbenchError
-from specbench.fit import AcceptanceModel, alpha_mle, estimate_acceptance, fit_decay_batch, position_counts
-from specbench.intervals import LEVEL, N_BOOT, bootstrap_interval, bootstrap_weights, few_prompts_note
-from specbench.jsonable import json_ready
-from specbench.rounds import cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
-from specbench.summary import BASELINE_KEYS, CONFIG_KEYS, UNIT_KEYS, is_baseline, prefer_live
+from specbench.analysis.fit import AcceptanceModel, alpha_mle, estimate_acceptance, fit_decay_batch, position_counts
+from specbench.analysis.intervals import LEVEL, N_BOOT, bootstrap_interval, bootstrap_weights, few_prompts_note
+from specbench.records.jsonable import json_ready
+from specbench.records.rounds import cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
+from specbench.records.summary import BASELINE_KEYS, CONFIG_KEYS, UNIT_KEYS, is_baseline, prefer_live
 
 OBJECTIVES = ("throughput", "latency")
 SCENARIO_KEYS = BASELINE_KEYS

@@ -1,14 +1,14 @@
 """Costs from a hardware profile, for any batch size and context length, and γ per batch size.
 
-`specbench.profile` measures forwards of random-weight architectures on a grid of batch sizes
+`specbench.hardware.profile` measures forwards of random-weight architectures on a grid of batch sizes
 B, context lengths c and tokens per sequence k. This module turns a profile into a `CostModel`
-(`ProfiledCost`, the interface `specbench.cost` defines and `specbench.recommend` predicts
+(`ProfiledCost`, the interface `specbench.analysis.cost` defines and `specbench.analysis.recommend` predicts
 with) and combines it with the acceptance a sweep measured (`recommend_with_profile`).
 
 The cost model.
 
 * Verify, per measured cell (B, c): t_Bc(k) = a + s·k + s₂·max(0, k − k₀), fitted by
-  `specbench.cost.fit_verify` through the medians over k, each weighted by its timed calls, with
+  `specbench.analysis.cost.fit_verify` through the medians over k, each weighted by its timed calls, with
   the calls' robust spread ((IQR / 1.349)², see `robust_totals`) as the noise the hinge must beat:
   the hinge at k₀ — where the forward stops being bound by streaming the weights and starts
   paying for arithmetic — is kept only when BIC prefers it; slopes are clipped so t never falls
@@ -32,12 +32,12 @@ The cost model.
 
 Per batch size (`recommend_with_profile`). For a sweep's (target, workload, sampling)
 scenario and each chain drafter in it, the acceptance model is fitted to the sweep's rounds
-(`specbench.fit`, as `specbench recommend` does) and, with ρ the share of rounds that drafted,
+(`specbench.analysis.fit`, as `specbench recommend` does) and, with ρ the share of rounds that drafted,
 
     tokens(γ)     = ρ · E[tokens](γ) + (1 − ρ)                 per sequence and round
     speedup(γ, B) = tokens(γ) · round_s(0, B, c) ÷ round_s(γ, B, c)
 
-with `specbench.cost.round_s` (draft + ρ·verify(γ+1) + (1 − ρ)·verify(1) + overhead; for a
+with `specbench.analysis.cost.round_s` (draft + ρ·verify(γ+1) + (1 − ρ)·verify(1) + overhead; for a
 batch whose forward carries every sequence's tokens, ρ·t(γ+1) + (1 − ρ)·t(1) = t(1 + ργ) when t
 is linear in k). c is the scenario's mean context (prompt + half the output) unless given.
 Intervals resample prompts (acceptance only; the profile's times are taken as exact). At each
@@ -54,9 +54,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from specbench.cost import VerifyFit, fit_verify, round_s
+from specbench.analysis.cost import VerifyFit, fit_verify, round_s
 from specbench.errors import SpecbenchError
-from specbench.profile import MODEL_FREE, Profile
+from specbench.hardware.profile import MODEL_FREE, Profile
 
 TINY = 1e-12
 
@@ -180,7 +180,7 @@ def _complete_grid(cells: dict[tuple[int, int], object], what: str, notes: set) 
 
 @dataclass
 class ProfiledCost:
-    """A `specbench.cost.CostModel` from a profile: verify per (k, batch, context), the drafter's
+    """A `specbench.analysis.cost.CostModel` from a profile: verify per (k, batch, context), the drafter's
     step per (batch, context), a constant overhead (see the module docstring)."""
 
     verify_grid: GridTable
@@ -261,7 +261,7 @@ def robust_totals(cell: pd.DataFrame) -> np.ndarray:
 
 
 def fit_cells(rows: pd.DataFrame) -> dict[tuple[int, int], VerifyFit]:
-    """t_Bc(k) per (batch, context): `specbench.cost.fit_verify` on `robust_totals` over k."""
+    """t_Bc(k) per (batch, context): `specbench.analysis.cost.fit_verify` on `robust_totals` over k."""
     fits = {}
     for (batch, context), cell in rows.groupby(["batch", "context"], sort=True):
         cell = cell.sort_values("tokens")
@@ -313,7 +313,7 @@ def fit_profile(profile: Profile, drafter: str | None = None, *, overhead_s: flo
 def what_if(cost: ProfiledCost, alphas, batches, *, context: int | None = None, max_gamma: int = 16) -> pd.DataFrame:
     """Best γ and its speedup per (α, batch) for a constant acceptance α — what a profile says
     before any sweep: speedup(γ) = E[tokens](α, γ) · round_s(0) ÷ round_s(γ), every round drafting."""
-    from specbench.fit import expected_tokens
+    from specbench.analysis.fit import expected_tokens
 
     gammas = np.arange(max_gamma + 1)
     rows = []
@@ -400,7 +400,7 @@ def vllm_schedule(plan: DrafterPlan, target: str) -> dict | None:
     capped by ``num_speculative_tokens``, set here to the largest K. None when no batch size
     speculates.
     """
-    from specbench.engine_settings import engine_settings, hub_name
+    from specbench.analysis.engine_settings import engine_settings, hub_name
 
     schedule = ranges(plan.chosen)
     top = max(k for _, _, k in schedule)
@@ -443,10 +443,10 @@ def match_drafter(drafter: str, params: str, profile: Profile) -> tuple[str | No
 
 def _plan(group: pd.DataFrame, clusters: pd.Index, weights: np.ndarray, cost: ProfiledCost, context: int,
           max_batch: int, max_gamma: int, level: float, notes: list[str]) -> DrafterPlan:
-    from specbench.fit import estimate_acceptance, position_counts
-    from specbench.intervals import bootstrap_interval
-    from specbench.recommend import _replicate_models
-    from specbench.rounds import flatten_rounds
+    from specbench.analysis.fit import estimate_acceptance, position_counts
+    from specbench.analysis.intervals import bootstrap_interval
+    from specbench.analysis.recommend import _replicate_models
+    from specbench.records.rounds import flatten_rounds
 
     rounds = flatten_rounds(group, clusters)
     counts = position_counts(rounds, len(clusters))
@@ -487,10 +487,10 @@ def recommend_with_profile(records: pd.DataFrame, profile: Profile, *, batches=N
                            max_gamma: int = 16, n_boot: int | None = None, level: float | None = None,
                            seed: int = 0, overhead_s: float = 0.0) -> list[ProfileRecommendation]:
     """γ (or no speculation) per scenario and batch size: the sweep's acceptance × the profile's costs."""
-    from specbench.intervals import LEVEL, N_BOOT, bootstrap_weights, few_prompts_note
-    from specbench.recommend import GROUP_KEYS, SCENARIO_KEYS
-    from specbench.rounds import prompt_clusters
-    from specbench.summary import is_baseline, prefer_live
+    from specbench.analysis.intervals import LEVEL, N_BOOT, bootstrap_weights, few_prompts_note
+    from specbench.analysis.recommend import GROUP_KEYS, SCENARIO_KEYS
+    from specbench.records.rounds import prompt_clusters
+    from specbench.records.summary import is_baseline, prefer_live
 
     n_boot = N_BOOT if n_boot is None else n_boot
     level = LEVEL if level is None else level
@@ -582,7 +582,7 @@ def _lead_plan(plans: list[DrafterPlan], batches: list[int]) -> DrafterPlan:
 
 def recommendation_dict(rec: ProfileRecommendation) -> dict:
     """Plain JSON-ready data for one scenario."""
-    from specbench.jsonable import json_ready
+    from specbench.records.jsonable import json_ready
 
     plans = []
     for plan in rec.plans:

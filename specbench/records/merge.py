@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from specbench.errors import SpecbenchError
-from specbench.results import ResultsStore, load_records, load_run_info
+from specbench.records.store import ResultsStore, load_records, load_run_info
 
 
 def merge_folders(sources: list[Path], out: Path, *, force: bool = False) -> int:

@@ -1,6 +1,6 @@
 """Workload definitions: a YAML file (or a `jsonl:` / `hf:` source string) → `WorkloadSpec`.
 
-A spec says where the prompts come from and how to read them; `specbench.workloads` turns it
+A spec says where the prompts come from and how to read them; `specbench.measure.workloads` turns it
 into prompts. The YAML schema (documented in docs/workloads.md)::
 
     name: mt-bench                      # required

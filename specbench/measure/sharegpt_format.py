@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from specbench import model_cache
+from specbench.models import cache as model_cache
 
 USER_ROLES = ("human", "user")
 CACHE_VERSION = 1  # bump when the extraction changes

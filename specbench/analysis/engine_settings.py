@@ -45,7 +45,7 @@ def hub_name(spec: str | None) -> str:
     if not spec:
         return "<draft model>"
     try:
-        from specbench.models import aliases
+        from specbench.models.resolve import aliases
 
         return aliases().get(spec, {}).get("hub") or spec
     except Exception:  # registry unreadable: keep the user's spec

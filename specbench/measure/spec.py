@@ -13,7 +13,7 @@ baseline (γ = 0) per temperature, crossed with every workload prompt, turn and 
 
 * ``live`` (default): every configuration runs through the engine on every prompt;
 * ``replay``: the baseline runs on every prompt, and each configuration is *replayed* from the
-  baseline's trajectory (`specbench.replay`); only the ``calibration`` units run live, to fit the
+  baseline's trajectory (`specbench.measure.replay`); only the ``calibration`` units run live, to fit the
   cost model that times the replayed rows: γ in ``calibration.gammas`` (default: the smallest
   and the largest swept γ) on the first ``calibration.prompts`` prompts of each workload
   (default 2), for every drafter and temperature;
@@ -161,6 +161,23 @@ class SweepSpec:
 
 # ----------------------------------------------------------------------------- parsing
 
+def parse_params(items: list[str]) -> dict:
+    """KEY=VALUE strings -> dict (numbers become int/float)."""
+    params = {}
+    for item in items:
+        if "=" not in item:
+            raise SpecbenchError(f"--drafter-param expects KEY=VALUE, got '{item}'")
+        key, value = item.split("=", 1)
+        for cast in (int, float):
+            try:
+                value = cast(value)
+                break
+            except ValueError:
+                continue
+        params[key.strip()] = value
+    return params
+
+
 def _fail(where: str, message: str) -> None:
     raise SpecbenchError(f"{where}: {message}")
 
@@ -208,7 +225,6 @@ def _drafter(item, where: str) -> DrafterConfig:
 
 def parse_drafter_flag(text: str) -> dict:
     """``TYPE`` or ``TYPE:key=value,key=value`` -> {type, params}."""
-    from specbench.cli.run_cmd import parse_params
 
     kind, _, rest = text.partition(":")
     params = parse_params([p for p in rest.split(",") if p]) if rest else {}
@@ -251,7 +267,7 @@ def _calibration(value, gammas: list[int], where: str) -> Calibration:
 
 
 def _check_replayable(spec: SweepSpec, where: str) -> None:
-    from specbench.replay import REPLAYABLE
+    from specbench.measure.replay import REPLAYABLE
 
     for tree in spec.trees:
         if tree != "chain":
@@ -308,7 +324,7 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     calibration = _calibration(data["calibration"], gammas, where) if spec.replays else None
     if spec.mode == "replay":  # mode both measures every unit live: calibration is checked, then unused
         spec.calibration = calibration
-    from specbench.models import torch_dtype
+    from specbench.models.resolve import torch_dtype
 
     torch_dtype(spec.dtype)
     if not spec.workloads:

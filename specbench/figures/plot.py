@@ -1,9 +1,9 @@
 """Figures of a results folder: records and fits in, matplotlib figures out.
 
-Everything plotted comes from the project's own estimators — `specbench.summary`
-(measured throughput, time shares), `specbench.fit` (α̂ and its interval, per-position rates,
-measured τ with its interval), `specbench.cost` (the measured cost model) and
-`specbench.recommend` (speedups with intervals, model curves, the recommendation); nothing is
+Everything plotted comes from the project's own estimators — `specbench.records.summary`
+(measured throughput, time shares), `specbench.analysis.fit` (α̂ and its interval, per-position rates,
+measured τ with its interval), `specbench.analysis.cost` (the measured cost model) and
+`specbench.analysis.recommend` (speedups with intervals, model curves, the recommendation); nothing is
 re-fitted here. Definitions as in DESIGN.md: γ draft length (tree: depth), α̂ the fitted α of the
 geometric model, τ tokens per target forward with the bonus token, speedup tokens/s ÷ target-only
 tokens/s on the same prompts.
@@ -11,7 +11,7 @@ tokens/s on the same prompts.
 Figures are built on `matplotlib.figure.Figure` objects with the Agg canvas — pyplot is never
 imported, so no global figure state survives a figure — under a local `rc_context` (`STYLE`).
 Each figure has one panel per *scenario* (target, sampling, workload) where it makes sense, the
-legend outside the axes below them, and a colour per drafter label from `specbench.palette`.
+legend outside the axes below them, and a colour per drafter label from `specbench.figures.palette`.
 A figure whose data are absent raises `FigureSkipped` with the reason; `render_figure` turns that
 into a note.
 """
@@ -34,9 +34,9 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from specbench.errors import SpecbenchError
-from specbench.intervals import LEVEL, N_BOOT
-from specbench.palette import BASELINE_LABEL, CHAIN, Palette
-from specbench.summary import BASELINE_KEYS, is_baseline
+from specbench.analysis.intervals import LEVEL, N_BOOT
+from specbench.figures.palette import BASELINE_LABEL, CHAIN, Palette
+from specbench.records.summary import BASELINE_KEYS, is_baseline
 
 FORMATS = ("png", "svg", "pdf")
 DEFAULT_FORMATS = ("png", "svg")
@@ -106,14 +106,14 @@ def load_plot_data(folder: str | Path, *, n_boot: int = N_BOOT, seed: int = 0, m
     Missing parts (no speculative records, no baseline) leave empty tables and a note: the
     figures that need them are skipped, never an error.
     """
-    from specbench.cost import fit_group_costs, group_cost_fits
-    from specbench.fit import fit_acceptance, fits_frame, goodness_frame, load_results, positions_frame, \
+    from specbench.analysis.cost import fit_group_costs, group_cost_fits
+    from specbench.analysis.fit import fit_acceptance, fits_frame, goodness_frame, load_results, positions_frame, \
         tau_intervals
-    from specbench.recommend import recommend
-    from specbench.results import load_run_info
-    from specbench.summary import configuration_table, lossless_check, prefer_live
+    from specbench.analysis.recommend import recommend
+    from specbench.records.store import load_run_info
+    from specbench.records.summary import configuration_table, lossless_check, prefer_live
 
-    from specbench.recommend import OBJECTIVES
+    from specbench.analysis.recommend import OBJECTIVES
 
     if objective not in OBJECTIVES:
         raise SpecbenchError(f"unknown objective '{objective}' (choose from: {', '.join(OBJECTIVES)})")
@@ -292,7 +292,7 @@ def require_baseline(data: PlotData) -> None:
 
 def tau_curves(ax, fit: pd.Series, top: float, colour: str) -> None:
     """The fitted (1 − α̂^(γ+1)) / (1 − α̂) over γ ∈ [0, top] with the band of α̂'s interval."""
-    from specbench.fit import AcceptanceModel, expected_tokens
+    from specbench.analysis.fit import AcceptanceModel, expected_tokens
 
     grid = np.linspace(0, top, 200)
     model_band(ax, grid, expected_tokens(fit["alpha"], grid), expected_tokens(fit["alpha_lo"], grid),
@@ -621,8 +621,8 @@ def speedup_norm(grids) -> LogNorm:
 
 def predicted_speedup_grid(fit, gammas: np.ndarray, alphas: np.ndarray) -> np.ndarray:
     """[alphas, gammas] speedup the measured cost model predicts at constant α (ρ as measured)."""
-    from specbench.cost import predict_arrays
-    from specbench.fit import AcceptanceModel
+    from specbench.analysis.cost import predict_arrays
+    from specbench.analysis.fit import AcceptanceModel
 
     rows = [predict_arrays(AcceptanceModel(float(a)), fit.cost, gammas, propose_rate=fit.propose_rate,
                            nodes=fit.nodes)["tokens_per_s"] for a in alphas]

@@ -1,24 +1,24 @@
 """Replay inside a sweep: replayed records with modelled timings, their moments, and the
 predictions and live-vs-replay agreement computed from them.
 
-Records. A replayed unit is written like a measured one (`specbench.sweep.make_record`) with
+Records. A replayed unit is written like a measured one (`specbench.measure.runner.make_record`) with
 ``mode = 'replay'``: its per-round lists hold the replayed rounds (for greedy decoding and for
 prompt lookup: the rounds a live run makes; for a draft model at temperature > 0: one draw of
-the coupled coins, distributed exactly as a live run — see `specbench.replay`). Its timings
+the coupled coins, distributed exactly as a live run — see `specbench.measure.replay`). Its timings
 are predictions of the cost model fitted on the live units of the same (drafter, tree,
-workload, sampling) (`specbench.cost`, used through `CostModel`):
+workload, sampling) (`specbench.analysis.cost`, used through `CostModel`):
 
     round_draft_s  = draft_s(k_req)            (the proposal asked for k_req tokens; 0 when k_req = 0)
     round_verify_s = verify_s(drafted + 1)     (one target forward over the root and the drafts)
     round_s        = round_draft_s + round_verify_s + overhead_s(γ)
 
 and prefill_s is the live units' mean prefill. Without live units for the group the timings are
-NaN. Code that measures speed (`specbench.summary`, `specbench.recommend`) keeps replayed rows
+NaN. Code that measures speed (`specbench.records.summary`, `specbench.analysis.recommend`) keeps replayed rows
 apart: they are a separate ``mode`` in every table and never enter a measured speedup.
 
 Moments. Next to each replayed record, ``replay/unit-<id>.json`` keeps what the record cannot:
 the expected rounds, accepted and drafted tokens given the trajectory, their covariance, and
-batch-means statistics (`specbench.replay.GammaReplay`). It is written before the record, so a
+batch-means statistics (`specbench.measure.replay.GammaReplay`). It is written before the record, so a
 record never lacks its moments.
 
 Prediction intervals. For a configuration over units u with decode tokens T_u and expected
@@ -34,7 +34,7 @@ prompts out). The delta method turns this into standard errors,
 
     se(τ) = τ̂ √V_RR / Σ m_R,     se(α) = √(V_YY − 2α̂ V_YZ + α̂² V_ZZ) / Σ m_Z,
 
-and the interval is the estimate ± z·se (z for `specbench.intervals.LEVEL`). Greedy replay is
+and the interval is the estimate ± z·se (z for `specbench.analysis.intervals.LEVEL`). Greedy replay is
 exact: its interval is the point and agreement means equality.
 """
 
@@ -49,9 +49,9 @@ import pandas as pd
 from scipy import stats
 
 from specbench.errors import SpecbenchError
-from specbench.intervals import LEVEL
-from specbench.results import atomic_write_json, load_records
-from specbench.summary import BASELINE_KEYS, CONFIG_KEYS, UNIT_KEYS, is_baseline
+from specbench.analysis.intervals import LEVEL
+from specbench.records.store import atomic_write_json, load_records
+from specbench.records.summary import BASELINE_KEYS, CONFIG_KEYS, UNIT_KEYS, is_baseline
 
 MOMENTS_DIR = "replay"
 SUMMARY_FILE = "replay-summary.csv"
@@ -97,14 +97,14 @@ class MomentsStore:
 class GroupCosts:
     """The cost fit of one (drafter, tree, workload, sampling) group and its live memory peak."""
 
-    fit: object | None  # specbench.cost.CostFit
+    fit: object | None  # specbench.analysis.cost.CostFit
     peak_memory_bytes: int
 
 
 def group_costs(records: pd.DataFrame) -> dict[tuple, GroupCosts]:
     """Cost fits per group from the live records (speculative units + the matching baseline)."""
-    from specbench.cost import cost_stats, fit_costs
-    from specbench.rounds import prompt_clusters
+    from specbench.analysis.cost import cost_stats, fit_costs
+    from specbench.records.rounds import prompt_clusters
 
     live = records[records["mode"] == "live"]
     base_all = live[is_baseline(live)]
@@ -162,8 +162,8 @@ def run_replay_units(runner, units: list) -> int:
     sweep is walked at once and the units still to do are written (moments, then record).
     """
     from specbench.engine.sampling import SamplingParams
-    from specbench.replay import Replayer, replay_chain
-    from specbench.sweep import make_record
+    from specbench.measure.replay import Replayer, replay_chain
+    from specbench.measure.runner import make_record
 
     records = load_records(runner.store.folder)
     paths = trajectories(records)
@@ -312,7 +312,7 @@ def folder_summary(folder: str | Path, level: float = LEVEL) -> pd.DataFrame:
 
 def write_summary(folder: str | Path) -> pd.DataFrame:
     """Compute the folder's replay summary and store it as ``replay-summary.csv``."""
-    from specbench.results import atomic_write_bytes
+    from specbench.records.store import atomic_write_bytes
 
     summary = folder_summary(folder)
     if not summary.empty:

@@ -5,7 +5,7 @@ runs), so every interval that specbench reports from a sweep resamples *prompts*
 replicate draws P prompts with replacement out of the P measured and re-estimates from all
 records of the drawn prompts (all turns, repeats and configurations of a prompt travel together,
 which keeps comparisons between configurations paired). Because every estimator in
-`specbench.fit` and `specbench.cost` is a function of sums over prompts, a replicate is the
+`specbench.analysis.fit` and `specbench.analysis.cost` is a function of sums over prompts, a replicate is the
 same computation with prompt weights w = multinomial counts instead of w = 1.
 
 Few prompts. The plain percentile interval under-covers with a dozen prompts (measured on

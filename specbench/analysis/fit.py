@@ -50,7 +50,7 @@ and for per-position rates 1 + Σ_{j=1}^{γ} Π_{i<j} α_i. Leviathan et al.'s w
 factor, with c = draft step time ÷ target step time and verification costing one target step:
 (1 − α^{γ+1}) / ((1 − α)(γc + 1)).
 
-Confidence intervals for α resample prompts (`specbench.intervals`). Goodness of fit compares, per
+Confidence intervals for α resample prompts (`specbench.analysis.intervals`). Goodness of fit compares, per
 γ, the observed τ (decode tokens ÷ rounds) with the model's mean E[tokens | k_r] over the same
 rounds, with a z-score from the model's variance (rounds treated as independent).
 """
@@ -64,9 +64,9 @@ import pandas as pd
 from scipy import special, stats
 
 from specbench.errors import SpecbenchError
-from specbench.intervals import LEVEL, N_BOOT, bootstrap_interval, bootstrap_weights, clopper_pearson, few_prompts_note
-from specbench.rounds import Rounds, flatten_rounds, prompt_clusters
-from specbench.summary import is_baseline, prefer_live
+from specbench.analysis.intervals import LEVEL, N_BOOT, bootstrap_interval, bootstrap_weights, clopper_pearson, few_prompts_note
+from specbench.records.rounds import Rounds, flatten_rounds, prompt_clusters
+from specbench.records.summary import is_baseline, prefer_live
 
 ACCEPT_KEYS = ["target", "drafter", "drafter_label", "tree", "workload", "temperature", "top_p", "top_k"]
 SIGNIFICANCE = 0.01  # level of the constant-α tests
@@ -464,7 +464,7 @@ def load_results(folder) -> pd.DataFrame:
     no records (each a one-line SpecbenchError)."""
     from pathlib import Path
 
-    from specbench.results import load_records, load_run_info
+    from specbench.records.store import load_records, load_run_info
 
     folder = Path(folder)
     if not folder.is_dir():
@@ -479,7 +479,7 @@ def load_results(folder) -> pd.DataFrame:
 def speculative_records(records: pd.DataFrame) -> pd.DataFrame:
     """The records of speculative configurations (γ ≥ 1), or a SpecbenchError saying there are none.
 
-    A unit both measured and replayed counts once, by its live record (`specbench.summary.prefer_live`).
+    A unit both measured and replayed counts once, by its live record (`specbench.records.summary.prefer_live`).
     """
     if records.empty:
         raise SpecbenchError("the results folder holds no records")
@@ -529,12 +529,12 @@ def tau_intervals(records: pd.DataFrame, *, n_boot: int = N_BOOT, level: float =
     """Measured τ per configuration × workload with a prompt-bootstrap interval.
 
     τ = Σ decode tokens ÷ Σ rounds over the configuration's records (bonus token included, as in
-    `specbench.summary.configuration_table`); a replicate re-weights prompts (`specbench.intervals`).
+    `specbench.records.summary.configuration_table`); a replicate re-weights prompts (`specbench.analysis.intervals`).
     Below two prompts, or with ``n_boot`` 0, the interval collapses to the point. Columns: the
     configuration keys, workload, n_prompts, tau, tau_lo, tau_hi.
     """
-    from specbench.rounds import cluster_codes, cluster_sums
-    from specbench.summary import CONFIG_KEYS
+    from specbench.records.rounds import cluster_codes, cluster_sums
+    from specbench.records.summary import CONFIG_KEYS
 
     keys = CONFIG_KEYS + ["workload"]
     rng = np.random.default_rng(seed)

@@ -49,7 +49,7 @@ the accepted-length histogram and per-position counts are sums over t weighted b
 deterministic walk, the realised values). Their covariance given the trajectory comes from a
 backward recursion on first and second moments (`walk_rounds`); the variation from one
 trajectory to another is estimated by batch means over position blocks
-(`specbench.replay_sweep` combines both into intervals).
+(`specbench.measure.replay_units` combines both into intervals).
 
 Trees. A static tree round accepts as deep as the sequence of ranks of the target's tokens
 among the drafter's candidates stays inside the tree's path set; `ChainTrace.ranks` records

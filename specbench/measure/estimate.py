@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from specbench.sweep_spec import SweepSpec
+from specbench.measure.spec import SweepSpec
 
 # effective weight-streaming bandwidth of a decode step, bytes/s (order of magnitude only)
 BANDWIDTH_GUESS = {"cpu": 20e9, "cuda": 1.5e12}
@@ -15,8 +15,8 @@ def parameter_count(target: str) -> int | None:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM
 
-        from specbench import model_cache
-        from specbench.models import aliases
+        from specbench.models import cache as model_cache
+        from specbench.models.resolve import aliases
 
         if target in aliases():
             entry = aliases()[target]

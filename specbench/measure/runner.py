@@ -4,7 +4,7 @@ A unit is one configuration on one prompt turn and repeat, measured live or repl
 ``mode``). Live units run prompt by prompt, the baseline first, so that every configuration of
 a prompt is measured close together in time and MT-Bench's turn 2 can be asked after the
 target's own turn-1 answer (the baseline's: the same context for every configuration).
-Replayed units (``mode: replay`` or ``both``, see `specbench.replay_sweep`) run after every
+Replayed units (``mode: replay`` or ``both``, see `specbench.measure.replay_units`) run after every
 live unit: they need the baselines' trajectories and the cost model fitted on the live units.
 Finished units are skipped on a re-run, so a killed sweep resumes where it stopped, losing at
 most the unit in flight.
@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from specbench.environment import device_info, git_commit, now_utc, package_versions
+from specbench.measure.environment import device_info, git_commit, now_utc, package_versions
 from specbench.errors import SpecbenchError
-from specbench.results import SCHEMA_VERSION, ResultsStore, load_records
-from specbench.sweep_spec import RunConfig, SweepSpec
-from specbench.workloads import Prompt, Workload, load_workload
+from specbench.records.store import SCHEMA_VERSION, ResultsStore, load_records
+from specbench.measure.spec import RunConfig, SweepSpec
+from specbench.measure.workloads import Prompt, Workload, load_workload
 
 WARMUP_TOKENS = 8
 
@@ -180,7 +180,7 @@ class SweepRunner:
         import torch
 
         from specbench.engine.decoder import make_decoder
-        from specbench.models import load_model
+        from specbench.models.resolve import load_model
 
         torch.manual_seed(self.spec.seed)
         self.observer.status(f"loading target {self.spec.target}")
@@ -226,7 +226,7 @@ class SweepRunner:
 
     # ------------------------------------------------------------------ running
     def prompt_ids(self, unit: Unit) -> list[int]:
-        from specbench.workloads import encode_turn
+        from specbench.measure.workloads import encode_turn
 
         answers = self._answers.get(unit.group, [])[: unit.turn - 1]
         if len(answers) < unit.turn - 1:
@@ -261,7 +261,7 @@ class SweepRunner:
             self.observer.unit_done(unit, record)
         replayed = [u for u in todo if u.mode == "replay"]
         if replayed:
-            from specbench.replay_sweep import run_replay_units, write_summary
+            from specbench.measure.replay_units import run_replay_units, write_summary
 
             self.observer.status("replaying")
             measured += run_replay_units(self, replayed)
@@ -272,7 +272,7 @@ class SweepRunner:
 
 
 def make_record(unit: Unit, result, spec: SweepSpec, device_name: str) -> dict:
-    """A results row (every column of `specbench.results.COLUMNS`) for one measured or replayed unit."""
+    """A results row (every column of `specbench.records.store.COLUMNS`) for one measured or replayed unit."""
     from specbench.engine.tree import shape_for
 
     c = unit.config

@@ -9,7 +9,7 @@
 * sampling ranks prompts by ``sha256(f"{seed}:{prompt_id}")`` and keeps the first ``count``,
   so it is deterministic and nested: a smaller count is a prefix of a larger one.
 
-`encode_turn` builds the token ids of one turn through `specbench.prompting`, the same code
+`encode_turn` builds the token ids of one turn through `specbench.models.prompting`, the same code
 path the engine uses for text prompts.
 """
 
@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from specbench.errors import SpecbenchError, did_you_mean
-from specbench.prompting import encode_conversation
-from specbench.workload_sources import read_records
-from specbench.workload_spec import (
+from specbench.models.prompting import encode_conversation
+from specbench.measure.workload_sources import read_records
+from specbench.measure.workload_spec import (
     WorkloadSpec,
     builtin_names,
     builtin_spec,

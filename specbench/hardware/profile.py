@@ -34,7 +34,7 @@ vendor datasheet bandwidths (`PEAK_BANDWIDTH`), else — and on the CPU — a me
 A profile folder holds ``run.json`` (what was measured, where: device, versions, grid, peak
 bandwidth, load average) and ``profile.parquet`` (one row per cell, `COLUMNS`), written
 atomically like results, so a profile taken on a GPU machine is used anywhere
-(`specbench.cost_profile` fits it; ``specbench recommend --cost-profile``).
+(`specbench.analysis.cost_profile` fits it; ``specbench recommend --cost-profile``).
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ def _config_from_json(path: Path):
 def _hub_config(hub_id: str):
     from transformers import AutoConfig
 
-    from specbench.models import quiet_transformers
+    from specbench.models.resolve import quiet_transformers
 
     try:
         with quiet_transformers():
@@ -223,8 +223,8 @@ def _hub_config(hub_id: str):
 def _alias_architecture(name: str) -> Architecture:
     from transformers import AutoConfig
 
-    from specbench import model_cache
-    from specbench.models import alias_entry, hub_reachable
+    from specbench.models import cache as model_cache
+    from specbench.models.resolve import alias_entry, hub_reachable
 
     entry = alias_entry(name)
     if entry["source"] == "random":
@@ -251,7 +251,7 @@ def _alias_architecture(name: str) -> Architecture:
 
 def resolve_architecture(spec: str) -> Architecture:
     """An alias, a ``config.json``, a folder holding one, or a hub id → its `Architecture`."""
-    from specbench.models import aliases, hub_reachable
+    from specbench.models.resolve import aliases, hub_reachable
 
     spec = str(spec).strip()
     if not spec:
@@ -283,7 +283,7 @@ def random_model(arch: Architecture, *, device: str, dtype: str, seed: int = 0):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from specbench.models import quiet_transformers, torch_dtype
+    from specbench.models.resolve import quiet_transformers, torch_dtype
 
     target = torch.device(device)
     devices = [target.index or 0] if target.type == "cuda" else []
@@ -574,7 +574,7 @@ class ProfilePlan:
 def plan_profile(target: str, drafters: Sequence[str] = (), *, device: str = "cpu", dtype: str = "auto",
                  grid: ProfileGrid = ProfileGrid(), kernels: str = "auto", seed: int = 0) -> ProfilePlan:
     """Check every input and resolve the architectures (configs only) before anything is measured."""
-    from specbench.models import resolve_device, torch_dtype
+    from specbench.models.resolve import resolve_device, torch_dtype
 
     grid.validate()
     device = resolve_device(device)
@@ -600,7 +600,7 @@ def measure_profile(plan: ProfilePlan, progress: ProgressFn | None = None) -> Pr
     """Measure a planned profile (see the module docstring)."""
     import torch
 
-    from specbench.environment import device_info, git_commit, now_utc, package_versions
+    from specbench.measure.environment import device_info, git_commit, now_utc, package_versions
 
     grid, device = plan.grid, plan.device
     info_device = device_info(device)
@@ -640,7 +640,7 @@ def run_profile(target: str, drafters: Sequence[str] = (), *, progress: Progress
 
 def write_profile(folder: str | Path, profile: Profile) -> Path:
     """Store a profile: ``profile.parquet`` first, then ``run.json`` (its presence marks a complete profile)."""
-    from specbench.results import atomic_write_json, atomic_write_parquet
+    from specbench.records.store import atomic_write_json, atomic_write_parquet
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -697,7 +697,7 @@ def summary_frame(profile: Profile) -> pd.DataFrame:
 
 def markdown_summary(profile: Profile) -> str:
     """A profile as Markdown: what ran where, the per-cell times and bandwidth, the fitted verify model."""
-    from specbench.cost_profile import fit_profile
+    from specbench.analysis.cost_profile import fit_profile
 
     info = profile.info
     bandwidth = info.get("bandwidth", {})
