@@ -114,7 +114,7 @@ from pathlib import Path
 
 import torch
 
-from specbench.measure.environment import git_commit, package_versions
+from specbench.backends.environment import git_commit, package_versions
 
 out, work = Path(os.environ["OUT"]), Path(os.environ["WORK"])
 steps = [line.split("\t") for line in Path(os.environ["STEPS"]).read_text().splitlines() if line]
@@ -147,7 +147,8 @@ lines += ["", "## Kernel benchmark (scripts/bench_kernels.py --quick)", ""] + ta
 lines += ["", "## Cost profiles (random weights, bf16)", ""]
 try:
     from specbench.analysis.cost_profile import fit_profile, what_if
-    from specbench.hardware.profile import load_profile, markdown_summary
+    from specbench.analysis.cost_profile import markdown_summary
+    from specbench.records.profile_file import load_profile
 
     for name in ("profile-1b", "profile-8b"):
         folder = out / name

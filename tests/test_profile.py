@@ -15,13 +15,12 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from specbench.cli import app
 from specbench.analysis.cost import round_s
-from specbench.analysis.cost_profile import (fit_profile, ranges, recommend_with_profile,
-                                    workload_context)
+from specbench.analysis.cost_profile import fit_profile, ranges, recommend_with_profile, workload_context
+from specbench.cli import app
 from specbench.errors import SpecbenchError
-from specbench.hardware.profile import (COLUMNS, PROFILE_KIND, Profile, ProfileGrid, load_profile, parse_int_list,
-                               peak_bandwidth, run_profile, write_profile)
+from specbench.hardware.profile import ProfileGrid, parse_int_list, peak_bandwidth, run_profile
+from specbench.records.profile_file import COLUMNS, PROFILE_KIND, Profile, load_profile, write_profile
 from tests.synthetic_results import SyntheticDrafter, make_records, records_frame, write_results
 
 DRAFT = "qwen2.5-coder-0.5b"  # the synthetic sweep's drafter model (SyntheticDrafter's default params)

@@ -10,12 +10,19 @@ import pytest
 from typer.testing import CliRunner
 
 from specbench.analysis.engine_settings import engine_settings, tree_paths
-from specbench.errors import SpecbenchError
 from specbench.analysis.fit import expected_tokens
 from specbench.analysis.recommend import recommend, recommendation_dict, to_json
+from specbench.errors import SpecbenchError
+from specbench.models.resolve import hub_ids
 from specbench.records.summary import configuration_table, is_baseline
-from tests.synthetic_results import (SyntheticCosts, SyntheticDrafter, make_records, records_frame, write_results,
-                                     write_synthetic_results)
+from tests.synthetic_results import (
+    SyntheticCosts,
+    SyntheticDrafter,
+    make_records,
+    records_frame,
+    write_results,
+    write_synthetic_results,
+)
 
 # A verify cost with a knee (flat up to 4 tokens, steep after, as on a GPU turning compute-bound)
 # makes the optimum sharp: with α = 0.8 and a 1 ms draft step the true speedups for γ = 1..6 are
@@ -168,7 +175,8 @@ def test_bad_inputs_are_user_errors():
 # ----------------------------------------------------------------------------- engine settings
 
 def test_engine_settings_for_each_drafter():
-    ngram = engine_settings("ngram", '{"n_max": 4, "n_min": 2}', "chain", 5, target="qwen2.5-coder-1.5b")
+    ngram = engine_settings("ngram", '{"n_max": 4, "n_min": 2}', "chain", 5, target="qwen2.5-coder-1.5b",
+                            hub_ids=hub_ids())
     assert ngram["vllm"].config == {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 2,
                                     "prompt_lookup_max": 4}
     assert "Qwen/Qwen2.5-Coder-1.5B-Instruct" in ngram["vllm"].snippet  # alias → hub id
@@ -176,7 +184,7 @@ def test_engine_settings_for_each_drafter():
     assert ngram["sglang"].config["--speculative-ngram-max-match-window-size"] == 4
     assert ngram["transformers"].config == {"prompt_lookup_num_tokens": 5, "max_matching_ngram_size": 4}
 
-    draft = engine_settings("draft-model", {"model": "qwen2.5-coder-0.5b"}, "chain", 3)
+    draft = engine_settings("draft-model", {"model": "qwen2.5-coder-0.5b"}, "chain", 3, hub_ids=hub_ids())
     assert draft["vllm"].config == {"method": "draft_model", "model": "Qwen/Qwen2.5-Coder-0.5B-Instruct",
                                     "num_speculative_tokens": 3}
     assert draft["sglang"].config["--speculative-algorithm"] == "STANDALONE"

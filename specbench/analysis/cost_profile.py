@@ -49,14 +49,22 @@ becomes vLLM's ``num_speculative_tokens_per_batch_size`` (see `vllm_schedule`).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
 
 from specbench.analysis.cost import VerifyFit, fit_verify, round_s
+from specbench.analysis.engine_settings import engine_settings, hub_name
+from specbench.analysis.fit import estimate_acceptance, expected_tokens, position_counts
+from specbench.analysis.intervals import LEVEL, N_BOOT, bootstrap_interval, bootstrap_weights, few_prompts_note
+from specbench.analysis.recommend import GROUP_KEYS, SCENARIO_KEYS, replicate_models
 from specbench.errors import SpecbenchError
-from specbench.hardware.profile import MODEL_FREE, Profile
+from specbench.records.jsonable import json_ready
+from specbench.records.profile_file import MODEL_FREE, Profile, summary_frame
+from specbench.records.rounds import flatten_rounds, prompt_clusters
+from specbench.records.summary import is_baseline, prefer_live
 
 TINY = 1e-12
 
@@ -313,7 +321,6 @@ def fit_profile(profile: Profile, drafter: str | None = None, *, overhead_s: flo
 def what_if(cost: ProfiledCost, alphas, batches, *, context: int | None = None, max_gamma: int = 16) -> pd.DataFrame:
     """Best γ and its speedup per (α, batch) for a constant acceptance α — what a profile says
     before any sweep: speedup(γ) = E[tokens](α, γ) · round_s(0) ÷ round_s(γ), every round drafting."""
-    from specbench.analysis.fit import expected_tokens
 
     gammas = np.arange(max_gamma + 1)
     rows = []
@@ -391,7 +398,7 @@ def ranges(chosen: np.ndarray) -> list[list[int]]:
     return out
 
 
-def vllm_schedule(plan: DrafterPlan, target: str) -> dict | None:
+def vllm_schedule(plan: DrafterPlan, target: str, hub_ids: Mapping[str, str] | None = None) -> dict | None:
     """vLLM's speculative_config for a plan, γ per batch size as ``num_speculative_tokens_per_batch_size``.
 
     vLLM's Dynamic Speculative Decoding (docs.vllm.ai, features/speculative_decoding/
@@ -400,20 +407,20 @@ def vllm_schedule(plan: DrafterPlan, target: str) -> dict | None:
     capped by ``num_speculative_tokens``, set here to the largest K. None when no batch size
     speculates.
     """
-    from specbench.analysis.engine_settings import engine_settings, hub_name
 
     schedule = ranges(plan.chosen)
     top = max(k for _, _, k in schedule)
     if top == 0:
         return None
-    setting = engine_settings(plan.drafter, plan.drafter_params, "chain", top, target=target, engines=("vllm",))["vllm"]
+    setting = engine_settings(plan.drafter, plan.drafter_params, "chain", top, target=target, engines=("vllm",),
+                              hub_ids=hub_ids)["vllm"]
     notes = list(setting.notes)
     if not setting.supported or not setting.config:
         return {"drafter_label": plan.drafter_label, "config": {}, "snippet": "", "supported": False,
                 "notes": notes or [f"vLLM has no method for drafter '{plan.drafter}'"]}
     config = {**setting.config, "num_speculative_tokens": top, "num_speculative_tokens_per_batch_size": schedule}
     text = json.dumps(config)
-    snippet = f"vllm serve {hub_name(target)} --speculative-config '{text}'"
+    snippet = f"vllm serve {hub_name(target, hub_ids)} --speculative-config '{text}'"
     notes.append(f"batch sizes above {len(plan.chosen)} were not evaluated: extend the last range to your "
                  "max_num_seqs only if the profile's largest batch is representative")
     notes.append("num_speculative_tokens_per_batch_size is vLLM's Dynamic Speculative Decoding (documented from "
@@ -443,10 +450,6 @@ def match_drafter(drafter: str, params: str, profile: Profile) -> tuple[str | No
 
 def _plan(group: pd.DataFrame, clusters: pd.Index, weights: np.ndarray, cost: ProfiledCost, context: int,
           max_batch: int, max_gamma: int, level: float, notes: list[str]) -> DrafterPlan:
-    from specbench.analysis.fit import estimate_acceptance, position_counts
-    from specbench.analysis.intervals import bootstrap_interval
-    from specbench.analysis.recommend import _replicate_models
-    from specbench.records.rounds import flatten_rounds
 
     rounds = flatten_rounds(group, clusters)
     counts = position_counts(rounds, len(clusters))
@@ -465,7 +468,7 @@ def _plan(group: pd.DataFrame, clusters: pd.Index, weights: np.ndarray, cost: Pr
     relative = seconds[:, :1] / seconds  # baseline round ÷ round
     point = tokens[None, :] * relative
     if len(weights):
-        reps = np.stack([tokens_of(m) for m in _replicate_models(acceptance.model, counts, weights)])  # [R, G]
+        reps = np.stack([tokens_of(m) for m in replicate_models(acceptance.model, counts, weights)])  # [R, G]
         lo, hi = bootstrap_interval(point, reps[:, None, :] * relative[None], len(clusters), level, positive=True)
     else:
         lo = hi = point
@@ -485,12 +488,9 @@ def workload_context(records: pd.DataFrame) -> int:
 
 def recommend_with_profile(records: pd.DataFrame, profile: Profile, *, batches=None, context: int | None = None,
                            max_gamma: int = 16, n_boot: int | None = None, level: float | None = None,
-                           seed: int = 0, overhead_s: float = 0.0) -> list[ProfileRecommendation]:
+                           seed: int = 0, overhead_s: float = 0.0,
+                           hub_ids: Mapping[str, str] | None = None) -> list[ProfileRecommendation]:
     """γ (or no speculation) per scenario and batch size: the sweep's acceptance × the profile's costs."""
-    from specbench.analysis.intervals import LEVEL, N_BOOT, bootstrap_weights, few_prompts_note
-    from specbench.analysis.recommend import GROUP_KEYS, SCENARIO_KEYS
-    from specbench.records.rounds import prompt_clusters
-    from specbench.records.summary import is_baseline, prefer_live
 
     n_boot = N_BOOT if n_boot is None else n_boot
     level = LEVEL if level is None else level
@@ -541,7 +541,7 @@ def recommend_with_profile(records: pd.DataFrame, profile: Profile, *, batches=N
         vllm = None
         if plans:
             lead = _lead_plan(plans, batches)
-            vllm = vllm_schedule(lead, str(keys["target"]))
+            vllm = vllm_schedule(lead, str(keys["target"]), hub_ids)
         for name in {p.profile_drafter for p in plans}:
             notes.extend(costs[name].notes)
         out.append(ProfileRecommendation(keys=keys, context=ctx, n_prompts=len(clusters), batches=batches,
@@ -582,7 +582,6 @@ def _lead_plan(plans: list[DrafterPlan], batches: list[int]) -> DrafterPlan:
 
 def recommendation_dict(rec: ProfileRecommendation) -> dict:
     """Plain JSON-ready data for one scenario."""
-    from specbench.records.jsonable import json_ready
 
     plans = []
     for plan in rec.plans:
@@ -598,3 +597,52 @@ def recommendation_dict(rec: ProfileRecommendation) -> dict:
 
 def to_json(recs: list[ProfileRecommendation]) -> str:
     return json.dumps([recommendation_dict(r) for r in recs], indent=2)
+
+
+def markdown_summary(profile: Profile) -> str:
+    """A profile as Markdown: what ran where, the per-cell times and bandwidth, the fitted verify model."""
+
+    info = profile.info
+    bandwidth = info.get("bandwidth", {})
+    target = info["target"]
+    grid = info.get("grid", {})
+    peak = f"{bandwidth['peak_gb_s']:.0f} GB/s ({bandwidth.get('peak_source', '?')})" if bandwidth.get("peak_gb_s") \
+        else "unknown"
+    lines = [f"### {target['name']} on {info['device']['device_name']} ({info['dtype']})", "",
+             f"- target: {target.get('layers')} layers, hidden {target.get('hidden_size')}, "
+             f"{target.get('parameters', 0) / 1e9:.3f} B parameters, random weights from {target.get('source')}; "
+             f"{target.get('weight_bytes', 0) / 1e9:.3f} GB streamed per forward, "
+             f"{target.get('kv_bytes_per_position', 0) / 1024:.1f} KiB of KV cache per position and sequence",
+             f"- drafters: {', '.join(d['name'] for d in info.get('drafters', [])) or 'none'}",
+             f"- grid: batch {grid.get('batches')}, context {grid.get('contexts')}, k {grid.get('tokens')}; "
+             f"{grid.get('repeats')} timed calls after {grid.get('warmup')} warm-up per cell",
+             f"- peak bandwidth: {peak}; measured read: {bandwidth.get('measured_read_gb_s', float('nan')):.1f} GB/s",
+             f"- {info.get('seconds', float('nan')):.0f} s; load average {info.get('load_average_start', ['?'])[0]} at "
+             f"start; torch threads {info.get('torch_threads')}; torch {info.get('versions', {}).get('torch')}",
+             ""]
+    lines += ["| model | what | B | c | ms (k min) [IQR] | ms (k max) | k max ÷ k min | GB/s | % peak | memory MiB |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for _, r in summary_frame(profile).iterrows():
+        k_max = f"{r['ms_k_max']:.3f} (k={r['k_max']})" if r["k_max"] > r["k_min"] else "-"
+        ratio = f"{r['ratio']:.2f}" if r["k_max"] > r["k_min"] else "-"
+        gb_s = "-" if r["gb_s"] != r["gb_s"] else f"{r['gb_s']:.1f}"
+        share = "-" if r["peak_fraction"] != r["peak_fraction"] else f"{100 * r['peak_fraction']:.0f}"
+        lines.append(f"| {r['model']} | {r['measure']} | {r['batch']} | {r['context']} | "
+                     f"{r['ms_k_min']:.3f} [{r['iqr_ms_k_min']:.3f}] | {k_max} | {ratio} | {gb_s} | {share} | "
+                     f"{r['memory_bytes'] / 2**20:.0f} |")
+    if info.get("skipped"):
+        lines += [""] + [f"- skipped: {s}" for s in info["skipped"]]
+    model_drafters = [d["name"] for d in info.get("drafters", []) if not d.get("model_free")]
+    drafter = (model_drafters or profile.drafters or [None])[0]  # the step column: a model drafter's if any
+    fits = fit_profile(profile, drafter).summary()
+    if not fits.empty:
+        lines += ["", "Fitted verify model t(k) = a + s·k (+ s₂·max(0, k − k₀) where a knee shows):", "",
+                  f"| B | c | model | a ms | s ms/token | knee k₀ | s₂ ms/token | t(1) ms | {drafter or 'no'} drafter ms |",
+                  "|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+        for _, f in fits.iterrows():
+            knee = "-" if f["knee"] is None or f["knee"] != f["knee"] else f"{f['knee']:g}"
+            slope2 = "-" if f["slope2_ms"] is None or f["slope2_ms"] != f["slope2_ms"] else f"{f['slope2_ms']:.4f}"
+            draft = "-" if f["draft_ms"] is None or f["draft_ms"] != f["draft_ms"] else f"{f['draft_ms']:.3f}"
+            lines.append(f"| {f['batch']} | {f['context']} | {f['model']} | {f['a_ms']:.3f} | {f['slope_ms']:.4f} | "
+                         f"{knee} | {slope2} | {f['t1_ms']:.3f} | {draft} |")
+    return "\n".join(lines) + "\n"

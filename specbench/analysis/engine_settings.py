@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import json
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 ENGINES = ("vllm", "sglang", "transformers")
@@ -40,16 +41,12 @@ class EngineSetting:
                 "snippet": self.snippet, "notes": self.notes}
 
 
-def hub_name(spec: str | None) -> str:
-    """A built-in specbench alias → its Hugging Face id; anything else unchanged."""
+def hub_name(spec: str | None, hub_ids: Mapping[str, str] | None = None) -> str:
+    """A model spec → the name to paste: its Hugging Face id from ``hub_ids`` (the alias table,
+    which the caller passes in: analysis never loads models), else the spec unchanged."""
     if not spec:
         return "<draft model>"
-    try:
-        from specbench.models.resolve import aliases
-
-        return aliases().get(spec, {}).get("hub") or spec
-    except Exception:  # registry unreadable: keep the user's spec
-        return spec
+    return (hub_ids or {}).get(spec) or spec
 
 
 def tree_paths(tree: str) -> list[tuple[int, ...]] | None:
@@ -70,18 +67,19 @@ def tree_paths(tree: str) -> list[tuple[int, ...]] | None:
             for path in itertools.product(*(range(w) for w in widths[:depth]))]
 
 
-def _vllm(drafter: str, params: dict, tree: str, gamma: int, target: str) -> EngineSetting:
+def _vllm(drafter: str, params: dict, tree: str, gamma: int, target: str,
+          hub_ids: Mapping[str, str] | None) -> EngineSetting:
     notes: list[str] = []
     if drafter == "ngram":
         config = {"method": "ngram", "num_speculative_tokens": gamma,
                   "prompt_lookup_min": int(params.get("n_min", 1)), "prompt_lookup_max": int(params.get("n_max", 3))}
     elif drafter == "draft-model":
-        config = {"method": "draft_model", "model": hub_name(params.get("model")), "num_speculative_tokens": gamma}
+        config = {"method": "draft_model", "model": hub_name(params.get("model"), hub_ids), "num_speculative_tokens": gamma}
         notes.append("draft and target must share a tokenizer; older vLLM releases take the same keys without 'method'")
     elif drafter in FEATURE_DRAFTERS:
         config = {"method": FEATURE_DRAFTERS[drafter][0], "num_speculative_tokens": gamma}
         if drafter != "mtp":
-            config["model"] = hub_name(params.get("model") or params.get("checkpoint"))
+            config["model"] = hub_name(params.get("model") or params.get("checkpoint"), hub_ids)
         notes.append(f"'{drafter}' needs a checkpoint in the layout vLLM loads "
                      "(a specbench-trained one may need converting)")
     else:
@@ -102,7 +100,8 @@ def _vllm(drafter: str, params: dict, tree: str, gamma: int, target: str) -> Eng
     return EngineSetting("vllm", supported, config, snippet, notes)
 
 
-def _sglang(drafter: str, params: dict, tree: str, gamma: int, target: str) -> EngineSetting:
+def _sglang(drafter: str, params: dict, tree: str, gamma: int, target: str,
+            hub_ids: Mapping[str, str] | None) -> EngineSetting:
     notes: list[str] = []
     topk, draft_tokens, supported = 1, gamma + 1, True
     if tree != "chain":
@@ -127,7 +126,7 @@ def _sglang(drafter: str, params: dict, tree: str, gamma: int, target: str) -> E
         flags = {"--speculative-algorithm": algorithm, "--speculative-num-steps": gamma,
                  "--speculative-eagle-topk": topk, "--speculative-num-draft-tokens": draft_tokens}
         if drafter != "mtp":
-            flags["--speculative-draft-model-path"] = hub_name(params.get("model") or params.get("checkpoint"))
+            flags["--speculative-draft-model-path"] = hub_name(params.get("model") or params.get("checkpoint"), hub_ids)
         else:
             notes.append("MTP runs through SGLang's EAGLE path with the model's own MTP weights")
     else:
@@ -137,13 +136,14 @@ def _sglang(drafter: str, params: dict, tree: str, gamma: int, target: str) -> E
     return EngineSetting("sglang", supported, flags, snippet, notes)
 
 
-def _transformers(drafter: str, params: dict, tree: str, gamma: int, target: str) -> EngineSetting:
+def _transformers(drafter: str, params: dict, tree: str, gamma: int, target: str,
+                  hub_ids: Mapping[str, str] | None) -> EngineSetting:
     notes: list[str] = []
     if drafter == "ngram":
         kwargs = {"prompt_lookup_num_tokens": gamma, "max_matching_ngram_size": int(params.get("n_max", 3))}
         call = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
     elif drafter == "draft-model":
-        draft = hub_name(params.get("model"))
+        draft = hub_name(params.get("model"), hub_ids)
         kwargs = {"assistant_model": draft, "num_assistant_tokens": gamma, "num_assistant_tokens_schedule": "constant"}
         call = (f"assistant_model=AutoModelForCausalLM.from_pretrained({draft!r}), num_assistant_tokens={gamma}, "
                 "num_assistant_tokens_schedule='constant'")
@@ -162,8 +162,12 @@ _BUILDERS = {"vllm": _vllm, "sglang": _sglang, "transformers": _transformers}
 
 
 def engine_settings(drafter: str, params: dict | str, tree: str, gamma: int, *, target: str = "<target>",
-                    engines=ENGINES) -> dict[str, EngineSetting]:
-    """Settings for each engine in ``engines`` (drafter params as a dict or the records' JSON)."""
+                    engines=ENGINES, hub_ids: Mapping[str, str] | None = None) -> dict[str, EngineSetting]:
+    """Settings for each engine in ``engines`` (drafter params as a dict or the records' JSON).
+
+    ``hub_ids`` maps model specs (specbench aliases) to the Hugging Face ids the snippets name.
+    """
     if isinstance(params, str):
         params = json.loads(params or "{}")
-    return {engine: _BUILDERS[engine](drafter, params, tree, int(gamma), hub_name(target)) for engine in engines}
+    return {engine: _BUILDERS[engine](drafter, params, tree, int(gamma), hub_name(target, hub_ids), hub_ids)
+            for engine in engines}

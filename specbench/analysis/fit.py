@@ -63,10 +63,18 @@ import numpy as np
 import pandas as pd
 from scipy import special, stats
 
+from specbench.analysis.intervals import (
+    LEVEL,
+    N_BOOT,
+    bootstrap_interval,
+    bootstrap_weights,
+    clopper_pearson,
+    few_prompts_note,
+)
 from specbench.errors import SpecbenchError
-from specbench.analysis.intervals import LEVEL, N_BOOT, bootstrap_interval, bootstrap_weights, clopper_pearson, few_prompts_note
-from specbench.records.rounds import Rounds, flatten_rounds, prompt_clusters
-from specbench.records.summary import is_baseline, prefer_live
+from specbench.records.rounds import Rounds, cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
+from specbench.records.store import load_records, load_run_info
+from specbench.records.summary import CONFIG_KEYS, is_baseline, prefer_live
 
 ACCEPT_KEYS = ["target", "drafter", "drafter_label", "tree", "workload", "temperature", "top_p", "top_k"]
 SIGNIFICANCE = 0.01  # level of the constant-α tests
@@ -464,7 +472,6 @@ def load_results(folder) -> pd.DataFrame:
     no records (each a one-line SpecbenchError)."""
     from pathlib import Path
 
-    from specbench.records.store import load_records, load_run_info
 
     folder = Path(folder)
     if not folder.is_dir():
@@ -533,8 +540,6 @@ def tau_intervals(records: pd.DataFrame, *, n_boot: int = N_BOOT, level: float =
     Below two prompts, or with ``n_boot`` 0, the interval collapses to the point. Columns: the
     configuration keys, workload, n_prompts, tau, tau_lo, tau_hi.
     """
-    from specbench.records.rounds import cluster_codes, cluster_sums
-    from specbench.records.summary import CONFIG_KEYS
 
     keys = CONFIG_KEYS + ["workload"]
     rng = np.random.default_rng(seed)

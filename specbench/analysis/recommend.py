@@ -33,6 +33,7 @@ or knee location) chosen on the full data.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,9 +41,9 @@ import pandas as pd
 
 from specbench.analysis.cost import CostFit, CostStats, cost_stats, fit_costs, predict_arrays, predict_curve
 from specbench.analysis.engine_settings import ENGINES, EngineSetting, engine_settings
-from specbench.errors import SpecbenchError
 from specbench.analysis.fit import AcceptanceModel, alpha_mle, estimate_acceptance, fit_decay_batch, position_counts
 from specbench.analysis.intervals import LEVEL, N_BOOT, bootstrap_interval, bootstrap_weights, few_prompts_note
+from specbench.errors import SpecbenchError
 from specbench.records.jsonable import json_ready
 from specbench.records.rounds import cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
 from specbench.records.summary import BASELINE_KEYS, CONFIG_KEYS, UNIT_KEYS, is_baseline, prefer_live
@@ -162,7 +163,7 @@ def _measured_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index
 
 # ----------------------------------------------------------------------------- model path
 
-def _replicate_models(point: AcceptanceModel, counts, weights: np.ndarray) -> list[AcceptanceModel]:
+def replicate_models(point: AcceptanceModel, counts, weights: np.ndarray) -> list[AcceptanceModel]:
     """The point model's form refitted on every bootstrap replicate (prompt weights [B, P])."""
     if point.decay == 1.0:
         return [AcceptanceModel(float(a)) for a in np.atleast_1d(alpha_mle(weights @ counts.successes,
@@ -197,7 +198,7 @@ def _model_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, w
                               baseline_tokens_per_s=fit.baseline_tokens_per_s, measured=measured)
         point = _objective_of(fit, curve["tokens_per_s"].to_numpy(), objective, n_tokens)
         group_reps = np.empty((len(weights), len(gammas)))
-        for b, (w, model_b) in enumerate(zip(weights, _replicate_models(acceptance.model, counts, weights))):
+        for b, (w, model_b) in enumerate(zip(weights, replicate_models(acceptance.model, counts, weights))):
             fit_b = fit_costs(stats, w, like=fit)
             tps = predict_arrays(model_b, fit_b.cost, gammas, propose_rate=fit_b.propose_rate,
                                  nodes=fit_b.nodes)["tokens_per_s"]
@@ -298,8 +299,12 @@ def _options_frame(options: list[Option]) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- entry point
 
 def recommend(records: pd.DataFrame, *, objective: str = "throughput", max_gamma: int = MAX_GAMMA,
-              n_boot: int = N_BOOT, level: float = LEVEL, seed: int = 0, engines=ENGINES) -> list[Recommendation]:
-    """One `Recommendation` per (target, workload, sampling) scenario that has a baseline."""
+              n_boot: int = N_BOOT, level: float = LEVEL, seed: int = 0, engines=ENGINES,
+              hub_ids: Mapping[str, str] | None = None) -> list[Recommendation]:
+    """One `Recommendation` per (target, workload, sampling) scenario that has a baseline.
+
+    ``hub_ids`` (model spec → Hugging Face id) names the models in the engine settings.
+    """
     if objective not in OBJECTIVES:
         raise SpecbenchError(f"unknown objective '{objective}' (choose from: {', '.join(OBJECTIVES)})")
     if max_gamma < 1:
@@ -323,7 +328,7 @@ def recommend(records: pd.DataFrame, *, objective: str = "throughput", max_gamma
             skipped.append(f"skipped {keys['workload']} ({keys['target']}, T={keys['temperature']}): {what}")
             continue
         out.append(_recommend_scenario(keys, scenario, base, spec, objective=objective, max_gamma=max_gamma,
-                                       n_boot=n_boot, level=level, rng=np.random.default_rng(seed + i),
+                                       n_boot=n_boot, level=level, rng=np.random.default_rng(seed + i, hub_ids=hub_ids),
                                        engines=engines))
     if not out:
         raise SpecbenchError("no workload has both baseline and speculative records for the same target and sampling")
@@ -333,7 +338,8 @@ def recommend(records: pd.DataFrame, *, objective: str = "throughput", max_gamma
 
 
 def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, spec: pd.DataFrame, *, objective: str,
-                        max_gamma: int, n_boot: int, level: float, rng: np.random.Generator, engines) -> Recommendation:
+                        max_gamma: int, n_boot: int, level: float, rng: np.random.Generator, engines,
+                        hub_ids: Mapping[str, str] | None) -> Recommendation:
     clusters = prompt_clusters(scenario)
     n_prompts = len(clusters)
     weights = bootstrap_weights(n_prompts, n_boot if n_prompts >= 2 else 0, rng)
@@ -354,7 +360,7 @@ def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, 
     settings = {}
     if final is not None:
         settings = engine_settings(final.drafter, final.drafter_params, final.tree, final.gamma,
-                                   target=str(keys["target"]), engines=engines)
+                                   target=str(keys["target"]), engines=engines, hub_ids=hub_ids)
     base_tps = float(base["decode_tokens"].sum() / base["decode_s"].sum()) if base["decode_s"].sum() > 0 else 0.0
     return Recommendation(keys=keys, objective=objective, n_prompts=n_prompts, max_new_tokens=n_tokens,
                           baseline_tokens_per_s=base_tps, measured=measured, model=model,

@@ -1,18 +1,88 @@
-"""One prompt through the engine (the work behind `specbench run`), UI-free."""
+"""specbench's own engine as a backend: the target and every drafter in this process.
+
+`OwnEngineBackend` is the sweep's default backend (``backend: own``): it loads the target once,
+builds one drafter per drafter setting and one engine per configuration (each warmed up,
+untimed, on its first prompt), and measures every round (draft and verify time, accepted
+tokens). It also offers replay (`specbench.backends.replay`), which needs the engine's
+drafters and the target's decoder. `run_prompt` is the work behind ``specbench run``.
+"""
 
 from __future__ import annotations
 
 import hashlib
 from typing import Callable
 
+import torch
+
+from specbench.backends.base import GenerationResult, RoundCallback, StatusCallback
+from specbench.backends.environment import device_info
+from specbench.engine.decoder import make_decoder
 from specbench.engine.drafters import check_params, make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.sampling import SamplingParams
 from specbench.errors import SpecbenchError
-from specbench.models.resolve import load_model
 from specbench.models.prompting import encode_conversation
+from specbench.models.resolve import load_model
 
 WARMUP_TOKENS = 8
+
+
+class OwnEngineBackend:
+    """The target and drafters in this process, through `SpeculativeEngine`."""
+
+    name = "own"
+
+    def __init__(self, *, target: str, device: str, dtype: str, kernels: str = "auto", compile: bool = False,
+                 seed: int = 0):
+        self.target_spec, self.device, self.dtype = target, device, dtype
+        self.kernels, self.compile, self.seed = kernels, compile, seed
+        self.device_name = ""
+        self.target = None
+        self.decoder = None
+        self._drafters: dict = {}
+        self._engines: dict = {}
+        self._status: StatusCallback = lambda message: None
+
+    def start(self, status: StatusCallback) -> None:
+        self._status = status
+        torch.manual_seed(self.seed)
+        status(f"loading target {self.target_spec}")
+        self.target = load_model(self.target_spec, device=self.device, dtype=self.dtype)
+        if self.target.tokenizer is None:
+            raise SpecbenchError(f"target '{self.target_spec}' has no tokenizer; sweeps need text prompts")
+        self.decoder = make_decoder(self.target.model, kernels=self.kernels, compile=self.compile)
+        self.device_name = device_info(self.device)["device_name"]
+
+    @property
+    def tokenizer(self):
+        return self.target.tokenizer
+
+    def drafter(self, setting):
+        """The drafter of a `DrafterSetting`, built once per sweep."""
+        if setting not in self._drafters:
+            self._status(f"preparing drafter {setting.label}")
+            self._drafters[setting] = make_drafter(setting.type, self.target, setting.params_dict,
+                                                   device=self.device, dtype=self.dtype)
+        return self._drafters[setting]
+
+    def _engine(self, config, warmup_ids: list[int]) -> SpeculativeEngine:
+        if config not in self._engines:
+            drafter = None if config.is_baseline else self.drafter(config.drafter)
+            sampling = SamplingParams(config.temperature, config.top_k, config.top_p)
+            engine = SpeculativeEngine(self.target, drafter, gamma=config.gamma, tree=config.tree,
+                                       sampling=sampling, decoder=self.decoder)
+            engine.generate(warmup_ids, WARMUP_TOKENS, seed=0, stop_at_eos=False)  # untimed warm-up
+            self._engines[config] = engine
+        return self._engines[config]
+
+    def generate(self, config, prompt_ids: list[int], max_new_tokens: int, *, seed: int, stop_at_eos: bool,
+                 on_round: RoundCallback | None = None) -> GenerationResult:
+        engine = self._engine(config, prompt_ids)
+        return engine.generate(prompt_ids, max_new_tokens, seed=seed, stop_at_eos=stop_at_eos, on_round=on_round)
+
+    def close(self) -> None:
+        self._engines.clear()
+        self._drafters.clear()
 
 
 def timed_generation(engine: SpeculativeEngine, prompt_ids: list[int], max_new_tokens: int, *, seed: int,

@@ -12,8 +12,19 @@ import click
 import typer
 import typer.core
 
+from specbench.cli import (
+    fit_cmd,
+    models_cmd,
+    plot_cmd,
+    profile_cmd,
+    recommend_cmd,
+    results_cmd,
+    run_cmd,
+    sweep_cmd,
+    train_cmd,
+    workloads_cmd,
+)
 from specbench.errors import SpecbenchError
-
 
 # Typer vendors its own copy of click; accept both its exceptions and plain click's.
 _EXIT = (typer.Exit, click.exceptions.Exit)
@@ -62,22 +73,15 @@ app = typer.Typer(
 
 
 def _register() -> None:
-    from specbench.cli import models_cmd, results_cmd, run_cmd, sweep_cmd
-
     run_cmd.register(app)
     sweep_cmd.register(app)
     results_cmd.register(app)
     models_cmd.register(app)
-    from specbench.cli import workloads_cmd
     workloads_cmd.register(app)
-    from specbench.cli import fit_cmd, recommend_cmd
     fit_cmd.register(app)
     recommend_cmd.register(app)
-    from specbench.cli import plot_cmd
     plot_cmd.register(app)
-    from specbench.cli import profile_cmd
     profile_cmd.register(app)
-    from specbench.cli import train_cmd
     train_cmd.register(app)
 
 

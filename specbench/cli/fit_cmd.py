@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
 
-from specbench.cli.render import console as wide_console
-
+from specbench.analysis.cost import fit_group_costs
+from specbench.analysis.fit import fit_acceptance, fits_frame, goodness_frame, load_results, positions_frame
 from specbench.analysis.intervals import N_BOOT
+from specbench.cli.render import console as wide_console
+from specbench.cli.render import fmt
+from specbench.errors import SpecbenchError, did_you_mean
+from specbench.records.jsonable import json_ready
+from specbench.records.store import COLUMNS
 
 
 def text_row(table, *cells) -> None:
     """Add a row whose cells are plain text (labels and tree specs may hold '[', which Rich would read as markup)."""
-    from rich.text import Text
 
     table.add_row(*(Text(str(c)) for c in cells))
 
@@ -25,11 +33,6 @@ def group_label(row) -> str:
 
 
 def _print_tables(acceptance, positions, goodness, costs, by: list[str]) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    from specbench.cli.render import fmt
-
     console = wide_console()
     many_targets = acceptance["target"].nunique() > 1
     table = Table(title="Acceptance: α by maximum likelihood (truncated geometric, pooled over γ)",
@@ -125,13 +128,7 @@ def fit_command(
 
       specbench fit results/demo --json > fit.json
     """
-    import json
 
-    from specbench.analysis.cost import fit_group_costs
-    from specbench.errors import SpecbenchError, did_you_mean
-    from specbench.analysis.fit import fit_acceptance, fits_frame, goodness_frame, load_results, positions_frame
-    from specbench.records.jsonable import json_ready
-    from specbench.records.store import COLUMNS
 
     for column in by:
         if column not in COLUMNS:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import typer
+from rich.progress import Progress
+from rich.table import Table
 
 from specbench.cli.render import console as wide_console
-from rich.table import Table
+from specbench.models.resolve import alias_entry, alias_status, aliases, pull
 
 models_app = typer.Typer(help="Built-in model aliases: list them, pull their weights.", no_args_is_help=True)
 
@@ -16,9 +20,7 @@ def list_models(json_out: bool = typer.Option(False, "--json", help="Print JSON 
 
     Example: specbench models list
     """
-    import json
 
-    from specbench.models.resolve import alias_status, aliases
 
     rows = [alias_status(name) for name in aliases()]
     if json_out:
@@ -39,9 +41,7 @@ def pull_model(name: str = typer.Argument(..., help="Alias to fetch, e.g. qwen2.
 
     Example: specbench models pull qwen2.5-coder-1.5b
     """
-    from rich.progress import Progress
 
-    from specbench.models.resolve import alias_entry, pull
 
     alias_entry(name)  # unknown alias -> one-line error before anything starts
     with Progress(transient=True) as progress:

@@ -5,6 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from specbench.analysis.intervals import N_BOOT
 
@@ -40,12 +43,9 @@ def plot_command(
     engine settings to paste, the α and cost tables, the environment and the sweep spec.
     Reading the figures: docs/plots.md.
     """
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from specbench.figures.plot import FIGURES, parse_formats
-    from specbench.figures.report import build_report
+    from specbench.figures.plot import FIGURES, parse_formats  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.figures.report import build_report  # lazy: loads torch; keeps `specbench --help` fast
 
     chosen = parse_formats(formats)  # bad formats fail before any work
     out_dir = out if out is not None else Path(results_dir) / "report"

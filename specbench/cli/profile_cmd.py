@@ -5,8 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from specbench.cli.render import console as wide_console
+from specbench.cli.render import fmt
+from specbench.errors import SpecbenchError
+from specbench.records.profile_file import summary_frame, write_profile
 
 EPILOG = """Examples:
 
@@ -48,11 +55,13 @@ def profile_command(
     bound (weight + KV bytes per forward ÷ time, as a share of the device's peak). Fit and use it
     with `specbench recommend RESULTS --cost-profile DIR`. Method and model: docs/profile.md.
     """
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from specbench.errors import SpecbenchError
-    from specbench.hardware.profile import ProfileGrid, measure_profile, parse_int_list, plan_profile, write_profile
+    from specbench.hardware.profile import (  # lazy: loads torch; keeps `specbench --help` fast
+        ProfileGrid,
+        measure_profile,
+        parse_int_list,
+        plan_profile,
+    )
 
     grid = ProfileGrid(batches=parse_int_list(batch, "--batch"), contexts=parse_int_list(context, "--context"),
                        tokens=parse_int_list(k, "--k"), warmup=warmup, repeats=repeats)
@@ -61,7 +70,7 @@ def profile_command(
         raise SpecbenchError(f"{out} already holds a profile or results (run.json): choose another --out or --force")
     plan = plan_profile(target, drafters, device=device, dtype=dtype, grid=grid, kernels=kernels, seed=seed)
     if threads:
-        import torch
+        import torch  # lazy: loads torch; keeps `specbench --help` fast
 
         torch.set_num_threads(threads)
     columns = (TextColumn("[bold]profile"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -78,12 +87,6 @@ def profile_command(
 
 
 def _print_profile(profile, out: Path) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
-    from specbench.cli.render import fmt
-    from specbench.hardware.profile import summary_frame
-
     console = wide_console()
     info = profile.info
     bandwidth = info["bandwidth"]

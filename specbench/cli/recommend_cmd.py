@@ -5,10 +5,23 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.markup import escape
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
 
-from specbench.cli.render import console as wide_console
-
+from specbench.analysis.cost_profile import recommend_with_profile
+from specbench.analysis.cost_profile import to_json as profile_recommendations_json
+from specbench.analysis.fit import load_results
 from specbench.analysis.intervals import N_BOOT
+from specbench.analysis.recommend import recommend
+from specbench.analysis.recommend import to_json as recommendations_json
+from specbench.cli.fit_cmd import group_label, text_row
+from specbench.cli.render import console as wide_console
+from specbench.cli.render import fmt
+from specbench.errors import SpecbenchError, did_you_mean
+from specbench.models.resolve import hub_ids
+from specbench.records.profile_file import load_profile
 
 ENGINE_CHOICES = ("vllm", "sglang", "transformers", "all")
 
@@ -18,14 +31,6 @@ def _interval(option) -> str:
 
 
 def _print_recommendation(rec, console) -> None:
-    from rich.markup import escape
-    from rich.panel import Panel
-    from rich.table import Table
-    from rich.text import Text
-
-    from specbench.cli.fit_cmd import group_label, text_row
-    from specbench.cli.render import fmt
-
     k = rec.keys
     title = (f"{k['workload']} · {k['target']} · T={fmt(k['temperature'], 2)} · objective {rec.objective} · "
              f"{rec.n_prompts} prompts · baseline {rec.baseline_tokens_per_s:.1f} tok/s")
@@ -125,9 +130,6 @@ def recommend_command(
     (docs/profile.md).
     """
 
-    from specbench.errors import SpecbenchError, did_you_mean
-    from specbench.analysis.fit import load_results
-    from specbench.analysis.recommend import recommend, to_json
 
     if engine not in ENGINE_CHOICES:
         raise SpecbenchError(f"unknown engine '{engine}'{did_you_mean(engine, list(ENGINE_CHOICES))} "
@@ -140,9 +142,10 @@ def recommend_command(
         return
     if batch is not None or context is not None:
         raise SpecbenchError("--batch and --context need --cost-profile (a sweep's own costs hold for its batch 1)")
-    recs = recommend(records, objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed, engines=engines)
+    recs = recommend(records, objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed, engines=engines,
+                     hub_ids=hub_ids())
     if json_out:
-        typer.echo(to_json(recs))
+        typer.echo(recommendations_json(recs))
         return
     console = wide_console()
     for rec in recs:
@@ -153,9 +156,7 @@ def _recommend_with_profile(records, folder: Path, *, batch: str | None, context
                             max_gamma: int, n_boot: int, seed: int, json_out: bool) -> None:
     """The --cost-profile path: `specbench.analysis.cost_profile.recommend_with_profile`, printed or as JSON."""
 
-    from specbench.analysis.cost_profile import recommend_with_profile, to_json
-    from specbench.errors import SpecbenchError
-    from specbench.hardware.profile import load_profile, parse_int_list
+    from specbench.hardware.profile import parse_int_list  # lazy: loads torch; keeps `specbench --help` fast
 
     if objective != "throughput":
         raise SpecbenchError("with --cost-profile the answer is the decode speedup at each batch size (per-token "
@@ -163,9 +164,9 @@ def _recommend_with_profile(records, folder: Path, *, batch: str | None, context
     profile = load_profile(folder)
     batches = parse_int_list(batch, "--batch") if batch is not None else None
     recs = recommend_with_profile(records, profile, batches=batches, context=context, max_gamma=max_gamma,
-                                  n_boot=n_boot, seed=seed)
+                                  n_boot=n_boot, seed=seed, hub_ids=hub_ids())
     if json_out:
-        typer.echo(to_json(recs))
+        typer.echo(profile_recommendations_json(recs))
         return
     console = wide_console()
     for rec in recs:
@@ -173,13 +174,6 @@ def _recommend_with_profile(records, folder: Path, *, batch: str | None, context
 
 
 def _print_profile_recommendation(rec, profile, console) -> None:
-    from rich.markup import escape
-    from rich.panel import Panel
-    from rich.table import Table
-    from rich.text import Text
-
-    from specbench.cli.fit_cmd import text_row
-
     k = rec.keys
     device = profile.info.get("device", {}).get("device_name", "?")
     title = (f"{k['workload']} · {k['target']} · T={k['temperature']:g} · {rec.n_prompts} prompts · costs: "

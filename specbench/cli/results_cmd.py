@@ -5,9 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-
-from specbench.cli.render import console as wide_console
 from rich.table import Table
+
+from specbench.cli.render import console, fmt
+from specbench.cli.render import console as wide_console
+from specbench.errors import SpecbenchError
+from specbench.records.merge import merge_folders
+from specbench.records.store import load_records, load_run_info
+from specbench.records.summary import configuration_table, lossless_check
 
 results_app = typer.Typer(help="Inspect and combine results folders.", no_args_is_help=True)
 
@@ -23,10 +28,6 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
 
     Example: specbench results show results/demo
     """
-    from specbench.cli.render import console, fmt
-    from specbench.errors import SpecbenchError
-    from specbench.records.store import load_records, load_run_info
-    from specbench.records.summary import configuration_table, lossless_check
 
     info = load_run_info(folder)
     records = load_records(folder)
@@ -70,7 +71,6 @@ def merge(folders: list[Path] = typer.Argument(..., help="Results folders to com
 
     Example: specbench results merge results/qwen-0 results/qwen-1 --out results/qwen
     """
-    from specbench.records.merge import merge_folders
 
     count = merge_folders(list(folders), out, force=force)
     wide_console().print(f"[green]merged[/green] {count} records -> {out}")

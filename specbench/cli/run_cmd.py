@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from specbench.cli.render import print_run_report
 from specbench.errors import SpecbenchError
 
 EPILOG = """Examples:
@@ -47,9 +48,10 @@ def run(
     json_out: bool = typer.Option(False, "--json", help="Print JSON (text + metrics) instead of tables."),
 ):
     """Generate from one prompt with speculative decoding and show tokens/s, α, τ and the time split."""
-    from specbench.engine.sampling import SamplingParams
-    from specbench.engine.tree import parse_tree
-    from specbench.backends.own_engine import run_prompt
+    from specbench.backends.own_engine import run_prompt  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.engine.sampling import SamplingParams  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.engine.tree import parse_tree  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.spec import parse_params  # lazy: loads torch; keeps `specbench --help` fast
 
     parse_tree(tree)  # a bad shape fails before any model loads
     if prompt_file is not None:
@@ -75,7 +77,6 @@ def run(
     if json_out:
         typer.echo(json.dumps(report, indent=2))
     else:
-        from specbench.cli.render import print_run_report
 
         print_run_report(report)
 

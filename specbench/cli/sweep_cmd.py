@@ -6,11 +6,13 @@ import time
 from pathlib import Path
 
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+from rich.text import Text
 
 from specbench.cli.render import console as wide_console
-from rich.console import Console
-from rich.table import Table
-
+from specbench.cli.render import fmt
 from specbench.errors import SpecbenchError
 
 EPILOG = """Examples:
@@ -75,8 +77,13 @@ def sweep(
     trajectory and runs only the calibration units live (YAML key calibration: {gammas, prompts});
     --mode both runs everything live and replayed and prints their agreement (docs/replay.md).
     """
-    from specbench.measure.runner import SweepRunner, expand_units, load_workloads, parse_shard
-    from specbench.measure.spec import build_spec, load_spec_file
+    from specbench.measure.runner import SweepRunner  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.spec import build_spec, load_spec_file  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.units import (  # lazy: loads torch; keeps `specbench --help` fast
+        expand_units,
+        load_workloads,
+        parse_shard,
+    )
 
     raw = load_spec_file(spec_file) if spec_file is not None else {}
     flags = {"name": name, "target": target, "gammas": _csv(gamma, int), "trees": _csv(tree, str),
@@ -114,13 +121,13 @@ def sweep(
     wide_console().print(f"[green]done[/green]: {measured} unit(s) measured now, {len(runner.units)} in the grid -> "
                     f"{out_dir}\nnext: specbench results show {out_dir}")
     if spec.replays:
-        from specbench.measure.replay_units import folder_summary
+        from specbench.measure.replay_units import folder_summary  # lazy: loads torch; keeps `specbench --help` fast
 
         print_replay_summary(folder_summary(out_dir), wide_console())
 
 
 def _print_dry_run(spec, units) -> None:
-    from specbench.measure.estimate import estimate
+    from specbench.measure.estimate import estimate  # lazy: loads torch; keeps `specbench --help` fast
 
     console = wide_console()
     table = Table(title=f"sweep {spec.name}: {len(spec.configs)} configurations, mode {spec.mode}")
@@ -148,10 +155,11 @@ def _print_dry_run(spec, units) -> None:
 
 def print_replay_summary(summary, console: Console) -> None:
     """Replayed τ and α per configuration, with live-vs-replay agreement where live units exist."""
-    from rich.text import Text
 
-    from specbench.cli.render import fmt
-    from specbench.measure.replay_units import SUMMARY_FILE, agreement_fraction
+    from specbench.measure.replay_units import (  # lazy: loads torch; keeps `specbench --help` fast
+        SUMMARY_FILE,
+        agreement_fraction,
+    )
 
     if summary.empty:
         return
@@ -185,9 +193,6 @@ class SweepProgress:
     """Rich progress: an overall bar with ETA and a line for the configuration being measured."""
 
     def __init__(self, console: Console):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-            TimeRemainingColumn
-
         self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
                                  TextColumn("{task.fields[detail]}"), console=console, transient=False)

@@ -7,10 +7,13 @@ import sys
 from pathlib import Path
 
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
 from specbench.cli.render import console as wide_console
-
-from specbench.errors import SpecbenchError
+from specbench.errors import SpecbenchError, did_you_mean
+from specbench.models.resolve import load_model
 
 EPILOG = """Examples:
 
@@ -49,10 +52,9 @@ def train_drafter(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing checkpoint in --out."),
 ):
     """Train a drafter for a target on the target's own answers to training prompts."""
-    import torch
+    import torch  # lazy: loads torch; keeps `specbench --help` fast
 
-    from specbench.engine.drafters.trained import KINDS
-    from specbench.errors import did_you_mean
+    from specbench.engine.drafters.trained import KINDS  # lazy: loads torch; keeps `specbench --help` fast
 
     if kind not in KINDS:
         raise SpecbenchError(f"unknown drafter type '{kind}'{did_you_mean(kind, list(KINDS))} "
@@ -71,14 +73,14 @@ def train_drafter(
         raise SpecbenchError(f"{out} already holds a checkpoint; pass --force to overwrite it")
     if out.exists() and not out.is_dir():
         raise SpecbenchError(f"--out {out} exists and is not a folder")
-    from specbench.training.data import training_prompts
+    from specbench.training.data import training_prompts  # lazy: loads torch; keeps `specbench --help` fast
 
     training_prompts(tuple(prompts), "train", 0)  # unknown or eval-only workloads fail before the model loads
     if threads:
         torch.set_num_threads(threads)
 
-    from specbench.models.resolve import load_model
-    from specbench.training.train import TrainOptions, train_drafter as run
+    from specbench.training.train import TrainOptions  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.training.train import train_drafter as run
 
     architecture = {"heads": heads, "modules": modules, "intermediate": intermediate}
     opts = TrainOptions(kind=kind, tokens=tokens, epochs=epochs, lr=lr, batch_tokens=batch_tokens, steps=steps,
@@ -98,9 +100,6 @@ class _Reporter:
     """Rich progress bars for the three phases, with loss and held-out top-1 per head / step."""
 
     def __enter__(self):
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
         self.console = Console(stderr=True)
         self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                  TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=self.console)
@@ -151,8 +150,6 @@ class _Reporter:
 
 
 def _summary(kind: str, out: Path, record: dict) -> None:
-    from rich.table import Table
-
     t = record["time"]
     table = Table(title=f"{kind} drafter -> {out}", show_header=False)
     table.add_row("held-out top-1 per head/step", ", ".join(f"{a:.3f}" for a in record["heldout"]["top1"]))

@@ -6,10 +6,11 @@ import json
 from collections import Counter
 
 import typer
-
-from specbench.cli.render import console as wide_console
 from rich.table import Table
 from rich.text import Text
+
+from specbench.cli.render import console as wide_console
+from specbench.measure.workloads import load_workload, workload_names
 
 SAMPLE_CHARS = 600  # how much of each sample turn `show` prints
 
@@ -39,7 +40,6 @@ def list_workloads(json_out: bool = typer.Option(False, "--json", help="Print JS
 
     Example: specbench workloads list
     """
-    from specbench.measure.workloads import load_workload, workload_names
 
     rows = []
     for name in workload_names():
@@ -71,7 +71,6 @@ def show_workload(
 
     Example: specbench workloads show mt-bench --count 16
     """
-    from specbench.measure.workloads import load_workload
 
     workload = load_workload(name, count=count, seed=seed, split=split)
     info = _summary(workload, split)

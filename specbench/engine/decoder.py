@@ -17,6 +17,8 @@ import torch.nn.functional as F
 from specbench.engine.kv_cache import StaticKVCache
 from specbench.engine.weight_layout import prefer_column_major
 from specbench.errors import SpecbenchError
+from specbench.kernels._triton import interpreter_enabled, triton_available
+from specbench.kernels.tree_attention import tree_attention
 
 NATIVE_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
 COMPILED_MAX_TOKENS = 64  # decode and verify shapes go through the compiled graph; prefills stay eager
@@ -168,7 +170,6 @@ class NativeDecoder:
 
     def _kernel_attention(self, layer_idx: int, q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """The Triton tree-attention kernel over the whole cache: prefix + [T, T] node mask."""
-        from specbench.kernels.tree_attention import tree_attention
 
         start, new = self.cache.length, q.shape[2]
         return tree_attention(q, self.cache.keys[layer_idx], self.cache.values[layer_idx], start,
@@ -212,13 +213,11 @@ def _use_attention_kernel(kernels: str, device: torch.device) -> bool:
         raise SpecbenchError(f"unknown kernels choice '{kernels}' (auto, triton or torch)")
     if kernels == "torch":
         return False
-    from specbench.kernels._triton import triton_available
 
     if kernels == "triton":
         if not triton_available():
             raise SpecbenchError("--kernels triton needs the triton package")
         if device.type != "cuda":
-            from specbench.kernels._triton import interpreter_enabled
 
             if not interpreter_enabled():
                 raise SpecbenchError("--kernels triton needs a CUDA device (or TRITON_INTERPRET=1 for testing)")

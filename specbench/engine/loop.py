@@ -24,6 +24,7 @@ from specbench.engine.timing import DeviceClock
 from specbench.engine.tree import shape_for, verification_layout
 from specbench.engine.verify import verify_greedy, verify_sampling, verify_tree_greedy, verify_tree_sampling
 from specbench.errors import SpecbenchError
+from specbench.kernels.rejection_sampling import rejection_sampling
 
 
 def eos_token_ids(model, tokenizer) -> set[int]:
@@ -98,7 +99,6 @@ class SpeculativeEngine:
                 generator=generator)
             rule = self.verifier.sampling
             if self.kernels != "torch" and rule is verify_sampling and self.device.type == "cuda":
-                from specbench.kernels.rejection_sampling import rejection_sampling
 
                 rule = rejection_sampling  # the fused Triton kernel, same numbers in, same tokens out
             verdict = rule(proposal.tokens, proposal.probs, target_probs, uniform, exponential)

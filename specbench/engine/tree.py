@@ -27,7 +27,8 @@ from pathlib import Path
 
 import torch
 
-from specbench.errors import SpecbenchError
+from specbench.engine.decoder import TreeLayout
+from specbench.errors import SpecbenchError, did_you_mean
 
 MAX_NODES = 512
 
@@ -192,14 +193,12 @@ def parse_tree(spec: str) -> StaticTree | DynamicTree | None:
         return _paths_file(Path(text[6:]).expanduser(), text)
     if text.startswith("@"):
         if text[1:] not in named_trees():
-            from specbench.errors import did_you_mean
 
             raise SpecbenchError(f"unknown named tree '{text}'{did_you_mean(text[1:], named_trees())} "
                                  f"(named trees: {', '.join(named_trees()) or 'none'})")
         return _paths_file(_trees_dir() / f"{text[1:]}.yaml", text)
     if text[0].isdigit():
         return StaticTree.from_branching(text)
-    from specbench.errors import did_you_mean
 
     raise SpecbenchError(f"unknown tree shape '{text}'{did_you_mean(text, ['chain', 'dynamic'])} "
                          "(chain, a branching spec like 3x2x1, paths:FILE, @NAME or dynamic:topk=K,nodes=N)")
@@ -267,6 +266,5 @@ def leaf_paths_cached(parents: tuple[int, ...]) -> torch.Tensor:
 @lru_cache(maxsize=256)
 def verification_layout(parents: tuple[int, ...]):
     """The `TreeLayout` of [root, nodes] for a tree (static shapes reuse it every round)."""
-    from specbench.engine.decoder import TreeLayout
 
     return TreeLayout(ancestor_mask(list(parents)), torch.tensor([0] + node_depths(list(parents))), 0)

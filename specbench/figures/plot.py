@@ -28,15 +28,28 @@ import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib.colors import LogNorm
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from specbench.errors import SpecbenchError
+from specbench.analysis.cost import fit_group_costs, group_cost_fits, predict_arrays
+from specbench.analysis.fit import (
+    AcceptanceModel,
+    expected_tokens,
+    fit_acceptance,
+    fits_frame,
+    goodness_frame,
+    load_results,
+    positions_frame,
+    tau_intervals,
+)
 from specbench.analysis.intervals import LEVEL, N_BOOT
+from specbench.analysis.recommend import OBJECTIVES, recommend
+from specbench.errors import SpecbenchError
 from specbench.figures.palette import BASELINE_LABEL, CHAIN, Palette
-from specbench.records.summary import BASELINE_KEYS, is_baseline
+from specbench.records.store import load_run_info
+from specbench.records.summary import BASELINE_KEYS, configuration_table, is_baseline, lossless_check, prefer_live
 
 FORMATS = ("png", "svg", "pdf")
 DEFAULT_FORMATS = ("png", "svg")
@@ -106,14 +119,7 @@ def load_plot_data(folder: str | Path, *, n_boot: int = N_BOOT, seed: int = 0, m
     Missing parts (no speculative records, no baseline) leave empty tables and a note: the
     figures that need them are skipped, never an error.
     """
-    from specbench.analysis.cost import fit_group_costs, group_cost_fits
-    from specbench.analysis.fit import fit_acceptance, fits_frame, goodness_frame, load_results, positions_frame, \
-        tau_intervals
-    from specbench.analysis.recommend import recommend
-    from specbench.records.store import load_run_info
-    from specbench.records.summary import configuration_table, lossless_check, prefer_live
 
-    from specbench.analysis.recommend import OBJECTIVES
 
     if objective not in OBJECTIVES:
         raise SpecbenchError(f"unknown objective '{objective}' (choose from: {', '.join(OBJECTIVES)})")
@@ -292,7 +298,6 @@ def require_baseline(data: PlotData) -> None:
 
 def tau_curves(ax, fit: pd.Series, top: float, colour: str) -> None:
     """The fitted (1 − α̂^(γ+1)) / (1 − α̂) over γ ∈ [0, top] with the band of α̂'s interval."""
-    from specbench.analysis.fit import AcceptanceModel, expected_tokens
 
     grid = np.linspace(0, top, 200)
     model_band(ax, grid, expected_tokens(fit["alpha"], grid), expected_tokens(fit["alpha_lo"], grid),
@@ -621,8 +626,6 @@ def speedup_norm(grids) -> LogNorm:
 
 def predicted_speedup_grid(fit, gammas: np.ndarray, alphas: np.ndarray) -> np.ndarray:
     """[alphas, gammas] speedup the measured cost model predicts at constant α (ρ as measured)."""
-    from specbench.analysis.cost import predict_arrays
-    from specbench.analysis.fit import AcceptanceModel
 
     rows = [predict_arrays(AcceptanceModel(float(a)), fit.cost, gammas, propose_rate=fit.propose_rate,
                            nodes=fit.nodes)["tokens_per_s"] for a in alphas]

@@ -10,6 +10,7 @@ of fit, costs, the lossless check, the environment from run.json and the sweep s
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import json
 import math
@@ -19,10 +20,18 @@ from typing import Callable
 
 import pandas as pd
 
-from specbench.errors import SpecbenchError
 from specbench.analysis.intervals import N_BOOT
-from specbench.figures.plot import (DEFAULT_FORMATS, FIGURES, PlotData, RenderedFigure, load_plot_data, render_figure,
-                            series_name)
+from specbench.errors import SpecbenchError
+from specbench.figures.plot import (
+    DEFAULT_FORMATS,
+    FIGURES,
+    PlotData,
+    RenderedFigure,
+    load_plot_data,
+    render_figure,
+    series_name,
+)
+from specbench.records.store import atomic_write_bytes
 
 INDEX = "index.html"
 IMAGE_PREFERENCE = ("png", "svg")  # what an <img> shows; PDF is linked only
@@ -344,12 +353,10 @@ def prepare_out_dir(out_dir: str | Path) -> Path:
 
 def write_report(data: PlotData, figures: list[RenderedFigure], out_dir: str | Path) -> Path:
     """Write ``out_dir/index.html`` for already rendered figures; returns its path."""
-    from specbench.measure.environment import now_utc
-    from specbench.records.store import atomic_write_bytes
 
     out = Path(out_dir)
     index = out / INDEX
-    atomic_write_bytes(index, render_html(data, figures, out, now_utc()).encode("utf-8"))
+    atomic_write_bytes(index, render_html(data, figures, out, dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")).encode("utf-8"))
     index.chmod(0o644)  # a temporary file's 0600 would hide the page from a web server
     return index
 

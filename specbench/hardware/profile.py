@@ -50,46 +50,28 @@ from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
+from specbench.backends.environment import device_info, git_commit, now_utc, package_versions
+from specbench.engine.decoder import make_decoder
+from specbench.engine.drafters import make_drafter
+from specbench.engine.loop import peak_memory_bytes
+from specbench.engine.sampling import SamplingParams
+from specbench.engine.timing import DeviceClock
+from specbench.engine.tree import shape_for
 from specbench.errors import SpecbenchError, did_you_mean
+from specbench.models import cache as model_cache
+from specbench.models.resolve import (
+    alias_entry,
+    aliases,
+    hub_reachable,
+    quiet_transformers,
+    resolve_device,
+    torch_dtype,
+)
+from specbench.records.profile_file import COLUMNS, MODEL_FREE, PROFILE_KIND, SCHEMA_VERSION, Profile
 
-PROFILE_KIND = "specbench-cost-profile"
-SCHEMA_VERSION = 1
-RUN_INFO = "run.json"
-PROFILE_FILE = "profile.parquet"
-MODEL_FREE = ("ngram",)
 PREFILL_CHUNK_TOKENS = 8192  # tokens per prefill forward, batch × chunk length
 GIB = 2**30
-
-# name -> (arrow type, meaning): the profile's one source of truth (docs/profile.md lists it)
-COLUMNS: dict[str, tuple[pa.DataType, str]] = {
-    "role": (pa.string(), "'target' or 'drafter'"),
-    "model": (pa.string(), "architecture as given (alias, config path, hub id) or 'ngram'"),
-    "measure": (pa.string(), "'verify' (target forward over k tokens), 'draft_step' (drafter forward over 1 token) "
-                             "or 'propose' (model-free proposal)"),
-    "batch": (pa.int64(), "sequences decoded together (B)"),
-    "context": (pa.int64(), "tokens already in the KV cache per sequence (c)"),
-    "tokens": (pa.int64(), "new tokens per sequence in the timed forward (k); for 'propose' the draft length asked"),
-    "repeats": (pa.int64(), "timed calls"),
-    "median_s": (pa.float64(), "median seconds of one call"),
-    "q1_s": (pa.float64(), "first quartile, s"),
-    "q3_s": (pa.float64(), "third quartile, s"),
-    "iqr_s": (pa.float64(), "interquartile range q3 - q1, s"),
-    "min_s": (pa.float64(), "fastest call, s"),
-    "mean_s": (pa.float64(), "mean, s"),
-    "times_s": (pa.list_(pa.float64()), "every timed call, s, in order"),
-    "weight_bytes": (pa.int64(), "weight bytes one forward streams (0 for model-free drafters)"),
-    "kv_bytes": (pa.int64(), "KV-cache bytes one forward reads: 2·layers·kv_heads·head_dim·bytes·B·(c+k)"),
-    "weight_gb_s": (pa.float64(), "weight_bytes ÷ median, GB/s"),
-    "effective_gb_s": (pa.float64(), "(weight_bytes + kv_bytes) ÷ median, GB/s"),
-    "peak_fraction": (pa.float64(), "effective_gb_s ÷ the device's peak bandwidth (run.json 'bandwidth')"),
-    "memory_bytes": (pa.int64(), "CUDA max allocated in this (batch, context) block, or the CPU peak RSS so far"),
-    "memory_kind": (pa.string(), "'cuda_max_allocated' or 'cpu_max_rss'"),
-    "device_name": (pa.string(), "device the cell ran on"),
-    "dtype": (pa.string(), "weights and cache dtype"),
-}
-SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])
 
 # (pattern in torch's CUDA device name, product, GB/s): memory bandwidth from NVIDIA's datasheets.
 # First match wins, so the more specific names come first.
@@ -210,7 +192,6 @@ def _config_from_json(path: Path):
 def _hub_config(hub_id: str):
     from transformers import AutoConfig
 
-    from specbench.models.resolve import quiet_transformers
 
     try:
         with quiet_transformers():
@@ -223,8 +204,6 @@ def _hub_config(hub_id: str):
 def _alias_architecture(name: str) -> Architecture:
     from transformers import AutoConfig
 
-    from specbench.models import cache as model_cache
-    from specbench.models.resolve import alias_entry, hub_reachable
 
     entry = alias_entry(name)
     if entry["source"] == "random":
@@ -251,7 +230,6 @@ def _alias_architecture(name: str) -> Architecture:
 
 def resolve_architecture(spec: str) -> Architecture:
     """An alias, a ``config.json``, a folder holding one, or a hub id → its `Architecture`."""
-    from specbench.models.resolve import aliases, hub_reachable
 
     spec = str(spec).strip()
     if not spec:
@@ -283,7 +261,6 @@ def random_model(arch: Architecture, *, device: str, dtype: str, seed: int = 0):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from specbench.models.resolve import quiet_transformers, torch_dtype
 
     target = torch.device(device)
     devices = [target.index or 0] if target.type == "cuda" else []
@@ -353,7 +330,6 @@ def measure_read_bandwidth(device: str, nbytes: int | None = None) -> float:
     GPU), best of five after one warm-up: a quick read bandwidth of the device."""
     import torch
 
-    from specbench.engine.timing import DeviceClock
 
     nbytes = nbytes or (2 * GIB if str(device).startswith("cuda") else 256 * 2**20)
     data = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
@@ -373,29 +349,6 @@ def peak_bandwidth(device_name: str, measured_gb_s: float | None) -> tuple[float
 
 
 # ----------------------------------------------------------------------------- measuring
-
-@dataclass
-class Profile:
-    """A measured profile: one row per cell (`COLUMNS`) and what it ran on (run.json)."""
-
-    frame: pd.DataFrame
-    info: dict
-
-    @property
-    def target(self) -> str:
-        return self.info["target"]["name"]
-
-    @property
-    def drafters(self) -> list[str]:
-        return [d["name"] for d in self.info.get("drafters", [])]
-
-    def rows(self, *, role: str | None = None, model: str | None = None, measure: str | None = None) -> pd.DataFrame:
-        frame = self.frame
-        for column, value in (("role", role), ("model", model), ("measure", measure)):
-            if value is not None:
-                frame = frame[frame[column] == value]
-        return frame
-
 
 @dataclass
 class _Session:
@@ -426,7 +379,6 @@ class _Session:
 def _memory(device: str) -> tuple[int, str]:
     import torch
 
-    from specbench.engine.loop import peak_memory_bytes
 
     dev = torch.device(device)
     return peak_memory_bytes(dev), "cuda_max_allocated" if dev.type == "cuda" else "cpu_max_rss"
@@ -472,8 +424,6 @@ def _measure_model(session: _Session, arch: Architecture, role: str, tokens: tup
     (batch, context); returns what run.json records about the model."""
     import torch
 
-    from specbench.engine.decoder import make_decoder
-    from specbench.engine.timing import DeviceClock
 
     session.step(f"{role} {arch.spec}: building random weights")
     model = random_model(arch, device=session.device, dtype=session.dtype, seed=session.seed)
@@ -521,10 +471,6 @@ def _measure_proposals(session: _Session, name: str, vocab: int, gamma: int) -> 
     """Time a model-free drafter's proposal of ``gamma`` tokens for every sequence of each (batch, context)."""
     import torch
 
-    from specbench.engine.drafters import make_drafter
-    from specbench.engine.sampling import SamplingParams
-    from specbench.engine.timing import DeviceClock
-    from specbench.engine.tree import shape_for
 
     drafter = make_drafter(name, None)
     shape, sampling = shape_for("chain", gamma), SamplingParams()
@@ -574,7 +520,6 @@ class ProfilePlan:
 def plan_profile(target: str, drafters: Sequence[str] = (), *, device: str = "cpu", dtype: str = "auto",
                  grid: ProfileGrid = ProfileGrid(), kernels: str = "auto", seed: int = 0) -> ProfilePlan:
     """Check every input and resolve the architectures (configs only) before anything is measured."""
-    from specbench.models.resolve import resolve_device, torch_dtype
 
     grid.validate()
     device = resolve_device(device)
@@ -600,7 +545,6 @@ def measure_profile(plan: ProfilePlan, progress: ProgressFn | None = None) -> Pr
     """Measure a planned profile (see the module docstring)."""
     import torch
 
-    from specbench.measure.environment import device_info, git_commit, now_utc, package_versions
 
     grid, device = plan.grid, plan.device
     info_device = device_info(device)
@@ -634,112 +578,3 @@ def run_profile(target: str, drafters: Sequence[str] = (), *, progress: Progress
                 **options) -> Profile:
     """`plan_profile` then `measure_profile`; ``options`` as `plan_profile` takes them."""
     return measure_profile(plan_profile(target, drafters, **options), progress)
-
-
-# ----------------------------------------------------------------------------- files
-
-def write_profile(folder: str | Path, profile: Profile) -> Path:
-    """Store a profile: ``profile.parquet`` first, then ``run.json`` (its presence marks a complete profile)."""
-    from specbench.records.store import atomic_write_json, atomic_write_parquet
-
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    frame = profile.frame.reindex(columns=list(COLUMNS))
-    table = pa.Table.from_pandas(frame, schema=SCHEMA, preserve_index=False)
-    atomic_write_parquet(folder / PROFILE_FILE, table)
-    atomic_write_json(folder / RUN_INFO, profile.info)
-    return folder
-
-
-def load_profile(folder: str | Path) -> Profile:
-    """Read a profile folder, refusing what is not one (one-line `SpecbenchError`)."""
-    import pyarrow.parquet as pq
-
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise SpecbenchError(f"cost profile folder not found: {folder}")
-    try:
-        info = json.loads((folder / RUN_INFO).read_text())
-    except OSError:
-        raise SpecbenchError(f"{folder} is not a cost profile (no {RUN_INFO}); take one with `specbench profile`") from None
-    except ValueError as exc:
-        raise SpecbenchError(f"{folder / RUN_INFO} is unreadable ({exc})") from None
-    if not isinstance(info, dict) or info.get("kind") != PROFILE_KIND:
-        raise SpecbenchError(f"{folder} is not a cost profile ({RUN_INFO} is not of kind '{PROFILE_KIND}'; "
-                             "a results folder goes first, the profile after --cost-profile)")
-    try:
-        frame = pq.read_table(folder / PROFILE_FILE).to_pandas()
-    except (OSError, pa.ArrowException) as exc:
-        raise SpecbenchError(f"broken profile file {folder / PROFILE_FILE}: {exc}") from None
-    missing = [c for c in ("role", "model", "measure", "batch", "context", "tokens", "median_s") if c not in frame]
-    if missing:
-        raise SpecbenchError(f"{folder / PROFILE_FILE} lacks column(s) {', '.join(missing)}")
-    return Profile(frame=frame, info=info)
-
-
-def summary_frame(profile: Profile) -> pd.DataFrame:
-    """One row per (model, batch, context): the time at the smallest and largest k, their ratio,
-    GB/s and share of the peak at the smallest k, and memory."""
-    rows = []
-    for (role, model, measure, batch, context), cell in profile.frame.groupby(
-            ["role", "model", "measure", "batch", "context"], sort=False):
-        cell = cell.sort_values("tokens")
-        first, last = cell.iloc[0], cell.iloc[-1]
-        rows.append({"role": role, "model": model, "measure": measure, "batch": int(batch), "context": int(context),
-                     "k_min": int(first["tokens"]), "k_max": int(last["tokens"]),
-                     "ms_k_min": 1e3 * first["median_s"], "iqr_ms_k_min": 1e3 * first["iqr_s"],
-                     "ms_k_max": 1e3 * last["median_s"],
-                     "ratio": last["median_s"] / first["median_s"] if first["median_s"] > 0 else float("nan"),
-                     "gb_s": first["effective_gb_s"], "peak_fraction": first["peak_fraction"],
-                     "memory_bytes": int(cell["memory_bytes"].max()), "memory_kind": first["memory_kind"]})
-    return pd.DataFrame(rows)
-
-
-def markdown_summary(profile: Profile) -> str:
-    """A profile as Markdown: what ran where, the per-cell times and bandwidth, the fitted verify model."""
-    from specbench.analysis.cost_profile import fit_profile
-
-    info = profile.info
-    bandwidth = info.get("bandwidth", {})
-    target = info["target"]
-    grid = info.get("grid", {})
-    peak = f"{bandwidth['peak_gb_s']:.0f} GB/s ({bandwidth.get('peak_source', '?')})" if bandwidth.get("peak_gb_s") \
-        else "unknown"
-    lines = [f"### {target['name']} on {info['device']['device_name']} ({info['dtype']})", "",
-             f"- target: {target.get('layers')} layers, hidden {target.get('hidden_size')}, "
-             f"{target.get('parameters', 0) / 1e9:.3f} B parameters, random weights from {target.get('source')}; "
-             f"{target.get('weight_bytes', 0) / 1e9:.3f} GB streamed per forward, "
-             f"{target.get('kv_bytes_per_position', 0) / 1024:.1f} KiB of KV cache per position and sequence",
-             f"- drafters: {', '.join(d['name'] for d in info.get('drafters', [])) or 'none'}",
-             f"- grid: batch {grid.get('batches')}, context {grid.get('contexts')}, k {grid.get('tokens')}; "
-             f"{grid.get('repeats')} timed calls after {grid.get('warmup')} warm-up per cell",
-             f"- peak bandwidth: {peak}; measured read: {bandwidth.get('measured_read_gb_s', float('nan')):.1f} GB/s",
-             f"- {info.get('seconds', float('nan')):.0f} s; load average {info.get('load_average_start', ['?'])[0]} at "
-             f"start; torch threads {info.get('torch_threads')}; torch {info.get('versions', {}).get('torch')}",
-             ""]
-    lines += ["| model | what | B | c | ms (k min) [IQR] | ms (k max) | k max ÷ k min | GB/s | % peak | memory MiB |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for _, r in summary_frame(profile).iterrows():
-        k_max = f"{r['ms_k_max']:.3f} (k={r['k_max']})" if r["k_max"] > r["k_min"] else "-"
-        ratio = f"{r['ratio']:.2f}" if r["k_max"] > r["k_min"] else "-"
-        gb_s = "-" if r["gb_s"] != r["gb_s"] else f"{r['gb_s']:.1f}"
-        share = "-" if r["peak_fraction"] != r["peak_fraction"] else f"{100 * r['peak_fraction']:.0f}"
-        lines.append(f"| {r['model']} | {r['measure']} | {r['batch']} | {r['context']} | "
-                     f"{r['ms_k_min']:.3f} [{r['iqr_ms_k_min']:.3f}] | {k_max} | {ratio} | {gb_s} | {share} | "
-                     f"{r['memory_bytes'] / 2**20:.0f} |")
-    if info.get("skipped"):
-        lines += [""] + [f"- skipped: {s}" for s in info["skipped"]]
-    model_drafters = [d["name"] for d in info.get("drafters", []) if not d.get("model_free")]
-    drafter = (model_drafters or profile.drafters or [None])[0]  # the step column: a model drafter's if any
-    fits = fit_profile(profile, drafter).summary()
-    if not fits.empty:
-        lines += ["", "Fitted verify model t(k) = a + s·k (+ s₂·max(0, k − k₀) where a knee shows):", "",
-                  f"| B | c | model | a ms | s ms/token | knee k₀ | s₂ ms/token | t(1) ms | {drafter or 'no'} drafter ms |",
-                  "|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
-        for _, f in fits.iterrows():
-            knee = "-" if f["knee"] is None or f["knee"] != f["knee"] else f"{f['knee']:g}"
-            slope2 = "-" if f["slope2_ms"] is None or f["slope2_ms"] != f["slope2_ms"] else f"{f['slope2_ms']:.4f}"
-            draft = "-" if f["draft_ms"] is None or f["draft_ms"] != f["draft_ms"] else f"{f['draft_ms']:.3f}"
-            lines.append(f"| {f['batch']} | {f['context']} | {f['model']} | {f['a_ms']:.3f} | {f['slope_ms']:.4f} | "
-                         f"{knee} | {slope2} | {f['t1_ms']:.3f} | {draft} |")
-    return "\n".join(lines) + "\n"

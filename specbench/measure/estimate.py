@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from specbench.measure.spec import SweepSpec
+from specbench.models import cache as model_cache
+from specbench.models.resolve import aliases
 
 # effective weight-streaming bandwidth of a decode step, bytes/s (order of magnitude only)
 BANDWIDTH_GUESS = {"cpu": 20e9, "cuda": 1.5e12}
@@ -15,8 +17,6 @@ def parameter_count(target: str) -> int | None:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM
 
-        from specbench.models import cache as model_cache
-        from specbench.models.resolve import aliases
 
         if target in aliases():
             entry = aliases()[target]

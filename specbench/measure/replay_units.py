@@ -1,10 +1,10 @@
 """Replay inside a sweep: replayed records with modelled timings, their moments, and the
 predictions and live-vs-replay agreement computed from them.
 
-Records. A replayed unit is written like a measured one (`specbench.measure.runner.make_record`) with
+Records. A replayed unit is written like a measured one (`specbench.measure.units.make_record`) with
 ``mode = 'replay'``: its per-round lists hold the replayed rounds (for greedy decoding and for
 prompt lookup: the rounds a live run makes; for a draft model at temperature > 0: one draw of
-the coupled coins, distributed exactly as a live run — see `specbench.measure.replay`). Its timings
+the coupled coins, distributed exactly as a live run — see `specbench.backends.replay`). Its timings
 are predictions of the cost model fitted on the live units of the same (drafter, tree,
 workload, sampling) (`specbench.analysis.cost`, used through `CostModel`):
 
@@ -18,7 +18,7 @@ apart: they are a separate ``mode`` in every table and never enter a measured sp
 
 Moments. Next to each replayed record, ``replay/unit-<id>.json`` keeps what the record cannot:
 the expected rounds, accepted and drafted tokens given the trajectory, their covariance, and
-batch-means statistics (`specbench.measure.replay.GammaReplay`). It is written before the record, so a
+batch-means statistics (`specbench.backends.replay.GammaReplay`). It is written before the record, so a
 record never lacks its moments.
 
 Prediction intervals. For a configuration over units u with decode tokens T_u and expected
@@ -48,9 +48,15 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from specbench.errors import SpecbenchError
+from specbench.analysis.cost import cost_stats, fit_costs
 from specbench.analysis.intervals import LEVEL
-from specbench.records.store import atomic_write_json, load_records
+from specbench.backends.replay import Replayer, replay_chain
+from specbench.engine.sampling import SamplingParams
+from specbench.engine.stats import GenerationResult, RoundLog
+from specbench.errors import SpecbenchError
+from specbench.measure.units import make_record
+from specbench.records.rounds import prompt_clusters
+from specbench.records.store import atomic_write_bytes, atomic_write_json, load_records
 from specbench.records.summary import BASELINE_KEYS, CONFIG_KEYS, UNIT_KEYS, is_baseline
 
 MOMENTS_DIR = "replay"
@@ -103,8 +109,6 @@ class GroupCosts:
 
 def group_costs(records: pd.DataFrame) -> dict[tuple, GroupCosts]:
     """Cost fits per group from the live records (speculative units + the matching baseline)."""
-    from specbench.analysis.cost import cost_stats, fit_costs
-    from specbench.records.rounds import prompt_clusters
 
     live = records[records["mode"] == "live"]
     base_all = live[is_baseline(live)]
@@ -124,7 +128,6 @@ def group_costs(records: pd.DataFrame) -> dict[tuple, GroupCosts]:
 
 def modelled_result(replay, trajectory, costs: GroupCosts | None, stop_reason: str):
     """A `GenerationResult` of the replayed rounds, with timings from the cost model."""
-    from specbench.engine.stats import GenerationResult, RoundLog
 
     fit = costs.fit if costs is not None else None
     log = RoundLog()
@@ -161,16 +164,13 @@ def run_replay_units(runner, units: list) -> int:
     Units of one prompt turn and drafter share one trajectory and one trace; every γ of the
     sweep is walked at once and the units still to do are written (moments, then record).
     """
-    from specbench.engine.sampling import SamplingParams
-    from specbench.measure.replay import Replayer, replay_chain
-    from specbench.measure.runner import make_record
 
     records = load_records(runner.store.folder)
     paths = trajectories(records)
     costs = group_costs(records)
     moments = MomentsStore(runner.store.folder)
     moments.remove_stale_temporaries()
-    replayer = Replayer(runner.target, decoder=runner.decoder)
+    replayer = Replayer(runner.backend.target, decoder=runner.backend.decoder)
     batches: dict[tuple, list] = {}
     for unit in units:
         batches.setdefault(unit.group + (unit.turn, unit.config.drafter, unit.config.tree), []).append(unit)
@@ -192,7 +192,7 @@ def run_replay_units(runner, units: list) -> int:
                                                max_new_tokens=first.max_new_tokens, depth=max(gammas),
                                                sampling=sampling, seed=first.seed)
         trajectory = current[1]
-        trace = replayer.trace(runner._drafter(c), trajectory, max(gammas), sampling)
+        trace = replayer.trace(runner.backend.drafter(c.drafter), trajectory, max(gammas), sampling)
         by_gamma = {r.gamma: r for r in replay_chain(trace, trajectory, gammas, seed=first.seed)}
         expected = None if trace.expected is None or not len(trace.expected) else float(np.mean(trace.expected))
         group = (runner.spec.target, c.drafter.type, c.drafter.label, c.tree, first.workload.name, c.temperature,
@@ -312,7 +312,6 @@ def folder_summary(folder: str | Path, level: float = LEVEL) -> pd.DataFrame:
 
 def write_summary(folder: str | Path) -> pd.DataFrame:
     """Compute the folder's replay summary and store it as ``replay-summary.csv``."""
-    from specbench.records.store import atomic_write_bytes
 
     summary = folder_summary(folder)
     if not summary.empty:

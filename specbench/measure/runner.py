@@ -1,4 +1,4 @@
-"""Running a sweep: every unit of the grid through the engine, each record saved at once.
+"""Running a sweep: every unit of the grid through a backend, each record saved at once.
 
 A unit is one configuration on one prompt turn and repeat, measured live or replayed (its
 ``mode``). Live units run prompt by prompt, the baseline first, so that every configuration of
@@ -12,104 +12,18 @@ most the unit in flight.
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from specbench.measure.environment import device_info, git_commit, now_utc, package_versions
+from specbench.backends.base import Backend
+from specbench.backends.environment import device_info, git_commit, now_utc, package_versions
+from specbench.backends.own_engine import OwnEngineBackend
 from specbench.errors import SpecbenchError
+from specbench.measure.replay_units import run_replay_units, write_summary
+from specbench.measure.spec import SweepSpec
+from specbench.measure.units import Unit, expand_units, load_workloads, make_record
+from specbench.measure.workloads import encode_turn
 from specbench.records.store import SCHEMA_VERSION, ResultsStore, load_records
-from specbench.measure.spec import RunConfig, SweepSpec
-from specbench.measure.workloads import Prompt, Workload, load_workload
-
-WARMUP_TOKENS = 8
-
-
-@dataclass(frozen=True)
-class Unit:
-    config: RunConfig
-    workload: Workload
-    prompt: Prompt
-    turn: int  # 1-based
-    repeat: int
-    max_new_tokens: int
-    base_seed: int
-    mode: str = "live"  # 'live' (through the engine) or 'replay' (from the baseline's trajectory)
-
-    @property
-    def group(self) -> tuple:
-        """Units sharing a conversation context (turn 2 reuses the baseline's turn-1 answer)."""
-        c = self.config
-        return (self.workload.name, self.prompt.prompt_id, self.repeat, c.temperature, c.top_p, c.top_k)
-
-    @property
-    def seed(self) -> int:
-        text = f"{self.base_seed}:{self.workload.name}:{self.prompt.prompt_id}:{self.turn}:{self.repeat}"
-        return int(hashlib.sha1(text.encode()).hexdigest()[:8], 16)
-
-    @property
-    def unit_id(self) -> str:
-        c = self.config
-        key = [c.drafter.type if c.drafter else "none", c.drafter.params_json if c.drafter else "{}", c.gamma,
-               c.tree, c.temperature, c.top_p, c.top_k, self.workload.name, self.prompt.prompt_id, self.turn,
-               self.repeat, self.max_new_tokens, self.base_seed] + (["replay"] if self.mode == "replay" else [])
-        return hashlib.sha1(repr(key).encode()).hexdigest()[:20]
-
-
-def parse_shard(text: str | None) -> tuple[int, int]:
-    if not text:
-        return 0, 1
-    try:
-        index, count = (int(x) for x in text.split("/"))
-    except ValueError:
-        raise SpecbenchError(f"--shard expects I/N (e.g. 0/4), got '{text}'") from None
-    if count < 1 or not 0 <= index < count:
-        raise SpecbenchError(f"--shard {text}: need 0 <= I < N")
-    return index, count
-
-
-def _in_shard(prompt_id: str, workload: str, shard: tuple[int, int]) -> bool:
-    digest = int(hashlib.sha1(f"{workload}:{prompt_id}".encode()).hexdigest()[:8], 16)
-    return digest % shard[1] == shard[0]
-
-
-def load_workloads(spec: SweepSpec) -> list[Workload]:
-    loaded = []
-    for choice in spec.workloads:
-        loaded.append(load_workload(choice.name, count=choice.count, seed=spec.seed, split=choice.split))
-    return loaded
-
-
-def runs_live(spec: SweepSpec, config: RunConfig, prompt_index: int) -> bool:
-    """Whether ``config`` runs live on the workload's ``prompt_index``-th prompt (0-based, in the shard).
-
-    The baseline always does; in mode replay a speculative configuration only as a calibration unit.
-    """
-    if config.is_baseline or spec.runs_live:
-        return True
-    cal = spec.calibration
-    return cal is not None and config.gamma in cal.gammas and prompt_index < cal.prompts
-
-
-def expand_units(spec: SweepSpec, workloads: list[Workload], shard: tuple[int, int] = (0, 1)) -> list[Unit]:
-    """Every unit of the grid in execution order (one shard of it); replayed units after each turn's live ones."""
-    units = []
-    for workload in workloads:
-        max_new = spec.max_new_tokens or workload.max_new_tokens
-        prompts = [p for p in workload.prompts if _in_shard(p.prompt_id, workload.name, shard)]
-        for index, prompt in enumerate(prompts):
-            for repeat in range(spec.repeats):
-                for temperature in spec.temperatures:
-                    configs = [c for c in spec.configs if c.temperature == temperature]
-                    for turn in range(1, len(prompt.turns) + 1):
-                        for config in configs:  # the baseline comes first in spec.configs
-                            if runs_live(spec, config, index):
-                                units.append(Unit(config, workload, prompt, turn, repeat, max_new, spec.seed))
-                        if spec.replays:
-                            units.extend(Unit(c, workload, prompt, turn, repeat, max_new, spec.seed, "replay")
-                                         for c in configs if not c.is_baseline)
-    return units
 
 
 class SweepObserver(Protocol):
@@ -171,47 +85,13 @@ class SweepRunner:
         self.units = expand_units(spec, self.workloads, shard)
         if not self.units:
             raise SpecbenchError("empty grid: this shard has no prompts" if shard[1] > 1 else "empty grid")
-        self._engines: dict[RunConfig, object] = {}
-        self._drafters: dict = {}
+        self.backend: Backend = OwnEngineBackend(target=spec.target, device=spec.device, dtype=spec.dtype,
+                                                 kernels=spec.kernels, compile=spec.compile, seed=spec.seed)
         self._answers: dict[tuple, list[str]] = {}
 
-    # ------------------------------------------------------------------ setup
-    def _load_models(self) -> None:
-        import torch
-
-        from specbench.engine.decoder import make_decoder
-        from specbench.models.resolve import load_model
-
-        torch.manual_seed(self.spec.seed)
-        self.observer.status(f"loading target {self.spec.target}")
-        self.target = load_model(self.spec.target, device=self.spec.device, dtype=self.spec.dtype)
-        if self.target.tokenizer is None:
-            raise SpecbenchError(f"target '{self.spec.target}' has no tokenizer; sweeps need text prompts")
-        self.decoder = make_decoder(self.target.model, kernels=self.spec.kernels, compile=self.spec.compile)
-        self.device_name = device_info(self.spec.device)["device_name"]
-
-    def _drafter(self, config: RunConfig):
-        from specbench.engine.drafters import make_drafter
-
-        if config.drafter not in self._drafters:
-            self.observer.status(f"preparing drafter {config.drafter.label}")
-            self._drafters[config.drafter] = make_drafter(config.drafter.type, self.target,
-                                                          config.drafter.params_dict, device=self.spec.device,
-                                                          dtype=self.spec.dtype)
-        return self._drafters[config.drafter]
-
-    def _engine(self, config: RunConfig, warmup_ids: list[int]):
-        from specbench.engine.loop import SpeculativeEngine
-        from specbench.engine.sampling import SamplingParams
-
-        if config not in self._engines:
-            drafter = None if config.is_baseline else self._drafter(config)
-            sampling = SamplingParams(config.temperature, config.top_k, config.top_p)
-            engine = SpeculativeEngine(self.target, drafter, gamma=config.gamma, tree=config.tree,
-                                       sampling=sampling, decoder=self.decoder)
-            engine.generate(warmup_ids, WARMUP_TOKENS, seed=0, stop_at_eos=False)  # untimed warm-up
-            self._engines[config] = engine
-        return self._engines[config]
+    @property
+    def device_name(self) -> str:
+        return self.backend.device_name
 
     def _restore_answers(self) -> None:
         """Turn-1 answers of finished baseline units (for turn 2 after a resume)."""
@@ -222,16 +102,14 @@ class SweepRunner:
         done = frame[(frame["drafter"] == "none") & (frame["turn"] == 1) & (frame["mode"] == "live")]
         for row in done.itertuples():
             key = (row.workload, row.prompt_id, row.repeat, row.temperature, row.top_p, row.top_k)
-            self._answers[key] = [self.target.tokenizer.decode(list(row.output_ids), skip_special_tokens=True)]
+            self._answers[key] = [self.backend.tokenizer.decode(list(row.output_ids), skip_special_tokens=True)]
 
     # ------------------------------------------------------------------ running
     def prompt_ids(self, unit: Unit) -> list[int]:
-        from specbench.measure.workloads import encode_turn
-
         answers = self._answers.get(unit.group, [])[: unit.turn - 1]
         if len(answers) < unit.turn - 1:
             raise SpecbenchError(f"{unit.prompt.prompt_id}: turn {unit.turn} needs the baseline's earlier answers")
-        return encode_turn(self.target.tokenizer, unit.workload, unit.prompt, unit.turn - 1, answers)
+        return encode_turn(self.backend.tokenizer, unit.workload, unit.prompt, unit.turn - 1, answers)
 
     def run(self) -> int:
         """Run every unfinished unit; returns how many were measured now."""
@@ -243,64 +121,33 @@ class SweepRunner:
         if not todo:
             self.store.consolidate()
             return 0
-        self._load_models()
+        self.backend.start(self.observer.status)
+        try:
+            return self._run_units(todo)
+        finally:
+            self.backend.close()
+
+    def _run_units(self, todo: list[Unit]) -> int:
         self._restore_answers()
         measured = 0
         for unit in (u for u in todo if u.mode == "live"):
             self.observer.unit_started(unit)
             ids = self.prompt_ids(unit)
-            engine = self._engine(unit.config, ids)
-            result = engine.generate(ids, unit.max_new_tokens, seed=unit.seed, stop_at_eos=not self.spec.ignore_eos,
-                                     on_round=lambda r, u=unit: self.observer.round_done(u, r))
+            result = self.backend.generate(unit.config, ids, unit.max_new_tokens, seed=unit.seed,
+                                           stop_at_eos=not self.spec.ignore_eos,
+                                           on_round=lambda r, u=unit: self.observer.round_done(u, r))
             record = make_record(unit, result, self.spec, self.device_name)
             self.store.write_unit(record)
             if unit.config.is_baseline and unit.turn == 1:
-                text = self.target.tokenizer.decode(result.tokens, skip_special_tokens=True)
+                text = self.backend.tokenizer.decode(result.tokens, skip_special_tokens=True)
                 self._answers[unit.group] = [text]
             measured += 1
             self.observer.unit_done(unit, record)
         replayed = [u for u in todo if u.mode == "replay"]
         if replayed:
-            from specbench.measure.replay_units import run_replay_units, write_summary
-
             self.observer.status("replaying")
             measured += run_replay_units(self, replayed)
             write_summary(self.store.folder)
         self.store.write_run_info(run_info(self.spec, self.previous, self.shard))
         self.store.consolidate()
         return measured
-
-
-def make_record(unit: Unit, result, spec: SweepSpec, device_name: str) -> dict:
-    """A results row (every column of `specbench.records.store.COLUMNS`) for one measured or replayed unit."""
-    from specbench.engine.tree import shape_for
-
-    c = unit.config
-    nodes = shape_for(c.tree, c.gamma).num_nodes if c.gamma else 0
-    attempts, accepts = result.position_counts(max(c.gamma, 1))
-    rounds = result.rounds
-    return {
-        "unit_id": unit.unit_id, "sweep": spec.name, "mode": unit.mode, "target": spec.target,
-        "drafter": c.drafter.type if c.drafter else "none",
-        "drafter_params": c.drafter.params_json if c.drafter else "{}",
-        "drafter_label": c.drafter.label if c.drafter else "none",
-        "tree": c.tree, "tree_nodes": nodes, "gamma": c.gamma, "temperature": c.temperature, "top_p": c.top_p,
-        "top_k": c.top_k, "workload": unit.workload.name, "prompt_id": unit.prompt.prompt_id,
-        "category": unit.prompt.category, "turn": unit.turn, "repeat": unit.repeat, "seed": unit.seed,
-        "device": device_name, "dtype": spec.dtype,
-        "prompt_tokens": result.prompt_tokens, "new_tokens": result.new_tokens, "decode_tokens": result.decode_tokens,
-        "rounds": result.target_forwards, "drafted": result.drafted, "accepted": result.accepted,
-        "draft_steps": int(sum(rounds.draft_steps)), "alpha": result.alpha, "tau": result.tau,
-        "accept_hist": result.accepted_length_histogram(c.gamma).tolist(),
-        "pos_attempts": attempts.tolist()[: c.gamma], "pos_accepts": accepts.tolist()[: c.gamma],
-        "round_drafted": list(rounds.drafted), "round_depth": list(rounds.depth),
-        "round_accepted": list(rounds.accepted), "round_draft_steps": list(rounds.draft_steps),
-        "round_draft_s": list(rounds.draft_s), "round_verify_s": list(rounds.verify_s),
-        "prefill_s": result.prefill_s, "decode_s": result.decode_s, "draft_s": result.draft_s,
-        "verify_s": result.verify_s, "overhead_s": result.overhead_s, "tokens_per_s": result.tokens_per_s,
-        "peak_memory_bytes": result.peak_memory_bytes,
-        "memory_kind": "cuda_max_allocated" if spec.device.startswith("cuda") else "cpu_max_rss",
-        "stop_reason": result.stop_reason,
-        "output_sha1": hashlib.sha1(str(result.tokens).encode()).hexdigest(),
-        "output_ids": list(result.tokens), "timestamp": now_utc(),
-    }

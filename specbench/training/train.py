@@ -233,7 +233,7 @@ def run_training(kind: str, net, train_ex: list[Example], eval_ex: list[Example]
 # ----------------------------------------------------------------------------- recipe
 
 def host_record() -> dict:
-    from specbench.measure.environment import cpu_name
+    from specbench.backends.environment import cpu_name
 
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     return {"cpu": cpu_name(), "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),

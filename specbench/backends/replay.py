@@ -64,6 +64,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from specbench.engine.decoder import make_decoder
+from specbench.engine.drafters.ngram import find_continuation
+from specbench.engine.loop import SpeculativeEngine
+from specbench.engine.sampling import probabilities
 from specbench.errors import SpecbenchError
 
 if TYPE_CHECKING:  # torch is imported where tensors are handled, not at module import
@@ -112,7 +116,6 @@ def make_trajectory(target, prompt: list[int], output: list[int], *, stop_reason
     tokens = list(output)
     extra = extension_length(len(tokens), max_new_tokens, depth) if stop_reason == "eos" else 0
     if extra:
-        from specbench.engine.loop import SpeculativeEngine
 
         engine = SpeculativeEngine(target, None, gamma=0, sampling=sampling, decoder=decoder)
         tokens += engine.generate(list(prompt) + tokens, extra, seed=seed, stop_at_eos=False).tokens
@@ -212,8 +215,6 @@ class Replayer:
     """Builds chain traces for one target model (teacher-forced forwards, prompt lookup)."""
 
     def __init__(self, target, *, decoder=None, chunk: int = CHUNK):
-        from specbench.engine.decoder import make_decoder
-
         self.target = target
         self.decoder = decoder or make_decoder(target.model)
         self.chunk = chunk
@@ -242,7 +243,6 @@ class Replayer:
         """
         import torch
 
-        from specbench.engine.drafters.ngram import find_continuation
 
         n_starts = trajectory.starts
         tokens = np.asarray(trajectory.tokens, dtype=np.int64)
@@ -260,8 +260,6 @@ class Replayer:
 
     # ------------------------------------------------------------------ draft model
     def _draft_decoder(self, drafter):
-        from specbench.engine.decoder import make_decoder
-
         model = drafter.decoder.model
         if id(model) not in self._draft_decoders:
             self._draft_decoders[id(model)] = make_decoder(model)
@@ -299,7 +297,6 @@ class Replayer:
                 ranks[s0: s0 + len(rank)] = rank
                 coins[s0: s0 + len(rank)] = rank == 0
         else:
-            from specbench.engine.sampling import probabilities
 
             target_chunks = prediction_chunks(self.decoder, trajectory.prompt, trajectory.tokens, self.chunk)
             for (s0, q_logits), (_, p_logits) in zip(draft_chunks, target_chunks):

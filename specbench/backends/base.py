@@ -1,0 +1,37 @@
+"""The backend seam: what a sweep needs from whatever generates tokens.
+
+A backend is started once per sweep (models load, servers start), then asked to generate one
+unit at a time, and closed on every exit path. It answers with a `GenerationResult` — the
+same type for every backend — so `specbench.measure.units.make_record` writes the same
+columns whoever measured. A figure a backend cannot observe (per-round timings of a serving
+engine, say) is left empty in the result and becomes null in the record, never invented.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol
+
+from specbench.engine.stats import GenerationResult, RoundLog
+
+__all__ = ["Backend", "GenerationResult", "RoundLog", "RoundCallback", "StatusCallback"]
+
+RoundCallback = Callable[[object], None]  # called after every round with the running result
+StatusCallback = Callable[[str], None]  # one-line status messages while starting
+
+
+class Backend(Protocol):
+    """One sweep's token generator. ``name`` goes into every record's ``backend`` column."""
+
+    name: str
+    device_name: str  # set by `start`
+    tokenizer: object  # the target's (Hugging Face) tokenizer, set by `start`; prompts are encoded with it
+
+    def start(self, status: StatusCallback) -> None:
+        """Load the target (and what every configuration shares); called once before any unit."""
+
+    def generate(self, config, prompt_ids: list[int], max_new_tokens: int, *, seed: int, stop_at_eos: bool,
+                 on_round: RoundCallback | None = None) -> GenerationResult:
+        """Generate with ``config`` (a `specbench.measure.spec.RunConfig`) and measure it."""
+
+    def close(self) -> None:
+        """Release what `start` took (models, processes, ports); safe to call twice."""

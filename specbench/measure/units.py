@@ -1,0 +1,137 @@
+"""The units of a sweep: one configuration on one prompt turn and repeat, and its record.
+
+`expand_units` lays the grid out in execution order (one shard of it); `make_record` turns a
+unit and the generation result a backend returned into one row of `specbench.records.store.COLUMNS`.
+Live and replayed units are written by the same function, so their columns cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from specbench.backends.environment import now_utc
+from specbench.engine.tree import shape_for
+from specbench.errors import SpecbenchError
+from specbench.measure.spec import RunConfig, SweepSpec
+from specbench.measure.workloads import Prompt, Workload, load_workload
+
+
+@dataclass(frozen=True)
+class Unit:
+    config: RunConfig
+    workload: Workload
+    prompt: Prompt
+    turn: int  # 1-based
+    repeat: int
+    max_new_tokens: int
+    base_seed: int
+    mode: str = "live"  # 'live' (through the engine) or 'replay' (from the baseline's trajectory)
+
+    @property
+    def group(self) -> tuple:
+        """Units sharing a conversation context (turn 2 reuses the baseline's turn-1 answer)."""
+        c = self.config
+        return (self.workload.name, self.prompt.prompt_id, self.repeat, c.temperature, c.top_p, c.top_k)
+
+    @property
+    def seed(self) -> int:
+        text = f"{self.base_seed}:{self.workload.name}:{self.prompt.prompt_id}:{self.turn}:{self.repeat}"
+        return int(hashlib.sha1(text.encode()).hexdigest()[:8], 16)
+
+    @property
+    def unit_id(self) -> str:
+        c = self.config
+        key = [c.drafter.type if c.drafter else "none", c.drafter.params_json if c.drafter else "{}", c.gamma,
+               c.tree, c.temperature, c.top_p, c.top_k, self.workload.name, self.prompt.prompt_id, self.turn,
+               self.repeat, self.max_new_tokens, self.base_seed] + (["replay"] if self.mode == "replay" else [])
+        return hashlib.sha1(repr(key).encode()).hexdigest()[:20]
+
+
+def parse_shard(text: str | None) -> tuple[int, int]:
+    if not text:
+        return 0, 1
+    try:
+        index, count = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise SpecbenchError(f"--shard expects I/N (e.g. 0/4), got '{text}'") from None
+    if count < 1 or not 0 <= index < count:
+        raise SpecbenchError(f"--shard {text}: need 0 <= I < N")
+    return index, count
+
+
+def _in_shard(prompt_id: str, workload: str, shard: tuple[int, int]) -> bool:
+    digest = int(hashlib.sha1(f"{workload}:{prompt_id}".encode()).hexdigest()[:8], 16)
+    return digest % shard[1] == shard[0]
+
+
+def load_workloads(spec: SweepSpec) -> list[Workload]:
+    loaded = []
+    for choice in spec.workloads:
+        loaded.append(load_workload(choice.name, count=choice.count, seed=spec.seed, split=choice.split))
+    return loaded
+
+
+def runs_live(spec: SweepSpec, config: RunConfig, prompt_index: int) -> bool:
+    """Whether ``config`` runs live on the workload's ``prompt_index``-th prompt (0-based, in the shard).
+
+    The baseline always does; in mode replay a speculative configuration only as a calibration unit.
+    """
+    if config.is_baseline or spec.runs_live:
+        return True
+    cal = spec.calibration
+    return cal is not None and config.gamma in cal.gammas and prompt_index < cal.prompts
+
+
+def expand_units(spec: SweepSpec, workloads: list[Workload], shard: tuple[int, int] = (0, 1)) -> list[Unit]:
+    """Every unit of the grid in execution order (one shard of it); replayed units after each turn's live ones."""
+    units = []
+    for workload in workloads:
+        max_new = spec.max_new_tokens or workload.max_new_tokens
+        prompts = [p for p in workload.prompts if _in_shard(p.prompt_id, workload.name, shard)]
+        for index, prompt in enumerate(prompts):
+            for repeat in range(spec.repeats):
+                for temperature in spec.temperatures:
+                    configs = [c for c in spec.configs if c.temperature == temperature]
+                    for turn in range(1, len(prompt.turns) + 1):
+                        for config in configs:  # the baseline comes first in spec.configs
+                            if runs_live(spec, config, index):
+                                units.append(Unit(config, workload, prompt, turn, repeat, max_new, spec.seed))
+                        if spec.replays:
+                            units.extend(Unit(c, workload, prompt, turn, repeat, max_new, spec.seed, "replay")
+                                         for c in configs if not c.is_baseline)
+    return units
+
+
+def make_record(unit: Unit, result, spec: SweepSpec, device_name: str) -> dict:
+    """A results row (every column of `specbench.records.store.COLUMNS`) for one measured or replayed unit."""
+
+    c = unit.config
+    nodes = shape_for(c.tree, c.gamma).num_nodes if c.gamma else 0
+    attempts, accepts = result.position_counts(max(c.gamma, 1))
+    rounds = result.rounds
+    return {
+        "unit_id": unit.unit_id, "sweep": spec.name, "mode": unit.mode, "target": spec.target,
+        "drafter": c.drafter.type if c.drafter else "none",
+        "drafter_params": c.drafter.params_json if c.drafter else "{}",
+        "drafter_label": c.drafter.label if c.drafter else "none",
+        "tree": c.tree, "tree_nodes": nodes, "gamma": c.gamma, "temperature": c.temperature, "top_p": c.top_p,
+        "top_k": c.top_k, "workload": unit.workload.name, "prompt_id": unit.prompt.prompt_id,
+        "category": unit.prompt.category, "turn": unit.turn, "repeat": unit.repeat, "seed": unit.seed,
+        "device": device_name, "dtype": spec.dtype,
+        "prompt_tokens": result.prompt_tokens, "new_tokens": result.new_tokens, "decode_tokens": result.decode_tokens,
+        "rounds": result.target_forwards, "drafted": result.drafted, "accepted": result.accepted,
+        "draft_steps": int(sum(rounds.draft_steps)), "alpha": result.alpha, "tau": result.tau,
+        "accept_hist": result.accepted_length_histogram(c.gamma).tolist(),
+        "pos_attempts": attempts.tolist()[: c.gamma], "pos_accepts": accepts.tolist()[: c.gamma],
+        "round_drafted": list(rounds.drafted), "round_depth": list(rounds.depth),
+        "round_accepted": list(rounds.accepted), "round_draft_steps": list(rounds.draft_steps),
+        "round_draft_s": list(rounds.draft_s), "round_verify_s": list(rounds.verify_s),
+        "prefill_s": result.prefill_s, "decode_s": result.decode_s, "draft_s": result.draft_s,
+        "verify_s": result.verify_s, "overhead_s": result.overhead_s, "tokens_per_s": result.tokens_per_s,
+        "peak_memory_bytes": result.peak_memory_bytes,
+        "memory_kind": "cuda_max_allocated" if spec.device.startswith("cuda") else "cpu_max_rss",
+        "stop_reason": result.stop_reason,
+        "output_sha1": hashlib.sha1(str(result.tokens).encode()).hexdigest(),
+        "output_ids": list(result.tokens), "timestamp": now_utc(),
+    }
