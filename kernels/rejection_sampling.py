@@ -29,9 +29,19 @@ from __future__ import annotations
 
 import torch
 
+from specbench.kernels._triton import (
+    DTYPE_CODES,
+    KernelUnavailable,
+    cdiv,
+    next_power_of_2,
+    require_triton,
+    resolve_impl,
+    sm_count,
+    tl,
+    triton,
+    triton_available,
+)
 from specbench.kernels.rejection_sampling_reference import Verdict, verify_sampling
-from specbench.kernels._triton import (DTYPE_CODES, KernelUnavailable, cdiv, next_power_of_2, require_triton,
-                                       resolve_impl, sm_count, tl, triton, triton_available)
 
 __all__ = ["rejection_sampling", "rejection_sampling_triton", "verify_sampling", "Verdict", "KernelUnavailable",
            "triton_available"]

@@ -32,8 +32,18 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from specbench.kernels._triton import (KernelUnavailable, cdiv, interpreter_enabled, next_power_of_2, require_triton,
-                                       resolve_impl, sm_count, tl, triton, triton_available)
+from specbench.kernels._triton import (
+    KernelUnavailable,
+    cdiv,
+    interpreter_enabled,
+    next_power_of_2,
+    require_triton,
+    resolve_impl,
+    sm_count,
+    tl,
+    triton,
+    triton_available,
+)
 
 __all__ = ["tree_attention", "tree_attention_triton", "tree_attention_reference", "tree_attention_mask",
            "KernelUnavailable", "triton_available"]

@@ -40,11 +40,18 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import pandas as pd
 
-from specbench.errors import SpecbenchError
 from specbench.analysis.fit import ACCEPT_KEYS, AcceptanceModel, improvement_factor
-from specbench.records.rounds import Binned, Rounds, binned, cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
+from specbench.errors import SpecbenchError
+from specbench.records.rounds import (
+    Binned,
+    Rounds,
+    binned,
+    cluster_codes,
+    cluster_sums,
+    flatten_rounds,
+    prompt_clusters,
+)
 from specbench.records.summary import BASELINE_KEYS, is_baseline
-
 
 # ----------------------------------------------------------------------------- the interface
 
@@ -52,7 +59,6 @@ from specbench.records.summary import BASELINE_KEYS, is_baseline
 class CostModel(Protocol):
     """Seconds spent by one round's parts; arrays broadcast. ``batch`` sequences decode together;
     ``context`` is the tokens already in the KV cache (None: the measured workload's own)."""
-
     def verify_s(self, tokens, batch: int = 1, context: int | None = None):
         """One target forward over ``tokens`` tokens per sequence (drafted + 1) and the acceptance."""
 
@@ -83,7 +89,6 @@ def round_s(cost: CostModel, gamma, *, nodes=None, propose_rate: float = 1.0, ba
 @dataclass(frozen=True)
 class VerifyFit:
     """t(k) = a + b·k + b2·max(0, k − knee); kind 'linear' (b2 = 0), 'knee' or 'flat'."""
-
     a: float
     b: float
     kind: str = "linear"
@@ -163,7 +168,6 @@ def fit_verify(x: np.ndarray, totals: np.ndarray, *, like: VerifyFit | None = No
 @dataclass(frozen=True)
 class DraftFit:
     """draft_s(γ) = fixed_s + step_s·γ for γ ≥ 1, 0 at γ = 0 (model-free: step_s = 0)."""
-
     fixed_s: float
     step_s: float
     model_free: bool
@@ -202,7 +206,6 @@ def fit_draft(x: np.ndarray, totals: np.ndarray, *, like: DraftFit | None = None
 @dataclass(frozen=True)
 class MeasuredCost:
     """`CostModel` fitted from one configuration group's rounds (batch 1, the sweep's contexts)."""
-
     verify: VerifyFit
     draft: DraftFit
     round_overhead_s: float  # per speculative round
@@ -237,7 +240,6 @@ SUMS = ("spec_overhead_s", "spec_rounds", "spec_drafting_rounds", "spec_prefill_
 @dataclass
 class CostStats:
     """Per-prompt sufficient statistics of one configuration group and its baseline."""
-
     verify: Binned  # x = tokens verified, y = verify_s (group and baseline rounds)
     draft: Binned  # x = drafter forwards, y = draft_s (group rounds that drafted)
     sums: np.ndarray  # [P, len(SUMS)]
@@ -282,7 +284,6 @@ def _ratio(num: float, den: float) -> float:
 @dataclass(frozen=True)
 class CostFit:
     """A group's fitted `MeasuredCost` and the measured scalars predictions compare with."""
-
     cost: MeasuredCost
     target_step_s: float  # mean target-only forward (baseline rounds' verify_s)
     draft_step_s: float  # per drafter forward; model-free: per proposal

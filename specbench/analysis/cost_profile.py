@@ -59,7 +59,7 @@ from specbench.analysis.cost import VerifyFit, fit_verify, round_s
 from specbench.analysis.engine_settings import engine_settings, hub_name
 from specbench.analysis.fit import estimate_acceptance, expected_tokens, position_counts
 from specbench.analysis.intervals import LEVEL, N_BOOT, bootstrap_interval, bootstrap_weights, few_prompts_note
-from specbench.analysis.recommend import GROUP_KEYS, SCENARIO_KEYS, replicate_models
+from specbench.analysis.recommend import GROUP_KEYS, MAX_GAMMA, SCENARIO_KEYS, replicate_models
 from specbench.errors import SpecbenchError
 from specbench.records.jsonable import json_ready
 from specbench.records.profile_file import MODEL_FREE, Profile, summary_frame
@@ -125,7 +125,6 @@ class GridTable:
     columns that set the extrapolation slopes (the measured k), so an answer never depends on
     which other k were asked with it. ``notes`` says how far queries left the grid.
     """
-
     batches: np.ndarray  # [nb] ascending
     contexts: np.ndarray  # [nc] ascending
     name: str
@@ -190,7 +189,6 @@ def _complete_grid(cells: dict[tuple[int, int], object], what: str, notes: set) 
 class ProfiledCost:
     """A `specbench.analysis.cost.CostModel` from a profile: verify per (k, batch, context), the drafter's
     step per (batch, context), a constant overhead (see the module docstring)."""
-
     verify_grid: GridTable
     verify_fits: list[list[VerifyFit]]  # [nb][nc]
     measured_tokens: np.ndarray  # the k the profile timed (extrapolation slopes)
@@ -318,10 +316,10 @@ def fit_profile(profile: Profile, drafter: str | None = None, *, overhead_s: flo
                         target=profile.target, round_overhead_s=overhead_s, default_context=context)
 
 
-def what_if(cost: ProfiledCost, alphas, batches, *, context: int | None = None, max_gamma: int = 16) -> pd.DataFrame:
+def what_if(cost: ProfiledCost, alphas, batches, *, context: int | None = None,
+            max_gamma: int = MAX_GAMMA) -> pd.DataFrame:
     """Best γ and its speedup per (α, batch) for a constant acceptance α — what a profile says
     before any sweep: speedup(γ) = E[tokens](α, γ) · round_s(0) ÷ round_s(γ), every round drafting."""
-
     gammas = np.arange(max_gamma + 1)
     rows = []
     for batch in batches:
@@ -340,7 +338,6 @@ def what_if(cost: ProfiledCost, alphas, batches, *, context: int | None = None, 
 @dataclass
 class DrafterPlan:
     """One drafter of one scenario: predicted speedups over (batch, γ) and the γ chosen per batch."""
-
     drafter: str
     drafter_label: str
     drafter_params: str
@@ -407,7 +404,6 @@ def vllm_schedule(plan: DrafterPlan, target: str, hub_ids: Mapping[str, str] | N
     capped by ``num_speculative_tokens``, set here to the largest K. None when no batch size
     speculates.
     """
-
     schedule = ranges(plan.chosen)
     top = max(k for _, _, k in schedule)
     if top == 0:
@@ -487,11 +483,10 @@ def workload_context(records: pd.DataFrame) -> int:
 
 
 def recommend_with_profile(records: pd.DataFrame, profile: Profile, *, batches=None, context: int | None = None,
-                           max_gamma: int = 16, n_boot: int | None = None, level: float | None = None,
+                           max_gamma: int = MAX_GAMMA, n_boot: int | None = None, level: float | None = None,
                            seed: int = 0, overhead_s: float = 0.0,
                            hub_ids: Mapping[str, str] | None = None) -> list[ProfileRecommendation]:
     """γ (or no speculation) per scenario and batch size: the sweep's acceptance × the profile's costs."""
-
     n_boot = N_BOOT if n_boot is None else n_boot
     level = LEVEL if level is None else level
     batches = sorted({int(b) for b in (batches or profile.rows(role="target")["batch"].unique())})
@@ -582,7 +577,6 @@ def _lead_plan(plans: list[DrafterPlan], batches: list[int]) -> DrafterPlan:
 
 def recommendation_dict(rec: ProfileRecommendation) -> dict:
     """Plain JSON-ready data for one scenario."""
-
     plans = []
     for plan in rec.plans:
         plans.append({"drafter": plan.drafter, "drafter_label": plan.drafter_label,
@@ -601,7 +595,6 @@ def to_json(recs: list[ProfileRecommendation]) -> str:
 
 def markdown_summary(profile: Profile) -> str:
     """A profile as Markdown: what ran where, the per-cell times and bandwidth, the fitted verify model."""
-
     info = profile.info
     bandwidth = info.get("bandwidth", {})
     target = info["target"]

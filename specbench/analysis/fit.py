@@ -58,6 +58,7 @@ rounds, with a z-score from the model's variance (rounds treated as independent)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -470,7 +471,6 @@ def fit_group(group: pd.DataFrame, keys: dict, *, n_boot: int = N_BOOT, level: f
 def load_results(folder) -> pd.DataFrame:
     """The records of a results folder, refusing what is not one: a missing folder, no run.json,
     no records (each a one-line SpecbenchError)."""
-    from pathlib import Path
 
 
     folder = Path(folder)

@@ -51,13 +51,12 @@ from specbench.records.summary import BASELINE_KEYS, CONFIG_KEYS, UNIT_KEYS, is_
 OBJECTIVES = ("throughput", "latency")
 SCENARIO_KEYS = BASELINE_KEYS
 GROUP_KEYS = ["drafter", "drafter_label", "tree"]
-MAX_GAMMA = 16
+MAX_GAMMA = 16  # the default largest γ the acceptance and cost models predict (the one place it is set)
 
 
 @dataclass
 class Option:
     """One candidate: a measured configuration or a (drafter, tree, γ) the model predicts."""
-
     drafter: str
     drafter_label: str
     drafter_params: str
@@ -81,7 +80,6 @@ class Option:
 @dataclass
 class Pick:
     """The outcome of one path (measured or model) for one scenario."""
-
     source: str  # 'measured' or 'model'
     choice: Option | None  # None: no speculation
     best: Option | None  # the best point estimate, whatever its interval

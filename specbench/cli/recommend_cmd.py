@@ -14,7 +14,7 @@ from specbench.analysis.cost_profile import recommend_with_profile
 from specbench.analysis.cost_profile import to_json as profile_recommendations_json
 from specbench.analysis.fit import load_results
 from specbench.analysis.intervals import N_BOOT
-from specbench.analysis.recommend import recommend
+from specbench.analysis.recommend import MAX_GAMMA, recommend
 from specbench.analysis.recommend import to_json as recommendations_json
 from specbench.cli.fit_cmd import group_label, text_row
 from specbench.cli.render import console as wide_console
@@ -94,7 +94,7 @@ def recommend_command(
     objective: str = typer.Option("throughput", "--objective",
                                   help="throughput: decode tokens/s; latency: mean time of one request of the "
                                        "workload's max new tokens, prefill included."),
-    max_gamma: int = typer.Option(16, "--max-gamma", help="Largest γ the model predicts (measured or not)."),
+    max_gamma: int = typer.Option(MAX_GAMMA, "--max-gamma", help="Largest γ the model predicts (measured or not)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
     engine: str = typer.Option("all", "--engine", help="Engine settings to export: vllm, sglang, transformers or all."),
     n_boot: int = typer.Option(N_BOOT, "--bootstrap", min=0, help="Bootstrap replicates over prompts."),
@@ -129,8 +129,6 @@ def recommend_command(
     none) per workload and batch size, and vLLM's num_speculative_tokens_per_batch_size
     (docs/profile.md).
     """
-
-
     if engine not in ENGINE_CHOICES:
         raise SpecbenchError(f"unknown engine '{engine}'{did_you_mean(engine, list(ENGINE_CHOICES))} "
                              f"(choose from: {', '.join(ENGINE_CHOICES)})")
@@ -155,7 +153,6 @@ def recommend_command(
 def _recommend_with_profile(records, folder: Path, *, batch: str | None, context: int | None, objective: str,
                             max_gamma: int, n_boot: int, seed: int, json_out: bool) -> None:
     """The --cost-profile path: `specbench.analysis.cost_profile.recommend_with_profile`, printed or as JSON."""
-
     from specbench.hardware.profile import parse_int_list  # lazy: loads torch; keeps `specbench --help` fast
 
     if objective != "throughput":

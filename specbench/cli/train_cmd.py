@@ -80,7 +80,7 @@ def train_drafter(
         torch.set_num_threads(threads)
 
     from specbench.training.train import TrainOptions  # lazy: loads torch; keeps `specbench --help` fast
-    from specbench.training.train import train_drafter as run
+    from specbench.training.train import train_drafter as run  # lazy: loads torch; keeps `specbench --help` fast
 
     architecture = {"heads": heads, "modules": modules, "intermediate": intermediate}
     opts = TrainOptions(kind=kind, tokens=tokens, epochs=epochs, lr=lr, batch_tokens=batch_tokens, steps=steps,

@@ -9,6 +9,7 @@ fallback for any other `AutoModelForCausalLM`; it runs chains only.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 
 import torch
@@ -242,7 +243,6 @@ class HFDecoder:
         self.model = model
         self.past = None
         self._length = 0
-        import inspect
 
         params = inspect.signature(model.forward).parameters
         self._cache_kwarg = "cache" if "cache" in params else "past_key_values"

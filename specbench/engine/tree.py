@@ -23,9 +23,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from importlib import resources
 from pathlib import Path
 
 import torch
+import yaml
 
 from specbench.engine.decoder import TreeLayout
 from specbench.errors import SpecbenchError, did_you_mean
@@ -157,7 +159,6 @@ def _dynamic(text: str) -> DynamicTree:
 def _paths_file(path: Path, text: str) -> StaticTree:
     if not path.is_file():
         raise SpecbenchError(f"tree '{text}': file not found: {path}")
-    import yaml
 
     try:
         data = yaml.safe_load(path.read_text())
@@ -171,7 +172,6 @@ def _paths_file(path: Path, text: str) -> StaticTree:
 
 
 def _trees_dir() -> Path:
-    from importlib import resources
 
     return Path(str(resources.files("specbench.builtin_trees")))
 

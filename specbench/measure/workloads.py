@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from specbench.errors import SpecbenchError, did_you_mean
-from specbench.models.prompting import encode_conversation
 from specbench.measure.workload_sources import read_records
 from specbench.measure.workload_spec import (
     WorkloadSpec,
@@ -31,6 +30,7 @@ from specbench.measure.workload_spec import (
     parse_user_source,
     read_spec_file,
 )
+from specbench.models.prompting import encode_conversation
 
 SPLITS = ("eval", "train", "all")
 TRAIN_BUCKETS = 100
@@ -39,7 +39,6 @@ TRAIN_BUCKETS = 100
 @dataclass(frozen=True)
 class Prompt:
     """One conversation to run: its user turns, asked one after another."""
-
     workload: str
     prompt_id: str  # stable id, e.g. "mt-bench/81", "HumanEval/0", "sharegpt/<conversation id>"
     category: str
@@ -49,7 +48,6 @@ class Prompt:
 @dataclass
 class Workload:
     """A loaded prompt set, ready for a sweep."""
-
     name: str
     description: str
     source: str  # where the prompts were read from (package==version:file, hf:..., jsonl:...)

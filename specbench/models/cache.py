@@ -17,6 +17,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from safetensors import safe_open
+
 MANIFEST = "specbench-cache.json"
 CACHE_FORMAT = 1
 
@@ -52,7 +54,6 @@ def is_valid(entry: Path) -> bool:
         for name, size in manifest["files"].items():
             if (entry / name).stat().st_size != size:
                 return False
-        from safetensors import safe_open
 
         for name in manifest["files"]:
             if name.endswith(".safetensors"):

@@ -1,0 +1,80 @@
+"""The architecture's walls, as tests: import-linter contracts, no module-level import cycle,
+and imports inside functions only where start-up time needs them."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.import_graph import ROOT, find_cycle, function_level_imports, module_level_graph
+
+LINT = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
+LAZY_ALLOWED = ("torch", "transformers", "matplotlib", "vllm", "triton", "datasets", "tokenizers", "accelerate")
+
+
+def _lint(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([LINT, "--no-cache", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_import_linter_contracts_hold():
+    result = _lint()
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "0 broken" in result.stdout
+
+
+def test_a_broken_contract_fails(tmp_path):
+    """The check can fail: a contract the code breaks on purpose (measure writes records) is reported."""
+    config = tmp_path / "broken.toml"
+    config.write_text(
+        '[tool.importlinter]\nroot_packages = ["specbench"]\n\n'
+        '[[tool.importlinter.contracts]]\nname = "measure may not import records (false on purpose)"\n'
+        'type = "forbidden"\nsource_modules = ["specbench.measure"]\nforbidden_modules = ["specbench.records"]\n')
+    result = _lint("--config", str(config))
+    assert result.returncode != 0
+    assert "BROKEN" in result.stdout and "specbench.measure" in result.stdout
+
+
+def test_no_module_level_import_cycle():
+    assert find_cycle(module_level_graph()) is None
+
+
+def test_find_cycle_finds_one():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_every_package_says_what_it_owns():
+    for package in ("cli", "measure", "backends", "engine", "models", "records", "analysis", "figures", "hardware",
+                    "training"):
+        init = ROOT / "specbench" / package / "__init__.py"
+        assert init.exists(), package
+        assert len(init.read_text().strip()) > 80, f"specbench/{package}/__init__.py needs its docstring"
+
+
+def test_imports_inside_functions_are_lazy_heavy_imports_with_a_reason():
+    """Module-level imports everywhere, except lazy imports of heavy libraries (and, in the CLI,
+    of modules that load them), each marked with a reason on its line."""
+    offenders = []
+    for module, line, target, text in function_level_imports():
+        root = target.split(".")[0]
+        if root in LAZY_ALLOWED:
+            continue
+        if module.startswith("specbench.cli") and "# lazy:" in text:
+            continue
+        offenders.append(f"{module}:{line}: {text.strip()}")
+    assert not offenders, "imports hidden in functions:\n" + "\n".join(offenders)
+
+
+@pytest.mark.parametrize("package", ["specbench.analysis", "specbench.figures", "specbench.records"])
+def test_result_readers_do_not_load_torch(package):
+    code = (f"import importlib, pkgutil, sys, {package} as p\n"
+            "for m in pkgutil.walk_packages(p.__path__, p.__name__ + '.'):\n"
+            "    importlib.import_module(m.name)\n"
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False"
