@@ -11,7 +11,6 @@
 # result and time, the profiles as tables, what γ a constant α would get per batch size), gpu_check.log
 # (all output), kernels.json, and the profile folders profile-1b/ and profile-8b/ (run.json +
 # profile.parquet, usable with `specbench recommend RESULTS --cost-profile $OUT/profile-8b` anywhere).
-# Eight files at most, two folders deep: what the device tool brings back.
 #
 # Needs: a CUDA GPU, python3 with torch (CUDA build), transformers, triton, pandas, pyarrow, scipy,
 # typer, rich, pyyaml, psutil, pytest. No network: specbench itself is installed from this checkout
@@ -19,7 +18,8 @@
 # it stops at once with exit code 2. Each step has its own time limit; a step that fails or runs out
 # is reported in summary.md and the later steps still run (exit code 1 at the end).
 #
-# Through the device tool (docs/profile.md):  run(command="bash scripts/gpu_check.sh", timeout_s=540)
+# On any CUDA machine (docs/profile.md, "Running the GPU check"):
+#   OUT=/tmp/specbench-gpu-check bash scripts/gpu_check.sh     # then copy $OUT back
 set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 2
@@ -65,7 +65,7 @@ if ! importable; then
     "$PY" -m pip install -q --no-deps --no-index --no-build-isolation -e "$ROOT" >>"$LOG" 2>&1 || true
 fi
 if ! importable; then
-    # the package maps kernels/, workloads/ and trees/ into specbench.*: links in this (device) copy do the same
+    # the package maps kernels/, workloads/ and trees/ into specbench.*: links in this checkout do the same
     say "pip could not install it: linking kernels/, workloads/ and trees/ into specbench/ instead"
     ln -sfn ../kernels specbench/kernels
     ln -sfn ../workloads specbench/builtin_workloads
@@ -108,69 +108,8 @@ step profile-8b 100 "$PY" -m specbench profile --target scripts/gpu_configs/llam
     --drafter scripts/gpu_configs/llama-3.2-1b --drafter ngram "${PROFILE_GRID[@]}" --out "$OUT/profile-8b"
 
 # ---------------------------------------------------------------------------------- summary.md
-STEPS="$STEPS" WORK="$WORK" OUT="$OUT" ELAPSED=$((SECONDS - START)) "$PY" - <<'EOF' 2>&1 | tee -a "$LOG"
-import os, subprocess
-from pathlib import Path
-
-import torch
-
-from specbench.backends.environment import git_commit, package_versions
-
-out, work = Path(os.environ["OUT"]), Path(os.environ["WORK"])
-steps = [line.split("\t") for line in Path(os.environ["STEPS"]).read_text().splitlines() if line]
-versions = package_versions()
-try:
-    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                            capture_output=True, text=True, timeout=20).stdout.strip()
-except (OSError, subprocess.TimeoutExpired):
-    driver = "?"
-props = torch.cuda.get_device_properties(0)
-lines = ["# specbench GPU check", "",
-         f"- device: {props.name}, {props.total_memory / 2**30:.0f} GiB, {props.multi_processor_count} SMs, "
-         f"driver {driver}, CUDA {torch.version.cuda}",
-         f"- python {versions['python']}, torch {versions['torch']}, transformers {versions['transformers']}, "
-         f"triton {versions['triton']}; specbench commit {git_commit()}",
-         f"- total {os.environ['ELAPSED']} s", "",
-         "| step | result | seconds |", "|---|---|---:|"]
-lines += [f"| {name} | {result} | {seconds} |" for name, result, seconds in steps]
-
-
-def tail(name: str, n: int) -> list[str]:
-    path = work / f"{name}.out"
-    text = path.read_text(errors="replace").splitlines() if path.exists() else ["(no output)"]
-    return ["```"] + text[-n:] + ["```"]
-
-
-lines += ["", "## CUDA tests (pytest -m cuda)", ""] + tail("cuda-tests", 8)
-lines += ["", "## Triton kernel tests on the GPU (tests/test_kernels.py)", ""] + tail("kernel-tests", 8)
-lines += ["", "## Kernel benchmark (scripts/bench_kernels.py --quick)", ""] + tail("kernel-bench", 60)
-lines += ["", "## Cost profiles (random weights, bf16)", ""]
-try:
-    from specbench.analysis.cost_profile import fit_profile, what_if
-    from specbench.analysis.cost_profile import markdown_summary
-    from specbench.records.profile_file import load_profile
-
-    for name in ("profile-1b", "profile-8b"):
-        folder = out / name
-        if not (folder / "run.json").exists():
-            lines += [f"{name}: not measured (see the steps above)", ""]
-            continue
-        profile = load_profile(folder)
-        lines += [markdown_summary(profile)]
-        for drafter in profile.drafters:
-            cost = fit_profile(profile, drafter)
-            table = what_if(cost, [0.6, 0.8], [1, 4, 16, 64], context=1024)
-            lines += [f"What γ a constant acceptance α would get with drafter {drafter} (context 1024; speedup = "
-                      "E[tokens] · target-only round ÷ speculative round):", "",
-                      "| α | batch | best γ | speedup | at γ=1 | at γ=4 |", "|---:|---:|---:|---:|---:|---:|"]
-            lines += [f"| {r.alpha:g} | {r.batch} | {r.gamma} | {r.speedup:.2f}× | {r.speedup_gamma_1:.2f}× | "
-                      f"{r.speedup_gamma_4:.2f}× |" for r in table.itertuples()]
-            lines += [""]
-except Exception as exc:  # the summary must still be written
-    lines += [f"(profile tables failed: {type(exc).__name__}: {exc})"]
-(out / "summary.md").write_text("\n".join(lines) + "\n")
-print(f"gpu_check: wrote {out / 'summary.md'}")
-EOF
+"$PY" scripts/gpu_check_summary.py --out "$OUT" --work "$WORK" --steps "$STEPS" \
+    --elapsed $((SECONDS - START)) 2>&1 | tee -a "$LOG"
 
 say "done in $((SECONDS - START))s; results in $OUT"
 cat "$STEPS" | tee -a "$LOG"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import yaml
 from typer.testing import CliRunner
 
 from specbench.cli import app
@@ -26,8 +27,21 @@ def assert_user_error(result, *needles: str) -> None:
 
 def write_sweep_yaml(folder, spec: dict, **overrides):
     """``spec`` updated with ``overrides``, written as ``folder/sweep.yaml``; returns the path."""
-    import yaml
-
     path = folder / "sweep.yaml"
     path.write_text(yaml.safe_dump({**spec, **overrides}))
     return path
+
+
+TINY_SWEEP = {"name": "tiny", "target": "tiny-random-llama", "max_new_tokens": 24, "ignore_eos": True,
+              "drafters": [{"type": "ngram"}, {"type": "draft-model", "params": {"model": "tiny-random-llama-draft"}}],
+              "gammas": [1, 3], "temperatures": [0.0]}
+
+
+def jsonl_workload(prompts_file, count: int = 3) -> dict:
+    """A sweep's workload entry for the `prompts_file` fixture's JSONL."""
+    return {"name": f"jsonl:{prompts_file}:field=text:id=id", "count": count}
+
+
+def tiny_sweep_yaml(folder, prompts_file, **overrides):
+    """A small sweep of the tiny random models over the `prompts_file` prompts, written as YAML."""
+    return write_sweep_yaml(folder, {**TINY_SWEEP, "workloads": [jsonl_workload(prompts_file)]}, **overrides)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -52,3 +55,14 @@ def tiny_v8():
     from specbench.models.resolve import load_model
 
     return load_model("tiny-random-v8"), load_model("tiny-random-v8-draft")
+
+
+PROMPTS = ["Tell me about tea.", "Count to ten please.", "Why is the sky blue?", "Name a prime number."]
+
+
+@pytest.fixture()
+def prompts_file(tmp_path) -> Path:
+    """A JSONL prompt file (``id``, ``text``) of four short prompts, for `jsonl:` workloads."""
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(PROMPTS)))
+    return path

@@ -8,6 +8,9 @@ engine and a profile on the GPU.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -16,11 +19,19 @@ import torch
 from typer.testing import CliRunner
 
 from specbench.analysis.cost import round_s
-from specbench.analysis.cost_profile import fit_profile, ranges, recommend_with_profile, workload_context
+from specbench.analysis.cost_profile import (
+    fit_profile,
+    markdown_summary,
+    ranges,
+    recommend_with_profile,
+    what_if,
+    workload_context,
+)
+from specbench.analysis.fit import expected_tokens
 from specbench.cli import app
 from specbench.errors import SpecbenchError
 from specbench.hardware.profile import ProfileGrid, parse_int_list, peak_bandwidth, run_profile
-from specbench.records.profile_file import COLUMNS, PROFILE_KIND, Profile, load_profile, write_profile
+from specbench.records.profile_file import COLUMNS, PROFILE_KIND, Profile, load_profile, summary_frame, write_profile
 from tests.synthetic_results import SyntheticDrafter, make_records, records_frame, write_results
 
 DRAFT = "qwen2.5-coder-0.5b"  # the synthetic sweep's drafter model (SyntheticDrafter's default params)
@@ -103,6 +114,40 @@ def test_fit_of_measured_profile_is_monotone_and_tracks_the_data(measured):
     assert np.isclose(cost.draft_s(3, 2, 16), 3 * cost.step_s(2, 16))
     ngram = fit_profile(measured[0], "ngram")
     assert ngram.model_free and np.isclose(ngram.draft_s(5, 2, 16), ngram.step_s(2, 16))
+
+
+def test_what_if_picks_the_best_gamma_of_a_constant_acceptance(measured):
+    cost = fit_profile(measured[0], "tiny-random-llama-draft")
+    table = what_if(cost, [0.3, 0.9], [1, 8], context=16, max_gamma=8)
+    assert list(table.columns) == ["alpha", "batch", "gamma", "speedup", "speedup_gamma_1", "speedup_gamma_4"]
+    assert len(table) == 4 and table["gamma"].between(0, 8).all()
+    for row in table.itertuples():  # the chosen γ is the argmax of the predicted speedup curve
+        seconds = np.asarray(round_s(cost, np.arange(9), batch=row.batch, context=16), dtype=float)
+        curve = expected_tokens(row.alpha, np.arange(9)) * seconds[0] / seconds
+        assert row.gamma == int(np.argmax(curve)) and np.isclose(row.speedup, curve.max())
+    by_alpha = table.set_index(["batch", "alpha"])["speedup"]
+    assert (by_alpha.xs(0.9, level="alpha") >= by_alpha.xs(0.3, level="alpha")).all()  # more acceptance never loses
+
+
+def test_markdown_summary_and_gpu_check_summary(measured, tmp_path):
+    profile, _ = measured
+    text = markdown_summary(profile)
+    assert text.startswith(f"### {profile.target}") and "Fitted verify model" in text
+    assert text.count("\n| ") >= len(summary_frame(profile))  # one table row per (model, batch, context)
+    out, work = tmp_path / "out", tmp_path / "work"
+    work.mkdir()
+    write_profile(out / "profile-1b", profile)
+    (work / "cuda-tests.out").write_text("3 passed\n")
+    steps = tmp_path / "steps.tsv"
+    steps.write_text("cuda-tests\tok\t12\nprofile-8b\ttimed out after 100s\t100\n")
+    script = Path(__file__).resolve().parent.parent / "scripts" / "gpu_check_summary.py"
+    result = subprocess.run([sys.executable, str(script), "--out", str(out), "--work", str(work), "--steps",
+                             str(steps), "--elapsed", "112"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = (out / "summary.md").read_text()
+    assert "| cuda-tests | ok | 12 |" in summary and "| profile-8b | timed out after 100s | 100 |" in summary
+    assert "3 passed" in summary and "profile-8b: not measured" in summary
+    assert f"### {profile.target}" in summary and "What γ a constant acceptance" in summary
 
 
 def test_cli_profile_writes_a_profile(tmp_path):

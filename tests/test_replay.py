@@ -26,7 +26,7 @@ from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.sampling import SamplingParams
 from specbench.measure.replay_units import predict
 from specbench.records.store import load_records
-from tests.cli_helpers import assert_user_error, invoke, write_sweep_yaml
+from tests.cli_helpers import assert_user_error, invoke, tiny_sweep_yaml
 
 GREEDY = SamplingParams()
 
@@ -226,25 +226,9 @@ def test_coupled_coins_are_unbiased_for_live_rounds(v8_models):
 
 # ----------------------------------------------------------------------------- the CLI
 
-PROMPTS = ["Tell me about tea.", "Count to ten please.", "Why is the sky blue?"]
-
-
-@pytest.fixture()
-def prompts_file(tmp_path) -> Path:
-    path = tmp_path / "prompts.jsonl"
-    path.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(PROMPTS)))
-    return path
-
-
 def sweep_yaml(tmp_path: Path, prompts_file: Path, **overrides) -> Path:
-    spec = {"name": "tiny-replay", "target": "tiny-random-llama", "max_new_tokens": 16, "ignore_eos": True,
-            "drafters": [{"type": "ngram"}, {"type": "draft-model", "params": {"model": "tiny-random-llama-draft"}}],
-            "gammas": [1, 2, 4], "temperatures": [0.0],
-            "workloads": [{"name": f"jsonl:{prompts_file}:field=text:id=id", "count": 3}]}
-    return write_sweep_yaml(tmp_path, spec, **overrides)
-
-
-
+    return tiny_sweep_yaml(tmp_path, prompts_file, **{"name": "tiny-replay", "max_new_tokens": 16, "gammas": [1, 2, 4],
+                                                      **overrides})
 
 
 def test_mode_replay_runs_calibration_live_and_replays_every_gamma(tmp_path, prompts_file):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -14,31 +13,12 @@ import pandas as pd
 import pytest
 
 from specbench.records.store import COLUMNS, load_records, load_run_info
-from tests.cli_helpers import assert_user_error, invoke, write_sweep_yaml
-
-
-PROMPTS = ["Tell me about tea.", "Count to ten please.", "Why is the sky blue?", "Name a prime number."]
-
-
-@pytest.fixture()
-def prompts_file(tmp_path) -> Path:
-    path = tmp_path / "prompts.jsonl"
-    path.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(PROMPTS)))
-    return path
+from tests.cli_helpers import assert_user_error, invoke, jsonl_workload, tiny_sweep_yaml
 
 
 def sweep_yaml(tmp_path: Path, prompts_file: Path, **overrides) -> Path:
-    spec = {
-        "name": "tiny", "target": "tiny-random-llama", "max_new_tokens": 24, "ignore_eos": True,
-        "drafters": [{"type": "ngram"}, {"type": "draft-model", "params": {"model": "tiny-random-llama-draft"}}],
-        "gammas": [1, 3], "temperatures": [0.0],
-        "workloads": [{"name": f"jsonl:{prompts_file}:field=text:id=id", "count": 3},
-                      {"name": "mt-bench", "count": 2}],
-    }
-    return write_sweep_yaml(tmp_path, spec, **overrides)
-
-
-
+    workloads = [jsonl_workload(prompts_file), {"name": "mt-bench", "count": 2}]
+    return tiny_sweep_yaml(tmp_path, prompts_file, **{"workloads": workloads, **overrides})
 
 
 def test_small_grid_end_to_end(tmp_path, prompts_file):
