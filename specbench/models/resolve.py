@@ -2,7 +2,7 @@
 
 A spec is one of:
 
-* a built-in alias from ``registry/models.yaml`` (``smollm2-135m``, ``qwen2.5-coder-1.5b``,
+* a built-in alias from ``models/aliases.yaml`` (``smollm2-135m``, ``qwen2.5-coder-1.5b``,
   ``tiny-random-llama``, ...);
 * a path to a ``.gguf`` file — dequantized once into a safetensors cache entry;
 * a local directory or a Hugging Face hub id (``AutoModelForCausalLM``).
