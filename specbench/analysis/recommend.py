@@ -326,8 +326,8 @@ def recommend(records: pd.DataFrame, *, objective: str = "throughput", max_gamma
             skipped.append(f"skipped {keys['workload']} ({keys['target']}, T={keys['temperature']}): {what}")
             continue
         out.append(_recommend_scenario(keys, scenario, base, spec, objective=objective, max_gamma=max_gamma,
-                                       n_boot=n_boot, level=level, rng=np.random.default_rng(seed + i, hub_ids=hub_ids),
-                                       engines=engines))
+                                       n_boot=n_boot, level=level, rng=np.random.default_rng(seed + i),
+                                       engines=engines, hub_ids=hub_ids))
     if not out:
         raise SpecbenchError("no workload has both baseline and speculative records for the same target and sampling")
     for rec in out:
