@@ -9,14 +9,25 @@ engine, say) is left empty in the result and becomes null in the record, never i
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from specbench.engine.stats import GenerationResult, RoundLog
 
-__all__ = ["Backend", "GenerationResult", "RoundLog", "RoundCallback", "StatusCallback"]
+__all__ = ["Backend", "GenerationResult", "Request", "RoundLog", "RoundCallback", "StatusCallback"]
 
 RoundCallback = Callable[[object], None]  # called after every round with the running result
 StatusCallback = Callable[[str], None]  # one-line status messages while starting
+
+
+@dataclass(frozen=True)
+class Request:
+    """One generation request of a unit: what `Backend.generate_batch` is given per request."""
+
+    prompt_ids: list[int]
+    max_new_tokens: int
+    seed: int
+    stop_at_eos: bool
 
 
 class Backend(Protocol):
@@ -32,6 +43,13 @@ class Backend(Protocol):
     def generate(self, config, prompt_ids: list[int], max_new_tokens: int, *, seed: int, stop_at_eos: bool,
                  on_round: RoundCallback | None = None) -> GenerationResult:
         """Generate with ``config`` (a `specbench.measure.spec.RunConfig`) and measure it."""
+
+    def generate_batch(self, config, requests: list[Request], concurrency: int) -> list[GenerationResult]:
+        """Generate every request with ``config``, keeping up to ``concurrency`` requests in flight.
+
+        One result per request, in order. A backend that measures one request at a time
+        raises `SpecbenchError` for ``concurrency > 1``.
+        """
 
     def close(self) -> None:
         """Release what `start` took (models, processes, ports); safe to call twice."""

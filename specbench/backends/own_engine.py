@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from specbench.backends.base import GenerationResult, RoundCallback, StatusCallback
+from specbench.backends.base import GenerationResult, Request, RoundCallback, StatusCallback
 from specbench.backends.environment import device_info
 from specbench.engine.decoder import make_decoder
 from specbench.engine.drafters import check_params, make_drafter
@@ -79,6 +79,13 @@ class OwnEngineBackend:
                  on_round: RoundCallback | None = None) -> GenerationResult:
         engine = self._engine(config, prompt_ids)
         return engine.generate(prompt_ids, max_new_tokens, seed=seed, stop_at_eos=stop_at_eos, on_round=on_round)
+
+    def generate_batch(self, config, requests: list[Request], concurrency: int) -> list[GenerationResult]:
+        if concurrency != 1:
+            raise SpecbenchError(f"the own engine runs one request at a time (concurrency {concurrency} asked): "
+                                 "measure concurrency with a serving-engine backend (backend: vllm)")
+        return [self.generate(config, r.prompt_ids, r.max_new_tokens, seed=r.seed, stop_at_eos=r.stop_at_eos)
+                for r in requests]
 
     def close(self) -> None:
         self._engines.clear()
