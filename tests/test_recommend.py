@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from specbench.analysis.engine_settings import engine_settings, tree_paths
+from specbench.analysis.engine_settings import engine_settings, sglang_token_limit, tree_paths
 from specbench.analysis.fit import expected_tokens
 from specbench.analysis.recommend import recommend, recommendation_dict, to_json
 from specbench.errors import SpecbenchError
@@ -180,26 +180,48 @@ def test_engine_settings_for_each_drafter():
     assert ngram["vllm"].config == {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 2,
                                     "prompt_lookup_max": 4}
     assert "Qwen/Qwen2.5-Coder-1.5B-Instruct" in ngram["vllm"].snippet  # alias → hub id
-    assert ngram["sglang"].config["--speculative-algorithm"] == "NGRAM"
-    assert ngram["sglang"].config["--speculative-ngram-max-match-window-size"] == 4
+    sglang_ngram = ngram["sglang"].config
+    assert sglang_ngram["--speculative-algorithm"] == "NGRAM" and sglang_ngram["--speculative-num-draft-tokens"] == 6
+    assert not any("match-window" in flag for flag in sglang_ngram)  # removed from SGLang: parsing would fail
+    assert sglang_ngram["--speculative-ngram-max-bfs-breadth"] == 1  # a chain, as measured
+    assert any("n_min=2, n_max=4 are not expressible" in note for note in ngram["sglang"].notes)
     assert ngram["transformers"].config == {"prompt_lookup_num_tokens": 5, "max_matching_ngram_size": 4}
+    assert "vLLM 0.32.0" in ngram["vllm"].checked and "SGLang" in ngram["sglang"].checked
 
     draft = engine_settings("draft-model", {"model": "qwen2.5-coder-0.5b"}, "chain", 3, hub_ids=hub_ids())
     assert draft["vllm"].config == {"method": "draft_model", "model": "Qwen/Qwen2.5-Coder-0.5B-Instruct",
                                     "num_speculative_tokens": 3}
     assert draft["sglang"].config["--speculative-algorithm"] == "STANDALONE"
     assert draft["sglang"].config["--speculative-num-draft-tokens"] == 4
-    assert draft["transformers"].config["num_assistant_tokens"] == 3
-    assert "assistant_model=AutoModelForCausalLM.from_pretrained" in draft["transformers"].snippet
+    hf = draft["transformers"]
+    assert hf.config["num_assistant_tokens"] == 3 and hf.config["assistant_confidence_threshold"] == 0.0
+    # transformers reads γ and the threshold from the assistant's generation_config: the snippet sets them there
+    assert "assistant.generation_config.assistant_confidence_threshold = 0.0" in hf.snippet
+    assert "assistant.generation_config.num_assistant_tokens = 3" in hf.snippet
+    assert "AutoModelForCausalLM.from_pretrained('Qwen/Qwen2.5-Coder-0.5B-Instruct')" in hf.snippet
 
+    # vLLM 0.32 has no tree speculation: never a removed key, said to be not expressible
     eagle_tree = engine_settings("eagle", {"model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B"}, "2x2", 2)
-    assert eagle_tree["vllm"].config["speculative_token_tree"] == str([(0,), (1,), (0, 0), (0, 1), (1, 0), (1, 1)])
-    assert eagle_tree["vllm"].config["num_speculative_tokens"] == 6
+    assert not eagle_tree["vllm"].supported and "speculative_token_tree" not in eagle_tree["vllm"].config
+    assert eagle_tree["vllm"].config["num_speculative_tokens"] == 2
+    assert any("not expressible on vLLM" in note for note in eagle_tree["vllm"].notes)
     assert eagle_tree["sglang"].config["--speculative-eagle-topk"] == 2
+    assert eagle_tree["sglang"].config["--speculative-num-draft-tokens"] == 7  # 6 nodes + root ≤ 1 + 2 + 1·4
     assert not eagle_tree["transformers"].supported
 
+    # a 3x2x1 tree at γ = 2 is cut to depth 2 (3 + 6 nodes), within SGLang's 1 + topk + (steps − 1)·topk²
+    cut = engine_settings("eagle", {"model": "m"}, "3x2x1", 2)["sglang"].config
+    assert (cut["--speculative-num-steps"], cut["--speculative-eagle-topk"], cut["--speculative-num-draft-tokens"]) \
+        == (2, 3, 10)
+    assert tree_paths("3x2x1", 2) == [p for p in tree_paths("3x2x1") if len(p) <= 2] and len(tree_paths("3x2x1", 2)) == 9
+    for tree, gamma in (("3x2x1", 2), ("3x2x1", 3), ("4x4x4", 3), ("[[0], [1], [2], [3], [0, 0]]", 1)):
+        flags = engine_settings("eagle3", {"model": "m"}, tree, gamma)["sglang"].config
+        topk, steps = flags["--speculative-eagle-topk"], flags["--speculative-num-steps"]
+        assert steps <= gamma and flags["--speculative-num-draft-tokens"] <= sglang_token_limit(topk, steps)
+    assert engine_settings("eagle", {"model": "m"}, "4x4x4", 3)["sglang"].config["--speculative-num-draft-tokens"] == 37
+
     assert not engine_settings("medusa", {}, "chain", 2)["sglang"].supported
-    assert not engine_settings("draft-model", {"model": "x"}, "3x1", 2)["vllm"].supported  # vLLM trees: EAGLE only
+    assert not engine_settings("draft-model", {"model": "x"}, "3x1", 2)["vllm"].supported
     assert tree_paths("[[0], [0, 0], [1]]") == [(0,), (0, 0), (1,)] and tree_paths("dynamic-k4") is None
 
 

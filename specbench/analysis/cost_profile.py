@@ -401,8 +401,9 @@ def vllm_schedule(plan: DrafterPlan, target: str, hub_ids: Mapping[str, str] | N
     vLLM's Dynamic Speculative Decoding (docs.vllm.ai, features/speculative_decoding/
     dynamic_speculative_decoding, v0.25 and latest) takes a list of [start_bs, end_bs, K]:
     concurrency in [start_bs, end_bs] drafts K tokens, K = 0 turns speculation off there; K is
-    capped by ``num_speculative_tokens``, set here to the largest K. None when no batch size
-    speculates.
+    capped by ``num_speculative_tokens``, set here to the largest K. Batch sizes above the last
+    range get the last range's K (vLLM 0.32 ``build_dynamic_sd_schedule_lookup`` carries it to
+    max_num_seqs). None when no batch size speculates.
     """
     schedule = ranges(plan.chosen)
     top = max(k for _, _, k in schedule)
@@ -417,8 +418,11 @@ def vllm_schedule(plan: DrafterPlan, target: str, hub_ids: Mapping[str, str] | N
     config = {**setting.config, "num_speculative_tokens": top, "num_speculative_tokens_per_batch_size": schedule}
     text = json.dumps(config)
     snippet = f"vllm serve {hub_name(target, hub_ids)} --speculative-config '{text}'"
-    notes.append(f"batch sizes above {len(plan.chosen)} were not evaluated: extend the last range to your "
-                 "max_num_seqs only if the profile's largest batch is representative")
+    last = schedule[-1][2]
+    notes.append(f"vLLM applies the last range's K ({last}) to every batch size above {len(plan.chosen)} (and fills "
+                 f"gaps with the previous range's K); batch sizes above {len(plan.chosen)} were not evaluated: "
+                 f"add a final range [{len(plan.chosen) + 1}, <max_num_seqs>, K] (K = 0 turns speculation off) "
+                 "if the largest profiled batch is not representative")
     notes.append("num_speculative_tokens_per_batch_size is vLLM's Dynamic Speculative Decoding (documented from "
                  "v0.25): check that your version has it")
     return {"drafter_label": plan.drafter_label, "config": config, "snippet": snippet, "supported": True,

@@ -1,18 +1,29 @@
 """Ready-to-paste serving-engine settings for a recommended (drafter, tree, γ).
 
-Key names checked against the engines' documentation (vLLM ``speculative_config``: method,
-model, num_speculative_tokens, prompt_lookup_min/max, speculative_token_tree; SGLang server flags
-``--speculative-algorithm`` STANDALONE / EAGLE / EAGLE3 / NGRAM, ``--speculative-num-steps``,
-``--speculative-eagle-topk``, ``--speculative-num-draft-tokens``, ``--speculative-ngram-{min,max}-
-match-window-size``; transformers ``generate``: assistant_model, num_assistant_tokens,
-num_assistant_tokens_schedule, prompt_lookup_num_tokens, max_matching_ngram_size). Engines move
-fast: every snippet names what to check, and anything an engine cannot express is said, not
-silently dropped.
+Key names were checked against the engines' own source (`CHECKED_AGAINST`):
+
+* vLLM 0.32.0 ``SpeculativeConfig`` (vllm/config/speculative.py): method, model,
+  num_speculative_tokens, prompt_lookup_min/max. vLLM 0.32 has **no tree speculation** (the
+  ``speculative_token_tree`` key is gone and its ``@config`` rejects unknown keys), so a tree
+  is reported as not expressible on vLLM, with a chain of depth γ in the snippet.
+* SGLang ``server_args.py`` (sgl-project/sglang main, read at commit 001067ff): flags
+  ``--speculative-algorithm`` STANDALONE / EAGLE / EAGLE3 / NGRAM, ``--speculative-num-steps``,
+  ``--speculative-eagle-topk``, ``--speculative-num-draft-tokens``; NGRAM's
+  ``--speculative-ngram-{min,max}-bfs-breadth`` and ``--speculative-ngram-max-trie-depth``
+  (the old ``--speculative-ngram-{min,max}-match-window-size`` flags no longer exist). SGLang
+  verifies at most 1 + topk + (steps − 1)·topk² tokens per step, so the node budget is capped.
+* transformers ``generate`` (5.19): assistant_model, num_assistant_tokens,
+  num_assistant_tokens_schedule, assistant_confidence_threshold (read from the *assistant's*
+  generation_config; its default 0.4 stops drafting early, so it is set to 0 to keep γ),
+  prompt_lookup_num_tokens, max_matching_ngram_size.
+
+Engines move fast: `specbench.backends.engine_checks` validates the vLLM configs in
+``.venv-vllm`` and the SGLang command lines with SGLang's own parser where those are installed
+(``specbench recommend`` does it); otherwise the output names the versions above.
 
 Trees: a static branching spec ``AxBxC`` (top-A at depth 1, B children each at depth 2, ...) or
-an explicit list of rank paths (Medusa "choices") becomes vLLM's ``speculative_token_tree``
-(EAGLE-family methods only) and SGLang's top-k / node budget; other tree specs are reported as
-not expressible.
+an explicit list of rank paths (Medusa "choices"), cut to depth γ, becomes SGLang's top-k,
+steps and node budget; other tree specs are reported as not expressible.
 """
 
 from __future__ import annotations
@@ -24,6 +35,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 ENGINES = ("vllm", "sglang", "transformers")
+CHECKED_AGAINST = {"vllm": "vLLM 0.32.0 (SpeculativeConfig)", "sglang": "SGLang server_args.py at commit 001067ff",
+                   "transformers": "transformers 5.19.0 (GenerationConfig)"}
 FEATURE_DRAFTERS = {"eagle": ("eagle", "EAGLE"), "eagle3": ("eagle3", "EAGLE3"), "medusa": ("medusa", None),
                     "mtp": ("mtp", "EAGLE")}
 
@@ -35,10 +48,14 @@ class EngineSetting:
     config: dict  # structured settings (vLLM speculative_config, SGLang flags, generate kwargs)
     snippet: str  # ready-to-paste text
     notes: list[str] = field(default_factory=list)
+    checked: str = ""  # how the keys were checked: a live validation, or the versions they were read from
+
+    def __post_init__(self):
+        self.checked = self.checked or f"keys as in {CHECKED_AGAINST.get(self.engine, self.engine)}; not validated here"
 
     def as_dict(self) -> dict:
         return {"engine": self.engine, "supported": self.supported, "config": self.config,
-                "snippet": self.snippet, "notes": self.notes}
+                "snippet": self.snippet, "notes": self.notes, "checked": self.checked}
 
 
 def hub_name(spec: str | None, hub_ids: Mapping[str, str] | None = None) -> str:
@@ -49,22 +66,32 @@ def hub_name(spec: str | None, hub_ids: Mapping[str, str] | None = None) -> str:
     return (hub_ids or {}).get(spec) or spec
 
 
-def tree_paths(tree: str) -> list[tuple[int, ...]] | None:
-    """Rank paths of a static tree spec ('3x2x1' or a JSON list of paths); None when not static."""
+def tree_paths(tree: str, gamma: int | None = None) -> list[tuple[int, ...]] | None:
+    """Rank paths of a static tree spec ('3x2x1' or a JSON list of paths), cut to depth ``gamma``
+    (a tree never drafts deeper than γ); None when not static."""
     text = tree.strip()
     if text.startswith("["):
         try:
-            return [tuple(int(r) for r in path) for path in json.loads(text)]
+            paths = [tuple(int(r) for r in path) for path in json.loads(text)]
         except (ValueError, TypeError):
             return None
-    try:
-        widths = [int(part) for part in text.lower().split("x")]
-    except ValueError:
-        return None
-    if not widths or min(widths) < 1:
-        return None
-    return [path for depth in range(1, len(widths) + 1)
-            for path in itertools.product(*(range(w) for w in widths[:depth]))]
+    else:
+        try:
+            widths = [int(part) for part in text.lower().split("x")]
+        except ValueError:
+            return None
+        if not widths or min(widths) < 1:
+            return None
+        paths = [path for depth in range(1, len(widths) + 1)
+                 for path in itertools.product(*(range(w) for w in widths[:depth]))]
+    if gamma is not None:
+        paths = [path for path in paths if len(path) <= gamma]
+    return paths
+
+
+def sglang_token_limit(topk: int, steps: int) -> int:
+    """The most tokens SGLang verifies per step (root included): 1 + topk + (steps − 1)·topk²."""
+    return 1 + topk + max(steps - 1, 0) * topk * topk
 
 
 def _vllm(drafter: str, params: dict, tree: str, gamma: int, target: str,
@@ -86,15 +113,9 @@ def _vllm(drafter: str, params: dict, tree: str, gamma: int, target: str,
         return EngineSetting("vllm", False, {}, "", [f"vLLM has no method for drafter '{drafter}'"])
     supported = True
     if tree != "chain":
-        paths = tree_paths(tree)
-        if drafter in ("eagle", "eagle3") and paths:
-            config["speculative_token_tree"] = str(paths)
-            config["num_speculative_tokens"] = len(paths)
-            notes.append("tree decoding in vLLM is EAGLE-only and needs the tree attention backend")
-        else:
-            supported = False
-            notes.append(f"vLLM cannot express tree '{tree}' for '{drafter}': "
-                         f"the snippet uses a chain of depth {gamma}")
+        supported = False
+        notes.append(f"tree '{tree}' is not expressible on vLLM (0.32 has no tree speculation: "
+                     f"speculative_token_tree was removed); the snippet is a chain of depth {gamma}")
     snippet = (f"from vllm import LLM\nllm = LLM(model={target!r}, speculative_config={json.dumps(config)})\n"
                f"# or: vllm serve {shlex.quote(target)} --speculative-config {shlex.quote(json.dumps(config))}")
     return EngineSetting("vllm", supported, config, snippet, notes)
@@ -103,27 +124,36 @@ def _vllm(drafter: str, params: dict, tree: str, gamma: int, target: str,
 def _sglang(drafter: str, params: dict, tree: str, gamma: int, target: str,
             hub_ids: Mapping[str, str] | None) -> EngineSetting:
     notes: list[str] = []
-    topk, draft_tokens, supported = 1, gamma + 1, True
+    topk, steps, draft_tokens, supported = 1, gamma, gamma + 1, True
     if tree != "chain":
-        paths = tree_paths(tree)
+        paths = tree_paths(tree, gamma)
         if paths and drafter != "ngram":
-            topk = max(path[0] for path in paths if len(path) == 1) + 1
-            draft_tokens = len(paths) + 1
-            notes.append("SGLang grows its own tree from top-k and a node budget: the shape is approximated")
+            steps = max(len(path) for path in paths)
+            topk = max(max(path) for path in paths) + 1
+            limit = sglang_token_limit(topk, steps)
+            draft_tokens = min(len(paths) + 1, limit)
+            notes.append(f"SGLang grows its own tree from top-k {topk}, {steps} steps and a budget of "
+                         f"{draft_tokens} tokens (root included): the shape '{tree}' cut to depth {gamma} "
+                         "is approximated")
+            if len(paths) + 1 > limit:
+                notes.append(f"the tree has {len(paths)} nodes but SGLang verifies at most 1 + topk + (steps − 1)·topk² "
+                             f"= {limit} tokens: the budget is capped")
         else:
             supported = False
             notes.append(f"tree '{tree}' not expressible: the flags use a chain of depth {gamma}")
     if drafter == "ngram":
         flags = {"--speculative-algorithm": "NGRAM", "--speculative-num-draft-tokens": draft_tokens,
-                 "--speculative-ngram-min-match-window-size": int(params.get("n_min", 1)),
-                 "--speculative-ngram-max-match-window-size": int(params.get("n_max", 3))}
+                 "--speculative-ngram-min-bfs-breadth": 1, "--speculative-ngram-max-bfs-breadth": 1}
         notes.append("NGRAM is CUDA-only; SGLang counts the verified root token in --speculative-num-draft-tokens "
-                     "(γ + 1 here) — check your version")
+                     "(γ + 1 here); BFS breadth 1 keeps the draft a chain")
+        notes.append(f"SGLang has no min/max match-window flags any more (its matcher looks up suffixes up to "
+                     f"--speculative-ngram-max-trie-depth, default 18): specbench's n_min={int(params.get('n_min', 1))}, "
+                     f"n_max={int(params.get('n_max', 3))} are not expressible, so acceptance can differ")
     elif drafter == "draft-model" or drafter in FEATURE_DRAFTERS:
         algorithm = "STANDALONE" if drafter == "draft-model" else FEATURE_DRAFTERS[drafter][1]
         if algorithm is None:
             return EngineSetting("sglang", False, {}, "", [f"SGLang has no speculative algorithm for '{drafter}'"])
-        flags = {"--speculative-algorithm": algorithm, "--speculative-num-steps": gamma,
+        flags = {"--speculative-algorithm": algorithm, "--speculative-num-steps": steps,
                  "--speculative-eagle-topk": topk, "--speculative-num-draft-tokens": draft_tokens}
         if drafter != "mtp":
             flags["--speculative-draft-model-path"] = hub_name(params.get("model") or params.get("checkpoint"), hub_ids)
@@ -144,17 +174,23 @@ def _transformers(drafter: str, params: dict, tree: str, gamma: int, target: str
         call = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
     elif drafter == "draft-model":
         draft = hub_name(params.get("model"), hub_ids)
-        kwargs = {"assistant_model": draft, "num_assistant_tokens": gamma, "num_assistant_tokens_schedule": "constant"}
-        call = (f"assistant_model=AutoModelForCausalLM.from_pretrained({draft!r}), num_assistant_tokens={gamma}, "
-                "num_assistant_tokens_schedule='constant'")
-        notes.append("'constant' keeps γ fixed as measured (the default 'heuristic' schedule changes it per round)")
+        kwargs = {"assistant_model": draft, "num_assistant_tokens": gamma, "num_assistant_tokens_schedule": "constant",
+                  "assistant_confidence_threshold": 0.0}
+        prefix = (f"assistant = AutoModelForCausalLM.from_pretrained({draft!r})\n"
+                  f"assistant.generation_config.num_assistant_tokens = {gamma}\n"
+                  "assistant.generation_config.num_assistant_tokens_schedule = 'constant'\n"
+                  "assistant.generation_config.assistant_confidence_threshold = 0.0\n")
+        call = "assistant_model=assistant"
+        notes.append("'constant' keeps γ fixed as measured (the default 'heuristic' schedule changes it per round), "
+                     "and assistant_confidence_threshold 0 stops the assistant from ending a draft early (default 0.4); "
+                     "transformers reads both from the assistant's generation_config")
     else:
         return EngineSetting("transformers", False, {}, "",
                              [f"transformers generate has no assisted mode for '{drafter}'"])
     supported = tree == "chain"
     if not supported:
         notes.append("transformers assisted generation drafts chains only: the kwargs use a chain")
-    snippet = f"model.generate(**inputs, {call})"
+    snippet = (prefix if drafter == "draft-model" else "") + f"model.generate(**inputs, {call})"
     return EngineSetting("transformers", supported, kwargs, snippet, notes)
 
 

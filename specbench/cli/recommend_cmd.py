@@ -16,6 +16,7 @@ from specbench.analysis.fit import load_results
 from specbench.analysis.intervals import N_BOOT
 from specbench.analysis.recommend import MAX_GAMMA, recommend
 from specbench.analysis.recommend import to_json as recommendations_json
+from specbench.backends.engine_checks import check_engine_settings, local_model_folder
 from specbench.cli.fit_cmd import group_label, text_row
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt
@@ -84,6 +85,7 @@ def _print_recommendation(rec, console) -> None:
         body = setting.snippet or "(not expressible)"
         if setting.notes:
             body += "\n\n" + "\n".join(f"note: {n}" for n in setting.notes)
+        body += f"\nchecked: {setting.checked}"
         console.print(Panel(Text(body), title=f"{name} settings", border_style="cyan" if setting.supported else "red"))
     for note in rec.notes:
         console.print(Text(f"note: {note}", style="dim"))
@@ -142,6 +144,7 @@ def recommend_command(
         raise SpecbenchError("--batch and --context need --cost-profile (a sweep's own costs hold for its batch 1)")
     recs = recommend(records, objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed, engines=engines,
                      hub_ids=hub_ids())
+    check_engine_settings([(rec.settings, local_model_folder(str(rec.keys["target"]))) for rec in recs])
     if json_out:
         typer.echo(recommendations_json(recs))
         return

@@ -1,0 +1,212 @@
+"""Check emitted engine settings with the engines themselves, where they are installed.
+
+`specbench.analysis.engine_settings` writes the settings (analysis stays pure: no processes,
+no engines). Here they are checked:
+
+* vLLM: every ``speculative_config`` is built as vLLM's ``SpeculativeConfig`` by the
+  interpreter of ``.venv-vllm`` (a subprocess: vLLM pins its own torch and transformers).
+  Unknown keys fail there (vLLM's ``@config`` forbids extra fields). Configs naming a model
+  that is not available locally (a hub id on an offline machine) are checked for their keys
+  only, and say so.
+* SGLang: the command line's flags are parsed by SGLang's own argument parser
+  (``ServerArgs.add_cli_args``) when ``sglang`` is importable in specbench's environment.
+
+Without an engine the setting keeps its ``checked`` text: the versions its keys were read from.
+Results are cached per (engine version, config) in specbench's cache folder, since importing
+vLLM takes half a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import os
+import shlex
+import subprocess
+from importlib.metadata import version as package_version
+from pathlib import Path
+
+from specbench.models.cache import cache_root
+from specbench.models.resolve import alias_status, aliases
+
+SKIP_ENV = "SPECBENCH_NO_ENGINE_CHECK"
+CHECK_TIMEOUT_S = 300
+
+# Run by .venv-vllm's python: JSON [{"config": {...}, "target": "folder or null"}] on stdin,
+# JSON {"version": ..., "results": [{"ok": bool, "how": str, "error": str}]} on stdout.
+VLLM_CHECK_SCRIPT = r'''
+import dataclasses, json, os, sys, logging
+logging.disable(logging.WARNING)
+items = json.load(sys.stdin)
+import vllm
+from vllm.config import SpeculativeConfig
+fields = {f.name for f in dataclasses.fields(SpeculativeConfig)}
+out = []
+def first_line(exc):
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]
+for item in items:
+    config = dict(item["config"])
+    unknown = sorted(set(config) - fields)
+    if unknown:
+        out.append({"ok": False, "how": "fields", "error": "unknown key(s) " + ", ".join(unknown)})
+        continue
+    try:
+        SpeculativeConfig(**config)
+        out.append({"ok": True, "how": "built", "error": ""})
+        continue
+    except Exception as exc:
+        error = first_line(exc)
+    target = item.get("target")
+    model = config.get("model")
+    local = lambda p: isinstance(p, str) and os.path.isdir(p)
+    if target and local(target) and (model is None or local(model)):
+        try:
+            from vllm.config import ModelConfig, ParallelConfig
+            SpeculativeConfig(target_model_config=ModelConfig(model=target), target_parallel_config=ParallelConfig(),
+                              **config)
+            out.append({"ok": True, "how": "built with the target", "error": ""})
+        except Exception as exc:
+            out.append({"ok": False, "how": "built with the target", "error": first_line(exc)})
+    else:
+        out.append({"ok": None, "how": "fields", "error": "keys valid; not built (needs the target and draft "
+                    "models locally): " + error})
+print("SPECBENCH-CHECK " + json.dumps({"version": vllm.__version__, "results": out}))
+'''
+
+
+def _cache_file() -> Path:
+    return cache_root() / "engine-checks.json"
+
+
+def _load_cache() -> dict:
+    try:
+        return json.loads(_cache_file().read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_cache(cache: dict) -> None:
+    try:
+        _cache_file().parent.mkdir(parents=True, exist_ok=True)
+        tmp = _cache_file().with_suffix(".tmp")
+        tmp.write_text(json.dumps(cache))
+        tmp.replace(_cache_file())
+    except OSError:
+        pass
+
+
+def _venv_stamp(python: Path) -> str:
+    """Identifies the vLLM install (its package folder's mtime), so the cache follows upgrades."""
+    site = sorted(python.parent.parent.glob("lib/python*/site-packages/vllm"))
+    return f"{python}:{site[0].stat().st_mtime if site else 0}"
+
+
+def check_vllm_configs(items: list[dict], python: Path) -> tuple[str, list[dict]]:
+    """Build each ``{"config", "target"}`` as vLLM's SpeculativeConfig with ``python``: (version, results)."""
+    cache = _load_cache()
+    stamp = _venv_stamp(python)
+    keys = [hashlib.sha1(json.dumps([stamp, it], sort_keys=True).encode()).hexdigest() for it in items]
+    todo = [(k, it) for k, it in zip(keys, items) if k not in cache]
+    if todo:
+        proc = subprocess.run([str(python), "-c", VLLM_CHECK_SCRIPT], input=json.dumps([it for _, it in todo]),
+                              capture_output=True, text=True, timeout=CHECK_TIMEOUT_S,
+                              env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"})
+        line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("SPECBENCH-CHECK ")), None)
+        if line is None:
+            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
+            return "", [{"ok": None, "how": "failed", "error": f"the vLLM check did not run: {tail}"}] * len(items)
+        answer = json.loads(line[len("SPECBENCH-CHECK "):])
+        for (k, _), result in zip(todo, answer["results"]):
+            cache[k] = {**result, "version": answer["version"]}
+        _save_cache(cache)
+    results = [cache[k] for k in keys]
+    return (results[0].get("version", "") if results else ""), results
+
+
+def sglang_parser():
+    """SGLang's own server argument parser, or None when SGLang is not importable here."""
+    if importlib.util.find_spec("sglang") is None:
+        return None
+    try:
+        from sglang.srt.server_args import ServerArgs  # lazy: an optional engine (loads torch), only where installed
+
+        parser = argparse.ArgumentParser(exit_on_error=False)
+        ServerArgs.add_cli_args(parser)
+        return parser
+    except Exception:  # an SGLang that cannot be imported here is the same as none
+        return None
+
+
+def check_sglang_flags(snippet: str, parser) -> tuple[bool, str]:
+    """Parse the flags of a ``python -m sglang.launch_server ...`` snippet with SGLang's parser."""
+    words = shlex.split(snippet)
+    args = words[words.index("sglang.launch_server") + 1:] if "sglang.launch_server" in words else words
+    try:
+        parser.parse_args(args)
+        return True, ""
+    except (SystemExit, Exception) as exc:  # argparse raises SystemExit on some errors even so
+        return False, str(exc).splitlines()[0][:300] if str(exc) else "rejected by SGLang's argument parser"
+
+
+def validate_settings(entries: list[tuple[dict, str | None]], *, vllm_python: Path | None) -> None:
+    """Check the `EngineSetting`s of each ``({engine: setting}, target folder or None)`` in place:
+    ``checked`` says how; a failure turns ``supported`` off with the engine's own message as a note.
+
+    ``vllm_python``: .venv-vllm's interpreter (None or missing: no vLLM check); the target folder
+    lets configs that need the target (draft_model, EAGLE) be built, not only key-checked.
+    """
+    if os.environ.get(SKIP_ENV):
+        return
+    settings_list = [settings for settings, _ in entries]
+    vllm_pairs = [(s["vllm"], target) for s, target in entries if "vllm" in s and s["vllm"].config]
+    if vllm_pairs and vllm_python is not None and vllm_python.exists():
+        items = [{"config": setting.config, "target": target} for setting, target in vllm_pairs]
+        version, results = check_vllm_configs(items, vllm_python)
+        for (setting, _), result in zip(vllm_pairs, results):
+            if result["ok"] is True:
+                setting.checked = f"built as SpeculativeConfig by vLLM {version} ({vllm_python.parent.parent.name})"
+            elif result["ok"] is False:
+                setting.checked = f"rejected by vLLM {version}'s SpeculativeConfig"
+                setting.supported = False
+                setting.notes.append(f"vLLM {version}: {result['error']}")
+            else:
+                setting.checked = (f"keys checked against vLLM {version}'s SpeculativeConfig fields; "
+                                   f"not built ({result['error']})")
+    sglang_settings = [s["sglang"] for s in settings_list if "sglang" in s and s["sglang"].snippet]
+    if sglang_settings:
+        parser = sglang_parser()
+        if parser is not None:
+            sglang_version = package_version("sglang")
+            for setting in sglang_settings:
+                ok, error = check_sglang_flags(setting.snippet, parser)
+                setting.checked = (f"parsed by SGLang {sglang_version}'s argument parser" if ok
+                                   else f"rejected by SGLang {sglang_version}'s argument parser")
+                if not ok:
+                    setting.supported = False
+                    setting.notes.append(f"SGLang {sglang_version}: {error}")
+
+
+def local_model_folder(spec: str) -> str | None:
+    """A target spec's local folder when it exists already (an alias's converted cache entry or a
+    folder); None otherwise — checking settings never converts or downloads a model."""
+    if spec in aliases():
+        if aliases()[spec]["source"] in ("random", "early-exit"):
+            return None
+        status = alias_status(spec)
+        return status["path"] if status["cached"] else None
+    path = Path(spec).expanduser()
+    return str(path.resolve()) if path.is_dir() else None
+
+
+def default_vllm_python() -> Path:
+    """.venv-vllm's interpreter: $SPECBENCH_VLLM_VENV, else .venv-vllm at the repository root."""
+    venv = os.environ.get("SPECBENCH_VLLM_VENV") or str(Path(__file__).resolve().parents[2] / ".venv-vllm")
+    return Path(venv) / "bin" / "python"
+
+
+def check_engine_settings(entries: list[tuple[dict, str | None]]) -> None:
+    """`validate_settings` with the default .venv-vllm (what ``specbench recommend`` runs)."""
+    validate_settings(entries, vllm_python=default_vllm_python())

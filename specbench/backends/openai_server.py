@@ -1,0 +1,458 @@
+"""``backend: openai``: measure a running vLLM or SGLang server through its OpenAI-compatible API.
+
+Whoever launched the server chose its speculative configuration; specbench measures it as it
+is and records what the server reports about it (``run_info()``). Each unit's requests go to
+``POST /v1/completions`` as token-id prompts, streamed (``stream_options.include_usage``), with
+a bounded thread pool that keeps ``concurrency`` requests in flight. ``GET /metrics`` is read
+before and after each batch.
+
+What a record gets, and from where:
+
+* tokens: the streamed ``token_ids`` (vLLM's ``return_token_ids``), else the streamed text
+  re-encoded with the target's tokenizer (noted in ``run_info``);
+* time to first token and decode time: the server's per-request ``metrics`` block (vLLM with
+  ``--enable-per-request-metrics``: ``time_to_first_token_ms`` from scheduling, and
+  ``generation_time_ms``, first to last token), else the client's clock on the stream;
+* rounds: vLLM's per-request ``metrics.speculative_decoding.per_step_accepted`` /
+  ``per_step_drafted`` (``--per-request-spec-decode-metrics detailed``), one round per verify
+  step that carried a draft, plus one round drafting 0 tokens for each decode step that had no
+  draft (ngram without a match; their place in the sequence is not reported, they are put
+  last). Per-round timings are NaN: a server does not report them.
+* without per-request figures the rounds stay empty (α, τ and the per-position columns of
+  the record are then null), and the acceptance of the whole batch, from the counter
+  differences, goes into ``run_info()["aggregates"]`` — never split evenly over requests.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specbench.backends import prometheus
+from specbench.backends.base import GenerationResult, Request, RoundCallback, RoundLog, StatusCallback
+from specbench.errors import SpecbenchError
+from specbench.models.resolve import alias_status, aliases, pull
+
+DEFAULT_TIMEOUT_S = 600.0
+PROBE_TIMEOUT_S = 10.0
+WARMUP_TOKENS = 8
+MODEL_FREE = ("ngram", "suffix")  # drafters that run no forward pass
+ONE_FORWARD = ("medusa",)  # all heads in one forward
+
+
+@dataclass
+class ServerGenerationResult(GenerationResult):
+    """A `GenerationResult` measured through a server.
+
+    When the server gave no per-round figures the rounds are empty; the decode tokens then
+    come from the stream (every generated token after the first), so tokens/s stays right.
+    """
+
+    ttft_s: float = math.nan  # first token, from scheduling (server) or from sending (client)
+    queue_s: float = math.nan  # server queue wait, when reported
+    itl_s: list[float] = field(default_factory=list)  # client-side gaps between streamed chunks
+    timing_source: str = "client"  # 'server' (per-request metrics block) or 'client' (stream clock)
+    spec_source: str = "none"  # 'per-request' or 'none' (aggregate only, see run_info)
+    server_spec: dict | None = None  # the per-request speculative_decoding block as the server sent it
+
+    @property
+    def decode_tokens(self) -> int:
+        if len(self.rounds):
+            return int(sum(self.rounds.emitted))
+        return max(len(self.tokens) - 1, 0)
+
+
+# ----------------------------------------------------------------------------- HTTP helpers
+
+def _join(url: str, path: str) -> str:
+    return url.rstrip("/") + path
+
+
+def http_get(url: str, timeout: float = PROBE_TIMEOUT_S, headers: dict | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode("utf-8", "replace")
+
+
+def _reason(exc: Exception) -> str:
+    reason = getattr(exc, "reason", None) or exc
+    return str(reason).splitlines()[0] if str(reason) else type(exc).__name__
+
+
+def rounds_from_steps(accepted: list[int], drafted: list[int], n_tokens: int, drafter_type: str) -> RoundLog:
+    """Rounds from per-step accepted/drafted counts of one request (timings NaN).
+
+    The first token comes from the prefill; every verify step emits accepted + 1 tokens, cut so
+    that the rounds emit exactly the ``n_tokens − 1`` tokens after the first. Decode steps that
+    carried no draft (the server only reports steps with one) become rounds drafting 0.
+    """
+    log = RoundLog()
+    left = max(n_tokens - 1, 0)
+    for acc, k in zip(accepted, drafted):
+        if left <= 0:
+            break
+        emitted = min(int(acc) + 1, left)
+        left -= emitted
+        steps = 0 if drafter_type in MODE_FREE_OR_NONE else (1 if drafter_type in ONE_FORWARD else int(k))
+        log.add(drafted=int(k), depth=int(k), accepted=min(int(acc), emitted), emitted=emitted, draft_steps=steps,
+                draft_s=math.nan, verify_s=math.nan, round_s=math.nan)
+    for _ in range(left):  # decode steps without a draft
+        log.add(drafted=0, depth=0, accepted=0, emitted=1, draft_steps=0,
+                draft_s=math.nan, verify_s=math.nan, round_s=math.nan)
+    return log
+
+
+MODE_FREE_OR_NONE = MODEL_FREE + ("none",)
+
+
+def resolve_model_location(spec: str) -> str:
+    """A model spec → what a serving engine loads: an alias's converted folder (built once), a
+    local folder, or the spec unchanged (a hub id)."""
+    if spec in aliases():
+        entry = aliases()[spec]
+        if entry["source"] in ("random", "early-exit"):
+            raise SpecbenchError(f"model '{spec}' is built in memory by specbench ({entry['source']}); "
+                                 "a serving engine needs a model folder or a hub id")
+        status = alias_status(spec)
+        return status["path"] if status["cached"] else str(pull(spec))
+    path = Path(spec).expanduser()
+    return str(path.resolve()) if path.exists() else spec
+
+
+def load_tokenizer(location: str):
+    from transformers import AutoTokenizer  # lazy: transformers loads torch
+
+    try:
+        return AutoTokenizer.from_pretrained(location)
+    except (OSError, ValueError) as exc:
+        raise SpecbenchError(f"could not load the tokenizer of '{location}': {str(exc).splitlines()[0]}") from None
+
+
+# ----------------------------------------------------------------------------- the client
+
+class OpenAIClient:
+    """Completions, /metrics and /health of one OpenAI-compatible server."""
+
+    def __init__(self, url: str, *, model: str | None = None, api_key: str | None = None,
+                 timeout: float = DEFAULT_TIMEOUT_S, alive=None):
+        if not url.startswith(("http://", "https://")):
+            raise SpecbenchError(f"backend url must start with http:// or https://, got '{url}'")
+        self.url, self.model, self.timeout = url.rstrip("/"), model, timeout
+        self.headers = {"Content-Type": "application/json"}
+        if api_key:
+            self.headers["Authorization"] = f"Bearer {api_key}"
+        self.alive = alive  # optional callable raising SpecbenchError when the server process died
+
+    def _fail(self, what: str, exc: Exception):
+        if self.alive is not None:
+            self.alive()  # a dead server explains the failure better than the socket error
+        raise SpecbenchError(f"{what} {self.url} failed: {_reason(exc)}") from None
+
+    def check_reachable(self) -> None:
+        try:
+            http_get(_join(self.url, "/v1/models"), headers=self.headers)
+        except (urllib.error.URLError, OSError) as exc:
+            raise SpecbenchError(f"cannot reach the OpenAI-compatible server at {self.url}: {_reason(exc)}") from None
+
+    def served_model(self) -> str:
+        try:
+            code, body = http_get(_join(self.url, "/v1/models"), headers=self.headers)
+        except (urllib.error.URLError, OSError) as exc:
+            raise SpecbenchError(f"cannot reach the OpenAI-compatible server at {self.url}: {_reason(exc)}") from None
+        if code != 200:
+            raise SpecbenchError(f"{self.url}/v1/models answered HTTP {code}: is this an OpenAI-compatible server?")
+        try:
+            models = json.loads(body)["data"]
+            return models[0]["id"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise SpecbenchError(f"{self.url}/v1/models lists no model") from None
+
+    def healthy(self) -> bool:
+        try:
+            return http_get(_join(self.url, "/health"), timeout=2.0)[0] == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def scrape(self) -> prometheus.Scrape:
+        try:
+            code, body = http_get(_join(self.url, "/metrics"), timeout=30.0)
+        except (urllib.error.URLError, OSError) as exc:
+            self._fail("reading /metrics of", exc)
+        if code != 200:
+            raise SpecbenchError(f"{self.url}/metrics answered HTTP {code}: start the server with its metrics on")
+        return prometheus.parse(body)
+
+    def server_config(self) -> dict:
+        """The speculative settings the server reports about itself, where it does (else {})."""
+        found: dict = {}
+        for path in ("/server_info?config_format=json", "/get_server_info"):  # vLLM (dev mode), SGLang
+            try:
+                code, body = http_get(_join(self.url, path), timeout=PROBE_TIMEOUT_S, headers=self.headers)
+                info = json.loads(body) if code == 200 else None
+            except (urllib.error.URLError, OSError, ValueError):
+                continue
+            if not isinstance(info, dict):
+                continue
+            vllm_config = info.get("vllm_config")
+            if isinstance(vllm_config, dict) and vllm_config.get("speculative_config") is not None:
+                spec = vllm_config["speculative_config"]
+                found["vllm_speculative_config"] = {k: v for k, v in spec.items() if not k.startswith(("target_", "draft_"))
+                                                    } if isinstance(spec, dict) else spec
+            sglang = {k: v for k, v in info.items() if k.startswith("speculative_") and v is not None}
+            if sglang:
+                found["sglang_speculative"] = sglang
+        return found
+
+    def complete(self, prompt_ids: list[int], max_new_tokens: int, *, config, seed: int, stop_at_eos: bool) -> dict:
+        """One streamed completion; returns token ids / text, timings and the metrics block."""
+        body = {"model": self.model, "prompt": list(prompt_ids), "max_tokens": int(max_new_tokens),
+                "temperature": float(config.temperature), "top_p": float(config.top_p), "seed": int(seed),
+                "stream": True, "stream_options": {"include_usage": True}, "return_token_ids": True,
+                "ignore_eos": not stop_at_eos}
+        if config.top_k and config.top_k > 0:
+            body["top_k"] = int(config.top_k)
+        request = urllib.request.Request(_join(self.url, "/v1/completions"), data=json.dumps(body).encode(),
+                                         headers=self.headers, method="POST")
+        sent = time.perf_counter()
+        out = {"token_ids": [], "text": "", "chunk_times": [], "metrics": None, "meta_info": None,
+               "finish_reason": None, "usage": None, "has_token_ids": False}
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                for raw in response:
+                    line = raw.decode("utf-8", "replace").strip()
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        break
+                    self._take_chunk(json.loads(data), out)
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode("utf-8", "replace")[:300].replace("\n", " ")
+            raise SpecbenchError(f"{self.url}/v1/completions answered HTTP {exc.code}: {detail}") from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            self._fail("a completion request to", exc)
+        out["sent"] = sent
+        return out
+
+    @staticmethod
+    def _take_chunk(chunk: dict, out: dict) -> None:
+        now = time.perf_counter()
+        for choice in chunk.get("choices") or []:
+            ids = choice.get("token_ids")
+            text = choice.get("text") or ""
+            if ids:
+                out["has_token_ids"] = True
+                out["token_ids"].extend(int(t) for t in ids)
+            if ids or text:
+                out["chunk_times"].append(now)
+            out["text"] += text
+            if choice.get("finish_reason"):
+                out["finish_reason"] = choice["finish_reason"]
+            if isinstance(choice.get("meta_info"), dict):
+                out["meta_info"] = choice["meta_info"]
+        if chunk.get("usage"):
+            out["usage"] = chunk["usage"]
+        if chunk.get("metrics"):
+            out["metrics"] = chunk["metrics"]
+        if isinstance(chunk.get("meta_info"), dict):
+            out["meta_info"] = chunk["meta_info"]
+
+
+# ----------------------------------------------------------------------------- the backend
+
+def _ms(value) -> float:
+    return value / 1000.0 if isinstance(value, (int, float)) else math.nan
+
+
+def _drafter_type(config) -> str:
+    return "none" if config.is_baseline else config.drafter.type
+
+
+def _config_label(config) -> str:
+    return getattr(config, "label", None) or repr(config)
+
+
+class OpenAIServerBackend:
+    """A running OpenAI-compatible server (vLLM, SGLang); options: ``url`` (required),
+    ``model`` (served name; default: the first of /v1/models), ``tokenizer`` (default: the
+    sweep's target), ``api_key``, ``timeout_s``, ``baseline_url`` (a server without speculation
+    for the γ = 0 units; without it they are sent to ``url`` and measure its speculative setup)."""
+
+    name = "openai"
+    OPTIONS = ("url", "model", "tokenizer", "api_key", "timeout_s", "baseline_url", "warmup")
+
+    def __init__(self, options: dict, *, target: str, device: str, dtype: str, seed: int):
+        options = dict(options or {})
+        known = OpenAIServerBackend.OPTIONS  # a subclass checks its own options before calling this
+        unknown = sorted(set(options) - set(known) - {"name"})
+        if unknown:
+            raise SpecbenchError(f"backend {self.name}: unknown option '{unknown[0]}' (known: {', '.join(known)})")
+        if not options.get("url"):
+            raise SpecbenchError(f"backend {self.name} needs a url (the server's base address, e.g. http://127.0.0.1:8000)")
+        self.options, self.target_spec, self.device, self.dtype, self.seed = options, target, device, dtype, seed
+        self.device_name = ""
+        self.tokenizer = None
+        self.timeout = float(options.get("timeout_s", DEFAULT_TIMEOUT_S))
+        self.warmup = bool(options.get("warmup", True))
+        self.client: OpenAIClient | None = None
+        self.baseline_client: OpenAIClient | None = None
+        self.aggregates: list[dict] = []
+        self.server_configs: dict[str, dict] = {}
+        self.notes: list[str] = []
+        self._status: StatusCallback = lambda message: None
+        self._warm: set[str] = set()
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, status: StatusCallback) -> None:
+        self._status = status
+        self.client = self._connect(self.options["url"], self.options.get("model"))
+        if self.options.get("baseline_url"):
+            self.baseline_client = self._connect(self.options["baseline_url"], None)
+        self._load_tokenizer()
+
+    def _connect(self, url: str, model: str | None, alive=None) -> OpenAIClient:
+        client = OpenAIClient(url, model=model, api_key=self.options.get("api_key"), timeout=self.timeout, alive=alive)
+        self._status(f"connecting to {url}")
+        client.check_reachable()
+        client.model = client.model or client.served_model()
+        self.device_name = self.device_name or f"server {client.url} ({client.model})"
+        self.server_configs[client.url] = client.server_config()
+        return client
+
+    def _load_tokenizer(self, location: str | None = None) -> None:
+        spec = self.options.get("tokenizer") or location or self.target_spec
+        self._status(f"loading the tokenizer of {spec}")
+        self.tokenizer = load_tokenizer(resolve_model_location(spec))
+
+    def close(self) -> None:
+        self._warm.clear()
+
+    def run_info(self) -> dict:
+        """What the run should record about this backend: the servers' reported settings and the
+        batch-level acceptance of every measured batch (the only acceptance figure when the
+        server gives none per request)."""
+        return {"backend": self.name, "servers": self.server_configs, "aggregates": list(self.aggregates),
+                "notes": sorted(set(self.notes))}
+
+    # ------------------------------------------------------------------ measuring
+    def client_for(self, config) -> OpenAIClient:
+        if config.is_baseline and self.baseline_client is not None:
+            return self.baseline_client
+        if config.is_baseline:
+            self.notes.append("γ = 0 units were sent to the speculative server (no baseline_url): "
+                              "they measure that server's speculative setup, not the target alone")
+        return self.client
+
+    def generate(self, config, prompt_ids: list[int], max_new_tokens: int, *, seed: int, stop_at_eos: bool,
+                 on_round: RoundCallback | None = None) -> GenerationResult:
+        result = self.generate_batch(config, [Request(list(prompt_ids), max_new_tokens, seed, stop_at_eos)], 1)[0]
+        if on_round is not None:
+            on_round(result)
+        return result
+
+    def generate_batch(self, config, requests: list[Request], concurrency: int) -> list[GenerationResult]:
+        if concurrency < 1:
+            raise SpecbenchError(f"concurrency must be at least 1, got {concurrency}")
+        client = self.client_for(config)
+        self._warm_up(client, config, requests[0])
+        before = client.scrape()
+        if not config.is_baseline and not prometheus.has_spec_metrics(before):
+            raise self._no_spec_error(client)
+        started = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="specbench-request") as pool:
+            futures = [pool.submit(client.complete, r.prompt_ids, r.max_new_tokens, config=config, seed=r.seed,
+                                   stop_at_eos=r.stop_at_eos) for r in requests]
+            try:
+                raw = [f.result() for f in futures]
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+        wall = time.perf_counter() - started
+        after = client.scrape()
+        results = [self._result(config, r, out) for r, out in zip(requests, raw)]
+        self._record_aggregate(config, client, concurrency, results, before, after, wall)
+        return results
+
+    def _warm_up(self, client: OpenAIClient, config, request: Request) -> None:
+        """One short untimed request per server (the first request after start-up is slow)."""
+        if not self.warmup or client.url in self._warm:
+            return
+        self._status(f"warming up {client.url}")
+        client.complete(request.prompt_ids, WARMUP_TOKENS, config=config, seed=request.seed, stop_at_eos=False)
+        self._warm.add(client.url)
+
+    def _tokens(self, out: dict) -> list[int]:
+        if out["has_token_ids"]:
+            return out["token_ids"]
+        with self._lock:
+            self.notes.append("the server streamed no token ids: output ids are the streamed text re-encoded")
+            return list(self.tokenizer.encode(out["text"], add_special_tokens=False)) if out["text"] else []
+
+    def _result(self, config, request: Request, out: dict) -> ServerGenerationResult:
+        tokens = self._tokens(out)
+        times = out["chunk_times"]
+        metrics = out.get("metrics") or {}
+        ttft_ms, gen_ms = metrics.get("time_to_first_token_ms"), metrics.get("generation_time_ms")
+        if ttft_ms is not None and gen_ms is not None:
+            prefill_s, decode_s, timing = ttft_ms / 1000.0, gen_ms / 1000.0, "server"
+        else:
+            prefill_s = times[0] - out["sent"] if times else math.nan
+            decode_s = times[-1] - times[0] if len(times) > 1 else math.nan
+            timing = "client"
+        spec = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
+        rounds, spec_source = RoundLog(), "none"
+        if isinstance(spec, dict) and spec.get("per_step_accepted") is not None and spec.get("per_step_drafted") is not None:
+            rounds = rounds_from_steps(spec["per_step_accepted"], spec["per_step_drafted"], len(tokens),
+                                       _drafter_type(config))
+            spec_source = "per-request"
+            self._check_gamma(config, spec)
+        elif isinstance(spec, dict):
+            with self._lock:
+                self.notes.append("the server reports per-request acceptance without per-step counts "
+                                  "(start vLLM with --per-request-spec-decode-metrics detailed)")
+        finish = out.get("finish_reason")
+        return ServerGenerationResult(
+            prompt_tokens=len(request.prompt_ids), tokens=tokens, rounds=rounds, prefill_s=prefill_s,
+            decode_s=decode_s, stop_reason="length" if finish == "length" else "eos",
+            ttft_s=prefill_s, queue_s=_ms(metrics.get("queue_time_ms")),
+            itl_s=[b - a for a, b in zip(times, times[1:])], timing_source=timing, spec_source=spec_source,
+            server_spec=spec if isinstance(spec, dict) else None)
+
+    def _check_gamma(self, config, spec: dict) -> None:
+        k = spec.get("num_spec_tokens")
+        if k is None or config.is_baseline or int(k) == int(config.gamma):
+            return
+        raise SpecbenchError(f"the server at {self.client.url} drafts {k} tokens per step but the sweep asks "
+                             f"γ = {config.gamma}: a running server's γ is what it is (set gammas: [{k}])")
+
+    def _record_aggregate(self, config, client: OpenAIClient, concurrency: int, results: list, before, after,
+                          wall: float) -> None:
+        counts = prometheus.window_counts(before, after)
+        per_request = all(r.spec_source == "per-request" for r in results)
+        entry = {"config": _config_label(config), "server": client.url, "concurrency": concurrency,
+                 "requests": len(results), "wall_s": wall,
+                 "generated_tokens": int(sum(len(r.tokens) for r in results)),
+                 "per_request_rounds": per_request,
+                 "window": counts.as_dict() if counts is not None else None}
+        with self._lock:
+            self.aggregates.append(entry)
+        if counts is None and not per_request and not config.is_baseline:
+            raise self._no_spec_error(client)
+
+    @staticmethod
+    def _no_spec_error(client: OpenAIClient) -> SpecbenchError:
+        return SpecbenchError(f"the server at {client.url} reports no speculative-decoding metrics "
+                              "(no vllm:spec_decode_* or sglang:spec_accept_* series in /metrics): "
+                              "was it started with a speculative config?")

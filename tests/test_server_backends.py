@@ -1,0 +1,362 @@
+"""Serving-engine backends without vLLM: Prometheus parsing and the counter mapping, the
+OpenAI client against a fake server (concurrency, unreachable URL, no speculative metrics),
+and the vLLM-server launcher's clean shutdown with a fake server process."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from specbench.backends import openai_server, prometheus
+from specbench.backends.base import Request
+from specbench.backends.openai_server import OpenAIServerBackend, rounds_from_steps
+from specbench.backends.server_process import group_alive
+from specbench.backends.vllm_server import VLLMServerBackend, speculative_config
+from specbench.errors import SpecbenchError
+from specbench.measure.spec import DrafterConfig, RunConfig
+from tests.fake_openai_server import FakeServer, steps_for
+
+FAKE_SCRIPT = Path(__file__).with_name("fake_openai_server.py")
+
+VLLM_BEFORE = textwrap.dedent("""\
+    # HELP vllm:spec_decode_num_drafts Number of spec decoding drafts.
+    # TYPE vllm:spec_decode_num_drafts counter
+    vllm:spec_decode_num_drafts_total{engine="0",model_name="/tmp/vllmwork/smollm2"} 10.0
+    vllm:spec_decode_num_drafts_created{engine="0",model_name="/tmp/vllmwork/smollm2"} 1.7645e+09
+    # TYPE vllm:spec_decode_num_draft_tokens counter
+    vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="/tmp/vllmwork/smollm2"} 40.0
+    # TYPE vllm:spec_decode_num_accepted_tokens counter
+    vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="/tmp/vllmwork/smollm2"} 12.0
+    # TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter
+    vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="/tmp/vllmwork/smollm2",position="0"} 6.0
+    vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="/tmp/vllmwork/smollm2",position="1"} 3.0
+    vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="/tmp/vllmwork/smollm2",position="2"} 2.0
+    vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="/tmp/vllmwork/smollm2",position="3"} 1.0
+    # TYPE vllm:num_requests_running gauge
+    vllm:num_requests_running{engine="0",model_name="/tmp/vllmwork/smollm2"} 0.0
+    """)
+VLLM_AFTER = (VLLM_BEFORE.replace("} 10.0", "} 46.0").replace("} 40.0", "} 184.0").replace("} 12.0", "} 53.0")
+              .replace('"0"} 6.0', '"0"} 27.0').replace('"1"} 3.0', '"1"} 12.0').replace('"2"} 2.0', '"2"} 8.0')
+              .replace('"3"} 1.0', '"3"} 6.0').replace("running{engine=\"0\",model_name=\"/tmp/vllmwork/smollm2\"} 0.0",
+                                                        "running{engine=\"0\",model_name=\"/tmp/vllmwork/smollm2\"} 2.0"))
+SGLANG = textwrap.dedent("""\
+    # TYPE sglang:spec_accept_length gauge
+    sglang:spec_accept_length{model_name="m",engine_type="unified",tp_rank="0",pp_rank="0"} 2.75
+    # TYPE sglang:spec_accept_rate gauge
+    sglang:spec_accept_rate{model_name="m",engine_type="unified",tp_rank="0",pp_rank="0"} 0.4375
+    """)
+
+
+def chain(drafter: str | None, gamma: int, temperature: float = 0.0) -> RunConfig:
+    d = DrafterConfig(drafter, ()) if drafter else None
+    return RunConfig(d, gamma if d else 0, "chain", temperature, 1.0, 0)
+
+
+@pytest.fixture(autouse=True)
+def no_models(monkeypatch):
+    """The backends' tokenizer and model resolution without loading anything."""
+    monkeypatch.setattr(openai_server, "load_tokenizer", lambda location: f"tokenizer:{location}")
+    monkeypatch.setattr(openai_server, "resolve_model_location", lambda spec: f"/models/{spec}")
+    import specbench.backends.vllm_server as vs
+    monkeypatch.setattr(vs, "load_tokenizer", lambda location: f"tokenizer:{location}")
+    monkeypatch.setattr(vs, "resolve_model_location", lambda spec: f"/models/{spec}")
+
+
+# ----------------------------------------------------------------------------- Prometheus
+
+def test_parse_labels_types_and_created():
+    scrape = prometheus.parse(VLLM_BEFORE + 'odd{a="x\\"y,z",b="\\\\n"} 1.5 1700000000000\nplain 3\nnan_one NaN\n')
+    assert not any(name.endswith("_created") for name in scrape.names())
+    assert scrape.total(prometheus.VLLM_DRAFTS) == 10.0
+    assert scrape.is_counter(prometheus.VLLM_DRAFTS) and not scrape.is_counter("vllm:num_requests_running")
+    assert scrape.series("odd") == {(("a", 'x"y,z'), ("b", "\\n")): 1.5}
+    assert scrape.total("plain") == 3.0 and math.isnan(scrape.total("nan_one"))
+    positions = {dict(labels)["position"]: v for labels, v in scrape.series(prometheus.VLLM_PER_POS).items()}
+    assert positions == {"0": 6.0, "1": 3.0, "2": 2.0, "3": 1.0}
+    with pytest.raises(SpecbenchError, match="malformed"):
+        prometheus.parse('broken{a="1" 2\n')
+
+
+def test_diff_and_vllm_counter_mapping():
+    before, after = prometheus.parse(VLLM_BEFORE), prometheus.parse(VLLM_AFTER)
+    delta = prometheus.diff(before, after)
+    assert delta.total("vllm:num_requests_running") == 2.0  # a gauge is read, not differenced
+    counts = prometheus.vllm_counts(delta)
+    assert (counts.drafts, counts.draft_tokens, counts.accepted) == (36, 144, 41)
+    assert counts.per_position == [21, 9, 6, 5]  # the figures of the real server in the notes
+    assert counts.alpha == pytest.approx(41 / 144)
+    assert counts.tau == pytest.approx(1 + 41 / 36)
+    assert counts.position_acceptance() == pytest.approx([21 / 36, 9 / 21, 6 / 9, 5 / 6])
+    assert prometheus.window_counts(before, after).as_dict()["per_position"] == [21, 9, 6, 5]
+    with pytest.raises(SpecbenchError, match="restarted"):
+        prometheus.diff(after, before)
+
+
+def test_multiple_engines_are_summed_and_no_spec_is_none():
+    two = VLLM_AFTER + VLLM_AFTER.replace('engine="0"', 'engine="1"')
+    counts = prometheus.vllm_counts(prometheus.diff(prometheus.parse(""), prometheus.parse(two)))
+    assert counts.drafts == 92 and counts.per_position == [54, 24, 16, 12]
+    plain = prometheus.parse("# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0\n")
+    assert not prometheus.has_spec_metrics(plain) and prometheus.window_counts(plain, plain) is None
+
+
+def test_sglang_gauges_and_request_meta():
+    counts = prometheus.window_counts(prometheus.parse(""), prometheus.parse(SGLANG))
+    assert counts.source == "sglang-gauges"
+    assert counts.tau == pytest.approx(2.75) and counts.alpha == pytest.approx(0.4375)
+    assert prometheus.sglang_gauges(prometheus.parse(SGLANG.replace("2.75", "0"))) is None  # no spec step yet
+    meta = prometheus.sglang_request_counts({"spec_verify_ct": 10, "spec_accept_token_num": 14,
+                                             "spec_draft_token_num": 30}, 25)
+    assert meta.alpha == pytest.approx(14 / 30) and meta.tau == pytest.approx(2.4)
+    old = prometheus.sglang_request_counts({"spec_verify_ct": 10}, 25)
+    assert old.tau == pytest.approx(2.5) and math.isnan(old.alpha)
+    assert prometheus.sglang_request_counts({}, 3) is None
+
+
+def test_rounds_from_steps_cut_at_the_end_and_draftless_steps():
+    log = rounds_from_steps([2, 2, 1], [2, 2, 2], n_tokens=7, drafter_type="draft-model")
+    assert log.accepted == [2, 2]
+    assert sum(log.emitted) == 6 and log.emitted == [3, 3] and len(log) == 2  # third step cut: nothing left
+    log = rounds_from_steps([1], [3], n_tokens=6, drafter_type="ngram")
+    assert log.emitted == [2, 1, 1, 1] and log.drafted == [3, 0, 0, 0] and log.draft_steps == [0, 0, 0, 0]
+    assert all(math.isnan(x) for x in log.draft_s + log.verify_s + log.round_s)
+
+
+# ----------------------------------------------------------------------------- the OpenAI client
+
+def backend_for(url: str, **options) -> OpenAIServerBackend:
+    backend = OpenAIServerBackend({"url": url, **options}, target="smollm2-135m", device="cpu", dtype="fp32", seed=0)
+    backend.start(lambda message: None)
+    return backend
+
+
+def requests_of(n: int, max_new: int = 12) -> list[Request]:
+    return [Request([1, 2, 3, i], max_new, seed=i, stop_at_eos=False) for i in range(n)]
+
+
+def test_results_from_per_request_metrics_and_concurrency():
+    with FakeServer(k=2, hold=4) as fake:
+        backend = backend_for(fake.url)
+        results = backend.generate_batch(chain("ngram", 2), requests_of(8), concurrency=4)
+        assert fake.state.max_in_flight == 4  # warm-up ran alone, then exactly 4 in flight
+        assert len(results) == 8
+        for i, result in enumerate(results):
+            assert result.tokens == [(6 + i + j) % 200 + 10 for j in range(12)]
+            assert result.rounds.accepted == steps_for(12, 2)
+            assert result.rounds.drafted == [2] * len(result.rounds)
+            assert result.decode_tokens == 11 and result.tau == pytest.approx(11 / len(result.rounds))
+            assert result.prefill_s == pytest.approx(0.005) and result.decode_s == pytest.approx(0.020)
+            assert result.spec_source == "per-request" and result.timing_source == "server"
+            assert math.isnan(result.draft_s) and math.isnan(result.verify_s)
+        body = fake.state.bodies[-1]
+        assert body["ignore_eos"] is True and body["return_token_ids"] and body["stream"]
+        assert body["model"] == "fake-model" and isinstance(body["prompt"], list)
+        window = backend.run_info()["aggregates"][-1]
+        assert window["concurrency"] == 4 and window["requests"] == 8 and window["per_request_rounds"]
+        assert window["window"]["accepted"] == sum(sum(r.rounds.accepted) for r in results)
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_in_flight_never_exceeds_concurrency(concurrency):
+    with FakeServer(k=2, hold=concurrency) as fake:
+        backend_for(fake.url, warmup=False).generate_batch(chain("ngram", 2), requests_of(6, 6), concurrency)
+        assert fake.state.max_in_flight == concurrency
+
+
+def test_aggregates_only_when_no_per_request_metrics():
+    with FakeServer(k=2, per_request=False, token_ids=True) as fake:
+        backend = backend_for(fake.url)
+        results = backend.generate_batch(chain("ngram", 2), requests_of(3), concurrency=2)
+        assert all(len(r.rounds) == 0 for r in results)  # never split the aggregate evenly
+        assert all(math.isnan(r.alpha) and math.isnan(r.tau) for r in results)
+        assert all(r.decode_tokens == 11 and r.timing_source == "client" for r in results)
+        window = backend.run_info()["aggregates"][-1]
+        assert not window["per_request_rounds"]
+        assert window["window"]["drafts"] == 3 * len(steps_for(12, 2))
+        assert window["window"]["accepted"] == 3 * sum(steps_for(12, 2))
+
+
+def test_unreachable_url_is_one_line():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(SpecbenchError) as err:
+        backend_for(f"http://127.0.0.1:{port}")
+    assert "cannot reach" in str(err.value) and "\n" not in str(err.value)
+    with pytest.raises(SpecbenchError, match="needs a url"):
+        OpenAIServerBackend({}, target="t", device="cpu", dtype="fp32", seed=0)
+
+
+def test_server_without_spec_metrics_is_one_line():
+    with FakeServer(spec=False) as fake:
+        backend = backend_for(fake.url)
+        baseline = backend.generate_batch(chain(None, 0), requests_of(1), 1)  # fine: no speculation asked
+        assert len(baseline[0].tokens) == 12
+        with pytest.raises(SpecbenchError) as err:
+            backend.generate_batch(chain("ngram", 2), requests_of(1), 1)
+        assert "no speculative-decoding metrics" in str(err.value) and "\n" not in str(err.value)
+        assert fake.state.requests == 2  # warm-up + the baseline: nothing sent for the failing batch
+
+
+def test_gamma_mismatch_with_a_running_server():
+    with FakeServer(k=3) as fake:
+        with pytest.raises(SpecbenchError, match="drafts 3 tokens per step but the sweep asks γ = 2"):
+            backend_for(fake.url).generate(chain("ngram", 2), [1, 2], 8, seed=0, stop_at_eos=True)
+
+
+# ----------------------------------------------------------------------------- the launcher
+
+def fake_launcher(tmp_path: Path, **options) -> VLLMServerBackend:
+    opts = {"server_command": [sys.executable, str(FAKE_SCRIPT)], "log_dir": str(tmp_path), "stop_grace_s": 1.0,
+            "startup_timeout_s": 30, **options}
+    backend = VLLMServerBackend(opts, target="smollm2-135m", device="cpu", dtype="fp32", seed=0)
+    backend.start(lambda message: None)
+    return backend
+
+
+def fake_env(monkeypatch, tmp_path: Path, **env) -> Path:
+    pid_file = tmp_path / "pids.json"
+    monkeypatch.setenv("FAKE_PID_FILE", str(pid_file))
+    monkeypatch.setenv("FAKE_SPAWN_CHILD", "1")
+    monkeypatch.setenv("FAKE_IGNORE_TERM_S", "0.5")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return pid_file
+
+
+def test_launcher_command_and_clean_close(monkeypatch, tmp_path):
+    pid_file = fake_env(monkeypatch, tmp_path)
+    backend = fake_launcher(tmp_path)
+    result = backend.generate(chain("ngram", 2), [1, 2, 3], 10, seed=0, stop_at_eos=True)
+    assert result.rounds.accepted == steps_for(10, 2)
+    server = backend.server
+    command = server.command
+    assert "--speculative-config" in command and "--enforce-eager" in command
+    spec = json.loads(command[command.index("--speculative-config") + 1])
+    assert spec["method"] == "ngram" and spec["num_speculative_tokens"] == 2
+    assert command[command.index("--host") + 1] == "127.0.0.1"
+    pids = json.loads(pid_file.read_text())
+    first_group = server.pgid
+    # a new configuration → the previous server is stopped first, group included
+    backend.generate(chain(None, 0), [1, 2, 3], 4, seed=0, stop_at_eos=True)
+    assert not group_alive(first_group)
+    assert "--speculative-config" not in backend.server.command
+    second_group = backend.server.pgid
+    backend.close()
+    backend.close()  # twice is fine
+    assert not group_alive(second_group)
+    assert pids["child"] is not None
+
+
+def test_launcher_stops_the_group_after_an_exception(monkeypatch, tmp_path):
+    fake_env(monkeypatch, tmp_path)
+    backend = fake_launcher(tmp_path)
+    try:
+        with pytest.raises(RuntimeError):
+            try:
+                backend.generate(chain("ngram", 2), [1, 2, 3], 6, seed=0, stop_at_eos=True)
+                raise RuntimeError("boom")
+            finally:
+                group = backend.server.pgid
+                backend.close()
+    finally:
+        backend.close()
+    assert not group_alive(group)
+
+
+def test_launcher_server_that_dies_is_one_line(monkeypatch, tmp_path):
+    fake_env(monkeypatch, tmp_path, FAKE_EXIT_AFTER_S="0.2", FAKE_IGNORE_TERM_S="0")
+    backend = fake_launcher(tmp_path)
+    try:
+        with pytest.raises(SpecbenchError) as err:
+            for _ in range(50):
+                backend.generate(chain("ngram", 2), [1, 2, 3], 6, seed=0, stop_at_eos=True)
+                time.sleep(0.05)
+        assert "exited (code 3)" in str(err.value) and "\n" not in str(err.value)
+    finally:
+        backend.close()
+
+
+def test_port_in_use_is_one_line(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        with pytest.raises(SpecbenchError) as err:
+            VLLMServerBackend({"port": port, "server_command": ["true"]}, target="t", device="cpu", dtype="fp32", seed=0)
+    assert f"port {port}" in str(err.value) and "in use" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_missing_venv_is_one_line(tmp_path):
+    backend = VLLMServerBackend({"venv": str(tmp_path / "nowhere")}, target="t", device="cpu", dtype="fp32", seed=0)
+    with pytest.raises(SpecbenchError, match="vLLM is not installed"):
+        backend.start(lambda message: None)
+
+
+def test_speculative_config_of_a_tree_is_refused():
+    config = RunConfig(DrafterConfig("eagle", ()), 2, "2x2", 0.0, 1.0, 0)
+    with pytest.raises(SpecbenchError, match="vLLM cannot run"):
+        speculative_config(config)
+    assert speculative_config(chain(None, 0)) is None
+
+
+LAUNCH_AND_WAIT = textwrap.dedent("""\
+    import sys, time
+    sys.path.insert(0, {root!r})
+    from specbench.backends import openai_server, vllm_server
+    openai_server.load_tokenizer = vllm_server.load_tokenizer = lambda location: None
+    openai_server.resolve_model_location = vllm_server.resolve_model_location = lambda spec: spec
+    from specbench.measure.spec import DrafterConfig, RunConfig
+    backend = vllm_server.VLLMServerBackend(
+        {{"server_command": [sys.executable, {script!r}], "log_dir": {logs!r}, "stop_grace_s": 1.0}},
+        target="t", device="cpu", dtype="fp32", seed=0)
+    backend.start(print)
+    try:
+        backend.generate(RunConfig(DrafterConfig("ngram", ()), 2, "chain", 0.0, 1.0, 0), [1, 2], 4, seed=0,
+                         stop_at_eos=True)
+        print("GROUP", backend.server.pgid, flush=True)
+        time.sleep(600)
+    finally:
+        backend.close()
+    """)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_signal_to_a_launcher_process_leaves_no_server(monkeypatch, tmp_path, signum):
+    fake_env(monkeypatch, tmp_path)
+    script = tmp_path / "launch.py"
+    root = str(Path(__file__).resolve().parents[1])
+    script.write_text(LAUNCH_AND_WAIT.format(root=root, script=str(FAKE_SCRIPT), logs=str(tmp_path)))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env={**os.environ, "PYTHONPATH": root})
+    group = None
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            if line.startswith("GROUP"):
+                group = int(line.split()[1])
+                break
+        assert group is not None, "the launcher never reported its server"
+        assert group_alive(group)
+        proc.send_signal(signum)
+        proc.wait(timeout=60)
+        assert not group_alive(group)
+        assert proc.returncode != 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        if group is not None and group_alive(group):
+            os.killpg(group, signal.SIGKILL)
