@@ -13,6 +13,7 @@ import typer
 import typer.core
 
 from specbench.cli import (
+    export_cmd,
     fit_cmd,
     models_cmd,
     plot_cmd,
@@ -83,6 +84,7 @@ def _register() -> None:
     plot_cmd.register(app)
     profile_cmd.register(app)
     train_cmd.register(app)
+    export_cmd.register(app)
 
 
 _register()

@@ -1,0 +1,44 @@
+"""`specbench export-drafter`: a trained drafter in a serving engine's checkpoint layout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.markup import escape
+
+from specbench.cli.render import console as wide_console
+
+
+def export_drafter_command(
+    kind: str = typer.Argument(..., help="Drafter type: eagle, eagle3 or medusa (mtp cannot be exported: see docs)."),
+    out: Path = typer.Option(..., "--out", "-o", help="New folder for the exported checkpoint."),
+    fmt: str = typer.Option("vllm", "--format", help="Target layout (vllm)."),
+    checkpoint: str = typer.Option(None, "--checkpoint",
+                                   help="Checkpoint folder or shipped name (default: the one shipped for the target)."),
+    target: str = typer.Option("smollm2-135m", "--target", help="The target the drafter was trained for."),
+    json_out: bool = typer.Option(False, "--json", help="Print the export report as JSON."),
+):
+    """Write a trained drafter (the shipped SmolLM2 EAGLE / EAGLE-3 / Medusa heads, or your own) in
+    the folder layout vLLM loads, and print the speculative_config that serves it.
+
+    What each layout keeps exactly and what it cannot: docs/drafters.md, "Exporting to vLLM".
+
+    Example: specbench export-drafter eagle3 --out exported/eagle3-vllm
+    """
+    from specbench.backends.vllm_export import export_drafter  # lazy: loads torch and the target
+
+    report = export_drafter(kind, out, checkpoint=checkpoint, target=target, fmt=fmt)
+    if json_out:
+        typer.echo(json.dumps(report, indent=2))
+        return
+    console = wide_console()
+    console.print(f"wrote {escape(report['folder'])} ({len(report['tensors'])} tensors, {kind} in vLLM's layout)")
+    console.print(f"speculative_config: {escape(json.dumps(report['speculative_config']))}")
+    for note in report["notes"]:
+        console.print(f"note: {escape(note)}", style="dim")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("export-drafter")(export_drafter_command)

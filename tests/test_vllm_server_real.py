@@ -1,0 +1,69 @@
+"""Opt-in (marker ``vllm``): one real vLLM server, launched by the vllm-server backend on
+SmolLM2-135M with ngram γ = 2, and the settings check against vLLM's SpeculativeConfig.
+
+Run: SPECBENCH_VLLM_VENV=/path/.venv-vllm [SPECBENCH_VLLM_MODEL=/path/smollm2-folder] pytest -m vllm
+Start-up takes 1–3 minutes on a small CPU.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from specbench.backends.base import Request
+from specbench.backends.engine_checks import check_vllm_configs
+from specbench.backends.server_process import group_alive
+from specbench.backends.vllm_server import VLLMServerBackend, default_venv
+from specbench.measure.spec import DrafterConfig, RunConfig
+
+pytestmark = pytest.mark.vllm
+
+VENV = default_venv()
+needs_venv = pytest.mark.skipif(not (VENV / "bin" / "python").exists(),
+                                reason=f"no vLLM environment at {VENV} (make install-vllm, or set SPECBENCH_VLLM_VENV)")
+
+
+def _model() -> str:
+    return os.environ.get("SPECBENCH_VLLM_MODEL") or "smollm2-135m"
+
+
+@needs_venv
+def test_settings_check_builds_speculative_config():
+    version, results = check_vllm_configs(
+        [{"config": {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 1, "prompt_lookup_max": 3},
+          "target": None},
+         {"config": {"method": "eagle", "num_speculative_tokens": 6, "model": "m",
+                     "speculative_token_tree": "[(0,), (1,)]"}, "target": None}],
+        VENV / "bin" / "python")
+    assert version
+    assert results[0]["ok"] is True
+    assert results[1]["ok"] is False and "speculative_token_tree" in results[1]["error"]
+
+
+@needs_venv
+def test_real_server_ngram_counters_move(tmp_path):
+    backend = VLLMServerBackend({"model": _model(), "max_model_len": 1024, "startup_timeout_s": 900,
+                                 "log_dir": str(tmp_path)}, target=_model(), device="cpu", dtype="fp32", seed=0)
+    backend.start(print)
+    try:
+        text = "Repeat after me: the quick brown fox jumps over the lazy dog. The quick brown fox"
+        ids = backend.tokenizer.encode(text)
+        config = RunConfig(DrafterConfig("ngram", (("n_max", 3), ("n_min", 1))), 2, "chain", 0.0, 1.0, 0)
+        results = backend.generate_batch(config, [Request(ids, 32, 0, False), Request(ids[:-3], 32, 1, False)], 2)
+        group = backend.server.pgid
+        window = backend.run_info()["aggregates"][-1]["window"]
+        # ngram drafts up to γ tokens per step (fewer when the match's continuation is shorter)
+        assert window["drafts"] > 0 and window["drafts"] <= window["draft_tokens"] <= 2 * window["drafts"]
+        assert window["draft_tokens"] == sum(r.drafted for r in results)
+        per_request_accepted = sum(r.accepted for r in results)
+        assert window["accepted"] == per_request_accepted  # the counters move by exactly the requests' figures
+        for r in results:
+            assert len(r.tokens) == 32 and r.spec_source == "per-request" and r.timing_source == "server"
+            assert r.decode_tokens == 31 and r.prefill_s > 0 and r.decode_s > 0
+            assert max(r.rounds.accepted) <= 2
+        print("window", window, "tau", [r.tau for r in results])
+    finally:
+        backend.close()
+    assert not group_alive(group)
