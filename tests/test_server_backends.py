@@ -156,12 +156,15 @@ def test_results_from_per_request_metrics_and_concurrency():
             assert result.rounds.drafted == [2] * len(result.rounds)
             assert result.decode_tokens == 11 and result.tau == pytest.approx(11 / len(result.rounds))
             assert result.prefill_s == pytest.approx(0.005) and result.decode_s == pytest.approx(0.020)
+            assert result.ttft_s == pytest.approx(0.006) and result.itl_s == pytest.approx(0.001)  # queue included
             assert result.spec_source == "per-request" and result.timing_source == "server"
             assert math.isnan(result.draft_s) and math.isnan(result.verify_s)
         body = fake.state.bodies[-1]
         assert body["ignore_eos"] is True and body["return_token_ids"] and body["stream"]
         assert body["model"] == "fake-model" and isinstance(body["prompt"], list)
-        window = backend.run_info()["aggregates"][-1]
+        described = backend.describe()
+        assert described["backend"] == "openai" and list(described["configs"]) == [chain("ngram", 2).label]
+        window = described["aggregates"][-1]
         assert window["concurrency"] == 4 and window["requests"] == 8 and window["per_request_rounds"]
         assert window["window"]["accepted"] == sum(sum(r.rounds.accepted) for r in results)
 
@@ -180,6 +183,7 @@ def test_aggregates_only_when_no_per_request_metrics():
         assert all(len(r.rounds) == 0 for r in results)  # never split the aggregate evenly
         assert all(math.isnan(r.alpha) and math.isnan(r.tau) for r in results)
         assert all(r.decode_tokens == 11 and r.timing_source == "client" for r in results)
+        assert all(r.ttft_s > 0 and r.itl_s == pytest.approx(r.decode_s / 11) for r in results)
         window = backend.run_info()["aggregates"][-1]
         assert not window["per_request_rounds"]
         assert window["window"]["drafts"] == 3 * len(steps_for(12, 2))
@@ -247,6 +251,7 @@ def test_launcher_command_and_clean_close(monkeypatch, tmp_path):
     assert command[command.index("--host") + 1] == "127.0.0.1"
     pids = json.loads(pid_file.read_text())
     first_group = server.pgid
+    assert backend.describe()["configs"][chain("ngram", 2).label]["method"] == "ngram"
     # a new configuration → the previous server is stopped first, group included
     backend.generate(chain(None, 0), [1, 2, 3], 4, seed=0, stop_at_eos=True)
     assert not group_alive(first_group)

@@ -1,7 +1,7 @@
 """``backend: openai``: measure a running vLLM or SGLang server through its OpenAI-compatible API.
 
 Whoever launched the server chose its speculative configuration; specbench measures it as it
-is and records what the server reports about it (``run_info()``). Each unit's requests go to
+is and records what the server reports about it (``describe()``, written to the results folder's backend.json). Each unit's requests go to
 ``POST /v1/completions`` as token-id prompts, streamed (``stream_options.include_usage``), with
 a bounded thread pool that keeps ``concurrency`` requests in flight. ``GET /metrics`` is read
 before and after each batch.
@@ -9,7 +9,7 @@ before and after each batch.
 What a record gets, and from where:
 
 * tokens: the streamed ``token_ids`` (vLLM's ``return_token_ids``), else the streamed text
-  re-encoded with the target's tokenizer (noted in ``run_info``);
+  re-encoded with the target's tokenizer (noted in ``describe()``);
 * time to first token and decode time: the server's per-request ``metrics`` block (vLLM with
   ``--enable-per-request-metrics``: ``time_to_first_token_ms`` from scheduling, and
   ``generation_time_ms``, first to last token), else the client's clock on the stream;
@@ -20,7 +20,7 @@ What a record gets, and from where:
   last). Per-round timings are NaN: a server does not report them.
 * without per-request figures the rounds stay empty (α, τ and the per-position columns of
   the record are then null), and the acceptance of the whole batch, from the counter
-  differences, goes into ``run_info()["aggregates"]`` — never split evenly over requests.
+  differences, goes into ``describe()["aggregates"]`` — never split evenly over requests.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ PROBE_TIMEOUT_S = 10.0
 WARMUP_TOKENS = 8
 MODEL_FREE = ("ngram", "suffix")  # drafters that run no forward pass
 ONE_FORWARD = ("medusa",)  # all heads in one forward
+NO_FORWARD = MODEL_FREE + ("none",)
 
 
 @dataclass
@@ -55,11 +56,12 @@ class ServerGenerationResult(GenerationResult):
     come from the stream (every generated token after the first), so tokens/s stays right.
     """
 
-    ttft_s: float = math.nan  # first token, from scheduling (server) or from sending (client)
+    ttft_s: float = math.nan  # time to first token: server queue + prefill (server), or send → first chunk (client)
+    itl_s: float = math.nan  # mean inter-token latency: the server's mean_itl_ms, else decode time ÷ (tokens − 1)
     queue_s: float = math.nan  # server queue wait, when reported
-    itl_s: list[float] = field(default_factory=list)  # client-side gaps between streamed chunks
+    chunk_gaps_s: list[float] = field(default_factory=list)  # client-side gaps between streamed chunks
     timing_source: str = "client"  # 'server' (per-request metrics block) or 'client' (stream clock)
-    spec_source: str = "none"  # 'per-request' or 'none' (aggregate only, see run_info)
+    spec_source: str = "none"  # 'per-request' or 'none' (aggregate only, see describe)
     server_spec: dict | None = None  # the per-request speculative_decoding block as the server sent it
 
     @property
@@ -103,16 +105,13 @@ def rounds_from_steps(accepted: list[int], drafted: list[int], n_tokens: int, dr
             break
         emitted = min(int(acc) + 1, left)
         left -= emitted
-        steps = 0 if drafter_type in MODE_FREE_OR_NONE else (1 if drafter_type in ONE_FORWARD else int(k))
+        steps = 0 if drafter_type in NO_FORWARD else (1 if drafter_type in ONE_FORWARD else int(k))
         log.add(drafted=int(k), depth=int(k), accepted=min(int(acc), emitted), emitted=emitted, draft_steps=steps,
                 draft_s=math.nan, verify_s=math.nan, round_s=math.nan)
     for _ in range(left):  # decode steps without a draft
         log.add(drafted=0, depth=0, accepted=0, emitted=1, draft_steps=0,
                 draft_s=math.nan, verify_s=math.nan, round_s=math.nan)
     return log
-
-
-MODE_FREE_OR_NONE = MODEL_FREE + ("none",)
 
 
 def resolve_model_location(spec: str) -> str:
@@ -308,6 +307,7 @@ class OpenAIServerBackend:
         self.baseline_client: OpenAIClient | None = None
         self.aggregates: list[dict] = []
         self.server_configs: dict[str, dict] = {}
+        self.ran_configs: dict[str, dict | None] = {}  # RunConfig label -> what the server reported running
         self.notes: list[str] = []
         self._status: StatusCallback = lambda message: None
         self._warm: set[str] = set()
@@ -338,12 +338,15 @@ class OpenAIServerBackend:
     def close(self) -> None:
         self._warm.clear()
 
-    def run_info(self) -> dict:
-        """What the run should record about this backend: the servers' reported settings and the
-        batch-level acceptance of every measured batch (the only acceptance figure when the
-        server gives none per request)."""
-        return {"backend": self.name, "servers": self.server_configs, "aggregates": list(self.aggregates),
-                "notes": sorted(set(self.notes))}
+    def describe(self) -> dict:
+        """What the run records about this backend (the results folder's backend.json): per
+        configuration label the speculative settings the server reported (None: not reported),
+        the servers' reported settings, and the batch-level acceptance of every measured batch —
+        the only acceptance figure when the server gives none per request."""
+        return {"backend": self.name, "configs": dict(self.ran_configs), "servers": dict(self.server_configs),
+                "aggregates": list(self.aggregates), "notes": sorted(set(self.notes))}
+
+    run_info = describe
 
     # ------------------------------------------------------------------ measuring
     def client_for(self, config) -> OpenAIClient:
@@ -365,20 +368,21 @@ class OpenAIServerBackend:
         if concurrency < 1:
             raise SpecbenchError(f"concurrency must be at least 1, got {concurrency}")
         client = self.client_for(config)
+        self.ran_configs[_config_label(config)] = self._reported_config(client)
         self._warm_up(client, config, requests[0])
         before = client.scrape()
         if not config.is_baseline and not prometheus.has_spec_metrics(before):
             raise self._no_spec_error(client)
         started = time.perf_counter()
-        with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="specbench-request") as pool:
+        pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="specbench-request")
+        try:
             futures = [pool.submit(client.complete, r.prompt_ids, r.max_new_tokens, config=config, seed=r.seed,
                                    stop_at_eos=r.stop_at_eos) for r in requests]
-            try:
-                raw = [f.result() for f in futures]
-            except BaseException:
-                for f in futures:
-                    f.cancel()
-                raise
+            raw = [f.result() for f in futures]
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C or a failed request: do not wait for the rest
+            raise
+        pool.shutdown(wait=True)
         wall = time.perf_counter() - started
         after = client.scrape()
         results = [self._result(config, r, out) for r, out in zip(requests, raw)]
@@ -423,12 +427,20 @@ class OpenAIServerBackend:
                 self.notes.append("the server reports per-request acceptance without per-step counts "
                                   "(start vLLM with --per-request-spec-decode-metrics detailed)")
         finish = out.get("finish_reason")
+        queue_s = _ms(metrics.get("queue_time_ms"))
+        ttft_s = prefill_s + (queue_s if timing == "server" and not math.isnan(queue_s) else 0.0)
+        itl_s = _ms(metrics.get("mean_itl_ms"))
+        if math.isnan(itl_s) and len(tokens) > 1:
+            itl_s = decode_s / (len(tokens) - 1)
         return ServerGenerationResult(
             prompt_tokens=len(request.prompt_ids), tokens=tokens, rounds=rounds, prefill_s=prefill_s,
             decode_s=decode_s, stop_reason="length" if finish == "length" else "eos",
-            ttft_s=prefill_s, queue_s=_ms(metrics.get("queue_time_ms")),
-            itl_s=[b - a for a, b in zip(times, times[1:])], timing_source=timing, spec_source=spec_source,
-            server_spec=spec if isinstance(spec, dict) else None)
+            ttft_s=ttft_s, itl_s=itl_s, queue_s=queue_s, chunk_gaps_s=[b - a for a, b in zip(times, times[1:])],
+            timing_source=timing, spec_source=spec_source, server_spec=spec if isinstance(spec, dict) else None)
+
+    def _reported_config(self, client: OpenAIClient) -> dict | None:
+        reported = self.server_configs.get(client.url) or {}
+        return reported.get("vllm_speculative_config") or reported.get("sglang_speculative") or None
 
     def _check_gamma(self, config, spec: dict) -> None:
         k = spec.get("num_spec_tokens")

@@ -146,13 +146,18 @@ class ServerProcess:
         try:
             self.proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                          env=self.env, start_new_session=True,
-                                         preexec_fn=_parent_death_signal if sys.platform == "linux" else None)
+                                         preexec_fn=_parent_death_signal if self._death_signal_ok() else None)
         except OSError as exc:
             raise SpecbenchError(f"could not start {self.name} ({self.command[0]}): {exc.strerror or exc}") from None
         finally:
             log.close()
         self.pgid = self.proc.pid  # session leader: its pid is the group id
         _live.add(self)
+
+    @staticmethod
+    def _death_signal_ok() -> bool:
+        """PR_SET_PDEATHSIG fires when the *thread* that started the child ends: only from the main thread."""
+        return sys.platform == "linux" and threading.current_thread() is threading.main_thread()
 
     def last_log_line(self) -> str:
         try:

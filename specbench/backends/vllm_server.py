@@ -118,10 +118,12 @@ class VLLMServerBackend(OpenAIServerBackend):
         self._stop_server()
         super().close()
 
-    def run_info(self) -> dict:
-        info = super().run_info()
+    def describe(self) -> dict:
+        info = super().describe()
         info["launched"] = list(self.launched)
         return info
+
+    run_info = describe
 
     # ------------------------------------------------------------------ servers
     def command(self, port: int, spec: dict | None) -> list[str]:
