@@ -140,15 +140,30 @@ def sglang_parser():
         return None
 
 
+class _ParseError(Exception):
+    pass
+
+
+def _raise(message: str):
+    raise _ParseError(message)
+
+
 def check_sglang_flags(snippet: str, parser) -> tuple[bool, str]:
-    """Parse the flags of a ``python -m sglang.launch_server ...`` snippet with SGLang's parser."""
+    """Parse the flags of a ``python -m sglang.launch_server ...`` snippet with SGLang's parser:
+    (True, '') or (False, the parser's message)."""
     words = shlex.split(snippet)
     args = words[words.index("sglang.launch_server") + 1:] if "sglang.launch_server" in words else words
+    previous = parser.error
+    parser.error = _raise  # argparse would print usage and exit
     try:
-        parser.parse_args(args)
-        return True, ""
-    except (SystemExit, Exception) as exc:  # argparse raises SystemExit on some errors even so
-        return False, str(exc).splitlines()[0][:300] if str(exc) else "rejected by SGLang's argument parser"
+        _, unknown = parser.parse_known_args(args)
+    except (_ParseError, argparse.ArgumentError, ValueError, TypeError) as exc:
+        return False, (str(exc).splitlines() or ["rejected"])[0][:300]
+    finally:
+        parser.error = previous
+    if unknown:
+        return False, "unrecognized arguments: " + " ".join(unknown)[:300]
+    return True, ""
 
 
 def validate_settings(entries: list[tuple[dict, str | None]], *, vllm_python: Path | None) -> None:
