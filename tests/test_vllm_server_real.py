@@ -67,3 +67,26 @@ def test_real_server_ngram_counters_move(tmp_path):
     finally:
         backend.close()
     assert not group_alive(group)
+
+
+@needs_venv
+@pytest.mark.parametrize("kind", ["eagle3"])
+def test_exported_drafter_is_served_by_vllm(tmp_path, kind):
+    """An exported shipped head loads in vLLM and drafts: its spec-decode counters move and it accepts tokens."""
+    from specbench.backends.vllm_export import export_drafter
+
+    folder = tmp_path / kind
+    export_drafter(kind, folder, target="smollm2-135m")
+    backend = VLLMServerBackend({"model": _model(), "max_model_len": 1024, "startup_timeout_s": 900,
+                                 "log_dir": str(tmp_path)}, target=_model(), device="cpu", dtype="fp32", seed=0)
+    backend.start(print)
+    try:
+        ids = backend.tokenizer.encode("Write a short poem about the sea.")
+        config = RunConfig(DrafterConfig(kind, (("model", str(folder)),)), 2, "chain", 0.0, 1.0, 0)
+        results = backend.generate_batch(config, [Request(ids, 32, 0, False)], 1)
+        window = backend.describe()["aggregates"][-1]["window"]
+        print(kind, "window", window, "alpha", results[0].alpha)
+        assert window["drafts"] > 0 and window["accepted"] > 0
+        assert len(results[0].tokens) == 32
+    finally:
+        backend.close()
