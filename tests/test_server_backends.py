@@ -298,7 +298,8 @@ def test_port_in_use_is_one_line(tmp_path):
         sock.listen()
         port = sock.getsockname()[1]
         with pytest.raises(SpecbenchError) as err:
-            VLLMServerBackend({"port": port, "server_command": ["true"]}, target="t", device="cpu", dtype="fp32", seed=0)
+            VLLMServerBackend({"port": port, "server_command": ["true"]}, target="t", device="cpu", dtype="fp32",
+                              seed=0)
     assert f"port {port}" in str(err.value) and "in use" in str(err.value) and "\n" not in str(err.value)
 
 

@@ -101,7 +101,8 @@ def _vllm(drafter: str, params: dict, tree: str, gamma: int, target: str,
         config = {"method": "ngram", "num_speculative_tokens": gamma,
                   "prompt_lookup_min": int(params.get("n_min", 1)), "prompt_lookup_max": int(params.get("n_max", 3))}
     elif drafter == "draft-model":
-        config = {"method": "draft_model", "model": hub_name(params.get("model"), hub_ids), "num_speculative_tokens": gamma}
+        config = {"method": "draft_model", "model": hub_name(params.get("model"), hub_ids),
+                  "num_speculative_tokens": gamma}
         notes.append("draft and target must share a tokenizer; older vLLM releases take the same keys without 'method'")
     elif drafter in FEATURE_DRAFTERS:
         config = {"method": FEATURE_DRAFTERS[drafter][0], "num_speculative_tokens": gamma}
@@ -136,8 +137,8 @@ def _sglang(drafter: str, params: dict, tree: str, gamma: int, target: str,
                          f"{draft_tokens} tokens (root included): the shape '{tree}' cut to depth {gamma} "
                          "is approximated")
             if len(paths) + 1 > limit:
-                notes.append(f"the tree has {len(paths)} nodes but SGLang verifies at most 1 + topk + (steps − 1)·topk² "
-                             f"= {limit} tokens: the budget is capped")
+                notes.append(f"the tree has {len(paths)} nodes but SGLang verifies at most "
+                             f"1 + topk + (steps − 1)·topk² = {limit} tokens: the budget is capped")
         else:
             supported = False
             notes.append(f"tree '{tree}' not expressible: the flags use a chain of depth {gamma}")
@@ -146,9 +147,10 @@ def _sglang(drafter: str, params: dict, tree: str, gamma: int, target: str,
                  "--speculative-ngram-min-bfs-breadth": 1, "--speculative-ngram-max-bfs-breadth": 1}
         notes.append("NGRAM is CUDA-only; SGLang counts the verified root token in --speculative-num-draft-tokens "
                      "(γ + 1 here); BFS breadth 1 keeps the draft a chain")
-        notes.append(f"SGLang has no min/max match-window flags any more (its matcher looks up suffixes up to "
-                     f"--speculative-ngram-max-trie-depth, default 18): specbench's n_min={int(params.get('n_min', 1))}, "
-                     f"n_max={int(params.get('n_max', 3))} are not expressible, so acceptance can differ")
+        n_min, n_max = int(params.get("n_min", 1)), int(params.get("n_max", 3))
+        notes.append("SGLang has no min/max match-window flags any more (its matcher looks up suffixes up to "
+                     f"--speculative-ngram-max-trie-depth, default 18): specbench's n_min={n_min}, "
+                     f"n_max={n_max} are not expressible, so acceptance can differ")
     elif drafter == "draft-model" or drafter in FEATURE_DRAFTERS:
         algorithm = "STANDALONE" if drafter == "draft-model" else FEATURE_DRAFTERS[drafter][1]
         if algorithm is None:
@@ -182,8 +184,8 @@ def _transformers(drafter: str, params: dict, tree: str, gamma: int, target: str
                   "assistant.generation_config.assistant_confidence_threshold = 0.0\n")
         call = "assistant_model=assistant"
         notes.append("'constant' keeps γ fixed as measured (the default 'heuristic' schedule changes it per round), "
-                     "and assistant_confidence_threshold 0 stops the assistant from ending a draft early (default 0.4); "
-                     "transformers reads both from the assistant's generation_config")
+                     "and assistant_confidence_threshold 0 stops the assistant from ending a draft early "
+                     "(default 0.4); transformers reads both from the assistant's generation_config")
     else:
         return EngineSetting("transformers", False, {}, "",
                              [f"transformers generate has no assisted mode for '{drafter}'"])

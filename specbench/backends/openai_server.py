@@ -1,7 +1,8 @@
 """``backend: openai``: measure a running vLLM or SGLang server through its OpenAI-compatible API.
 
 Whoever launched the server chose its speculative configuration; specbench measures it as it
-is and records what the server reports about it (``describe()``, written to the results folder's backend.json). Each unit's requests go to
+is and records what the server reports about it (``describe()``, written to the results
+folder's backend.json). Each unit's requests go to
 ``POST /v1/completions`` as token-id prompts, streamed (``stream_options.include_usage``), with
 a bounded thread pool that keeps ``concurrency`` requests in flight. ``GET /metrics`` is read
 before and after each batch.
@@ -205,8 +206,9 @@ class OpenAIClient:
             vllm_config = info.get("vllm_config")
             if isinstance(vllm_config, dict) and vllm_config.get("speculative_config") is not None:
                 spec = vllm_config["speculative_config"]
-                found["vllm_speculative_config"] = {k: v for k, v in spec.items() if not k.startswith(("target_", "draft_"))
-                                                    } if isinstance(spec, dict) else spec
+                if isinstance(spec, dict):
+                    spec = {k: v for k, v in spec.items() if not k.startswith(("target_", "draft_"))}
+                found["vllm_speculative_config"] = spec
             sglang = {k: v for k, v in info.items() if k.startswith("speculative_") and v is not None}
             if sglang:
                 found["sglang_speculative"] = sglang
@@ -297,7 +299,8 @@ class OpenAIServerBackend:
         if unknown:
             raise SpecbenchError(f"backend {self.name}: unknown option '{unknown[0]}' (known: {', '.join(known)})")
         if not options.get("url"):
-            raise SpecbenchError(f"backend {self.name} needs a url (the server's base address, e.g. http://127.0.0.1:8000)")
+            raise SpecbenchError(f"backend {self.name} needs a url (the server's base address, "
+                                 "e.g. http://127.0.0.1:8000)")
         self.options, self.target_spec, self.device, self.dtype, self.seed = options, target, device, dtype, seed
         self.device_name = ""
         self.tokenizer = None
@@ -417,7 +420,8 @@ class OpenAIServerBackend:
             timing = "client"
         spec = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
         rounds, spec_source = RoundLog(), "none"
-        if isinstance(spec, dict) and spec.get("per_step_accepted") is not None and spec.get("per_step_drafted") is not None:
+        per_step = isinstance(spec, dict) and None not in (spec.get("per_step_accepted"), spec.get("per_step_drafted"))
+        if per_step:
             rounds = rounds_from_steps(spec["per_step_accepted"], spec["per_step_drafted"], len(tokens),
                                        _drafter_type(config))
             spec_source = "per-request"

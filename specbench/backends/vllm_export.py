@@ -61,7 +61,8 @@ def _draft_llama_config(target, layer_shape: dict, architecture: str) -> dict:
     config = {k: base[k] for k in keep if k in base}
     config.update({"architectures": [architecture], "model_type": "llama", "num_hidden_layers": 1,
                    "intermediate_size": int(layer_shape["intermediate"]), "hidden_size": int(layer_shape["hidden"]),
-                   "num_attention_heads": int(layer_shape["heads"]), "num_key_value_heads": int(layer_shape["kv_heads"]),
+                   "num_attention_heads": int(layer_shape["heads"]),
+                   "num_key_value_heads": int(layer_shape["kv_heads"]),
                    "head_dim": int(layer_shape["head_dim"]), "rms_norm_eps": float(layer_shape["eps"]),
                    "torch_dtype": "float32"})
     return config

@@ -86,7 +86,8 @@ class VLLMServerBackend(OpenAIServerBackend):
         options = dict(options or {})
         unknown = sorted(set(options) - set(self.OPTIONS) - {"name"})
         if unknown:
-            raise SpecbenchError(f"backend {self.name}: unknown option '{unknown[0]}' (known: {', '.join(self.OPTIONS)})")
+            raise SpecbenchError(f"backend {self.name}: unknown option '{unknown[0]}' "
+                                 f"(known: {', '.join(self.OPTIONS)})")
         super().__init__({"url": "http://127.0.0.1:0", "timeout_s": options.get("timeout_s", 600.0),
                           "warmup": options.get("warmup", True), "tokenizer": options.get("tokenizer")},
                          target=target, device=device, dtype=dtype, seed=seed)
