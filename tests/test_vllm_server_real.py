@@ -90,3 +90,15 @@ def test_exported_drafter_is_served_by_vllm(tmp_path, kind):
         assert len(results[0].tokens) == 32
     finally:
         backend.close()
+    # The same head in specbench's own engine on the same prompt (greedy, fp32). EAGLE-3's export is
+    # exact, so the accepted counts should agree; a tolerance of 2 tokens (of ~10) covers fp32
+    # rounding differences between the two engines' kernels flipping a near-tie argmax.
+    from specbench.engine.drafters import make_drafter
+    from specbench.engine.loop import SpeculativeEngine
+    from specbench.models.resolve import load_model
+
+    target = load_model("smollm2-135m")
+    own = SpeculativeEngine(target, make_drafter(kind, target), gamma=2).generate(ids, 32, seed=0, stop_at_eos=False)
+    print("own engine: rounds", own.target_forwards, "accepted", own.accepted, "tau", own.tau)
+    assert own.tokens == results[0].tokens  # both lossless greedy: the target's own output
+    assert abs(own.accepted - results[0].accepted) <= 2
