@@ -21,6 +21,7 @@ key hashes the prompt sources, split, seed, answer length and generation setting
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import time
@@ -180,12 +181,7 @@ def generate_corpus(target, spec: CorpusSpec, answer_tokens: int,
 def _exclusive(path: Path):
     """One generator per corpus at a time (others wait, then reuse what it wrote)."""
     with path.open("w") as handle:
-        try:
-            import fcntl  # POSIX only: imported where it is used so that other systems run unlocked
-
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        except ImportError:  # not on POSIX: no locking
-            pass
+        fcntl.flock(handle, fcntl.LOCK_EX)  # POSIX, like the engine's `resource`
         yield
 
 
