@@ -18,7 +18,7 @@ import json
 import pytest
 import torch
 
-from specbench.engine.drafters import make_drafter
+from specbench.engine.drafters import make_drafter, registry
 from specbench.engine.loop import SpeculativeEngine, Verifier
 from specbench.engine.sampling import SamplingParams
 from specbench.engine.tree import StaticTree
@@ -114,7 +114,7 @@ def test_drafting_computes_what_training_computes(tiny, kind):
 
     drafter = make_drafter(kind, tiny, {"checkpoint": "random", "seed": 3})
     heads = drafter.vocab_heads if kind == "medusa" else [drafter.head]
-    net = drafter.heads if kind == "medusa" else drafter.net
+    net = registry.get(kind).net_of(drafter)
     layers = tuple(k for k in drafter.feature_layers if k != "final")
     prompt = tiny.tokenizer("Speculative decoding keeps the output distribution.")["input_ids"]
     p = torch.tensor([prompt])
@@ -170,13 +170,13 @@ def _proposals(target, drafter, ids, rounds: int = 3) -> list[list[int]]:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_checkpoint_round_trip_and_wrong_target(tmp_path, tiny, kind):
-    from specbench.engine.drafters.trained import save_drafter
     from specbench.models.resolve import load_model
 
+    drafter_type = registry.get(kind)
     drafter = make_drafter(kind, tiny, {"checkpoint": "random", "seed": 2})
-    net = drafter.heads if kind == "medusa" else drafter.net
+    net = drafter_type.net_of(drafter)
     vocab = torch.arange(0, tiny.vocab_size, 3)
-    save_drafter(tmp_path / kind, kind, net, tiny, vocab, training={"command": "test"}, dtype=torch.float32)
+    drafter_type.save(tmp_path / kind, net, tiny, vocab, training={"command": "test"}, dtype=torch.float32)
     config = json.loads((tmp_path / kind / "config.json").read_text())
     assert config["type"] == kind and config["target"]["name"] == "tiny-random-llama"
     assert config["draft_vocab_size"] == vocab.numel() and config["training"]["command"] == "test"
@@ -186,9 +186,7 @@ def test_checkpoint_round_trip_and_wrong_target(tmp_path, tiny, kind):
     assert not any("embed" in k or "lm_head" in k for k in stored), "target weights are never copied"
     loaded = make_drafter(kind, tiny, {"checkpoint": str(tmp_path / kind)})
     ids = tiny.tokenizer("Checkpoints round-trip.")["input_ids"]
-    from specbench.engine.drafters.trained import make_trained_drafter
-
-    same = make_trained_drafter(kind, net, tiny, vocab)
+    same = drafter_type.wrap(net, tiny, vocab)
     assert _proposals(tiny, loaded, ids) == _proposals(tiny, same, ids)
     with pytest.raises(SpecbenchError) as err:
         make_drafter(kind, load_model("tiny-random-qwen2"), {"checkpoint": str(tmp_path / kind)})
@@ -222,6 +220,11 @@ def test_shipped_checkpoints_are_named_and_small():
         training = config["training"]
         assert training["command"].startswith("specbench train-drafter") and training["data"]["split"] == "train"
         assert training["time"]["training_s"] > 0 and training["heldout"]["top1"]
+        corpus = training["data"]["corpus"]  # a portable description, no path of the training machine
+        assert corpus["workloads"] == ["sharegpt"] and corpus["split"] == "train" and corpus["seed"] == 0
+        assert corpus["prompts"] == 300 and corpus["answer_tokens"] == training["data"]["answer_tokens"]
+        assert corpus["in_cache"].startswith("drafter-data/smollm2-135m-b005d5bc/")
+        assert '": "/' not in (shipped_root() / "smollm2-135m" / kind / "config.json").read_text()
 
 
 def test_missing_and_unknown_checkpoints_are_one_line_errors(tiny, tmp_path):
@@ -240,32 +243,32 @@ def test_missing_and_unknown_checkpoints_are_one_line_errors(tiny, tmp_path):
 
 def test_published_layouts_round_trip(tmp_path, tiny):
     from specbench.engine.drafters import published
-    from specbench.engine.drafters.trained import make_trained_drafter
 
     ids = tiny.tokenizer("Published layouts load.")["input_ids"]
     vocab = torch.arange(0, tiny.vocab_size, 2)
     for kind in ("medusa", "eagle", "eagle3"):
+        drafter_type = registry.get(kind)
         drafter = make_drafter(kind, tiny, {"checkpoint": "random", "seed": 4})
         folder = tmp_path / kind
         if kind == "medusa":
-            published.export_medusa(folder, drafter.heads, tiny)
+            drafter_type.export_published(folder, drafter.heads, tiny)
             keys = torch.load(folder / "medusa_lm_head.pt", weights_only=True)
             assert {"0.0.linear.weight", "0.0.linear.bias", "0.1.weight"} <= set(keys)
             reference = drafter
         elif kind == "eagle":
-            published.export_eagle(folder, drafter.net, tiny)
+            drafter_type.export_published(folder, drafter.net, tiny)
             keys = torch.load(folder / "pytorch_model.bin", weights_only=True)
             assert {"fc.weight", "fc.bias", "layers.0.self_attn.q_proj.weight",
                     "layers.0.post_attention_layernorm.weight"} <= set(keys)
             assert "layers.0.input_layernorm.weight" not in keys
             reference = drafter
         else:
-            published.export_eagle3(folder, drafter.net, tiny, vocab)
+            drafter_type.export_published(folder, drafter.net, tiny, vocab)
             keys = torch.load(folder / "pytorch_model.bin", weights_only=True)
             assert {"fc.weight", "midlayer.hidden_norm.weight", "midlayer.input_layernorm.weight", "norm.weight",
                     "lm_head.weight", "d2t", "t2d"} <= set(keys)
             assert keys["midlayer.self_attn.q_proj.weight"].shape[1] == 2 * tiny.model.config.hidden_size
-            reference = make_trained_drafter("eagle3", drafter.net, tiny, vocab)
+            reference = drafter_type.wrap(drafter.net, tiny, vocab)
         assert published.detect(folder) == kind
         loaded = make_drafter(kind, tiny, {"checkpoint": str(folder)})
         assert _proposals(tiny, loaded, ids) == _proposals(tiny, reference, ids), kind
@@ -275,10 +278,8 @@ def test_published_layouts_round_trip(tmp_path, tiny):
 
 def test_published_medusa_with_its_own_projections(tmp_path, tiny):
     """A Medusa file whose per-head vocabulary projections differ from the LM head keeps them."""
-    from specbench.engine.drafters import published
-
     drafter = make_drafter("medusa", tiny, {"checkpoint": "random", "seed": 5})
-    published.export_medusa(tmp_path, drafter.heads, tiny)
+    registry.get("medusa").export_published(tmp_path, drafter.heads, tiny)
     state = torch.load(tmp_path / "medusa_lm_head.pt", weights_only=True)
     state["1.1.weight"] = state["1.1.weight"].flip(0)
     torch.save(state, tmp_path / "medusa_lm_head.pt")
@@ -296,7 +297,6 @@ def test_published_medusa_with_its_own_projections(tmp_path, tiny):
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_few_training_steps_lower_the_loss(tiny, kind):
     from specbench.engine.drafters.feature_layers import VocabHead
-    from specbench.engine.drafters.trained import default_architecture, new_net
     from specbench.training.objectives import objective
     from specbench.training.train import Example, collate
 
@@ -305,7 +305,8 @@ def test_a_few_training_steps_lower_the_loss(tiny, kind):
     ids = torch.tensor([prompt["input_ids"]])
     result = SpeculativeEngine(tiny, None, gamma=0).generate(ids[0].tolist(), 40, stop_at_eos=False)
     seq = torch.tensor([ids[0].tolist() + result.tokens])
-    net = new_net(kind, default_architecture(kind, tiny.model.config, intermediate=64))
+    drafter_type = registry.get(kind)
+    net = drafter_type.new_net(drafter_type.architecture(tiny.model.config, intermediate=64))
     layers = tuple(getattr(net, "feature_layers", ("final",)))
     feats = _features(tiny, seq, tuple(k for k in layers if k != "final") if kind == "eagle3" else ())
     example = Example(seq[0], {k: v[0] for k, v in feats.items()}, prompt_len=ids.shape[1])
@@ -342,6 +343,8 @@ def test_train_drafter_cli_end_to_end(tmp_path, monkeypatch):
     assert training["data"]["split"] == "train" and training["data"]["answer_tokens"] >= 300
     assert len(training["heldout"]["top1"]) == 3  # per unrolled step
     assert training["history"][-1]["loss"] < training["history"][0]["loss"]
+    assert str(tmp_path) not in (out / "config.json").read_text(), "no absolute path of this machine"
+    assert training["data"]["corpus"]["prompts"] == training["data"]["prompts"]
     drafter = make_drafter("eagle3", load_model("tiny-random-llama"), {"checkpoint": str(out)})
     assert drafter.head.ids.numel() == 128
     # the corpus and features are cached: a second type reuses them without generating

@@ -1,4 +1,5 @@
-"""`specbench train-drafter`: train a Medusa / EAGLE / EAGLE-3 / MTP drafter by self-distillation."""
+"""`specbench train-drafter`: train a drafter of any trained type in the registry (Medusa, EAGLE,
+EAGLE-3, MTP, ...) by self-distillation."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from specbench.cli.render import console as wide_console
-from specbench.errors import SpecbenchError, did_you_mean
+from specbench.engine.drafters import registry
+from specbench.errors import SpecbenchError
 from specbench.models.resolve import load_model
 
 EPILOG = """Examples:
@@ -30,7 +32,7 @@ states are cached once under $SPECBENCH_CACHE/drafter-data and shared by every d
 
 
 def train_drafter(
-    kind: str = typer.Option(..., "--type", help="medusa, eagle, eagle3 or mtp."),
+    kind: str = typer.Option(..., "--type", help="A trained drafter type: medusa, eagle, eagle3, mtp, ..."),
     out: Path = typer.Option(..., "--out", "-o", help="Checkpoint folder to write (config.json + model.safetensors)."),
     target: str = typer.Option("smollm2-135m", "--target", "-t", help="Target model: alias, .gguf, folder or hub id."),
     prompts: list[str] = typer.Option(["sharegpt"], "--prompts",
@@ -52,13 +54,9 @@ def train_drafter(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing checkpoint in --out."),
 ):
     """Train a drafter for a target on the target's own answers to training prompts."""
-    import torch  # lazy: loads torch; keeps `specbench --help` fast
+    import torch  # lazy: `specbench --help` and the other commands must start without loading torch
 
-    from specbench.engine.drafters.trained import KINDS  # lazy: loads torch; keeps `specbench --help` fast
-
-    if kind not in KINDS:
-        raise SpecbenchError(f"unknown drafter type '{kind}'{did_you_mean(kind, list(KINDS))} "
-                             f"(choose from: {', '.join(KINDS)})")
+    registry.get(kind, trained=True)  # an unknown type is a one-line error with a did-you-mean
     for name, value, low in (("--tokens", tokens, 2), ("--epochs", epochs, 1), ("--max-new-tokens", max_new_tokens, 1),
                              ("--batch-tokens", batch_tokens, 16), ("--draft-vocab", draft_vocab, 0)):
         if value < low:
@@ -73,14 +71,13 @@ def train_drafter(
         raise SpecbenchError(f"{out} already holds a checkpoint; pass --force to overwrite it")
     if out.exists() and not out.is_dir():
         raise SpecbenchError(f"--out {out} exists and is not a folder")
-    from specbench.training.data import training_prompts  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.training.data import training_prompts  # lazy: the training package imports torch
 
     training_prompts(tuple(prompts), "train", 0)  # unknown or eval-only workloads fail before the model loads
     if threads:
         torch.set_num_threads(threads)
 
-    from specbench.training.train import TrainOptions  # lazy: loads torch; keeps `specbench --help` fast
-    from specbench.training.train import train_drafter as run  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.training.train import TrainOptions, train_drafter as run  # lazy: imports torch
 
     architecture = {"heads": heads, "modules": modules, "intermediate": intermediate}
     opts = TrainOptions(kind=kind, tokens=tokens, epochs=epochs, lr=lr, batch_tokens=batch_tokens, steps=steps,

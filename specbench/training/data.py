@@ -21,6 +21,7 @@ key hashes the prompt sources, split, seed, answer length and generation setting
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import time
@@ -29,8 +30,15 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
+from specbench.engine.decoder import make_decoder
+from specbench.engine.drafters.ngram import NgramDrafter
+from specbench.engine.loop import SpeculativeEngine
 from specbench.errors import SpecbenchError
+from specbench.measure.workloads import encode_turn, load_workload
+from specbench.models.cache import cache_root
 
 GENERATION = {"decoding": "greedy", "drafter": "ngram", "n_min": 1, "n_max": 3, "gamma": 4}
 MAX_PROMPT_TOKENS = 1024
@@ -53,11 +61,13 @@ class CorpusSpec:
         data.pop("target")
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
-    def folder(self) -> Path:
-        from specbench.models.cache import cache_root
-
+    def relative_folder(self) -> str:
+        """Where the corpus lives inside the specbench cache (``$SPECBENCH_CACHE``), the same on every machine."""
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.target)
-        return cache_root() / "drafter-data" / f"{safe}-{self.target_id[:8]}" / self.key
+        return f"drafter-data/{safe}-{self.target_id[:8]}/{self.key}"
+
+    def folder(self) -> Path:
+        return cache_root() / self.relative_folder()
 
 
 @dataclass
@@ -103,15 +113,20 @@ class Corpus:
                 "prompts": len(seqs), "answer_tokens": sum(s.answer_len for s in seqs),
                 "prompt_tokens": sum(s.prompt_len for s in seqs), "max_new_tokens": self.spec.max_new_tokens,
                 "generation": GENERATION, "generation_seconds": round(sum(s.seconds for s in seqs), 1),
-                "corpus": str(self.folder)}
+                "corpus": self.portable(seqs)}
+
+    def portable(self, seqs: list[Sequence]) -> dict:
+        """A description of the corpus that holds on any machine (no absolute path): what it was made
+        of and where it lives inside the specbench cache."""
+        return {"workloads": list(self.spec.workloads), "split": self.spec.split, "prompts": len(seqs),
+                "seed": self.spec.seed, "answer_tokens": sum(s.answer_len for s in seqs),
+                "max_new_tokens": self.spec.max_new_tokens, "in_cache": self.spec.relative_folder()}
 
 
 # ----------------------------------------------------------------------------- prompts
 
 def training_prompts(workloads: tuple[str, ...], split: str, seed: int):
     """Prompts of the training split of each workload, interleaved in seeded sample order."""
-    from specbench.measure.workloads import load_workload
-
     lists = []
     for name in workloads:
         try:
@@ -166,20 +181,11 @@ def generate_corpus(target, spec: CorpusSpec, answer_tokens: int,
 def _exclusive(path: Path):
     """One generator per corpus at a time (others wait, then reuse what it wrote)."""
     with path.open("w") as handle:
-        try:
-            import fcntl
-
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        except ImportError:  # not on POSIX: no locking
-            pass
+        fcntl.flock(handle, fcntl.LOCK_EX)  # POSIX, like the engine's `resource`
         yield
 
 
 def _extend(target, spec: CorpusSpec, corpus: Corpus, answer_tokens: int, on_progress) -> Corpus:
-    from specbench.engine.drafters.ngram import NgramDrafter
-    from specbench.engine.loop import SpeculativeEngine
-    from specbench.measure.workloads import encode_turn
-
     (corpus.folder / "spec.json").write_text(json.dumps({**asdict(spec), "generation": GENERATION}, indent=2))
     path = corpus.folder / "sequences.jsonl"
     # rewrite what was read, dropping a half-written last line if there was one
@@ -223,11 +229,6 @@ def _feature_names(layers: tuple[int, ...]) -> list[str]:
 def ensure_features(target, corpus: Corpus, indices: list[int], layers: tuple[int, ...],
                     on_progress: Callable[[int, int], None] | None = None) -> None:
     """Compute (once) the final hidden state and ``layers`` outputs of every chosen sequence."""
-    from safetensors import safe_open
-    from safetensors.torch import save_file
-
-    from specbench.engine.decoder import make_decoder
-
     decoder = None
     (corpus.folder / "features").mkdir(parents=True, exist_ok=True)
     wanted = set(_feature_names(layers))
@@ -263,7 +264,5 @@ def ensure_features(target, corpus: Corpus, indices: list[int], layers: tuple[in
 
 def read_features(corpus: Corpus, index: int, layers: tuple[int, ...]) -> dict[str, torch.Tensor]:
     """{"final": [T, H], "layer.i": [T, H]} float32 for sequence ``index``."""
-    from safetensors.torch import load_file
-
     data = load_file(str(feature_file(corpus, index)))
     return {name: data[name].float() for name in _feature_names(layers)}

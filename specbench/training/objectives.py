@@ -15,6 +15,9 @@ Every prediction of the token at t+s+1 is scored against T_{t+s} by the soft cro
 * mtp — module k at position i on (h^{k−1}_i, x_{i+k}) with the band mask of
   `specbench.engine.drafters.mtp.band_mask`, loss against T_{i+k}; modules weighted equally.
 
+A drafter type names its objective (``TrainedType.objective``, a ``"module:function"`` reference
+or a callable) and its keyword arguments; `objective` resolves them for a type name.
+
 Each objective returns the loss and, per head / step / module, the number of positions whose
 drafted argmax equals the target's argmax over the full vocabulary (``target_top``), counted on
 answer tokens only, with the number of such positions.
@@ -22,12 +25,16 @@ answer tokens only, with the number of such positions.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
+from specbench.engine.drafters import registry
 from specbench.engine.drafters.feature_layers import VocabHead, causal_mask
+from specbench.engine.drafters.mtp import band_mask
 
 
 @dataclass
@@ -136,8 +143,6 @@ def eagle_objective(net, batch: Batch, head: VocabHead, *, steps: int = 1, featu
 
 
 def mtp_objective(net, batch: Batch, head: VocabHead, **_) -> StepResult:
-    from specbench.engine.drafters.mtp import band_mask
-
     result = StepResult(torch.zeros(()), [], [], [])
     length = batch.ids.shape[1]
     positions = torch.arange(length, device=batch.ids.device)
@@ -152,14 +157,15 @@ def mtp_objective(net, batch: Batch, head: VocabHead, **_) -> StepResult:
     return result
 
 
-def objective(kind: str, steps: int | None = None):
-    """(function, keyword arguments) of a drafter type's objective."""
-    if kind == "medusa":
-        return medusa_objective, {}
-    if kind == "eagle":
-        return eagle_objective, {"steps": steps or 1, "feature_weight": 1.0, "token_weight": 0.1}
-    if kind == "eagle3":
-        return eagle_objective, {"steps": steps or 3, "feature_weight": 0.0, "token_weight": 1.0}
-    if kind == "mtp":
-        return mtp_objective, {}
-    raise ValueError(kind)
+def resolve(reference: str | Callable) -> Callable:
+    """A callable objective, or the function a ``"module:function"`` reference names."""
+    if callable(reference):
+        return reference
+    module, _, name = str(reference).partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def objective(kind: str, steps: int | None = None) -> tuple[Callable, dict]:
+    """(function, keyword arguments) of a drafter type's objective; ``steps``: unrolled steps."""
+    drafter_type = registry.get(kind, trained=True)
+    return resolve(drafter_type.objective), drafter_type.training_args(steps)

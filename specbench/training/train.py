@@ -21,8 +21,14 @@ from typing import Callable
 
 import torch
 
+from specbench.engine.drafters import registry
+from specbench.engine.drafters.checkpoint import target_fingerprint
 from specbench.engine.drafters.feature_layers import VocabHead, embed
+from specbench.engine.drafters.trained import parameter_count
+from specbench.engine.loop import eos_token_ids
 from specbench.errors import SpecbenchError
+from specbench.backends.environment import cpu_name
+from specbench.training.data import CorpusSpec, ensure_features, generate_corpus, read_features
 from specbench.training.objectives import Batch, objective
 
 EVAL_STEPS = 3  # unrolled steps scored at evaluation for the feature drafters
@@ -36,7 +42,7 @@ class TrainOptions:
     lr: float = 1e-3
     batch_tokens: int = 4096
     max_len: int = 512
-    steps: int | None = None  # unrolled steps (eagle: 1, eagle3: 3)
+    steps: int | None = None  # unrolled steps (default: the type's unrolled_steps, eagle 1, eagle3 3)
     draft_vocab: int = 8192  # 0: the full vocabulary
     heldout_fraction: float = 0.05
     seed: int = 0
@@ -56,8 +62,6 @@ class Example:
 
 def load_examples(corpus, indices: list[int], layers: tuple[int, ...], max_len: int) -> list[Example]:
     """Sequences with their features, cut to their last ``max_len`` positions."""
-    from specbench.training.data import read_features
-
     out = []
     for index in indices:
         seq = corpus.sequences[index]
@@ -151,7 +155,7 @@ class TrainResult:
 
 def evaluate(kind: str, net, batches: list[Batch], head: VocabHead, steps: int | None) -> dict:
     fn, kwargs = objective(kind, steps)
-    if kind in ("eagle", "eagle3"):
+    if registry.get(kind).unrolled_steps is not None:
         kwargs = {**kwargs, "steps": max(kwargs["steps"], EVAL_STEPS)}
     correct, counted, loss, n = None, None, 0.0, 0
     net.eval()
@@ -233,24 +237,28 @@ def run_training(kind: str, net, train_ex: list[Example], eval_ex: list[Example]
 # ----------------------------------------------------------------------------- recipe
 
 def host_record() -> dict:
-    from specbench.backends.environment import cpu_name
-
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     return {"cpu": cpu_name(), "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "load_average": [round(x, 2) for x in load] if load else None, "python": platform.python_version(),
             "torch": torch.__version__}
 
 
+def corpus_feature_layers(target_config, wanted: tuple = ()) -> tuple[int, ...]:
+    """Decoder layers whose outputs the corpus stores: those any registered trained type reads by
+    default for this target, plus ``wanted`` — computed once and shared by every type."""
+    layers = set(int(k) for k in wanted if k != "final")
+    for drafter_type in registry.trained_types():
+        default = drafter_type.architecture(target_config)
+        layers.update(int(k) for k in drafter_type.feature_layers(default) if k != "final")
+    return tuple(sorted(layers))
+
+
 def train_drafter(target, opts: TrainOptions, out: Path, *, workloads: tuple[str, ...] = ("sharegpt",),
                   max_new_tokens: int = 160, corpus_seed: int = 0, command: str = "",
                   on_event: Callable[[dict], None] = lambda e: None) -> dict:
     """Corpus → features → training → checkpoint in ``out``. Returns the training record."""
-    from specbench.engine.drafters.checkpoint import target_fingerprint
-    from specbench.engine.drafters.eagle import eagle3_layers
-    from specbench.engine.drafters.trained import default_architecture, new_net, parameter_count, save_drafter
-    from specbench.engine.loop import eos_token_ids
-    from specbench.training.data import CorpusSpec, ensure_features, generate_corpus
-
+    drafter_type = registry.get(opts.kind, trained=True)
+    arch = drafter_type.architecture(target.model.config, **opts.architecture)
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     fingerprint = target_fingerprint(target.model)
@@ -264,7 +272,7 @@ def train_drafter(target, opts: TrainOptions, out: Path, *, workloads: tuple[str
     if len(indices) < 2:
         raise SpecbenchError(f"the training prompts gave only {len(indices)} sequence(s); need at least 2")
     generate_s = time.perf_counter() - t0
-    layers = eagle3_layers(int(target.model.config.num_hidden_layers))
+    layers = corpus_feature_layers(target.model.config, drafter_type.feature_layers(arch))
     on_event({"event": "phase", "phase": "features"})
     t1 = time.perf_counter()
     ensure_features(target, corpus, indices, layers,
@@ -278,9 +286,8 @@ def train_drafter(target, opts: TrainOptions, out: Path, *, workloads: tuple[str
                                eos_token_ids(target.model, target.tokenizer))
     head = VocabHead(target.model.get_output_embeddings(), target.vocab_size, vocab).float()
     torch.manual_seed(opts.seed)
-    arch = default_architecture(opts.kind, target.model.config, **opts.architecture)
     device = next(target.model.parameters()).device
-    net = new_net(opts.kind, arch).float().to(device)
+    net = drafter_type.new_net(arch).float().to(device)
     on_event({"event": "phase", "phase": "train", "parameters": parameter_count(net),
               "train_sequences": len(train_ex), "heldout_sequences": len(eval_ex)})
     result = run_training(opts.kind, net, train_ex, eval_ex, target.model, head, opts, on_event)
@@ -307,6 +314,6 @@ def train_drafter(target, opts: TrainOptions, out: Path, *, workloads: tuple[str
                  "total_s": round(time.perf_counter() - t0, 1)},
         "host": host_record(),
     }
-    save_drafter(out, opts.kind, result.net, target, vocab, training=record)
+    drafter_type.save(out, result.net, target, vocab, training=record)
     on_event({"event": "phase", "phase": "saved", "folder": str(out)})
     return record

@@ -17,7 +17,7 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from specbench.engine.sampling import SamplingParams
-from specbench.engine.tree import DynamicTree, StaticTree
+from specbench.engine.tree import DynamicTree, StaticTree, node_depths
 
 
 @dataclass
@@ -39,8 +39,6 @@ class Proposal:
     def depth(self) -> int:
         if self.is_chain:
             return self.size
-        from specbench.engine.tree import node_depths
-
         return max(node_depths(self.parents), default=0)
 
 

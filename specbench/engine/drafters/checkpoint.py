@@ -26,8 +26,10 @@ from importlib import resources
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
 
-from specbench.errors import SpecbenchError
+from specbench.errors import SpecbenchError, did_you_mean
 
 FORMAT = "specbench-drafter"
 FORMAT_VERSION = 1
@@ -153,16 +155,11 @@ def resolve_checkpoint(spec: str | None, drafter_type: str, target_name: str) ->
         return path
     if (shipped_root() / text / CONFIG).is_file():
         return shipped_root() / text
-    from specbench.errors import did_you_mean
-
     raise SpecbenchError(f"drafter checkpoint '{text}' is neither a folder nor a shipped name"
                          f"{did_you_mean(text, shipped_names())} (shipped: {', '.join(shipped_names()) or 'none'})")
 
 
 def read_checkpoint(folder: Path, expected_type: str | None = None) -> Checkpoint:
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     folder = Path(folder)
     config_path, weights_path = folder / CONFIG, folder / WEIGHTS
     if not config_path.is_file():
@@ -174,7 +171,7 @@ def read_checkpoint(folder: Path, expected_type: str | None = None) -> Checkpoin
             from None
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         raise SpecbenchError(f"drafter checkpoint {folder}: {CONFIG} is not a specbench drafter config "
-                             "(for Medusa or EAGLE folders use specbench.engine.drafters.published)")
+                             "(for Medusa or EAGLE folders use the drafter type's load_published)")
     if config.get("format_version", 0) > FORMAT_VERSION:
         raise SpecbenchError(f"drafter checkpoint {folder}: format version {config['format_version']} is newer "
                              f"than this specbench reads ({FORMAT_VERSION})")
@@ -192,8 +189,6 @@ def read_checkpoint(folder: Path, expected_type: str | None = None) -> Checkpoin
 
 def write_checkpoint(folder: Path, config: dict, tensors: dict[str, torch.Tensor], dtype: torch.dtype | None = None) -> Path:
     """Write config.json + model.safetensors (floating tensors cast to ``dtype`` when given)."""
-    from safetensors.torch import save_file
-
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     out = {}

@@ -19,7 +19,10 @@ from specbench.engine.decoder import TreeLayout, make_decoder
 from specbench.engine.drafters import growth as tree_growth
 from specbench.engine.drafters.base import Proposal, RoundOutcome, Shape
 from specbench.engine.drafters.growth import Growth, sample_without_replacement  # noqa: F401 (re-export)
+from specbench.engine.drafters.registry import DrafterType
 from specbench.engine.sampling import SamplingParams
+from specbench.errors import SpecbenchError
+from specbench.models.resolve import check_same_vocabulary, load_model
 
 
 class DraftModelDrafter:
@@ -84,3 +87,15 @@ class DraftModelDrafter:
         else:
             self.decoder.keep(self._context_length, torch.tensor(kept))
         self.synced = self._context_length + len(kept)
+
+
+class DraftModelType(DrafterType):
+    name = "draft-model"
+    summary = "a smaller causal LM with the same tokenizer (param model)"
+
+    def build(self, target, *, device, dtype, backend, model: str | None = None) -> DraftModelDrafter:
+        if not model:
+            raise SpecbenchError("drafter 'draft-model' needs a model: --drafter-model NAME (or model=NAME)")
+        drafter = load_model(model, device=device, dtype=dtype)
+        check_same_vocabulary(target, drafter)
+        return DraftModelDrafter(drafter.model, target_vocab=target.vocab_size, backend=backend)

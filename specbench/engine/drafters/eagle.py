@@ -29,18 +29,37 @@ true feature) and the node's own token; it attends the context entries and its a
 (`growth.block_mask`). After verification the draft entries are dropped and the accepted
 positions are fed again next round from the true features the target computed for them
 (`RoundOutcome.features`), so the cache never holds a drafted feature.
+
+`EagleType` and `Eagle3Type` are the registry entries. Both train with
+`specbench.training.objectives.eagle_objective` (EAGLE: feature + 0.1 × token loss, 1 step;
+EAGLE-3: token loss only, 3 training-time-test steps) and read and write the EAGLE project's
+layouts. EAGLE (EAGLE-1/2): a Llama ``config.json`` (hidden size, heads, MLP width, one layer,
+optional ``bias`` for the fc) and ``pytorch_model.bin`` (or ``model.safetensors``) with
+``fc.weight`` [H, 2H] over [embedding; feature], ``fc.bias``, ``layers.0.*`` (no input norm on
+layer 0) and, optionally, ``embed_tokens.weight`` (ignored on load: the target's embedding is
+used). EAGLE-3: a Llama ``config.json`` plus ``draft_vocab_size``; weights ``fc.weight``
+[H, 3H], ``midlayer.{input_layernorm, hidden_norm, self_attn, post_attention_layernorm, mlp}.*``,
+``norm.weight``, its own ``lm_head.weight`` [Vd, H] and the vocabulary maps ``d2t`` [Vd]
+(target id = draft id + d2t[draft id]) and ``t2d`` [V] (bool).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import torch
 import torch.nn as nn
 
 from specbench.engine.drafters import growth as tree_growth
+from specbench.engine.drafters import published
 from specbench.engine.drafters.base import Proposal, RoundOutcome, Shape
 from specbench.engine.drafters.feature_layers import (DraftLayer, FeatureBuffer, LayerShape, RMSNorm, VocabHead,
                                                       cache_mask, embed, new_cache)
+from specbench.engine.drafters.trained import TrainedType
 from specbench.engine.sampling import SamplingParams
+from specbench.errors import SpecbenchError
+
+EAGLE_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 
 
 def eagle3_layers(num_layers: int) -> tuple[int, int, int]:
@@ -193,3 +212,133 @@ class FeatureDrafter:
         if outcome.features is not None:
             g = self.net.context({k: v[0] for k, v in outcome.features.items()})
             self.buffer.append({"g": g[None]})
+
+
+# ----------------------------------------------------------------------------- registry entries
+
+class _FeatureType(TrainedType):
+    """What EAGLE and EAGLE-3 share: the drafter, the objective, the weights files of the layout."""
+
+    defaults = {"intermediate": 768}  # sized so that the four SmolLM2-135M drafters stay under 30 MB in bf16
+    objective = "specbench.training.objectives:eagle_objective"
+
+    def wrap(self, net, target, draft_vocab=None, head_weights=None) -> FeatureDrafter:
+        head = VocabHead(target.model.get_output_embeddings(), target.vocab_size, draft_vocab,
+                         weight=None if head_weights is None else head_weights[0])
+        return FeatureDrafter(net, target.model, head)
+
+    def feature_layers(self, architecture: dict) -> tuple:
+        return tuple(architecture.get("feature_layers") or ("final",))
+
+    @staticmethod
+    def _start_export(folder: Path, net) -> tuple[Path, dict]:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder, {k: v.float() for k, v in net.state_dict().items()}
+
+    @staticmethod
+    def _read(folder: Path, target, attn_factor: int, what: str) -> tuple[dict, LayerShape, dict]:
+        config = published.read_json(folder / "config.json")
+        shape = published.layer_shape(config, attn_factor)
+        published.check_shapes(f"{what} checkpoint {folder}", shape.hidden,
+                               int(config.get("vocab_size", target.vocab_size)), target)
+        tensors = published.read_tensors(folder, EAGLE_WEIGHTS)
+        tensors.pop("embed_tokens.weight", None)
+        return config, shape, tensors
+
+
+class EagleType(_FeatureType):
+    name = "eagle"
+    summary = "EAGLE feature-space drafter, one layer on [hidden; next embedding] (param checkpoint)"
+    objective_args = {"feature_weight": 1.0, "token_weight": 0.1}
+    unrolled_steps = 1
+    published = "EAGLE"
+
+    def architecture(self, target_config, **options) -> dict:
+        opts = self.options(**options)
+        return {"layer": LayerShape.for_target(target_config, intermediate=opts["intermediate"]).to_dict(),
+                "fc_bias": True}
+
+    def new_net(self, architecture: dict, *, zero_init: bool = True) -> Eagle1Net:
+        return Eagle1Net.from_architecture(architecture)
+
+    def recognizes(self, config: dict, folder: Path) -> bool:
+        return ("hidden_size" in config and "draft_vocab_size" not in config and "medusa_num_heads" not in config
+                and any((folder / n).is_file() for n in EAGLE_WEIGHTS))
+
+    def load_published(self, folder: Path, target):
+        folder = Path(folder)
+        _, shape, tensors = self._read(folder, target, 1, "EAGLE")
+        net = Eagle1Net(shape, fc_bias="fc.bias" in tensors)
+        published.load_into(net, tensors, f"EAGLE checkpoint {folder}")
+        return net, None, None
+
+    def export_published(self, folder: Path, net: Eagle1Net, target, draft_vocab=None, *,
+                         with_embeddings: bool = False) -> Path:
+        """Write the net in EAGLE's layout (config.json + pytorch_model.bin); EAGLE's own loader is
+        strict and expects the embeddings too (``with_embeddings``)."""
+        folder, tensors = self._start_export(folder, net)
+        if with_embeddings:
+            tensors["embed_tokens.weight"] = target.model.get_input_embeddings().weight.detach().float().clone()
+        published.write_tensors(folder / "pytorch_model.bin", tensors)
+        published.write_json(folder / "config.json", published.llama_config(
+            net.shape, int(target.vocab_size), {"bias": net.fc.bias is not None}))
+        return folder
+
+
+class Eagle3Type(_FeatureType):
+    name = "eagle3"
+    summary = "EAGLE-3 drafter fusing low/mid/high target layers (param checkpoint)"
+    objective_args = {"feature_weight": 0.0, "token_weight": 1.0}
+    unrolled_steps = 3
+    published = "EAGLE-3"
+
+    def architecture(self, target_config, **options) -> dict:
+        opts = self.options(**options)
+        layers = opts.get("feature_layers") or eagle3_layers(int(target_config.num_hidden_layers))
+        return {"layer": LayerShape.for_target(target_config, intermediate=opts["intermediate"],
+                                               attn_in_factor=2).to_dict(), "feature_layers": list(layers)}
+
+    def new_net(self, architecture: dict, *, zero_init: bool = True) -> Eagle3Net:
+        return Eagle3Net.from_architecture(architecture)
+
+    def recognizes(self, config: dict, folder: Path) -> bool:
+        return "draft_vocab_size" in config and "medusa_num_heads" not in config
+
+    def load_published(self, folder: Path, target):
+        """The fused target layers are EAGLE-3's convention: outputs of layers 2, N/2 and N−3."""
+        folder = Path(folder)
+        config, shape, tensors = self._read(folder, target, 2, "EAGLE-3")
+        head = tensors.pop("lm_head.weight", None)
+        d2t = tensors.pop("d2t", None)
+        tensors.pop("t2d", None)  # implied by d2t
+        size = int(config["draft_vocab_size"])
+        ids = torch.arange(size) + (d2t.long() if d2t is not None else 0)
+        if int(ids.max()) >= target.vocab_size:
+            raise SpecbenchError(f"EAGLE-3 checkpoint {folder}: draft vocabulary reaches id {int(ids.max())}, beyond "
+                                 f"target '{target.name}' ({target.vocab_size} tokens)")
+        net = Eagle3Net(shape, eagle3_layers(int(target.model.config.num_hidden_layers)))
+        published.load_into(net, tensors, f"EAGLE-3 checkpoint {folder}")
+        draft_vocab = None if size == target.vocab_size and bool((ids == torch.arange(size)).all()) else ids
+        own = None
+        if head is not None:
+            lm = target.model.get_output_embeddings().weight.detach().float().cpu()
+            if not torch.allclose(head.float(), lm.index_select(0, ids), atol=1e-3):
+                own = [head.float()]
+        return net, draft_vocab, own
+
+    def export_published(self, folder: Path, net: Eagle3Net, target, draft_vocab=None) -> Path:
+        """Write the net in EAGLE-3's layout, with the (target) head rows and d2t / t2d maps."""
+        folder, tensors = self._start_export(folder, net)
+        vocab = int(target.vocab_size)
+        ids = torch.arange(vocab) if draft_vocab is None else draft_vocab.long().cpu()
+        lm = target.model.get_output_embeddings().weight.detach().float().cpu()
+        tensors["lm_head.weight"] = lm.index_select(0, ids).clone()
+        tensors["d2t"] = ids - torch.arange(ids.numel())
+        t2d = torch.zeros(vocab, dtype=torch.bool)
+        t2d[ids] = True
+        tensors["t2d"] = t2d
+        published.write_tensors(folder / "pytorch_model.bin", tensors)
+        published.write_json(folder / "config.json", published.llama_config(
+            net.shape, vocab, {"draft_vocab_size": int(ids.numel())}))
+        return folder

@@ -13,11 +13,20 @@ tokens: a chain is the heads' argmaxes, a static tree their top-k per depth (sam
 replacement when sampling). Drafts are at most K deep.
 
 The residual blocks are the only trained weights; state-dict names follow Medusa's
-``{head}.{block}.linear.weight`` so that a published heads file loads directly
-(`specbench.engine.drafters.published`).
+``{head}.{block}.linear.weight`` so that a published heads file loads directly.
+
+`MedusaType` is the registry entry: defaults (4 heads of 1 block), objective
+(`specbench.training.objectives.medusa_objective`: head k against the teacher at t+k, weighted
+0.8^(k−1)) and Medusa's published layout — ``config.json`` with ``medusa_num_heads``,
+``medusa_num_layers``, ``base_model_name_or_path``; ``medusa_lm_head.pt`` (or ``.safetensors``)
+holding, per head i, residual blocks ``{i}.{j}.linear.weight/bias`` and the head's vocabulary
+projection ``{i}.{L}.weight`` [V, H] (initialised from the base LM head; specbench shares the
+target's LM head instead, and writes a copy of it only when exporting to this layout).
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import torch
 import torch.nn as nn
@@ -25,8 +34,13 @@ import torch.nn.functional as F
 
 from specbench.engine.drafters import growth as tree_growth
 from specbench.engine.drafters.base import Proposal, RoundOutcome, Shape
+from specbench.engine.drafters import published
 from specbench.engine.drafters.feature_layers import VocabHead
+from specbench.engine.drafters.trained import TrainedType
 from specbench.engine.sampling import SamplingParams
+from specbench.errors import SpecbenchError
+
+MEDUSA_WEIGHTS = ("medusa_lm_head.safetensors", "medusa_lm_head.pt")
 
 
 class ResBlock(nn.Module):
@@ -93,3 +107,67 @@ class MedusaDrafter:
     def observe(self, outcome: RoundOutcome) -> None:
         if outcome.features is not None:
             self._last = outcome.features["final"][0, -1].clone()
+
+
+class MedusaType(TrainedType):
+    name = "medusa"
+    summary = "Medusa heads on the target's last hidden state (param checkpoint)"
+    # Sized so that the four SmolLM2-135M drafters stay under 30 MB together in bf16.
+    defaults = {"heads": 4, "layers": 1}
+    objective = "specbench.training.objectives:medusa_objective"
+    published = "Medusa"
+
+    def architecture(self, target_config, **options) -> dict:
+        opts = self.options(**options)
+        return {"hidden": int(target_config.hidden_size), "heads": int(opts["heads"]), "layers": int(opts["layers"])}
+
+    def new_net(self, architecture: dict, *, zero_init: bool = True) -> MedusaHeads:
+        return MedusaHeads.from_architecture(architecture, zero_init=zero_init)
+
+    def wrap(self, net, target, draft_vocab=None, head_weights=None) -> MedusaDrafter:
+        if head_weights is None:
+            shared = VocabHead(target.model.get_output_embeddings(), target.vocab_size, draft_vocab)
+            heads = [shared] * net.num_heads
+        else:  # a published checkpoint with its own output layer per head
+            heads = [VocabHead(None, target.vocab_size, draft_vocab, weight=w) for w in head_weights]
+        return MedusaDrafter(net, heads)
+
+    def net_of(self, drafter: MedusaDrafter) -> MedusaHeads:
+        return drafter.heads
+
+    def recognizes(self, config: dict, folder: Path) -> bool:
+        return "medusa_num_heads" in config
+
+    def load_published(self, folder: Path, target):
+        """(MedusaHeads, None, per-head output weights or None when they are the target's LM head)."""
+        folder = Path(folder)
+        config = published.read_json(folder / "config.json")
+        heads_n, layers = int(config["medusa_num_heads"]), int(config.get("medusa_num_layers", 1))
+        tensors = published.read_tensors(folder, MEDUSA_WEIGHTS)
+        if "0.0.linear.weight" not in tensors:
+            raise SpecbenchError(f"{folder}: not a Medusa heads file (no '0.0.linear.weight')")
+        hidden = int(tensors["0.0.linear.weight"].shape[0])
+        projections = [tensors.pop(f"{i}.{layers}.weight", None) for i in range(heads_n)]
+        vocab = int(projections[0].shape[0]) if projections[0] is not None else None
+        published.check_shapes(f"Medusa heads {folder} (base model {config.get('base_model_name_or_path')})", hidden,
+                               vocab, target)
+        net = MedusaHeads(hidden, heads_n, layers)
+        published.load_into(net, tensors, f"Medusa heads {folder}")
+        lm = target.model.get_output_embeddings().weight.detach().float().cpu()
+        shared = all(p is None or torch.allclose(p.float(), lm, atol=1e-3) for p in projections)
+        return net, None, None if shared else [p.float() if p is not None else lm for p in projections]
+
+    def export_published(self, folder: Path, net: MedusaHeads, target, draft_vocab=None, *,
+                         base_model: str | None = None) -> Path:
+        """Write the heads in Medusa's layout (each head's vocabulary projection = the target's LM head)."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        lm = target.model.get_output_embeddings().weight.detach().float()
+        tensors = {k: v.float() for k, v in net.state_dict().items()}
+        for i in range(net.num_heads):
+            tensors[f"{i}.{net.num_layers}.weight"] = lm.clone()
+        published.write_tensors(folder / "medusa_lm_head.pt", tensors)
+        published.write_json(folder / "config.json", {
+            "medusa_num_heads": net.num_heads, "medusa_num_layers": net.num_layers,
+            "base_model_name_or_path": base_model or target.name})
+        return folder

@@ -20,6 +20,10 @@ drafting sees, module k attends, at every position i, to positions j ≤ i−(k�
 positions, whose inputs would be drafts at inference. A static or dynamic tree works the same
 way: the nodes of depth d are queries of module d+1, each seeing the verified positions and
 itself.
+
+`MTPType` is the registry entry: defaults (2 modules, MLP width 768) and objective
+(`specbench.training.objectives.mtp_objective`: module k against the teacher at i+k with this
+band mask, modules weighted equally).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from specbench.engine.drafters import growth as tree_growth
 from specbench.engine.drafters.base import Proposal, RoundOutcome, Shape
 from specbench.engine.drafters.feature_layers import (DraftLayer, FeatureBuffer, LayerShape, RMSNorm, VocabHead,
                                                       embed, new_cache)
+from specbench.engine.drafters.trained import TrainedType
 from specbench.engine.sampling import SamplingParams
 
 
@@ -179,3 +184,23 @@ class MTPDrafter:
     def observe(self, outcome: RoundOutcome) -> None:
         if outcome.features is not None:
             self.features.append({"final": outcome.features["final"]})
+
+
+class MTPType(TrainedType):
+    name = "mtp"
+    summary = "DeepSeek-V3-style multi-token prediction modules (param checkpoint)"
+    defaults = {"intermediate": 768, "modules": 2}  # sized so that the four SmolLM2-135M drafters stay under 30 MB
+    objective = "specbench.training.objectives:mtp_objective"
+
+    def architecture(self, target_config, **options) -> dict:
+        opts = self.options(**options)
+        return {"layer": LayerShape.for_target(target_config, intermediate=opts["intermediate"]).to_dict(),
+                "modules": int(opts["modules"])}
+
+    def new_net(self, architecture: dict, *, zero_init: bool = True) -> MTPNet:
+        return MTPNet.from_architecture(architecture)
+
+    def wrap(self, net, target, draft_vocab=None, head_weights=None) -> MTPDrafter:
+        head = VocabHead(target.model.get_output_embeddings(), target.vocab_size, draft_vocab,
+                         weight=None if head_weights is None else head_weights[0])
+        return MTPDrafter(net, target.model, head)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from specbench.engine.drafters.base import Proposal, RoundOutcome, Shape, chain_proposal
+from specbench.engine.drafters.registry import DrafterType
 from specbench.engine.sampling import SamplingParams
 from specbench.engine.tree import DynamicTree, StaticTree
 from specbench.errors import SpecbenchError
@@ -90,3 +91,11 @@ class NgramDrafter:
 
     def observe(self, outcome: RoundOutcome) -> None:
         pass
+
+
+class NgramType(DrafterType):
+    name = "ngram"
+    summary = "prompt lookup: continue a match of the last n tokens (params n_min, n_max)"
+
+    def build(self, target, *, device, dtype, backend, n_min: int = 1, n_max: int = 3) -> NgramDrafter:
+        return NgramDrafter(n_min=int(n_min), n_max=int(n_max))
