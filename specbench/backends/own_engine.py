@@ -34,6 +34,9 @@ def run_prompt(*, target: str, drafter: str, params: dict, gamma: int, sampling:
     say(f"loading target {target}")
     target_model = load_model(target, device=device, dtype=dtype)
     prompt_ids = encode_conversation(target_model.tokenizer, [prompt], chat=chat)
+    from specbench.measure.validate import check_context
+
+    check_context(target_model.model, target, len(prompt_ids), max_new_tokens)
     draft = None
     if gamma > 0:
         if drafter == "none":

@@ -57,9 +57,16 @@ def profile_command(
     grid = ProfileGrid(batches=parse_int_list(batch, "--batch"), contexts=parse_int_list(context, "--context"),
                        tokens=parse_int_list(k, "--k"), warmup=warmup, repeats=repeats)
     drafters = [name.strip() for item in (drafter or []) for name in item.split(",") if name.strip()]
+    from specbench.records.lock import FolderLock, check_writable_folder
+
+    check_writable_folder(out)  # a file, a read-only folder: refused before anything is measured
     if (out / "run.json").exists() and not force:
         raise SpecbenchError(f"{out} already holds a profile or results (run.json): choose another --out or --force")
     plan = plan_profile(target, drafters, device=device, dtype=dtype, grid=grid, kernels=kernels, seed=seed)
+    lock = FolderLock(out).acquire()  # one writer per folder until the command ends
+    typer.main.click.get_current_context().call_on_close(lock.release)
+    if (out / "run.json").exists() and not force:  # again, now that no one else writes there
+        raise SpecbenchError(f"{out} already holds a profile or results (run.json): choose another --out or --force")
     if threads:
         import torch
 

@@ -28,6 +28,10 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
     from specbench.records.store import load_records, load_run_info
     from specbench.records.summary import configuration_table, lossless_check
 
+    if csv is not None:
+        from specbench.measure.validate import check_output_file
+
+        check_output_file(csv, "--csv")  # before any work: not a directory, a writable place
     info = load_run_info(folder)
     records = load_records(folder)
     if records.empty:

@@ -64,6 +64,7 @@ def sweep(
     shard: str = typer.Option(None, "--shard", help="Run slice I/N of the prompts (e.g. 0/4)."),
     force: bool = typer.Option(False, "--force", help="Allow a folder holding a different sweep spec."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the grid and a cost estimate, then stop."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Run a grid over the size limit (see --dry-run first)."),
     mode: str = typer.Option(None, "--mode", help="live (default), replay (every γ from the baseline's "
                                                   "trajectory + live calibration units) or both."),
 ):
@@ -99,11 +100,16 @@ def sweep(
     out_dir = out or Path("results") / spec.name
     console = Console(stderr=True)
     if dry_run:
-        units = expand_units(spec, load_workloads(spec), shard_pair)
+        from specbench.measure.validate import check_grid_size
+
+        workloads = load_workloads(spec)
+        check_grid_size(spec, workloads, shard_pair, yes=True)  # the hard limit only: a dry run is cheap
+        units = expand_units(spec, workloads, shard_pair)
         _print_dry_run(spec, units)
         return
     observer = SweepProgress(console)
-    runner = SweepRunner(spec, out_dir, force=force, shard=shard_pair, observer=observer)  # validates first
+    runner = SweepRunner(spec, out_dir, force=force, shard=shard_pair, observer=observer,
+                         yes=yes)  # validates first: folder, device, grid size
     with observer:
         try:
             measured = runner.run()
@@ -126,8 +132,11 @@ def _print_dry_run(spec, units) -> None:
     table = Table(title=f"sweep {spec.name}: {len(spec.configs)} configurations, mode {spec.mode}")
     for col in ("configuration", "live units", "replayed units"):
         table.add_column(col)
+    from collections import Counter
+
+    counts = Counter((u.config, u.mode) for u in units)
     for config in spec.configs:
-        count = {m: str(sum(1 for u in units if u.config == config and u.mode == m)) for m in ("live", "replay")}
+        count = {m: str(counts[(config, m)]) for m in ("live", "replay")}
         table.add_row(config.label, count["live"], count["replay"] if spec.replays and not config.is_baseline else "-")
     console.print(table)
     live = [u for u in units if u.mode == "live"]

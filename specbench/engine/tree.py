@@ -154,14 +154,9 @@ def _dynamic(text: str) -> DynamicTree:
 
 
 def _paths_file(path: Path, text: str) -> StaticTree:
-    if not path.is_file():
-        raise SpecbenchError(f"tree '{text}': file not found: {path}")
-    import yaml
+    from specbench.safe_files import load_yaml_file
 
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise SpecbenchError(f"tree '{text}': cannot read {path}: {str(exc).splitlines()[0]}") from None
+    data = load_yaml_file(path, f"tree '{text}' file")  # size-limited UTF-8, no YAML aliases
     if isinstance(data, dict):
         data = data.get("paths")
     if not isinstance(data, list):

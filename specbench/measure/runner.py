@@ -19,6 +19,7 @@ from typing import Protocol
 
 from specbench.measure.environment import device_info, git_commit, now_utc, package_versions
 from specbench.errors import SpecbenchError
+from specbench.records.lock import FolderLock
 from specbench.records.store import SCHEMA_VERSION, ResultsStore, load_records
 from specbench.measure.spec import RunConfig, SweepSpec
 from specbench.measure.workloads import Prompt, Workload, load_workload
@@ -131,9 +132,14 @@ class SilentObserver:
 
 
 def check_folder(store: ResultsStore, spec: SweepSpec, force: bool) -> dict | None:
-    """Refuse a folder holding a different sweep unless forced; returns its run.json."""
+    """Refuse a folder holding records of a different sweep unless forced; returns its run.json.
+
+    A run.json without records (a sweep that failed before its first unit) protects nothing.
+    """
     info = store.run_info()
-    if info is not None and info.get("spec_hash") != spec.spec_hash and not force:
+    if info is not None and info.get("kind") not in (None, "sweep"):
+        raise SpecbenchError(f"{store.folder} holds a {info.get('kind')}, not sweep results; use another --out")
+    if info is not None and info.get("spec_hash") != spec.spec_hash and not force and store.has_records():
         raise SpecbenchError(f"{store.folder} holds results of a different sweep spec "
                              f"(spec {info.get('spec_hash')} vs {spec.spec_hash}); use another --out or --force")
     return info
@@ -152,6 +158,7 @@ def run_info(spec: SweepSpec, previous: dict | None, shard: tuple[int, int]) -> 
         "created": (previous or {}).get("created", now_utc()),
         "updated": now_utc(),
         "shards": sorted({*map(tuple, (previous or {}).get("shards", [])), shard}),
+        "models": dict(spec.model_hashes),
     }
     if previous and previous.get("spec_hash") != spec.spec_hash:
         info["previous_specs"] = previous.get("previous_specs", []) + [previous.get("sweep")]
@@ -162,12 +169,18 @@ class SweepRunner:
     """Loads the models once and runs the (remaining) units of one sweep shard."""
 
     def __init__(self, spec: SweepSpec, out_dir: str | Path, *, force: bool = False, shard: tuple[int, int] = (0, 1),
-                 observer: SweepObserver | None = None):
-        self.spec, self.shard = spec, shard
+                 observer: SweepObserver | None = None, yes: bool = False):
+        from specbench.measure.validate import check_device, check_grid_size
+        from specbench.records.lock import check_writable_folder
+
+        self.spec, self.shard, self.force = spec, shard, force
+        check_writable_folder(Path(out_dir))
+        check_device(spec.device)
         self.store = ResultsStore(out_dir)
         self.observer = observer or SilentObserver()
         self.previous = check_folder(self.store, spec, force)
         self.workloads = load_workloads(spec)
+        check_grid_size(spec, self.workloads, shard, yes=yes)
         self.units = expand_units(spec, self.workloads, shard)
         if not self.units:
             raise SpecbenchError("empty grid: this shard has no prompts" if shard[1] > 1 else "empty grid")
@@ -189,6 +202,21 @@ class SweepRunner:
             raise SpecbenchError(f"target '{self.spec.target}' has no tokenizer; sweeps need text prompts")
         self.decoder = make_decoder(self.target.model, kernels=self.spec.kernels, compile=self.spec.compile)
         self.device_name = device_info(self.spec.device)["device_name"]
+        self.spec.model_hashes = {self.spec.target: self.target.weights_sha256}
+        self.spec.weights_sha256 = self.target.weights_sha256
+
+    def _prepare(self, todo: list[Unit]) -> None:
+        """Everything that can fail on bad input, before run.json is written: models, drafters, lengths."""
+        from specbench.measure.validate import check_unit_lengths
+
+        self._load_models()
+        for drafter in dict.fromkeys(u.config.drafter for u in todo if u.mode == "live" and u.config.drafter):
+            made = self._drafter(RunConfig(drafter, 1, "chain", 0.0, 1.0, 0))
+            model = getattr(made, "model", None)
+            weights = getattr(model, "specbench_weights_sha256", None)
+            if weights:
+                self.spec.model_hashes[drafter.label] = weights
+        check_unit_lengths(self, todo)
 
     def _drafter(self, config: RunConfig):
         from specbench.engine.drafters import make_drafter
@@ -234,16 +262,28 @@ class SweepRunner:
         return encode_turn(self.target.tokenizer, unit.workload, unit.prompt, unit.turn - 1, answers)
 
     def run(self) -> int:
-        """Run every unfinished unit; returns how many were measured now."""
+        """Run every unfinished unit, holding the folder's writer lock; returns how many were measured now."""
+        with FolderLock(self.store.folder):
+            return self._run_locked()
+
+    def _run_locked(self) -> int:
+        self.previous = check_folder(self.store, self.spec, self.force)  # again, now that we are the only writer
+        if self.previous is not None and self.previous.get("spec_hash") != self.spec.spec_hash:
+            set_aside = self.store.archive_records(str(self.previous.get("spec_hash")))
+            if set_aside:
+                self.observer.status(f"--force: {set_aside} record(s) of spec {self.previous.get('spec_hash')} "
+                                     "set aside")
         self.store.remove_stale_temporaries()
         finished = self.store.finished_units()
         todo = [u for u in self.units if u.unit_id not in finished]
         self.observer.begin(total=len(self.units), done=len(self.units) - len(todo))
-        self.store.write_run_info(run_info(self.spec, self.previous, self.shard))
         if not todo:
+            if self.previous is None or self.previous.get("spec_hash") != self.spec.spec_hash:
+                self.store.write_run_info(run_info(self.spec, self.previous, self.shard))
             self.store.consolidate()
             return 0
-        self._load_models()
+        self._prepare(todo)
+        self.store.write_run_info(run_info(self.spec, self.previous, self.shard))  # spec valid, models loaded
         self._restore_answers()
         measured = 0
         for unit in (u for u in todo if u.mode == "live"):
@@ -253,7 +293,7 @@ class SweepRunner:
             result = engine.generate(ids, unit.max_new_tokens, seed=unit.seed, stop_at_eos=not self.spec.ignore_eos,
                                      on_round=lambda r, u=unit: self.observer.round_done(u, r))
             record = make_record(unit, result, self.spec, self.device_name)
-            self.store.write_unit(record)
+            self.store.write_unit(record)  # Ctrl-C waits until the record is whole on disk
             if unit.config.is_baseline and unit.turn == 1:
                 text = self.target.tokenizer.decode(result.tokens, skip_special_tokens=True)
                 self._answers[unit.group] = [text]
@@ -303,4 +343,5 @@ def make_record(unit: Unit, result, spec: SweepSpec, device_name: str) -> dict:
         "stop_reason": result.stop_reason,
         "output_sha1": hashlib.sha1(str(result.tokens).encode()).hexdigest(),
         "output_ids": list(result.tokens), "timestamp": now_utc(),
+        "weights_sha256": spec.weights_sha256,
     }

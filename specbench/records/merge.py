@@ -18,6 +18,13 @@ def merge_folders(sources: list[Path], out: Path, *, force: bool = False) -> int
     """
     if not sources:
         raise SpecbenchError("nothing to merge: give at least one results folder")
+    from specbench.records.lock import FolderLock
+
+    with FolderLock(out):
+        return _merge_locked(sources, out, force)
+
+
+def _merge_locked(sources: list[Path], out: Path, force: bool) -> int:
     store = ResultsStore(out)
     existing = store.run_info()
     infos = [load_run_info(s) for s in sources] + ([existing] if existing else [])
