@@ -23,6 +23,8 @@ def read_bytes(path: str | Path, what: str, max_bytes: int) -> bytes:
     path = Path(path)
     try:
         if not path.exists():
+            if path.is_symlink():
+                raise SpecbenchError(f"{what} {path} is a dangling symlink or a symlink loop")
             raise SpecbenchError(f"{what} not found: {path}")
         if path.is_dir():
             raise SpecbenchError(f"{what} {path} is a directory, not a file")

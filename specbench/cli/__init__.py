@@ -34,9 +34,10 @@ class SpecbenchGroup(typer.core.TyperGroup):
             code = returned if isinstance(returned, int) and not isinstance(returned, bool) else exit_codes.OK
         except _EXIT as exc:
             code = exc.exit_code
-        except exit_codes.Terminated:
-            exit_codes.say("specbench: terminated")
-            code = exit_codes.TERMINATED
+        except (exit_codes.Terminated, exit_codes.Interrupted) as exc:
+            terminated = isinstance(exc, exit_codes.Terminated) or bool(getattr(exc, "terminated", False))
+            exit_codes.say("specbench: terminated" if terminated else "specbench: interrupted")
+            code = exit_codes.TERMINATED if terminated else exit_codes.INTERRUPTED
         except _ABORT:
             exit_codes.say("specbench: interrupted")
             code = exit_codes.INTERRUPTED
@@ -53,6 +54,15 @@ class SpecbenchGroup(typer.core.TyperGroup):
         except Exception as exc:  # noqa: BLE001 - a bug: traceback to a log file, one line here
             code = exit_codes.internal_error(exc, args)
         sys.exit(code)
+
+    def invoke(self, ctx):
+        # Typer turns Ctrl-C into a silent Exit(130); keep it an interruption the user is told about.
+        from specbench.cli import exit_codes
+
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise exit_codes.Interrupted(isinstance(exc, exit_codes.Terminated)) from None
 
 
 def _fail(message: str) -> None:

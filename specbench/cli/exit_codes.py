@@ -98,6 +98,14 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised like Ctrl-C so that the same clean-up runs; exit code 143."""
 
 
+class Interrupted(Exception):
+    """Ctrl-C (or SIGTERM) carried past Typer, which would otherwise turn it into a silent exit code."""
+
+    def __init__(self, terminated: bool = False):
+        super().__init__("terminated" if terminated else "interrupted")
+        self.terminated = terminated
+
+
 def _on_sigterm(signum, frame):
     raise Terminated()
 

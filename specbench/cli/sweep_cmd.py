@@ -113,10 +113,13 @@ def sweep(
     with observer:
         try:
             measured = runner.run()
-        except KeyboardInterrupt:
-            console.print(f"[yellow]interrupted[/yellow]: finished units are saved in {out_dir}; "
-                          "run the same command to resume")
-            raise typer.Exit(130) from None
+        except KeyboardInterrupt as exc:
+            from specbench.cli import exit_codes
+
+            terminated = isinstance(exc, exit_codes.Terminated)
+            exit_codes.say(f"specbench: {'terminated' if terminated else 'interrupted'}: finished units are "
+                           f"saved in {out_dir}; run the same command to resume")
+            raise typer.Exit(exit_codes.TERMINATED if terminated else exit_codes.INTERRUPTED) from None
     wide_console().print(f"[green]done[/green]: {measured} unit(s) measured now, {len(runner.units)} in the grid -> "
                     f"{out_dir}\nnext: specbench results show {out_dir}")
     if spec.replays:
@@ -209,6 +212,8 @@ class SweepProgress:
         return self
 
     def __exit__(self, *exc):
+        if exc[0] is not None:  # an error or Ctrl-C: its one line is the last word, not a final bar
+            self.progress.live.transient = True
         return self.progress.__exit__(*exc)
 
     def status(self, message: str) -> None:

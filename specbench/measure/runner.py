@@ -19,7 +19,7 @@ from typing import Protocol
 
 from specbench.measure.environment import device_info, git_commit, now_utc, package_versions
 from specbench.errors import SpecbenchError
-from specbench.records.lock import FolderLock
+from specbench.records.lock import FolderLock, lock_holder
 from specbench.records.store import SCHEMA_VERSION, ResultsStore, load_records
 from specbench.measure.spec import RunConfig, SweepSpec
 from specbench.measure.workloads import Prompt, Workload, load_workload
@@ -178,6 +178,10 @@ class SweepRunner:
         check_device(spec.device)
         self.store = ResultsStore(out_dir)
         self.observer = observer or SilentObserver()
+        writer = lock_holder(out_dir)
+        if writer is not None:
+            raise SpecbenchError(f"{out_dir} is in use by PID {writer} (another specbench is writing there); "
+                                 "wait for it to finish or choose another --out")
         self.previous = check_folder(self.store, spec, force)
         self.workloads = load_workloads(spec)
         check_grid_size(spec, self.workloads, shard, yes=yes)

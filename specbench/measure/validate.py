@@ -165,9 +165,11 @@ def check_output_file(path, flag: str) -> None:
         parent = path.parent if str(path.parent) else Path(".")
         if not parent.is_dir():
             raise SpecbenchError(f"{flag} {path}: folder {parent} does not exist")
-        if path.exists() and not os.access(path, os.W_OK):
+        from specbench.records.lock import is_writable_dir
+
+        if path.exists() and not (os.access(path, os.W_OK) and path.stat().st_mode & 0o222):
             raise SpecbenchError(f"{flag} {path} is read-only")
-        if not os.access(parent, os.W_OK):
+        if not is_writable_dir(parent):
             raise SpecbenchError(f"{flag} {path}: folder {parent} is read-only")
     except OSError as exc:
         raise SpecbenchError(f"{flag} {path}: {exc.strerror or exc}") from None

@@ -130,6 +130,8 @@ def lock_holder(folder: str | Path) -> int | None:
 
     path = Path(folder) / LOCK_FILE
     try:
+        if str(Path(folder).resolve()) in _held:
+            return None  # this process is the writer
         fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None

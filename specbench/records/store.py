@@ -223,9 +223,6 @@ def load_records(folder: str | Path, columns: list[str] | None = None) -> pd.Dat
     folder = Path(folder)
     if not folder.is_dir():
         raise SpecbenchError(f"results folder not found: {folder}")
-    from specbench.records.archive import note_set_aside
-
-    note_set_aside(folder)
     wanted = None if columns is None else list(dict.fromkeys(["unit_id", *columns]))
     for attempt in range(5):  # a writer may consolidate unit files into a part while we list them
         files = record_files(folder)
@@ -257,6 +254,9 @@ def load_run_info(folder: str | Path) -> dict:
     if not Path(folder).is_dir():
         raise SpecbenchError(f"results folder not found: {folder}")
     info = ResultsStore(folder).run_info()
+    from specbench.records.archive import note_set_aside
+
+    note_set_aside(folder)  # readers say how many records of an earlier spec they leave out
     if info is None:
         raise SpecbenchError(f"{folder} is not a results folder (no {RUN_INFO})")
     return info
