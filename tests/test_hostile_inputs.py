@@ -86,7 +86,8 @@ def env(tmp_path, done_folder):
     shutil.copytree(src, ro_results)
     ro_results.chmod(0o555)
     bad = {}
-    for name, text in {"list": "[]\n", "empty": "{}\n", "scalar": "7\n", "nan": '{"sweep": NaN}\n'}.items():
+    for name, text in {"list": "[]\n", "empty": "{}\n", "scalar": "7\n", "nan": '{"sweep": NaN}\n',
+                       "nohash": '{"kind": "sweep", "sweep": {"name": "x"}}\n'}.items():
         folder = tmp_path / f"R_{name}"
         shutil.copytree(src, folder)
         (folder / "run.json").write_text(text)
@@ -192,6 +193,7 @@ CASES = [
     ("sweep-run-json-empty", [*SW, "--out", "{R_empty}"], ["lacks sweep"]),
     ("sweep-run-json-scalar", [*SW, "--out", "{R_scalar}"], ["not a specbench run.json"]),
     ("sweep-run-json-nan", [*SW, "--out", "{R_nan}"], ["run.json"]),
+    ("sweep-run-json-no-hash", [*SW, "--out", "{R_nohash}"], ["no spec hash"]),
     ("sweep-in-use", [*SW, "--out", "{R}"], [f"in use by PID {FAKE_PID}"]),
     # sweep files
     ("sweep-yaml-binary", ["sweep", "{tmp}/binary.bin", "--dry-run"], ["binary"]),
@@ -479,12 +481,12 @@ def test_damaged_alias_entry_is_rebuilt_from_its_source(tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------- processes: lock, SIGINT, SIGKILL
 
-def _slow_sweep(tmp_path: Path, out: Path, n_prompts: int = 6) -> list[str]:
+def _slow_sweep(tmp_path: Path, out: Path, n_prompts: int = 4) -> list[str]:
+    """A sweep of 3 × n_prompts units, each long enough (64 forced tokens) to be interrupted between units."""
     prompts = _write_prompts(tmp_path / "slow.jsonl", n_prompts)
     return [sys.executable, "-m", "specbench", "sweep", "--name", "slow", "--target", "tiny-random-llama",
-            "--drafter", "ngram", "--drafter", "draft-model:model=tiny-random-llama-draft", "--gamma", "1,2,3",
-            "--workload", f"jsonl:{prompts}:field=text:id=id", "--prompts", str(n_prompts), "-n", "96",
-            "--ignore-eos", "--out", str(out)]
+            "--drafter", "ngram", "--gamma", "1,2", "--workload", f"jsonl:{prompts}:field=text:id=id",
+            "--prompts", str(n_prompts), "-n", "64", "--ignore-eos", "--out", str(out)]
 
 
 def _wait_for_units(out: Path, n: int, proc, timeout: float = 240) -> None:
@@ -506,8 +508,8 @@ def _expected_units(cmd: list[str]) -> set[str]:
 
     workload = next(a for a in cmd if a.startswith("jsonl:"))
     count = int(cmd[cmd.index("--prompts") + 1])
-    spec = build_spec({"name": "slow", "target": "tiny-random-llama", "gammas": [1, 2, 3], "ignore_eos": True,
-                       "drafters": ["ngram", "draft-model:model=tiny-random-llama-draft"], "max_new_tokens": 96,
+    spec = build_spec({"name": "slow", "target": "tiny-random-llama", "gammas": [1, 2], "ignore_eos": True,
+                       "drafters": ["ngram"], "max_new_tokens": 64,
                        "workloads": [{"name": workload, "count": count}]})
     return {u.unit_id for u in expand_units(spec, load_workloads(spec))}
 
@@ -546,7 +548,7 @@ def test_sigkill_then_resume_loses_nothing_and_duplicates_nothing(tmp_path):
     out = tmp_path / "killed"
     cmd = _slow_sweep(tmp_path, out, n_prompts=3)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _wait_for_units(out, 3, proc)
+    _wait_for_units(out, 2, proc)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     partial = load_records(out)

@@ -332,7 +332,7 @@ def test_cli_user_errors(small_folder, tmp_path):
     assert_user_error(invoke("plot", tmp_path / "missing"), "not found")
     assert not (tmp_path / "missing").exists()  # nothing created for a folder that is not there
     assert_user_error(invoke("plot", tmp_path), "not a results folder")
-    (tmp_path / "run.json").write_text("{}")
+    (tmp_path / "run.json").write_text('{"kind": "sweep", "sweep": {"name": "empty"}}')
     assert_user_error(invoke("plot", tmp_path), "no records")
     assert_user_error(invoke("plot", tmp_path, "--format", "png,gif"), "unknown format 'gif'")
     assert_user_error(invoke("plot", tmp_path, "--objective", "fast"), "unknown objective")

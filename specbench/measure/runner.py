@@ -139,6 +139,9 @@ def check_folder(store: ResultsStore, spec: SweepSpec, force: bool) -> dict | No
     info = store.run_info()
     if info is not None and info.get("kind") not in (None, "sweep"):
         raise SpecbenchError(f"{store.folder} holds a {info.get('kind')}, not sweep results; use another --out")
+    if info is not None and not isinstance(info.get("spec_hash"), str) and not force:
+        raise SpecbenchError(f"{store.folder}/run.json has no spec hash (not written by a sweep); use another --out "
+                             "or --force")
     if info is not None and info.get("spec_hash") != spec.spec_hash and not force and store.has_records():
         raise SpecbenchError(f"{store.folder} holds results of a different sweep spec "
                              f"(spec {info.get('spec_hash')} vs {spec.spec_hash}); use another --out or --force")

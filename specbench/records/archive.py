@@ -84,9 +84,10 @@ def check_run_info(info, path: Path) -> dict:
                              "mapping; remove it or use another folder")
     if info.get("kind") == "specbench-cost-profile":
         return info
-    if not isinstance(info.get("sweep"), dict) or not isinstance(info.get("spec_hash"), str):
-        missing = [k for k in ("sweep", "spec_hash") if k not in info]
-        why = f"lacks {', '.join(missing)}" if missing else "has a malformed sweep or spec_hash"
-        raise SpecbenchError(f"{path} is not a specbench results run.json (it {why}); remove it or use another "
-                             "folder")
+    if "sweep" not in info:
+        raise SpecbenchError(f"{path} is not a specbench results run.json (it lacks sweep); remove it or use "
+                             "another folder")
+    if not isinstance(info["sweep"], (dict, str)) or not isinstance(info.get("spec_hash", ""), str):
+        raise SpecbenchError(f"{path} is not a specbench results run.json (malformed sweep or spec_hash); remove "
+                             "it or use another folder")
     return info
