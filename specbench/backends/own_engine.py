@@ -9,6 +9,7 @@ from specbench.engine.drafters import check_params, make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.sampling import SamplingParams
 from specbench.errors import SpecbenchError
+from specbench.models.limits import check_context
 from specbench.models.resolve import load_model
 from specbench.models.prompting import encode_conversation
 
@@ -34,8 +35,6 @@ def run_prompt(*, target: str, drafter: str, params: dict, gamma: int, sampling:
     say(f"loading target {target}")
     target_model = load_model(target, device=device, dtype=dtype)
     prompt_ids = encode_conversation(target_model.tokenizer, [prompt], chat=chat)
-    from specbench.measure.validate import check_context
-
     check_context(target_model.model, target, len(prompt_ids), max_new_tokens)
     draft = None
     if gamma > 0:

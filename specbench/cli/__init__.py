@@ -13,6 +13,7 @@ import click
 import typer
 import typer.core
 
+from specbench.cli import exit_codes
 from specbench.errors import SpecbenchError
 
 
@@ -26,8 +27,6 @@ class SpecbenchGroup(typer.core.TyperGroup):
     """Top-level group: every outcome becomes the exit code `specbench.cli.exit_codes` documents."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
-        from specbench.cli import exit_codes
-
         try:
             returned = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             # with standalone_mode=False click *returns* the code of a typer.Exit raised in a command
@@ -57,8 +56,6 @@ class SpecbenchGroup(typer.core.TyperGroup):
 
     def invoke(self, ctx):
         # Typer turns Ctrl-C into a silent Exit(130); keep it an interruption the user is told about.
-        from specbench.cli import exit_codes
-
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt as exc:
@@ -109,8 +106,6 @@ _register()
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point."""
-    from specbench.cli.exit_codes import install_signal_handlers
-
-    install_signal_handlers()
+    exit_codes.install_signal_handlers()
     app(args=argv, prog_name="specbench")
     return 0

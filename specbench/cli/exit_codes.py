@@ -15,10 +15,14 @@ bad input too: one line, exit 2.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
+
+from specbench.models.cache import cache_root
 
 OK = 0
 INTERNAL = 1
@@ -61,15 +65,11 @@ def log_folder() -> Path:
     env = os.environ.get("SPECBENCH_LOG_DIR")
     if env:
         return Path(env).expanduser()
-    from specbench.models.cache import cache_root
-
     return cache_root() / "logs"
 
 
 def write_crash_log(exc: BaseException, argv: list[str] | None) -> Path | None:
     """The traceback of ``exc`` in a new log file; its path, or None when nothing could be written."""
-    import tempfile
-
     text = (f"specbench internal error, {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
             f"command: specbench {' '.join(argv if argv is not None else sys.argv[1:])}\n"
             f"python {sys.version.split()[0]}, pid {os.getpid()}\n\n"
@@ -112,8 +112,6 @@ def _on_sigterm(signum, frame):
 
 def install_signal_handlers() -> None:
     """SIGTERM unwinds like Ctrl-C (locks released, the unit in flight dropped cleanly)."""
-    import signal
-
     try:
         signal.signal(signal.SIGTERM, _on_sigterm)
     except (ValueError, OSError):  # not the main thread

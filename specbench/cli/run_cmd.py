@@ -52,7 +52,7 @@ def run(
     from specbench.backends.own_engine import run_prompt
     from specbench.measure.spec import parse_params
 
-    from specbench.measure.validate import check_sampling
+    from specbench.measure.values import check_sampling
     from specbench.safe_files import read_text_file
 
     parse_tree(tree)  # a bad shape fails before any model loads

@@ -76,7 +76,7 @@ def sweep(
     trajectory and runs only the calibration units live (YAML key calibration: {gammas, prompts});
     --mode both runs everything live and replayed and prints their agreement (docs/replay.md).
     """
-    from specbench.measure.runner import SweepRunner, expand_units, load_workloads, parse_shard
+    from specbench.measure.runner import SweepRunner, _in_shard, expand_units, load_workloads, parse_shard
     from specbench.measure.spec import build_spec, load_spec_file
 
     raw = load_spec_file(spec_file) if spec_file is not None else {}
@@ -103,7 +103,7 @@ def sweep(
         from specbench.measure.validate import check_grid_size
 
         workloads = load_workloads(spec)
-        check_grid_size(spec, workloads, shard_pair, yes=True)  # the hard limit only: a dry run is cheap
+        check_grid_size(spec, workloads, shard_pair, yes=True, in_shard=_in_shard)  # the hard limit only
         units = expand_units(spec, workloads, shard_pair)
         _print_dry_run(spec, units)
         return

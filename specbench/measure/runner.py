@@ -19,9 +19,10 @@ from typing import Protocol
 
 from specbench.measure.environment import device_info, git_commit, now_utc, package_versions
 from specbench.errors import SpecbenchError
-from specbench.records.lock import FolderLock, lock_holder
+from specbench.records.lock import FolderLock, check_writable_folder, lock_holder
 from specbench.records.store import SCHEMA_VERSION, ResultsStore, load_records
 from specbench.measure.spec import RunConfig, SweepSpec
+from specbench.measure.validate import check_context, check_device, check_grid_size, check_unit_lengths
 from specbench.measure.workloads import Prompt, Workload, load_workload
 
 WARMUP_TOKENS = 8
@@ -173,9 +174,6 @@ class SweepRunner:
 
     def __init__(self, spec: SweepSpec, out_dir: str | Path, *, force: bool = False, shard: tuple[int, int] = (0, 1),
                  observer: SweepObserver | None = None, yes: bool = False):
-        from specbench.measure.validate import check_device, check_grid_size
-        from specbench.records.lock import check_writable_folder
-
         self.spec, self.shard, self.force = spec, shard, force
         check_writable_folder(Path(out_dir))
         check_device(spec.device)
@@ -187,7 +185,7 @@ class SweepRunner:
                                  "wait for it to finish or choose another --out")
         self.previous = check_folder(self.store, spec, force)
         self.workloads = load_workloads(spec)
-        check_grid_size(spec, self.workloads, shard, yes=yes)
+        check_grid_size(spec, self.workloads, shard, yes=yes, in_shard=_in_shard)
         self.units = expand_units(spec, self.workloads, shard)
         if not self.units:
             raise SpecbenchError("empty grid: this shard has no prompts" if shard[1] > 1 else "empty grid")
@@ -214,8 +212,6 @@ class SweepRunner:
 
     def _prepare(self, todo: list[Unit]) -> None:
         """Everything that can fail on bad input, before run.json is written: models, drafters, lengths."""
-        from specbench.measure.validate import check_unit_lengths
-
         self._load_models()
         for drafter in dict.fromkeys(u.config.drafter for u in todo if u.mode == "live" and u.config.drafter):
             made = self._drafter(RunConfig(drafter, 1, "chain", 0.0, 1.0, 0))
@@ -275,13 +271,11 @@ class SweepRunner:
 
     def _run_locked(self) -> int:
         self.previous = check_folder(self.store, self.spec, self.force)  # again, now that we are the only writer
-        if self.previous is not None and self.previous.get("spec_hash") != self.spec.spec_hash:
-            set_aside = self.store.archive_records(str(self.previous.get("spec_hash")))
-            if set_aside:
-                self.observer.status(f"--force: {set_aside} record(s) of spec {self.previous.get('spec_hash')} "
-                                     "set aside")
+        # --force on another spec's records: they are set aside (records/old-SPECHASH/) once the models load
+        forcing = (self.previous is not None and self.previous.get("spec_hash") != self.spec.spec_hash
+                   and self.store.has_records())
         self.store.remove_stale_temporaries()
-        finished = self.store.finished_units()
+        finished = set() if forcing else self.store.finished_units()
         todo = [u for u in self.units if u.unit_id not in finished]
         self.observer.begin(total=len(self.units), done=len(self.units) - len(todo))
         if not todo:
@@ -290,12 +284,17 @@ class SweepRunner:
             self.store.consolidate()
             return 0
         self._prepare(todo)
+        if forcing:
+            set_aside = self.store.archive_records(str(self.previous.get("spec_hash")))
+            self.observer.status(f"--force: {set_aside} record(s) of spec {self.previous.get('spec_hash')} set aside")
         self.store.write_run_info(run_info(self.spec, self.previous, self.shard))  # spec valid, models loaded
         self._restore_answers()
         measured = 0
         for unit in (u for u in todo if u.mode == "live"):
             self.observer.unit_started(unit)
             ids = self.prompt_ids(unit)
+            check_context(self.target.model, self.spec.target, len(ids), unit.max_new_tokens,
+                          f"{unit.workload.name} {unit.prompt.prompt_id} turn {unit.turn}")
             engine = self._engine(unit.config, ids)
             result = engine.generate(ids, unit.max_new_tokens, seed=unit.seed, stop_at_eos=not self.spec.ignore_eos,
                                      on_round=lambda r, u=unit: self.observer.round_done(u, r))

@@ -32,7 +32,9 @@ from pathlib import Path
 
 import yaml
 
+from specbench.engine.drafters.param_values import check_param_values
 from specbench.errors import SpecbenchError, did_you_mean
+from specbench.measure.values import MAX_GAMMA, check_config_count, check_name, finite, strict_bool
 
 TOP_LEVEL_KEYS = ("name", "description", "target", "device", "dtype", "seed", "repeats", "max_new_tokens",
                   "ignore_eos", "drafters", "gammas", "trees", "temperatures", "top_p", "top_k", "workloads",
@@ -205,8 +207,6 @@ def _int(value, where: str, key: str, minimum: int | None = None) -> int:
 
 
 def _float(value, where: str, key: str) -> float:
-    from specbench.measure.validate import finite
-
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         _fail(where, f"'{key}' must be a number, got {value!r}")
     return float(finite(value, where, key))  # NaN and ±inf mean nothing for any spec field
@@ -226,8 +226,6 @@ def _drafter(item, where: str) -> DrafterConfig:
     if not isinstance(params, dict):
         _fail(where, f"'params' of drafter {item['type']} must be a mapping")
     check_params(str(item["type"]), params)
-    from specbench.engine.drafters.param_values import check_param_values
-
     params = check_param_values(str(item["type"]), params, where)
     return DrafterConfig(type=str(item["type"]), params=tuple(sorted(params.items())))
 
@@ -300,8 +298,6 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     data = {**DEFAULTS, **{k: v for k, v in raw.items() if v is not None or k == "max_new_tokens"}}
     if not data["name"]:
         _fail(where, "the sweep needs a name (results go to results/<name>/)")
-    from specbench.measure.validate import MAX_GAMMA, check_config_count, check_name, strict_bool
-
     check_name(data["name"], where)
     axes = {k: len(_as_list(data[k], where, k)) for k in ("drafters", "gammas", "trees", "temperatures")}
     check_config_count(axes, where)  # before anything is expanded
@@ -330,6 +326,8 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
         workloads=[_workload(w, where) for w in _as_list(data["workloads"], where, "workloads")],
     )
     spec.compile = strict_bool(data["compile"], where, "compile")
+    if not -(2**63) <= spec.seed < 2**63:
+        _fail(where, f"'seed' must fit in 64 bits, got {spec.seed}")
     spec.kernels = str(data["kernels"])
     if spec.kernels not in ("auto", "triton", "torch"):
         _fail(where, f"'kernels' must be auto, triton or torch, got '{spec.kernels}'")

@@ -18,6 +18,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from specbench.models import integrity
+
 MANIFEST = "specbench-cache.json"
 CACHE_FORMAT = 2  # 2: every file's sha256 and (size, mtime) stamp
 
@@ -50,8 +52,6 @@ def is_valid(entry: Path) -> bool:
 
 def damage(entry: Path) -> str | None:
     """Why ``entry`` cannot be used (absent, incomplete, content changed), or None when it is sound."""
-    from specbench.models import integrity
-
     manifest_path = entry / MANIFEST
     if not manifest_path.is_file():
         return "no manifest (absent or never finished)"
@@ -73,8 +73,6 @@ def damage(entry: Path) -> str | None:
 
 def weights_sha256(entry: Path) -> str | None:
     """The recorded sha256 of the entry's weights (valid entries only: call after `is_valid`)."""
-    from specbench.models import integrity
-
     try:
         return integrity.combined_weights_hash(json.loads((entry / MANIFEST).read_text())["files"])
     except (OSError, ValueError, KeyError, TypeError):
@@ -112,8 +110,6 @@ def build_entry(key: str, source: str, writer) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=final.parent))
     try:
         writer(tmp)
-        from specbench.models import integrity
-
         files = integrity.describe_files(tmp)  # content sha256 + (size, mtime) stamp of every file
         (tmp / MANIFEST).write_text(json.dumps({"format": CACHE_FORMAT, "source": source, "files": files,
                                                 "weights_sha256": integrity.combined_weights_hash(files)}, indent=1))

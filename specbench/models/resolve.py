@@ -11,6 +11,7 @@ A spec is one of:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import socket
 import sys
@@ -23,6 +24,7 @@ from typing import Any
 import yaml
 
 from specbench.models import cache as model_cache
+from specbench.models import integrity
 from specbench.errors import SpecbenchError, did_you_mean
 
 DTYPES = {"fp32": "float32", "float32": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16",
@@ -147,7 +149,18 @@ def gguf_cache_entry(gguf_path: Path, key: str | None = None) -> Path:
     if not gguf_path.is_file():
         raise SpecbenchError(f"GGUF file not found: {gguf_path}")
     key = key or model_cache.key_for_file(gguf_path)
-    return model_cache.build_entry(key, str(gguf_path), _gguf_writer(gguf_path))
+    convert = _gguf_writer(gguf_path)
+
+    def checked_convert(folder: Path) -> None:
+        try:
+            convert(folder)
+        except SpecbenchError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a truncated or foreign file: the user's input, not a bug
+            first = (str(exc).splitlines() or [exc.__class__.__name__])[0][:200]
+            raise SpecbenchError(f"could not convert GGUF file {gguf_path}: {first}") from None
+
+    return model_cache.build_entry(key, str(gguf_path), checked_convert)
 
 
 def pulled_gguf_path(alias: str) -> Path:
@@ -268,8 +281,9 @@ def _from_pretrained(location: str, name: str, dtype, gguf_file: str | None = No
     with quiet_transformers():
         try:
             model = AutoModelForCausalLM.from_pretrained(location, dtype=dtype, **kwargs)
-        except (OSError, ValueError) as exc:
-            raise SpecbenchError(f"could not load model '{name}': {str(exc).splitlines()[0]}") from None
+        except Exception as exc:  # noqa: BLE001 - damaged or foreign model files are the user's input
+            first = (str(exc).splitlines() or [exc.__class__.__name__])[0][:200]
+            raise SpecbenchError(f"could not load model '{name}': {first}") from None
         try:
             tok = AutoTokenizer.from_pretrained(location, **kwargs)
         except (OSError, ValueError):
@@ -329,10 +343,6 @@ def load_model(spec: str, *, device: str = "cpu", dtype: str = "fp32") -> Loaded
 def _weights_hash(spec: str, source: str, model) -> str | None:
     """The cache manifest's proven hash when loaded from an entry; the early-exit base's, derived; else the
     loaded tensors' own sha256 (random models, plain folders, hub ids)."""
-    import hashlib
-
-    from specbench.models import integrity
-
     if spec in aliases() and aliases()[spec]["source"] == "early-exit":
         base = getattr(model, "_specbench_base_hash", None)
         if base:

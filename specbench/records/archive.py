@@ -12,6 +12,8 @@ import re
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 from specbench.errors import SpecbenchError
 
 ARCHIVE_PREFIX = "old-"
@@ -23,15 +25,12 @@ def archive_folder(records_dir: Path, spec_hash: str) -> Path:
     return records_dir / f"{ARCHIVE_PREFIX}{safe}"
 
 
-def archive_records(store, spec_hash: str) -> int:
-    """Move every record file of ``store`` into ``records/old-SPEC_HASH/``; returns the records moved."""
-    from specbench.records.store import record_files
-
-    files = record_files(store.folder)
+def archive_records(records_dir: Path, files: list[Path], spec_hash: str) -> int:
+    """Move record ``files`` into ``records_dir/old-SPEC_HASH/``; returns the records moved."""
     if not files:
         return 0
     rows = count_rows(files)
-    target = archive_folder(store.records_dir, spec_hash)
+    target = archive_folder(records_dir, spec_hash)
     target.mkdir(parents=True, exist_ok=True)
     for path in files:
         destination = target / path.name
@@ -44,8 +43,6 @@ def archive_records(store, spec_hash: str) -> int:
 
 
 def count_rows(files: list[Path]) -> int:
-    import pyarrow.parquet as pq
-
     total = 0
     for path in files:
         try:

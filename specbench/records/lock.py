@@ -14,6 +14,7 @@ lands between units: the record is either complete on disk or was never started.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import threading
@@ -74,8 +75,6 @@ class FolderLock:
         self._key: str | None = None
 
     def acquire(self) -> "FolderLock":
-        import fcntl
-
         check_writable_folder(self.folder, self.flag)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -126,8 +125,6 @@ class FolderLock:
 
 def lock_holder(folder: str | Path) -> int | None:
     """PID of the process writing ``folder`` now, or None when nobody holds its lock."""
-    import fcntl
-
     path = Path(folder) / LOCK_FILE
     try:
         if str(Path(folder).resolve()) in _held:

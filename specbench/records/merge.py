@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from specbench.errors import SpecbenchError
+from specbench.records.lock import FolderLock
 from specbench.records.store import ResultsStore, load_records, load_run_info
 
 
@@ -18,8 +19,6 @@ def merge_folders(sources: list[Path], out: Path, *, force: bool = False) -> int
     """
     if not sources:
         raise SpecbenchError("nothing to merge: give at least one results folder")
-    from specbench.records.lock import FolderLock
-
     with FolderLock(out):
         return _merge_locked(sources, out, force)
 

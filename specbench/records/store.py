@@ -23,6 +23,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from specbench.errors import SpecbenchError
+from specbench.records.archive import archive_records, check_run_info, note_set_aside
+from specbench.records.jsonable import json_ready
+from specbench.records.lock import interrupts_deferred
 
 SCHEMA_VERSION = 1
 
@@ -116,8 +119,6 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 def atomic_write_json(path: Path, obj) -> None:
     """Strict JSON (NaN and ±inf become null), written atomically."""
-    from specbench.records.jsonable import json_ready
-
     text = json.dumps(json_ready(obj), indent=2, sort_keys=False, default=str, allow_nan=False)
     atomic_write_bytes(path, (text + "\n").encode())
 
@@ -148,8 +149,6 @@ class ResultsStore:
         path = self.folder / RUN_INFO
         if not path.exists():
             return None
-        from specbench.records.archive import check_run_info
-
         try:
             if path.stat().st_size > RUN_INFO_MAX_BYTES:
                 raise ValueError(f"larger than {RUN_INFO_MAX_BYTES // 2**20} MiB")
@@ -170,8 +169,6 @@ class ResultsStore:
         return len(stale)
 
     def write_unit(self, record: dict) -> None:
-        from specbench.records.lock import interrupts_deferred
-
         with interrupts_deferred():  # Ctrl-C lands after the record is whole on disk
             atomic_write_parquet(self.records_dir / f"unit-{record['unit_id']}.parquet", _table([record]))
 
@@ -180,9 +177,7 @@ class ResultsStore:
 
     def archive_records(self, spec_hash: str) -> int:
         """Move the current records to ``records/old-SPEC_HASH/`` (what --force does); returns how many."""
-        from specbench.records.archive import archive_records
-
-        return archive_records(self, spec_hash)
+        return archive_records(self.records_dir, record_files(self.folder), spec_hash)
 
     def finished_units(self) -> set[str]:
         if not self.records_dir.exists():
@@ -254,8 +249,6 @@ def load_run_info(folder: str | Path) -> dict:
     if not Path(folder).is_dir():
         raise SpecbenchError(f"results folder not found: {folder}")
     info = ResultsStore(folder).run_info()
-    from specbench.records.archive import note_set_aside
-
     note_set_aside(folder)  # readers say how many records of an earlier spec they leave out
     if info is None:
         raise SpecbenchError(f"{folder} is not a results folder (no {RUN_INFO})")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import inspect
 import math
 
+from specbench.engine.drafters import drafter_spec
 from specbench.errors import SpecbenchError
 
 # drafter -> parameter -> (minimum, maximum) for integers
@@ -29,8 +30,6 @@ def _kind(annotation) -> str:
 
 def check_param_values(drafter: str, params: dict, where: str = "drafter") -> dict:
     """``params`` with each value of the type the drafter takes (ints stay ints); else one-line error."""
-    from specbench.engine.drafters import drafter_spec
-
     signature = inspect.signature(drafter_spec(drafter).build).parameters
     checked = {}
     for key, value in params.items():
