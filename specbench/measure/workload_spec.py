@@ -107,7 +107,7 @@ def read_spec_file(path: Path) -> WorkloadSpec:
 def _load_yaml(text: str, origin: str) -> dict:
     from specbench.safe_files import load_yaml_text
 
-    data = load_yaml_text(text, f"workload file {origin}")  # no YAML aliases
+    data = load_yaml_text(text, f"malformed workload file {origin}")  # no YAML aliases; errors name the file
     if not isinstance(data, dict):
         raise SpecbenchError(f"malformed workload file {origin}: expected a mapping of keys, got {type(data).__name__}")
     return data
