@@ -4,7 +4,6 @@ and how a verdict lands on a setting; SGLang command lines through an argument p
 from __future__ import annotations
 
 import argparse
-import json
 import stat
 import sys
 

@@ -22,14 +22,14 @@ import pandas as pd
 import pytest
 
 from specbench.analysis.cost import fit_group_costs, group_cost_fits
-from specbench.errors import SpecbenchError
 from specbench.analysis.fit import tau_intervals
+from specbench.errors import SpecbenchError
 from specbench.figures.palette import BASELINE_COLOUR, Palette
 from specbench.figures.plot import FIGURES, parse_formats
 from specbench.figures.report import build_report
 from specbench.records.store import ResultsStore
-from tests.synthetic_results import MT_BENCH_CATEGORIES, SyntheticDrafter, make_records, records_frame
 from tests.cli_helpers import assert_user_error, invoke
+from tests.synthetic_results import MT_BENCH_CATEGORIES, SyntheticDrafter, make_records, records_frame
 
 N_BOOT = 30
 ALL = {spec.name for spec in FIGURES}
@@ -259,7 +259,7 @@ def test_figures_use_the_palette_colour_of_each_drafter(synthetic_report):
     """The same drafter label is drawn in the same colour in the τ figure and the throughput figure."""
     from matplotlib.colors import to_hex
 
-    from specbench.figures.plot import figure_throughput, figure_tau
+    from specbench.figures.plot import figure_tau, figure_throughput
 
     data = synthetic_report.data
     for build in (figure_tau, figure_throughput):
@@ -332,7 +332,7 @@ def test_cli_user_errors(small_folder, tmp_path):
     assert_user_error(invoke("plot", tmp_path / "missing"), "not found")
     assert not (tmp_path / "missing").exists()  # nothing created for a folder that is not there
     assert_user_error(invoke("plot", tmp_path), "not a results folder")
-    (tmp_path / "run.json").write_text("{}")
+    (tmp_path / "run.json").write_text('{"kind": "sweep", "sweep": {"name": "empty"}}')
     assert_user_error(invoke("plot", tmp_path), "no records")
     assert_user_error(invoke("plot", tmp_path, "--format", "png,gif"), "unknown format 'gif'")
     assert_user_error(invoke("plot", tmp_path, "--objective", "fast"), "unknown objective")

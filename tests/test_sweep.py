@@ -147,7 +147,8 @@ def test_missing_file_and_conflicting_folder(tmp_path, prompts_file):
     forced = invoke("sweep", sweep_yaml(tmp_path, prompts_file, gammas=[2], drafters=["ngram"]), "--out", out,
                     "-n", "4", "--force")
     assert forced.exit_code == 0
-    assert set(load_records(out)["gamma"]) == {0, 1, 2}, "forcing keeps what was measured before"
+    assert set(load_records(out)["gamma"]) == {0, 2}, "forcing sets the old spec's records aside"
+    assert list((out / "records").glob("old-*/*.parquet")), "... in records/old-SPECHASH/"
     assert_user_error(invoke("results", "show", tmp_path / "missing"), "not found")
 
 

@@ -8,7 +8,6 @@ Start-up takes 1–3 minutes on a small CPU.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 

@@ -36,9 +36,14 @@ class Backend(Protocol):
     name: str
     device_name: str  # set by `start`
     tokenizer: object  # the target's (Hugging Face) tokenizer, set by `start`; prompts are encoded with it
+    context_window: int | None  # the target's positions (None: unknown), set by `start`
 
     def start(self, status: StatusCallback) -> None:
         """Load the target (and what every configuration shares); called once before any unit."""
+
+    def model_hashes(self, drafters: list) -> dict[str, str]:
+        """sha256 of the weights that will run: the target's (under its spec) and each drafter's (under its
+        label) where the backend can prove them; builds the drafters, so bad drafter settings fail here."""
 
     def generate(self, config, prompt_ids: list[int], max_new_tokens: int, *, seed: int, stop_at_eos: bool,
                  on_round: RoundCallback | None = None) -> GenerationResult:

@@ -21,6 +21,7 @@ from specbench.engine.drafters import check_params, make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.sampling import SamplingParams
 from specbench.errors import SpecbenchError
+from specbench.models import limits
 from specbench.models.prompting import encode_conversation
 from specbench.models.resolve import load_model
 
@@ -56,6 +57,19 @@ class OwnEngineBackend:
     @property
     def tokenizer(self):
         return self.target.tokenizer
+
+    @property
+    def context_window(self) -> int | None:
+        return limits.context_window(self.target.model)
+
+    def model_hashes(self, drafters: list) -> dict[str, str]:
+        hashes = {self.target_spec: self.target.weights_sha256} if self.target.weights_sha256 else {}
+        for setting in drafters:
+            model = getattr(self.drafter(setting), "model", None)
+            weights = getattr(model, "specbench_weights_sha256", None)
+            if weights:
+                hashes[setting.label] = weights
+        return hashes
 
     def drafter(self, setting):
         """The drafter of a `DrafterSetting`, built once per sweep."""
@@ -111,6 +125,7 @@ def run_prompt(*, target: str, drafter: str, params: dict, gamma: int, sampling:
     say(f"loading target {target}")
     target_model = load_model(target, device=device, dtype=dtype)
     prompt_ids = encode_conversation(target_model.tokenizer, [prompt], chat=chat)
+    limits.check_context(target_model.model, target, len(prompt_ids), max_new_tokens)
     draft = None
     if gamma > 0:
         if drafter == "none":

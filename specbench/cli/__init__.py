@@ -1,7 +1,8 @@
 """The `specbench` command line. Rich output lives only in this package.
 
 Every user error — a bad flag, an unknown drafter, a broken file — ends as one line on
-stderr and exit code 2 (see `SpecbenchGroup`).
+stderr and exit code 2; Ctrl-C gives 130, a bug 1 with its traceback in a log file (see
+`SpecbenchGroup` and `specbench.cli.exit_codes`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import typer
 import typer.core
 
 from specbench.cli import (
+    exit_codes,
     export_cmd,
     fit_cmd,
     models_cmd,
@@ -34,24 +36,42 @@ _CLICK_ERRORS = (typer.TyperException, click.ClickException)
 
 
 class SpecbenchGroup(typer.core.TyperGroup):
-    """Top-level group that reports usage and user errors in one line, exit code 2."""
+    """Top-level group: every outcome becomes the exit code `specbench.cli.exit_codes` documents."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
-            super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            returned = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            # with standalone_mode=False click *returns* the code of a typer.Exit raised in a command
+            code = returned if isinstance(returned, int) and not isinstance(returned, bool) else exit_codes.OK
         except _EXIT as exc:
-            sys.exit(exc.exit_code)
+            code = exc.exit_code
+        except (exit_codes.Terminated, exit_codes.Interrupted) as exc:
+            terminated = isinstance(exc, exit_codes.Terminated) or bool(getattr(exc, "terminated", False))
+            exit_codes.say("specbench: terminated" if terminated else "specbench: interrupted")
+            code = exit_codes.TERMINATED if terminated else exit_codes.INTERRUPTED
         except _ABORT:
-            click.echo("specbench: interrupted", err=True)
-            sys.exit(130)
+            exit_codes.say("specbench: interrupted")
+            code = exit_codes.INTERRUPTED
         except SpecbenchError as exc:
             _fail(str(exc))
         except _CLICK_ERRORS as exc:
             ctx = getattr(exc, "ctx", None)
             hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
             _fail(f"{exc.format_message()}{hint}")
-        if standalone_mode:
-            sys.exit(0)
+        except OSError as exc:  # a path the user named: missing, read-only, a directory, a loop, a full disk
+            _fail(exit_codes.os_error_message(exc))
+        except UnicodeError as exc:
+            _fail(exit_codes.unicode_error_message(exc))
+        except Exception as exc:  # noqa: BLE001 - a bug: traceback to a log file, one line here
+            code = exit_codes.internal_error(exc, args)
+        sys.exit(code)
+
+    def invoke(self, ctx):
+        # Typer turns Ctrl-C into a silent Exit(130); keep it an interruption the user is told about.
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt as exc:
+            raise exit_codes.Interrupted(isinstance(exc, exit_codes.Terminated)) from None
 
 
 def _fail(message: str) -> None:
@@ -92,5 +112,6 @@ _register()
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point."""
+    exit_codes.install_signal_handlers()
     app(args=argv, prog_name="specbench")
     return 0

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from specbench.analysis.intervals import N_BOOT
+from specbench.records.lock import check_writable_folder
 
 EPILOG = """Examples:
 
@@ -49,6 +50,8 @@ def plot_command(
 
     chosen = parse_formats(formats)  # bad formats fail before any work
     out_dir = out if out is not None else Path(results_dir) / "report"
+
+    check_writable_folder(out_dir)  # a file or a read-only folder: refused before any figure is drawn
     console = Console(stderr=True)
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=console, transient=True)

@@ -13,6 +13,7 @@ from rich.table import Table
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt
 from specbench.errors import SpecbenchError
+from specbench.records.lock import FolderLock, check_writable_folder
 from specbench.records.profile_file import summary_frame, write_profile
 
 EPILOG = """Examples:
@@ -61,14 +62,20 @@ def profile_command(
         measure_profile,
         parse_int_list,
         plan_profile,
-    )
+    )  # lazy: loads torch; keeps `specbench --help` fast
 
     grid = ProfileGrid(batches=parse_int_list(batch, "--batch"), contexts=parse_int_list(context, "--context"),
                        tokens=parse_int_list(k, "--k"), warmup=warmup, repeats=repeats)
     drafters = [name.strip() for item in (drafter or []) for name in item.split(",") if name.strip()]
+
+    check_writable_folder(out)  # a file, a read-only folder: refused before anything is measured
     if (out / "run.json").exists() and not force:
         raise SpecbenchError(f"{out} already holds a profile or results (run.json): choose another --out or --force")
     plan = plan_profile(target, drafters, device=device, dtype=dtype, grid=grid, kernels=kernels, seed=seed)
+    lock = FolderLock(out).acquire()  # one writer per folder until the command ends
+    typer.main.click.get_current_context().call_on_close(lock.release)
+    if (out / "run.json").exists() and not force:  # again, now that no one else writes there
+        raise SpecbenchError(f"{out} already holds a profile or results (run.json): choose another --out or --force")
     if threads:
         import torch  # lazy: loads torch; keeps `specbench --help` fast
 

@@ -29,6 +29,10 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
     Example: specbench results show results/demo
     """
 
+    if csv is not None:
+        from specbench.measure.validate import check_output_file  # lazy: loads torch; keeps `specbench --help` fast
+
+        check_output_file(csv, "--csv")  # before any work: not a directory, a writable place
     info = load_run_info(folder)
     records = load_records(folder)
     if records.empty:
@@ -39,7 +43,8 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
     if csv is not None:
         table.to_csv(csv, index=False)
     out = console()
-    out.print(f"[bold]{info.get('sweep', {}).get('name', folder)}[/bold] · target {info['sweep']['target']} · "
+    sweep_spec = info["sweep"] if isinstance(info.get("sweep"), dict) else {}
+    out.print(f"[bold]{sweep_spec.get('name', folder)}[/bold] · target {sweep_spec.get('target', '?')} · "
               f"{info.get('device_name')} · {info.get('dtype')} · {len(records)} records")
     replayed = (records["mode"] == "replay").any()  # a mode column only where replayed rows exist
     several_t = records["temperature"].nunique() > 1

@@ -9,7 +9,11 @@ import typer
 from rich.console import Console
 
 from specbench.cli.render import print_run_report
+from specbench.engine.drafters.param_values import check_param_values
 from specbench.errors import SpecbenchError
+from specbench.measure.values import check_sampling
+from specbench.records.jsonable import json_ready
+from specbench.safe_files import read_text_file
 
 EPILOG = """Examples:
 
@@ -54,10 +58,9 @@ def run(
     from specbench.measure.spec import parse_params  # lazy: loads torch; keeps `specbench --help` fast
 
     parse_tree(tree)  # a bad shape fails before any model loads
+    check_sampling(temperature, top_p, top_k)
     if prompt_file is not None:
-        if not prompt_file.is_file():
-            raise SpecbenchError(f"prompt file not found: {prompt_file}")
-        prompt = prompt_file.read_text()
+        prompt = read_text_file(prompt_file, "prompt file")  # size-limited UTF-8 text
     if prompt is None or not prompt.strip():
         raise SpecbenchError("empty prompt: give --prompt TEXT or --prompt-file FILE")
     if drafter is None:
@@ -67,6 +70,9 @@ def run(
         params["model"] = drafter_model
     if drafter == "none":
         gamma = 0
+    else:
+
+        params = check_param_values(drafter, params, "run")
     sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p)
     with Console(stderr=True).status("starting") as spinner:  # transient; silent when not a terminal
         report = run_prompt(target=target, drafter=drafter, params=params, gamma=gamma, tree=tree, kernels=kernels,
@@ -75,7 +81,7 @@ def run(
                             prompt=prompt, max_new_tokens=max_new_tokens, seed=seed, baseline=baseline, chat=chat,
                             stop_at_eos=not ignore_eos, device=device, dtype=dtype, status=spinner.update)
     if json_out:
-        typer.echo(json.dumps(report, indent=2))
+        typer.echo(json.dumps(json_ready(report), indent=2, allow_nan=False))  # NaN -> null: strict JSON
     else:
 
         print_run_report(report)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from pathlib import Path
 
 import typer
@@ -11,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from specbench.cli.exit_codes import INTERRUPTED, TERMINATED, Terminated, say
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt
 from specbench.errors import SpecbenchError
@@ -66,6 +68,7 @@ def sweep(
     shard: str = typer.Option(None, "--shard", help="Run slice I/N of the prompts (e.g. 0/4)."),
     force: bool = typer.Option(False, "--force", help="Allow a folder holding a different sweep spec."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the grid and a cost estimate, then stop."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Run a grid over the size limit (see --dry-run first)."),
     mode: str = typer.Option(None, "--mode", help="live (default), replay (every γ from the baseline's "
                                                   "trajectory + live calibration units) or both."),
 ):
@@ -81,9 +84,10 @@ def sweep(
     from specbench.measure.spec import build_spec, load_spec_file  # lazy: loads torch; keeps `specbench --help` fast
     from specbench.measure.units import (  # lazy: loads torch; keeps `specbench --help` fast
         expand_units,
+        in_shard,
         load_workloads,
         parse_shard,
-    )
+    )  # lazy: loads torch; keeps `specbench --help` fast
 
     raw = load_spec_file(spec_file) if spec_file is not None else {}
     flags = {"name": name, "target": target, "gammas": _csv(gamma, int), "trees": _csv(tree, str),
@@ -106,18 +110,25 @@ def sweep(
     out_dir = out or Path("results") / spec.name
     console = Console(stderr=True)
     if dry_run:
-        units = expand_units(spec, load_workloads(spec), shard_pair)
+        from specbench.measure.validate import check_grid_size  # lazy: loads torch; keeps `specbench --help` fast
+
+        workloads = load_workloads(spec)
+        check_grid_size(spec, workloads, shard_pair, yes=True, in_shard=in_shard)  # the hard limit only
+        units = expand_units(spec, workloads, shard_pair)
         _print_dry_run(spec, units)
         return
     observer = SweepProgress(console)
-    runner = SweepRunner(spec, out_dir, force=force, shard=shard_pair, observer=observer)  # validates first
+    runner = SweepRunner(spec, out_dir, force=force, shard=shard_pair, observer=observer,
+                         yes=yes)  # validates first: folder, device, grid size
     with observer:
         try:
             measured = runner.run()
-        except KeyboardInterrupt:
-            console.print(f"[yellow]interrupted[/yellow]: finished units are saved in {out_dir}; "
-                          "run the same command to resume")
-            raise typer.Exit(130) from None
+        except KeyboardInterrupt as exc:
+
+            terminated = isinstance(exc, Terminated)
+            say(f"specbench: {'terminated' if terminated else 'interrupted'}: finished units are "
+                           f"saved in {out_dir}; run the same command to resume")
+            raise typer.Exit(TERMINATED if terminated else INTERRUPTED) from None
     wide_console().print(f"[green]done[/green]: {measured} unit(s) measured now, {len(runner.units)} in the grid -> "
                     f"{out_dir}\nnext: specbench results show {out_dir}")
     if spec.replays:
@@ -133,8 +144,10 @@ def _print_dry_run(spec, units) -> None:
     table = Table(title=f"sweep {spec.name}: {len(spec.configs)} configurations, mode {spec.mode}")
     for col in ("configuration", "live units", "replayed units"):
         table.add_column(col)
+
+    counts = Counter((u.config, u.mode) for u in units)
     for config in spec.configs:
-        count = {m: str(sum(1 for u in units if u.config == config and u.mode == m)) for m in ("live", "replay")}
+        count = {m: str(counts[(config, m)]) for m in ("live", "replay")}
         table.add_row(config.label, count["live"], count["replay"] if spec.replays and not config.is_baseline else "-")
     console.print(table)
     live = [u for u in units if u.mode == "live"]
@@ -159,7 +172,7 @@ def print_replay_summary(summary, console: Console) -> None:
     from specbench.measure.replay_units import (  # lazy: loads torch; keeps `specbench --help` fast
         SUMMARY_FILE,
         agreement_fraction,
-    )
+    )  # lazy: loads torch; keeps `specbench --help` fast
 
     if summary.empty:
         return
@@ -205,6 +218,8 @@ class SweepProgress:
         return self
 
     def __exit__(self, *exc):
+        if exc[0] is not None:  # an error or Ctrl-C: its one line is the last word, not a final bar
+            self.progress.live.transient = True
         return self.progress.__exit__(*exc)
 
     def status(self, message: str) -> None:

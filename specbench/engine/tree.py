@@ -20,17 +20,16 @@ A static shape is cut to depth γ in a sweep (the tree axis × the γ axis). `Tr
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 
 import torch
-import yaml
 
 from specbench.engine.decoder import TreeLayout
 from specbench.errors import SpecbenchError, did_you_mean
+from specbench.safe_files import load_yaml_file
 
 MAX_NODES = 512
 
@@ -157,13 +156,8 @@ def _dynamic(text: str) -> DynamicTree:
 
 
 def _paths_file(path: Path, text: str) -> StaticTree:
-    if not path.is_file():
-        raise SpecbenchError(f"tree '{text}': file not found: {path}")
 
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
-        raise SpecbenchError(f"tree '{text}': cannot read {path}: {str(exc).splitlines()[0]}") from None
+    data = load_yaml_file(path, f"tree '{text}' file")  # size-limited UTF-8, no YAML aliases
     if isinstance(data, dict):
         data = data.get("paths")
     if not isinstance(data, list):

@@ -21,8 +21,11 @@ from specbench.backends.own_engine import OwnEngineBackend
 from specbench.errors import SpecbenchError
 from specbench.measure.replay_units import run_replay_units, write_summary
 from specbench.measure.spec import SweepSpec
-from specbench.measure.units import Unit, expand_units, load_workloads, make_record
+from specbench.measure.units import Unit, expand_units, in_shard, load_workloads, make_record
+from specbench.measure.validate import check_device, check_grid_size, check_unit_lengths
 from specbench.measure.workloads import encode_turn
+from specbench.models.limits import check_window
+from specbench.records.lock import FolderLock, check_writable_folder, lock_holder
 from specbench.records.store import SCHEMA_VERSION, ResultsStore, load_records
 
 
@@ -45,9 +48,17 @@ class SilentObserver:
 
 
 def check_folder(store: ResultsStore, spec: SweepSpec, force: bool) -> dict | None:
-    """Refuse a folder holding a different sweep unless forced; returns its run.json."""
+    """Refuse a folder holding records of a different sweep unless forced; returns its run.json.
+
+    A run.json without records (a sweep that failed before its first unit) protects nothing.
+    """
     info = store.run_info()
-    if info is not None and info.get("spec_hash") != spec.spec_hash and not force:
+    if info is not None and info.get("kind") not in (None, "sweep"):
+        raise SpecbenchError(f"{store.folder} holds a {info.get('kind')}, not sweep results; use another --out")
+    if info is not None and not isinstance(info.get("spec_hash"), str) and not force:
+        raise SpecbenchError(f"{store.folder}/run.json has no spec hash (not written by a sweep); use another --out "
+                             "or --force")
+    if info is not None and info.get("spec_hash") != spec.spec_hash and not force and store.has_records():
         raise SpecbenchError(f"{store.folder} holds results of a different sweep spec "
                              f"(spec {info.get('spec_hash')} vs {spec.spec_hash}); use another --out or --force")
     return info
@@ -66,6 +77,7 @@ def run_info(spec: SweepSpec, previous: dict | None, shard: tuple[int, int]) -> 
         "created": (previous or {}).get("created", now_utc()),
         "updated": now_utc(),
         "shards": sorted({*map(tuple, (previous or {}).get("shards", [])), shard}),
+        "models": dict(spec.model_hashes),
     }
     if previous and previous.get("spec_hash") != spec.spec_hash:
         info["previous_specs"] = previous.get("previous_specs", []) + [previous.get("sweep")]
@@ -76,12 +88,19 @@ class SweepRunner:
     """Loads the models once and runs the (remaining) units of one sweep shard."""
 
     def __init__(self, spec: SweepSpec, out_dir: str | Path, *, force: bool = False, shard: tuple[int, int] = (0, 1),
-                 observer: SweepObserver | None = None):
-        self.spec, self.shard = spec, shard
+                 observer: SweepObserver | None = None, yes: bool = False):
+        self.spec, self.shard, self.force = spec, shard, force
+        check_writable_folder(Path(out_dir))
+        check_device(spec.device)
         self.store = ResultsStore(out_dir)
         self.observer = observer or SilentObserver()
+        writer = lock_holder(out_dir)
+        if writer is not None:
+            raise SpecbenchError(f"{out_dir} is in use by PID {writer} (another specbench is writing there); "
+                                 "wait for it to finish or choose another --out")
         self.previous = check_folder(self.store, spec, force)
         self.workloads = load_workloads(spec)
+        check_grid_size(spec, self.workloads, shard, yes=yes, in_shard=in_shard)
         self.units = expand_units(spec, self.workloads, shard)
         if not self.units:
             raise SpecbenchError("empty grid: this shard has no prompts" if shard[1] > 1 else "empty grid")
@@ -92,6 +111,14 @@ class SweepRunner:
     @property
     def device_name(self) -> str:
         return self.backend.device_name
+
+    def _prepare(self, todo: list[Unit]) -> None:
+        """Everything that can fail on bad input, before run.json is written: models, drafters, lengths."""
+        self.backend.start(self.observer.status)
+        drafters = list(dict.fromkeys(u.config.drafter for u in todo if u.mode == "live" and u.config.drafter))
+        self.spec.model_hashes = self.backend.model_hashes(drafters)
+        self.spec.weights_sha256 = self.spec.model_hashes.get(self.spec.target)
+        check_unit_lengths(self.backend, self.spec.target, todo)
 
     def _restore_answers(self) -> None:
         """Turn-1 answers of finished baseline units (for turn 2 after a resume)."""
@@ -112,17 +139,31 @@ class SweepRunner:
         return encode_turn(self.backend.tokenizer, unit.workload, unit.prompt, unit.turn - 1, answers)
 
     def run(self) -> int:
-        """Run every unfinished unit; returns how many were measured now."""
+        """Run every unfinished unit, holding the folder's writer lock; returns how many were measured now."""
+        with FolderLock(self.store.folder):
+            return self._run_locked()
+
+    def _run_locked(self) -> int:
+        self.previous = check_folder(self.store, self.spec, self.force)  # again, now that we are the only writer
+        # --force on another spec's records: they are set aside (records/old-SPECHASH/) once the models load
+        forcing = (self.previous is not None and self.previous.get("spec_hash") != self.spec.spec_hash
+                   and self.store.has_records())
         self.store.remove_stale_temporaries()
-        finished = self.store.finished_units()
+        finished = set() if forcing else self.store.finished_units()
         todo = [u for u in self.units if u.unit_id not in finished]
         self.observer.begin(total=len(self.units), done=len(self.units) - len(todo))
-        self.store.write_run_info(run_info(self.spec, self.previous, self.shard))
         if not todo:
+            if self.previous is None or self.previous.get("spec_hash") != self.spec.spec_hash:
+                self.store.write_run_info(run_info(self.spec, self.previous, self.shard))
             self.store.consolidate()
             return 0
-        self.backend.start(self.observer.status)
         try:
+            self._prepare(todo)
+            if forcing:
+                set_aside = self.store.archive_records(str(self.previous.get("spec_hash")))
+                self.observer.status(f"--force: {set_aside} record(s) of spec {self.previous.get('spec_hash')} "
+                                     "set aside")
+            self.store.write_run_info(run_info(self.spec, self.previous, self.shard))  # spec valid, models loaded
             return self._run_units(todo)
         finally:
             self.backend.close()
@@ -133,11 +174,13 @@ class SweepRunner:
         for unit in (u for u in todo if u.mode == "live"):
             self.observer.unit_started(unit)
             ids = self.prompt_ids(unit)
+            check_window(self.backend.context_window, self.spec.target, len(ids), unit.max_new_tokens,
+                         f"{unit.workload.name} {unit.prompt.prompt_id} turn {unit.turn}")
             result = self.backend.generate(unit.config, ids, unit.max_new_tokens, seed=unit.seed,
                                            stop_at_eos=not self.spec.ignore_eos,
                                            on_round=lambda r, u=unit: self.observer.round_done(u, r))
             record = make_record(unit, result, self.spec, self.device_name)
-            self.store.write_unit(record)
+            self.store.write_unit(record)  # Ctrl-C waits until the record is whole on disk
             if unit.config.is_baseline and unit.turn == 1:
                 text = self.backend.tokenizer.decode(result.tokens, skip_special_tokens=True)
                 self._answers[unit.group] = [text]

@@ -30,13 +30,14 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import yaml
-
 from specbench.backends.replay import REPLAYABLE
 from specbench.engine.drafters import check_params
+from specbench.engine.drafters.param_values import check_param_values
 from specbench.engine.tree import parse_tree, tree_depth_limit
 from specbench.errors import SpecbenchError, did_you_mean
+from specbench.measure.values import GAMMA_LIMIT, check_config_count, check_name, finite, strict_bool
 from specbench.models.resolve import torch_dtype
+from specbench.safe_files import load_yaml_file
 
 TOP_LEVEL_KEYS = ("name", "description", "target", "device", "dtype", "seed", "repeats", "max_new_tokens",
                   "ignore_eos", "drafters", "gammas", "trees", "temperatures", "top_p", "top_k", "workloads",
@@ -130,6 +131,10 @@ class SweepSpec:
     calibration: Calibration | None = None
     compile: bool = False  # torch.compile the target's decode/verify steps
     kernels: str = "auto"  # verification kernels: auto (Triton on CUDA), triton or torch
+    # filled once the models load (not part of the spec or its hash): sha256 of the target's weights,
+    # and model name -> weights sha256 for run.json
+    weights_sha256: str | None = None
+    model_hashes: dict = field(default_factory=dict)
 
     @property
     def runs_live(self) -> bool:
@@ -207,7 +212,7 @@ def _int(value, where: str, key: str, minimum: int | None = None) -> int:
 def _float(value, where: str, key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         _fail(where, f"'{key}' must be a number, got {value!r}")
-    return float(value)
+    return float(finite(value, where, key))  # NaN and ±inf mean nothing for any spec field
 
 
 def _drafter(item, where: str) -> DrafterConfig:
@@ -222,6 +227,7 @@ def _drafter(item, where: str) -> DrafterConfig:
     if not isinstance(params, dict):
         _fail(where, f"'params' of drafter {item['type']} must be a mapping")
     check_params(str(item["type"]), params)
+    params = check_param_values(str(item["type"]), params, where)
     return DrafterConfig(type=str(item["type"]), params=tuple(sorted(params.items())))
 
 
@@ -290,7 +296,12 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     data = {**DEFAULTS, **{k: v for k, v in raw.items() if v is not None or k == "max_new_tokens"}}
     if not data["name"]:
         _fail(where, "the sweep needs a name (results go to results/<name>/)")
+    check_name(data["name"], where)
+    axes = {k: len(_as_list(data[k], where, k)) for k in ("drafters", "gammas", "trees", "temperatures")}
+    check_config_count(axes, where)  # before anything is expanded
     gammas = sorted({_int(g, where, "gammas", 0) for g in _as_list(data["gammas"], where, "gammas")})
+    if gammas and gammas[-1] > GAMMA_LIMIT:
+        _fail(where, f"'gammas' must be <= {GAMMA_LIMIT}, got {gammas[-1]}")
     temperatures = sorted({_float(t, where, "temperatures") for t in _as_list(data["temperatures"], where, "temperatures")})
     if any(t < 0 for t in temperatures):
         _fail(where, "temperatures must be >= 0")
@@ -306,13 +317,15 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
         repeats=_int(data["repeats"], where, "repeats", 1),
         max_new_tokens=None if data["max_new_tokens"] is None else _int(data["max_new_tokens"], where,
                                                                          "max_new_tokens", 1),
-        ignore_eos=bool(data["ignore_eos"]),
+        ignore_eos=strict_bool(data["ignore_eos"], where, "ignore_eos"),
         drafters=list(dict.fromkeys(_drafter(d, where) for d in _as_list(data["drafters"], where, "drafters"))),
         gammas=gammas, trees=trees, temperatures=temperatures, top_p=top_p,
         top_k=_int(data["top_k"], where, "top_k", 0),
         workloads=[_workload(w, where) for w in _as_list(data["workloads"], where, "workloads")],
     )
-    spec.compile = bool(data["compile"])
+    spec.compile = strict_bool(data["compile"], where, "compile")
+    if not -(2**63) <= spec.seed < 2**63:
+        _fail(where, f"'seed' must fit in 64 bits, got {spec.seed}")
     spec.kernels = str(data["kernels"])
     if spec.kernels not in ("auto", "triton", "torch"):
         _fail(where, f"'kernels' must be auto, triton or torch, got '{spec.kernels}'")
@@ -354,15 +367,9 @@ def expand_configs(spec: SweepSpec) -> list[RunConfig]:
 
 
 def load_spec_file(path: str | Path) -> dict:
+
     path = Path(path)
-    if not path.is_file():
-        raise SpecbenchError(f"sweep file not found: {path}")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise SpecbenchError(f"{path}: malformed YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    raw = load_yaml_file(path, "sweep file")  # size-limited, UTF-8, no YAML aliases
     if not isinstance(raw, dict):
         raise SpecbenchError(f"{path}: a sweep file must be a mapping of keys (name, target, drafters, ...)")
     raw.setdefault("name", path.stem)

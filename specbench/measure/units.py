@@ -60,7 +60,7 @@ def parse_shard(text: str | None) -> tuple[int, int]:
     return index, count
 
 
-def _in_shard(prompt_id: str, workload: str, shard: tuple[int, int]) -> bool:
+def in_shard(prompt_id: str, workload: str, shard: tuple[int, int]) -> bool:
     digest = int(hashlib.sha1(f"{workload}:{prompt_id}".encode()).hexdigest()[:8], 16)
     return digest % shard[1] == shard[0]
 
@@ -88,7 +88,7 @@ def expand_units(spec: SweepSpec, workloads: list[Workload], shard: tuple[int, i
     units = []
     for workload in workloads:
         max_new = spec.max_new_tokens or workload.max_new_tokens
-        prompts = [p for p in workload.prompts if _in_shard(p.prompt_id, workload.name, shard)]
+        prompts = [p for p in workload.prompts if in_shard(p.prompt_id, workload.name, shard)]
         for index, prompt in enumerate(prompts):
             for repeat in range(spec.repeats):
                 for temperature in spec.temperatures:
@@ -134,4 +134,5 @@ def make_record(unit: Unit, result, spec: SweepSpec, device_name: str) -> dict:
         "stop_reason": result.stop_reason,
         "output_sha1": hashlib.sha1(str(result.tokens).encode()).hexdigest(),
         "output_ids": list(result.tokens), "timestamp": now_utc(),
+        "weights_sha256": spec.weights_sha256,
     }

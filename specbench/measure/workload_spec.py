@@ -26,9 +26,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from specbench.errors import SpecbenchError, did_you_mean
+from specbench.safe_files import load_yaml_text, read_text_file
 
 BUILTIN_PACKAGE = "specbench.builtin_workloads"
 FORMATS = ("jsonl", "sharegpt")
@@ -98,23 +97,14 @@ def builtin_spec(name: str) -> WorkloadSpec:
 
 def read_spec_file(path: Path) -> WorkloadSpec:
     """Parse a user workload YAML file; relative source paths are taken from its folder."""
-    if not path.is_file():
-        raise SpecbenchError(f"workload file not found: {path}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SpecbenchError(f"cannot read workload file {path}: {exc}") from None
+
+    text = read_text_file(path, "workload file", 2**20)  # size-limited UTF-8 text
     return parse_spec(_load_yaml(text, str(path)), origin=str(path), base_dir=path.parent)
 
 
 def _load_yaml(text: str, origin: str) -> dict:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or type(exc).__name__
-        raise SpecbenchError(f"malformed workload file {origin}: {problem}{where}") from None
+
+    data = load_yaml_text(text, f"malformed workload file {origin}")  # no YAML aliases; errors name the file
     if not isinstance(data, dict):
         raise SpecbenchError(f"malformed workload file {origin}: expected a mapping of keys, got {type(data).__name__}")
     return data

@@ -2,8 +2,9 @@
 
 Layout: ``$SPECBENCH_CACHE/models/<key>/`` holding ``config.json``, ``*.safetensors``,
 tokenizer files and ``specbench-cache.json`` — a manifest written last, listing every file
-with its size. An entry without a manifest (a conversion killed half-way), with a file of the
-wrong size, or with an unreadable safetensors header is treated as absent and rebuilt.
+with its size, mtime stamp and content sha256 (`specbench.models.integrity`). An entry without
+a manifest (a conversion killed half-way), of an older format, with a file of the wrong size or
+content, or with an unreadable safetensors header is treated as absent and rebuilt.
 Entries are built in a temporary sibling folder and renamed into place, so readers never see
 a partial entry.
 """
@@ -19,8 +20,10 @@ from pathlib import Path
 
 from safetensors import safe_open
 
+from specbench.models import integrity
+
 MANIFEST = "specbench-cache.json"
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: every file's sha256 and (size, mtime) stamp
 
 
 def cache_root() -> Path:
@@ -45,15 +48,41 @@ def key_for_file(path: Path) -> str:
 
 
 def is_valid(entry: Path) -> bool:
-    """True when the entry is complete: manifest present, sizes match, headers readable."""
+    """True when the entry is complete and proves its content (see `damage`)."""
+    return damage(entry) is None
+
+
+def damage(entry: Path) -> str | None:
+    """Why ``entry`` cannot be used (absent, incomplete, content changed), or None when it is sound."""
     manifest_path = entry / MANIFEST
+    if not manifest_path.is_file():
+        return "no manifest (absent or never finished)"
     try:
         manifest = json.loads(manifest_path.read_text())
         if manifest.get("format") != CACHE_FORMAT:
-            return False
-        for name, size in manifest["files"].items():
-            if (entry / name).stat().st_size != size:
-                return False
+            return f"cache format {manifest.get('format')}, this specbench writes {CACHE_FORMAT}"
+        why, restamp = integrity.verify_files(entry, manifest["files"])
+        if why:
+            return why
+        if restamp:
+            integrity.rewrite_manifest(manifest_path, manifest)
+        if not _headers_readable(entry, manifest):
+            return "a safetensors header is unreadable"
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return f"manifest unreadable ({exc.__class__.__name__})"
+    return None
+
+
+def weights_sha256(entry: Path) -> str | None:
+    """The recorded sha256 of the entry's weights (valid entries only: call after `is_valid`)."""
+    try:
+        return integrity.combined_weights_hash(json.loads((entry / MANIFEST).read_text())["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _headers_readable(entry: Path, manifest: dict) -> bool:
+    try:
 
         for name in manifest["files"]:
             if name.endswith(".safetensors"):
@@ -82,8 +111,9 @@ def build_entry(key: str, source: str, writer) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=final.parent))
     try:
         writer(tmp)
-        files = {p.name: p.stat().st_size for p in tmp.iterdir() if p.is_file()}
-        (tmp / MANIFEST).write_text(json.dumps({"format": CACHE_FORMAT, "source": source, "files": files}, indent=1))
+        files = integrity.describe_files(tmp)  # content sha256 + (size, mtime) stamp of every file
+        (tmp / MANIFEST).write_text(json.dumps({"format": CACHE_FORMAT, "source": source, "files": files,
+                                                "weights_sha256": integrity.combined_weights_hash(files)}, indent=1))
         if final.exists():
             shutil.rmtree(final)  # damaged entry
         try:

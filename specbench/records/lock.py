@@ -1,0 +1,176 @@
+"""One writer per results folder: an OS file lock, and records written whole despite Ctrl-C.
+
+`FolderLock` takes ``fcntl.flock`` on ``FOLDER/.specbench.lock`` for as long as a sweep, a
+profile or a merge writes there. The kernel drops the lock when the process ends, however it
+ends (SIGKILL included), so a stale lock cannot outlive its writer; the file itself stays and
+holds the writer's PID for the message a second writer gets ("FOLDER is in use by PID N").
+Readers (`results show`, `fit`, `recommend`, `plot`) take no lock: every record file appears
+by an atomic rename, so they see whole records only.
+
+`interrupts_deferred` holds SIGINT/SIGTERM back while a unit's record is written, so Ctrl-C
+lands between units: the record is either complete on disk or was never started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import threading
+from pathlib import Path
+
+from specbench.errors import SpecbenchError
+
+LOCK_FILE = ".specbench.lock"
+
+_held: dict[str, list] = {}  # resolved folder -> [fd, depth]: re-entrant inside one process
+
+
+def check_writable_folder(folder: Path, flag: str = "--out") -> None:
+    """A folder we may write: absent (its parent then must be creatable) or a writable directory."""
+    folder = Path(folder)
+    try:
+        if folder.exists() and not folder.is_dir():
+            raise SpecbenchError(f"{flag} {folder} is a file, not a folder; choose a folder path")
+    except OSError as exc:  # symlink loops, names too long
+        raise SpecbenchError(f"{flag} {folder}: {exc.strerror or exc}") from None
+    probe = folder
+    while not probe.exists():
+        if probe.is_symlink():
+            raise SpecbenchError(f"{flag} {folder}: {probe} is a dangling symlink")
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if not probe.is_dir():
+        raise SpecbenchError(f"{flag} {folder}: {probe} is a file, not a folder")
+    if not is_writable_dir(probe):
+        what = "results folder" if probe == folder else "parent folder"
+        raise SpecbenchError(f"{flag} {folder}: the {what} {probe} is read-only")
+
+
+def is_writable_dir(path: Path) -> bool:
+    """Writable for us, and not marked read-only (no write bit at all: refused even for root)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return os.access(path, os.W_OK | os.X_OK) and bool(mode & 0o222)
+
+
+def _holder(path: Path) -> str:
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return "?"
+    return text.split()[0] if text else "?"
+
+
+class FolderLock:
+    """Exclusive writer lock on a folder (created if absent); a context manager."""
+
+    def __init__(self, folder: str | Path, flag: str = "--out"):
+        self.folder = Path(folder)
+        self.flag = flag
+        self._key: str | None = None
+
+    def acquire(self) -> "FolderLock":
+        check_writable_folder(self.folder, self.flag)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SpecbenchError(f"cannot create {self.folder}: {exc.strerror or exc}") from None
+        key = str(self.folder.resolve())
+        if key in _held:
+            _held[key][1] += 1
+            self._key = key
+            return self
+        path = self.folder / LOCK_FILE
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise SpecbenchError(f"{self.folder} is not writable ({exc.strerror or exc})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise SpecbenchError(f"{self.folder} is in use by PID {_holder(path)} (another specbench is writing "
+                                 "there); wait for it to finish or choose another --out") from None
+        except OSError as exc:
+            os.close(fd)
+            raise SpecbenchError(f"cannot lock {path}: {exc.strerror or exc}") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        _held[key] = [fd, 1]
+        self._key = key
+        return self
+
+    def release(self) -> None:
+        if self._key is None or self._key not in _held:
+            return
+        entry = _held[self._key]
+        entry[1] -= 1
+        if entry[1] == 0:
+            del _held[self._key]
+            os.close(entry[0])  # closing the descriptor drops the flock
+        self._key = None
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+        return False
+
+
+def lock_holder(folder: str | Path) -> int | None:
+    """PID of the process writing ``folder`` now, or None when nobody holds its lock."""
+    path = Path(folder) / LOCK_FILE
+    try:
+        if str(Path(folder).resolve()) in _held:
+            return None  # this process is the writer
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    except BlockingIOError:
+        holder = _holder(path)
+        return int(holder) if holder.isdigit() else -1
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def interrupts_deferred():
+    """Run the block to its end even if SIGINT/SIGTERM arrives; the signal is acted on afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[tuple[int, object]] = []
+    previous = {}
+
+    def remember(signum, frame):
+        pending.append((signum, frame))
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[sig] = signal.signal(sig, remember)
+        except (ValueError, OSError):
+            pass
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if pending:
+            signum, frame = pending[0]
+            handler = previous.get(signum)
+            if callable(handler):
+                handler(signum, frame)
+            elif signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), signum)
