@@ -106,7 +106,9 @@ def group_costs(records: pd.DataFrame) -> dict[tuple, GroupCosts]:
     from specbench.analysis.cost import cost_stats, fit_costs
     from specbench.records.rounds import prompt_clusters
 
-    live = records[records["mode"] == "live"]
+    from specbench.measure.timing_protocol import timing_usable
+
+    live, _ = timing_usable(records[records["mode"] == "live"])
     base_all = live[is_baseline(live)]
     out = {}
     for key, group in live[~is_baseline(live) & (live["gamma"] > 0)].groupby(GROUP_KEYS, dropna=False, sort=True):
@@ -164,6 +166,7 @@ def run_replay_units(runner, units: list) -> int:
     from specbench.engine.sampling import SamplingParams
     from specbench.measure.replay import Replayer, replay_chain
     from specbench.measure.runner import make_record
+    from specbench.measure.timing_protocol import untimed_columns
 
     records = load_records(runner.store.folder)
     paths = trajectories(records)
@@ -200,7 +203,7 @@ def run_replay_units(runner, units: list) -> int:
         for unit in batch:
             replay = by_gamma[unit.config.gamma]
             result = modelled_result(replay, trajectory, costs.get(group), stop_reason)
-            record = make_record(unit, result, runner.spec, runner.device_name)
+            record = {**make_record(unit, result, runner.spec, runner.device_name), **untimed_columns()}
             moments.write(unit.unit_id, replay, expected)
             runner.store.write_unit(record)
             runner.observer.unit_done(unit, record)

@@ -7,13 +7,18 @@ target's own turn-1 answer (the baseline's: the same context for every configura
 Replayed units (``mode: replay`` or ``both``, see `specbench.measure.replay_units`) run after every
 live unit: they need the baselines' trajectories and the cost model fitted on the live units.
 Finished units are skipped on a re-run, so a killed sweep resumes where it stopped, losing at
-most the unit in flight.
+most the unit in flight (or the prompt turn in flight: a turn's units are timed as one block).
+
+Timing follows `specbench.measure.timing_protocol`: a warm-up, then each prompt turn's live units
+as one block — baseline and configurations back to back, the baseline timed again after them
+(``timing.order``) — with the machine's state recorded per attempt and disturbed units re-timed
+or flagged.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -22,6 +27,8 @@ from specbench.errors import SpecbenchError
 from specbench.records.store import SCHEMA_VERSION, ResultsStore, load_records
 from specbench.measure.spec import RunConfig, SweepSpec
 from specbench.measure.workloads import Prompt, Workload, load_workload
+from specbench.measure.machine_state import MachineProbe
+from specbench.measure.timing_protocol import combine, run_block, warm_up
 
 WARMUP_TOKENS = 8
 
@@ -110,6 +117,18 @@ def expand_units(spec: SweepSpec, workloads: list[Workload], shard: tuple[int, i
                             units.extend(Unit(c, workload, prompt, turn, repeat, max_new, spec.seed, "replay")
                                          for c in configs if not c.is_baseline)
     return units
+
+
+def live_blocks(units: list[Unit]) -> list[list[Unit]]:
+    """Consecutive live units of one prompt turn (baseline first): the timing protocol's blocks."""
+    blocks: list[list[Unit]] = []
+    for unit in units:
+        key = unit.group + (unit.turn,)
+        if blocks and blocks[-1][0].group + (blocks[-1][0].turn,) == key:
+            blocks[-1].append(unit)
+        else:
+            blocks.append([unit])
+    return blocks
 
 
 class SweepObserver(Protocol):
@@ -233,6 +252,40 @@ class SweepRunner:
             raise SpecbenchError(f"{unit.prompt.prompt_id}: turn {unit.turn} needs the baseline's earlier answers")
         return encode_turn(self.target.tokenizer, unit.workload, unit.prompt, unit.turn - 1, answers)
 
+    def _threads(self) -> int:
+        import torch
+
+        return int(torch.get_num_threads()) if self.spec.device == "cpu" else 0
+
+    def _warm_up(self, unit: Unit) -> None:
+        """Untimed decoding before the first timed unit (rule 1 of the timing protocol)."""
+        seconds = self.spec.timing.warmup_s
+        if seconds <= 0:
+            return
+        self.observer.status(f"warming up ({seconds:g} s)")
+        ids = self.prompt_ids(unit) if unit.turn == 1 else self.prompt_ids(replace(unit, turn=1))
+        engine = self._engine(self._baseline_config(unit), ids)
+        warm_up(lambda: engine.generate(ids, 16, seed=0, stop_at_eos=False), seconds)
+        self.observer.status("sweep")
+
+    def _baseline_config(self, unit: Unit) -> RunConfig:
+        c = unit.config
+        return RunConfig(None, 0, "chain", c.temperature, c.top_p, c.top_k)
+
+    def _measure(self, unit: Unit):
+        """Run one live unit once: its record and the machine's state while it ran."""
+        self.observer.unit_started(unit)
+        ids = self.prompt_ids(unit)
+        engine = self._engine(unit.config, ids)
+        probe = MachineProbe()
+        result = engine.generate(ids, unit.max_new_tokens, seed=unit.seed, stop_at_eos=not self.spec.ignore_eos,
+                                 on_round=lambda r, u=unit: self.observer.round_done(u, r))
+        state = probe.stop()
+        if unit.config.is_baseline and unit.turn == 1 and unit.group not in self._answers:
+            text = self.target.tokenizer.decode(result.tokens, skip_special_tokens=True)
+            self._answers[unit.group] = [text]
+        return make_record(unit, result, self.spec, self.device_name), state
+
     def run(self) -> int:
         """Run every unfinished unit; returns how many were measured now."""
         self.store.remove_stale_temporaries()
@@ -246,19 +299,16 @@ class SweepRunner:
         self._load_models()
         self._restore_answers()
         measured = 0
-        for unit in (u for u in todo if u.mode == "live"):
-            self.observer.unit_started(unit)
-            ids = self.prompt_ids(unit)
-            engine = self._engine(unit.config, ids)
-            result = engine.generate(ids, unit.max_new_tokens, seed=unit.seed, stop_at_eos=not self.spec.ignore_eos,
-                                     on_round=lambda r, u=unit: self.observer.round_done(u, r))
-            record = make_record(unit, result, self.spec, self.device_name)
-            self.store.write_unit(record)
-            if unit.config.is_baseline and unit.turn == 1:
-                text = self.target.tokenizer.decode(result.tokens, skip_special_tokens=True)
-                self._answers[unit.group] = [text]
-            measured += 1
-            self.observer.unit_done(unit, record)
+        live = [u for u in todo if u.mode == "live"]
+        if live:
+            self._warm_up(live[0])
+        threads = self._threads()
+        for block in live_blocks(live):  # timing protocol: specbench.measure.timing_protocol
+            for unit, attempts in run_block(block, self._measure, self.spec.timing, threads):
+                record = combine(attempts)
+                self.store.write_unit(record)
+                measured += 1
+                self.observer.unit_done(unit, record)
         replayed = [u for u in todo if u.mode == "replay"]
         if replayed:
             from specbench.measure.replay_units import run_replay_units, write_summary
