@@ -43,6 +43,8 @@ from specbench.analysis.engine_settings import ENGINES, EngineSetting, engine_se
 from specbench.errors import SpecbenchError
 from specbench.analysis.fit import AcceptanceModel, alpha_mle, estimate_acceptance, fit_decay_batch, position_counts
 from specbench.analysis.intervals import LEVEL, N_BOOT, bootstrap_interval, bootstrap_weights, few_prompts_note
+from specbench.analysis.speedup_interval import speedup_interval
+from specbench.analysis.decision import Decision, decide_scenario
 from specbench.records.jsonable import json_ready
 from specbench.records.rounds import cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
 from specbench.records.summary import BASELINE_KEYS, CONFIG_KEYS, UNIT_KEYS, is_baseline, prefer_live
@@ -105,10 +107,15 @@ class Recommendation:
     verdict: str
     settings: dict[str, EngineSetting] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    predicted: pd.DataFrame = field(default_factory=pd.DataFrame)  # acceptance × cost (predicted_speedup)
+    decision: Decision | None = None  # confident yes / confident no / cannot tell
 
     @property
     def final(self) -> Option | None:
-        """What to deploy: the measured choice (the model only proposes what to measure next)."""
+        """What to deploy: the decision's option (a confident yes), else nothing; without a decision the
+        measured choice (the model only proposes what to measure next)."""
+        if self.decision is not None:
+            return self.decision.option
         return self.measured.choice
 
 
@@ -152,7 +159,12 @@ def _measured_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index
     stacked = np.stack(sums)  # [C, P, 8]
     point = _objective(objective, *np.moveaxis(stacked.sum(1), -1, 0), n_tokens)
     reps = _objective(objective, *np.moveaxis(np.einsum("bp,cpk->bck", weights, stacked), -1, 0), n_tokens)
-    lo, hi = bootstrap_interval(point, reps, len(clusters), level, positive=True) if len(weights) else (point, point)
+    if objective == "throughput":  # small-P t-interval on per-prompt log ratios (speedup_interval)
+        intervals = [speedup_interval(s[:, 0], s[:, 1], s[:, 4], s[:, 5], level=level)
+                     for s in (stacked[i][stacked[i][:, 7] > 0] for i in range(len(stacked)))]
+        lo, hi = np.array([iv.lo for iv in intervals]), np.array([iv.hi for iv in intervals])
+    else:
+        lo, hi = bootstrap_interval(point, reps, len(clusters), level, positive=True) if len(weights) else (point, point)
     totals = stacked.sum(1)
     for i, option in enumerate(options):
         option.speedup, option.lo, option.hi = float(point[i]), float(lo[i]), float(hi[i])
@@ -350,7 +362,8 @@ def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, 
                                                                n_tokens, max_gamma, level, notes)
     measured = _pick("measured", measured_options, measured_reps, n_prompts, objective, level)
     model = _pick("model", model_options, model_reps, n_prompts, objective, level)
-    final = measured.choice
+    decision, predicted = decide_scenario(scenario, measured_options, n_prompts, level, notes)
+    final = decision.option if decision.option is not None else measured.choice
     settings = {}
     if final is not None:
         settings = engine_settings(final.drafter, final.drafter_params, final.tree, final.gamma,
@@ -359,7 +372,8 @@ def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, 
     return Recommendation(keys=keys, objective=objective, n_prompts=n_prompts, max_new_tokens=n_tokens,
                           baseline_tokens_per_s=base_tps, measured=measured, model=model,
                           options=_options_frame(measured_options), curves=curves, costs=costs,
-                          verdict=_verdict(measured, model), settings=settings, notes=notes)
+                          verdict=decision.text + "; " + _verdict(measured, model), settings=settings, notes=notes,
+                          predicted=predicted, decision=decision)
 
 
 # ----------------------------------------------------------------------------- JSON
@@ -382,6 +396,8 @@ def recommendation_dict(rec: Recommendation) -> dict:
         "options": rec.options.to_dict("records"), "predictions": rec.curves.to_dict("records"),
         "costs": rec.costs.to_dict("records"),
         "engine_settings": {name: s.as_dict() for name, s in rec.settings.items()}, "notes": rec.notes,
+        "decision": None if rec.decision is None else rec.decision.as_dict(),
+        "predicted": rec.predicted.to_dict("records"),
     })
 
 

@@ -56,7 +56,7 @@ class SpeedupInterval:
         if not np.isfinite(self.point):
             return "-"
         if not self.has_interval:
-            return f"{self.point:.2f}× (too few prompts to tell, P = {self.n_prompts})"
+            return f"{self.point:.2f}× (too few prompts to tell (P = {self.n_prompts}))"
         return f"{self.point:.2f}× [{self.lo:.2f}, {self.hi:.2f}]"
 
 

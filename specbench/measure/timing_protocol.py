@@ -55,7 +55,7 @@ TIMED_LISTS = ("round_draft_s", "round_verify_s")
 @dataclass(frozen=True)
 class TimingProtocol:
     order: str = "bracket"
-    warmup_s: float = 2.0
+    warmup_s: float = 1.0
     max_other_cores: float = 0.25
     retries: int = 1
 
