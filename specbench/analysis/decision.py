@@ -115,7 +115,7 @@ def decide_scenario(scenario: pd.DataFrame, measured_options: list, n_prompts: i
         return Decision(YES, evidence, option, {**best_dict, **{k: pick[k] for k in best_dict}}, None, count,
                         text), predicted
     if all(c["hi"] < 1.0 for c in with_interval):
-        text = (f"confident no: no speculation — every option's interval lies below 1 ({source}); best "
+        text = (f"confident no: no option's interval lies above 1, every one lies below 1 ({source}); best "
                 f"{_describe(best)} at {_ci(best)}")
         return Decision(NO, evidence, None, best_dict, None, count, text), predicted
     ref = max(with_interval, key=lambda c: c["speedup"])

@@ -278,6 +278,19 @@ def _verdict(measured: Pick, model: Pick) -> str:
     return text
 
 
+def decision_verdict(decision: Decision, model: Pick) -> str:
+    """The verdict line: what to deploy and how sure (`specbench.analysis.decision`), plus the model's
+    unmeasured γ when it beats the choice."""
+    option = decision.option
+    text = (f"speculate: {option.describe()} — {decision.text}" if option is not None
+            else f"no speculation — {decision.text}")
+    m = model.choice
+    if m is not None and not m.measured and (option is None or m.speedup > option.hi):
+        text += (f"; the model predicts {m.describe()} at {m.speedup:.2f}× [{m.lo:.2f}, {m.hi:.2f}] "
+                 "— not measured, sweep it to confirm")
+    return text
+
+
 OUTLIER_FACTOR = 5.0
 
 
@@ -372,7 +385,7 @@ def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, 
     return Recommendation(keys=keys, objective=objective, n_prompts=n_prompts, max_new_tokens=n_tokens,
                           baseline_tokens_per_s=base_tps, measured=measured, model=model,
                           options=_options_frame(measured_options), curves=curves, costs=costs,
-                          verdict=decision.text + "; " + _verdict(measured, model), settings=settings, notes=notes,
+                          verdict=decision_verdict(decision, model), settings=settings, notes=notes,
                           predicted=predicted, decision=decision)
 
 
