@@ -45,6 +45,7 @@ from specbench.analysis.fit import AcceptanceModel, alpha_mle, estimate_acceptan
 from specbench.analysis.intervals import LEVEL, N_BOOT, bootstrap_interval, bootstrap_weights, few_prompts_note
 from specbench.analysis.speedup_interval import speedup_interval
 from specbench.analysis.decision import Decision, decide_scenario
+from specbench.measure.timing_protocol import timing_usable
 from specbench.records.jsonable import json_ready
 from specbench.records.rounds import cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
 from specbench.records.summary import BASELINE_KEYS, CONFIG_KEYS, UNIT_KEYS, is_baseline, prefer_live
@@ -188,6 +189,13 @@ def _objective_of(fit: CostFit, tokens_per_s: np.ndarray, objective: str, n_toke
                                  fit.baseline_prefill_s, 1.0, n_tokens), dtype=float)
 
 
+def _timed_base(base: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
+    """Undisturbed baseline records of the prompts the group was timed on (all, where none is left)."""
+    timed = timing_usable(base)[0]
+    same = timed[timed["prompt_id"].isin(set(live["prompt_id"]))]
+    return same if not same.empty else timed
+
+
 def _model_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, weights: np.ndarray, objective: str,
                    n_tokens: int, max_gamma: int, level: float,
                    notes: list[str]) -> tuple[list[Option], np.ndarray, pd.DataFrame, pd.DataFrame]:
@@ -200,7 +208,8 @@ def _model_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, w
             continue
         counts = position_counts(flatten_rounds(group, clusters), len(clusters))
         acceptance = estimate_acceptance(counts, n_boot=0, level=level)  # point fit; replicates below
-        stats: CostStats = cost_stats(live, base, clusters)
+        live = timing_usable(live)[0]  # timing protocol rule 6; costs from prompts timed with the baseline
+        stats: CostStats = cost_stats(live, _timed_base(base, live), clusters)
         fit = fit_costs(stats)
         measured = {int(g) for g in live["gamma"].unique()}  # replayed γ are predictions, not measurements
         gammas = list(range(1, max_gamma + 1)) if row["tree"] == "chain" else sorted(measured)
@@ -370,7 +379,9 @@ def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, 
         notes.append(few_prompts_note(n_prompts))
     live_spec = spec[spec["mode"] == "live"]
     notes.extend(timing_outlier_notes(pd.concat([base, live_spec])))
-    measured_options, measured_reps = _measured_options(live_spec, base, clusters, weights, objective, n_tokens, level)
+    timed_spec, timed_base = timing_usable(live_spec)[0], timing_usable(base)[0]
+    measured_options, measured_reps = _measured_options(timed_spec, timed_base, clusters, weights, objective, n_tokens,
+                                                        level)
     model_options, model_reps, curves, costs = _model_options(prefer_live(spec), base, clusters, weights, objective,
                                                                n_tokens, max_gamma, level, notes)
     measured = _pick("measured", measured_options, measured_reps, n_prompts, objective, level)
