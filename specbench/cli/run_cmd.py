@@ -60,6 +60,8 @@ def run(
         raise SpecbenchError("empty prompt: give --prompt TEXT or --prompt-file FILE")
     if drafter is None:
         drafter = "draft-model" if drafter_model else "ngram"
+    from specbench.measure.spec import parse_params
+
     params = parse_params(drafter_param)
     if drafter_model:
         params["model"] = drafter_model
