@@ -220,8 +220,9 @@ def _model_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, w
         group_reps = np.empty((len(weights), len(gammas)))
         for b, (w, model_b) in enumerate(zip(weights, _replicate_models(acceptance.model, counts, weights))):
             fit_b = fit_costs(stats, w, like=fit)
-            tps = predict_arrays(model_b, fit_b.cost, gammas, propose_rate=fit_b.propose_rate,
-                                 nodes=fit_b.nodes)["tokens_per_s"]
+            with np.errstate(divide="ignore", invalid="ignore"):  # a replicate may draw no timed prompt: NaN
+                tps = predict_arrays(model_b, fit_b.cost, gammas, propose_rate=fit_b.propose_rate,
+                                     nodes=fit_b.nodes)["tokens_per_s"]
             group_reps[b] = _objective_of(fit_b, tps, objective, n_tokens)
         lo, hi = bootstrap_interval(point, group_reps, len(clusters), level, positive=True) if len(weights) else (point, point)
         params = str(group["drafter_params"].iloc[0])
