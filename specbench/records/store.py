@@ -18,6 +18,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -198,6 +199,14 @@ class ResultsStore:
     def replace_records(self, frame: pd.DataFrame) -> None:
         """Make ``frame`` the folder's only records: written as a new part, then the old files go."""
         old = record_files(self.folder)
+        frame = frame.copy()
+        for name, default in LATER_DEFAULTS.items():  # columns a caller's frame may lack or leave empty
+            if name not in frame:
+                frame[name] = None
+            missing = frame[name].isna() if not isinstance(default, list) else frame[name].map(
+                lambda v: not isinstance(v, (list, tuple, np.ndarray)))
+            frame[name] = frame[name].astype(object).where(~missing, pd.Series([default] * len(frame), index=frame.index,
+                                                                               dtype=object))
         atomic_write_parquet(self._next_part(), pa.Table.from_pandas(frame[list(COLUMNS)], schema=SCHEMA,
                                                                       preserve_index=False))
         for p in old:
