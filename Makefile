@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.specbench-installed
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install demo test test-heavy bench-engine bench-replay bench-roofline bench-layout bench-kernels clean help
+.PHONY: install demo test test-heavy bench-engine bench-replay bench-roofline bench-layout bench-kernels bench-noise clean help
 
 help:
 	@echo "make demo          set up (first run) and run the demo sweep on SmolLM2-135M"
@@ -16,6 +16,7 @@ help:
 	@echo "make bench-layout  row-major vs column-major linear weights: CPU forward time per k new tokens"
 	@echo "make bench-kernels Triton kernels vs torch references (needs CUDA)"
 	@echo "make bench-replay  live γ 1..8 sweep vs replay sweep: wall time and largest τ difference"
+	@echo "make bench-noise   the same sweep quiet and beside a CPU hog: estimates side by side"
 
 $(PY):
 	@# Keep a torch the system python already has (a CUDA build, say) visible in the venv.
@@ -60,6 +61,9 @@ bench-roofline: install
 
 bench-layout: install
 	$(PY) scripts/bench_weight_layout.py --threads 1
+
+bench-noise: install
+	$(PY) scripts/bench_noise.py
 
 bench-kernels: install
 	$(PY) scripts/bench_kernels.py

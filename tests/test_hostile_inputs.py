@@ -297,19 +297,19 @@ def test_case_count():
 
 # ----------------------------------------------------------------------------- exit codes per command: 1 and 130
 
-# command line, and a function the command calls (patched to fail)
+# command line, and a function the command calls (patched to fail where the command module looks it up)
 PER_COMMAND = [
     ("sweep", [*SW, "--out", "{tmp}/new"], "specbench.measure.runner.SweepRunner.run"),
     ("run", [*RUN, "--prompt", "hi"], "specbench.backends.own_engine.run_prompt"),
-    ("results-show", ["results", "show", "{R}"], "specbench.records.summary.configuration_table"),
-    ("results-merge", ["results", "merge", "{R}", "--out", "{tmp}/m"], "specbench.records.merge.merge_folders"),
-    ("fit", ["fit", "{R}"], "specbench.analysis.fit.fit_acceptance"),
-    ("recommend", ["recommend", "{R}"], "specbench.analysis.recommend.recommend"),
+    ("results-show", ["results", "show", "{R}"], "specbench.cli.results_cmd.configuration_table"),
+    ("results-merge", ["results", "merge", "{R}", "--out", "{tmp}/m"], "specbench.cli.results_cmd.merge_folders"),
+    ("fit", ["fit", "{R}"], "specbench.cli.fit_cmd.fit_acceptance"),
+    ("recommend", ["recommend", "{R}"], "specbench.cli.recommend_cmd.recommend"),
     ("plot", ["plot", "{R}", "--out", "{tmp}/plots"], "specbench.figures.report.build_report"),
     ("profile", ["profile", "--target", "tiny-random-llama", "--batch", "1", "--context", "8", "--k", "1",
                  "--out", "{tmp}/p"], "specbench.hardware.profile.plan_profile"),
-    ("workloads-list", ["workloads", "list"], "specbench.measure.workloads.workload_names"),
-    ("models-list", ["models", "list"], "specbench.models.resolve.alias_status"),
+    ("workloads-list", ["workloads", "list"], "specbench.cli.workloads_cmd.workload_names"),
+    ("models-list", ["models", "list"], "specbench.cli.models_cmd.alias_status"),
 ]
 
 

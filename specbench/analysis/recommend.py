@@ -40,41 +40,22 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis.cost import CostFit, CostStats, cost_stats, fit_costs, predict_arrays, predict_curve
+from specbench.analysis.decision import Decision, decide_scenario
 from specbench.analysis.engine_settings import ENGINES, EngineSetting, engine_settings
 from specbench.analysis.fit import AcceptanceModel, alpha_mle, estimate_acceptance, fit_decay_batch, position_counts
 from specbench.analysis.intervals import LEVEL, N_BOOT, bootstrap_interval, bootstrap_weights, few_prompts_note
+from specbench.analysis.options import Option
+from specbench.analysis.speedup_interval import speedup_interval
 from specbench.errors import SpecbenchError
 from specbench.records.jsonable import json_ready
 from specbench.records.rounds import cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
 from specbench.records.summary import BASELINE_KEYS, CONFIG_KEYS, UNIT_KEYS, is_baseline, prefer_live
+from specbench.records.timing import timing_usable
 
 OBJECTIVES = ("throughput", "latency")
 SCENARIO_KEYS = BASELINE_KEYS
 GROUP_KEYS = ["drafter", "drafter_label", "tree"]
 MAX_GAMMA = 16  # the default largest γ the acceptance and cost models predict (the one place it is set)
-
-
-@dataclass
-class Option:
-    """One candidate: a measured configuration or a (drafter, tree, γ) the model predicts."""
-    drafter: str
-    drafter_label: str
-    drafter_params: str
-    tree: str
-    gamma: int
-    speedup: float  # objective speedup (point estimate)
-    lo: float
-    hi: float
-    tokens_per_s: float
-    measured: bool  # the sweep ran this γ for this drafter and tree
-
-    @property
-    def group(self) -> tuple[str, str]:
-        return self.drafter_label, self.tree
-
-    def describe(self) -> str:
-        tree = "" if self.tree == "chain" else f" tree {self.tree}"
-        return f"{self.drafter_label}{tree} γ={self.gamma}"
 
 
 @dataclass
@@ -104,10 +85,15 @@ class Recommendation:
     verdict: str
     settings: dict[str, EngineSetting] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    predicted: pd.DataFrame = field(default_factory=pd.DataFrame)  # acceptance × cost (predicted_speedup)
+    decision: Decision | None = None  # confident yes / confident no / cannot tell
 
     @property
     def final(self) -> Option | None:
-        """What to deploy: the measured choice (the model only proposes what to measure next)."""
+        """What to deploy: the decision's option (a confident yes), else nothing; without a decision the
+        measured choice (the model only proposes what to measure next)."""
+        if self.decision is not None:
+            return self.decision.option
         return self.measured.choice
 
 
@@ -151,7 +137,12 @@ def _measured_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index
     stacked = np.stack(sums)  # [C, P, 8]
     point = _objective(objective, *np.moveaxis(stacked.sum(1), -1, 0), n_tokens)
     reps = _objective(objective, *np.moveaxis(np.einsum("bp,cpk->bck", weights, stacked), -1, 0), n_tokens)
-    lo, hi = bootstrap_interval(point, reps, len(clusters), level, positive=True) if len(weights) else (point, point)
+    if objective == "throughput":  # small-P t-interval on per-prompt log ratios (speedup_interval)
+        intervals = [speedup_interval(s[:, 0], s[:, 1], s[:, 4], s[:, 5], level=level)
+                     for s in (stacked[i][stacked[i][:, 7] > 0] for i in range(len(stacked)))]
+        lo, hi = np.array([iv.lo for iv in intervals]), np.array([iv.hi for iv in intervals])
+    else:
+        lo, hi = bootstrap_interval(point, reps, len(clusters), level, positive=True) if len(weights) else (point, point)
     totals = stacked.sum(1)
     for i, option in enumerate(options):
         option.speedup, option.lo, option.hi = float(point[i]), float(lo[i]), float(hi[i])
@@ -175,6 +166,13 @@ def _objective_of(fit: CostFit, tokens_per_s: np.ndarray, objective: str, n_toke
                                  fit.baseline_prefill_s, 1.0, n_tokens), dtype=float)
 
 
+def _timed_base(base: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
+    """Undisturbed baseline records of the prompts the group was timed on (all, where none is left)."""
+    timed = timing_usable(base)[0]
+    same = timed[timed["prompt_id"].isin(set(live["prompt_id"]))]
+    return same if not same.empty else timed
+
+
 def _model_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, weights: np.ndarray, objective: str,
                    n_tokens: int, max_gamma: int, level: float,
                    notes: list[str]) -> tuple[list[Option], np.ndarray, pd.DataFrame, pd.DataFrame]:
@@ -187,7 +185,8 @@ def _model_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, w
             continue
         counts = position_counts(flatten_rounds(group, clusters), len(clusters))
         acceptance = estimate_acceptance(counts, n_boot=0, level=level)  # point fit; replicates below
-        stats: CostStats = cost_stats(live, base, clusters)
+        live = timing_usable(live)[0]  # timing protocol rule 6; costs from prompts timed with the baseline
+        stats: CostStats = cost_stats(live, _timed_base(base, live), clusters)
         fit = fit_costs(stats)
         measured = {int(g) for g in live["gamma"].unique()}  # replayed γ are predictions, not measurements
         gammas = list(range(1, max_gamma + 1)) if row["tree"] == "chain" else sorted(measured)
@@ -198,8 +197,9 @@ def _model_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, w
         group_reps = np.empty((len(weights), len(gammas)))
         for b, (w, model_b) in enumerate(zip(weights, replicate_models(acceptance.model, counts, weights))):
             fit_b = fit_costs(stats, w, like=fit)
-            tps = predict_arrays(model_b, fit_b.cost, gammas, propose_rate=fit_b.propose_rate,
-                                 nodes=fit_b.nodes)["tokens_per_s"]
+            with np.errstate(divide="ignore", invalid="ignore"):  # a replicate may draw no timed prompt: NaN
+                tps = predict_arrays(model_b, fit_b.cost, gammas, propose_rate=fit_b.propose_rate,
+                                     nodes=fit_b.nodes)["tokens_per_s"]
             group_reps[b] = _objective_of(fit_b, tps, objective, n_tokens)
         lo, hi = bootstrap_interval(point, group_reps, len(clusters), level, positive=True) if len(weights) else (point, point)
         params = str(group["drafter_params"].iloc[0])
@@ -260,6 +260,19 @@ def _verdict(measured: Pick, model: Pick) -> str:
         text = f"no speculation — {measured.reason}"
     m = model.choice
     if m is not None and not m.measured and (measured.choice is None or m.speedup > measured.choice.hi):
+        text += (f"; the model predicts {m.describe()} at {m.speedup:.2f}× [{m.lo:.2f}, {m.hi:.2f}] "
+                 "— not measured, sweep it to confirm")
+    return text
+
+
+def decision_verdict(decision: Decision, model: Pick) -> str:
+    """The verdict line: what to deploy and how sure (`specbench.analysis.decision`), plus the model's
+    unmeasured γ when it beats the choice."""
+    option = decision.option
+    text = (f"speculate: {option.describe()} — {decision.text}" if option is not None
+            else f"no speculation — {decision.text}")
+    m = model.choice
+    if m is not None and not m.measured and (option is None or m.speedup > option.hi):
         text += (f"; the model predicts {m.describe()} at {m.speedup:.2f}× [{m.lo:.2f}, {m.hi:.2f}] "
                  "— not measured, sweep it to confirm")
     return text
@@ -349,12 +362,15 @@ def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, 
         notes.append(few_prompts_note(n_prompts))
     live_spec = spec[spec["mode"] == "live"]
     notes.extend(timing_outlier_notes(pd.concat([base, live_spec])))
-    measured_options, measured_reps = _measured_options(live_spec, base, clusters, weights, objective, n_tokens, level)
+    timed_spec, timed_base = timing_usable(live_spec)[0], timing_usable(base)[0]
+    measured_options, measured_reps = _measured_options(timed_spec, timed_base, clusters, weights, objective, n_tokens,
+                                                        level)
     model_options, model_reps, curves, costs = _model_options(prefer_live(spec), base, clusters, weights, objective,
                                                                n_tokens, max_gamma, level, notes)
     measured = _pick("measured", measured_options, measured_reps, n_prompts, objective, level)
     model = _pick("model", model_options, model_reps, n_prompts, objective, level)
-    final = measured.choice
+    decision, predicted = decide_scenario(scenario, measured_options, n_prompts, level, notes)
+    final = decision.option if decision.option is not None else measured.choice
     settings = {}
     if final is not None:
         settings = engine_settings(final.drafter, final.drafter_params, final.tree, final.gamma,
@@ -363,7 +379,8 @@ def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, 
     return Recommendation(keys=keys, objective=objective, n_prompts=n_prompts, max_new_tokens=n_tokens,
                           baseline_tokens_per_s=base_tps, measured=measured, model=model,
                           options=_options_frame(measured_options), curves=curves, costs=costs,
-                          verdict=_verdict(measured, model), settings=settings, notes=notes)
+                          verdict=decision_verdict(decision, model), settings=settings, notes=notes,
+                          predicted=predicted, decision=decision)
 
 
 # ----------------------------------------------------------------------------- JSON
@@ -386,6 +403,8 @@ def recommendation_dict(rec: Recommendation) -> dict:
         "options": rec.options.to_dict("records"), "predictions": rec.curves.to_dict("records"),
         "costs": rec.costs.to_dict("records"),
         "engine_settings": {name: s.as_dict() for name, s in rec.settings.items()}, "notes": rec.notes,
+        "decision": None if rec.decision is None else rec.decision.as_dict(),
+        "predicted": rec.predicted.to_dict("records"),
     })
 
 

@@ -37,6 +37,7 @@ class Backend(Protocol):
     device_name: str  # set by `start`
     tokenizer: object  # the target's (Hugging Face) tokenizer, set by `start`; prompts are encoded with it
     context_window: int | None  # the target's positions (None: unknown), set by `start`
+    threads: int  # CPU threads this process computes with (0: the work runs elsewhere, a GPU or a server)
 
     def start(self, status: StatusCallback) -> None:
         """Load the target (and what every configuration shares); called once before any unit."""

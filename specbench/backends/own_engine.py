@@ -59,6 +59,10 @@ class OwnEngineBackend:
         return self.target.tokenizer
 
     @property
+    def threads(self) -> int:
+        return int(torch.get_num_threads()) if self.device == "cpu" else 0
+
+    @property
     def context_window(self) -> int | None:
         return limits.context_window(self.target.model)
 

@@ -45,8 +45,8 @@ def plot_command(
     Reading the figures: docs/plots.md.
     """
 
-    from specbench.figures.plot import FIGURES, parse_formats  # lazy: loads torch; keeps `specbench --help` fast
-    from specbench.figures.report import build_report  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.figures.plot import FIGURES, parse_formats  # lazy: loads matplotlib; keeps `specbench --help` fast
+    from specbench.figures.report import build_report  # lazy: loads matplotlib; keeps `specbench --help` fast
 
     chosen = parse_formats(formats)  # bad formats fail before any work
     out_dir = out if out is not None else Path(results_dir) / "report"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
@@ -13,6 +14,7 @@ from rich.table import Table
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt
 from specbench.errors import SpecbenchError
+from specbench.records.jsonable import json_ready
 from specbench.records.lock import FolderLock, check_writable_folder
 from specbench.records.profile_file import summary_frame, write_profile
 
@@ -48,6 +50,7 @@ def profile_command(
     seed: int = typer.Option(0, "--seed", help="Seed of the random weights and tokens."),
     out: Path = typer.Option(..., "--out", "-o", help="Profile folder to write (run.json + profile.parquet)."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing profile in --out."),
+    json_out: bool = typer.Option(False, "--json", help="Print the summary table's rows as JSON instead."),
 ):
     """Measure a cost profile: verify forwards per batch size, context and k; drafter steps; bandwidth.
 
@@ -90,7 +93,35 @@ def profile_command(
 
         profile = measure_profile(plan, report)
     write_profile(out, profile)
+    if json_out:
+        _print_profile_json(profile, out)
+        return
     _print_profile(profile, out)
+
+
+def profile_rows(profile) -> list[dict]:
+    """The summary table's rows with the same columns (model, what, B, c, ms [IQR], ms k max, GB/s, peak, MiB)."""
+    from specbench.hardware.profile import summary_frame  # lazy: loads torch; keeps `specbench --help` fast
+
+    rows = []
+    for _, r in summary_frame(profile).iterrows():
+        rows.append({"model": str(r["model"]), "what": str(r["measure"]), "B": int(r["batch"]), "c": int(r["context"]),
+                     "ms": float(r["ms_k_min"]), "iqr_ms": float(r["iqr_ms_k_min"]),
+                     "ms_k_max": float(r["ms_k_max"]) if r["k_max"] > r["k_min"] else None,
+                     "k_min": int(r["k_min"]), "k_max": int(r["k_max"]), "gb_s": float(r["gb_s"]),
+                     "peak": float(r["peak_fraction"]), "mib": float(r["memory_bytes"]) / 2 ** 20})
+    return rows
+
+
+def _print_profile_json(profile, out: Path) -> None:
+
+
+    info = profile.info
+    typer.echo(json.dumps(json_ready({"out": str(out), "device": info["device"]["device_name"], "dtype": info["dtype"],
+                                      "peak_gb_s": info["bandwidth"]["peak_gb_s"], "seconds": info["seconds"],
+                                      "load_average_start": info.get("load_average_start"),
+                                      "load_average_end": info.get("load_average_end"),
+                                      "skipped": info.get("skipped", []), "rows": profile_rows(profile)}), indent=2))
 
 
 def _print_profile(profile, out: Path) -> None:

@@ -28,6 +28,8 @@ ENGINE_CHOICES = ("vllm", "sglang", "transformers", "all")
 
 
 def _interval(option) -> str:
+    if option.lo != option.lo:
+        return f"{option.speedup:.2f}× (too few prompts to tell)"
     return f"{option.speedup:.2f}× [{option.lo:.2f}, {option.hi:.2f}]"
 
 
@@ -61,7 +63,7 @@ def _print_recommendation(rec, console) -> None:
             mark = " ★" if chosen is not None and (r["drafter_label"], r["tree"], r["gamma"]) == \
                 (chosen.drafter_label, chosen.tree, chosen.gamma) else ""
             text_row(measured, f"{group_label(r)}{mark}", str(r["gamma"]), fmt(r["tokens_per_s"], 1),
-                             f"{r['speedup']:.2f}× [{r['lo']:.2f}, {r['hi']:.2f}]")
+                             _ci(r["speedup"], r["lo"], r["hi"], rec.n_prompts))
         console.print(measured)
 
     ref = rec.model.choice or rec.model.best
@@ -81,6 +83,9 @@ def _print_recommendation(rec, console) -> None:
                      f"{r['objective_speedup']:.2f}× [{r['lo']:.2f}, {r['hi']:.2f}]", f"{r['paper_factor']:.2f}×")
         console.print(table)
 
+    if not rec.predicted.empty:
+        console.print(predicted_table(rec.predicted))
+
     for name, setting in rec.settings.items():
         body = setting.snippet or "(not expressible)"
         if setting.notes:
@@ -89,6 +94,34 @@ def _print_recommendation(rec, console) -> None:
         console.print(Panel(Text(body), title=f"{name} settings", border_style="cyan" if setting.supported else "red"))
     for note in rec.notes:
         console.print(Text(f"note: {note}", style="dim"))
+
+
+def predicted_table(predicted):
+    """The acceptance × cost predictions with the measured check (`specbench.analysis.predicted_speedup`)."""
+
+
+    first = predicted.iloc[0]
+    table = Table(title=escape(f"Predicted speedup: acceptance on {int(predicted['n_prompts'].max())} prompts × "
+                               f"cost per round timed on {int(first['n_calibration'])}"),
+                  caption=escape("predicted: 95% interval carrying acceptance and cost uncertainty; measured: live "
+                                 "end-to-end on the calibration prompts; realized ÷ predicted on those same prompts"))
+    for c in ("drafter", "γ", "τ", "predicted [95% CI]", "measured [95% CI]", "realized ÷ predicted"):
+        table.add_column(escape(c), justify="left" if c == "drafter" else "right", overflow="fold")
+    for _, r in predicted.sort_values(["drafter_label", "tree", "gamma"]).iterrows():
+        label = r["drafter_label"] + ("" if r["tree"] == "chain" else f" tree {r['tree']}")
+        measured = "-" if r["n_measured"] == 0 else (
+            f"{r['measured']:.2f}× [{r['measured_lo']:.2f}, {r['measured_hi']:.2f}]" if r["measured_lo"] == r["measured_lo"]
+            else f"{r['measured']:.2f}× (P = {int(r['n_measured'])})")
+        ratio = "-" if r["realized_over_predicted"] != r["realized_over_predicted"] else f"{r['realized_over_predicted']:.2f}"
+        text_row(table, label, str(r["gamma"]), f"{r['tau']:.2f}", _ci(r["predicted"], r["lo"], r["hi"], r["n_prompts"]),
+                 measured, ratio)
+    return table
+
+
+def _ci(point, lo, hi, n) -> str:
+    if lo != lo:
+        return f"{point:.2f}× (too few prompts to tell, P = {int(n)})"
+    return f"{point:.2f}× [{lo:.2f}, {hi:.2f}]"
 
 
 def recommend_command(

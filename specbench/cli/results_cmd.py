@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
@@ -10,6 +11,7 @@ from rich.table import Table
 from specbench.cli.render import console, fmt
 from specbench.cli.render import console as wide_console
 from specbench.errors import SpecbenchError
+from specbench.records.jsonable import json_ready
 from specbench.records.merge import merge_folders
 from specbench.records.store import load_records, load_run_info
 from specbench.records.summary import configuration_table, lossless_check
@@ -19,15 +21,18 @@ results_app = typer.Typer(help="Inspect and combine results folders.", no_args_i
 
 @results_app.command("show")
 def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME)."),
-         csv: Path = typer.Option(None, "--csv", help="Also write the summary table to this CSV file.")):
+         csv: Path = typer.Option(None, "--csv", help="Also write the summary table to this CSV file."),
+         json_out: bool = typer.Option(False, "--json", help="Print JSON (the tables' rows, same keys) instead.")):
     """One table per workload: α, τ, tokens/s and speedup for every drafter × γ, with prompt counts.
 
     Rows of mode 'replay' (sweeps with --mode replay|both) hold replayed acceptance and τ; their
     tokens/s and speedup are cost-model predictions, marked "pred". Live-vs-replay agreement:
-    RESULTS/replay-summary.csv.
+    RESULTS/replay-summary.csv. "disturbed": live units timed under interference from other
+    processes (timing protocol, docs/results-schema.md).
 
     Example: specbench results show results/demo
     """
+
 
     if csv is not None:
         from specbench.measure.validate import check_output_file  # lazy: loads torch; keeps `specbench --help` fast
@@ -42,30 +47,71 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
     table = table.merge(check, how="left", on=[c for c in check.columns if c in table.columns and c != "identical"])
     if csv is not None:
         table.to_csv(csv, index=False)
+    replayed = (records["mode"] == "replay").any()  # a mode column only where replayed rows exist
+    several_t = records["temperature"].nunique() > 1
+    rows = show_rows(records, table)
+    if json_out:
+        head = {"sweep": info.get("sweep", {}).get("name", str(folder)), "target": info["sweep"]["target"],
+                "device": info.get("device_name"), "dtype": info.get("dtype"), "records": len(records)}
+        typer.echo(json.dumps(json_ready({**head, "rows": rows}), indent=2))
+        return
     out = console()
     sweep_spec = info["sweep"] if isinstance(info.get("sweep"), dict) else {}
     out.print(f"[bold]{sweep_spec.get('name', folder)}[/bold] · target {sweep_spec.get('target', '?')} · "
               f"{info.get('device_name')} · {info.get('dtype')} · {len(records)} records")
-    replayed = (records["mode"] == "replay").any()  # a mode column only where replayed rows exist
-    several_t = records["temperature"].nunique() > 1
-    for workload, rows in table.groupby("workload", sort=True):
+    columns = ["γ"] + (["T"] if several_t else []) + (["mode"] if replayed else []) + [
+        "prompts", "α", "τ", "tokens/s", "speedup", "greedy identical", "disturbed"]
+    keys = {"γ": "gamma", "T": "temperature", "mode": "mode", "prompts": "prompts", "α": "alpha", "τ": "tau",
+            "tokens/s": "tokens_per_s", "speedup": "speedup", "greedy identical": "greedy_identical",
+            "disturbed": "disturbed_units"}
+    for workload in sorted({r["workload"] for r in rows}):
         t = Table(title=f"workload {workload}")
         t.add_column("configuration", no_wrap=True)
-        columns = ["γ"] + (["T"] if several_t else []) + (["mode"] if replayed else []) + [
-            "prompts", "α", "τ", "tokens/s", "speedup", "greedy identical"]
         for col in columns:
             t.add_column(col, justify="left" if col == "mode" else "right", no_wrap=True)
-        for r in rows.sort_values(["temperature", "drafter_label", "tree", "gamma", "mode"]).itertuples():
-            is_replay = r.mode == "replay"
-            ident = "-" if r.temperature > 0 or r.gamma == 0 or is_replay else f"{r.identical:.0%}"
-            speedup = (fmt(r.speedup, 2) + "×" + (" pred" if is_replay else "")) if r.speedup == r.speedup else "-"
-            label = "target only" if r.drafter == "none" else r.drafter_label
-            label += "" if r.tree == "chain" else f" · tree {r.tree}"
-            cells = [str(r.gamma)] + ([f"{r.temperature:g}"] if several_t else []) + (
-                [r.mode] if replayed else []) + [str(r.n_prompts), fmt(r.alpha), fmt(r.tau, 2),
-                                                 fmt(r.tokens_per_s, 1), speedup, ident]
-            t.add_row(label, *cells)
+        for r in (r for r in rows if r["workload"] == workload):
+            cells = []
+            for col in columns:
+                v = r[keys[col]]
+                if col in ("α",):
+                    cells.append(fmt(v))
+                elif col == "τ":
+                    cells.append(fmt(v, 2))
+                elif col == "tokens/s":
+                    cells.append(fmt(v, 1))
+                elif col == "speedup":
+                    cells.append("-" if v is None or v != v else fmt(v, 2) + "×" + (" pred" if r["mode"] == "replay"
+                                                                                       else ""))
+                elif col == "greedy identical":
+                    cells.append("-" if v is None else f"{v:.0%}")
+                elif col == "T":
+                    cells.append(f"{v:g}")
+                else:
+                    cells.append(str(v))
+            t.add_row(r["configuration"], *cells)
         out.print(t)
+
+
+def show_rows(records, table) -> list[dict]:
+    """The rows `results show` prints, as plain dicts (the --json output): one per configuration × workload."""
+    disturbed = {}
+    if "timing_ok" in records:
+        bad = records[~records["timing_ok"].fillna(True).astype(bool)]
+        keys = ["workload", "drafter_label", "tree", "gamma", "temperature", "mode"]
+        disturbed = bad.groupby(keys).size().to_dict() if len(bad) else {}
+    rows = []
+    for r in table.sort_values(["workload", "temperature", "drafter_label", "tree", "gamma", "mode"]).itertuples():
+        is_replay = r.mode == "replay"
+        label = "target only" if r.drafter == "none" else r.drafter_label
+        label += "" if r.tree == "chain" else f" · tree {r.tree}"
+        identical = None if r.temperature > 0 or r.gamma == 0 or is_replay else float(r.identical)
+        rows.append({"workload": r.workload, "configuration": label, "gamma": int(r.gamma),
+                     "temperature": float(r.temperature), "mode": r.mode, "prompts": int(r.n_prompts),
+                     "alpha": float(r.alpha), "tau": float(r.tau), "tokens_per_s": float(r.tokens_per_s),
+                     "speedup": float(r.speedup), "greedy_identical": identical,
+                     "disturbed_units": int(disturbed.get((r.workload, r.drafter_label, r.tree, r.gamma,
+                                                           r.temperature, r.mode), 0))})
+    return rows
 
 
 @results_app.command("merge")

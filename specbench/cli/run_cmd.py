@@ -65,6 +65,7 @@ def run(
         raise SpecbenchError("empty prompt: give --prompt TEXT or --prompt-file FILE")
     if drafter is None:
         drafter = "draft-model" if drafter_model else "ngram"
+
     params = parse_params(drafter_param)
     if drafter_model:
         params["model"] = drafter_model

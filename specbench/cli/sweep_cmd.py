@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from pathlib import Path
@@ -15,7 +16,11 @@ from rich.text import Text
 from specbench.cli.exit_codes import INTERRUPTED, TERMINATED, Terminated, say
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt
+from specbench.cli.results_cmd import show_rows
 from specbench.errors import SpecbenchError
+from specbench.records.jsonable import json_ready
+from specbench.records.store import load_records
+from specbench.records.summary import configuration_table, lossless_check
 
 EPILOG = """Examples:
 
@@ -71,6 +76,8 @@ def sweep(
     yes: bool = typer.Option(False, "--yes", "-y", help="Run a grid over the size limit (see --dry-run first)."),
     mode: str = typer.Option(None, "--mode", help="live (default), replay (every γ from the baseline's "
                                                   "trajectory + live calibration units) or both."),
+    json_out: bool = typer.Option(False, "--json", help="End with the summary as JSON on stdout (results show's "
+                                                        "rows, the timing summary, the replay summary)."),
 ):
     """Measure every (drafter, γ, tree, temperature) configuration on every workload prompt.
 
@@ -124,17 +131,60 @@ def sweep(
         try:
             measured = runner.run()
         except KeyboardInterrupt as exc:
-
             terminated = isinstance(exc, Terminated)
             say(f"specbench: {'terminated' if terminated else 'interrupted'}: finished units are "
                            f"saved in {out_dir}; run the same command to resume")
             raise typer.Exit(TERMINATED if terminated else INTERRUPTED) from None
+    if json_out:
+        print_json_summary(out_dir, measured, len(runner.units))
+        return
     wide_console().print(f"[green]done[/green]: {measured} unit(s) measured now, {len(runner.units)} in the grid -> "
                     f"{out_dir}\nnext: specbench results show {out_dir}")
+    wide_console().print(timing_line(timing_summary(out_dir)))
     if spec.replays:
         from specbench.measure.replay_units import folder_summary  # lazy: loads torch; keeps `specbench --help` fast
 
         print_replay_summary(folder_summary(out_dir), wide_console())
+
+
+def timing_summary(out_dir: Path) -> dict:
+    """How the live units' timing went (timing protocol): disturbed units, load and clock ranges."""
+
+    records = load_records(out_dir)
+    live = records[records["mode"] == "live"]
+    ok = live["timing_ok"].fillna(True).astype(bool)
+    load = live["load_1m"].dropna()
+    busy = live["other_cores"].dropna()
+    mhz = live["cpu_mhz"].dropna()
+    return {"live_units": int(len(live)), "disturbed_units": int((~ok).sum()),
+            "retimed_units": int((live["timing_attempts"] > live["timing_attempts"].min()).sum()) if len(live) else 0,
+            "load_1m_min": float(load.min()) if len(load) else None, "load_1m_max": float(load.max()) if len(load) else None,
+            "other_cores_median": float(busy.median()) if len(busy) else None,
+            "cpu_mhz_median": float(mhz.median()) if len(mhz) else None}
+
+
+def timing_line(t: dict) -> str:
+    load = "" if t["load_1m_min"] is None else f"; load average {t['load_1m_min']:.1f}–{t['load_1m_max']:.1f}"
+    busy = "" if t["other_cores_median"] is None else f"; other processes kept {t['other_cores_median']:.2f} cores busy (median)"
+    state = ("[green]undisturbed[/green]" if t["disturbed_units"] == 0 else
+             f"[yellow]{t['disturbed_units']} of {t['live_units']} live units disturbed[/yellow] (left out of timing fits)")
+    return f"timing: {state}{load}{busy}"
+
+
+def print_json_summary(out_dir: Path, measured: int, total: int) -> None:
+
+
+    records = load_records(out_dir)
+    table = configuration_table(records)
+    check = lossless_check(records)
+    table = table.merge(check, how="left", on=[c for c in check.columns if c in table.columns and c != "identical"])
+    out = {"out": str(out_dir), "measured_now": measured, "units": total, "timing": timing_summary(out_dir),
+           "rows": show_rows(records, table)}
+    if (records["mode"] == "replay").any():
+        from specbench.measure.replay_units import folder_summary  # lazy: loads torch; keeps `specbench --help` fast
+
+        out["replay_summary"] = folder_summary(out_dir).to_dict("records")
+    typer.echo(json.dumps(json_ready(out), indent=2))
 
 
 def _print_dry_run(spec, units) -> None:

@@ -54,10 +54,12 @@ from specbench.backends.replay import Replayer, replay_chain
 from specbench.engine.sampling import SamplingParams
 from specbench.engine.stats import GenerationResult, RoundLog
 from specbench.errors import SpecbenchError
+from specbench.measure.timing_protocol import untimed_columns
 from specbench.measure.units import make_record
 from specbench.records.rounds import prompt_clusters
 from specbench.records.store import atomic_write_bytes, atomic_write_json, load_records
 from specbench.records.summary import BASELINE_KEYS, CONFIG_KEYS, UNIT_KEYS, is_baseline
+from specbench.records.timing import timing_usable
 
 MOMENTS_DIR = "replay"
 SUMMARY_FILE = "replay-summary.csv"
@@ -110,7 +112,8 @@ class GroupCosts:
 def group_costs(records: pd.DataFrame) -> dict[tuple, GroupCosts]:
     """Cost fits per group from the live records (speculative units + the matching baseline)."""
 
-    live = records[records["mode"] == "live"]
+
+    live, _ = timing_usable(records[records["mode"] == "live"])
     base_all = live[is_baseline(live)]
     out = {}
     for key, group in live[~is_baseline(live) & (live["gamma"] > 0)].groupby(GROUP_KEYS, dropna=False, sort=True):
@@ -200,7 +203,7 @@ def run_replay_units(runner, units: list) -> int:
         for unit in batch:
             replay = by_gamma[unit.config.gamma]
             result = modelled_result(replay, trajectory, costs.get(group), stop_reason)
-            record = make_record(unit, result, runner.spec, runner.device_name)
+            record = {**make_record(unit, result, runner.spec, runner.device_name), **untimed_columns()}
             moments.write(unit.unit_id, replay, expected)
             runner.store.write_unit(record)
             runner.observer.unit_done(unit, record)

@@ -7,11 +7,17 @@ target's own turn-1 answer (the baseline's: the same context for every configura
 Replayed units (``mode: replay`` or ``both``, see `specbench.measure.replay_units`) run after every
 live unit: they need the baselines' trajectories and the cost model fitted on the live units.
 Finished units are skipped on a re-run, so a killed sweep resumes where it stopped, losing at
-most the unit in flight.
+most the unit in flight (or the prompt turn in flight: a turn's units are timed as one block).
+
+Timing follows `specbench.measure.timing_protocol`: a warm-up, then each prompt turn's live units
+as one block — baseline and configurations back to back, the baseline timed again after them
+(``timing.order``) — with the machine's state recorded per attempt and disturbed units re-timed
+or flagged.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -19,14 +25,28 @@ from specbench.backends.base import Backend
 from specbench.backends.environment import device_info, git_commit, now_utc, package_versions
 from specbench.backends.own_engine import OwnEngineBackend
 from specbench.errors import SpecbenchError
+from specbench.measure.machine_state import MachineProbe
 from specbench.measure.replay_units import run_replay_units, write_summary
-from specbench.measure.spec import SweepSpec
+from specbench.measure.spec import RunConfig, SweepSpec
+from specbench.measure.timing_protocol import combine, run_block, warm_up
 from specbench.measure.units import Unit, expand_units, in_shard, load_workloads, make_record
 from specbench.measure.validate import check_device, check_grid_size, check_unit_lengths
 from specbench.measure.workloads import encode_turn
 from specbench.models.limits import check_window
 from specbench.records.lock import FolderLock, check_writable_folder, lock_holder
 from specbench.records.store import SCHEMA_VERSION, ResultsStore, load_records
+
+
+def live_blocks(units: list[Unit]) -> list[list[Unit]]:
+    """Consecutive live units of one prompt turn (baseline first): the timing protocol's blocks."""
+    blocks: list[list[Unit]] = []
+    for unit in units:
+        key = unit.group + (unit.turn,)
+        if blocks and blocks[-1][0].group + (blocks[-1][0].turn,) == key:
+            blocks[-1].append(unit)
+        else:
+            blocks.append([unit])
+    return blocks
 
 
 class SweepObserver(Protocol):
@@ -138,6 +158,37 @@ class SweepRunner:
             raise SpecbenchError(f"{unit.prompt.prompt_id}: turn {unit.turn} needs the baseline's earlier answers")
         return encode_turn(self.backend.tokenizer, unit.workload, unit.prompt, unit.turn - 1, answers)
 
+    def _warm_up(self, unit: Unit) -> None:
+        """Untimed decoding before the first timed unit (rule 1 of the timing protocol)."""
+        seconds = self.spec.timing.warmup_s
+        if seconds <= 0:
+            return
+        self.observer.status(f"warming up ({seconds:g} s)")
+        ids = self.prompt_ids(unit) if unit.turn == 1 else self.prompt_ids(replace(unit, turn=1))
+        baseline = self._baseline_config(unit)
+        warm_up(lambda: self.backend.generate(baseline, ids, 16, seed=0, stop_at_eos=False), seconds)
+        self.observer.status("sweep")
+
+    def _baseline_config(self, unit: Unit) -> RunConfig:
+        c = unit.config
+        return RunConfig(None, 0, "chain", c.temperature, c.top_p, c.top_k)
+
+    def _measure(self, unit: Unit):
+        """Run one live unit once: its record and the machine's state while it ran."""
+        self.observer.unit_started(unit)
+        ids = self.prompt_ids(unit)
+        check_window(self.backend.context_window, self.spec.target, len(ids), unit.max_new_tokens,
+                     f"{unit.workload.name} {unit.prompt.prompt_id} turn {unit.turn}")
+        probe = MachineProbe()
+        result = self.backend.generate(unit.config, ids, unit.max_new_tokens, seed=unit.seed,
+                                       stop_at_eos=not self.spec.ignore_eos,
+                                       on_round=lambda r, u=unit: self.observer.round_done(u, r))
+        state = probe.stop()
+        if unit.config.is_baseline and unit.turn == 1 and unit.group not in self._answers:
+            text = self.backend.tokenizer.decode(result.tokens, skip_special_tokens=True)
+            self._answers[unit.group] = [text]
+        return make_record(unit, result, self.spec, self.device_name), state
+
     def run(self) -> int:
         """Run every unfinished unit, holding the folder's writer lock; returns how many were measured now."""
         with FolderLock(self.store.folder):
@@ -171,21 +222,16 @@ class SweepRunner:
     def _run_units(self, todo: list[Unit]) -> int:
         self._restore_answers()
         measured = 0
-        for unit in (u for u in todo if u.mode == "live"):
-            self.observer.unit_started(unit)
-            ids = self.prompt_ids(unit)
-            check_window(self.backend.context_window, self.spec.target, len(ids), unit.max_new_tokens,
-                         f"{unit.workload.name} {unit.prompt.prompt_id} turn {unit.turn}")
-            result = self.backend.generate(unit.config, ids, unit.max_new_tokens, seed=unit.seed,
-                                           stop_at_eos=not self.spec.ignore_eos,
-                                           on_round=lambda r, u=unit: self.observer.round_done(u, r))
-            record = make_record(unit, result, self.spec, self.device_name)
-            self.store.write_unit(record)  # Ctrl-C waits until the record is whole on disk
-            if unit.config.is_baseline and unit.turn == 1:
-                text = self.backend.tokenizer.decode(result.tokens, skip_special_tokens=True)
-                self._answers[unit.group] = [text]
-            measured += 1
-            self.observer.unit_done(unit, record)
+        live = [u for u in todo if u.mode == "live"]
+        if live:
+            self._warm_up(live[0])
+        threads = self.backend.threads
+        for block in live_blocks(live):  # timing protocol: specbench.measure.timing_protocol
+            for unit, attempts in run_block(block, self._measure, self.spec.timing, threads):
+                record = combine(attempts)
+                self.store.write_unit(record)
+                measured += 1
+                self.observer.unit_done(unit, record)
         replayed = [u for u in todo if u.mode == "replay"]
         if replayed:
             self.observer.status("replaying")

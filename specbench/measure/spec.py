@@ -4,7 +4,8 @@ A sweep is a YAML file (see ``sweeps/``) or the same axes given as CLI flags:
 
     name, target, device, dtype, seed, repeats, max_new_tokens (null: each workload's own),
     ignore_eos, drafters: [{type, params}], gammas, trees, temperatures, top_p, top_k,
-    workloads: [{name, count, split}], mode, calibration: {gammas, prompts}
+    workloads: [{name, count, split}], mode, calibration: {gammas, prompts},
+    timing: {order, warmup_s, max_other_cores, retries} (`specbench.measure.timing_protocol`)
 
 The grid is every (drafter × γ × tree × temperature) configuration plus one target-only
 baseline (γ = 0) per temperature, crossed with every workload prompt, turn and repeat.
@@ -35,17 +36,18 @@ from specbench.engine.drafters import check_params
 from specbench.engine.drafters.param_values import check_param_values
 from specbench.engine.tree import parse_tree, tree_depth_limit
 from specbench.errors import SpecbenchError, did_you_mean
+from specbench.measure.timing_protocol import TimingProtocol, parse_timing
 from specbench.measure.values import GAMMA_LIMIT, check_config_count, check_name, finite, strict_bool
 from specbench.models.resolve import torch_dtype
 from specbench.safe_files import load_yaml_file
 
 TOP_LEVEL_KEYS = ("name", "description", "target", "device", "dtype", "seed", "repeats", "max_new_tokens",
                   "ignore_eos", "drafters", "gammas", "trees", "temperatures", "top_p", "top_k", "workloads",
-                  "mode", "calibration", "compile", "kernels")
+                  "mode", "calibration", "compile", "kernels", "timing")
 DEFAULTS = {"name": None, "description": "", "target": "smollm2-135m", "device": "cpu", "dtype": "fp32", "seed": 0,
             "repeats": 1, "max_new_tokens": None, "ignore_eos": False, "drafters": [], "gammas": [1, 2, 4],
             "trees": ["chain"], "temperatures": [0.0], "top_p": 1.0, "top_k": 0, "workloads": [], "mode": "live",
-            "calibration": None, "compile": False, "kernels": "auto"}
+            "calibration": None, "compile": False, "kernels": "auto", "timing": None}
 MODES = ("live", "replay", "both")
 CALIBRATION_PROMPTS = 2
 
@@ -135,6 +137,7 @@ class SweepSpec:
     # and model name -> weights sha256 for run.json
     weights_sha256: str | None = None
     model_hashes: dict = field(default_factory=dict)
+    timing: TimingProtocol = field(default_factory=TimingProtocol)  # how live units are timed
 
     @property
     def runs_live(self) -> bool:
@@ -156,14 +159,14 @@ class SweepSpec:
             "top_k": self.top_k, "workloads": [asdict(w) for w in self.workloads], "mode": self.mode,
             "calibration": None if self.calibration is None else {"gammas": list(self.calibration.gammas),
                                                                    "prompts": self.calibration.prompts},
-            "compile": self.compile, "kernels": self.kernels,
+            "compile": self.compile, "kernels": self.kernels, "timing": self.timing.to_dict(),
         }
 
     @property
     def spec_hash(self) -> str:
         """Identity of what is measured (the name and description do not count)."""
         data = self.to_dict()
-        for key in ("name", "description", "mode", "calibration"):
+        for key in ("name", "description", "mode", "calibration", "timing"):
             data.pop(key)
         return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -329,6 +332,7 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     spec.kernels = str(data["kernels"])
     if spec.kernels not in ("auto", "triton", "torch"):
         _fail(where, f"'kernels' must be auto, triton or torch, got '{spec.kernels}'")
+    spec.timing = parse_timing(data["timing"], where)
     spec.mode = str(data["mode"])
     if spec.mode not in MODES:
         _fail(where, f"unknown mode '{spec.mode}'{did_you_mean(spec.mode, list(MODES))} (choose from: "

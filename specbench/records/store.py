@@ -18,6 +18,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -84,9 +85,24 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "timestamp": (pa.string(), "UTC time the unit finished, ISO 8601"),
     "weights_sha256": (pa.string(), "sha256 of the target's weights that produced the record (the model cache's "
                                     "proven content hash; null in records written before it existed)"),
+    # timing protocol (specbench.measure.timing_protocol; docs/results-schema.md "Timing protocol")
+    "timing_ok": (pa.bool_(), "false: every timed attempt ran under interference; timings left out of timing fits"),
+    "timing_flag": (pa.string(), "'' clean; what disturbed the timing; 'modelled' for replayed units"),
+    "timing_attempts": (pa.int64(), "times this unit was timed (0 for replayed units)"),
+    "timing_kept": (pa.int64(), "undisturbed attempts averaged into the timings (all attempts if none)"),
+    "attempt_decode_s": (pa.list_(pa.float64()), "decode_s of every timed attempt, in timing order"),
+    "attempt_other_cores": (pa.list_(pa.float64()), "per attempt: cores other processes kept busy (NaN unknown)"),
+    "load_1m": (pa.float64(), "1-minute load average at the end of the kept attempts (mean)"),
+    "other_cpu_s": (pa.float64(), "CPU seconds other processes used during the kept attempts (NaN unknown)"),
+    "other_cores": (pa.float64(), "other_cpu_s ÷ wall time: cores other processes kept busy (mean of kept)"),
+    "cpu_mhz": (pa.float64(), "mean core clock during the kept attempts, MHz (NaN where the OS does not say)"),
 }
-# Columns added after schema version 1: older files lack them and read back as null.
-LATER_COLUMNS = ("weights_sha256",)
+
+# Columns added after schema 1's first release: records written without them (older folders,
+# hand-made records) read back with these values.
+LATER_DEFAULTS = {"weights_sha256": None, "timing_ok": True, "timing_flag": "", "timing_attempts": 1,
+                  "timing_kept": 1, "attempt_decode_s": [], "attempt_other_cores": [], "load_1m": float("nan"),
+                  "other_cpu_s": float("nan"), "other_cores": float("nan"), "cpu_mhz": float("nan")}
 
 SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])
 RUN_INFO = "run.json"
@@ -124,10 +140,11 @@ def atomic_write_json(path: Path, obj) -> None:
 
 
 def _table(records: list[dict]) -> pa.Table:
-    missing = [c for c in COLUMNS if c not in records[0] and c not in LATER_COLUMNS]
+    missing = [c for c in COLUMNS if c not in records[0] and c not in LATER_DEFAULTS]
     if missing:
         raise ValueError(f"record lacks columns {missing}")
-    return pa.Table.from_pylist([{c: r.get(c) for c in COLUMNS} for r in records], schema=SCHEMA)
+    return pa.Table.from_pylist([{c: r.get(c, LATER_DEFAULTS.get(c)) for c in COLUMNS} for r in records],
+                                schema=SCHEMA)
 
 
 def atomic_write_parquet(path: Path, table: pa.Table) -> None:
@@ -202,6 +219,14 @@ class ResultsStore:
     def replace_records(self, frame: pd.DataFrame) -> None:
         """Make ``frame`` the folder's only records: written as a new part, then the old files go."""
         old = record_files(self.folder)
+        frame = frame.copy()
+        for name, default in LATER_DEFAULTS.items():  # columns a caller's frame may lack or leave empty
+            if name not in frame:
+                frame[name] = None
+            missing = frame[name].isna() if not isinstance(default, list) else frame[name].map(
+                lambda v: not isinstance(v, (list, tuple, np.ndarray)))
+            frame[name] = frame[name].astype(object).where(~missing, pd.Series([default] * len(frame), index=frame.index,
+                                                                               dtype=object))
         atomic_write_parquet(self._next_part(), pa.Table.from_pandas(frame[list(COLUMNS)], schema=SCHEMA,
                                                                       preserve_index=False))
         for p in old:
@@ -227,7 +252,7 @@ def load_records(folder: str | Path, columns: list[str] | None = None) -> pd.Dat
         try:
             for path in files:
                 try:
-                    tables.append(pq.read_table(path, columns=wanted, schema=SCHEMA))
+                    tables.append(_with_later_columns(pq.read_table(path, columns=wanted, schema=SCHEMA), wanted))
                 except FileNotFoundError:
                     raise
                 except (OSError, pa.ArrowException) as exc:
@@ -243,6 +268,18 @@ def load_records(folder: str | Path, columns: list[str] | None = None) -> pd.Dat
     frame = pa.concat_tables(tables).to_pandas()
     frame = frame.drop_duplicates("unit_id", keep="last").reset_index(drop=True)
     return frame if columns is None else frame[columns]
+
+
+def _with_later_columns(table: pa.Table, wanted: list[str] | None) -> pa.Table:
+    """A table of a file written before `LATER_DEFAULTS`' columns existed, with them filled in."""
+    for name in (wanted or COLUMNS):
+        if name in LATER_DEFAULTS and (name not in table.column_names or table.column(name).null_count == len(table)):
+            column = pa.array([LATER_DEFAULTS[name]] * len(table), type=COLUMNS[name][0])
+            if name in table.column_names:
+                table = table.set_column(table.column_names.index(name), name, column)
+            else:
+                table = table.append_column(pa.field(name, COLUMNS[name][0]), column)
+    return table.select(wanted or list(COLUMNS))
 
 
 def load_run_info(folder: str | Path) -> dict:

@@ -1,0 +1,111 @@
+"""What the machine was doing while a unit was timed: load, other processes' CPU time, clock.
+
+A `MachineProbe` is started before a timed generation and stopped after it. It reads
+
+* the 1-minute load average (``os.getloadavg``);
+* the CPU time the whole machine spent busy (``/proc/stat``: user + nice + system + irq +
+  softirq + steal, in clock ticks) and the CPU time of this process and its children
+  (``resource.getrusage``); their difference over the unit is the CPU time *other* processes
+  (and, through steal, other virtual machines) took while the unit ran;
+* the mean current CPU clock over all cores (``/sys/.../cpufreq/scaling_cur_freq`` or
+  ``/proc/cpuinfo``), where the OS exposes one.
+
+Where a source is missing (no ``/proc`` on macOS, no cpufreq in many containers) the figure is
+NaN and the interference rule (`specbench.measure.timing_protocol`) falls back to what is known.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC_STAT = Path("/proc/stat")
+CPUFREQ = Path("/sys/devices/system/cpu")
+CPUINFO = Path("/proc/cpuinfo")
+
+
+def _busy_ticks() -> float | None:
+    """Machine-wide busy CPU time in clock ticks (all cores), or None without /proc/stat."""
+    try:
+        first = PROC_STAT.read_text().splitlines()[0].split()
+    except (OSError, IndexError):
+        return None
+    if not first or first[0] != "cpu":
+        return None
+    values = [float(v) for v in first[1:]]
+    # user nice system idle iowait irq softirq steal guest guest_nice; guest time is inside user
+    busy = sum(values[i] for i in (0, 1, 2, 5, 6, 7) if i < len(values))
+    return busy
+
+
+def _own_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return sum(u.ru_utime + u.ru_stime for u in usage)
+
+
+def cpu_mhz() -> float:
+    """Mean current clock of all cores in MHz; NaN where the OS does not say."""
+    values = []
+    for path in CPUFREQ.glob("cpu[0-9]*/cpufreq/scaling_cur_freq"):
+        try:
+            values.append(float(path.read_text()) / 1000.0)
+        except (OSError, ValueError):
+            pass
+    if not values:
+        try:
+            values = [float(line.split(":")[1]) for line in CPUINFO.read_text().splitlines()
+                      if line.lower().startswith("cpu mhz")]
+        except (OSError, ValueError, IndexError):
+            values = []
+    return float(sum(values) / len(values)) if values else float("nan")
+
+
+def load_average() -> float:
+    try:
+        return float(os.getloadavg()[0])
+    except (OSError, AttributeError):
+        return float("nan")
+
+
+@dataclass(frozen=True)
+class MachineState:
+    """The machine over one timed interval."""
+
+    wall_s: float
+    load_1m: float  # 1-minute load average at the end of the interval
+    other_cpu_s: float  # CPU seconds other processes used during the interval (NaN: unknown)
+    own_cpu_s: float  # CPU seconds this process (and children) used
+    cpu_mhz: float  # mean core clock at the end (NaN: unknown)
+    n_cpus: int
+
+    @property
+    def other_cores(self) -> float:
+        """Other processes' CPU use as a number of busy cores, averaged over the interval."""
+        if not self.wall_s > 0 or math.isnan(self.other_cpu_s):
+            return float("nan")
+        return max(self.other_cpu_s, 0.0) / self.wall_s
+
+
+class MachineProbe:
+    """``probe = MachineProbe(); ...timed work...; state = probe.stop()``."""
+
+    def __init__(self):
+        self._busy = _busy_ticks()
+        self._own = _own_cpu_s()
+        self._wall = time.perf_counter()
+
+    def stop(self) -> MachineState:
+        wall = time.perf_counter() - self._wall
+        own = _own_cpu_s() - self._own
+        busy = _busy_ticks()
+        if busy is None or self._busy is None:
+            other = float("nan")
+        else:
+            ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+            other = (busy - self._busy) / ticks - own
+        return MachineState(wall_s=wall, load_1m=load_average(), other_cpu_s=other, own_cpu_s=own,
+                            cpu_mhz=cpu_mhz(), n_cpus=os.cpu_count() or 1)
