@@ -472,9 +472,7 @@ def test_damaged_alias_entry_is_rebuilt_from_its_source(tmp_path, monkeypatch):
     entry = _tiny_entry(tmp_path, key="fake-alias")
     (entry / "config.json").write_text((entry / "config.json").read_text() + " ")
     built = []
-    import specbench.models.fetch as fetch
-
-    monkeypatch.setattr(fetch, "installed_package_file", lambda *a: tmp_path / "fake.gguf")
+    monkeypatch.setattr(resolve, "installed_package_file", lambda *a: tmp_path / "fake.gguf")
     monkeypatch.setattr(resolve, "gguf_cache_entry",
                         lambda path, key=None: built.append(key) or _tiny_entry(tmp_path, key=key))
     folder = resolve._alias_folder("fake-alias", {"source": "pypi-gguf", "package": "x", "file": "y"})
