@@ -384,7 +384,7 @@ def test_force_sets_old_records_aside(env):
 
 def test_grid_limit_counts_without_expanding_and_yes_lifts_it(env):
     from specbench.errors import SpecbenchError
-    from specbench.measure.runner import expand_units, load_workloads
+    from specbench.measure.units import expand_units, load_workloads
     from specbench.measure.spec import build_spec
     from specbench.measure.validate import MAX_UNITS, check_grid_size, count_units
 
