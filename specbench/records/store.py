@@ -79,6 +79,11 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "output_sha1": (pa.string(), "sha1 of the generated token ids (greedy runs must match the baseline)"),
     "output_ids": (pa.list_(pa.int64()), "the generated token ids"),
     "timestamp": (pa.string(), "UTC time the unit finished, ISO 8601"),
+    "backend": (pa.string(), "who generated: 'own' (specbench's engine), 'vllm', 'openai', 'vllm-server'; "
+                             "null in records written before backends existed (= own)"),
+    "concurrency": (pa.int64(), "requests in flight while the unit ran (1 for the own engine; null in old records = 1)"),
+    "ttft_s": (pa.float64(), "time to first token, s (own engine: prefill_s; vLLM: submission to first token)"),
+    "itl_s": (pa.float64(), "mean inter-token latency of the request, s (decode time / (new_tokens - 1))"),
 }
 
 SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])
