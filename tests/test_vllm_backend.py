@@ -254,6 +254,12 @@ def test_sweep_through_the_worker_resumes_after_the_worker_dies(prompts_file, tm
     assert list(ngram["accept_hist"]) == list(
         __import__("numpy").bincount(ngram["round_accepted"], minlength=3)[:3])
     assert runner.backend._worker is None  # closed: no worker left behind
+    ran = json.loads((out / "backend.json").read_text())
+    assert ran["vllm_version"] == "fake-0" and ran["engine"]["max_num_seqs"] == 2
+    assert ran["configs"]["target only T=0"] is None
+    assert ran["configs"]["ngram γ=2 T=0"] == {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 1,
+                                              "prompt_lookup_max": 3}
+    assert ran["configs"]["draft-model(model=smollm2-135m) γ=2 T=0"]["model"].endswith("smollm2-135m")
 
 
 DEMO_HASH_BEFORE_BACKENDS = "aea0da12516b31fa"  # sweeps/demo.yaml before backend/concurrency existed

@@ -213,6 +213,14 @@ class VLLMBackend:
                  on_round: RoundCallback | None = None) -> GenerationResult:
         return self.generate_batch(config, [Request(list(prompt_ids), max_new_tokens, seed, stop_at_eos)], 1)[0]
 
+    def describe(self) -> dict:
+        """What ran, for the results folder's backend.json: versions, engine arguments and, per
+        configuration label, the exact speculative_config (null: target only)."""
+        return {"backend": self.name, "vllm_version": self.vllm_version, "model": self._folder,
+                "engine": engine_kwargs(self.options, device=self.device, dtype=self.dtype, seed=self.seed,
+                                        max_concurrency=int(self.options.get("max_num_seqs", 1))),
+                "configs": dict(self.ran_configs), "counter_problems": list(self.counter_problems)}
+
     def close(self) -> None:
         self._stop_worker()
 

@@ -33,7 +33,10 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
     records = load_records(folder)
     if records.empty:
         raise SpecbenchError(f"{folder} has no records yet")
-    table = configuration_table(records)
+    levels = "concurrency" in records and records["concurrency"].fillna(1).nunique() > 1  # serving backends
+    if levels:
+        records = records.assign(concurrency=records["concurrency"].fillna(1).astype(int))
+    table = configuration_table(records, by=["concurrency"] if levels else None)
     check = lossless_check(records)
     table = table.merge(check, how="left", on=[c for c in check.columns if c in table.columns and c != "identical"])
     if csv is not None:
@@ -46,17 +49,19 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
     for workload, rows in table.groupby("workload", sort=True):
         t = Table(title=f"workload {workload}")
         t.add_column("configuration", no_wrap=True)
-        columns = ["γ"] + (["T"] if several_t else []) + (["mode"] if replayed else []) + [
+        columns = ["γ"] + (["T"] if several_t else []) + (["in flight"] if levels else []) + (["mode"] if replayed else []) + [
             "prompts", "α", "τ", "tokens/s", "speedup", "greedy identical"]
         for col in columns:
             t.add_column(col, justify="left" if col == "mode" else "right", no_wrap=True)
-        for r in rows.sort_values(["temperature", "drafter_label", "tree", "gamma", "mode"]).itertuples():
+        order = ["temperature", "drafter_label", "tree", "gamma", "mode"] + (["concurrency"] if levels else [])
+        for r in rows.sort_values(order).itertuples():
             is_replay = r.mode == "replay"
             ident = "-" if r.temperature > 0 or r.gamma == 0 or is_replay else f"{r.identical:.0%}"
             speedup = (fmt(r.speedup, 2) + "×" + (" pred" if is_replay else "")) if r.speedup == r.speedup else "-"
             label = "target only" if r.drafter == "none" else r.drafter_label
             label += "" if r.tree == "chain" else f" · tree {r.tree}"
             cells = [str(r.gamma)] + ([f"{r.temperature:g}"] if several_t else []) + (
+                [str(r.concurrency)] if levels else []) + (
                 [r.mode] if replayed else []) + [str(r.n_prompts), fmt(r.alpha), fmt(r.tau, 2),
                                                  fmt(r.tokens_per_s, 1), speedup, ident]
             t.add_row(label, *cells)

@@ -12,11 +12,15 @@ mid-sweep loses only the group in flight, and a rerun resumes with the groups no
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from specbench.backends.base import Request
 from specbench.measure.spec import RunConfig, SweepSpec
 from specbench.measure.units import Unit, make_record
+from specbench.records.store import atomic_write_json
+
+BACKEND_FILE = "backend.json"
 
 
 @dataclass
@@ -66,4 +70,21 @@ def run_groups(runner, units: list[Unit]) -> int:
                                                                                skip_special_tokens=True)]
             measured += 1
             runner.observer.unit_done(unit, record)
+        write_backend_file(runner)
     return measured
+
+
+def write_backend_file(runner) -> None:
+    """``backend.json`` in the results folder: what the engine ran — its version and, per
+    configuration, the exact engine settings (vLLM: the ``speculative_config``) — merged over reruns."""
+    described = getattr(runner.backend, "describe", None)
+    if described is None:
+        return
+    path = runner.store.folder / BACKEND_FILE
+    try:
+        old = json.loads(path.read_text()) if path.exists() else {}
+    except (OSError, ValueError):
+        old = {}
+    new = described()
+    new["configs"] = {**old.get("configs", {}), **new.get("configs", {})}
+    atomic_write_json(path, {**old, **new})
