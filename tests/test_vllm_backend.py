@@ -263,3 +263,25 @@ def test_sweep_through_the_worker_resumes_after_the_worker_dies(prompts_file, tm
 
 
 DEMO_HASH_BEFORE_BACKENDS = "aea0da12516b31fa"  # sweeps/demo.yaml before backend/concurrency existed
+
+
+def test_an_engine_that_cannot_start_is_one_line_with_its_log(prompts_file, fake_worker_env, monkeypatch):
+    monkeypatch.setenv("FAKE_VLLM_FAIL_START", "1")
+    spec = _spec(prompts_file, backend="vllm")
+    backend = make_backend("vllm", fake_worker_env, target="smollm2-135m", device="cpu", dtype="fp32", seed=0)
+    backend.start(lambda message: None)
+    try:
+        with pytest.raises(SpecbenchError, match=r"^vLLM could not start target only T=0: ValueError: fake engine "
+                                                 r"refused to start \(log: .*worker-000.log\)$"):
+            backend.generate_batch(spec.configs[0], [Request([1, 2, 3], 4, 0, False)], 1)
+    finally:
+        backend.close()
+    assert backend.log_dir.is_dir()  # kept: the error names it
+    monkeypatch.delenv("FAKE_VLLM_FAIL_START")
+    ok = make_backend("vllm", fake_worker_env, target="smollm2-135m", device="cpu", dtype="fp32", seed=0)
+    ok.start(lambda message: None)
+    try:
+        (result,) = ok.generate_batch(spec.configs[1], [Request([1, 2, 3], 6, 0, False)], 1)
+    finally:
+        ok.close()
+    assert result.new_tokens == 6 and result.drafted > 0 and not ok.log_dir.exists()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -140,6 +141,7 @@ class VLLMBackend:
         self.ran_configs: dict[str, dict | None] = {}  # RunConfig label -> the speculative_config that ran
         self.counter_problems: list[str] = []
         self.log_dir = Path(tempfile.mkdtemp(prefix="specbench-vllm-"))
+        self._failed = False
 
     # ------------------------------------------------------------------ setup
     def _resolve(self, spec: str) -> str:
@@ -173,12 +175,17 @@ class VLLMBackend:
         self._worker, self._worker_key = worker, key
         kwargs = engine_kwargs(self.options, device=self.device, dtype=self.dtype, seed=self.seed,
                                max_concurrency=int(self.options.get("max_num_seqs", 1)))
-        answer = worker.ask({"op": "start", "model": self._folder, "engine": kwargs,
-                             "speculative_config": spec_config,
-                             "warmup_tokens": int(self.options.get("warmup_tokens", 8))})
+        try:
+            answer = worker.ask({"op": "start", "model": self._folder, "engine": kwargs,
+                                 "speculative_config": spec_config,
+                                 "warmup_tokens": int(self.options.get("warmup_tokens", 8))})
+        except SpecbenchError:
+            self._failed = True
+            raise
         if not answer.get("ok"):
+            self._failed = True
             self._stop_worker()
-            raise SpecbenchError(f"vLLM could not start {config.label}: {answer.get('error')}")
+            raise SpecbenchError(f"vLLM could not start {config.label}: {answer.get('error')} (log: {log})")
         self.vllm_version = answer.get("vllm_version")
 
     def _stop_worker(self) -> None:
@@ -194,9 +201,15 @@ class VLLMBackend:
         payload = [{"prompt_token_ids": list(r.prompt_ids), "max_tokens": int(r.max_new_tokens),
                     "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k,
                     "seed": int(r.seed), "ignore_eos": not r.stop_at_eos} for r in requests]
-        answer = self._worker.ask({"op": "generate", "requests": payload, "concurrency": int(concurrency)})
+        try:
+            answer = self._worker.ask({"op": "generate", "requests": payload, "concurrency": int(concurrency)})
+        except SpecbenchError:
+            self._failed = True
+            raise
         if not answer.get("ok"):
-            raise SpecbenchError(f"vLLM failed on {config.label}: {answer.get('error')}")
+            self._failed = True
+            raise SpecbenchError(f"vLLM failed on {config.label}: {answer.get('error')} "
+                                 f"(log: {self._worker.log_path})")
         outputs = answer["outputs"]
         speculative = config.drafter is not None and config.gamma > 0
         if speculative:
@@ -222,5 +235,8 @@ class VLLMBackend:
                 "configs": dict(self.ran_configs), "counter_problems": list(self.counter_problems)}
 
     def close(self) -> None:
+        """Stop the worker; its logs are kept only when something failed (the error names them)."""
         self._stop_worker()
+        if not self._failed:
+            shutil.rmtree(self.log_dir, ignore_errors=True)
 
