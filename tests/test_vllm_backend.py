@@ -285,3 +285,18 @@ def test_an_engine_that_cannot_start_is_one_line_with_its_log(prompts_file, fake
     finally:
         ok.close()
     assert result.new_tokens == 6 and result.drafted > 0 and not ok.log_dir.exists()
+
+
+@pytest.mark.parametrize("flags, needles", [
+    (["--backend", "vllm"], ["vLLM is not installed", "make install-vllm"]),
+    (["--backend", "vllm", "--tree", "chain,2x2"], ["tree '2x2' cannot run on vLLM"]),
+    (["--concurrency", "1,4"], ["backend own runs one request at a time"]),
+    (["--backend", "vlm"], ["unknown backend 'vlm' (did you mean 'vllm'?)"]),
+])
+def test_cli_bad_backend_input_is_one_line_exit_2(tmp_path, prompts_file, monkeypatch, flags, needles):
+    from tests.cli_helpers import TINY_SWEEP, assert_user_error, invoke, jsonl_workload, write_sweep_yaml
+
+    monkeypatch.setenv("SPECBENCH_VLLM_PYTHON", str(tmp_path / "no-venv" / "bin" / "python"))
+    spec = {**TINY_SWEEP, "drafters": [{"type": "ngram"}], "workloads": [jsonl_workload(prompts_file)]}
+    result = invoke("sweep", write_sweep_yaml(tmp_path, spec), "--out", tmp_path / "out", *flags)
+    assert_user_error(result, *needles)
