@@ -45,7 +45,7 @@ def test_vllm_ranges_close_with_k0_and_say_what_the_last_range_means():
 
 
 def test_ranges_when_speculation_still_pays_at_the_largest_level():
-    assert batch_size_ranges([1, 8, 32], [4, 4, 2]) == [[1, 7, 4], [8, 32, 2]]
+    assert batch_size_ranges([1, 8, 32], [4, 4, 2]) == [[1, 31, 4], [32, 32, 2]]
     assert batch_size_ranges([2, 8], [3, 0]) == [[1, 7, 3], [8, 8, 0]]
     records = _records()
     records = records[records["concurrency"] != 16]
@@ -60,3 +60,20 @@ def test_scenario_keys_add_concurrency_only_when_it_varies():
     one = records[records["concurrency"] == 1]
     assert "concurrency" not in scenario_keys(one) and not has_concurrency(one)
     assert "concurrency" not in scenario_keys(one.drop(columns=["concurrency", "backend"]))
+
+
+def test_recommend_gives_one_answer_per_workload_and_concurrency():
+    from specbench.analysis.recommend import recommend
+    from tests.synthetic_results import SyntheticCosts, SyntheticDrafter, make_records, records_frame
+
+    drafter = SyntheticDrafter(alpha=0.8, gammas=(1, 2))
+    records = []
+    for concurrency, costs in ((1, SyntheticCosts(verify_b_s=0.0005)), (8, SyntheticCosts(verify_b_s=0.05))):
+        for r in make_records([drafter], costs=costs, n_prompts=6, max_new_tokens=32, seed=concurrency):
+            records.append({**r, "unit_id": f"{r['unit_id']}-c{concurrency}", "backend": "vllm",
+                            "concurrency": concurrency})
+    recs = recommend(records_frame(records), n_boot=20)
+    assert sorted(r.keys["concurrency"] for r in recs) == [1, 8]
+    by_level = {r.keys["concurrency"]: r for r in recs}
+    assert by_level[1].final is not None  # cheap verification: speculation pays
+    assert by_level[8].final is None  # verifying 2-3 tokens costs 2-3× a step: it does not
