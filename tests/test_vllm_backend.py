@@ -300,3 +300,22 @@ def test_cli_bad_backend_input_is_one_line_exit_2(tmp_path, prompts_file, monkey
     spec = {**TINY_SWEEP, "drafters": [{"type": "ngram"}], "workloads": [jsonl_workload(prompts_file)]}
     result = invoke("sweep", write_sweep_yaml(tmp_path, spec), "--out", tmp_path / "out", *flags)
     assert_user_error(result, *needles)
+
+
+def test_records_written_before_backends_read_back_with_null_backend_and_concurrency(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from specbench.records import store
+    from tests.synthetic_results import SyntheticDrafter, make_records
+
+    records = make_records([SyntheticDrafter()], n_prompts=2, max_new_tokens=8)
+    old = [c for c in store.COLUMNS if c not in store.ADDED_NULLABLE]
+    (tmp_path / "records").mkdir()
+    pq.write_table(pa.Table.from_pylist([{c: r[c] for c in old} for r in records],
+                                        schema=pa.schema([pa.field(c, store.COLUMNS[c][0]) for c in old])),
+                   tmp_path / "records" / "part-0001.parquet")
+    store.ResultsStore(tmp_path).write_unit({**records[0], "unit_id": "new"})  # a writer that omits them too
+    frame = store.load_records(tmp_path)
+    assert len(frame) == len(records) + 1
+    assert frame["backend"].isna().all() and frame["concurrency"].isna().all()

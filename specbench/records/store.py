@@ -118,7 +118,14 @@ def atomic_write_json(path: Path, obj) -> None:
     atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n").encode())
 
 
+# Columns added after schema version 1's first release: null when a writer does not fill them
+# (old records read back have them null too; docs/results-schema.md says what null means).
+ADDED_NULLABLE = ("backend", "concurrency", "ttft_s", "itl_s")
+
+
 def _table(records: list[dict]) -> pa.Table:
+    records = [r if all(c in r for c in ADDED_NULLABLE) else {**{c: None for c in ADDED_NULLABLE}, **r}
+               for r in records]
     missing = [c for c in COLUMNS if c not in records[0]]
     if missing:
         raise ValueError(f"record lacks columns {missing}")
