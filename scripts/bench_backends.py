@@ -81,19 +81,30 @@ def main() -> int:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--concurrency", default="1,8", help="vLLM concurrency levels")
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--skip-own", action="store_true", help="vLLM only")
+    parser.add_argument("--backends", default="own,vllm", help="which to run (e.g. vllm, to run the two in parallel)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="keep the results folders here (DIR/own, DIR/vllm; a rerun resumes and the table "
+                             "covers every backend found there) instead of a temporary folder")
     args = parser.parse_args()
     import pandas as pd
 
     levels = [int(x) for x in args.concurrency.split(",")]
     load_before = os.getloadavg()[0]
     frames, walls = [], {}
+    wanted = [b for b in ("own", "vllm") if b in args.backends.split(",")]
     with tempfile.TemporaryDirectory(prefix="bench-backends-") as tmp:
-        for backend, concurrency in ([] if args.skip_own else [("own", [1])]) + [("vllm", levels)]:
+        root = args.out or Path(tmp)
+        for backend in wanted:
+            concurrency = [1] if backend == "own" else levels
             print(f"{backend}: concurrency {concurrency}", flush=True)
             walls[backend], frame = run(sweep_spec(backend, concurrency, args.prompts, args.max_new_tokens),
-                                        Path(tmp) / backend)
+                                        root / backend)
             frames.append(frame)
+        if args.out is not None:  # the other backend's folder, run separately
+            from specbench.records.store import load_records
+
+            frames += [load_records(root / b) for b in ("own", "vllm")
+                       if b not in wanted and (root / b / "records").exists()]
     rows = table(pd.concat(frames, ignore_index=True))
     load_after = os.getloadavg()[0]
     print(f"\nSmolLM2-135M fp32 CPU, greedy, {args.prompts} prompts × 2 workloads (mt-bench, humaneval), "
@@ -102,7 +113,7 @@ def main() -> int:
     for r in rows:
         print(f"{r['backend']:8} {r['concurrency']:>4}  {r['drafter_label'][:34]:34} {r['gamma']:>2} "
               f"{r['alpha']:6.3f} {r['tau']:6.3f} {r['tokens_per_s']:8.2f} {r['speedup']:7.2f}")
-    print(f"wall: " + ", ".join(f"{b} {s:.0f} s" for b, s in walls.items())
+    print("wall: " + ", ".join(f"{b} {s:.0f} s" for b, s in walls.items())
           + f"; load average (1 min) {load_before:.1f} before, {load_after:.1f} after")
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "wall_s": walls, "load_before": load_before,
