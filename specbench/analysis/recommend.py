@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from specbench.analysis.concurrency import scenario_keys
 from specbench.analysis.cost import CostFit, CostStats, cost_stats, fit_costs, predict_arrays, predict_curve
 from specbench.analysis.decision import Decision, decide_scenario
 from specbench.analysis.engine_settings import ENGINES, EngineSetting, engine_settings
@@ -330,8 +331,12 @@ def recommend(records: pd.DataFrame, *, objective: str = "throughput", max_gamma
     if not spec_mask.any():
         raise SpecbenchError("no speculative records (γ ≥ 1): nothing to recommend")
     out, skipped = [], []
-    for i, (key, scenario) in enumerate(records.groupby(SCENARIO_KEYS, dropna=False, sort=True)):
-        keys = dict(zip(SCENARIO_KEYS, key))
+    scenario_by = scenario_keys(records)  # + backend / concurrency when a folder holds several
+    if scenario_by != SCENARIO_KEYS:
+        records = records.assign(**{k: records[k].fillna(1 if k == "concurrency" else "own")
+                                    for k in scenario_by[len(SCENARIO_KEYS):]})
+    for i, (key, scenario) in enumerate(records.groupby(scenario_by, dropna=False, sort=True)):
+        keys = dict(zip(scenario_by, key))
         base = scenario[is_baseline(scenario) & (scenario["mode"] == "live")]
         spec = scenario[~is_baseline(scenario) & (scenario["gamma"] > 0)]
         if base.empty or spec.empty:

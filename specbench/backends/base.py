@@ -14,7 +14,7 @@ from typing import Callable, Protocol
 
 from specbench.engine.stats import GenerationResult, RoundLog
 
-__all__ = ["Backend", "GenerationResult", "Request", "RoundLog", "RoundCallback", "StatusCallback"]
+__all__ = ["Backend", "GenerationResult", "Request", "RoundLog", "RoundCallback", "ServingBackend", "StatusCallback"]
 
 RoundCallback = Callable[[object], None]  # called after every round with the running result
 StatusCallback = Callable[[str], None]  # one-line status messages while starting
@@ -59,3 +59,18 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release what `start` took (models, processes, ports); safe to call twice."""
+
+
+class ServingBackend:
+    """What a serving-engine backend (vLLM in a worker, an OpenAI-compatible server) shares.
+
+    The work runs in another process, so this process computes with no threads of its own; the
+    server enforces its own context length (``max_model_len``) and loads its own weights, whose
+    content specbench cannot prove from here: no hashes are claimed.
+    """
+
+    threads = 0
+    context_window: int | None = None
+
+    def model_hashes(self, drafters: list) -> dict[str, str]:
+        return {}

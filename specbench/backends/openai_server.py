@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specbench.backends import prometheus
-from specbench.backends.base import GenerationResult, Request, RoundCallback, RoundLog, StatusCallback
+from specbench.backends.base import GenerationResult, Request, RoundCallback, RoundLog, ServingBackend, StatusCallback
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import alias_status, aliases, pull
 
@@ -283,7 +283,7 @@ def _config_label(config) -> str:
     return getattr(config, "label", None) or repr(config)
 
 
-class OpenAIServerBackend:
+class OpenAIServerBackend(ServingBackend):
     """A running OpenAI-compatible server (vLLM, SGLang); options: ``url`` (required),
     ``model`` (served name; default: the first of /v1/models), ``tokenizer`` (default: the
     sweep's target), ``api_key``, ``timeout_s``, ``baseline_url`` (a server without speculation

@@ -20,7 +20,7 @@ from specbench.engine.decoder import make_decoder
 from specbench.engine.drafters import check_params, make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.sampling import SamplingParams
-from specbench.errors import SpecbenchError
+from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models import limits
 from specbench.models.prompting import encode_conversation
 from specbench.models.resolve import load_model
@@ -108,6 +108,19 @@ class OwnEngineBackend:
     def close(self) -> None:
         self._engines.clear()
         self._drafters.clear()
+
+
+OWN_OPTIONS = ("kernels", "compile")
+
+
+def own_backend(options: dict, *, target: str, device: str, dtype: str, seed: int = 0) -> OwnEngineBackend:
+    """The own engine through the registry's common constructor (options: kernels, compile)."""
+    for key in options:
+        if key not in OWN_OPTIONS:
+            raise SpecbenchError(f"backend own: unknown option '{key}'{did_you_mean(str(key), list(OWN_OPTIONS))} "
+                                 f"(options: {', '.join(OWN_OPTIONS)})")
+    return OwnEngineBackend(target=target, device=device, dtype=dtype, seed=seed,
+                            kernels=options.get("kernels", "auto"), compile=bool(options.get("compile", False)))
 
 
 def timed_generation(engine: SpeculativeEngine, prompt_ids: list[int], max_new_tokens: int, *, seed: int,

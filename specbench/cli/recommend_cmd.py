@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
@@ -10,6 +11,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from specbench.analysis.concurrency import has_concurrency
+from specbench.analysis.concurrency import summary as concurrency_summary
 from specbench.analysis.cost_profile import recommend_with_profile
 from specbench.analysis.cost_profile import to_json as profile_recommendations_json
 from specbench.analysis.fit import load_results
@@ -37,6 +40,7 @@ def _print_recommendation(rec, console) -> None:
     k = rec.keys
     title = (f"{k['workload']} · {k['target']} · T={fmt(k['temperature'], 2)} · objective {rec.objective} · "
              f"{rec.n_prompts} prompts · baseline {rec.baseline_tokens_per_s:.1f} tok/s")
+    title += "".join(f" · {name} {k[name]}" for name in ("backend", "concurrency") if name in k)
     style = "green" if rec.final is not None else "yellow"
     console.print(Panel(Text(rec.verdict), title=escape(title), border_style=style))
 
@@ -184,6 +188,32 @@ def recommend_command(
     console = wide_console()
     for rec in recs:
         _print_recommendation(rec, console)
+    if has_concurrency(records):
+        print_concurrency(concurrency_summary(records), console)
+
+
+def print_concurrency(summary: dict, console) -> None:
+    """Best γ per (workload, concurrency), where speculation stops paying, and vLLM's per-batch-size K."""
+    table = Table(title="Best measured configuration per concurrency (decode tokens/s vs the baseline at the same "
+                        "concurrency)")
+    for c in ("workload", "backend", "concurrency", "best", "γ", "speedup", "best measured"):
+        table.add_column(escape(c), overflow="fold")
+    for r in summary["levels"]:
+        text_row(table, r["workload"], r["backend"], str(r["concurrency"]), r["best"], str(r["gamma"]),
+                 f"{r['speedup']:.2f}×", r["best_measured"])
+    console.print(table)
+    for s in summary["stops"]:
+        where = (f"stops paying from concurrency {s['stops_at']}" if s["stops_at"] is not None
+                 else "pays at every concurrency measured (or never)")
+        console.print(Text(f"{s['workload']} ({s['backend']}): speculation {where}"))
+    for s in summary["schedules"]:
+        body = f"γ per concurrency {dict(zip(s['levels'], s['ks']))}\nnum_speculative_tokens_per_batch_size: " \
+               f"{s['ranges']}"
+        if s.get("vllm_config"):
+            body += f"\nspeculative_config: {json.dumps(s['vllm_config'])}"
+        body += f"\n\nnote: {s['note']}"
+        console.print(Panel(Text(body), title=escape(f"{s['workload']} · {s['drafter_label']} · vLLM per batch size"),
+                            border_style="cyan"))
 
 
 def _recommend_with_profile(records, folder: Path, *, batch: str | None, context: int | None, objective: str,

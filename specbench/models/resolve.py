@@ -372,3 +372,24 @@ def check_same_vocabulary(target: LoadedModel, drafter: LoadedModel) -> None:
         raise SpecbenchError(
             f"drafter '{drafter.name}' and target '{target.name}' do not share a vocabulary: {why}; "
             "token-level drafters need the target's tokenizer")
+
+
+def model_folder(spec: str) -> str:
+    """A local folder of safetensors + tokenizer for ``spec`` (alias, .gguf, folder), for engines
+    that load models themselves (vLLM); a hub id is returned as given. Builds the cache if needed."""
+    spec = str(spec)
+    path = Path(spec).expanduser()
+    if spec in aliases():
+        entry = aliases()[spec]
+        if entry["source"] in ("random", "early-exit"):
+            raise SpecbenchError(f"model '{spec}' exists only inside specbench ({entry['source']}); "
+                                 "a serving engine needs a model folder")
+        return _alias_folder(spec, entry)
+    if spec.endswith(".gguf"):
+        return str(gguf_cache_entry(path))
+    if path.is_dir():
+        return str(path.resolve())
+    if path.exists() or "/" not in spec or spec.startswith(("/", ".", "~")):
+        raise SpecbenchError(f"model '{spec}' is not an alias, a .gguf file or a model folder"
+                             f"{did_you_mean(spec, list(aliases()))}")
+    return spec

@@ -96,12 +96,17 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "other_cpu_s": (pa.float64(), "CPU seconds other processes used during the kept attempts (NaN unknown)"),
     "other_cores": (pa.float64(), "other_cpu_s ÷ wall time: cores other processes kept busy (mean of kept)"),
     "cpu_mhz": (pa.float64(), "mean core clock during the kept attempts, MHz (NaN where the OS does not say)"),
+    "backend": (pa.string(), "who generated: 'own' (specbench's engine), 'vllm', 'openai', 'vllm-server'; "
+                             "null in records written before backends existed (= own)"),
+    "concurrency": (pa.int64(), "requests in flight while the unit ran (1 for the own engine; null in old records = 1)"),
+    "ttft_s": (pa.float64(), "time to first token, s (own engine: prefill_s; vLLM: submission to first token)"),
+    "itl_s": (pa.float64(), "mean inter-token latency of the request, s (decode time / (new_tokens - 1))"),
 }
 
 # Columns added after schema 1's first release: records written without them (older folders,
 # hand-made records) read back with these values.
-LATER_DEFAULTS = {"weights_sha256": None, "timing_ok": True, "timing_flag": "", "timing_attempts": 1,
-                  "timing_kept": 1, "attempt_decode_s": [], "attempt_other_cores": [], "load_1m": float("nan"),
+LATER_DEFAULTS = {"weights_sha256": None, "backend": None, "concurrency": None, "ttft_s": None, "itl_s": None,
+                  "timing_ok": True, "timing_flag": "", "timing_attempts": 1, "timing_kept": 1, "attempt_decode_s": [], "attempt_other_cores": [], "load_1m": float("nan"),
                   "other_cpu_s": float("nan"), "other_cores": float("nan"), "cpu_mhz": float("nan")}
 
 SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])
@@ -137,6 +142,8 @@ def atomic_write_json(path: Path, obj) -> None:
     """Strict JSON (NaN and ±inf become null), written atomically."""
     text = json.dumps(json_ready(obj), indent=2, sort_keys=False, default=str, allow_nan=False)
     atomic_write_bytes(path, (text + "\n").encode())
+
+
 
 
 def _table(records: list[dict]) -> pa.Table:

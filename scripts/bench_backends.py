@@ -1,0 +1,125 @@
+#!/usr/bin/env python
+"""The same small sweep on the own engine and on vLLM: α, τ and tokens/s side by side.
+
+    python scripts/bench_backends.py                       # make bench-backends
+    python scripts/bench_backends.py --prompts 1 --max-new-tokens 32 --concurrency 1,8
+    python scripts/bench_backends.py --json bench-backends.json
+
+SmolLM2-135M (fp32, CPU), greedy, ``--prompts`` prompts from each of mt-bench and humaneval,
+``--max-new-tokens`` tokens each (fixed length), the target-only baseline, ngram (n 1..3) and
+draft_model — SmolLM2-135M drafting for itself, the only same-vocabulary drafter vLLM can load
+here, so its α is 1 by construction and its speedup shows the cost of a drafter as large as the
+target — at γ 2 and 4. The own engine runs concurrency 1 only (it measures one request at a
+time); vLLM runs each ``--concurrency`` level with that many requests in flight.
+
+Printed per (backend, concurrency, configuration): α = Σ accepted / Σ drafted, τ = Σ decode
+tokens / Σ rounds, the mean per-request decode tokens/s and its ratio to the same backend's
+baseline at the same concurrency, plus the 1-minute load average before and after (timings on a
+shared machine are noisy). Needs `make install-vllm`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def sweep_spec(backend: str, concurrency: list[int], prompts: int, tokens: int) -> dict:
+    return {"name": f"bench-backends-{backend}", "target": "smollm2-135m", "dtype": "fp32", "seed": 0,
+            "max_new_tokens": tokens, "ignore_eos": True, "gammas": [2, 4], "temperatures": [0.0],
+            "drafters": [{"type": "ngram", "params": {"n_min": 1, "n_max": 3}},
+                         {"type": "draft-model", "params": {"model": "smollm2-135m"}}],
+            "workloads": [{"name": "mt-bench", "count": prompts}, {"name": "humaneval", "count": prompts}],
+            "backend": {"name": backend, **({"max_model_len": 1024} if backend == "vllm" else {})},
+            "concurrency": concurrency}
+
+
+def run(raw: dict, out: Path) -> tuple[float, object]:
+    from specbench.measure.runner import SweepRunner
+    from specbench.measure.spec import build_spec
+    from specbench.records.store import load_records
+
+    class Say:
+        def status(self, message): print(f"  [{raw['backend']['name']}] {message}", flush=True)
+        def begin(self, total, done): print(f"  [{raw['backend']['name']}] {total} units", flush=True)
+        def unit_started(self, unit): pass
+        def round_done(self, unit, result): pass
+        def unit_done(self, unit, record): pass
+
+    start = time.perf_counter()
+    SweepRunner(build_spec(raw), out, observer=Say()).run()
+    return time.perf_counter() - start, load_records(out)
+
+
+def table(frame) -> list[dict]:
+    rows = []
+    keys = ["backend", "concurrency", "drafter_label", "gamma"]
+    base = {}
+    for key, group in frame.groupby(keys, sort=True):
+        row = dict(zip(keys, key))
+        drafted, accepted = int(group["drafted"].sum()), int(group["accepted"].sum())
+        row["alpha"] = accepted / drafted if drafted else float("nan")
+        row["tau"] = float(group["decode_tokens"].sum() / group["rounds"].sum())
+        row["tokens_per_s"] = float(group["tokens_per_s"].mean())
+        row["units"] = len(group)
+        if row["gamma"] == 0:
+            base[(row["backend"], row["concurrency"])] = row["tokens_per_s"]
+        rows.append(row)
+    for row in rows:
+        row["speedup"] = row["tokens_per_s"] / base.get((row["backend"], row["concurrency"]), float("nan"))
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--prompts", type=int, default=2, help="prompts per workload (mt-bench, humaneval)")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--concurrency", default="1,8", help="vLLM concurrency levels")
+    parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--backends", default="own,vllm", help="which to run (e.g. vllm, to run the two in parallel)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="keep the results folders here (DIR/own, DIR/vllm; a rerun resumes and the table "
+                             "covers every backend found there) instead of a temporary folder")
+    args = parser.parse_args()
+    import pandas as pd
+
+    levels = [int(x) for x in args.concurrency.split(",")]
+    load_before = os.getloadavg()[0]
+    frames, walls = [], {}
+    wanted = [b for b in ("own", "vllm") if b in args.backends.split(",")]
+    with tempfile.TemporaryDirectory(prefix="bench-backends-") as tmp:
+        root = args.out or Path(tmp)
+        for backend in wanted:
+            concurrency = [1] if backend == "own" else levels
+            print(f"{backend}: concurrency {concurrency}", flush=True)
+            walls[backend], frame = run(sweep_spec(backend, concurrency, args.prompts, args.max_new_tokens),
+                                        root / backend)
+            frames.append(frame)
+        if args.out is not None:  # the other backend's folder, run separately
+            from specbench.records.store import load_records
+
+            frames += [load_records(root / b) for b in ("own", "vllm")
+                       if b not in wanted and (root / b / "records").exists()]
+    rows = table(pd.concat(frames, ignore_index=True))
+    load_after = os.getloadavg()[0]
+    print(f"\nSmolLM2-135M fp32 CPU, greedy, {args.prompts} prompts × 2 workloads (mt-bench, humaneval), "
+          f"{args.max_new_tokens} tokens; own engine: concurrency 1 only")
+    print(f"{'backend':8} {'conc':>4}  {'configuration':34} {'γ':>2} {'α':>6} {'τ':>6} {'tok/s':>8} {'speedup':>7}")
+    for r in rows:
+        print(f"{r['backend']:8} {r['concurrency']:>4}  {r['drafter_label'][:34]:34} {r['gamma']:>2} "
+              f"{r['alpha']:6.3f} {r['tau']:6.3f} {r['tokens_per_s']:8.2f} {r['speedup']:7.2f}")
+    print("wall: " + ", ".join(f"{b} {s:.0f} s" for b, s in walls.items())
+          + f"; load average (1 min) {load_before:.1f} before, {load_after:.1f} after")
+    if args.json:
+        args.json.write_text(json.dumps({"rows": rows, "wall_s": walls, "load_before": load_before,
+                                         "load_after": load_after, "argv": sys.argv[1:]}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

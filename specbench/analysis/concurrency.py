@@ -1,0 +1,182 @@
+"""Speculation against concurrency: the best γ per (workload, concurrency), measured.
+
+A serving-engine sweep with ``concurrency: [1, 4, 16, ...]`` measures every configuration and its
+target-only baseline with that many requests in flight. Here each (scenario, concurrency) gets
+its measured speedup per configuration — decode tokens/s over the units the configuration and
+the baseline share (same prompt, turn, repeat, concurrency) — the best γ with a speedup above
+1 (or none), and the first concurrency where no configuration pays any more.
+
+From that, per drafter, vLLM's ``num_speculative_tokens_per_batch_size``: ranges
+``[first_batch, last_batch, K]`` over batch sizes. The K measured at concurrency c_i holds from
+c_i up to the next measured level − 1; the ranges end with a K = 0 range from the first level
+where the drafter stops paying. vLLM applies the last range's K to every larger batch: when the
+last range is K = 0 that turns speculation off above it (what was measured); when it is K > 0,
+every batch beyond the largest measured concurrency also drafts K — unmeasured, and said so.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from specbench.records.summary import BASELINE_KEYS, UNIT_KEYS, is_baseline
+
+LEVEL_KEYS = ["backend", "concurrency"]
+
+
+def has_concurrency(records: pd.DataFrame) -> bool:
+    """Whether the records hold more than one concurrency level (old records: null = 1)."""
+    return "concurrency" in records and records["concurrency"].fillna(1).nunique() > 1
+
+
+def scenario_keys(records: pd.DataFrame) -> list[str]:
+    """The scenario keys of `specbench.analysis.recommend`, plus concurrency (and backend) when they vary."""
+    keys = list(BASELINE_KEYS)
+    if "backend" in records and records["backend"].fillna("own").nunique() > 1:
+        keys.append("backend")
+    if has_concurrency(records):
+        keys.append("concurrency")
+    return keys
+
+
+def _normalised(records: pd.DataFrame) -> pd.DataFrame:
+    frame = records[records["mode"] == "live"].copy()
+    frame["backend"] = frame["backend"].fillna("own") if "backend" in frame else "own"
+    frame["concurrency"] = frame["concurrency"].fillna(1).astype(int) if "concurrency" in frame else 1
+    return frame
+
+
+def speedups(records: pd.DataFrame) -> pd.DataFrame:
+    """Measured speedup of every configuration at every concurrency, paired with its baseline.
+
+    Columns: scenario keys, backend, concurrency, drafter, drafter_label, drafter_params, tree,
+    gamma, alpha, tokens_per_s, baseline_tokens_per_s, speedup, units.
+    """
+    frame = _normalised(records)
+    keys = BASELINE_KEYS + LEVEL_KEYS
+    base = frame[is_baseline(frame)][keys + UNIT_KEYS + ["decode_tokens", "decode_s"]]
+    spec = frame[~is_baseline(frame) & (frame["gamma"] > 0)]
+    paired = spec.merge(base, on=keys + UNIT_KEYS, suffixes=("", "_base"))
+    rows = []
+    config = ["drafter", "drafter_label", "drafter_params", "tree", "gamma"]
+    for key, group in paired.groupby(keys + config, dropna=False, sort=True):
+        row = dict(zip(keys + config, key))
+        tps = group["decode_tokens"].sum() / group["decode_s"].sum()
+        base_tps = group["decode_tokens_base"].sum() / group["decode_s_base"].sum()
+        drafted = group["drafted"].sum()
+        row.update(alpha=float(group["accepted"].sum() / drafted) if drafted else float("nan"),
+                   tokens_per_s=float(tps), baseline_tokens_per_s=float(base_tps), speedup=float(tps / base_tps),
+                   units=len(group))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def best_per_level(table: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
+    """The best configuration per (scenario, backend, concurrency[, by]): highest speedup above 1,
+    else none (gamma 0, speculation does not pay there)."""
+    keys = BASELINE_KEYS + LEVEL_KEYS + list(by or [])
+    rows = []
+    for key, group in table.groupby(keys, dropna=False, sort=True):
+        row = dict(zip(keys, key))
+        top = group.sort_values("speedup", ascending=False).iloc[0]
+        pays = bool(top["speedup"] > 1.0)
+        row.update(best=top["drafter_label"] if pays else "no speculation", tree=top["tree"],
+                   gamma=int(top["gamma"]) if pays else 0, speedup=float(top["speedup"]),
+                   best_measured=f"{top['drafter_label']} γ={int(top['gamma'])}")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def stops_paying(best: pd.DataFrame) -> dict[tuple, int | None]:
+    """Per (scenario, backend): the lowest concurrency from which no measured level pays, or None."""
+    out = {}
+    for key, group in best.groupby(BASELINE_KEYS + ["backend"], dropna=False, sort=True):
+        levels = group.sort_values("concurrency")
+        stop = None
+        for row in levels.itertuples():
+            if row.gamma == 0 and stop is None:
+                stop = int(row.concurrency)
+            elif row.gamma > 0:
+                stop = None  # pays again at a higher level: not a stopping point
+        out[key] = stop
+    return out
+
+
+def batch_size_ranges(levels: list[int], ks: list[int]) -> list[list[int]]:
+    """[[first_batch, last_batch, K], ...]: K measured at level c_i holds for c_i .. c_{i+1} − 1; equal
+    neighbours merge; the last range is [c_last, c_last, K] (vLLM extends it to every larger batch)."""
+    pairs = sorted(zip(levels, ks))
+    out: list[list[int]] = []
+    for i, (level, k) in enumerate(pairs):
+        last = pairs[i + 1][0] - 1 if i + 1 < len(pairs) else level
+        if i == 0 and level > 1:
+            level = 1  # batches below the smallest level measured: its K
+        if out and out[-1][2] == k:
+            out[-1][1] = last
+        else:
+            out.append([int(level), int(last), int(k)])
+    return out
+
+
+def batch_size_schedules(table: pd.DataFrame) -> list[dict]:
+    """Per (scenario, backend, drafter, tree): the best γ of that drafter at each concurrency
+    (0 where it loses) as vLLM ranges, with what the last range means."""
+    out = []
+    keys = BASELINE_KEYS + ["backend", "drafter", "drafter_label", "drafter_params", "tree"]
+    for key, group in table[table["tree"] == "chain"].groupby(keys, dropna=False, sort=True):
+        row = dict(zip(keys, key))
+        levels, ks = [], []
+        for level, at in group.groupby("concurrency", sort=True):
+            top = at.sort_values("speedup", ascending=False).iloc[0]
+            levels.append(int(level))
+            ks.append(int(top["gamma"]) if top["speedup"] > 1.0 else 0)
+        if len(levels) < 2:
+            continue
+        ranges = batch_size_ranges(levels, ks)
+        top_k = max(ks)
+        last = ranges[-1]
+        if last[2] == 0:
+            note = (f"speculation stops paying at concurrency {last[0]}: the closing K = 0 range turns it off there "
+                    f"and, because vLLM applies the last range's K to every larger batch, at every batch above it")
+        else:
+            note = (f"speculation still pays at the largest concurrency measured ({levels[-1]}): vLLM applies the "
+                    f"last range's K = {last[2]} to every larger batch too — unmeasured; sweep a higher concurrency "
+                    f"to find where it stops")
+        row.update(levels=levels, ks=ks, ranges=ranges, num_speculative_tokens=top_k, note=note)
+        out.append(row)
+    return out
+
+
+def vllm_config_with_ranges(schedule: dict, base_config: dict | None) -> dict | None:
+    """A vLLM speculative_config carrying the schedule (None when no level speculates)."""
+    if schedule["num_speculative_tokens"] == 0 or not base_config:
+        return None
+    return {**base_config, "num_speculative_tokens": schedule["num_speculative_tokens"],
+            "num_speculative_tokens_per_batch_size": schedule["ranges"]}
+
+
+def ngram_or_model_config(schedule: dict) -> dict | None:
+    """The method part of vLLM's speculative_config for the drafters it runs from a sweep's records."""
+    params = json.loads(schedule.get("drafter_params") or "{}")
+    if schedule["drafter"] == "ngram":
+        return {"method": "ngram", "prompt_lookup_min": int(params.get("n_min", 1)),
+                "prompt_lookup_max": int(params.get("n_max", 3))}
+    if schedule["drafter"] == "draft-model" and params.get("model"):
+        return {"method": "draft_model", "model": params["model"]}
+    return None
+
+
+def summary(records: pd.DataFrame) -> dict:
+    """Everything `specbench recommend` prints about concurrency, as plain data."""
+    table = speedups(records)
+    if table.empty:
+        return {"levels": [], "stops": [], "schedules": []}
+    best = best_per_level(table)
+    stops = [{**dict(zip(BASELINE_KEYS + ["backend"], k)), "stops_at": v} for k, v in stops_paying(best).items()]
+    schedules = batch_size_schedules(table)
+    for s in schedules:
+        s["vllm_config"] = vllm_config_with_ranges(s, ngram_or_model_config(s))
+    levels = best.replace({np.nan: None}).to_dict("records")
+    return {"levels": levels, "stops": stops, "schedules": schedules}

@@ -1,0 +1,133 @@
+"""What a sweep asks of vLLM: engine options and one `speculative_config` per configuration.
+
+No vLLM import here: the mapping is checked when the spec is built, before any engine starts,
+so a drafter or tree that vLLM cannot run fails in one line (exit 2) instead of after minutes.
+
+* ngram → ``{"method": "ngram", "num_speculative_tokens": γ, "prompt_lookup_min": n_min,
+  "prompt_lookup_max": n_max}`` (specbench's defaults n_min 1, n_max 3);
+* draft-model → ``{"method": "draft_model", "model": <local folder of the drafter>, ...}``;
+* eagle / eagle3 / medusa → ``{"method": ..., "model": checkpoint}`` only when ``checkpoint`` is a
+  folder in vLLM's layout (a ``config.json`` that is not specbench's own drafter format);
+* mtp → refused: vLLM's MTP runs layers that live inside the target's checkpoint;
+* trees other than ``chain`` → refused: vLLM 0.32's `SpeculativeConfig` has no tree.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+from specbench.errors import SpecbenchError, did_you_mean
+
+# backend options (sweep YAML ``backend: {name: vllm, ...}``) -> meaning
+OPTIONS = {
+    "max_num_seqs": "requests the engine batches at once (default: the sweep's largest concurrency)",
+    "enforce_eager": "skip torch.compile / CUDA graphs (default: true on CPU, false on GPU)",
+    "dtype": "vLLM dtype (default: the sweep's dtype, fp32 -> float32)",
+    "kv_cache_gib": "KV cache size in GiB (CPU: VLLM_CPU_KVCACHE_SPACE, default 2; GPU: kv_cache_memory_bytes)",
+    "max_model_len": "context length the engine reserves for (default 2048)",
+    "tensor_parallel_size": "GPUs the target is split over",
+    "draft_tensor_parallel_size": "GPUs a draft model is split over (speculative_config)",
+    "pipeline_parallel_size": "pipeline stages (multi-node: with distributed_executor_backend ray)",
+    "distributed_executor_backend": "mp (one node) or ray (a Ray cluster spanning nodes)",
+    "gpu_memory_utilization": "fraction of GPU memory vLLM may take",
+    "python": "interpreter of the vLLM environment (default: .venv-vllm/bin/python of the checkout)",
+    "engine_args": "extra keyword arguments for vllm.LLM, passed through as given",
+    "warmup_tokens": "untimed tokens generated when an engine starts (default 8)",
+}
+DTYPES = {"fp32": "float32", "float32": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16",
+          "fp16": "float16", "float16": "float16", "auto": "auto"}
+TRAINED = ("eagle", "eagle3", "medusa")
+
+
+def check_options(options: dict, where: str = "backend vllm") -> dict:
+    """Reject unknown option names (with a did-you-mean); returns the options."""
+    if not isinstance(options, dict):
+        raise SpecbenchError(f"{where}: options must be a mapping")
+    for key in options:
+        if key not in OPTIONS:
+            raise SpecbenchError(f"{where}: unknown option '{key}'{did_you_mean(str(key), list(OPTIONS))} "
+                                 f"(options: {', '.join(OPTIONS)})")
+    if "engine_args" in options and not isinstance(options["engine_args"], dict):
+        raise SpecbenchError(f"{where}: 'engine_args' must be a mapping of vllm.LLM keyword arguments")
+    return options
+
+
+def engine_kwargs(options: dict, *, device: str, dtype: str, seed: int, max_concurrency: int) -> dict:
+    """Keyword arguments for `vllm.LLM` (the model and speculative_config are added per configuration)."""
+    cpu = not str(device).startswith("cuda")
+    vllm_dtype = DTYPES.get(str(options.get("dtype", dtype)), str(options.get("dtype", dtype)))
+    kwargs = {
+        "dtype": vllm_dtype, "seed": int(seed), "max_model_len": int(options.get("max_model_len", 2048)),
+        "max_num_seqs": int(options.get("max_num_seqs", max(1, max_concurrency))),
+        "enforce_eager": bool(options.get("enforce_eager", cpu)),
+    }
+    for key in ("tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend",
+                "gpu_memory_utilization"):
+        if key in options:
+            kwargs[key] = options[key]
+    if not cpu and "kv_cache_gib" in options:
+        kwargs["kv_cache_memory_bytes"] = int(float(options["kv_cache_gib"]) * 2**30)
+    kwargs.update(options.get("engine_args") or {})
+    return kwargs
+
+
+def worker_env(options: dict, device: str) -> dict:
+    """Environment variables for the worker (CPU: the KV cache size vLLM must be told)."""
+    if str(device).startswith("cuda"):
+        return {}
+    return {"VLLM_CPU_KVCACHE_SPACE": str(int(float(options.get("kv_cache_gib", 2))) or 1)}
+
+
+def _vllm_layout(checkpoint) -> bool:
+    folder = Path(str(checkpoint)).expanduser()
+    config = folder / "config.json"
+    if not config.is_file():
+        return False
+    try:
+        data = json.loads(config.read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("format") != "specbench-drafter"
+
+
+def speculative_config(config, resolve_model: Callable[[str], str] | None = None,
+                       options: dict | None = None) -> dict | None:
+    """vLLM's ``speculative_config`` for a `RunConfig` (None for the target-only baseline).
+
+    ``resolve_model`` turns a model spec (alias) into a local folder; without it the spec is
+    sent as given (enough for validation).
+    """
+    if config.drafter is None or config.gamma == 0:
+        return None
+    kind, params, gamma = config.drafter.type, config.drafter.params_dict, int(config.gamma)
+    if config.tree != "chain":
+        raise SpecbenchError(f"tree '{config.tree}' cannot run on vLLM: vLLM 0.32's SpeculativeConfig has no token "
+                             "tree (use trees: [chain] with backend vllm)")
+    resolve = resolve_model or (lambda spec: spec)
+    if kind == "ngram":
+        n_min, n_max = int(params.get("n_min", 1)), int(params.get("n_max", 3))
+        return {"method": "ngram", "num_speculative_tokens": gamma, "prompt_lookup_min": n_min,
+                "prompt_lookup_max": n_max}
+    if kind == "draft-model":
+        if not params.get("model"):
+            raise SpecbenchError("drafter draft-model cannot run on vLLM without a model (params: {model: NAME})")
+        out = {"method": "draft_model", "model": resolve(str(params["model"])), "num_speculative_tokens": gamma}
+        if options and "draft_tensor_parallel_size" in options:
+            out["draft_tensor_parallel_size"] = int(options["draft_tensor_parallel_size"])
+        return out
+    if kind in TRAINED:
+        checkpoint = params.get("checkpoint")
+        if checkpoint and _vllm_layout(checkpoint):
+            out = {"method": kind, "model": str(Path(str(checkpoint)).expanduser().resolve()),
+                   "num_speculative_tokens": gamma}
+            if options and "draft_tensor_parallel_size" in options:
+                out["draft_tensor_parallel_size"] = int(options["draft_tensor_parallel_size"])
+            return out
+        raise SpecbenchError(f"drafter {kind} cannot run on vLLM: it needs checkpoint=<folder in vLLM's layout> "
+                             f"(specbench's own format is not loadable by vLLM; see docs/backends.md)")
+    if kind == "mtp":
+        raise SpecbenchError("drafter mtp cannot run on vLLM: vLLM's MTP uses layers inside the target's own "
+                             "checkpoint (DeepSeek-V3, Qwen3-Next, ...), which specbench's targets do not have")
+    raise SpecbenchError(f"drafter {kind} cannot run on vLLM")

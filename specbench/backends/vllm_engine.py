@@ -1,0 +1,242 @@
+"""vLLM as a sweep backend (``backend: vllm``): vLLM's offline engine in a worker process.
+
+vLLM pins its own torch and transformers, so it lives in ``.venv-vllm`` (``make install-vllm``)
+and runs in `specbench.backends.vllm_worker`, which this module starts with that environment's
+python and talks to over JSON lines on a pipe. specbench's environment never imports vLLM.
+
+One engine per `speculative_config`: when a configuration needs a different one, the worker
+is stopped and a new one started (the runner orders units so that this happens once per
+configuration). Requests of a (configuration, concurrency) group go to the worker together,
+and the worker keeps ``concurrency`` of them in flight. Results are mapped onto specbench's
+`GenerationResult` by `specbench.backends.vllm_results`; per-request acceptance is checked
+against vLLM's aggregate ``vllm:spec_decode_*`` counters after every batch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+from specbench.backends.base import GenerationResult, Request, RoundCallback, ServingBackend, StatusCallback
+from specbench.backends.environment import cpu_name
+from specbench.backends.vllm_config import (
+    check_options,
+    engine_kwargs,
+    speculative_config,
+    worker_env,
+)
+from specbench.backends.vllm_results import check_counters, result_from_output
+from specbench.errors import SpecbenchError
+from specbench.models.resolve import model_folder
+
+WORKER = Path(__file__).with_name("vllm_worker.py")
+REPO = Path(__file__).resolve().parents[2]
+INSTALL_HINT = "run `make install-vllm` in the specbench checkout"
+STOP_WAIT_S = 20.0
+
+
+def vllm_python(options: dict) -> Path:
+    """The interpreter of the vLLM environment, or a one-line error saying how to install it."""
+    explicit = options.get("python") or os.environ.get("SPECBENCH_VLLM_PYTHON")
+    candidates = [Path(explicit).expanduser()] if explicit else [REPO / ".venv-vllm" / "bin" / "python",
+                                                                 Path.cwd() / ".venv-vllm" / "bin" / "python"]
+    for path in candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    where = candidates[0] if explicit else REPO / ".venv-vllm"
+    raise SpecbenchError(f"vLLM is not installed ({where} not found): {INSTALL_HINT}")
+
+
+def _draft_steps(config) -> int:
+    """Drafter forwards per round inside vLLM: γ for autoregressive drafters, 0 for n-gram, 1 for Medusa."""
+    if config.drafter is None:
+        return 0
+    return {"ngram": 0, "medusa": 1}.get(config.drafter.type, int(config.gamma))
+
+
+class WorkerProcess:
+    """One worker: a child process in its own session, so that it and vLLM's engine core stop together."""
+
+    def __init__(self, python: Path, env: dict, log_path: Path):
+        self.log_path = log_path
+        self._log = open(log_path, "ab")
+        self.proc = subprocess.Popen([str(python), str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self._log, env={**os.environ, **env}, start_new_session=True,
+                                     text=True, bufsize=1)
+
+    def log_tail(self, lines: int = 3) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        useful = [t for t in text if t.strip()][-lines:]
+        return " | ".join(t.strip()[:200] for t in useful)
+
+    def ask(self, message: dict) -> dict:
+        """Send one request, wait for its answer; a dead worker is a one-line error."""
+        try:
+            self.proc.stdin.write(json.dumps(message) + "\n")
+            self.proc.stdin.flush()
+            line = self.proc.stdout.readline()
+        except (BrokenPipeError, OSError):
+            line = ""
+        if not line:
+            code = self.proc.wait(timeout=30) if self.proc.poll() is None else self.proc.returncode
+            tail = self.log_tail()
+            raise SpecbenchError(f"the vLLM worker stopped (exit {code}) during '{message.get('op')}'"
+                                 f"{': ' + tail if tail else ''} (log: {self.log_path})")
+        try:
+            return json.loads(line)
+        except ValueError:
+            raise SpecbenchError(f"the vLLM worker answered something that is not JSON: {line[:120]!r}") from None
+
+    def stop(self) -> None:
+        """Ask politely, then SIGTERM and SIGKILL the whole process group: no orphaned engine core."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write(json.dumps({"op": "shutdown"}) + "\n")
+                self.proc.stdin.flush()
+                self.proc.wait(timeout=STOP_WAIT_S)
+            except (OSError, ValueError, subprocess.TimeoutExpired):
+                pass
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                break
+            try:
+                self.proc.wait(timeout=STOP_WAIT_S)
+            except subprocess.TimeoutExpired:
+                continue
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except (OSError, ValueError):
+                pass
+        self._log.close()
+
+
+class VLLMBackend(ServingBackend):
+    """vLLM's offline engine (``backend: vllm``), one worker per speculative configuration."""
+
+    name = "vllm"
+
+    def __init__(self, options: dict, *, target: str, device: str, dtype: str, seed: int):
+        self.options = check_options(dict(options or {}))
+        self.target_spec, self.device, self.dtype, self.seed = target, device, dtype, seed
+        self.python = vllm_python(self.options)  # fails now, before anything loads
+        self.device_name = ""
+        self.tokenizer = None
+        self.vllm_version = None
+        self._status: StatusCallback = lambda message: None
+        self._folder: str | None = None
+        self._worker: WorkerProcess | None = None
+        self._worker_key: str | None = None
+        self._folders: dict[str, str] = {}
+        self.ran_configs: dict[str, dict | None] = {}  # RunConfig label -> the speculative_config that ran
+        self.counter_problems: list[str] = []
+        self.log_dir = Path(tempfile.mkdtemp(prefix="specbench-vllm-"))
+        self._failed = False
+
+    # ------------------------------------------------------------------ setup
+    def _resolve(self, spec: str) -> str:
+        if spec not in self._folders:
+            self._folders[spec] = model_folder(spec)
+        return self._folders[spec]
+
+    def start(self, status: StatusCallback) -> None:
+        from transformers import AutoTokenizer  # lazy: loads torch
+
+        self._status = status
+        status(f"resolving target {self.target_spec} to a model folder")
+        self._folder = self._resolve(self.target_spec)
+        self.tokenizer = AutoTokenizer.from_pretrained(self._folder)
+        self.device_name = cpu_name() if not str(self.device).startswith("cuda") else f"{self.device} (vLLM)"
+
+    def speculative_config(self, config) -> dict | None:
+        return speculative_config(config, self._resolve, self.options)
+
+    def _ensure_worker(self, config) -> None:
+        spec_config = self.speculative_config(config)
+        key = json.dumps(spec_config, sort_keys=True)
+        self.ran_configs[config.label] = spec_config
+        if self._worker is not None and self._worker_key == key:
+            return
+        self._stop_worker()
+        what = "target only" if spec_config is None else json.dumps(spec_config)
+        self._status(f"starting a vLLM engine ({what}); minutes on a CPU")
+        log = self.log_dir / f"worker-{len(list(self.log_dir.iterdir())):03d}.log"
+        worker = WorkerProcess(self.python, worker_env(self.options, self.device), log)
+        self._worker, self._worker_key = worker, key
+        kwargs = engine_kwargs(self.options, device=self.device, dtype=self.dtype, seed=self.seed,
+                               max_concurrency=int(self.options.get("max_num_seqs", 1)))
+        try:
+            answer = worker.ask({"op": "start", "model": self._folder, "engine": kwargs,
+                                 "speculative_config": spec_config,
+                                 "warmup_tokens": int(self.options.get("warmup_tokens", 8))})
+        except SpecbenchError:
+            self._failed = True
+            raise
+        if not answer.get("ok"):
+            self._failed = True
+            self._stop_worker()
+            raise SpecbenchError(f"vLLM could not start {config.label}: {answer.get('error')} (log: {log})")
+        self.vllm_version = answer.get("vllm_version")
+
+    def _stop_worker(self) -> None:
+        if self._worker is not None:
+            self._worker.stop()
+        self._worker, self._worker_key = None, None
+
+    # ------------------------------------------------------------------ generation
+    def generate_batch(self, config, requests: list[Request], concurrency: int) -> list[GenerationResult]:
+        if concurrency < 1:
+            raise SpecbenchError(f"concurrency must be >= 1, got {concurrency}")
+        self._ensure_worker(config)
+        payload = [{"prompt_token_ids": list(r.prompt_ids), "max_tokens": int(r.max_new_tokens),
+                    "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k,
+                    "seed": int(r.seed), "ignore_eos": not r.stop_at_eos} for r in requests]
+        try:
+            answer = self._worker.ask({"op": "generate", "requests": payload, "concurrency": int(concurrency)})
+        except SpecbenchError:
+            self._failed = True
+            raise
+        if not answer.get("ok"):
+            self._failed = True
+            raise SpecbenchError(f"vLLM failed on {config.label}: {answer.get('error')} "
+                                 f"(log: {self._worker.log_path})")
+        outputs = answer["outputs"]
+        speculative = config.drafter is not None and config.gamma > 0
+        if speculative:
+            problems = check_counters(outputs, answer.get("counters_before") or {}, answer.get("counters_after") or {})
+            if problems:
+                self.counter_problems.extend(problems)
+                self._status(f"warning: vLLM's counters disagree with per-request metrics ({config.label}): "
+                             + "; ".join(problems))
+        steps = _draft_steps(config)
+        return [result_from_output(out, len(r.prompt_ids), speculative, draft_steps_per_round=steps)
+                for out, r in zip(outputs, requests)]
+
+    def generate(self, config, prompt_ids: list[int], max_new_tokens: int, *, seed: int, stop_at_eos: bool,
+                 on_round: RoundCallback | None = None) -> GenerationResult:
+        return self.generate_batch(config, [Request(list(prompt_ids), max_new_tokens, seed, stop_at_eos)], 1)[0]
+
+    def describe(self) -> dict:
+        """What ran, for the results folder's backend.json: versions, engine arguments and, per
+        configuration label, the exact speculative_config (null: target only)."""
+        return {"backend": self.name, "vllm_version": self.vllm_version, "model": self._folder,
+                "engine": engine_kwargs(self.options, device=self.device, dtype=self.dtype, seed=self.seed,
+                                        max_concurrency=int(self.options.get("max_num_seqs", 1))),
+                "configs": dict(self.ran_configs), "counter_problems": list(self.counter_problems)}
+
+    def close(self) -> None:
+        """Stop the worker; its logs are kept only when something failed (the error names them)."""
+        self._stop_worker()
+        if not self._failed:
+            shutil.rmtree(self.log_dir, ignore_errors=True)
+

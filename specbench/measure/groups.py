@@ -1,0 +1,90 @@
+"""Serving-engine sweeps: units run a (configuration, concurrency) group at a time.
+
+The own engine measures one request at a time, prompt by prompt (`specbench.measure.runner`).
+A serving engine (``backend: vllm``, ...) is started once per speculative configuration and
+measures many requests in flight, so its units are grouped: every unit of one configuration,
+concurrency and turn goes to `Backend.generate_batch` together, which keeps ``concurrency``
+requests in flight. Groups run configuration by configuration (baselines first: turn 2 of a
+conversation continues the baseline's turn-1 answer), so an engine starts once per
+configuration. Each unit's record is written as soon as its group returns: a worker that dies
+mid-sweep loses only the group in flight, and a rerun resumes with the groups not yet done.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from specbench.backends.base import Request
+from specbench.measure.spec import RunConfig, SweepSpec
+from specbench.measure.units import Unit, make_record
+from specbench.records.store import atomic_write_json
+
+BACKEND_FILE = "backend.json"
+
+
+@dataclass
+class Group:
+    config: RunConfig
+    concurrency: int
+    turn: int
+    units: list[Unit]
+
+
+def uses_groups(spec: SweepSpec) -> bool:
+    """Whether a sweep's live units run in groups (every backend but specbench's own engine)."""
+    return spec.backend != "own"
+
+
+def group_units(units: list[Unit]) -> list[Group]:
+    """Live units grouped by (configuration, concurrency, turn), in the order they should run:
+    baselines first, then configurations in grid order; within one, concurrency then turn."""
+    groups: dict[tuple, Group] = {}
+    first_seen: dict[RunConfig, int] = {}
+    for unit in units:
+        if unit.mode != "live":
+            continue
+        first_seen.setdefault(unit.config, len(first_seen))
+        key = (unit.config, unit.concurrency, unit.turn)
+        if key not in groups:
+            groups[key] = Group(unit.config, unit.concurrency, unit.turn, [])
+        groups[key].units.append(unit)
+    return sorted(groups.values(), key=lambda g: (not g.config.is_baseline, first_seen[g.config], g.concurrency,
+                                                  g.turn))
+
+
+def run_groups(runner, units: list[Unit]) -> int:
+    """Run the live ``units`` through ``runner.backend.generate_batch``; returns how many were measured."""
+    spec, measured = runner.spec, 0
+    for group in group_units(units):
+        requests = [Request(runner.prompt_ids(u), u.max_new_tokens, u.seed, not spec.ignore_eos) for u in group.units]
+        runner.observer.status(f"{group.config.label} · concurrency {group.concurrency} · {len(requests)} requests")
+        for unit in group.units:
+            runner.observer.unit_started(unit)
+        results = runner.backend.generate_batch(group.config, requests, group.concurrency)
+        for unit, result in zip(group.units, results):
+            record = make_record(unit, result, spec, runner.device_name)
+            runner.store.write_unit(record)
+            if unit.config.is_baseline and unit.turn == 1:
+                runner._answers[unit.group] = [runner.backend.tokenizer.decode(result.tokens,
+                                                                               skip_special_tokens=True)]
+            measured += 1
+            runner.observer.unit_done(unit, record)
+        write_backend_file(runner)
+    return measured
+
+
+def write_backend_file(runner) -> None:
+    """``backend.json`` in the results folder: what the engine ran — its version and, per
+    configuration, the exact engine settings (vLLM: the ``speculative_config``) — merged over reruns."""
+    described = getattr(runner.backend, "describe", None)
+    if described is None:
+        return
+    path = runner.store.folder / BACKEND_FILE
+    try:
+        old = json.loads(path.read_text()) if path.exists() else {}
+    except (OSError, ValueError):
+        old = {}
+    new = described()
+    new["configs"] = {**old.get("configs", {}), **new.get("configs", {})}
+    atomic_write_json(path, {**old, **new})

@@ -1,0 +1,70 @@
+"""The vLLM backend on a real engine (marker ``vllm``; needs ``.venv-vllm`` from `make install-vllm`).
+
+One tiny sweep (SmolLM2-135M, 2 prompts × 16 tokens, greedy, γ 2) runs once for the module:
+the target-only baseline, ngram and draft_model with the target drafting for itself. vLLM fixes
+the speculative config when an engine is built, so that is three engine starts (about 1.5–2.5
+minutes each on a busy 2-core CPU); everything below reads the same records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+VLLM_PYTHON = Path(os.environ.get("SPECBENCH_VLLM_PYTHON") or ROOT / ".venv-vllm" / "bin" / "python")
+
+pytestmark = [pytest.mark.vllm,
+              pytest.mark.skipif(not VLLM_PYTHON.is_file(),
+                                 reason=f"needs the vLLM environment {VLLM_PYTHON} (make install-vllm)")]
+
+PROMPTS = ["The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog. The quick",
+           "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):\n"]
+
+
+@pytest.fixture(scope="module")
+def vllm_sweep(tmp_path_factory):
+    from specbench.measure.runner import SweepRunner
+    from specbench.measure.spec import build_spec
+    from specbench.records.store import load_records
+
+    folder = tmp_path_factory.mktemp("vllm")
+    prompts = folder / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(PROMPTS)))
+    spec = build_spec({"name": "vllm-e2e", "target": "smollm2-135m", "gammas": [2], "max_new_tokens": 16,
+                       "ignore_eos": True, "workloads": [f"jsonl:{prompts}:field=text:id=id"],
+                       "drafters": ["ngram", "draft-model:model=smollm2-135m"],
+                       "backend": {"name": "vllm", "python": str(VLLM_PYTHON), "max_model_len": 512,
+                                   "kv_cache_gib": 1}})
+    runner = SweepRunner(spec, folder / "results")
+    assert runner.run() == 6
+    return runner, load_records(folder / "results")
+
+
+def test_greedy_outputs_equal_vllm_target_only(vllm_sweep):
+    _, frame = vllm_sweep
+    base = frame[frame["drafter"] == "none"].set_index("prompt_id")["output_sha1"]
+    assert len(base) == 2
+    for drafter in ("ngram", "draft-model"):
+        rows = frame[frame["drafter"] == drafter].set_index("prompt_id")["output_sha1"]
+        assert rows.to_dict() == base.to_dict(), drafter
+    assert set(frame["new_tokens"]) == {16} and set(frame["backend"]) == {"vllm"}
+
+
+def test_draft_model_drafting_for_itself_accepts_everything(vllm_sweep):
+    runner, frame = vllm_sweep
+    rows = frame[frame["drafter"] == "draft-model"]
+    assert (rows["drafted"] > 0).all() and (rows["accepted"] == rows["drafted"]).all()
+    assert (rows["alpha"] == 1.0).all()
+    assert runner.backend.counter_problems == []  # per-request sums equal vLLM's aggregate counters
+
+
+def test_records_carry_vllm_timings_and_rounds(vllm_sweep):
+    _, frame = vllm_sweep
+    assert (frame["ttft_s"] > 0).all() and (frame["itl_s"] > 0).all() and (frame["tokens_per_s"] > 0).all()
+    for row in frame.itertuples():
+        assert sum(1 + a for a in row.round_accepted) >= row.decode_tokens  # the last round may be cut
+        assert len(row.round_accepted) == row.rounds
