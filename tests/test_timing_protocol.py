@@ -113,11 +113,16 @@ def test_timing_usable_and_parse():
 def test_probe_sees_another_process_burn_cpu():
     if not Path("/proc/stat").exists():
         pytest.skip("no /proc/stat")
+    busy = "import time\nt=time.time()\nwhile time.time()-t<1.0: pass"
     probe = MachineProbe()
-    hog = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<1.0: pass"])
-    hog.wait(timeout=30)
+    # the busy loop runs in a grandchild that outlives its parent: never reaped by this process, so
+    # its CPU time is another process's (a reaped child's time is counted as this process's own)
+    launcher = subprocess.Popen([sys.executable, "-c",
+                                 f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {busy!r}])"])
+    launcher.wait(timeout=30)
+    time.sleep(1.6)
     state = probe.stop()
-    assert state.other_cpu_s > 0.5  # the child ran ~1 s of CPU; it is not this process's own time
+    assert state.other_cpu_s > 0.5  # the grandchild ran ~1 s of CPU
     assert state.wall_s >= 1.0 and state.load_1m == state.load_1m
 
 
@@ -182,8 +187,8 @@ def test_units_timed_beside_a_cpu_hog_are_flagged(tmp_path):
            "timing": {"order": "bracket", "warmup_s": 0.2}}
     spec = build_spec(raw)
     runner = SweepRunner(spec, tmp_path / "res")
-    runner._load_models()  # load before the hog starts, so the hog overlaps the timed units only
-    runner._load_models = lambda: None
+    runner.backend.start(lambda message: None)  # load before the hog starts: it overlaps the timed units only
+    runner.backend.start = lambda status: None
     hogs = _hog(2 * (os.cpu_count() or 1), 60.0)  # bounded: killed as soon as the sweep ends
     try:
         time.sleep(0.3)
