@@ -75,34 +75,32 @@ def profile_command(
     if (out / "run.json").exists() and not force:
         raise SpecbenchError(f"{out} already holds a profile or results (run.json): choose another --out or --force")
     plan = plan_profile(target, drafters, device=device, dtype=dtype, grid=grid, kernels=kernels, seed=seed)
-    lock = FolderLock(out).acquire()  # one writer per folder until the command ends
-    typer.main.click.get_current_context().call_on_close(lock.release)
-    if (out / "run.json").exists() and not force:  # again, now that no one else writes there
-        raise SpecbenchError(f"{out} already holds a profile or results (run.json): choose another --out or --force")
-    if threads:
-        import torch  # lazy: loads torch; keeps `specbench --help` fast
+    with FolderLock(out):  # one writer per folder until the command ends
+        if (out / "run.json").exists() and not force:  # again, now that no one else writes there
+            raise SpecbenchError(f"{out} already holds a profile or results (run.json): choose another --out or "
+                                 "--force")
+        if threads:
+            import torch  # lazy: loads torch; keeps `specbench --help` fast
 
-        torch.set_num_threads(threads)
-    columns = (TextColumn("[bold]profile"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("{task.description}"))
-    with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
-        task = progress.add_task("measuring read bandwidth", total=plan.cells)
+            torch.set_num_threads(threads)
+        columns = (TextColumn("[bold]profile"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.description}"))
+        with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+            task = progress.add_task("measuring read bandwidth", total=plan.cells)
 
-        def report(done: int, total: int, what: str) -> None:
-            progress.update(task, completed=done, total=total, description=what)
+            def report(done: int, total: int, what: str) -> None:
+                progress.update(task, completed=done, total=total, description=what)
 
-        profile = measure_profile(plan, report)
-    write_profile(out, profile)
-    if json_out:
-        _print_profile_json(profile, out)
-        return
-    _print_profile(profile, out)
+            profile = measure_profile(plan, report)
+        write_profile(out, profile)
+        if json_out:
+            _print_profile_json(profile, out)
+            return
+        _print_profile(profile, out)
 
 
 def profile_rows(profile) -> list[dict]:
     """The summary table's rows with the same columns (model, what, B, c, ms [IQR], ms k max, GB/s, peak, MiB)."""
-    from specbench.hardware.profile import summary_frame  # lazy: loads torch; keeps `specbench --help` fast
-
     rows = []
     for _, r in summary_frame(profile).iterrows():
         rows.append({"model": str(r["model"]), "what": str(r["measure"]), "B": int(r["batch"]), "c": int(r["context"]),
