@@ -68,6 +68,11 @@ def test_predicted_speedup_with_both_uncertainties_and_a_decision(replay_folder)
     measured = table[table["gamma"].isin([1, 3])]
     assert np.isfinite(measured["realized_over_predicted"]).all()
     assert table.loc[table["gamma"] == 2, "n_measured"].iloc[0] == 0  # γ 2 was only replayed
+    shown = json.loads(invoke("results", "show", out, "--json").stdout)["rows"]
+    replayed = {r["gamma"]: r for r in shown if r["mode"] == "replay"}
+    for row in table.itertuples():  # results show prints the predicted speedup (modelled baseline), interval too
+        assert replayed[row.gamma]["speedup"] == pytest.approx(row.predicted)
+        assert (replayed[row.gamma]["speedup_lo"], replayed[row.gamma]["speedup_hi"]) == pytest.approx((row.lo, row.hi))
     rec = invoke("recommend", out, "--json", "--bootstrap", "20")
     assert rec.exit_code == 0, rec.output
     scenario = json.loads(rec.stdout)[0]
@@ -85,3 +90,19 @@ def test_profile_json_has_the_table_columns(tmp_path):
     assert data["rows"] and {"model", "what", "B", "c", "ms", "iqr_ms", "ms_k_max", "gb_s", "peak", "mib"} <= set(
         data["rows"][0])
     assert {r["what"] for r in data["rows"]} >= {"verify"}
+
+
+def test_the_speedup_figure_shows_the_predicted_evidence(replay_folder):
+    """The figure shows what the decision rests on: a predicted point per replayed γ, with its interval."""
+    from specbench.figures.plot import figure_throughput, load_plot_data
+
+    out, _ = replay_folder
+    data = load_plot_data(out, n_boot=20)
+    predicted = data.recommendations[0].predicted
+    fig = figure_throughput(data)
+    speed_ax = fig.axes[1]  # the speedup panel under the throughput panel of the only scenario
+    hollow = [line for line in speed_ax.lines if line.get_marker() == "s"]
+    assert len(hollow) == 1
+    assert sorted(hollow[0].get_ydata()) == pytest.approx(sorted(predicted["predicted"]))
+    labels = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    assert any(label.startswith("predicted speedup") for label in labels)

@@ -24,6 +24,7 @@ from specbench.backends.replay import ChainTrace, Replayer, Trajectory, replay_c
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.sampling import SamplingParams
+from specbench.errors import SpecbenchError
 from specbench.measure.replay_units import predict
 from specbench.records.store import load_records
 from tests.cli_helpers import assert_user_error, invoke, tiny_sweep_yaml
@@ -312,6 +313,22 @@ def test_mode_does_not_change_the_spec_hash():
     hashes = {build_spec({**raw, "mode": m}).spec_hash for m in ("live", "replay", "both")}
     assert len(hashes) == 1
     assert build_spec({**raw, "mode": "replay"}).calibration.gammas == (1, 2)
+
+
+def test_a_workload_entry_sets_its_own_output_length():
+    from specbench.measure.spec import build_spec
+    from specbench.measure.units import expand_units, load_workloads
+
+    raw = {"name": "h", "drafters": ["ngram"], "gammas": [1], "max_new_tokens": 16,
+           "workloads": [{"name": "mt-bench", "count": 1}, {"name": "humaneval", "count": 1, "max_new_tokens": 40}]}
+    spec = build_spec(raw)
+    lengths = {(u.workload.name, u.max_new_tokens) for u in expand_units(spec, load_workloads(spec))}
+    assert lengths == {("mt-bench", 16), ("humaneval", 40)}
+    plain = {**raw, "workloads": [{"name": "mt-bench", "count": 1}, {"name": "humaneval", "count": 1}]}
+    assert "max_new_tokens" not in build_spec(plain).to_dict()["workloads"][1]  # unset: old hashes stand
+    assert build_spec(plain).spec_hash != spec.spec_hash
+    with pytest.raises(SpecbenchError, match="max_new_tokens"):
+        build_spec({**raw, "workloads": [{"name": "humaneval", "max_new_tokens": 0}]})
 
 
 # ----------------------------------------------------------------------------- downstream code

@@ -207,3 +207,7 @@ def test_units_timed_beside_a_cpu_hog_are_flagged(tmp_path):
     kept, note = timing_usable(live)
     assert "disturbed" in note
     assert (live["accepted"] <= live["drafted"]).all() and live["tau"].notna().all()
+    from specbench.analysis.decision import decide_scenario
+
+    decision, _ = decide_scenario(df, [], n_prompts=2)  # the headline itself says so, not only a note
+    assert decision.timing_disturbed and "timing was disturbed" in decision.text

@@ -34,6 +34,7 @@ from specbench.analysis.speedup_interval import (
     prompts_to_settle,
     t_quantile,
 )
+from specbench.records.timing import DISTURBED
 
 
 @dataclass
@@ -45,10 +46,12 @@ class Decision:
     prompts_needed: int | None
     n_prompts: int
     text: str
+    timing_disturbed: bool = False  # every timed unit ran under interference (the text says so too)
 
     def as_dict(self) -> dict:
         return {"answer": self.answer, "evidence": self.evidence, "best": self.best,
-                "prompts_needed": self.prompts_needed, "n_prompts": self.n_prompts, "text": self.text}
+                "prompts_needed": self.prompts_needed, "n_prompts": self.n_prompts, "text": self.text,
+                "timing_disturbed": self.timing_disturbed}
 
 
 def _candidates_predicted(predicted: pd.DataFrame) -> list[dict]:
@@ -96,6 +99,16 @@ def decide_scenario(scenario: pd.DataFrame, measured_options: list, n_prompts: i
     predicted, more = predicted_table(scenario, level)
     if notes is not None:
         notes.extend(more)
+    decision = _decide(scenario, predicted, measured_options, n_prompts, level)
+    if any(n.startswith(DISTURBED) for n in more):  # every timed unit ran under interference: say so up front
+        decision.timing_disturbed = True
+        decision.text += (" — but the timing was disturbed (every timed unit ran beside other busy processes): "
+                          "rerun on a quieter machine before acting on it")
+    return decision, predicted
+
+
+def _decide(scenario: pd.DataFrame, predicted: pd.DataFrame, measured_options: list, n_prompts: int,
+            level: float) -> Decision:
     if not predicted.empty:
         evidence, candidates = "predicted", _candidates_predicted(predicted)
         count = int(predicted["n_prompts"].max())
@@ -106,14 +119,14 @@ def decide_scenario(scenario: pd.DataFrame, measured_options: list, n_prompts: i
         count = n_prompts
         source = f"measured on {count} prompts"
     if not candidates:
-        return Decision(TOO_FEW, evidence, None, None, None, count, "cannot tell: nothing to compare"), predicted
+        return Decision(TOO_FEW, evidence, None, None, None, count, "cannot tell: nothing to compare")
     with_interval = [c for c in candidates if np.isfinite(c["lo"]) and np.isfinite(c["hi"])]
     best = max(candidates, key=lambda c: c["speedup"] if np.isfinite(c["speedup"]) else -np.inf)
     best_dict = {k: best[k] for k in ("drafter_label", "tree", "gamma", "speedup", "lo", "hi")}
     if not with_interval or count < MIN_PROMPTS:
         text = (f"too few prompts to tell (P = {count}); best point estimate {_describe(best)} at "
                 f"{best['speedup']:.2f}× — measure ≥ {MIN_PROMPTS} prompts (≥ 10 for a useful interval)")
-        return Decision(TOO_FEW, evidence, None, best_dict, None, count, text), predicted
+        return Decision(TOO_FEW, evidence, None, best_dict, None, count, text)
     above = [c for c in with_interval if c["lo"] > 1.0]
     if above:
         pick = max(above, key=lambda c: c["speedup"])
@@ -121,11 +134,11 @@ def decide_scenario(scenario: pd.DataFrame, measured_options: list, n_prompts: i
         text = (f"confident yes: speculate with {_describe(pick)}, {_ci(pick)} ({source}; the best of "
                 f"{len(above)} option(s) whose interval lies above 1)")
         return Decision(YES, evidence, option, {**best_dict, **{k: pick[k] for k in best_dict}}, None, count,
-                        text), predicted
+                        text)
     if all(c["hi"] < 1.0 for c in with_interval):
         text = (f"confident no: no option's interval lies above 1, every one lies below 1 ({source}); best "
                 f"{_describe(best)} at {_ci(best)}")
-        return Decision(NO, evidence, None, best_dict, None, count, text), predicted
+        return Decision(NO, evidence, None, best_dict, None, count, text)
     ref = max(with_interval, key=lambda c: c["speedup"])
     interval = SpeedupInterval(ref["speedup"], ref["lo"], ref["hi"],
                                (np.log(ref["hi"]) - np.log(ref["lo"])) / 2 / _t(ref, count, level), count - 1, count)
@@ -133,7 +146,7 @@ def decide_scenario(scenario: pd.DataFrame, measured_options: list, n_prompts: i
     settle = (f"about {needed} prompts would settle it at the observed per-prompt spread" if needed
               else "no practical number of prompts would settle it: the speedup is too close to 1")
     text = (f"cannot tell: best {_describe(ref)} at {_ci(ref)} ({source}); its interval contains 1 — {settle}")
-    return Decision(UNSURE, evidence, None, {k: ref[k] for k in best_dict}, needed, count, text), predicted
+    return Decision(UNSURE, evidence, None, {k: ref[k] for k in best_dict}, needed, count, text)
 
 
 def _t(c: dict, count: int, level: float) -> float:

@@ -37,7 +37,7 @@ from specbench.analysis.cost import CostFit, cost_stats, fit_costs
 from specbench.analysis.intervals import LEVEL
 from specbench.analysis.speedup_interval import combined_interval, speedup_interval
 from specbench.records.rounds import cluster_codes, cluster_sums, prompt_clusters
-from specbench.records.summary import UNIT_KEYS, is_baseline, prefer_live
+from specbench.records.summary import BASELINE_KEYS, UNIT_KEYS, is_baseline, prefer_live
 from specbench.records.timing import timing_usable
 
 GROUP = ["drafter", "drafter_label", "tree"]
@@ -167,3 +167,18 @@ def _realized(config: pd.DataFrame, group_live: pd.DataFrame, base: pd.DataFrame
     return {"measured": measured.point, "measured_lo": measured.lo, "measured_hi": measured.hi,
             "n_measured": measured.n_prompts, "predicted_same_prompts": float(predicted),
             "realized_over_predicted": float(measured.point / predicted)}
+
+
+def predicted_by_scenario(records: pd.DataFrame) -> pd.DataFrame:
+    """`predicted_table` for every scenario (target, sampling, workload) of a folder, keys included.
+
+    What `results show` prints for replayed rows: their speedup is acceptance × cost with the
+    baseline *modelled* by the same cost fit, not the modelled speed over a baseline timed at
+    other moments.
+    """
+    frames = []
+    for key, scenario in records.groupby(BASELINE_KEYS, dropna=False, sort=True):
+        table, _ = predicted_table(scenario)
+        if not table.empty:
+            frames.append(table.assign(**dict(zip(BASELINE_KEYS, key))))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from specbench.analysis.predicted_speedup import predicted_by_scenario
 from specbench.cli.render import console, fmt
 from specbench.cli.render import console as wide_console
 from specbench.errors import SpecbenchError
@@ -26,7 +27,8 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
     """One table per workload: α, τ, tokens/s and speedup for every drafter × γ, with prompt counts.
 
     Rows of mode 'replay' (sweeps with --mode replay|both) hold replayed acceptance and τ; their
-    tokens/s and speedup are cost-model predictions, marked "pred". Live-vs-replay agreement:
+    tokens/s and speedup are cost-model predictions, marked "pred": the speedup is the predicted one
+    (acceptance × cost, the baseline modelled by the same cost fit), as `recommend` uses it. Live-vs-replay agreement:
     RESULTS/replay-summary.csv. "disturbed": live units timed under interference from other
     processes (timing protocol, docs/results-schema.md).
 
@@ -42,12 +44,8 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
     records = load_records(folder)
     if records.empty:
         raise SpecbenchError(f"{folder} has no records yet")
-    levels = "concurrency" in records and records["concurrency"].fillna(1).nunique() > 1  # serving backends
-    if levels:
-        records = records.assign(concurrency=records["concurrency"].fillna(1).astype(int))
-    table = configuration_table(records, by=["concurrency"] if levels else None)
-    check = lossless_check(records)
-    table = table.merge(check, how="left", on=[c for c in check.columns if c in table.columns and c != "identical"])
+    records, table = summary_table(records)
+    levels = "concurrency" in table
     if csv is not None:
         table.to_csv(csv, index=False)
     replayed = (records["mode"] == "replay").any()  # a mode column only where replayed rows exist
@@ -96,6 +94,40 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
         out.print(t)
 
 
+def summary_table(records):
+    """(records, table): one row per configuration × workload (× concurrency where a folder holds several
+    levels), with the greedy-identity share and, for replayed rows, the predicted speedup."""
+    levels = "concurrency" in records and records["concurrency"].fillna(1).nunique() > 1  # serving backends
+    if levels:
+        records = records.assign(concurrency=records["concurrency"].fillna(1).astype(int))
+    table = configuration_table(records, by=["concurrency"] if levels else None)
+    check = lossless_check(records)
+    table = table.merge(check, how="left", on=[c for c in check.columns if c in table.columns and c != "identical"])
+    return records, with_predicted_speedups(records, table)
+
+
+PREDICTED_KEYS = ["target", "temperature", "top_p", "top_k", "workload", "drafter_label", "tree", "gamma"]
+
+
+def with_predicted_speedups(records, table):
+    """Replayed rows' speedup: the predicted one (acceptance × cost, baseline modelled by the same
+    cost fit; `specbench.analysis.predicted_speedup`), with its interval in speedup_lo / speedup_hi.
+
+    Dividing a replayed row's modelled tokens/s by the baseline measured over all prompts would mix
+    a model with timings taken at other moments (the baselines of non-calibration prompts).
+    """
+    if "mode" not in table or not (table["mode"] == "replay").any():
+        return table
+    predicted = predicted_by_scenario(records)
+    if predicted.empty:
+        return table
+    predicted = predicted[PREDICTED_KEYS + ["predicted", "lo", "hi"]].assign(mode="replay")
+    table = table.merge(predicted, how="left", on=PREDICTED_KEYS + ["mode"])
+    use = table["predicted"].notna()
+    table.loc[use, "speedup"] = table.loc[use, "predicted"]
+    return table.rename(columns={"lo": "speedup_lo", "hi": "speedup_hi"}).drop(columns="predicted")
+
+
 def show_rows(records, table) -> list[dict]:
     """The rows `results show` prints, as plain dicts (the --json output): one per configuration × workload."""
     disturbed = {}
@@ -114,11 +146,19 @@ def show_rows(records, table) -> list[dict]:
         rows.append({"workload": r.workload, "configuration": label, "gamma": int(r.gamma),
                      "temperature": float(r.temperature), "mode": r.mode, "prompts": int(r.n_prompts),
                      "alpha": float(r.alpha), "tau": float(r.tau), "tokens_per_s": float(r.tokens_per_s),
-                     "speedup": float(r.speedup), "greedy_identical": identical,
+                     "speedup": float(r.speedup), **_interval(r), "greedy_identical": identical,
                      "disturbed_units": int(disturbed.get((r.workload, r.drafter_label, r.tree, r.gamma,
                                                            r.temperature, r.mode), 0)),
                      **({"concurrency": int(r.concurrency)} if levels else {})})
     return rows
+
+
+def _interval(row) -> dict:
+    """speedup_lo / speedup_hi where the row has a predicted interval (replayed rows)."""
+    lo, hi = getattr(row, "speedup_lo", None), getattr(row, "speedup_hi", None)
+    if lo is None or lo != lo:
+        return {}
+    return {"speedup_lo": float(lo), "speedup_hi": float(hi)}
 
 
 @results_app.command("merge")

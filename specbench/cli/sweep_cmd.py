@@ -16,11 +16,10 @@ from rich.text import Text
 from specbench.cli.exit_codes import INTERRUPTED, TERMINATED, Terminated, say
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt
-from specbench.cli.results_cmd import show_rows
+from specbench.cli.results_cmd import show_rows, summary_table
 from specbench.errors import SpecbenchError
 from specbench.records.jsonable import json_ready
 from specbench.records.store import load_records
-from specbench.records.summary import configuration_table, lossless_check
 
 EPILOG = """Examples:
 
@@ -186,9 +185,7 @@ def print_json_summary(out_dir: Path, measured: int, total: int) -> None:
 
 
     records = load_records(out_dir)
-    table = configuration_table(records)
-    check = lossless_check(records)
-    table = table.merge(check, how="left", on=[c for c in check.columns if c in table.columns and c != "identical"])
+    records, table = summary_table(records)
     out = {"out": str(out_dir), "measured_now": measured, "units": total, "timing": timing_summary(out_dir),
            "rows": show_rows(records, table)}
     if (records["mode"] == "replay").any():

@@ -400,6 +400,12 @@ def speedup_panel(ax, data: PlotData, rec, top: int) -> None:
         measured_points(ax, rows["gamma"], rows["speedup"], rows["lo"], rows["hi"], style=style,
                         offset=dodge(i, len(named)))
         values.extend(rows["speedup"])
+    predicted = rec.predicted
+    for i, (name, style, rows) in enumerate(series(predicted, data.palette) if len(predicted) else ()):
+        rows = rows.sort_values("gamma")  # the decision's evidence: acceptance on every prompt × cost
+        measured_points(ax, rows["gamma"], rows["predicted"], rows["lo"], rows["hi"],
+                        style={**style, "markerfacecolor": "white", "marker": "s"}, offset=0.12, connect=False)
+        values.extend(rows["hi"])
     if rec.final is not None:
         mark_recommended(ax, rec.final.gamma, rec.final.speedup)
     finite = [v for v in values if np.isfinite(v)]
@@ -436,6 +442,9 @@ def figure_throughput(data: PlotData) -> Figure:
     handles[f"measured speedup, {CI} (paired prompt bootstrap)"] = Line2D([], [], color="0.3", marker="o",
                                                                           linestyle="none")
     handles[f"model prediction (α̂ × measured costs), {CI}"] = Line2D([], [], color="0.3", linestyle="--")
+    if any(len(r.predicted) for r in data.recommendations):
+        handles[f"predicted speedup (replayed acceptance × timed costs), {CI}"] = Line2D(
+            [], [], color="0.3", marker="s", markerfacecolor="white", linestyle="none")
     handles["recommended"] = Line2D([], [], marker="*", markersize=14, color="#FFC20A", markeredgecolor="black",
                                     linestyle="none")
     fig.suptitle("Decode throughput and speedup vs draft length γ")

@@ -4,8 +4,11 @@ A sweep is a YAML file (see ``sweeps/``) or the same axes given as CLI flags:
 
     name, target, device, dtype, seed, repeats, max_new_tokens (null: each workload's own),
     ignore_eos, drafters: [{type, params}], gammas, trees, temperatures, top_p, top_k,
-    workloads: [{name, count, split}], mode, calibration: {gammas, prompts},
+    workloads: [{name, count, split, max_new_tokens}], mode, calibration: {gammas, prompts},
     timing: {order, warmup_s, max_other_cores, retries} (`specbench.measure.timing_protocol`)
+
+``max_new_tokens`` resolves per workload: the workload entry's own value, else the top-level one,
+else the workload file's default.
 
 The grid is every (drafter × γ × tree × temperature) configuration plus one target-only
 baseline (γ = 0) per temperature, crossed with every workload prompt, turn and repeat.
@@ -34,7 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from specbench.backends.registry import CONCURRENT, OWN_DRAFTERS
@@ -111,6 +114,14 @@ class WorkloadChoice:
     name: str
     count: int | None = None
     split: str = "eval"
+    max_new_tokens: int | None = None  # overrides the sweep's and the workload file's
+
+    def to_dict(self) -> dict:
+        # max_new_tokens only when set, so that the hash of every spec written before it existed is unchanged.
+        data = {"name": self.name, "count": self.count, "split": self.split}
+        if self.max_new_tokens is not None:
+            data["max_new_tokens"] = self.max_new_tokens
+        return data
 
 
 @dataclass(frozen=True)
@@ -170,7 +181,7 @@ class SweepSpec:
             "ignore_eos": self.ignore_eos,
             "drafters": [{"type": d.type, "params": d.params_dict} for d in self.drafters],
             "gammas": self.gammas, "trees": self.trees, "temperatures": self.temperatures, "top_p": self.top_p,
-            "top_k": self.top_k, "workloads": [asdict(w) for w in self.workloads], "mode": self.mode,
+            "top_k": self.top_k, "workloads": [w.to_dict() for w in self.workloads], "mode": self.mode,
             "calibration": None if self.calibration is None else {"gammas": list(self.calibration.gammas),
                                                                    "prompts": self.calibration.prompts},
             "compile": self.compile, "kernels": self.kernels, "timing": self.timing.to_dict(),
@@ -181,6 +192,11 @@ class SweepSpec:
         if self.concurrency != [1]:
             data["concurrency"] = list(self.concurrency)
         return data
+
+    def max_new_tokens_for(self, workload) -> int:
+        """New tokens per turn on ``workload`` (a loaded `Workload`): its entry's, else the sweep's, else its own."""
+        entry = next((w.max_new_tokens for w in self.workloads if w.name == workload.name), None)
+        return entry or self.max_new_tokens or workload.max_new_tokens
 
     @property
     def run_options(self) -> dict:
@@ -274,12 +290,13 @@ def _workload(item, where: str) -> WorkloadChoice:
         item = {"name": item}
     if not isinstance(item, dict) or "name" not in item:
         _fail(where, f"each workload needs a 'name', got {item!r}")
-    extra = set(item) - {"name", "count", "split"}
+    extra = set(item) - {"name", "count", "split", "max_new_tokens"}
     if extra:
-        _fail(where, f"workload entries take name, count and split, not {sorted(extra)}")
-    count = item.get("count")
+        _fail(where, f"workload entries take name, count, split and max_new_tokens, not {sorted(extra)}")
+    count, max_new = item.get("count"), item.get("max_new_tokens")
     return WorkloadChoice(name=str(item["name"]), count=None if count is None else _int(count, where, "count", 1),
-                          split=str(item.get("split", "eval")))
+                          split=str(item.get("split", "eval")),
+                          max_new_tokens=None if max_new is None else _int(max_new, where, "max_new_tokens", 1))
 
 
 def _calibration(value, gammas: list[int], where: str) -> Calibration:

@@ -92,7 +92,7 @@ def expand_units(spec: SweepSpec, workloads: list[Workload], shard: tuple[int, i
     """Every unit of the grid in execution order (one shard of it); replayed units after each turn's live ones."""
     units = []
     for workload in workloads:
-        max_new = spec.max_new_tokens or workload.max_new_tokens
+        max_new = spec.max_new_tokens_for(workload)
         prompts = [p for p in workload.prompts if in_shard(p.prompt_id, workload.name, shard)]
         for index, prompt in enumerate(prompts):
             for repeat in range(spec.repeats):

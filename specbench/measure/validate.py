@@ -45,7 +45,7 @@ def count_units(spec, workloads, shard: tuple[int, int] = (0, 1), in_shard=None)
     cal = spec.calibration
     units = tokens = 0
     for workload in workloads:
-        max_new = spec.max_new_tokens or workload.max_new_tokens
+        max_new = spec.max_new_tokens_for(workload)
         prompts = [p for p in workload.prompts if in_shard is None or in_shard(p.prompt_id, workload.name, shard)]
         for index, prompt in enumerate(prompts):
             per_turn = 0

@@ -10,6 +10,9 @@ from __future__ import annotations
 import pandas as pd
 
 
+DISTURBED = "timing disturbed"  # how the note on a folder whose every timed unit was disturbed begins
+
+
 def timing_usable(records: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     """Rule 6 for readers: the records whose timings may enter a timing fit, and a note.
 
@@ -21,7 +24,7 @@ def timing_usable(records: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     if ok.all():
         return records, None
     if not ok.any():
-        return records, (f"timing disturbed: all {len(records)} timed units ran under interference from other "
+        return records, (f"{DISTURBED}: all {len(records)} timed units ran under interference from other "
                          "processes (docs/results-schema.md, timing protocol); timings used anyway — rerun on a "
                          "quieter machine to confirm")
     return records[ok], (f"{int((~ok).sum())} of {len(records)} timed units ran under interference and are left out "
