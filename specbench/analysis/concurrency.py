@@ -21,6 +21,9 @@ import json
 import numpy as np
 import pandas as pd
 
+from specbench.analysis.vllm_speculative import METHODS as VLLM_METHODS
+from specbench.analysis.vllm_speculative import WITH_MODEL, draft_model_spec
+from specbench.analysis.vllm_speculative import speculative_config as vllm_speculative_config
 from specbench.records.summary import BASELINE_KEYS, UNIT_KEYS, is_baseline
 
 LEVEL_KEYS = ["backend", "concurrency"]
@@ -157,15 +160,15 @@ def vllm_config_with_ranges(schedule: dict, base_config: dict | None) -> dict | 
             "num_speculative_tokens_per_batch_size": schedule["ranges"]}
 
 
-def ngram_or_model_config(schedule: dict) -> dict | None:
-    """The method part of vLLM's speculative_config for the drafters it runs from a sweep's records."""
+def schedule_base_config(schedule: dict) -> dict | None:
+    """vLLM's speculative_config of the schedule's drafter at its largest K (`analysis.vllm_speculative`,
+    the mapping the vLLM backends ran), models named as recorded; None when vLLM has no method for the
+    drafter or the records name no model for a drafter that needs one."""
     params = json.loads(schedule.get("drafter_params") or "{}")
-    if schedule["drafter"] == "ngram":
-        return {"method": "ngram", "prompt_lookup_min": int(params.get("n_min", 1)),
-                "prompt_lookup_max": int(params.get("n_max", 3))}
-    if schedule["drafter"] == "draft-model" and params.get("model"):
-        return {"method": "draft_model", "model": params["model"]}
-    return None
+    drafter = schedule["drafter"]
+    if drafter not in VLLM_METHODS or (drafter in WITH_MODEL and draft_model_spec(drafter, params) is None):
+        return None
+    return vllm_speculative_config(drafter, params, max(int(schedule["num_speculative_tokens"]), 1))
 
 
 def summary(records: pd.DataFrame) -> dict:
@@ -177,6 +180,6 @@ def summary(records: pd.DataFrame) -> dict:
     stops = [{**dict(zip(BASELINE_KEYS + ["backend"], k)), "stops_at": v} for k, v in stops_paying(best).items()]
     schedules = batch_size_schedules(table)
     for s in schedules:
-        s["vllm_config"] = vllm_config_with_ranges(s, ngram_or_model_config(s))
+        s["vllm_config"] = vllm_config_with_ranges(s, schedule_base_config(s))
     levels = best.replace({np.nan: None}).to_dict("records")
     return {"levels": levels, "stops": stops, "schedules": schedules}
