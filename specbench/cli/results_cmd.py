@@ -8,13 +8,13 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from specbench.cli.render import console, fmt
+from specbench.cli.render import console, fmt, milliseconds
 from specbench.cli.render import console as wide_console
 from specbench.errors import SpecbenchError
 from specbench.records.jsonable import json_ready
 from specbench.records.merge import merge_folders
 from specbench.records.store import load_records, load_run_info
-from specbench.records.summary import configuration_table, lossless_check
+from specbench.records.summary import LATENCY_COLUMNS, PERCENTILES, configuration_table, lossless_check
 
 results_app = typer.Typer(help="Inspect and combine results folders.", no_args_is_help=True)
 
@@ -28,7 +28,9 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
     Rows of mode 'replay' (sweeps with --mode replay|both) hold replayed acceptance and τ; their
     tokens/s and speedup are cost-model predictions, marked "pred". Live-vs-replay agreement:
     RESULTS/replay-summary.csv. "disturbed": live units timed under interference from other
-    processes (timing protocol, docs/results-schema.md).
+    processes (timing protocol, docs/results-schema.md). Records of a serving backend (vllm,
+    openai, vllm-server) add time to first token and inter-token latency at p50/p90/p99 over
+    each row's requests, in ms (--json: always, in s).
 
     Example: specbench results show results/demo
     """
@@ -64,10 +66,12 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
               f"{info.get('device_name')} · {info.get('dtype')} · {len(records)} records")
     columns = ["γ"] + (["T"] if several_t else []) + (["in flight"] if levels else []) + (
         ["mode"] if replayed else []) + ["prompts", "α", "τ", "tokens/s", "speedup", "greedy identical", "disturbed"]
+    if served(records):
+        columns += ["TTFT ms p50/p90/p99", "ITL ms p50/p90/p99"]
     keys = {"γ": "gamma", "T": "temperature", "in flight": "concurrency", "mode": "mode", "prompts": "prompts",
             "α": "alpha", "τ": "tau",
             "tokens/s": "tokens_per_s", "speedup": "speedup", "greedy identical": "greedy_identical",
-            "disturbed": "disturbed_units"}
+            "disturbed": "disturbed_units", "TTFT ms p50/p90/p99": None, "ITL ms p50/p90/p99": None}
     for workload in sorted({r["workload"] for r in rows}):
         t = Table(title=f"workload {workload}")
         t.add_column("configuration", no_wrap=True)
@@ -76,7 +80,7 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
         for r in (r for r in rows if r["workload"] == workload):
             cells = []
             for col in columns:
-                v = r[keys[col]]
+                v = r[keys[col]] if keys[col] else None
                 if col in ("α",):
                     cells.append(fmt(v))
                 elif col == "τ":
@@ -90,10 +94,20 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
                     cells.append("-" if v is None else f"{v:.0%}")
                 elif col in ("T", "in flight"):
                     cells.append(f"{v:g}")
+                elif col in LATENCY_CELLS:
+                    cells.append(milliseconds([r[f"{LATENCY_CELLS[col]}_p{p}_s"] for p in PERCENTILES]))
                 else:
                     cells.append(str(v))
             t.add_row(r["configuration"], *cells)
         out.print(t)
+
+
+LATENCY_CELLS = {"TTFT ms p50/p90/p99": "ttft", "ITL ms p50/p90/p99": "itl"}
+
+
+def served(records) -> bool:
+    """Whether a serving backend (not specbench's own engine) measured any of the records."""
+    return "backend" in records and bool((records["backend"].fillna("own") != "own").any())
 
 
 def show_rows(records, table) -> list[dict]:
@@ -117,6 +131,7 @@ def show_rows(records, table) -> list[dict]:
                      "speedup": float(r.speedup), "greedy_identical": identical,
                      "disturbed_units": int(disturbed.get((r.workload, r.drafter_label, r.tree, r.gamma,
                                                            r.temperature, r.mode), 0)),
+                     **{c: float(getattr(r, c)) for c in LATENCY_COLUMNS},
                      **({"concurrency": int(r.concurrency)} if levels else {})})
     return rows
 
