@@ -12,6 +12,11 @@ c_i up to the next measured level − 1; the ranges end with a K = 0 range from 
 where the drafter stops paying. vLLM applies the last range's K to every larger batch: when the
 last range is K = 0 that turns speculation off above it (what was measured); when it is K > 0,
 every batch beyond the largest measured concurrency also drafts K — unmeasured, and said so.
+
+Latency at each level (`latency_table`): time to first token and inter-token latency at p50 / p90 /
+p99 over the requests of every configuration, the baseline included, at every concurrency
+(`specbench.records.summary.latency_percentiles`: one record is one request; ITL is each
+request's mean gap between tokens). Speculation can raise tokens/s and still lengthen TTFT.
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ import json
 import numpy as np
 import pandas as pd
 
-from specbench.records.summary import BASELINE_KEYS, UNIT_KEYS, is_baseline
+from specbench.analysis.vllm_speculative import METHODS as VLLM_METHODS
+from specbench.analysis.vllm_speculative import WITH_MODEL, draft_model_spec
+from specbench.analysis.vllm_speculative import speculative_config as vllm_speculative_config
+from specbench.records.summary import BASELINE_KEYS, LATENCY_COLUMNS, UNIT_KEYS, is_baseline, latency_percentiles
 
 LEVEL_KEYS = ["backend", "concurrency"]
 
@@ -52,7 +60,8 @@ def speedups(records: pd.DataFrame) -> pd.DataFrame:
     """Measured speedup of every configuration at every concurrency, paired with its baseline.
 
     Columns: scenario keys, backend, concurrency, drafter, drafter_label, drafter_params, tree,
-    gamma, alpha, tokens_per_s, baseline_tokens_per_s, speedup, units.
+    gamma, alpha, tokens_per_s, baseline_tokens_per_s, speedup, units, and the configuration's
+    `LATENCY_COLUMNS` over the same units.
     """
     frame = _normalised(records)
     keys = BASELINE_KEYS + LEVEL_KEYS
@@ -68,9 +77,26 @@ def speedups(records: pd.DataFrame) -> pd.DataFrame:
         drafted = group["drafted"].sum()
         row.update(alpha=float(group["accepted"].sum() / drafted) if drafted else float("nan"),
                    tokens_per_s=float(tps), baseline_tokens_per_s=float(base_tps), speedup=float(tps / base_tps),
-                   units=len(group))
+                   units=len(group), **latency_percentiles(group))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def latency_table(records: pd.DataFrame) -> pd.DataFrame:
+    """TTFT and ITL percentiles of every configuration, the baseline included, per (scenario, backend,
+    concurrency): columns scenario keys, backend, concurrency, drafter, drafter_label, tree, gamma,
+    requests, `LATENCY_COLUMNS` (s). Empty when no live record has a TTFT or an ITL."""
+    frame = _normalised(records)
+    if frame.empty:
+        return pd.DataFrame()
+    keys = BASELINE_KEYS + LEVEL_KEYS + ["drafter", "drafter_label", "tree", "gamma"]
+    rows = []
+    for key, group in frame.groupby(keys, dropna=False, sort=True):
+        rows.append({**dict(zip(keys, key)), "requests": len(group), **latency_percentiles(group)})
+    table = pd.DataFrame(rows)
+    if table[LATENCY_COLUMNS].isna().all().all():
+        return pd.DataFrame()
+    return table
 
 
 def best_per_level(table: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
@@ -157,26 +183,28 @@ def vllm_config_with_ranges(schedule: dict, base_config: dict | None) -> dict | 
             "num_speculative_tokens_per_batch_size": schedule["ranges"]}
 
 
-def ngram_or_model_config(schedule: dict) -> dict | None:
-    """The method part of vLLM's speculative_config for the drafters it runs from a sweep's records."""
+def schedule_base_config(schedule: dict) -> dict | None:
+    """vLLM's speculative_config of the schedule's drafter at its largest K (`analysis.vllm_speculative`,
+    the mapping the vLLM backends ran), models named as recorded; None when vLLM has no method for the
+    drafter or the records name no model for a drafter that needs one."""
     params = json.loads(schedule.get("drafter_params") or "{}")
-    if schedule["drafter"] == "ngram":
-        return {"method": "ngram", "prompt_lookup_min": int(params.get("n_min", 1)),
-                "prompt_lookup_max": int(params.get("n_max", 3))}
-    if schedule["drafter"] == "draft-model" and params.get("model"):
-        return {"method": "draft_model", "model": params["model"]}
-    return None
+    drafter = schedule["drafter"]
+    if drafter not in VLLM_METHODS or (drafter in WITH_MODEL and draft_model_spec(drafter, params) is None):
+        return None
+    return vllm_speculative_config(drafter, params, max(int(schedule["num_speculative_tokens"]), 1))
 
 
 def summary(records: pd.DataFrame) -> dict:
     """Everything `specbench recommend` prints about concurrency, as plain data."""
     table = speedups(records)
+    latency = latency_table(records)
+    latency_rows = latency.replace({np.nan: None}).to_dict("records") if not latency.empty else []
     if table.empty:
-        return {"levels": [], "stops": [], "schedules": []}
+        return {"levels": [], "stops": [], "schedules": [], "latency": latency_rows}
     best = best_per_level(table)
     stops = [{**dict(zip(BASELINE_KEYS + ["backend"], k)), "stops_at": v} for k, v in stops_paying(best).items()]
     schedules = batch_size_schedules(table)
     for s in schedules:
-        s["vllm_config"] = vllm_config_with_ranges(s, ngram_or_model_config(s))
+        s["vllm_config"] = vllm_config_with_ranges(s, schedule_base_config(s))
     levels = best.replace({np.nan: None}).to_dict("records")
-    return {"levels": levels, "stops": stops, "schedules": schedules}
+    return {"levels": levels, "stops": stops, "schedules": schedules, "latency": latency_rows}

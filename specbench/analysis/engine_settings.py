@@ -3,7 +3,8 @@
 Key names were checked against the engines' own source (`CHECKED_AGAINST`):
 
 * vLLM 0.32.0 ``SpeculativeConfig`` (vllm/config/speculative.py): method, model,
-  num_speculative_tokens, prompt_lookup_min/max. vLLM 0.32 has **no tree speculation** (the
+  num_speculative_tokens, prompt_lookup_min/max — built by `analysis.vllm_speculative`, the one
+  mapping the vLLM backends run too. vLLM 0.32 has **no tree speculation** (the
   ``speculative_token_tree`` key is gone and its ``@config`` rejects unknown keys), so a tree
   is reported as not expressible on vLLM, with a chain of depth γ in the snippet.
 * SGLang ``server_args.py`` (sgl-project/sglang main, read at commit 001067ff): flags
@@ -33,6 +34,9 @@ import json
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from specbench.analysis.vllm_speculative import METHODS as VLLM_METHODS
+from specbench.analysis.vllm_speculative import speculative_config as vllm_speculative_config
 
 ENGINES = ("vllm", "sglang", "transformers")
 CHECKED_AGAINST = {"vllm": "vLLM 0.32.0 (SpeculativeConfig)", "sglang": "SGLang server_args.py at commit 001067ff",
@@ -97,21 +101,20 @@ def sglang_token_limit(topk: int, steps: int) -> int:
 def _vllm(drafter: str, params: dict, tree: str, gamma: int, target: str,
           hub_ids: Mapping[str, str] | None) -> EngineSetting:
     notes: list[str] = []
-    if drafter == "ngram":
-        config = {"method": "ngram", "num_speculative_tokens": gamma,
-                  "prompt_lookup_min": int(params.get("n_min", 1)), "prompt_lookup_max": int(params.get("n_max", 3))}
-    elif drafter == "draft-model":
-        config = {"method": "draft_model", "model": hub_name(params.get("model"), hub_ids),
-                  "num_speculative_tokens": gamma}
+    if drafter not in VLLM_METHODS:
+        return EngineSetting("vllm", False, {}, "", [f"vLLM has no method for drafter '{drafter}'"])
+    # the one drafter -> speculative_config mapping (the backends run the same); models named for pasting
+    config = vllm_speculative_config(drafter, params, gamma, model_name=lambda spec: hub_name(spec, hub_ids))
+    if config is None:
+        return EngineSetting("vllm", False, {}, "", ["γ = 0 is target-only decoding: leave speculative_config out"])
+    if drafter == "draft-model":
         notes.append("draft and target must share a tokenizer; older vLLM releases take the same keys without 'method'")
+    elif drafter == "mtp":
+        notes.append("'mtp' runs the multi-token-prediction layers inside the target's own checkpoint "
+                     "(DeepSeek-V3, Qwen3-Next, ...): only for targets that ship them")
     elif drafter in FEATURE_DRAFTERS:
-        config = {"method": FEATURE_DRAFTERS[drafter][0], "num_speculative_tokens": gamma}
-        if drafter != "mtp":
-            config["model"] = hub_name(params.get("model") or params.get("checkpoint"), hub_ids)
         notes.append(f"'{drafter}' needs a checkpoint in the layout vLLM loads "
                      "(a specbench-trained one may need converting)")
-    else:
-        return EngineSetting("vllm", False, {}, "", [f"vLLM has no method for drafter '{drafter}'"])
     supported = True
     if tree != "chain":
         supported = False

@@ -2,6 +2,9 @@
 
 No vLLM import here: the mapping is checked when the spec is built, before any engine starts,
 so a drafter or tree that vLLM cannot run fails in one line (exit 2) instead of after minutes.
+Both vLLM backends (in process, and ``vllm-server``) take their config from `speculative_config`
+here; the drafter → config mapping itself is `specbench.analysis.vllm_speculative`, the one that
+``specbench recommend --engine vllm`` prints and ``export-drafter`` writes.
 
 * ngram → ``{"method": "ngram", "num_speculative_tokens": γ, "prompt_lookup_min": n_min,
   "prompt_lookup_max": n_max}`` (specbench's defaults n_min 1, n_max 3);
@@ -18,7 +21,10 @@ import json
 from pathlib import Path
 from typing import Callable
 
+from specbench.analysis.vllm_speculative import METHODS, TRAINED, draft_model_spec
+from specbench.analysis.vllm_speculative import speculative_config as build_speculative_config
 from specbench.errors import SpecbenchError, did_you_mean
+from specbench.models.resolve import DTYPES
 
 # backend options (sweep YAML ``backend: {name: vllm, ...}``) -> meaning
 OPTIONS = {
@@ -36,9 +42,6 @@ OPTIONS = {
     "engine_args": "extra keyword arguments for vllm.LLM, passed through as given",
     "warmup_tokens": "untimed tokens generated when an engine starts (default 8)",
 }
-DTYPES = {"fp32": "float32", "float32": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16",
-          "fp16": "float16", "float16": "float16", "auto": "auto"}
-TRAINED = ("eagle", "eagle3", "medusa")
 
 
 def check_options(options: dict, where: str = "backend vllm") -> dict:
@@ -92,42 +95,41 @@ def _vllm_layout(checkpoint) -> bool:
     return isinstance(data, dict) and data.get("format") != "specbench-drafter"
 
 
-def speculative_config(config, resolve_model: Callable[[str], str] | None = None,
-                       options: dict | None = None) -> dict | None:
-    """vLLM's ``speculative_config`` for a `RunConfig` (None for the target-only baseline).
-
-    ``resolve_model`` turns a model spec (alias) into a local folder; without it the spec is
-    sent as given (enough for validation).
-    """
-    if config.drafter is None or config.gamma == 0:
-        return None
-    kind, params, gamma = config.drafter.type, config.drafter.params_dict, int(config.gamma)
+def check_runnable(config) -> None:
+    """Refuse, in one line, a configuration a vLLM engine started by specbench cannot run: a tree,
+    MTP (its layers live in the target's checkpoint), a draft model without a model, a trained head
+    without a checkpoint in vLLM's layout, a drafter vLLM has no method for."""
+    kind, params = config.drafter.type, config.drafter.params_dict
     if config.tree != "chain":
         raise SpecbenchError(f"tree '{config.tree}' cannot run on vLLM: vLLM 0.32's SpeculativeConfig has no token "
                              "tree (use trees: [chain] with backend vllm)")
-    resolve = resolve_model or (lambda spec: spec)
-    if kind == "ngram":
-        n_min, n_max = int(params.get("n_min", 1)), int(params.get("n_max", 3))
-        return {"method": "ngram", "num_speculative_tokens": gamma, "prompt_lookup_min": n_min,
-                "prompt_lookup_max": n_max}
-    if kind == "draft-model":
-        if not params.get("model"):
-            raise SpecbenchError("drafter draft-model cannot run on vLLM without a model (params: {model: NAME})")
-        out = {"method": "draft_model", "model": resolve(str(params["model"])), "num_speculative_tokens": gamma}
-        if options and "draft_tensor_parallel_size" in options:
-            out["draft_tensor_parallel_size"] = int(options["draft_tensor_parallel_size"])
-        return out
-    if kind in TRAINED:
-        checkpoint = params.get("checkpoint")
-        if checkpoint and _vllm_layout(checkpoint):
-            out = {"method": kind, "model": str(Path(str(checkpoint)).expanduser().resolve()),
-                   "num_speculative_tokens": gamma}
-            if options and "draft_tensor_parallel_size" in options:
-                out["draft_tensor_parallel_size"] = int(options["draft_tensor_parallel_size"])
-            return out
-        raise SpecbenchError(f"drafter {kind} cannot run on vLLM: it needs checkpoint=<folder in vLLM's layout> "
-                             f"(specbench's own format is not loadable by vLLM; see docs/backends.md)")
     if kind == "mtp":
         raise SpecbenchError("drafter mtp cannot run on vLLM: vLLM's MTP uses layers inside the target's own "
                              "checkpoint (DeepSeek-V3, Qwen3-Next, ...), which specbench's targets do not have")
-    raise SpecbenchError(f"drafter {kind} cannot run on vLLM")
+    if kind == "draft-model" and not draft_model_spec(kind, params):
+        raise SpecbenchError("drafter draft-model cannot run on vLLM without a model (params: {model: NAME})")
+    if kind in TRAINED:
+        checkpoint = draft_model_spec(kind, params)
+        if not (checkpoint and _vllm_layout(checkpoint)):
+            raise SpecbenchError(f"drafter {kind} cannot run on vLLM: it needs checkpoint=<folder in vLLM's layout> "
+                                 f"(specbench's own format is not loadable by vLLM; see docs/backends.md)")
+    if kind not in METHODS:
+        raise SpecbenchError(f"drafter {kind} cannot run on vLLM")
+
+
+def speculative_config(config, resolve_model: Callable[[str], str] | None = None,
+                       options: dict | None = None) -> dict | None:
+    """vLLM's ``speculative_config`` for a `RunConfig` (None for the target-only baseline), as both
+    vLLM backends run it: `check_runnable`, then the one mapping (`analysis.vllm_speculative`).
+
+    ``resolve_model`` turns a model spec (alias, checkpoint folder) into what vLLM loads (a local
+    folder); without it the spec is sent as given (enough for validation). ``options``: the
+    backend's options (``draft_tensor_parallel_size``).
+    """
+    if config.drafter is None or config.gamma == 0:
+        return None
+    check_runnable(config)
+    resolve = resolve_model or str
+    parallel = (options or {}).get("draft_tensor_parallel_size")
+    return build_speculative_config(config.drafter.type, config.drafter.params_dict, int(config.gamma),
+                                    model_name=lambda spec: resolve(str(spec)), draft_tensor_parallel_size=parallel)

@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from specbench.analysis.vllm_speculative import speculative_config
 from specbench.engine.drafters import make_drafter
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import load_model
@@ -42,7 +43,15 @@ FORMATS = ("vllm",)
 NOT_EXPORTABLE = {"mtp": "vLLM's MTP runs the multi-token-prediction layers shipped inside the target's own checkpoint "
                          "(DeepSeek, Qwen3-Next, GLM-4.5, MiMo, ...); a Llama target has no MTP path and vLLM reads no "
                          "separate MTP checkpoint"}
-METHODS = {"eagle": "eagle", "eagle3": "eagle3", "medusa": "medusa"}
+EAGLE_STEPS = 3  # the num_speculative_tokens printed for an exported EAGLE / EAGLE-3 head (any γ works)
+
+
+def serving_config(kind: str, folder: Path, config: dict) -> dict:
+    """The speculative_config that serves an export in ``folder`` (its ``config.json`` is ``config``): the
+    one mapping (`analysis.vllm_speculative`) with the folder as the checkpoint; γ = Medusa's head
+    count, else `EAGLE_STEPS`."""
+    gamma = int(config["num_heads"]) if kind == "medusa" else EAGLE_STEPS
+    return speculative_config(kind, {"checkpoint": str(Path(folder).resolve())}, gamma)
 
 
 def _llama_config(target) -> dict:
@@ -161,8 +170,7 @@ def write_export(kind: str, drafter, target, out: Path, fmt: str = "vllm") -> di
     out.mkdir(parents=True, exist_ok=True)
     save_file(_cpu(tensors), str(out / "model.safetensors"), metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    k = int(config["num_heads"]) if kind == "medusa" else 3
-    speculative = {"method": METHODS[kind], "model": str(out.resolve()), "num_speculative_tokens": k}
+    speculative = serving_config(kind, out, config)
     report = {"kind": kind, "format": fmt, "folder": str(out), "target": target.name, "tensors": sorted(tensors),
               "notes": notes, "speculative_config": speculative}
     (out / "specbench-export.json").write_text(json.dumps(report, indent=2) + "\n")

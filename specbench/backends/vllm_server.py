@@ -28,17 +28,15 @@ import json
 import os
 from pathlib import Path
 
-from specbench.analysis.engine_settings import engine_settings
+from specbench.backends import vllm_config
 from specbench.backends.base import GenerationResult, Request, RoundCallback, StatusCallback
 from specbench.backends.openai_server import OpenAIClient, OpenAIServerBackend, load_tokenizer, resolve_model_location
 from specbench.backends.server_process import STOP_GRACE_S, ServerProcess, check_port_free, free_port
 from specbench.errors import SpecbenchError
+from specbench.models.resolve import DTYPES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VENV_ENV = "SPECBENCH_VLLM_VENV"
-DTYPES = {"fp32": "float32", "float32": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16",
-          "fp16": "float16", "float16": "float16", "auto": "auto"}
-MODEL_KEYS = ("model",)  # speculative_config keys naming a model spec to resolve to a folder
 
 
 def default_venv() -> Path:
@@ -55,24 +53,12 @@ def venv_python(venv: str | Path | None = None) -> Path:
     return python
 
 
-def speculative_config(config, resolve=resolve_model_location) -> dict | None:
-    """vLLM's ``speculative_config`` for a sweep configuration (None for the γ = 0 baseline).
-
-    The same builder as ``specbench recommend --engine vllm`` (`analysis.engine_settings`), so the
-    config that ran is the config that is recommended; model specs are resolved to local folders.
-    """
-    if config.is_baseline:
-        return None
-    drafter = config.drafter
-    setting = engine_settings(drafter.type, drafter.params_dict, config.tree, config.gamma, engines=("vllm",))["vllm"]
-    if not setting.supported:
-        raise SpecbenchError(f"vLLM cannot run {drafter.label} γ={config.gamma} tree={config.tree}: "
-                             + "; ".join(setting.notes))
-    spec = dict(setting.config)
-    for key in MODEL_KEYS:
-        if key in spec and spec[key] and not str(spec[key]).startswith("<"):
-            spec[key] = resolve(str(spec[key]))
-    return spec
+def speculative_config(config, resolve=None) -> dict | None:
+    """vLLM's ``speculative_config`` for a sweep configuration (None for the γ = 0 baseline), sent as
+    ``--speculative-config``: the same function as the in-process backend's
+    (`backends.vllm_config.speculative_config`: the runnability checks, then the one mapping that
+    ``specbench recommend --engine vllm`` prints), with model specs resolved to what the server loads."""
+    return vllm_config.speculative_config(config, resolve or resolve_model_location)
 
 
 class VLLMServerBackend(OpenAIServerBackend):

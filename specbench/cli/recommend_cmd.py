@@ -22,10 +22,11 @@ from specbench.analysis.recommend import to_json as recommendations_json
 from specbench.backends.engine_checks import check_engine_settings, local_model_folder
 from specbench.cli.fit_cmd import group_label, text_row
 from specbench.cli.render import console as wide_console
-from specbench.cli.render import fmt
+from specbench.cli.render import fmt, milliseconds
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models.resolve import hub_ids
 from specbench.records.profile_file import load_profile
+from specbench.records.summary import PERCENTILES
 
 ENGINE_CHOICES = ("vllm", "sglang", "transformers", "all")
 
@@ -192,6 +193,21 @@ def recommend_command(
         print_concurrency(concurrency_summary(records), console)
 
 
+def concurrency_latency_table(rows: list[dict]) -> Table:
+    """TTFT and ITL p50/p90/p99 (ms) of every configuration at every concurrency (`analysis.concurrency`)."""
+    table = Table(title="Latency per concurrency: p50/p90/p99 over requests (ITL: each request's mean gap "
+                        "between tokens)")
+    for c in ("workload", "backend", "concurrency", "configuration", "requests", "TTFT ms", "ITL ms"):
+        table.add_column(escape(c), overflow="fold")
+    for r in rows:
+        label = "target only" if r["drafter"] == "none" else f"{r['drafter_label']} γ={int(r['gamma'])}"
+        label += "" if r["tree"] == "chain" else f" tree {r['tree']}"
+        text_row(table, r["workload"], r["backend"], str(r["concurrency"]), label, str(r["requests"]),
+                 milliseconds([r[f"ttft_p{p}_s"] for p in PERCENTILES]),
+                 milliseconds([r[f"itl_p{p}_s"] for p in PERCENTILES]))
+    return table
+
+
 def print_concurrency(summary: dict, console) -> None:
     """Best γ per (workload, concurrency), where speculation stops paying, and vLLM's per-batch-size K."""
     table = Table(title="Best measured configuration per concurrency (decode tokens/s vs the baseline at the same "
@@ -202,6 +218,8 @@ def print_concurrency(summary: dict, console) -> None:
         text_row(table, r["workload"], r["backend"], str(r["concurrency"]), r["best"], str(r["gamma"]),
                  f"{r['speedup']:.2f}×", r["best_measured"])
     console.print(table)
+    if summary.get("latency"):
+        console.print(concurrency_latency_table(summary["latency"]))
     for s in summary["stops"]:
         where = (f"stops paying from concurrency {s['stops_at']}" if s["stops_at"] is not None
                  else "pays at every concurrency measured (or never)")

@@ -23,6 +23,15 @@ def fmt(value, digits: int = 3) -> str:
     return str(value)
 
 
+def milliseconds(values) -> str:
+    """Seconds as 'a/b/c' in ms with one decimal (percentiles p50/p90/p99); '-' for a missing value, and
+    for all of them missing."""
+    missing = [v is None or v != v for v in values]
+    if all(missing):
+        return "-"
+    return "/".join("-" if gone else f"{v * 1e3:.1f}" for v, gone in zip(values, missing))
+
+
 def print_run_report(report: dict) -> None:
     out = console()
     out.print(Panel(report["text"] or "(no text)", title="output", expand=False))

@@ -9,13 +9,13 @@ import typer
 from rich.table import Table
 
 from specbench.analysis.predicted_speedup import predicted_by_scenario
-from specbench.cli.render import console, fmt
+from specbench.cli.render import console, fmt, milliseconds
 from specbench.cli.render import console as wide_console
 from specbench.errors import SpecbenchError
 from specbench.records.jsonable import json_ready
 from specbench.records.merge import merge_folders
 from specbench.records.store import load_records, load_run_info
-from specbench.records.summary import configuration_table, lossless_check
+from specbench.records.summary import LATENCY_COLUMNS, PERCENTILES, configuration_table, lossless_check
 
 results_app = typer.Typer(help="Inspect and combine results folders.", no_args_is_help=True)
 
@@ -30,7 +30,9 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
     tokens/s and speedup are cost-model predictions, marked "pred": the speedup is the predicted one
     (acceptance × cost, the baseline modelled by the same cost fit), as `recommend` uses it. Live-vs-replay agreement:
     RESULTS/replay-summary.csv. "disturbed": live units timed under interference from other
-    processes (timing protocol, docs/results-schema.md).
+    processes (timing protocol, docs/results-schema.md). Records of a serving backend (vllm,
+    openai, vllm-server) add time to first token and inter-token latency at p50/p90/p99 over
+    each row's requests, in ms (--json: always, in s).
 
     Example: specbench results show results/demo
     """
@@ -62,10 +64,12 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
               f"{info.get('device_name')} · {info.get('dtype')} · {len(records)} records")
     columns = ["γ"] + (["T"] if several_t else []) + (["in flight"] if levels else []) + (
         ["mode"] if replayed else []) + ["prompts", "α", "τ", "tokens/s", "speedup", "greedy identical", "disturbed"]
+    if served(records):
+        columns += ["TTFT ms p50/p90/p99", "ITL ms p50/p90/p99"]
     keys = {"γ": "gamma", "T": "temperature", "in flight": "concurrency", "mode": "mode", "prompts": "prompts",
             "α": "alpha", "τ": "tau",
             "tokens/s": "tokens_per_s", "speedup": "speedup", "greedy identical": "greedy_identical",
-            "disturbed": "disturbed_units"}
+            "disturbed": "disturbed_units", "TTFT ms p50/p90/p99": None, "ITL ms p50/p90/p99": None}
     for workload in sorted({r["workload"] for r in rows}):
         t = Table(title=f"workload {workload}")
         t.add_column("configuration", no_wrap=True)
@@ -74,7 +78,7 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
         for r in (r for r in rows if r["workload"] == workload):
             cells = []
             for col in columns:
-                v = r[keys[col]]
+                v = r[keys[col]] if keys[col] else None
                 if col in ("α",):
                     cells.append(fmt(v))
                 elif col == "τ":
@@ -88,6 +92,8 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
                     cells.append("-" if v is None else f"{v:.0%}")
                 elif col in ("T", "in flight"):
                     cells.append(f"{v:g}")
+                elif col in LATENCY_CELLS:
+                    cells.append(milliseconds([r[f"{LATENCY_CELLS[col]}_p{p}_s"] for p in PERCENTILES]))
                 else:
                     cells.append(str(v))
             t.add_row(r["configuration"], *cells)
@@ -128,6 +134,14 @@ def with_predicted_speedups(records, table):
     return table.rename(columns={"lo": "speedup_lo", "hi": "speedup_hi"}).drop(columns="predicted")
 
 
+LATENCY_CELLS = {"TTFT ms p50/p90/p99": "ttft", "ITL ms p50/p90/p99": "itl"}
+
+
+def served(records) -> bool:
+    """Whether a serving backend (not specbench's own engine) measured any of the records."""
+    return "backend" in records and bool((records["backend"].fillna("own") != "own").any())
+
+
 def show_rows(records, table) -> list[dict]:
     """The rows `results show` prints, as plain dicts (the --json output): one per configuration × workload."""
     disturbed = {}
@@ -149,6 +163,7 @@ def show_rows(records, table) -> list[dict]:
                      "speedup": float(r.speedup), **_interval(r), "greedy_identical": identical,
                      "disturbed_units": int(disturbed.get((r.workload, r.drafter_label, r.tree, r.gamma,
                                                            r.temperature, r.mode), 0)),
+                     **{c: float(getattr(r, c)) for c in LATENCY_COLUMNS},
                      **({"concurrency": int(r.concurrency)} if levels else {})})
     return rows
 

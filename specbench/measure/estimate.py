@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from specbench.measure.spec import SweepSpec
 from specbench.models import cache as model_cache
-from specbench.models.resolve import aliases
+from specbench.models.resolve import DTYPES, aliases
 
 # effective weight-streaming bandwidth of a decode step, bytes/s (order of magnitude only)
 BANDWIDTH_GUESS = {"cpu": 20e9, "cuda": 1.5e12}
-BYTES_PER_PARAM = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
+BYTES_PER_PARAM = {name: {"float32": 4, "bfloat16": 2, "float16": 2}[torch_name]  # every name of models.resolve.DTYPES
+                   for name, torch_name in DTYPES.items() if torch_name != "auto"}
 
 
 def parameter_count(target: str) -> int | None:

@@ -418,8 +418,9 @@ def _backend(spec: SweepSpec, value, concurrency, where: str) -> None:
         _fail(where, f"mode '{spec.mode}' replays specbench's own drafters: backend {spec.backend} needs mode: live")
     if spec.backend == "vllm":
         check_vllm_options(options, f"{where}: backend vllm")
+    if spec.backend in ("vllm", "vllm-server"):  # both run the same speculative_config
         for config in spec.configs:
-            speculative_config(config, None, options)  # a drafter or tree vLLM cannot run fails here
+            speculative_config(config, None, options if spec.backend == "vllm" else None)  # fails here, not later
 
 
 def expand_configs(spec: SweepSpec) -> list[RunConfig]:

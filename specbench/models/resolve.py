@@ -29,8 +29,10 @@ from specbench.models import integrity
 from specbench.models.byte_tokenizer import byte_tokenizer
 from specbench.models.fetch import fetch_split_gguf, installed_package_file, sha256_of
 
+# The one dtype table: specbench's dtype names -> torch's attribute names, which are also the names vLLM
+# takes (``--dtype``, ``LLM(dtype=...)``). "auto" (the checkpoint's own dtype) exists for vLLM only.
 DTYPES = {"fp32": "float32", "float32": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16",
-          "fp16": "float16", "float16": "float16"}
+          "fp16": "float16", "float16": "float16", "auto": "auto"}
 
 
 @dataclass
@@ -79,7 +81,7 @@ def torch_dtype(name: str):
     import torch
 
     key = DTYPES.get(str(name).lower())
-    if key is None:
+    if key is None or key == "auto":
         raise SpecbenchError(f"unknown dtype '{name}' (choose fp32, bf16 or fp16)")
     return getattr(torch, key)
 

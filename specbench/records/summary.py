@@ -8,6 +8,10 @@ exactly the same (prompt, turn, repeat) units, so both sides cover the same text
 Measured and replayed records (``mode`` 'live' / 'replay', docs/replay.md) of one
 configuration are separate rows: a replayed row's tokens/s and speedup are the cost model's
 predictions against the measured baseline, never measurements.
+
+Latency percentiles (`latency_percentiles`): TTFT and inter-token latency at p50 / p90 / p99
+over a configuration's requests, one record being one request (docs/results-schema.md,
+"Derived numbers"). Replayed rows have none: their timings are modelled.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ CONFIG_KEYS = ["target", "drafter", "drafter_label", "tree", "tree_nodes", "gamm
                "mode"]
 BASELINE_KEYS = ["target", "temperature", "top_p", "top_k", "workload"]
 UNIT_KEYS = ["prompt_id", "turn", "repeat"]
+PERCENTILES = (50, 90, 99)
+LATENCIES = {"ttft": "ttft_s", "itl": "itl_s"}  # name in the derived columns -> record column
+LATENCY_COLUMNS = [f"{name}_p{p}_s" for name in LATENCIES for p in PERCENTILES]
 
 
 def is_baseline(frame: pd.DataFrame) -> pd.Series:
@@ -37,6 +44,28 @@ def prefer_live(records: pd.DataFrame) -> pd.DataFrame:
     return order.drop_duplicates(keys, keep="first").drop(columns="_replay").sort_index()
 
 
+def latency_percentiles(requests: pd.DataFrame) -> dict[str, float]:
+    """``ttft_p50_s`` ... ``itl_p99_s``: percentiles of ``ttft_s`` and ``itl_s`` over ``requests``.
+
+    One record is one request and counts once (every prompt, turn and repeat). ``itl_s`` is the
+    request's own mean gap between tokens (decode time ÷ (new_tokens − 1)), so the ITL
+    percentiles are over requests' mean ITL (what vLLM's benchmark calls TPOT), not over single
+    token gaps, which the records do not keep. Null values (a request of one token has no ITL;
+    records written before these columns) are left out; NaN where none is left. numpy's default
+    (linear) interpolation.
+    """
+    out = {}
+    for name, column in LATENCIES.items():
+        if column in requests:
+            values = pd.to_numeric(requests[column], errors="coerce").to_numpy(dtype=float)
+            values = values[np.isfinite(values)]
+        else:
+            values = np.empty(0)
+        points = np.percentile(values, PERCENTILES) if len(values) else [np.nan] * len(PERCENTILES)
+        out.update({f"{name}_p{p}_s": float(v) for p, v in zip(PERCENTILES, points)})
+    return out
+
+
 def _ratio(num: float, den: float) -> float:
     return float(num) / float(den) if den else float("nan")
 
@@ -45,7 +74,8 @@ def configuration_table(records: pd.DataFrame, by: list[str] | None = None) -> p
     """One row per configuration × workload (× extra keys in ``by``, e.g. ['category']).
 
     Columns: the keys (``mode`` among them), n_prompts, alpha (Σ accepted / Σ drafted), tau (Σ tokens /
-    Σ rounds), tokens_per_s, baseline_tokens_per_s, speedup, draft_share (draft time ÷ decode time). For
+    Σ rounds), tokens_per_s, baseline_tokens_per_s, speedup, draft_share (draft time ÷ decode time),
+    `LATENCY_COLUMNS` (TTFT and ITL percentiles over the row's requests; NaN for replayed rows). For
     replayed rows tokens_per_s and speedup come from modelled timings.
     """
     if records.empty:
@@ -67,6 +97,7 @@ def configuration_table(records: pd.DataFrame, by: list[str] | None = None) -> p
             draft_share=_ratio(group["draft_s"].sum(), decode_s),
             verify_share=_ratio(group["verify_s"].sum(), decode_s),
         )
+        row.update(latency_percentiles(group) if row["mode"] == "live" else dict.fromkeys(LATENCY_COLUMNS, np.nan))
         match = base
         for k in BASELINE_KEYS + list(by or []):
             match = match[match[k] == row[k]]

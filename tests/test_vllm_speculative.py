@@ -1,0 +1,102 @@
+"""One drafter → vLLM speculative_config mapping (`specbench.analysis.vllm_speculative`): the in-process
+vLLM backend, the vllm-server backend, `recommend --engine vllm`, the per-concurrency schedule and
+`export-drafter` give the same config for the same drafter, γ and model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specbench.analysis.concurrency import schedule_base_config
+from specbench.analysis.engine_settings import engine_settings
+from specbench.analysis.vllm_speculative import speculative_config as build
+from specbench.backends import vllm_config, vllm_server
+from specbench.backends.vllm_export import serving_config
+from specbench.errors import SpecbenchError
+from specbench.measure.spec import DrafterConfig, RunConfig
+
+
+def run_config(kind: str, params: dict, gamma: int, tree: str = "chain") -> RunConfig:
+    return RunConfig(DrafterConfig(kind, tuple(sorted(params.items()))), gamma, tree, 0.0, 1.0, 0)
+
+
+def vllm_layout(folder):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLMEagle3"]}))
+    return str(folder.resolve())
+
+
+def as_given(spec: str) -> str:
+    return spec
+
+
+def every_user(kind: str, params: dict, gamma: int) -> dict[str, dict | None]:
+    """The config each user builds, with models named as given (no alias resolution, no hub ids)."""
+    config = run_config(kind, params, gamma)
+    return {
+        "in-process backend": vllm_config.speculative_config(config, as_given),
+        "vllm-server backend": vllm_server.speculative_config(config, as_given),
+        "recommend --engine vllm": engine_settings(kind, params, "chain", gamma, engines=("vllm",))["vllm"].config,
+        "concurrency schedule": schedule_base_config({"drafter": kind, "drafter_params": json.dumps(params),
+                                                      "num_speculative_tokens": gamma}),
+    }
+
+
+@pytest.mark.parametrize("kind, params, gamma, expected", [
+    ("ngram", {"n_min": 2, "n_max": 4}, 3,
+     {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4}),
+    ("ngram", {}, 1, {"method": "ngram", "num_speculative_tokens": 1, "prompt_lookup_min": 1, "prompt_lookup_max": 3}),
+    ("draft-model", {"model": "/models/small"}, 4,
+     {"method": "draft_model", "model": "/models/small", "num_speculative_tokens": 4}),
+])
+def test_every_user_builds_the_same_config(kind, params, gamma, expected):
+    built = every_user(kind, params, gamma)
+    assert built == {user: expected for user in built}
+    assert build(kind, params, gamma) == expected
+    assert build(kind, json.dumps(params), gamma) == expected  # the records' drafter_params JSON
+
+
+@pytest.mark.parametrize("kind", ["eagle", "eagle3", "medusa"])
+def test_trained_heads_same_config_from_backends_recommendation_and_export(kind, tmp_path):
+    folder = vllm_layout(tmp_path / kind)
+    built = every_user(kind, {"checkpoint": folder}, 4)
+    expected = {"method": kind, "model": folder, "num_speculative_tokens": 4}
+    assert built == {user: expected for user in built}
+    exported = serving_config(kind, tmp_path / kind, {"num_heads": 4})
+    assert exported == (expected if kind == "medusa" else {**expected, "num_speculative_tokens": 3})
+
+
+def test_model_names_and_parallelism_are_the_callers():
+    config = run_config("draft-model", {"model": "smollm2-135m"}, 2)
+    local = vllm_config.speculative_config(config, lambda spec: f"/cache/{spec}", {"draft_tensor_parallel_size": 2})
+    assert local == {"method": "draft_model", "model": "/cache/smollm2-135m", "num_speculative_tokens": 2,
+                     "draft_tensor_parallel_size": 2}
+    pasted = engine_settings("draft-model", {"model": "smollm2-135m"}, "chain", 2, engines=("vllm",),
+                             hub_ids={"smollm2-135m": "HuggingFaceTB/SmolLM2-135M-Instruct"})["vllm"].config
+    assert pasted == {"method": "draft_model", "model": "HuggingFaceTB/SmolLM2-135M-Instruct",
+                      "num_speculative_tokens": 2}
+    assert build("ngram", {}, 2, draft_tensor_parallel_size=2) == build("ngram", {}, 2)  # no model, no draft TP
+
+
+def test_target_only_and_unknown_drafters():
+    assert build(None, {}, 0) is None and build("none", {}, 0) is None and build("ngram", {}, 0) is None
+    assert vllm_config.speculative_config(RunConfig(None, 0, "chain", 0.0, 1.0, 0)) is None
+    assert vllm_server.speculative_config(RunConfig(None, 0, "chain", 0.0, 1.0, 0)) is None
+    with pytest.raises(SpecbenchError, match="vLLM has no speculative method for drafter 'lookahead'"):
+        build("lookahead", {}, 2)
+    assert not engine_settings("lookahead", {}, "chain", 2, engines=("vllm",))["vllm"].supported
+    assert schedule_base_config({"drafter": "draft-model", "drafter_params": "{}", "num_speculative_tokens": 2}) is None
+
+
+@pytest.mark.parametrize("kind, params, tree, message", [
+    ("ngram", {}, "2x2", "tree '2x2' cannot run on vLLM"),
+    ("mtp", {}, "chain", "drafter mtp cannot run on vLLM"),
+    ("eagle", {}, "chain", "drafter eagle cannot run on vLLM"),
+    ("draft-model", {}, "chain", "drafter draft-model cannot run on vLLM without a model"),
+])
+def test_both_backends_refuse_the_same_configs(kind, params, tree, message):
+    config = run_config(kind, params, 2, tree)
+    for backend in (vllm_config.speculative_config, vllm_server.speculative_config):
+        with pytest.raises(SpecbenchError, match=message):
+            backend(config, as_given)
