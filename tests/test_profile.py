@@ -19,14 +19,10 @@ import torch
 from typer.testing import CliRunner
 
 from specbench.analysis.cost import round_s
-from specbench.analysis.cost_profile import (
-    fit_profile,
-    markdown_summary,
-    ranges,
-    recommend_with_profile,
-    what_if,
-    workload_context,
-)
+from specbench.analysis.cost_profile import fit_profile, markdown_summary, what_if
+from specbench.analysis.recommend import ProfiledCosts, recommend
+from specbench.analysis.recommend_profiled import workload_context
+from specbench.analysis.recommendation import ranges
 from specbench.analysis.fit import expected_tokens
 from specbench.cli import app
 from specbench.errors import SpecbenchError
@@ -292,19 +288,19 @@ def sweep_records(sweep_list):
 
 
 def _gamma_at(rec, batch) -> int:
-    return int(rec.table.set_index("batch").loc[batch, "gamma"])
+    return int(rec.per_batch.table.set_index("batch").loc[batch, "gamma"])
 
 
 def test_steep_verification_means_small_gamma_or_none(sweep_records):
     steep = synthetic_profile(lambda k, b, c: 0.001 + 0.010 * k, lambda b, c: 0.001)
-    rec = recommend_with_profile(sweep_records, steep, batches=[1], n_boot=200)[0]
+    rec = recommend(sweep_records, ProfiledCosts(steep, batches=[1]), n_boot=200)[0]
     assert _gamma_at(rec, 1) <= 1
-    assert rec.vllm is None or rec.vllm["config"]["num_speculative_tokens"] <= 1
+    assert rec.per_batch.vllm is None or rec.per_batch.vllm["config"]["num_speculative_tokens"] <= 1
     flat = synthetic_profile(lambda k, b, c: 0.010 + 0.00001 * k, lambda b, c: 0.0001)
-    rec = recommend_with_profile(sweep_records, flat, batches=[1], n_boot=200)[0]
-    assert _gamma_at(rec, 1) >= 8 and rec.table["speedup"].iloc[0] > 2
-    assert rec.vllm["config"]["num_speculative_tokens"] == _gamma_at(rec, 1)
-    assert rec.context == workload_context(sweep_records[sweep_records["gamma"] > 0])
+    rec = recommend(sweep_records, ProfiledCosts(flat, batches=[1]), n_boot=200)[0]
+    assert _gamma_at(rec, 1) >= 8 and rec.per_batch.table["speedup"].iloc[0] > 2
+    assert rec.per_batch.vllm["config"]["num_speculative_tokens"] == _gamma_at(rec, 1)
+    assert rec.per_batch.context == workload_context(sweep_records[sweep_records["gamma"] > 0])
 
 
 def test_gamma_shrinks_with_batch_size_and_exports_vllm_ranges(sweep_records):
@@ -313,21 +309,22 @@ def test_gamma_shrinks_with_batch_size_and_exports_vllm_ranges(sweep_records):
         return 0.010 + 0.00005 * c / 1024 * b + 0.0003 * k * b
 
     profile = synthetic_profile(verify, lambda b, c: 0.0005 + 0.00001 * b)
-    rec = recommend_with_profile(sweep_records, profile, batches=[1, 8, 64], n_boot=200)[0]
+    rec = recommend(sweep_records, ProfiledCosts(profile, batches=[1, 8, 64]), n_boot=200)[0]
     chosen = [_gamma_at(rec, b) for b in (1, 8, 64)]
     assert chosen[0] >= 3 and chosen[0] >= chosen[1] >= chosen[2] and chosen[2] <= 1
-    plan = rec.plans[0]
+    plan = rec.per_batch.plans[0]
     assert (np.diff(plan.chosen) <= 0).all()  # never more speculation at a larger batch here
-    schedule = rec.vllm["config"]["num_speculative_tokens_per_batch_size"]
+    schedule = rec.per_batch.vllm["config"]["num_speculative_tokens_per_batch_size"]
     assert schedule[0][0] == 1 and schedule[-1][1] == 64
     assert all(a[1] + 1 == b[0] for a, b in zip(schedule, schedule[1:]))
-    assert rec.vllm["config"]["num_speculative_tokens"] == max(k for _, _, k in schedule) == chosen[0]
-    assert rec.vllm["config"]["method"] == "draft_model" and "--speculative-config" in rec.vllm["snippet"]
+    assert rec.per_batch.vllm["config"]["num_speculative_tokens"] == max(k for _, _, k in schedule) == chosen[0]
+    vllm = rec.per_batch.vllm
+    assert vllm["config"]["method"] == "draft_model" and "--speculative-config" in vllm["snippet"]
     # a predicted speedup at batch b is its expected tokens × target-only round ÷ speculative round
     b, g = 8, chosen[1]
     cost = fit_profile(profile, DRAFT)
-    t = plan.tokens[g] * float(round_s(cost, 0, batch=b, context=rec.context)) / float(
-        round_s(cost, g, propose_rate=plan.propose_rate, batch=b, context=rec.context))
+    t = plan.tokens[g] * float(round_s(cost, 0, batch=b, context=rec.per_batch.context)) / float(
+        round_s(cost, g, propose_rate=plan.propose_rate, batch=b, context=rec.per_batch.context))
     assert np.isclose(plan.speedup[b - 1, g], t)
 
 
@@ -338,8 +335,11 @@ def test_cli_recommend_with_cost_profile(tmp_path, sweep_list):
     result = _invoke("recommend", results, "--cost-profile", flat, "--batch", "1,8,32", "--bootstrap", "100", "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)[0]
-    assert [c["batch"] for c in data["choices"]] == [1, 8, 32]
-    assert data["vllm"]["config"]["num_speculative_tokens_per_batch_size"][-1][1] == 32
+    assert [c["batch"] for c in data["per_batch"]["choices"]] == [1, 8, 32]
+    assert data["per_batch"]["vllm"]["config"]["num_speculative_tokens_per_batch_size"][-1][1] == 32
+    assert data["cost_source"] == "synthetic-target on NVIDIA H100 80GB HBM3 (bf16)" and data["measured"] is None
+    measured = json.loads(_invoke("recommend", results, "--bootstrap", "20", "--json").stdout)[0]
+    assert set(measured) == set(data) and measured["per_batch"] is None  # one JSON form for both cost sources
     table = _invoke("recommend", results, "--cost-profile", flat, "--batch", "1,8", "--bootstrap", "50")
     assert table.exit_code == 0 and "num_speculative_tokens_per_batch_size" in table.stdout
     _one_line_error(_invoke("recommend", results, "--cost-profile", results), "not a cost profile")

@@ -231,6 +231,16 @@ def fit_decay_batch(attempts: np.ndarray, accepts: np.ndarray, iterations: int =
     return theta, loglik
 
 
+def replicate_models(point: AcceptanceModel, counts: PositionCounts, weights: np.ndarray) -> list[AcceptanceModel]:
+    """The point model's form refitted on every bootstrap replicate (prompt weights [B, P]):
+    α̂_b = S_b / (S_b + F_b) for the constant model, the decaying model's (α, d) otherwise."""
+    if point.decay == 1.0:
+        return [AcceptanceModel(float(a)) for a in np.atleast_1d(alpha_mle(weights @ counts.successes,
+                                                                           weights @ counts.failures))]
+    theta, _ = fit_decay_batch(weights @ counts.attempts, weights @ counts.accepts)
+    return [AcceptanceModel(float(np.exp(a)), float(np.exp(b))) for a, b in theta]
+
+
 def fit_decay(attempts: np.ndarray, accepts: np.ndarray) -> tuple[AcceptanceModel, float] | None:
     """MLE of α_i = α·d^i over the attempted positions: (model, log L), or None below two positions.
 
