@@ -58,7 +58,7 @@ def measured(tmp_path_factory):
     """A real CPU profile of a small architecture from a local config.json, plus a model and an n-gram drafter."""
     folder = tmp_path_factory.mktemp("arch")
     (folder / "config.json").write_text(json.dumps(SMALL))
-    grid = ProfileGrid(batches=(1, 2, 8), contexts=(16, 96), tokens=(1, 2, 3, 4, 6, 8), warmup=2, repeats=5)
+    grid = ProfileGrid(batches=(1, 2, 8), contexts=(16, 96), verify_tokens=(1, 2, 3, 4, 6, 8), warmup=2, repeats=5)
     profile = run_profile(str(folder), ["tiny-random-llama-draft", "ngram"], device="cpu", grid=grid)
     return profile, folder
 
@@ -149,7 +149,7 @@ def test_markdown_summary_and_gpu_check_summary(measured, tmp_path):
 def test_cli_profile_writes_a_profile(tmp_path):
     out = tmp_path / "prof"
     result = _invoke("profile", "--target", "tiny-random-llama", "--drafter", "ngram", "--batch", "1,2",
-                     "--context", "8", "--k", "1..3", "--repeats", "2", "--warmup", "1", "--out", out)
+                     "--context", "8", "--verify-tokens", "1..3", "--repeats", "2", "--warmup", "1", "--out", out)
     assert result.exit_code == 0, result.output
     assert "Cost profile" in result.stdout and "verify" in result.stdout and "propose" in result.stdout
     profile = load_profile(out)
@@ -165,10 +165,12 @@ def test_cli_profile_bad_inputs_exit_2(tmp_path):
     _one_line_error(_invoke("profile", "--target", "tiny-random-llama", "--drafter", "nope", "--out", out),
                     "unknown architecture 'nope'")
     _one_line_error(_invoke("profile", "--target", "tiny-random-llama", "--batch", "0,4", "--out", out), "--batch")
-    _one_line_error(_invoke("profile", "--target", "tiny-random-llama", "--k", "4..1", "--out", out), "--k")
+    _one_line_error(_invoke("profile", "--target", "tiny-random-llama", "--verify-tokens", "4..1", "--out", out),
+                    "--verify-tokens")
     _one_line_error(_invoke("profile", "--target", "tiny-random-llama", "--context", "x", "--out", out), "--context")
     # tiny-random-v8 has 512 positions: a cache of 510 plus 4 new tokens does not fit
-    _one_line_error(_invoke("profile", "--target", "tiny-random-v8", "--context", "510", "--k", "1..4", "--out", out),
+    _one_line_error(_invoke("profile", "--target", "tiny-random-v8", "--context", "510", "--verify-tokens", "1..4",
+                            "--out", out),
                     "512")
     _one_line_error(_invoke("profile", "--target", "tiny-random-llama", "--dtype", "int3", "--out", out), "dtype")
     bad = tmp_path / "bad.json"
@@ -178,7 +180,7 @@ def test_cli_profile_bad_inputs_exit_2(tmp_path):
 
 
 def test_parse_int_list_and_peak_table():
-    assert parse_int_list("1..4,8, 16", "--k") == (1, 2, 3, 4, 8, 16)
+    assert parse_int_list("1..4,8, 16", "--verify-tokens") == (1, 2, 3, 4, 8, 16)
     with pytest.raises(SpecbenchError, match="--batch"):
         parse_int_list("0", "--batch")
     assert peak_bandwidth("NVIDIA H100 80GB HBM3", None)[0] == 3350
@@ -377,7 +379,7 @@ def test_cuda_greedy_is_lossless_with_tiny_models():
 @pytest.mark.cuda
 @needs_cuda
 def test_cuda_profile_smoke(tmp_path):
-    grid = ProfileGrid(batches=(1, 4), contexts=(32, 128), tokens=(1, 2, 4, 8), warmup=2, repeats=5)
+    grid = ProfileGrid(batches=(1, 4), contexts=(32, 128), verify_tokens=(1, 2, 4, 8), warmup=2, repeats=5)
     profile = run_profile("tiny-random-llama", ["tiny-random-llama-draft", "ngram"], device="cuda", dtype="bf16",
                           grid=grid)
     frame = profile.frame

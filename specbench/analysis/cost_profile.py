@@ -1,28 +1,29 @@
 """Costs from a hardware profile, for any batch size and context length.
 
 `specbench.hardware.profile` measures forwards of random-weight architectures on a grid of batch sizes
-B, context lengths c and tokens per sequence k. This module turns a profile into a `CostModel`
+B, context lengths c and tokens verified per sequence n (``verify_tokens``; the profile file's
+``tokens`` column of its 'verify' rows). This module turns a profile into a `CostModel`
 (`ProfiledCost`, the interface `specbench.analysis.cost` defines), which the recommender takes as its
 cost source (`specbench.analysis.cost_source.ProfiledCosts`).
 
 The cost model.
 
-* Verify, per measured cell (B, c): t_Bc(k) = a + s·k + s₂·max(0, k − k₀), fitted by
-  `specbench.analysis.cost.fit_verify` through the medians over k, each weighted by its timed calls, with
+* Verify, per measured cell (B, c): t_Bc(n) = a + s·n + s₂·max(0, n − n₀), fitted by
+  `specbench.analysis.cost.fit_verify` through the medians over n, each weighted by its timed calls, with
   the calls' robust spread ((IQR / 1.349)², see `robust_totals`) as the noise the hinge must beat:
-  the hinge at k₀ — where the forward stops being bound by streaming the weights and starts
+  the hinge at n₀ — where the forward stops being bound by streaming the weights and starts
   paying for arithmetic — is kept only when BIC prefers it; slopes are clipped so t never falls
-  with k. Medians and IQRs, not means and variances: on a shared machine a stalled call is not
+  with n. Medians and IQRs, not means and variances: on a shared machine a stalled call is not
   the hardware.
-* Across cells, for a query (k, B, c): the cell fits are evaluated at k and made non-decreasing
+* Across cells, for a query (n, B, c): the cell fits are evaluated at n and made non-decreasing
   in B, then in c, by isotonic regression of log t (pool adjacent violators: a larger batch or a
   longer context never costs less, so an inversion is noise, and its cells are replaced by their
   geometric mean rather than one slow cell raising everything after it; the regression keeps
-  the order in k), then interpolated linearly in (log B, log c) on log t — a power law between
-  neighbouring measured points — so t(k, B, c) is non-decreasing in k, B and c.
+  the order in n), then interpolated linearly in (log B, log c) on log t — a power law between
+  neighbouring measured points — so t(n, B, c) is non-decreasing in n, B and c.
   Outside the measured range: below the smallest B (or c) the smallest's time (an upper bound);
-  above the largest, the last segment's log-log slope, one slope for every k (the largest over
-  the measured k, clipped to [0, 1]: costs grow at most in proportion, since two batches can
+  above the largest, the last segment's log-log slope, one slope for every n (the largest over
+  the measured n, clipped to [0, 1]: costs grow at most in proportion, since two batches can
   always run one after the other). `ProfiledCost.notes` says when a query left the grid.
 * Draft: t_step(B, c) is the median drafter step (a model drafter's one-token forward) or
   proposal (a model-free drafter's lookup for B sequences), interpolated the same way;
@@ -102,8 +103,8 @@ class GridTable:
     """Times on a batch × context grid, interpolated as the module docstring says.
 
     ``interpolate`` takes [nb, nc, m] values: the query columns first, then the reference
-    columns that set the extrapolation slopes (the measured k), so an answer never depends on
-    which other k were asked with it. ``notes`` says how far queries left the grid.
+    columns that set the extrapolation slopes (the measured verify_tokens), so an answer never
+    depends on which others were asked with it. ``notes`` says how far queries left the grid.
     """
     batches: np.ndarray  # [nb] ascending
     contexts: np.ndarray  # [nc] ascending
@@ -142,7 +143,7 @@ class GridTable:
         table = np.maximum.accumulate(np.maximum.accumulate(table, axis=0), axis=1)  # guard against rounding
         ref = table[:, :, n_query:] if table.shape[2] > n_query else table
         # one extrapolation slope per axis, over every measured row and reference column: then
-        # extrapolated values keep the order in k, batch and context that the grid has
+        # extrapolated values keep the order in verify_tokens, batch and context that the grid has
         batch_slope = max(_slope(ref[:, j], self.batches) for j in range(len(self.contexts)))
         context_slope = max(_slope(ref[i], self.contexts) for i in range(len(self.batches)))
         by_context = np.stack([_interp(table[:, j], self.batches, batch, batch_slope)
@@ -167,11 +168,11 @@ def _complete_grid(cells: dict[tuple[int, int], object], what: str, notes: set) 
 
 @dataclass
 class ProfiledCost:
-    """A `specbench.analysis.cost.CostModel` from a profile: verify per (k, batch, context), the drafter's
+    """A `specbench.analysis.cost.CostModel` from a profile: verify per (verify_tokens, batch, context), the drafter's
     step per (batch, context), a constant overhead (see the module docstring)."""
     verify_grid: GridTable
     verify_fits: list[list[VerifyFit]]  # [nb][nc]
-    measured_tokens: np.ndarray  # the k the profile timed (extrapolation slopes)
+    measured_verify_tokens: np.ndarray  # the verify_tokens the profile timed (extrapolation slopes)
     draft_grid: GridTable | None
     draft_table: np.ndarray | None  # [nb, nc] median step (model) or proposal (model-free) seconds
     model_free: bool
@@ -196,12 +197,12 @@ class ProfiledCost:
         """The same costs with ``context`` as the default (what ``context=None`` means)."""
         return replace(self, default_context=context)
 
-    def verify_s(self, tokens, batch: int = 1, context: int | None = None):
-        k = np.asarray(tokens, dtype=float)
-        columns = np.concatenate([k.ravel(), self.measured_tokens])
+    def verify_s(self, verify_tokens, batch: int = 1, context: int | None = None):
+        n = np.asarray(verify_tokens, dtype=float)
+        columns = np.concatenate([n.ravel(), self.measured_verify_tokens])
         table = np.array([[fit(columns) for fit in row] for row in self.verify_fits])  # [nb, nc, m]
-        values = self.verify_grid.interpolate(table, k.size, float(batch), self._context(context))
-        return values.reshape(k.shape)
+        values = self.verify_grid.interpolate(table, n.size, float(batch), self._context(context))
+        return values.reshape(n.shape)
 
     def step_s(self, batch: int = 1, context: int | None = None) -> float:
         """One drafter step (model drafter) or one proposal for the batch (model-free)."""
@@ -236,18 +237,19 @@ class ProfiledCost:
 
 
 def robust_totals(cell: pd.DataFrame) -> np.ndarray:
-    """Per k, the (n, Σy, Σy²) of a pseudo-sample of the n timed calls with the cell's median as
+    """Per verify_tokens, the (r, Σy, Σy²) of a pseudo-sample of the r timed calls with the cell's median as
     its mean and (IQR / 1.349)² as its variance: least squares then runs through the medians,
     weighted by the calls, and the residual sum of squares carries the calls' own spread, while
     a call stalled by another process moves neither (as it would a mean and a variance)."""
-    n = cell["repeats"].to_numpy(dtype=float) if "repeats" in cell else np.ones(len(cell))
+    r = cell["repeats"].to_numpy(dtype=float) if "repeats" in cell else np.ones(len(cell))
     median = cell["median_s"].to_numpy(dtype=float)
     sigma = cell["iqr_s"].to_numpy(dtype=float) / 1.349 if "iqr_s" in cell else np.zeros(len(cell))
-    return np.stack([n, n * median, n * median**2 + np.maximum(n - 1, 0) * sigma**2], axis=-1)
+    return np.stack([r, r * median, r * median**2 + np.maximum(r - 1, 0) * sigma**2], axis=-1)
 
 
 def fit_cells(rows: pd.DataFrame) -> dict[tuple[int, int], VerifyFit]:
-    """t_Bc(k) per (batch, context): `specbench.analysis.cost.fit_verify` on `robust_totals` over k."""
+    """t_Bc(n) per (batch, context): `specbench.analysis.cost.fit_verify` on `robust_totals` over the
+    verify_tokens n (the profile file's ``tokens`` column)."""
     fits = {}
     for (batch, context), cell in rows.groupby(["batch", "context"], sort=True):
         cell = cell.sort_values("tokens")
@@ -291,7 +293,7 @@ def fit_profile(profile: Profile, drafter: str | None = None, *, overhead_s: flo
             draft_grid = GridTable(d_batches, d_contexts, f"draft ({name})", fixed_notes=draft_notes)
             draft_table = np.array([[medians[(int(b), int(c))] for c in d_contexts] for b in d_batches])
     measured = np.asarray(sorted(verify_rows["tokens"].unique()), dtype=float)
-    return ProfiledCost(verify_grid=verify_grid, verify_fits=verify_fits, measured_tokens=measured,
+    return ProfiledCost(verify_grid=verify_grid, verify_fits=verify_fits, measured_verify_tokens=measured,
                         draft_grid=draft_grid, draft_table=draft_table, model_free=model_free, drafter=name,
                         target=profile.target, round_overhead_s=overhead_s, default_context=context)
 
@@ -327,21 +329,23 @@ def markdown_summary(profile: Profile) -> str:
              f"{target.get('weight_bytes', 0) / 1e9:.3f} GB streamed per forward, "
              f"{target.get('kv_bytes_per_position', 0) / 1024:.1f} KiB of KV cache per position and sequence",
              f"- drafters: {', '.join(d['name'] for d in info.get('drafters', [])) or 'none'}",
-             f"- grid: batch {grid.get('batches')}, context {grid.get('contexts')}, k {grid.get('tokens')}; "
+             f"- grid: batch {grid.get('batches')}, context {grid.get('contexts')}, "
+             f"verify tokens {grid.get('tokens')}; "
              f"{grid.get('repeats')} timed calls after {grid.get('warmup')} warm-up per cell",
              f"- peak bandwidth: {peak}; measured read: {bandwidth.get('measured_read_gb_s', float('nan')):.1f} GB/s",
              f"- {info.get('seconds', float('nan')):.0f} s; load average {info.get('load_average_start', ['?'])[0]} at "
              f"start; torch threads {info.get('torch_threads')}; torch {info.get('versions', {}).get('torch')}",
              ""]
-    lines += ["| model | what | B | c | ms (k min) [IQR] | ms (k max) | k max ÷ k min | GB/s | % peak | memory MiB |",
+    lines += ["| model | what | B | c | ms (fewest tokens) [IQR] | ms (most tokens) | most ÷ fewest | GB/s | % peak | "
+              "memory MiB |",
               "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for _, r in summary_frame(profile).iterrows():
-        k_max = f"{r['ms_k_max']:.3f} (k={r['k_max']})" if r["k_max"] > r["k_min"] else "-"
-        ratio = f"{r['ratio']:.2f}" if r["k_max"] > r["k_min"] else "-"
+        most = f"{r['ms_tokens_max']:.3f} ({r['tokens_max']} tokens)" if r["tokens_max"] > r["tokens_min"] else "-"
+        ratio = f"{r['ratio']:.2f}" if r["tokens_max"] > r["tokens_min"] else "-"
         gb_s = "-" if r["gb_s"] != r["gb_s"] else f"{r['gb_s']:.1f}"
         share = "-" if r["peak_fraction"] != r["peak_fraction"] else f"{100 * r['peak_fraction']:.0f}"
         lines.append(f"| {r['model']} | {r['measure']} | {r['batch']} | {r['context']} | "
-                     f"{r['ms_k_min']:.3f} [{r['iqr_ms_k_min']:.3f}] | {k_max} | {ratio} | {gb_s} | {share} | "
+                     f"{r['ms_tokens_min']:.3f} [{r['iqr_ms_tokens_min']:.3f}] | {most} | {ratio} | {gb_s} | {share} | "
                      f"{r['memory_bytes'] / 2**20:.0f} |")
     if info.get("skipped"):
         lines += [""] + [f"- skipped: {s}" for s in info["skipped"]]
@@ -349,8 +353,10 @@ def markdown_summary(profile: Profile) -> str:
     drafter = (model_drafters or profile.drafters or [None])[0]  # the step column: a model drafter's if any
     fits = fit_profile(profile, drafter).summary()
     if not fits.empty:
-        lines += ["", "Fitted verify model t(k) = a + s·k (+ s₂·max(0, k − k₀) where a knee shows):", "",
-                  f"| B | c | model | a ms | s ms/token | knee k₀ | s₂ ms/token | t(1) ms | {drafter or 'no'} drafter ms |",
+        lines += ["", "Fitted verify model t(n) = a + s·n (+ s₂·max(0, n − n₀) where a knee shows), n the verify "
+                  "tokens per sequence:", "",
+                  "| B | c | model | a ms | s ms/token | knee n₀ | s₂ ms/token | t(1) ms | "
+                  f"{drafter or 'no'} drafter ms |",
                   "|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
         for _, f in fits.iterrows():
             knee = "-" if f["knee"] is None or f["knee"] != f["knee"] else f"{f['knee']:g}"

@@ -140,7 +140,7 @@ def _model_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, w
         measured = {int(g) for g in live["gamma"].unique()}  # replayed γ are predictions, not measurements
         gammas = list(range(1, max_gamma + 1)) if row["tree"] == "chain" else sorted(measured)
         curve = predict_curve(acceptance.model, fit.cost, gammas, alpha=acceptance.alpha,
-                              propose_rate=fit.propose_rate, nodes=fit.nodes,
+                              propose_rate=fit.propose_rate, tree_nodes=fit.tree_nodes,
                               baseline_tokens_per_s=fit.baseline_tokens_per_s, measured=measured)
         point = _objective_of(fit, curve["tokens_per_s"].to_numpy(), objective, n_tokens)
         group_reps = np.empty((len(weights), len(gammas)))
@@ -148,7 +148,7 @@ def _model_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, w
             fit_b = source.refit(stats, w, like=fit)
             with np.errstate(divide="ignore", invalid="ignore"):  # a replicate may draw no timed prompt: NaN
                 tps = predict_arrays(model_b, fit_b.cost, gammas, propose_rate=fit_b.propose_rate,
-                                     nodes=fit_b.nodes)["tokens_per_s"]
+                                     tree_nodes=fit_b.tree_nodes)["tokens_per_s"]
             group_reps[b] = _objective_of(fit_b, tps, objective, n_tokens)
         lo, hi = bootstrap_interval(point, group_reps, len(clusters), level, positive=True) if len(weights) else (point, point)
         params = str(group["drafter_params"].iloc[0])
@@ -284,7 +284,8 @@ def recommend_measured(records: pd.DataFrame, costs: MeasuredCosts, *, objective
 
 
 def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, spec: pd.DataFrame,
-                        costs: MeasuredCosts, *, objective: str, max_gamma: int, n_boot: int, level: float, rng: np.random.Generator, engines,
+                        costs: MeasuredCosts, *, objective: str, max_gamma: int, n_boot: int, level: float,
+                        rng: np.random.Generator, engines,
                         hub_ids: Mapping[str, str] | None) -> Recommendation:
     clusters = prompt_clusters(scenario)
     n_prompts = len(clusters)

@@ -265,7 +265,7 @@ def print_concurrency(summary: dict, console) -> None:
                  else "pays at every concurrency measured (or never)")
         console.print(Text(f"{s['workload']} ({s['backend']}): speculation {where}"))
     for s in summary["schedules"]:
-        body = f"γ per concurrency {dict(zip(s['levels'], s['ks']))}\nnum_speculative_tokens_per_batch_size: " \
+        body = f"γ per concurrency {dict(zip(s['levels'], s['gammas']))}\nnum_speculative_tokens_per_batch_size: " \
                f"{s['ranges']}"
         if s.get("vllm_config"):
             body += f"\nspeculative_config: {json.dumps(s['vllm_config'])}"
