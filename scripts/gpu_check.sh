@@ -96,7 +96,7 @@ step() {
     say "== $name: $result in $((SECONDS - t0))s"
 }
 
-PROFILE_GRID=(--device cuda --dtype bf16 --batch 1,4,16,64 --context 512,2048 --k 1,2,3,4,6,8,12,16
+PROFILE_GRID=(--device cuda --dtype bf16 --batch 1,4,16,64 --context 512,2048 --verify-tokens 1,2,3,4,6,8,12,16
               --repeats 7 --warmup 2 --force)
 
 step cuda-tests 90 "$PY" -m pytest -m cuda -p no:cacheprovider -q -rs --ignore=tests/test_kernels.py tests

@@ -106,8 +106,8 @@ def test_bootstrap_weights_are_resamples():
 class ProfileLike:
     """A stand-in for a hardware profile: costs grow with batch size; not a MeasuredCost."""
 
-    def verify_s(self, tokens, batch: int = 1, context=None):
-        return 0.01 * batch + 0.002 * np.asarray(tokens, dtype=float)
+    def verify_s(self, verify_tokens, batch: int = 1, context=None):
+        return 0.01 * batch + 0.002 * np.asarray(verify_tokens, dtype=float)
 
     def draft_s(self, gamma, batch: int = 1, context=None):
         g = np.asarray(gamma, dtype=float)
@@ -145,7 +145,7 @@ def test_no_match_rounds_enter_tokens_and_time():
 
 def test_tree_verifies_its_nodes():
     profile = ProfileLike()
-    curve = predict_curve(AcceptanceModel(0.7), profile, [2], nodes={2: 6}, baseline_tokens_per_s=1.0)
+    curve = predict_curve(AcceptanceModel(0.7), profile, [2], tree_nodes={2: 6}, baseline_tokens_per_s=1.0)
     assert curve["verify_s"].iloc[0] == pytest.approx(0.01 + 0.002 * 7)
     assert curve["expected_tokens"].iloc[0] == pytest.approx(expected_tokens(0.7, 2))
 

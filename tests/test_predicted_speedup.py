@@ -84,10 +84,10 @@ def test_predicted_speedup_with_both_uncertainties_and_a_decision(replay_folder)
 
 def test_profile_json_has_the_table_columns(tmp_path):
     result = invoke("profile", "--target", "tiny-random-llama", "--drafter", "ngram", "--batch", "1", "--context", "8",
-                    "--k", "1..2", "--repeats", "2", "--warmup", "1", "--out", tmp_path / "prof", "--json")
+                    "--verify-tokens", "1..2", "--repeats", "2", "--warmup", "1", "--out", tmp_path / "prof", "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert data["rows"] and {"model", "what", "B", "c", "ms", "iqr_ms", "ms_k_max", "gb_s", "peak", "mib"} <= set(
+    assert data["rows"] and {"model", "what", "B", "c", "ms", "iqr_ms", "ms_tokens_max", "gb_s", "peak", "mib"} <= set(
         data["rows"][0])
     assert {r["what"] for r in data["rows"]} >= {"verify"}
 

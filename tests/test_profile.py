@@ -19,14 +19,10 @@ import torch
 from typer.testing import CliRunner
 
 from specbench.analysis.cost import round_s
-from specbench.analysis.cost_profile import (
-    fit_profile,
-    markdown_summary,
-    ranges,
-    recommend_with_profile,
-    what_if,
-    workload_context,
-)
+from specbench.analysis.cost_profile import fit_profile, markdown_summary, what_if
+from specbench.analysis.recommend import ProfiledCosts, recommend
+from specbench.analysis.recommend_profiled import workload_context
+from specbench.analysis.recommendation import ranges
 from specbench.analysis.fit import expected_tokens
 from specbench.cli import app
 from specbench.errors import SpecbenchError
@@ -62,7 +58,7 @@ def measured(tmp_path_factory):
     """A real CPU profile of a small architecture from a local config.json, plus a model and an n-gram drafter."""
     folder = tmp_path_factory.mktemp("arch")
     (folder / "config.json").write_text(json.dumps(SMALL))
-    grid = ProfileGrid(batches=(1, 2, 8), contexts=(16, 96), tokens=(1, 2, 3, 4, 6, 8), warmup=2, repeats=5)
+    grid = ProfileGrid(batches=(1, 2, 8), contexts=(16, 96), verify_tokens=(1, 2, 3, 4, 6, 8), warmup=2, repeats=5)
     profile = run_profile(str(folder), ["tiny-random-llama-draft", "ngram"], device="cpu", grid=grid)
     return profile, folder
 
@@ -153,7 +149,7 @@ def test_markdown_summary_and_gpu_check_summary(measured, tmp_path):
 def test_cli_profile_writes_a_profile(tmp_path):
     out = tmp_path / "prof"
     result = _invoke("profile", "--target", "tiny-random-llama", "--drafter", "ngram", "--batch", "1,2",
-                     "--context", "8", "--k", "1..3", "--repeats", "2", "--warmup", "1", "--out", out)
+                     "--context", "8", "--verify-tokens", "1..3", "--repeats", "2", "--warmup", "1", "--out", out)
     assert result.exit_code == 0, result.output
     assert "Cost profile" in result.stdout and "verify" in result.stdout and "propose" in result.stdout
     profile = load_profile(out)
@@ -169,10 +165,12 @@ def test_cli_profile_bad_inputs_exit_2(tmp_path):
     _one_line_error(_invoke("profile", "--target", "tiny-random-llama", "--drafter", "nope", "--out", out),
                     "unknown architecture 'nope'")
     _one_line_error(_invoke("profile", "--target", "tiny-random-llama", "--batch", "0,4", "--out", out), "--batch")
-    _one_line_error(_invoke("profile", "--target", "tiny-random-llama", "--k", "4..1", "--out", out), "--k")
+    _one_line_error(_invoke("profile", "--target", "tiny-random-llama", "--verify-tokens", "4..1", "--out", out),
+                    "--verify-tokens")
     _one_line_error(_invoke("profile", "--target", "tiny-random-llama", "--context", "x", "--out", out), "--context")
     # tiny-random-v8 has 512 positions: a cache of 510 plus 4 new tokens does not fit
-    _one_line_error(_invoke("profile", "--target", "tiny-random-v8", "--context", "510", "--k", "1..4", "--out", out),
+    _one_line_error(_invoke("profile", "--target", "tiny-random-v8", "--context", "510", "--verify-tokens", "1..4",
+                            "--out", out),
                     "512")
     _one_line_error(_invoke("profile", "--target", "tiny-random-llama", "--dtype", "int3", "--out", out), "dtype")
     bad = tmp_path / "bad.json"
@@ -182,7 +180,7 @@ def test_cli_profile_bad_inputs_exit_2(tmp_path):
 
 
 def test_parse_int_list_and_peak_table():
-    assert parse_int_list("1..4,8, 16", "--k") == (1, 2, 3, 4, 8, 16)
+    assert parse_int_list("1..4,8, 16", "--verify-tokens") == (1, 2, 3, 4, 8, 16)
     with pytest.raises(SpecbenchError, match="--batch"):
         parse_int_list("0", "--batch")
     assert peak_bandwidth("NVIDIA H100 80GB HBM3", None)[0] == 3350
@@ -292,19 +290,19 @@ def sweep_records(sweep_list):
 
 
 def _gamma_at(rec, batch) -> int:
-    return int(rec.table.set_index("batch").loc[batch, "gamma"])
+    return int(rec.per_batch.table.set_index("batch").loc[batch, "gamma"])
 
 
 def test_steep_verification_means_small_gamma_or_none(sweep_records):
     steep = synthetic_profile(lambda k, b, c: 0.001 + 0.010 * k, lambda b, c: 0.001)
-    rec = recommend_with_profile(sweep_records, steep, batches=[1], n_boot=200)[0]
+    rec = recommend(sweep_records, ProfiledCosts(steep, batches=[1]), n_boot=200)[0]
     assert _gamma_at(rec, 1) <= 1
-    assert rec.vllm is None or rec.vllm["config"]["num_speculative_tokens"] <= 1
+    assert rec.per_batch.vllm is None or rec.per_batch.vllm["config"]["num_speculative_tokens"] <= 1
     flat = synthetic_profile(lambda k, b, c: 0.010 + 0.00001 * k, lambda b, c: 0.0001)
-    rec = recommend_with_profile(sweep_records, flat, batches=[1], n_boot=200)[0]
-    assert _gamma_at(rec, 1) >= 8 and rec.table["speedup"].iloc[0] > 2
-    assert rec.vllm["config"]["num_speculative_tokens"] == _gamma_at(rec, 1)
-    assert rec.context == workload_context(sweep_records[sweep_records["gamma"] > 0])
+    rec = recommend(sweep_records, ProfiledCosts(flat, batches=[1]), n_boot=200)[0]
+    assert _gamma_at(rec, 1) >= 8 and rec.per_batch.table["speedup"].iloc[0] > 2
+    assert rec.per_batch.vllm["config"]["num_speculative_tokens"] == _gamma_at(rec, 1)
+    assert rec.per_batch.context == workload_context(sweep_records[sweep_records["gamma"] > 0])
 
 
 def test_gamma_shrinks_with_batch_size_and_exports_vllm_ranges(sweep_records):
@@ -313,21 +311,22 @@ def test_gamma_shrinks_with_batch_size_and_exports_vllm_ranges(sweep_records):
         return 0.010 + 0.00005 * c / 1024 * b + 0.0003 * k * b
 
     profile = synthetic_profile(verify, lambda b, c: 0.0005 + 0.00001 * b)
-    rec = recommend_with_profile(sweep_records, profile, batches=[1, 8, 64], n_boot=200)[0]
+    rec = recommend(sweep_records, ProfiledCosts(profile, batches=[1, 8, 64]), n_boot=200)[0]
     chosen = [_gamma_at(rec, b) for b in (1, 8, 64)]
     assert chosen[0] >= 3 and chosen[0] >= chosen[1] >= chosen[2] and chosen[2] <= 1
-    plan = rec.plans[0]
+    plan = rec.per_batch.plans[0]
     assert (np.diff(plan.chosen) <= 0).all()  # never more speculation at a larger batch here
-    schedule = rec.vllm["config"]["num_speculative_tokens_per_batch_size"]
+    schedule = rec.per_batch.vllm["config"]["num_speculative_tokens_per_batch_size"]
     assert schedule[0][0] == 1 and schedule[-1][1] == 64
     assert all(a[1] + 1 == b[0] for a, b in zip(schedule, schedule[1:]))
-    assert rec.vllm["config"]["num_speculative_tokens"] == max(k for _, _, k in schedule) == chosen[0]
-    assert rec.vllm["config"]["method"] == "draft_model" and "--speculative-config" in rec.vllm["snippet"]
+    assert rec.per_batch.vllm["config"]["num_speculative_tokens"] == max(k for _, _, k in schedule) == chosen[0]
+    vllm = rec.per_batch.vllm
+    assert vllm["config"]["method"] == "draft_model" and "--speculative-config" in vllm["snippet"]
     # a predicted speedup at batch b is its expected tokens × target-only round ÷ speculative round
     b, g = 8, chosen[1]
     cost = fit_profile(profile, DRAFT)
-    t = plan.tokens[g] * float(round_s(cost, 0, batch=b, context=rec.context)) / float(
-        round_s(cost, g, propose_rate=plan.propose_rate, batch=b, context=rec.context))
+    t = plan.tokens[g] * float(round_s(cost, 0, batch=b, context=rec.per_batch.context)) / float(
+        round_s(cost, g, propose_rate=plan.propose_rate, batch=b, context=rec.per_batch.context))
     assert np.isclose(plan.speedup[b - 1, g], t)
 
 
@@ -338,8 +337,11 @@ def test_cli_recommend_with_cost_profile(tmp_path, sweep_list):
     result = _invoke("recommend", results, "--cost-profile", flat, "--batch", "1,8,32", "--bootstrap", "100", "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)[0]
-    assert [c["batch"] for c in data["choices"]] == [1, 8, 32]
-    assert data["vllm"]["config"]["num_speculative_tokens_per_batch_size"][-1][1] == 32
+    assert [c["batch"] for c in data["per_batch"]["choices"]] == [1, 8, 32]
+    assert data["per_batch"]["vllm"]["config"]["num_speculative_tokens_per_batch_size"][-1][1] == 32
+    assert data["cost_source"] == "synthetic-target on NVIDIA H100 80GB HBM3 (bf16)" and data["measured"] is None
+    measured = json.loads(_invoke("recommend", results, "--bootstrap", "20", "--json").stdout)[0]
+    assert set(measured) == set(data) and measured["per_batch"] is None  # one JSON form for both cost sources
     table = _invoke("recommend", results, "--cost-profile", flat, "--batch", "1,8", "--bootstrap", "50")
     assert table.exit_code == 0 and "num_speculative_tokens_per_batch_size" in table.stdout
     _one_line_error(_invoke("recommend", results, "--cost-profile", results), "not a cost profile")
@@ -377,7 +379,7 @@ def test_cuda_greedy_is_lossless_with_tiny_models():
 @pytest.mark.cuda
 @needs_cuda
 def test_cuda_profile_smoke(tmp_path):
-    grid = ProfileGrid(batches=(1, 4), contexts=(32, 128), tokens=(1, 2, 4, 8), warmup=2, repeats=5)
+    grid = ProfileGrid(batches=(1, 4), contexts=(32, 128), verify_tokens=(1, 2, 4, 8), warmup=2, repeats=5)
     profile = run_profile("tiny-random-llama", ["tiny-random-llama-draft", "ngram"], device="cuda", dtype="bf16",
                           grid=grid)
     frame = profile.frame

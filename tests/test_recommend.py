@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from specbench.analysis.engine_settings import engine_settings, sglang_token_limit, tree_paths
 from specbench.analysis.fit import expected_tokens
-from specbench.analysis.recommend import recommend, recommendation_dict, to_json
+from specbench.analysis.recommend import MeasuredCosts, recommend, recommendation_dict, to_json
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import hub_ids
 from specbench.records.summary import configuration_table, is_baseline
@@ -83,6 +83,14 @@ def test_measured_speedups_equal_configuration_table():
         option = options[(options["drafter_label"] == row["drafter_label"]) & (options["gamma"] == row["gamma"])]
         assert option["speedup"].iloc[0] == pytest.approx(row["speedup"], rel=1e-12)
         assert option["lo"].iloc[0] <= row["speedup"] <= option["hi"].iloc[0]
+
+
+def test_measured_costs_are_the_default_cost_source():
+    records = records_frame(make_records([SyntheticDrafter(alpha=0.7, gammas=(1, 3))], n_prompts=4, seed=4))
+    default = recommend(records, n_boot=20)[0]
+    explicit = recommend(records, MeasuredCosts(), n_boot=20)[0]
+    assert recommendation_dict(default) == recommendation_dict(explicit)
+    assert default.cost_source == "the sweep's own timings (batch 1)" and default.per_batch is None
 
 
 def test_latency_objective_counts_prefill():

@@ -109,7 +109,7 @@ def greedy_replays(smollm2, smollm2_prompt_ids, early_exit_drafter):
         ids = smollm2_prompt_ids[index]
         base = baseline.generate(ids, EXACT_TOKENS)
         trajectory = replayer.trajectory(ids, base.tokens, stop_reason=base.stop_reason, max_new_tokens=EXACT_TOKENS,
-                                         depth=max(EXACT_GAMMAS), sampling=GREEDY, seed=0)
+                                         max_gamma=max(EXACT_GAMMAS), sampling=GREEDY, seed=0)
         for name, drafter in drafters.items():
             trace = replayer.trace(drafter, trajectory, max(EXACT_GAMMAS), GREEDY)
             cases.append((ids, base, name, drafter, {r.gamma: r for r in replay_chain(trace, trajectory, EXACT_GAMMAS)}))
@@ -161,7 +161,7 @@ def test_sampling_live_tau_inside_replay_interval(v8_models, record_property):
             moments = {g: [] for g in gammas}
             for i, (prompt, output) in enumerate(zip(prompts, outputs)):
                 trajectory = replayer.trajectory(prompt, output, stop_reason="length", max_new_tokens=new,
-                                                 depth=max(gammas), sampling=sampling, seed=i)
+                                                 max_gamma=max(gammas), sampling=sampling, seed=i)
                 trace = replayer.trace(drafter, trajectory, max(gammas), sampling)
                 assert trace.exact == (name == "ngram")
                 for r in replay_chain(trace, trajectory, gammas, seed=i):
@@ -189,7 +189,7 @@ def test_prompt_lookup_replay_of_a_sampled_live_output_is_its_rounds(v8_models):
         for seed in range(15):
             live = engine.generate(prompt, 24, seed=seed, stop_at_eos=False)
             trajectory = replayer.trajectory(prompt, live.tokens, stop_reason="length", max_new_tokens=24,
-                                             depth=gamma, sampling=sampling, seed=0)
+                                             max_gamma=gamma, sampling=sampling, seed=0)
             rounds = replay_chain(replayer.trace(drafters["ngram"], trajectory, gamma, sampling), trajectory,
                                   [gamma])[0].rounds
             assert rounds.accepted == live.rounds.accepted and rounds.drafted == live.rounds.drafted
@@ -208,7 +208,7 @@ def test_coupled_coins_are_unbiased_for_live_rounds(v8_models):
     for name, drafter in drafters.items():
         replayed, coin_minus_expected = [], []
         for s, output in enumerate(outputs):
-            trajectory = replayer.trajectory(prompt, output, stop_reason="length", max_new_tokens=new, depth=gamma,
+            trajectory = replayer.trajectory(prompt, output, stop_reason="length", max_new_tokens=new, max_gamma=gamma,
                                              sampling=sampling, seed=s)
             trace = replayer.trace(drafter, trajectory, gamma, sampling)
             replayed.append(replay_chain(trace, trajectory, [gamma], seed=s)[0].mean[:2])

@@ -130,19 +130,20 @@ def stops_paying(best: pd.DataFrame) -> dict[tuple, int | None]:
     return out
 
 
-def batch_size_ranges(levels: list[int], ks: list[int]) -> list[list[int]]:
-    """[[first_batch, last_batch, K], ...]: K measured at level c_i holds for c_i .. c_{i+1} − 1; equal
-    neighbours merge; the last range is [c_last, c_last, K] (vLLM extends it to every larger batch)."""
-    pairs = sorted(zip(levels, ks))
+def batch_size_ranges(levels: list[int], gammas: list[int]) -> list[list[int]]:
+    """[[first_batch, last_batch, K], ...] (vLLM's K is γ): γ measured at level c_i holds for
+    c_i .. c_{i+1} − 1; equal neighbours merge; the last range is [c_last, c_last, γ] (vLLM extends it
+    to every larger batch)."""
+    pairs = sorted(zip(levels, gammas))
     out: list[list[int]] = []
-    for i, (level, k) in enumerate(pairs):
+    for i, (level, gamma) in enumerate(pairs):
         last = pairs[i + 1][0] - 1 if i + 1 < len(pairs) else level
         if i == 0 and level > 1:
             level = 1  # batches below the smallest level measured: its K
-        if out and out[-1][2] == k:
+        if out and out[-1][2] == gamma:
             out[-1][1] = last
         else:
-            out.append([int(level), int(last), int(k)])
+            out.append([int(level), int(last), int(gamma)])
     return out
 
 
@@ -153,15 +154,15 @@ def batch_size_schedules(table: pd.DataFrame) -> list[dict]:
     keys = BASELINE_KEYS + ["backend", "drafter", "drafter_label", "drafter_params", "tree"]
     for key, group in table[table["tree"] == "chain"].groupby(keys, dropna=False, sort=True):
         row = dict(zip(keys, key))
-        levels, ks = [], []
+        levels, gammas = [], []
         for level, at in group.groupby("concurrency", sort=True):
             top = at.sort_values("speedup", ascending=False).iloc[0]
             levels.append(int(level))
-            ks.append(int(top["gamma"]) if top["speedup"] > 1.0 else 0)
+            gammas.append(int(top["gamma"]) if top["speedup"] > 1.0 else 0)
         if len(levels) < 2:
             continue
-        ranges = batch_size_ranges(levels, ks)
-        top_k = max(ks)
+        ranges = batch_size_ranges(levels, gammas)
+        top_gamma = max(gammas)
         last = ranges[-1]
         if last[2] == 0:
             note = (f"speculation stops paying at concurrency {last[0]}: the closing K = 0 range turns it off there "
@@ -170,7 +171,7 @@ def batch_size_schedules(table: pd.DataFrame) -> list[dict]:
             note = (f"speculation still pays at the largest concurrency measured ({levels[-1]}): vLLM applies the "
                     f"last range's K = {last[2]} to every larger batch too — unmeasured; sweep a higher concurrency "
                     f"to find where it stops")
-        row.update(levels=levels, ks=ks, ranges=ranges, num_speculative_tokens=top_k, note=note)
+        row.update(levels=levels, gammas=gammas, ranges=ranges, num_speculative_tokens=top_gamma, note=note)
         out.append(row)
     return out
 

@@ -5,10 +5,12 @@ A speculative round spends
 * ``draft_s(γ)``: the proposal — drafter forwards for model drafters (fitted per round as
   fixed + step · forwards on rounds that drafted; ``step`` is the draft step time), the whole
   lookup for model-free drafters (the mean proposal time per round);
-* ``verify_s(k)``: one target forward over k = drafted + 1 tokens plus the acceptance test,
-  fitted on every round (the configuration's and the target-only baseline's) as
-  t(k) = a + b·k by least squares, or as a hinge t(k) = a + b·k + b₂·max(0, k − k₀) when the
-  data show a knee: k₀ is searched over the measured sizes (≥ 2 sizes on each side) and the hinge
+* ``verify_s(n)``: one target forward verifying n tokens per sequence plus the acceptance test,
+  where n (``verify_tokens`` in code) is the draft tokens offered + 1: γ + 1 for a chain,
+  tree_nodes + 1 for a tree, 1 for a target-only step. Fitted on every round (the
+  configuration's and the target-only baseline's) as t(n) = a + b·n by least squares, or as a
+  hinge t(n) = a + b·n + b₂·max(0, n − n₀) when the data show a knee: n₀ is searched over the
+  measured sizes (≥ 2 sizes on each side) and the hinge
   is kept when it lowers BIC = N log(RSS/N) + p log N (p = 2 linear, 4 hinge);
 * ``overhead_s``: the rest of the round, (decode_s − Σ draft_s − Σ verify_s) ÷ rounds, one mean
   for the configuration's rounds and one for the baseline's.
@@ -23,7 +25,7 @@ drafted at all (an n-gram drafter without a match verifies only its one token):
     round_s(γ)  = draft_s(γ) + ρ · verify_s(γ + 1) + (1 − ρ) · verify_s(1) + overhead_s(γ)
     tokens/s(γ) = tokens(γ) ÷ round_s(γ),      speedup = tokens/s(γ) ÷ measured baseline tokens/s
 
-(for a tree, verify_s takes the tree's node count + 1). Next to it, Leviathan et al.'s improvement
+(for a tree, verify_s takes tree_nodes + 1). Next to it, Leviathan et al.'s improvement
 factor (1 − α^{γ+1}) / ((1 − α)(γc + 1)) (arXiv 2211.17192, Thm 3.8) with γc = draft_s(γ) ÷ t(1):
 it assumes verifying γ + 1 tokens costs one target step and rounds have no overhead.
 
@@ -59,8 +61,9 @@ from specbench.records.summary import BASELINE_KEYS, is_baseline
 class CostModel(Protocol):
     """Seconds spent by one round's parts; arrays broadcast. ``batch`` sequences decode together;
     ``context`` is the tokens already in the KV cache (None: the measured workload's own)."""
-    def verify_s(self, tokens, batch: int = 1, context: int | None = None):
-        """One target forward over ``tokens`` tokens per sequence (drafted + 1) and the acceptance."""
+    def verify_s(self, verify_tokens, batch: int = 1, context: int | None = None):
+        """One target forward verifying ``verify_tokens`` tokens per sequence (draft tokens + 1) and the
+        acceptance test."""
 
     def draft_s(self, gamma, batch: int = 1, context: int | None = None):
         """The drafter's proposal of γ tokens (0 at γ = 0)."""
@@ -69,18 +72,20 @@ class CostModel(Protocol):
         """Everything else in a round of draft length γ (γ = 0: a target-only step)."""
 
 
-def round_s(cost: CostModel, gamma, *, nodes=None, propose_rate: float = 1.0, batch: int = 1,
+def round_s(cost: CostModel, gamma, *, tree_nodes=None, propose_rate: float = 1.0, batch: int = 1,
             context: int | None = None):
-    """Expected seconds of one round: draft + verify (ρ full, 1 − ρ a single token) + overhead.
+    """Expected seconds of one round: draft + verify (ρ full, 1 − ρ a single token) + overhead,
 
-    ``nodes``: draft tokens verified when a proposal is made (default γ; a tree's node count).
+        round_s(γ) = draft_s(γ) + ρ · verify_s(tree_nodes + 1) + (1 − ρ) · verify_s(1) + overhead_s(γ).
+
+    ``tree_nodes``: draft tokens verified when a proposal is made (default γ, a chain's).
     At γ = 0 this is a target-only step, verify_s(1) + overhead_s(0).
     """
     gamma = np.asarray(gamma)
-    nodes = gamma if nodes is None else np.asarray(nodes)
+    tree_nodes = gamma if tree_nodes is None else np.asarray(tree_nodes)
     rho = np.where(gamma > 0, propose_rate, 0.0)
-    verify = (rho * cost.verify_s(nodes + 1, batch, context)
-              + (1 - rho) * cost.verify_s(np.ones_like(nodes), batch, context))
+    verify = (rho * cost.verify_s(tree_nodes + 1, batch, context)
+              + (1 - rho) * cost.verify_s(np.ones_like(tree_nodes), batch, context))
     return cost.draft_s(gamma, batch, context) + verify + cost.overhead_s(gamma, batch, context)
 
 
@@ -88,17 +93,18 @@ def round_s(cost: CostModel, gamma, *, nodes=None, propose_rate: float = 1.0, ba
 
 @dataclass(frozen=True)
 class VerifyFit:
-    """t(k) = a + b·k + b2·max(0, k − knee); kind 'linear' (b2 = 0), 'knee' or 'flat'."""
+    """t(n) = a + b·n + b2·max(0, n − knee), n the tokens verified per sequence; kind 'linear'
+    (b2 = 0), 'knee' or 'flat'."""
     a: float
     b: float
     kind: str = "linear"
     knee: float = 0.0
     b2: float = 0.0
-    sizes: tuple[int, ...] = ()  # token counts the fit saw
+    sizes: tuple[int, ...] = ()  # the verify_tokens values the fit saw
 
-    def __call__(self, tokens):
-        k = np.asarray(tokens, dtype=float)
-        return self.a + self.b * k + self.b2 * np.maximum(k - self.knee, 0.0)
+    def __call__(self, verify_tokens):
+        n = np.asarray(verify_tokens, dtype=float)
+        return self.a + self.b * n + self.b2 * np.maximum(n - self.knee, 0.0)
 
 
 def _basis(x: np.ndarray, knee: float | None) -> np.ndarray:
@@ -118,14 +124,15 @@ def _least_squares(x: np.ndarray, totals: np.ndarray, knee: float | None) -> tup
 
 
 def _monotone(coef: np.ndarray) -> tuple[float, float]:
-    """(b, b2) clipped so that t(k) never falls with k: b ≥ 0 and b + b2 ≥ 0."""
+    """(b, b2) clipped so that t(n) never falls with n: b ≥ 0 and b + b2 ≥ 0."""
     b = max(float(coef[1]), 0.0)
     b2 = max(float(coef[2]), -b) if len(coef) > 2 else 0.0
     return b, b2
 
 
 def fit_verify(x: np.ndarray, totals: np.ndarray, *, like: VerifyFit | None = None) -> tuple[VerifyFit, list[str]]:
-    """Fit t(k) from per-size totals [K, 3]; ``like`` fixes the model form (bootstrap replicates).
+    """Fit t(n) from per-size totals [len(x), 3] at x = verify_tokens; ``like`` fixes the model form
+    (bootstrap replicates).
 
     A target forward never gets cheaper with more tokens, so fits are kept non-decreasing: a
     falling line becomes flat, a hinge whose slope would turn negative is not a candidate, and a
@@ -217,9 +224,9 @@ class MeasuredCost:
             raise SpecbenchError(f"costs measured by a sweep hold for batch 1 only (asked batch {batch}); "
                                  "use a cost profile for other batch sizes")
 
-    def verify_s(self, tokens, batch: int = 1, context: int | None = None):
+    def verify_s(self, verify_tokens, batch: int = 1, context: int | None = None):
         self._check(batch, context)
-        return self.verify(tokens)
+        return self.verify(verify_tokens)
 
     def draft_s(self, gamma, batch: int = 1, context: int | None = None):
         self._check(batch, context)
@@ -240,10 +247,10 @@ SUMS = ("spec_overhead_s", "spec_rounds", "spec_drafting_rounds", "spec_prefill_
 @dataclass
 class CostStats:
     """Per-prompt sufficient statistics of one configuration group and its baseline."""
-    verify: Binned  # x = tokens verified, y = verify_s (group and baseline rounds)
+    verify: Binned  # x = verify_tokens (drafted + 1), y = verify_s (group and baseline rounds)
     draft: Binned  # x = drafter forwards, y = draft_s (group rounds that drafted)
     sums: np.ndarray  # [P, len(SUMS)]
-    nodes: dict[int, int]  # γ → tree nodes per full round (chain: γ)
+    tree_nodes: dict[int, int]  # γ → tree nodes per full round (chain: γ)
 
     def total(self, weights: np.ndarray | None = None) -> dict[str, float]:
         values = self.sums.sum(0) if weights is None else np.asarray(weights, dtype=float) @ self.sums
@@ -258,7 +265,7 @@ def cost_stats(group: pd.DataFrame, baseline: pd.DataFrame, clusters: pd.Index) 
     verify = binned(np.concatenate([spec_rounds.cluster, base_rounds.cluster]),
                     np.concatenate([spec_rounds.drafted, base_rounds.drafted]) + 1,
                     np.concatenate([spec_rounds.verify_s, base_rounds.verify_s]), n)
-    drafting = spec_rounds.select(spec_rounds.length > 0)
+    drafting = spec_rounds.select(spec_rounds.gamma > 0)
     draft = binned(drafting.cluster, drafting.steps, drafting.draft_s, n)
     g, b = cluster_codes(group, clusters), cluster_codes(baseline, clusters)
     columns = {
@@ -273,8 +280,9 @@ def cost_stats(group: pd.DataFrame, baseline: pd.DataFrame, clusters: pd.Index) 
         "base_prefill_s": cluster_sums(b, n, baseline["prefill_s"]),
         "base_units": cluster_sums(b, n, np.ones(len(baseline))),
     }
-    nodes = {int(g): int(t) for g, t in group.groupby("gamma")["tree_nodes"].max().items()}
-    return CostStats(verify=verify, draft=draft, sums=np.concatenate([columns[k] for k in SUMS], axis=1), nodes=nodes)
+    tree_nodes = {int(g): int(t) for g, t in group.groupby("gamma")["tree_nodes"].max().items()}
+    return CostStats(verify=verify, draft=draft, sums=np.concatenate([columns[k] for k in SUMS], axis=1),
+                     tree_nodes=tree_nodes)
 
 
 def _ratio(num: float, den: float) -> float:
@@ -292,7 +300,7 @@ class CostFit:
     baseline_tokens_per_s: float  # measured target-only decode throughput
     prefill_s: float  # mean prefill per request of the group's configurations
     baseline_prefill_s: float
-    nodes: dict[int, int] = field(default_factory=dict)
+    tree_nodes: dict[int, int] = field(default_factory=dict)  # γ → tree nodes per full round (chain: γ)
     notes: tuple[str, ...] = ()
 
     def summary(self) -> dict:
@@ -326,7 +334,7 @@ def fit_costs(stats: CostStats, weights: np.ndarray | None = None, *, like: Cost
                    baseline_tokens_per_s=_ratio(s["base_tokens"], s["base_decode_s"]),
                    prefill_s=_ratio(s["spec_prefill_s"], s["spec_units"]),
                    baseline_prefill_s=_ratio(s["base_prefill_s"], s["base_units"]),
-                   nodes=dict(stats.nodes), notes=tuple(notes))
+                   tree_nodes=dict(stats.tree_nodes), notes=tuple(notes))
 
 
 def group_cost_fits(records: pd.DataFrame) -> list[tuple[dict, CostFit | None]]:
@@ -359,35 +367,35 @@ def fit_group_costs(records: pd.DataFrame) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- prediction
 
 def predict_arrays(model: AcceptanceModel, cost: CostModel, gammas, *, propose_rate: float = 1.0,
-                   nodes: dict[int, int] | None = None) -> dict[str, np.ndarray]:
+                   tree_nodes: dict[int, int] | None = None) -> dict[str, np.ndarray]:
     """The prediction's columns as arrays over ``gammas`` (see the module docstring)."""
     gammas = np.asarray(gammas, dtype=int)
-    node_counts = np.array([(nodes or {}).get(int(g), int(g)) for g in gammas], dtype=int)
+    node_counts = np.array([(tree_nodes or {}).get(int(g), int(g)) for g in gammas], dtype=int)
     rates = model.rates(int(gammas.max()) if len(gammas) else 0)
     expected = 1.0 + np.concatenate([[0.0], np.cumsum(np.cumprod(rates))])[gammas]
     tokens = propose_rate * expected + (1 - propose_rate)
-    seconds = np.asarray(round_s(cost, gammas, nodes=node_counts, propose_rate=propose_rate), dtype=float)
-    return {"gamma": gammas, "nodes": node_counts, "expected_tokens": expected, "tokens_per_round": tokens,
+    seconds = np.asarray(round_s(cost, gammas, tree_nodes=node_counts, propose_rate=propose_rate), dtype=float)
+    return {"gamma": gammas, "tree_nodes": node_counts, "expected_tokens": expected, "tokens_per_round": tokens,
             "round_s": seconds, "tokens_per_s": tokens / seconds}
 
 
 def predict_curve(model: AcceptanceModel, cost: CostModel, gammas, *, alpha: float | None = None,
-                  propose_rate: float = 1.0, nodes: dict[int, int] | None = None,
+                  propose_rate: float = 1.0, tree_nodes: dict[int, int] | None = None,
                   baseline_tokens_per_s: float | None = None, measured: set[int] | None = None) -> pd.DataFrame:
     """Predicted tokens/s and speedup for each γ, with the paper's improvement factor beside it.
 
     ``model`` gives E[tokens]; ``alpha`` (default model.alpha) the constant α of the paper
-    column; ``nodes`` maps γ to verified draft tokens (trees; default γ); ``baseline_tokens_per_s``
+    column; ``tree_nodes`` maps γ to verified draft tokens (trees; default γ); ``baseline_tokens_per_s``
     defaults to the cost model's own target-only step; ``measured`` marks γ values the sweep ran.
     """
     gammas = np.asarray(sorted(int(g) for g in gammas), dtype=int)
-    columns = predict_arrays(model, cost, gammas, propose_rate=propose_rate, nodes=nodes)
+    columns = predict_arrays(model, cost, gammas, propose_rate=propose_rate, tree_nodes=tree_nodes)
     base = baseline_tokens_per_s if baseline_tokens_per_s else 1.0 / float(round_s(cost, 0))
     draft = np.asarray(cost.draft_s(gammas), dtype=float)
     c_eff = draft / (np.maximum(gammas, 1) * float(cost.verify_s(1)))
     frame = pd.DataFrame(columns)
     frame.insert(4, "draft_s", draft)
-    frame.insert(5, "verify_s", np.asarray(cost.verify_s(columns["nodes"] + 1), dtype=float))
+    frame.insert(5, "verify_s", np.asarray(cost.verify_s(columns["tree_nodes"] + 1), dtype=float))
     frame.insert(6, "overhead_s", np.asarray(cost.overhead_s(gammas), dtype=float))
     frame["speedup"] = frame["tokens_per_s"] / base
     frame["paper_factor"] = improvement_factor(model.alpha if alpha is None else alpha, gammas, c_eff)

@@ -1,29 +1,29 @@
 """The acceptance model: α by maximum likelihood, per-position rates, and a decaying alternative.
 
 Model (Leviathan, Kalman & Matias 2023, arXiv 2211.17192, §3.1). Every draft token is accepted
-with probability α given that all draft tokens before it were. A round that drafts k tokens
-(k = ``round_drafted`` for a chain, ``round_depth`` for a tree, where α becomes the per-depth
-acceptance of the best path) accepts
+with probability α given that all draft tokens before it were. A round that drafts γ_r tokens
+(its own γ: γ_r = ``round_drafted`` for a chain, ``round_depth`` for a tree, where α becomes the
+per-depth acceptance of the best path; γ_r ≤ the configuration's γ) accepts
 
-    j < k tokens with probability α^j (1 − α),      all k tokens with probability α^k,
+    j < γ_r tokens with probability α^j (1 − α),      all γ_r tokens with probability α^γ_r,
 
-the geometric distribution truncated at k. Rounds that draft nothing (k = 0: an n-gram drafter
+the geometric distribution truncated at γ_r. Rounds that draft nothing (γ_r = 0: an n-gram drafter
 without a match, the last token of a generation) have likelihood 1 and carry no information.
 
-Maximum likelihood, closed form. Over rounds r with draft lengths k_r ≥ 1 and accepted j_r,
+Maximum likelihood, closed form. Over rounds r with γ_r ≥ 1 and accepted j_r,
 
-    log L(α) = Σ_r [ j_r log α + 1{j_r < k_r} log(1 − α) ] = S log α + F log(1 − α),
+    log L(α) = Σ_r [ j_r log α + 1{j_r < γ_r} log(1 − α) ] = S log α + F log(1 − α),
 
-with S = Σ_r j_r (accepted draft tokens) and F = #{r : j_r < k_r} (rounds that end in a
+with S = Σ_r j_r (accepted draft tokens) and F = #{r : j_r < γ_r} (rounds that end in a
 rejection). Setting d log L / dα = S/α − F/(1 − α) = 0 gives
 
     α̂ = S / (S + F),
 
 the boundary α̂ = 1 when F = 0 and α̂ = 0 when S = 0 (log L is monotone there). Read position by
-position, a round is a run of Bernoulli trials (positions 0..min(j, k−1) are attempted, the first
+position, a round is a run of Bernoulli trials (positions 0..min(j, γ_r − 1) are attempted, the first
 j succeed), so S + F is the number of attempted draft positions and α̂ the pooled per-position
 acceptance rate; the observed information is (S + F) / (α(1 − α)). Mixed γ pool naturally: each
-round enters with its own k. α̂ is not the observed rate Σ accepted / Σ drafted (the design's
+round enters with its own γ_r. α̂ is not the observed rate Σ accepted / Σ drafted (the design's
 "α observed", also reported): drafted tokens after the first rejection are never tested.
 
 Per-position acceptance α_i = P(position i accepted | positions < i accepted) has the same
@@ -51,7 +51,7 @@ factor, with c = draft step time ÷ target step time and verification costing on
 (1 − α^{γ+1}) / ((1 − α)(γc + 1)).
 
 Confidence intervals for α resample prompts (`specbench.analysis.intervals`). Goodness of fit compares, per
-γ, the observed τ (decode tokens ÷ rounds) with the model's mean E[tokens | k_r] over the same
+γ, the observed τ (decode tokens ÷ rounds) with the model's mean E[tokens | γ_r] over the same
 rounds, with a z-score from the model's variance (rounds treated as independent).
 """
 
@@ -123,9 +123,9 @@ class AcceptanceModel:
     def name(self) -> str:
         return "constant" if self.decay == 1.0 else "decaying"
 
-    def rates(self, depth: int) -> np.ndarray:
-        """[depth] acceptance probability of draft positions 0..depth−1."""
-        return np.minimum(self.alpha * self.decay ** np.arange(depth), 1.0)
+    def rates(self, gamma: int) -> np.ndarray:
+        """[γ] acceptance probability α_i = min(α · d^i, 1) of draft positions i = 0..γ−1."""
+        return np.minimum(self.alpha * self.decay ** np.arange(gamma), 1.0)
 
     def expected_tokens(self, gamma: int) -> float:
         return float(tokens_from_rates(self.rates(int(gamma))))
@@ -137,7 +137,7 @@ class AcceptanceModel:
 class PositionCounts:
     """Per prompt and draft position i: rounds that attempted i and rounds that accepted it."""
 
-    attempts: np.ndarray  # [P, m]: rounds with k > i whose positions < i were all accepted
+    attempts: np.ndarray  # [P, m]: rounds with γ_r > i whose positions < i were all accepted
     accepts: np.ndarray  # [P, m]: rounds that accepted position i
 
     def total(self, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -157,13 +157,13 @@ class PositionCounts:
 
 
 def position_counts(rounds: Rounds, n_clusters: int) -> PositionCounts:
-    """Per-prompt position counts. A round with draft length k ≥ 1 that accepted j attempts
-    positions 0..min(j, k−1) and accepts positions 0..j−1."""
-    r = rounds.select(rounds.length > 0)
-    m = int(r.length.max()) if len(r) else 0
+    """Per-prompt position counts. A round with its own γ_r ≥ 1 that accepted j attempts
+    positions 0..min(j, γ_r − 1) and accepts positions 0..j−1."""
+    r = rounds.select(rounds.gamma > 0)
+    m = int(r.gamma.max()) if len(r) else 0
     if m == 0:
         return PositionCounts(np.zeros((n_clusters, 0)), np.zeros((n_clusters, 0)))
-    last = np.minimum(r.accepted, r.length - 1)
+    last = np.minimum(r.accepted, r.gamma - 1)
     reached = np.bincount(r.cluster * m + last, minlength=n_clusters * m).reshape(n_clusters, m)
     attempts = np.cumsum(reached[:, ::-1], axis=1)[:, ::-1]  # rounds whose last attempted position ≥ i
     ended = np.bincount(r.cluster * (m + 1) + r.accepted, minlength=n_clusters * (m + 1)).reshape(n_clusters, m + 1)
@@ -229,6 +229,16 @@ def fit_decay_batch(attempts: np.ndarray, accepts: np.ndarray, iterations: int =
         if np.all(np.einsum("bi,bi->b", grad, step) < 1e-10):
             break
     return theta, loglik
+
+
+def replicate_models(point: AcceptanceModel, counts: PositionCounts, weights: np.ndarray) -> list[AcceptanceModel]:
+    """The point model's form refitted on every bootstrap replicate (prompt weights [B, P]):
+    α̂_b = S_b / (S_b + F_b) for the constant model, the decaying model's (α, d) otherwise."""
+    if point.decay == 1.0:
+        return [AcceptanceModel(float(a)) for a in np.atleast_1d(alpha_mle(weights @ counts.successes,
+                                                                           weights @ counts.failures))]
+    theta, _ = fit_decay_batch(weights @ counts.attempts, weights @ counts.accepts)
+    return [AcceptanceModel(float(np.exp(a)), float(np.exp(b))) for a, b in theta]
 
 
 def fit_decay(attempts: np.ndarray, accepts: np.ndarray) -> tuple[AcceptanceModel, float] | None:
@@ -422,24 +432,24 @@ def _positions_frame(counts: PositionCounts, model: AcceptanceModel, level: floa
 
 
 def goodness_of_fit(group: pd.DataFrame, rounds: Rounds, model: AcceptanceModel) -> pd.DataFrame:
-    """Per nominal γ: observed τ vs the model's mean E[tokens | k_r] over the same rounds.
+    """Per nominal γ: observed τ vs the model's mean E[tokens | γ_r] over the same rounds.
 
-    The prediction uses each round's own draft length k_r (0 → 1 token), so rounds cut short by
-    the end of a generation or a missing n-gram match are predicted as what they were.
+    The prediction uses each round's own γ_r (0 → 1 token), so rounds cut short by the end of a
+    generation or a missing n-gram match are predicted as what they were.
     """
-    depth = int(rounds.length.max()) if len(rounds) else 0
-    rates = model.rates(depth)
-    mean_by_k = np.array([tokens_from_rates(rates[:k]) for k in range(depth + 1)])
-    var_by_k = np.array([tokens_variance_from_rates(rates[:k]) for k in range(depth + 1)])
+    top = int(rounds.gamma.max()) if len(rounds) else 0
+    rates = model.rates(top)
+    mean_by_gamma = np.array([tokens_from_rates(rates[:g]) for g in range(top + 1)])
+    var_by_gamma = np.array([tokens_variance_from_rates(rates[:g]) for g in range(top + 1)])
     rows = []
     for gamma, part in group.groupby("gamma"):
-        mask = rounds.gamma == gamma
+        mask = rounds.config_gamma == gamma
         n = int(mask.sum())
         if n == 0:
             continue
         observed = float(part["decode_tokens"].sum() / part["rounds"].sum())
-        predicted = float(mean_by_k[rounds.length[mask]].mean())
-        se = float(np.sqrt(var_by_k[rounds.length[mask]].sum()) / n)
+        predicted = float(mean_by_gamma[rounds.gamma[mask]].mean())
+        se = float(np.sqrt(var_by_gamma[rounds.gamma[mask]].sum()) / n)
         residual = observed - predicted
         z = residual / se if se > 0 else (0.0 if abs(residual) < 1e-9 else float("inf") * np.sign(residual))
         rows.append(dict(gamma=int(gamma), rounds=n, tau_observed=observed, tau_predicted=predicted,
@@ -460,7 +470,7 @@ def fit_group(group: pd.DataFrame, keys: dict, *, n_boot: int = N_BOOT, level: f
         estimate.notes.append(f"{replayed} of {len(group)} units replayed from target trajectories (docs/replay.md)")
     drafted = int(group["drafted"].sum())
     return AcceptanceFit(
-        keys=keys, n_prompts=len(clusters), n_units=len(group), n_rounds=int((rounds.length > 0).sum()),
+        keys=keys, n_prompts=len(clusters), n_units=len(group), n_rounds=int((rounds.gamma > 0).sum()),
         gammas=sorted(int(g) for g in group["gamma"].unique()), accepted=int(counts.successes.sum()),
         trials=int(counts.successes.sum() + counts.failures.sum()),
         alpha_observed=float(group["accepted"].sum() / drafted) if drafted else 0.0,

@@ -1,8 +1,19 @@
-"""A candidate configuration of a recommendation: measured, or predicted by the models."""
+"""What a recommendation chooses between: its scenarios, its groups, its candidate configurations.
+
+A *scenario* is one (target, workload, sampling) — `SCENARIO_KEYS`; a *group* within it one
+(drafter, tree) — `GROUP_KEYS`; an `Option` one (drafter, tree, γ) of a group, measured or
+predicted, with γ = 1..`MAX_GAMMA` by default.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from specbench.records.summary import BASELINE_KEYS
+
+SCENARIO_KEYS = BASELINE_KEYS  # target, temperature, top_p, top_k, workload
+GROUP_KEYS = ["drafter", "drafter_label", "tree"]
+MAX_GAMMA = 16  # the default largest γ the acceptance and cost models predict (the one place it is set)
 
 
 @dataclass

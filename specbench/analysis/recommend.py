@@ -1,417 +1,70 @@
-"""The best configuration per workload — measured and predicted — or "no speculation".
+"""The recommender: the best speculative configuration per workload — or "no speculation" — from a
+sweep's records and one cost source.
 
-A *scenario* is one (target, workload, sampling); its speedups are against that scenario's
-target-only baseline (γ = 0, drafter 'none'). Two answers are given per scenario:
+    recommend(records, costs=MeasuredCosts()) -> list[Recommendation]    # one per scenario
 
-* measured: every configuration the sweep ran, its speedup paired with the baseline on the same
-  (prompt, turn, repeat) units exactly as `specbench.records.summary.configuration_table` computes it;
-* model: every (drafter, tree) group's acceptance fit (`specbench.analysis.fit`) and cost fit
-  (`specbench.analysis.cost`, used only through the `CostModel` interface) predict the speedup for
-  γ = 1..max_gamma, measured or not (trees: their measured depths only — the node count of an
-  unmeasured depth depends on the tree's shape). Replayed records (docs/replay.md) feed the
-  acceptance fit (a unit also measured live counts once, by its live record) but never a
-  measured speedup or the cost fit, and a γ that was only replayed counts as not measured.
+A scenario is one (target, workload, sampling). Everything the answer rests on is
 
-Objectives. *throughput*: decode tokens/s ÷ the baseline's (the design's speedup). *latency*: the
-mean time of one request of the scenario's length N (its largest ``new_tokens``, i.e. the
-workload's max_new_tokens): L = mean prefill + (N − 1) ÷ decode tokens/s, speedup = L_baseline ÷
-L. Prefill counts here (a draft model's own prefill included), so a drafter can win throughput
-and lose latency on short outputs.
+    speedup(γ) = [tokens(γ) ÷ round_s(γ)] ÷ target-only tokens/s,
+    tokens(γ)  = ρ · E[tokens](γ) + (1 − ρ),     E[tokens](γ) = Σ_{j=0}^{γ} Π_{i<j} α_i
 
-Uncertainty. One set of prompt-bootstrap weights (`specbench.analysis.intervals`) is drawn per scenario
-and shared by every configuration, the baseline and the model refits, so comparisons stay
-paired. Each option gets a bootstrap interval of its speedup (percentile, small-sample
-corrected: `specbench.analysis.intervals.bootstrap_interval`). The recommendation is the option
-with the highest point speedup among those whose interval lies above 1; when none does the answer
-is "no speculation". The chosen γ's interval is the spread, over replicates, of the argmax γ
-within the chosen (drafter, tree); ``win_share`` is the share of replicates in which that
-(drafter, tree) has the best option overall. Model replicates refit α (and the decay when the
-decaying model was preferred) and the cost coefficients, keeping the verify model's form (linear
-or knee location) chosen on the full data.
+with the acceptance α_i always fitted to the sweep's rounds (`specbench.analysis.fit`; ρ the share
+of rounds that drafted) and round_s — draft + verify + overhead — taken from the cost source
+(`specbench.analysis.cost_source`), which also sets the target-only rate:
+
+* `MeasuredCosts` (default): the sweep's own timings, batch 1, against its measured baseline. Measured configurations and the
+  model's predictions for γ = 1..max_gamma, each with a prompt-bootstrap interval, and a
+  decision; the objective may be throughput or latency (`specbench.analysis.recommend_measured`).
+* `ProfiledCosts`: a hardware profile's costs at any batch size B and context (target-only:
+  B ÷ round_s(0)); γ per batch size and
+  vLLM's per-batch-size schedule; throughput only (`specbench.analysis.recommend_profiled`).
+
+Either way the result is a `specbench.analysis.recommendation.Recommendation` with one JSON form
+(`to_json`), and an option is recommended only when its speedup interval lies above 1.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 
-from specbench.analysis.concurrency import scenario_keys
-from specbench.analysis.cost import CostFit, CostStats, cost_stats, fit_costs, predict_arrays, predict_curve
-from specbench.analysis.decision import Decision, decide_scenario
-from specbench.analysis.engine_settings import ENGINES, EngineSetting, engine_settings
-from specbench.analysis.fit import AcceptanceModel, alpha_mle, estimate_acceptance, fit_decay_batch, position_counts
-from specbench.analysis.intervals import LEVEL, N_BOOT, bootstrap_interval, bootstrap_weights, few_prompts_note
-from specbench.analysis.options import Option
-from specbench.analysis.speedup_interval import speedup_interval
+from specbench.analysis.cost_source import CostSource, MeasuredCosts, ProfiledCosts
+from specbench.analysis.engine_settings import ENGINES
+from specbench.analysis.intervals import LEVEL, N_BOOT
+from specbench.analysis.options import MAX_GAMMA
+from specbench.analysis.recommend_measured import recommend_measured
+from specbench.analysis.recommend_profiled import recommend_profiled
+from specbench.analysis.recommendation import Recommendation, recommendation_dict, to_json
 from specbench.errors import SpecbenchError
-from specbench.records.jsonable import json_ready
-from specbench.records.rounds import cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
-from specbench.records.summary import BASELINE_KEYS, CONFIG_KEYS, UNIT_KEYS, is_baseline, prefer_live
-from specbench.records.timing import timing_usable
 
 OBJECTIVES = ("throughput", "latency")
-SCENARIO_KEYS = BASELINE_KEYS
-GROUP_KEYS = ["drafter", "drafter_label", "tree"]
-MAX_GAMMA = 16  # the default largest γ the acceptance and cost models predict (the one place it is set)
+
+__all__ = ["OBJECTIVES", "CostSource", "MeasuredCosts", "ProfiledCosts", "Recommendation", "recommend",
+           "recommendation_dict", "to_json"]
 
 
-@dataclass
-class Pick:
-    """The outcome of one path (measured or model) for one scenario."""
-    source: str  # 'measured' or 'model'
-    choice: Option | None  # None: no speculation
-    best: Option | None  # the best point estimate, whatever its interval
-    gamma_lo: int | None = None
-    gamma_hi: int | None = None
-    win_share: float | None = None
-    reason: str = ""
+def recommend(records: pd.DataFrame, costs: CostSource | None = None, *, objective: str = "throughput",
+              max_gamma: int = MAX_GAMMA, n_boot: int = N_BOOT, level: float = LEVEL, seed: int = 0,
+              engines=ENGINES, hub_ids: Mapping[str, str] | None = None) -> list[Recommendation]:
+    """One `Recommendation` per scenario, its round costs from ``costs`` (default: the sweep's own).
 
-
-@dataclass
-class Recommendation:
-    keys: dict
-    objective: str
-    n_prompts: int
-    max_new_tokens: int
-    baseline_tokens_per_s: float
-    measured: Pick
-    model: Pick
-    options: pd.DataFrame  # measured configurations, speedups with intervals
-    curves: pd.DataFrame  # model predictions per (drafter, tree, γ), with intervals and the paper factor
-    costs: pd.DataFrame  # per (drafter, tree): the cost fit's coefficients
-    verdict: str
-    settings: dict[str, EngineSetting] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    predicted: pd.DataFrame = field(default_factory=pd.DataFrame)  # acceptance × cost (predicted_speedup)
-    decision: Decision | None = None  # confident yes / confident no / cannot tell
-
-    @property
-    def final(self) -> Option | None:
-        """What to deploy: the decision's option (a confident yes), else nothing; without a decision the
-        measured choice (the model only proposes what to measure next)."""
-        if self.decision is not None:
-            return self.decision.option
-        return self.measured.choice
-
-
-# ----------------------------------------------------------------------------- objective
-
-def _objective(objective: str, tokens, seconds, prefill, units, base_tokens, base_seconds, base_prefill, base_units,
-               n_tokens: int):
-    """Speedup for the objective from (possibly bootstrap-weighted) sums; arrays broadcast."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        tps, base_tps = tokens / seconds, base_tokens / base_seconds
-        if objective == "throughput":
-            return tps / base_tps
-        latency = prefill / units + (n_tokens - 1) / tps
-        base_latency = base_prefill / base_units + (n_tokens - 1) / base_tps
-        return base_latency / latency
-
-
-# ----------------------------------------------------------------------------- measured path
-
-PAIRED = ("decode_tokens", "decode_s", "prefill_s")
-
-
-def _measured_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, weights: np.ndarray,
-                      objective: str, n_tokens: int, level: float) -> tuple[list[Option], np.ndarray]:
-    """Measured options and their replicate speedups [B, options]."""
-    options, sums = [], []
-    for key, group in spec.groupby(CONFIG_KEYS, dropna=False, sort=True):
-        row = dict(zip(CONFIG_KEYS, key))
-        paired = group.merge(base[UNIT_KEYS + list(PAIRED)], on=UNIT_KEYS, suffixes=("", "_base"))
-        if paired.empty:
-            continue
-        codes = cluster_codes(paired, clusters)
-        ones = np.ones(len(paired))
-        sums.append(cluster_sums(codes, len(clusters), paired["decode_tokens"], paired["decode_s"],
-                                 paired["prefill_s"], ones, paired["decode_tokens_base"], paired["decode_s_base"],
-                                 paired["prefill_s_base"], ones))
-        options.append(Option(row["drafter"], row["drafter_label"], str(group["drafter_params"].iloc[0]), row["tree"],
-                              int(row["gamma"]), 0.0, 0.0, 0.0, 0.0, measured=True))
-    if not options:
-        return [], np.zeros((len(weights), 0))
-    stacked = np.stack(sums)  # [C, P, 8]
-    point = _objective(objective, *np.moveaxis(stacked.sum(1), -1, 0), n_tokens)
-    reps = _objective(objective, *np.moveaxis(np.einsum("bp,cpk->bck", weights, stacked), -1, 0), n_tokens)
-    if objective == "throughput":  # small-P t-interval on per-prompt log ratios (speedup_interval)
-        intervals = [speedup_interval(s[:, 0], s[:, 1], s[:, 4], s[:, 5], level=level)
-                     for s in (stacked[i][stacked[i][:, 7] > 0] for i in range(len(stacked)))]
-        lo, hi = np.array([iv.lo for iv in intervals]), np.array([iv.hi for iv in intervals])
-    else:
-        lo, hi = bootstrap_interval(point, reps, len(clusters), level, positive=True) if len(weights) else (point, point)
-    totals = stacked.sum(1)
-    for i, option in enumerate(options):
-        option.speedup, option.lo, option.hi = float(point[i]), float(lo[i]), float(hi[i])
-        option.tokens_per_s = float(totals[i, 0] / totals[i, 1]) if totals[i, 1] > 0 else 0.0
-    return options, reps
-
-
-# ----------------------------------------------------------------------------- model path
-
-def replicate_models(point: AcceptanceModel, counts, weights: np.ndarray) -> list[AcceptanceModel]:
-    """The point model's form refitted on every bootstrap replicate (prompt weights [B, P])."""
-    if point.decay == 1.0:
-        return [AcceptanceModel(float(a)) for a in np.atleast_1d(alpha_mle(weights @ counts.successes,
-                                                                           weights @ counts.failures))]
-    theta, _ = fit_decay_batch(weights @ counts.attempts, weights @ counts.accepts)
-    return [AcceptanceModel(float(np.exp(a)), float(np.exp(b))) for a, b in theta]
-
-
-def _objective_of(fit: CostFit, tokens_per_s: np.ndarray, objective: str, n_tokens: int) -> np.ndarray:
-    return np.asarray(_objective(objective, tokens_per_s, 1.0, fit.prefill_s, 1.0, fit.baseline_tokens_per_s, 1.0,
-                                 fit.baseline_prefill_s, 1.0, n_tokens), dtype=float)
-
-
-def _timed_base(base: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
-    """Undisturbed baseline records of the prompts the group was timed on (all, where none is left)."""
-    timed = timing_usable(base)[0]
-    same = timed[timed["prompt_id"].isin(set(live["prompt_id"]))]
-    return same if not same.empty else timed
-
-
-def _model_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, weights: np.ndarray, objective: str,
-                   n_tokens: int, max_gamma: int, level: float,
-                   notes: list[str]) -> tuple[list[Option], np.ndarray, pd.DataFrame, pd.DataFrame]:
-    options, reps, curves, costs = [], [], [], []
-    for key, group in spec.groupby(GROUP_KEYS, dropna=False, sort=True):
-        row = dict(zip(GROUP_KEYS, key))
-        live = group[group["mode"] == "live"]
-        if live.empty:
-            notes.append(f"{row['drafter_label']}: no live timings (replay records): no cost model")
-            continue
-        counts = position_counts(flatten_rounds(group, clusters), len(clusters))
-        acceptance = estimate_acceptance(counts, n_boot=0, level=level)  # point fit; replicates below
-        live = timing_usable(live)[0]  # timing protocol rule 6; costs from prompts timed with the baseline
-        stats: CostStats = cost_stats(live, _timed_base(base, live), clusters)
-        fit = fit_costs(stats)
-        measured = {int(g) for g in live["gamma"].unique()}  # replayed γ are predictions, not measurements
-        gammas = list(range(1, max_gamma + 1)) if row["tree"] == "chain" else sorted(measured)
-        curve = predict_curve(acceptance.model, fit.cost, gammas, alpha=acceptance.alpha,
-                              propose_rate=fit.propose_rate, nodes=fit.nodes,
-                              baseline_tokens_per_s=fit.baseline_tokens_per_s, measured=measured)
-        point = _objective_of(fit, curve["tokens_per_s"].to_numpy(), objective, n_tokens)
-        group_reps = np.empty((len(weights), len(gammas)))
-        for b, (w, model_b) in enumerate(zip(weights, replicate_models(acceptance.model, counts, weights))):
-            fit_b = fit_costs(stats, w, like=fit)
-            with np.errstate(divide="ignore", invalid="ignore"):  # a replicate may draw no timed prompt: NaN
-                tps = predict_arrays(model_b, fit_b.cost, gammas, propose_rate=fit_b.propose_rate,
-                                     nodes=fit_b.nodes)["tokens_per_s"]
-            group_reps[b] = _objective_of(fit_b, tps, objective, n_tokens)
-        lo, hi = bootstrap_interval(point, group_reps, len(clusters), level, positive=True) if len(weights) else (point, point)
-        params = str(group["drafter_params"].iloc[0])
-        for i, g in enumerate(gammas):
-            options.append(Option(row["drafter"], row["drafter_label"], params, row["tree"], int(g), float(point[i]),
-                                  float(lo[i]), float(hi[i]), float(curve["tokens_per_s"].iloc[i]), g in measured))
-        reps.append(group_reps)
-        curves.append(curve.assign(drafter=row["drafter"], drafter_label=row["drafter_label"], tree=row["tree"],
-                                   objective_speedup=point, lo=lo, hi=hi, alpha=acceptance.alpha,
-                                   acceptance_model=acceptance.model.name))
-        costs.append({**row, **fit.summary(), "alpha": acceptance.alpha, "acceptance_model": acceptance.model.name})
-        notes.extend(f"{row['drafter_label']}: {n}" for n in fit.notes + tuple(acceptance.notes))
-    stacked = np.concatenate(reps, axis=1) if reps else np.zeros((len(weights), 0))
-    front = ["drafter", "drafter_label", "tree", "gamma"]
-    curve_frame = pd.concat(curves, ignore_index=True) if curves else pd.DataFrame(columns=front)
-    curve_frame = curve_frame[front + [c for c in curve_frame.columns if c not in front]]
-    return options, stacked, curve_frame, pd.DataFrame(costs)
-
-
-# ----------------------------------------------------------------------------- choosing
-
-def _pick(source: str, options: list[Option], reps: np.ndarray, n_prompts: int, objective: str,
-          level: float = LEVEL) -> Pick:
-    if not options:
-        return Pick(source, None, None, reason="nothing to compare")
-    values = np.array([o.speedup for o in options])
-    best = options[int(np.argmax(values))]
-    above = [o for o in options if o.lo > 1.0] if n_prompts >= 2 else []
-    choice = max(above, key=lambda o: o.speedup) if above else None
-    ref = choice or best
-    same = [i for i, o in enumerate(options) if o.group == ref.group]
-    gamma_lo = gamma_hi = ref.gamma
-    share = None
-    if reps.shape[0] and n_prompts >= 2:
-        finite = np.where(np.isfinite(reps), reps, -np.inf)
-        gammas = np.array([options[i].gamma for i in same])
-        chosen = gammas[np.argmax(finite[:, same], axis=1)]
-        gamma_lo = int(np.percentile(chosen, 100 * (1 - level) / 2, method="lower"))
-        gamma_hi = int(np.percentile(chosen, 100 * (1 + level) / 2, method="higher"))
-        winners = np.argmax(finite, axis=1)
-        share = float(np.mean([options[w].group == ref.group for w in winners]))
-    if choice is not None:
-        reason = (f"{objective} speedup {choice.speedup:.2f}× [{choice.lo:.2f}, {choice.hi:.2f}], the best of the "
-                  f"{len(above)} option(s) whose interval lies above 1")
-    elif n_prompts < 2:
-        reason = (f"intervals need ≥ 2 prompts (this scenario has {n_prompts}); best point estimate "
-                  f"{best.describe()} at {best.speedup:.2f}×")
-    else:
-        reason = (f"no option's {objective} speedup interval lies above 1; best point estimate {best.describe()} "
-                  f"at {best.speedup:.2f}× [{best.lo:.2f}, {best.hi:.2f}]")
-    return Pick(source, choice, best, gamma_lo, gamma_hi, share, reason)
-
-
-def _verdict(measured: Pick, model: Pick) -> str:
-    if measured.choice is not None:
-        text = f"speculate: {measured.choice.describe()} — {measured.reason}"
-    else:
-        text = f"no speculation — {measured.reason}"
-    m = model.choice
-    if m is not None and not m.measured and (measured.choice is None or m.speedup > measured.choice.hi):
-        text += (f"; the model predicts {m.describe()} at {m.speedup:.2f}× [{m.lo:.2f}, {m.hi:.2f}] "
-                 "— not measured, sweep it to confirm")
-    return text
-
-
-def decision_verdict(decision: Decision, model: Pick) -> str:
-    """The verdict line: what to deploy and how sure (`specbench.analysis.decision`), plus the model's
-    unmeasured γ when it beats the choice."""
-    option = decision.option
-    text = (f"speculate: {option.describe()} — {decision.text}" if option is not None
-            else f"no speculation — {decision.text}")
-    m = model.choice
-    if m is not None and not m.measured and (option is None or m.speedup > option.hi):
-        text += (f"; the model predicts {m.describe()} at {m.speedup:.2f}× [{m.lo:.2f}, {m.hi:.2f}] "
-                 "— not measured, sweep it to confirm")
-    return text
-
-
-OUTLIER_FACTOR = 5.0
-
-
-def timing_outlier_notes(live: pd.DataFrame) -> list[str]:
-    """Units whose decode seconds per token exceed `OUTLIER_FACTOR` × their configuration's median.
-
-    Throughput is a ratio of sums, so one slow unit (a warm-up, a stalled machine) moves a whole
-    configuration's tokens/s — and, for the baseline, every speedup. The notes say where.
+    ``max_gamma``: the largest γ the model predicts; ``n_boot`` / ``level`` / ``seed``: the prompt
+    bootstrap; ``engines``: the engine settings to export (measured costs); ``hub_ids`` (model spec →
+    Hugging Face id) names the models in the settings.
     """
-    notes = []
-    for key, group in live.groupby(CONFIG_KEYS, dropna=False, sort=True):
-        per_token = group["decode_s"] / group["decode_tokens"].clip(lower=1)
-        median = float(per_token.median())
-        slow = per_token > OUTLIER_FACTOR * median
-        if median > 0 and slow.any():
-            row = dict(zip(CONFIG_KEYS, key))
-            name = "the baseline" if row["gamma"] == 0 else f"{row['drafter_label']} γ={row['gamma']}"
-            share = float(group.loc[slow, "decode_s"].sum() / group["decode_s"].sum())
-            notes.append(f"timing outliers in {name}: {int(slow.sum())} unit(s) above {OUTLIER_FACTOR:.0f}× the "
-                         f"median seconds per token hold {share:.0%} of its decode time (warm-up?); its measured "
-                         "tokens/s and the speedups built on it are affected")
-    return notes
-
-
-def _options_frame(options: list[Option]) -> pd.DataFrame:
-    return pd.DataFrame([{k: getattr(o, k) for k in ("drafter", "drafter_label", "tree", "gamma", "tokens_per_s",
-                                                      "speedup", "lo", "hi")} for o in options])
-
-
-# ----------------------------------------------------------------------------- entry point
-
-def recommend(records: pd.DataFrame, *, objective: str = "throughput", max_gamma: int = MAX_GAMMA,
-              n_boot: int = N_BOOT, level: float = LEVEL, seed: int = 0, engines=ENGINES,
-              hub_ids: Mapping[str, str] | None = None) -> list[Recommendation]:
-    """One `Recommendation` per (target, workload, sampling) scenario that has a baseline.
-
-    ``hub_ids`` (model spec → Hugging Face id) names the models in the engine settings.
-    """
+    costs = MeasuredCosts() if costs is None else costs
     if objective not in OBJECTIVES:
         raise SpecbenchError(f"unknown objective '{objective}' (choose from: {', '.join(OBJECTIVES)})")
     if max_gamma < 1:
         raise SpecbenchError(f"--max-gamma must be >= 1, got {max_gamma}")
+    costs.check(objective)
     if records.empty:
         raise SpecbenchError("the results folder holds no records")
-    baseline = is_baseline(records) & (records["mode"] == "live")
-    if not baseline.any():
-        raise SpecbenchError("no target-only baseline records (γ = 0, drafter 'none', measured live): "
-                             "speedups need them — run the sweep with its baseline")
-    spec_mask = ~is_baseline(records) & (records["gamma"] > 0)
-    if not spec_mask.any():
-        raise SpecbenchError("no speculative records (γ ≥ 1): nothing to recommend")
-    out, skipped = [], []
-    scenario_by = scenario_keys(records)  # + backend / concurrency when a folder holds several
-    if scenario_by != SCENARIO_KEYS:
-        records = records.assign(**{k: records[k].fillna(1 if k == "concurrency" else "own")
-                                    for k in scenario_by[len(SCENARIO_KEYS):]})
-    for i, (key, scenario) in enumerate(records.groupby(scenario_by, dropna=False, sort=True)):
-        keys = dict(zip(scenario_by, key))
-        base = scenario[is_baseline(scenario) & (scenario["mode"] == "live")]
-        spec = scenario[~is_baseline(scenario) & (scenario["gamma"] > 0)]
-        if base.empty or spec.empty:
-            what = "no live baseline" if base.empty else "no speculative records"
-            skipped.append(f"skipped {keys['workload']} ({keys['target']}, T={keys['temperature']}): {what}")
-            continue
-        out.append(_recommend_scenario(keys, scenario, base, spec, objective=objective, max_gamma=max_gamma,
-                                       n_boot=n_boot, level=level, rng=np.random.default_rng(seed + i),
-                                       engines=engines, hub_ids=hub_ids))
-    if not out:
-        raise SpecbenchError("no workload has both baseline and speculative records for the same target and sampling")
-    for rec in out:
-        rec.notes.extend(skipped)
-    return out
-
-
-def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, spec: pd.DataFrame, *, objective: str,
-                        max_gamma: int, n_boot: int, level: float, rng: np.random.Generator, engines,
-                        hub_ids: Mapping[str, str] | None) -> Recommendation:
-    clusters = prompt_clusters(scenario)
-    n_prompts = len(clusters)
-    weights = bootstrap_weights(n_prompts, n_boot if n_prompts >= 2 else 0, rng)
-    n_tokens = int(scenario["new_tokens"].max())
-    notes: list[str] = []
-    if n_prompts < 2:
-        notes.append("one prompt: no prompt bootstrap, intervals collapse to the point estimate")
-    elif few_prompts_note(n_prompts):
-        notes.append(few_prompts_note(n_prompts))
-    live_spec = spec[spec["mode"] == "live"]
-    notes.extend(timing_outlier_notes(pd.concat([base, live_spec])))
-    timed_spec, timed_base = timing_usable(live_spec)[0], timing_usable(base)[0]
-    measured_options, measured_reps = _measured_options(timed_spec, timed_base, clusters, weights, objective, n_tokens,
-                                                        level)
-    model_options, model_reps, curves, costs = _model_options(prefer_live(spec), base, clusters, weights, objective,
-                                                               n_tokens, max_gamma, level, notes)
-    measured = _pick("measured", measured_options, measured_reps, n_prompts, objective, level)
-    model = _pick("model", model_options, model_reps, n_prompts, objective, level)
-    decision, predicted = decide_scenario(scenario, measured_options, n_prompts, level, notes)
-    final = decision.option if decision.option is not None else measured.choice
-    settings = {}
-    if final is not None:
-        settings = engine_settings(final.drafter, final.drafter_params, final.tree, final.gamma,
-                                   target=str(keys["target"]), engines=engines, hub_ids=hub_ids)
-    base_tps = float(base["decode_tokens"].sum() / base["decode_s"].sum()) if base["decode_s"].sum() > 0 else 0.0
-    return Recommendation(keys=keys, objective=objective, n_prompts=n_prompts, max_new_tokens=n_tokens,
-                          baseline_tokens_per_s=base_tps, measured=measured, model=model,
-                          options=_options_frame(measured_options), curves=curves, costs=costs,
-                          verdict=decision_verdict(decision, model), settings=settings, notes=notes,
-                          predicted=predicted, decision=decision)
-
-
-# ----------------------------------------------------------------------------- JSON
-
-def _pick_dict(pick: Pick) -> dict:
-    def option(o: Option | None):
-        return None if o is None else {k: getattr(o, k) for k in o.__dataclass_fields__}
-
-    return {"source": pick.source, "choice": option(pick.choice), "best": option(pick.best),
-            "gamma_interval": [pick.gamma_lo, pick.gamma_hi], "win_share": pick.win_share, "reason": pick.reason}
-
-
-def recommendation_dict(rec: Recommendation) -> dict:
-    """Plain data (JSON-ready: non-finite numbers become null) for one recommendation."""
-    return json_ready({
-        **rec.keys, "objective": rec.objective, "n_prompts": rec.n_prompts, "max_new_tokens": rec.max_new_tokens,
-        "baseline_tokens_per_s": rec.baseline_tokens_per_s, "verdict": rec.verdict,
-        "recommended": None if rec.final is None else _pick_dict(rec.measured)["choice"],
-        "measured": _pick_dict(rec.measured), "model": _pick_dict(rec.model),
-        "options": rec.options.to_dict("records"), "predictions": rec.curves.to_dict("records"),
-        "costs": rec.costs.to_dict("records"),
-        "engine_settings": {name: s.as_dict() for name, s in rec.settings.items()}, "notes": rec.notes,
-        "decision": None if rec.decision is None else rec.decision.as_dict(),
-        "predicted": rec.predicted.to_dict("records"),
-    })
-
-
-def to_json(recs: list[Recommendation]) -> str:
-    return json.dumps([recommendation_dict(r) for r in recs], indent=2)
+    if isinstance(costs, ProfiledCosts):
+        return recommend_profiled(records, costs, max_gamma=max_gamma, n_boot=n_boot, level=level, seed=seed,
+                                  hub_ids=hub_ids)
+    if isinstance(costs, MeasuredCosts):
+        return recommend_measured(records, costs, objective=objective, max_gamma=max_gamma, n_boot=n_boot,
+                                  level=level, seed=seed, engines=engines, hub_ids=hub_ids)
+    raise TypeError(f"unknown cost source {costs!r}")

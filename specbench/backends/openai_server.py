@@ -101,13 +101,14 @@ def rounds_from_steps(accepted: list[int], drafted: list[int], n_tokens: int, dr
     """
     log = RoundLog()
     left = max(n_tokens - 1, 0)
-    for acc, k in zip(accepted, drafted):
+    for acc, gamma in zip(accepted, drafted):  # a chain: the step's drafted tokens are its γ
         if left <= 0:
             break
         emitted = min(int(acc) + 1, left)
         left -= emitted
-        steps = 0 if drafter_type in NO_FORWARD else (1 if drafter_type in ONE_FORWARD else int(k))
-        log.add(drafted=int(k), depth=int(k), accepted=min(int(acc), emitted), emitted=emitted, draft_steps=steps,
+        steps = 0 if drafter_type in NO_FORWARD else (1 if drafter_type in ONE_FORWARD else int(gamma))
+        log.add(drafted=int(gamma), depth=int(gamma), accepted=min(int(acc), emitted), emitted=emitted,
+                draft_steps=steps,
                 draft_s=math.nan, verify_s=math.nan, round_s=math.nan)
     for _ in range(left):  # decode steps without a draft
         log.add(drafted=0, depth=0, accepted=0, emitted=1, draft_steps=0,
@@ -447,11 +448,12 @@ class OpenAIServerBackend(ServingBackend):
         return reported.get("vllm_speculative_config") or reported.get("sglang_speculative") or None
 
     def _check_gamma(self, config, spec: dict) -> None:
-        k = spec.get("num_spec_tokens")
-        if k is None or config.is_baseline or int(k) == int(config.gamma):
+        server_gamma = spec.get("num_spec_tokens")
+        if server_gamma is None or config.is_baseline or int(server_gamma) == int(config.gamma):
             return
-        raise SpecbenchError(f"the server at {self.client.url} drafts {k} tokens per step but the sweep asks "
-                             f"γ = {config.gamma}: a running server's γ is what it is (set gammas: [{k}])")
+        raise SpecbenchError(f"the server at {self.client.url} drafts {server_gamma} tokens per step but the sweep "
+                             f"asks γ = {config.gamma}: a running server's γ is what it is (set gammas: "
+                             f"[{server_gamma}])")
 
     def _record_aggregate(self, config, client: OpenAIClient, concurrency: int, results: list, before, after,
                           wall: float) -> None:

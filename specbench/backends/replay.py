@@ -6,8 +6,9 @@ round's start, and both are functions of the trajectory alone. Replay computes t
 
 Notation. A generation emits tokens y_0..y_{N−1} (y_0 from the prefill); a round *starts at
 t* when t tokens have been emitted (1 ≤ t ≤ N − 1). It asks the drafter for
-k_req(t) = min(γ, max_new − t − 1) tokens — exactly the live loop's cap — and the drafter
-offers k(t) = min(k_req(t), available(t)) of them (an n-gram match may be shorter). Draft i of
+γ_req(t) = min(γ, max_new − t − 1) tokens — exactly the live loop's cap — and the drafter
+offers γ(t) = min(γ_req(t), available(t)) of them (the round's own γ; an n-gram match may be
+shorter). Draft i of
 the round predicts position t + i.
 
 Coins. For each start t and draft i let a(t, i) = P(draft i accepted | drafts < i accepted,
@@ -34,7 +35,7 @@ the rounds. What a(t, i) is:
   x_{t+j} has probability Π_{i<j} min(p, q)(x_{t+i}) · max(p − q, 0)(x_{t+j}) (drafts kept
   with probability min(1, p/q), the recovered token drawn from the normalised residual); in
   replay it is Π_{i<j} p(x_{t+i}) w_{t+i} · p(x_{t+j}) (1 − w_{t+j}), the same product since
-  p · min(1, q/p) = min(p, q) and p · (1 − min(1, q/p)) = max(p − q, 0); accepting all k and
+  p · min(1, q/p) = min(p, q) and p · (1 − min(1, q/p)) = max(p − q, 0); accepting all γ(t) and
   drawing the bonus has Π min(p, q) · p on both sides. Rounds factorise, and the drafter's
   q at position s is conditioned on y_<s in both. For a model-free drafter q is one-hot on its
   proposal d, so w = 1{y_s = d}: the replayed rounds are a realised sample of the live law. A
@@ -98,23 +99,23 @@ class Trajectory:
         return max(self.n_stop - 1, 0)
 
 
-def extension_length(n_stop: int, max_new_tokens: int, depth: int) -> int:
-    """Tokens past the stop that a round of depth ≤ ``depth`` can test.
+def extension_length(n_stop: int, max_new_tokens: int, max_gamma: int) -> int:
+    """Tokens past the stop that a round of γ ≤ ``max_gamma`` can test.
 
-    Drafts of a round at t ≤ N − 1 sit at positions ≤ min(N − 2 + depth, max_new − 2).
+    Drafts of a round at t ≤ N − 1 sit at positions ≤ min(N − 2 + max_gamma, max_new − 2).
     """
-    return max(0, min(depth - 1, max_new_tokens - 1 - n_stop))
+    return max(0, min(max_gamma - 1, max_new_tokens - 1 - n_stop))
 
 
 def make_trajectory(target, prompt: list[int], output: list[int], *, stop_reason: str, max_new_tokens: int,
-                    depth: int, sampling, seed: int, decoder=None) -> Trajectory:
+                    max_gamma: int, sampling, seed: int, decoder=None) -> Trajectory:
     """The replay trajectory of one baseline generation (``output`` is its token list).
 
     After a stop at a stop token the target's own continuation (greedy, or sampled with
     ``seed``) is appended for `extension_length` tokens, generated target-only past the stop.
     """
     tokens = list(output)
-    extra = extension_length(len(tokens), max_new_tokens, depth) if stop_reason == "eos" else 0
+    extra = extension_length(len(tokens), max_new_tokens, max_gamma) if stop_reason == "eos" else 0
     if extra:
 
         engine = SpeculativeEngine(target, None, gamma=0, sampling=sampling, decoder=decoder)
@@ -147,12 +148,12 @@ class ChainTrace:
     ranks: np.ndarray | None = None
 
 
-def _positional(values: np.ndarray, starts: int, depth: int) -> np.ndarray:
+def _positional(values: np.ndarray, starts: int, max_gamma: int) -> np.ndarray:
     """[S, D] matrix m[s, i] = values[s + 1 + i] (0 past the end) for per-position coins."""
-    padded = np.zeros(starts + depth + 1)
+    padded = np.zeros(starts + max_gamma + 1)
     usable = min(len(values), len(padded))
     padded[:usable] = values[:usable]
-    return np.lib.stride_tricks.sliding_window_view(padded[1:], depth)[:starts].copy()
+    return np.lib.stride_tricks.sliding_window_view(padded[1:], max_gamma)[:starts].copy()
 
 
 def on_target_vocab(logits: torch.Tensor, vocab: int) -> torch.Tensor:
@@ -220,22 +221,22 @@ class Replayer:
         self.chunk = chunk
         self._draft_decoders: dict[int, object] = {}
 
-    def trajectory(self, prompt, output, *, stop_reason: str, max_new_tokens: int, depth: int, sampling,
+    def trajectory(self, prompt, output, *, stop_reason: str, max_new_tokens: int, max_gamma: int, sampling,
                    seed: int) -> Trajectory:
         return make_trajectory(self.target, prompt, output, stop_reason=stop_reason, max_new_tokens=max_new_tokens,
-                               depth=depth, sampling=sampling, seed=seed, decoder=self.decoder)
+                               max_gamma=max_gamma, sampling=sampling, seed=seed, decoder=self.decoder)
 
-    def trace(self, drafter, trajectory: Trajectory, depth: int, sampling) -> ChainTrace:
-        """The drafter's chain trace along ``trajectory`` up to draft depth ``depth``."""
+    def trace(self, drafter, trajectory: Trajectory, max_gamma: int, sampling) -> ChainTrace:
+        """The drafter's chain trace along ``trajectory`` for every γ up to ``max_gamma``."""
         name = getattr(drafter, "name", type(drafter).__name__)
         if name == "ngram":
-            return self._ngram(drafter, trajectory, depth)
+            return self._ngram(drafter, trajectory, max_gamma)
         if name == "draft-model":
-            return self._draft_model(drafter, trajectory, depth, sampling)
+            return self._draft_model(drafter, trajectory, max_gamma, sampling)
         raise SpecbenchError(f"replay does not support drafter '{name}' yet (replayable: {', '.join(REPLAYABLE)})")
 
     # ------------------------------------------------------------------ prompt lookup
-    def _ngram(self, drafter, trajectory: Trajectory, depth: int) -> ChainTrace:
+    def _ngram(self, drafter, trajectory: Trajectory, max_gamma: int) -> ChainTrace:
         """Prompt lookup re-run on prompt + y_<t for every start t; coins 1{d_i(t) = y_{t+i}}.
 
         At temperature > 0 this is the coupling's w for a one-hot q (module docstring), so the
@@ -247,12 +248,12 @@ class Replayer:
         n_starts = trajectory.starts
         tokens = np.asarray(trajectory.tokens, dtype=np.int64)
         sequence = torch.tensor(list(trajectory.prompt) + list(trajectory.tokens), dtype=torch.long)
-        accept = np.zeros((n_starts, depth))
+        accept = np.zeros((n_starts, max_gamma))
         available = np.zeros(n_starts, dtype=np.int64)
         for s in range(n_starts):
             t = s + 1
             proposal = find_continuation(sequence[: len(trajectory.prompt) + t], drafter.n_min, drafter.n_max,
-                                         depth).numpy()
+                                         max_gamma).numpy()
             truth = tokens[t: t + len(proposal)]
             available[s] = len(proposal)
             accept[s, : len(truth)] = proposal[: len(truth)] == truth
@@ -265,16 +266,16 @@ class Replayer:
             self._draft_decoders[id(model)] = make_decoder(model)
         return self._draft_decoders[id(model)]
 
-    def _draft_model(self, drafter, trajectory: Trajectory, depth: int, sampling) -> ChainTrace:
+    def _draft_model(self, drafter, trajectory: Trajectory, max_gamma: int, sampling) -> ChainTrace:
         """One teacher-forced drafter forward (and, when sampling, one of the target) along y."""
         import torch
 
         with torch.inference_mode():
             coins, expected, ranks = self._teacher_forced(drafter, trajectory, sampling)
         n_starts = trajectory.starts
-        accept = _positional(coins, n_starts, depth)
+        accept = _positional(coins, n_starts, max_gamma)
         exact = bool(np.isin(accept, (0.0, 1.0)).all())
-        return ChainTrace("draft-model", accept, np.full(n_starts, depth, dtype=np.int64), model_steps=True,
+        return ChainTrace("draft-model", accept, np.full(n_starts, max_gamma, dtype=np.int64), model_steps=True,
                           exact=exact, expected=None if expected is None else expected[1: n_starts + 1],
                           ranks=ranks)
 
@@ -330,25 +331,25 @@ class RoundLaw:
 
 
 def round_law(trace: ChainTrace, gammas, n_stop: int, max_new_tokens: int) -> RoundLaw:
-    """P_t(J = j) for every γ: P(J ≥ j) = Π_{i<j} a(t, i), truncated at k(t) drafts.
+    """P_t(J = j) for every γ: P(J ≥ j) = Π_{i<j} a(t, i), truncated at γ(t) drafts.
 
-    J = j < k with probability P(J ≥ j) − P(J ≥ j + 1), J = k with probability P(J ≥ k).
+    J = j < γ(t) with probability P(J ≥ j) − P(J ≥ j + 1), J = γ(t) with probability P(J ≥ γ(t)).
     """
     gammas = np.asarray(sorted(int(g) for g in gammas), dtype=np.int64)
-    depth = int(gammas.max())
-    if trace.accept.shape[1] < depth:
-        raise ValueError(f"trace holds depth {trace.accept.shape[1]}, asked γ up to {depth}")
+    max_gamma = int(gammas.max())
+    if trace.accept.shape[1] < max_gamma:
+        raise ValueError(f"trace holds γ up to {trace.accept.shape[1]}, asked γ up to {max_gamma}")
     n_starts = max(n_stop - 1, 0)
     t = np.arange(1, n_starts + 1)
     cap = max_new_tokens - t - 1  # the live loop: never draft past the length limit
     requested = np.minimum(gammas[:, None], cap[None, :])  # [G, S]
     drafted = np.minimum(requested, trace.available[None, :n_starts])
-    survival = np.concatenate([np.ones((n_starts, 1)), np.cumprod(trace.accept[:n_starts, :depth], axis=1),
+    survival = np.concatenate([np.ones((n_starts, 1)), np.cumprod(trace.accept[:n_starts, :max_gamma], axis=1),
                                np.zeros((n_starts, 1))], axis=1)  # [S, D+2]
-    j = np.arange(depth + 1)[None, None, :]
-    k = drafted[:, :, None]
-    probs = np.where(j < k, survival[None, :, :-1] - survival[None, :, 1:],
-                     np.where(j == k, survival[None, :, :-1], 0.0))  # [G, S, D+1]
+    j = np.arange(max_gamma + 1)[None, None, :]
+    gamma_t = drafted[:, :, None]  # γ(t), the round's own γ
+    probs = np.where(j < gamma_t, survival[None, :, :-1] - survival[None, :, 1:],
+                     np.where(j == gamma_t, survival[None, :, :-1], 0.0))  # [G, S, D+1]
     emit = np.minimum(j[0] + 1, (n_stop - t)[:, None])  # [S, D+1]
     return RoundLaw(gammas, requested, drafted, probs, survival[:, :-1], emit, n_stop, trace.model_steps, trace.exact)
 
@@ -414,7 +415,7 @@ def walk_rounds(law: RoundLaw, rng: np.random.Generator | None = None) -> list[G
     """Walk the rounds of every γ of ``law``: expectations, moments and a realised path.
 
     Forward: π(1) = 1, π(t + e_t(j)) += π(t) P_t(J = j); expectations weight each start by π.
-    Backward, for the per-round vector f = (1, j, k(t)): with F(t) = Σ f over the rounds from t,
+    Backward, for the per-round vector f = (1, j, γ(t)): with F(t) = Σ f over the rounds from t,
     m₁(t) = Σ_j P_t(j) (f_j + m₁(t')), m₂(t) = Σ_j P_t(j) (f_j f_jᵀ + f_j m₁(t')ᵀ + m₁(t') f_jᵀ + m₂(t'))
     with t' = t + e_t(j), m(N) = 0; Cov[F(1)] = m₂(1) − m₁(1) m₁(1)ᵀ (zero for a deterministic walk).
     A realised path follows the one possible j (deterministic) or draws j ~ P_t (``rng``).
@@ -475,12 +476,12 @@ def _realise(law: RoundLaw, g: int, rng: np.random.Generator | None) -> Rounds:
             if rng is None:
                 raise ValueError("a walk with fractional coins needs an rng to realise a path")
             j = int(rng.choice(len(probs), p=probs / probs.sum()))
-        k_req, k = int(law.requested[g, s]), int(law.drafted[g, s])
-        rounds.requested.append(k_req)
-        rounds.drafted.append(k)
+        gamma_req, gamma_t = int(law.requested[g, s]), int(law.drafted[g, s])
+        rounds.requested.append(gamma_req)
+        rounds.drafted.append(gamma_t)
         rounds.accepted.append(j)
         rounds.emitted.append(int(law.emit[s, j]))
-        rounds.draft_steps.append(k_req if law.model_steps else 0)
+        rounds.draft_steps.append(gamma_req if law.model_steps else 0)
         t += int(law.emit[s, j])
     return rounds
 

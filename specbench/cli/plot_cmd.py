@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from specbench.analysis.intervals import N_BOOT
+from specbench.analysis.options import MAX_GAMMA
 from specbench.records.lock import check_writable_folder
 
 EPILOG = """Examples:
@@ -31,7 +32,7 @@ def plot_command(
                                   help="Speedup the recommendation optimises: throughput or latency."),
     max_gamma: int = typer.Option(None, "--max-gamma", min=1,
                                   help="Largest γ of the model curves and the heat map (default: twice the largest "
-                                       "measured, 8 to 16)."),
+                                       f"measured, 8 to {MAX_GAMMA})."),
     n_boot: int = typer.Option(N_BOOT, "--bootstrap", min=0, help="Bootstrap replicates over prompts."),
     seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
 ):

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from specbench.analysis.options import MAX_GAMMA
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt
 from specbench.errors import SpecbenchError
@@ -21,11 +22,11 @@ from specbench.records.profile_file import summary_frame, write_profile
 EPILOG = """Examples:
 
   specbench profile --target tiny-random-llama --drafter tiny-random-llama-draft --drafter ngram \\
-      --device cpu --batch 1,4 --context 64,256 --k 1..8 --out profiles/tiny-cpu
+      --device cpu --batch 1,4 --context 64,256 --verify-tokens 1..8 --out profiles/tiny-cpu
 
   specbench profile --target scripts/gpu_configs/llama-3.1-8b \\
       --drafter scripts/gpu_configs/llama-3.2-1b --drafter ngram --device cuda --dtype bf16 \\
-      --batch 1,4,16,64 --context 512,2048 --k 1..16 --out profiles/h100-llama8b
+      --batch 1,4,16,64 --context 512,2048 --verify-tokens 1..16 --out profiles/h100-llama8b
 
   specbench recommend results/mt-bench --cost-profile profiles/h100-llama8b --batch 1,8,32
 """
@@ -41,7 +42,9 @@ def profile_command(
     dtype: str = typer.Option("auto", "--dtype", help="fp32, bf16 or fp16 (auto: bf16 on CUDA, fp32 on CPU)."),
     batch: str = typer.Option("1,4,16,64", "--batch", help="Batch sizes, e.g. 1,4,16,64."),
     context: str = typer.Option("512,2048", "--context", help="Tokens already in the KV cache, e.g. 512,2048."),
-    k: str = typer.Option("1..16", "--k", help="New tokens per sequence in a verify forward, e.g. 1..16."),
+    verify_tokens: str = typer.Option(f"1..{MAX_GAMMA}", "--verify-tokens",
+                                      help="Tokens one verify forward checks per sequence (γ + 1 for a chain of γ), "
+                                           "e.g. 1..16."),
     repeats: int = typer.Option(10, "--repeats", help="Timed calls per cell (median and IQR over them)."),
     warmup: int = typer.Option(3, "--warmup", help="Untimed calls before each cell."),
     kernels: str = typer.Option("auto", "--kernels", help="Verify attention: auto (Triton on CUDA), triton or torch."),
@@ -52,7 +55,7 @@ def profile_command(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing profile in --out."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary table's rows as JSON instead."),
 ):
-    """Measure a cost profile: verify forwards per batch size, context and k; drafter steps; bandwidth.
+    """Measure a cost profile: verify forwards per batch size, context and verify tokens; drafter steps; bandwidth.
 
     Architectures get random weights (no download): costs do not depend on the weights' values.
     Per cell: warm-up, device-synchronised repeats, median and IQR, memory, and the bandwidth
@@ -68,7 +71,8 @@ def profile_command(
     )  # lazy: loads torch; keeps `specbench --help` fast
 
     grid = ProfileGrid(batches=parse_int_list(batch, "--batch"), contexts=parse_int_list(context, "--context"),
-                       tokens=parse_int_list(k, "--k"), warmup=warmup, repeats=repeats)
+                       verify_tokens=parse_int_list(verify_tokens, "--verify-tokens"), warmup=warmup,
+                       repeats=repeats)
     drafters = [name.strip() for item in (drafter or []) for name in item.split(",") if name.strip()]
 
     check_writable_folder(out)  # a file, a read-only folder: refused before anything is measured
@@ -100,13 +104,14 @@ def profile_command(
 
 
 def profile_rows(profile) -> list[dict]:
-    """The summary table's rows with the same columns (model, what, B, c, ms [IQR], ms k max, GB/s, peak, MiB)."""
+    """The summary table's rows with the same columns (model, what, B, c, ms [IQR], ms at the most tokens, GB/s,
+    peak, MiB)."""
     rows = []
     for _, r in summary_frame(profile).iterrows():
         rows.append({"model": str(r["model"]), "what": str(r["measure"]), "B": int(r["batch"]), "c": int(r["context"]),
-                     "ms": float(r["ms_k_min"]), "iqr_ms": float(r["iqr_ms_k_min"]),
-                     "ms_k_max": float(r["ms_k_max"]) if r["k_max"] > r["k_min"] else None,
-                     "k_min": int(r["k_min"]), "k_max": int(r["k_max"]), "gb_s": float(r["gb_s"]),
+                     "ms": float(r["ms_tokens_min"]), "iqr_ms": float(r["iqr_ms_tokens_min"]),
+                     "ms_tokens_max": float(r["ms_tokens_max"]) if r["tokens_max"] > r["tokens_min"] else None,
+                     "tokens_min": int(r["tokens_min"]), "tokens_max": int(r["tokens_max"]), "gb_s": float(r["gb_s"]),
                      "peak": float(r["peak_fraction"]), "mib": float(r["memory_bytes"]) / 2 ** 20})
     return rows
 
@@ -130,16 +135,16 @@ def _print_profile(profile, out: Path) -> None:
     grid = info["grid"]
     console.print(f"[bold]Cost profile[/bold] on {escape(info['device']['device_name'])} · {info['dtype']} · "
                   f"peak {escape(peak)}")
-    table = Table(caption=escape(f"ms: median of {grid['repeats']} calls [IQR] at the smallest k (verify: k=1) and "
-                                 f"at the largest (k={max(grid['tokens'])}); GB/s: (weight + KV bytes) ÷ time at the "
-                                 "smallest k; MiB: CUDA max allocated or CPU peak RSS"))
-    for name in ("model", "what", "B", "c", "ms", "ms k max", "GB/s", "peak", "MiB"):
+    table = Table(caption=escape(f"ms: median of {grid['repeats']} calls [IQR] at the fewest tokens per sequence "
+                                 f"(verify: 1) and at the most (verify: {max(grid['tokens'])} verify tokens); GB/s: "
+                                 "(weight + KV bytes) ÷ time at the fewest; MiB: CUDA max allocated or CPU peak RSS"))
+    for name in ("model", "what", "B", "c", "ms", "ms at most tokens", "GB/s", "peak", "MiB"):
         table.add_column(name, justify="left" if name in ("model", "what") else "right",
                          overflow="fold" if name == "model" else "ellipsis")
     for _, r in summary_frame(profile).iterrows():
         table.add_row(escape(str(r["model"])), escape(str(r["measure"])), str(r["batch"]), str(r["context"]),
-                      f"{r['ms_k_min']:.3f} [{r['iqr_ms_k_min']:.3f}]",
-                      f"{r['ms_k_max']:.3f}" if r["k_max"] > r["k_min"] else "-", fmt(r["gb_s"], 1),
+                      f"{r['ms_tokens_min']:.3f} [{r['iqr_ms_tokens_min']:.3f}]",
+                      f"{r['ms_tokens_max']:.3f}" if r["tokens_max"] > r["tokens_min"] else "-", fmt(r["gb_s"], 1),
                       "-" if r["peak_fraction"] != r["peak_fraction"] else f"{100 * r['peak_fraction']:.0f}%",
                       f"{r['memory_bytes'] / 2**20:.0f}")
     console.print(table)

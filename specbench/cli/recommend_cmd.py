@@ -13,11 +13,10 @@ from rich.text import Text
 
 from specbench.analysis.concurrency import has_concurrency
 from specbench.analysis.concurrency import summary as concurrency_summary
-from specbench.analysis.cost_profile import recommend_with_profile
-from specbench.analysis.cost_profile import to_json as profile_recommendations_json
 from specbench.analysis.fit import load_results
 from specbench.analysis.intervals import N_BOOT
-from specbench.analysis.recommend import MAX_GAMMA, recommend
+from specbench.analysis.options import MAX_GAMMA
+from specbench.analysis.recommend import MeasuredCosts, ProfiledCosts, recommend
 from specbench.analysis.recommend import to_json as recommendations_json
 from specbench.backends.engine_checks import check_engine_settings, local_model_folder
 from specbench.cli.fit_cmd import group_label, text_row
@@ -38,13 +37,33 @@ def _interval(option) -> str:
 
 
 def _print_recommendation(rec, console) -> None:
+    """One recommendation, whatever its cost source: the verdict, then the sections it has."""
     k = rec.keys
     title = (f"{k['workload']} · {k['target']} · T={fmt(k['temperature'], 2)} · objective {rec.objective} · "
-             f"{rec.n_prompts} prompts · baseline {rec.baseline_tokens_per_s:.1f} tok/s")
+             f"{rec.n_prompts} prompts · costs: {rec.cost_source}")
+    if rec.baseline_tokens_per_s is not None:
+        title += f" · baseline {rec.baseline_tokens_per_s:.1f} tok/s"
+    if rec.per_batch is not None:
+        title += f" · context {rec.per_batch.context}"
     title += "".join(f" · {name} {k[name]}" for name in ("backend", "concurrency") if name in k)
-    style = "green" if rec.final is not None else "yellow"
+    style = "green" if rec.speculates else "yellow"
     console.print(Panel(Text(rec.verdict), title=escape(title), border_style=style))
+    if rec.measured is not None:
+        _print_batch_one(rec, console)
+    if rec.per_batch is not None:
+        _print_per_batch(rec.per_batch, console)
+    for name, setting in rec.settings.items():
+        body = setting.snippet or "(not expressible)"
+        if setting.notes:
+            body += "\n\n" + "\n".join(f"note: {n}" for n in setting.notes)
+        body += f"\nchecked: {setting.checked}"
+        console.print(Panel(Text(body), title=f"{name} settings", border_style="cyan" if setting.supported else "red"))
+    for note in rec.notes:
+        console.print(Text(f"note: {note}", style="dim"))
 
+
+def _print_batch_one(rec, console) -> None:
+    """The sweep's own costs: picks by path, measured configurations, the model curve, the predictions."""
     picks = Table(title="Best option by path", caption="γ interval: argmax γ of the chosen drafter over bootstrap "
                                                        "replicates; wins: share of replicates its drafter is best")
     for c in ("path", "choice", "speedup [95% CI]", "γ interval", "wins", "reason"):
@@ -56,7 +75,7 @@ def _print_recommendation(rec, console) -> None:
             continue
         name = option.describe() if pick.choice is not None else f"none (best: {option.describe()})"
         text_row(picks, pick.source, name, _interval(option), f"[{pick.gamma_lo}, {pick.gamma_hi}]",
-                      "-" if pick.win_share is None else f"{pick.win_share:.0%}", pick.reason)
+                 "-" if pick.win_share is None else f"{pick.win_share:.0%}", pick.reason)
     console.print(picks)
 
     if not rec.options.empty:
@@ -68,7 +87,7 @@ def _print_recommendation(rec, console) -> None:
             mark = " ★" if chosen is not None and (r["drafter_label"], r["tree"], r["gamma"]) == \
                 (chosen.drafter_label, chosen.tree, chosen.gamma) else ""
             text_row(measured, f"{group_label(r)}{mark}", str(r["gamma"]), fmt(r["tokens_per_s"], 1),
-                             _ci(r["speedup"], r["lo"], r["hi"], rec.n_prompts))
+                     _ci(r["speedup"], r["lo"], r["hi"], rec.n_prompts))
         console.print(measured)
 
     ref = rec.model.choice or rec.model.best
@@ -91,14 +110,45 @@ def _print_recommendation(rec, console) -> None:
     if not rec.predicted.empty:
         console.print(predicted_table(rec.predicted))
 
-    for name, setting in rec.settings.items():
-        body = setting.snippet or "(not expressible)"
-        if setting.notes:
-            body += "\n\n" + "\n".join(f"note: {n}" for n in setting.notes)
-        body += f"\nchecked: {setting.checked}"
-        console.print(Panel(Text(body), title=f"{name} settings", border_style="cyan" if setting.supported else "red"))
-    for note in rec.notes:
-        console.print(Text(f"note: {note}", style="dim"))
+
+def _print_per_batch(plan, console) -> None:
+    """A profile's costs: the choice per batch size, each drafter's γ per batch size, vLLM's schedule."""
+    table = Table(title="γ per batch size", caption=escape("speedup: predicted decode tokens/s ÷ target-only at the "
+                                                           "same batch size [95% prompt-bootstrap interval]; tok/s: "
+                                                           "whole batch"))
+    for c in ("batch", "choice", "γ", "speedup [95% CI]", "tok/s", "target-only tok/s"):
+        table.add_column(escape(c), justify="left" if c == "choice" else "right", overflow="fold")
+    for _, r in plan.table.iterrows():
+        if r["gamma"] > 0:
+            choice, ci = str(r["drafter_label"]), f"{r['speedup']:.2f}× [{r['lo']:.2f}, {r['hi']:.2f}]"
+        else:
+            best = r.get("best_drafter")
+            choice = "none" if not isinstance(best, str) else f"none (best: {best} γ={int(r['best_gamma'])})"
+            ci = "-" if not isinstance(best, str) else f"{r['best_speedup']:.2f}× [{r['best_lo']:.2f}, {r['best_hi']:.2f}]"
+        text_row(table, str(r["batch"]), choice, str(int(r["gamma"])), ci, f"{r['tokens_per_s']:.1f}",
+                 f"{r['baseline_tokens_per_s']:.1f}")
+    console.print(table)
+    for drafter in plan.plans:
+        per = Table(title=escape(f"{drafter.drafter_label} (α̂={drafter.alpha:.3f}, {drafter.acceptance_model} model, "
+                                 f"drafts in {drafter.propose_rate:.0%} of rounds, costs of profiled "
+                                 f"'{drafter.profile_drafter}')"))
+        for c in ("batch", "chosen γ", "speedup", "best γ (point)", "speedup at best"):
+            per.add_column(escape(c), justify="right")
+        for b in plan.batches:
+            row = drafter.at(b)
+            best = row["best_gamma"]
+            text_row(per, str(b), str(row["gamma"]), f"{row['speedup']:.2f}× [{row['lo']:.2f}, {row['hi']:.2f}]",
+                     str(best), f"{drafter.speedup[b - 1, best]:.2f}×")
+        console.print(per)
+    if plan.vllm is not None:
+        body = plan.vllm["snippet"] or "(not expressible)"
+        if plan.vllm["notes"]:
+            body += "\n\n" + "\n".join(f"note: {n}" for n in plan.vllm["notes"])
+        console.print(Panel(Text(body), title=f"vLLM: γ per batch size ({plan.vllm['drafter_label']})",
+                            border_style="cyan" if plan.vllm["supported"] else "red"))
+    else:
+        console.print(Text("vLLM: no speculation at any batch size up to "
+                           f"{max(plan.batches)}: leave speculative_config out", style="yellow"))
 
 
 def predicted_table(predicted):
@@ -174,14 +224,9 @@ def recommend_command(
                              f"(choose from: {', '.join(ENGINE_CHOICES)})")
     engines = ENGINE_CHOICES[:-1] if engine == "all" else (engine,)
     records = load_results(results_dir)
-    if cost_profile is not None:
-        _recommend_with_profile(records, cost_profile, batch=batch, context=context, objective=objective,
-                                max_gamma=max_gamma, n_boot=n_boot, seed=seed, json_out=json_out)
-        return
-    if batch is not None or context is not None:
-        raise SpecbenchError("--batch and --context need --cost-profile (a sweep's own costs hold for its batch 1)")
-    recs = recommend(records, objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed, engines=engines,
-                     hub_ids=hub_ids())
+    costs = _cost_source(cost_profile, batch, context)
+    recs = recommend(records, costs, objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed,
+                     engines=engines, hub_ids=hub_ids())
     check_engine_settings([(rec.settings, local_model_folder(str(rec.keys["target"]))) for rec in recs])
     if json_out:
         typer.echo(recommendations_json(recs))
@@ -189,7 +234,7 @@ def recommend_command(
     console = wide_console()
     for rec in recs:
         _print_recommendation(rec, console)
-    if has_concurrency(records):
+    if has_concurrency(records) and isinstance(costs, MeasuredCosts):
         print_concurrency(concurrency_summary(records), console)
 
 
@@ -206,6 +251,19 @@ def concurrency_latency_table(rows: list[dict]) -> Table:
                  milliseconds([r[f"ttft_p{p}_s"] for p in PERCENTILES]),
                  milliseconds([r[f"itl_p{p}_s"] for p in PERCENTILES]))
     return table
+
+
+def _cost_source(folder: Path | None, batch: str | None, context: int | None):
+    """`MeasuredCosts`, or `ProfiledCosts` from the --cost-profile folder at --batch and --context."""
+    if folder is None:
+        if batch is not None or context is not None:
+            raise SpecbenchError("--batch and --context need --cost-profile (a sweep's own costs hold for its batch 1)")
+        return MeasuredCosts()
+    from specbench.hardware.profile import parse_int_list  # lazy: loads torch; keeps `specbench --help` fast
+
+    profile = load_profile(folder)
+    return ProfiledCosts(profile, batches=parse_int_list(batch, "--batch") if batch is not None else None,
+                         context=context)
 
 
 def print_concurrency(summary: dict, console) -> None:
@@ -225,77 +283,13 @@ def print_concurrency(summary: dict, console) -> None:
                  else "pays at every concurrency measured (or never)")
         console.print(Text(f"{s['workload']} ({s['backend']}): speculation {where}"))
     for s in summary["schedules"]:
-        body = f"γ per concurrency {dict(zip(s['levels'], s['ks']))}\nnum_speculative_tokens_per_batch_size: " \
+        body = f"γ per concurrency {dict(zip(s['levels'], s['gammas']))}\nnum_speculative_tokens_per_batch_size: " \
                f"{s['ranges']}"
         if s.get("vllm_config"):
             body += f"\nspeculative_config: {json.dumps(s['vllm_config'])}"
         body += f"\n\nnote: {s['note']}"
         console.print(Panel(Text(body), title=escape(f"{s['workload']} · {s['drafter_label']} · vLLM per batch size"),
                             border_style="cyan"))
-
-
-def _recommend_with_profile(records, folder: Path, *, batch: str | None, context: int | None, objective: str,
-                            max_gamma: int, n_boot: int, seed: int, json_out: bool) -> None:
-    """The --cost-profile path: `specbench.analysis.cost_profile.recommend_with_profile`, printed or as JSON."""
-    from specbench.hardware.profile import parse_int_list  # lazy: loads torch; keeps `specbench --help` fast
-
-    if objective != "throughput":
-        raise SpecbenchError("with --cost-profile the answer is the decode speedup at each batch size (per-token "
-                             "latency and throughput alike); --objective latency needs the sweep's own timings")
-    profile = load_profile(folder)
-    batches = parse_int_list(batch, "--batch") if batch is not None else None
-    recs = recommend_with_profile(records, profile, batches=batches, context=context, max_gamma=max_gamma,
-                                  n_boot=n_boot, seed=seed, hub_ids=hub_ids())
-    if json_out:
-        typer.echo(profile_recommendations_json(recs))
-        return
-    console = wide_console()
-    for rec in recs:
-        _print_profile_recommendation(rec, profile, console)
-
-
-def _print_profile_recommendation(rec, profile, console) -> None:
-    k = rec.keys
-    device = profile.info.get("device", {}).get("device_name", "?")
-    title = (f"{k['workload']} · {k['target']} · T={k['temperature']:g} · {rec.n_prompts} prompts · costs: "
-             f"{profile.target} on {device} ({profile.info.get('dtype', '?')}) · context {rec.context}")
-    table = Table(title=escape(title), caption=escape("speedup: predicted decode tokens/s ÷ target-only at the same "
-                                                      "batch size [95% prompt-bootstrap interval]; tok/s: whole batch"))
-    for c in ("batch", "choice", "γ", "speedup [95% CI]", "tok/s", "target-only tok/s"):
-        table.add_column(escape(c), justify="left" if c == "choice" else "right", overflow="fold")
-    for _, r in rec.table.iterrows():
-        if r["gamma"] > 0:
-            choice, ci = str(r["drafter_label"]), f"{r['speedup']:.2f}× [{r['lo']:.2f}, {r['hi']:.2f}]"
-        else:
-            best = r.get("best_drafter")
-            choice = "none" if not isinstance(best, str) else f"none (best: {best} γ={int(r['best_gamma'])})"
-            ci = "-" if not isinstance(best, str) else f"{r['best_speedup']:.2f}× [{r['best_lo']:.2f}, {r['best_hi']:.2f}]"
-        text_row(table, str(r["batch"]), choice, str(int(r["gamma"])), ci, f"{r['tokens_per_s']:.1f}",
-                 f"{r['baseline_tokens_per_s']:.1f}")
-    console.print(table)
-    for plan in rec.plans:
-        per = Table(title=escape(f"{plan.drafter_label} (α̂={plan.alpha:.3f}, {plan.acceptance_model} model, "
-                                 f"drafts in {plan.propose_rate:.0%} of rounds, costs of profiled "
-                                 f"'{plan.profile_drafter}')"))
-        for c in ("batch", "chosen γ", "speedup", "best γ (point)", "speedup at best"):
-            per.add_column(escape(c), justify="right")
-        for b in rec.batches:
-            row = plan.at(b)
-            best = row["best_gamma"]
-            text_row(per, str(b), str(row["gamma"]), f"{row['speedup']:.2f}× [{row['lo']:.2f}, {row['hi']:.2f}]",
-                     str(best), f"{plan.speedup[b - 1, best]:.2f}×")
-        console.print(per)
-    if rec.vllm is not None:
-        body = rec.vllm["snippet"] or "(not expressible)"
-        if rec.vllm["notes"]:
-            body += "\n\n" + "\n".join(f"note: {n}" for n in rec.vllm["notes"])
-        console.print(Panel(Text(body), title=f"vLLM: γ per batch size ({rec.vllm['drafter_label']})",
-                            border_style="cyan" if rec.vllm["supported"] else "red"))
-    else:
-        console.print(Text("vLLM: no speculation at any batch size up to "
-                           f"{max(rec.batches)}: leave speculative_config out", style="yellow"))
-    for note in rec.notes:
-        console.print(Text(f"note: {note}", style="dim"))
 
 
 def register(app: typer.Typer) -> None:

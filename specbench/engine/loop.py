@@ -115,10 +115,11 @@ class SpeculativeEngine:
                                                   probabilities(logits[0], self.sampling), generator)
         return verdict.path, verdict.next_token
 
-    def _propose(self, context: torch.Tensor, depth: int, generator) -> Proposal:
-        if depth == 0 or self.drafter is None:
+    def _propose(self, context: torch.Tensor, gamma: int, generator) -> Proposal:
+        """This round's draft: the shape cut to depth ``gamma`` (this round's γ)."""
+        if gamma == 0 or self.drafter is None:
             return Proposal(tokens=context[:, :0], probs=None, draft_steps=0)
-        return self.drafter.propose(context, self.shape.truncated(depth), self.sampling, generator)
+        return self.drafter.propose(context, self.shape.truncated(gamma), self.sampling, generator)
 
     def _target_round(self, proposal: Proposal, root_token: torch.Tensor, generator):
         """One target forward over [root, drafts]; leaves the cache holding root + accepted path.
@@ -200,8 +201,8 @@ class SpeculativeEngine:
         decode_start = self.clock.now()
         while not done:
             t0 = self.clock.now()
-            depth = min(self.gamma, max_new_tokens - len(tokens) - 1)  # never draft past the length limit
-            proposal = self._propose(context[:, :length], depth, generator)
+            gamma = min(self.gamma, max_new_tokens - len(tokens) - 1)  # never draft past the length limit
+            proposal = self._propose(context[:, :length], gamma, generator)
             t1 = self.clock.now()
             path, next_token, features = self._target_round(proposal, context[:, length - 1: length], generator)
             t2 = self.clock.now()
@@ -220,7 +221,7 @@ class SpeculativeEngine:
             tokens.extend(new)
             done = done or len(tokens) >= max_new_tokens
             t3 = self.clock.now()
-            rounds.add(drafted=proposal.size, depth=proposal.depth, accepted=len(path), emitted=len(new),
+            rounds.add(drafted=proposal.tree_nodes, depth=proposal.gamma, accepted=len(path), emitted=len(new),
                        draft_steps=proposal.draft_steps, draft_s=t1 - t0, verify_s=t2 - t1, round_s=t3 - t0)
             if on_round is not None:
                 result.decode_s = t3 - decode_start

@@ -107,26 +107,26 @@ class GenerationResult:
     def overhead_s(self) -> float:
         return max(self.decode_s - self.draft_s - self.verify_s, 0.0)
 
-    def accepted_length_histogram(self, max_depth: int) -> np.ndarray:
-        """hist[j] = rounds that accepted exactly j draft tokens, j = 0..max_depth."""
-        return np.bincount(np.asarray(self.rounds.accepted, dtype=np.int64), minlength=max_depth + 1)[: max_depth + 1]
+    def accepted_length_histogram(self, gamma: int) -> np.ndarray:
+        """hist[j] = rounds that accepted exactly j draft tokens, j = 0..γ."""
+        return np.bincount(np.asarray(self.rounds.accepted, dtype=np.int64), minlength=gamma + 1)[: gamma + 1]
 
-    def position_counts(self, max_depth: int) -> tuple[np.ndarray, np.ndarray]:
-        """(attempts[i], accepts[i]) for draft position i = 0..max_depth-1.
+    def position_counts(self, gamma: int) -> tuple[np.ndarray, np.ndarray]:
+        """(attempts[i], accepts[i]) for draft position i = 0..γ−1.
 
         A round reaches position i when it drafted deeper than i and accepted all positions < i;
         it accepts position i when it accepted more than i tokens.
         """
         acc = np.asarray(self.rounds.accepted, dtype=np.int64)[:, None]
         depth = np.asarray(self.rounds.depth, dtype=np.int64)[:, None]
-        pos = np.arange(max_depth)[None, :]
+        pos = np.arange(gamma)[None, :]
         attempts = ((depth > pos) & (acc >= pos)).sum(0)
         accepts = (acc > pos).sum(0)
         return attempts, accepts
 
-    def metrics(self, max_depth: int) -> dict:
-        """Scalar metrics and per-position acceptance, for tables and JSON output."""
-        attempts, accepts = self.position_counts(max_depth)
+    def metrics(self, gamma: int) -> dict:
+        """Scalar metrics and per-position acceptance (positions 0..γ−1), for tables and JSON output."""
+        attempts, accepts = self.position_counts(gamma)
         return {
             "prompt_tokens": self.prompt_tokens,
             "new_tokens": self.new_tokens,

@@ -45,6 +45,7 @@ from specbench.analysis.fit import (
     tau_intervals,
 )
 from specbench.analysis.intervals import LEVEL, N_BOOT
+from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommend import OBJECTIVES, recommend
 from specbench.errors import SpecbenchError
 from specbench.figures.palette import BASELINE_LABEL, CHAIN, Palette
@@ -100,9 +101,9 @@ class PlotData:
 
 
 def default_max_gamma(records: pd.DataFrame) -> int:
-    """Largest γ the model curves and the heat map reach: twice the largest measured, 8 to 16."""
+    """Largest γ the model curves and the heat map reach: twice the largest measured, 8 to MAX_GAMMA."""
     measured = int(records["gamma"].max()) if len(records) else 0
-    return int(min(16, max(8, 2 * measured)))
+    return int(min(MAX_GAMMA, max(8, 2 * measured)))
 
 
 def category_workloads(spec: pd.DataFrame) -> list[str]:
@@ -637,7 +638,7 @@ def predicted_speedup_grid(fit, gammas: np.ndarray, alphas: np.ndarray) -> np.nd
     """[alphas, gammas] speedup the measured cost model predicts at constant α (ρ as measured)."""
 
     rows = [predict_arrays(AcceptanceModel(float(a)), fit.cost, gammas, propose_rate=fit.propose_rate,
-                           nodes=fit.nodes)["tokens_per_s"] for a in alphas]
+                           tree_nodes=fit.tree_nodes)["tokens_per_s"] for a in alphas]
     return np.asarray(rows) / fit.baseline_tokens_per_s
 
 

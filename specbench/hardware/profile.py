@@ -6,17 +6,19 @@ the weights' values. A profile therefore instantiates each architecture with *ra
 (from a built-in alias's config, a local ``config.json`` or a folder holding one, or a hub id;
 no weights are downloaded) and times, for every B in the grid and every c:
 
-* ``verify`` (the target): one forward over k new tokens per sequence, k in the grid, with the
-  KV cache already holding c positions; logits for all k positions and their greedy argmax (the
-  acceptance test's core) are inside the timed region;
+* ``verify`` (the target): one forward verifying n new tokens per sequence (``verify_tokens``:
+  γ + 1 for a chain of γ draft tokens), n in the grid, with the KV cache already holding c
+  positions; logits for all n positions and their greedy argmax (the acceptance test's core) are
+  inside the timed region. The file stores n in its ``tokens`` column;
 * ``draft_step`` (a model drafter): one forward over 1 new token per sequence at context c, its
   logits and argmax included — a chain of γ draft tokens costs γ such steps;
 * ``propose`` (a model-free drafter, ``ngram``): the proposal for B sequences of c random tokens
-  (no earlier match exists, so every n-gram length is searched: the lookup's worst case).
+  (no earlier match exists, so every n-gram length is searched: the lookup's worst case), of
+  γ = the largest n draft tokens (the ``tokens`` column of these rows holds that γ).
 
 Method. Each (B, c) block gets a fresh `specbench.engine.decoder` over a preallocated cache of
-c + max k positions, filled once by a chunked prefill of random tokens; each timed forward then
-appends k tokens and is rolled back (`truncate`, O(1)) before the next. `time_region` is the one
+c + max n positions, filled once by a chunked prefill of random tokens; each timed forward then
+appends n tokens and is rolled back (`truncate`, O(1)) before the next. `time_region` is the one
 timed-region helper: ``warmup`` untimed calls, then ``repeats`` calls each between two readings
 of `DeviceClock` (CUDA: ``torch.cuda.synchronize()`` then ``perf_counter``), the roll-back outside
 the timed region. A cell records the median, the quartiles and the IQR of its repeats, and
@@ -24,9 +26,9 @@ all repeats. Memory: CUDA ``max_memory_allocated`` with the peak reset at the st
 (B, c) block (weights + that block's cache + activations); CPU: the process's peak RSS so far.
 
 Bandwidth bound, next to each time. A decode forward must stream its weights once — every
-parameter except the input embedding table (a forward gathers only B·k of its rows; a table tied
+parameter except the input embedding table (a forward gathers only B·n of its rows; a table tied
 to the LM head is read whole by it) — and read the cache: 2 · layers · kv_heads · head_dim ·
-bytes · B · (c + k). ``weight_gb_s`` = weight bytes ÷ median, ``effective_gb_s`` = (weight +
+bytes · B · (c + n). ``weight_gb_s`` = weight bytes ÷ median, ``effective_gb_s`` = (weight +
 cache bytes) ÷ median, and ``peak_fraction`` = effective ÷ the device's peak: for GPUs a table of
 vendor datasheet bandwidths (`PEAK_BANDWIDTH`), else — and on the CPU — a measured read (torch's
 ``sum`` over a large tensor, best of five).
@@ -51,6 +53,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from specbench.analysis.options import MAX_GAMMA
 from specbench.backends.environment import device_info, git_commit, now_utc, package_versions
 from specbench.engine.decoder import make_decoder
 from specbench.engine.drafters import make_drafter
@@ -119,16 +122,18 @@ def parse_int_list(text: str, flag: str) -> tuple[int, ...]:
 
 @dataclass(frozen=True)
 class ProfileGrid:
-    """What to time: batch sizes × context lengths × tokens per verify forward."""
+    """What to time: batch sizes × context lengths × verify_tokens (tokens per sequence in one verify
+    forward; default 1..MAX_GAMMA)."""
 
     batches: tuple[int, ...] = (1, 4, 16, 64)
     contexts: tuple[int, ...] = (512, 2048)
-    tokens: tuple[int, ...] = tuple(range(1, 17))
+    verify_tokens: tuple[int, ...] = tuple(range(1, MAX_GAMMA + 1))
     warmup: int = 3
     repeats: int = 10
 
     def validate(self) -> None:
-        for name, values in (("batch", self.batches), ("context", self.contexts), ("k", self.tokens)):
+        for name, values in (("batch", self.batches), ("context", self.contexts),
+                             ("verify-tokens", self.verify_tokens)):
             if not values:
                 raise SpecbenchError(f"--{name}: no values given")
             if min(values) < 1:
@@ -139,11 +144,12 @@ class ProfileGrid:
             raise SpecbenchError(f"--repeats must be >= 1, got {self.repeats}")
 
     def cells(self, roles: Sequence[str]) -> int:
-        per_block = {"target": len(self.tokens)}
+        per_block = {"target": len(self.verify_tokens)}
         return sum(per_block.get(role, 1) for role in roles) * len(self.batches) * len(self.contexts)
 
     def as_dict(self) -> dict:
-        return {"batches": list(self.batches), "contexts": list(self.contexts), "tokens": list(self.tokens),
+        # run.json keeps the file field "tokens" for the verify_tokens (profiles written before read alike)
+        return {"batches": list(self.batches), "contexts": list(self.contexts), "tokens": list(self.verify_tokens),
                 "warmup": self.warmup, "repeats": self.repeats}
 
 
@@ -275,7 +281,7 @@ def random_model(arch: Architecture, *, device: str, dtype: str, seed: int = 0):
 
 def forward_weight_bytes(model) -> int:
     """Weight bytes a decode forward streams: every parameter once, except an input embedding
-    table that is not also the LM head (a forward gathers only its B·k rows)."""
+    table that is not also the LM head (a forward gathers only its B·n rows (n verify tokens))."""
     total = sum(p.numel() * p.element_size() for p in model.parameters())  # shared tensors once
     embed = model.get_input_embeddings().weight
     head = model.get_output_embeddings()
@@ -419,9 +425,10 @@ def _prefill(decoder, batch: int, context: int, vocab: int, generator, device: s
         decoder.forward(ids, logits="none")
 
 
-def _measure_model(session: _Session, arch: Architecture, role: str, tokens: tuple[int, ...]) -> dict:
-    """Time forwards of ``arch`` (random weights) over ``tokens`` new tokens per sequence for every
-    (batch, context); returns what run.json records about the model."""
+def _measure_model(session: _Session, arch: Architecture, role: str, forward_tokens: tuple[int, ...]) -> dict:
+    """Time forwards of ``arch`` (random weights) over each of ``forward_tokens`` new tokens per sequence
+    (the target: the grid's verify_tokens; a drafter step: 1) for every (batch, context); returns
+    what run.json records about the model."""
     import torch
 
 
@@ -443,23 +450,23 @@ def _measure_model(session: _Session, arch: Architecture, role: str, tokens: tup
             described["decoder"] = type(decoder).__name__
             block_start = session.done
             try:
-                decoder.reset(batch, context + max(tokens))
+                decoder.reset(batch, context + max(forward_tokens))
                 session.step(f"{role} {arch.spec}: prefill B={batch} c={context}")
                 _prefill(decoder, batch, context, vocab, generator, session.device)
-                new = torch.randint(vocab, (batch, max(tokens)), generator=generator, device=session.device)
-                for k in tokens:
-                    session.step(f"{role} {arch.spec}: B={batch} c={context} k={k}")
-                    ids = new[:, :k]
+                new = torch.randint(vocab, (batch, max(forward_tokens)), generator=generator, device=session.device)
+                for n in forward_tokens:
+                    session.step(f"{role} {arch.spec}: B={batch} c={context} n={n}")
+                    ids = new[:, :n]
                     times = time_region(lambda: decoder.forward(ids, logits="all").logits.argmax(-1), clock,
                                         warmup=grid.warmup, repeats=grid.repeats,
                                         reset=lambda: decoder.truncate(context))
                     session.add(_cell(session, role=role, model=arch.spec, measure=measure, batch=batch,
-                                      context=context, tokens=k, times=times, weight_bytes=weight_bytes,
-                                      kv_bytes=per_position * batch * (context + k)))
+                                      context=context, tokens=n, times=times, weight_bytes=weight_bytes,
+                                      kv_bytes=per_position * batch * (context + n)))
             except torch.cuda.OutOfMemoryError:
                 session.skipped.append(f"{role} {arch.spec}: batch {batch} × context {context} ran out of device "
                                        "memory; its cells are missing")
-                session.done = block_start + len(tokens)
+                session.done = block_start + len(forward_tokens)
             finally:
                 del decoder
     del model
@@ -493,7 +500,7 @@ def _check_positions(arch: Architecture, longest: int, what: str) -> None:
     limit = arch.max_positions
     if limit is not None and longest > limit:
         raise SpecbenchError(f"{what} needs {longest} positions but '{arch.spec}' has {limit} "
-                             "(max_position_embeddings): lower --context or --k")
+                             "(max_position_embeddings): lower --context or --verify-tokens")
 
 
 def default_dtype(device: str) -> str:
@@ -528,8 +535,8 @@ def plan_profile(target: str, drafters: Sequence[str] = (), *, device: str = "cp
     if kernels not in ("auto", "torch", "triton"):
         raise SpecbenchError(f"unknown kernels choice '{kernels}' (auto, triton or torch)")
     target_arch = resolve_architecture(target)
-    _check_positions(target_arch, max(grid.contexts) + max(grid.tokens),
-                     f"context {max(grid.contexts)} + k {max(grid.tokens)}")
+    _check_positions(target_arch, max(grid.contexts) + max(grid.verify_tokens),
+                     f"context {max(grid.contexts)} + verify tokens {max(grid.verify_tokens)}")
     resolved: list = []
     for name in dict.fromkeys(d.strip() for d in drafters if d and d.strip()):
         if name in MODEL_FREE:
@@ -559,12 +566,12 @@ def measure_profile(plan: ProfilePlan, progress: ProgressFn | None = None) -> Pr
             "bandwidth": {"peak_gb_s": peak, "peak_source": peak_source, "measured_read_gb_s": measured},
             "versions": package_versions(), "git_commit": git_commit()}
     started = time.perf_counter()
-    info["target"] = _measure_model(session, plan.target, "target", grid.tokens)
+    info["target"] = _measure_model(session, plan.target, "target", grid.verify_tokens)
     info["drafters"] = []
     vocab = getattr(plan.target.config, "vocab_size", None) or 32000
     for arch in plan.drafters:
         if isinstance(arch, str):
-            info["drafters"].append(_measure_proposals(session, arch, vocab, max(grid.tokens)))
+            info["drafters"].append(_measure_proposals(session, arch, vocab, max(grid.verify_tokens)))
         else:
             info["drafters"].append({**_measure_model(session, arch, "drafter", (1,)), "model_free": False})
     info.update(finished=now_utc(), seconds=round(time.perf_counter() - started, 3),

@@ -8,8 +8,8 @@ the coupled coins, distributed exactly as a live run — see `specbench.backends
 are predictions of the cost model fitted on the live units of the same (drafter, tree,
 workload, sampling) (`specbench.analysis.cost`, used through `CostModel`):
 
-    round_draft_s  = draft_s(k_req)            (the proposal asked for k_req tokens; 0 when k_req = 0)
-    round_verify_s = verify_s(drafted + 1)     (one target forward over the root and the drafts)
+    round_draft_s  = draft_s(γ_req)            (the proposal asked for γ_req tokens; 0 when γ_req = 0)
+    round_verify_s = verify_s(drafted + 1)     (verify_tokens: one target forward over the root and the drafts)
     round_s        = round_draft_s + round_verify_s + overhead_s(γ)
 
 and prefill_s is the live units' mean prefill. Without live units for the group the timings are
@@ -135,12 +135,12 @@ def modelled_result(replay, trajectory, costs: GroupCosts | None, stop_reason: s
     fit = costs.fit if costs is not None else None
     log = RoundLog()
     r = replay.rounds
-    for k_req, drafted, accepted, emitted, steps in zip(r.requested, r.drafted, r.accepted, r.emitted,
-                                                         r.draft_steps):
+    for gamma_req, drafted, accepted, emitted, steps in zip(r.requested, r.drafted, r.accepted, r.emitted,
+                                                             r.draft_steps):
         if fit is None:
             draft = verify = overhead = float("nan")
         else:
-            draft = float(fit.cost.draft_s(k_req))
+            draft = float(fit.cost.draft_s(gamma_req))
             verify = float(fit.cost.verify_s(drafted + 1))
             overhead = float(fit.cost.overhead_s(replay.gamma))
         log.add(drafted=drafted, depth=drafted, accepted=accepted, emitted=emitted, draft_steps=steps,
@@ -192,7 +192,7 @@ def run_replay_units(runner, units: list) -> int:
             runner.observer.unit_started(unit)
         if current[0] != key:  # drafters of one turn share it (and its continuation past a stop)
             current = key, replayer.trajectory(runner.prompt_ids(first), output, stop_reason=stop_reason,
-                                               max_new_tokens=first.max_new_tokens, depth=max(gammas),
+                                               max_new_tokens=first.max_new_tokens, max_gamma=max(gammas),
                                                sampling=sampling, seed=first.seed)
         trajectory = current[1]
         trace = replayer.trace(runner.backend.drafter(c.drafter), trajectory, max(gammas), sampling)

@@ -11,7 +11,7 @@ import re
 from specbench.errors import SpecbenchError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-GAMMA_LIMIT = 128  # the largest γ a sweep spec may ask for (analysis.recommend.MAX_GAMMA: the γ range predicted)
+GAMMA_LIMIT = 128  # the largest γ a sweep spec may ask for (analysis.options.MAX_GAMMA: the γ range predicted)
 MAX_CONFIGS = 20_000  # configurations (drafter × γ × tree × temperature): never more, even with --yes
 
 

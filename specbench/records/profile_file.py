@@ -29,11 +29,12 @@ MODEL_FREE = ("ngram",)
 COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "role": (pa.string(), "'target' or 'drafter'"),
     "model": (pa.string(), "architecture as given (alias, config path, hub id) or 'ngram'"),
-    "measure": (pa.string(), "'verify' (target forward over k tokens), 'draft_step' (drafter forward over 1 token) "
-                             "or 'propose' (model-free proposal)"),
+    "measure": (pa.string(), "'verify' (target forward verifying `tokens` tokens per sequence), 'draft_step' "
+                             "(drafter forward over 1 token) or 'propose' (model-free proposal of `tokens` tokens)"),
     "batch": (pa.int64(), "sequences decoded together (B)"),
     "context": (pa.int64(), "tokens already in the KV cache per sequence (c)"),
-    "tokens": (pa.int64(), "new tokens per sequence in the timed forward (k); for 'propose' the draft length asked"),
+    "tokens": (pa.int64(), "'verify': verify_tokens, the tokens one target forward verifies per sequence (γ + 1 "
+                           "for a chain); 'draft_step': 1; 'propose': γ, the draft length asked"),
     "repeats": (pa.int64(), "timed calls"),
     "median_s": (pa.float64(), "median seconds of one call"),
     "q1_s": (pa.float64(), "first quartile, s"),
@@ -43,7 +44,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "mean_s": (pa.float64(), "mean, s"),
     "times_s": (pa.list_(pa.float64()), "every timed call, s, in order"),
     "weight_bytes": (pa.int64(), "weight bytes one forward streams (0 for model-free drafters)"),
-    "kv_bytes": (pa.int64(), "KV-cache bytes one forward reads: 2·layers·kv_heads·head_dim·bytes·B·(c+k)"),
+    "kv_bytes": (pa.int64(), "KV-cache bytes one forward reads: 2·layers·kv_heads·head_dim·bytes·B·(c+tokens)"),
     "weight_gb_s": (pa.float64(), "weight_bytes ÷ median, GB/s"),
     "effective_gb_s": (pa.float64(), "(weight_bytes + kv_bytes) ÷ median, GB/s"),
     "peak_fraction": (pa.float64(), "effective_gb_s ÷ the device's peak bandwidth (run.json 'bandwidth')"),
@@ -115,17 +116,17 @@ def load_profile(folder: str | Path) -> Profile:
 
 
 def summary_frame(profile: Profile) -> pd.DataFrame:
-    """One row per (model, batch, context): the time at the smallest and largest k, their ratio,
-    GB/s and share of the peak at the smallest k, and memory."""
+    """One row per (model, batch, context): the time at the smallest and largest ``tokens`` (for
+    'verify' rows: verify_tokens), their ratio, GB/s and share of the peak at the smallest, and memory."""
     rows = []
     for (role, model, measure, batch, context), cell in profile.frame.groupby(
             ["role", "model", "measure", "batch", "context"], sort=False):
         cell = cell.sort_values("tokens")
         first, last = cell.iloc[0], cell.iloc[-1]
         rows.append({"role": role, "model": model, "measure": measure, "batch": int(batch), "context": int(context),
-                     "k_min": int(first["tokens"]), "k_max": int(last["tokens"]),
-                     "ms_k_min": 1e3 * first["median_s"], "iqr_ms_k_min": 1e3 * first["iqr_s"],
-                     "ms_k_max": 1e3 * last["median_s"],
+                     "tokens_min": int(first["tokens"]), "tokens_max": int(last["tokens"]),
+                     "ms_tokens_min": 1e3 * first["median_s"], "iqr_ms_tokens_min": 1e3 * first["iqr_s"],
+                     "ms_tokens_max": 1e3 * last["median_s"],
                      "ratio": last["median_s"] / first["median_s"] if first["median_s"] > 0 else float("nan"),
                      "gb_s": first["effective_gb_s"], "peak_fraction": first["peak_fraction"],
                      "memory_bytes": int(cell["memory_bytes"].max()), "memory_kind": first["memory_kind"]})

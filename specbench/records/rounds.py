@@ -37,9 +37,9 @@ class Rounds:
 
     cluster: np.ndarray  # prompt index of the round
     unit: np.ndarray  # row of the record the round came from
-    gamma: np.ndarray  # the record's nominal γ
-    drafted: np.ndarray  # draft tokens (tree nodes) offered
-    length: np.ndarray  # draft length of the acceptance model: drafted (chain) or depth (tree)
+    config_gamma: np.ndarray  # the record's nominal γ (its configuration's)
+    drafted: np.ndarray  # draft tokens offered (``round_drafted``: a chain's γ, a tree's node count)
+    gamma: np.ndarray  # the round's own γ, ≤ config_gamma: drafted (chain) or depth (tree)
     accepted: np.ndarray  # draft tokens accepted (tree: depth of the accepted path)
     steps: np.ndarray  # drafter forwards
     draft_s: np.ndarray  # proposal time, s
@@ -60,8 +60,8 @@ def _flat(series: pd.Series, dtype) -> np.ndarray:
 def flatten_rounds(records: pd.DataFrame, clusters: pd.Index) -> Rounds:
     """Flatten the per-round lists of ``records``; rounds are tagged with their prompt cluster.
 
-    The acceptance model's draft length is ``round_drafted`` for a chain and ``round_depth`` for a
-    tree (the accepted path's depth is compared with the tree's depth).
+    A round's own γ (the acceptance model's draft length) is ``round_drafted`` for a chain and
+    ``round_depth`` for a tree (the accepted path's depth is compared with the tree's depth).
     """
     counts = records["round_accepted"].map(len).to_numpy(dtype=np.int64)
     for column in ("round_drafted", "round_depth", "round_draft_steps", "round_draft_s", "round_verify_s"):
@@ -74,15 +74,15 @@ def flatten_rounds(records: pd.DataFrame, clusters: pd.Index) -> Rounds:
     rounds = Rounds(
         cluster=np.repeat(cluster_codes(records, clusters), counts),
         unit=unit,
-        gamma=np.repeat(records["gamma"].to_numpy(dtype=np.int64), counts),
+        config_gamma=np.repeat(records["gamma"].to_numpy(dtype=np.int64), counts),
         drafted=drafted,
-        length=np.where(chain, drafted, depth),
+        gamma=np.where(chain, drafted, depth),
         accepted=_flat(records["round_accepted"], np.int64),
         steps=_flat(records["round_draft_steps"], np.int64),
         draft_s=_flat(records["round_draft_s"], float),
         verify_s=_flat(records["round_verify_s"], float),
     )
-    if (rounds.accepted > rounds.length).any() or (rounds.accepted < 0).any():
+    if (rounds.accepted > rounds.gamma).any() or (rounds.accepted < 0).any():
         raise SpecbenchError("broken records: a round accepts more draft tokens than it drafted")
     return rounds
 

@@ -28,17 +28,19 @@ class Proposal:
     draft_steps: int = 0  # drafter forwards spent (the cost model's unit); 0 for model-free
 
     @property
-    def size(self) -> int:
+    def tree_nodes(self) -> int:
+        """Draft tokens offered (a chain's γ, a tree's node count): the record's ``round_drafted``."""
         return int(self.tokens.shape[1])
 
     @property
     def is_chain(self) -> bool:
-        return self.parents is None or self.size == 0
+        return self.parents is None or self.tree_nodes == 0
 
     @property
-    def depth(self) -> int:
+    def gamma(self) -> int:
+        """This proposal's γ: a chain's length, a tree's depth (the record's ``round_depth``)."""
         if self.is_chain:
-            return self.size
+            return self.tree_nodes
         return max(node_depths(self.parents), default=0)
 
 

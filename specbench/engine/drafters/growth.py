@@ -174,6 +174,6 @@ def block_mask(growth: Growth, fed_before: list[int], nodes: list[int]) -> tuple
     return mask, chain
 
 
-def capped(shape: Shape, max_depth: int) -> Shape:
-    """The shape cut to ``max_depth`` (drafters that predict a fixed number of steps ahead)."""
-    return shape.truncated(min(shape.depth, max_depth))
+def capped(shape: Shape, max_gamma: int) -> Shape:
+    """The shape cut to depth ``max_gamma`` (drafters that predict a fixed number of steps ahead)."""
+    return shape.truncated(min(shape.depth, max_gamma))

@@ -31,18 +31,19 @@ def match_starts(sequence: torch.Tensor, n: int) -> list[int]:
     return [int(h) + n for h in hits.flip(0)]
 
 
-def find_continuation(sequence: torch.Tensor, n_min: int, n_max: int, k: int) -> torch.Tensor:
-    """Tokens following the latest earlier match of sequence's last n tokens; sequence [L] -> [≤k]."""
+def find_continuation(sequence: torch.Tensor, n_min: int, n_max: int, gamma: int) -> torch.Tensor:
+    """Tokens following the latest earlier match of sequence's last n tokens; sequence [L] -> [≤γ]."""
     for n in range(min(n_max, sequence.shape[0] - 1), n_min - 1, -1):
         starts = match_starts(sequence, n)
         if starts:
-            return sequence[starts[0]:starts[0] + k]
+            return sequence[starts[0]:starts[0] + gamma]
     return sequence[:0]
 
 
-def continuation_trie(sequence: torch.Tensor, n_min: int, n_max: int, depth: int, budget: int,
+def continuation_trie(sequence: torch.Tensor, n_min: int, n_max: int, gamma: int, budget: int,
                       branches: int) -> tuple[list[int], list[int]]:
-    """(tokens, parents) of a trie of continuations; parents precede children."""
+    """(tokens, parents) of a trie of continuations, depth ≤ γ and ≤ ``budget`` tree nodes; parents
+    precede children."""
     tokens: list[int] = []
     parents: list[int] = []
     children: dict[tuple[int, int], int] = {}  # (parent node, token) -> node
@@ -53,7 +54,7 @@ def continuation_trie(sequence: torch.Tensor, n_min: int, n_max: int, depth: int
                 continue
             seen.add(start)
             node = -1
-            for token in sequence[start:start + depth].tolist():
+            for token in sequence[start:start + gamma].tolist():
                 key = (node, token)
                 if key not in children:
                     roots = sum(1 for p in parents if p == -1)

@@ -1,0 +1,175 @@
+"""The recommender's one result type, `Recommendation`, and its one JSON form.
+
+One `Recommendation` per scenario (target, workload, sampling), whatever the cost source
+(`specbench.analysis.cost_source`):
+
+* with the sweep's own costs (`MeasuredCosts`, batch 1): the measured and the model path's picks
+  (`Pick`), the options, the model curves, the fitted costs, the decision and the engine settings;
+* with a hardware profile's costs (`ProfiledCosts`): ``per_batch`` — γ (or none) per batch size,
+  one `DrafterPlan` per drafter, and vLLM's per-batch-size schedule.
+
+The fields of the other path stay empty (None, an empty frame), so one printer and one JSON form
+(`recommendation_dict`: the same keys in every object) serve both.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from specbench.analysis.decision import Decision
+from specbench.analysis.engine_settings import EngineSetting
+from specbench.analysis.options import Option
+from specbench.records.jsonable import json_ready
+
+
+@dataclass
+class Pick:
+    """The outcome of one path (measured or model) for one scenario."""
+    source: str  # 'measured' or 'model'
+    choice: Option | None  # None: no speculation
+    best: Option | None  # the best point estimate, whatever its interval
+    gamma_lo: int | None = None
+    gamma_hi: int | None = None
+    win_share: float | None = None
+    reason: str = ""
+
+
+@dataclass
+class DrafterPlan:
+    """One drafter of one scenario priced by a profile: predicted speedups over (batch, γ) and the γ
+    chosen per batch size (see `specbench.analysis.recommend_profiled`)."""
+    drafter: str
+    drafter_label: str
+    drafter_params: str
+    profile_drafter: str
+    alpha: float
+    acceptance_model: str
+    propose_rate: float
+    batches: np.ndarray  # [nB] every integer batch size 1..max
+    gammas: np.ndarray  # [G] 0..max_gamma
+    speedup: np.ndarray  # [nB, G] point estimates (γ = 0: 1)
+    lo: np.ndarray  # [nB, G]
+    hi: np.ndarray  # [nB, G]
+    round_s: np.ndarray  # [nB, G] predicted seconds per round
+    tokens: np.ndarray  # [G] tokens per sequence and round
+    chosen: np.ndarray  # [nB] γ chosen (0: no speculation)
+
+    def at(self, batch: int) -> dict:
+        i = int(batch) - 1
+        g = int(self.chosen[i])
+        return {"drafter_label": self.drafter_label, "batch": int(batch), "gamma": g,
+                "speedup": float(self.speedup[i, g]), "lo": float(self.lo[i, g]), "hi": float(self.hi[i, g]),
+                "best_gamma": int(np.argmax(self.speedup[i])),
+                "tokens_per_s": float(batch * self.tokens[g] / self.round_s[i, g]),
+                "baseline_tokens_per_s": float(batch / self.round_s[i, 0])}
+
+
+@dataclass
+class BatchPlan:
+    """γ per batch size for one scenario (a profile's costs)."""
+    context: int  # tokens in the KV cache while decoding, the costs were read at
+    batches: list[int]  # the batch sizes asked
+    plans: list[DrafterPlan]
+    table: pd.DataFrame  # per asked batch: the best drafter's choice (or none)
+    vllm: dict | None  # {"drafter_label", "config", "snippet", "supported", "notes"}; None: no batch speculates
+
+    @property
+    def speculates(self) -> bool:
+        return bool(len(self.table)) and bool((self.table["gamma"] > 0).any())
+
+
+@dataclass
+class Recommendation:
+    keys: dict  # the scenario
+    cost_source: str  # where the round costs came from (`CostSource.describe`)
+    objective: str
+    n_prompts: int
+    max_new_tokens: int
+    verdict: str
+    notes: list[str] = field(default_factory=list)
+    settings: dict[str, EngineSetting] = field(default_factory=dict)
+    # the sweep's own costs (batch 1)
+    baseline_tokens_per_s: float | None = None
+    measured: Pick | None = None
+    model: Pick | None = None
+    options: pd.DataFrame = field(default_factory=pd.DataFrame)  # measured configurations, speedups with intervals
+    curves: pd.DataFrame = field(default_factory=pd.DataFrame)  # model predictions per (drafter, tree, γ)
+    costs: pd.DataFrame = field(default_factory=pd.DataFrame)  # per (drafter, tree): the cost fit's coefficients
+    predicted: pd.DataFrame = field(default_factory=pd.DataFrame)  # acceptance × cost (predicted_speedup)
+    decision: Decision | None = None  # confident yes / confident no / cannot tell
+    # a profile's costs
+    per_batch: BatchPlan | None = None
+
+    @property
+    def final(self) -> Option | None:
+        """What to deploy at batch 1 of the sweep: the decision's option (a confident yes), else nothing;
+        without a decision the measured choice (the model only proposes what to measure next). None
+        with a profile's costs: the answer is ``per_batch``."""
+        if self.decision is not None:
+            return self.decision.option
+        return None if self.measured is None else self.measured.choice
+
+    @property
+    def speculates(self) -> bool:
+        """Whether the answer is to speculate anywhere (at batch 1 of the sweep, or at some batch size)."""
+        return self.final is not None or (self.per_batch is not None and self.per_batch.speculates)
+
+
+# ----------------------------------------------------------------------------- JSON
+
+def _option_dict(option: Option | None) -> dict | None:
+    return None if option is None else {k: getattr(option, k) for k in option.__dataclass_fields__}
+
+
+def _pick_dict(pick: Pick | None) -> dict | None:
+    if pick is None:
+        return None
+    return {"source": pick.source, "choice": _option_dict(pick.choice), "best": _option_dict(pick.best),
+            "gamma_interval": [pick.gamma_lo, pick.gamma_hi], "win_share": pick.win_share, "reason": pick.reason}
+
+
+def _batch_dict(plan: BatchPlan | None) -> dict | None:
+    if plan is None:
+        return None
+    drafters = [{"drafter": p.drafter, "drafter_label": p.drafter_label, "profile_drafter": p.profile_drafter,
+                 "alpha": p.alpha, "acceptance_model": p.acceptance_model, "propose_rate": p.propose_rate,
+                 "per_batch": [p.at(b) for b in plan.batches], "schedule": ranges(p.chosen)} for p in plan.plans]
+    return {"context": plan.context, "batches": plan.batches, "choices": plan.table.to_dict("records"),
+            "drafters": drafters, "vllm": plan.vllm}
+
+
+def ranges(chosen: np.ndarray) -> list[list[int]]:
+    """[[first batch, last batch, γ], ...] runs of equal γ over batch sizes 1..len(chosen)."""
+    out: list[list[int]] = []
+    for i, g in enumerate(np.asarray(chosen, dtype=int), start=1):
+        if out and out[-1][2] == g:
+            out[-1][1] = i
+        else:
+            out.append([i, i, int(g)])
+    return out
+
+
+def recommendation_dict(rec: Recommendation) -> dict:
+    """Plain data (JSON-ready: non-finite numbers become null) for one recommendation; the same keys
+    whatever the cost source (the other path's are null or empty)."""
+    return json_ready({
+        **rec.keys, "cost_source": rec.cost_source, "objective": rec.objective, "n_prompts": rec.n_prompts,
+        "max_new_tokens": rec.max_new_tokens, "baseline_tokens_per_s": rec.baseline_tokens_per_s,
+        "verdict": rec.verdict,
+        # as before the merge of the recommenders: the measured path's choice, when there is a final answer
+        "recommended": None if rec.final is None else _option_dict(rec.measured.choice),
+        "measured": _pick_dict(rec.measured), "model": _pick_dict(rec.model),
+        "options": rec.options.to_dict("records"), "predictions": rec.curves.to_dict("records"),
+        "costs": rec.costs.to_dict("records"),
+        "engine_settings": {name: s.as_dict() for name, s in rec.settings.items()}, "notes": rec.notes,
+        "decision": None if rec.decision is None else rec.decision.as_dict(),
+        "predicted": rec.predicted.to_dict("records"), "per_batch": _batch_dict(rec.per_batch),
+    })
+
+
+def to_json(recs: list[Recommendation]) -> str:
+    return json.dumps([recommendation_dict(r) for r in recs], indent=2)
