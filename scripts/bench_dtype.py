@@ -15,8 +15,8 @@ other jobs on a shared machine falls on all of them alike:
     python scripts/bench_dtype.py --before --profile # + bf16 as main ran it, + torch.profiler top ops
 
 ``--before`` adds "bf16 before": bf16 weights stored column-major as main's decoder stored every
-CPU weight, with neither the float32 prefill nor the lazy greedy LM head (a few forwards only:
-it is 5-20x slower). ``--profile`` prints the operators with the most self CPU time over 5 decode
+CPU weight, bf16 attention and KV cache, neither the float32 prefill nor the row-by-row LM head
+(a few forwards only: it is 4-17x slower). ``--profile`` prints the operators with the most self CPU time over 5 decode
 steps and 5 verify(4) steps of each variant.
 """
 
@@ -48,7 +48,8 @@ def make_variant(name: str, model_name: str):
     decoder = NativeDecoder(target.model)
     if name == "bf16 before":  # main's behaviour: every CPU weight column-major, no 16-bit special cases
         prefer_column_major(target.model)
-        decoder.reduced_cpu = decoder.lazy_head = False
+        decoder.reduced_cpu = decoder.lazy_head = decoder.row_attention = False
+        decoder.cache_dtype = decoder.dtype  # bf16 KV cache and attention
     return target, decoder
 
 

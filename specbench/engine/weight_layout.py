@@ -12,11 +12,11 @@ docs/benchmarks.md): SmolLM2-135M verify of 5 tokens 112 → 72 ms with one thre
 Qwen2.5-Coder-1.5B verify of 8 tokens 658 → 449 ms with two — but the 1.5B's verify of 2–3
 tokens gets slower (276 → 404 ms), so this is a trade that favours the longer drafts.
 
-bfloat16 / float16. On a CPU without a native 16-bit GEMM (no AVX512-BF16 / AMX: oneDNN is
-not used for these dtypes, e.g. the AVX2 hosts this project runs on) torch computes a 16-bit
-product as one dot product with float32 arithmetic per output element over *contiguous rows*
-of both operands (its "gemv_trans" / "gemm_transa" fast paths). That needs W row-major. A
-column-major 16-bit W falls into torch's generic strided loop, measured 5–25× slower
+bfloat16 / float16. On a CPU without a native 16-bit GEMM (no AVX512-BF16 / AMX, e.g. the
+AVX2 hosts this project runs on) torch's 16-bit product behaves as one dot product with float32
+arithmetic per output element over *contiguous rows* of both operands (cost linear in the rows,
+each row's result independent of the row count: both measured, torch 2.13). That needs W
+row-major. A column-major 16-bit W falls into a far slower strided path, measured 5–25× slower
 (SmolLM2's 49152 × 576 LM head, one token: 9 ms row-major, 172 ms column-major; this was why
 `--dtype bf16` decoded 5× slower than fp32). So 16-bit weights stay (or are put back) row-major.
 The dot-product form has a second property the engine relies on: every output element is the
