@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.specbench-installed
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install install-vllm test-vllm demo test test-heavy bench-engine bench-replay bench-roofline bench-layout bench-kernels bench-noise bench-backends clean help
+.PHONY: install install-vllm test-vllm demo test test-heavy bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends clean help
 
 help:
 	@echo "make demo          set up (first run) and run the demo sweep on SmolLM2-135M"
@@ -14,6 +14,7 @@ help:
 	@echo "make bench-engine  specbench engine vs transformers generate / assisted generation"
 	@echo "make bench-roofline decode/verify time against the memory-bandwidth bound"
 	@echo "make bench-layout  row-major vs column-major linear weights: CPU forward time per k new tokens"
+	@echo "make bench-dtype   fp32 vs bf16 weights on the CPU: verify(k), prefill, end to end, profiles"
 	@echo "make bench-kernels Triton kernels vs torch references (needs CUDA)"
 	@echo "make bench-replay  live γ 1..8 sweep vs replay sweep: wall time and largest τ difference"
 	@echo "make bench-noise   the same sweep quiet and beside a CPU hog: estimates side by side"
@@ -64,6 +65,9 @@ bench-roofline: install
 
 bench-layout: install
 	$(PY) scripts/bench_weight_layout.py --threads 1
+
+bench-dtype: install
+	$(PY) scripts/bench_dtype.py --before --profile
 
 bench-noise: install
 	$(PY) scripts/bench_noise.py

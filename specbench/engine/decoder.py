@@ -16,13 +16,16 @@ import torch
 import torch.nn.functional as F
 
 from specbench.engine.kv_cache import StaticKVCache
-from specbench.engine.weight_layout import prefer_column_major
+from specbench.engine.weight_layout import REDUCED_PRECISION, apply_cpu_layout
 from specbench.errors import SpecbenchError
 from specbench.kernels._triton import interpreter_enabled, triton_available
 from specbench.kernels.tree_attention import tree_attention
 
 NATIVE_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
 COMPILED_MAX_TOKENS = 64  # decode and verify shapes go through the compiled graph; prefills stay eager
+# 16-bit weights on the CPU: a prefill of at least this many tokens into an empty cache runs its
+# products in float32 (weights upcast layer by layer); every other forward keeps the 16-bit product
+UPCAST_PREFILL_MIN_TOKENS = 8
 
 
 @dataclass
@@ -83,8 +86,25 @@ class NativeDecoder:
         self.cache: StaticKVCache | None = None
         param = next(model.parameters())
         self.device, self.dtype = param.device, param.dtype
-        if self.device.type == "cpu":  # few-token GEMMs stream column-major weights once (weight_layout)
-            prefer_column_major(model)
+        # CPU: fp32 weights column-major (few-token GEMMs stream them once), 16-bit ones row-major
+        # (torch's 16-bit product is a dot product over contiguous rows); see weight_layout
+        self.layout = apply_cpu_layout(model) if self.device.type == "cpu" else "as loaded"
+        # 16-bit weights on a CPU: the product's cost grows linearly with the rows (one dot product
+        # per output element), and each row's result does not depend on how many rows run together.
+        # So a prefill is computed in float32 (`_linear`, wide=True); attention runs in float32 over a
+        # float32 KV cache (torch's 16-bit CPU attention measured ~3x slower than its float32 one; the
+        # keys and values are the 16-bit projections' outputs, stored exactly), one query row at a time
+        # when verifying (`_row_attention`), so that a verified row is bit for bit a decode step's and
+        # greedy speculative output equals target-only output exactly (in 16 bits a last-bit
+        # difference is a 2^-8 relative error, enough to flip near-tied argmaxes).
+        self.reduced_cpu = self.device.type == "cpu" and self.dtype in REDUCED_PRECISION
+        self.cache_dtype = torch.float32 if self.reduced_cpu else self.dtype
+        self.row_attention = self.reduced_cpu and not self.window
+        # CPU, any dtype: greedy verification computes the LM head one row at a time, only as far as
+        # the drafts match (`head`, `verify_greedy_rows`): a single-row product costs no more per row
+        # than the few-row one here (docs/benchmarks.md), and most rounds stop before the last row
+        self.lazy_head = self.device.type == "cpu"
+        self._row_keys: list | None = None  # set by forward for the rows of one eager verify forward
         self.use_kernel = _use_attention_kernel(kernels, self.device)
         self._compiled = None
         if compile:
@@ -98,7 +118,7 @@ class NativeDecoder:
     def reset(self, batch_size: int, capacity: int) -> None:
         if self.cache is None or self.cache.keys.shape[1] != batch_size or self.cache.capacity < capacity:
             self.cache = StaticKVCache(len(self.layers), batch_size, self.kv_heads, self.head_dim, capacity,
-                                       self.dtype, self.device)
+                                       self.cache_dtype, self.device)
         self.cache.length = 0
 
     @property
@@ -134,40 +154,87 @@ class NativeDecoder:
         offsets = tree.offsets.to(self.device) if tree is not None else torch.arange(new, device=self.device)
         return (start + offsets)[None, :]  # [1, T]
 
+    @staticmethod
+    def _linear(module: torch.nn.Linear, x: torch.Tensor, wide: bool) -> torch.Tensor:
+        """module(x); with ``wide`` (a 16-bit prefill on the CPU) computed in float32 from a per-call
+        float32 copy of the weight, rounded back to x's dtype: torch's 16-bit CPU product costs one
+        weight pass per row, the float32 GEMM about one for all rows, and the copy one more."""
+        if not wide:
+            return module(x)
+        bias = None if module.bias is None else module.bias.float()
+        return F.linear(x.float(), module.weight.float(), bias).to(x.dtype)
+
+    def _mlp(self, mlp, x: torch.Tensor, wide: bool) -> torch.Tensor:
+        """The gated MLP down(act(gate(x)) · up(x)) of the Llama family."""
+        if not wide:
+            return mlp(x)
+        gate, up = self._linear(mlp.gate_proj, x, wide), self._linear(mlp.up_proj, x, wide)
+        return self._linear(mlp.down_proj, mlp.act_fn(gate) * up, wide)
+
     def _attention(self, layer_idx: int, attn, x: torch.Tensor, cos, sin, mask, write_at: torch.Tensor, end: int,
-                   kernel: bool) -> torch.Tensor:
+                   kernel: bool, wide: bool = False) -> torch.Tensor:
         """Self-attention of x [B, T, H]: its keys/values go to cache positions ``write_at`` [T] and
         the queries attend over cache positions [0, end) under ``mask`` [T, end]."""
         bsz, new, _ = x.shape
-        q = attn.q_proj(x).view(bsz, new, self.num_heads, self.head_dim)
-        k = attn.k_proj(x).view(bsz, new, self.kv_heads, self.head_dim)
-        v = attn.v_proj(x).view(bsz, new, self.kv_heads, self.head_dim).transpose(1, 2)  # [B, Hkv, T, D]
+        q = self._linear(attn.q_proj, x, wide).view(bsz, new, self.num_heads, self.head_dim)
+        k = self._linear(attn.k_proj, x, wide).view(bsz, new, self.kv_heads, self.head_dim)
+        v = self._linear(attn.v_proj, x, wide).view(bsz, new, self.kv_heads, self.head_dim).transpose(1, 2)
         if hasattr(attn, "q_norm"):  # qwen3
             q, k = attn.q_norm(q), attn.k_norm(k)
         q, k = q.transpose(1, 2), k.transpose(1, 2)  # [B, H, T, D], [B, Hkv, T, D]
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)  # [B, 1, T, D]
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
+        if self.cache_dtype != q.dtype:  # 16-bit on the CPU: float32 cache and attention (see __init__)
+            q, k, v = q.to(self.cache_dtype), k.to(self.cache_dtype), v.to(self.cache_dtype)
         self.cache.write_at(layer_idx, write_at, k, v)
         if kernel:
             out = self._kernel_attention(layer_idx, q, mask)
+        elif self._row_keys is not None:
+            out = self._row_attention(layer_idx, q)
         else:
             keys, values = self.cache.keys[layer_idx, :, :, :end], self.cache.values[layer_idx, :, :, :end]
             out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale,
                                                  enable_gqa=self.kv_heads != self.num_heads)  # [B, H, T, D]
-        return attn.o_proj(out.transpose(1, 2).reshape(bsz, new, self.num_heads * self.head_dim))
+        out = out.transpose(1, 2).reshape(bsz, new, self.num_heads * self.head_dim).to(x.dtype)
+        return self._linear(attn.o_proj, out, wide)
 
     def _layers(self, x: torch.Tensor, cos, sin, mask, write_at: torch.Tensor, end: int, kernel: bool,
-                hidden_layers: tuple[int, ...]) -> tuple[torch.Tensor, dict]:
+                hidden_layers: tuple[int, ...], wide: bool = False) -> tuple[torch.Tensor, dict]:
         """Every decoder layer over x [B, T, H]; returns the output and the requested layer outputs."""
         layer_hidden = {0: x} if 0 in hidden_layers else {}
         for i, layer in enumerate(self.layers):
             x = x + self._attention(i, layer.self_attn, layer.input_layernorm(x), cos, sin, mask, write_at, end,
-                                    kernel)
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
+                                    kernel, wide)
+            x = x + self._mlp(layer.mlp, layer.post_attention_layernorm(x), wide)
             if i + 1 in hidden_layers:
                 layer_hidden[i + 1] = x
         return x, layer_hidden
+
+    @staticmethod
+    def _rows_of(mask: torch.Tensor) -> list:
+        """Per query row of mask [T, S]: the length n when it sees exactly positions [0, n) (a chain),
+        else the index tensor of the positions it sees (a tree node: prefix + ancestors)."""
+        rows = []
+        for allowed in mask:
+            n = int(allowed.sum())
+            rows.append(n if bool(allowed[:n].all()) else allowed.nonzero().squeeze(1))
+        return rows
+
+    def _row_attention(self, layer_idx: int, q: torch.Tensor) -> torch.Tensor:
+        """Attention of q [B, H, T, D] one query row at a time, each over exactly the cache positions it
+        sees (`_rows_of`), through the same call a decode step makes: every row's numbers are a decode
+        step's whatever T (the 16-bit CPU path, where that is what makes greedy verification exact)."""
+        keys, values = self.cache.keys[layer_idx], self.cache.values[layer_idx]
+        gqa = self.kv_heads != self.num_heads
+        out = []
+        for i, seen in enumerate(self._row_keys):
+            if isinstance(seen, int):
+                k_i, v_i = keys[:, :, :seen], values[:, :, :seen]
+            else:
+                k_i, v_i = keys.index_select(2, seen), values.index_select(2, seen)
+            out.append(F.scaled_dot_product_attention(q[:, :, i:i + 1], k_i, v_i, scale=self.scale, enable_gqa=gqa))
+        return torch.cat(out, dim=2)
 
     def _kernel_attention(self, layer_idx: int, q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """The Triton tree-attention kernel over the whole cache: prefix + [T, T] node mask."""
@@ -192,6 +259,9 @@ class NativeDecoder:
         write_at = torch.arange(start, start + new, device=self.device)
         x = self.body.embed_tokens(input_ids)  # [B, T, H]
         cos, sin = self.body.rotary_emb(x, positions)  # [1, T, D]
+        # a 16-bit prefill into an empty cache runs in float32 (`_linear`); every later forward (decode,
+        # verify, catch-up) keeps the 16-bit product, whose rows do not depend on how many run together
+        wide = self.reduced_cpu and start == 0 and new >= UPCAST_PREFILL_MIN_TOKENS
         if (self._compiled is not None and start > 0 and new <= COMPILED_MAX_TOKENS and not hidden_layers
                 and not self.window):
             # one static shape per T: attend over the whole preallocated cache, the tail masked off
@@ -202,10 +272,21 @@ class NativeDecoder:
             # the kernel covers verification: whole prefix visible, a node mask among the new tokens
             kernel = (self.use_kernel and new > 1 and start > 0 and not self.window
                       and (tree is None or tree.prior == 0))
-            x, layer_hidden = self._layers(x, cos, sin, mask, write_at, start + new, kernel, hidden_layers)
+            exact_rows = self.row_attention and new > 1 and start > 0 and not kernel
+            self._row_keys = self._rows_of(mask[:, : start + new]) if exact_rows else None
+            try:
+                x, layer_hidden = self._layers(x, cos, sin, mask, write_at, start + new, kernel, hidden_layers, wide)
+            finally:
+                self._row_keys = None
         self.cache.advance(new)
         hidden = self.body.norm(x)
-        return DecoderOutput(logits=_logits(self.model, hidden, logits), hidden=hidden, layer_hidden=layer_hidden)
+        return DecoderOutput(logits=_logits(self.model, hidden, logits, wide), hidden=hidden,
+                             layer_hidden=layer_hidden)
+
+    @torch.inference_mode()
+    def head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """LM head over hidden [B, T, H] (final-norm output) -> float32 logits [B, T, V]."""
+        return self.model.lm_head(hidden).float()
 
 
 def _use_attention_kernel(kernels: str, device: torch.device) -> bool:
@@ -226,11 +307,14 @@ def _use_attention_kernel(kernels: str, device: torch.device) -> bool:
     return device.type == "cuda" and triton_available()
 
 
-def _logits(model, hidden: torch.Tensor, which: str) -> torch.Tensor | None:
+def _logits(model, hidden: torch.Tensor, which: str, wide: bool = False) -> torch.Tensor | None:
+    """The LM head over every position ("all"), the final one ("last") or none; float32."""
     if which == "none":
         return None
     if which == "last":
         hidden = hidden[:, -1:]
+    elif wide:  # a 16-bit prefill that wants every position's logits: one float32 GEMM
+        return NativeDecoder._linear(model.lm_head, hidden, True).float()
     return model.lm_head(hidden).float()
 
 

@@ -22,7 +22,8 @@ from specbench.engine.sampling import SamplingParams, probabilities
 from specbench.engine.stats import GenerationResult, RoundLog
 from specbench.engine.timing import DeviceClock
 from specbench.engine.tree import shape_for, verification_layout
-from specbench.engine.verify import verify_greedy, verify_sampling, verify_tree_greedy, verify_tree_sampling
+from specbench.engine.verify import (verify_greedy, verify_greedy_rows, verify_sampling, verify_tree_greedy,
+                                     verify_tree_sampling)
 from specbench.errors import SpecbenchError
 from specbench.kernels.rejection_sampling import rejection_sampling
 
@@ -130,8 +131,18 @@ class SpeculativeEngine:
         root = self.decoder.length
         feed = torch.cat([root_token, proposal.tokens], dim=1)  # [1, 1+N]
         layout = None if proposal.is_chain else verification_layout(tuple(proposal.parents))
-        out = self.decoder.forward(feed, tree=layout, logits="all", hidden_layers=self._feature_layers)
-        if proposal.is_chain:
+        # greedy chains on a decoder whose LM head costs one weight pass per row: the head only for the
+        # rows the verdict reads (up to the first mismatch), computed after the layers
+        lazy = (proposal.is_chain and self.sampling.greedy and self.verifier.greedy is verify_greedy
+                and getattr(self.decoder, "lazy_head", False))
+        out = self.decoder.forward(feed, tree=layout, logits="none" if lazy else "all",
+                                   hidden_layers=self._feature_layers)
+        if lazy:
+            verdict = verify_greedy_rows(proposal.tokens, lambda i: self.decoder.head(out.hidden[:, i:i + 1])[0, 0])
+            accepted, next_token = int(verdict.accepted[0]), int(verdict.next_token[0])
+            path = list(range(accepted))
+            self.decoder.truncate(root + 1 + accepted)
+        elif proposal.is_chain:
             accepted, next_token = self._verify_chain(proposal, out.logits, generator)
             path = list(range(accepted))
             self.decoder.truncate(root + 1 + accepted)

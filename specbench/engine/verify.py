@@ -23,13 +23,14 @@ probability r_i / Σ r.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
 from specbench.engine.tree import leaf_paths_cached
 from specbench.kernels.rejection_sampling_reference import Verdict, draw_exponential_race, verify_sampling
 
-__all__ = ["Verdict", "draw_exponential_race", "verify_sampling", "verify_greedy", "TreeVerdict",
+__all__ = ["Verdict", "draw_exponential_race", "verify_sampling", "verify_greedy", "verify_greedy_rows", "TreeVerdict",
            "verify_tree_greedy", "verify_tree_sampling"]
 
 
@@ -40,6 +41,24 @@ def verify_greedy(draft_tokens: torch.Tensor, target_logits: torch.Tensor) -> Ve
     accepted = matches.cumprod(-1).sum(-1)  # [B]
     next_token = best.gather(1, accepted[:, None]).squeeze(1)  # [B]
     return Verdict(accepted, next_token)
+
+
+def verify_greedy_rows(draft_tokens: torch.Tensor, target_row: Callable[[int], torch.Tensor]) -> Verdict:
+    """`verify_greedy` for one sequence with the target's rows computed on demand.
+
+    draft_tokens [1, K]; target_row(i) -> logits [V] at the position of draft i (i = K: the bonus
+    position). Row i is asked for only when drafts 0..i−1 all matched, so a round that stops at
+    draft m computes m + 1 rows of the LM head instead of K + 1 — worth it where the head's cost
+    grows linearly with its rows (16-bit weights on the CPU, `NativeDecoder.lazy_head`). Same
+    verdict as `verify_greedy` over the stacked rows.
+    """
+    drafts = draft_tokens[0].tolist()
+    for i in range(len(drafts) + 1):
+        best = int(target_row(i).argmax(-1))
+        if i == len(drafts) or drafts[i] != best:
+            device = draft_tokens.device
+            return Verdict(torch.tensor([i], device=device), torch.tensor([best], device=device))
+    raise AssertionError("unreachable")
 
 
 # ----------------------------------------------------------------------------------------- trees
