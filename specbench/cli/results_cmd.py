@@ -15,7 +15,13 @@ from specbench.errors import SpecbenchError
 from specbench.records.jsonable import json_ready
 from specbench.records.merge import merge_folders
 from specbench.records.store import load_records, load_run_info
-from specbench.records.summary import LATENCY_COLUMNS, PERCENTILES, configuration_table, lossless_check
+from specbench.records.summary import (
+    BASELINE_KEYS,
+    LATENCY_COLUMNS,
+    PERCENTILES,
+    configuration_table,
+    lossless_check,
+)
 
 results_app = typer.Typer(help="Inspect and combine results folders.", no_args_is_help=True)
 
@@ -112,7 +118,7 @@ def summary_table(records):
     return records, with_predicted_speedups(records, table)
 
 
-PREDICTED_KEYS = ["target", "temperature", "top_p", "top_k", "workload", "drafter_label", "tree", "gamma"]
+PREDICTED_KEYS = BASELINE_KEYS + ["drafter_label", "tree", "gamma"]  # a scenario, then a configuration in it
 
 
 def with_predicted_speedups(records, table):
