@@ -57,6 +57,10 @@ class GenerationResult:
     # Serving-engine backends measure these per request; None: derive from prefill_s / decode_s.
     ttft_s: float | None = None  # time to first token, s
     itl_s: float | None = None  # mean inter-token latency over the request, s
+    # Nested speculation (specbench.engine.nested); None for sequential rounds.
+    prepared_drafts: int | None = None  # next-round drafts prepared while the target verified
+    prepared_hits: int | None = None  # rounds whose draft was one of them (draft latency hidden)
+    draft_hidden_s: float | None = None  # drafting time of those rounds, spent during verification
 
     # ------------------------------------------------------------------ derived metrics
     @property

@@ -47,6 +47,7 @@ from specbench.analysis.fit import (
 from specbench.analysis.intervals import LEVEL, N_BOOT
 from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommend import OBJECTIVES, recommend
+from specbench.analysis.strategies import strategy_table
 from specbench.errors import SpecbenchError
 from specbench.figures.palette import BASELINE_LABEL, CHAIN, Palette
 from specbench.records.store import load_run_info
@@ -453,6 +454,34 @@ def figure_throughput(data: PlotData) -> Figure:
     return fig
 
 
+def figure_nested(data: PlotData) -> Figure:
+    """Nested vs sequential: tokens/s (top row) and the nested hit rate (bottom row) vs γ per scenario."""
+    table = strategy_table(data.records)
+    if table.empty:
+        raise FigureSkipped("no nested-speculation records (sweep key strategy: {name: nested, prepared: P})")
+    panels = scenarios(table)
+    fig, (upper, lower) = new_panels(len(panels), nrows_per=2, size=(5.4, 3.4), sharex=True)
+    handles: dict[str, object] = {}
+    for ax_tps, ax_hit, scenario in zip(upper, lower, panels):
+        part = select(table, scenario)
+        for (label, drafter, prepared), rows in part.groupby(["drafter_label", "drafter", "prepared"], sort=True):
+            rows = rows.sort_values("gamma")
+            style = dict(data.palette.style(label, CHAIN), linestyle="--" if prepared else "-")
+            measured_points(ax_tps, rows["gamma"], rows["tokens_per_s"], style=style)
+            if prepared:
+                measured_points(ax_hit, rows["gamma"], rows["hit_rate"], style=style)
+            handles[str(label)] = series_handle(str(label), style)
+        ax_tps.set_ylabel("decode tokens/s")
+        ax_hit.set_ylabel("hit rate (rounds on a prepared draft)")
+        ax_hit.set_ylim(0, 1.02)
+        ax_hit.set_xlabel("draft length γ")
+        ax_hit.xaxis.set_major_locator(FixedLocator(sorted(part["gamma"].unique())))
+        panel_title(ax_tps, scenario_title(scenario, panels))
+    fig.suptitle("Nested speculation vs sequential drafting")
+    legend_below(fig, handles)
+    return fig
+
+
 # ----------------------------------------------------------------------------- acceptance per position
 
 def figure_positions(data: PlotData) -> Figure:
@@ -753,6 +782,11 @@ FIGURES: tuple[FigureSpec, ...] = (
                "Each bar is the mean time of one round (one target forward): drafting, verification and the rest. "
                "The label divides by τ: milliseconds per generated token, the number the speedup comes from.",
                figure_time_split),
+    FigureSpec("nested_vs_sequential", "Nested speculation vs sequential",
+               "Top: measured decode tokens/s per γ, solid the sequential rounds, dashed the nested ones (the next "
+               "draft prepared while the target verifies). Bottom: the nested hit rate, the share of rounds after "
+               "the first that verified a prepared draft; a hit hides that round's drafting. Nested wins where "
+               "hits are frequent and the drafter and target truly run at the same time.", figure_nested),
     FigureSpec("speedup_heatmap", "Predicted speedup over (γ, α)",
                "Colour: speedup the measured cost model (verify time by tokens verified, draft time, overhead) "
                "predicts for a drafter of acceptance α at draft length γ; blue is faster than the target alone, red "

@@ -21,6 +21,7 @@ from typing import Callable
 import pandas as pd
 
 from specbench.analysis.intervals import N_BOOT
+from specbench.analysis.strategies import strategy_table
 from specbench.errors import SpecbenchError
 from specbench.figures.plot import (
     DEFAULT_FORMATS,
@@ -262,6 +263,24 @@ def costs_section(data: PlotData) -> Html:
                           "overhead per round [ms]", "ρ", "notes"], rows, {3, 4, 5, 6, 7}))
 
 
+def strategies_section(data: PlotData) -> Html:
+    """Nested speculation vs sequential per configuration; nothing when no unit ran nested."""
+    rows = [[r["workload"], series_name(r["drafter_label"], r["tree"]), r["gamma"], r["units"],
+             num(r["tokens_per_s"], 2), num(r["vs_sequential"], 3, "×"), num(r["hit_rate"], 3),
+             num(r["draft_hidden_share"], 3), num(r["draft_share"], 3)]
+            for _, r in strategy_table(data.records).iterrows()]
+    if not rows:
+        return Html("")
+    return section("strategies", "Nested speculation vs sequential",
+                   paragraph("Hit rate: rounds (after each generation's first) that verified a draft prepared during "
+                             "the previous verification. Draft hidden / on path: drafting time that ran during "
+                             "verification and was used, and drafting still on the critical path, as shares of "
+                             "decode time. × sequential: tokens/s over the sequential run's on the same units.",
+                             "note"),
+                   table(["workload", "drafter", "γ", "units", "tokens/s", "× sequential", "hit rate",
+                          "draft hidden", "draft on path"], rows, {2, 3, 4, 5, 6, 7, 8}))
+
+
 def lossless_section(data: PlotData) -> Html:
     if data.lossless.empty:
         return section("lossless", "Lossless check", paragraph("No greedy speculative units paired with the "
@@ -332,7 +351,8 @@ def render_html(data: PlotData, figures: list[RenderedFigure], out_dir: Path, ge
     """The whole page as a string."""
     nav = Html("<nav>" + "".join(f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t in NAV) + "</nav>")
     body = [header(data, generated), nav, recommendation_section(data), settings_section(data),
-            figures_section(figures, out_dir), acceptance_section(data), costs_section(data), lossless_section(data),
+            figures_section(figures, out_dir), acceptance_section(data), costs_section(data),
+            strategies_section(data), lossless_section(data),
             environment_section(data), spec_section(data)]
     title = esc(f"specbench report — {data.folder.name}")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

@@ -101,13 +101,21 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "concurrency": (pa.int64(), "requests in flight while the unit ran (1 for the own engine; null in old records = 1)"),
     "ttft_s": (pa.float64(), "time to first token, s (own engine: prefill_s; vLLM: submission to first token)"),
     "itl_s": (pa.float64(), "mean inter-token latency of the request, s (decode time / (new_tokens - 1))"),
+    # round strategy (docs/strategies.md); records written before it existed are sequential
+    "strategy": (pa.string(), "how rounds were driven: 'sequential' or 'nested' (next draft prepared during verification)"),
+    "prepared": (pa.int64(), "nested: next-round drafts prepared per round (P); 0 sequential"),
+    "prepared_drafts": (pa.int64(), "nested: next-round drafts prepared, summed over rounds; null sequential"),
+    "prepared_hits": (pa.int64(), "nested: rounds that verified a prepared draft (its drafting hidden); null sequential"),
+    "draft_hidden_s": (pa.float64(), "nested: drafting time of the hit rounds, spent while the target verified, s"),
 }
 
 # Columns added after schema 1's first release: records written without them (older folders,
 # hand-made records) read back with these values.
 LATER_DEFAULTS = {"weights_sha256": None, "backend": None, "concurrency": None, "ttft_s": None, "itl_s": None,
                   "timing_ok": True, "timing_flag": "", "timing_attempts": 1, "timing_kept": 1, "attempt_decode_s": [], "attempt_other_cores": [], "load_1m": float("nan"),
-                  "other_cpu_s": float("nan"), "other_cores": float("nan"), "cpu_mhz": float("nan")}
+                  "other_cpu_s": float("nan"), "other_cores": float("nan"), "cpu_mhz": float("nan"),
+                  "strategy": "sequential", "prepared": 0, "prepared_drafts": None, "prepared_hits": None,
+                  "draft_hidden_s": None}
 
 SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])
 RUN_INFO = "run.json"
