@@ -782,11 +782,6 @@ FIGURES: tuple[FigureSpec, ...] = (
                "Each bar is the mean time of one round (one target forward): drafting, verification and the rest. "
                "The label divides by τ: milliseconds per generated token, the number the speedup comes from.",
                figure_time_split),
-    FigureSpec("nested_vs_sequential", "Nested speculation vs sequential",
-               "Top: measured decode tokens/s per γ, solid the sequential rounds, dashed the nested ones (the next "
-               "draft prepared while the target verifies). Bottom: the nested hit rate, the share of rounds after "
-               "the first that verified a prepared draft; a hit hides that round's drafting. Nested wins where "
-               "hits are frequent and the drafter and target truly run at the same time.", figure_nested),
     FigureSpec("speedup_heatmap", "Predicted speedup over (γ, α)",
                "Colour: speedup the measured cost model (verify time by tokens verified, draft time, overhead) "
                "predicts for a drafter of acceptance α at draft length γ; blue is faster than the target alone, red "
@@ -794,6 +789,22 @@ FIGURES: tuple[FigureSpec, ...] = (
                "their measured speedup — read across to see how much a better drafter (higher α) would gain.",
                figure_heatmap),
 )
+
+
+# Figures of a round strategy (docs/strategies.md): part of a report only when the folder holds its records.
+STRATEGY_FIGURES: tuple[FigureSpec, ...] = (
+    FigureSpec("nested_vs_sequential", "Nested speculation vs sequential",
+               "Top: measured decode tokens/s per γ, solid the sequential rounds, dashed the nested ones (the next "
+               "draft prepared while the target verifies). Bottom: the nested hit rate, the share of rounds after "
+               "the first that verified a prepared draft; a hit hides that round's drafting. Nested wins where "
+               "hits are frequent and the drafter and target truly run at the same time.", figure_nested),
+)
+
+
+def figures_for(data: PlotData) -> tuple[FigureSpec, ...]:
+    """`FIGURES`, and the strategy figures when some unit ran nested."""
+    nested = "strategy" in data.records and (data.records["strategy"] == "nested").any()
+    return FIGURES + (STRATEGY_FIGURES if nested else ())
 
 
 @dataclass

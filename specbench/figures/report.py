@@ -25,9 +25,9 @@ from specbench.analysis.strategies import strategy_table
 from specbench.errors import SpecbenchError
 from specbench.figures.plot import (
     DEFAULT_FORMATS,
-    FIGURES,
     PlotData,
     RenderedFigure,
+    figures_for,
     load_plot_data,
     render_figure,
     series_name,
@@ -403,7 +403,7 @@ def build_report(folder: str | Path, out_dir: str | Path, *, formats=DEFAULT_FOR
     data = load_plot_data(folder, n_boot=n_boot, seed=seed, max_gamma=max_gamma, objective=objective)
     out = prepare_out_dir(out_dir)
     figures = []
-    for spec in FIGURES:
+    for spec in figures_for(data):
         status(f"rendering {spec.title}")
         figures.append(render_figure(spec, data, out, formats))
         if on_figure:
