@@ -63,10 +63,11 @@ def run(args) -> str:
     base.generate(prompts[0], 8, stop_at_eos=False)  # warm-up
     load_before = os.getloadavg()[0]
     reference = {}
-    lines = [f"{target_name} + {drafter_type}{params or ''}, {args.workload} × {len(prompts)} prompts, "
-             f"{args.new_tokens} new tokens, greedy, P = {args.prepared}, torch threads {torch.get_num_threads()}",
-             f"{'γ':>2} {'target':>8} {'seq':>8} {'nested':>8} {'nest/seq':>8} {'hit rate':>8} {'hidden':>7} "
-             f"{'on path':>7} {'seq draft':>9} {'verify n/s':>10} {'identical':>9}"]
+    title = (f"{target_name} + {drafter_type}{params or ''}, {args.workload} × {len(prompts)} prompts, "
+             f"{args.new_tokens} new tokens, greedy, P = {args.prepared}, torch threads {torch.get_num_threads()}")
+    header = (f"{'γ':>2} {'target':>8} {'seq':>8} {'nested':>8} {'nest/seq':>8} {'hit rate':>8} {'hidden':>7} "
+              f"{'on path':>7} {'seq draft':>9} {'verify n/s':>10} {'identical':>9}")
+    lines = [title, header]
     for gamma in args.gammas:
         engines = {"target": base, "seq": SpeculativeEngine(target, drafter, gamma=gamma, decoder=base.decoder),
                    "nested": NestedSpeculativeEngine(target, drafter, gamma=gamma, prepared=args.prepared,
