@@ -15,7 +15,7 @@ from specbench.measure.workloads import load_workload, workload_names
 SAMPLE_CHARS = 600  # how much of each sample turn `show` prints
 
 workloads_app = typer.Typer(
-    help="Prompt sets to benchmark on: the built-in ones (mt-bench, humaneval, sharegpt) and your own "
+    help="Prompt sets to benchmark on: the built-in ones (mt-bench, humaneval, sharegpt, long-context) and your own "
     "(a workload .yaml file, jsonl:PATH[:field=F], hf:DATASET[:SPLIT]).",
     no_args_is_help=True,
 )
