@@ -33,6 +33,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
+from specbench.analysis.context_bins import fit_by_context_bin
 from specbench.analysis.cost import fit_group_costs, group_cost_fits, predict_arrays
 from specbench.analysis.fit import (
     AcceptanceModel,
@@ -99,6 +100,7 @@ class PlotData:
     max_gamma: int
     objective: str
     notes: list[str] = field(default_factory=list)
+    context_bins: pd.DataFrame = field(default_factory=pd.DataFrame)  # context_bins.fit_by_context_bin
 
 
 def default_max_gamma(records: pd.DataFrame) -> int:
@@ -153,7 +155,8 @@ def load_plot_data(folder: str | Path, *, n_boot: int = N_BOOT, seed: int = 0, m
                     goodness=goodness, category_fits=category_fits, costs=fit_group_costs(records),
                     cost_fits=group_cost_fits(records), recommendations=recommendations,
                     lossless=lossless_check(records), palette=Palette(records["drafter_label"], records["tree"]),
-                    max_gamma=max_gamma, objective=objective, notes=notes)
+                    max_gamma=max_gamma, objective=objective, notes=notes,
+                    context_bins=fit_by_context_bin(records, n_boot=n_boot, seed=seed))
 
 
 # ----------------------------------------------------------------------------- scenarios and series
@@ -589,6 +592,48 @@ def figure_alpha_category(data: PlotData) -> Figure:
     return fig
 
 
+# ----------------------------------------------------------------------------- α vs context length
+
+GAMMA_MARKERS = ("o", "s", "^", "D", "v", "P")
+
+
+def figure_context(data: PlotData) -> Figure:
+    """α̂ with its interval vs mean prompt length (log axis, one tick per bin) per drafter configuration."""
+    table = data.context_bins
+    if table.empty:
+        raise FigureSkipped("the records span fewer than two context-length bins (a long-context workload with two "
+                            "or more bins, e.g. long-context or long-context:bin=1k,7k)")
+    panels = scenarios(table)
+    fig, (axes,) = new_panels(len(panels), ncols=2, size=(6.4, 4.4))
+    handles: dict[str, object] = {}
+    gammas = sorted(table["gamma"].unique())
+    for ax, scenario in zip(axes, panels):
+        part = select(table, scenario)
+        lines = [(name, style, gamma, rows.sort_values("prompt_tokens"))
+                 for name, style, by_drafter in series(part, data.palette)
+                 for gamma, rows in by_drafter.groupby("gamma")]
+        for i, (name, style, gamma, rows) in enumerate(lines):
+            label = f"{name} γ={gamma}"
+            if len(gammas) > 1:  # one colour per drafter, one marker per γ
+                style = dict(style, marker=GAMMA_MARKERS[gammas.index(gamma) % len(GAMMA_MARKERS)])
+            x = np.log2(rows["prompt_tokens"].astype(float))
+            measured_points(ax, x, rows["alpha"], rows["alpha_lo"], rows["alpha_hi"], style=style,
+                            offset=dodge(i, len(lines), width=0.12))
+            handles[label] = series_handle(label, style)
+        ticks = part.groupby("context_bin")["prompt_tokens"].mean().sort_values()
+        ax.set_xticks(np.log2(ticks.to_numpy(dtype=float)), [f"{b}\n{t:,.0f}" for b, t in ticks.items()])
+        ax.set_xlim(np.log2(float(ticks.min())) - 0.4, np.log2(float(ticks.max())) + 0.4)
+        ax.set_ylim(0, 1.05)
+        ax.set_xlabel("context-length bin, mean prompt tokens (log scale)")
+        ax.set_ylabel("acceptance α̂")
+        panel_title(ax, scenario_title(scenario, panels))
+    handles[f"α̂ (fitted, geometric model), {CI} (prompt bootstrap)"] = Line2D([], [], color="0.3", marker="o",
+                                                                              linestyle="none")
+    fig.suptitle("Acceptance α vs context length")
+    legend_below(fig, handles)
+    return fig
+
+
 # ----------------------------------------------------------------------------- time split of a round
 
 def round_split(configs: pd.DataFrame) -> pd.DataFrame:
@@ -778,6 +823,11 @@ FIGURES: tuple[FigureSpec, ...] = (
     FigureSpec("alpha_by_category", "Acceptance α by prompt category",
                "As the workload figure, per prompt category (MT-Bench's eight): which kinds of prompts the "
                "drafter predicts well. Few prompts per category give wide intervals.", figure_alpha_category),
+    FigureSpec("alpha_vs_context", "Acceptance α vs context length",
+               "Points: fitted α̂ per drafter configuration in each context-length bin of a long-context workload, "
+               "at the bin's mean prompt length, with its prompt-bootstrap interval. The same documents and tasks "
+               "fill every bin, so a falling line means the drafter loses acceptance as the context grows.",
+               figure_context),
     FigureSpec("round_time_split", "Time split of a round",
                "Each bar is the mean time of one round (one target forward): drafting, verification and the rest. "
                "The label divides by τ: milliseconds per generated token, the number the speedup comes from.",

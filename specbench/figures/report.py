@@ -242,6 +242,16 @@ def acceptance_section(data: PlotData) -> Html:
                 for _, r in data.category_fits.iterrows()]
         parts += [Html("<h3>α̂ by prompt category</h3>"),
                   table(["workload", "category", "drafter", "α̂ [95% CI]", "α observed", "prompts"], rows, {3, 4, 5})]
+    if not data.context_bins.empty:
+        rows = [[r["workload"], series_name(r["drafter_label"], r["tree"]), r["gamma"], r["context_bin"],
+                 num(r["prompt_tokens"], 0), r["n_prompts"], interval(r["alpha"], r["alpha_lo"], r["alpha_hi"]),
+                 num(r["alpha_observed"]), interval(r["tau"], r["tau_lo"], r["tau_hi"], 2)]
+                for _, r in data.context_bins.iterrows()]
+        parts += [Html("<h3>α̂ and τ by context length</h3>"),
+                  paragraph("Long-context prompts: the same documents and tasks cut to each bin; prompt tokens is "
+                            "the bin's mean encoded prompt length.", "note"),
+                  table(["workload", "drafter", "γ", "bin", "prompt tokens", "prompts", "α̂ [95% CI]", "α observed",
+                         "τ [95% CI]"], rows, {2, 4, 5, 6, 7, 8})]
     return section("acceptance", "Fitted acceptance", *parts)
 
 

@@ -145,6 +145,7 @@ def make_record(unit: Unit, result, spec: SweepSpec, device_name: str) -> dict:
         "backend": unit.backend, "concurrency": unit.concurrency,
         "ttft_s": result.prefill_s if getattr(result, "ttft_s", None) is None else result.ttft_s,
         "itl_s": _mean_itl(result) if getattr(result, "itl_s", None) is None else result.itl_s,
+        "context_bin": unit.prompt.context_bin,
         "strategy": c.strategy.name, "prepared": c.strategy.prepared,
         "prepared_drafts": getattr(result, "prepared_drafts", None),
         "prepared_hits": getattr(result, "prepared_hits", None),

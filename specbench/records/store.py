@@ -101,6 +101,8 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "concurrency": (pa.int64(), "requests in flight while the unit ran (1 for the own engine; null in old records = 1)"),
     "ttft_s": (pa.float64(), "time to first token, s (own engine: prefill_s; vLLM: submission to first token)"),
     "itl_s": (pa.float64(), "mean inter-token latency of the request, s (decode time / (new_tokens - 1))"),
+    "context_bin": (pa.string(), "context-length bin of a long-context prompt ('1k', '2k', '4k', '7k'); null for "
+                                 "other workloads and in records written before the column existed"),
     # round strategy (docs/strategies.md); records written before it existed are sequential
     "strategy": (pa.string(), "how rounds were driven: 'sequential' or 'nested' (next draft prepared during verification)"),
     "prepared": (pa.int64(), "nested: next-round drafts prepared per round (P); 0 sequential"),
@@ -114,6 +116,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
 LATER_DEFAULTS = {"weights_sha256": None, "backend": None, "concurrency": None, "ttft_s": None, "itl_s": None,
                   "timing_ok": True, "timing_flag": "", "timing_attempts": 1, "timing_kept": 1, "attempt_decode_s": [], "attempt_other_cores": [], "load_1m": float("nan"),
                   "other_cpu_s": float("nan"), "other_cores": float("nan"), "cpu_mhz": float("nan"),
+                  "context_bin": None,
                   "strategy": "sequential", "prepared": 0, "prepared_drafts": None, "prepared_hits": None,
                   "draft_hidden_s": None}
 
