@@ -88,7 +88,8 @@ class OwnEngineBackend:
             drafter = None if config.is_baseline else self.drafter(config.drafter)
             sampling = SamplingParams(config.temperature, config.top_k, config.top_p)
             engine = SpeculativeEngine(self.target, drafter, gamma=config.gamma, tree=config.tree,
-                                       sampling=sampling, decoder=self.decoder)
+                                       sampling=sampling, decoder=self.decoder,
+                                       schedule=config.schedule)
             engine.generate(warmup_ids, WARMUP_TOKENS, seed=0, stop_at_eos=False)  # untimed warm-up
             self._engines[config] = engine
         return self._engines[config]

@@ -101,12 +101,15 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "concurrency": (pa.int64(), "requests in flight while the unit ran (1 for the own engine; null in old records = 1)"),
     "ttft_s": (pa.float64(), "time to first token, s (own engine: prefill_s; vLLM: submission to first token)"),
     "itl_s": (pa.float64(), "mean inter-token latency of the request, s (decode time / (new_tokens - 1))"),
+    "schedule": (pa.string(), "verify-length schedule (label, one per configuration): 'fixed' (every round drafts "
+                              "gamma), 'heuristic', 'threshold(threshold=T)', 'dspark'; gamma is its cap"),
+    "schedule_params": (pa.string(), "the schedule's parameters as sorted JSON ('{}' for fixed)"),
 }
 
 # Columns added after schema 1's first release: records written without them (older folders,
 # hand-made records) read back with these values.
 LATER_DEFAULTS = {"weights_sha256": None, "backend": None, "concurrency": None, "ttft_s": None, "itl_s": None,
-                  "timing_ok": True, "timing_flag": "", "timing_attempts": 1, "timing_kept": 1, "attempt_decode_s": [], "attempt_other_cores": [], "load_1m": float("nan"),
+                  "schedule": "fixed", "schedule_params": "{}", "timing_ok": True, "timing_flag": "", "timing_attempts": 1, "timing_kept": 1, "attempt_decode_s": [], "attempt_other_cores": [], "load_1m": float("nan"),
                   "other_cpu_s": float("nan"), "other_cores": float("nan"), "cpu_mhz": float("nan")}
 
 SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])

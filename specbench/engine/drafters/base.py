@@ -26,6 +26,8 @@ class Proposal:
     probs: torch.Tensor | None  # [B, N, V] float32: the distribution node i was drawn from
     parents: list[int] | None = None  # None: a chain (node i's parent is i − 1); −1 = the root
     draft_steps: int = 0  # drafter forwards spent (the cost model's unit); 0 for model-free
+    # per node, the drafter's probability of its token; only when a verify-length schedule asked for them
+    confidences: list[float] | None = None
 
     @property
     def tree_nodes(self) -> int:
@@ -64,7 +66,12 @@ Shape = StaticTree | DynamicTree
 class Drafter(Protocol):
     """Optional attribute ``feature_layers``: target features the drafter reads — "final" (the
     hidden state the LM head sees) and/or decoder layer indices (0 = embeddings). They arrive
-    in `start` for the prompt and in `RoundOutcome.features` for each round's kept positions."""
+    in `start` for the prompt and in `RoundOutcome.features` for each round's kept positions.
+
+    Optional attribute ``confident = True``: the drafter has a probability for each token it
+    proposes, and its ``propose`` takes ``keep_drafting`` (a verify-length schedule's rule,
+    `specbench.engine.schedule`), reports ``Proposal.confidences`` and stops a chain early when
+    the rule says so."""
 
     name: str
 

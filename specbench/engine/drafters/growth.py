@@ -28,7 +28,9 @@ import torch
 
 from specbench.engine.drafters.base import Proposal, Shape
 from specbench.engine.sampling import SamplingParams, probabilities, warp_logits
+from specbench.engine.schedule import KeepDrafting
 from specbench.engine.tree import StaticTree
+from specbench.errors import SpecbenchError
 
 
 @dataclass
@@ -41,6 +43,7 @@ class Growth:
     scores: list[float] = field(default_factory=list)  # cumulative log q (dynamic trees)
     paths: list[tuple[int, ...]] = field(default_factory=list)  # rank path in a static shape
     probs: list[torch.Tensor] = field(default_factory=list)  # [V] per node when sampling
+    confidences: list[float] = field(default_factory=list)  # chains asked for them: q(token) per node
 
     def add(self, token: int, parent: int, score: float, path: tuple[int, ...], q: torch.Tensor | None) -> int:
         self.tokens.append(token)
@@ -104,15 +107,31 @@ def children(growth: Growth, node: int, logits: torch.Tensor, shape: Shape, samp
             for t, s in zip(top.indices.tolist(), top.values.tolist()) if s > float("-inf")]
 
 
+def confidence(growth: Growth, node: int, logits: torch.Tensor) -> float:
+    """The drafter's probability of the token it proposed at ``node``: q(token) under the distribution
+    the token was drawn from when sampling, softmax(logits [V]) when greedy."""
+    token = growth.tokens[node]
+    q = growth.probs[node] if growth.probs else logits.float().softmax(-1)
+    return float(q[token])
+
+
 def grow(root_logits: torch.Tensor, shape: Shape, sampling: SamplingParams, generator,
-         expand: Expand) -> tuple[Growth, int]:
-    """Grow ``shape`` from root_logits [V]; returns the nodes and the number of ``expand`` calls."""
+         expand: Expand, keep_drafting: KeepDrafting | None = None) -> tuple[Growth, int]:
+    """Grow ``shape`` from root_logits [V]; returns the nodes and the number of ``expand`` calls.
+
+    ``keep_drafting`` (chains only; a verify-length schedule, `specbench.engine.schedule`): called
+    after each drafted token below the full depth with the confidences so far; False stops the
+    growth before the next drafter forward. The confidences are kept in ``growth.confidences``."""
     growth = Growth()
     frontier = [(-1, root_logits)]
     expansions = 0
     for depth in range(1, shape.depth + 1):
         new = [c for node, logits in frontier for c in children(growth, node, logits, shape, sampling, generator)]
+        if keep_drafting is not None and new:  # a chain: one node per depth
+            growth.confidences.append(confidence(growth, new[0], frontier[0][1]))
         if depth == shape.depth or not new:
+            break
+        if keep_drafting is not None and not keep_drafting(growth.confidences):
             break
         if isinstance(shape, StaticTree):
             nodes = [n for n in new if _static_children(shape, growth.paths[n]) > 0]
@@ -144,15 +163,21 @@ def proposal(growth: Growth, keep: list[int], shape: Shape, device, draft_steps:
     parents = None
     if not (isinstance(shape, StaticTree) and shape.is_chain):
         parents = [index[growth.parents[n]] if growth.parents[n] >= 0 else -1 for n in keep]
-    return Proposal(tokens=tokens, probs=probs, parents=parents, draft_steps=draft_steps), index
+    confidences = [growth.confidences[n] for n in keep] if growth.confidences else None
+    return Proposal(tokens=tokens, probs=probs, parents=parents, draft_steps=draft_steps,
+                    confidences=confidences), index
 
 
 def grow_proposal(root_logits: torch.Tensor, shape: Shape, sampling: SamplingParams, generator, expand: Expand,
-                  device, draft_steps: int | None = None) -> tuple[Proposal, dict]:
+                  device, draft_steps: int | None = None,
+                  keep_drafting: KeepDrafting | None = None) -> tuple[Proposal, dict]:
     """`grow`, `select` and `proposal` in one: the Proposal and the map growth index -> proposal
     index. draft_steps defaults to 1 + expansions (one drafter forward for the
-    root, one per expanded level); a drafter whose expansions cost no forward passes its own."""
-    growth, expansions = grow(root_logits, shape, sampling, generator, expand)
+    root, one per expanded level); a drafter whose expansions cost no forward passes its own.
+    ``keep_drafting``: see `grow`."""
+    if keep_drafting is not None and not (isinstance(shape, StaticTree) and shape.is_chain):
+        raise SpecbenchError("a verify-length schedule cuts chains only, not trees")
+    growth, expansions = grow(root_logits, shape, sampling, generator, expand, keep_drafting)
     keep = select(growth, shape)
     steps = 1 + expansions if draft_steps is None else draft_steps
     proposal_, index = proposal(growth, keep, shape, device, draft_steps=steps)
