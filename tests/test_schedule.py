@@ -221,3 +221,74 @@ def test_threshold_schedule_keeps_the_sampling_distribution(tiny_v8):
     p23, p4, alpha = sampled_pvalues(engine, target.model, 500)  # few samples: a gross bias only, kept fast
     assert 0.05 < alpha < 0.95
     assert p23 > 1e-3 and p4 > 1e-3
+
+
+# ----------------------------------------------------------------------------- the shipped sweep, end to end
+
+def test_strategies_schedule_sweep_runs_tiny_and_is_greedy_lossless(tmp_path, prompts_file):
+    """sweeps/strategies-schedule.yaml on SmolLM2 + EAGLE, cut to one γ, one prompt and a few tokens."""
+    from pathlib import Path
+
+    from specbench.records.store import load_records
+    from specbench.safe_files import load_yaml_file
+    from tests.cli_helpers import invoke, jsonl_workload, write_sweep_yaml
+
+    shipped = load_yaml_file(Path(__file__).resolve().parents[1] / "sweeps" / "strategies-schedule.yaml", "sweep")
+    assert {parse_schedule(s).name for s in shipped["schedules"]} == {"fixed", "heuristic", "threshold", "dspark"}
+    path = write_sweep_yaml(tmp_path, shipped, gammas=[4], max_new_tokens=12, ignore_eos=True,
+                            workloads=[jsonl_workload(prompts_file, count=1)], timing={"warmup_s": 0, "order": "once", "retries": 0})
+    out = tmp_path / "res"
+    result = invoke("sweep", path, "--out", out)
+    assert result.exit_code == 0, result.output
+    df = load_records(out)
+    assert set(df["schedule"]) == {"fixed", "heuristic", "threshold(threshold=0.4)", "dspark"}
+    base = df[df["gamma"] == 0].iloc[0]
+    for _, row in df[df["gamma"] > 0].iterrows():
+        assert row["output_ids"].tolist() == base["output_ids"].tolist(), row["schedule"]  # greedy: identical
+        assert max(row["round_drafted"]) <= 4 and sum(row["round_drafted"]) == row["drafted"]
+    assert (df[df["schedule"] == "fixed"]["schedule_params"] == "{}").all()
+
+
+# ----------------------------------------------------------------------------- analysis
+
+def _with_dynamic(speed: float, n_prompts: int = 12):
+    """Synthetic fixed-γ records plus a 'dspark' copy of the γ = 4 configuration ``speed`` × as fast,
+    with its own per-prompt noise."""
+    import numpy as np
+
+    from tests.synthetic_results import SyntheticDrafter, make_records, records_frame
+
+    records = make_records([SyntheticDrafter(alpha=0.7, gammas=(1, 2, 4, 6))], n_prompts=n_prompts)
+    rng = np.random.default_rng(1)
+    dynamic = [{**r, "schedule": "dspark", "unit_id": r["unit_id"] + "-d",
+                "decode_s": r["decode_s"] / speed * float(np.exp(rng.normal(0, 0.02)))}
+               for r in records if r["gamma"] == 4]
+    fixed = [{**r, "schedule": "fixed", "schedule_params": "{}"} for r in records]
+    return records_frame(fixed + dynamic)
+
+
+@pytest.mark.parametrize("speed, answer", [(1.3, "yes"), (0.7, "no")])
+def test_recommend_says_whether_a_dynamic_schedule_beats_the_best_fixed_gamma(speed, answer):
+    from specbench.analysis.recommend import recommend
+    from specbench.analysis.recommendation import recommendation_dict
+
+    rec = recommend(_with_dynamic(speed), n_boot=20)[0]
+    verdict = rec.schedules
+    assert verdict["answer"] == answer and verdict["dynamic_schedule"] == "dspark"
+    assert verdict["lo"] <= verdict["ratio"] <= verdict["hi"]
+    assert (verdict["lo"] > 1) if answer == "yes" else (verdict["hi"] < 1)
+    assert recommendation_dict(rec)["schedules"]["answer"] == answer
+    options = rec.options
+    assert set(options["schedule"]) == {"fixed", "dspark"}
+    # the acceptance × cost model only describes fixed γ: it predicts fixed options, never the schedule's
+    assert (rec.curves["drafter_label"].notna()).all() and len(rec.curves) > 0
+    if answer == "yes":
+        assert rec.final is not None and rec.final.schedule == "dspark" and "schedule dspark" in rec.verdict
+
+
+def test_no_schedule_comparison_without_dynamic_schedules():
+    from specbench.analysis.recommend import recommend
+    from tests.synthetic_results import SyntheticDrafter, make_records, records_frame
+
+    rec = recommend(records_frame(make_records([SyntheticDrafter(gammas=(2, 4))], n_prompts=4)), n_boot=10)[0]
+    assert rec.schedules is None
