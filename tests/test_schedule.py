@@ -251,20 +251,20 @@ def test_strategies_schedule_sweep_runs_tiny_and_is_greedy_lossless(tmp_path, pr
 
 # ----------------------------------------------------------------------------- analysis
 
-def _with_dynamic(speed: float, n_prompts: int = 12):
+def _with_dynamic(speed: float, n_prompts: int = 12) -> list[dict]:
     """Synthetic fixed-γ records plus a 'dspark' copy of the γ = 4 configuration ``speed`` × as fast,
     with its own per-prompt noise."""
     import numpy as np
 
-    from tests.synthetic_results import SyntheticDrafter, make_records, records_frame
+    from tests.synthetic_results import SyntheticDrafter, make_records
 
     records = make_records([SyntheticDrafter(alpha=0.7, gammas=(1, 2, 4, 6))], n_prompts=n_prompts)
     rng = np.random.default_rng(1)
-    dynamic = [{**r, "schedule": "dspark", "unit_id": r["unit_id"] + "-d",
+    dynamic = [{**r, "schedule": "dspark", "schedule_params": "{}", "unit_id": r["unit_id"] + "-d",
                 "decode_s": r["decode_s"] / speed * float(np.exp(rng.normal(0, 0.02)))}
                for r in records if r["gamma"] == 4]
     fixed = [{**r, "schedule": "fixed", "schedule_params": "{}"} for r in records]
-    return records_frame(fixed + dynamic)
+    return fixed + dynamic
 
 
 @pytest.mark.parametrize("speed, answer", [(1.3, "yes"), (0.7, "no")])
@@ -272,7 +272,9 @@ def test_recommend_says_whether_a_dynamic_schedule_beats_the_best_fixed_gamma(sp
     from specbench.analysis.recommend import recommend
     from specbench.analysis.recommendation import recommendation_dict
 
-    rec = recommend(_with_dynamic(speed), n_boot=20)[0]
+    from tests.synthetic_results import records_frame
+
+    rec = recommend(records_frame(_with_dynamic(speed)), n_boot=20)[0]
     verdict = rec.schedules
     assert verdict["answer"] == answer and verdict["dynamic_schedule"] == "dspark"
     assert verdict["lo"] <= verdict["ratio"] <= verdict["hi"]
@@ -292,3 +294,22 @@ def test_no_schedule_comparison_without_dynamic_schedules():
 
     rec = recommend(records_frame(make_records([SyntheticDrafter(gammas=(2, 4))], n_prompts=4)), n_boot=10)[0]
     assert rec.schedules is None
+
+
+def test_plot_draws_the_schedule_figure_and_tables_show_the_schedule(tmp_path):
+    from specbench.figures.plot import FIGURES, figures_for, load_plot_data, render_figure
+    from specbench.figures.report import acceptance_section, lossless_section, recommendation_section
+    from tests.synthetic_results import write_results
+
+    records = _with_dynamic(1.3, n_prompts=6)
+    folder = write_results(tmp_path / "res", records)
+    data = load_plot_data(folder, n_boot=0)
+    specs = figures_for(data)
+    assert [s.name for s in specs] == [s.name for s in FIGURES] + ["schedules"]
+    figure = render_figure(specs[-1], data, tmp_path, ("png",))
+    assert figure.skipped is None and figure.files["png"].stat().st_size > 10_000
+    assert "dynamic schedule yes" in recommendation_section(data)
+    assert "schedule dspark" in acceptance_section(data) and "schedule dspark" in lossless_section(data)
+    plain = load_plot_data(write_results(tmp_path / "plain", [r for r in records if r["schedule"] == "fixed"]),
+                           n_boot=0)
+    assert [s.name for s in figures_for(plain)] == [s.name for s in FIGURES]  # no schedules: not drawn, not skipped
