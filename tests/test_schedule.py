@@ -11,8 +11,15 @@ import torch
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.sampling import SamplingParams
-from specbench.engine.schedule import (DSpark, Heuristic, RoundVerdict, RunningLine, ScheduleSpec, make_schedule,
-                                       parse_schedule)
+from specbench.engine.schedule import (
+    DSpark,
+    Heuristic,
+    RoundVerdict,
+    RunningLine,
+    ScheduleSpec,
+    make_schedule,
+    parse_schedule,
+)
 from specbench.errors import SpecbenchError
 from specbench.measure.spec import build_spec
 from specbench.measure.units import Unit
@@ -236,7 +243,8 @@ def test_strategies_schedule_sweep_runs_tiny_and_is_greedy_lossless(tmp_path, pr
     shipped = load_yaml_file(Path(__file__).resolve().parents[1] / "sweeps" / "strategies-schedule.yaml", "sweep")
     assert {parse_schedule(s).name for s in shipped["schedules"]} == {"fixed", "heuristic", "threshold", "dspark"}
     path = write_sweep_yaml(tmp_path, shipped, gammas=[4], max_new_tokens=12, ignore_eos=True,
-                            workloads=[jsonl_workload(prompts_file, count=1)], timing={"warmup_s": 0, "order": "once", "retries": 0})
+                            workloads=[jsonl_workload(prompts_file, count=1)],
+                            timing={"warmup_s": 0, "order": "once", "retries": 0})
     out = tmp_path / "res"
     result = invoke("sweep", path, "--out", out)
     assert result.exit_code == 0, result.output
@@ -271,7 +279,6 @@ def _with_dynamic(speed: float, n_prompts: int = 12) -> list[dict]:
 def test_recommend_says_whether_a_dynamic_schedule_beats_the_best_fixed_gamma(speed, answer):
     from specbench.analysis.recommend import recommend
     from specbench.analysis.recommendation import recommendation_dict
-
     from tests.synthetic_results import records_frame
 
     rec = recommend(records_frame(_with_dynamic(speed)), n_boot=20)[0]

@@ -68,7 +68,8 @@ def _candidates_measured(options: list) -> list[dict]:
     for o in options:
         se = (np.log(o.hi) - np.log(o.speedup)) if np.isfinite(o.hi) and o.speedup > 0 else float("nan")
         out.append({"drafter": o.drafter, "drafter_label": o.drafter_label, "tree": o.tree, "gamma": o.gamma,
-                    "schedule": o.schedule, "speedup": o.speedup, "lo": o.lo, "hi": o.hi, "log_se_half": se, "option": o})
+                    "schedule": o.schedule, "speedup": o.speedup, "lo": o.lo, "hi": o.hi, "log_se_half": se,
+                    "option": o})
     return out
 
 

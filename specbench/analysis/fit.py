@@ -510,8 +510,8 @@ def fit_acceptance(records: pd.DataFrame, by: list[str] | None = None, *, n_boot
                    level: float = LEVEL, seed: int = 0) -> list[AcceptanceFit]:
     """One `AcceptanceFit` per (target, drafter, tree, workload, sampling) [× ``by`` keys], pooled over γ."""
     keys = ACCEPT_KEYS + list(by or [])
-    if "schedule" not in records.columns:  # frames made before schedules existed: every one fixed
-        records = records.assign(schedule="fixed")
+    # frames made before schedules existed (or hand-made without one): every round drafted γ
+    records = records.assign(schedule=records["schedule"].fillna("fixed") if "schedule" in records else "fixed")
     missing = [k for k in keys if k not in records.columns]
     if missing:
         raise SpecbenchError(f"records lack column(s) {', '.join(missing)}")

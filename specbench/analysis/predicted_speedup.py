@@ -101,7 +101,7 @@ def predicted_table(scenario: pd.DataFrame, level: float = LEVEL) -> tuple[pd.Da
         return pd.DataFrame(), notes
     base_timed, note = timing_usable(live_base)
     spec = prefer_live(scenario[~is_baseline(scenario) & (scenario["gamma"] > 0)])
-    spec = spec.assign(schedule=spec["schedule"].fillna("fixed")) if "schedule" in spec else spec.assign(schedule="fixed")
+    spec = spec.assign(schedule=spec["schedule"].fillna("fixed") if "schedule" in spec else "fixed")
     live_spec, note2 = timing_usable(spec[spec["mode"] == "live"])
     notes.extend(n for n in dict.fromkeys([note, note2]) if n)
     clusters = prompt_clusters(scenario)

@@ -87,7 +87,8 @@ class SpeculativeEngine:
         self.eos_ids = eos_token_ids(target.model, target.tokenizer)
         self.verifier = verifier or Verifier()
         if self.drafter is not None:
-            check_schedule(schedule, chain=getattr(self.shape, "is_chain", False), drafter=getattr(self.drafter, "name", "drafter"),
+            check_schedule(schedule, chain=getattr(self.shape, "is_chain", False),
+                           drafter=getattr(self.drafter, "name", "drafter"),
                            confident=getattr(self.drafter, "confident", False))
         self.schedule = make_schedule(schedule if self.drafter is not None else ScheduleSpec(), gamma)
 

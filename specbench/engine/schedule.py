@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from specbench.errors import SpecbenchError, did_you_mean
 
@@ -98,7 +98,8 @@ def parse_schedule(item, where: str = "schedule") -> ScheduleSpec:
             continue
         if key not in allowed:
             takes = f"takes {', '.join(allowed)}" if allowed else "takes no parameters"
-            raise SpecbenchError(f"{where}: schedule '{name}' {takes}, not '{key}'{did_you_mean(str(key), list(allowed))}")
+            hint = did_you_mean(str(key), list(allowed))
+            raise SpecbenchError(f"{where}: schedule '{name}' {takes}, not '{key}'{hint}")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise SpecbenchError(f"{where}: schedule '{name}' param '{key}' must be a number, got {value!r}")
         params[key] = value

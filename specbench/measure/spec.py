@@ -70,8 +70,8 @@ TOP_LEVEL_KEYS = ("name", "description", "target", "device", "dtype", "seed", "r
 DEFAULTS = {"name": None, "description": "", "target": "smollm2-135m", "device": "cpu", "dtype": "fp32", "seed": 0,
             "repeats": 1, "max_new_tokens": None, "ignore_eos": False, "drafters": [], "gammas": [1, 2, 4],
             "trees": ["chain"], "temperatures": [0.0], "top_p": 1.0, "top_k": 0, "workloads": [], "mode": "live",
-            "calibration": None, "compile": False, "kernels": "auto", "timing": None, "backend": None, "concurrency": [1],
-            "schedules": ["fixed"]}
+            "calibration": None, "compile": False, "kernels": "auto", "timing": None, "backend": None,
+            "concurrency": [1], "schedules": ["fixed"]}
 MODES = ("live", "replay", "both")
 CALIBRATION_PROMPTS = 2
 
@@ -360,7 +360,8 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     if not data["name"]:
         _fail(where, "the sweep needs a name (results go to results/<name>/)")
     check_name(data["name"], where)
-    axes = {k: len(_as_list(data[k], where, k)) for k in ("drafters", "gammas", "trees", "temperatures", "schedules")}
+    axes = {k: len(_as_list(data[k], where, k))
+            for k in ("drafters", "gammas", "trees", "temperatures", "schedules")}
     check_config_count(axes, where)  # before anything is expanded
     gammas = sorted({_int(g, where, "gammas", 0) for g in _as_list(data["gammas"], where, "gammas")})
     if gammas and gammas[-1] > GAMMA_LIMIT:
@@ -426,7 +427,8 @@ def _schedules(value, spec: SweepSpec, where: str) -> list[ScheduleSpec]:
     for schedule in schedules:
         for tree in spec.trees:
             for d in spec.drafters:
-                check_schedule(schedule, chain=tree == "chain", drafter=d.type, confident=drafter_type(d.type).confident)
+                check_schedule(schedule, chain=tree == "chain", drafter=d.type,
+                               confident=drafter_type(d.type).confident)
     return schedules
 
 

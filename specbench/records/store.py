@@ -65,7 +65,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "accept_hist": (pa.list_(pa.int64()), "rounds accepting exactly j tokens, j = 0..gamma"),
     "pos_attempts": (pa.list_(pa.int64()), "rounds reaching draft position i (i = 0..gamma-1)"),
     "pos_accepts": (pa.list_(pa.int64()), "rounds accepting draft position i"),
-    "round_drafted": (pa.list_(pa.int64()), "per round: draft tokens (tree nodes) offered (a schedule's chosen length)"),
+    "round_drafted": (pa.list_(pa.int64()), "per round: draft tokens (tree nodes) offered (a schedule's choice)"),
     "round_depth": (pa.list_(pa.int64()), "per round: draft depth (= drafted for a chain)"),
     "round_accepted": (pa.list_(pa.int64()), "per round: draft tokens accepted"),
     "round_draft_steps": (pa.list_(pa.int64()), "per round: drafter forwards"),
