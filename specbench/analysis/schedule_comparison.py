@@ -76,8 +76,9 @@ def compare_schedules(spec: pd.DataFrame, clusters: pd.Index, level: float = LEV
     else:
         answer, why = "cannot tell", "its interval contains 1"
     verb = {"yes": "beats", "no": "loses to", "cannot tell": "vs"}[answer]
+    ratio = interval.text() if interval.has_interval else f"{interval.point:.2f}×"
     text = (f"dynamic schedule {answer}: best dynamic {_describe(d_row)} {verb} best fixed {_describe(f_row)}: "
-            f"tokens/s ratio {interval.text()} — {why}")
+            f"tokens/s ratio {ratio} — {why}")
     return {"answer": answer, "best_dynamic": _describe(d_row), "best_fixed": _describe(f_row),
             "dynamic_schedule": d_row["schedule"], "dynamic_gamma": int(d_row["gamma"]),
             "fixed_gamma": int(f_row["gamma"]), "ratio": interval.point, "lo": interval.lo, "hi": interval.hi,
