@@ -56,6 +56,7 @@ class Decision:
 
 def _candidates_predicted(predicted: pd.DataFrame) -> list[dict]:
     return [{"drafter": r["drafter"], "drafter_label": r["drafter_label"], "tree": r["tree"], "gamma": int(r["gamma"]),
+             "schedule": r.get("schedule", "fixed"),
              "speedup": float(r["predicted"]), "lo": float(r["lo"]), "hi": float(r["hi"]),
              "log_se": float(np.hypot(r["acceptance_log_se"], r["cost_log_se"] if r["cost_log_se"] == r["cost_log_se"]
                                       else 0.0)),
@@ -67,13 +68,16 @@ def _candidates_measured(options: list) -> list[dict]:
     for o in options:
         se = (np.log(o.hi) - np.log(o.speedup)) if np.isfinite(o.hi) and o.speedup > 0 else float("nan")
         out.append({"drafter": o.drafter, "drafter_label": o.drafter_label, "tree": o.tree, "gamma": o.gamma,
-                    "speedup": o.speedup, "lo": o.lo, "hi": o.hi, "log_se_half": se, "option": o})
+                    "schedule": o.schedule, "speedup": o.speedup, "lo": o.lo, "hi": o.hi, "log_se_half": se,
+                    "option": o})
     return out
 
 
 def _describe(c: dict) -> str:
     tree = "" if c["tree"] == "chain" else f" tree {c['tree']}"
-    return f"{c['drafter_label']}{tree} γ={c['gamma']}"
+    schedule = c.get("schedule", "fixed")
+    schedule = "" if not isinstance(schedule, str) or schedule == "fixed" else f" schedule {schedule}"
+    return f"{c['drafter_label']}{tree} γ={c['gamma']}{schedule}"
 
 
 def _ci(c: dict) -> str:
@@ -83,14 +87,15 @@ def _ci(c: dict) -> str:
 def _option_for(c: dict, options: list, scenario: pd.DataFrame):
     """An `Option` (recommend's) for a candidate: the measured one when it exists, else a new one."""
 
+    schedule = c.get("schedule", "fixed") if isinstance(c.get("schedule", "fixed"), str) else "fixed"
     for o in options:
-        if (o.drafter_label, o.tree, o.gamma) == (c["drafter_label"], c["tree"], c["gamma"]):
+        if (o.drafter_label, o.tree, o.gamma, o.schedule) == (c["drafter_label"], c["tree"], c["gamma"], schedule):
             return Option(o.drafter, o.drafter_label, o.drafter_params, o.tree, o.gamma, c["speedup"], c["lo"], c["hi"],
-                          o.tokens_per_s, True)
+                          o.tokens_per_s, True, schedule)
     rows = scenario[(scenario["drafter_label"] == c["drafter_label"]) & (scenario["tree"] == c["tree"])]
     params = str(rows["drafter_params"].iloc[0]) if len(rows) else "{}"
     return Option(c["drafter"], c["drafter_label"], params, c["tree"], c["gamma"], c["speedup"], c["lo"], c["hi"],
-                  float("nan"), False)
+                  float("nan"), False, schedule)
 
 
 def decide_scenario(scenario: pd.DataFrame, measured_options: list, n_prompts: int, level: float = LEVEL,
@@ -122,7 +127,7 @@ def _decide(scenario: pd.DataFrame, predicted: pd.DataFrame, measured_options: l
         return Decision(TOO_FEW, evidence, None, None, None, count, "cannot tell: nothing to compare")
     with_interval = [c for c in candidates if np.isfinite(c["lo"]) and np.isfinite(c["hi"])]
     best = max(candidates, key=lambda c: c["speedup"] if np.isfinite(c["speedup"]) else -np.inf)
-    best_dict = {k: best[k] for k in ("drafter_label", "tree", "gamma", "speedup", "lo", "hi")}
+    best_dict = {k: best[k] for k in ("drafter_label", "tree", "gamma", "schedule", "speedup", "lo", "hi")}
     if not with_interval or count < MIN_PROMPTS:
         text = (f"too few prompts to tell (P = {count}); best point estimate {_describe(best)} at "
                 f"{best['speedup']:.2f}× — measure ≥ {MIN_PROMPTS} prompts (≥ 10 for a useful interval)")

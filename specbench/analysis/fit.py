@@ -77,7 +77,7 @@ from specbench.records.rounds import Rounds, cluster_codes, cluster_sums, flatte
 from specbench.records.store import load_records, load_run_info
 from specbench.records.summary import CONFIG_KEYS, is_baseline, prefer_live
 
-ACCEPT_KEYS = ["target", "drafter", "drafter_label", "tree", "workload", "temperature", "top_p", "top_k"]
+ACCEPT_KEYS = ["target", "drafter", "drafter_label", "tree", "workload", "temperature", "top_p", "top_k", "schedule"]
 SIGNIFICANCE = 0.01  # level of the constant-α tests
 
 
@@ -510,6 +510,8 @@ def fit_acceptance(records: pd.DataFrame, by: list[str] | None = None, *, n_boot
                    level: float = LEVEL, seed: int = 0) -> list[AcceptanceFit]:
     """One `AcceptanceFit` per (target, drafter, tree, workload, sampling) [× ``by`` keys], pooled over γ."""
     keys = ACCEPT_KEYS + list(by or [])
+    # frames made before schedules existed (or hand-made without one): every round drafted γ
+    records = records.assign(schedule=records["schedule"].fillna("fixed") if "schedule" in records else "fixed")
     missing = [k for k in keys if k not in records.columns]
     if missing:
         raise SpecbenchError(f"records lack column(s) {', '.join(missing)}")

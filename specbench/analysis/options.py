@@ -2,7 +2,8 @@
 
 A *scenario* is one (target, workload, sampling) — `SCENARIO_KEYS`; a *group* within it one
 (drafter, tree) — `GROUP_KEYS`; an `Option` one (drafter, tree, γ) of a group, measured or
-predicted, with γ = 1..`MAX_GAMMA` by default.
+predicted, with γ = 1..`MAX_GAMMA` by default. A measured option also has a verify-length
+schedule (``fixed`` unless the sweep had ``schedules``); the model predicts fixed-γ options only.
 """
 
 from __future__ import annotations
@@ -29,11 +30,13 @@ class Option:
     hi: float
     tokens_per_s: float
     measured: bool  # the sweep ran this γ for this drafter and tree
+    schedule: str = "fixed"  # verify-length schedule (specbench.engine.schedule); γ is its cap
 
     @property
-    def group(self) -> tuple[str, str]:
-        return self.drafter_label, self.tree
+    def group(self) -> tuple[str, str, str]:
+        return self.drafter_label, self.tree, self.schedule
 
     def describe(self) -> str:
         tree = "" if self.tree == "chain" else f" tree {self.tree}"
-        return f"{self.drafter_label}{tree} γ={self.gamma}"
+        schedule = "" if self.schedule == "fixed" else f" schedule {self.schedule}"
+        return f"{self.drafter_label}{tree} γ={self.gamma}{schedule}"

@@ -40,7 +40,7 @@ from specbench.records.rounds import cluster_codes, cluster_sums, prompt_cluster
 from specbench.records.summary import BASELINE_KEYS, UNIT_KEYS, is_baseline, prefer_live
 from specbench.records.timing import timing_usable
 
-GROUP = ["drafter", "drafter_label", "tree"]
+GROUP = ["drafter", "drafter_label", "tree", "schedule"]  # the cost model prices each round as drafted: any schedule
 
 
 def modelled_decode_s(records: pd.DataFrame, fit: CostFit) -> np.ndarray:
@@ -101,6 +101,7 @@ def predicted_table(scenario: pd.DataFrame, level: float = LEVEL) -> tuple[pd.Da
         return pd.DataFrame(), notes
     base_timed, note = timing_usable(live_base)
     spec = prefer_live(scenario[~is_baseline(scenario) & (scenario["gamma"] > 0)])
+    spec = spec.assign(schedule=spec["schedule"].fillna("fixed") if "schedule" in spec else "fixed")
     live_spec, note2 = timing_usable(spec[spec["mode"] == "live"])
     notes.extend(n for n in dict.fromkeys([note, note2]) if n)
     clusters = prompt_clusters(scenario)

@@ -47,10 +47,11 @@ from specbench.analysis.fit import estimate_acceptance, position_counts, replica
 from specbench.analysis.intervals import LEVEL, bootstrap_interval, bootstrap_weights, few_prompts_note
 from specbench.analysis.options import GROUP_KEYS, SCENARIO_KEYS, Option
 from specbench.analysis.recommendation import Pick, Recommendation
+from specbench.analysis.schedule_comparison import compare_schedules
 from specbench.analysis.speedup_interval import speedup_interval
 from specbench.errors import SpecbenchError
 from specbench.records.rounds import cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
-from specbench.records.summary import CONFIG_KEYS, UNIT_KEYS, is_baseline, prefer_live
+from specbench.records.summary import CONFIG_KEYS, UNIT_KEYS, fixed_schedule, is_baseline, prefer_live
 from specbench.records.timing import timing_usable
 
 
@@ -87,8 +88,9 @@ def _measured_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index
         sums.append(cluster_sums(codes, len(clusters), paired["decode_tokens"], paired["decode_s"],
                                  paired["prefill_s"], ones, paired["decode_tokens_base"], paired["decode_s_base"],
                                  paired["prefill_s_base"], ones))
+        schedule = row["schedule"] if isinstance(row["schedule"], str) else "fixed"
         options.append(Option(row["drafter"], row["drafter_label"], str(group["drafter_params"].iloc[0]), row["tree"],
-                              int(row["gamma"]), 0.0, 0.0, 0.0, 0.0, measured=True))
+                              int(row["gamma"]), 0.0, 0.0, 0.0, 0.0, measured=True, schedule=schedule))
     if not options:
         return [], np.zeros((len(weights), 0))
     stacked = np.stack(sums)  # [C, P, 8]
@@ -240,8 +242,8 @@ def timing_outlier_notes(live: pd.DataFrame) -> list[str]:
 
 
 def _options_frame(options: list[Option]) -> pd.DataFrame:
-    return pd.DataFrame([{k: getattr(o, k) for k in ("drafter", "drafter_label", "tree", "gamma", "tokens_per_s",
-                                                      "speedup", "lo", "hi")} for o in options])
+    return pd.DataFrame([{k: getattr(o, k) for k in ("drafter", "drafter_label", "tree", "gamma", "schedule",
+                                                      "tokens_per_s", "speedup", "lo", "hi")} for o in options])
 
 
 # ----------------------------------------------------------------------------- entry point
@@ -301,13 +303,19 @@ def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, 
     timed_spec, timed_base = timing_usable(live_spec)[0], timing_usable(base)[0]
     measured_options, measured_reps = _measured_options(timed_spec, timed_base, clusters, weights, objective, n_tokens,
                                                         level)
-    model_options, model_reps, curves, fitted = _model_options(prefer_live(spec), base, clusters, weights, costs,
-                                                                objective, n_tokens, max_gamma, level, notes)
+    # the acceptance and cost model describe rounds of a fixed γ: dynamic schedules are measured options only
+    model_options, model_reps, curves, fitted = _model_options(prefer_live(spec[fixed_schedule(spec)]), base, clusters,
+                                                                weights, costs, objective, n_tokens, max_gamma, level,
+                                                                notes)
     measured = _pick("measured", measured_options, measured_reps, n_prompts, objective, level)
     model = _pick("model", model_options, model_reps, n_prompts, objective, level)
     decision, predicted = decide_scenario(scenario, measured_options, n_prompts, level, notes)
     final = decision.option if decision.option is not None else measured.choice
+    schedules = compare_schedules(timed_spec, clusters, level)
     settings = {}
+    if final is not None and final.schedule != "fixed":
+        notes.append(f"the engine settings give γ = {final.gamma}; schedule {final.schedule} is specbench's own "
+                     "(serving engines draft a fixed γ, transformers also has its heuristic schedule)")
     if final is not None:
         settings = engine_settings(final.drafter, final.drafter_params, final.tree, final.gamma,
                                    target=str(keys["target"]), engines=engines, hub_ids=hub_ids)
@@ -319,6 +327,6 @@ def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, 
                           max_new_tokens=n_tokens, baseline_tokens_per_s=base_tps, measured=measured, model=model,
                           options=_options_frame(measured_options), curves=curves, costs=fitted,
                           verdict=decision_verdict(decision, model), settings=settings, notes=notes,
-                          predicted=predicted, decision=decision)
+                          predicted=predicted, decision=decision, schedules=schedules)
 
 

@@ -101,6 +101,8 @@ class Recommendation:
     costs: pd.DataFrame = field(default_factory=pd.DataFrame)  # per (drafter, tree): the cost fit's coefficients
     predicted: pd.DataFrame = field(default_factory=pd.DataFrame)  # acceptance × cost (predicted_speedup)
     decision: Decision | None = None  # confident yes / confident no / cannot tell
+    # best dynamic verify-length schedule vs best fixed γ (`specbench.analysis.schedule_comparison`); None: not swept
+    schedules: dict | None = None
     # a profile's costs
     per_batch: BatchPlan | None = None
 
@@ -168,6 +170,7 @@ def recommendation_dict(rec: Recommendation) -> dict:
         "engine_settings": {name: s.as_dict() for name, s in rec.settings.items()}, "notes": rec.notes,
         "decision": None if rec.decision is None else rec.decision.as_dict(),
         "predicted": rec.predicted.to_dict("records"), "per_batch": _batch_dict(rec.per_batch),
+        "schedules": rec.schedules,
     })
 
 

@@ -89,12 +89,10 @@ class OwnEngineBackend:
             drafter = None if config.is_baseline else self.drafter(config.drafter)
             sampling = SamplingParams(config.temperature, config.top_k, config.top_p)
             strategy = getattr(config, "strategy", None)
-            if strategy is not None and strategy.nested:
-                engine = NestedSpeculativeEngine(self.target, drafter, gamma=config.gamma, tree=config.tree,
-                                                 sampling=sampling, decoder=self.decoder, prepared=strategy.prepared)
-            else:
-                engine = SpeculativeEngine(self.target, drafter, gamma=config.gamma, tree=config.tree,
-                                           sampling=sampling, decoder=self.decoder)
+            engine_type = NestedSpeculativeEngine if strategy is not None and strategy.nested else SpeculativeEngine
+            options = {"prepared": strategy.prepared} if engine_type is NestedSpeculativeEngine else {}
+            engine = engine_type(self.target, drafter, gamma=config.gamma, tree=config.tree, sampling=sampling,
+                                 decoder=self.decoder, schedule=config.schedule, **options)
             engine.generate(warmup_ids, WARMUP_TOKENS, seed=0, stop_at_eos=False)  # untimed warm-up
             self._engines[config] = engine
         return self._engines[config]

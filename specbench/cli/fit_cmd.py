@@ -30,7 +30,9 @@ def text_row(table, *cells) -> None:
 def group_label(row) -> str:
     """A drafter label with its tree, e.g. 'draft-model(model=x) [3x2x1]' (chains: the label alone)."""
     tree = "" if row["tree"] == "chain" else f" [{row['tree']}]"
-    return f"{row['drafter_label']}{tree}"
+    schedule = row.get("schedule")
+    schedule = "" if schedule is None or schedule != schedule or schedule == "fixed" else f" schedule {schedule}"
+    return f"{row['drafter_label']}{tree}{schedule}"
 
 
 def _print_tables(acceptance, positions, goodness, costs, by: list[str]) -> None:

@@ -49,6 +49,8 @@ def _print_recommendation(rec, console) -> None:
     title += "".join(f" · {name} {k[name]}" for name in ("backend", "concurrency") if name in k)
     style = "green" if rec.speculates else "yellow"
     console.print(Panel(Text(rec.verdict), title=escape(title), border_style=style))
+    if rec.schedules is not None:
+        console.print(Text(rec.schedules["text"], style="bold"))
     if rec.measured is not None:
         _print_batch_one(rec, console)
     if rec.per_batch is not None:
@@ -85,8 +87,8 @@ def _print_batch_one(rec, console) -> None:
             measured.add_column(escape(c), overflow="fold")
         chosen = rec.final
         for _, r in rec.options.sort_values("speedup", ascending=False).iterrows():
-            mark = " ★" if chosen is not None and (r["drafter_label"], r["tree"], r["gamma"]) == \
-                (chosen.drafter_label, chosen.tree, chosen.gamma) else ""
+            mark = " ★" if chosen is not None and (r["drafter_label"], r["tree"], r["gamma"], r["schedule"]) == \
+                (chosen.drafter_label, chosen.tree, chosen.gamma, chosen.schedule) else ""
             text_row(measured, f"{group_label(r)}{mark}", str(r["gamma"]), fmt(r["tokens_per_s"], 1),
                      _ci(r["speedup"], r["lo"], r["hi"], rec.n_prompts))
         console.print(measured)

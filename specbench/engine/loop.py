@@ -6,6 +6,10 @@ runs the target once over [root, drafts] — a chain causally, a tree with its a
 keeps the m accepted drafts (a chain prefix or a root-to-node path), emits m + 1 tokens and
 leaves the cache at L + m: truncated for a chain, compacted in place for a tree. γ = 0 is
 target-only decoding through the same code, the baseline every speedup is measured against.
+
+How many of its γ tokens a chain drafts in a round is the schedule's choice
+(`specbench.engine.schedule`): ``fixed`` (the default) always drafts γ; the others choose per round
+(before it, or token by token from the drafter's confidence) and learn from each verdict.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import torch
 from specbench.engine.decoder import make_decoder
 from specbench.engine.drafters.base import Drafter, Proposal, RoundOutcome
 from specbench.engine.sampling import SamplingParams, probabilities
+from specbench.engine.schedule import RoundVerdict, ScheduleSpec, check_schedule, make_schedule
 from specbench.engine.stats import GenerationResult, RoundLog
 from specbench.engine.timing import DeviceClock
 from specbench.engine.tree import shape_for, verification_layout
@@ -57,7 +62,8 @@ class SpeculativeEngine:
 
     def __init__(self, target, drafter: Drafter | None = None, *, gamma: int = 0, tree: str = "chain",
                  sampling: SamplingParams = SamplingParams(), backend: str = "auto", kernels: str = "auto",
-                 compile: bool = False, verifier: Verifier | None = None, decoder=None):
+                 compile: bool = False, verifier: Verifier | None = None, decoder=None,
+                 schedule: ScheduleSpec = ScheduleSpec()):
         if gamma < 0:
             raise SpecbenchError(f"gamma must be >= 0, got {gamma}")
         if gamma > 0 and drafter is None:
@@ -80,6 +86,11 @@ class SpeculativeEngine:
         self.clock = DeviceClock(self.device)
         self.eos_ids = eos_token_ids(target.model, target.tokenizer)
         self.verifier = verifier or Verifier()
+        if self.drafter is not None:
+            check_schedule(schedule, chain=getattr(self.shape, "is_chain", False),
+                           drafter=getattr(self.drafter, "name", "drafter"),
+                           confident=getattr(self.drafter, "confident", False))
+        self.schedule = make_schedule(schedule if self.drafter is not None else ScheduleSpec(), gamma)
 
     # ------------------------------------------------------------------ pieces
     def _first_token(self, logits: torch.Tensor, generator) -> torch.Tensor:
@@ -120,7 +131,10 @@ class SpeculativeEngine:
         """This round's draft: the shape cut to depth ``gamma`` (this round's γ)."""
         if gamma == 0 or self.drafter is None:
             return Proposal(tokens=context[:, :0], probs=None, draft_steps=0)
-        return self.drafter.propose(context, self.shape.truncated(gamma), self.sampling, generator)
+        shape = self.shape.truncated(gamma)
+        if self.schedule.keep_drafting is None:
+            return self.drafter.propose(context, shape, self.sampling, generator)
+        return self.drafter.propose(context, shape, self.sampling, generator, keep_drafting=self.schedule.keep_drafting)
 
     # The two steps of a round a round driver may change (`specbench.engine.nested` does); the
     # accepting, bookkeeping and recording around them are the same for every driver.
@@ -219,10 +233,12 @@ class SpeculativeEngine:
         done = (stop_at_eos and tokens[0] in self.eos_ids) or len(tokens) >= max_new_tokens
         if done and tokens[0] in self.eos_ids and stop_at_eos:
             result.stop_reason = "eos"
+        self.schedule.start()
         decode_start = self.clock.now()
         while not done:
             t0 = self.clock.now()
-            gamma = min(self.gamma, max_new_tokens - len(tokens) - 1)  # never draft past the length limit
+            # the schedule's γ for this round (fixed: the configuration's), never past the length limit
+            gamma = min(self.schedule.round_gamma(), max_new_tokens - len(tokens) - 1)
             proposal = self._draft(context[:, :length], gamma, generator)
             t1 = self.clock.now()
             path, next_token, features = self._verify(proposal, context[:, :length], generator)
@@ -244,6 +260,9 @@ class SpeculativeEngine:
             t3 = self.clock.now()
             rounds.add(drafted=proposal.tree_nodes, depth=proposal.gamma, accepted=len(path), emitted=len(new),
                        draft_steps=proposal.draft_steps, draft_s=t1 - t0, verify_s=t2 - t1, round_s=t3 - t0)
+            self.schedule.observe(RoundVerdict(drafted=proposal.tree_nodes, accepted=len(path), emitted=len(new),
+                                               confidences=proposal.confidences, draft_s=t1 - t0, verify_s=t2 - t1,
+                                               round_s=t3 - t0))
             if on_round is not None:
                 result.decode_s = t3 - decode_start
                 on_round(result)

@@ -51,8 +51,11 @@ from specbench.analysis.recommend import OBJECTIVES, recommend
 from specbench.analysis.strategies import strategy_table
 from specbench.errors import SpecbenchError
 from specbench.figures.palette import BASELINE_LABEL, CHAIN, Palette
+from specbench.figures.schedules import figure_schedules, schedule_panels
+from specbench.figures.skipped import FigureSkipped  # re-exported: the figures' one skip type
 from specbench.records.store import load_run_info
-from specbench.records.summary import BASELINE_KEYS, configuration_table, is_baseline, lossless_check, prefer_live
+from specbench.records.summary import (BASELINE_KEYS, configuration_table, fixed_schedule, is_baseline, lossless_check,
+                                       prefer_live)
 
 FORMATS = ("png", "svg", "pdf")
 DEFAULT_FORMATS = ("png", "svg")
@@ -71,10 +74,6 @@ _METADATA = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"Creation
 COMPONENTS = (("draft", "drafting", "#3A3A3A"), ("verify", "verification", "#9A9A9A"),
               ("overhead", "overhead", "#DADADA"))
 CI = f"{LEVEL:.0%} CI"
-
-
-class FigureSkipped(Exception):
-    """The data a figure needs are absent; the message says which (one line)."""
 
 
 # ----------------------------------------------------------------------------- data
@@ -196,7 +195,10 @@ def series_name(label: str, tree: str) -> str:
 
 
 def series(frame: pd.DataFrame, palette: Palette):
-    """(name, style, rows) per (drafter label, tree) of ``frame``, in palette order."""
+    """(name, style, rows) per (drafter label, tree) of ``frame``, in palette order. Rows of a dynamic
+    verify-length schedule are left out: these figures plot against γ, which such a schedule only caps
+    (the schedule figure, `specbench.figures.schedules`, shows them)."""
+    frame = frame[fixed_schedule(frame)]
     order = {label: i for i, label in enumerate(palette.labels)}
     groups = sorted(frame.groupby(SERIES_KEYS, sort=False), key=lambda kv: (order.get(kv[0][0], -1), str(kv[0][1])))
     for (label, tree), rows in groups:
@@ -653,6 +655,9 @@ def config_tick(row: pd.Series) -> str:
     """Short name of a configuration next to a bar; its colour names the drafter."""
     if row["drafter_label"] == BASELINE_LABEL:
         return "target only"
+    schedule = row.get("schedule")
+    if isinstance(schedule, str) and schedule != "fixed":
+        return f"{schedule} γ≤{row['gamma']}"
     return f"γ={row['gamma']}" if row["tree"] == CHAIN else f"tree {row['tree']} γ={row['gamma']}"
 
 
@@ -839,6 +844,23 @@ FIGURES: tuple[FigureSpec, ...] = (
                "their measured speedup — read across to see how much a better drafter (higher α) would gain.",
                figure_heatmap),
 )
+
+# Figures of one strategy axis (issue 17): drawn only when the sweep has that axis (`figures_for`), so a
+# report of a sweep without it neither draws nor lists them as skipped.
+STRATEGY_FIGURES: tuple[tuple[FigureSpec, Callable[[PlotData], bool]], ...] = (
+    (FigureSpec("schedules", "Verify-length schedules vs fixed γ",
+               "Bars: measured speedup of each chain configuration with its interval — grey a fixed γ, coloured a "
+               "schedule that chooses the draft length per round up to its cap γ (heuristic, threshold, dspark); "
+               "'mean' is the draft length its rounds actually used. Dashed: the best fixed γ. The title compares "
+               "the best dynamic schedule with the best fixed γ on the same prompts (tokens/s ratio and interval): "
+               "'yes' only when the interval lies above 1.", figure_schedules),
+     lambda data: bool(schedule_panels(data.recommendations))),
+)
+
+
+def figures_for(data: PlotData) -> tuple[FigureSpec, ...]:
+    """The report's figures for ``data``: every one of `FIGURES`, then the strategy figures its sweep calls for."""
+    return FIGURES + tuple(spec for spec, applies in STRATEGY_FIGURES if applies(data))
 
 
 # Figures of a round strategy (docs/strategies.md): part of a report only when the folder holds its records.

@@ -124,6 +124,13 @@ def header(data: PlotData, generated: str) -> Html:
                 + "".join(paragraph(line, "muted") for line in lines))
 
 
+def row_series(row) -> str:
+    """A table row's drafter and tree (`series_name`), and its verify-length schedule when not fixed."""
+    schedule = row.get("schedule")
+    name = series_name(row["drafter_label"], row["tree"])
+    return name if not isinstance(schedule, str) or schedule == "fixed" else f"{name} · schedule {schedule}"
+
+
 def recommendation_section(data: PlotData) -> Html:
     if not data.recommendations:
         return section("recommendation", "Recommendation",
@@ -144,6 +151,8 @@ def recommendation_section(data: PlotData) -> Html:
     headers = ["workload", "target", "T", "recommended", "speedup [95% CI] (best measured)", "γ interval",
                "baseline tokens/s", "prompts"]
     verdicts = [f"{rec.keys['workload']}: {rec.verdict}" for rec in data.recommendations]
+    verdicts += [f"{rec.keys['workload']}: {rec.schedules['text']}" for rec in data.recommendations
+                 if getattr(rec, "schedules", None) is not None]
     notes = sorted({n for rec in data.recommendations for n in rec.notes} | set(data.notes))
     return section("recommendation", "Recommendation", table(headers, rows, {2, 4, 6, 7}), bullet_list(verdicts, ""),
                    Html("<h3>Notes</h3>") + bullet_list(notes) if notes else "")
@@ -215,7 +224,7 @@ def figures_section(figures: list[RenderedFigure], out_dir: Path) -> Html:
 def acceptance_section(data: PlotData) -> Html:
     if data.fits.empty:
         return section("acceptance", "Fitted acceptance", paragraph("No speculative records: nothing was fitted."))
-    rows = [[r["workload"], series_name(r["drafter_label"], r["tree"]), num(r["temperature"], 2), r["gammas"],
+    rows = [[r["workload"], row_series(r), num(r["temperature"], 2), r["gammas"],
              interval(r["alpha"], r["alpha_lo"], r["alpha_hi"]), num(r["alpha_observed"]), r["model"],
              num(r["decay"]), num(r["p_constant_vs_free"], 3), r["n_prompts"], r["trials"],
              "; ".join(x for x in (r["flag"], r["notes"]) if x)]
@@ -227,7 +236,7 @@ def acceptance_section(data: PlotData) -> Html:
                        "bootstrap, or exact binomial where stated). α observed: accepted ÷ drafted. The p-value "
                        "tests constant α against one rate per draft position (see docs/fit.md).", "note"), fits]
     if not data.goodness.empty:
-        rows = [[r["workload"], series_name(r["drafter_label"], r["tree"]), r["gamma"], r["rounds"],
+        rows = [[r["workload"], row_series(r), r["gamma"], r["rounds"],
                  num(r["tau_observed"]), num(r["tau_predicted"]), f"{r['residual']:+.3f}", num(r["z"], 2)]
                 for _, r in data.goodness.iterrows()]
         parts += [Html("<h3>Goodness of fit: observed vs predicted τ</h3>"),
@@ -237,7 +246,7 @@ def acceptance_section(data: PlotData) -> Html:
                   table(["workload", "drafter", "γ", "rounds", "τ observed", "τ predicted", "residual", "z"], rows,
                         {2, 3, 4, 5, 6, 7})]
     if not data.category_fits.empty:
-        rows = [[r["workload"], r["category"], series_name(r["drafter_label"], r["tree"]),
+        rows = [[r["workload"], r["category"], row_series(r),
                  interval(r["alpha"], r["alpha_lo"], r["alpha_hi"]), num(r["alpha_observed"]), r["n_prompts"]]
                 for _, r in data.category_fits.iterrows()]
         parts += [Html("<h3>α̂ by prompt category</h3>"),
@@ -260,7 +269,7 @@ def costs_section(data: PlotData) -> Html:
     if fitted.empty:
         return section("costs", "Costs", paragraph("No cost model: costs need live timings and a target-only "
                                                    "baseline."))
-    rows = [[r["workload"], series_name(r["drafter_label"], r["tree"]),
+    rows = [[r["workload"], row_series(r),
              f"{1e3 * r['verify_a_s']:.2f} + {1e3 * r['verify_b_s']:.3f}·k" +
              (f" (+ knee at {r['verify_knee']:.0f})" if r["verify_model"] == "knee" else ""),
              num(1e3 * r["target_step_s"], 2), num(1e3 * r["draft_step_s"], 2), num(r["c"]),
@@ -295,7 +304,7 @@ def lossless_section(data: PlotData) -> Html:
     if data.lossless.empty:
         return section("lossless", "Lossless check", paragraph("No greedy speculative units paired with the "
                                                                "baseline: nothing to compare."))
-    rows = [[r["workload"], series_name(r["drafter_label"], r["tree"]), r["gamma"], f"{r['identical']:.0%}"]
+    rows = [[r["workload"], row_series(r), r["gamma"], f"{r['identical']:.0%}"]
             for _, r in data.lossless.iterrows()]
     return section("lossless", "Lossless check",
                    paragraph("Greedy speculative decoding must reproduce the target-only output token for token: "

@@ -31,6 +31,13 @@ max_num_seqs: 16, ...}`` (options: `specbench.backends.vllm_config.OPTIONS`). ``
 16]`` (serving backends only) runs every configuration with that many requests in flight; like
 mode, it chooses which units exist and stays out of the hash. Neither key changes the hash of a
 spec that does not set it.
+
+``schedules`` (default ``[fixed]``) is the verify-length axis (`specbench.engine.schedule`): entries
+``fixed``, ``heuristic``, ``{name: threshold, threshold: 0.4}``, ``{name: dspark}``; each drafter × γ ×
+temperature configuration runs once per schedule, γ being the schedule's cap. A schedule other than
+fixed needs chains (every tree of the sweep 'chain'), the own backend and mode live; threshold and
+dspark need drafters with probabilities (not ngram). Like backend, the key enters the hash only when
+set to something else than ``[fixed]``.
 """
 
 from __future__ import annotations
@@ -48,6 +55,8 @@ from specbench.backends.vllm_config import check_options as check_vllm_options
 from specbench.backends.vllm_config import speculative_config
 from specbench.engine.drafters import check_params
 from specbench.engine.drafters.param_values import check_param_values
+from specbench.engine.drafters.registry import get as drafter_type
+from specbench.engine.schedule import ScheduleSpec, check_schedule, parse_schedule
 from specbench.engine.tree import parse_tree, tree_depth_limit
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.measure.strategy import SEQUENTIAL, Strategy, check_nested, parse_strategies
@@ -58,12 +67,13 @@ from specbench.safe_files import load_yaml_file
 
 TOP_LEVEL_KEYS = ("name", "description", "target", "device", "dtype", "seed", "repeats", "max_new_tokens",
                   "ignore_eos", "drafters", "gammas", "trees", "temperatures", "top_p", "top_k", "workloads",
-                  "mode", "calibration", "compile", "kernels", "timing", "backend", "concurrency", "strategy")
+                  "mode", "calibration", "compile", "kernels", "timing", "backend", "concurrency", "strategy",
+                  "schedules")
 DEFAULTS = {"name": None, "description": "", "target": "smollm2-135m", "device": "cpu", "dtype": "fp32", "seed": 0,
             "repeats": 1, "max_new_tokens": None, "ignore_eos": False, "drafters": [], "gammas": [1, 2, 4],
             "trees": ["chain"], "temperatures": [0.0], "top_p": 1.0, "top_k": 0, "workloads": [], "mode": "live",
-            "calibration": None, "compile": False, "kernels": "auto", "timing": None, "backend": None, "concurrency": [1],
-            "strategy": None}
+            "calibration": None, "compile": False, "kernels": "auto", "timing": None, "backend": None,
+            "concurrency": [1], "strategy": None, "schedules": ["fixed"]}
 MODES = ("live", "replay", "both")
 CALIBRATION_PROMPTS = 2
 
@@ -99,6 +109,7 @@ class RunConfig:
     top_p: float
     top_k: int
     strategy: Strategy = SEQUENTIAL  # how rounds are driven (specbench.measure.strategy)
+    schedule: ScheduleSpec = ScheduleSpec()  # verify-length schedule; γ is its cap
 
     @property
     def is_baseline(self) -> bool:
@@ -116,6 +127,8 @@ class RunConfig:
         name = "target only" if self.drafter is None else f"{self.drafter_label} γ={self.gamma}"
         if self.tree != "chain":
             name += f" tree={self.tree}"
+        if not self.schedule.is_fixed:
+            name += f" schedule={self.schedule.label}"
         return f"{name} T={self.temperature:g}"
 
 
@@ -174,6 +187,7 @@ class SweepSpec:
     backend_options: dict = field(default_factory=dict)  # the rest of the YAML's backend: mapping
     concurrency: list[int] = field(default_factory=lambda: [1])  # requests in flight (serving backends)
     strategies: list[Strategy] = field(default_factory=lambda: [SEQUENTIAL])  # round drivers (strategy.py)
+    schedules: list[ScheduleSpec] = field(default_factory=lambda: [ScheduleSpec()])  # verify-length axis
 
     @property
     def runs_live(self) -> bool:
@@ -204,6 +218,8 @@ class SweepSpec:
             data["concurrency"] = list(self.concurrency)
         if self.strategies != [SEQUENTIAL]:
             data["strategy"] = [s.to_dict() for s in self.strategies]
+        if self.schedules != [ScheduleSpec()]:
+            data["schedules"] = [{"name": s.name, **s.params_dict} for s in self.schedules]
         return data
 
     def max_new_tokens_for(self, workload) -> int:
@@ -357,7 +373,8 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     if not data["name"]:
         _fail(where, "the sweep needs a name (results go to results/<name>/)")
     check_name(data["name"], where)
-    axes = {k: len(_as_list(data[k], where, k)) for k in ("drafters", "gammas", "trees", "temperatures")}
+    axes = {k: len(_as_list(data[k], where, k))
+            for k in ("drafters", "gammas", "trees", "temperatures", "schedules")}
     check_config_count(axes, where)  # before anything is expanded
     gammas = sorted({_int(g, where, "gammas", 0) for g in _as_list(data["gammas"], where, "gammas")})
     if gammas and gammas[-1] > GAMMA_LIMIT:
@@ -383,6 +400,7 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
         top_k=_int(data["top_k"], where, "top_k", 0),
         workloads=[_workload(w, where) for w in _as_list(data["workloads"], where, "workloads")],
     )
+    spec.schedules = _schedules(data["schedules"], spec, where)
     spec.compile = strict_bool(data["compile"], where, "compile")
     spec.strategies = parse_strategies(data["strategy"], where)
     if not -(2**63) <= spec.seed < 2**63:
@@ -409,7 +427,27 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
         _check_replayable(spec, where)
     _backend(spec, data["backend"], data["concurrency"], where)
     check_nested(spec, where)
+    if any(not s.is_fixed for s in spec.schedules) and (spec.backend != DEFAULT_BACKEND or spec.mode != "live"):
+        _fail(where, f"schedules other than fixed run in specbench's own engine, live: backend {spec.backend}, "
+                     f"mode {spec.mode} cannot choose the verify length per round")
+    if any(not s.is_fixed for s in spec.schedules) and any(s.nested for s in spec.strategies):
+        _fail(where, "one sweep varies either 'strategy' (nested) or 'schedules' (dynamic verify length), not "
+                     "both: nested speculation prepares full-γ drafts")
     return spec
+
+
+def _schedules(value, spec: SweepSpec, where: str) -> list[ScheduleSpec]:
+    """The ``schedules`` axis, parsed and checked against the sweep's trees and drafters."""
+    schedules = list(dict.fromkeys(parse_schedule(s, f"{where}: schedules")
+                                   for s in _as_list(value, where, "schedules")))
+    if not schedules:
+        _fail(where, "'schedules' needs at least one value (e.g. [fixed, heuristic])")
+    for schedule in schedules:
+        for tree in spec.trees:
+            for d in spec.drafters:
+                check_schedule(schedule, chain=tree == "chain", drafter=d.type,
+                               confident=drafter_type(d.type).confident)
+    return schedules
 
 
 def _backend(spec: SweepSpec, value, concurrency, where: str) -> None:
@@ -453,7 +491,8 @@ def expand_configs(spec: SweepSpec) -> list[RunConfig]:
                 limit = tree_depth_limit(tree)
                 for g in spec.gammas:
                     if g > 0 and (limit is None or g <= limit):
-                        configs.extend(RunConfig(d, g, tree, t, spec.top_p, spec.top_k, s) for s in spec.strategies
+                        configs.extend(RunConfig(d, g, tree, t, spec.top_p, spec.top_k, s, schedule)
+                                       for s in spec.strategies for schedule in spec.schedules
                                        if tree == "chain" or not s.nested)
     return configs
 

@@ -50,7 +50,8 @@ class Unit:
         # Added only when not the default, so the ids of existing folders' units (own, concurrency 1) stay.
         key += ([f"backend={self.backend}"] if self.backend != "own" else []) + \
             ([f"concurrency={self.concurrency}"] if self.concurrency != 1 else []) + \
-            ([f"strategy={c.strategy.label}"] if c.strategy.nested else [])
+            ([f"strategy={c.strategy.label}"] if c.strategy.nested else []) + \
+            ([f"schedule={c.schedule.name}:{c.schedule.params_json}"] if not c.schedule.is_fixed else [])
         return hashlib.sha1(repr(key).encode()).hexdigest()[:20]
 
 
@@ -122,7 +123,9 @@ def make_record(unit: Unit, result, spec: SweepSpec, device_name: str) -> dict:
         "drafter": c.drafter.type if c.drafter else "none",
         "drafter_params": c.drafter.params_json if c.drafter else "{}",
         "drafter_label": c.drafter_label,
-        "tree": c.tree, "tree_nodes": nodes, "gamma": c.gamma, "temperature": c.temperature, "top_p": c.top_p,
+        "tree": c.tree, "tree_nodes": nodes, "gamma": c.gamma,
+        "schedule": c.schedule.label, "schedule_params": c.schedule.params_json,
+        "temperature": c.temperature, "top_p": c.top_p,
         "top_k": c.top_k, "workload": unit.workload.name, "prompt_id": unit.prompt.prompt_id,
         "category": unit.prompt.category, "turn": unit.turn, "repeat": unit.repeat, "seed": unit.seed,
         "device": device_name, "dtype": spec.dtype,

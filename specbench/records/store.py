@@ -65,7 +65,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "accept_hist": (pa.list_(pa.int64()), "rounds accepting exactly j tokens, j = 0..gamma"),
     "pos_attempts": (pa.list_(pa.int64()), "rounds reaching draft position i (i = 0..gamma-1)"),
     "pos_accepts": (pa.list_(pa.int64()), "rounds accepting draft position i"),
-    "round_drafted": (pa.list_(pa.int64()), "per round: draft tokens (tree nodes) offered"),
+    "round_drafted": (pa.list_(pa.int64()), "per round: draft tokens (tree nodes) offered (a schedule's choice)"),
     "round_depth": (pa.list_(pa.int64()), "per round: draft depth (= drafted for a chain)"),
     "round_accepted": (pa.list_(pa.int64()), "per round: draft tokens accepted"),
     "round_draft_steps": (pa.list_(pa.int64()), "per round: drafter forwards"),
@@ -109,16 +109,20 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "prepared_drafts": (pa.int64(), "nested: next-round drafts prepared, summed over rounds; null sequential"),
     "prepared_hits": (pa.int64(), "nested: rounds that verified a prepared draft (its drafting hidden); null sequential"),
     "draft_hidden_s": (pa.float64(), "nested: drafting time of the hit rounds, spent while the target verified, s"),
+    "schedule": (pa.string(), "verify-length schedule (label, one per configuration): 'fixed' (every round drafts "
+                              "gamma), 'heuristic', 'threshold(threshold=T)', 'dspark'; gamma is its cap"),
+    "schedule_params": (pa.string(), "the schedule's parameters as sorted JSON ('{}' for fixed)"),
 }
 
 # Columns added after schema 1's first release: records written without them (older folders,
 # hand-made records) read back with these values.
 LATER_DEFAULTS = {"weights_sha256": None, "backend": None, "concurrency": None, "ttft_s": None, "itl_s": None,
-                  "timing_ok": True, "timing_flag": "", "timing_attempts": 1, "timing_kept": 1, "attempt_decode_s": [], "attempt_other_cores": [], "load_1m": float("nan"),
+                  "timing_ok": True, "timing_flag": "", "timing_attempts": 1, "timing_kept": 1, "attempt_decode_s": [],
+                  "attempt_other_cores": [], "load_1m": float("nan"),
                   "other_cpu_s": float("nan"), "other_cores": float("nan"), "cpu_mhz": float("nan"),
                   "context_bin": None,
                   "strategy": "sequential", "prepared": 0, "prepared_drafts": None, "prepared_hits": None,
-                  "draft_hidden_s": None}
+                  "draft_hidden_s": None, "schedule": "fixed", "schedule_params": "{}"}
 
 SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])
 RUN_INFO = "run.json"

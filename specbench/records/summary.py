@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 CONFIG_KEYS = ["target", "drafter", "drafter_label", "tree", "tree_nodes", "gamma", "temperature", "top_p", "top_k",
-               "mode"]
+               "mode", "schedule"]
 BASELINE_KEYS = ["target", "temperature", "top_p", "top_k", "workload"]
 UNIT_KEYS = ["prompt_id", "turn", "repeat"]
 PERCENTILES = (50, 90, 99)
@@ -30,6 +30,13 @@ LATENCY_COLUMNS = [f"{name}_p{p}_s" for name in LATENCIES for p in PERCENTILES]
 
 def is_baseline(frame: pd.DataFrame) -> pd.Series:
     return (frame["gamma"] == 0) & (frame["drafter"] == "none")
+
+
+def fixed_schedule(frame: pd.DataFrame) -> pd.Series:
+    """Records whose every round drafted γ (schedule 'fixed'; null in records written before schedules)."""
+    if "schedule" not in frame:
+        return pd.Series(True, index=frame.index)
+    return frame["schedule"].isna() | (frame["schedule"] == "fixed")
 
 
 def prefer_live(records: pd.DataFrame) -> pd.DataFrame:

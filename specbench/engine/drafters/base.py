@@ -11,6 +11,8 @@ compact its own state.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -18,6 +20,12 @@ import torch
 
 from specbench.engine.sampling import SamplingParams
 from specbench.engine.tree import DynamicTree, StaticTree, node_depths
+
+
+def chain_confidences(path_logq: list[float]) -> list[float]:
+    """A chain's per-token confidences c_i = q(x_i | x_<i) from its path scores s_i (cumulative
+    log q, `Proposal.path_logq`): c_i = exp(s_i − s_{i−1}), s_0 = 0."""
+    return [math.exp(b - a) for a, b in zip([0.0] + list(path_logq[:-1]), path_logq)]
 
 
 @dataclass
@@ -29,6 +37,15 @@ class Proposal:
     # per node: log q of the path root -> node under the drafter's (warped) distribution, the
     # drafter's confidence that the target accepts the path; None for drafters that do not say
     path_logq: list[float] | None = None
+
+    @property
+    def confidences(self) -> list[float] | None:
+        """A chain's per-token confidences (what verify-length schedules read): the drafter's
+        probability of each drafted token, `chain_confidences(path_logq)`; None for a tree or a
+        drafter that does not score its drafts."""
+        if self.path_logq is None or not self.is_chain:
+            return None
+        return chain_confidences(self.path_logq)
 
     @property
     def tree_nodes(self) -> int:
@@ -67,7 +84,12 @@ Shape = StaticTree | DynamicTree
 class Drafter(Protocol):
     """Optional attribute ``feature_layers``: target features the drafter reads — "final" (the
     hidden state the LM head sees) and/or decoder layer indices (0 = embeddings). They arrive
-    in `start` for the prompt and in `RoundOutcome.features` for each round's kept positions."""
+    in `start` for the prompt and in `RoundOutcome.features` for each round's kept positions.
+
+    Optional attribute ``confident = True``: the drafter has a probability for each token it
+    proposes, and its ``propose`` takes ``keep_drafting`` (a verify-length schedule's rule,
+    `specbench.engine.schedule`), reports ``Proposal.confidences`` and stops a chain early when
+    the rule says so."""
 
     name: str
 

@@ -27,6 +27,7 @@ from specbench.models.resolve import check_same_vocabulary, load_model
 
 class DraftModelDrafter:
     name = "draft-model"
+    confident = True  # proposes with probabilities: confidence-reading schedules can cut its chain
 
     def __init__(self, model, target_vocab: int, backend: str = "auto"):
         self.decoder = make_decoder(model, backend)
@@ -64,14 +65,14 @@ class DraftModelDrafter:
         return self._vocab_logits(logits)
 
     def propose(self, context: torch.Tensor, shape: Shape, sampling: SamplingParams,
-                generator: torch.Generator | None) -> Proposal:
+                generator: torch.Generator | None, keep_drafting=None) -> Proposal:
         self.decoder.truncate(self.synced)
         self._context_length = context.shape[1]
         self._pending = True
         self._fed_growth: list[int] = []
         root_logits = self._vocab_logits(self.decoder.forward(context[:, self.synced:], logits="last").logits[0, -1])
         proposal, index = tree_growth.grow_proposal(root_logits, shape, sampling, generator, self._feed,
-                                                    context.device)
+                                                    context.device, keep_drafting=keep_drafting)
         self._fed = [index.get(n, -1) for n in self._fed_growth]
         return proposal
 
@@ -107,6 +108,7 @@ class DraftModelDrafter:
 class DraftModelType(DrafterType):
     name = "draft-model"
     summary = "a smaller causal LM with the same tokenizer (param model)"
+    confident = True
 
     def build(self, target, *, device, dtype, backend, model: str | None = None) -> DraftModelDrafter:
         if not model:

@@ -147,6 +147,8 @@ class Eagle3Net(nn.Module):
 class FeatureDrafter:
     """EAGLE / EAGLE-3 drafting: chains, static trees and dynamic (EAGLE-2) trees."""
 
+    confident = True  # proposes with probabilities: confidence-reading schedules can cut its chain
+
     def __init__(self, net: Eagle1Net | Eagle3Net, target_model, head: VocabHead):
         self.name = net.kind
         self.net = net.eval()
@@ -192,9 +194,9 @@ class FeatureDrafter:
 
     @torch.inference_mode()
     def propose(self, context: torch.Tensor, shape: Shape, sampling: SamplingParams,
-                generator: torch.Generator | None) -> Proposal:
+                generator: torch.Generator | None, keep_drafting=None) -> Proposal:
         root = self._commit_verified(context[0], context.shape[1] - 1)  # output of entry L−2
-        return self._grow(root, context, shape, sampling, generator)
+        return self._grow(root, context, shape, sampling, generator, keep_drafting)
 
     @torch.inference_mode()
     def propose_ahead(self, context: torch.Tensor, verified: int, shape: Shape, sampling: SamplingParams,
@@ -217,7 +219,7 @@ class FeatureDrafter:
         return proposal
 
     def _grow(self, root: torch.Tensor, context: torch.Tensor, shape: Shape, sampling: SamplingParams,
-              generator: torch.Generator | None) -> Proposal:
+              generator: torch.Generator | None, keep_drafting=None) -> Proposal:
         """Draft nodes continuing context [1, L]; root [H] is the output of entry L−2."""
         length = context.shape[1]
         outputs = {-1: root}
@@ -236,7 +238,8 @@ class FeatureDrafter:
             return self.head.logits(self.net.head_input(out))
 
         root_logits = self.head.logits(self.net.head_input(root))
-        return tree_growth.grow_proposal(root_logits, shape, sampling, generator, expand, context.device)[0]
+        return tree_growth.grow_proposal(root_logits, shape, sampling, generator, expand, context.device,
+                                         keep_drafting=keep_drafting)[0]
 
     @torch.inference_mode()
     def observe(self, outcome: RoundOutcome) -> None:

@@ -26,9 +26,11 @@ from typing import Callable
 
 import torch
 
-from specbench.engine.drafters.base import Proposal, Shape
+from specbench.engine.drafters.base import Proposal, Shape, chain_confidences
 from specbench.engine.sampling import SamplingParams, probabilities, warp_logits
+from specbench.engine.schedule import KeepDrafting
 from specbench.engine.tree import StaticTree
+from specbench.errors import SpecbenchError
 
 
 @dataclass
@@ -109,14 +111,20 @@ def children(growth: Growth, node: int, logits: torch.Tensor, shape: Shape, samp
 
 
 def grow(root_logits: torch.Tensor, shape: Shape, sampling: SamplingParams, generator,
-         expand: Expand) -> tuple[Growth, int]:
-    """Grow ``shape`` from root_logits [V]; returns the nodes and the number of ``expand`` calls."""
+         expand: Expand, keep_drafting: KeepDrafting | None = None) -> tuple[Growth, int]:
+    """Grow ``shape`` from root_logits [V]; returns the nodes and the number of ``expand`` calls.
+
+    ``keep_drafting`` (chains only; a verify-length schedule, `specbench.engine.schedule`): called
+    after each drafted token below the full depth with the confidences so far; False stops the
+    growth before the next drafter forward (`chain_confidences` of the path scores)."""
     growth = Growth()
     frontier = [(-1, root_logits)]
     expansions = 0
     for depth in range(1, shape.depth + 1):
         new = [c for node, logits in frontier for c in children(growth, node, logits, shape, sampling, generator)]
         if depth == shape.depth or not new:
+            break
+        if keep_drafting is not None and not keep_drafting(chain_confidences(growth.scores)):  # a chain
             break
         if isinstance(shape, StaticTree):
             nodes = [n for n in new if _static_children(shape, growth.paths[n]) > 0]
@@ -153,11 +161,15 @@ def proposal(growth: Growth, keep: list[int], shape: Shape, device, draft_steps:
 
 
 def grow_proposal(root_logits: torch.Tensor, shape: Shape, sampling: SamplingParams, generator, expand: Expand,
-                  device, draft_steps: int | None = None) -> tuple[Proposal, dict]:
+                  device, draft_steps: int | None = None,
+                  keep_drafting: KeepDrafting | None = None) -> tuple[Proposal, dict]:
     """`grow`, `select` and `proposal` in one: the Proposal and the map growth index -> proposal
     index. draft_steps defaults to 1 + expansions (one drafter forward for the
-    root, one per expanded level); a drafter whose expansions cost no forward passes its own."""
-    growth, expansions = grow(root_logits, shape, sampling, generator, expand)
+    root, one per expanded level); a drafter whose expansions cost no forward passes its own.
+    ``keep_drafting``: see `grow`."""
+    if keep_drafting is not None and not (isinstance(shape, StaticTree) and shape.is_chain):
+        raise SpecbenchError("a verify-length schedule cuts chains only, not trees")
+    growth, expansions = grow(root_logits, shape, sampling, generator, expand, keep_drafting)
     keep = select(growth, shape)
     steps = 1 + expansions if draft_steps is None else draft_steps
     proposal_, index = proposal(growth, keep, shape, device, draft_steps=steps)

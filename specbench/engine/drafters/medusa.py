@@ -80,6 +80,7 @@ class MedusaDrafter:
 
     name = "medusa"
     feature_layers = ("final",)
+    confident = True  # proposes with probabilities: confidence-reading schedules can cut its chain
 
     def __init__(self, heads: MedusaHeads, vocab_heads: list[VocabHead]):
         self.heads = heads.eval()
@@ -92,7 +93,7 @@ class MedusaDrafter:
 
     @torch.inference_mode()
     def propose(self, context: torch.Tensor, shape: Shape, sampling: SamplingParams,
-                generator: torch.Generator | None) -> Proposal:
+                generator: torch.Generator | None, keep_drafting=None) -> Proposal:
         shape = tree_growth.capped(shape, self.heads.num_heads)
         hidden = self.heads(self._last.to(next(self.heads.parameters()).dtype))  # [K, H]
         logits = torch.stack([vh.logits(h) for vh, h in zip(self.vocab_heads, hidden)])  # [K, V]
@@ -101,6 +102,7 @@ class MedusaDrafter:
             return torch.stack([logits[growth.depths[n]] for n in nodes])
 
         return tree_growth.grow_proposal(logits[0], shape, sampling, generator, expand, context.device,
+                                         keep_drafting=keep_drafting,
                                          draft_steps=1)[0]  # all heads ran in one forward
 
     @torch.inference_mode()

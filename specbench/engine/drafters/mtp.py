@@ -91,6 +91,7 @@ class MTPDrafter:
 
     name = "mtp"
     feature_layers = ("final",)
+    confident = True  # proposes with probabilities: confidence-reading schedules can cut its chain
 
     def __init__(self, net: MTPNet, target_model, head: VocabHead):
         self.net = net.eval()
@@ -162,7 +163,7 @@ class MTPDrafter:
 
     @torch.inference_mode()
     def propose(self, context: torch.Tensor, shape: Shape, sampling: SamplingParams,
-                generator: torch.Generator | None) -> Proposal:
+                generator: torch.Generator | None, keep_drafting=None) -> Proposal:
         shape = tree_growth.capped(shape, self.net.depth)
         tokens = context[0]
         length = tokens.shape[0]
@@ -178,7 +179,8 @@ class MTPDrafter:
             return self.head.logits(self.net.layers[k - 1].head_input(out))
 
         root_logits = self.head.logits(self.net.layers[0].head_input(outputs[-1]))
-        return tree_growth.grow_proposal(root_logits, shape, sampling, generator, expand, context.device)[0]
+        return tree_growth.grow_proposal(root_logits, shape, sampling, generator, expand, context.device,
+                                         keep_drafting=keep_drafting)[0]
 
     @torch.inference_mode()
     def observe(self, outcome: RoundOutcome) -> None:

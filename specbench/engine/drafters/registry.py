@@ -39,6 +39,7 @@ class DrafterType:
     name: str = ""
     summary: str = ""
     trained: bool = False  # a network with checkpoints and a training objective (TrainedType)
+    confident: bool = False  # its drafts carry probabilities (confidence-reading schedules can cut them)
 
     def build(self, target, *, device: str, dtype: str, backend: str, **params):
         """An engine drafter (`specbench.engine.drafters.base.Drafter`) for ``target`` (a LoadedModel)."""
