@@ -1,4 +1,4 @@
-"""Trained drafters (medusa, eagle, eagle3, mtp): losslessness, checkpoints, published layouts, training.
+"""Trained drafters (medusa, eagle, eagle3, mtp, eagle3.1, semi-ar, parallel-tree): losslessness, checkpoints, published layouts, training.
 
 * greedy: the shipped SmolLM2-135M drafters, chain and tree, give exactly target-only output;
 * sampling: randomly initialised drafters on the 8-token model match the enumerated target

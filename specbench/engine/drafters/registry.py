@@ -27,8 +27,8 @@ BUILTIN: dict[str, str] = {
     "medusa": "specbench.engine.drafters.medusa:MedusaType",
     "eagle": "specbench.engine.drafters.eagle:EagleType",
     "eagle3": "specbench.engine.drafters.eagle:Eagle3Type",
-    "eagle3.1": "specbench.engine.drafters.eagle:Eagle31Type",
     "mtp": "specbench.engine.drafters.mtp:MTPType",
+    "eagle3.1": "specbench.engine.drafters.eagle:Eagle31Type",
     "semi-ar": "specbench.engine.drafters.semi_ar:SemiARType",
     "parallel-tree": "specbench.engine.drafters.parallel_tree:ParallelTreeType",
 }
