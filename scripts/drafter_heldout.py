@@ -4,6 +4,7 @@
     python scripts/drafter_heldout.py generate --out HELDOUT          # once: 15 sequences (slow on a CPU)
     python scripts/drafter_heldout.py evaluate --heldout HELDOUT      # every shipped type
     python scripts/drafter_heldout.py evaluate --heldout HELDOUT --types eagle3,eagle3.1 --count 8
+    python scripts/drafter_heldout.py evaluate --heldout HELDOUT --drafters drafters   # this tree's checkpoints
 
 ``generate`` answers the prompts the shipped drafters' training held out — the last 15 of the 300
 kept ShareGPT train-split prompts of the shared corpus (docs/drafters.md, "The shipped SmolLM2-135M
@@ -86,7 +87,7 @@ def generate(out: Path) -> None:
             print(f"{prompt.prompt_id}: {seq.answer_len} answer tokens in {seq.seconds:.0f} s", flush=True)
 
 
-def evaluate_types(folder: Path, types: list[str], count: int | None) -> None:
+def evaluate_types(folder: Path, types: list[str], count: int | None, drafters: Path | None) -> None:
     target = load_model("smollm2-135m")
     lines = (folder / "sequences.jsonl").read_text().splitlines()
     corpus = Corpus(spec=None, folder=folder, sequences=[Sequence(**json.loads(line)) for line in lines])
@@ -100,7 +101,8 @@ def evaluate_types(folder: Path, types: list[str], count: int | None) -> None:
     print("|---|---|---:|")
     for kind in types:
         drafter_type = registry.get(kind, trained=True)
-        checkpoint = resolve_checkpoint(None, kind, target.name)
+        checkpoint = resolve_checkpoint(None if drafters is None else str(drafters / target.name / kind), kind,
+                                        target.name)
         net, vocab = drafter_type.load(read_checkpoint(checkpoint, kind), target)
         head = VocabHead(target.model.get_output_embeddings(), target.vocab_size, vocab).float()
         batches = [collate([examples[i] for i in group], target.model, head, full_top=True)
@@ -119,12 +121,14 @@ def main() -> None:
     ev.add_argument("--heldout", type=Path, required=True)
     ev.add_argument("--types", default=",".join(registry.names(trained=True)))
     ev.add_argument("--count", type=int, default=None, help="only the first N held-out sequences")
+    ev.add_argument("--drafters", type=Path, default=None,
+                    help="a folder of <target>/<type>/ checkpoints (default: the shipped ones)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.command == "generate":
         generate(args.out)
     else:
-        evaluate_types(args.heldout, [t for t in args.types.split(",") if t], args.count)
+        evaluate_types(args.heldout, [t for t in args.types.split(",") if t], args.count, args.drafters)
 
 
 if __name__ == "__main__":
