@@ -95,7 +95,7 @@ def test_unknown_names_are_one_line_errors_with_a_suggestion(tiny):
         registry.register(registry.get("medusa"))
 
 
-@pytest.mark.parametrize("name", ["medusa", "eagle", "eagle3", "mtp"])
+@pytest.mark.parametrize("name", ["medusa", "eagle", "eagle3", "mtp", "eagle3.1", "semi-ar", "parallel-tree"])
 def test_each_trained_type_owns_building_loading_and_training(tiny, name):
     from specbench.training.objectives import objective
 

@@ -1,4 +1,4 @@
-"""Trained drafters (medusa, eagle, eagle3, mtp): losslessness, checkpoints, published layouts, training.
+"""Trained drafters (medusa, eagle, eagle3, mtp, eagle3.1, semi-ar, parallel-tree): losslessness, checkpoints, published layouts, training.
 
 * greedy: the shipped SmolLM2-135M drafters, chain and tree, give exactly target-only output;
 * sampling: randomly initialised drafters on the 8-token model match the enumerated target
@@ -24,8 +24,10 @@ from specbench.engine.sampling import SamplingParams
 from specbench.engine.tree import StaticTree
 from specbench.errors import SpecbenchError
 
-KINDS = ["medusa", "eagle", "eagle3", "mtp"]
-TREES = {"medusa": "3x2x1", "eagle": "dynamic:topk=3,nodes=10", "eagle3": "dynamic:topk=3,nodes=10", "mtp": "3x2"}
+FIRST_FOUR = ["medusa", "eagle", "eagle3", "mtp"]
+KINDS = [*FIRST_FOUR, "eagle3.1", "semi-ar", "parallel-tree"]
+TREES = {"medusa": "3x2x1", "eagle": "dynamic:topk=3,nodes=10", "eagle3": "dynamic:topk=3,nodes=10", "mtp": "3x2",
+         "eagle3.1": "dynamic:topk=3,nodes=10", "semi-ar": "3x2x1", "parallel-tree": "3x2x1"}
 NEW_TOKENS = 24
 
 
@@ -64,7 +66,8 @@ def test_shipped_drafters_are_greedy_lossless_chain_and_tree(smollm2, smollm2_pr
 
 # ------------------------------------------------------------------------------ sampling, exact distribution
 
-SAMPLING_CASES = {"medusa": "3x1", "eagle": "chain", "eagle3": "dynamic:topk=2,nodes=4", "mtp": "chain"}
+SAMPLING_CASES = {"medusa": "3x1", "eagle": "chain", "eagle3": "dynamic:topk=2,nodes=4", "mtp": "chain",
+                  "eagle3.1": "3x1", "semi-ar": "3x1", "parallel-tree": "3x1"}
 SAMPLES = 1000
 
 
@@ -146,9 +149,10 @@ def test_drafting_computes_what_training_computes(tiny, kind):
     with torch.no_grad():
         fn(net, batch, Recorder(), **kwargs)
     root = context.shape[1] - 2  # the entry / position whose output drafts the first token
-    assert len(calls) >= 2 and len(seen) >= 2
-    for step, drafted in enumerate(calls[: len(seen)]):
-        assert torch.allclose(drafted.reshape(-1), seen[step][root], atol=1e-4), (kind, step)
+    assert len(calls) >= 2 and len(seen) >= 2 or kind == "parallel-tree" and len(seen) >= 3
+    rows = [row for call in calls for row in call.reshape(-1, call.shape[-1])]  # parallel-tree: slots in one call
+    for step, drafted in enumerate(rows[: len(seen)]):
+        assert torch.allclose(drafted, seen[step][root], atol=1e-4), (kind, step)
 
 
 def test_depth_is_capped_by_heads_and_modules(tiny):
@@ -213,8 +217,8 @@ def test_shipped_checkpoints_are_named_and_small():
 
     names = shipped_names()
     assert {f"smollm2-135m/{k}" for k in KINDS} <= set(names)
-    total = sum(p.stat().st_size for p in shipped_root().glob("*/*/*") if p.is_file())
-    assert total < 30 * 2 ** 20
+    for folder in shipped_root().glob("*/*"):
+        assert sum(p.stat().st_size for p in folder.glob("*") if p.is_file()) <= 15 * 2 ** 20, folder
     for kind in KINDS:
         config = json.loads((shipped_root() / "smollm2-135m" / kind / "config.json").read_text())
         training = config["training"]
@@ -222,7 +226,9 @@ def test_shipped_checkpoints_are_named_and_small():
         assert training["time"]["training_s"] > 0 and training["heldout"]["top1"]
         corpus = training["data"]["corpus"]  # a portable description, no path of the training machine
         assert corpus["workloads"] == ["sharegpt"] and corpus["split"] == "train" and corpus["seed"] == 0
-        assert corpus["prompts"] == 300 and corpus["answer_tokens"] == training["data"]["answer_tokens"]
+        # the 2026 types trained on a prefix of the same corpus (docs/drafters.md says why)
+        assert corpus["prompts"] == 300 if kind in FIRST_FOUR else 2 <= corpus["prompts"] <= 300
+        assert corpus["answer_tokens"] == training["data"]["answer_tokens"]
         assert corpus["in_cache"].startswith("drafter-data/smollm2-135m-b005d5bc/")
         assert '": "/' not in (shipped_root() / "smollm2-135m" / kind / "config.json").read_text()
 
@@ -308,7 +314,7 @@ def test_a_few_training_steps_lower_the_loss(tiny, kind):
     drafter_type = registry.get(kind)
     net = drafter_type.new_net(drafter_type.architecture(tiny.model.config, intermediate=64))
     layers = tuple(getattr(net, "feature_layers", ("final",)))
-    feats = _features(tiny, seq, tuple(k for k in layers if k != "final") if kind == "eagle3" else ())
+    feats = _features(tiny, seq, tuple(k for k in layers if k != "final") if kind.startswith("eagle3") else ())
     example = Example(seq[0], {k: v[0] for k, v in feats.items()}, prompt_len=ids.shape[1])
     head = VocabHead(tiny.model.get_output_embeddings(), tiny.vocab_size)
     batch = collate([example], tiny.model, head, full_top=True)

@@ -32,7 +32,7 @@ states are cached once under $SPECBENCH_CACHE/drafter-data and shared by every d
 
 
 def train_drafter(
-    kind: str = typer.Option(..., "--type", help="A trained drafter type: medusa, eagle, eagle3, mtp, ..."),
+    kind: str = typer.Option(..., "--type", help="A trained drafter type: medusa, eagle, eagle3, mtp, eagle3.1, semi-ar, parallel-tree, ..."),
     out: Path = typer.Option(..., "--out", "-o", help="Checkpoint folder to write (config.json + model.safetensors)."),
     target: str = typer.Option("smollm2-135m", "--target", "-t", help="Target model: alias, .gguf, folder or hub id."),
     prompts: list[str] = typer.Option(["sharegpt"], "--prompts",

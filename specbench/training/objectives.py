@@ -6,12 +6,15 @@ Every prediction of the token at t+s+1 is scored against T_{t+s} by the soft cro
 −Σ_v T(v) log q(v), which has the KL divergence's gradient. ``shift(x, s)[t] = x[t+s]``.
 
 * medusa — head k on f_t against T_{t+k}, weighted 0.8^(k−1) (the Medusa paper's decay);
+  semi-ar the same, each head's state passed through the serial head with the true tokens before it;
 * eagle — entry t (f_t, x_{t+1}) predicts f_{t+1}: smooth-L1 to f_{t+1} plus 0.1 × the token loss
   against T_{t+1} (EAGLE's weighting); optional unrolling as below;
-* eagle3 — token loss only, with *training-time test*: step s of the chain starting at t runs
-  the layer on its step s−1 output and x_{t+s} at position t+s−1, attending the step-1 entries
-  of positions ≤ t and the chain's own steps 2..s, exactly as drafting does; loss against
+* eagle3, eagle3.1 — token loss only, with *training-time test*: step s of the chain starting
+  at t runs the layer on its step s−1 output and x_{t+s} at position t+s−1, attending the step-1
+  entries of positions ≤ t and the chain's own steps 2..s, exactly as drafting does; loss against
   T_{t+s};
+* parallel-tree — the same unrolling, but step s ≥ 2 is fed the mask-token slot of the rank the
+  true token x_{t+s} has in step s−1's distribution (`parallel_tree.ParallelTreeNet.next_inputs`);
 * mtp — module k at position i on (h^{k−1}_i, x_{i+k}) with the band mask of
   `specbench.engine.drafters.mtp.band_mask`, loss against T_{i+k}; modules weighted equally.
 
@@ -93,11 +96,19 @@ def _token_term(logits, batch, head, s, result: StepResult) -> torch.Tensor:
 
 
 def medusa_objective(net, batch: Batch, head: VocabHead, **_) -> StepResult:
+    """Medusa and semi-ar: head k on f_t against T_{t+k}; a net with a ``serial`` head (semi-ar) first
+    conditions depth k on e(x_{t+k}) and the mean of e(x_{t+1..t+k}), the true tokens before it."""
     result = StepResult(torch.zeros(()), [], [], [])
     hidden = net(batch.features["final"])  # [K, B, T, H]
-    total = 0.0
+    serial = getattr(net, "serial", None)
+    total, prefix = 0.0, torch.zeros_like(hidden[0])
     for k in range(1, hidden.shape[0] + 1):
-        logits = head.sub_logits(hidden[k - 1])
+        h = hidden[k - 1]
+        if serial is not None:
+            prev = shift(batch.embeds, k)  # e(x_{t+k}) [B, T, H]
+            prefix = prefix + prev
+            h = serial(h, prev, prefix / k)
+        logits = head.sub_logits(h)
         total = total + 0.8 ** (k - 1) * _token_term(logits, batch, head, k, result)
     result.loss = total
     return result
@@ -116,16 +127,17 @@ def _attend(layer, a, r, positions, keys, own, mask):
 
 def eagle_objective(net, batch: Batch, head: VocabHead, *, steps: int = 1, feature_weight: float = 1.0,
                     token_weight: float = 0.1, **_) -> StepResult:
-    """EAGLE (feature_weight > 0) and EAGLE-3 (feature_weight = 0, token_weight = 1) with ``steps`` unrolled."""
+    """EAGLE (feature_weight > 0), EAGLE-3 / 3.1 and parallel-tree (feature_weight = 0, token_weight = 1)
+    with ``steps`` unrolled; the net says what step s+1 is fed (``next_inputs``, teacher-forced)."""
     result = StepResult(torch.zeros(()), [], [], [])
     length = batch.ids.shape[1]
     positions = torch.arange(length, device=batch.ids.device)
     mask = causal_mask(length, batch.ids.device)
-    g = net.context(batch.features)  # [B, T, H]
+    a, r = net.step_inputs(net.context(batch.features), shift(batch.embeds, 1))  # entries: [B, T, A], [B, T, H]
     first, own, total = None, [], 0.0
     for s in range(1, steps + 1):
-        a, r = net.step_inputs(g, shift(batch.embeds, s))
         out, kv = _attend(net.layer, a, r, positions + (s - 1), first, own, mask)
+        out = net.step_output(out)
         if first is None:
             first = kv
         else:
@@ -137,7 +149,8 @@ def eagle_objective(net, batch: Batch, head: VocabHead, *, steps: int = 1, featu
             target = shift(batch.features["final"], s)
             feat = (F.smooth_l1_loss(out, target, reduction="none") * valid).sum() / (valid.sum() * out.shape[-1])
             total = total + feature_weight * feat
-        g = out
+        if s < steps:
+            a, r = net.next_inputs(out, shift(batch.embeds, s + 1), logits.detach(), shift(batch.ids, s + 1), head)
     result.loss = total
     return result
 

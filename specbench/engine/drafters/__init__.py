@@ -2,7 +2,7 @@
 
 Every drafter is a type in the registry (`specbench.engine.drafters.registry`): the model-free
 ones (``ngram``, ``draft-model``) and the trained ones (``medusa``, ``eagle``, ``eagle3``,
-``mtp``, `specbench.engine.drafters.trained.TrainedType`). Importing this package loads no torch;
+``mtp``, ``eagle3.1``, ``semi-ar``, ``parallel-tree``, `specbench.engine.drafters.trained.TrainedType`). Importing this package loads no torch;
 looking a type up imports its module (and torch).
 """
 

@@ -21,6 +21,20 @@ output o_t is decoded through its own norm and the target's LM head:
 It is trained on the token loss only, with *training-time test*: the layer is unrolled on its
 own outputs for several steps, as it runs when drafting.
 
+EAGLE-3.1 (EAGLE × vLLM × TorchSpec, May 2026; vLLM PR #42764, the ``fc_norm`` / ``norm_output``
+drafter-config toggles). Two normalisations against the "attention drift" of EAGLE-3 drafters:
+the three fused streams have very different scales (deeper layers' hidden states grow in norm,
+and more so along a long context), so one dominates W_fc; and the unrolled steps feed back the
+*pre-norm* output o_t, whose scale drifts from step to step and away from the g_t the layer saw
+for true context entries. The fix normalises each stream before the fusion and hands on the
+normalised output:
+
+    g_t = W_fc [RMSNorm_l(l_t); RMSNorm_m(m_t); RMSNorm_h(h_t)]          (fc_norm)
+    n_t = RMSNorm(o_t),  q(x_{t+2}) = softmax(W_lm n_t),  next step fed n_t  (norm_output)
+
+Everything else is EAGLE-3's (same layer, inputs, training-time test); both flags live in the
+checkpoint's ``architecture`` and are absent for EAGLE-3.
+
 Drafting, both variants. The drafter's KV cache holds entries computed from the target's
 *true* features: for a context of L tokens (root x_{L−1}) the entries 0..L−2 (entry t needs
 f_t and x_{t+1}). Their last output gives the root's distribution. A draft node of depth d is
@@ -30,7 +44,7 @@ true feature) and the node's own token; it attends the context entries and its a
 positions are fed again next round from the true features the target computed for them
 (`RoundOutcome.features`), so the cache never holds a drafted feature.
 
-`EagleType` and `Eagle3Type` are the registry entries. Both train with
+`EagleType`, `Eagle3Type` and `Eagle31Type` are the registry entries. Both train with
 `specbench.training.objectives.eagle_objective` (EAGLE: feature + 0.1 × token loss, 1 step;
 EAGLE-3: token loss only, 3 training-time-test steps) and read and write the EAGLE project's
 layouts. EAGLE (EAGLE-1/2): a Llama ``config.json`` (hidden size, heads, MLP width, one layer,
@@ -54,7 +68,7 @@ from specbench.engine.drafters import growth as tree_growth
 from specbench.engine.drafters import published
 from specbench.engine.drafters.base import Proposal, RoundOutcome, Shape
 from specbench.engine.drafters.feature_layers import (DraftLayer, FeatureBuffer, LayerShape, RMSNorm, VocabHead,
-                                                      cache_mask, embed, new_cache)
+                                                      cache_mask, causal_mask, embed, new_cache)
 from specbench.engine.drafters.trained import TrainedType
 from specbench.engine.sampling import SamplingParams
 from specbench.errors import SpecbenchError
@@ -71,7 +85,24 @@ def eagle3_layers(num_layers: int) -> tuple[int, int, int]:
     return tuple(sorted({max(1, min(num_layers, i)) for i in picks}))
 
 
-class Eagle1Net(nn.Module):
+class StepNet(nn.Module):
+    """What drafting (`FeatureDrafter`) and the unrolled objective ask of a one-layer feature drafter:
+    ``layer``, ``context(features)``, ``step_inputs(g, e)``, ``head_input(out)``, and the two hooks
+    below, whose defaults are EAGLE's."""
+
+    def step_output(self, out: torch.Tensor) -> torch.Tensor:
+        """The state a step hands on to the head and the next step (default: the layer output)."""
+        return out
+
+    def next_inputs(self, out: torch.Tensor, e: torch.Tensor, logits: torch.Tensor, truth: torch.Tensor,
+                    head: VocabHead) -> tuple[torch.Tensor, torch.Tensor]:
+        """Training: inputs of unrolled step s+1 from step s's output out [B, T, H] and the embedding e
+        [B, T, H] of the token step s predicted (the true one, teacher forcing); ``logits`` [B, T, Vd]
+        and ``truth`` [B, T] (that token's id) serve drafters whose inputs depend on the ranking."""
+        return self.step_inputs(out, e)
+
+
+class Eagle1Net(StepNet):
     """z = W_fc [e; f] + b, then one decoder layer without input norm (EAGLE's layout)."""
 
     kind = "eagle"
@@ -107,17 +138,23 @@ class Eagle1Net(nn.Module):
         return cls(LayerShape(**arch["layer"]), fc_bias=bool(arch.get("fc_bias", True)))
 
 
-class Eagle3Net(nn.Module):
-    """g = W_fc [l; m; h]; layer over [norm(e); norm(g)] with residual g; output norm (EAGLE-3's layout)."""
+class Eagle3Net(StepNet):
+    """g = W_fc [l; m; h]; layer over [norm(e); norm(g)] with residual g; output norm (EAGLE-3's layout).
 
-    kind = "eagle3"
+    ``fc_norm`` and ``norm_output`` are EAGLE-3.1's two changes (module docstring); both off is
+    EAGLE-3 exactly, and the architecture dict then carries neither key."""
 
-    def __init__(self, shape: LayerShape, feature_layers: tuple[int, ...]):
+    def __init__(self, shape: LayerShape, feature_layers: tuple[int, ...], *, fc_norm: bool = False,
+                 norm_output: bool = False):
         super().__init__()
         if shape.attn_in != 2 * shape.hidden:
             raise ValueError("EAGLE-3's layer attends over [embedding; hidden]: attn_in must be 2·hidden")
         self.shape = shape
         self.feature_layers = tuple(int(i) for i in feature_layers)
+        self.norm_output = bool(norm_output)
+        self.kind = "eagle3.1" if fc_norm or norm_output else "eagle3"
+        if fc_norm:  # one RMSNorm per fused target layer, before the fusion projection
+            self.fc_norm = nn.ModuleList([RMSNorm(shape.hidden, shape.eps) for _ in self.feature_layers])
         self.fc = nn.Linear(len(self.feature_layers) * shape.hidden, shape.hidden, bias=False)
         self.midlayer = DraftLayer(shape, input_norm=True, hidden_norm=True)
         self.norm = RMSNorm(shape.hidden, shape.eps)
@@ -127,21 +164,32 @@ class Eagle3Net(nn.Module):
         return self.midlayer
 
     def context(self, features: dict) -> torch.Tensor:
-        return self.fc(torch.cat([features[i].to(self.fc.weight.dtype) for i in self.feature_layers], dim=-1))
+        streams = [features[i].to(self.fc.weight.dtype) for i in self.feature_layers]  # each [..., H]
+        if hasattr(self, "fc_norm"):
+            streams = [norm(x) for norm, x in zip(self.fc_norm, streams)]
+        return self.fc(torch.cat(streams, dim=-1))
 
     def step_inputs(self, g: torch.Tensor, e: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         g = g.to(e.dtype)
         return torch.cat((self.midlayer.input_layernorm(e), self.midlayer.hidden_norm(g)), dim=-1), g
 
+    def step_output(self, out: torch.Tensor) -> torch.Tensor:
+        """The state a step hands on (to the head and to the next step): o_t, or RMSNorm(o_t) (3.1)."""
+        return self.norm(out) if self.norm_output else out
+
     def head_input(self, out: torch.Tensor) -> torch.Tensor:
-        return self.norm(out)
+        return out if self.norm_output else self.norm(out)
 
     def architecture(self) -> dict:
-        return {"layer": self.shape.to_dict(), "feature_layers": list(self.feature_layers)}
+        arch = {"layer": self.shape.to_dict(), "feature_layers": list(self.feature_layers)}
+        if self.kind == "eagle3.1":  # added only when set: an EAGLE-3 checkpoint's architecture is unchanged
+            arch.update(fc_norm=hasattr(self, "fc_norm"), norm_output=self.norm_output)
+        return arch
 
     @classmethod
     def from_architecture(cls, arch: dict) -> "Eagle3Net":
-        return cls(LayerShape(**arch["layer"]), tuple(arch["feature_layers"]))
+        return cls(LayerShape(**arch["layer"]), tuple(arch["feature_layers"]), fc_norm=bool(arch.get("fc_norm")),
+                   norm_output=bool(arch.get("norm_output")))
 
 
 class FeatureDrafter:
@@ -163,15 +211,32 @@ class FeatureDrafter:
         self._last_output = None  # output of the last committed entry (the root's distribution comes from it)
 
     # ------------------------------------------------------------------ entries
-    def _context_entries(self, tokens: torch.Tensor, start: int, stop: int) -> torch.Tensor:
-        """Feed entries start..stop−1 (context g_t with token x_{t+1}); tokens [L]; returns outputs [n, H]."""
-        g = self.buffer.get("g", start, stop)[None]  # [1, n, H]
-        e = embed(self.target_model, tokens[start + 1: stop + 1])[None].to(self.dtype)  # [1, n, H]
+    def _context_entries(self, tokens: torch.Tensor, start: int, stop: int, queries: tuple | None = None
+                         ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Feed entries start..stop−1 (context g_t with token x_{t+1}); tokens [L]. ``queries`` =
+        (a [n, A], r [n, H], positions [n], block [n, n] bool): draft queries fed in the same forward,
+        each seeing every context entry and, among the queries, where ``block`` allows; they are
+        dropped from the cache afterwards. Returns (entry outputs [m, H], query outputs [n, H] | None)."""
+        g = self.buffer.get("g", start, stop)[None]  # [1, m, H]
+        e = embed(self.target_model, tokens[start + 1: stop + 1])[None].to(self.dtype)  # [1, m, H]
         a, r = self.net.step_inputs(g, e)
-        n = stop - start
-        mask = None if n == 1 else cache_mask(self.cache.length, n, None, device=self.device)
+        m, before = stop - start, self.cache.length
         positions = torch.arange(start, stop, device=self.device)
-        return self.net.layer.forward_cached(a, r, positions, self.cache, mask)[0]
+        block = None  # causal over the entries
+        if queries is not None:
+            qa, qr, qpos, qblock = queries
+            n = qpos.numel()
+            a, r = torch.cat((a, qa[None].to(a.dtype)), dim=1), torch.cat((r, qr[None].to(r.dtype)), dim=1)
+            positions = torch.cat((positions, qpos.to(self.device)))
+            block = torch.zeros(m + n, m + n, dtype=torch.bool, device=self.device)
+            block[:m, :m] = causal_mask(m, self.device)
+            block[m:, :m] = True
+            block[m:, m:] = qblock.to(self.device)
+        new = a.shape[1]
+        mask = None if new == 1 else cache_mask(before, new, block, device=self.device)
+        out = self.net.step_output(self.net.layer.forward_cached(a, r, positions, self.cache, mask)[0])  # [m + n, H]
+        self.cache.truncate(before + m)
+        return out[:m], (out[m:] if queries is not None else None)
 
     @torch.inference_mode()
     def start(self, prompt: torch.Tensor, capacity: int, features: dict | None = None) -> None:
@@ -188,9 +253,32 @@ class FeatureDrafter:
         """Context entries up to entry stop−1 (true features); returns the output of entry stop−1 [H]."""
         self.cache.truncate(self.committed)
         if self.committed < stop:
-            self._last_output = self._context_entries(tokens, self.committed, stop)[-1]
+            self._last_output = self._context_entries(tokens, self.committed, stop)[0][-1]
             self.committed = self.cache.length
         return self._last_output
+
+    def _node_inputs(self, growth: tree_growth.Growth, nodes: list[int], outputs: dict
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(a [1, n, A], r [1, n, H]) of draft nodes: their parents' outputs with their own tokens."""
+        g = torch.stack([outputs[growth.parents[n]] for n in nodes])[None]  # parents' outputs [1, n, H]
+        ids = torch.tensor([growth.tokens[n] for n in nodes], device=self.device)
+        return self.net.step_inputs(g, embed(self.target_model, ids)[None].to(self.dtype))
+
+    def _expander(self, length: int, outputs: dict) -> tree_growth.Expand:
+        """One layer forward over a block of draft nodes, attending the context and their ancestors."""
+        fed: list[int] = []
+
+        def expand(growth: tree_growth.Growth, nodes: list[int]) -> torch.Tensor:
+            block, _ = tree_growth.block_mask(growth, fed, nodes)
+            a, r = self._node_inputs(growth, nodes, outputs)
+            positions = torch.tensor([length - 2 + growth.depths[n] for n in nodes], device=self.device)
+            mask = cache_mask(self.cache.length, len(nodes), block, prior=len(fed), device=self.device)
+            out = self.net.step_output(self.net.layer.forward_cached(a, r, positions, self.cache, mask)[0])  # [n, H]
+            outputs.update(zip(nodes, out))
+            fed.extend(nodes)
+            return self.head.logits(self.net.head_input(out))
+
+        return expand
 
     @torch.inference_mode()
     def propose(self, context: torch.Tensor, shape: Shape, sampling: SamplingParams,
@@ -213,7 +301,8 @@ class FeatureDrafter:
         out = self._commit_verified(tokens, verified - 1)  # output of entry verified−2
         for t in range(verified - 1, context.shape[1] - 1):
             a, r = self.net.step_inputs(out[None, None], embed(self.target_model, tokens[t + 1: t + 2])[None].to(self.dtype))
-            out = self.net.layer.forward_cached(a, r, torch.tensor([t], device=self.device), self.cache, None)[0, -1]
+            out = self.net.step_output(
+                self.net.layer.forward_cached(a, r, torch.tensor([t], device=self.device), self.cache, None)[0])[-1]
         proposal = self._grow(out, context, shape, sampling, generator)
         self.cache.truncate(self.committed)
         return proposal
@@ -223,23 +312,9 @@ class FeatureDrafter:
         """Draft nodes continuing context [1, L]; root [H] is the output of entry L−2."""
         length = context.shape[1]
         outputs = {-1: root}
-        fed: list[int] = []
-
-        def expand(growth: tree_growth.Growth, nodes: list[int]) -> torch.Tensor:
-            block, _ = tree_growth.block_mask(growth, fed, nodes)
-            g = torch.stack([outputs[growth.parents[n]] for n in nodes])[None]  # parents' outputs [1, n, H]
-            ids = torch.tensor([growth.tokens[n] for n in nodes], device=self.device)
-            a, r = self.net.step_inputs(g, embed(self.target_model, ids)[None].to(self.dtype))
-            positions = torch.tensor([length - 2 + growth.depths[n] for n in nodes], device=self.device)
-            mask = cache_mask(self.cache.length, len(nodes), block, prior=len(fed), device=self.device)
-            out = self.net.layer.forward_cached(a, r, positions, self.cache, mask)[0]  # [n, H]
-            outputs.update(zip(nodes, out))
-            fed.extend(nodes)
-            return self.head.logits(self.net.head_input(out))
-
         root_logits = self.head.logits(self.net.head_input(root))
-        return tree_growth.grow_proposal(root_logits, shape, sampling, generator, expand, context.device,
-                                         keep_drafting=keep_drafting)[0]
+        return tree_growth.grow_proposal(root_logits, shape, sampling, generator, self._expander(length, outputs),
+                                         context.device, keep_drafting=keep_drafting)[0]
 
     @torch.inference_mode()
     def observe(self, outcome: RoundOutcome) -> None:
@@ -257,11 +332,12 @@ class _FeatureType(TrainedType):
 
     defaults = {"intermediate": 768}  # sized so that the four SmolLM2-135M drafters stay under 30 MB in bf16
     objective = "specbench.training.objectives:eagle_objective"
+    drafter_class = FeatureDrafter  # how the network drafts (parallel-tree: its one-forward trees)
 
     def wrap(self, net, target, draft_vocab=None, head_weights=None) -> FeatureDrafter:
         head = VocabHead(target.model.get_output_embeddings(), target.vocab_size, draft_vocab,
                          weight=None if head_weights is None else head_weights[0])
-        return FeatureDrafter(net, target.model, head)
+        return self.drafter_class(net, target.model, head)
 
     def feature_layers(self, architecture: dict) -> tuple:
         return tuple(architecture.get("feature_layers") or ("final",))
@@ -378,3 +454,20 @@ class Eagle3Type(_FeatureType):
         published.write_json(folder / "config.json", published.llama_config(
             net.shape, vocab, {"draft_vocab_size": int(ids.numel())}))
         return folder
+
+
+class Eagle31Type(Eagle3Type):
+    """EAGLE-3 with EAGLE-3.1's two normalisations (``fc_norm``, ``norm_output``); no published layout yet."""
+
+    name = "eagle3.1"
+    summary = "EAGLE-3.1: EAGLE-3 with RMSNorm on each fused layer and a post-norm step output (param checkpoint)"
+    published = None
+
+    def architecture(self, target_config, **options) -> dict:
+        return {**super().architecture(target_config, **options), "fc_norm": True, "norm_output": True}
+
+    def recognizes(self, config: dict, folder: Path) -> bool:
+        return False
+
+    load_published = TrainedType.load_published
+    export_published = TrainedType.export_published

@@ -91,19 +91,34 @@ class MedusaDrafter:
     def start(self, prompt: torch.Tensor, capacity: int, features: dict | None = None) -> None:
         self._last = features["final"][0, -1].clone()
 
+    def depth_logits(self, hidden: torch.Tensor, depths: list[int], paths: list[list[int]]) -> torch.Tensor:
+        """Logits [n, V] of the tokens at ``depths`` (1-based) after ``paths`` (root, then the drafted
+        ancestors): Medusa's come from head d whatever the path."""
+        per_depth = {d: self.vocab_heads[d - 1].logits(hidden[d - 1]) for d in set(depths)}
+        return torch.stack([per_depth[d] for d in depths])
+
+    def draft_steps(self, expansions: int) -> int:
+        """Drafter forwards of a round whose tree was expanded ``expansions`` times: all heads ran in one."""
+        return 1
+
     @torch.inference_mode()
     def propose(self, context: torch.Tensor, shape: Shape, sampling: SamplingParams,
                 generator: torch.Generator | None, keep_drafting=None) -> Proposal:
         shape = tree_growth.capped(shape, self.heads.num_heads)
         hidden = self.heads(self._last.to(next(self.heads.parameters()).dtype))  # [K, H]
-        logits = torch.stack([vh.logits(h) for vh, h in zip(self.vocab_heads, hidden)])  # [K, V]
+        root = int(context[0, -1])
+        expansions = 0
 
-        def expand(growth, nodes):  # children at depth d + 1 come from head d + 1, whatever the parent
-            return torch.stack([logits[growth.depths[n]] for n in nodes])
+        def expand(growth, nodes):  # children of nodes at depth d are the tokens at depth d + 1
+            nonlocal expansions
+            expansions += 1
+            paths = [[root] + [growth.tokens[a] for a in reversed(growth.ancestors(n))] for n in nodes]
+            return self.depth_logits(hidden, [growth.depths[n] + 1 for n in nodes], paths)
 
-        return tree_growth.grow_proposal(logits[0], shape, sampling, generator, expand, context.device,
-                                         keep_drafting=keep_drafting,
-                                         draft_steps=1)[0]  # all heads ran in one forward
+        proposal = tree_growth.grow_proposal(self.depth_logits(hidden, [1], [[root]])[0], shape, sampling, generator,
+                                             expand, context.device, keep_drafting=keep_drafting)[0]
+        proposal.draft_steps = self.draft_steps(expansions)
+        return proposal
 
     @torch.inference_mode()
     def observe(self, outcome: RoundOutcome) -> None:

@@ -28,6 +28,9 @@ BUILTIN: dict[str, str] = {
     "eagle": "specbench.engine.drafters.eagle:EagleType",
     "eagle3": "specbench.engine.drafters.eagle:Eagle3Type",
     "mtp": "specbench.engine.drafters.mtp:MTPType",
+    "eagle3.1": "specbench.engine.drafters.eagle:Eagle31Type",
+    "semi-ar": "specbench.engine.drafters.semi_ar:SemiARType",
+    "parallel-tree": "specbench.engine.drafters.parallel_tree:ParallelTreeType",
 }
 
 BUILD_ARGUMENTS = ("self", "target", "device", "dtype", "backend")  # what every build takes; the rest are params

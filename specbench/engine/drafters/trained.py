@@ -1,6 +1,6 @@
 """Trained drafters: `TrainedType`, the registry entry every network drafter derives from.
 
-A trained type (medusa, eagle, eagle3, mtp: one subclass each, in its own module) says what is
+A trained type (medusa, eagle, eagle3, mtp, eagle3.1, semi-ar, parallel-tree: one subclass each) says what is
 particular to it — its architecture defaults and how to fill them in for a target
 (``architecture``), how to build its network (``new_net``) and wrap it as an engine drafter
 (``wrap``), its training objective (``objective``: a ``"module:function"`` reference into
