@@ -165,9 +165,13 @@ class NativeDecoder:
         return F.linear(x.float(), module.weight.float(), bias).to(x.dtype)
 
     def _mlp(self, mlp, x: torch.Tensor, wide: bool) -> torch.Tensor:
-        """The gated MLP down(act(gate(x)) · up(x)) of the Llama family."""
+        """The gated MLP down(act(gate(x)) · up(x)) of the Llama family (an upcycled MoE layer,
+        `specbench.models.moe_upcycle`: routed and recorded, then its one shared expert)."""
         if not wide:
             return mlp(x)
+        if hasattr(mlp, "route"):
+            mlp.route(x)
+            mlp = mlp.expert
         gate, up = self._linear(mlp.gate_proj, x, wide), self._linear(mlp.up_proj, x, wide)
         return self._linear(mlp.down_proj, mlp.act_fn(gate) * up, wide)
 

@@ -26,6 +26,7 @@ from specbench.engine.verify import (verify_greedy, verify_greedy_rows, verify_s
                                      verify_tree_sampling)
 from specbench.errors import SpecbenchError
 from specbench.kernels.rejection_sampling import rejection_sampling
+from specbench.models.moe_upcycle import RoutingLog, routing_log
 
 
 def eos_token_ids(model, tokenizer) -> set[int]:
@@ -80,6 +81,7 @@ class SpeculativeEngine:
         self.clock = DeviceClock(self.device)
         self.eos_ids = eos_token_ids(target.model, target.tokenizer)
         self.verifier = verifier or Verifier()
+        self.routing = routing_log(target.model)  # MoE targets: the experts of each forward's tokens
 
     # ------------------------------------------------------------------ pieces
     def _first_token(self, logits: torch.Tensor, generator) -> torch.Tensor:
@@ -205,7 +207,10 @@ class SpeculativeEngine:
 
         rounds = RoundLog()
         result = GenerationResult(prompt_tokens=prompt.shape[1], tokens=tokens, rounds=rounds,
-                                  prefill_s=prefill_s, decode_s=0.0, stop_reason="length")
+                                  prefill_s=prefill_s, decode_s=0.0, stop_reason="length",
+                                  moe=None if self.routing is None else {
+                                      "experts": self.routing.experts, "top_k": self.routing.top_k,
+                                      "expert_bytes": self.routing.expert_bytes})
         done = (stop_at_eos and tokens[0] in self.eos_ids) or len(tokens) >= max_new_tokens
         if done and tokens[0] in self.eos_ids and stop_at_eos:
             result.stop_reason = "eos"
@@ -233,13 +238,24 @@ class SpeculativeEngine:
             done = done or len(tokens) >= max_new_tokens
             t3 = self.clock.now()
             rounds.add(drafted=proposal.tree_nodes, depth=proposal.gamma, accepted=len(path), emitted=len(new),
-                       draft_steps=proposal.draft_steps, draft_s=t1 - t0, verify_s=t2 - t1, round_s=t3 - t0)
+                       draft_steps=proposal.draft_steps, draft_s=t1 - t0, verify_s=t2 - t1, round_s=t3 - t0,
+                       **expert_traffic(self.routing))
             if on_round is not None:
                 result.decode_s = t3 - decode_start
                 on_round(result)
         result.decode_s = self.clock.now() - decode_start
         result.peak_memory_bytes = peak_memory_bytes(self.device)
         return result
+
+
+def expert_traffic(routing: RoutingLog | None) -> dict:
+    """The last (verify) forward's expert traffic, as `RoundLog.add` takes it: distinct experts its tokens
+    touched per layer, mean over layers, and the expert weight bytes that reads (Σ_layers distinct × the
+    bytes of one expert). Nothing for a dense target."""
+    if routing is None:
+        return {}
+    distinct = routing.distinct_per_layer()
+    return {"experts": sum(distinct) / len(distinct), "expert_bytes": sum(distinct) * routing.expert_bytes}
 
 
 def peak_memory_bytes(device: torch.device) -> int:

@@ -1,0 +1,91 @@
+"""MoE testbed: sparse-upcycled targets equal their dense base, route by token, and report expert traffic."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from specbench.engine.decoder import make_decoder
+from specbench.engine.drafters import make_drafter
+from specbench.engine.loop import SpeculativeEngine
+from specbench.errors import SpecbenchError
+from specbench.models.moe_upcycle import routing_log, upcycle
+from specbench.models.resolve import load_model
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(scope="module")
+def tiny_pair():
+    return load_model("tiny-random-llama"), load_model("tiny-random-llama-moe")
+
+
+def _logits(loaded, ids: torch.Tensor) -> torch.Tensor:
+    decoder = make_decoder(loaded.model)
+    decoder.reset(1, ids.shape[1] + 1)
+    return decoder.forward(ids).logits
+
+
+def test_upcycled_tiny_model_equals_its_dense_base_bit_for_bit(tiny_pair):
+    dense, moe = tiny_pair
+    ids = torch.arange(3, 40)[None]
+    assert torch.equal(_logits(dense, ids), _logits(moe, ids))
+    with torch.inference_mode():  # transformers' own forward runs the same layers
+        assert torch.equal(dense.model(ids).logits, moe.model(ids).logits)
+    # the experts are the dense MLP itself: no parameter was copied or added
+    assert sum(p.numel() for p in moe.model.parameters()) == sum(p.numel() for p in dense.model.parameters())
+    assert moe.weights_sha256 != dense.weights_sha256  # a derived model has its own identity
+
+
+def test_routing_depends_on_the_tokens_and_is_recorded_per_layer(tiny_pair):
+    _, moe = tiny_pair
+    log = routing_log(moe.model)
+    assert (log.experts, log.top_k) == (8, 2)
+    _logits(moe, torch.arange(3, 40)[None])
+    assert sorted(log.layers) == [0, 1]
+    chosen = log.layers[0][0]  # [T, top_k]
+    assert chosen.shape == (37, 2)
+    assert len({tuple(sorted(row)) for row in chosen.tolist()}) > 3  # different tokens, different experts
+    assert all(2 < n <= 8 for n in log.distinct_per_layer())
+
+
+def test_upcycling_refuses_impossible_expert_counts():
+    model = load_model("tiny-random-llama").model
+    with pytest.raises(SpecbenchError, match="top_k"):
+        upcycle(model, experts=4, top_k=5, seed=0)
+
+
+def test_speculation_on_the_moe_target_is_lossless_and_counts_the_experts_it_touches(tiny_pair):
+    dense, moe = tiny_pair
+    drafter = make_drafter("draft-model", moe, {"model": "tiny-random-llama-draft"})
+    prompt = list(range(5, 25))
+    base = SpeculativeEngine(moe, None, gamma=0).generate(prompt, 24, stop_at_eos=False)
+    assert base.tokens == SpeculativeEngine(dense, None, gamma=0).generate(prompt, 24, stop_at_eos=False).tokens
+    spec = SpeculativeEngine(moe, drafter, gamma=4).generate(prompt, 24, stop_at_eos=False)
+    assert spec.tokens == base.tokens
+    log = routing_log(moe.model)
+    # a target-only step verifies one token: exactly top_k experts per layer
+    assert base.rounds.experts == [2.0] * len(base.rounds)
+    assert base.expert_bytes_per_verify == 2 * 2 * log.expert_bytes  # 2 layers × 2 experts
+    # a round verifying n = drafted + 1 tokens touches between top_k and min(E, n·top_k) per layer
+    for drafted, experts in zip(spec.rounds.drafted, spec.rounds.experts):
+        assert 2 <= experts <= min(8, 2 * (drafted + 1))
+    assert spec.experts_per_verify > base.experts_per_verify
+    assert spec.expert_bytes_per_token == pytest.approx(sum(spec.rounds.expert_bytes) / spec.decode_tokens)
+    dense_result = SpeculativeEngine(dense, None, gamma=0).generate(prompt, 4, stop_at_eos=False)
+    assert dense_result.rounds.experts == [] and math.isnan(dense_result.experts_per_verify)
+
+
+def test_upcycled_smollm2_generates_what_smollm2_generates(smollm2, smollm2_prompt_ids):
+    moe = load_model("smollm2-135m-moe")
+    ids = smollm2_prompt_ids[2]
+    dense_logits, moe_logits = _logits(smollm2, torch.tensor([ids])), _logits(moe, torch.tensor([ids]))
+    assert torch.allclose(dense_logits, moe_logits, atol=1e-5)
+    dense_out = SpeculativeEngine(smollm2, None, gamma=0).generate(ids, 12, stop_at_eos=False)
+    moe_out = SpeculativeEngine(moe, None, gamma=0).generate(ids, 12, stop_at_eos=False)
+    assert moe_out.tokens == dense_out.tokens
+    assert moe_out.moe == {"experts": 8, "top_k": 2, "expert_bytes": 3 * 576 * 1536 * 4}
+    layer0 = routing_log(moe.model).layers[0]
+    assert layer0.shape[-1] == 2
