@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import pytest
 import torch
 
@@ -86,6 +88,65 @@ def test_upcycled_smollm2_generates_what_smollm2_generates(smollm2, smollm2_prom
     dense_out = SpeculativeEngine(smollm2, None, gamma=0).generate(ids, 12, stop_at_eos=False)
     moe_out = SpeculativeEngine(moe, None, gamma=0).generate(ids, 12, stop_at_eos=False)
     assert moe_out.tokens == dense_out.tokens
-    assert moe_out.moe == {"experts": 8, "top_k": 2, "expert_bytes": 3 * 576 * 1536 * 4}
+    assert {k: moe_out.moe[k] for k in ("experts", "top_k", "expert_bytes")} == {"experts": 8, "top_k": 2, "expert_bytes": 3 * 576 * 1536 * 4}
+    assert moe_out.moe["step_bytes"] > 30 * moe_out.moe["expert_bytes"]
     layer0 = routing_log(moe.model).layers[0]
     assert layer0.shape[-1] == 2
+
+
+# ----------------------------------------------------------------------------- the expert-aware cost model
+
+def test_expected_distinct_experts_matches_uniform_routing_by_simulation():
+    from specbench.analysis.moe_cost import expected_distinct_experts
+
+    rng = np.random.default_rng(0)
+    experts, top_k = 16, 4
+    for n in (1, 3, 8):
+        chosen = rng.random((2000, n, experts)).argsort(-1)[..., :top_k]  # [trials, n, top_k]: k distinct each
+        touched = np.zeros((2000, experts), dtype=bool)
+        np.put_along_axis(touched, chosen.reshape(2000, -1), True, axis=1)
+        assert float(touched.sum(1).mean()) == pytest.approx(float(expected_distinct_experts(n, experts, top_k)), abs=0.1)
+    assert float(expected_distinct_experts(1, experts, top_k)) == pytest.approx(top_k)
+    assert float(expected_distinct_experts(200, experts, top_k)) == pytest.approx(experts)
+
+
+def test_effective_expert_count_is_recovered_from_concentrated_routing():
+    from specbench.analysis.moe_cost import expected_distinct_experts, fit_effective_experts
+
+    n = np.array([1, 2, 3, 5, 8, 8, 13])
+    measured = expected_distinct_experts(n, 12.0, 2)  # tokens that keep to 12 of 64 experts
+    assert fit_effective_experts(n, measured, 64, 2) == pytest.approx(12.0, abs=0.2)
+
+
+def test_moe_sweep_records_expert_traffic_and_recommend_prices_it(tmp_path, prompts_file):
+    from specbench.analysis.cost_source import MeasuredCosts
+    from specbench.analysis.moe_cost import ExpertAwareCosts, is_moe, moe_traffic
+    from specbench.analysis.recommend import recommend
+    from specbench.records.store import load_records
+    from tests.cli_helpers import invoke, tiny_sweep_yaml
+
+    out = tmp_path / "res"
+    spec = tiny_sweep_yaml(tmp_path, prompts_file, target="tiny-random-llama-moe", gammas=[1, 4],
+                           drafters=[{"type": "draft-model", "params": {"model": "tiny-random-llama-draft"}}])
+    result = invoke("sweep", spec, "--out", out)
+    assert result.exit_code == 0, result.output
+    df = load_records(out)
+    assert is_moe(df) and (df["moe_experts"] == 8).all() and (df["moe_top_k"] == 2).all()
+    base, spec4 = df[df.gamma == 0], df[df.gamma == 4]
+    assert (base["experts_per_verify"] == 2).all()
+    assert (spec4["experts_per_verify"] > df[df.gamma == 1]["experts_per_verify"].mean()).all()
+    assert (df["round_experts"].apply(len) == df["rounds"]).all()
+    # greedy is lossless on the MoE target too
+    assert set(df.groupby("prompt_id")["output_sha1"].nunique()) == {1}
+    traffic = moe_traffic(df)
+    assert 2 <= traffic.effective_experts <= 8 and traffic.extra_bytes(1) == 0
+    class PlainMeasured(MeasuredCosts):  # the dense cost model, forced (recommend picks the aware one itself)
+        pass
+
+    recs = recommend(df, n_boot=20)
+    assert any("expert-aware" in note for rec in recs for note in rec.notes)
+    assert recs[0].cost_source == ExpertAwareCosts().describe()
+    # the expert reads make every speculative round dearer than the plain measured model says
+    plain = recommend(df, n_boot=20, costs=PlainMeasured())
+    aware_curve, plain_curve = recs[0].curves, plain[0].curves
+    assert (aware_curve["tokens_per_s"].to_numpy() < plain_curve["tokens_per_s"].to_numpy()).all()

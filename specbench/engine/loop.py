@@ -210,7 +210,8 @@ class SpeculativeEngine:
                                   prefill_s=prefill_s, decode_s=0.0, stop_reason="length",
                                   moe=None if self.routing is None else {
                                       "experts": self.routing.experts, "top_k": self.routing.top_k,
-                                      "expert_bytes": self.routing.expert_bytes})
+                                      "expert_bytes": self.routing.expert_bytes,
+                                      "step_bytes": self.routing.step_bytes})
         done = (stop_at_eos and tokens[0] in self.eos_ids) or len(tokens) >= max_new_tokens
         if done and tokens[0] in self.eos_ids and stop_at_eos:
             result.stop_reason = "eos"

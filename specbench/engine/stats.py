@@ -65,7 +65,9 @@ class GenerationResult:
     # Serving-engine backends measure these per request; None: derive from prefill_s / decode_s.
     ttft_s: float | None = None  # time to first token, s
     itl_s: float | None = None  # mean inter-token latency over the request, s
-    moe: dict | None = None  # MoE target: {"experts": E, "top_k": k, "expert_bytes": one expert's bytes}
+    # MoE target: {"experts": E, "top_k": k, "expert_bytes": one expert's bytes, "step_bytes": weight bytes of
+    # one target-only forward as computed here (each MLP once)}
+    moe: dict | None = None
 
     # ------------------------------------------------------------------ derived metrics
     @property

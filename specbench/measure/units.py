@@ -155,11 +155,11 @@ def _moe_columns(result) -> dict:
     moe = getattr(result, "moe", None)
     if not moe:
         return {"moe_experts": None, "moe_top_k": None, "round_experts": [], "experts_per_verify": float("nan"),
-                "expert_bytes_per_verify": float("nan"), "expert_bytes_per_token": float("nan")}
+                "expert_bytes_per_verify": float("nan"), "expert_bytes_per_token": float("nan"), "moe_step_bytes": None}
     return {"moe_experts": int(moe["experts"]), "moe_top_k": int(moe["top_k"]),
             "round_experts": [float(x) for x in result.rounds.experts],
             "experts_per_verify": result.experts_per_verify, "expert_bytes_per_verify": result.expert_bytes_per_verify,
-            "expert_bytes_per_token": result.expert_bytes_per_token}
+            "expert_bytes_per_token": result.expert_bytes_per_token, "moe_step_bytes": moe.get("step_bytes")}
 
 
 def _mean_itl(result) -> float:

@@ -20,7 +20,8 @@ matter only for the value, which is E(x) whatever they are; they are not materia
 
 Routing depends on the tokens (through x), so a verify forward over k tokens touches the union
 of their experts: between k_top and min(E, k·k_top) per layer — the cost ECOSPEC's drafting
-minimises. `moe_layer_class` builds the layer module; `RoutingLog` keeps, per forward, each layer's expert ids [B, T, k_top].
+minimises. `moe_layer_class` builds the layer module; `RoutingLog` keeps, per forward, each
+layer's expert ids [B, T, k_top].
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class RoutingLog:
     experts: int
     top_k: int
     expert_bytes: int  # weight bytes of one expert of one layer (the dense MLP's), at the model's dtype
+    step_bytes: int = 0  # weight bytes one forward of this (dense-computed) model streams: every MLP once
     layers: dict = field(default_factory=dict)  # layer index -> [B, T, top_k] long expert ids
 
     def record(self, layer: int, chosen) -> None:
@@ -99,6 +101,16 @@ def mlp_bytes(mlp) -> int:
     return int(sum(p.numel() * p.element_size() for p in mlp.parameters()))
 
 
+def forward_bytes(model) -> int:
+    """Weight bytes one forward streams: every parameter once (shared tensors once), less an input
+    embedding table that is not also the LM head (a forward gathers only a few of its rows)."""
+    total = sum(p.numel() * p.element_size() for p in model.parameters())
+    embed, head = model.get_input_embeddings().weight, model.get_output_embeddings()
+    if head is None or head.weight is not embed:
+        total -= embed.numel() * embed.element_size()
+    return int(total)
+
+
 def upcycle(model, *, experts: int, top_k: int, seed: int) -> RoutingLog:
     """Replace every decoder layer's MLP of a Llama-family ``model`` (in place) by an `UpcycledMoE`;
     returns the shared `RoutingLog`, also set as ``model.specbench_routing``."""
@@ -110,7 +122,8 @@ def upcycle(model, *, experts: int, top_k: int, seed: int) -> RoutingLog:
         raise SpecbenchError("sparse upcycling needs a decoder whose layers each have an 'mlp' (Llama family)")
     hidden = int(model.config.hidden_size)
     device = next(model.parameters()).device
-    log = RoutingLog(experts=experts, top_k=top_k, expert_bytes=mlp_bytes(layers[0].mlp))
+    log = RoutingLog(experts=experts, top_k=top_k, expert_bytes=mlp_bytes(layers[0].mlp),
+                     step_bytes=forward_bytes(model))
     for i, layer in enumerate(layers):
         router = router_weights(hidden, experts, seed, i).to(device)
         layer.mlp = moe_layer_class()(layer.mlp, router, top_k, i, log)

@@ -110,6 +110,8 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "expert_bytes_per_verify": (pa.float64(), "MoE target: expert weight bytes one verify forward reads, "
                                               "Σ_layers distinct experts × one expert's bytes, mean over rounds"),
     "expert_bytes_per_token": (pa.float64(), "MoE target: Σ expert bytes over rounds ÷ decode_tokens"),
+    "moe_step_bytes": (pa.int64(), "MoE target: weight bytes one target-only forward streamed here (each MLP "
+                                   "computed once; the expert-aware cost model's bandwidth reference)"),
 }
 
 # Columns added after schema 1's first release: records written without them (older folders,
@@ -118,7 +120,8 @@ LATER_DEFAULTS = {"weights_sha256": None, "backend": None, "concurrency": None, 
                   "timing_ok": True, "timing_flag": "", "timing_attempts": 1, "timing_kept": 1, "attempt_decode_s": [], "attempt_other_cores": [], "load_1m": float("nan"),
                   "other_cpu_s": float("nan"), "other_cores": float("nan"), "cpu_mhz": float("nan"),
                   "moe_experts": None, "moe_top_k": None, "round_experts": [], "experts_per_verify": float("nan"),
-                  "expert_bytes_per_verify": float("nan"), "expert_bytes_per_token": float("nan")}
+                  "expert_bytes_per_verify": float("nan"), "expert_bytes_per_token": float("nan"),
+                  "moe_step_bytes": None}
 
 SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])
 RUN_INFO = "run.json"
