@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 import pytest
 import torch
 
@@ -111,7 +110,10 @@ def test_expected_distinct_experts_matches_uniform_routing_by_simulation():
 
 
 def test_effective_expert_count_is_recovered_from_concentrated_routing():
-    from specbench.analysis.moe_cost import expected_distinct_experts, fit_effective_experts
+    from specbench.analysis.moe_cost import (
+        expected_distinct_experts,
+        fit_effective_experts,
+    )
 
     n = np.array([1, 2, 3, 5, 8, 8, 13])
     measured = expected_distinct_experts(n, 12.0, 2)  # tokens that keep to 12 of 64 experts
