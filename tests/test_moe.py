@@ -152,3 +152,60 @@ def test_moe_sweep_records_expert_traffic_and_recommend_prices_it(tmp_path, prom
     plain = recommend(df, n_boot=20, costs=PlainMeasured())
     aware_curve, plain_curve = recs[0].curves, plain[0].curves
     assert (aware_curve["tokens_per_s"].to_numpy() < plain_curve["tokens_per_s"].to_numpy()).all()
+
+
+# ----------------------------------------------------------------------------- profiles of MoE shapes
+
+def test_dense_twin_has_the_moe_shapes_active_size_and_is_refused_for_dense_targets():
+    from specbench.hardware.profile import (
+        dense_twin,
+        moe_shape,
+        plan_profile,
+        resolve_architecture,
+    )
+
+    moe = resolve_architecture("tiny-random-qwen3-moe")
+    assert moe_shape(moe.config) == {"experts": 16, "top_k": 4, "expert_intermediate": 32}
+    twin = dense_twin(moe)
+    assert twin.config.model_type == "qwen3" and twin.config.intermediate_size == 4 * 32
+    assert (twin.config.hidden_size, twin.config.num_hidden_layers, twin.config.head_dim) == (64, 2, 16)
+    mixtral = dense_twin(resolve_architecture("tiny-random-mixtral"))
+    assert mixtral.config.model_type == "mistral" and mixtral.config.intermediate_size == 2 * 64
+    with pytest.raises(SpecbenchError, match="dense-twin"):
+        plan_profile("tiny-random-llama", with_dense_twin=True)
+
+
+def test_profile_times_an_moe_shape_beside_its_dense_twin(tmp_path):
+    from specbench.analysis.moe_cost import moe_verify_table
+    from specbench.hardware.profile import (
+        ProfileGrid,
+        forward_weight_bytes,
+        moe_forward_bytes,
+        random_model,
+        resolve_architecture,
+        run_profile,
+    )
+
+    grid = ProfileGrid(batches=(1,), contexts=(16,), verify_tokens=(1, 4), warmup=0, repeats=1)
+    profile = run_profile("tiny-random-mixtral", grid=grid, with_dense_twin=True)
+    assert set(profile.frame["role"]) == {"target", "dense_twin"}
+    table = moe_verify_table(profile)
+    assert list(table["verify_tokens"]) == [1, 4] and (table["dense_ms"] > 0).all()
+    assert table["distinct_experts"].iloc[0] == pytest.approx(2)  # one token: its top-2
+    assert table["model_ms"].iloc[0] == pytest.approx(table["moe_ms"].iloc[0])
+    # bytes a forward streams: a few experts of each layer, not all eight
+    arch = resolve_architecture("tiny-random-mixtral")
+    model = random_model(arch, device="cpu", dtype="fp32")
+    shape = {"experts": 8, "top_k": 2}
+    assert moe_forward_bytes(model, shape, 1) < moe_forward_bytes(model, shape, 4) < forward_weight_bytes(model)
+
+
+@pytest.mark.parametrize("alias", ["tiny-random-qwen3-moe", "tiny-random-mixtral"])
+def test_native_decoder_runs_real_moe_blocks_as_transformers_does(alias):
+    loaded = load_model(alias)
+    ids = torch.arange(5, 30)[None]
+    with torch.inference_mode():
+        reference = loaded.model(ids).logits
+    decoder = make_decoder(loaded.model)
+    assert type(decoder).__name__ == "NativeDecoder"
+    assert torch.allclose(_logits(loaded, ids), reference, atol=1e-4)

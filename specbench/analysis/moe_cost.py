@@ -25,6 +25,15 @@ and W_step = `moe_step_bytes`. At n = 1 the extra term is 0, so the baseline is 
 only speculation pays for scattering: the best γ is shorter than on a dense model, the article's
 point (one DeepSeek-V3.1 FP8 expert is ~44 MB of HBM reads). `ExpertAwareCosts` is the
 recommender's cost source for records of an MoE target (`specbench.analysis.recommend`).
+
+Profiles. `specbench profile --dense-twin` times an MoE shape (random weights: near-uniform routing)
+and the dense shape of equal active parameters side by side; `moe_verify_table` checks the model
+against them: with t tokens in a forward (B sequences × n verify tokens),
+
+    t_MoE(n) ≈ t_dense(n) + Δ₀ + s · (D(B·n) − D(B)),      Δ₀ = t_MoE(1) − t_dense(1)
+
+(Δ₀ the router and dispatch cost of a one-token step, s the seconds of one more distinct expert in
+every layer, fitted per (B, c) by least squares through the origin).
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ import pandas as pd
 from specbench.analysis.cost import CostFit, MeasuredCost
 from specbench.analysis.cost_source import MeasuredCosts
 from specbench.errors import SpecbenchError
+from specbench.records.profile_file import Profile
 
 
 def expected_distinct_experts(verify_tokens, experts: float, top_k: int):
@@ -163,3 +173,32 @@ class ExpertAwareCosts(MeasuredCosts):
     def refit(self, stats, weights, *, like: CostFit) -> CostFit:
         """A bootstrap replicate: the timings re-weighted, the routing traffic as fitted on all prompts."""
         return self._with_traffic(super().refit(stats, weights, like=like), like.cost.traffic)
+
+
+def moe_verify_table(profile: Profile) -> pd.DataFrame:
+    """Per (batch, context, verify tokens n): the MoE target's and its dense twin's median verify times (ms),
+    their ratio, D(B·n) (uniform routing), the fitted seconds per extra distinct expert s and the model's
+    time (module docstring). Empty when the profile has no dense twin."""
+    shape = profile.info.get("target", {}).get("moe")
+    moe, dense = profile.rows(role="target", measure="verify"), profile.rows(role="dense_twin", measure="verify")
+    if not shape or dense.empty:
+        return pd.DataFrame(columns=["batch", "context", "verify_tokens", "moe_ms", "dense_ms", "ratio",
+                                     "distinct_experts", "expert_ms", "model_ms"])
+    keys = ["batch", "context", "tokens"]
+    both = moe[keys + ["median_s"]].merge(dense[keys + ["median_s"]], on=keys, suffixes=("_moe", "_dense"))
+    rows = []
+    for (batch, context), cell in both.groupby(["batch", "context"], sort=True):
+        cell = cell.sort_values("tokens")
+        n = cell["tokens"].to_numpy(dtype=float)
+        t_moe, t_dense = cell["median_s_moe"].to_numpy(), cell["median_s_dense"].to_numpy()
+        distinct = expected_distinct_experts(batch * n, shape["experts"], shape["top_k"])
+        x = distinct - float(expected_distinct_experts(batch, shape["experts"], shape["top_k"]))
+        offset = float(t_moe[0] - t_dense[0])  # the smallest n measured stands for the one-token step
+        y = t_moe - t_dense - offset
+        slope = max(float(x @ y) / float(x @ x), 0.0) if float(x @ x) > 0 else 0.0
+        model = t_dense + offset + slope * x
+        for i in range(len(cell)):
+            rows.append({"batch": int(batch), "context": int(context), "verify_tokens": int(n[i]),
+                         "moe_ms": 1e3 * t_moe[i], "dense_ms": 1e3 * t_dense[i], "ratio": t_moe[i] / t_dense[i],
+                         "distinct_experts": float(distinct[i]), "expert_ms": 1e3 * slope, "model_ms": 1e3 * model[i]})
+    return pd.DataFrame(rows)

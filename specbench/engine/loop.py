@@ -82,6 +82,21 @@ class SpeculativeEngine:
         self.eos_ids = eos_token_ids(target.model, target.tokenizer)
         self.verifier = verifier or Verifier()
         self.routing = routing_log(target.model)  # MoE targets: the experts of each forward's tokens
+        if getattr(self.shape, "expert_cost", 0) > 0:
+            self._predict_experts_with(self.drafter)
+
+    def _predict_experts_with(self, drafter) -> None:
+        """Give the drafter the target's routers for an expert-aware tree (λ > 0), or refuse the configuration."""
+        if self.routing is None or not self.routing.routers:
+            raise SpecbenchError(f"an expert-aware tree (lambda > 0) needs an MoE target whose routers specbench "
+                                 f"knows (e.g. smollm2-135m-moe); '{self.target.name}' is dense")
+        if not hasattr(drafter, "expert_router"):
+            raise SpecbenchError(f"drafter '{drafter.name}' cannot predict the target's experts (expert-aware "
+                                 "trees need a draft model)")
+        if drafter.feature_size != self.routing.hidden_size:
+            raise SpecbenchError(f"drafter '{drafter.name}' has hidden size {drafter.feature_size}, the target's "
+                                 f"routers take {self.routing.hidden_size}: no expert prediction from its features")
+        drafter.expert_router = self.routing
 
     # ------------------------------------------------------------------ pieces
     def _first_token(self, logits: torch.Tensor, generator) -> torch.Tensor:

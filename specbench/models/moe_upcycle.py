@@ -44,6 +44,19 @@ class RoutingLog:
     expert_bytes: int  # weight bytes of one expert of one layer (the dense MLP's), at the model's dtype
     step_bytes: int = 0  # weight bytes one forward of this (dense-computed) model streams: every MLP once
     layers: dict = field(default_factory=dict)  # layer index -> [B, T, top_k] long expert ids
+    routers: list = field(default_factory=list)  # per layer, the router [E, H] float32
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.routers[0].shape[1]) if self.routers else 0
+
+    def predict(self, features):
+        """Expert ids [N, L, top_k] the routers give features [N, H] in every layer: the light expert
+        predictor of expert-aware drafting (features from a drafter stand in for each layer's input)."""
+        import torch
+
+        x = features.float()
+        return torch.stack([(x @ router.T).topk(self.top_k, dim=-1).indices for router in self.routers], dim=1)
 
     def record(self, layer: int, chosen) -> None:
         self.layers[layer] = chosen.detach()
@@ -127,6 +140,7 @@ def upcycle(model, *, experts: int, top_k: int, seed: int) -> RoutingLog:
     for i, layer in enumerate(layers):
         router = router_weights(hidden, experts, seed, i).to(device)
         layer.mlp = moe_layer_class()(layer.mlp, router, top_k, i, log)
+        log.routers.append(router)
     model.specbench_routing = log
     return log
 
