@@ -209,3 +209,78 @@ def test_native_decoder_runs_real_moe_blocks_as_transformers_does(alias):
     decoder = make_decoder(loaded.model)
     assert type(decoder).__name__ == "NativeDecoder"
     assert torch.allclose(_logits(loaded, ids), reference, atol=1e-4)
+
+
+# ----------------------------------------------------------------------------- expert-aware dynamic trees
+
+def test_expert_aware_tree_spec_parses_and_rejects_bad_lambda():
+    from specbench.engine.tree import parse_tree
+
+    tree = parse_tree("dynamic:topk=4,nodes=8,lambda=0.5")
+    assert tree.expert_cost == 0.5 and "λ=0.5" in tree.describe()
+    assert tree.truncated(3).expert_cost == 0.5
+    assert parse_tree("dynamic:topk=4,nodes=8").expert_cost == 0.0
+    for bad in ("dynamic:lambda=x", "dynamic:lambda=-1", "dynamic:lambda=inf"):
+        with pytest.raises(SpecbenchError, match="lambda"):
+            parse_tree(bad)
+
+
+def _random_growth(seed: int, layers: int = 3, experts: int = 8):
+    from specbench.engine.drafters.growth import Growth, NodeExperts
+
+    rng = np.random.default_rng(seed)
+    growth = Growth()
+    for n in range(30):
+        parent = -1 if n < 4 else int(rng.integers(0, n))
+        base = growth.scores[parent] if parent >= 0 else 0.0
+        growth.add(n, parent, base + float(np.log(rng.uniform(0.05, 0.95))), (), None)
+    sets = [[set(rng.choice(experts, 2, replace=False).tolist()) for _ in range(layers)] for _ in range(31)]
+    return growth, NodeExperts(root=sets[0], nodes=sets[1:])
+
+
+def test_expert_aware_selection_is_the_plain_one_at_lambda_zero_and_touches_fewer_experts_above():
+    from specbench.engine.drafters.growth import select, select_expert_aware
+    from specbench.engine.tree import DynamicTree
+
+    def touched(chosen, experts):
+        return sum(len(set.union(set(experts.root[l]), *(experts.nodes[n][l] for n in chosen)))
+                   for l in range(len(experts.root)))
+
+    fewer = 0
+    for seed in range(20):
+        growth, experts = _random_growth(seed)
+        plain = select(growth, DynamicTree(depth=8, topk=4, nodes=10))
+        assert select_expert_aware(growth, 10, 0.0, experts) == plain
+        aware = select(growth, DynamicTree(depth=8, topk=4, nodes=10, expert_cost=2.0), experts)
+        assert len(aware) == 10
+        assert all(growth.parents[n] < 0 or growth.parents[n] in aware for n in aware)  # still a tree
+        fewer += touched(aware, experts) < touched(plain, experts)
+        assert touched(aware, experts) <= touched(plain, experts)
+    assert fewer >= 10
+
+
+def test_expert_aware_tree_on_the_moe_target_is_lossless(tiny_pair):
+    _, moe = tiny_pair
+    drafter = make_drafter("draft-model", moe, {"model": "tiny-random-llama-exit1"})
+    prompt = list(range(5, 25))
+    base = SpeculativeEngine(moe, None, gamma=0).generate(prompt, 24, stop_at_eos=False)
+    plain = SpeculativeEngine(moe, drafter, gamma=3, tree="dynamic:topk=3,nodes=4").generate(
+        prompt, 24, stop_at_eos=False)
+    aware = SpeculativeEngine(moe, drafter, gamma=3, tree="dynamic:topk=3,nodes=4,lambda=1").generate(
+        prompt, 24, stop_at_eos=False)
+    assert plain.tokens == base.tokens and aware.tokens == base.tokens
+    assert max(aware.rounds.drafted) <= 4
+    # the predictor's extra forward (the nodes growth never fed) is a counted draft step
+    assert sum(aware.rounds.draft_steps) > sum(plain.rounds.draft_steps)
+
+
+def test_expert_aware_tree_refuses_dense_targets_and_foreign_feature_sizes(tiny_pair):
+    dense, moe = tiny_pair
+    with pytest.raises(SpecbenchError, match="MoE target"):
+        SpeculativeEngine(dense, make_drafter("draft-model", dense, {"model": "tiny-random-llama-draft"}), gamma=2,
+                          tree="dynamic:topk=2,nodes=3,lambda=1")
+    with pytest.raises(SpecbenchError, match="hidden size 32"):
+        SpeculativeEngine(moe, make_drafter("draft-model", moe, {"model": "tiny-random-llama-draft"}), gamma=2,
+                          tree="dynamic:topk=2,nodes=3,lambda=1")
+    with pytest.raises(SpecbenchError, match="cannot predict"):
+        SpeculativeEngine(moe, make_drafter("ngram", moe), gamma=2, tree="dynamic:topk=2,nodes=3,lambda=1")

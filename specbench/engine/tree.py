@@ -44,11 +44,11 @@ class StaticTree:
     paths: tuple[tuple[int, ...], ...]
 
     @classmethod
-    def chain(cls, depth: int) -> "StaticTree":
+    def chain(cls, depth: int) -> StaticTree:
         return cls(tuple((0,) * d for d in range(1, depth + 1)))
 
     @classmethod
-    def from_paths(cls, paths, where: str = "tree") -> "StaticTree":
+    def from_paths(cls, paths, where: str = "tree") -> StaticTree:
         try:
             clean = {tuple(int(r) for r in p) for p in paths}
         except (TypeError, ValueError):
@@ -72,7 +72,7 @@ class StaticTree:
         return cls(tuple(sorted(clean, key=lambda p: (len(p), p))))
 
     @classmethod
-    def from_branching(cls, text: str) -> "StaticTree":
+    def from_branching(cls, text: str) -> StaticTree:
         try:
             widths = [int(w) for w in text.lower().split("x")]
         except ValueError:
@@ -113,7 +113,7 @@ class StaticTree:
         """Children of ``node`` (−1: the root)."""
         return sum(1 for parent in self.parents if parent == node)
 
-    def truncated(self, depth: int) -> "StaticTree":
+    def truncated(self, depth: int) -> StaticTree:
         return StaticTree(tuple(p for p in self.paths if len(p) <= depth))
 
     def describe(self) -> str:
@@ -133,7 +133,7 @@ class DynamicTree:
     def num_nodes(self) -> int:
         return self.nodes
 
-    def truncated(self, depth: int) -> "DynamicTree":
+    def truncated(self, depth: int) -> DynamicTree:
         return replace(self, depth=min(depth, self.depth))
 
     def describe(self) -> str:
