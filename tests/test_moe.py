@@ -284,3 +284,32 @@ def test_expert_aware_tree_refuses_dense_targets_and_foreign_feature_sizes(tiny_
                           tree="dynamic:topk=2,nodes=3,lambda=1")
     with pytest.raises(SpecbenchError, match="cannot predict"):
         SpeculativeEngine(moe, make_drafter("ngram", moe), gamma=2, tree="dynamic:topk=2,nodes=3,lambda=1")
+
+
+def _bench_script():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "bench_strategy_moe.py"
+    spec = importlib.util.spec_from_file_location("bench_strategy_moe", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_strategies_moe_sweep_runs_tiny_end_to_end_with_greedy_identity(tmp_path):
+    """sweeps/strategies-moe.yaml on the tiny MoE (plain vs expert-aware dynamic tree), through the bench script."""
+    from specbench.records.store import load_records
+
+    bench = _bench_script()
+    out = tmp_path / "res"
+    args = bench.parse_args(["--target", "tiny-random-llama-moe", "--drafter-model", "tiny-random-llama-exit1",
+                             "--prompts", "1", "--max-new-tokens", "12", "--out", str(out)])
+    text = bench.run(args)
+    records = load_records(out)
+    assert set(records["tree"]) == {"chain", "dynamic:topk=4,nodes=8", "dynamic:topk=4,nodes=8,lambda=0.5"}
+    assert bench.greedy_identical(records)
+    assert "identical to target-only in every configuration: True" in text
+    assert "lambda=0.5" in text and "experts/verify" in text
+    spec = records[records["gamma"] > 0]
+    assert (spec["experts_per_verify"] >= 2).all() and (spec["drafted"] <= 8 * spec["rounds"]).all()

@@ -202,3 +202,35 @@ def moe_verify_table(profile: Profile) -> pd.DataFrame:
                          "moe_ms": 1e3 * t_moe[i], "dense_ms": 1e3 * t_dense[i], "ratio": t_moe[i] / t_dense[i],
                          "distinct_experts": float(distinct[i]), "expert_ms": 1e3 * slope, "model_ms": 1e3 * model[i]})
     return pd.DataFrame(rows)
+
+
+def expert_aware_table(records: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration (drafter, tree, γ) of an MoE target's live records: τ, distinct experts per layer and
+    expert MB per verify and per emitted token, the measured decode tokens/s, and the tokens/s the
+    expert-aware model predicts once every verify pays for its experts (each round's measured distinct
+    experts, (D_r − k_top) · L·b ÷ the baseline step's bandwidth, added to its time), with its speedup over
+    the target-only baseline (whose steps read k_top experts: no extra)."""
+    live = records[(records["mode"] == "live") & records["moe_experts"].notna()]
+    base = live[live["gamma"] == 0]
+    if live.empty or base.empty:
+        raise SpecbenchError("expert-aware table: needs live records of an MoE target with a target-only baseline")
+    traffic = moe_traffic(live)
+    step_s = float(base["verify_s"].sum() / base["rounds"].sum())
+    bandwidth = traffic.step_bytes / step_s
+    base_tps = float(base["decode_tokens"].sum() / base["decode_s"].sum())
+    rows = []
+    for (label, tree, gamma), group in live.groupby(["drafter_label", "tree", "gamma"], sort=True):
+        experts = np.concatenate([np.asarray(e, dtype=float) for e in group["round_experts"]])
+        extra_s = float(np.sum(experts - traffic.top_k)) * traffic.layer_expert_bytes / bandwidth
+        tokens, rounds = float(group["decode_tokens"].sum()), float(group["rounds"].sum())
+        seconds = float(group["decode_s"].sum())
+        predicted = tokens / (seconds + extra_s)
+        rows.append({"drafter": label, "tree": tree, "gamma": int(gamma), "tau": tokens / rounds,
+                     "experts_per_verify": float(experts.mean()),
+                     "expert_mb_per_verify": float((group["expert_bytes_per_verify"] * group["rounds"]).sum()
+                                                   / rounds / 1e6),
+                     "expert_mb_per_token": float((group["expert_bytes_per_token"] * group["decode_tokens"]).sum()
+                                                  / tokens / 1e6),
+                     "tokens_per_s": tokens / seconds, "predicted_tokens_per_s": predicted,
+                     "predicted_speedup": predicted / base_tps})
+    return pd.DataFrame(rows)
