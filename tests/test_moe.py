@@ -152,6 +152,13 @@ def test_moe_sweep_records_expert_traffic_and_recommend_prices_it(tmp_path, prom
     plain = recommend(df, n_boot=20, costs=PlainMeasured())
     aware_curve, plain_curve = recs[0].curves, plain[0].curves
     assert (aware_curve["tokens_per_s"].to_numpy() < plain_curve["tokens_per_s"].to_numpy()).all()
+    # the report's MoE figure draws from these records (and a dense folder skips it: tests/test_plot.py)
+    from specbench.figures.plot import FIGURES, load_plot_data, render_figure
+
+    figure = next(spec for spec in FIGURES if spec.name == "moe_experts")
+    (tmp_path / "fig").mkdir()
+    done = render_figure(figure, load_plot_data(out, n_boot=0), tmp_path / "fig", ("png",))
+    assert done.files and done.files["png"].stat().st_size > 1000
 
 
 # ----------------------------------------------------------------------------- profiles of MoE shapes
