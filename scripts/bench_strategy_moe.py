@@ -4,9 +4,10 @@
     python scripts/bench_strategy_moe.py                          # sweeps/strategies-moe.yaml, SmolLM2-MoE
     python scripts/bench_strategy_moe.py --prompts 1 --max-new-tokens 16   # quicker
     python scripts/bench_strategy_moe.py --results results/strategies-moe  # table of an existing folder
+    python scripts/bench_strategy_moe.py --drafters '[{"type": "draft-model", "params": {"model": "smollm2-135m-exit8"}}]'
 
-Runs the sweep (a real `specbench.measure.runner.SweepRunner`, into ``--out`` or a temporary folder)
-and prints, per configuration, from its records (`specbench.analysis.moe_cost.expert_aware_table`):
+Runs the sweep (default: SmolLM2-135M-MoE with the shipped EAGLE drafter) — a real
+`specbench.measure.runner.SweepRunner`, into ``--out`` or a temporary folder — and prints, per configuration, from its records (`specbench.analysis.moe_cost.expert_aware_table`):
 τ, distinct experts per layer per verify, expert MB read per verify and per emitted token, the
 measured decode tokens/s on this machine (the upcycled target computes each MLP once, so its timings
 do not pay for experts), and the tokens/s the expert-aware cost model predicts when every verify
@@ -17,6 +18,7 @@ configuration with the baseline is checked and printed.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -35,12 +37,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--prompts", type=int, default=None, help="prompts per workload (default: the sweep's)")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="new tokens per turn (default: the sweep's)")
     parser.add_argument("--target", default=None, help="override the sweep's target")
-    parser.add_argument("--drafter-model", default=None, help="override the draft model")
+    parser.add_argument("--drafters", default=None,
+                        help='override the sweep\'s drafters, a JSON list like [{"type": "draft-model", '
+                             '"params": {"model": "smollm2-135m-exit8"}}]')
     return parser.parse_args(argv)
 
 
 def sweep_spec(args: argparse.Namespace) -> dict:
     """The sweep file with the command line's overrides."""
+    from specbench.errors import SpecbenchError
     from specbench.measure.spec import load_spec_file
 
     raw = load_spec_file(args.sweep)
@@ -50,9 +55,11 @@ def sweep_spec(args: argparse.Namespace) -> dict:
         raw["max_new_tokens"] = args.max_new_tokens
     if args.target is not None:
         raw["target"] = args.target
-    if args.drafter_model is not None:
-        raw["drafters"] = [{**d, "params": {**d.get("params", {}), "model": args.drafter_model}}
-                           for d in raw["drafters"]]
+    if args.drafters is not None:
+        try:
+            raw["drafters"] = json.loads(args.drafters)
+        except json.JSONDecodeError as exc:
+            raise SpecbenchError(f"--drafters: not a JSON list ({exc.msg})") from None
     return raw
 
 
@@ -104,4 +111,10 @@ def run(args: argparse.Namespace) -> str:
 
 
 if __name__ == "__main__":
-    print(run(parse_args(sys.argv[1:])))
+    from specbench.errors import SpecbenchError
+
+    try:
+        print(run(parse_args(sys.argv[1:])))
+    except SpecbenchError as exc:
+        print(f"bench_strategy_moe: error: {exc}", file=sys.stderr)
+        sys.exit(2)

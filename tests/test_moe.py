@@ -281,6 +281,18 @@ def test_expert_aware_tree_on_the_moe_target_is_lossless(tiny_pair):
     assert sum(aware.rounds.draft_steps) > sum(plain.rounds.draft_steps)
 
 
+@pytest.mark.parametrize("kind", ["eagle", "eagle3"])
+def test_expert_aware_tree_with_eagle_features_is_lossless(tiny_pair, kind):
+    _, moe = tiny_pair
+    drafter = make_drafter(kind, moe, {"checkpoint": "random"})
+    prompt = list(range(5, 25))
+    base = SpeculativeEngine(moe, None, gamma=0).generate(prompt, 16, stop_at_eos=False)
+    aware = SpeculativeEngine(moe, drafter, gamma=3, tree="dynamic:topk=3,nodes=4,lambda=1").generate(
+        prompt, 16, stop_at_eos=False)
+    assert aware.tokens == base.tokens
+    assert drafter.expert_router is routing_log(moe.model)
+
+
 def test_expert_aware_tree_refuses_dense_targets_and_foreign_feature_sizes(tiny_pair):
     dense, moe = tiny_pair
     with pytest.raises(SpecbenchError, match="MoE target"):
@@ -289,8 +301,9 @@ def test_expert_aware_tree_refuses_dense_targets_and_foreign_feature_sizes(tiny_
     with pytest.raises(SpecbenchError, match="hidden size 32"):
         SpeculativeEngine(moe, make_drafter("draft-model", moe, {"model": "tiny-random-llama-draft"}), gamma=2,
                           tree="dynamic:topk=2,nodes=3,lambda=1")
-    with pytest.raises(SpecbenchError, match="cannot predict"):
-        SpeculativeEngine(moe, make_drafter("ngram", moe), gamma=2, tree="dynamic:topk=2,nodes=3,lambda=1")
+    for name, params in (("ngram", {}), ("medusa", {"checkpoint": "random"})):
+        with pytest.raises(SpecbenchError, match="cannot predict"):
+            SpeculativeEngine(moe, make_drafter(name, moe, params), gamma=2, tree="dynamic:topk=2,nodes=3,lambda=1")
 
 
 def _bench_script():
@@ -310,7 +323,8 @@ def test_strategies_moe_sweep_runs_tiny_end_to_end_with_greedy_identity(tmp_path
 
     bench = _bench_script()
     out = tmp_path / "res"
-    args = bench.parse_args(["--target", "tiny-random-llama-moe", "--drafter-model", "tiny-random-llama-exit1",
+    drafters = '[{"type": "draft-model", "params": {"model": "tiny-random-llama-exit1"}}]'
+    args = bench.parse_args(["--target", "tiny-random-llama-moe", "--drafters", drafters,
                              "--prompts", "1", "--max-new-tokens", "12", "--out", str(out)])
     text = bench.run(args)
     records = load_records(out)

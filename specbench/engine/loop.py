@@ -92,7 +92,7 @@ class SpeculativeEngine:
                                  f"knows (e.g. smollm2-135m-moe); '{self.target.name}' is dense")
         if not hasattr(drafter, "expert_router"):
             raise SpecbenchError(f"drafter '{drafter.name}' cannot predict the target's experts (expert-aware "
-                                 "trees need a draft model)")
+                                 "trees need a draft model, EAGLE or EAGLE-3)")
         if drafter.feature_size != self.routing.hidden_size:
             raise SpecbenchError(f"drafter '{drafter.name}' has hidden size {drafter.feature_size}, the target's "
                                  f"routers take {self.routing.hidden_size}: no expert prediction from its features")

@@ -75,8 +75,7 @@ class DraftModelDrafter:
         if unfed:
             self._feed(growth, unfed, logits="none")
         features = torch.stack([self._hidden[n] for n in [-1, *range(len(growth.tokens))]])  # [1 + N, H]
-        sets = [[set(layer) for layer in node] for node in self.expert_router.predict(features).tolist()]
-        return tree_growth.NodeExperts(root=sets[0], nodes=sets[1:], draft_steps=1 if unfed else 0)
+        return tree_growth.node_experts(self.expert_router.predict(features), draft_steps=1 if unfed else 0)
 
     def propose(self, context: torch.Tensor, shape: Shape, sampling: SamplingParams,
                 generator: torch.Generator | None) -> Proposal:

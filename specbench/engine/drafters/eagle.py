@@ -158,6 +158,10 @@ class FeatureDrafter:
         self.buffer = FeatureBuffer()  # fused context vectors g, one row per target position
         self.cache = None
         self.committed = 0  # context entries in the cache (computed from true features)
+        # expert-aware trees on an MoE target: the target's `RoutingLog`, set by the engine; the predictor reads
+        # the drafter's output at a node's position (≈ the target's final feature there), in the target's space
+        self.expert_router = None
+        self.feature_size = int(net.shape.hidden)
 
     # ------------------------------------------------------------------ entries
     def _context_entries(self, tokens: torch.Tensor, start: int, stop: int) -> torch.Tensor:
@@ -190,7 +194,8 @@ class FeatureDrafter:
         outputs = {-1: root}
         fed: list[int] = []
 
-        def expand(growth: tree_growth.Growth, nodes: list[int]) -> torch.Tensor:
+        def feed(growth: tree_growth.Growth, nodes: list[int]) -> torch.Tensor:
+            """The drafter's entries of ``nodes`` (a tree block after those fed before): outputs [n, H]."""
             block, _ = tree_growth.block_mask(growth, fed, nodes)
             g = torch.stack([outputs[growth.parents[n]] for n in nodes])[None]  # parents' outputs [1, n, H]
             ids = torch.tensor([growth.tokens[n] for n in nodes], device=self.device)
@@ -200,10 +205,23 @@ class FeatureDrafter:
             out = self.net.layer.forward_cached(a, r, positions, self.cache, mask)[0]  # [n, H]
             outputs.update(zip(nodes, out))
             fed.extend(nodes)
-            return self.head.logits(self.net.head_input(out))
+            return out
+
+        def expand(growth: tree_growth.Growth, nodes: list[int]) -> torch.Tensor:
+            return self.head.logits(self.net.head_input(feed(growth, nodes)))
+
+        def experts(growth: tree_growth.Growth) -> tree_growth.NodeExperts:
+            """The target's routers on the drafter's output at every node's position (one more drafter step
+            for the nodes growth never fed)."""
+            unfed = [n for n in range(len(growth.tokens)) if n not in outputs]
+            if unfed:
+                feed(growth, unfed)
+            features = self.net.head_input(torch.stack([outputs[n] for n in [-1, *range(len(growth.tokens))]]))
+            return tree_growth.node_experts(self.expert_router.predict(features), draft_steps=1 if unfed else 0)
 
         root_logits = self.head.logits(self.net.head_input(root))
-        return tree_growth.grow_proposal(root_logits, shape, sampling, generator, expand, context.device)[0]
+        return tree_growth.grow_proposal(root_logits, shape, sampling, generator, expand, context.device,
+                                         experts=experts if self.expert_router is not None else None)[0]
 
     @torch.inference_mode()
     def observe(self, outcome: RoundOutcome) -> None:

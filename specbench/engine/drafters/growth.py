@@ -141,6 +141,12 @@ class NodeExperts:
     draft_steps: int = 0  # drafter forwards the prediction cost (features of nodes never fed)
 
 
+def node_experts(predicted: torch.Tensor, draft_steps: int = 0) -> NodeExperts:
+    """`NodeExperts` from predicted expert ids [1 + N, L, top_k] (row 0: the root, then growth nodes)."""
+    sets = [[set(layer) for layer in node] for node in predicted.tolist()]
+    return NodeExperts(root=sets[0], nodes=sets[1:], draft_steps=draft_steps)
+
+
 def select_expert_aware(growth: Growth, budget: int, lam: float, experts: NodeExperts) -> list[int]:
     """``budget`` nodes, closed under ancestors, chosen greedily by
 
