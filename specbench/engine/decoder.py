@@ -168,12 +168,11 @@ class NativeDecoder:
 
     def _mlp(self, mlp, x: torch.Tensor, wide: bool) -> torch.Tensor:
         """The gated MLP down(act(gate(x)) · up(x)) of the Llama family (an upcycled MoE layer,
-        `specbench.models.moe_upcycle`: routed and recorded, then its one shared expert)."""
+        `specbench.models.moe_upcycle`: routed and recorded, then this MLP, every expert's)."""
         if not wide:
             return mlp(x)
         if hasattr(mlp, "route"):
             mlp.route(x)
-            mlp = mlp.expert
         if not hasattr(mlp, "gate_proj"):  # a sparse MoE block (qwen3_moe, mixtral): its own forward
             return mlp(x)
         gate, up = self._linear(mlp.gate_proj, x, wide), self._linear(mlp.up_proj, x, wide)

@@ -77,11 +77,14 @@ def moe_layer_class():
     from torch import nn
 
     class UpcycledMoE(nn.Module):
-        """E identical experts (the shared dense MLP ``expert``) behind a seeded random top-k router."""
+        """E identical experts — the dense gated MLP, whose modules it holds (shared, not copied) — behind a
+        seeded random top-k router. The modules keep the dense MLP's names (``mlp.gate_proj`` ...), so the
+        model's parameters are named as the dense model's and drafter checkpoints trained on it apply."""
 
-        def __init__(self, expert: nn.Module, router, top_k: int, layer: int, log: RoutingLog):
+        def __init__(self, dense: nn.Module, router, top_k: int, layer: int, log: RoutingLog):
             super().__init__()
-            self.expert = expert  # the dense MLP: all E experts are this one module
+            self.gate_proj, self.up_proj, self.down_proj = dense.gate_proj, dense.up_proj, dense.down_proj
+            self.act_fn = dense.act_fn
             self.register_buffer("router", router, persistent=False)  # [E, H] float32
             self.top_k = top_k
             self.layer = layer
@@ -93,6 +96,10 @@ def moe_layer_class():
             chosen = scores.topk(self.top_k, dim=-1).indices  # [B, T, top_k]
             self.log.record(self.layer, chosen)
             return chosen
+
+        def expert(self, x):
+            """E(x) = down(act(gate(x)) · up(x)), every expert's output (the dense MLP's, same operations)."""
+            return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
 
         def forward(self, x):
             """Σ_{i∈S} w_i E_i(x) = E(x) (identical experts, Σ w = 1): computed once, exactly."""
