@@ -48,7 +48,7 @@ demo: install
 	$(VENV)/bin/specbench plot results/demo --out results/demo/report
 
 test: install
-	TRITON_INTERPRET=1 $(PY) -m pytest --durations=15
+	TRITON_INTERPRET=1 $(PY) -m pytest -n 2 --dist worksteal --durations=25
 
 test-heavy: install
 	$(VENV)/bin/specbench models pull qwen2.5-coder-1.5b

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 import torch
 
-torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+# Under pytest-xdist (`make test` runs two workers on CI's two cores) each worker gets one torch
+# thread: two workers with two threads each oversubscribe the cores and run several times slower,
+# and the timing protocol would see the other worker as interference.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
+    os.environ["OMP_NUM_THREADS"] = "1"  # and so does every specbench command a test starts
+else:
+    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
 # `specbench recommend` checks engine settings with .venv-vllm when it exists (half a minute per new
 # config); the default suite tests that check with a stand-in (tests/test_engine_checks.py) instead.
 os.environ.setdefault("SPECBENCH_NO_ENGINE_CHECK", "1")

@@ -209,3 +209,19 @@ def write_synthetic_results(folder: str | Path, drafters: list[SyntheticDrafter]
             "spec": {"max_new_tokens": kwargs.get("max_new_tokens", 64),
                      "drafters": [{"name": d.name, "params": d.params, "gammas": list(d.gammas)} for d in drafters]}}
     return write_results(folder, records, info)
+
+
+def make_context_bin_records(bins: dict[str, tuple[int, list[SyntheticDrafter]]], *, n_prompts: int = 8,
+                             workload: str = "long-context", seed: int = 0, **kwargs) -> list[dict]:
+    """Records of a long-context sweep: per bin label, (prompt tokens, the drafters with their true α
+    in that bin). The same prompts appear in every bin (ids ``<workload>/<bin>/q<n>``), as the
+    long-context workload asks the same (document, task) pairs at every length."""
+    records = []
+    for i, (label, (tokens, drafters)) in enumerate(bins.items()):
+        for record in make_records(drafters, n_prompts=n_prompts, workload=workload, categories=("stdlib/summarise",),
+                                   seed=seed + i, **kwargs):
+            record.update(prompt_id=f"{workload}/{label}/{record['prompt_id']}", context_bin=label,
+                          prompt_tokens=tokens - int(record["prompt_tokens"]) % 50,
+                          unit_id=hashlib.sha1(f"{record['unit_id']}:{label}".encode()).hexdigest()[:16])
+            records.append(record)
+    return records

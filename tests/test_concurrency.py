@@ -77,3 +77,32 @@ def test_recommend_gives_one_answer_per_workload_and_concurrency():
     by_level = {r.keys["concurrency"]: r for r in recs}
     assert by_level[1].final is not None  # cheap verification: speculation pays
     assert by_level[8].final is None  # verifying 2-3 tokens costs 2-3× a step: it does not
+
+
+def test_recommend_json_carries_each_scenarios_concurrency_summary():
+    import json
+
+    from specbench.analysis.concurrency import for_scenario
+    from specbench.analysis.recommend import recommend, to_json
+    from tests.synthetic_results import SyntheticCosts, SyntheticDrafter, make_records, records_frame
+
+    whole = summary(_records())
+    keys = {"target": "t", "temperature": 0.0, "top_p": 1.0, "top_k": 0, "workload": "w", "concurrency": 4}
+    part = for_scenario(whole, keys)
+    assert [r["concurrency"] for r in part["levels"]] == [4]  # only this level's best configuration
+    assert part["stops"] == whole["stops"] and part["schedules"] == whole["schedules"]  # workload-wide
+    assert for_scenario(whole, {**keys, "workload": "other"})["stops"] == []
+
+    records = []
+    for concurrency, costs in ((1, SyntheticCosts(verify_b_s=0.0005)), (8, SyntheticCosts(verify_b_s=0.05))):
+        for r in make_records([SyntheticDrafter(alpha=0.8, gammas=(1, 2))], costs=costs, n_prompts=6,
+                              max_new_tokens=32, seed=concurrency):
+            records.append({**r, "unit_id": f"{r['unit_id']}-c{concurrency}", "backend": "vllm",
+                            "concurrency": concurrency})
+    frame = records_frame(records)
+    recs = recommend(frame, n_boot=0)
+    both = summary(frame)
+    data = json.loads(to_json(recs, [for_scenario(both, r.keys) for r in recs]))
+    assert sorted(d["concurrency"]["levels"][0]["concurrency"] for d in data) == [1, 8]
+    assert all(len(d["concurrency"]["levels"]) == 1 for d in data)
+    assert all(d["concurrency"] is None for d in json.loads(to_json(recs)))

@@ -29,7 +29,13 @@ from specbench.figures.plot import FIGURES, parse_formats
 from specbench.figures.report import build_report
 from specbench.records.store import ResultsStore
 from tests.cli_helpers import assert_user_error, invoke
-from tests.synthetic_results import MT_BENCH_CATEGORIES, SyntheticDrafter, make_records, records_frame
+from tests.synthetic_results import (
+    MT_BENCH_CATEGORIES,
+    SyntheticDrafter,
+    make_context_bin_records,
+    make_records,
+    records_frame,
+)
 
 N_BOOT = 30
 ALL = {spec.name for spec in FIGURES}
@@ -86,9 +92,9 @@ def skipped(report) -> dict[str, str]:
 
 
 def synthetic_folder(folder: Path, drafters, workloads=(("mt-bench", MT_BENCH_CATEGORIES), ("humaneval", ("code",))),
-                     **kwargs) -> Path:
-    """A synthetic results folder over several workloads, with a run.json like a sweep's."""
-    records = []
+                     extra: list[dict] = (), **kwargs) -> Path:
+    """A synthetic results folder over several workloads (and ``extra`` records), with a run.json like a sweep's."""
+    records = list(extra)
     for i, (workload, categories) in enumerate(workloads):
         records += make_records(drafters, workload=workload, categories=categories, seed=i, **kwargs)
     info = {"kind": "sweep", "sweep": {"name": "synthetic <test>", "target": "synthetic-target",
@@ -144,7 +150,10 @@ def real_report(real_results, tmp_path_factory):
 @pytest.fixture(scope="session")
 def synthetic_report(tmp_path_factory):
     base = tmp_path_factory.mktemp("synthetic")
-    folder = synthetic_folder(base / "results", DRAFTERS, n_prompts=6, max_new_tokens=24)
+    long_context = make_context_bin_records({label: (tokens, [SyntheticDrafter(alpha=alpha, gammas=(2,))])
+                                             for label, tokens, alpha in (("1k", 1000, 0.8), ("7k", 7000, 0.6))},
+                                            n_prompts=3, max_new_tokens=24)
+    folder = synthetic_folder(base / "results", DRAFTERS, extra=long_context, n_prompts=6, max_new_tokens=24)
     return build_report(folder, base / "report", n_boot=N_BOOT, max_gamma=8)
 
 
@@ -188,7 +197,7 @@ def test_synthetic_report_has_every_figure_and_table(synthetic_report):
     links = assert_links_resolve(synthetic_report.index)
     assert sorted(Path(src).stem for src in links.images) == sorted(DENSE)
     text = synthetic_report.index.read_text()
-    for needle in ("Goodness of fit", "α̂ by prompt category", "Costs (measured, batch 1)", "Lossless check",
+    for needle in ("Goodness of fit", "α̂ by prompt category", "α̂ and τ by context length", "Costs (measured, batch 1)", "Lossless check",
                    "abc123", "Test CPU", "fp32", "vLLM", "SGLang", "transformers"):
         assert needle in text, needle
 
@@ -205,19 +214,19 @@ def test_missing_data_skip_figures_with_notes(tmp_path):
                                  workloads=(("humaneval", ("code",)),), n_prompts=4, max_new_tokens=16)
     report = build_report(one_gamma, tmp_path / "one-report", n_boot=N_BOOT, formats=("png",))
     assert set(skipped(report)) == {"tau_vs_gamma", "throughput_vs_gamma", "acceptance_by_position",
-                                    "alpha_by_category"}
+                                    "alpha_by_category", "alpha_vs_context"}
     assert "one draft length" in skipped(report)["tau_vs_gamma"]
     assert "categories" in skipped(report)["alpha_by_category"]
     text = report.index.read_text()
-    assert text.count('class="skipped"') == 4 and "skipped:" in text
+    assert text.count('class="skipped"') == 5 and "skipped:" in text
     assert_links_resolve(report.index)
 
     no_base = synthetic_folder(tmp_path / "nobase", [SyntheticDrafter(alpha=0.7, gammas=(1, 2))],
                                workloads=(("mt-bench", MT_BENCH_CATEGORIES[:2]),), n_prompts=4, max_new_tokens=16,
                                baseline=False)
     report = build_report(no_base, tmp_path / "nobase-report", n_boot=N_BOOT, formats=("png",))
-    assert set(skipped(report)) == {"throughput_vs_gamma", "speedup_heatmap"}
-    assert all("baseline" in reason for reason in skipped(report).values())
+    assert set(skipped(report)) == {"throughput_vs_gamma", "speedup_heatmap", "alpha_vs_context"}
+    assert all("baseline" in reason for name, reason in skipped(report).items() if name != "alpha_vs_context")
     assert "nothing to paste" in report.index.read_text()
     assert_links_resolve(report.index)
 
@@ -315,7 +324,7 @@ def test_cli_writes_the_report(small_folder, tmp_path):
     assert result.exit_code == 0, result.output
     assert result.stdout.strip().splitlines()[-1] == f"report: {tmp_path / 'out' / 'index.html'}"
     assert "wrote tau_vs_gamma (png)" in result.stderr
-    written = {f"{name}.png" for name in DENSE} - {"alpha_by_category.png"}  # one category only
+    written = {f"{name}.png" for name in DENSE} - {"alpha_by_category.png", "alpha_vs_context.png"}  # one category, no bins
     assert {p.name for p in (tmp_path / "out").glob("*.png")} == written
     assert "skipped alpha_by_category" in result.stderr
 

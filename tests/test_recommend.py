@@ -270,6 +270,13 @@ def test_cli_recommend_tables_and_json(results_folder):
                               "--max-gamma", "6").stdout)
     assert len(data) == 1 and data[0]["objective"] == "latency"
     assert data[0]["recommended"]["gamma"] in (1, 2, 4)
+    decision = data[0]["decision"]
+    if decision is not None:  # the JSON recommends what the decision (and the table's ★) recommends
+        best = decision["best"]
+        assert (decision["answer"] == "confident yes") == (data[0]["recommended"] is not None)
+        if data[0]["recommended"] is not None:
+            assert (data[0]["recommended"]["drafter_label"], data[0]["recommended"]["gamma"]) == \
+                (best["drafter_label"], best["gamma"])
     assert set(data[0]["engine_settings"]) == {"vllm", "sglang", "transformers"}
     assert max(p["gamma"] for p in data[0]["predictions"]) == 6
 

@@ -41,8 +41,8 @@ def hf_cache(tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------- bundled workloads
 
-def test_builtin_workloads_are_the_three_yaml_files():
-    assert workload_names() == ["humaneval", "mt-bench", "sharegpt"]
+def test_builtin_workloads_are_the_four_yaml_files():
+    assert workload_names() == ["humaneval", "long-context", "mt-bench", "sharegpt"]
     for name in workload_names():
         assert builtin_spec(name).name == name  # file name and `name:` agree
 
@@ -373,8 +373,9 @@ def test_cli_list_json_counts():
     result = _cli("workloads", "list", "--json")
     assert result.exit_code == 0, result.output
     rows = {r["name"]: r for r in json.loads(result.stdout)}
-    assert set(rows) == {"humaneval", "mt-bench", "sharegpt"}
+    assert set(rows) == {"humaneval", "long-context", "mt-bench", "sharegpt"}
     assert (rows["mt-bench"]["prompts"], rows["mt-bench"]["turns"], len(rows["mt-bench"]["categories"])) == (80, 160, 8)
+    assert (rows["long-context"]["prompts"], len(rows["long-context"]["categories"])) == (8 * 3 * 4, 6)
     assert rows["humaneval"]["prompts"] == 164 and rows["humaneval"]["chat"] is False
     assert rows["sharegpt"]["prompts"] >= 10_000 and rows["sharegpt"]["eval_prompts"] < rows["sharegpt"]["prompts"]
 
@@ -384,7 +385,7 @@ def test_cli_list_table():
     assert result.exit_code == 0, result.output
     cells = [line.split("│") for line in result.stdout.splitlines() if line.count("│") > 2]
     rows = {c[1].strip(): "│".join(c) for c in cells if c[1].strip()}  # first line of each row
-    assert set(rows) == {"humaneval", "mt-bench", "sharegpt"}
+    assert set(rows) == {"humaneval", "long-context", "mt-bench", "sharegpt"}
     assert " 80 " in rows["mt-bench"] and " 160 " in rows["mt-bench"] and " 164 " in rows["humaneval"]
 
 

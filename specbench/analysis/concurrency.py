@@ -22,6 +22,7 @@ request's mean gap between tokens). Speculation can raise tokens/s and still len
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pandas as pd
@@ -209,3 +210,18 @@ def summary(records: pd.DataFrame) -> dict:
         s["vllm_config"] = vllm_config_with_ranges(s, schedule_base_config(s))
     levels = best.replace({np.nan: None}).to_dict("records")
     return {"levels": levels, "stops": stops, "schedules": schedules, "latency": latency_rows}
+
+
+def _same(a, b) -> bool:
+    """Equal, with missing values (None, NaN) equal to each other."""
+    missing = [v is None or (isinstance(v, float) and math.isnan(v)) for v in (a, b)]
+    return all(missing) or (not any(missing) and a == b)
+
+
+def for_scenario(summary_data: dict, keys: dict) -> dict:
+    """The part of `summary` that concerns one scenario (``keys``: a recommendation's scenario keys,
+    e.g. target, temperature, workload): every row whose shared keys all match."""
+    def matches(row: dict) -> bool:
+        return all(_same(row[k], v) for k, v in keys.items() if k in row)
+
+    return {part: [row for row in rows if matches(row)] for part, rows in summary_data.items()}

@@ -541,17 +541,17 @@ def goodness_frame(fits: list[AcceptanceFit]) -> pd.DataFrame:
     return _keyed(fits, "goodness")
 
 
-def tau_intervals(records: pd.DataFrame, *, n_boot: int = N_BOOT, level: float = LEVEL,
+def tau_intervals(records: pd.DataFrame, *, by: list[str] | None = None, n_boot: int = N_BOOT, level: float = LEVEL,
                   seed: int = 0) -> pd.DataFrame:
-    """Measured τ per configuration × workload with a prompt-bootstrap interval.
+    """Measured τ per configuration × workload (or × the ``by`` columns) with a prompt-bootstrap interval.
 
     τ = Σ decode tokens ÷ Σ rounds over the configuration's records (bonus token included, as in
     `specbench.records.summary.configuration_table`); a replicate re-weights prompts (`specbench.analysis.intervals`).
     Below two prompts, or with ``n_boot`` 0, the interval collapses to the point. Columns: the
-    configuration keys, workload, n_prompts, tau, tau_lo, tau_hi.
+    configuration keys, workload (or the ``by`` keys), n_prompts, tau, tau_lo, tau_hi.
     """
 
-    keys = CONFIG_KEYS + ["workload"]
+    keys = CONFIG_KEYS + (by or ["workload"])
     rng = np.random.default_rng(seed)
     rows = []
     for values, group in records.groupby(keys, dropna=False, sort=True):

@@ -311,6 +311,9 @@ def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, 
     if final is not None:
         settings = engine_settings(final.drafter, final.drafter_params, final.tree, final.gamma,
                                    target=str(keys["target"]), engines=engines, hub_ids=hub_ids)
+        if " nested(P=" in str(final.drafter_label):  # docs/strategies.md
+            notes.append("the choice uses nested speculation, a round strategy of specbench's own engine; the serving-"
+                         "engine settings run the same drafter and γ sequentially")
     base_tps = float(base["decode_tokens"].sum() / base["decode_s"].sum()) if base["decode_s"].sum() > 0 else 0.0
     return Recommendation(keys=keys, cost_source=costs.describe(), objective=objective, n_prompts=n_prompts,
                           max_new_tokens=n_tokens, baseline_tokens_per_s=base_tps, measured=measured, model=model,

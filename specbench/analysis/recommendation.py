@@ -160,8 +160,8 @@ def recommendation_dict(rec: Recommendation) -> dict:
         **rec.keys, "cost_source": rec.cost_source, "objective": rec.objective, "n_prompts": rec.n_prompts,
         "max_new_tokens": rec.max_new_tokens, "baseline_tokens_per_s": rec.baseline_tokens_per_s,
         "verdict": rec.verdict,
-        # as before the merge of the recommenders: the measured path's choice, when there is a final answer
-        "recommended": None if rec.final is None else _option_dict(rec.measured.choice),
+        # what the table's ★ marks: the decision's option (a confident yes), the one to deploy
+        "recommended": _option_dict(rec.final),
         "measured": _pick_dict(rec.measured), "model": _pick_dict(rec.model),
         "options": rec.options.to_dict("records"), "predictions": rec.curves.to_dict("records"),
         "costs": rec.costs.to_dict("records"),
@@ -171,5 +171,11 @@ def recommendation_dict(rec: Recommendation) -> dict:
     })
 
 
-def to_json(recs: list[Recommendation]) -> str:
-    return json.dumps([recommendation_dict(r) for r in recs], indent=2)
+def to_json(recs: list[Recommendation], concurrency: list[dict] | None = None) -> str:
+    """The recommendations as a JSON list; ``concurrency`` (one per recommendation, from a serving
+    sweep with a concurrency axis: best γ per level, where speculation stops paying, vLLM's
+    per-batch-size schedule, latency) goes under each one's ``concurrency`` key (null otherwise)."""
+    dicts = [recommendation_dict(r) for r in recs]
+    for d, c in zip(dicts, concurrency or [None] * len(dicts)):
+        d["concurrency"] = None if c is None else json_ready(c)
+    return json.dumps(dicts, indent=2)

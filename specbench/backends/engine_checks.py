@@ -29,7 +29,7 @@ from importlib.metadata import version as package_version
 from pathlib import Path
 
 from specbench.models.cache import cache_root
-from specbench.models.resolve import alias_status, aliases
+from specbench.models.resolve import model_folder
 
 SKIP_ENV = "SPECBENCH_NO_ENGINE_CHECK"
 CHECK_TIMEOUT_S = 300
@@ -205,15 +205,9 @@ def validate_settings(entries: list[tuple[dict, str | None]], *, vllm_python: Pa
 
 
 def local_model_folder(spec: str) -> str | None:
-    """A target spec's local folder when it exists already (an alias's converted cache entry or a
-    folder); None otherwise — checking settings never converts or downloads a model."""
-    if spec in aliases():
-        if aliases()[spec]["source"] in ("random", "early-exit"):
-            return None
-        status = alias_status(spec)
-        return status["path"] if status["cached"] else None
-    path = Path(spec).expanduser()
-    return str(path.resolve()) if path.is_dir() else None
+    """A target spec's local folder when it exists already; None otherwise — checking settings
+    never converts or downloads a model (`models.resolve.model_folder` with ``build=False``)."""
+    return model_folder(spec, build=False)
 
 
 def default_vllm_python() -> Path:

@@ -19,6 +19,7 @@ from specbench.backends.environment import device_info
 from specbench.engine.decoder import make_decoder
 from specbench.engine.drafters import check_params, make_drafter
 from specbench.engine.loop import SpeculativeEngine
+from specbench.engine.nested import NestedSpeculativeEngine
 from specbench.engine.sampling import SamplingParams
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models import limits
@@ -87,8 +88,13 @@ class OwnEngineBackend:
         if config not in self._engines:
             drafter = None if config.is_baseline else self.drafter(config.drafter)
             sampling = SamplingParams(config.temperature, config.top_k, config.top_p)
-            engine = SpeculativeEngine(self.target, drafter, gamma=config.gamma, tree=config.tree,
-                                       sampling=sampling, decoder=self.decoder)
+            strategy = getattr(config, "strategy", None)
+            if strategy is not None and strategy.nested:
+                engine = NestedSpeculativeEngine(self.target, drafter, gamma=config.gamma, tree=config.tree,
+                                                 sampling=sampling, decoder=self.decoder, prepared=strategy.prepared)
+            else:
+                engine = SpeculativeEngine(self.target, drafter, gamma=config.gamma, tree=config.tree,
+                                           sampling=sampling, decoder=self.decoder)
             engine.generate(warmup_ids, WARMUP_TOKENS, seed=0, stop_at_eos=False)  # untimed warm-up
             self._engines[config] = engine
         return self._engines[config]

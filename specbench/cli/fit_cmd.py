@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from specbench.analysis.context_bins import fit_by_context_bin
 from specbench.analysis.cost import fit_group_costs
 from specbench.analysis.fit import fit_acceptance, fits_frame, goodness_frame, load_results, positions_frame
 from specbench.analysis.intervals import N_BOOT
@@ -103,6 +104,24 @@ def _print_tables(acceptance, positions, goodness, costs, by: list[str]) -> None
         console.print(ctable)
 
 
+def _print_context_bins(table) -> None:
+    """α̂ and τ per configuration and context-length bin (long-context records spanning several bins)."""
+    if table.empty:
+        return
+    many_workloads = table["workload"].nunique() > 1
+    ctable = Table(title="Acceptance by context length: α̂ and τ per context-length bin",
+                   caption="the same (document, task) pairs in every bin; prompt tokens = mean encoded prompt length")
+    for c in (["workload"] if many_workloads else []) + ["drafter", "T", "γ", "bin", "prompt tokens", "prompts",
+                                                          "α̂ [95% CI]", "α obs", "τ [95% CI]"]:
+        ctable.add_column(escape(c), overflow="fold")
+    for _, r in table.iterrows():
+        text_row(ctable, *([str(r["workload"])] if many_workloads else []), group_label(r), fmt(r["temperature"], 2),
+                 str(r["gamma"]), str(r["context_bin"]), f"{r['prompt_tokens']:,.0f}", str(r["n_prompts"]),
+                 f"{r['alpha']:.3f} [{r['alpha_lo']:.3f}, {r['alpha_hi']:.3f}]", fmt(r["alpha_observed"]),
+                 f"{r['tau']:.2f} [{r['tau_lo']:.2f}, {r['tau_hi']:.2f}]")
+    wide_console().print(ctable)
+
+
 def fit_command(
     results_dir: Path = typer.Argument(..., help="A results folder written by `specbench sweep`."),
     by: list[str] = typer.Option([], "--by", help="Also split groups by this record column, e.g. category "
@@ -118,7 +137,8 @@ def fit_command(
     all γ with a prompt-bootstrap 95% interval, per-position acceptance α_i, a likelihood-ratio
     test of constant α against the per-position rates and a decaying fit α_i = α·d^i, observed vs
     predicted τ per γ, and the cost coefficients (verify time t(k) = a + b·k, draft step, c).
-    Formulas: docs/fit.md.
+    Records of a long-context workload spanning several context-length bins add α̂ and τ per
+    configuration and bin. Formulas: docs/fit.md.
 
     Examples:
 
@@ -137,12 +157,15 @@ def fit_command(
     fits = fit_acceptance(records, by=by, n_boot=n_boot, seed=seed)
     acceptance, positions, goodness = fits_frame(fits), positions_frame(fits), goodness_frame(fits)
     costs = fit_group_costs(records)
+    by_context = fit_by_context_bin(records, n_boot=n_boot, seed=seed)
     if json_out:
-        frames = {"acceptance": acceptance, "positions": positions, "goodness_of_fit": goodness, "costs": costs}
+        frames = {"acceptance": acceptance, "positions": positions, "goodness_of_fit": goodness, "costs": costs,
+                  "acceptance_by_context_bin": by_context}
         payload = {name: frame.to_dict("records") for name, frame in frames.items()}
         typer.echo(json.dumps(json_ready(payload), indent=2))
         return
     _print_tables(acceptance, positions, goodness, costs, list(by))
+    _print_context_bins(by_context)
 
 
 def register(app: typer.Typer) -> None:

@@ -11,6 +11,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from specbench.analysis.concurrency import for_scenario as concurrency_for_scenario
 from specbench.analysis.concurrency import has_concurrency
 from specbench.analysis.concurrency import summary as concurrency_summary
 from specbench.analysis.fit import load_results
@@ -228,14 +229,17 @@ def recommend_command(
     recs = recommend(records, costs, objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed,
                      engines=engines, hub_ids=hub_ids())
     check_engine_settings([(rec.settings, local_model_folder(str(rec.keys["target"]))) for rec in recs])
+    concurrency = concurrency_summary(records) if has_concurrency(records) and isinstance(costs, MeasuredCosts) \
+        else None
     if json_out:
-        typer.echo(recommendations_json(recs))
+        typer.echo(recommendations_json(recs, None if concurrency is None else
+                                        [concurrency_for_scenario(concurrency, rec.keys) for rec in recs]))
         return
     console = wide_console()
     for rec in recs:
         _print_recommendation(rec, console)
-    if has_concurrency(records) and isinstance(costs, MeasuredCosts):
-        print_concurrency(concurrency_summary(records), console)
+    if concurrency is not None:
+        print_concurrency(concurrency, console)
 
 
 def concurrency_latency_table(rows: list[dict]) -> Table:

@@ -15,7 +15,7 @@ from specbench.measure.workloads import load_workload, workload_names
 SAMPLE_CHARS = 600  # how much of each sample turn `show` prints
 
 workloads_app = typer.Typer(
-    help="Prompt sets to benchmark on: the built-in ones (mt-bench, humaneval, sharegpt) and your own "
+    help="Prompt sets to benchmark on: the built-in ones (mt-bench, humaneval, sharegpt, long-context) and your own "
     "(a workload .yaml file, jsonl:PATH[:field=F], hf:DATASET[:SPLIT]).",
     no_args_is_help=True,
 )
@@ -76,6 +76,9 @@ def show_workload(
     info = _summary(workload, split)
     first = workload.prompts[0]
     info["sample"] = {"prompt_id": first.prompt_id, "category": first.category, "turns": list(first.turns)}
+    if first.context is not None:  # long-context: the turn's {document} is cut to the bin when encoded
+        info["sample"].update(context_bin=first.context.bin, target_tokens=first.context.target_tokens,
+                              document=first.context.origin, document_chars=len(first.context.text))
     if json_out:
         typer.echo(json.dumps(info, indent=2, ensure_ascii=False))
         return
@@ -88,6 +91,10 @@ def show_workload(
     facts.add_row("prompts", f"{info['prompts']} ({split} split), {info['turns']} turns")
     facts.add_row("prompt", "chat template" if workload.chat else "plain completion (no chat template)")
     facts.add_row("max new tokens", str(workload.max_new_tokens))
+    if first.context is not None:
+        facts.add_row("sample document", Text(f"{first.context.origin} ({len(first.context.text):,} characters), "
+                                              f"cut to bin {first.context.bin} ({first.context.target_tokens:,} "
+                                              "tokens of the target's tokenizer) when encoded"))
     console.print(facts)
     categories = Table(title="categories")
     categories.add_column("category")

@@ -139,6 +139,16 @@ class SpeculativeEngine:
             return Proposal(tokens=context[:, :0], probs=None, draft_steps=0)
         return self.drafter.propose(context, self.shape.truncated(gamma), self.sampling, generator)
 
+    # The two steps of a round a round driver may change (`specbench.engine.nested` does); the
+    # accepting, bookkeeping and recording around them are the same for every driver.
+    def _draft(self, context: torch.Tensor, gamma: int, generator) -> Proposal:
+        """This round's proposal for context [1, L] (sequential: drafted now)."""
+        return self._propose(context, gamma, generator)
+
+    def _verify(self, proposal: Proposal, context: torch.Tensor, generator):
+        """The target's verdict on ``proposal`` continuing context [1, L] (see `_target_round`)."""
+        return self._target_round(proposal, context[:, -1:], generator)
+
     def _target_round(self, proposal: Proposal, root_token: torch.Tensor, generator):
         """One target forward over [root, drafts]; leaves the cache holding root + accepted path.
 
@@ -234,9 +244,9 @@ class SpeculativeEngine:
         while not done:
             t0 = self.clock.now()
             gamma = min(self.gamma, max_new_tokens - len(tokens) - 1)  # never draft past the length limit
-            proposal = self._propose(context[:, :length], gamma, generator)
+            proposal = self._draft(context[:, :length], gamma, generator)
             t1 = self.clock.now()
-            path, next_token, features = self._target_round(proposal, context[:, length - 1: length], generator)
+            path, next_token, features = self._verify(proposal, context[:, :length], generator)
             t2 = self.clock.now()
             new = proposal.tokens[0, path].tolist() + [next_token]
             if stop_at_eos:

@@ -33,6 +33,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
+from specbench.analysis.context_bins import fit_by_context_bin
 from specbench.analysis.cost import fit_group_costs, group_cost_fits, predict_arrays
 from specbench.analysis.fit import (
     AcceptanceModel,
@@ -48,6 +49,7 @@ from specbench.analysis.intervals import LEVEL, N_BOOT
 from specbench.analysis.moe_cost import expert_aware_table, is_moe
 from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommend import OBJECTIVES, recommend
+from specbench.analysis.strategies import strategy_table
 from specbench.errors import SpecbenchError
 from specbench.figures.palette import BASELINE_LABEL, CHAIN, Palette
 from specbench.records.store import load_run_info
@@ -99,6 +101,7 @@ class PlotData:
     max_gamma: int
     objective: str
     notes: list[str] = field(default_factory=list)
+    context_bins: pd.DataFrame = field(default_factory=pd.DataFrame)  # context_bins.fit_by_context_bin
 
 
 def default_max_gamma(records: pd.DataFrame) -> int:
@@ -153,7 +156,8 @@ def load_plot_data(folder: str | Path, *, n_boot: int = N_BOOT, seed: int = 0, m
                     goodness=goodness, category_fits=category_fits, costs=fit_group_costs(records),
                     cost_fits=group_cost_fits(records), recommendations=recommendations,
                     lossless=lossless_check(records), palette=Palette(records["drafter_label"], records["tree"]),
-                    max_gamma=max_gamma, objective=objective, notes=notes)
+                    max_gamma=max_gamma, objective=objective, notes=notes,
+                    context_bins=fit_by_context_bin(records, n_boot=n_boot, seed=seed))
 
 
 # ----------------------------------------------------------------------------- scenarios and series
@@ -454,6 +458,34 @@ def figure_throughput(data: PlotData) -> Figure:
     return fig
 
 
+def figure_nested(data: PlotData) -> Figure:
+    """Nested vs sequential: tokens/s (top row) and the nested hit rate (bottom row) vs γ per scenario."""
+    table = strategy_table(data.records)
+    if table.empty:
+        raise FigureSkipped("no nested-speculation records (sweep key strategy: {name: nested, prepared: P})")
+    panels = scenarios(table)
+    fig, (upper, lower) = new_panels(len(panels), nrows_per=2, size=(5.4, 3.4), sharex=True)
+    handles: dict[str, object] = {}
+    for ax_tps, ax_hit, scenario in zip(upper, lower, panels):
+        part = select(table, scenario)
+        for (label, drafter, prepared), rows in part.groupby(["drafter_label", "drafter", "prepared"], sort=True):
+            rows = rows.sort_values("gamma")
+            style = dict(data.palette.style(label, CHAIN), linestyle="--" if prepared else "-")
+            measured_points(ax_tps, rows["gamma"], rows["tokens_per_s"], style=style)
+            if prepared:
+                measured_points(ax_hit, rows["gamma"], rows["hit_rate"], style=style)
+            handles[str(label)] = series_handle(str(label), style)
+        ax_tps.set_ylabel("decode tokens/s")
+        ax_hit.set_ylabel("hit rate (rounds on a prepared draft)")
+        ax_hit.set_ylim(0, 1.02)
+        ax_hit.set_xlabel("draft length γ")
+        ax_hit.xaxis.set_major_locator(FixedLocator(sorted(part["gamma"].unique())))
+        panel_title(ax_tps, scenario_title(scenario, panels))
+    fig.suptitle("Nested speculation vs sequential drafting")
+    legend_below(fig, handles)
+    return fig
+
+
 # ----------------------------------------------------------------------------- acceptance per position
 
 def figure_positions(data: PlotData) -> Figure:
@@ -558,6 +590,48 @@ def figure_alpha_category(data: PlotData) -> Figure:
     alpha_handles(handles)
     fig.suptitle("Acceptance α by prompt category")
     legend_below(fig, handles, ncols=2)
+    return fig
+
+
+# ----------------------------------------------------------------------------- α vs context length
+
+GAMMA_MARKERS = ("o", "s", "^", "D", "v", "P")
+
+
+def figure_context(data: PlotData) -> Figure:
+    """α̂ with its interval vs mean prompt length (log axis, one tick per bin) per drafter configuration."""
+    table = data.context_bins
+    if table.empty:
+        raise FigureSkipped("the records span fewer than two context-length bins (a long-context workload with two "
+                            "or more bins, e.g. long-context or long-context:bin=1k,7k)")
+    panels = scenarios(table)
+    fig, (axes,) = new_panels(len(panels), ncols=2, size=(6.4, 4.4))
+    handles: dict[str, object] = {}
+    gammas = sorted(table["gamma"].unique())
+    for ax, scenario in zip(axes, panels):
+        part = select(table, scenario)
+        lines = [(name, style, gamma, rows.sort_values("prompt_tokens"))
+                 for name, style, by_drafter in series(part, data.palette)
+                 for gamma, rows in by_drafter.groupby("gamma")]
+        for i, (name, style, gamma, rows) in enumerate(lines):
+            label = f"{name} γ={gamma}"
+            if len(gammas) > 1:  # one colour per drafter, one marker per γ
+                style = dict(style, marker=GAMMA_MARKERS[gammas.index(gamma) % len(GAMMA_MARKERS)])
+            x = np.log2(rows["prompt_tokens"].astype(float))
+            measured_points(ax, x, rows["alpha"], rows["alpha_lo"], rows["alpha_hi"], style=style,
+                            offset=dodge(i, len(lines), width=0.12))
+            handles[label] = series_handle(label, style)
+        ticks = part.groupby("context_bin")["prompt_tokens"].mean().sort_values()
+        ax.set_xticks(np.log2(ticks.to_numpy(dtype=float)), [f"{b}\n{t:,.0f}" for b, t in ticks.items()])
+        ax.set_xlim(np.log2(float(ticks.min())) - 0.4, np.log2(float(ticks.max())) + 0.4)
+        ax.set_ylim(0, 1.05)
+        ax.set_xlabel("context-length bin, mean prompt tokens (log scale)")
+        ax.set_ylabel("acceptance α̂")
+        panel_title(ax, scenario_title(scenario, panels))
+    handles[f"α̂ (fitted, geometric model), {CI} (prompt bootstrap)"] = Line2D([], [], color="0.3", marker="o",
+                                                                              linestyle="none")
+    fig.suptitle("Acceptance α vs context length")
+    legend_below(fig, handles)
     return fig
 
 
@@ -783,6 +857,11 @@ FIGURES: tuple[FigureSpec, ...] = (
     FigureSpec("alpha_by_category", "Acceptance α by prompt category",
                "As the workload figure, per prompt category (MT-Bench's eight): which kinds of prompts the "
                "drafter predicts well. Few prompts per category give wide intervals.", figure_alpha_category),
+    FigureSpec("alpha_vs_context", "Acceptance α vs context length",
+               "Points: fitted α̂ per drafter configuration in each context-length bin of a long-context workload, "
+               "at the bin's mean prompt length, with its prompt-bootstrap interval. The same documents and tasks "
+               "fill every bin, so a falling line means the drafter loses acceptance as the context grows.",
+               figure_context),
     FigureSpec("round_time_split", "Time split of a round",
                "Each bar is the mean time of one round (one target forward): drafting, verification and the rest. "
                "The label divides by τ: milliseconds per generated token, the number the speedup comes from.",
@@ -800,6 +879,22 @@ FIGURES: tuple[FigureSpec, ...] = (
                "distinct experts at the baseline step's bandwidth. A configuration up and to the left wins; an "
                "expert-aware tree should sit left of the plain one at a similar τ.", figure_moe_experts),
 )
+
+
+# Figures of a round strategy (docs/strategies.md): part of a report only when the folder holds its records.
+STRATEGY_FIGURES: tuple[FigureSpec, ...] = (
+    FigureSpec("nested_vs_sequential", "Nested speculation vs sequential",
+               "Top: measured decode tokens/s per γ, solid the sequential rounds, dashed the nested ones (the next "
+               "draft prepared while the target verifies). Bottom: the nested hit rate, the share of rounds after "
+               "the first that verified a prepared draft; a hit hides that round's drafting. Nested wins where "
+               "hits are frequent and the drafter and target truly run at the same time.", figure_nested),
+)
+
+
+def figures_for(data: PlotData) -> tuple[FigureSpec, ...]:
+    """`FIGURES`, and the strategy figures when some unit ran nested."""
+    nested = "strategy" in data.records and (data.records["strategy"] == "nested").any()
+    return FIGURES + (STRATEGY_FIGURES if nested else ())
 
 
 @dataclass

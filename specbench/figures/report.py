@@ -21,12 +21,13 @@ from typing import Callable
 import pandas as pd
 
 from specbench.analysis.intervals import N_BOOT
+from specbench.analysis.strategies import strategy_table
 from specbench.errors import SpecbenchError
 from specbench.figures.plot import (
     DEFAULT_FORMATS,
-    FIGURES,
     PlotData,
     RenderedFigure,
+    figures_for,
     load_plot_data,
     render_figure,
     series_name,
@@ -241,6 +242,16 @@ def acceptance_section(data: PlotData) -> Html:
                 for _, r in data.category_fits.iterrows()]
         parts += [Html("<h3>α̂ by prompt category</h3>"),
                   table(["workload", "category", "drafter", "α̂ [95% CI]", "α observed", "prompts"], rows, {3, 4, 5})]
+    if not data.context_bins.empty:
+        rows = [[r["workload"], series_name(r["drafter_label"], r["tree"]), r["gamma"], r["context_bin"],
+                 num(r["prompt_tokens"], 0), r["n_prompts"], interval(r["alpha"], r["alpha_lo"], r["alpha_hi"]),
+                 num(r["alpha_observed"]), interval(r["tau"], r["tau_lo"], r["tau_hi"], 2)]
+                for _, r in data.context_bins.iterrows()]
+        parts += [Html("<h3>α̂ and τ by context length</h3>"),
+                  paragraph("Long-context prompts: the same documents and tasks cut to each bin; prompt tokens is "
+                            "the bin's mean encoded prompt length.", "note"),
+                  table(["workload", "drafter", "γ", "bin", "prompt tokens", "prompts", "α̂ [95% CI]", "α observed",
+                         "τ [95% CI]"], rows, {2, 4, 5, 6, 7, 8})]
     return section("acceptance", "Fitted acceptance", *parts)
 
 
@@ -260,6 +271,24 @@ def costs_section(data: PlotData) -> Html:
                              "step; ρ = share of rounds that drafted at all.", "note"),
                    table(["workload", "drafter", "verify t(k) [ms]", "target step [ms]", "draft step [ms]", "c",
                           "overhead per round [ms]", "ρ", "notes"], rows, {3, 4, 5, 6, 7}))
+
+
+def strategies_section(data: PlotData) -> Html:
+    """Nested speculation vs sequential per configuration; nothing when no unit ran nested."""
+    rows = [[r["workload"], series_name(r["drafter_label"], r["tree"]), r["gamma"], r["units"],
+             num(r["tokens_per_s"], 2), num(r["vs_sequential"], 3, "×"), num(r["hit_rate"], 3),
+             num(r["draft_hidden_share"], 3), num(r["draft_share"], 3)]
+            for _, r in strategy_table(data.records).iterrows()]
+    if not rows:
+        return Html("")
+    return section("strategies", "Nested speculation vs sequential",
+                   paragraph("Hit rate: rounds (after each generation's first) that verified a draft prepared during "
+                             "the previous verification. Draft hidden / on path: drafting time that ran during "
+                             "verification and was used, and drafting still on the critical path, as shares of "
+                             "decode time. × sequential: tokens/s over the sequential run's on the same units.",
+                             "note"),
+                   table(["workload", "drafter", "γ", "units", "tokens/s", "× sequential", "hit rate",
+                          "draft hidden", "draft on path"], rows, {2, 3, 4, 5, 6, 7, 8}))
 
 
 def lossless_section(data: PlotData) -> Html:
@@ -332,7 +361,8 @@ def render_html(data: PlotData, figures: list[RenderedFigure], out_dir: Path, ge
     """The whole page as a string."""
     nav = Html("<nav>" + "".join(f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t in NAV) + "</nav>")
     body = [header(data, generated), nav, recommendation_section(data), settings_section(data),
-            figures_section(figures, out_dir), acceptance_section(data), costs_section(data), lossless_section(data),
+            figures_section(figures, out_dir), acceptance_section(data), costs_section(data),
+            strategies_section(data), lossless_section(data),
             environment_section(data), spec_section(data)]
     title = esc(f"specbench report — {data.folder.name}")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -383,7 +413,7 @@ def build_report(folder: str | Path, out_dir: str | Path, *, formats=DEFAULT_FOR
     data = load_plot_data(folder, n_boot=n_boot, seed=seed, max_gamma=max_gamma, objective=objective)
     out = prepare_out_dir(out_dir)
     figures = []
-    for spec in FIGURES:
+    for spec in figures_for(data):
         status(f"rendering {spec.title}")
         figures.append(render_figure(spec, data, out, formats))
         if on_figure:

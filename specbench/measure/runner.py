@@ -31,7 +31,7 @@ from specbench.measure.replay_units import run_replay_units, write_summary
 from specbench.measure.spec import RunConfig, SweepSpec
 from specbench.measure.timing_protocol import combine, run_block, warm_up
 from specbench.measure.units import Unit, expand_units, in_shard, load_workloads, make_record
-from specbench.measure.validate import check_device, check_grid_size, check_unit_lengths
+from specbench.measure.validate import check_device, check_grid_size, check_unit_lengths, prompt_room
 from specbench.measure.workloads import encode_turn
 from specbench.models.limits import check_window
 from specbench.records.lock import FolderLock, check_writable_folder, lock_holder
@@ -157,7 +157,8 @@ class SweepRunner:
         answers = self._answers.get(unit.group, [])[: unit.turn - 1]
         if len(answers) < unit.turn - 1:
             raise SpecbenchError(f"{unit.prompt.prompt_id}: turn {unit.turn} needs the baseline's earlier answers")
-        return encode_turn(self.backend.tokenizer, unit.workload, unit.prompt, unit.turn - 1, answers)
+        return encode_turn(self.backend.tokenizer, unit.workload, unit.prompt, unit.turn - 1, answers,
+                           token_limit=prompt_room(self.backend.context_window, unit.max_new_tokens))
 
     def _warm_up(self, unit: Unit) -> None:
         """Untimed decoding before the first timed unit (rule 1 of the timing protocol)."""

@@ -64,6 +64,25 @@ def first_user_turn(record: dict) -> str | None:
     return None
 
 
+def whole_conversations(items: list) -> dict[str, list[dict]]:
+    """Conversations put back together: ``{conversation id: messages}``, in file order.
+
+    The "split" file cuts long conversations into parts with ids ``<id>_<n>``, n the index of the
+    part's first message in the whole conversation; parts are joined in order of n. An id
+    without such a suffix is a conversation of its own.
+    """
+    parts: dict[str, list[tuple[int, list]]] = {}
+    for item in items:
+        if not isinstance(item, dict) or item.get("id") is None or not isinstance(item.get("conversations"), list):
+            continue
+        base, _, index = str(item["id"]).rpartition("_")
+        if not (base and index.isdigit()):
+            base, index = str(item["id"]), "0"
+        parts.setdefault(base, []).append((int(index), item["conversations"]))
+    return {base: [m for _, messages in sorted(pieces, key=lambda p: p[0]) for m in messages if isinstance(m, dict)]
+            for base, pieces in parts.items()}
+
+
 def extract(path: Path) -> ShareGPTExtract:
     """Parse ``path`` (no cache): complete records and their first user turns."""
     # A cut in the middle of a multi-byte character only damages the dropped last record.
@@ -100,12 +119,12 @@ def _load(path: str, size: int, mtime_ns: int, cache_root: str) -> ShareGPTExtra
     except (OSError, ValueError, KeyError, TypeError):
         pass  # absent or damaged: rebuild
     result = extract(Path(path))
-    _write_atomically(cached, {"source": path, "complete_records": result.complete_records,
+    write_json_atomically(cached, {"source": path, "complete_records": result.complete_records,
                                "records": list(result.records)})
     return result
 
 
-def _write_atomically(dest: Path, payload: dict) -> None:
+def write_json_atomically(dest: Path, payload: dict) -> None:
     """Write JSON to ``dest`` via a temporary sibling and a rename; a cache that cannot be written is skipped."""
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)

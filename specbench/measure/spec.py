@@ -50,6 +50,7 @@ from specbench.engine.drafters import check_params
 from specbench.engine.drafters.param_values import check_param_values
 from specbench.engine.tree import parse_tree, tree_depth_limit
 from specbench.errors import SpecbenchError, did_you_mean
+from specbench.measure.strategy import SEQUENTIAL, Strategy, check_nested, parse_strategies
 from specbench.measure.timing_protocol import TimingProtocol, parse_timing
 from specbench.measure.values import GAMMA_LIMIT, check_config_count, check_name, finite, strict_bool
 from specbench.models.resolve import torch_dtype
@@ -57,11 +58,12 @@ from specbench.safe_files import load_yaml_file
 
 TOP_LEVEL_KEYS = ("name", "description", "target", "device", "dtype", "seed", "repeats", "max_new_tokens",
                   "ignore_eos", "drafters", "gammas", "trees", "temperatures", "top_p", "top_k", "workloads",
-                  "mode", "calibration", "compile", "kernels", "timing", "backend", "concurrency")
+                  "mode", "calibration", "compile", "kernels", "timing", "backend", "concurrency", "strategy")
 DEFAULTS = {"name": None, "description": "", "target": "smollm2-135m", "device": "cpu", "dtype": "fp32", "seed": 0,
             "repeats": 1, "max_new_tokens": None, "ignore_eos": False, "drafters": [], "gammas": [1, 2, 4],
             "trees": ["chain"], "temperatures": [0.0], "top_p": 1.0, "top_k": 0, "workloads": [], "mode": "live",
-            "calibration": None, "compile": False, "kernels": "auto", "timing": None, "backend": None, "concurrency": [1]}
+            "calibration": None, "compile": False, "kernels": "auto", "timing": None, "backend": None, "concurrency": [1],
+            "strategy": None}
 MODES = ("live", "replay", "both")
 CALIBRATION_PROMPTS = 2
 
@@ -96,14 +98,22 @@ class RunConfig:
     temperature: float
     top_p: float
     top_k: int
+    strategy: Strategy = SEQUENTIAL  # how rounds are driven (specbench.measure.strategy)
 
     @property
     def is_baseline(self) -> bool:
         return self.drafter is None
 
     @property
+    def drafter_label(self) -> str:
+        """The record's ``drafter_label``: the drafter's, with the strategy when it is not sequential."""
+        if self.drafter is None:
+            return "none"
+        return self.drafter.label + (f" {self.strategy.label}" if self.strategy.nested else "")
+
+    @property
     def label(self) -> str:
-        name = "target only" if self.drafter is None else f"{self.drafter.label} γ={self.gamma}"
+        name = "target only" if self.drafter is None else f"{self.drafter_label} γ={self.gamma}"
         if self.tree != "chain":
             name += f" tree={self.tree}"
         return f"{name} T={self.temperature:g}"
@@ -163,6 +173,7 @@ class SweepSpec:
     backend: str = "own"  # who generates: own (specbench's engine), vllm, openai, vllm-server (backends.registry)
     backend_options: dict = field(default_factory=dict)  # the rest of the YAML's backend: mapping
     concurrency: list[int] = field(default_factory=lambda: [1])  # requests in flight (serving backends)
+    strategies: list[Strategy] = field(default_factory=lambda: [SEQUENTIAL])  # round drivers (strategy.py)
 
     @property
     def runs_live(self) -> bool:
@@ -191,6 +202,8 @@ class SweepSpec:
             data["backend"] = {"name": self.backend, **self.backend_options}
         if self.concurrency != [1]:
             data["concurrency"] = list(self.concurrency)
+        if self.strategies != [SEQUENTIAL]:
+            data["strategy"] = [s.to_dict() for s in self.strategies]
         return data
 
     def max_new_tokens_for(self, workload) -> int:
@@ -371,6 +384,7 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
         workloads=[_workload(w, where) for w in _as_list(data["workloads"], where, "workloads")],
     )
     spec.compile = strict_bool(data["compile"], where, "compile")
+    spec.strategies = parse_strategies(data["strategy"], where)
     if not -(2**63) <= spec.seed < 2**63:
         _fail(where, f"'seed' must fit in 64 bits, got {spec.seed}")
     spec.kernels = str(data["kernels"])
@@ -394,6 +408,7 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     if spec.replays:
         _check_replayable(spec, where)
     _backend(spec, data["backend"], data["concurrency"], where)
+    check_nested(spec, where)
     return spec
 
 
@@ -424,10 +439,11 @@ def _backend(spec: SweepSpec, value, concurrency, where: str) -> None:
 
 
 def expand_configs(spec: SweepSpec) -> list[RunConfig]:
-    """Baseline per temperature first, then drafter × γ × tree × temperature.
+    """Baseline per temperature first, then drafter × γ × tree × temperature × strategy.
 
     γ = 0 is the baseline only; a static tree is cut to depth γ, so γ beyond its depth would
-    repeat the full tree and is skipped.
+    repeat the full tree and is skipped. Nested speculation drafts chains: its configurations
+    are the chain ones (trees run sequential only).
     """
 
     configs = [RunConfig(None, 0, "chain", t, spec.top_p, spec.top_k) for t in spec.temperatures]
@@ -437,7 +453,8 @@ def expand_configs(spec: SweepSpec) -> list[RunConfig]:
                 limit = tree_depth_limit(tree)
                 for g in spec.gammas:
                     if g > 0 and (limit is None or g <= limit):
-                        configs.append(RunConfig(d, g, tree, t, spec.top_p, spec.top_k))
+                        configs.extend(RunConfig(d, g, tree, t, spec.top_p, spec.top_k, s) for s in spec.strategies
+                                       if tree == "chain" or not s.nested)
     return configs
 
 

@@ -49,7 +49,8 @@ class Unit:
                self.repeat, self.max_new_tokens, self.base_seed] + (["replay"] if self.mode == "replay" else [])
         # Added only when not the default, so the ids of existing folders' units (own, concurrency 1) stay.
         key += ([f"backend={self.backend}"] if self.backend != "own" else []) + \
-            ([f"concurrency={self.concurrency}"] if self.concurrency != 1 else [])
+            ([f"concurrency={self.concurrency}"] if self.concurrency != 1 else []) + \
+            ([f"strategy={c.strategy.label}"] if c.strategy.nested else [])
         return hashlib.sha1(repr(key).encode()).hexdigest()[:20]
 
 
@@ -120,7 +121,7 @@ def make_record(unit: Unit, result, spec: SweepSpec, device_name: str) -> dict:
         "unit_id": unit.unit_id, "sweep": spec.name, "mode": unit.mode, "target": spec.target,
         "drafter": c.drafter.type if c.drafter else "none",
         "drafter_params": c.drafter.params_json if c.drafter else "{}",
-        "drafter_label": c.drafter.label if c.drafter else "none",
+        "drafter_label": c.drafter_label,
         "tree": c.tree, "tree_nodes": nodes, "gamma": c.gamma, "temperature": c.temperature, "top_p": c.top_p,
         "top_k": c.top_k, "workload": unit.workload.name, "prompt_id": unit.prompt.prompt_id,
         "category": unit.prompt.category, "turn": unit.turn, "repeat": unit.repeat, "seed": unit.seed,
@@ -145,6 +146,11 @@ def make_record(unit: Unit, result, spec: SweepSpec, device_name: str) -> dict:
         "ttft_s": result.prefill_s if getattr(result, "ttft_s", None) is None else result.ttft_s,
         "itl_s": _mean_itl(result) if getattr(result, "itl_s", None) is None else result.itl_s,
         **_moe_columns(result),
+        "context_bin": unit.prompt.context_bin,
+        "strategy": c.strategy.name, "prepared": c.strategy.prepared,
+        "prepared_drafts": getattr(result, "prepared_drafts", None),
+        "prepared_hits": getattr(result, "prepared_hits", None),
+        "draft_hidden_s": getattr(result, "draft_hidden_s", None),
     }
 
 

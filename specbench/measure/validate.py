@@ -80,6 +80,11 @@ def check_grid_size(spec, workloads, shard: tuple[int, int] = (0, 1), *, yes: bo
     return units
 
 
+def prompt_room(window: int | None, max_new_tokens: int) -> int | None:
+    """Tokens a prompt may take so that max_new_tokens still fit the context window (None: window unknown)."""
+    return None if window is None else window - max_new_tokens
+
+
 def check_unit_lengths(backend, target: str, units) -> None:
     """First turns of every live unit fit the target's context window (later turns are checked when asked)."""
     seen: set = set()
@@ -90,7 +95,8 @@ def check_unit_lengths(backend, target: str, units) -> None:
         if key in seen:
             continue
         seen.add(key)
-        ids = encode_turn(backend.tokenizer, unit.workload, unit.prompt, 0, [])
+        ids = encode_turn(backend.tokenizer, unit.workload, unit.prompt, 0, [],
+                          token_limit=prompt_room(backend.context_window, unit.max_new_tokens))
         check_window(backend.context_window, target, len(ids), unit.max_new_tokens,
                      f"{unit.workload.name} {unit.prompt.prompt_id}")
 

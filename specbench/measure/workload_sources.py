@@ -41,7 +41,7 @@ def _read(source: SourceSpec) -> tuple[list[dict], str]:
     if source.kind == "hf":
         return read_hf(source.location, source.split), source.describe()
     if source.kind == "package":
-        path, description = _package_file(source.location, source.file)
+        path, description = package_file(source.location, source.file)
     else:
         path, description = Path(source.location), source.describe()
         if not path.is_file():
@@ -51,7 +51,7 @@ def _read(source: SourceSpec) -> tuple[list[dict], str]:
     return read_jsonl(path), description
 
 
-def _package_file(distribution: str, relative: str) -> tuple[Path, str]:
+def package_file(distribution: str, relative: str) -> tuple[Path, str]:
     try:
         version = importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:

@@ -27,6 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from specbench.errors import SpecbenchError, did_you_mean
+from specbench.measure.long_context_spec import (
+    LongContextSpec,
+    is_long_context,
+    parse_long_context,
+)
+from specbench.measure.spec_reader import Reader
 from specbench.safe_files import load_yaml_text, read_text_file
 
 BUILTIN_PACKAGE = "specbench.builtin_workloads"
@@ -90,12 +96,12 @@ def builtin_names() -> list[str]:
     return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
-def builtin_spec(name: str) -> WorkloadSpec:
+def builtin_spec(name: str) -> WorkloadSpec | LongContextSpec:
     text = resources.files(BUILTIN_PACKAGE).joinpath(f"{name}.yaml").read_text(encoding="utf-8")
     return parse_spec(_load_yaml(text, f"built-in workload {name}"), origin=f"built-in workload {name}")
 
 
-def read_spec_file(path: Path) -> WorkloadSpec:
+def read_spec_file(path: Path) -> WorkloadSpec | LongContextSpec:
     """Parse a user workload YAML file; relative source paths are taken from its folder."""
 
     text = read_text_file(path, "workload file", 2**20)  # size-limited UTF-8 text
@@ -116,48 +122,12 @@ _TOP_KEYS = ("name", "description", "chat", "max_new_tokens", "sampling", "train
              "id_format", "filter", "fields", "sources")
 
 
-class _Reader:
-    """Typed access to one YAML mapping, with one-line errors naming the file and key."""
-
-    def __init__(self, data: dict, origin: str, where: str, allowed: tuple[str, ...]):
-        self.data, self.origin, self.where = data, origin, where
-        for key in data:
-            if key not in allowed:
-                self.fail(f"unknown key '{key}'{did_you_mean(str(key), list(allowed))}")
-
-    def fail(self, message: str):
-        raise SpecbenchError(f"workload {self.origin}: {self.where}{message}")
-
-    def get(self, key: str, kind: type | tuple[type, ...], default: Any = None, *, required: bool = False,
-            nullable: bool = False) -> Any:
-        if key not in self.data:
-            if required:
-                self.fail(f"missing key '{key}'")
-            return default
-        value = self.data[key]
-        if value is None and nullable:
-            return None
-        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-            self.fail(f"'{key}' must be {names}, got {value!r}")
-        return value
-
-    def int_in(self, key: str, default: int | None, low: int, high: int | None = None, *,
-               nullable: bool = False) -> int | None:
-        value = self.get(key, int, default, nullable=nullable)
-        if value is not None and (value < low or (high is not None and value > high)):
-            bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
-            self.fail(f"'{key}' must be {bounds}, got {value}")
-        return value
-
-    def mapping(self, key: str, allowed: tuple[str, ...]) -> _Reader:
-        value = self.get(key, dict, {})
-        return _Reader(value, self.origin, f"{self.where}{key}: ", allowed)
-
-
-def parse_spec(data: dict, *, origin: str, base_dir: Path | None = None) -> WorkloadSpec:
-    """Validate a workload mapping (parsed YAML) into a `WorkloadSpec`."""
-    top = _Reader(data, origin, "", _TOP_KEYS)
+def parse_spec(data: dict, *, origin: str, base_dir: Path | None = None) -> WorkloadSpec | LongContextSpec:
+    """Validate a workload mapping (parsed YAML) into a `WorkloadSpec` (a `LongContextSpec` when it has a
+    ``long_context`` section: `specbench.measure.long_context_spec`)."""
+    if is_long_context(data):
+        return parse_long_context(data, origin=origin, base_dir=base_dir)
+    top = Reader(data, origin, "", _TOP_KEYS)
     name = str(top.get("name", str, required=True)).strip()
     if not name:
         top.fail("'name' is empty")
@@ -197,7 +167,7 @@ def _parse_source(entry: Any, origin: str, index: int, base_dir: Path | None) ->
     where = f"sources[{index}]: "
     if not isinstance(entry, dict):
         raise SpecbenchError(f"workload {origin}: {where}expected a mapping, got {entry!r}")
-    src = _Reader(entry, origin, where, ("package", "file", "path", "hf", "split", "format"))
+    src = Reader(entry, origin, where, ("package", "file", "path", "hf", "split", "format"))
     kinds = [k for k in ("package", "path", "hf") if k in entry]
     if len(kinds) != 1:
         src.fail("needs exactly one of 'package', 'path' or 'hf'")

@@ -11,6 +11,11 @@
 
 `encode_turn` builds the token ids of one turn through `specbench.models.prompting`, the same code
 path the engine uses for text prompts.
+
+A long-context workload (a YAML with a ``long_context`` section, `specbench.measure.long_context`)
+has one prompt per (document, task) and length bin: partition and sampling pick (document, task)
+pairs, then every chosen pair is asked in every bin, and `encode_turn` cuts its document to the
+bin with the target's tokenizer. A name may select bins and tasks: ``long-context:bin=4k``.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from specbench.errors import SpecbenchError, did_you_mean
+from specbench.measure import long_context
+from specbench.measure.long_context_spec import LongContextSpec, select
+from specbench.measure.prompt import Prompt
 from specbench.measure.workload_sources import read_records
 from specbench.measure.workload_spec import (
     WorkloadSpec,
@@ -34,15 +42,6 @@ from specbench.models.prompting import encode_conversation
 
 SPLITS = ("eval", "train", "all")
 TRAIN_BUCKETS = 100
-
-
-@dataclass(frozen=True)
-class Prompt:
-    """One conversation to run: its user turns, asked one after another."""
-    workload: str
-    prompt_id: str  # stable id, e.g. "mt-bench/81", "HumanEval/0", "sharegpt/<conversation id>"
-    category: str
-    turns: tuple[str, ...]  # user turns; MT-Bench has 2, the others 1
 
 
 @dataclass
@@ -83,8 +82,11 @@ def load_workload(name_or_source: str, *, count: int | None = None, seed: int | 
     if count is not None and count < 1:
         raise SpecbenchError(f"count must be at least 1, got {count}")
     spec = resolve_spec(name_or_source)
-    records, source = read_records(spec)
-    prompts = records_to_prompts(records, spec)
+    if isinstance(spec, LongContextSpec):
+        prompts, source = long_context.pair_prompts(spec)  # (document, task) pairs: binned after sampling
+    else:
+        records, source = read_records(spec)
+        prompts = records_to_prompts(records, spec)
     if not prompts:
         raise SpecbenchError(f"workload {spec.name}: {source} yields no prompts")
     prompts = [p for p in prompts if split == "all" or (split == "train") == in_train(p.prompt_id, spec.train_percent)]
@@ -93,17 +95,30 @@ def load_workload(name_or_source: str, *, count: int | None = None, seed: int | 
     count = spec.count if count is None else count
     if count is not None:
         prompts = sample(prompts, count, spec.seed if seed is None else seed)
+    if isinstance(spec, LongContextSpec):
+        prompts = long_context.in_bins(prompts, spec)
     return Workload(name=spec.name, description=spec.description, source=source, chat=spec.chat,
                     max_new_tokens=spec.max_new_tokens, prompts=prompts)
 
 
-def resolve_spec(name_or_source: str) -> WorkloadSpec:
-    """The spec behind a workload name, YAML path or user source string."""
+def resolve_spec(name_or_source: str) -> WorkloadSpec | LongContextSpec:
+    """The spec behind a workload name, YAML path or user source string.
+
+    A built-in name or YAML path may end in ``:key=value`` options (``long-context:bin=4k``); only
+    long-context workloads take them (`specbench.measure.long_context_spec.select`).
+    """
     text = str(name_or_source).strip()
     if not text:
         raise SpecbenchError("empty workload name")
     if is_user_source(text):
         return parse_user_source(text)
+    base, options = split_options(text)
+    if options:
+        spec = resolve_spec(base)
+        if not isinstance(spec, LongContextSpec):
+            raise SpecbenchError(f"workload {spec.name} takes no options ('{text}'); only long-context workloads do "
+                                 "(e.g. long-context:bin=4k)")
+        return select(spec, options, text)
     names = builtin_names()
     if text in names:
         return builtin_spec(text)
@@ -114,6 +129,18 @@ def resolve_spec(name_or_source: str) -> WorkloadSpec:
         raise SpecbenchError(f"'{text}' is a data file: use jsonl:{text} (JSON lines) or hf:{text}")
     raise SpecbenchError(f"unknown workload '{text}'{did_you_mean(text, names)} (built-in: {', '.join(names)}; "
                          "or a workload .yaml file, jsonl:PATH, hf:DATASET)")
+
+
+def split_options(text: str) -> tuple[str, dict[str, str]]:
+    """``name:key=value:key=value`` → (name, options); a text without ``=`` parts is a name alone."""
+    parts = text.split(":")
+    options: dict[str, str] = {}
+    while len(parts) > 1 and "=" in parts[-1]:
+        key, _, value = parts.pop().partition("=")
+        if key.strip() in options:
+            raise SpecbenchError(f"option '{key.strip()}' given twice in '{text}'")
+        options[key.strip()] = value.strip()
+    return ":".join(parts), dict(reversed(list(options.items())))
 
 
 # ----------------------------------------------------------------------------- records → prompts
@@ -180,15 +207,19 @@ def sample(prompts: list[Prompt], count: int, seed: int) -> list[Prompt]:
 
 # ----------------------------------------------------------------------------- tokenization
 
-def encode_turn(tokenizer, workload: Workload, prompt: Prompt, turn: int, previous_answers: list[str]) -> list[int]:
+def encode_turn(tokenizer, workload: Workload, prompt: Prompt, turn: int, previous_answers: list[str], *,
+                token_limit: int | None = None) -> list[int]:
     """Token ids asking for the answer to ``prompt.turns[turn]`` (0-based).
 
     ``previous_answers`` holds the model's own answers to the earlier turns, one per turn
     (MT-Bench asks turn 2 after the model's turn-1 answer). The chat template is applied
-    when the workload says so and the tokenizer has one.
+    when the workload says so and the tokenizer has one. A long-context prompt's document is
+    cut to its bin, and to ``token_limit`` (the context window less max_new_tokens) when given.
     """
     if not 0 <= turn < len(prompt.turns):
         raise ValueError(f"{prompt.prompt_id} has {len(prompt.turns)} turn(s); turn {turn} does not exist")
     if len(previous_answers) != turn:
         raise ValueError(f"turn {turn} needs {turn} previous answer(s), got {len(previous_answers)}")
+    if prompt.context is not None:
+        return long_context.encode_long_context(tokenizer, prompt, chat=workload.chat, token_limit=token_limit)
     return encode_conversation(tokenizer, list(prompt.turns[: turn + 1]), list(previous_answers), chat=workload.chat)

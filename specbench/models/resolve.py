@@ -394,17 +394,28 @@ def check_same_vocabulary(target: LoadedModel, drafter: LoadedModel) -> None:
             "token-level drafters need the target's tokenizer")
 
 
-def model_folder(spec: str) -> str:
+def model_folder(spec: str, *, build: bool = True) -> str | None:
     """A local folder of safetensors + tokenizer for ``spec`` (alias, .gguf, folder), for engines
-    that load models themselves (vLLM); a hub id is returned as given. Builds the cache if needed."""
+    that load models themselves (vLLM); a hub id is returned as given. Builds the cache if needed.
+
+    ``build=False`` (checking engine settings, which never converts or downloads): the folder only
+    when it exists already, else None — also for a hub id, a GGUF file or a model that exists only
+    inside specbench."""
     spec = str(spec)
     path = Path(spec).expanduser()
     if spec in aliases():
         entry = aliases()[spec]
         if entry["source"] in ("random", "early-exit", "moe-upcycle"):
+            if not build:
+                return None
             raise SpecbenchError(f"model '{spec}' exists only inside specbench ({entry['source']}); "
                                  "a serving engine needs a model folder")
+        if not build:
+            status = alias_status(spec)
+            return status["path"] if status["cached"] else None
         return _alias_folder(spec, entry)
+    if not build:
+        return str(path.resolve()) if path.is_dir() else None
     if spec.endswith(".gguf"):
         return str(gguf_cache_entry(path))
     if path.is_dir():

@@ -112,6 +112,14 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "expert_bytes_per_token": (pa.float64(), "MoE target: Σ expert bytes over rounds ÷ decode_tokens"),
     "moe_step_bytes": (pa.int64(), "MoE target: weight bytes one target-only forward streamed here (each MLP "
                                    "computed once; the expert-aware cost model's bandwidth reference)"),
+    "context_bin": (pa.string(), "context-length bin of a long-context prompt ('1k', '2k', '4k', '7k'); null for "
+                                 "other workloads and in records written before the column existed"),
+    # round strategy (docs/strategies.md); records written before it existed are sequential
+    "strategy": (pa.string(), "how rounds were driven: 'sequential' or 'nested' (next draft prepared during verification)"),
+    "prepared": (pa.int64(), "nested: next-round drafts prepared per round (P); 0 sequential"),
+    "prepared_drafts": (pa.int64(), "nested: next-round drafts prepared, summed over rounds; null sequential"),
+    "prepared_hits": (pa.int64(), "nested: rounds that verified a prepared draft (its drafting hidden); null sequential"),
+    "draft_hidden_s": (pa.float64(), "nested: drafting time of the hit rounds, spent while the target verified, s"),
 }
 
 # Columns added after schema 1's first release: records written without them (older folders,
@@ -121,7 +129,10 @@ LATER_DEFAULTS = {"weights_sha256": None, "backend": None, "concurrency": None, 
                   "other_cpu_s": float("nan"), "other_cores": float("nan"), "cpu_mhz": float("nan"),
                   "moe_experts": None, "moe_top_k": None, "round_experts": [], "experts_per_verify": float("nan"),
                   "expert_bytes_per_verify": float("nan"), "expert_bytes_per_token": float("nan"),
-                  "moe_step_bytes": None}
+                  "moe_step_bytes": None,
+                  "context_bin": None,
+                  "strategy": "sequential", "prepared": 0, "prepared_drafts": None, "prepared_hits": None,
+                  "draft_hidden_s": None}
 
 SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])
 RUN_INFO = "run.json"

@@ -26,6 +26,9 @@ class Proposal:
     probs: torch.Tensor | None  # [B, N, V] float32: the distribution node i was drawn from
     parents: list[int] | None = None  # None: a chain (node i's parent is i − 1); −1 = the root
     draft_steps: int = 0  # drafter forwards spent (the cost model's unit); 0 for model-free
+    # per node: log q of the path root -> node under the drafter's (warped) distribution, the
+    # drafter's confidence that the target accepts the path; None for drafters that do not say
+    path_logq: list[float] | None = None
 
     @property
     def tree_nodes(self) -> int:

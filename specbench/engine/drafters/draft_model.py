@@ -92,6 +92,21 @@ class DraftModelDrafter:
         self._fed = [index.get(n, -1) for n in self._fed_growth]
         return proposal
 
+    def propose_ahead(self, context: torch.Tensor, verified: int, shape: Shape, sampling: SamplingParams,
+                      generator: torch.Generator | None) -> Proposal:
+        """A draft continuing context [1, L'] whose tokens from index ``verified`` on the target has not
+        verified yet (nested speculation prepares the next round while the target verifies this one).
+
+        The draft is what `propose` gives for that context. Afterwards the cache keeps the verified
+        context but its last token (the root, whose logits the next draft starts from) and no
+        proposal is pending: the next `propose` (or `propose_ahead`) feeds whatever follows, and
+        `observe` of the round being verified has nothing to roll back.
+        """
+        proposal = self.propose(context, shape, sampling, generator)
+        self.decoder.truncate(verified - 1)
+        self.synced, self._pending = verified - 1, False
+        return proposal
+
     def observe(self, outcome: RoundOutcome) -> None:
         """Keep the context and the accepted path's fed nodes; drop the rest of the tree."""
         if not self._pending:  # the round drafted nothing: the cache is as it was

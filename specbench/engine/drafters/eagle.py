@@ -162,6 +162,7 @@ class FeatureDrafter:
         # the drafter's output at a node's position (≈ the target's final feature there), in the target's space
         self.expert_router = None
         self.feature_size = int(net.shape.hidden)
+        self._last_output = None  # output of the last committed entry (the root's distribution comes from it)
 
     # ------------------------------------------------------------------ entries
     def _context_entries(self, tokens: torch.Tensor, start: int, stop: int) -> torch.Tensor:
@@ -178,19 +179,51 @@ class FeatureDrafter:
     def start(self, prompt: torch.Tensor, capacity: int, features: dict | None = None) -> None:
         g = self.net.context({k: v[0] for k, v in features.items()})  # [T, H]
         self.buffer.reset({"g": g[None]}, capacity)
+        self._last_output = None
         self.cache = new_cache(self.net.shape, capacity + 8, self.dtype, self.device)
         length = prompt.shape[1]
         if length >= 2:  # every entry whose token is known already: 0..T−2
             self._context_entries(prompt[0], 0, length - 1)
         self.committed = self.cache.length
 
+    def _commit_verified(self, tokens: torch.Tensor, stop: int) -> torch.Tensor:
+        """Context entries up to entry stop−1 (true features); returns the output of entry stop−1 [H]."""
+        self.cache.truncate(self.committed)
+        if self.committed < stop:
+            self._last_output = self._context_entries(tokens, self.committed, stop)[-1]
+            self.committed = self.cache.length
+        return self._last_output
+
     @torch.inference_mode()
     def propose(self, context: torch.Tensor, shape: Shape, sampling: SamplingParams,
                 generator: torch.Generator | None) -> Proposal:
-        length = context.shape[1]
+        root = self._commit_verified(context[0], context.shape[1] - 1)  # output of entry L−2
+        return self._grow(root, context, shape, sampling, generator)
+
+    @torch.inference_mode()
+    def propose_ahead(self, context: torch.Tensor, verified: int, shape: Shape, sampling: SamplingParams,
+                      generator: torch.Generator | None) -> Proposal:
+        """A draft continuing context [1, L'] whose tokens from index ``verified`` on the target has not
+        verified yet (nested speculation prepares the next round while the target verifies this one).
+
+        Their features are unknown (the target is computing them), so their entries take the
+        previous entry's output in place of the feature, exactly as draft nodes do: entry t
+        (t = verified−1 .. L'−2) fuses output(t−1) with x_{t+1}. Afterwards the cache holds the
+        committed (true-feature) entries only, as after `observe`.
+        """
+        tokens = context[0]
+        out = self._commit_verified(tokens, verified - 1)  # output of entry verified−2
+        for t in range(verified - 1, context.shape[1] - 1):
+            a, r = self.net.step_inputs(out[None, None], embed(self.target_model, tokens[t + 1: t + 2])[None].to(self.dtype))
+            out = self.net.layer.forward_cached(a, r, torch.tensor([t], device=self.device), self.cache, None)[0, -1]
+        proposal = self._grow(out, context, shape, sampling, generator)
         self.cache.truncate(self.committed)
-        root = self._context_entries(context[0], self.committed, length - 1)[-1]  # output of entry L−2
-        self.committed = self.cache.length
+        return proposal
+
+    def _grow(self, root: torch.Tensor, context: torch.Tensor, shape: Shape, sampling: SamplingParams,
+              generator: torch.Generator | None) -> Proposal:
+        """Draft nodes continuing context [1, L]; root [H] is the output of entry L−2."""
+        length = context.shape[1]
         outputs = {-1: root}
         fed: list[int] = []
 

@@ -45,7 +45,7 @@ class Growth:
     tokens: list[int] = field(default_factory=list)
     parents: list[int] = field(default_factory=list)
     depths: list[int] = field(default_factory=list)
-    scores: list[float] = field(default_factory=list)  # cumulative log q (dynamic trees)
+    scores: list[float] = field(default_factory=list)  # cumulative log q of the node's path (its confidence)
     paths: list[tuple[int, ...]] = field(default_factory=list)  # rank path in a static shape
     probs: list[torch.Tensor] = field(default_factory=list)  # [V] per node when sampling
 
@@ -93,7 +93,13 @@ def _static_children(shape: StaticTree, path: tuple[int, ...]) -> int:
 
 def children(growth: Growth, node: int, logits: torch.Tensor, shape: Shape, sampling: SamplingParams,
              generator) -> list[int]:
-    """Create the children of ``node`` (−1: root) from its logits [V]; returns their indices."""
+    """Create the children of ``node`` (−1: root) from its logits [V]; returns their indices.
+
+    Every child is scored with the cumulative log q of its path (q: the warped distribution when
+    sampling, the raw softmax when greedy): dynamic trees grow by it, and it is the confidence
+    `Proposal.path_logq` reports."""
+    logq = (warp_logits(logits, sampling) if not sampling.greedy else logits.float()).log_softmax(-1)  # [V]
+    base = growth.scores[node] if node >= 0 else 0.0
     if isinstance(shape, StaticTree):
         path = growth.paths[node] if node >= 0 else ()
         k = _static_children(shape, path)
@@ -103,10 +109,8 @@ def children(growth: Growth, node: int, logits: torch.Tensor, shape: Shape, samp
             picks, dists = torch.topk(logits, k).indices.tolist(), [None] * k
         else:
             picks, dists = sample_without_replacement(probabilities(logits, sampling), k, generator)
-        return [growth.add(t, node, 0.0, path + (r,), q) for r, (t, q) in enumerate(zip(picks, dists))]
-    logq = (warp_logits(logits, sampling) if not sampling.greedy else logits.float()).log_softmax(-1)
+        return [growth.add(t, node, base + float(logq[t]), path + (r,), q) for r, (t, q) in enumerate(zip(picks, dists))]
     top = torch.topk(logq, min(shape.topk, logq.shape[-1]))
-    base = growth.scores[node] if node >= 0 else 0.0
     return [growth.add(int(t), node, base + float(s), (), None)
             for t, s in zip(top.indices.tolist(), top.values.tolist()) if s > float("-inf")]
 
@@ -201,7 +205,8 @@ def proposal(growth: Growth, keep: list[int], shape: Shape, device, draft_steps:
     parents = None
     if not (isinstance(shape, StaticTree) and shape.is_chain):
         parents = [index[growth.parents[n]] if growth.parents[n] >= 0 else -1 for n in keep]
-    return Proposal(tokens=tokens, probs=probs, parents=parents, draft_steps=draft_steps), index
+    return Proposal(tokens=tokens, probs=probs, parents=parents, draft_steps=draft_steps,
+                    path_logq=[growth.scores[n] for n in keep]), index
 
 
 def wants_experts(shape: Shape, growth: Growth) -> bool:

@@ -1,0 +1,46 @@
+"""Typed access to one mapping of a workload YAML file, with one-line errors naming the file and key."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specbench.errors import SpecbenchError, did_you_mean
+
+
+class Reader:
+    """Typed access to one YAML mapping, with one-line errors naming the file and key."""
+
+    def __init__(self, data: dict, origin: str, where: str, allowed: tuple[str, ...]):
+        self.data, self.origin, self.where = data, origin, where
+        for key in data:
+            if key not in allowed:
+                self.fail(f"unknown key '{key}'{did_you_mean(str(key), list(allowed))}")
+
+    def fail(self, message: str):
+        raise SpecbenchError(f"workload {self.origin}: {self.where}{message}")
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: Any = None, *, required: bool = False,
+            nullable: bool = False) -> Any:
+        if key not in self.data:
+            if required:
+                self.fail(f"missing key '{key}'")
+            return default
+        value = self.data[key]
+        if value is None and nullable:
+            return None
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+            self.fail(f"'{key}' must be {names}, got {value!r}")
+        return value
+
+    def int_in(self, key: str, default: int | None, low: int, high: int | None = None, *,
+               nullable: bool = False) -> int | None:
+        value = self.get(key, int, default, nullable=nullable)
+        if value is not None and (value < low or (high is not None and value > high)):
+            bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
+            self.fail(f"'{key}' must be {bounds}, got {value}")
+        return value
+
+    def mapping(self, key: str, allowed: tuple[str, ...]) -> Reader:
+        value = self.get(key, dict, {})
+        return Reader(value, self.origin, f"{self.where}{key}: ", allowed)
