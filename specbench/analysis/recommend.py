@@ -15,6 +15,8 @@ of rounds that drafted) and round_s — draft + verify + overhead — taken from
 * `MeasuredCosts` (default): the sweep's own timings, batch 1, against its measured baseline. Measured configurations and the
   model's predictions for γ = 1..max_gamma, each with a prompt-bootstrap interval, and a
   decision; the objective may be throughput or latency (`specbench.analysis.recommend_measured`).
+  Records of an MoE target (`moe_experts` set) are priced by `ExpertAwareCosts` instead: the same
+  timings plus the expert reads a verification adds (`specbench.analysis.moe_cost`).
 * `ProfiledCosts`: a hardware profile's costs at any batch size B and context (target-only:
   B ÷ round_s(0)); γ per batch size and
   vLLM's per-batch-size schedule; throughput only (`specbench.analysis.recommend_profiled`).
@@ -32,6 +34,7 @@ import pandas as pd
 from specbench.analysis.cost_source import CostSource, MeasuredCosts, ProfiledCosts
 from specbench.analysis.engine_settings import ENGINES
 from specbench.analysis.intervals import LEVEL, N_BOOT
+from specbench.analysis.moe_cost import ExpertAwareCosts, is_moe
 from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommend_measured import recommend_measured
 from specbench.analysis.recommend_profiled import recommend_profiled
@@ -64,6 +67,8 @@ def recommend(records: pd.DataFrame, costs: CostSource | None = None, *, objecti
     if isinstance(costs, ProfiledCosts):
         return recommend_profiled(records, costs, max_gamma=max_gamma, n_boot=n_boot, level=level, seed=seed,
                                   hub_ids=hub_ids)
+    if type(costs) is MeasuredCosts and is_moe(records):  # an MoE target: verification pays for its experts
+        costs = ExpertAwareCosts()
     if isinstance(costs, MeasuredCosts):
         return recommend_measured(records, costs, objective=objective, max_gamma=max_gamma, n_boot=n_boot,
                                   level=level, seed=seed, engines=engines, hub_ids=hub_ids)

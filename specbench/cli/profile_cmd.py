@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from specbench.analysis.moe_cost import moe_verify_table
 from specbench.analysis.options import MAX_GAMMA
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt
@@ -51,6 +52,8 @@ def profile_command(
     threads: int = typer.Option(None, "--threads", min=1,
                                 help="CPU threads for torch (on a shared, busy CPU one thread is often fastest)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the random weights and tokens."),
+    with_dense_twin: bool = typer.Option(False, "--dense-twin",
+                                         help="MoE target: also time the dense shape of equal active parameters."),
     out: Path = typer.Option(..., "--out", "-o", help="Profile folder to write (run.json + profile.parquet)."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing profile in --out."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary table's rows as JSON instead."),
@@ -78,7 +81,8 @@ def profile_command(
     check_writable_folder(out)  # a file, a read-only folder: refused before anything is measured
     if (out / "run.json").exists() and not force:
         raise SpecbenchError(f"{out} already holds a profile or results (run.json): choose another --out or --force")
-    plan = plan_profile(target, drafters, device=device, dtype=dtype, grid=grid, kernels=kernels, seed=seed)
+    plan = plan_profile(target, drafters, device=device, dtype=dtype, grid=grid, kernels=kernels, seed=seed,
+                        with_dense_twin=with_dense_twin)
     with FolderLock(out):  # one writer per folder until the command ends
         if (out / "run.json").exists() and not force:  # again, now that no one else writes there
             raise SpecbenchError(f"{out} already holds a profile or results (run.json): choose another --out or "
@@ -148,11 +152,28 @@ def _print_profile(profile, out: Path) -> None:
                       "-" if r["peak_fraction"] != r["peak_fraction"] else f"{100 * r['peak_fraction']:.0f}%",
                       f"{r['memory_bytes'] / 2**20:.0f}")
     console.print(table)
+    if info.get("dense_twin"):
+        _print_moe_verify(console, profile)
     for note in info.get("skipped", []):
         console.print(f"note: {note}", style="yellow")
     load = info.get("load_average_start")
     console.print(f"wrote {out} in {info['seconds']:.1f} s"
                   + (f" (load average {load[0]:.2f} at start, {info['load_average_end'][0]:.2f} at end)" if load else ""))
+
+
+def _print_moe_verify(console, profile) -> None:
+    """t_verify(n) of the MoE target beside its dense twin (`specbench.analysis.moe_cost.moe_verify_table`)."""
+    frame = moe_verify_table(profile)
+    table = Table(caption=escape("MoE ÷ dense: verify time of the MoE shape over its dense twin of equal active "
+                                 "parameters; D: expected distinct experts per layer for the B·n tokens (uniform "
+                                 "routing); model: dense + s·(D − D(B)), s fitted per (B, c)"))
+    for name in ("B", "c", "n", "MoE ms", "dense ms", "MoE ÷ dense", "D", "model ms"):
+        table.add_column(name, justify="right")
+    for _, r in frame.iterrows():
+        table.add_row(str(int(r["batch"])), str(int(r["context"])), str(int(r["verify_tokens"])), f"{r['moe_ms']:.3f}",
+                      f"{r['dense_ms']:.3f}", f"{r['ratio']:.2f}", f"{r['distinct_experts']:.1f}",
+                      f"{r['model_ms']:.3f}")
+    console.print(table)
 
 
 def register(app: typer.Typer) -> None:

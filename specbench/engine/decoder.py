@@ -1,6 +1,7 @@
 """Running a causal LM step by step with a KV cache the engine controls.
 
-`NativeDecoder` drives the Llama-family models of transformers (llama, qwen2, qwen3, mistral)
+`NativeDecoder` drives the Llama-family models of transformers (llama, qwen2, qwen3, mistral, and the
+MoE qwen3_moe and mixtral, whose sparse blocks run their own forward)
 layer by layer over a `StaticKVCache`: one code path serves prefill, single-token decode,
 chain verification and tree verification (a tree is a set of nodes whose attention mask is
 their ancestor relation and whose positions are prefix length + depth). `HFDecoder` is the
@@ -21,7 +22,8 @@ from specbench.errors import SpecbenchError
 from specbench.kernels._triton import interpreter_enabled, triton_available
 from specbench.kernels.tree_attention import tree_attention
 
-NATIVE_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral")
+# the MoE types share the Llama-family attention; their sparse MLP blocks run through their own forward
+NATIVE_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral", "qwen3_moe", "mixtral")
 COMPILED_MAX_TOKENS = 64  # decode and verify shapes go through the compiled graph; prefills stay eager
 # 16-bit weights on the CPU: a prefill of at least this many tokens into an empty cache runs its
 # products in float32 (weights upcast layer by layer); every other forward keeps the 16-bit product
@@ -165,8 +167,13 @@ class NativeDecoder:
         return F.linear(x.float(), module.weight.float(), bias).to(x.dtype)
 
     def _mlp(self, mlp, x: torch.Tensor, wide: bool) -> torch.Tensor:
-        """The gated MLP down(act(gate(x)) · up(x)) of the Llama family."""
+        """The gated MLP down(act(gate(x)) · up(x)) of the Llama family (an upcycled MoE layer,
+        `specbench.models.moe_upcycle`: routed and recorded, then this MLP, every expert's)."""
         if not wide:
+            return mlp(x)
+        if hasattr(mlp, "route"):
+            mlp.route(x)
+        if not hasattr(mlp, "gate_proj"):  # a sparse MoE block (qwen3_moe, mixtral): its own forward
             return mlp(x)
         gate, up = self._linear(mlp.gate_proj, x, wide), self._linear(mlp.up_proj, x, wide)
         return self._linear(mlp.down_proj, mlp.act_fn(gate) * up, wide)

@@ -31,6 +31,7 @@ from specbench.engine.verify import (verify_greedy, verify_greedy_rows, verify_s
                                      verify_tree_sampling)
 from specbench.errors import SpecbenchError
 from specbench.kernels.rejection_sampling import rejection_sampling
+from specbench.models.moe_upcycle import RoutingLog, routing_log
 
 
 def eos_token_ids(model, tokenizer) -> set[int]:
@@ -91,6 +92,22 @@ class SpeculativeEngine:
                            drafter=getattr(self.drafter, "name", "drafter"),
                            confident=getattr(self.drafter, "confident", False))
         self.schedule = make_schedule(schedule if self.drafter is not None else ScheduleSpec(), gamma)
+        self.routing = routing_log(target.model)  # MoE targets: the experts of each forward's tokens
+        if getattr(self.shape, "expert_cost", 0) > 0:
+            self._predict_experts_with(self.drafter)
+
+    def _predict_experts_with(self, drafter) -> None:
+        """Give the drafter the target's routers for an expert-aware tree (λ > 0), or refuse the configuration."""
+        if self.routing is None or not self.routing.routers:
+            raise SpecbenchError(f"an expert-aware tree (lambda > 0) needs an MoE target whose routers specbench "
+                                 f"knows (e.g. smollm2-135m-moe); '{self.target.name}' is dense")
+        if not hasattr(drafter, "expert_router"):
+            raise SpecbenchError(f"drafter '{drafter.name}' cannot predict the target's experts (expert-aware "
+                                 "trees need a draft model, EAGLE or EAGLE-3)")
+        if drafter.feature_size != self.routing.hidden_size:
+            raise SpecbenchError(f"drafter '{drafter.name}' has hidden size {drafter.feature_size}, the target's "
+                                 f"routers take {self.routing.hidden_size}: no expert prediction from its features")
+        drafter.expert_router = self.routing
 
     # ------------------------------------------------------------------ pieces
     def _first_token(self, logits: torch.Tensor, generator) -> torch.Tensor:
@@ -229,7 +246,11 @@ class SpeculativeEngine:
 
         rounds = RoundLog()
         result = GenerationResult(prompt_tokens=prompt.shape[1], tokens=tokens, rounds=rounds,
-                                  prefill_s=prefill_s, decode_s=0.0, stop_reason="length")
+                                  prefill_s=prefill_s, decode_s=0.0, stop_reason="length",
+                                  moe=None if self.routing is None else {
+                                      "experts": self.routing.experts, "top_k": self.routing.top_k,
+                                      "expert_bytes": self.routing.expert_bytes,
+                                      "step_bytes": self.routing.step_bytes})
         done = (stop_at_eos and tokens[0] in self.eos_ids) or len(tokens) >= max_new_tokens
         if done and tokens[0] in self.eos_ids and stop_at_eos:
             result.stop_reason = "eos"
@@ -259,7 +280,8 @@ class SpeculativeEngine:
             done = done or len(tokens) >= max_new_tokens
             t3 = self.clock.now()
             rounds.add(drafted=proposal.tree_nodes, depth=proposal.gamma, accepted=len(path), emitted=len(new),
-                       draft_steps=proposal.draft_steps, draft_s=t1 - t0, verify_s=t2 - t1, round_s=t3 - t0)
+                       draft_steps=proposal.draft_steps, draft_s=t1 - t0, verify_s=t2 - t1, round_s=t3 - t0,
+                       **expert_traffic(self.routing))
             self.schedule.observe(RoundVerdict(drafted=proposal.tree_nodes, accepted=len(path), emitted=len(new),
                                                confidences=proposal.confidences, draft_s=t1 - t0, verify_s=t2 - t1,
                                                round_s=t3 - t0))
@@ -269,6 +291,16 @@ class SpeculativeEngine:
         result.decode_s = self.clock.now() - decode_start
         result.peak_memory_bytes = peak_memory_bytes(self.device)
         return result
+
+
+def expert_traffic(routing: RoutingLog | None) -> dict:
+    """The last (verify) forward's expert traffic, as `RoundLog.add` takes it: distinct experts its tokens
+    touched per layer, mean over layers, and the expert weight bytes that reads (Σ_layers distinct × the
+    bytes of one expert). Nothing for a dense target."""
+    if routing is None:
+        return {}
+    distinct = routing.distinct_per_layer()
+    return {"experts": sum(distinct) / len(distinct), "expert_bytes": sum(distinct) * routing.expert_bytes}
 
 
 def peak_memory_bytes(device: torch.device) -> int:

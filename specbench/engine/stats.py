@@ -29,9 +29,14 @@ class RoundLog:
     draft_s: list[float] = field(default_factory=list)  # proposal time
     verify_s: list[float] = field(default_factory=list)  # target forward + acceptance
     round_s: list[float] = field(default_factory=list)  # whole round, bookkeeping included
+    # MoE targets only (empty for dense ones): per round, the distinct experts the verify forward touched
+    # per layer (mean over layers), and the expert weight bytes it read (Σ over layers distinct × one expert)
+    experts: list[float] = field(default_factory=list)
+    expert_bytes: list[int] = field(default_factory=list)
 
     def add(self, *, drafted: int, depth: int, accepted: int, emitted: int, draft_steps: int,
-            draft_s: float, verify_s: float, round_s: float) -> None:
+            draft_s: float, verify_s: float, round_s: float, experts: float | None = None,
+            expert_bytes: int | None = None) -> None:
         self.drafted.append(drafted)
         self.depth.append(depth)
         self.accepted.append(accepted)
@@ -40,6 +45,9 @@ class RoundLog:
         self.draft_s.append(draft_s)
         self.verify_s.append(verify_s)
         self.round_s.append(round_s)
+        if experts is not None:
+            self.experts.append(experts)
+            self.expert_bytes.append(expert_bytes)
 
     def __len__(self) -> int:
         return len(self.accepted)
@@ -57,6 +65,9 @@ class GenerationResult:
     # Serving-engine backends measure these per request; None: derive from prefill_s / decode_s.
     ttft_s: float | None = None  # time to first token, s
     itl_s: float | None = None  # mean inter-token latency over the request, s
+    # MoE target: {"experts": E, "top_k": k, "expert_bytes": one expert's bytes, "step_bytes": weight bytes of
+    # one target-only forward as computed here (each MLP once)}
+    moe: dict | None = None
     # Nested speculation (specbench.engine.nested); None for sequential rounds.
     prepared_drafts: int | None = None  # next-round drafts prepared while the target verified
     prepared_hits: int | None = None  # rounds whose draft was one of them (draft latency hidden)
@@ -111,6 +122,23 @@ class GenerationResult:
     def overhead_s(self) -> float:
         return max(self.decode_s - self.draft_s - self.verify_s, 0.0)
 
+    @property
+    def experts_per_verify(self) -> float:
+        """Distinct experts one verify forward touched per layer, mean over layers and rounds (NaN: dense)."""
+        return float(np.mean(self.rounds.experts)) if self.rounds.experts else float("nan")
+
+    @property
+    def expert_bytes_per_verify(self) -> float:
+        """Expert weight bytes one verify forward read, mean over rounds (NaN: dense target)."""
+        return float(np.mean(self.rounds.expert_bytes)) if self.rounds.expert_bytes else float("nan")
+
+    @property
+    def expert_bytes_per_token(self) -> float:
+        """Expert weight bytes read per emitted token: Σ over rounds ÷ decode tokens (NaN: dense target)."""
+        if not self.rounds.expert_bytes or not self.decode_tokens:
+            return float("nan")
+        return float(sum(self.rounds.expert_bytes)) / self.decode_tokens
+
     def accepted_length_histogram(self, gamma: int) -> np.ndarray:
         """hist[j] = rounds that accepted exactly j draft tokens, j = 0..γ."""
         return np.bincount(np.asarray(self.rounds.accepted, dtype=np.int64), minlength=gamma + 1)[: gamma + 1]
@@ -147,5 +175,7 @@ class GenerationResult:
             "overhead_s": self.overhead_s,
             "position_acceptance": [float(a) / n if n else None for a, n in zip(accepts, attempts)],
             "peak_memory_bytes": self.peak_memory_bytes,
+            **({"experts_per_verify": self.experts_per_verify, "expert_bytes_per_verify": self.expert_bytes_per_verify,
+                "expert_bytes_per_token": self.expert_bytes_per_token} if self.moe else {}),
             "stop_reason": self.stop_reason,
         }

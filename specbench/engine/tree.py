@@ -12,7 +12,10 @@ Shapes are written as:
   "choices" format: a list such as [[0], [1], [0, 0], [0, 1], [1, 0]] in JSON or YAML;
 * ``dynamic:topk=K,nodes=N`` — grown per round by the drafter's cumulative probability:
   the K best nodes of each depth are expanded by their K best children, to depth γ, and the
-  N best nodes overall are verified.
+  N best nodes overall are verified;
+* ``dynamic:topk=K,nodes=N,lambda=L`` — the same growth, with the N nodes chosen expert-aware
+  (MoE targets, ECOSPEC-style): by cumulative draft probability minus L × the experts per layer
+  each node newly adds to the verification (`specbench.engine.drafters.growth.select_expert_aware`).
 
 A static shape is cut to depth γ in a sweep (the tree axis × the γ axis). `TreeLayout`
 (decoder.py) turns parents into the ancestor mask and positions that verification needs.
@@ -20,7 +23,7 @@ A static shape is cut to depth γ in a sweep (the tree axis × the γ axis). `Tr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
@@ -41,11 +44,11 @@ class StaticTree:
     paths: tuple[tuple[int, ...], ...]
 
     @classmethod
-    def chain(cls, depth: int) -> "StaticTree":
+    def chain(cls, depth: int) -> StaticTree:
         return cls(tuple((0,) * d for d in range(1, depth + 1)))
 
     @classmethod
-    def from_paths(cls, paths, where: str = "tree") -> "StaticTree":
+    def from_paths(cls, paths, where: str = "tree") -> StaticTree:
         try:
             clean = {tuple(int(r) for r in p) for p in paths}
         except (TypeError, ValueError):
@@ -69,7 +72,7 @@ class StaticTree:
         return cls(tuple(sorted(clean, key=lambda p: (len(p), p))))
 
     @classmethod
-    def from_branching(cls, text: str) -> "StaticTree":
+    def from_branching(cls, text: str) -> StaticTree:
         try:
             widths = [int(w) for w in text.lower().split("x")]
         except ValueError:
@@ -110,7 +113,7 @@ class StaticTree:
         """Children of ``node`` (−1: the root)."""
         return sum(1 for parent in self.parents if parent == node)
 
-    def truncated(self, depth: int) -> "StaticTree":
+    def truncated(self, depth: int) -> StaticTree:
         return StaticTree(tuple(p for p in self.paths if len(p) <= depth))
 
     def describe(self) -> str:
@@ -124,16 +127,18 @@ class DynamicTree:
     depth: int
     topk: int = 4
     nodes: int = 32
+    expert_cost: float = 0.0  # λ: > 0 selects nodes expert-aware (MoE targets)
 
     @property
     def num_nodes(self) -> int:
         return self.nodes
 
-    def truncated(self, depth: int) -> "DynamicTree":
-        return DynamicTree(depth=min(depth, self.depth), topk=self.topk, nodes=self.nodes)
+    def truncated(self, depth: int) -> DynamicTree:
+        return replace(self, depth=min(depth, self.depth))
 
     def describe(self) -> str:
-        return f"dynamic, top-{self.topk} per depth, {self.nodes} nodes, depth {self.depth}"
+        aware = f", expert-aware λ={self.expert_cost:g}" if self.expert_cost else ""
+        return f"dynamic, top-{self.topk} per depth, {self.nodes} nodes, depth {self.depth}{aware}"
 
 
 def _dynamic(text: str) -> DynamicTree:
@@ -141,13 +146,17 @@ def _dynamic(text: str) -> DynamicTree:
     body = text.split(":", 1)[1] if ":" in text else ""
     for item in filter(None, (p.strip() for p in body.split(","))):
         key, _, value = item.partition("=")
-        if key not in ("topk", "nodes", "depth"):
-            raise SpecbenchError(f"tree '{text}': unknown parameter '{key}' (topk, nodes, depth)")
+        if key not in ("topk", "nodes", "depth", "lambda"):
+            raise SpecbenchError(f"tree '{text}': unknown parameter '{key}' (topk, nodes, depth, lambda)")
         try:
-            params[key] = int(value)
+            params[key] = float(value) if key == "lambda" else int(value)
         except ValueError:
-            raise SpecbenchError(f"tree '{text}': {key} must be an integer") from None
-    tree = DynamicTree(depth=params.get("depth", 64), topk=params.get("topk", 4), nodes=params.get("nodes", 32))
+            kind = "a number" if key == "lambda" else "an integer"
+            raise SpecbenchError(f"tree '{text}': {key} must be {kind}") from None
+    if not 0 <= params.get("lambda", 0.0) < float("inf"):
+        raise SpecbenchError(f"tree '{text}': lambda must be a finite number >= 0")
+    tree = DynamicTree(depth=params.get("depth", 64), topk=params.get("topk", 4), nodes=params.get("nodes", 32),
+                       expert_cost=params.get("lambda", 0.0))
     if tree.topk < 1 or tree.nodes < 1 or tree.depth < 1:
         raise SpecbenchError(f"tree '{text}': topk, nodes and depth must be >= 1")
     if tree.nodes > MAX_NODES:
@@ -195,7 +204,7 @@ def parse_tree(spec: str) -> StaticTree | DynamicTree | None:
         return StaticTree.from_branching(text)
 
     raise SpecbenchError(f"unknown tree shape '{text}'{did_you_mean(text, ['chain', 'dynamic'])} "
-                         "(chain, a branching spec like 3x2x1, paths:FILE, @NAME or dynamic:topk=K,nodes=N)")
+                         "(chain, a branching spec like 3x2x1, paths:FILE, @NAME or dynamic:topk=K,nodes=N[,lambda=L])")
 
 
 def shape_for(spec: str, gamma: int) -> StaticTree | DynamicTree:

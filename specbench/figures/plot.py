@@ -46,6 +46,7 @@ from specbench.analysis.fit import (
     tau_intervals,
 )
 from specbench.analysis.intervals import LEVEL, N_BOOT
+from specbench.analysis.moe_cost import expert_aware_table, is_moe
 from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommend import OBJECTIVES, recommend
 from specbench.analysis.strategies import strategy_table
@@ -793,6 +794,39 @@ def figure_heatmap(data: PlotData) -> Figure:
     return fig
 
 
+# ----------------------------------------------------------------------------- MoE targets
+
+def figure_moe_experts(data: PlotData) -> Figure:
+    """τ and the expert-aware model's predicted speedup against distinct experts per verify, per configuration
+    (`specbench.analysis.moe_cost.expert_aware_table`): the trade an MoE target's drafting makes."""
+    if not is_moe(data.records):
+        raise FigureSkipped("not an MoE target (no expert counts in the records)")
+    try:
+        table = expert_aware_table(data.records)
+    except SpecbenchError as exc:
+        raise FigureSkipped(str(exc)) from None
+    table = table.rename(columns={"drafter": "drafter_label"})
+    fig, (axes,) = new_panels(2, ncols=2)
+    handles: dict[str, object] = {}
+    for name, style, rows in series(table, data.palette):
+        for ax, column in zip(axes, ("tau", "predicted_speedup")):
+            ax.plot(rows["experts_per_verify"], rows[column], **{**style, "linestyle": "none"})
+            for _, r in rows.iterrows():
+                ax.annotate(f"γ={r['gamma']}", (r["experts_per_verify"], r[column]), textcoords="offset points",
+                            xytext=(4, 4), fontsize=8)
+        handles[name] = series_handle(name, style)
+    experts, top_k = int(data.records["moe_experts"].dropna().iloc[0]), int(data.records["moe_top_k"].dropna().iloc[0])
+    panel_title(axes[0], "τ vs experts touched per verify", f"{experts} experts per layer, top-{top_k}")
+    panel_title(axes[1], "predicted speedup when experts are streamed", "expert-aware cost model")
+    axes[0].set_ylabel("τ (tokens per target forward)")
+    axes[1].set_ylabel("speedup over target-only")
+    axes[1].axhline(1.0, color="0.35", linestyle=":", linewidth=1.0)
+    for ax in axes:
+        ax.set_xlabel("distinct experts per layer per verify")
+    legend_below(fig, handles)
+    return fig
+
+
 # ----------------------------------------------------------------------------- registry and rendering
 
 @dataclass(frozen=True)
@@ -843,6 +877,12 @@ FIGURES: tuple[FigureSpec, ...] = (
                "slower, the black line breaks even. Circles: measured configurations at their α̂, labelled with "
                "their measured speedup — read across to see how much a better drafter (higher α) would gain.",
                figure_heatmap),
+    FigureSpec("moe_experts", "MoE targets: τ and predicted speedup vs experts per verify",
+               "Only for an MoE target. Each point is a configuration (the target-only baseline at top_k experts, "
+               "τ 1). Left: τ against the distinct experts a verification touches per layer (mean over rounds). "
+               "Right: the speedup the expert-aware cost model predicts when every verification streams its "
+               "distinct experts at the baseline step's bandwidth. A configuration up and to the left wins; an "
+               "expert-aware tree should sit left of the plain one at a similar τ.", figure_moe_experts),
 )
 
 # Figures of one strategy axis (issue 17): drawn only when the sweep has that axis (`figures_for`), so a

@@ -12,6 +12,10 @@ no weights are downloaded) and times, for every B in the grid and every c:
   inside the timed region. The file stores n in its ``tokens`` column;
 * ``draft_step`` (a model drafter): one forward over 1 new token per sequence at context c, its
   logits and argmax included — a chain of γ draft tokens costs γ such steps;
+* ``verify`` of the *dense twin* (role ``dense_twin``, with ``--dense-twin``): for an MoE target
+  (qwen3_moe, mixtral, qwen2_moe), the dense model of equal active parameters — same attention, one
+  MLP of width top_k × the expert's — timed like the target, so t_verify(n) of the MoE shape and of
+  the dense shape sit side by side (`specbench.analysis.moe_cost.moe_verify_table`);
 * ``propose`` (a model-free drafter, ``ngram``): the proposal for B sequences of c random tokens
   (no earlier match exists, so every n-gram length is searched: the lookup's worst case), of
   γ = the largest n draft tokens (the ``tokens`` column of these rows holds that γ).
@@ -27,7 +31,8 @@ all repeats. Memory: CUDA ``max_memory_allocated`` with the peak reset at the st
 
 Bandwidth bound, next to each time. A decode forward must stream its weights once — every
 parameter except the input embedding table (a forward gathers only B·n of its rows; a table tied
-to the LM head is read whole by it) — and read the cache: 2 · layers · kv_heads · head_dim ·
+to the LM head is read whole by it; an MoE forward over t tokens in all: the non-expert weights and,
+per layer, the E·(1 − (1 − k/E)^t) distinct experts uniform routing touches) — and read the cache: 2 · layers · kv_heads · head_dim ·
 bytes · B · (c + n). ``weight_gb_s`` = weight bytes ÷ median, ``effective_gb_s`` = (weight +
 cache bytes) ÷ median, and ``peak_fraction`` = effective ÷ the device's peak: for GPUs a table of
 vendor datasheet bandwidths (`PEAK_BANDWIDTH`), else — and on the CPU — a measured read (torch's
@@ -174,7 +179,63 @@ class Architecture:
         return {"name": self.spec, "source": self.source, "model_type": getattr(c, "model_type", None),
                 "layers": getattr(c, "num_hidden_layers", None), "hidden_size": getattr(c, "hidden_size", None),
                 "heads": heads, "kv_heads": getattr(c, "num_key_value_heads", None) or heads,
-                "vocab_size": getattr(c, "vocab_size", None), "max_positions": self.max_positions}
+                "vocab_size": getattr(c, "vocab_size", None), "max_positions": self.max_positions,
+                **({"moe": moe_shape(c)} if moe_shape(c) else {})}
+
+
+# ----------------------------------------------------------------------------- mixture-of-experts shapes
+
+# MoE model type -> the dense model type of the same attention, for the dense twin of equal active size
+DENSE_OF_MOE = {"qwen3_moe": "qwen3", "mixtral": "mistral", "qwen2_moe": "qwen2"}
+MOE_ONLY_KEYS = ("num_experts", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size",
+                 "shared_expert_intermediate_size", "decoder_sparse_step", "mlp_only_layers", "norm_topk_prob",
+                 "output_router_logits", "router_aux_loss_coef", "router_jitter_noise", "architectures")
+
+
+def moe_shape(config) -> dict | None:
+    """{experts, top_k, expert_intermediate} of an MoE config (routed experts per layer, experts per
+    token, one expert's MLP width); None for a dense one."""
+    experts = getattr(config, "num_experts", None) or getattr(config, "num_local_experts", None)
+    top_k = getattr(config, "num_experts_per_tok", None)
+    if not experts or not top_k:
+        return None
+    width = getattr(config, "moe_intermediate_size", None) or config.intermediate_size
+    return {"experts": int(experts), "top_k": int(top_k), "expert_intermediate": int(width)}
+
+
+def dense_twin(arch: Architecture) -> Architecture:
+    """The dense architecture of equal *active* parameters: the same embedding, attention and layers, and
+    one gated MLP of width top_k × the expert's width in place of the experts (so a one-token forward
+    computes the same MLP products as the MoE's: top_k experts of that width)."""
+    from transformers import AutoConfig
+
+    shape = moe_shape(arch.config)
+    model_type = getattr(arch.config, "model_type", None)
+    if shape is None or model_type not in DENSE_OF_MOE:
+        raise SpecbenchError(f"--dense-twin needs an MoE target ({', '.join(DENSE_OF_MOE)}); "
+                             f"'{arch.spec}' is {model_type}")
+    values = {k: v for k, v in arch.config.to_dict().items() if k not in MOE_ONLY_KEYS and k != "model_type"}
+    values["intermediate_size"] = shape["top_k"] * shape["expert_intermediate"]
+    config = AutoConfig.for_model(DENSE_OF_MOE[model_type], **values)
+    return Architecture(f"{arch.spec} (dense twin)", f"{arch.source}; experts → one MLP of width "
+                        f"{shape['top_k']}×{shape['expert_intermediate']}", config)
+
+
+def expected_distinct_experts(tokens: int, experts: int, top_k: int) -> float:
+    """E · (1 − (1 − k/E)^t): distinct experts t uniformly routed tokens touch in one layer
+    (`specbench.analysis.moe_cost` states the derivation)."""
+    return experts * (1.0 - (1.0 - top_k / experts) ** tokens)
+
+
+def moe_forward_bytes(model, shape: dict, tokens: int) -> int:
+    """Weight bytes a forward over ``tokens`` tokens (all sequences) streams from an MoE model: the
+    non-expert weights (`forward_weight_bytes` less every expert) plus, per MoE layer, the expected
+    distinct experts of uniform routing × one expert's bytes."""
+    expert_params = [p for name, p in model.named_parameters() if ".experts." in name or name.endswith(".experts")]
+    all_experts = sum(p.numel() * p.element_size() for p in expert_params)
+    one_expert = all_experts / shape["experts"]  # over every MoE layer
+    return int(forward_weight_bytes(model) - all_experts
+               + one_expert * expected_distinct_experts(tokens, shape["experts"], shape["top_k"]))
 
 
 def _config_from_json(path: Path):
@@ -439,7 +500,8 @@ def _measure_model(session: _Session, arch: Architecture, role: str, forward_tok
     vocab = int(model.get_output_embeddings().weight.shape[0])
     described = {**arch.describe(), "parameters": int(sum(p.numel() for p in model.parameters())),
                  "weight_bytes": weight_bytes, "kv_bytes_per_position": per_position}
-    measure = "verify" if role == "target" else "draft_step"
+    measure = "verify" if role in ("target", "dense_twin") else "draft_step"
+    shape = moe_shape(arch.config)  # MoE: the weight bytes of a forward depend on how many tokens it routes
     clock = DeviceClock(session.device)
     generator = torch.Generator(device=session.device).manual_seed(session.seed)
     grid = session.grid
@@ -461,7 +523,8 @@ def _measure_model(session: _Session, arch: Architecture, role: str, forward_tok
                                         warmup=grid.warmup, repeats=grid.repeats,
                                         reset=lambda: decoder.truncate(context))
                     session.add(_cell(session, role=role, model=arch.spec, measure=measure, batch=batch,
-                                      context=context, tokens=n, times=times, weight_bytes=weight_bytes,
+                                      context=context, tokens=n, times=times,
+                                      weight_bytes=moe_forward_bytes(model, shape, batch * n) if shape else weight_bytes,
                                       kv_bytes=per_position * batch * (context + n)))
             except torch.cuda.OutOfMemoryError:
                 session.skipped.append(f"{role} {arch.spec}: batch {batch} × context {context} ran out of device "
@@ -518,14 +581,16 @@ class ProfilePlan:
     grid: ProfileGrid
     kernels: str
     seed: int = 0
+    twin: Architecture | None = None  # the MoE target's dense twin of equal active size (--dense-twin)
 
     @property
     def cells(self) -> int:
-        return self.grid.cells(["target"] + ["drafter"] * len(self.drafters))
+        return self.grid.cells(["target"] * (2 if self.twin else 1) + ["drafter"] * len(self.drafters))
 
 
 def plan_profile(target: str, drafters: Sequence[str] = (), *, device: str = "cpu", dtype: str = "auto",
-                 grid: ProfileGrid = ProfileGrid(), kernels: str = "auto", seed: int = 0) -> ProfilePlan:
+                 grid: ProfileGrid = ProfileGrid(), kernels: str = "auto", seed: int = 0,
+                 with_dense_twin: bool = False) -> ProfilePlan:
     """Check every input and resolve the architectures (configs only) before anything is measured."""
 
     grid.validate()
@@ -545,7 +610,8 @@ def plan_profile(target: str, drafters: Sequence[str] = (), *, device: str = "cp
         arch = resolve_architecture(name)
         _check_positions(arch, max(grid.contexts) + 1, f"a drafter step at context {max(grid.contexts)}")
         resolved.append(arch)
-    return ProfilePlan(target_arch, resolved, device, dtype, grid, kernels, seed)
+    twin = dense_twin(target_arch) if with_dense_twin else None
+    return ProfilePlan(target_arch, resolved, device, dtype, grid, kernels, seed, twin)
 
 
 def measure_profile(plan: ProfilePlan, progress: ProgressFn | None = None) -> Profile:
@@ -567,6 +633,8 @@ def measure_profile(plan: ProfilePlan, progress: ProgressFn | None = None) -> Pr
             "versions": package_versions(), "git_commit": git_commit()}
     started = time.perf_counter()
     info["target"] = _measure_model(session, plan.target, "target", grid.verify_tokens)
+    if plan.twin is not None:
+        info["dense_twin"] = _measure_model(session, plan.twin, "dense_twin", grid.verify_tokens)
     info["drafters"] = []
     vocab = getattr(plan.target.config, "vocab_size", None) or 32000
     for arch in plan.drafters:

@@ -148,12 +148,27 @@ def make_record(unit: Unit, result, spec: SweepSpec, device_name: str) -> dict:
         "backend": unit.backend, "concurrency": unit.concurrency,
         "ttft_s": result.prefill_s if getattr(result, "ttft_s", None) is None else result.ttft_s,
         "itl_s": _mean_itl(result) if getattr(result, "itl_s", None) is None else result.itl_s,
+        **_moe_columns(result),
         "context_bin": unit.prompt.context_bin,
         "strategy": c.strategy.name, "prepared": c.strategy.prepared,
         "prepared_drafts": getattr(result, "prepared_drafts", None),
         "prepared_hits": getattr(result, "prepared_hits", None),
         "draft_hidden_s": getattr(result, "draft_hidden_s", None),
     }
+
+
+def _moe_columns(result) -> dict:
+    """The MoE columns of a record: the target's expert counts and the verify forwards' expert traffic
+    (`specbench.engine.loop.expert_traffic`); null / NaN / [] for a dense target or a backend that
+    cannot see routing."""
+    moe = getattr(result, "moe", None)
+    if not moe:
+        return {"moe_experts": None, "moe_top_k": None, "round_experts": [], "experts_per_verify": float("nan"),
+                "expert_bytes_per_verify": float("nan"), "expert_bytes_per_token": float("nan"), "moe_step_bytes": None}
+    return {"moe_experts": int(moe["experts"]), "moe_top_k": int(moe["top_k"]),
+            "round_experts": [float(x) for x in result.rounds.experts],
+            "experts_per_verify": result.experts_per_verify, "expert_bytes_per_verify": result.expert_bytes_per_verify,
+            "expert_bytes_per_token": result.expert_bytes_per_token, "moe_step_bytes": moe.get("step_bytes")}
 
 
 def _mean_itl(result) -> float:

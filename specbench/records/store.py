@@ -101,6 +101,17 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "concurrency": (pa.int64(), "requests in flight while the unit ran (1 for the own engine; null in old records = 1)"),
     "ttft_s": (pa.float64(), "time to first token, s (own engine: prefill_s; vLLM: submission to first token)"),
     "itl_s": (pa.float64(), "mean inter-token latency of the request, s (decode time / (new_tokens - 1))"),
+    # MoE targets (docs/results-schema.md "MoE targets"); null / NaN / [] for dense targets and old records
+    "moe_experts": (pa.int64(), "MoE target: experts per layer E (null: dense target)"),
+    "moe_top_k": (pa.int64(), "MoE target: experts each token selects per layer (null: dense target)"),
+    "round_experts": (pa.list_(pa.float64()), "MoE target, per round: distinct experts the verify forward touched "
+                                              "per layer, mean over layers"),
+    "experts_per_verify": (pa.float64(), "MoE target: mean of round_experts (NaN: dense target)"),
+    "expert_bytes_per_verify": (pa.float64(), "MoE target: expert weight bytes one verify forward reads, "
+                                              "Σ_layers distinct experts × one expert's bytes, mean over rounds"),
+    "expert_bytes_per_token": (pa.float64(), "MoE target: Σ expert bytes over rounds ÷ decode_tokens"),
+    "moe_step_bytes": (pa.int64(), "MoE target: weight bytes one target-only forward streamed here (each MLP "
+                                   "computed once; the expert-aware cost model's bandwidth reference)"),
     "context_bin": (pa.string(), "context-length bin of a long-context prompt ('1k', '2k', '4k', '7k'); null for "
                                  "other workloads and in records written before the column existed"),
     # round strategy (docs/strategies.md); records written before it existed are sequential
@@ -120,6 +131,9 @@ LATER_DEFAULTS = {"weights_sha256": None, "backend": None, "concurrency": None, 
                   "timing_ok": True, "timing_flag": "", "timing_attempts": 1, "timing_kept": 1, "attempt_decode_s": [],
                   "attempt_other_cores": [], "load_1m": float("nan"),
                   "other_cpu_s": float("nan"), "other_cores": float("nan"), "cpu_mhz": float("nan"),
+                  "moe_experts": None, "moe_top_k": None, "round_experts": [], "experts_per_verify": float("nan"),
+                  "expert_bytes_per_verify": float("nan"), "expert_bytes_per_token": float("nan"),
+                  "moe_step_bytes": None,
                   "context_bin": None,
                   "strategy": "sequential", "prepared": 0, "prepared_drafts": None, "prepared_hits": None,
                   "draft_hidden_s": None, "schedule": "fixed", "schedule_params": "{}"}

@@ -32,6 +32,9 @@ class DraftModelDrafter:
     def __init__(self, model, target_vocab: int, backend: str = "auto"):
         self.decoder = make_decoder(model, backend)
         self.target_vocab = target_vocab
+        self.feature_size = int(model.config.hidden_size)  # its hidden state: the expert predictor's input
+        self.expert_router = None  # an MoE target's `RoutingLog`, set by the engine for expert-aware trees
+        self._hidden: dict[int, torch.Tensor] = {}  # growth node (−1: root) -> final hidden state [H]
         self.synced = 0  # leading context tokens whose KV entries the drafter holds
         self._fed: list[int] = []  # final proposal index (or −1) of each node fed after the context
         self._context_length = 0
@@ -52,17 +55,28 @@ class DraftModelDrafter:
         return logits
 
     # ------------------------------------------------------------------ growing
-    def _feed(self, growth: Growth, nodes: list[int]) -> torch.Tensor:
-        """Run the drafter over ``nodes`` as a tree block; returns their logits [len(nodes), V]."""
+    def _feed(self, growth: Growth, nodes: list[int], logits: str = "all") -> torch.Tensor | None:
+        """Run the drafter over ``nodes`` as a tree block; returns their logits [len(nodes), V] (None with
+        logits="none") and keeps their hidden states."""
         fed_before = list(self._fed_growth)
         mask, chain = tree_growth.block_mask(growth, fed_before, nodes)
         ids = torch.tensor([[growth.tokens[n] for n in nodes]], device=self.decoder.device)
         layout = None
         if not chain:  # a chain is plain causal attention; anything else needs the ancestor mask
             layout = TreeLayout(mask, torch.tensor([growth.depths[n] - 1 for n in nodes]), prior=len(fed_before))
-        logits = self.decoder.forward(ids, tree=layout, logits="all").logits[0]
+        out = self.decoder.forward(ids, tree=layout, logits=logits)
         self._fed_growth.extend(nodes)
-        return self._vocab_logits(logits)
+        self._hidden.update(zip(nodes, out.hidden[0]))
+        return None if out.logits is None else self._vocab_logits(out.logits[0])
+
+    def _experts(self, growth: Growth) -> tree_growth.NodeExperts:
+        """The target's routers applied to the drafter's hidden state at every node's position: one more
+        forward for the nodes growth never fed (the last level, unexpanded candidates)."""
+        unfed = [n for n in range(len(growth.tokens)) if n not in self._hidden]
+        if unfed:
+            self._feed(growth, unfed, logits="none")
+        features = torch.stack([self._hidden[n] for n in [-1, *range(len(growth.tokens))]])  # [1 + N, H]
+        return tree_growth.node_experts(self.expert_router.predict(features), draft_steps=1 if unfed else 0)
 
     def propose(self, context: torch.Tensor, shape: Shape, sampling: SamplingParams,
                 generator: torch.Generator | None, keep_drafting=None) -> Proposal:
@@ -70,9 +84,12 @@ class DraftModelDrafter:
         self._context_length = context.shape[1]
         self._pending = True
         self._fed_growth: list[int] = []
-        root_logits = self._vocab_logits(self.decoder.forward(context[:, self.synced:], logits="last").logits[0, -1])
+        out = self.decoder.forward(context[:, self.synced:], logits="last")
+        self._hidden = {-1: out.hidden[0, -1]}  # the root token's position
+        root_logits = self._vocab_logits(out.logits[0, -1])
+        experts = self._experts if self.expert_router is not None else None
         proposal, index = tree_growth.grow_proposal(root_logits, shape, sampling, generator, self._feed,
-                                                    context.device, keep_drafting=keep_drafting)
+                                                    context.device, keep_drafting=keep_drafting, experts=experts)
         self._fed = [index.get(n, -1) for n in self._fed_growth]
         return proposal
 

@@ -208,6 +208,10 @@ class FeatureDrafter:
         self.buffer = FeatureBuffer()  # fused context vectors g, one row per target position
         self.cache = None
         self.committed = 0  # context entries in the cache (computed from true features)
+        # expert-aware trees on an MoE target: the target's `RoutingLog`, set by the engine; the predictor reads
+        # the drafter's output at a node's position (≈ the target's final feature there), in the target's space
+        self.expert_router = None
+        self.feature_size = int(net.shape.hidden)
         self._last_output = None  # output of the last committed entry (the root's distribution comes from it)
 
     # ------------------------------------------------------------------ entries
@@ -264,11 +268,12 @@ class FeatureDrafter:
         ids = torch.tensor([growth.tokens[n] for n in nodes], device=self.device)
         return self.net.step_inputs(g, embed(self.target_model, ids)[None].to(self.dtype))
 
-    def _expander(self, length: int, outputs: dict) -> tree_growth.Expand:
-        """One layer forward over a block of draft nodes, attending the context and their ancestors."""
+    def _feeder(self, length: int, outputs: dict):
+        """feed(growth, nodes) -> outputs [n, H]: one layer forward over a block of draft nodes (after
+        those fed before), attending the context and their ancestors; ``outputs`` collects them."""
         fed: list[int] = []
 
-        def expand(growth: tree_growth.Growth, nodes: list[int]) -> torch.Tensor:
+        def feed(growth: tree_growth.Growth, nodes: list[int]) -> torch.Tensor:
             block, _ = tree_growth.block_mask(growth, fed, nodes)
             a, r = self._node_inputs(growth, nodes, outputs)
             positions = torch.tensor([length - 2 + growth.depths[n] for n in nodes], device=self.device)
@@ -276,9 +281,9 @@ class FeatureDrafter:
             out = self.net.step_output(self.net.layer.forward_cached(a, r, positions, self.cache, mask)[0])  # [n, H]
             outputs.update(zip(nodes, out))
             fed.extend(nodes)
-            return self.head.logits(self.net.head_input(out))
+            return out
 
-        return expand
+        return feed
 
     @torch.inference_mode()
     def propose(self, context: torch.Tensor, shape: Shape, sampling: SamplingParams,
@@ -312,9 +317,24 @@ class FeatureDrafter:
         """Draft nodes continuing context [1, L]; root [H] is the output of entry L−2."""
         length = context.shape[1]
         outputs = {-1: root}
+        feed = self._feeder(length, outputs)
+
+        def expand(growth: tree_growth.Growth, nodes: list[int]) -> torch.Tensor:
+            return self.head.logits(self.net.head_input(feed(growth, nodes)))
+
+        def experts(growth: tree_growth.Growth) -> tree_growth.NodeExperts:
+            """The target's routers on the drafter's output at every node's position (one more drafter step
+            for the nodes growth never fed)."""
+            unfed = [n for n in range(len(growth.tokens)) if n not in outputs]
+            if unfed:
+                feed(growth, unfed)
+            features = self.net.head_input(torch.stack([outputs[n] for n in [-1, *range(len(growth.tokens))]]))
+            return tree_growth.node_experts(self.expert_router.predict(features), draft_steps=1 if unfed else 0)
+
         root_logits = self.head.logits(self.net.head_input(root))
-        return tree_growth.grow_proposal(root_logits, shape, sampling, generator, self._expander(length, outputs),
-                                         context.device, keep_drafting=keep_drafting)[0]
+        return tree_growth.grow_proposal(root_logits, shape, sampling, generator, expand, context.device,
+                                         keep_drafting=keep_drafting,
+                                         experts=experts if self.expert_router is not None else None)[0]
 
     @torch.inference_mode()
     def observe(self, outcome: RoundOutcome) -> None:

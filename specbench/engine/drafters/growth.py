@@ -15,14 +15,21 @@ level by level:
   ancestors). Deterministic candidates are verified as one-hot proposals (probs None), which
   is lossless too.
 
+Expert-aware selection (MoE targets, after ECOSPEC): with ``lambda`` > 0 in a dynamic tree spec the
+drafter also supplies `NodeExperts` — per node and layer, the experts the target is predicted to
+route the node's token to (the target's router applied to the drafter's feature at the node's
+position) — and `select_expert_aware` picks the nodes by draft probability minus λ × the experts
+each newly adds. Only which nodes are verified changes, so verification stays lossless.
+
 `block_mask` gives the attention pattern of a block of tree nodes fed after earlier ones: each
 sees its ancestors among the block and itself.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
@@ -137,11 +144,61 @@ def grow(root_logits: torch.Tensor, shape: Shape, sampling: SamplingParams, gene
     return growth, expansions
 
 
-def select(growth: Growth, shape: Shape) -> list[int]:
-    """Nodes to verify: all of a static shape; the best `nodes` (with their ancestors) of a dynamic one."""
+@dataclass
+class NodeExperts:
+    """Predicted routing of a proposal's tokens: per layer, the set of experts each token selects."""
+
+    root: list[set[int]]  # the root token (verified in every round)
+    nodes: list[list[set[int]]]  # [growth node][layer]
+    draft_steps: int = 0  # drafter forwards the prediction cost (features of nodes never fed)
+
+
+def node_experts(predicted: torch.Tensor, draft_steps: int = 0) -> NodeExperts:
+    """`NodeExperts` from predicted expert ids [1 + N, L, top_k] (row 0: the root, then growth nodes)."""
+    sets = [[set(layer) for layer in node] for node in predicted.tolist()]
+    return NodeExperts(root=sets[0], nodes=sets[1:], draft_steps=draft_steps)
+
+
+def select_expert_aware(growth: Growth, budget: int, lam: float, experts: NodeExperts) -> list[int]:
+    """``budget`` nodes, closed under ancestors, chosen greedily by
+
+        value(n) = exp(score_n) − λ · (1/L) Σ_l |S_l(n) ∖ T_l|
+
+    where exp(score_n) is the node's cumulative draft probability (the chance its path is accepted, as
+    the drafter sees it), S_l(n) the experts its token is predicted to select in layer l and T_l the
+    experts the verification already touches there (the root's and the chosen nodes'): a node whose
+    experts are already loaded costs nothing extra. Candidates are the frontier — children of the root
+    or of a chosen node — so the chosen set is always a tree. λ = 0 gives the plain selection (the
+    most probable nodes; ancestors are never less probable than their descendants)."""
+    layers = len(experts.root)
+    touched = [set(s) for s in experts.root]
+    children: dict[int, list[int]] = {}
+    for n, parent in enumerate(growth.parents):
+        children.setdefault(parent, []).append(n)
+    frontier, chosen = set(children.get(-1, [])), []
+
+    def value(n: int) -> tuple[float, int]:
+        new = sum(len(experts.nodes[n][l] - touched[l]) for l in range(layers)) / max(layers, 1)
+        return math.exp(growth.scores[n]) - lam * new, -n
+
+    while frontier and len(chosen) < budget:
+        best = max(frontier, key=value)
+        frontier.remove(best)
+        chosen.append(best)
+        for l in range(layers):
+            touched[l] |= experts.nodes[best][l]
+        frontier.update(children.get(best, []))
+    return sorted(chosen)
+
+
+def select(growth: Growth, shape: Shape, experts: NodeExperts | None = None) -> list[int]:
+    """Nodes to verify: all of a static shape; the best `nodes` (with their ancestors) of a dynamic one —
+    expert-aware (`select_expert_aware`) when the shape has λ > 0 and ``experts`` are given."""
     every = list(range(len(growth.tokens)))
     if isinstance(shape, StaticTree) or len(every) <= shape.nodes:
         return every
+    if shape.expert_cost > 0 and experts is not None:
+        return select_expert_aware(growth, shape.nodes, shape.expert_cost, experts)
     chosen = set(sorted(every, key=lambda n: (-growth.scores[n], n))[: shape.nodes])
     for n in list(chosen):
         chosen.update(growth.ancestors(n))
@@ -160,18 +217,27 @@ def proposal(growth: Growth, keep: list[int], shape: Shape, device, draft_steps:
                     path_logq=[growth.scores[n] for n in keep]), index
 
 
+def wants_experts(shape: Shape, growth: Growth) -> bool:
+    """Whether selecting from ``growth`` is expert-aware (a dynamic shape with λ > 0 and more nodes than its budget)."""
+    return getattr(shape, "expert_cost", 0) > 0 and len(growth.tokens) > shape.nodes
+
+
 def grow_proposal(root_logits: torch.Tensor, shape: Shape, sampling: SamplingParams, generator, expand: Expand,
                   device, draft_steps: int | None = None,
-                  keep_drafting: KeepDrafting | None = None) -> tuple[Proposal, dict]:
+                  keep_drafting: KeepDrafting | None = None,
+                  experts: Callable[[Growth], NodeExperts] | None = None) -> tuple[Proposal, dict]:
     """`grow`, `select` and `proposal` in one: the Proposal and the map growth index -> proposal
     index. draft_steps defaults to 1 + expansions (one drafter forward for the
     root, one per expanded level); a drafter whose expansions cost no forward passes its own.
-    ``keep_drafting``: see `grow`."""
+    ``keep_drafting``: see `grow`. ``experts`` predicts the nodes' routing when the selection is
+    expert-aware (`wants_experts`)."""
     if keep_drafting is not None and not (isinstance(shape, StaticTree) and shape.is_chain):
         raise SpecbenchError("a verify-length schedule cuts chains only, not trees")
     growth, expansions = grow(root_logits, shape, sampling, generator, expand, keep_drafting)
-    keep = select(growth, shape)
+    predicted = experts(growth) if experts is not None and wants_experts(shape, growth) else None
+    keep = select(growth, shape, predicted)
     steps = 1 + expansions if draft_steps is None else draft_steps
+    steps += predicted.draft_steps if predicted is not None else 0
     proposal_, index = proposal(growth, keep, shape, device, draft_steps=steps)
     return proposal_, index
 
