@@ -52,7 +52,7 @@ from specbench.analysis.speedup_interval import speedup_interval
 from specbench.errors import SpecbenchError
 from specbench.records.rounds import cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
 from specbench.records.summary import CONFIG_KEYS, UNIT_KEYS, fixed_schedule, is_baseline, prefer_live
-from specbench.records.timing import timing_usable
+from specbench.records.timing import has_round_timings, timing_usable
 
 
 # ----------------------------------------------------------------------------- objective
@@ -129,6 +129,8 @@ def _model_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, w
     """Every (drafter, tree) group's predicted options: acceptance fit × the group's fitted costs, γ =
     1..max_gamma for chains (a tree's measured γ only), with bootstrap replicates [B, options]."""
     options, reps, curves, costs = [], [], [], []
+    if not spec.empty and not has_round_timings(spec):  # a serving backend's records: measured options only
+        spec = spec.iloc[:0]
     for key, group in spec.groupby(GROUP_KEYS, dropna=False, sort=True):
         row = dict(zip(GROUP_KEYS, key))
         live = group[group["mode"] == "live"]

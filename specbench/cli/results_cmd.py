@@ -77,10 +77,7 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
             "tokens/s": "tokens_per_s", "speedup": "speedup", "greedy identical": "greedy_identical",
             "disturbed": "disturbed_units", "TTFT ms p50/p90/p99": None, "ITL ms p50/p90/p99": None}
     for workload in sorted({r["workload"] for r in rows}):
-        t = Table(title=f"workload {workload}")
-        t.add_column("configuration", no_wrap=True)
-        for col in columns:
-            t.add_column(col, justify="left" if col == "mode" else "right", no_wrap=True)
+        body = []
         for r in (r for r in rows if r["workload"] == workload):
             cells = []
             for col in columns:
@@ -102,7 +99,17 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
                     cells.append(milliseconds([r[f"{LATENCY_CELLS[col]}_p{p}_s"] for p in PERCENTILES]))
                 else:
                     cells.append(str(v))
-            t.add_row(r["configuration"], *cells)
+            body.append((r["configuration"], cells))
+        t = Table(title=f"workload {workload}")
+        # a narrow console wraps the configuration names and folds the latency triples, never a number
+        t.add_column("configuration", overflow="fold")
+        for i, col in enumerate(columns):
+            widest = max([len(col)] + [len(cells[i]) for _, cells in body])
+            latency = col in LATENCY_CELLS
+            t.add_column(col, justify="left" if col == "mode" else "right", no_wrap=not latency,
+                         overflow="fold" if latency else "ellipsis", min_width=None if latency else widest)
+        for configuration, cells in body:
+            t.add_row(configuration, *cells)
         out.print(t)
 
 

@@ -29,3 +29,14 @@ def timing_usable(records: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
                          "quieter machine to confirm")
     return records[ok], (f"{int((~ok).sum())} of {len(records)} timed units ran under interference and are left out "
                          "of the timing fits (their acceptance counts)")
+
+
+NO_ROUND_TIMINGS = ("no per-round timings in these records (a serving engine measures whole requests, not "
+                    "draft and verify steps): no cost model and no predicted speedups; decisions use the "
+                    "measured speedups")
+
+
+def has_round_timings(records: pd.DataFrame) -> bool:
+    """Whether speculative records carry the draft/verify timings a cost fit needs (the own engine's
+    do; a serving backend's hold NaN, docs/backends.md)."""
+    return "verify_s" in records and bool(records["verify_s"].notna().any())
