@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,9 @@ import torch
 if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
     os.environ["OMP_NUM_THREADS"] = "1"  # and so does every specbench command a test starts
+    # xdist's workers ignore SIGINT, and a process started with SIGINT ignored keeps ignoring it: the
+    # tests that interrupt a sweep or a launcher need their children to see it as a user's Ctrl-C would
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 else:
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
 # `specbench recommend` checks engine settings with .venv-vllm when it exists (half a minute per new

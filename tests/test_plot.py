@@ -214,19 +214,19 @@ def test_missing_data_skip_figures_with_notes(tmp_path):
                                  workloads=(("humaneval", ("code",)),), n_prompts=4, max_new_tokens=16)
     report = build_report(one_gamma, tmp_path / "one-report", n_boot=N_BOOT, formats=("png",))
     assert set(skipped(report)) == {"tau_vs_gamma", "throughput_vs_gamma", "acceptance_by_position",
-                                    "alpha_by_category", "alpha_vs_context"}
+                                    "alpha_by_category", "alpha_vs_context", "moe_experts"}
     assert "one draft length" in skipped(report)["tau_vs_gamma"]
     assert "categories" in skipped(report)["alpha_by_category"]
     text = report.index.read_text()
-    assert text.count('class="skipped"') == 5 and "skipped:" in text
+    assert text.count('class="skipped"') == 6 and "skipped:" in text
     assert_links_resolve(report.index)
 
     no_base = synthetic_folder(tmp_path / "nobase", [SyntheticDrafter(alpha=0.7, gammas=(1, 2))],
                                workloads=(("mt-bench", MT_BENCH_CATEGORIES[:2]),), n_prompts=4, max_new_tokens=16,
                                baseline=False)
     report = build_report(no_base, tmp_path / "nobase-report", n_boot=N_BOOT, formats=("png",))
-    assert set(skipped(report)) == {"throughput_vs_gamma", "speedup_heatmap", "alpha_vs_context"}
-    assert all("baseline" in reason for name, reason in skipped(report).items() if name != "alpha_vs_context")
+    assert set(skipped(report)) == {"throughput_vs_gamma", "speedup_heatmap", "alpha_vs_context", "moe_experts"}
+    assert all("baseline" in reason for name, reason in skipped(report).items() if name not in ("alpha_vs_context", "moe_experts"))
     assert "nothing to paste" in report.index.read_text()
     assert_links_resolve(report.index)
 

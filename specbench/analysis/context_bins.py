@@ -24,7 +24,7 @@ from specbench.analysis.fit import (
     tau_intervals,
 )
 from specbench.analysis.intervals import LEVEL, N_BOOT
-from specbench.records.summary import is_baseline, prefer_live
+from specbench.records.summary import is_baseline, prefer_live, with_config_defaults
 
 BIN = "context_bin"
 KEYS = ACCEPT_KEYS + ["gamma", BIN]
@@ -51,7 +51,7 @@ def bin_order(records: pd.DataFrame) -> list[str]:
 def fit_by_context_bin(records: pd.DataFrame, *, n_boot: int = N_BOOT, level: float = LEVEL,
                        seed: int = 0) -> pd.DataFrame:
     """One row per (configuration, bin) — columns `COLUMNS` — or an empty frame below two bins."""
-    binned = binned_records(records)
+    binned = with_config_defaults(binned_records(records))
     spec = prefer_live(binned[~is_baseline(binned) & (binned["gamma"] > 0)]) if len(binned) else binned
     order = bin_order(spec)
     if len(order) < 2:

@@ -53,7 +53,7 @@ from specbench.records.rounds import (
     flatten_rounds,
     prompt_clusters,
 )
-from specbench.records.summary import BASELINE_KEYS, is_baseline
+from specbench.records.summary import BASELINE_KEYS, is_baseline, with_config_defaults
 
 # ----------------------------------------------------------------------------- the interface
 
@@ -340,7 +340,7 @@ def fit_costs(stats: CostStats, weights: np.ndarray | None = None, *, like: Cost
 def group_cost_fits(records: pd.DataFrame) -> list[tuple[dict, CostFit | None]]:
     """(keys, `CostFit`) per (target, drafter, tree, workload, sampling) with live timings; the fit
     is None where the workload and sampling have no target-only baseline."""
-    live = records[records["mode"] == "live"]
+    live = with_config_defaults(records[records["mode"] == "live"])
     base_all = live[is_baseline(live)]
     spec = live[~is_baseline(live) & (live["gamma"] > 0)]
     out = []

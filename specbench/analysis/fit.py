@@ -75,7 +75,7 @@ from specbench.analysis.intervals import (
 from specbench.errors import SpecbenchError
 from specbench.records.rounds import Rounds, cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
 from specbench.records.store import load_records, load_run_info
-from specbench.records.summary import CONFIG_KEYS, is_baseline, prefer_live
+from specbench.records.summary import CONFIG_KEYS, is_baseline, prefer_live, with_config_defaults
 
 ACCEPT_KEYS = ["target", "drafter", "drafter_label", "tree", "workload", "temperature", "top_p", "top_k", "schedule"]
 SIGNIFICANCE = 0.01  # level of the constant-α tests
@@ -510,8 +510,7 @@ def fit_acceptance(records: pd.DataFrame, by: list[str] | None = None, *, n_boot
                    level: float = LEVEL, seed: int = 0) -> list[AcceptanceFit]:
     """One `AcceptanceFit` per (target, drafter, tree, workload, sampling) [× ``by`` keys], pooled over γ."""
     keys = ACCEPT_KEYS + list(by or [])
-    # frames made before schedules existed (or hand-made without one): every round drafted γ
-    records = records.assign(schedule=records["schedule"].fillna("fixed") if "schedule" in records else "fixed")
+    records = with_config_defaults(records)  # frames made before schedules existed: every round drafted γ
     missing = [k for k in keys if k not in records.columns]
     if missing:
         raise SpecbenchError(f"records lack column(s) {', '.join(missing)}")
@@ -554,6 +553,7 @@ def tau_intervals(records: pd.DataFrame, *, by: list[str] | None = None, n_boot:
     """
 
     keys = CONFIG_KEYS + (by or ["workload"])
+    records = with_config_defaults(records)
     rng = np.random.default_rng(seed)
     rows = []
     for values, group in records.groupby(keys, dropna=False, sort=True):

@@ -37,7 +37,7 @@ from specbench.analysis.cost import CostFit, cost_stats, fit_costs
 from specbench.analysis.intervals import LEVEL
 from specbench.analysis.speedup_interval import combined_interval, speedup_interval
 from specbench.records.rounds import cluster_codes, cluster_sums, prompt_clusters
-from specbench.records.summary import BASELINE_KEYS, UNIT_KEYS, is_baseline, prefer_live
+from specbench.records.summary import BASELINE_KEYS, UNIT_KEYS, is_baseline, prefer_live, with_config_defaults
 from specbench.records.timing import NO_ROUND_TIMINGS, has_round_timings, timing_usable
 
 GROUP = ["drafter", "drafter_label", "tree", "schedule"]  # the cost model prices each round as drafted: any schedule
@@ -101,7 +101,7 @@ def predicted_table(scenario: pd.DataFrame, level: float = LEVEL) -> tuple[pd.Da
         return pd.DataFrame(), notes
     base_timed, note = timing_usable(live_base)
     spec = prefer_live(scenario[~is_baseline(scenario) & (scenario["gamma"] > 0)])
-    spec = spec.assign(schedule=spec["schedule"].fillna("fixed") if "schedule" in spec else "fixed")
+    spec = with_config_defaults(spec)
     if not spec.empty and not has_round_timings(spec):
         return pd.DataFrame(), [NO_ROUND_TIMINGS]
     live_spec, note2 = timing_usable(spec[spec["mode"] == "live"])

@@ -895,28 +895,18 @@ STRATEGY_FIGURES: tuple[tuple[FigureSpec, Callable[[PlotData], bool]], ...] = (
                "the best dynamic schedule with the best fixed γ on the same prompts (tokens/s ratio and interval): "
                "'yes' only when the interval lies above 1.", figure_schedules),
      lambda data: bool(schedule_panels(data.recommendations))),
+    (FigureSpec("nested_vs_sequential", "Nested speculation vs sequential",
+                "Top: measured decode tokens/s per γ, solid the sequential rounds, dashed the nested ones (the next "
+                "draft prepared while the target verifies). Bottom: the nested hit rate, the share of rounds after "
+                "the first that verified a prepared draft; a hit hides that round's drafting. Nested wins where "
+                "hits are frequent and the drafter and target truly run at the same time.", figure_nested),
+     lambda data: "strategy" in data.records and bool((data.records["strategy"] == "nested").any())),
 )
 
 
 def figures_for(data: PlotData) -> tuple[FigureSpec, ...]:
     """The report's figures for ``data``: every one of `FIGURES`, then the strategy figures its sweep calls for."""
     return FIGURES + tuple(spec for spec, applies in STRATEGY_FIGURES if applies(data))
-
-
-# Figures of a round strategy (docs/strategies.md): part of a report only when the folder holds its records.
-STRATEGY_FIGURES: tuple[FigureSpec, ...] = (
-    FigureSpec("nested_vs_sequential", "Nested speculation vs sequential",
-               "Top: measured decode tokens/s per γ, solid the sequential rounds, dashed the nested ones (the next "
-               "draft prepared while the target verifies). Bottom: the nested hit rate, the share of rounds after "
-               "the first that verified a prepared draft; a hit hides that round's drafting. Nested wins where "
-               "hits are frequent and the drafter and target truly run at the same time.", figure_nested),
-)
-
-
-def figures_for(data: PlotData) -> tuple[FigureSpec, ...]:
-    """`FIGURES`, and the strategy figures when some unit ran nested."""
-    nested = "strategy" in data.records and (data.records["strategy"] == "nested").any()
-    return FIGURES + (STRATEGY_FIGURES if nested else ())
 
 
 @dataclass

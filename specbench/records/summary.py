@@ -22,6 +22,8 @@ import pandas as pd
 CONFIG_KEYS = ["target", "drafter", "drafter_label", "tree", "tree_nodes", "gamma", "temperature", "top_p", "top_k",
                "mode", "schedule"]
 BASELINE_KEYS = ["target", "temperature", "top_p", "top_k", "workload"]
+# configuration keys added after schema 1: a frame made before they existed (or by hand) lacks them
+CONFIG_DEFAULTS = {"schedule": "fixed"}
 UNIT_KEYS = ["prompt_id", "turn", "repeat"]
 PERCENTILES = (50, 90, 99)
 LATENCIES = {"ttft": "ttft_s", "itl": "itl_s"}  # name in the derived columns -> record column
@@ -77,6 +79,13 @@ def _ratio(num: float, den: float) -> float:
     return float(num) / float(den) if den else float("nan")
 
 
+def with_config_defaults(records: pd.DataFrame) -> pd.DataFrame:
+    """``records`` with every `CONFIG_DEFAULTS` key present and filled (a copy only when one was missing)."""
+    filled = {k: (records[k].fillna(v) if k in records else v) for k, v in CONFIG_DEFAULTS.items()
+              if k not in records or records[k].isna().any()}
+    return records.assign(**filled) if filled else records
+
+
 def configuration_table(records: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
     """One row per configuration × workload (× extra keys in ``by``, e.g. ['category']).
 
@@ -87,6 +96,7 @@ def configuration_table(records: pd.DataFrame, by: list[str] | None = None) -> p
     """
     if records.empty:
         return pd.DataFrame()
+    records = with_config_defaults(records)
     keys = CONFIG_KEYS + ["workload"] + list(by or [])
     base = records[is_baseline(records)]
     rows = []
