@@ -154,7 +154,7 @@ def test_schedules_axis_crosses_the_grid_and_enters_the_hash():
 @pytest.mark.parametrize("overrides, needle", [
     ({"schedules": ["dspark"]}, "drafter 'ngram' does not have"),
     ({"schedules": [{"name": "threshold", "threshold": 0.5}]}, "drafter 'ngram' does not have"),
-    ({"schedules": ["heuristic"], "trees": ["chain", "2x2"]}, "needs a chain"),
+    ({"schedules": ["heuristic"], "trees": ["2x2"]}, "add 'chain'"),
     ({"schedules": ["heuristic"], "mode": "replay"}, "own engine, live"),
     ({"schedules": ["heuristic"], "backend": "vllm"}, "own engine, live"),
     ({"schedules": []}, "at least one"),
@@ -163,6 +163,13 @@ def test_sweep_refuses_schedules_that_cannot_run(overrides, needle):
     with pytest.raises(SpecbenchError) as error:
         build_spec({**RAW, **overrides})
     assert needle in str(error.value)
+
+
+def test_trees_beside_a_schedule_run_the_fixed_schedule():
+    spec = build_spec({**RAW, "drafters": RAW["drafters"][1:], "schedules": ["fixed", "heuristic"],
+                       "trees": ["chain", "2x2"]})
+    trees = {(c.tree, c.schedule.label) for c in spec.configs if not c.is_baseline}
+    assert ("2x2", "fixed") in trees and ("chain", "heuristic") in trees and ("2x2", "heuristic") not in trees
 
 
 def test_heuristic_runs_with_model_free_drafters():

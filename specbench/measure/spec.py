@@ -430,9 +430,6 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     if any(not s.is_fixed for s in spec.schedules) and (spec.backend != DEFAULT_BACKEND or spec.mode != "live"):
         _fail(where, f"schedules other than fixed run in specbench's own engine, live: backend {spec.backend}, "
                      f"mode {spec.mode} cannot choose the verify length per round")
-    if any(not s.is_fixed for s in spec.schedules) and any(s.nested for s in spec.strategies):
-        _fail(where, "one sweep varies either 'strategy' (nested) or 'schedules' (dynamic verify length), not "
-                     "both: nested speculation prepares full-γ drafts")
     return spec
 
 
@@ -442,11 +439,11 @@ def _schedules(value, spec: SweepSpec, where: str) -> list[ScheduleSpec]:
                                    for s in _as_list(value, where, "schedules")))
     if not schedules:
         _fail(where, "'schedules' needs at least one value (e.g. [fixed, heuristic])")
+    if any(not s.is_fixed for s in schedules) and "chain" not in spec.trees:
+        _fail(where, "schedules other than fixed choose a chain's length: add 'chain' to 'trees' (trees run fixed)")
     for schedule in schedules:
-        for tree in spec.trees:
-            for d in spec.drafters:
-                check_schedule(schedule, chain=tree == "chain", drafter=d.type,
-                               confident=drafter_type(d.type).confident)
+        for d in spec.drafters:  # on the chains (a tree's configurations run the fixed schedule)
+            check_schedule(schedule, chain=True, drafter=d.type, confident=drafter_type(d.type).confident)
     return schedules
 
 
@@ -480,8 +477,10 @@ def expand_configs(spec: SweepSpec) -> list[RunConfig]:
     """Baseline per temperature first, then drafter × γ × tree × temperature × strategy.
 
     γ = 0 is the baseline only; a static tree is cut to depth γ, so γ beyond its depth would
-    repeat the full tree and is skipped. Nested speculation drafts chains: its configurations
-    are the chain ones (trees run sequential only).
+    repeat the full tree and is skipped. Nested speculation and the verify-length schedules other
+    than fixed work on chains, one at a time: a tree runs sequential with the fixed schedule, a
+    nested chain with the fixed schedule (it prepares full-γ drafts), so one sweep can hold all the
+    strategy axes and compare each with the plain chain.
     """
 
     configs = [RunConfig(None, 0, "chain", t, spec.top_p, spec.top_k) for t in spec.temperatures]
@@ -493,7 +492,8 @@ def expand_configs(spec: SweepSpec) -> list[RunConfig]:
                     if g > 0 and (limit is None or g <= limit):
                         configs.extend(RunConfig(d, g, tree, t, spec.top_p, spec.top_k, s, schedule)
                                        for s in spec.strategies for schedule in spec.schedules
-                                       if tree == "chain" or not s.nested)
+                                       if (tree == "chain" or not s.nested and schedule.is_fixed)
+                                       and (schedule.is_fixed or not s.nested))
     return configs
 
 
