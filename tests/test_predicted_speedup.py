@@ -23,7 +23,10 @@ def replay_folder(tmp_path_factory) -> tuple[Path, object]:
     spec = write_sweep_yaml(tmp, {
         "name": "tiny-predicted", "target": "tiny-random-llama", "max_new_tokens": 16, "ignore_eos": True,
         "drafters": [{"type": "ngram"}], "gammas": [1, 2, 3], "mode": "replay",
-        "calibration": {"gammas": [1, 3], "prompts": 3}, "timing": {"order": "bracket", "warmup_s": 0.1},
+        "calibration": {"gammas": [1, 3], "prompts": 3},
+        # about calibration, not interference: under xdist another test's CPU hog
+        # (test_timing_protocol) may run beside it, so no unit is set aside as disturbed
+        "timing": {"order": "bracket", "warmup_s": 0.1, "max_other_cores": 1000.0},
         "workloads": [{"name": f"jsonl:{prompts}:field=text:id=id", "count": 5}]})
     out = tmp / "res"
     result = invoke("sweep", spec, "--out", out, "--json")
