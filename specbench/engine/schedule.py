@@ -29,11 +29,11 @@ configuration's value (name + params, hashed into unit ids only when not ``fixed
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from collections.abc import Callable
 
+from specbench.engine.named_params import NamedParams
 from specbench.errors import SpecbenchError, did_you_mean
 
 DEFAULT = "fixed"
@@ -50,20 +50,12 @@ KeepDrafting = Callable[[list[float]], bool]
 
 
 @dataclass(frozen=True)
-class ScheduleSpec:
+class ScheduleSpec(NamedParams):
     """A schedule as configured: its name and the parameters given that differ from their defaults
     (sorted (key, value) pairs), so that one schedule has one identity however it is written."""
 
     name: str = DEFAULT
     params: tuple[tuple[str, float], ...] = ()
-
-    @property
-    def params_dict(self) -> dict:
-        return dict(self.params)
-
-    @property
-    def params_json(self) -> str:
-        return json.dumps(self.params_dict, sort_keys=True)
 
     @property
     def is_fixed(self) -> bool:

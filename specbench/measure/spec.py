@@ -58,6 +58,7 @@ from specbench.engine.drafters.param_values import check_param_values
 from specbench.engine.drafters.registry import get as drafter_type
 from specbench.engine.schedule import ScheduleSpec, check_schedule, parse_schedule
 from specbench.engine.tree import parse_tree, tree_depth_limit
+from specbench.engine.named_params import NamedParams
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.measure.strategy import SEQUENTIAL, Strategy, check_nested, parse_strategies
 from specbench.measure.timing_protocol import TimingProtocol, parse_timing
@@ -79,17 +80,9 @@ CALIBRATION_PROMPTS = 2
 
 
 @dataclass(frozen=True)
-class DrafterConfig:
+class DrafterConfig(NamedParams):
     type: str
     params: tuple[tuple[str, object], ...] = ()
-
-    @property
-    def params_dict(self) -> dict:
-        return dict(self.params)
-
-    @property
-    def params_json(self) -> str:
-        return json.dumps(self.params_dict, sort_keys=True)
 
     @property
     def label(self) -> str:
