@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+from specbench.errors import SpecbenchError, did_you_mean
+
 
 class NamedParams:
     """Mixin for frozen dataclasses with a ``params: tuple[tuple[str, value], ...]`` field."""
@@ -19,3 +21,19 @@ class NamedParams:
     @property
     def params_json(self) -> str:
         return json.dumps(self.params_dict, sort_keys=True)
+
+
+def named_mapping(item, where: str, kind: str, names, form: str) -> tuple[str, dict]:
+    """A sweep entry written as ``NAME`` or ``{name: NAME, ...}`` -> (its checked name, the mapping).
+
+    ``kind`` names the entry in errors ("schedule", "strategy"), ``names`` are the known ones and
+    ``form`` says how to write one when ``item`` is neither a name nor a mapping with ``name``."""
+    if isinstance(item, str):
+        item = {"name": item}
+    if not isinstance(item, dict) or "name" not in item:
+        raise SpecbenchError(f"{where}: {form}, got {item!r}")
+    name = str(item["name"])
+    if name not in names:
+        raise SpecbenchError(f"{where}: unknown {kind} '{name}'{did_you_mean(name, list(names))} "
+                             f"(choose from: {', '.join(names)})")
+    return name, item

@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass
 from collections.abc import Callable
 
-from specbench.engine.named_params import NamedParams
+from specbench.engine.named_params import NamedParams, named_mapping
 from specbench.errors import SpecbenchError, did_you_mean
 
 DEFAULT = "fixed"
@@ -75,14 +75,7 @@ class ScheduleSpec(NamedParams):
 
 def parse_schedule(item, where: str = "schedule") -> ScheduleSpec:
     """``NAME`` or ``{name: NAME, param: value, ...}`` -> a checked `ScheduleSpec`."""
-    if isinstance(item, str):
-        item = {"name": item}
-    if not isinstance(item, dict) or "name" not in item:
-        raise SpecbenchError(f"{where}: each schedule is a name or {{name: NAME, ...params}}, got {item!r}")
-    name = str(item["name"])
-    if name not in PARAMS:
-        raise SpecbenchError(f"{where}: unknown schedule '{name}'{did_you_mean(name, list(PARAMS))} "
-                             f"(choose from: {', '.join(PARAMS)})")
+    name, item = named_mapping(item, where, "schedule", PARAMS, "each schedule is a name or {name: NAME, ...params}")
     allowed = PARAMS[name]
     params = {}
     for key, value in item.items():

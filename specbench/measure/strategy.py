@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specbench.engine.nested import MAX_PREPARED, NESTED_DRAFTERS
-from specbench.errors import SpecbenchError, did_you_mean
+from specbench.engine.named_params import named_mapping
+from specbench.errors import SpecbenchError
 
 NAMES = ("sequential", "nested")
 
@@ -42,14 +43,8 @@ SEQUENTIAL = Strategy()
 
 def parse_strategy(value, where: str) -> Strategy:
     """``sequential``, ``nested`` (P = 1) or ``{name: nested, prepared: P}`` -> `Strategy`."""
-    if isinstance(value, str):
-        value = {"name": value}
-    if not isinstance(value, dict) or "name" not in value:
-        raise SpecbenchError(f"{where}: a strategy is 'sequential' or {{name: nested, prepared: P}}, got {value!r}")
-    name = str(value["name"])
-    if name not in NAMES:
-        raise SpecbenchError(f"{where}: unknown strategy '{name}'{did_you_mean(name, list(NAMES))} "
-                             f"(choose from: {', '.join(NAMES)})")
+    name, value = named_mapping(value, where, "strategy", NAMES,
+                                "a strategy is 'sequential' or {name: nested, prepared: P}")
     extra = set(value) - ({"name", "prepared"} if name == "nested" else {"name"})
     if extra:
         raise SpecbenchError(f"{where}: strategy {name} takes {'name and prepared' if name == 'nested' else 'no options'}, "
