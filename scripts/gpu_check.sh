@@ -107,6 +107,9 @@ step profile-1b 60 "$PY" -m specbench profile --target scripts/gpu_configs/llama
 step profile-8b 100 "$PY" -m specbench profile --target scripts/gpu_configs/llama-3.1-8b \
     --drafter scripts/gpu_configs/llama-3.2-1b --drafter ngram "${PROFILE_GRID[@]}" --out "$OUT/profile-8b"
 
+# the profile folders' lock files are not results, and the device tool brings back at most 8 files
+find "$OUT" -name .specbench.lock -delete
+
 # ---------------------------------------------------------------------------------- summary.md
 "$PY" scripts/gpu_check_summary.py --out "$OUT" --work "$WORK" --steps "$STEPS" \
     --elapsed $((SECONDS - START)) 2>&1 | tee -a "$LOG"
