@@ -77,8 +77,8 @@ def table(frame) -> list[dict]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--prompts", type=int, default=2, help="prompts per workload (mt-bench, humaneval)")
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--prompts", type=int, default=4, help="prompts per workload (mt-bench, humaneval)")
+    parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--concurrency", default="1,8", help="vLLM concurrency levels")
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--backends", default="own,vllm", help="which to run (e.g. vllm, to run the two in parallel)")
@@ -112,11 +112,12 @@ def main() -> int:
     print(f"{'backend':8} {'conc':>4}  {'configuration':34} {'γ':>2} {'α':>6} {'τ':>6} {'tok/s':>8} {'speedup':>7}")
     for r in rows:
         print(f"{r['backend']:8} {r['concurrency']:>4}  {r['drafter_label'][:34]:34} {r['gamma']:>2} "
-              f"{r['alpha']:6.3f} {r['tau']:6.3f} {r['tokens_per_s']:8.2f} {r['speedup']:7.2f}")
+              f"{'-' if r['alpha'] != r['alpha'] else format(r['alpha'], '.3f'):>6} {r['tau']:6.3f} {r['tokens_per_s']:8.2f} {r['speedup']:7.2f}")
     print("wall: " + ", ".join(f"{b} {s:.0f} s" for b, s in walls.items())
           + f"; load average (1 min) {load_before:.1f} before, {load_after:.1f} after")
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "wall_s": walls, "load_before": load_before,
+        finite = [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()} for r in rows]
+        args.json.write_text(json.dumps({"rows": finite, "wall_s": walls, "load_before": load_before,
                                          "load_after": load_after, "argv": sys.argv[1:]}, indent=1, default=str))
     return 0
 
