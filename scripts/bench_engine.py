@@ -7,8 +7,11 @@ For each pair it times, in one run and one process:
   * the specbench engine (target only, and speculative with the same drafter and γ),
 and prints tokens/s (generated tokens ÷ wall time of the whole call, prefill included), the
 ratios, and whether every output is identical to transformers' greedy output. Both engines run
-on the same model objects with the same weight layout (on the CPU: column-major linear weights,
-`specbench.engine.weight_layout`, which speeds up transformers' forward as much as ours).
+on the same model objects with the same weight layout (on the CPU: column-major linear weights in
+fp32, row-major in bf16, `specbench.engine.weight_layout`, which speeds up transformers' forward as much
+as ours). `--dtypes fp32,bf16` runs every pair in both dtypes in the same run ("= transformers": the
+output equals transformers' greedy output in that dtype; "= own target-only": equals the same engine's
+target-only output — the lossless check, which must hold in bf16 too).
 
     python scripts/bench_engine.py                    # SmolLM2-135M + prompt lookup (and the Qwen pair if pulled)
     python scripts/bench_engine.py --pairs qwen --gamma 5 --new-tokens 128
@@ -23,7 +26,7 @@ import torch
 
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
-from specbench.engine.weight_layout import prefer_column_major
+from specbench.engine.weight_layout import apply_cpu_layout
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import load_model
 from specbench.models.prompting import encode_conversation
@@ -46,22 +49,22 @@ def hf_generate(model, ids, new_tokens, **kwargs):
     return out[0, len(ids):].tolist()
 
 
-def bench_pair(name: str, gamma: int, new_tokens: int, prompts: int) -> list[dict]:
+def bench_pair(name: str, gamma: int, new_tokens: int, prompts: int, dtype: str = "fp32") -> list[dict]:
     target_name, drafter_name, draft_model_name = PAIRS[name]
-    target = load_model(target_name)
+    target = load_model(target_name, dtype=dtype)
     if target.model.device.type == "cpu":
-        prefer_column_major(target.model)  # what our decoder does; transformers gets it too
+        apply_cpu_layout(target.model)  # the layout our decoder uses for this dtype; transformers gets it too
     workload = load_workload("humaneval", count=prompts, seed=1)
     prompt_ids = [encode_conversation(target.tokenizer, list(p.turns[:1]), chat=False) for p in workload.prompts]
     if drafter_name == "draft-model":
-        draft = load_model(draft_model_name)
+        draft = load_model(draft_model_name, dtype=dtype)
         if draft.model.device.type == "cpu":
-            prefer_column_major(draft.model)  # the assistant gets the layout our drafter's decoder uses
+            apply_cpu_layout(draft.model)  # the assistant gets the layout our drafter's decoder uses
         draft.model.generation_config.num_assistant_tokens = gamma
         draft.model.generation_config.num_assistant_tokens_schedule = "constant"
         draft.model.generation_config.assistant_confidence_threshold = 0.0
         hf_spec = dict(assistant_model=draft.model)
-        ours = make_drafter("draft-model", target, {"model": draft_model_name})
+        ours = make_drafter("draft-model", target, {"model": draft_model_name}, dtype=dtype)
     else:
         hf_spec = dict(prompt_lookup_num_tokens=gamma, max_matching_ngram_size=3)
         ours = make_drafter("ngram", target, {"n_min": 1, "n_max": 3})
@@ -76,19 +79,24 @@ def bench_pair(name: str, gamma: int, new_tokens: int, prompts: int) -> list[dic
     }
     for fn in runs.values():  # warm-up, untimed
         fn(prompt_ids[0][:32])
-    rows = {label: {"tokens": 0, "seconds": 0.0, "identical": True} for label in runs}
+    rows = {label: {"tokens": 0, "seconds": 0.0, "identical": True, "same_engine": True} for label in runs}
+    labels = list(runs)
     for ids in prompt_ids:
-        reference = None
+        outputs = {}
         for label, fn in runs.items():  # interleaved per prompt: drift hits every method alike
             tokens, seconds = timed(lambda: fn(ids))
-            reference = reference if reference is not None else tokens
+            outputs[label] = tokens
             rows[label]["tokens"] += len(tokens)
             rows[label]["seconds"] += seconds
-            rows[label]["identical"] &= tokens == reference
+        for i, label in enumerate(labels):
+            # identical: = transformers' greedy output; same_engine: = the same engine's target-only output
+            # (the lossless check; in bf16 the two engines may round differently, fp32 they agree)
+            rows[label]["identical"] &= outputs[label] == outputs[labels[0]]
+            rows[label]["same_engine"] &= outputs[label] == outputs[labels[0 if i < 2 else 2]]
     out = []
     for label, r in rows.items():
-        out.append({"pair": name, "method": label, "tokens_per_s": r["tokens"] / r["seconds"],
-                    "identical": r["identical"], "tokens": r["tokens"]})
+        out.append({"pair": name, "dtype": dtype, "method": label, "tokens_per_s": r["tokens"] / r["seconds"],
+                    "identical": r["identical"], "same_engine": r["same_engine"], "tokens": r["tokens"]})
     return out
 
 
@@ -98,21 +106,25 @@ def main() -> None:
     parser.add_argument("--gamma", type=int, default=4)
     parser.add_argument("--new-tokens", type=int, default=128)
     parser.add_argument("--prompts", type=int, default=5)
+    parser.add_argument("--dtypes", default="fp32", help="comma list of fp32, bf16: every pair in each, in one run")
     args = parser.parse_args()
     torch.set_num_threads(torch.get_num_threads())
     results = []
     for name in args.pairs.split(","):
-        try:
-            results.extend(bench_pair(name, args.gamma, args.new_tokens, args.prompts))
-        except SpecbenchError as exc:
-            print(f"skipping {name}: {exc}")
-    print(f"\n{'pair':8} {'method':48} {'tokens/s':>9} {'vs generate':>12} {'vs assisted':>12}  identical")
-    for name in dict.fromkeys(r["pair"] for r in results):
-        rows = [r for r in results if r["pair"] == name]
+        for dtype in args.dtypes.split(","):
+            try:
+                results.extend(bench_pair(name, args.gamma, args.new_tokens, args.prompts, dtype))
+            except SpecbenchError as exc:
+                print(f"skipping {name} {dtype}: {exc}")
+    print(f"\n{'pair':8} {'dtype':5} {'method':48} {'tokens/s':>9} {'vs generate':>12} {'vs assisted':>12}  "
+          "= transformers  = own target-only")
+    for name, dtype in dict.fromkeys((r["pair"], r["dtype"]) for r in results):
+        rows = [r for r in results if (r["pair"], r["dtype"]) == (name, dtype)]
         plain, assisted = rows[0]["tokens_per_s"], rows[1]["tokens_per_s"]
         for r in rows:
-            print(f"{name:8} {r['method']:48} {r['tokens_per_s']:9.2f} {r['tokens_per_s'] / plain:11.2f}x "
-                  f"{r['tokens_per_s'] / assisted:11.2f}x  {'yes' if r['identical'] else 'NO'}")
+            print(f"{name:8} {dtype:5} {r['method']:48} {r['tokens_per_s']:9.2f} {r['tokens_per_s'] / plain:11.2f}x "
+                  f"{r['tokens_per_s'] / assisted:11.2f}x  {'yes' if r['identical'] else 'NO':>14}  "
+                  f"{'yes' if r['same_engine'] else 'NO':>16}")
 
 
 if __name__ == "__main__":
