@@ -5,8 +5,10 @@ smollm2-135m-exit8) drafts γ-token chains round after round on one prompt; ever
 as accepted and followed by one more token, so each round feeds the drafter what a fully
 accepted round feeds it (γ − 1 + 2 tokens over the γ steps). The two paths — ``fast_chain``
 False (`growth.grow_proposal`, what main ran) and True (`chain.draft_chain`) — run in turns,
-a block of --rounds rounds each, --repeats times; the figure is the median over blocks of
-propose() seconds / drafted tokens. Both paths propose the same tokens (checked here too).
+a block of --rounds rounds each, --repeats times, which of the two goes first alternating; the
+figure is the median over blocks of propose() seconds / drafted tokens. Both paths propose the
+same tokens (checked here too). From a git worktree, run it with PYTHONPATH=. (the editable
+install points at the main checkout).
 
     python scripts/bench_draft_loop.py                  # γ 4, greedy, one thread
     python scripts/bench_draft_loop.py --temperature 1  # sampling
@@ -39,7 +41,7 @@ def block(drafter, prompt: list[int], gamma: int, rounds: int, sampling: Samplin
     generator = torch.Generator().manual_seed(seed)
     shape = shape_for("chain", gamma)
     seconds, drafted, drafts = 0.0, 0, []
-    for r in range(rounds):
+    for _ in range(rounds):
         t0 = time.perf_counter()
         proposal = drafter.propose(context, shape, sampling, generator)
         seconds += time.perf_counter() - t0
@@ -74,7 +76,7 @@ def main() -> None:
         times: dict[bool, list[float]] = {False: [], True: []}
         drafts: dict[bool, list] = {}
         for repeat in range(args.repeats + 1):  # block 0 of each path: untimed warm-up
-            for fast in (False, True):
+            for fast in ((False, True) if repeat % 2 else (True, False)):  # who goes first alternates
                 drafter.fast_chain = fast
                 per_token, drafts[fast] = block(drafter, prompt, args.gamma, args.rounds, sampling, seed=repeat)
                 if repeat:

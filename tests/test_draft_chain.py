@@ -66,6 +66,7 @@ def test_chain_fast_path_proposes_what_growth_proposes(tiny, mode, schedule):
     prompt = tiny.tokenizer("The chain fast path drafts")["input_ids"]
     fast, fast_cache, fast_state = _rounds(_drafter(tiny, True), prompt, sampling, keep)
     slow, slow_cache, slow_state = _rounds(_drafter(tiny, False), prompt, sampling, keep)
+    assert len(fast) == len(slow)
     for a, b in zip(fast, slow):
         assert torch.equal(a.tokens, b.tokens)
         assert (a.probs is None) == (b.probs is None) == sampling.greedy

@@ -25,6 +25,7 @@ from specbench.engine.drafters.base import Drafter, Proposal, RoundOutcome
 from specbench.engine.sampling import SamplingParams, probabilities
 from specbench.engine.schedule import RoundVerdict, ScheduleSpec, check_schedule, make_schedule
 from specbench.engine.stats import GenerationResult, RoundLog
+from specbench.engine.threads import RoleThreads, using_threads
 from specbench.engine.timing import DeviceClock
 from specbench.engine.tree import shape_for, verification_layout
 from specbench.engine.verify import (verify_greedy, verify_greedy_rows, verify_sampling, verify_sampling_rows,
@@ -71,7 +72,7 @@ class SpeculativeEngine:
     def __init__(self, target, drafter: Drafter | None = None, *, gamma: int = 0, tree: str = "chain",
                  sampling: SamplingParams = SamplingParams(), backend: str = "auto", kernels: str = "auto",
                  compile: bool = False, verifier: Verifier | None = None, decoder=None,
-                 schedule: ScheduleSpec = ScheduleSpec()):
+                 schedule: ScheduleSpec = ScheduleSpec(), threads: RoleThreads | None = None):
         if gamma < 0:
             raise SpecbenchError(f"gamma must be >= 0, got {gamma}")
         if gamma > 0 and drafter is None:
@@ -81,6 +82,8 @@ class SpeculativeEngine:
         self.gamma = gamma
         self.shape = shape_for(tree, gamma) if gamma > 0 else None
         self.sampling = sampling
+        # CPU threads of the target's and the drafter's forwards (`specbench.engine.threads`); None: torch's
+        self.threads = threads
         # engines of one target may share a decoder (and its compiled graphs)
         self.decoder = decoder or make_decoder(target.model, backend, kernels, compile)
         if self.shape is not None and not getattr(self.shape, "is_chain", False) and not self.decoder.supports_trees:
@@ -243,6 +246,10 @@ class SpeculativeEngine:
         source = {"final": out.hidden, **out.layer_hidden}
         return {key: source[key].index_select(1, index) for key in needs}
 
+    def _role_threads(self, role: str) -> int | None:
+        """The thread count of the target's or the drafter's forwards; None: leave torch's as it is."""
+        return None if self.threads is None else getattr(self.threads, role)
+
     # ------------------------------------------------------------------ generation
     def generate(self, prompt, max_new_tokens: int, *, seed: int = 0, stop_at_eos: bool = True,
                  on_round: Callable[[GenerationResult], None] | None = None) -> GenerationResult:
@@ -267,10 +274,12 @@ class SpeculativeEngine:
 
         start = self.clock.now()
         self.decoder.reset(1, capacity)
-        out = self.decoder.forward(prompt, logits="last", hidden_layers=self._feature_layers)
+        with using_threads(self._role_threads("target")):
+            out = self.decoder.forward(prompt, logits="last", hidden_layers=self._feature_layers)
         first = self._first_token(out.logits[:, -1], generator)  # [1]
         if self.drafter is not None:
-            self.drafter.start(prompt, capacity, features=self._features(out, range(prompt.shape[1])))
+            with using_threads(self._role_threads("drafter")):
+                self.drafter.start(prompt, capacity, features=self._features(out, range(prompt.shape[1])))
         context[:, length] = first
         length += 1
         tokens = [int(first[0])]
@@ -292,9 +301,11 @@ class SpeculativeEngine:
             t0 = self.clock.now()
             # the schedule's γ for this round (fixed: the configuration's), never past the length limit
             gamma = min(self.schedule.round_gamma(), max_new_tokens - len(tokens) - 1)
-            proposal = self._draft(context[:, :length], gamma, generator)
+            with using_threads(self._role_threads("drafter")):
+                proposal = self._draft(context[:, :length], gamma, generator)
             t1 = self.clock.now()
-            path, next_token, features = self._verify(proposal, context[:, :length], generator)
+            with using_threads(self._role_threads("target")):
+                path, next_token, features = self._verify(proposal, context[:, :length], generator)
             t2 = self.clock.now()
             new = proposal.tokens[0, path].tolist() + [next_token]
             if stop_at_eos:
