@@ -12,6 +12,7 @@ install points at the main checkout).
 
     python scripts/bench_draft_loop.py                  # γ 4, greedy, one thread
     python scripts/bench_draft_loop.py --temperature 1  # sampling
+    python scripts/bench_draft_loop.py --compile        # the drafter's steps through torch.compile
 """
 
 from __future__ import annotations
@@ -63,16 +64,20 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--dtype", default="fp32")
+    parser.add_argument("--compile", action="store_true", help="torch.compile the drafter's steps (both paths)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     sampling = SamplingParams(temperature=args.temperature)
     target = load_model("smollm2-135m", dtype=args.dtype)
     prompt = encode_conversation(target.tokenizer, [PROMPT])
     print(f"draft model chain, γ {args.gamma}, {args.rounds} rounds x {args.repeats} interleaved blocks, "
-          f"{torch.get_num_threads()} thread(s), {args.dtype}, temperature {args.temperature:g}")
+          f"{torch.get_num_threads()} thread(s), {args.dtype}, temperature {args.temperature:g}"
+          f"{', compiled steps' if args.compile else ''}")
     print(f"{'drafter':<22}{'generic ms/tok':>16}{'fast ms/tok':>14}{'fast/generic':>14}  same drafts")
     for name in DRAFTERS:
         drafter = make_drafter("draft-model", target, {"model": name}, dtype=args.dtype)
+        if args.compile:
+            drafter.compile_steps()
         times: dict[bool, list[float]] = {False: [], True: []}
         drafts: dict[bool, list] = {}
         for repeat in range(args.repeats + 1):  # block 0 of each path: untimed warm-up

@@ -135,6 +135,8 @@ class OwnEngineBackend:
             self._status(f"preparing drafter {setting.label}")
             self._drafters[setting] = make_drafter(setting.type, self.target, setting.params_dict,
                                                    device=self.device, dtype=self.dtype)
+            if self.compile and hasattr(self._drafters[setting], "compile_steps"):
+                self._drafters[setting].compile_steps()
         return self._drafters[setting]
 
     def _engine(self, config, warmup_ids: list[int]) -> SpeculativeEngine:

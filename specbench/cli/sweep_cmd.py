@@ -68,7 +68,7 @@ def sweep(
     device: str = typer.Option(None, "--device"),
     dtype: str = typer.Option(None, "--dtype"),
     ignore_eos: bool = typer.Option(None, "--ignore-eos/--stop-at-eos", help="Fixed-length generations."),
-    compile: bool = typer.Option(None, "--compile/--no-compile", help="torch.compile the target's decode/verify steps."),
+    compile: bool = typer.Option(None, "--compile/--no-compile", help="torch.compile the target's decode/verify steps (and a draft model's steps)."),
     kernels: str = typer.Option(None, "--kernels", help="Verification kernels: auto (Triton on CUDA), triton, torch."),
     threads: str = typer.Option(None, "--threads", help="CPU threads of the own engine: a count, or auto (the fastest "
                                                         "measured per model and step; recorded in run.json)."),

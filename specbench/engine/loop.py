@@ -86,6 +86,8 @@ class SpeculativeEngine:
         self.threads = threads
         # engines of one target may share a decoder (and its compiled graphs)
         self.decoder = decoder or make_decoder(target.model, backend, kernels, compile)
+        if compile and hasattr(self.drafter, "compile_steps"):  # a draft model compiles its steps too
+            self.drafter.compile_steps()
         if self.shape is not None and not getattr(self.shape, "is_chain", False) and not self.decoder.supports_trees:
             raise SpecbenchError(f"tree drafting needs a natively supported target architecture; "
                                  f"'{target.name}' runs through the generic backend (chains only)")

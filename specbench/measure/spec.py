@@ -169,7 +169,7 @@ class SweepSpec:
     configs: list[RunConfig] = field(default_factory=list)
     mode: str = "live"
     calibration: Calibration | None = None
-    compile: bool = False  # torch.compile the target's decode/verify steps
+    compile: bool = False  # torch.compile the target's decode/verify steps (and a draft model's steps)
     kernels: str = "auto"  # verification kernels: auto (Triton on CUDA), triton or torch
     # filled once the models load (not part of the spec or its hash): sha256 of the target's weights,
     # and model name -> weights sha256 for run.json

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from specbench.engine.decoder import TreeLayout, make_decoder
+from specbench.engine.decoder import NativeDecoder, TreeLayout, make_decoder
 from specbench.engine.drafters import growth as tree_growth
 from specbench.engine.drafters.base import Proposal, RoundOutcome, Shape
 from specbench.engine.drafters.chain import draft_chain
@@ -59,6 +59,11 @@ class DraftModelDrafter:
         if extra > 0:
             return torch.nn.functional.pad(logits, (0, extra), value=float("-inf"))
         return logits
+
+    def compile_steps(self) -> None:
+        """Run the drafter's single-token steps and catch-up forwards through torch.compile (`--compile`)."""
+        if isinstance(self.decoder, NativeDecoder):
+            self.decoder.compile_steps()
 
     # ------------------------------------------------------------------ growing
     def _step(self, token: torch.Tensor) -> torch.Tensor:
