@@ -87,7 +87,7 @@ def test_engine_runs_target_and_drafter_at_their_counts(tiny):
 
     drafter.propose = spy_propose
     ids = tiny.tokenizer("Threads for each model")["input_ids"]
-    plain = SpeculativeEngine(tiny, drafter, gamma=3).generate(ids, 20, stop_at_eos=False)
+    plain = SpeculativeEngine(tiny, drafter, gamma=3).generate(ids, 12, stop_at_eos=False)
     engine = SpeculativeEngine(tiny, drafter, gamma=3, threads=RoleThreads(target=2, drafter=1))
     head = engine.decoder.head
 
@@ -97,7 +97,7 @@ def test_engine_runs_target_and_drafter_at_their_counts(tiny):
 
     engine.decoder.head = spy_head
     seen["draft"].clear()
-    result = engine.generate(ids, 20, stop_at_eos=False)
+    result = engine.generate(ids, 12, stop_at_eos=False)
     assert seen == {"draft": {1}, "verify": {2}}
     assert result.tokens == plain.tokens and torch.get_num_threads() == 1
 
@@ -113,6 +113,8 @@ def test_threads_in_a_sweep_spec_is_checked_and_hashed_only_when_set(tmp_path, p
         assert_user_error(invoke("sweep", write_sweep_yaml(tmp_path, {**raw, "threads": bad}), "--dry-run"), needle)
     assert_user_error(invoke("sweep", write_sweep_yaml(tmp_path, {**raw, "backend": "vllm", "threads": "auto"}),
                              "--dry-run"), "own engine")
+    own = {**raw, "backend": {"name": "own", "threads": "many"}}  # the backend option is checked alike
+    assert_user_error(invoke("sweep", write_sweep_yaml(tmp_path, own), "--out", tmp_path / "own"), "count >= 1 or auto")
 
 
 def test_sweep_with_threads_auto_records_the_counts_in_run_json(tmp_path, prompts_file):

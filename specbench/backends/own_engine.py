@@ -27,7 +27,7 @@ from specbench.engine.drafters import check_params, make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.nested import NestedSpeculativeEngine
 from specbench.engine.sampling import SamplingParams
-from specbench.engine.threads import RoleThreads, ThreadProbe, probe_threads
+from specbench.engine.threads import RoleThreads, ThreadProbe, parse_thread_setting, probe_threads
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models import limits
 from specbench.models.prompting import encode_conversation
@@ -181,7 +181,7 @@ def own_backend(options: dict, *, target: str, device: str, dtype: str, seed: in
                                  f"(options: {', '.join(OWN_OPTIONS)})")
     return OwnEngineBackend(target=target, device=device, dtype=dtype, seed=seed,
                             kernels=options.get("kernels", "auto"), compile=bool(options.get("compile", False)),
-                            threads=options.get("threads"))
+                            threads=parse_thread_setting(options.get("threads"), "backend own"))
 
 
 def timed_generation(engine: SpeculativeEngine, prompt_ids: list[int], max_new_tokens: int, *, seed: int,

@@ -26,10 +26,23 @@ from dataclasses import dataclass, field
 
 import torch
 
+from specbench.errors import SpecbenchError
+
 PROBE_CONTEXT = 64  # cached tokens the probed steps attend over
 PROBE_REPEATS = 3
 PROBE_BUDGET_S = 3.0  # timed rounds stop after this (one round at least)
 PRUNE_FACTOR = 2.0  # a count whose first decode step is this many times the fastest one's is dropped
+
+
+def parse_thread_setting(value, where: str) -> int | str | None:
+    """A ``threads`` setting: unset (None), a count >= 1 (a digit string too) or ``auto``."""
+    if value is None or value == "auto":
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SpecbenchError(f"{where}: 'threads' must be a count >= 1 or auto, got {value!r}")
+    return value
 
 
 @dataclass(frozen=True)

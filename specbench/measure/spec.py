@@ -57,6 +57,7 @@ from specbench.engine.drafters import check_params
 from specbench.engine.drafters.param_values import check_param_values
 from specbench.engine.drafters.registry import get as drafter_type
 from specbench.engine.schedule import ScheduleSpec, check_schedule, parse_schedule
+from specbench.engine.threads import parse_thread_setting
 from specbench.engine.tree import parse_tree, tree_depth_limit
 from specbench.engine.named_params import NamedParams
 from specbench.errors import SpecbenchError, did_you_mean
@@ -358,17 +359,6 @@ def _check_replayable(spec: SweepSpec, where: str) -> None:
                          f"(replayable: {', '.join(REPLAYABLE)})")
 
 
-def parse_threads(value, where: str) -> int | str | None:
-    """``threads``: unset, a count >= 1 or ``auto`` (the own engine measures the fastest per model and step)."""
-    if value is None or value == "auto":
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        _fail(where, f"'threads' must be a count >= 1 or auto, got {value!r}")
-    return value
-
-
 def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     """Validate a raw mapping (YAML or flags merged) into a `SweepSpec` with its configurations."""
 
@@ -417,7 +407,7 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     if spec.kernels not in ("auto", "triton", "torch"):
         _fail(where, f"'kernels' must be auto, triton or torch, got '{spec.kernels}'")
     spec.timing = parse_timing(data["timing"], where)
-    spec.threads = parse_threads(data["threads"], where)
+    spec.threads = parse_thread_setting(data["threads"], where)
     spec.mode = str(data["mode"])
     if spec.mode not in MODES:
         _fail(where, f"unknown mode '{spec.mode}'{did_you_mean(spec.mode, list(MODES))} (choose from: "
