@@ -5,6 +5,10 @@ by enumerating every continuation; thousands of speculative generations are comp
 by chi-square tests. The same tests run against a deliberately broken acceptance rule (on a
 rejection it samples from p instead of the residual max(p − q, 0)) and must reject it, which
 shows they have the power to catch a real bug.
+
+On the CPU the engine verifies a chain with the target's LM head row by row, only for the rows
+whose acceptance is decided (`verify_sampling_rows`): the tests count the head's calls to show
+that this path is the one measured, and break it too.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from scipy import stats
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine, Verifier
 from specbench.engine.sampling import SamplingParams
-from specbench.engine.verify import Verdict, draw_exponential_race, verify_sampling
+from specbench.engine.verify import SampledRows, Verdict, draw_exponential_race, verify_chain_rows, verify_sampling
 
 VOCAB = 8
 # ten arbitrary ids followed by the model's own greedy continuation, so that prompt lookup
@@ -35,6 +39,17 @@ def broken_sampling(draft_tokens, draft_probs, target_probs, uniform, exponentia
     right = verify_sampling(draft_tokens, draft_probs, target_probs, uniform, exponential)
     rows = torch.arange(draft_tokens.shape[0])
     return Verdict(right.accepted, draw_exponential_race(target_probs[rows, right.accepted], exponential))
+
+
+class BrokenRows(SampledRows):
+    """The same bug in the row-by-row rule: after a rejection, draw from p."""
+
+    def recovered(self, i, p):
+        return p
+
+
+def broken_sampling_rows(draft_tokens, draft_probs, target_row, uniform, exponential):
+    return verify_chain_rows(draft_tokens, target_row, BrokenRows(draft_tokens, draft_probs, uniform, exponential))
 
 
 def reference_warp(logits: torch.Tensor, temperature: float, top_k: int) -> torch.Tensor:
@@ -74,24 +89,48 @@ def chi_square_pvalue(counts: np.ndarray, probs: np.ndarray) -> float:
     return float(stats.chisquare(obs[keep], exp[keep] * obs[keep].sum() / exp[keep].sum()).pvalue)
 
 
-def sample_counts(engine: SpeculativeEngine, samples: int = SAMPLES) -> tuple[np.ndarray, np.ndarray, float]:
+def count_head_calls(engine: SpeculativeEngine) -> list[int]:
+    """Count the engine's row-by-row LM head calls (one list entry per call)."""
+    calls: list[int] = []
+    head = engine.decoder.head
+
+    def counted(hidden):
+        calls.append(hidden.shape[1])
+        return head(hidden)
+
+    engine.decoder.head = counted
+    return calls
+
+
+def sample_counts(engine: SpeculativeEngine, samples: int = SAMPLES,
+                  lazy: bool | None = None) -> tuple[np.ndarray, np.ndarray, float]:
+    """Counts of (t2, t3) and t4 over ``samples`` generations, and the observed α. ``lazy`` True: check
+    that every round computed exactly accepted + 1 rows of the LM head, one at a time (the row-by-row
+    rule ran); False: that the head never ran alone (the batched rule ran); None: no check."""
     joint23, marginal4 = np.zeros((VOCAB, VOCAB)), np.zeros(VOCAB)
     drafted = accepted = 0
+    calls = count_head_calls(engine)
     for seed in range(samples):
+        before = len(calls)
         result = engine.generate(PROMPT, NEW, seed=seed, stop_at_eos=False)
+        if lazy is not None:
+            expected = result.accepted + len(result.rounds) if lazy else 0
+            assert len(calls) - before == expected, "the expected chain rule must run"
         t = result.tokens
         joint23[t[1], t[2]] += 1
         marginal4[t[3]] += 1
         drafted, accepted = drafted + result.drafted, accepted + result.accepted
+    assert set(calls) <= {1}
     return joint23, marginal4, accepted / drafted if drafted else float("nan")
 
 
 def sampled_pvalues(engine: SpeculativeEngine, model, samples: int = SAMPLES, temperature: float = 1.0,
-                    top_k: int = 0) -> tuple[float, float, float]:
+                    top_k: int = 0, lazy: bool | None = None) -> tuple[float, float, float]:
     """Chi-square p-values of ``samples`` generations through ``engine`` against the exact target
-    distribution of ``model``: (joint of tokens 2-3, marginal of token 4, observed α)."""
+    distribution of ``model``: (joint of tokens 2-3, marginal of token 4, observed α); ``lazy``: see
+    `sample_counts`."""
     joint23, marginal4 = exact_distributions(model, temperature, top_k)
-    counts23, counts4, alpha = sample_counts(engine, samples)
+    counts23, counts4, alpha = sample_counts(engine, samples, lazy)
     return chi_square_pvalue(counts23, joint23), chi_square_pvalue(counts4, marginal4), alpha
 
 
@@ -113,7 +152,7 @@ def _engine(tiny_v8, drafter_name, sampling, verifier=None):
 def test_speculative_sampling_matches_target_distribution(tiny_v8, case):
     drafter_name, sampling = CASES[case]
     p23, p4, alpha = sampled_pvalues(_engine(tiny_v8, drafter_name, sampling), tiny_v8[0].model,
-                                     temperature=sampling.temperature, top_k=sampling.top_k)
+                                     temperature=sampling.temperature, top_k=sampling.top_k, lazy=True)
     assert 0.05 < alpha < 0.95, "drafts must be both accepted and rejected for the test to mean anything"
     assert p23 > 1e-3
     assert p4 > 1e-3
@@ -121,9 +160,19 @@ def test_speculative_sampling_matches_target_distribution(tiny_v8, case):
 
 @pytest.mark.parametrize("case", ["draft-model T=1", "ngram T=1"])
 def test_broken_acceptance_rule_is_detected(tiny_v8, case):
+    """The broken row-by-row rule (the engine's path on the CPU) is caught."""
     drafter_name, sampling = CASES[case]
+    engine = _engine(tiny_v8, drafter_name, sampling, verifier=Verifier(sampling_rows=broken_sampling_rows))
+    p23, p4, _ = sampled_pvalues(engine, tiny_v8[0].model, SAMPLES_SMALL, sampling.temperature, sampling.top_k,
+                                 lazy=True)
+    assert min(p23, p4) < 1e-6
+
+
+def test_broken_batched_rule_is_detected(tiny_v8):
+    """A swapped batched rule takes the batched path (all rows at once: no head calls) and is caught."""
+    drafter_name, sampling = CASES["ngram T=1"]
     engine = _engine(tiny_v8, drafter_name, sampling, verifier=Verifier(sampling=broken_sampling))
-    p23, p4, _ = sampled_pvalues(engine, tiny_v8[0].model, SAMPLES_SMALL, sampling.temperature, sampling.top_k)
+    p23, p4, _ = sampled_pvalues(engine, tiny_v8[0].model, SAMPLES_SMALL, lazy=False)
     assert min(p23, p4) < 1e-6
 
 

@@ -19,6 +19,7 @@ def test_compiled_engine_greedy_is_lossless():
     result = compiled.generate(ids, 80, stop_at_eos=False)
     assert result.tokens == eager.tokens
     assert compiled.decoder._compiled is not None and result.accepted > 0
+    assert drafter.decoder._compiled is not None  # the draft model's steps are compiled too
 
 
 def test_compiled_engine_sampling_matches_target_distribution(tiny_v8):

@@ -5,6 +5,12 @@ builds one drafter per drafter setting and one engine per configuration (each wa
 untimed, on its first prompt), and measures every round (draft and verify time, accepted
 tokens). It also offers replay (`specbench.backends.replay`), which needs the engine's
 drafters and the target's decoder. `run_prompt` is the work behind ``specbench run``.
+
+CPU threads (option ``threads``): unset, torch's count serves everything; a number, the process
+computes with that many; ``auto``, each engine's target forwards run at the count measured
+fastest for its verify step (`specbench.engine.threads.probe_threads`, once per verify size) and
+its drafter's at the count fastest for the drafter's decode step (once per drafter with a model;
+model-free drafters take the target's). `thread_report` is what run.json records.
 """
 
 from __future__ import annotations
@@ -16,11 +22,12 @@ import torch
 
 from specbench.backends.base import GenerationResult, Request, RoundCallback, StatusCallback
 from specbench.backends.environment import device_info
-from specbench.engine.decoder import make_decoder
+from specbench.engine.decoder import NativeDecoder, make_decoder
 from specbench.engine.drafters import check_params, make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.nested import NestedSpeculativeEngine
 from specbench.engine.sampling import SamplingParams
+from specbench.engine.threads import RoleThreads, ThreadProbe, parse_thread_setting, probe_threads
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models import limits
 from specbench.models.prompting import encode_conversation
@@ -35,9 +42,14 @@ class OwnEngineBackend:
     name = "own"
 
     def __init__(self, *, target: str, device: str, dtype: str, kernels: str = "auto", compile: bool = False,
-                 seed: int = 0):
+                 seed: int = 0, threads: int | str | None = None):
         self.target_spec, self.device, self.dtype = target, device, dtype
         self.kernels, self.compile, self.seed = kernels, compile, seed
+        if threads is not None and device != "cpu":
+            raise SpecbenchError(f"threads: CPU threads are chosen for device cpu only, not '{device}'")
+        self.thread_setting = threads  # None, a count or "auto"
+        self._probes: dict[str, ThreadProbe] = {}  # "target k" / drafter label -> its probe
+        self._used: dict[str, dict[str, int]] = {"target": {}, "drafters": {}}  # what run.json records
         self.device_name = ""
         self.target = None
         self.decoder = None
@@ -48,6 +60,8 @@ class OwnEngineBackend:
     def start(self, status: StatusCallback) -> None:
         self._status = status
         torch.manual_seed(self.seed)
+        if isinstance(self.thread_setting, int):
+            torch.set_num_threads(self.thread_setting)
         status(f"loading target {self.target_spec}")
         self.target = load_model(self.target_spec, device=self.device, dtype=self.dtype)
         if self.target.tokenizer is None:
@@ -61,7 +75,46 @@ class OwnEngineBackend:
 
     @property
     def threads(self) -> int:
-        return int(torch.get_num_threads()) if self.device == "cpu" else 0
+        if self.device != "cpu":
+            return 0
+        chosen = [*self._used["target"].values(), *self._used["drafters"].values()]
+        return max(chosen) if self.thread_setting == "auto" and chosen else int(torch.get_num_threads())
+
+    def _probe(self, key: str, decoder, verify_tokens: int) -> ThreadProbe:
+        if key not in self._probes:
+            self._status(f"timing CPU threads for {key}")
+            self._probes[key] = probe_threads(decoder, verify_tokens)
+        return self._probes[key]
+
+    def _role_threads(self, engine: SpeculativeEngine, setting) -> RoleThreads | None:
+        """The engine's thread counts under ``threads: auto`` (None otherwise), noted for run.json."""
+        verify_tokens = 1 + (engine.shape.num_nodes if engine.shape is not None else 0)
+        if self.thread_setting != "auto":
+            count = int(torch.get_num_threads())
+            self._used["target"][str(verify_tokens)] = count
+            if setting is not None:
+                self._used["drafters"][setting.label] = count
+            return None
+        target = self._probe(f"target {verify_tokens}", self.decoder, verify_tokens).best(verify_tokens)
+        self._used["target"][str(verify_tokens)] = target
+        drafter = target
+        decoder = getattr(engine.drafter, "decoder", None)
+        if setting is not None and isinstance(decoder, NativeDecoder):  # a draft model's own decoder
+            drafter = self._probe(setting.label, decoder, 2).best(1)
+        if setting is not None:
+            self._used["drafters"][setting.label] = drafter
+        return RoleThreads(target=target, drafter=drafter)
+
+    def thread_report(self) -> dict | None:
+        """run.json's ``threads``: the setting, the count each target verify size and each drafter ran
+        with, and (auto) the probes' timings. None off the CPU."""
+        if self.device != "cpu":
+            return None
+        report = {"setting": "default" if self.thread_setting is None else self.thread_setting,
+                  "target": dict(self._used["target"]), "drafters": dict(self._used["drafters"])}
+        if self._probes:
+            report["probes"] = {key: probe.to_dict() for key, probe in self._probes.items()}
+        return report
 
     @property
     def context_window(self) -> int | None:
@@ -82,6 +135,8 @@ class OwnEngineBackend:
             self._status(f"preparing drafter {setting.label}")
             self._drafters[setting] = make_drafter(setting.type, self.target, setting.params_dict,
                                                    device=self.device, dtype=self.dtype)
+            if self.compile and hasattr(self._drafters[setting], "compile_steps"):
+                self._drafters[setting].compile_steps()
         return self._drafters[setting]
 
     def _engine(self, config, warmup_ids: list[int]) -> SpeculativeEngine:
@@ -93,6 +148,7 @@ class OwnEngineBackend:
             options = {"prepared": strategy.prepared} if engine_type is NestedSpeculativeEngine else {}
             engine = engine_type(self.target, drafter, gamma=config.gamma, tree=config.tree, sampling=sampling,
                                  decoder=self.decoder, schedule=config.schedule, **options)
+            engine.threads = self._role_threads(engine, config.drafter)
             engine.generate(warmup_ids, WARMUP_TOKENS, seed=0, stop_at_eos=False)  # untimed warm-up
             self._engines[config] = engine
         return self._engines[config]
@@ -114,17 +170,18 @@ class OwnEngineBackend:
         self._drafters.clear()
 
 
-OWN_OPTIONS = ("kernels", "compile")
+OWN_OPTIONS = ("kernels", "compile", "threads")
 
 
 def own_backend(options: dict, *, target: str, device: str, dtype: str, seed: int = 0) -> OwnEngineBackend:
-    """The own engine through the registry's common constructor (options: kernels, compile)."""
+    """The own engine through the registry's common constructor (options: kernels, compile, threads)."""
     for key in options:
         if key not in OWN_OPTIONS:
             raise SpecbenchError(f"backend own: unknown option '{key}'{did_you_mean(str(key), list(OWN_OPTIONS))} "
                                  f"(options: {', '.join(OWN_OPTIONS)})")
     return OwnEngineBackend(target=target, device=device, dtype=dtype, seed=seed,
-                            kernels=options.get("kernels", "auto"), compile=bool(options.get("compile", False)))
+                            kernels=options.get("kernels", "auto"), compile=bool(options.get("compile", False)),
+                            threads=parse_thread_setting(options.get("threads"), "backend own"))
 
 
 def timed_generation(engine: SpeculativeEngine, prompt_ids: list[int], max_new_tokens: int, *, seed: int,

@@ -68,8 +68,10 @@ def sweep(
     device: str = typer.Option(None, "--device"),
     dtype: str = typer.Option(None, "--dtype"),
     ignore_eos: bool = typer.Option(None, "--ignore-eos/--stop-at-eos", help="Fixed-length generations."),
-    compile: bool = typer.Option(None, "--compile/--no-compile", help="torch.compile the target's decode/verify steps."),
+    compile: bool = typer.Option(None, "--compile/--no-compile", help="torch.compile the target's decode/verify steps (and a draft model's steps)."),
     kernels: str = typer.Option(None, "--kernels", help="Verification kernels: auto (Triton on CUDA), triton, torch."),
+    threads: str = typer.Option(None, "--threads", help="CPU threads of the own engine: a count, or auto (the fastest "
+                                                        "measured per model and step; recorded in run.json)."),
     out: Path = typer.Option(None, "--out", "-o", help="Results folder (default results/NAME)."),
     shard: str = typer.Option(None, "--shard", help="Run slice I/N of the prompts (e.g. 0/4)."),
     force: bool = typer.Option(False, "--force", help="Allow a folder holding a different sweep spec."),
@@ -104,7 +106,7 @@ def sweep(
     flags = {"name": name, "target": target, "gammas": _csv(gamma, int), "trees": _csv(tree, str),
              "temperatures": _csv(temperature, float), "top_p": top_p, "top_k": top_k, "repeats": repeats,
              "seed": seed, "device": device, "dtype": dtype, "ignore_eos": ignore_eos, "mode": mode,
-             "compile": compile, "kernels": kernels}
+             "compile": compile, "kernels": kernels, "threads": threads}
     raw.update({k: v for k, v in flags.items() if v is not None})
     if max_new_tokens is not None:
         raw["max_new_tokens"] = max_new_tokens

@@ -102,17 +102,24 @@ class NativeDecoder:
         self.reduced_cpu = self.device.type == "cpu" and self.dtype in REDUCED_PRECISION
         self.cache_dtype = torch.float32 if self.reduced_cpu else self.dtype
         self.row_attention = self.reduced_cpu and not self.window
-        # CPU, any dtype: greedy verification computes the LM head one row at a time, only as far as
-        # the drafts match (`head`, `verify_greedy_rows`): a single-row product costs no more per row
-        # than the few-row one here (docs/benchmarks.md), and most rounds stop before the last row
+        # CPU, any dtype: chain verification computes the LM head one row at a time, only for the rows
+        # whose acceptance is decided (`head`, `verify_chain_rows`: greedy up to the first mismatch,
+        # sampling up to the first rejection): a single-row product costs no more per row than the
+        # few-row one here (docs/benchmarks.md), and most rounds stop before the last row
         self.lazy_head = self.device.type == "cpu"
         self._row_keys: list | None = None  # set by forward for the rows of one eager verify forward
         self.use_kernel = _use_attention_kernel(kernels, self.device)
         self._compiled = None
         if compile:
-            # Static shapes for every step of T tokens: attention spans the whole preallocated cache
-            # under a mask and the cache is written by index, so one graph per T serves all steps
-            # (and CUDA graphs can replay it: mode "reduce-overhead" on GPUs).
+            self.compile_steps()
+
+    def compile_steps(self) -> None:
+        """torch.compile the layer loop of decode and verify steps (a no-op when it already is).
+
+        Static shapes for every step of T tokens: attention spans the whole preallocated cache
+        under a mask and the cache is written by index, so one graph per T serves all steps
+        (and CUDA graphs can replay it: mode "reduce-overhead" on GPUs)."""
+        if self._compiled is None:
             mode = "reduce-overhead" if self.device.type == "cuda" else None
             self._compiled = torch.compile(self._layers, mode=mode, dynamic=False)
 

@@ -25,10 +25,11 @@ from specbench.engine.drafters.base import Drafter, Proposal, RoundOutcome
 from specbench.engine.sampling import SamplingParams, probabilities
 from specbench.engine.schedule import RoundVerdict, ScheduleSpec, check_schedule, make_schedule
 from specbench.engine.stats import GenerationResult, RoundLog
+from specbench.engine.threads import RoleThreads, using_threads
 from specbench.engine.timing import DeviceClock
 from specbench.engine.tree import shape_for, verification_layout
-from specbench.engine.verify import (verify_greedy, verify_greedy_rows, verify_sampling, verify_tree_greedy,
-                                     verify_tree_sampling)
+from specbench.engine.verify import (verify_greedy, verify_greedy_rows, verify_sampling, verify_sampling_rows,
+                                     verify_tree_greedy, verify_tree_sampling)
 from specbench.errors import SpecbenchError
 from specbench.kernels.rejection_sampling import rejection_sampling
 from specbench.models.moe_upcycle import RoutingLog, routing_log
@@ -50,10 +51,17 @@ def eos_token_ids(model, tokenizer) -> set[int]:
 
 @dataclass
 class Verifier:
-    """The acceptance rule; swappable so tests can show a broken rule is caught."""
+    """The acceptance rule; swappable so tests can show a broken rule is caught.
+
+    ``greedy_rows`` / ``sampling_rows`` are the chain rules with the target's rows computed on demand
+    (`verify_greedy_rows`, `verify_sampling_rows`); the engine uses them on a decoder with a lazy LM
+    head as long as the batched rule of the same kind is the standard one (a test that swaps the
+    batched rule gets the batched path)."""
 
     greedy: Callable = verify_greedy
     sampling: Callable = verify_sampling
+    greedy_rows: Callable = verify_greedy_rows
+    sampling_rows: Callable = verify_sampling_rows
     tree_greedy: Callable = verify_tree_greedy
     tree_sampling: Callable = verify_tree_sampling
 
@@ -64,7 +72,7 @@ class SpeculativeEngine:
     def __init__(self, target, drafter: Drafter | None = None, *, gamma: int = 0, tree: str = "chain",
                  sampling: SamplingParams = SamplingParams(), backend: str = "auto", kernels: str = "auto",
                  compile: bool = False, verifier: Verifier | None = None, decoder=None,
-                 schedule: ScheduleSpec = ScheduleSpec()):
+                 schedule: ScheduleSpec = ScheduleSpec(), threads: RoleThreads | None = None):
         if gamma < 0:
             raise SpecbenchError(f"gamma must be >= 0, got {gamma}")
         if gamma > 0 and drafter is None:
@@ -74,8 +82,12 @@ class SpeculativeEngine:
         self.gamma = gamma
         self.shape = shape_for(tree, gamma) if gamma > 0 else None
         self.sampling = sampling
+        # CPU threads of the target's and the drafter's forwards (`specbench.engine.threads`); None: torch's
+        self.threads = threads
         # engines of one target may share a decoder (and its compiled graphs)
         self.decoder = decoder or make_decoder(target.model, backend, kernels, compile)
+        if compile and hasattr(self.drafter, "compile_steps"):  # a draft model compiles its steps too
+            self.drafter.compile_steps()
         if self.shape is not None and not getattr(self.shape, "is_chain", False) and not self.decoder.supports_trees:
             raise SpecbenchError(f"tree drafting needs a natively supported target architecture; "
                                  f"'{target.name}' runs through the generic backend (chains only)")
@@ -116,21 +128,51 @@ class SpeculativeEngine:
             return logits.argmax(-1)
         return torch.multinomial(probabilities(logits, self.sampling), 1, generator=generator).squeeze(-1)
 
+    def _chain_randomness(self, tokens: torch.Tensor, vocab: int, generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """The random numbers of a sampled chain verdict, drawn before it: uniform [B, K], then
+        exponential [B, V] (the batched and the row-by-row rule read the same ones)."""
+        bsz, k = tokens.shape
+        uniform = torch.rand(bsz, k, generator=generator, device=self.device)
+        exponential = torch.empty(bsz, vocab, device=self.device).exponential_(generator=generator)
+        return uniform, exponential
+
     def _verify_chain(self, proposal: Proposal, logits: torch.Tensor, generator) -> tuple[int, int]:
         """logits [1, K+1, V] of the target over [root, drafts] -> (accepted, next token)."""
         if self.sampling.greedy:
             verdict = self.verifier.greedy(proposal.tokens, logits)
         else:
             target_probs = probabilities(logits, self.sampling)  # [B, K+1, V]
-            bsz, k = proposal.tokens.shape
-            uniform = torch.rand(bsz, k, generator=generator, device=self.device)
-            exponential = torch.empty(bsz, target_probs.shape[-1], device=self.device).exponential_(
-                generator=generator)
+            uniform, exponential = self._chain_randomness(proposal.tokens, target_probs.shape[-1], generator)
             rule = self.verifier.sampling
             if self.kernels != "torch" and rule is verify_sampling and self.device.type == "cuda":
 
                 rule = rejection_sampling  # the fused Triton kernel, same numbers in, same tokens out
             verdict = rule(proposal.tokens, proposal.probs, target_probs, uniform, exponential)
+        return int(verdict.accepted[0]), int(verdict.next_token[0])
+
+    def _lazy_chain_rule(self, proposal: Proposal) -> bool:
+        """Whether this chain's verdict reads the target's rows on demand (`_verify_chain_rows`): a
+        decoder with a lazy LM head and the standard batched rule for this sampling mode."""
+        if not (proposal.is_chain and getattr(self.decoder, "lazy_head", False)):
+            return False
+        if self.sampling.greedy:
+            return self.verifier.greedy is verify_greedy
+        return self.verifier.sampling is verify_sampling
+
+    def _verify_chain_rows(self, proposal: Proposal, hidden: torch.Tensor, generator) -> tuple[int, int]:
+        """hidden [1, K+1, H] (final-norm states over [root, drafts]) -> (accepted, next token), the LM
+        head run one row at a time, only for rows whose acceptance is decided (see `verify_chain_rows`)."""
+        def logits(i: int) -> torch.Tensor:  # [V]
+            return self.decoder.head(hidden[:, i:i + 1])[0, 0]
+
+        if self.sampling.greedy:
+            verdict = self.verifier.greedy_rows(proposal.tokens, logits)
+        else:
+            vocab = self.decoder.model.get_output_embeddings().weight.shape[0]
+            uniform, exponential = self._chain_randomness(proposal.tokens, vocab, generator)
+            verdict = self.verifier.sampling_rows(proposal.tokens, proposal.probs,
+                                                  lambda i: probabilities(logits(i), self.sampling), uniform,
+                                                  exponential)
         return int(verdict.accepted[0]), int(verdict.next_token[0])
 
     def _verify_tree(self, proposal: Proposal, logits: torch.Tensor, generator) -> tuple[list[int], int]:
@@ -172,19 +214,14 @@ class SpeculativeEngine:
         root = self.decoder.length
         feed = torch.cat([root_token, proposal.tokens], dim=1)  # [1, 1+N]
         layout = None if proposal.is_chain else verification_layout(tuple(proposal.parents))
-        # greedy chains on a decoder whose LM head costs one weight pass per row: the head only for the
-        # rows the verdict reads (up to the first mismatch), computed after the layers
-        lazy = (proposal.is_chain and self.sampling.greedy and self.verifier.greedy is verify_greedy
-                and getattr(self.decoder, "lazy_head", False))
+        # chains on a decoder whose LM head costs one weight pass per row: the head only for the rows
+        # whose acceptance is decided (up to the first rejection), computed after the layers
+        lazy = self._lazy_chain_rule(proposal)
         out = self.decoder.forward(feed, tree=layout, logits="none" if lazy else "all",
                                    hidden_layers=self._feature_layers)
-        if lazy:
-            verdict = verify_greedy_rows(proposal.tokens, lambda i: self.decoder.head(out.hidden[:, i:i + 1])[0, 0])
-            accepted, next_token = int(verdict.accepted[0]), int(verdict.next_token[0])
-            path = list(range(accepted))
-            self.decoder.truncate(root + 1 + accepted)
-        elif proposal.is_chain:
-            accepted, next_token = self._verify_chain(proposal, out.logits, generator)
+        if proposal.is_chain:
+            accepted, next_token = (self._verify_chain_rows(proposal, out.hidden, generator) if lazy
+                                    else self._verify_chain(proposal, out.logits, generator))
             path = list(range(accepted))
             self.decoder.truncate(root + 1 + accepted)
         else:
@@ -211,6 +248,10 @@ class SpeculativeEngine:
         source = {"final": out.hidden, **out.layer_hidden}
         return {key: source[key].index_select(1, index) for key in needs}
 
+    def _role_threads(self, role: str) -> int | None:
+        """The thread count of the target's or the drafter's forwards; None: leave torch's as it is."""
+        return None if self.threads is None else getattr(self.threads, role)
+
     # ------------------------------------------------------------------ generation
     def generate(self, prompt, max_new_tokens: int, *, seed: int = 0, stop_at_eos: bool = True,
                  on_round: Callable[[GenerationResult], None] | None = None) -> GenerationResult:
@@ -235,10 +276,12 @@ class SpeculativeEngine:
 
         start = self.clock.now()
         self.decoder.reset(1, capacity)
-        out = self.decoder.forward(prompt, logits="last", hidden_layers=self._feature_layers)
+        with using_threads(self._role_threads("target")):
+            out = self.decoder.forward(prompt, logits="last", hidden_layers=self._feature_layers)
         first = self._first_token(out.logits[:, -1], generator)  # [1]
         if self.drafter is not None:
-            self.drafter.start(prompt, capacity, features=self._features(out, range(prompt.shape[1])))
+            with using_threads(self._role_threads("drafter")):
+                self.drafter.start(prompt, capacity, features=self._features(out, range(prompt.shape[1])))
         context[:, length] = first
         length += 1
         tokens = [int(first[0])]
@@ -260,9 +303,11 @@ class SpeculativeEngine:
             t0 = self.clock.now()
             # the schedule's γ for this round (fixed: the configuration's), never past the length limit
             gamma = min(self.schedule.round_gamma(), max_new_tokens - len(tokens) - 1)
-            proposal = self._draft(context[:, :length], gamma, generator)
+            with using_threads(self._role_threads("drafter")):
+                proposal = self._draft(context[:, :length], gamma, generator)
             t1 = self.clock.now()
-            path, next_token, features = self._verify(proposal, context[:, :length], generator)
+            with using_threads(self._role_threads("target")):
+                path, next_token, features = self._verify(proposal, context[:, :length], generator)
             t2 = self.clock.now()
             new = proposal.tokens[0, path].tolist() + [next_token]
             if stop_at_eos:

@@ -30,8 +30,9 @@ import torch
 from specbench.engine.tree import leaf_paths_cached
 from specbench.kernels.rejection_sampling_reference import Verdict, draw_exponential_race, verify_sampling
 
-__all__ = ["Verdict", "draw_exponential_race", "verify_sampling", "verify_greedy", "verify_greedy_rows", "TreeVerdict",
-           "verify_tree_greedy", "verify_tree_sampling"]
+__all__ = ["Verdict", "draw_exponential_race", "verify_sampling", "verify_greedy", "verify_chain_rows", "GreedyRows",
+           "SampledRows", "verify_greedy_rows", "verify_sampling_rows", "TreeVerdict", "verify_tree_greedy",
+           "verify_tree_sampling"]
 
 
 def verify_greedy(draft_tokens: torch.Tensor, target_logits: torch.Tensor) -> Verdict:
@@ -43,22 +44,87 @@ def verify_greedy(draft_tokens: torch.Tensor, target_logits: torch.Tensor) -> Ve
     return Verdict(accepted, next_token)
 
 
-def verify_greedy_rows(draft_tokens: torch.Tensor, target_row: Callable[[int], torch.Tensor]) -> Verdict:
-    """`verify_greedy` for one sequence with the target's rows computed on demand.
+class GreedyRows:
+    """The greedy chain rule one target row at a time (rows are logits [V]): draft i is kept when it is
+    row i's argmax; the round stops at the first draft that is not and emits that row's argmax (at
+    i = K, the bonus row: its argmax)."""
 
-    draft_tokens [1, K]; target_row(i) -> logits [V] at the position of draft i (i = K: the bonus
-    position). Row i is asked for only when drafts 0..i−1 all matched, so a round that stops at
-    draft m computes m + 1 rows of the LM head instead of K + 1 — worth it where the head's cost
-    grows linearly with its rows (16-bit weights on the CPU, `NativeDecoder.lazy_head`). Same
-    verdict as `verify_greedy` over the stacked rows.
+    def __init__(self, draft_tokens: torch.Tensor):
+        self.drafts = draft_tokens[0].tolist()  # K ids
+
+    def decide(self, i: int, row: torch.Tensor) -> int | None:
+        best = int(row.argmax(-1))
+        return None if i < len(self.drafts) and self.drafts[i] == best else best
+
+
+class SampledRows:
+    """`verify_sampling`'s rule one target row at a time (rows are probabilities p_i [V]), from the same
+    random numbers: draft x_i is kept when u_i · q_i(x_i) < p_i(x_i) (q one-hot when the drafts carry no
+    distribution: u_i < p_i(x_i)); at the first rejection j the token is drawn from
+    norm(max(p_j − q_j, 0)) (p_j where that is empty), after all K from p_{K+1}, each draw the race
+    argmax(weights / E) over the one exponential row. Same numbers in, same operations per row: given
+    identical rows the verdict is `verify_sampling`'s.
+
+    draft_tokens [1, K]; draft_probs [1, K, V] or None; uniform [1, K]; exponential [1, V].
     """
-    drafts = draft_tokens[0].tolist()
-    for i in range(len(drafts) + 1):
-        best = int(target_row(i).argmax(-1))
-        if i == len(drafts) or drafts[i] != best:
-            device = draft_tokens.device
-            return Verdict(torch.tensor([i], device=device), torch.tensor([best], device=device))
-    raise AssertionError("unreachable")
+
+    def __init__(self, draft_tokens: torch.Tensor, draft_probs: torch.Tensor | None, uniform: torch.Tensor,
+                 exponential: torch.Tensor):
+        self.drafts = draft_tokens[0]  # [K]
+        self.probs = None if draft_probs is None else draft_probs[0]  # [K, V]
+        self.uniform, self.exponential = uniform[0], exponential[0]  # [K], [V]
+
+    def draft_distribution(self, i: int, like: torch.Tensor) -> torch.Tensor:
+        """q_i [V]: the draft's distribution, or one-hot on x_i."""
+        if self.probs is not None:
+            return self.probs[i]
+        return torch.zeros_like(like).scatter_(0, self.drafts[i:i + 1], 1.0)
+
+    def recovered(self, i: int, p: torch.Tensor) -> torch.Tensor:
+        """The distribution drawn from after rejecting draft i: norm(max(p − q_i, 0)), or p when empty."""
+        residual = (p - self.draft_distribution(i, p)).clamp_min(0.0)
+        return p if bool(residual.sum() <= 0) else residual
+
+    def decide(self, i: int, p: torch.Tensor) -> int | None:
+        k = self.drafts.shape[0]
+        if i < k:
+            x = self.drafts[i]
+            threshold = self.uniform[i] if self.probs is None else self.uniform[i] * self.probs[i, x]
+            if bool(threshold < p[x]):
+                return None
+        weights = p if i == k else self.recovered(i, p)
+        return int(draw_exponential_race(weights, self.exponential))
+
+
+def verify_chain_rows(draft_tokens: torch.Tensor, target_row: Callable[[int], torch.Tensor], rule) -> Verdict:
+    """One sequence's chain verdict with the target's rows computed on demand.
+
+    draft_tokens [1, K]; target_row(i) -> the row at the position of draft i (i = K: the bonus
+    position); ``rule.decide(i, row)`` -> None (draft i kept) or the token the round ends with.
+    Row i is asked for only when drafts 0..i−1 were all kept, so a round that stops at draft m
+    computes m + 1 rows of the LM head instead of K + 1 — worth it where the head's cost grows
+    linearly with its rows (the CPU, `NativeDecoder.lazy_head`).
+    """
+    device = draft_tokens.device
+    for i in range(draft_tokens.shape[1] + 1):
+        token = rule.decide(i, target_row(i))
+        if token is not None:
+            return Verdict(torch.tensor([i], device=device), torch.tensor([token], device=device))
+    raise AssertionError("a chain rule decides at the bonus row")
+
+
+def verify_greedy_rows(draft_tokens: torch.Tensor, target_row: Callable[[int], torch.Tensor]) -> Verdict:
+    """`verify_greedy` with logits rows on demand (target_row(i) -> [V]); same verdict as over the stacked rows."""
+    return verify_chain_rows(draft_tokens, target_row, GreedyRows(draft_tokens))
+
+
+def verify_sampling_rows(draft_tokens: torch.Tensor, draft_probs: torch.Tensor | None,
+                         target_row: Callable[[int], torch.Tensor], uniform: torch.Tensor,
+                         exponential: torch.Tensor) -> Verdict:
+    """`verify_sampling` for one sequence with probability rows on demand (target_row(i) -> p_i [V]);
+    shapes as `SampledRows`. The accept test of x_i reads p_i, the first rejection j reads p_j, all
+    kept reads p_{K+1}: rows after the first rejection are never asked for."""
+    return verify_chain_rows(draft_tokens, target_row, SampledRows(draft_tokens, draft_probs, uniform, exponential))
 
 
 # ----------------------------------------------------------------------------------------- trees

@@ -85,7 +85,8 @@ def check_folder(store: ResultsStore, spec: SweepSpec, force: bool) -> dict | No
     return info
 
 
-def run_info(spec: SweepSpec, previous: dict | None, shard: tuple[int, int]) -> dict:
+def run_info(spec: SweepSpec, previous: dict | None, shard: tuple[int, int], threads: dict | None = None) -> dict:
+    """run.json's contents; ``threads``: the backend's CPU thread report (`OwnEngineBackend.thread_report`)."""
     info = {
         "schema_version": SCHEMA_VERSION,
         "kind": "sweep",
@@ -100,6 +101,8 @@ def run_info(spec: SweepSpec, previous: dict | None, shard: tuple[int, int]) -> 
         "shards": sorted({*map(tuple, (previous or {}).get("shards", [])), shard}),
         "models": dict(spec.model_hashes),
     }
+    if threads is not None:
+        info["threads"] = threads
     if previous and previous.get("spec_hash") != spec.spec_hash:
         info["previous_specs"] = previous.get("previous_specs", []) + [previous.get("sweep")]
     return info
@@ -216,7 +219,7 @@ class SweepRunner:
                 set_aside = self.store.archive_records(str(self.previous.get("spec_hash")))
                 self.observer.status(f"--force: {set_aside} record(s) of spec {self.previous.get('spec_hash')} "
                                      "set aside")
-            self.store.write_run_info(run_info(self.spec, self.previous, self.shard))  # spec valid, models loaded
+            self.store.write_run_info(self._run_info())  # spec valid, models loaded
             return self._run_units(todo)
         finally:
             self.backend.close()
@@ -242,6 +245,10 @@ class SweepRunner:
             self.observer.status("replaying")
             measured += run_replay_units(self, replayed)
             write_summary(self.store.folder)
-        self.store.write_run_info(run_info(self.spec, self.previous, self.shard))
+        self.store.write_run_info(self._run_info())
         self.store.consolidate()
         return measured
+
+    def _run_info(self) -> dict:
+        report = getattr(self.backend, "thread_report", None)
+        return run_info(self.spec, self.previous, self.shard, report() if report is not None else None)

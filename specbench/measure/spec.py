@@ -57,6 +57,7 @@ from specbench.engine.drafters import check_params
 from specbench.engine.drafters.param_values import check_param_values
 from specbench.engine.drafters.registry import get as drafter_type
 from specbench.engine.schedule import ScheduleSpec, check_schedule, parse_schedule
+from specbench.engine.threads import parse_thread_setting
 from specbench.engine.tree import parse_tree, tree_depth_limit
 from specbench.engine.named_params import NamedParams
 from specbench.errors import SpecbenchError, did_you_mean
@@ -69,12 +70,12 @@ from specbench.safe_files import load_yaml_file
 TOP_LEVEL_KEYS = ("name", "description", "target", "device", "dtype", "seed", "repeats", "max_new_tokens",
                   "ignore_eos", "drafters", "gammas", "trees", "temperatures", "top_p", "top_k", "workloads",
                   "mode", "calibration", "compile", "kernels", "timing", "backend", "concurrency", "strategy",
-                  "schedules")
+                  "schedules", "threads")
 DEFAULTS = {"name": None, "description": "", "target": "smollm2-135m", "device": "cpu", "dtype": "fp32", "seed": 0,
             "repeats": 1, "max_new_tokens": None, "ignore_eos": False, "drafters": [], "gammas": [1, 2, 4],
             "trees": ["chain"], "temperatures": [0.0], "top_p": 1.0, "top_k": 0, "workloads": [], "mode": "live",
             "calibration": None, "compile": False, "kernels": "auto", "timing": None, "backend": None,
-            "concurrency": [1], "strategy": None, "schedules": ["fixed"]}
+            "concurrency": [1], "strategy": None, "schedules": ["fixed"], "threads": None}
 MODES = ("live", "replay", "both")
 CALIBRATION_PROMPTS = 2
 
@@ -169,7 +170,7 @@ class SweepSpec:
     configs: list[RunConfig] = field(default_factory=list)
     mode: str = "live"
     calibration: Calibration | None = None
-    compile: bool = False  # torch.compile the target's decode/verify steps
+    compile: bool = False  # torch.compile the target's decode/verify steps (and a draft model's steps)
     kernels: str = "auto"  # verification kernels: auto (Triton on CUDA), triton or torch
     # filled once the models load (not part of the spec or its hash): sha256 of the target's weights,
     # and model name -> weights sha256 for run.json
@@ -181,6 +182,7 @@ class SweepSpec:
     concurrency: list[int] = field(default_factory=lambda: [1])  # requests in flight (serving backends)
     strategies: list[Strategy] = field(default_factory=lambda: [SEQUENTIAL])  # round drivers (strategy.py)
     schedules: list[ScheduleSpec] = field(default_factory=lambda: [ScheduleSpec()])  # verify-length axis
+    threads: int | str | None = None  # own engine, CPU: torch threads (None: torch's), a count, or "auto" (measured)
 
     @property
     def runs_live(self) -> bool:
@@ -213,6 +215,8 @@ class SweepSpec:
             data["strategy"] = [s.to_dict() for s in self.strategies]
         if self.schedules != [ScheduleSpec()]:
             data["schedules"] = [{"name": s.name, **s.params_dict} for s in self.schedules]
+        if self.threads is not None:
+            data["threads"] = self.threads
         return data
 
     def max_new_tokens_for(self, workload) -> int:
@@ -224,7 +228,8 @@ class SweepSpec:
     def run_options(self) -> dict:
         """Options the backend is built with (the own engine also takes kernels and compile)."""
         if self.backend == DEFAULT_BACKEND:
-            return {"kernels": self.kernels, "compile": self.compile, **self.backend_options}
+            threads = {} if self.threads is None else {"threads": self.threads}
+            return {"kernels": self.kernels, "compile": self.compile, **threads, **self.backend_options}
         return dict(self.backend_options)
 
     @property
@@ -402,6 +407,7 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     if spec.kernels not in ("auto", "triton", "torch"):
         _fail(where, f"'kernels' must be auto, triton or torch, got '{spec.kernels}'")
     spec.timing = parse_timing(data["timing"], where)
+    spec.threads = parse_thread_setting(data["threads"], where)
     spec.mode = str(data["mode"])
     if spec.mode not in MODES:
         _fail(where, f"unknown mode '{spec.mode}'{did_you_mean(spec.mode, list(MODES))} (choose from: "
@@ -419,6 +425,9 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     if spec.replays:
         _check_replayable(spec, where)
     _backend(spec, data["backend"], data["concurrency"], where)
+    if spec.threads is not None and (spec.backend != DEFAULT_BACKEND or spec.device != "cpu"):
+        _fail(where, f"'threads' sets the CPU threads of specbench's own engine (backend own, device cpu), "
+                     f"not backend {spec.backend} on {spec.device}")
     check_nested(spec, where)
     if any(not s.is_fixed for s in spec.schedules) and (spec.backend != DEFAULT_BACKEND or spec.mode != "live"):
         _fail(where, f"schedules other than fixed run in specbench's own engine, live: backend {spec.backend}, "

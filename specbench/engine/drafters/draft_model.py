@@ -6,6 +6,9 @@ root's distribution), then one forward per depth over the nodes that get childre
 tree block (each sees the context and its own ancestors). A chain of γ tokens thus costs γ
 forwards, a tree of depth γ as many. How children are chosen (top-k, sampling without
 replacement, EAGLE-2 style dynamic growth) is described in `specbench.engine.drafters.growth`.
+A chain takes a shorter road with the same result (`specbench.engine.drafters.chain`): one
+token per step into preallocated tensors, no tree bookkeeping (``fast_chain``; False: the
+generic growth, for comparison).
 
 After verification the cache keeps the context and the accepted path's fed nodes
 (compacted in place); everything else is dropped.
@@ -15,12 +18,14 @@ from __future__ import annotations
 
 import torch
 
-from specbench.engine.decoder import TreeLayout, make_decoder
+from specbench.engine.decoder import NativeDecoder, TreeLayout, make_decoder
 from specbench.engine.drafters import growth as tree_growth
 from specbench.engine.drafters.base import Proposal, RoundOutcome, Shape
+from specbench.engine.drafters.chain import draft_chain
 from specbench.engine.drafters.growth import Growth, sample_without_replacement  # noqa: F401 (re-export)
 from specbench.engine.drafters.registry import DrafterType
 from specbench.engine.sampling import SamplingParams
+from specbench.engine.tree import StaticTree
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import check_same_vocabulary, load_model
 
@@ -28,6 +33,7 @@ from specbench.models.resolve import check_same_vocabulary, load_model
 class DraftModelDrafter:
     name = "draft-model"
     confident = True  # proposes with probabilities: confidence-reading schedules can cut its chain
+    fast_chain = True  # chains through `draft_chain` (False: the generic tree growth, same proposals)
 
     def __init__(self, model, target_vocab: int, backend: str = "auto"):
         self.decoder = make_decoder(model, backend)
@@ -54,7 +60,16 @@ class DraftModelDrafter:
             return torch.nn.functional.pad(logits, (0, extra), value=float("-inf"))
         return logits
 
+    def compile_steps(self) -> None:
+        """Run the drafter's single-token steps and catch-up forwards through torch.compile (`--compile`)."""
+        if isinstance(self.decoder, NativeDecoder):
+            self.decoder.compile_steps()
+
     # ------------------------------------------------------------------ growing
+    def _step(self, token: torch.Tensor) -> torch.Tensor:
+        """Feed token [1, 1] after the cached tokens; the drafter's next logits [V] on the target's ids."""
+        return self._vocab_logits(self.decoder.forward(token, logits="all").logits[0, 0])
+
     def _feed(self, growth: Growth, nodes: list[int], logits: str = "all") -> torch.Tensor | None:
         """Run the drafter over ``nodes`` as a tree block; returns their logits [len(nodes), V] (None with
         logits="none") and keeps their hidden states."""
@@ -87,6 +102,10 @@ class DraftModelDrafter:
         out = self.decoder.forward(context[:, self.synced:], logits="last")
         self._hidden = {-1: out.hidden[0, -1]}  # the root token's position
         root_logits = self._vocab_logits(out.logits[0, -1])
+        if self.fast_chain and isinstance(shape, StaticTree) and shape.is_chain and shape.depth > 0:
+            proposal = draft_chain(root_logits, shape.depth, sampling, generator, self._step, keep_drafting)
+            self._fed = list(range(proposal.tree_nodes - 1))  # every drafted token but the last was fed
+            return proposal
         experts = self._experts if self.expert_router is not None else None
         proposal, index = tree_growth.grow_proposal(root_logits, shape, sampling, generator, self._feed,
                                                     context.device, keep_drafting=keep_drafting, experts=experts)

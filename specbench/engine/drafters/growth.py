@@ -73,13 +73,24 @@ class Growth:
 Expand = Callable[[Growth, list[int]], torch.Tensor]  # (growth, nodes) -> logits [len(nodes), V]
 
 
+def gumbel_keys(q: torch.Tensor, generator) -> torch.Tensor:
+    """log q + Gumbel noise [V] (−inf where q = 0): the top k keys are k draws from q without
+    replacement, in sequential order (Gumbel-top-k); one uniform [V] from ``generator``."""
+    gumbel = -torch.log(-torch.log(torch.rand(q.shape, generator=generator, device=q.device).clamp_min(1e-20)))
+    return torch.where(q > 0, q.log() + gumbel, torch.full_like(q, float("-inf")))
+
+
+def score_distribution(logits: torch.Tensor, sampling: SamplingParams) -> torch.Tensor:
+    """log q [V] that drafted tokens are scored with: the warped distribution when sampling, the raw
+    softmax when greedy."""
+    return (warp_logits(logits, sampling) if not sampling.greedy else logits.float()).log_softmax(-1)
+
+
 def sample_without_replacement(q: torch.Tensor, k: int, generator) -> tuple[list[int], list[torch.Tensor]]:
     """k distinct tokens from q [V] in sequential order (Gumbel-top-k), each with the distribution
     it was drawn from: q with the earlier draws removed and renormalised."""
     k = min(k, int((q > 0).sum()))
-    gumbel = -torch.log(-torch.log(torch.rand(q.shape, generator=generator, device=q.device).clamp_min(1e-20)))
-    keys = torch.where(q > 0, q.log() + gumbel, torch.full_like(q, float("-inf")))
-    chosen = torch.topk(keys, k).indices.tolist()
+    chosen = torch.topk(gumbel_keys(q, generator), k).indices.tolist()
     dists, current = [], q
     for token in chosen:
         dists.append(current)
@@ -100,7 +111,7 @@ def children(growth: Growth, node: int, logits: torch.Tensor, shape: Shape, samp
     Every child is scored with the cumulative log q of its path (q: the warped distribution when
     sampling, the raw softmax when greedy): dynamic trees grow by it, and it is the confidence
     `Proposal.path_logq` reports."""
-    logq = (warp_logits(logits, sampling) if not sampling.greedy else logits.float()).log_softmax(-1)  # [V]
+    logq = score_distribution(logits, sampling)  # [V]
     base = growth.scores[node] if node >= 0 else 0.0
     if isinstance(shape, StaticTree):
         path = growth.paths[node] if node >= 0 else ()
