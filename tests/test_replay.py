@@ -228,8 +228,10 @@ def test_coupled_coins_are_unbiased_for_live_rounds(v8_models):
 # ----------------------------------------------------------------------------- the CLI
 
 def sweep_yaml(tmp_path: Path, prompts_file: Path, **overrides) -> Path:
+    # These tests are about replay, not interference: a calibration unit set aside as disturbed (another xdist
+    # worker's CPU-heavy test beside it) would leave the replayed rows without a cost model, by design.
     return tiny_sweep_yaml(tmp_path, prompts_file, **{"name": "tiny-replay", "max_new_tokens": 16, "gammas": [1, 2, 4],
-                                                      **overrides})
+                                                      "timing": {"max_other_cores": 1000}, **overrides})
 
 
 def test_mode_replay_runs_calibration_live_and_replays_every_gamma(tmp_path, prompts_file):
