@@ -44,6 +44,16 @@ def verify_greedy(draft_tokens: torch.Tensor, target_logits: torch.Tensor) -> Ve
     return Verdict(accepted, next_token)
 
 
+def residual(p: torch.Tensor, q: torch.Tensor | None, x) -> torch.Tensor:
+    """max(p − q, 0) [V], unnormalised: what is left of p [V] after rejecting draft x drawn from q [V]
+    (q None: one-hot on x, so p with x removed). Both chain rules and the tree rule recover from it."""
+    if q is None:
+        rest = p.clone()
+        rest[x] = 0.0
+        return rest
+    return (p - q).clamp_min(0.0)
+
+
 class GreedyRows:
     """The greedy chain rule one target row at a time (rows are logits [V]): draft i is kept when it is
     row i's argmax; the round stops at the first draft that is not and emits that row's argmax (at
@@ -74,16 +84,10 @@ class SampledRows:
         self.probs = None if draft_probs is None else draft_probs[0]  # [K, V]
         self.uniform, self.exponential = uniform[0], exponential[0]  # [K], [V]
 
-    def draft_distribution(self, i: int, like: torch.Tensor) -> torch.Tensor:
-        """q_i [V]: the draft's distribution, or one-hot on x_i."""
-        if self.probs is not None:
-            return self.probs[i]
-        return torch.zeros_like(like).scatter_(0, self.drafts[i:i + 1], 1.0)
-
     def recovered(self, i: int, p: torch.Tensor) -> torch.Tensor:
         """The distribution drawn from after rejecting draft i: norm(max(p − q_i, 0)), or p when empty."""
-        residual = (p - self.draft_distribution(i, p)).clamp_min(0.0)
-        return p if bool(residual.sum() <= 0) else residual
+        rest = residual(p, None if self.probs is None else self.probs[i], self.drafts[i])
+        return p if bool(rest.sum() <= 0) else rest
 
     def decide(self, i: int, p: torch.Tensor) -> int | None:
         k = self.drafts.shape[0]
@@ -184,12 +188,8 @@ def verify_tree_sampling(tokens: torch.Tensor, parents: list[int], draft_probs: 
                 path.append(child)
                 p = target_probs[child + 1]
                 break
-            if q is not None:
-                residual = (p - q).clamp_min(0.0)
-            else:
-                residual = p.clone()
-                residual[x] = 0.0
-            p = residual / residual.sum() if residual.sum() > 0 else p
+            rest = residual(p, q, x)
+            p = rest / rest.sum() if rest.sum() > 0 else p
         else:  # no child kept (or a leaf was reached): draw from the residual / the bonus distribution
             exponential = torch.empty_like(p).exponential_(generator=generator)
             return TreeVerdict(path, int(draw_exponential_race(p, exponential)))
