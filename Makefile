@@ -69,7 +69,9 @@ bench-roofline: install
 	$(PY) scripts/bench_roofline.py --write-docs
 
 bench-layout: install
-	$(PY) scripts/bench_weight_layout.py --threads 1
+	$(PY) scripts/bench_weight_layout.py
+	$(PY) scripts/bench_weight_layout.py --model qwen2.5-coder-1.5b --repeats 3
+	$(PY) scripts/bench_product_forms.py
 
 bench-dtype: install
 	$(PY) scripts/bench_dtype.py --before --profile

@@ -26,6 +26,7 @@ from specbench.engine.decoder import NativeDecoder
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.timing import DeviceClock
+from specbench.engine.weight_layout import linear, single_row_weight
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import load_model
 from specbench.models.prompting import encode_conversation
@@ -70,14 +71,48 @@ def weight_bytes(model) -> int:
 
 
 def step_ms(decoder: NativeDecoder, k: int, repeats: int, clock: DeviceClock) -> float:
-    """Median ms of one forward over k new tokens after CONTEXT cached tokens."""
+    """Median ms of a step over k new tokens after CONTEXT cached tokens, as the engine runs it: on the
+    CPU the forward without logits plus the LM head over the first row (decode's only row; the row a
+    chain verification always computes — each further row it needs is one more `head_row_ms`); on a
+    GPU the forward with every position's logits."""
     ids = torch.randint(100, 1000, (1, k), device=decoder.device)
     times = []
     for _ in range(repeats + 2):
         t0 = clock.now()
-        decoder.forward(ids, logits="all")
+        if decoder.lazy_head:
+            decoder.head(decoder.forward(ids, logits="none").hidden[:, :1])
+        else:
+            decoder.forward(ids, logits="all")
         times.append(clock.now() - t0)
         decoder.truncate(CONTEXT)
+    return 1000 * statistics.median(times[2:])
+
+
+def products_ms(model, repeats: int, clock: DeviceClock) -> float:
+    """Median ms of a decode step's matrix products alone: every linear layer of the model once, in
+    order, over one row, through the engine's own product (`weight_layout.linear`, with the single-row
+    copies) — the step's floor with this machine's kernels, whatever the rest of the step costs."""
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    inputs = {m.in_features: torch.randn(1, m.in_features, device=m.weight.device, dtype=m.weight.dtype)
+              for m in linears}
+    times = []
+    with torch.inference_mode():
+        for _ in range(repeats + 2):
+            t0 = clock.now()
+            for m in linears:
+                linear(inputs[m.in_features], m.weight, m.bias, single_row_weight(m))
+            times.append(clock.now() - t0)
+    return 1000 * statistics.median(times[2:])
+
+
+def head_row_ms(decoder: NativeDecoder, repeats: int, clock: DeviceClock) -> float:
+    """Median ms of the LM head over one row (final-norm hidden state)."""
+    hidden = torch.randn(1, 1, decoder.model.config.hidden_size, device=decoder.device, dtype=decoder.dtype)
+    times = []
+    for _ in range(repeats + 2):
+        t0 = clock.now()
+        decoder.head(hidden)
+        times.append(clock.now() - t0)
     return 1000 * statistics.median(times[2:])
 
 
@@ -107,6 +142,8 @@ def bench_model(name: str, drafter_specs: list[tuple], device: str, bandwidth: f
     nbytes = weight_bytes(target.model)
     bound_ms = 1000 * nbytes / bandwidth
     steps = {k: step_ms(decoder, k, args.repeats, clock) for k in K_VALUES}
+    head_ms = head_row_ms(decoder, args.repeats, clock)
+    gemv_ms = products_ms(target.model, args.repeats, clock)
     workload = load_workload("humaneval", count=args.prompts, seed=3)
     prompts = [encode_conversation(target.tokenizer, list(p.turns[:1]), chat=False) for p in workload.prompts]
     drafters = {}
@@ -116,7 +153,7 @@ def bench_model(name: str, drafter_specs: list[tuple], device: str, bandwidth: f
             drafters[f"{kind} γ={gamma}"] = (drafter, gamma)
     speeds = end_to_end(target, drafters, prompts, args.new_tokens)
     best = max((k for k in speeds if k != "target only"), key=speeds.get)
-    return {"model": name, "weight_gb": nbytes / 1e9, "bound_ms": bound_ms, "steps": steps,
+    return {"model": name, "weight_gb": nbytes / 1e9, "bound_ms": bound_ms, "steps": steps, "head_ms": head_ms, "products_ms": gemv_ms,
             "target_only": speeds["target only"], "best": best, "best_tps": speeds[best], "all": speeds}
 
 
@@ -124,15 +161,21 @@ def render(results: list[dict], bandwidth: float, device: str, load: str, comman
     lines = [f"Machine: {platform.processor() or platform.machine()} ({device}), read bandwidth "
              f"{bandwidth / 1e9:.1f} GB/s measured; load average before the run: {load}.", "",
              f"Command: `{command}`", "",
-             "| model | weights | bound/step | decode k=1 | verify k=2 | verify k=4 | verify k=5 | verify k=8 | "
+             "A step = the forward over k new tokens after 256 cached, plus the LM head over its first row "
+             "(decode's only row; a chain verification computes one more head row per accepted draft, "
+             "the \"head row\" column). ms (ratio to decode). \"products alone\": a decode step's matrix "
+             "products and nothing else, every linear layer once over one row in the engine's own form: "
+             "the floor these kernels set for a decode step.", "",
+             "| model | weights | bound/step | products alone | decode k=1 | verify k=2 | verify k=4 | verify k=5 | verify k=8 | head row | "
              "k=1 of bound | target-only tok/s | best speculative | tok/s | speedup |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         s = r["steps"]
         lines.append(
-            f"| {r['model']} | {r['weight_gb']:.2f} GB | {r['bound_ms']:.1f} ms | {s[1]:.1f} ms | "
+            f"| {r['model']} | {r['weight_gb']:.2f} GB | {r['bound_ms']:.1f} ms | {r['products_ms']:.1f} ms "
+            f"({r['bound_ms'] / r['products_ms']:.0%} of bound) | {s[1]:.1f} ms | "
             f"{s[2]:.1f} ms ({s[2] / s[1]:.2f}×) | {s[4]:.1f} ms ({s[4] / s[1]:.2f}×) | {s[5]:.1f} ms ({s[5] / s[1]:.2f}×) | "
-            f"{s[8]:.1f} ms ({s[8] / s[1]:.2f}×) | {r['bound_ms'] / s[1]:.0%} | {r['target_only']:.1f} | "
+            f"{s[8]:.1f} ms ({s[8] / s[1]:.2f}×) | {r['head_ms']:.1f} ms | {r['bound_ms'] / s[1]:.0%} | {r['target_only']:.1f} | "
             f"{r['best']} | {r['best_tps']:.1f} | {r['best_tps'] / r['target_only']:.2f}× |")
     lines += ["", "All configurations (tokens/s, decode only, greedy, HumanEval prompts):", ""]
     for r in results:

@@ -14,7 +14,7 @@ from specbench.engine.decoder import NativeDecoder, TreeLayout
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.verify import verify_greedy, verify_greedy_rows
-from specbench.engine.weight_layout import is_column_major, prefer_column_major
+from specbench.engine.weight_layout import cpu_layout_for, is_column_major, prefer_column_major, single_row_weight
 
 NEW_TOKENS = 48
 PROMPTS = ["Speculative decoding keeps the output distribution.", "def merge_sort(xs):\n    if len(xs) <= 1:",
@@ -35,19 +35,24 @@ def _linears(model):
 
 
 def test_weight_layout_follows_the_dtype():
-    """fp32 weights go column-major on the CPU; 16-bit ones row-major — also when a column-major
-    fp32 model was cast (``.to`` keeps the strides), since torch's fast 16-bit CPU product needs
-    contiguous rows (the column-major one was 5–25× slower: weight_layout)."""
+    """fp32 weights go row-major on the CPU with a column-major LM head (and single-row copies of wide
+    matrices); 16-bit ones all row-major and no copies — also when an fp32 model laid out for the CPU was
+    cast (``.to`` keeps the strides), since torch's fast 16-bit CPU product needs contiguous rows (the
+    column-major one was 5–25× slower: weight_layout)."""
     from specbench.models.resolve import load_model
 
     model = load_model("tiny-random-llama").model
-    assert NativeDecoder(model).layout == "column-major"
-    assert all(is_column_major(m.weight) for m in _linears(model))
+    assert NativeDecoder(model).layout == cpu_layout_for(torch.float32) != "row-major"
+    head = model.get_output_embeddings()
+    assert is_column_major(head.weight)
+    assert all(m.weight.is_contiguous() for m in _linears(model) if m is not head)
+    assert any(single_row_weight(m) is not None for m in _linears(model))
     cast = model.to(torch.bfloat16)
     assert any(is_column_major(m.weight) for m in _linears(cast))
     decoder = NativeDecoder(cast)
     assert decoder.layout == "row-major" and decoder.reduced_cpu and decoder.lazy_head
     assert all(m.weight.is_contiguous() for m in _linears(cast))
+    assert not any(hasattr(m, "single_row_weight") for m in _linears(cast))  # the fp32 copies are gone
     assert cast.get_output_embeddings().weight is cast.get_input_embeddings().weight  # still tied
 
 

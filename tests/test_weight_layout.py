@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from specbench.engine.weight_layout import is_column_major, prefer_column_major
+from specbench.engine.weight_layout import (apply_cpu_layout, is_column_major, linear, prefer_column_major,
+                                            single_row_weight)
 
 
 def _row_major_copy(model):
@@ -44,5 +45,38 @@ def test_tied_head_stays_tied_and_native_decoder_applies_it(smollm2):
     NativeDecoder(model)
     head, embed = model.get_output_embeddings().weight, model.get_input_embeddings().weight
     assert head is embed  # still one parameter: no second copy of the 49152 × 576 table
-    assert is_column_major(head)
-    assert is_column_major(model.model.layers[0].mlp.down_proj.weight)
+    assert is_column_major(head)  # the LM head: one-row products (lazy verification) read it fastest so
+    mlp = model.model.layers[0].mlp
+    assert mlp.down_proj.weight.is_contiguous() and mlp.up_proj.weight.is_contiguous()  # weight-first
+    assert single_row_weight(mlp.up_proj) is not None and single_row_weight(mlp.down_proj) is None
+    assert torch.equal(single_row_weight(mlp.up_proj), mlp.up_proj.weight) and is_column_major(single_row_weight(mlp.up_proj))
+
+
+def test_linear_forms_match_f_linear_for_every_row_count_and_layout():
+    """`linear` (weight-first for N >= 2, the single-row copy for N = 1) computes x Wᵀ + b."""
+    torch.manual_seed(0)
+    weight, bias = torch.randn(96, 40), torch.randn(96)
+    for rows in (1, 2, 3, 5, 8, 33):
+        x = torch.randn(1, rows, 40)
+        expected = torch.nn.functional.linear(x, weight, bias)
+        for w, copy in ((weight, None), (weight, weight.t().contiguous().t()), (weight.t().contiguous().t(), None)):
+            for b in (bias, None):
+                got = linear(x, w, b, copy)
+                assert got.shape == (1, rows, 96) and got.is_contiguous()
+                torch.testing.assert_close(got, expected - (0 if b is not None else bias), rtol=1e-5, atol=1e-5)
+
+
+def test_single_row_copy_is_dropped_when_the_weight_changes():
+    from specbench.models.resolve import load_model
+
+    model = load_model("tiny-random-llama").model
+    apply_cpu_layout(model)
+    up = model.model.layers[0].mlp.up_proj
+    assert single_row_weight(up) is not None
+    with torch.no_grad():
+        up.weight.add_(1.0)  # in place: the copy is stale and must not be used
+    assert single_row_weight(up) is None
+    apply_cpu_layout(model)  # re-made from the new values
+    assert torch.equal(single_row_weight(up), up.weight)
+    prefer_column_major(model)  # the previous layout: no copies
+    assert not hasattr(up, "single_row_weight")

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from specbench.engine.kv_cache import StaticKVCache
-from specbench.engine.weight_layout import REDUCED_PRECISION, apply_cpu_layout
+from specbench.engine.weight_layout import REDUCED_PRECISION, apply_cpu_layout, linear, single_row_weight
 from specbench.errors import SpecbenchError
 from specbench.kernels._triton import interpreter_enabled, triton_available
 from specbench.kernels.tree_attention import tree_attention
@@ -88,8 +88,9 @@ class NativeDecoder:
         self.cache: StaticKVCache | None = None
         param = next(model.parameters())
         self.device, self.dtype = param.device, param.dtype
-        # CPU: fp32 weights column-major (few-token GEMMs stream them once), 16-bit ones row-major
-        # (torch's 16-bit product is a dot product over contiguous rows); see weight_layout
+        # CPU: fp32 weights row-major with weight-first products (a few-token GEMM streams them once),
+        # plus column-major copies for one-row products of wide matrices; 16-bit ones row-major (torch's
+        # 16-bit product is a dot product over contiguous rows); see weight_layout
         self.layout = apply_cpu_layout(model) if self.device.type == "cpu" else "as loaded"
         # 16-bit weights on a CPU: the product's cost grows linearly with the rows (one dot product
         # per output element), and each row's result does not depend on how many rows run together.
@@ -169,15 +170,13 @@ class NativeDecoder:
         float32 copy of the weight, rounded back to x's dtype: torch's 16-bit CPU product costs one
         weight pass per row, the float32 GEMM about one for all rows, and the copy one more."""
         if not wide:
-            return module(x)
+            return linear(x, module.weight, module.bias, single_row_weight(module))
         bias = None if module.bias is None else module.bias.float()
         return F.linear(x.float(), module.weight.float(), bias).to(x.dtype)
 
     def _mlp(self, mlp, x: torch.Tensor, wide: bool) -> torch.Tensor:
         """The gated MLP down(act(gate(x)) · up(x)) of the Llama family (an upcycled MoE layer,
         `specbench.models.moe_upcycle`: routed and recorded, then this MLP, every expert's)."""
-        if not wide:
-            return mlp(x)
         if hasattr(mlp, "route"):
             mlp.route(x)
         if not hasattr(mlp, "gate_proj"):  # a sparse MoE block (qwen3_moe, mixtral): its own forward
@@ -300,7 +299,7 @@ class NativeDecoder:
     @torch.inference_mode()
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         """LM head over hidden [B, T, H] (final-norm output) -> float32 logits [B, T, V]."""
-        return self.model.lm_head(hidden).float()
+        return NativeDecoder._linear(self.model.lm_head, hidden, False).float()
 
 
 def _use_attention_kernel(kernels: str, device: torch.device) -> bool:
@@ -329,7 +328,7 @@ def _logits(model, hidden: torch.Tensor, which: str, wide: bool = False) -> torc
         hidden = hidden[:, -1:]
     elif wide:  # a 16-bit prefill that wants every position's logits: one float32 GEMM
         return NativeDecoder._linear(model.lm_head, hidden, True).float()
-    return model.lm_head(hidden).float()
+    return NativeDecoder._linear(model.lm_head, hidden, False).float()
 
 
 class HFDecoder:
