@@ -17,12 +17,12 @@ float32, measured on the 2-core AMD EPYC (AVX2, MKL 2024.2) this project runs on
   15–35 % slower (N = 512), so long inputs go through ``F.linear``.
 * At N = 1 (a matrix-vector product) what counts is the length of W's contiguous runs: a W wider
   than deep (in < out: the MLP's gate and up, the LM head) reads fastest column-major (runs of
-  length out; up-projections 123–174 ms vs 152–260 ms row-major), any other row-major. So those
+  length out; the 1.5B's 28 up-projections 123 ms vs 152 ms row-major), any other row-major. So those
   wide matrices also keep a column-major copy for single rows (`single_row_weight`), and the LM
-  head — computed one row at a time by the lazy verifier, never batched on the CPU — is stored
+  head — computed one row at a time by the lazy chain verifier (`verify_chain_rows`) — is stored
   column-major only. The copies cost memory: about +50 % of the weights of a Llama-family model
-  (Qwen2.5-Coder-1.5B: 6.2 → 9.3 GB in float32); in exchange no step is slower than with one
-  layout, and a verify step over k tokens costs about what a decode step does.
+  (Qwen2.5-Coder-1.5B: 6.2 → 9.3 GB in float32); in exchange decode costs what it did with the
+  column-major layout, and the 1.5B's verify step over 5 tokens ~1.5× a decode step instead of ~2.3×.
 
 bfloat16 / float16. On a CPU without a native 16-bit GEMM (no AVX512-BF16 / AMX, e.g. the
 AVX2 hosts this project runs on) torch's 16-bit product behaves as one dot product with float32
@@ -128,8 +128,10 @@ def apply_cpu_layout(model: torch.nn.Module) -> str:
         return cpu_layout_for(dtype)
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     _relayout(model, lambda module: module is head)
-    for module in model.modules():
-        if isinstance(module, torch.nn.Linear) and module is not head and module.in_features < module.out_features:
+    for name, module in model.named_modules():
+        # not a sparse MoE block's experts: they run through their own forward, which never reads a copy
+        if (isinstance(module, torch.nn.Linear) and module is not head and ".experts." not in name
+                and module.in_features < module.out_features):
             _add_single_row_copy(module)
     return cpu_layout_for(dtype)
 
