@@ -8,16 +8,16 @@ float32, measured on the 2-core AMD EPYC (AVX2, MKL 2024.2) this project runs on
 
 * ``F.linear`` (x · Wᵀ) costs about one pass over W per row of x whatever W's layout: an NT GEMM
   from a row-major W, an NN GEMM from a column-major one (W with stride (1, out), the memory of
-  Wᵀ = [in, out] contiguous). Qwen2.5-Coder-1.5B's 28 MLP up-projections, 2 threads: 123 ms at
-  N = 1, 255 ms at N = 2, 480 ms at N = 5 (column-major).
+  Wᵀ = [in, out] contiguous). Qwen2.5-Coder-1.5B's 28 MLP up-projections, 2 threads
+  (`scripts/bench_product_forms.py`): 91 ms at N = 1, 175 ms at N = 2, 294 ms at N = 5 (column-major).
 * The same product computed weight-first, y = (W · xᵀ)ᵀ, from a *row-major* W streams W about once
-  for any small N: 131 ms at N = 2, 229 ms at N = 5. From a column-major W that operand order
+  for any small N: 110 ms at N = 2, 137 ms at N = 5. From a column-major W that operand order
   is 5–20× slower. So every float32 weight is stored row-major and computed weight-first for
   2 ≤ N ≤ 64 (`linear`). Above that (a prefill) x · Wᵀ is as fast as the NN GEMM and weight-first
   15–35 % slower (N = 512), so long inputs go through ``F.linear``.
 * At N = 1 (a matrix-vector product) what counts is the length of W's contiguous runs: a W wider
   than deep (in < out: the MLP's gate and up, the LM head) reads fastest column-major (runs of
-  length out; the 1.5B's 28 up-projections 123 ms vs 152 ms row-major), any other row-major. So those
+  length out; the 1.5B's 28 up-projections 91 ms vs 128 ms row-major), any other row-major. So those
   wide matrices also keep a column-major copy for single rows (`single_row_weight`), and the LM
   head — computed one row at a time by the lazy chain verifier (`verify_chain_rows`) — is stored
   column-major only. The copies cost memory: about +50 % of the weights of a Llama-family model
