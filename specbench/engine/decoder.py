@@ -299,7 +299,7 @@ class NativeDecoder:
     @torch.inference_mode()
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         """LM head over hidden [B, T, H] (final-norm output) -> float32 logits [B, T, V]."""
-        return NativeDecoder._linear(self.model.lm_head, hidden, False).float()
+        return _logits(self.model, hidden, "all")
 
 
 def _use_attention_kernel(kernels: str, device: torch.device) -> bool:
@@ -326,9 +326,8 @@ def _logits(model, hidden: torch.Tensor, which: str, wide: bool = False) -> torc
         return None
     if which == "last":
         hidden = hidden[:, -1:]
-    elif wide:  # a 16-bit prefill that wants every position's logits: one float32 GEMM
-        return NativeDecoder._linear(model.lm_head, hidden, True).float()
-    return NativeDecoder._linear(model.lm_head, hidden, False).float()
+    # a 16-bit prefill that wants every position's logits: one float32 GEMM (`_linear`, wide)
+    return NativeDecoder._linear(model.lm_head, hidden, wide and which == "all").float()
 
 
 class HFDecoder:
