@@ -197,7 +197,7 @@ def test_unreachable_url_is_one_line():
     with pytest.raises(SpecbenchError) as err:
         backend_for(f"http://127.0.0.1:{port}")
     assert "cannot reach" in str(err.value) and "\n" not in str(err.value)
-    with pytest.raises(SpecbenchError, match="needs a url"):
+    with pytest.raises(SpecbenchError, match="needs the option url"):
         OpenAIServerBackend({}, target="t", device="cpu", dtype="fp32", seed=0)
 
 

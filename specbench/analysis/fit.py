@@ -57,6 +57,7 @@ rounds, with a z-score from the model's variance (rounds treated as independent)
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -490,7 +491,22 @@ def load_results(folder) -> pd.DataFrame:
     records = load_records(folder)
     if records.empty:
         raise SpecbenchError(f"{folder} holds no records yet (has its sweep run?)")
-    return records
+    return measured_records(records, folder)
+
+
+def measured_records(records: pd.DataFrame, folder) -> pd.DataFrame:
+    """The records that generated at least one decode token; the others (a server that streamed
+    nothing, an answer that was only its first token) measured no round, no time per token and no
+    acceptance, so fits and recommendations leave them out — said once on stderr — and a folder of
+    nothing else is one error line."""
+    empty = ~(pd.to_numeric(records["decode_tokens"], errors="coerce").fillna(0) > 0)
+    if empty.all():
+        raise SpecbenchError(f"{folder}: none of its {len(records)} records generated a decode token "
+                             "(0 tokens after the first): there is nothing to fit or plot")
+    if empty.any():
+        print(f"specbench: note: {int(empty.sum())} record(s) of {folder} generated no decode token and are "
+              "left out of fits, recommendations and figures", file=sys.stderr)
+    return records[~empty].reset_index(drop=True)
 
 
 def speculative_records(records: pd.DataFrame) -> pd.DataFrame:

@@ -22,13 +22,16 @@ import torch
 
 from specbench.backends.base import GenerationResult, Request, RoundCallback, StatusCallback
 from specbench.backends.environment import device_info
+from specbench.backends.options import check_backend_options
 from specbench.engine.decoder import NativeDecoder, make_decoder
 from specbench.engine.drafters import check_params, make_drafter
+from specbench.engine.drafters.base import check_draft_depth
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.nested import NestedSpeculativeEngine
 from specbench.engine.sampling import SamplingParams
-from specbench.engine.threads import RoleThreads, ThreadProbe, parse_thread_setting, probe_threads
-from specbench.errors import SpecbenchError, did_you_mean
+from specbench.engine.threads import RoleThreads, ThreadProbe, probe_threads
+from specbench.engine.tree import shape_for
+from specbench.errors import SpecbenchError
 from specbench.models import limits
 from specbench.models.prompting import encode_conversation
 from specbench.models.resolve import load_model
@@ -129,6 +132,12 @@ class OwnEngineBackend:
                 hashes[setting.label] = weights
         return hashes
 
+    def check_configs(self, configs) -> None:
+        """Refuse, before run.json is written, a configuration deeper than its drafter drafts (a γ beyond
+        Medusa's heads or MTP's modules): the record would hold a γ that never ran."""
+        for config in dict.fromkeys(c for c in configs if not c.is_baseline):
+            check_draft_depth(self.drafter(config.drafter), shape_for(config.tree, config.gamma))
+
     def drafter(self, setting):
         """The drafter of a `DrafterSetting`, built once per sweep."""
         if setting not in self._drafters:
@@ -170,18 +179,13 @@ class OwnEngineBackend:
         self._drafters.clear()
 
 
-OWN_OPTIONS = ("kernels", "compile", "threads")
-
-
 def own_backend(options: dict, *, target: str, device: str, dtype: str, seed: int = 0) -> OwnEngineBackend:
-    """The own engine through the registry's common constructor (options: kernels, compile, threads)."""
-    for key in options:
-        if key not in OWN_OPTIONS:
-            raise SpecbenchError(f"backend own: unknown option '{key}'{did_you_mean(str(key), list(OWN_OPTIONS))} "
-                                 f"(options: {', '.join(OWN_OPTIONS)})")
+    """The own engine through the registry's common constructor (options: kernels, compile, threads,
+    checked by `specbench.backends.options`)."""
+    options = check_backend_options("own", options)
     return OwnEngineBackend(target=target, device=device, dtype=dtype, seed=seed,
-                            kernels=options.get("kernels", "auto"), compile=bool(options.get("compile", False)),
-                            threads=parse_thread_setting(options.get("threads"), "backend own"))
+                            kernels=options.get("kernels", "auto"), compile=options.get("compile", False),
+                            threads=options.get("threads"))
 
 
 def timed_generation(engine: SpeculativeEngine, prompt_ids: list[int], max_new_tokens: int, *, seed: int,

@@ -23,38 +23,13 @@ from typing import Callable
 
 from specbench.analysis.vllm_speculative import METHODS, TRAINED, draft_model_spec
 from specbench.analysis.vllm_speculative import speculative_config as build_speculative_config
-from specbench.errors import SpecbenchError, did_you_mean
+from specbench.backends.options import check_backend_options
+from specbench.errors import SpecbenchError
 from specbench.models.resolve import DTYPES
 
-# backend options (sweep YAML ``backend: {name: vllm, ...}``) -> meaning
-OPTIONS = {
-    "max_num_seqs": "requests the engine batches at once (default: the sweep's largest concurrency)",
-    "enforce_eager": "skip torch.compile / CUDA graphs (default: true on CPU, false on GPU)",
-    "dtype": "vLLM dtype (default: the sweep's dtype, fp32 -> float32)",
-    "kv_cache_gib": "KV cache size in GiB (CPU: VLLM_CPU_KVCACHE_SPACE, default 2; GPU: kv_cache_memory_bytes)",
-    "max_model_len": "context length the engine reserves for (default 2048)",
-    "tensor_parallel_size": "GPUs the target is split over",
-    "draft_tensor_parallel_size": "GPUs a draft model is split over (speculative_config)",
-    "pipeline_parallel_size": "pipeline stages (multi-node: with distributed_executor_backend ray)",
-    "distributed_executor_backend": "mp (one node) or ray (a Ray cluster spanning nodes)",
-    "gpu_memory_utilization": "fraction of GPU memory vLLM may take",
-    "python": "interpreter of the vLLM environment (default: .venv-vllm/bin/python of the checkout)",
-    "engine_args": "extra keyword arguments for vllm.LLM, passed through as given",
-    "warmup_tokens": "untimed tokens generated when an engine starts (default 8)",
-}
-
-
 def check_options(options: dict, where: str = "backend vllm") -> dict:
-    """Reject unknown option names (with a did-you-mean); returns the options."""
-    if not isinstance(options, dict):
-        raise SpecbenchError(f"{where}: options must be a mapping")
-    for key in options:
-        if key not in OPTIONS:
-            raise SpecbenchError(f"{where}: unknown option '{key}'{did_you_mean(str(key), list(OPTIONS))} "
-                                 f"(options: {', '.join(OPTIONS)})")
-    if "engine_args" in options and not isinstance(options["engine_args"], dict):
-        raise SpecbenchError(f"{where}: 'engine_args' must be a mapping of vllm.LLM keyword arguments")
-    return options
+    """The vLLM backend's options checked against its model (`specbench.backends.options`)."""
+    return check_backend_options("vllm", options, where)
 
 
 def engine_kwargs(options: dict, *, device: str, dtype: str, seed: int, max_concurrency: int) -> dict:

@@ -37,6 +37,7 @@ from specbench.analysis.vllm_speculative import speculative_config
 from specbench.engine.drafters import make_drafter
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import load_model
+from specbench.safe_files import writing
 
 EXPORTABLE = ("eagle", "eagle3", "medusa")
 FORMATS = ("vllm",)
@@ -167,9 +168,11 @@ def write_export(kind: str, drafter, target, out: Path, fmt: str = "vllm") -> di
     """Write an already built drafter of ``target`` (a `LoadedModel`) into ``out``."""
     config, tensors, notes = EXPORTERS[kind](drafter, target)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    save_file(_cpu(tensors), str(out / "model.safetensors"), metadata={"format": "pt"})
-    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    created = not out.exists()
+    with writing(out, "exported checkpoint", remove=out if created else out / "model.safetensors"):
+        out.mkdir(parents=True, exist_ok=True)
+        save_file(_cpu(tensors), str(out / "model.safetensors"), metadata={"format": "pt"})
+        (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     speculative = serving_config(kind, out, config)
     report = {"kind": kind, "format": fmt, "folder": str(out), "target": target.name, "tensors": sorted(tensors),
               "notes": notes, "speculative_config": speculative}

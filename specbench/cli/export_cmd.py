@@ -6,14 +6,14 @@ import json
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
+from specbench.cli.params import folder_path
 from specbench.cli.render import console as wide_console
 
 
 def export_drafter_command(
     kind: str = typer.Argument(..., help="Drafter type: eagle, eagle3 or medusa (mtp cannot be exported: see docs)."),
-    out: Path = typer.Option(..., "--out", "-o", help="New folder for the exported checkpoint."),
+    out: Path = typer.Option(..., "--out", "-o", parser=folder_path, help="New folder for the exported checkpoint."),
     fmt: str = typer.Option("vllm", "--format", help="Target layout (vllm)."),
     checkpoint: str = typer.Option(None, "--checkpoint",
                                    help="Checkpoint folder or shipped name (default: the one shipped for the target)."),
@@ -34,10 +34,10 @@ def export_drafter_command(
         typer.echo(json.dumps(report, indent=2))
         return
     console = wide_console()
-    console.print(f"wrote {escape(report['folder'])} ({len(report['tensors'])} tensors, {kind} in vLLM's layout)")
-    console.print(f"speculative_config: {escape(json.dumps(report['speculative_config']))}")
+    console.print(f"wrote {report['folder']} ({len(report['tensors'])} tensors, {kind} in vLLM's layout)")
+    console.print(f"speculative_config: {json.dumps(report['speculative_config'])}")
     for note in report["notes"]:
-        console.print(f"note: {escape(note)}", style="dim")
+        console.print(f"note: {note}", style="dim")
 
 
 def register(app: typer.Typer) -> None:

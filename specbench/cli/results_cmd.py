@@ -9,7 +9,8 @@ import typer
 from rich.table import Table
 
 from specbench.analysis.predicted_speedup import predicted_by_scenario
-from specbench.cli.render import console, fmt, milliseconds
+from specbench.cli.params import folder_path
+from specbench.cli.render import console, fmt, milliseconds, styled
 from specbench.cli.render import console as wide_console
 from specbench.errors import SpecbenchError
 from specbench.records.jsonable import json_ready
@@ -66,8 +67,8 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
         return
     out = console()
     sweep_spec = info["sweep"] if isinstance(info.get("sweep"), dict) else {}
-    out.print(f"[bold]{sweep_spec.get('name', folder)}[/bold] · target {sweep_spec.get('target', '?')} · "
-              f"{info.get('device_name')} · {info.get('dtype')} · {len(records)} records")
+    out.print(styled((str(sweep_spec.get("name", folder)), "bold"), f" · target {sweep_spec.get('target', '?')} · "
+                     f"{info.get('device_name')} · {info.get('dtype')} · {len(records)} records"))
     columns = ["γ"] + (["T"] if several_t else []) + (["in flight"] if levels else []) + (
         ["mode"] if replayed else []) + ["prompts", "α", "τ", "tokens/s", "speedup", "greedy identical", "disturbed"]
     if served(records):
@@ -169,7 +170,8 @@ def show_rows(records, table) -> list[dict]:
         is_replay = r.mode == "replay"
         label = "target only" if r.drafter == "none" else r.drafter_label
         label += "" if r.tree == "chain" else f" · tree {r.tree}"
-        identical = None if r.temperature > 0 or r.gamma == 0 or is_replay else float(r.identical)
+        identical = None if r.temperature > 0 or r.gamma == 0 or is_replay or r.identical != r.identical \
+            else float(r.identical)  # NaN: no pair of non-empty outputs to compare
         rows.append({"workload": r.workload, "configuration": label, "gamma": int(r.gamma),
                      "temperature": float(r.temperature), "mode": r.mode, "prompts": int(r.n_prompts),
                      "alpha": float(r.alpha), "tau": float(r.tau), "tokens_per_s": float(r.tokens_per_s),
@@ -191,7 +193,7 @@ def _interval(row) -> dict:
 
 @results_app.command("merge")
 def merge(folders: list[Path] = typer.Argument(..., help="Results folders to combine (e.g. shards)."),
-          out: Path = typer.Option(..., "--out", "-o", help="Folder to write the union to."),
+          out: Path = typer.Option(..., "--out", "-o", parser=folder_path, help="Folder to write the union to."),
           force: bool = typer.Option(False, "--force", help="Merge even if measured on different devices.")):
     """Combine results folders of the same sweep (e.g. --shard runs) into one.
 
@@ -199,7 +201,7 @@ def merge(folders: list[Path] = typer.Argument(..., help="Results folders to com
     """
 
     count = merge_folders(list(folders), out, force=force)
-    wide_console().print(f"[green]merged[/green] {count} records -> {out}")
+    wide_console().print(styled(("merged", "green"), f" {count} records -> {out}"))
 
 
 def register(app: typer.Typer) -> None:

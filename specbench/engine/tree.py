@@ -30,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from specbench.bounds import GAMMA_LIMIT
 from specbench.engine.decoder import TreeLayout
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.safe_files import load_yaml_file
@@ -159,8 +160,10 @@ def _dynamic(text: str) -> DynamicTree:
                        expert_cost=params.get("lambda", 0.0))
     if tree.topk < 1 or tree.nodes < 1 or tree.depth < 1:
         raise SpecbenchError(f"tree '{text}': topk, nodes and depth must be >= 1")
-    if tree.nodes > MAX_NODES:
-        raise SpecbenchError(f"tree '{text}': more than {MAX_NODES} nodes")
+    if tree.nodes > MAX_NODES or tree.topk > MAX_NODES:
+        raise SpecbenchError(f"tree '{text}': more than {MAX_NODES} nodes (topk and nodes are at most {MAX_NODES})")
+    if tree.depth > GAMMA_LIMIT:
+        raise SpecbenchError(f"tree '{text}': depth must be at most {GAMMA_LIMIT} (γ's limit in the bounds table)")
     return tree
 
 

@@ -34,7 +34,8 @@ from specbench.measure.units import Unit, expand_units, in_shard, load_workloads
 from specbench.measure.validate import check_device, check_grid_size, check_unit_lengths, prompt_room
 from specbench.measure.workloads import encode_turn
 from specbench.models.limits import check_window
-from specbench.records.lock import FolderLock, check_writable_folder, lock_holder
+from specbench.records.archive import set_aside_folder
+from specbench.records.lock import LOCK_FILE, FolderLock, check_writable_folder, lock_holder
 from specbench.records.store import SCHEMA_VERSION, ResultsStore, load_records
 
 
@@ -74,8 +75,11 @@ def check_folder(store: ResultsStore, spec: SweepSpec, force: bool) -> dict | No
     A run.json without records (a sweep that failed before its first unit) protects nothing.
     """
     info = store.run_info()
-    if info is not None and info.get("kind") not in (None, "sweep"):
-        raise SpecbenchError(f"{store.folder} holds a {info.get('kind')}, not sweep results; use another --out")
+    if other_kind(info):
+        if force:  # set aside by `SweepRunner` once the models load, like another spec's records
+            return info
+        raise SpecbenchError(f"{store.folder} holds a {info.get('kind')}, not sweep results; use another --out "
+                             "(or --force: its content is moved to old-KIND-TAG/ in the folder)")
     if info is not None and not isinstance(info.get("spec_hash"), str) and not force:
         raise SpecbenchError(f"{store.folder}/run.json has no spec hash (not written by a sweep); use another --out "
                              "or --force")
@@ -83,6 +87,11 @@ def check_folder(store: ResultsStore, spec: SweepSpec, force: bool) -> dict | No
         raise SpecbenchError(f"{store.folder} holds results of a different sweep spec "
                              f"(spec {info.get('spec_hash')} vs {spec.spec_hash}); use another --out or --force")
     return info
+
+
+def other_kind(info: dict | None) -> bool:
+    """Whether a folder's run.json is of another kind than a sweep's (a cost profile, say)."""
+    return info is not None and info.get("kind") not in (None, "sweep")
 
 
 def run_info(spec: SweepSpec, previous: dict | None, shard: tuple[int, int], threads: dict | None = None) -> dict:
@@ -126,8 +135,8 @@ class SweepRunner:
         self.workloads = load_workloads(spec)
         check_grid_size(spec, self.workloads, shard, yes=yes, in_shard=in_shard)
         self.units = expand_units(spec, self.workloads, shard)
-        if not self.units:
-            raise SpecbenchError("empty grid: this shard has no prompts" if shard[1] > 1 else "empty grid")
+        if not self.units and shard[1] == 1:
+            raise SpecbenchError("empty grid")  # a shard may hold no prompt: it runs nothing and says so
         self.backend: Backend = make_backend(spec.backend, spec.run_options, target=spec.target, device=spec.device,
                                              dtype=spec.dtype, seed=spec.seed, max_concurrency=max(spec.concurrency))
         self._answers: dict[tuple, list[str]] = {}
@@ -142,6 +151,8 @@ class SweepRunner:
         drafters = list(dict.fromkeys(u.config.drafter for u in todo if u.mode == "live" and u.config.drafter))
         self.spec.model_hashes = self.backend.model_hashes(drafters)
         self.spec.weights_sha256 = self.spec.model_hashes.get(self.spec.target)
+        if hasattr(self.backend, "check_configs"):  # e.g. γ deeper than a Medusa checkpoint's heads
+            self.backend.check_configs([u.config for u in todo if u.mode == "live"])
         check_unit_lengths(self.backend, self.spec.target, todo)
 
     def _restore_answers(self) -> None:
@@ -203,12 +214,14 @@ class SweepRunner:
         self.previous = check_folder(self.store, self.spec, self.force)  # again, now that we are the only writer
         # --force on another spec's records: they are set aside (records/old-SPECHASH/) once the models load
         forcing = (self.previous is not None and self.previous.get("spec_hash") != self.spec.spec_hash
-                   and self.store.has_records())
+                   and (self.store.has_records() or other_kind(self.previous)))
         self.store.remove_stale_temporaries()
         finished = set() if forcing else self.store.finished_units()
         todo = [u for u in self.units if u.unit_id not in finished]
         self.observer.begin(total=len(self.units), done=len(self.units) - len(todo))
-        if not todo:
+        if not todo:  # every unit finished, or a shard that holds no prompt: run.json says it ran
+            if forcing:
+                self._set_aside()
             if self.previous is None or self.previous.get("spec_hash") != self.spec.spec_hash:
                 self.store.write_run_info(run_info(self.spec, self.previous, self.shard))
             self.store.consolidate()
@@ -216,13 +229,23 @@ class SweepRunner:
         try:
             self._prepare(todo)
             if forcing:
-                set_aside = self.store.archive_records(str(self.previous.get("spec_hash")))
-                self.observer.status(f"--force: {set_aside} record(s) of spec {self.previous.get('spec_hash')} "
-                                     "set aside")
+                self._set_aside()
             self.store.write_run_info(self._run_info())  # spec valid, models loaded
             return self._run_units(todo)
         finally:
             self.backend.close()
+
+    def _set_aside(self) -> None:
+        """--force: another spec's records to records/old-SPECHASH/; another kind's content (a cost
+        profile) to old-KIND-TAG/ — never overwritten, never pooled with this spec's."""
+        if other_kind(self.previous):
+            moved = set_aside_folder(self.store.folder, str(self.previous.get("kind")),
+                                     str(self.previous.get("created") or "earlier"), keep=(LOCK_FILE,))
+            self.observer.status(f"--force: the earlier {self.previous.get('kind')} is set aside in {moved}")
+            self.previous = None
+            return
+        set_aside = self.store.archive_records(str(self.previous.get("spec_hash")))
+        self.observer.status(f"--force: {set_aside} record(s) of spec {self.previous.get('spec_hash')} set aside")
 
     def _run_units(self, todo: list[Unit]) -> int:
         self._restore_answers()

@@ -27,7 +27,7 @@ Mode and calibration choose which units exist, not what a unit measures: they ar
 the spec hash, so a live sweep's folder can be extended with ``--mode both``.
 
 ``backend`` (default ``own``) names who generates: ``backend: vllm`` or ``backend: {name: vllm,
-max_num_seqs: 16, ...}`` (options: `specbench.backends.vllm_config.OPTIONS`). ``concurrency: [1, 4,
+max_num_seqs: 16, ...}`` (options: `specbench.backends.options.BACKEND_OPTIONS`). ``concurrency: [1, 4,
 16]`` (serving backends only) runs every configuration with that many requests in flight; like
 mode, it chooses which units exist and stays out of the hash. Neither key changes the hash of a
 spec that does not set it.
@@ -51,8 +51,9 @@ from specbench.backends.registry import CONCURRENT, OWN_DRAFTERS
 from specbench.backends.registry import check_name as check_backend_name
 from specbench.backends.registry import DEFAULT as DEFAULT_BACKEND
 from specbench.backends.replay import REPLAYABLE
-from specbench.backends.vllm_config import check_options as check_vllm_options
+from specbench.backends.options import check_backend_options
 from specbench.backends.vllm_config import speculative_config
+from specbench.bounds import check as check_bound
 from specbench.engine.drafters import check_params
 from specbench.engine.drafters.param_values import check_param_values
 from specbench.engine.drafters.registry import get as drafter_type
@@ -63,7 +64,7 @@ from specbench.engine.named_params import NamedParams
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.measure.strategy import SEQUENTIAL, Strategy, check_nested, parse_strategies
 from specbench.measure.timing_protocol import TimingProtocol, parse_timing
-from specbench.measure.values import GAMMA_LIMIT, check_config_count, check_name, finite, strict_bool
+from specbench.measure.values import check_config_count, check_name, strict_bool
 from specbench.models.resolve import torch_dtype
 from specbench.safe_files import load_yaml_file
 
@@ -274,18 +275,9 @@ def _as_list(value, where: str, key: str) -> list:
     return value
 
 
-def _int(value, where: str, key: str, minimum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
-        _fail(where, f"'{key}' must be an integer, got {value!r}")
-    if minimum is not None and value < minimum:
-        _fail(where, f"'{key}' must be >= {minimum}, got {value}")
-    return int(value)
-
-
-def _float(value, where: str, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        _fail(where, f"'{key}' must be a number, got {value!r}")
-    return float(finite(value, where, key))  # NaN and ±inf mean nothing for any spec field
+def _number(value, where: str, key: str, bound: str):
+    """``value`` of spec key ``key`` checked against the bounds table's row ``bound`` (`specbench.bounds`)."""
+    return check_bound(bound, value, where, key)
 
 
 def _drafter(item, where: str) -> DrafterConfig:
@@ -321,9 +313,9 @@ def _workload(item, where: str) -> WorkloadChoice:
     if extra:
         _fail(where, f"workload entries take name, count, split and max_new_tokens, not {sorted(extra)}")
     count, max_new = item.get("count"), item.get("max_new_tokens")
-    return WorkloadChoice(name=str(item["name"]), count=None if count is None else _int(count, where, "count", 1),
+    return WorkloadChoice(name=str(item["name"]), count=None if count is None else _number(count, where, "count", "prompts"),
                           split=str(item.get("split", "eval")),
-                          max_new_tokens=None if max_new is None else _int(max_new, where, "max_new_tokens", 1))
+                          max_new_tokens=None if max_new is None else _number(max_new, where, "max_new_tokens", "max_new_tokens"))
 
 
 def _calibration(value, gammas: list[int], where: str) -> Calibration:
@@ -338,13 +330,13 @@ def _calibration(value, gammas: list[int], where: str) -> Calibration:
     chosen = value.get("gammas")
     if chosen is None:
         chosen = sorted({min(swept), max(swept)}) if swept else []
-    chosen = sorted({_int(g, where, "calibration.gammas", 1) for g in _as_list(chosen, where, "calibration.gammas")})
+    chosen = sorted({_number(g, where, "calibration.gammas", "gamma") for g in _as_list(chosen, where, "calibration.gammas")})
     missing = [g for g in chosen if g not in swept]
     if missing:
         _fail(where, f"calibration γ {missing} not among the swept gammas {swept}")
     if not chosen:
         _fail(where, "calibration needs at least one γ: replayed timings come from live calibration units")
-    prompts = _int(value.get("prompts", CALIBRATION_PROMPTS), where, "calibration.prompts", 1)
+    prompts = _number(value.get("prompts", CALIBRATION_PROMPTS), where, "calibration.prompts", "prompts")
     return Calibration(gammas=tuple(chosen), prompts=prompts)
 
 
@@ -374,35 +366,28 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     axes = {k: len(_as_list(data[k], where, k))
             for k in ("drafters", "gammas", "trees", "temperatures", "schedules")}
     check_config_count(axes, where)  # before anything is expanded
-    gammas = sorted({_int(g, where, "gammas", 0) for g in _as_list(data["gammas"], where, "gammas")})
-    if gammas and gammas[-1] > GAMMA_LIMIT:
-        _fail(where, f"'gammas' must be <= {GAMMA_LIMIT}, got {gammas[-1]}")
-    temperatures = sorted({_float(t, where, "temperatures") for t in _as_list(data["temperatures"], where, "temperatures")})
-    if any(t < 0 for t in temperatures):
-        _fail(where, "temperatures must be >= 0")
+    gammas = sorted({_number(g, where, "gammas", "gamma") for g in _as_list(data["gammas"], where, "gammas")})
+    temperatures = sorted({_number(t, where, "temperatures", "temperature")
+                           for t in _as_list(data["temperatures"], where, "temperatures")})
     trees = [str(t) for t in _as_list(data["trees"], where, "trees")]
     for tree in trees:
         parse_tree(tree)  # raises a one-line error for a bad shape
-    top_p = _float(data["top_p"], where, "top_p")
-    if not 0 < top_p <= 1:
-        _fail(where, f"'top_p' must be in (0, 1], got {top_p}")
+    top_p = _number(data["top_p"], where, "top_p", "top_p")
     spec = SweepSpec(
         name=str(data["name"]), description=str(data["description"] or ""), target=str(data["target"]),
-        device=str(data["device"]), dtype=str(data["dtype"]), seed=_int(data["seed"], where, "seed"),
-        repeats=_int(data["repeats"], where, "repeats", 1),
-        max_new_tokens=None if data["max_new_tokens"] is None else _int(data["max_new_tokens"], where,
-                                                                         "max_new_tokens", 1),
+        device=str(data["device"]), dtype=str(data["dtype"]), seed=_number(data["seed"], where, "seed", "seed"),
+        repeats=_number(data["repeats"], where, "repeats", "repeats"),
+        max_new_tokens=None if data["max_new_tokens"] is None else _number(data["max_new_tokens"], where,
+                                                                            "max_new_tokens", "max_new_tokens"),
         ignore_eos=strict_bool(data["ignore_eos"], where, "ignore_eos"),
         drafters=list(dict.fromkeys(_drafter(d, where) for d in _as_list(data["drafters"], where, "drafters"))),
         gammas=gammas, trees=trees, temperatures=temperatures, top_p=top_p,
-        top_k=_int(data["top_k"], where, "top_k", 0),
+        top_k=_number(data["top_k"], where, "top_k", "top_k"),
         workloads=[_workload(w, where) for w in _as_list(data["workloads"], where, "workloads")],
     )
     spec.schedules = _schedules(data["schedules"], spec, where)
     spec.compile = strict_bool(data["compile"], where, "compile")
     spec.strategies = parse_strategies(data["strategy"], where)
-    if not -(2**63) <= spec.seed < 2**63:
-        _fail(where, f"'seed' must fit in 64 bits, got {spec.seed}")
     spec.kernels = str(data["kernels"])
     if spec.kernels not in ("auto", "triton", "torch"):
         _fail(where, f"'kernels' must be auto, triton or torch, got '{spec.kernels}'")
@@ -460,7 +445,7 @@ def _backend(spec: SweepSpec, value, concurrency, where: str) -> None:
     options = dict(value)
     spec.backend = check_backend_name(str(options.pop("name", DEFAULT_BACKEND)))
     spec.backend_options = options
-    spec.concurrency = sorted({_int(c, where, "concurrency", 1) for c in _as_list(concurrency, where, "concurrency")})
+    spec.concurrency = sorted({_number(c, where, "concurrency", "concurrency") for c in _as_list(concurrency, where, "concurrency")})
     if not spec.concurrency:
         _fail(where, "'concurrency' needs at least one value (e.g. [1, 4, 16])")
     if spec.concurrency != [1] and spec.backend not in CONCURRENT:
@@ -468,8 +453,7 @@ def _backend(spec: SweepSpec, value, concurrency, where: str) -> None:
                      f"serving backend ({', '.join(CONCURRENT)})")
     if spec.backend not in OWN_DRAFTERS and spec.mode != "live":
         _fail(where, f"mode '{spec.mode}' replays specbench's own drafters: backend {spec.backend} needs mode: live")
-    if spec.backend == "vllm":
-        check_vllm_options(options, f"{where}: backend vllm")
+    check_backend_options(spec.backend, options, f"{where}: backend {spec.backend}")  # before anything starts
     if spec.backend in ("vllm", "vllm-server"):  # both run the same speculative_config
         for config in spec.configs:
             speculative_config(config, None, options if spec.backend == "vllm" else None)  # fails here, not later

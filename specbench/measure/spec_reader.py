@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from specbench.bounds import violation
 from specbench.errors import SpecbenchError, did_you_mean
 
 
@@ -40,6 +41,16 @@ class Reader:
             bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
             self.fail(f"'{key}' must be {bounds}, got {value}")
         return value
+
+    def bounded(self, key: str, default, row: str, *, nullable: bool = False):
+        """``key``'s number checked against the bounds table's row ``row`` (`specbench.bounds`)."""
+        if key not in self.data or (nullable and self.data[key] is None):
+            return default
+        problem = violation(row, self.data[key])
+        if problem is not None:
+            self.fail(f"'{key}' {problem}")
+        value = self.data[key]
+        return int(value) if isinstance(value, float) and value.is_integer() else value
 
     def mapping(self, key: str, allowed: tuple[str, ...]) -> Reader:
         value = self.get(key, dict, {})

@@ -26,6 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from specbench.bounds import violation
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.measure.long_context_spec import (
     LongContextSpec,
@@ -148,9 +149,9 @@ def parse_spec(data: dict, *, origin: str, base_dir: Path | None = None) -> Work
         name=name,
         description=top.get("description", str, ""),
         chat=top.get("chat", bool, True),
-        max_new_tokens=top.int_in("max_new_tokens", WorkloadSpec.max_new_tokens, 1),
-        count=sampling.int_in("count", None, 1, nullable=True),
-        seed=sampling.get("seed", int, 0),
+        max_new_tokens=top.bounded("max_new_tokens", WorkloadSpec.max_new_tokens, "max_new_tokens"),
+        count=sampling.bounded("count", None, "prompts", nullable=True),
+        seed=sampling.bounded("seed", 0, "seed"),
         train_percent=top.int_in("train_percent", 0, 0, 100),
         category=top.get("category", str, WorkloadSpec.category),
         id_format=id_format,
@@ -249,6 +250,8 @@ def _parse_bool(value: str, text: str) -> bool:
 
 
 def _parse_positive(value: str, text: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise SpecbenchError(f"max_new_tokens={value} in '{text}' must be a positive integer")
+    digits = value.isascii() and value.isdigit() and len(value) <= 18
+    problem = violation("max_new_tokens", int(value)) if digits else "must be a positive integer"
+    if problem is not None:
+        raise SpecbenchError(f"max_new_tokens={value[:40]} in '{text}' {problem}")
     return int(value)

@@ -30,6 +30,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from specbench.errors import SpecbenchError, did_you_mean
+from specbench.safe_files import writing
 
 FORMAT = "specbench-drafter"
 FORMAT_VERSION = 1
@@ -199,7 +200,8 @@ def write_checkpoint(folder: Path, config: dict, tensors: dict[str, torch.Tensor
         out[name] = tensor
     config = {"format": FORMAT, "format_version": FORMAT_VERSION, **config,
               "dtype": str(dtype).replace("torch.", "") if dtype is not None else "as trained"}
-    save_file(out, str(folder / WEIGHTS))
-    (folder / WEIGHTS).chmod(0o644)  # safetensors creates the file readable by its owner only
-    (folder / CONFIG).write_text(json.dumps(config, indent=2) + "\n")
+    with writing(folder, "drafter checkpoint", remove=folder / WEIGHTS):  # a full disk: one line
+        save_file(out, str(folder / WEIGHTS))
+        (folder / WEIGHTS).chmod(0o644)  # safetensors creates the file readable by its owner only
+        (folder / CONFIG).write_text(json.dumps(config, indent=2) + "\n")
     return folder

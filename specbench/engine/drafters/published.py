@@ -36,6 +36,7 @@ from safetensors.torch import load_file, save_file
 from specbench.engine.drafters import registry
 from specbench.engine.drafters.feature_layers import LayerShape
 from specbench.errors import SpecbenchError
+from specbench.safe_files import writing
 
 
 def read_json(path: Path) -> dict:
@@ -46,7 +47,8 @@ def read_json(path: Path) -> dict:
 
 
 def write_json(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    with writing(path, "checkpoint file", remove=path):
+        path.write_text(json.dumps(data, indent=2) + "\n")
 
 
 def read_tensors(folder: Path, names: tuple[str, ...]) -> dict[str, torch.Tensor]:
@@ -68,10 +70,11 @@ def read_tensors(folder: Path, names: tuple[str, ...]) -> dict[str, torch.Tensor
 
 def write_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
     tensors = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
-    if path.suffix == ".safetensors":
-        save_file(tensors, str(path))
-    else:
-        torch.save(tensors, str(path))
+    with writing(path, "checkpoint weights", remove=path):  # a full disk: one line, no partial file
+        if path.suffix == ".safetensors":
+            save_file(tensors, str(path))
+        else:
+            torch.save(tensors, str(path))
 
 
 def detect(folder: Path) -> str | None:
