@@ -5,12 +5,13 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.specbench-installed
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install install-vllm test-vllm demo test test-heavy bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe clean help
+.PHONY: install install-vllm test-vllm demo test test-heavy test-fuzz bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe clean help
 
 help:
 	@echo "make demo          set up (first run) and run the demo sweep on SmolLM2-135M"
 	@echo "make test          set up (first run) and run the test suite (CPU, no GPU needed)"
 	@echo "make test-heavy    tests on the Qwen2.5-Coder 1.5B/0.5B pair (pulls ~1.5 GB once)"
+	@echo "make test-fuzz     the long fuzz run (Hypothesis, about 10 minutes): spec parser, loaders, records, HTTP client"
 	@echo "make bench-engine  specbench engine vs transformers generate / assisted generation"
 	@echo "make bench-roofline decode/verify time against the memory-bandwidth bound"
 	@echo "make bench-layout  row-major vs column-major linear weights: CPU forward time per k new tokens"
@@ -50,6 +51,9 @@ demo: install
 
 test: install
 	TRITON_INTERPRET=1 $(PY) -m pytest -n 2 --dist worksteal --durations=25
+
+test-fuzz: install
+	$(PY) -m pytest -m fuzz tests/test_fuzz.py -n 2 -p no:cacheprovider --hypothesis-show-statistics
 
 test-heavy: install
 	$(VENV)/bin/specbench models pull qwen2.5-coder-1.5b

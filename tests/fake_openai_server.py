@@ -22,7 +22,8 @@ Run as a script it stands in for ``python -m vllm.entrypoints.openai.api_server`
 ``--port`` (and ignores every other vLLM flag), can ignore SIGTERM for a while
 (``FAKE_IGNORE_TERM_S``), spawn a child process in its group (``FAKE_SPAWN_CHILD=1``), write
 its pid and its child's pid to ``FAKE_PID_FILE``, exit after a while (``FAKE_EXIT_AFTER_S``)
-and play a hostile behaviour on completions (``FAKE_HOSTILE=hang``).
+and play a hostile behaviour on completions (``FAKE_HOSTILE=hang``; each such request is noted
+as a line of ``FAKE_SEEN_FILE``).
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ class FakeState:
         self.hostile, self.script = dict(hostile or {}), dict(script or {})
         self.drip_s, self.max_s = drip_s, max_s
         self.stop = threading.Event()  # set when the server stops: every hostile answer ends then
+        self.hostile_seen = 0  # requests answered with a hostile behaviour so far
         self.lock = threading.Condition()
         self.in_flight = 0
         self.max_in_flight = 0
@@ -170,6 +172,11 @@ def make_handler(state: FakeState):
             behaviour = state.hostile.get(path)
             if behaviour is None:
                 return False
+            with state.lock:
+                state.hostile_seen += 1  # tests wait for this: a request is in flight
+                if os.environ.get("FAKE_SEEN_FILE"):  # the same, for a test in another process
+                    with open(os.environ["FAKE_SEEN_FILE"], "a") as seen:
+                        seen.write(f"{path}\n")
             self.close_connection = True
             stream = path == "/v1/completions"
             kind = "text/event-stream" if stream else ("text/plain" if path == "/metrics" else "application/json")

@@ -57,7 +57,6 @@ rounds, with a z-score from the model's variance (rounds treated as independent)
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,7 +72,7 @@ from specbench.analysis.intervals import (
     clopper_pearson,
     few_prompts_note,
 )
-from specbench.errors import SpecbenchError
+from specbench.errors import SpecbenchError, note
 from specbench.records.rounds import Rounds, cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
 from specbench.records.store import load_records, load_run_info
 from specbench.records.summary import CONFIG_KEYS, is_baseline, prefer_live, with_config_defaults
@@ -504,8 +503,8 @@ def measured_records(records: pd.DataFrame, folder) -> pd.DataFrame:
         raise SpecbenchError(f"{folder}: none of its {len(records)} records generated a decode token "
                              "(0 tokens after the first): there is nothing to fit or plot")
     if empty.any():
-        print(f"specbench: note: {int(empty.sum())} record(s) of {folder} generated no decode token and are "
-              "left out of fits, recommendations and figures", file=sys.stderr)
+        note(f"{int(empty.sum())} record(s) of {folder} generated no decode token and are left out of fits, "
+             "recommendations and figures")
     return records[~empty].reset_index(drop=True)
 
 

@@ -34,7 +34,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specbench.backends import prometheus, server_schema
-from specbench.backends.http_client import HEALTH_S, MAX_METRICS_BYTES, METRICS_S, HttpClient, ServerError, one_line
+from specbench.backends.http_client import (
+    HEALTH_S,
+    MAX_METRICS_BYTES,
+    METRICS_S,
+    PROBE_S,
+    HttpClient,
+    ServerError,
+    one_line,
+)
 from specbench.backends.http_client import run as run_http
 from specbench.backends.http_client import run_all, stream_cap, strict_json
 from specbench.backends.base import GenerationResult, Request, RoundCallback, RoundLog, ServingBackend, StatusCallback
@@ -132,6 +140,7 @@ class OpenAIClient:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.alive = alive  # optional callable raising SpecbenchError when the server process died
         self.http = HttpClient(self.url, headers, on_failure=alive)
+        self.probe_s = min(PROBE_S, timeout)  # /v1/models, /server_info: never longer than a request may take
 
     def _json(self, path: str, answer):
         if answer.status != 200:
@@ -140,19 +149,19 @@ class OpenAIClient:
         return answer.json(path, self.url)
 
     def check_reachable(self) -> None:
-        self.http.get("/v1/models")  # any HTTP answer will do: the model list is read (and checked) next
+        self.http.get("/v1/models", deadline_s=self.probe_s)  # any HTTP answer will do: the list is read next
 
     def served_model(self) -> str:
-        return server_schema.served_model(self._json("/v1/models", self.http.get("/v1/models")), self.url)
+        return server_schema.served_model(self._json("/v1/models", self.http.get("/v1/models", deadline_s=self.probe_s)), self.url)
 
     def healthy(self) -> bool:
         try:
-            return self.http.get("/health", deadline_s=HEALTH_S).status == 200
+            return self.http.get("/health", deadline_s=min(HEALTH_S, self.timeout)).status == 200
         except ServerError:
             return False
 
     def scrape(self) -> prometheus.Scrape:
-        answer = self.http.get("/metrics", deadline_s=METRICS_S, max_bytes=MAX_METRICS_BYTES)
+        answer = self.http.get("/metrics", deadline_s=min(METRICS_S, self.timeout), max_bytes=MAX_METRICS_BYTES)
         if answer.status != 200:
             raise ServerError(f"server {self.url}: /metrics answered HTTP {answer.status}: start the server with "
                               "its metrics on")
@@ -163,7 +172,7 @@ class OpenAIClient:
         found: dict = {}
         for path in ("/server_info?config_format=json", "/get_server_info"):  # vLLM (dev mode), SGLang
             try:
-                answer = self.http.get(path)
+                answer = self.http.get(path, deadline_s=self.probe_s)
                 info = server_schema.server_info(answer.json(path, self.url), self.url, path) \
                     if answer.status == 200 else None
             except ServerError:

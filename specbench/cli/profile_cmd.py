@@ -57,7 +57,8 @@ def profile_command(
     with_dense_twin: bool = typer.Option(False, "--dense-twin",
                                          help="MoE target: also time the dense shape of equal active parameters."),
     out: Path = typer.Option(..., "--out", "-o", parser=folder_path, help="Profile folder to write (run.json + profile.parquet)."),
-    force: bool = typer.Option(False, "--force", help="Overwrite an existing profile in --out."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing profile in --out (a sweep's results "
+                                                      "there are moved to old-sweep-SPECHASH/ in it)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary table's rows as JSON instead."),
 ):
     """Measure a cost profile: verify forwards per batch size, context and verify tokens; drafter steps; bandwidth.

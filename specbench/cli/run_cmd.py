@@ -12,7 +12,6 @@ from specbench.cli.render import console as make_console
 from specbench.cli.render import plain, print_run_report
 from specbench.engine.drafters.param_values import check_param_values
 from specbench.errors import SpecbenchError
-from specbench.measure.values import check_sampling
 from specbench.records.jsonable import json_ready
 from specbench.safe_files import read_text_file
 
@@ -60,7 +59,6 @@ def run(
     from specbench.measure.spec import parse_params  # lazy: loads torch; keeps `specbench --help` fast
 
     parse_tree(tree)  # a bad shape fails before any model loads
-    check_sampling(temperature, top_p, top_k)
     if prompt_file is not None and prompt is not None:
         raise SpecbenchError("give the prompt once: --prompt TEXT or --prompt-file FILE, not both")
     if prompt_file is not None:

@@ -75,7 +75,9 @@ def sweep(
                                                         "measured per model and step; recorded in run.json)."),
     out: Path = typer.Option(None, "--out", "-o", parser=folder_path, help="Results folder (default results/NAME)."),
     shard: str = typer.Option(None, "--shard", help="Run slice I/N of the prompts (e.g. 0/4)."),
-    force: bool = typer.Option(False, "--force", help="Allow a folder holding a different sweep spec."),
+    force: bool = typer.Option(False, "--force", help="Allow a folder holding a different sweep spec (its records "
+                                                      "move to records/old-SPECHASH/) or a profile (moved to "
+                                                      "old-KIND-TAG/)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the grid and a cost estimate, then stop."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Run a grid over the size limit (see --dry-run first)."),
     mode: str = typer.Option(None, "--mode", help="live (default), replay (every γ from the baseline's "

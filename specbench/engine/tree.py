@@ -57,6 +57,8 @@ class StaticTree:
                 from None
         if not clean:
             raise SpecbenchError(f"{where}: empty tree")
+        if len(clean) > MAX_NODES:  # before the checks below, which compare paths pairwise
+            raise SpecbenchError(f"{where}: {len(clean)} nodes is more than the {MAX_NODES} supported")
         if () in clean:
             raise SpecbenchError(f"{where}: empty path (depth 0)")
         for p in clean:
@@ -68,8 +70,6 @@ class StaticTree:
             sibling_ranks = {q[-1] for q in clean if q[:-1] == p[:-1]}
             if sibling_ranks != set(range(len(sibling_ranks))):
                 raise SpecbenchError(f"{where}: ranks below {list(p[:-1])} must be 0..k-1, got {sorted(sibling_ranks)}")
-        if len(clean) > MAX_NODES:
-            raise SpecbenchError(f"{where}: {len(clean)} nodes is more than the {MAX_NODES} supported")
         return cls(tuple(sorted(clean, key=lambda p: (len(p), p))))
 
     @classmethod
@@ -80,6 +80,12 @@ class StaticTree:
             raise SpecbenchError(f"tree '{text}': a branching spec is widths per depth like 3x2x1") from None
         if not widths or min(widths) < 1:
             raise SpecbenchError(f"tree '{text}': every depth needs at least one child")
+        nodes, level = 0, 1
+        for width in widths:  # counted before anything is built: '999999x9' must not be expanded
+            level *= width
+            nodes += level
+            if nodes > MAX_NODES:
+                raise SpecbenchError(f"tree '{text}': more than {MAX_NODES} nodes")
         paths, frontier = [], [()]
         for width in widths:
             frontier = [p + (r,) for p in frontier for r in range(width)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 
-from specbench.bounds import GAMMA_LIMIT, check
+from specbench.bounds import GAMMA_LIMIT  # noqa: F401 - re-exported: the one γ limit
 from specbench.errors import SpecbenchError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -30,20 +30,6 @@ def strict_bool(value, where: str, key: str) -> bool:
     if isinstance(value, bool):
         return value
     raise SpecbenchError(f"{where}: '{key}' must be true or false, got {value!r}")
-
-
-def finite(value: float, where: str, key: str) -> float:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isfinite(value):
-        raise SpecbenchError(f"{where}: '{key}' must be a finite number, got {value}")
-    return value
-
-
-def check_sampling(temperature: float, top_p: float, top_k: int, where: str = "run") -> None:
-    """Sampling values of one generation, against the bounds table (temperature 0 or 0.001 to 100, top-p in
-    (0, 1], top-k from 0)."""
-    check("temperature", temperature, where, "--temperature")
-    check("top_p", top_p, where, "--top-p")
-    check("top_k", top_k, where, "--top-k")
 
 
 def check_config_count(counts: dict, where: str) -> None:

@@ -14,12 +14,11 @@ by the other and nothing measured is lost.
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from specbench.errors import SpecbenchError
+from specbench.errors import SpecbenchError, note
 
 ARCHIVE_PREFIX = "old-"
 _noted: set[str] = set()
@@ -93,8 +92,8 @@ def note_set_aside(folder: str | Path) -> None:
     _noted.add(key)
     count = set_aside(folder)
     if count:
-        print(f"specbench: note: {count} record(s) of an earlier sweep spec are set aside in "
-              f"{Path(folder) / 'records' / (ARCHIVE_PREFIX + '*')} and not counted", file=sys.stderr)
+        note(f"{count} record(s) of an earlier sweep spec are set aside in "
+             f"{Path(folder) / 'records' / (ARCHIVE_PREFIX + '*')} and not counted")
 
 
 def check_run_info(info, path: Path) -> dict:

@@ -139,6 +139,10 @@ LATER_DEFAULTS = {"weights_sha256": None, "backend": None, "concurrency": None, 
                   "draft_hidden_s": None, "schedule": "fixed", "schedule_params": "{}"}
 
 SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])
+# what identifies a record and its configuration: never empty in a record specbench wrote (a file whose
+# records lack one is damaged, and is refused in one line rather than crashing a reader)
+KEY_COLUMNS = ("unit_id", "mode", "drafter", "drafter_label", "tree", "gamma", "temperature", "top_p", "top_k",
+               "workload", "prompt_id", "turn", "repeat")
 RUN_INFO = "run.json"
 RUN_INFO_MAX_BYTES = 16 * 2**20
 RECORDS = "records"
@@ -288,7 +292,9 @@ def load_records(folder: str | Path, columns: list[str] | None = None) -> pd.Dat
         try:
             for path in files:
                 try:
-                    tables.append(_with_later_columns(pq.read_table(path, columns=wanted, schema=SCHEMA), wanted))
+                    table = _with_later_columns(pq.read_table(path, columns=wanted, schema=SCHEMA), wanted)
+                    _check_keys(table, path)
+                    tables.append(table)
                 except FileNotFoundError:
                     raise
                 except (OSError, pa.ArrowException) as exc:
@@ -304,6 +310,14 @@ def load_records(folder: str | Path, columns: list[str] | None = None) -> pd.Dat
     frame = pa.concat_tables(tables).to_pandas()
     frame = frame.drop_duplicates("unit_id", keep="last").reset_index(drop=True)
     return frame if columns is None else frame[columns]
+
+
+def _check_keys(table: pa.Table, path: Path) -> None:
+    """Refuse a record file whose records lack a key column (a damaged or foreign file)."""
+    for name in KEY_COLUMNS:
+        if name in table.column_names and table.column(name).null_count:
+            raise SpecbenchError(f"broken results file {path}: {table.column(name).null_count} record(s) have no "
+                                 f"{name}; remove the file or rerun the sweep")
 
 
 def _with_later_columns(table: pa.Table, wanted: list[str] | None) -> pa.Table:
