@@ -258,7 +258,8 @@ def spec_yaml(case):
 test_spec_yaml, test_spec_yaml_long = spec_yaml
 
 FLAG_VALUES = st.one_of(st.sampled_from(["1", "0", "-1", "2,4", "1,,2", "nan", "inf", "1e309", "1e-300", "99999999999",
-                                         "9" * 40, "auto", "abc", "", " ", "[/]", "0.5", "1/2", "3/2", "ngram:n_max=2"]),
+                                         "9" * 40, "auto", "abc", "", " ", "[/]", "0.5", "1/2", "3/2",
+                                         "ngram:n_max=2"]),
                         st.text(max_size=8))
 FLAGS = st.lists(st.tuples(st.sampled_from(["--gamma", "--temperature", "--top-p", "--top-k", "--prompts", "-n",
                                             "--repeats", "--seed", "--threads", "--tree", "--drafter", "--mode",

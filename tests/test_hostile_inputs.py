@@ -652,7 +652,8 @@ def _evil_folder(env) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("command", [["results", "show"], ["fit", "--by", "category"], ["recommend", "--bootstrap", "20"],
+@pytest.mark.parametrize("command", [["results", "show"], ["fit", "--by", "category"],
+                                     ["recommend", "--bootstrap", "20"],
                                      ["plot", "--bootstrap", "20", "--out", "{tmp}/evil-plots"]],
                          ids=["show", "fit", "recommend", "plot"])
 def test_markup_in_results_is_printed_as_written(env, command):
@@ -826,7 +827,8 @@ def test_sweep_force_over_a_profile_sets_the_profile_aside(env):
     result = invoke(*[a.format(**env) for a in SW], "--out", P, "--force")
     assert result.exit_code == 0, result.output
     aside = [p for p in P.iterdir() if p.name.startswith("old-")]
-    assert len(aside) == 1 and (aside[0] / "run.json").read_bytes() == profile and (aside[0] / "profile.parquet").exists()
+    assert len(aside) == 1 and (aside[0] / "run.json").read_bytes() == profile
+    assert (aside[0] / "profile.parquet").exists()
     assert json.loads((P / "run.json").read_text())["kind"] == "sweep" and len(load_records(P)) > 0
 
 

@@ -514,8 +514,9 @@ def test_interrupt_with_hung_requests_stops_a_launched_server_that_ignores_sigte
     pid_file, seen = tmp_path / "pids.json", tmp_path / "seen.txt"
     env = {**os.environ, "FAKE_PID_FILE": str(pid_file), "FAKE_SPAWN_CHILD": "1", "FAKE_IGNORE_TERM_S": "30",
            "FAKE_HOSTILE": "hang", "FAKE_SEEN_FILE": str(seen)}
-    spec = _hung_sweep(tmp_path, prompts_file, {"name": "vllm-server", "server_command": [sys.executable, str(FAKE_SCRIPT)],
-                                                "log_dir": str(tmp_path / "logs"), "warmup": False})
+    spec = _hung_sweep(tmp_path, prompts_file, {"name": "vllm-server", "log_dir": str(tmp_path / "logs"),
+                                                "server_command": [sys.executable, str(FAKE_SCRIPT)],
+                                                "warmup": False})
     proc = subprocess.Popen([sys.executable, "-m", "specbench", "sweep", str(spec), "--out", str(tmp_path / "o")],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)

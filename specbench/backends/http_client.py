@@ -155,7 +155,8 @@ class HttpClient:
             self.on_failure()
 
     # ------------------------------------------------------------------ bodies
-    async def _read(self, response: httpx2.Response, path: str, max_bytes: int, take: Callable[[bytes], object]) -> None:
+    async def _read(self, response: httpx2.Response, path: str, max_bytes: int,
+                    take: Callable[[bytes], object]) -> None:
         """Hand the raw body to ``take`` piece by piece (it returns False to stop early); refused when
         compressed or over ``max_bytes``."""
         encoding = response.headers.get("content-encoding", "identity").strip().lower()

@@ -152,7 +152,8 @@ class OpenAIClient:
         self.http.get("/v1/models", deadline_s=self.probe_s)  # any HTTP answer will do: the list is read next
 
     def served_model(self) -> str:
-        return server_schema.served_model(self._json("/v1/models", self.http.get("/v1/models", deadline_s=self.probe_s)), self.url)
+        answer = self.http.get("/v1/models", deadline_s=self.probe_s)
+        return server_schema.served_model(self._json("/v1/models", answer), self.url)
 
     def healthy(self) -> bool:
         try:

@@ -45,8 +45,6 @@ class SpecbenchGroup(typer.core.TyperGroup):
             returned = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             # with standalone_mode=False click *returns* the code of a typer.Exit raised in a command
             code = returned if isinstance(returned, int) and not isinstance(returned, bool) else exit_codes.OK
-            for line in take_notes():  # a command that ended well says what it set aside; a failed one says
-                exit_codes.say(f"specbench: note: {line}")  # only its error line
         except _EXIT as exc:
             code = exc.exit_code
         except (exit_codes.Terminated, exit_codes.Interrupted) as exc:
@@ -68,6 +66,10 @@ class SpecbenchGroup(typer.core.TyperGroup):
             _fail(exit_codes.unicode_error_message(exc))
         except Exception as exc:  # noqa: BLE001 - a bug: traceback to a log file, one line here
             code = exit_codes.internal_error(exc, args)
+        notes = take_notes()
+        if code == exit_codes.OK:  # a command that ended well says what it set aside; a failed one says only
+            for line in notes:  # its error line
+                exit_codes.say(f"specbench: note: {line}")
         sys.exit(code)
 
     def invoke(self, ctx):

@@ -26,7 +26,8 @@ EPILOG = """Examples:
 
 def plot_command(
     results_dir: Path = typer.Argument(..., help="A results folder written by `specbench sweep`."),
-    out: Path = typer.Option(None, "--out", "-o", parser=folder_path, help="Output folder for index.html and the figures "
+    out: Path = typer.Option(None, "--out", "-o", parser=folder_path,
+                             help="Output folder for index.html and the figures "
                                                        "(default RESULTS_DIR/report)."),
     formats: str = typer.Option("png,svg", "--format", "-f", help="Figure formats, comma separated: png, svg, pdf."),
     objective: str = typer.Option("throughput", "--objective",
@@ -34,7 +35,8 @@ def plot_command(
     max_gamma: int = typer.Option(None, "--max-gamma", callback=bounded("max_gamma"),
                                   help="Largest γ of the model curves and the heat map (default: twice the largest "
                                        f"measured, 8 to {MAX_GAMMA})."),
-    n_boot: int = typer.Option(N_BOOT, "--bootstrap", callback=bounded("bootstrap"), help="Bootstrap replicates over prompts."),
+    n_boot: int = typer.Option(N_BOOT, "--bootstrap", callback=bounded("bootstrap"),
+                               help="Bootstrap replicates over prompts."),
     seed: int = typer.Option(0, "--seed", callback=bounded("seed"), help="Seed of the bootstrap."),
 ):
     """Draw the figures of a sweep and write an HTML report that opens offline.

@@ -60,7 +60,8 @@ def _print_recommendation(rec, console) -> None:
         if setting.notes:
             body += "\n\n" + "\n".join(f"note: {n}" for n in setting.notes)
         body += f"\nchecked: {setting.checked}"
-        console.print(Panel(plain(body), title=plain(f"{name} settings"), border_style="cyan" if setting.supported else "red"))
+        console.print(Panel(plain(body), title=plain(f"{name} settings"),
+                            border_style="cyan" if setting.supported else "red"))
     for note in rec.notes:
         console.print(plain(f"note: {note}", style="dim"))
 
@@ -187,17 +188,20 @@ def recommend_command(
     objective: str = typer.Option("throughput", "--objective",
                                   help="throughput: decode tokens/s; latency: mean time of one request of the "
                                        "workload's max new tokens, prefill included."),
-    max_gamma: int = typer.Option(MAX_GAMMA, "--max-gamma", callback=bounded("max_gamma"), help="Largest γ the model predicts (measured or not)."),
+    max_gamma: int = typer.Option(MAX_GAMMA, "--max-gamma", callback=bounded("max_gamma"),
+                                  help="Largest γ the model predicts (measured or not)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
     engine: str = typer.Option("all", "--engine", help="Engine settings to export: vllm, sglang, transformers or all."),
-    n_boot: int = typer.Option(N_BOOT, "--bootstrap", callback=bounded("bootstrap"), help="Bootstrap replicates over prompts."),
+    n_boot: int = typer.Option(N_BOOT, "--bootstrap", callback=bounded("bootstrap"),
+                               help="Bootstrap replicates over prompts."),
     seed: int = typer.Option(0, "--seed", callback=bounded("seed"), help="Seed of the bootstrap."),
     cost_profile: Path = typer.Option(None, "--cost-profile",
                                       help="A profile folder from `specbench profile`: price rounds with its costs "
                                            "(any device, batch size and context) and recommend γ per batch size."),
     batch: str = typer.Option(None, "--batch", help="With --cost-profile: batch sizes, e.g. 1,8,32 "
                                                     "(default: the profile's)."),
-    context: int = typer.Option(None, "--context", callback=bounded("context"), help="With --cost-profile: context length while decoding "
+    context: int = typer.Option(None, "--context", callback=bounded("context"),
+                                help="With --cost-profile: context length while decoding "
                                                         "(default: each workload's mean prompt + half its output)."),
 ):
     """Recommend the best drafter, tree and γ per workload — or no speculation.

@@ -34,12 +34,14 @@ def run(
                                 help="ngram, draft-model or none (default: draft-model if --drafter-model, else ngram)."),
     drafter_model: str = typer.Option(None, "--drafter-model", help="Model for the draft-model drafter."),
     drafter_param: list[str] = typer.Option([], "--drafter-param", help="Drafter parameter KEY=VALUE (repeatable)."),
-    gamma: int = typer.Option(4, "--gamma", "-g", callback=bounded("gamma"), help="Draft tokens per round, or tree depth (0: target only)."),
+    gamma: int = typer.Option(4, "--gamma", "-g", callback=bounded("gamma"),
+                              help="Draft tokens per round, or tree depth (0: target only)."),
     tree: str = typer.Option("chain", "--tree",
                              help="Draft shape: chain, 3x2x1, paths:FILE, @NAME or dynamic:topk=K,nodes=N."),
     temperature: float = typer.Option(0.0, "--temperature", callback=bounded("temperature"),
                                       help="0 = greedy, else 0.001 to 100."),
-    top_p: float = typer.Option(1.0, "--top-p", callback=bounded("top_p"), help="Nucleus sampling cut, applied to target and drafter alike."),
+    top_p: float = typer.Option(1.0, "--top-p", callback=bounded("top_p"),
+                                help="Nucleus sampling cut, applied to target and drafter alike."),
     top_k: int = typer.Option(0, "--top-k", callback=bounded("top_k"), help="Top-k cut (0 = none)."),
     max_new_tokens: int = typer.Option(128, "--max-new-tokens", "-n", callback=bounded("max_new_tokens")),
     seed: int = typer.Option(0, "--seed", callback=bounded("seed")),
@@ -55,10 +57,13 @@ def run(
     """Generate from one prompt with speculative decoding and show tokens/s, α, τ and the time split."""
     from specbench.backends.own_engine import run_prompt  # lazy: loads torch; keeps `specbench --help` fast
     from specbench.engine.sampling import SamplingParams  # lazy: loads torch; keeps `specbench --help` fast
-    from specbench.engine.tree import parse_tree  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.engine.tree import tree_depth_limit  # lazy: loads torch; keeps `specbench --help` fast
     from specbench.measure.spec import parse_params  # lazy: loads torch; keeps `specbench --help` fast
 
-    parse_tree(tree)  # a bad shape fails before any model loads
+    depth = tree_depth_limit(tree)  # a bad shape fails before any model loads
+    if depth is not None and gamma > depth and drafter != "none":
+        raise SpecbenchError(f"tree '{tree}' drafts at most {depth} deep: --gamma {gamma} would run as γ = {depth} "
+                             f"(give --gamma {depth} or less)")
     if prompt_file is not None and prompt is not None:
         raise SpecbenchError("give the prompt once: --prompt TEXT or --prompt-file FILE, not both")
     if prompt_file is not None:
@@ -82,7 +87,8 @@ def run(
                             compile=compile,
                             sampling=sampling,
                             prompt=prompt, max_new_tokens=max_new_tokens, seed=seed, baseline=baseline, chat=chat,
-                            stop_at_eos=not ignore_eos, device=device, dtype=dtype, status=lambda message: spinner.update(plain(message)))
+                            stop_at_eos=not ignore_eos, device=device, dtype=dtype,
+                            status=lambda message: spinner.update(plain(message)))
     if json_out:
         typer.echo(json.dumps(json_ready(report), indent=2, allow_nan=False))  # NaN -> null: strict JSON
     else:

@@ -157,8 +157,8 @@ def sweep(
         wide_console().print(f"shard {shard}: no prompt falls in this shard, 0 units to measure; {out_dir}/run.json "
                              "records the shard for `specbench results merge`")
         return
-    wide_console().print(styled(("done", "green"), f": {measured} unit(s) measured now, {len(runner.units)} in the grid "
-                                f"-> {out_dir}\nnext: specbench results show {out_dir}"))
+    wide_console().print(styled(("done", "green"), f": {measured} unit(s) measured now, {len(runner.units)} in the "
+                                f"grid -> {out_dir}\nnext: specbench results show {out_dir}"))
     wide_console().print(timing_line(timing_summary(out_dir)))
     if spec.replays:
         from specbench.measure.replay_units import folder_summary  # lazy: loads torch; keeps `specbench --help` fast

@@ -63,8 +63,10 @@ def list_workloads(json_out: bool = typer.Option(False, "--json", help="Print JS
 @workloads_app.command("show")
 def show_workload(
     name: str = typer.Argument(..., help="Built-in name, a workload .yaml file, jsonl:PATH[:field=F] or hf:DATASET[:SPLIT]."),
-    count: int | None = typer.Option(None, "--count", "-n", callback=bounded("prompts"), help="Sample this many prompts (default: the workload's own)."),
-    seed: int | None = typer.Option(None, "--seed", callback=bounded("seed"), help="Seed of the sample (default: the workload's own)."),
+    count: int | None = typer.Option(None, "--count", "-n", callback=bounded("prompts"),
+                                     help="Sample this many prompts (default: the workload's own)."),
+    seed: int | None = typer.Option(None, "--seed", callback=bounded("seed"),
+                                    help="Seed of the sample (default: the workload's own)."),
     split: str = typer.Option("eval", "--split", help="eval (what sweeps use), train (drafter training) or all."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ):

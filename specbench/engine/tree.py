@@ -225,8 +225,12 @@ def shape_for(spec: str, gamma: int) -> StaticTree | DynamicTree:
 
 
 def tree_depth_limit(spec: str) -> int | None:
-    """Deepest γ a spec can use (a static shape's depth); None when unbounded."""
+    """Deepest γ a spec can use (a static shape's depth; a dynamic tree's depth cap, which its node budget
+    also caps); None for a chain. A deeper γ would draft no deeper, so it is skipped (sweeps) or refused
+    (`run`): a record's γ is what ran."""
     shape = parse_tree(spec)
+    if isinstance(shape, DynamicTree):
+        return min(shape.depth, shape.nodes)
     return shape.depth if isinstance(shape, StaticTree) else None
 
 

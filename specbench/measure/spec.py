@@ -287,7 +287,7 @@ def _drafter(item, where: str) -> DrafterConfig:
         _fail(where, f"each drafter needs a 'type' (e.g. {{type: ngram}}), got {item!r}")
     extra = set(item) - {"type", "params"}
     if extra:
-        _fail(where, f"drafter entries take 'type' and 'params', not {sorted(extra)}")
+        _fail(where, f"drafter entries take 'type' and 'params', not {sorted(map(str, extra))}")
     params = item.get("params") or {}
     if not isinstance(params, dict):
         _fail(where, f"'params' of drafter {item['type']} must be a mapping")
@@ -311,11 +311,13 @@ def _workload(item, where: str) -> WorkloadChoice:
         _fail(where, f"each workload needs a 'name', got {item!r}")
     extra = set(item) - {"name", "count", "split", "max_new_tokens"}
     if extra:
-        _fail(where, f"workload entries take name, count, split and max_new_tokens, not {sorted(extra)}")
+        _fail(where, f"workload entries take name, count, split and max_new_tokens, not {sorted(map(str, extra))}")
     count, max_new = item.get("count"), item.get("max_new_tokens")
-    return WorkloadChoice(name=str(item["name"]), count=None if count is None else _number(count, where, "count", "prompts"),
+    return WorkloadChoice(name=str(item["name"]),
+                          count=None if count is None else _number(count, where, "count", "prompts"),
                           split=str(item.get("split", "eval")),
-                          max_new_tokens=None if max_new is None else _number(max_new, where, "max_new_tokens", "max_new_tokens"))
+                          max_new_tokens=None if max_new is None else _number(max_new, where, "max_new_tokens",
+                                                                               "max_new_tokens"))
 
 
 def _calibration(value, gammas: list[int], where: str) -> Calibration:
@@ -326,11 +328,12 @@ def _calibration(value, gammas: list[int], where: str) -> Calibration:
         _fail(where, "'calibration' must be a mapping, e.g. {gammas: [1, 8], prompts: 2}")
     extra = set(value) - {"gammas", "prompts"}
     if extra:
-        _fail(where, f"'calibration' takes gammas and prompts, not {sorted(extra)}")
+        _fail(where, f"'calibration' takes gammas and prompts, not {sorted(map(str, extra))}")
     chosen = value.get("gammas")
     if chosen is None:
         chosen = sorted({min(swept), max(swept)}) if swept else []
-    chosen = sorted({_number(g, where, "calibration.gammas", "gamma") for g in _as_list(chosen, where, "calibration.gammas")})
+    chosen = sorted({_number(g, where, "calibration.gammas", "gamma")
+                     for g in _as_list(chosen, where, "calibration.gammas")})
     missing = [g for g in chosen if g not in swept]
     if missing:
         _fail(where, f"calibration γ {missing} not among the swept gammas {swept}")
@@ -445,7 +448,8 @@ def _backend(spec: SweepSpec, value, concurrency, where: str) -> None:
     options = dict(value)
     spec.backend = check_backend_name(str(options.pop("name", DEFAULT_BACKEND)))
     spec.backend_options = options
-    spec.concurrency = sorted({_number(c, where, "concurrency", "concurrency") for c in _as_list(concurrency, where, "concurrency")})
+    spec.concurrency = sorted({_number(c, where, "concurrency", "concurrency")
+                               for c in _as_list(concurrency, where, "concurrency")})
     if not spec.concurrency:
         _fail(where, "'concurrency' needs at least one value (e.g. [1, 4, 16])")
     if spec.concurrency != [1] and spec.backend not in CONCURRENT:

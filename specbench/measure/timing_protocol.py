@@ -75,7 +75,7 @@ def parse_timing(value, where: str) -> TimingProtocol:
         raise SpecbenchError(f"{where}: 'timing' must be a mapping, e.g. {{order: bracket, warmup_s: 2}}")
     extra = set(value) - set(DEFAULT.to_dict())
     if extra:
-        raise SpecbenchError(f"{where}: 'timing' takes {', '.join(DEFAULT.to_dict())}, not {sorted(extra)}")
+        raise SpecbenchError(f"{where}: 'timing' takes {', '.join(DEFAULT.to_dict())}, not {sorted(map(str, extra))}")
     order = str(value.get("order", DEFAULT.order))
     if order not in ORDERS:
         raise SpecbenchError(f"{where}: timing.order must be one of {', '.join(ORDERS)}, got '{order}'")

@@ -143,6 +143,7 @@ SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])
 # records lack one is damaged, and is refused in one line rather than crashing a reader)
 KEY_COLUMNS = ("unit_id", "mode", "drafter", "drafter_label", "tree", "gamma", "temperature", "top_p", "top_k",
                "workload", "prompt_id", "turn", "repeat")
+JSON_COLUMNS = ("drafter_params", "schedule_params")  # text columns holding a JSON object
 RUN_INFO = "run.json"
 RUN_INFO_MAX_BYTES = 16 * 2**20
 RECORDS = "records"
@@ -313,11 +314,23 @@ def load_records(folder: str | Path, columns: list[str] | None = None) -> pd.Dat
 
 
 def _check_keys(table: pa.Table, path: Path) -> None:
-    """Refuse a record file whose records lack a key column (a damaged or foreign file)."""
+    """Refuse a record file whose records lack a key column, or whose JSON columns are not JSON objects
+    (a damaged or foreign file: readers parse them)."""
     for name in KEY_COLUMNS:
         if name in table.column_names and table.column(name).null_count:
             raise SpecbenchError(f"broken results file {path}: {table.column(name).null_count} record(s) have no "
                                  f"{name}; remove the file or rerun the sweep")
+    for name in JSON_COLUMNS:
+        if name not in table.column_names:
+            continue
+        for text in table.column(name).unique().to_pylist():
+            try:
+                ok = text is None or isinstance(json.loads(text or "{}"), dict)
+            except (ValueError, RecursionError):
+                ok = False
+            if not ok:
+                raise SpecbenchError(f"broken results file {path}: {name} {str(text)[:40]!r} is not a JSON object; "
+                                     "remove the file or rerun the sweep")
 
 
 def _with_later_columns(table: pa.Table, wanted: list[str] | None) -> pa.Table:
