@@ -3,7 +3,7 @@
 `OwnEngineBackend` is the sweep's default backend (``backend: own``): it loads the target once,
 builds one drafter per drafter setting and one engine per configuration (each warmed up,
 untimed, on its first prompt), and measures every round (draft and verify time, accepted
-tokens). It also offers replay (`specbench.backends.replay`), which needs the engine's
+tokens). It also offers replay (`specbench.measure.replay`), which needs the engine's
 drafters and the target's decoder. `run_prompt` is the work behind ``specbench run``.
 
 CPU threads (option ``threads``): unset, torch's count serves everything; a number, the process

@@ -17,7 +17,7 @@ baseline (γ = 0) per temperature, crossed with every workload prompt, turn and 
 
 * ``live`` (default): every configuration runs through the engine on every prompt;
 * ``replay``: the baseline runs on every prompt, and each configuration is *replayed* from the
-  baseline's trajectory (`specbench.backends.replay`); only the ``calibration`` units run live, to fit the
+  baseline's trajectory (`specbench.measure.replay`); only the ``calibration`` units run live, to fit the
   cost model that times the replayed rows: γ in ``calibration.gammas`` (default: the smallest
   and the largest swept γ) on the first ``calibration.prompts`` prompts of each workload
   (default 2), for every drafter and temperature;
@@ -50,7 +50,7 @@ from pathlib import Path
 from specbench.backends.registry import CONCURRENT, OWN_DRAFTERS
 from specbench.backends.registry import check_name as check_backend_name
 from specbench.backends.registry import DEFAULT as DEFAULT_BACKEND
-from specbench.backends.replay import REPLAYABLE
+from specbench.measure.replay import REPLAYABLE
 from specbench.backends.vllm_config import check_options as check_vllm_options
 from specbench.backends.vllm_config import speculative_config
 from specbench.engine.drafters import check_params
