@@ -21,7 +21,7 @@ from typing import Callable
 import torch
 
 from specbench.backends.base import GenerationResult, Request, RoundCallback, StatusCallback
-from specbench.backends.environment import device_info
+from specbench.engine.device import device_info
 from specbench.engine.decoder import NativeDecoder, make_decoder
 from specbench.engine.drafters import check_params, make_drafter
 from specbench.engine.loop import SpeculativeEngine

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from specbench.backends.base import GenerationResult, Request, RoundCallback, ServingBackend, StatusCallback
-from specbench.backends.environment import cpu_name
+from specbench.engine.device import cpu_name
 from specbench.backends.vllm_config import (
     check_options,
     engine_kwargs,

@@ -59,7 +59,8 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis.options import MAX_GAMMA
-from specbench.backends.environment import device_info, git_commit, now_utc, package_versions
+from specbench.engine.device import device_info
+from specbench.measure.environment import git_commit, now_utc, package_versions
 from specbench.engine.decoder import make_decoder
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import peak_memory_bytes

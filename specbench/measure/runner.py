@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Protocol
 
 from specbench.backends.base import Backend
-from specbench.backends.environment import device_info, git_commit, now_utc, package_versions
+from specbench.engine.device import device_info
+from specbench.measure.environment import git_commit, now_utc, package_versions
 from specbench.backends.registry import make_backend
 from specbench.errors import SpecbenchError
 from specbench.measure.groups import run_groups, uses_groups

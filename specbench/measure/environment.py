@@ -1,10 +1,12 @@
-"""What a measurement ran on: package versions, git commit, device name and memory."""
+"""What a run records about where it ran: package versions, the git commit, the time.
+
+The device itself (its name, memory and threads) is the engine's to say: `specbench.engine.device`.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import importlib.metadata
-import os
 import platform
 import subprocess
 from pathlib import Path
@@ -35,29 +37,6 @@ def git_commit() -> str | None:
         return head.stdout.strip() + ("-dirty" if dirty else "")
     except (OSError, subprocess.TimeoutExpired):
         return None
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def device_info(device: str) -> dict:
-    """Name, memory and thread count of the device measurements ran on."""
-    import torch
-
-    if str(device).startswith("cuda"):
-        index = torch.device(device).index or 0
-        props = torch.cuda.get_device_properties(index)
-        return {"device": str(device), "device_name": props.name, "device_memory_bytes": int(props.total_memory),
-                "cuda_version": torch.version.cuda, "capability": f"{props.major}.{props.minor}"}
-    return {"device": "cpu", "device_name": cpu_name(), "cpu_threads": torch.get_num_threads(),
-            "cpu_count": os.cpu_count()}
 
 
 def now_utc() -> str:
