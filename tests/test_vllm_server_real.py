@@ -12,7 +12,7 @@ import os
 import pytest
 
 from specbench.backends.base import Request
-from specbench.backends.engine_checks import check_vllm_configs
+from specbench.cli.engine_checks import check_vllm_configs
 from specbench.backends.server_process import group_alive
 from specbench.backends.vllm_server import VLLMServerBackend, default_venv
 from specbench.measure.spec import DrafterConfig, RunConfig

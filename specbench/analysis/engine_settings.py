@@ -18,7 +18,7 @@ Key names were checked against the engines' own source (`CHECKED_AGAINST`):
   generation_config; its default 0.4 stops drafting early, so it is set to 0 to keep γ),
   prompt_lookup_num_tokens, max_matching_ngram_size.
 
-Engines move fast: `specbench.backends.engine_checks` validates the vLLM configs in
+Engines move fast: `specbench.cli.engine_checks` validates the vLLM configs in
 ``.venv-vllm`` and the SGLang command lines with SGLang's own parser where those are installed
 (``specbench recommend`` does it); otherwise the output names the versions above.
 

@@ -19,7 +19,7 @@ from specbench.analysis.intervals import N_BOOT
 from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommend import MeasuredCosts, ProfiledCosts, recommend
 from specbench.analysis.recommend import to_json as recommendations_json
-from specbench.backends.engine_checks import check_engine_settings, local_model_folder
+from specbench.cli.engine_checks import check_engine_settings, local_model_folder
 from specbench.cli.fit_cmd import group_label, text_row
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt, milliseconds
