@@ -12,7 +12,7 @@ from specbench.analysis.concurrency import schedule_base_config
 from specbench.analysis.engine_settings import engine_settings
 from specbench.analysis.vllm_speculative import speculative_config as build
 from specbench.backends import vllm_config, vllm_server
-from specbench.backends.vllm_export import serving_config
+from specbench.training.vllm_export import serving_config
 from specbench.errors import SpecbenchError
 from specbench.measure.spec import DrafterConfig, RunConfig
 

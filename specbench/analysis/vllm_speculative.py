@@ -7,7 +7,7 @@ config that is recommended:
 * the ``vllm-server`` backend, as the ``--speculative-config`` JSON (`backends.vllm_server`);
 * ``specbench recommend --engine vllm`` (`analysis.engine_settings`), and the per-batch-size
   schedules built on it (`analysis.concurrency`, `analysis.cost_profile`);
-* ``specbench export-drafter --format vllm`` (`backends.vllm_export`).
+* ``specbench export-drafter --format vllm`` (`training.vllm_export`).
 
 It lives in ``analysis``, the lowest layer all of them may import (backends and measure sit above
 analysis; analysis may import neither). Analysis never loads models, so the caller says how a

@@ -27,7 +27,7 @@ def export_drafter_command(
 
     Example: specbench export-drafter eagle3 --out exported/eagle3-vllm
     """
-    from specbench.backends.vllm_export import export_drafter  # lazy: loads torch and the target
+    from specbench.training.vllm_export import export_drafter  # lazy: loads torch and the target
 
     report = export_drafter(kind, out, checkpoint=checkpoint, target=target, fmt=fmt)
     if json_out:
