@@ -168,7 +168,7 @@ def test_moe_sweep_records_expert_traffic_and_recommend_prices_it(tmp_path, prom
 # ----------------------------------------------------------------------------- profiles of MoE shapes
 
 def test_dense_twin_has_the_moe_shapes_active_size_and_is_refused_for_dense_targets():
-    from specbench.hardware.profile import (
+    from specbench.profile.profiler import (
         dense_twin,
         moe_shape,
         plan_profile,
@@ -188,7 +188,7 @@ def test_dense_twin_has_the_moe_shapes_active_size_and_is_refused_for_dense_targ
 
 def test_profile_times_an_moe_shape_beside_its_dense_twin(tmp_path):
     from specbench.analysis.moe_cost import moe_verify_table
-    from specbench.hardware.profile import (
+    from specbench.profile.profiler import (
         ProfileGrid,
         forward_weight_bytes,
         moe_forward_bytes,

@@ -1,6 +1,6 @@
 """Costs from a hardware profile, for any batch size and context length.
 
-`specbench.hardware.profile` measures forwards of random-weight architectures on a grid of batch sizes
+`specbench.profile.profiler` measures forwards of random-weight architectures on a grid of batch sizes
 B, context lengths c and tokens verified per sequence n (``verify_tokens``; the profile file's
 ``tokens`` column of its 'verify' rows). This module turns a profile into a `CostModel`
 (`ProfiledCost`, the interface `specbench.analysis.cost` defines), which the recommender takes as its

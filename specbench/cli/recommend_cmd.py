@@ -265,7 +265,7 @@ def _cost_source(folder: Path | None, batch: str | None, context: int | None):
         if batch is not None or context is not None:
             raise SpecbenchError("--batch and --context need --cost-profile (a sweep's own costs hold for its batch 1)")
         return MeasuredCosts()
-    from specbench.hardware.profile import parse_int_list  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.profile.profiler import parse_int_list  # lazy: loads torch; keeps `specbench --help` fast
 
     profile = load_profile(folder)
     return ProfiledCosts(profile, batches=parse_int_list(batch, "--batch") if batch is not None else None,
