@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import grimp
 import pytest
 
 from tests.import_graph import ROOT, find_cycle, function_level_imports, module_level_graph
@@ -37,6 +38,28 @@ def test_a_broken_contract_fails(tmp_path):
     result = _lint("--config", str(config))
     assert result.returncode != 0
     assert "BROKEN" in result.stdout and "specbench.measure" in result.stdout
+
+
+def test_a_broken_kernel_contract_fails(tmp_path):
+    """The walls see the kernels: a contract forbidding the engine's real imports of them is reported."""
+    config = tmp_path / "broken.toml"
+    config.write_text(
+        '[tool.importlinter]\nroot_packages = ["specbench", "specbench_kernels"]\n\n'
+        '[[tool.importlinter.contracts]]\nname = "the engine may not import the kernels (false on purpose)"\n'
+        'type = "forbidden"\nsource_modules = ["specbench.engine"]\nforbidden_modules = ["specbench_kernels"]\n')
+    result = _lint("--config", str(config))
+    assert result.returncode != 0
+    assert "BROKEN" in result.stdout and "specbench_kernels" in result.stdout
+
+
+def test_kernels_import_only_torch_triton_and_the_standard_library():
+    """What contract 'kernels import nothing but torch and triton' cannot list: every outside import."""
+    graph = grimp.build_graph("specbench", "specbench_kernels", include_external_packages=True)
+    imported = {target.split(".")[0] for module in graph.find_children("specbench_kernels") | {"specbench_kernels"}
+                for target in graph.find_modules_directly_imported_by(module)}
+    outside = imported - {"specbench_kernels", "torch", "triton"} - set(sys.stdlib_module_names) - {"__future__"}
+    assert not outside, f"kernels import {sorted(outside)}"
+    assert graph.find_modules_that_directly_import("specbench_kernels.tree_attention")  # the graph sees importers
 
 
 def test_no_module_level_import_cycle():

@@ -19,8 +19,8 @@ import torch.nn.functional as F
 from specbench.engine.kv_cache import StaticKVCache
 from specbench.engine.weight_layout import REDUCED_PRECISION, apply_cpu_layout, linear, single_row_weight
 from specbench.errors import SpecbenchError
-from specbench.kernels._triton import interpreter_enabled, triton_available
-from specbench.kernels.tree_attention import tree_attention
+from specbench_kernels._triton import interpreter_enabled, triton_available
+from specbench_kernels.tree_attention import tree_attention
 
 # the MoE types share the Llama-family attention; their sparse MLP blocks run through their own forward
 NATIVE_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral", "qwen3_moe", "mixtral")

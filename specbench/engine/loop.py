@@ -31,7 +31,7 @@ from specbench.engine.tree import shape_for, verification_layout
 from specbench.engine.verify import (verify_greedy, verify_greedy_rows, verify_sampling, verify_sampling_rows,
                                      verify_tree_greedy, verify_tree_sampling)
 from specbench.errors import SpecbenchError
-from specbench.kernels.rejection_sampling import rejection_sampling
+from specbench_kernels.rejection_sampling import rejection_sampling
 from specbench.models.moe_upcycle import RoutingLog, routing_log
 
 
