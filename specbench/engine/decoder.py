@@ -382,10 +382,14 @@ class HFDecoder:
                              layer_hidden={i: states[i] for i in hidden_layers})
 
 
-def make_decoder(model, backend: str = "auto", kernels: str = "auto", compile: bool = False):
-    """The native decoder when the architecture allows it (or ``backend='hf'`` is forced)."""
-    if backend not in ("auto", "native", "hf"):
-        raise SpecbenchError(f"unknown decoder backend '{backend}' (auto, native or hf)")
-    if backend == "hf" or (backend == "auto" and model.config.model_type not in NATIVE_MODEL_TYPES):
+IMPLEMENTATIONS = ("auto", "native", "hf")  # auto: native where the architecture allows it, else hf
+
+
+def make_decoder(model, implementation: str = "auto", kernels: str = "auto", compile: bool = False):
+    """The native decoder when the architecture allows it (or ``implementation='hf'``, transformers'
+    own forward, is forced)."""
+    if implementation not in IMPLEMENTATIONS:
+        raise SpecbenchError(f"unknown decoder implementation '{implementation}' (auto, native or hf)")
+    if implementation == "hf" or (implementation == "auto" and model.config.model_type not in NATIVE_MODEL_TYPES):
         return HFDecoder(model)
     return NativeDecoder(model, kernels=kernels, compile=compile)

@@ -70,7 +70,7 @@ class SpeculativeEngine:
     """Generate with a target model and an optional drafter, recording every round."""
 
     def __init__(self, target, drafter: Drafter | None = None, *, gamma: int = 0, tree: str = "chain",
-                 sampling: SamplingParams = SamplingParams(), backend: str = "auto", kernels: str = "auto",
+                 sampling: SamplingParams = SamplingParams(), implementation: str = "auto", kernels: str = "auto",
                  compile: bool = False, verifier: Verifier | None = None, decoder=None,
                  schedule: ScheduleSpec = ScheduleSpec(), threads: RoleThreads | None = None):
         if gamma < 0:
@@ -85,12 +85,12 @@ class SpeculativeEngine:
         # CPU threads of the target's and the drafter's forwards (`specbench.engine.threads`); None: torch's
         self.threads = threads
         # engines of one target may share a decoder (and its compiled graphs)
-        self.decoder = decoder or make_decoder(target.model, backend, kernels, compile)
+        self.decoder = decoder or make_decoder(target.model, implementation, kernels, compile)
         if compile and hasattr(self.drafter, "compile_steps"):  # a draft model compiles its steps too
             self.drafter.compile_steps()
         if self.shape is not None and not getattr(self.shape, "is_chain", False) and not self.decoder.supports_trees:
             raise SpecbenchError(f"tree drafting needs a natively supported target architecture; "
-                                 f"'{target.name}' runs through the generic backend (chains only)")
+                                 f"'{target.name}' runs through transformers' own forward (chains only)")
         self.kernels = kernels
         ranks = getattr(self.shape, "ranks", None)
         if ranks and max(ranks) >= target.vocab_size:

@@ -26,7 +26,7 @@ def check_params(name: str, params: dict) -> None:
 
 
 def make_drafter(name: str, target, params: dict | None = None, *, device: str = "cpu", dtype: str = "fp32",
-                 backend: str = "auto"):
+                 implementation: str = "auto"):
     params = dict(params or {})
     check_params(name, params)
-    return registry.get(name).build(target, device=device, dtype=dtype, backend=backend, **params)
+    return registry.get(name).build(target, device=device, dtype=dtype, implementation=implementation, **params)

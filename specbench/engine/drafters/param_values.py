@@ -17,7 +17,7 @@ from specbench.errors import SpecbenchError
 RANGES: dict[str, dict[str, tuple[int, int]]] = {
     "ngram": {"n_min": (1, 64), "n_max": (1, 64)},
 }
-_SKIP = ("target", "device", "dtype", "backend")
+_SKIP = ("target", "device", "dtype", "implementation")
 
 
 def _kind(annotation) -> str:

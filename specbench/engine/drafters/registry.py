@@ -2,7 +2,7 @@
 
 A drafter type is a class with a ``name``, a one-line ``summary`` and a ``build`` method that
 makes an engine drafter for a target; its keyword parameters (beyond target, device, dtype and
-backend) are the drafter's parameters (``--drafter-param``). Trained types derive from
+the decoder ``implementation``) are the drafter's parameters (``--drafter-param``). Trained types derive from
 `specbench.engine.drafters.trained.TrainedType`, which adds the network, its checkpoints, the
 published layouts, the training objective and the architecture defaults.
 
@@ -33,7 +33,7 @@ BUILTIN: dict[str, str] = {
     "parallel-tree": "specbench.engine.drafters.parallel_tree:ParallelTreeType",
 }
 
-BUILD_ARGUMENTS = ("self", "target", "device", "dtype", "backend")  # what every build takes; the rest are params
+BUILD_ARGUMENTS = ("self", "target", "device", "dtype", "implementation")  # what every build takes; the rest are params
 
 
 class DrafterType:
@@ -44,7 +44,7 @@ class DrafterType:
     trained: bool = False  # a network with checkpoints and a training objective (TrainedType)
     confident: bool = False  # its drafts carry probabilities (confidence-reading schedules can cut them)
 
-    def build(self, target, *, device: str, dtype: str, backend: str, **params):
+    def build(self, target, *, device: str, dtype: str, implementation: str, **params):
         """An engine drafter (`specbench.engine.drafters.base.Drafter`) for ``target`` (a LoadedModel)."""
         raise NotImplementedError
 

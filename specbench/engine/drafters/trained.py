@@ -138,7 +138,7 @@ class TrainedType(registry.DrafterType):
             torch.random.set_rng_state(generator_state)
 
     # ------------------------------------------------------------------ the registry's builder
-    def build(self, target, *, device: str, dtype: str, backend: str, checkpoint: str | None = None, seed: int = 0):
+    def build(self, target, *, device: str, dtype: str, implementation: str, checkpoint: str | None = None, seed: int = 0):
         """checkpoint = path (specbench or the type's published layout), shipped name, None (the one
         shipped for the target) or 'random'."""
         param = next(target.model.parameters())
