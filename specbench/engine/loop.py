@@ -79,7 +79,7 @@ class SpeculativeEngine:
             raise SpecbenchError("gamma > 0 needs a drafter")
         self.target = target
         self.drafter = drafter if gamma > 0 else None
-        self.gamma = gamma
+        self.config_gamma = gamma  # the configuration's γ: each round's γ (round_gamma) is at most this
         self.shape = shape_for(tree, gamma) if gamma > 0 else None
         self.sampling = sampling
         # CPU threads of the target's and the drafter's forwards (`specbench.engine.threads`); None: torch's
@@ -186,20 +186,20 @@ class SpeculativeEngine:
                                                   probabilities(logits[0], self.sampling), generator)
         return verdict.path, verdict.next_token
 
-    def _propose(self, context: torch.Tensor, gamma: int, generator) -> Proposal:
-        """This round's draft: the shape cut to depth ``gamma`` (this round's γ)."""
-        if gamma == 0 or self.drafter is None:
+    def _propose(self, context: torch.Tensor, round_gamma: int, generator) -> Proposal:
+        """This round's draft: the shape cut to depth ``round_gamma`` (this round's γ)."""
+        if round_gamma == 0 or self.drafter is None:
             return Proposal(tokens=context[:, :0], probs=None, draft_steps=0)
-        shape = self.shape.truncated(gamma)
+        shape = self.shape.truncated(round_gamma)
         if self.schedule.keep_drafting is None:
             return self.drafter.propose(context, shape, self.sampling, generator)
         return self.drafter.propose(context, shape, self.sampling, generator, keep_drafting=self.schedule.keep_drafting)
 
     # The two steps of a round a round driver may change (`specbench.engine.nested` does); the
     # accepting, bookkeeping and recording around them are the same for every driver.
-    def _draft(self, context: torch.Tensor, gamma: int, generator) -> Proposal:
+    def _draft(self, context: torch.Tensor, round_gamma: int, generator) -> Proposal:
         """This round's proposal for context [1, L] (sequential: drafted now)."""
-        return self._propose(context, gamma, generator)
+        return self._propose(context, round_gamma, generator)
 
     def _verify(self, proposal: Proposal, context: torch.Tensor, generator):
         """The target's verdict on ``proposal`` continuing context [1, L] (see `_target_round`)."""
@@ -302,9 +302,9 @@ class SpeculativeEngine:
         while not done:
             t0 = self.clock.now()
             # the schedule's γ for this round (fixed: the configuration's), never past the length limit
-            gamma = min(self.schedule.round_gamma(), max_new_tokens - len(tokens) - 1)
+            round_gamma = min(self.schedule.round_gamma(), max_new_tokens - len(tokens) - 1)
             with using_threads(self._role_threads("drafter")):
-                proposal = self._draft(context[:, :length], gamma, generator)
+                proposal = self._draft(context[:, :length], round_gamma, generator)
             t1 = self.clock.now()
             with using_threads(self._role_threads("target")):
                 path, next_token, features = self._verify(proposal, context[:, :length], generator)
