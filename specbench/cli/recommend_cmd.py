@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from specbench.catalogue.drafters import TARGET_ONLY
 import json
 from pathlib import Path
 
@@ -251,7 +252,7 @@ def concurrency_latency_table(rows: list[dict]) -> Table:
     for c in ("workload", "backend", "concurrency", "configuration", "requests", "TTFT ms", "ITL ms"):
         table.add_column(escape(c), overflow="fold")
     for r in rows:
-        label = "target only" if r["drafter"] == "none" else f"{r['drafter_label']} γ={int(r['gamma'])}"
+        label = "target only" if r["drafter"] == TARGET_ONLY else f"{r['drafter_label']} γ={int(r['gamma'])}"
         label += "" if r["tree"] == "chain" else f" tree {r['tree']}"
         text_row(table, r["workload"], r["backend"], str(r["concurrency"]), label, str(r["requests"]),
                  milliseconds([r[f"ttft_p{p}_s"] for p in PERCENTILES]),

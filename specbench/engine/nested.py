@@ -57,7 +57,6 @@ from specbench.errors import SpecbenchError
 MAX_PREPARED = 16
 TOP_TWO = StaticTree.from_branching("2")  # the drafter's two best next tokens
 GREEDY = SamplingParams()
-NESTED_DRAFTERS = ("draft-model", "eagle", "eagle3")  # the registry's drafters with `propose_ahead`
 
 
 @dataclass

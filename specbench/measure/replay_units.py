@@ -50,6 +50,7 @@ from scipy import stats
 
 from specbench.analysis.cost import cost_stats, fit_costs
 from specbench.analysis.intervals import LEVEL
+from specbench.backends.base import OwnDrafterBackend
 from specbench.measure.replay import Replayer, replay_chain
 from specbench.engine.sampling import SamplingParams
 from specbench.engine.stats import GenerationResult, RoundLog
@@ -173,7 +174,8 @@ def run_replay_units(runner, units: list) -> int:
     costs = group_costs(records)
     moments = MomentsStore(runner.store.folder)
     moments.remove_stale_temporaries()
-    replayer = Replayer(runner.backend.target, decoder=runner.backend.decoder)
+    backend: OwnDrafterBackend = runner.backend  # the spec allows replay only with such a backend
+    replayer = Replayer(backend.target, decoder=backend.decoder)
     batches: dict[tuple, list] = {}
     for unit in units:
         batches.setdefault(unit.group + (unit.turn, unit.config.drafter, unit.config.tree), []).append(unit)
@@ -195,7 +197,7 @@ def run_replay_units(runner, units: list) -> int:
                                                max_new_tokens=first.max_new_tokens, max_gamma=max(gammas),
                                                sampling=sampling, seed=first.seed)
         trajectory = current[1]
-        trace = replayer.trace(runner.backend.drafter(c.drafter), trajectory, max(gammas), sampling)
+        trace = replayer.trace(backend.drafter(c.drafter), trajectory, max(gammas), sampling, c.drafter.type)
         by_gamma = {r.gamma: r for r in replay_chain(trace, trajectory, gammas, seed=first.seed)}
         expected = None if trace.expected is None or not len(trace.expected) else float(np.mean(trace.expected))
         group = (runner.spec.target, c.drafter.type, c.drafter.label, c.tree, first.workload.name, c.temperature,

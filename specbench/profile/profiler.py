@@ -59,6 +59,7 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis.options import MAX_GAMMA
+from specbench.catalogue import drafters as catalogue
 from specbench.engine.device import device_info
 from specbench.measure.environment import git_commit, now_utc, package_versions
 from specbench.engine.decoder import make_decoder
@@ -77,7 +78,7 @@ from specbench.models.resolve import (
     resolve_device,
     torch_dtype,
 )
-from specbench.records.profile_file import COLUMNS, MODEL_FREE, PROFILE_KIND, SCHEMA_VERSION, Profile
+from specbench.records.profile_file import COLUMNS, PROFILE_KIND, SCHEMA_VERSION, Profile
 
 PREFILL_CHUNK_TOKENS = 8192  # tokens per prefill forward, batch × chunk length
 GIB = 2**30
@@ -316,7 +317,7 @@ def resolve_architecture(spec: str) -> Architecture:
             raise SpecbenchError(f"architecture '{spec}' is no local file and the Hugging Face hub is not reachable; "
                                  "pass its config.json instead")
         return Architecture(spec, f"hub {spec}", _hub_config(spec))
-    hint = did_you_mean(spec, list(aliases()) + list(MODEL_FREE))
+    hint = did_you_mean(spec, list(aliases()) + catalogue.names(model_free=True))
     raise SpecbenchError(f"unknown architecture '{spec}': not a model alias, a config.json, a folder holding one "
                          f"or a hub id{hint}")
 
@@ -605,7 +606,7 @@ def plan_profile(target: str, drafters: Sequence[str] = (), *, device: str = "cp
                      f"context {max(grid.contexts)} + verify tokens {max(grid.verify_tokens)}")
     resolved: list = []
     for name in dict.fromkeys(d.strip() for d in drafters if d and d.strip()):
-        if name in MODEL_FREE:
+        if name in catalogue.names(model_free=True):  # proposals timed, no forward
             resolved.append(name)
             continue
         arch = resolve_architecture(name)

@@ -23,7 +23,6 @@ PROFILE_KIND = "specbench-cost-profile"
 SCHEMA_VERSION = 1
 RUN_INFO = "run.json"
 PROFILE_FILE = "profile.parquet"
-MODEL_FREE = ("ngram",)
 
 # name -> (arrow type, meaning): the profile's one source of truth (docs/profile.md lists it)
 COLUMNS: dict[str, tuple[pa.DataType, str]] = {

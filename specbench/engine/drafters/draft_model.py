@@ -143,8 +143,6 @@ class DraftModelDrafter:
 
 class DraftModelType(DrafterType):
     name = "draft-model"
-    summary = "a smaller causal LM with the same tokenizer (param model)"
-    confident = True
 
     def build(self, target, *, device, dtype, implementation, model: str | None = None) -> DraftModelDrafter:
         if not model:

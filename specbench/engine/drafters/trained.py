@@ -41,8 +41,6 @@ def feature_layers_of(net: nn.Module) -> tuple:
 class TrainedType(registry.DrafterType):
     """A drafter network trained against a target; subclasses fill in the hooks marked below."""
 
-    trained = True
-    confident = True
     defaults: dict = {}  # architecture options and their defaults (train-drafter --heads, --intermediate, ...)
     objective: str | Callable = ""  # "module:function" in specbench.training, or a callable(net, batch, head, **kw)
     objective_args: dict = {}  # fixed keyword arguments of the objective
