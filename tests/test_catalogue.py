@@ -8,16 +8,26 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from specbench.analysis.engine_settings import engine_settings
+from specbench.analysis.vllm_speculative import speculative_config
 from specbench.catalogue import drafters as catalogue
 from specbench.catalogue.drafters import DrafterKind, Param
-from specbench.engine.drafters import registry
+from specbench.engine.drafters import make_drafter, registry
+from specbench.engine.drafters.eagle import Eagle3Type
+from specbench.engine.drafters.ngram import NgramType
 from specbench.engine.drafters.registry import BUILD_ARGUMENTS
+from specbench.engine.loop import SpeculativeEngine
+from specbench.engine.sampling import SamplingParams
 from specbench.errors import SpecbenchError
+from specbench.measure.replay import Replayer, replay_chain
+from specbench.measure.spec import build_spec
+from specbench.training.vllm_export import exporter, write_export
 
 ROOT = Path(__file__).resolve().parents[1]
 # where drafter names may be compared or tabled: the catalogue and the drafters' own modules
@@ -151,3 +161,75 @@ def test_the_name_check_finds_a_comparison_and_a_table(tmp_path):
     finally:
         ROOT = saved
     assert [h.split(":")[1] for h in hits] == ["1", "3", "4", "6"], hits
+
+
+# ----------------------------------------------------------------------------- add a drafter: one class + one entry
+
+class _WideLookupType(NgramType):
+    """The worked example's class: prompt lookup that matches longer n-grams by default."""
+
+    name = "wide-lookup"
+
+    def build(self, target, *, device, dtype, implementation, n_min: int = 2, n_max: int = 5):
+        return super().build(target, device=device, dtype=dtype, implementation=implementation, n_min=n_min,
+                             n_max=n_max)
+
+
+class _Eagle3CopyType(Eagle3Type):
+    name = "eagle3-copy"
+
+
+WIDE_LOOKUP = DrafterKind(
+    "wide-lookup", "prompt lookup over 2-5-token matches (params n_min, n_max)", _WideLookupType,
+    params={"n_min": Param("int", 2, 1, 64, at_most="n_max"), "n_max": Param("int", 5, 1, 64)},
+    model_free=True, forwards=(0, 0), replay="prompt-lookup", vllm_method="ngram",
+    vllm_params={"n_min": "prompt_lookup_min", "n_max": "prompt_lookup_max"})
+EAGLE3_COPY = dataclasses.replace(catalogue.get("eagle3"), name="eagle3-copy", cls=_Eagle3CopyType)
+
+
+@pytest.fixture()
+def added_kinds():
+    for kind in (WIDE_LOOKUP, EAGLE3_COPY):
+        catalogue.register(kind)
+    yield
+    for kind in (WIDE_LOOKUP, EAGLE3_COPY):
+        catalogue.unregister(kind.name)
+
+
+def test_adding_a_drafter_is_one_class_and_one_entry(added_kinds, tiny_v8, smollm2, tmp_path):
+    """docs/architecture.md: kinds registered at run time are checked, replayed, configured for vLLM and
+    exported (or refused) by what their entries say, with no other table to edit."""
+    test_every_buildable_kind_has_a_complete_entry_that_its_class_agrees_with("wide-lookup")
+    test_every_buildable_kind_has_a_complete_entry_that_its_class_agrees_with("eagle3-copy")
+    # the sweep spec: parameters and replay from the entry
+    spec = build_spec({"name": "x", "drafters": ["wide-lookup:n_max=4"], "gammas": [1, 3], "mode": "replay",
+                       "workloads": ["mt-bench"]})
+    assert spec.drafters[0].params_dict == {"n_max": 4}
+    with pytest.raises(SpecbenchError, match="needs n_min <= n_max, got n_min=2 n_max=1"):
+        build_spec({"name": "x", "drafters": ["wide-lookup:n_max=1"], "workloads": ["mt-bench"]})
+    with pytest.raises(SpecbenchError, match="'eagle3-copy' cannot be replayed yet"):
+        build_spec({"name": "x", "drafters": ["eagle3-copy"], "mode": "replay", "workloads": ["mt-bench"]})
+    # replay: the entry's method (prompt lookup re-run) gives exactly the live rounds
+    target, _ = tiny_v8
+    drafter = make_drafter("wide-lookup", target, {"n_min": 1})
+    prompt = [3, 1, 4, 1, 5, 2, 6, 5, 3, 5, 0, 3, 6, 5, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1]
+    live = SpeculativeEngine(target, drafter, gamma=3).generate(prompt, 24, stop_at_eos=False)
+    replayer = Replayer(target)
+    trajectory = replayer.trajectory(prompt, live.tokens, stop_reason="length", max_new_tokens=24, max_gamma=3,
+                                     sampling=SamplingParams(), seed=0)
+    trace = replayer.trace(drafter, trajectory, 3, SamplingParams(), kind="wide-lookup")
+    replayed = replay_chain(trace, trajectory, [3])[0].rounds
+    assert trace.drafter == "wide-lookup" and replayed.accepted == live.rounds.accepted
+    # vLLM: method and parameter keys from the entry, defaults from its parameters
+    assert speculative_config("wide-lookup", {"n_max": 4}, 3) == {
+        "method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
+    assert speculative_config("eagle3-copy", {"checkpoint": "/x"}, 2)["method"] == "eagle3"
+    settings = engine_settings("eagle3-copy", {"checkpoint": "/x"}, "chain", 2)  # SGLang, transformers: the entry's
+    assert settings["sglang"].config["--speculative-algorithm"] == "EAGLE3" and not settings["transformers"].supported
+    # export: refused by the one entry, written by the other's exporter
+    with pytest.raises(SpecbenchError, match=r"'wide-lookup' has no vLLM export \(exportable: .*eagle3-copy"):
+        exporter("wide-lookup")
+    report = write_export("eagle3-copy", make_drafter("eagle3-copy", smollm2, {"checkpoint": "random"}), smollm2,
+                          tmp_path / "export")
+    assert report["speculative_config"]["method"] == "eagle3"
+    assert json.loads((tmp_path / "export" / "config.json").read_text())["architectures"] == ["LlamaForCausalLMEagle3"]

@@ -94,7 +94,11 @@ def sweep(
     --mode both runs everything live and replayed and prints their agreement (docs/replay.md).
     """
     from specbench.measure.runner import SweepRunner  # lazy: loads torch; keeps `specbench --help` fast
-    from specbench.measure.spec import build_spec, load_spec_file  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.spec import (  # lazy: loads torch; keeps `specbench --help` fast
+        SweepFlags,
+        build_spec,
+        load_spec_file,
+    )
     from specbench.measure.units import (  # lazy: loads torch; keeps `specbench --help` fast
         expand_units,
         in_shard,
@@ -102,27 +106,13 @@ def sweep(
         parse_shard,
     )  # lazy: loads torch; keeps `specbench --help` fast
 
-    raw = load_spec_file(spec_file) if spec_file is not None else {}
-    flags = {"name": name, "target": target, "gammas": _csv(gamma, int), "trees": _csv(tree, str),
-             "temperatures": _csv(temperature, float), "top_p": top_p, "top_k": top_k, "repeats": repeats,
-             "seed": seed, "device": device, "dtype": dtype, "ignore_eos": ignore_eos, "mode": mode,
-             "compile": compile, "kernels": kernels, "threads": threads}
-    raw.update({k: v for k, v in flags.items() if v is not None})
-    if max_new_tokens is not None:
-        raw["max_new_tokens"] = max_new_tokens
-    if backend is not None:  # the YAML's options are kept when it names the same backend
-        yaml_backend = raw.get("backend")
-        same = isinstance(yaml_backend, dict) and yaml_backend.get("name", "own") == backend
-        raw["backend"] = {**yaml_backend, "name": backend} if same else backend
-    if concurrency is not None:
-        raw["concurrency"] = _csv(concurrency, int)
-    if drafter:
-        raw["drafters"] = list(drafter)
-    if workload:
-        raw["workloads"] = list(workload)
-    if prompts is not None:
-        raw["workloads"] = [{**(w if isinstance(w, dict) else {"name": w}), "count": prompts}
-                            for w in raw.get("workloads") or []]
+    flags = SweepFlags(name=name, target=target, drafters=list(drafter) if drafter else None, gammas=_csv(gamma, int),
+                       trees=_csv(tree, str), temperatures=_csv(temperature, float), top_p=top_p, top_k=top_k,
+                       workloads=list(workload) if workload else None, prompts=prompts, max_new_tokens=max_new_tokens,
+                       repeats=repeats, seed=seed, device=device, dtype=dtype, ignore_eos=ignore_eos, compile=compile,
+                       kernels=kernels, threads=threads, mode=mode, backend=backend,
+                       concurrency=_csv(concurrency, int))
+    raw = flags.over(load_spec_file(spec_file) if spec_file is not None else {})
     where = str(spec_file) if spec_file is not None else "sweep flags"
     spec = build_spec(raw, where=where)
     shard_pair = parse_shard(shard)

@@ -237,6 +237,58 @@ class SweepSpec:
         return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
+# ----------------------------------------------------------------------------- the command line's flags
+
+@dataclass(frozen=True)
+class SweepFlags:
+    """What ``specbench sweep``'s flags say, typed: each field overrides the sweep file's key of the
+    same meaning (None: not given). `over` merges them into the file's mapping, which `build_spec`
+    then checks, so ``--gamma 1,2,4`` is ``SweepFlags.gammas`` → the ``gammas`` key →
+    `SweepSpec.gammas` → each `RunConfig.gamma` → the backend → the engine's ``config_gamma``."""
+
+    name: str | None = None
+    target: str | None = None
+    drafters: list[str] | None = None  # TYPE or TYPE:key=value,...
+    gammas: list[int] | None = None
+    trees: list[str] | None = None
+    temperatures: list[float] | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    workloads: list[str] | None = None
+    prompts: int | None = None  # prompts per workload (each workload's count)
+    max_new_tokens: int | None = None
+    repeats: int | None = None
+    seed: int | None = None
+    device: str | None = None
+    dtype: str | None = None
+    ignore_eos: bool | None = None
+    compile: bool | None = None
+    kernels: str | None = None
+    threads: str | None = None
+    mode: str | None = None
+    backend: str | None = None  # the file's backend options are kept when it names the same backend
+    concurrency: list[int] | None = None
+
+    def over(self, raw: dict) -> dict:
+        """The sweep file's mapping ``raw`` (may be empty) with the given flags put over it."""
+        raw = dict(raw)
+        plain = ("name", "target", "gammas", "trees", "temperatures", "top_p", "top_k", "repeats", "seed", "device",
+                 "dtype", "ignore_eos", "mode", "compile", "kernels", "threads", "max_new_tokens", "concurrency")
+        raw.update({key: getattr(self, key) for key in plain if getattr(self, key) is not None})
+        if self.backend is not None:
+            named = raw.get("backend")
+            same = isinstance(named, dict) and named.get("name", DEFAULT_BACKEND) == self.backend
+            raw["backend"] = {**named, "name": self.backend} if same else self.backend
+        if self.drafters:
+            raw["drafters"] = list(self.drafters)
+        if self.workloads:
+            raw["workloads"] = list(self.workloads)
+        if self.prompts is not None:
+            raw["workloads"] = [{**(w if isinstance(w, dict) else {"name": w}), "count": self.prompts}
+                                for w in raw.get("workloads") or []]
+        return raw
+
+
 # ----------------------------------------------------------------------------- parsing
 
 def parse_params(items: list[str]) -> dict:
