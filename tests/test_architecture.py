@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import grimp
@@ -102,3 +103,13 @@ def test_result_readers_do_not_load_torch(package):
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "False"
+
+
+def test_measure_contract_forbids_every_backend_module_but_the_seam():
+    """The contract 'measure reaches backends only through the registry and the Backend protocol' lists
+    modules (import-linter has no 'all but'): a new backend module must be added to it."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    contract = next(c for c in config if c["name"].startswith("Measure reaches backends only"))
+    modules = {f"specbench.backends.{p.stem}" for p in (ROOT / "specbench" / "backends").glob("*.py")}
+    assert set(contract["forbidden_modules"]) == modules - {"specbench.backends.__init__", "specbench.backends.base",
+                                                            "specbench.backends.registry"}

@@ -58,6 +58,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from specbench.analysis.moe_cost import expected_distinct_experts
 from specbench.analysis.options import MAX_GAMMA
 from specbench.catalogue import drafters as catalogue
 from specbench.engine.device import device_info
@@ -223,12 +224,6 @@ def dense_twin(arch: Architecture) -> Architecture:
                         f"{shape['top_k']}×{shape['expert_intermediate']}", config)
 
 
-def expected_distinct_experts(tokens: int, experts: int, top_k: int) -> float:
-    """E · (1 − (1 − k/E)^t): distinct experts t uniformly routed tokens touch in one layer
-    (`specbench.analysis.moe_cost` states the derivation)."""
-    return experts * (1.0 - (1.0 - top_k / experts) ** tokens)
-
-
 def moe_forward_bytes(model, shape: dict, tokens: int) -> int:
     """Weight bytes a forward over ``tokens`` tokens (all sequences) streams from an MoE model: the
     non-expert weights (`forward_weight_bytes` less every expert) plus, per MoE layer, the expected
@@ -237,7 +232,7 @@ def moe_forward_bytes(model, shape: dict, tokens: int) -> int:
     all_experts = sum(p.numel() * p.element_size() for p in expert_params)
     one_expert = all_experts / shape["experts"]  # over every MoE layer
     return int(forward_weight_bytes(model) - all_experts
-               + one_expert * expected_distinct_experts(tokens, shape["experts"], shape["top_k"]))
+               + one_expert * float(expected_distinct_experts(tokens, shape["experts"], shape["top_k"])))
 
 
 def _config_from_json(path: Path):
