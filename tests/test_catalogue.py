@@ -36,6 +36,7 @@ OWNERS = ("specbench/catalogue/", "specbench/engine/drafters/")
 
 # ----------------------------------------------------------------------------- completeness
 
+
 @pytest.mark.parametrize("name", catalogue.names())
 def test_every_buildable_kind_has_a_complete_entry_that_its_class_agrees_with(name):
     kind = catalogue.get(name)
@@ -43,8 +44,11 @@ def test_every_buildable_kind_has_a_complete_entry_that_its_class_agrees_with(na
     drafter_type = registry.get(name)
     assert drafter_type.name == name, "the class's name is the entry's"
     signature = inspect.signature(type(drafter_type).build).parameters
-    declared = {p: (s.default if s.default is not inspect.Parameter.empty else None)
-                for p, s in signature.items() if p not in BUILD_ARGUMENTS}
+    declared = {
+        p: (s.default if s.default is not inspect.Parameter.empty else None)
+        for p, s in signature.items()
+        if p not in BUILD_ARGUMENTS
+    }
     assert declared == {p: param.default for p, param in kind.params.items()}, "parameters and defaults"
     for p, param in kind.params.items():
         assert param.kind in str(signature[p].annotation), f"{p}: {param.kind} vs {signature[p].annotation}"
@@ -79,8 +83,12 @@ def test_every_kind_is_an_entry_with_its_facts_and_only_served_kinds_lack_a_clas
 
 def test_a_registered_kind_with_an_incomplete_entry_fails(tmp_path):
     """The completeness test can fail: an entry whose parameters disagree with its class's is caught."""
-    bad = dataclasses.replace(catalogue.get("ngram"), name="ngram-bad", cls="specbench.engine.drafters.ngram:NgramType",
-                              params={"n_min": Param("int", 1)})
+    bad = dataclasses.replace(
+        catalogue.get("ngram"),
+        name="ngram-bad",
+        cls="specbench.engine.drafters.ngram:NgramType",
+        params={"n_min": Param("int", 1)},
+    )
     catalogue.register(bad)
     try:
         with pytest.raises(AssertionError):
@@ -103,6 +111,7 @@ def test_unknown_kinds_are_one_line_errors_and_builtins_stay():
 
 
 # ----------------------------------------------------------------------------- no other table
+
 
 def _kind_names() -> set[str]:
     return set(catalogue.names(buildable=False))
@@ -143,8 +152,9 @@ def name_comparisons(path: Path, names: set[str]) -> list[str]:
 
 
 def test_no_drafter_name_is_compared_or_tabled_outside_the_catalogue_and_the_drafters():
-    files = subprocess.run(["git", "ls-files", "specbench/*.py", "scripts/*.py"], cwd=ROOT, capture_output=True,
-                           text=True, check=True).stdout.split()
+    files = subprocess.run(
+        ["git", "ls-files", "specbench/*.py", "scripts/*.py"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     names = _kind_names()
     offenders = [hit for f in files if not f.startswith(OWNERS) for hit in name_comparisons(ROOT / f, names)]
     assert not offenders, "drafter names compared or tabled outside the catalogue:\n" + "\n".join(offenders)
@@ -152,8 +162,10 @@ def test_no_drafter_name_is_compared_or_tabled_outside_the_catalogue_and_the_dra
 
 def test_the_name_check_finds_a_comparison_and_a_table(tmp_path):
     planted = tmp_path / "planted.py"
-    planted.write_text('if kind == "medusa":\n    pass\nSTEPS = {"ngram": 0}\nREPLAYABLE = ("ngram", "draft-model")\n'
-                       'ok = kind in ("chain",)\nbase = row["drafter"] == "none"\nlogits = mode == "none"\n')
+    planted.write_text(
+        'if kind == "medusa":\n    pass\nSTEPS = {"ngram": 0}\nREPLAYABLE = ("ngram", "draft-model")\n'
+        'ok = kind in ("chain",)\nbase = row["drafter"] == "none"\nlogits = mode == "none"\n'
+    )
     global ROOT
     saved, ROOT = ROOT, tmp_path
     try:
@@ -165,14 +177,16 @@ def test_the_name_check_finds_a_comparison_and_a_table(tmp_path):
 
 # ----------------------------------------------------------------------------- add a drafter: one class + one entry
 
+
 class _WideLookupType(NgramType):
     """The worked example's class: prompt lookup that matches longer n-grams by default."""
 
     name = "wide-lookup"
 
     def build(self, target, *, device, dtype, implementation, n_min: int = 2, n_max: int = 5):
-        return super().build(target, device=device, dtype=dtype, implementation=implementation, n_min=n_min,
-                             n_max=n_max)
+        return super().build(
+            target, device=device, dtype=dtype, implementation=implementation, n_min=n_min, n_max=n_max
+        )
 
 
 class _Eagle3CopyType(Eagle3Type):
@@ -180,10 +194,16 @@ class _Eagle3CopyType(Eagle3Type):
 
 
 WIDE_LOOKUP = DrafterKind(
-    "wide-lookup", "prompt lookup over 2-5-token matches (params n_min, n_max)", _WideLookupType,
+    "wide-lookup",
+    "prompt lookup over 2-5-token matches (params n_min, n_max)",
+    _WideLookupType,
     params={"n_min": Param("int", 2, 1, 64, at_most="n_max"), "n_max": Param("int", 5, 1, 64)},
-    model_free=True, forwards=(0, 0), replay="prompt-lookup", vllm_method="ngram",
-    vllm_params={"n_min": "prompt_lookup_min", "n_max": "prompt_lookup_max"})
+    model_free=True,
+    forwards=(0, 0),
+    replay="prompt-lookup",
+    vllm_method="ngram",
+    vllm_params={"n_min": "prompt_lookup_min", "n_max": "prompt_lookup_max"},
+)
 EAGLE3_COPY = dataclasses.replace(catalogue.get("eagle3"), name="eagle3-copy", cls=_Eagle3CopyType)
 
 
@@ -202,8 +222,15 @@ def test_adding_a_drafter_is_one_class_and_one_entry(added_kinds, tiny_v8, smoll
     test_every_buildable_kind_has_a_complete_entry_that_its_class_agrees_with("wide-lookup")
     test_every_buildable_kind_has_a_complete_entry_that_its_class_agrees_with("eagle3-copy")
     # the sweep spec: parameters and replay from the entry
-    spec = build_spec({"name": "x", "drafters": ["wide-lookup:n_max=4"], "gammas": [1, 3], "mode": "replay",
-                       "workloads": ["mt-bench"]})
+    spec = build_spec(
+        {
+            "name": "x",
+            "drafters": ["wide-lookup:n_max=4"],
+            "gammas": [1, 3],
+            "mode": "replay",
+            "workloads": ["mt-bench"],
+        }
+    )
     assert spec.drafters[0].params_dict == {"n_max": 4}
     with pytest.raises(SpecbenchError, match="needs n_min <= n_max, got n_min=2 n_max=1"):
         build_spec({"name": "x", "drafters": ["wide-lookup:n_max=1"], "workloads": ["mt-bench"]})
@@ -215,21 +242,27 @@ def test_adding_a_drafter_is_one_class_and_one_entry(added_kinds, tiny_v8, smoll
     prompt = [3, 1, 4, 1, 5, 2, 6, 5, 3, 5, 0, 3, 6, 5, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1]
     live = SpeculativeEngine(target, drafter, gamma=3).generate(prompt, 24, stop_at_eos=False)
     replayer = Replayer(target)
-    trajectory = replayer.trajectory(prompt, live.tokens, stop_reason="length", max_new_tokens=24, max_gamma=3,
-                                     sampling=SamplingParams(), seed=0)
+    trajectory = replayer.trajectory(
+        prompt, live.tokens, stop_reason="length", max_new_tokens=24, max_gamma=3, sampling=SamplingParams(), seed=0
+    )
     trace = replayer.trace(drafter, trajectory, 3, SamplingParams(), kind="wide-lookup")
     replayed = replay_chain(trace, trajectory, [3])[0].rounds
     assert trace.drafter == "wide-lookup" and replayed.accepted == live.rounds.accepted
     # vLLM: method and parameter keys from the entry, defaults from its parameters
     assert speculative_config("wide-lookup", {"n_max": 4}, 3) == {
-        "method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
+        "method": "ngram",
+        "num_speculative_tokens": 3,
+        "prompt_lookup_min": 2,
+        "prompt_lookup_max": 4,
+    }
     assert speculative_config("eagle3-copy", {"checkpoint": "/x"}, 2)["method"] == "eagle3"
     settings = engine_settings("eagle3-copy", {"checkpoint": "/x"}, "chain", 2)  # SGLang, transformers: the entry's
     assert settings["sglang"].config["--speculative-algorithm"] == "EAGLE3" and not settings["transformers"].supported
     # export: refused by the one entry, written by the other's exporter
     with pytest.raises(SpecbenchError, match=r"'wide-lookup' has no vLLM export \(exportable: .*eagle3-copy"):
         exporter("wide-lookup")
-    report = write_export("eagle3-copy", make_drafter("eagle3-copy", smollm2, {"checkpoint": "random"}), smollm2,
-                          tmp_path / "export")
+    report = write_export(
+        "eagle3-copy", make_drafter("eagle3-copy", smollm2, {"checkpoint": "random"}), smollm2, tmp_path / "export"
+    )
     assert report["speculative_config"]["method"] == "eagle3"
     assert json.loads((tmp_path / "export" / "config.json").read_text())["architectures"] == ["LlamaForCausalLMEagle3"]

@@ -254,8 +254,8 @@ def test_expert_aware_selection_is_the_plain_one_at_lambda_zero_and_touches_fewe
     from specbench.engine.tree import DynamicTree
 
     def touched(chosen, experts):
-        return sum(len(set.union(set(experts.root[l]), *(experts.nodes[n][l] for n in chosen)))
-                   for l in range(len(experts.root)))
+        return sum(len(set.union(set(experts.root[layer]), *(experts.nodes[n][layer] for n in chosen)))
+                   for layer in range(len(experts.root)))
 
     fewer = 0
     for seed in range(20):

@@ -33,14 +33,26 @@ class BackendKind:
     batch_option: str | None = None  # the option sized from the sweep's largest concurrency unless given
 
 
-BACKENDS: Registry[BackendKind] = Registry("backend", (
-    BackendKind("own", "specbench.backends.own_engine:own_backend", own_drafters=True),
-    BackendKind("vllm", "specbench.backends.vllm_engine:VLLMBackend", concurrent=True,
-                check="specbench.backends.vllm_config:check_engine_sweep", batch_option="max_num_seqs"),
-    BackendKind("openai", "specbench.backends.openai_server:OpenAIServerBackend", concurrent=True),
-    BackendKind("vllm-server", "specbench.backends.vllm_server:VLLMServerBackend", concurrent=True,
-                check="specbench.backends.vllm_config:check_server_sweep"),
-))
+BACKENDS: Registry[BackendKind] = Registry(
+    "backend",
+    (
+        BackendKind("own", "specbench.backends.own_engine:own_backend", own_drafters=True),
+        BackendKind(
+            "vllm",
+            "specbench.backends.vllm_engine:VLLMBackend",
+            concurrent=True,
+            check="specbench.backends.vllm_config:check_engine_sweep",
+            batch_option="max_num_seqs",
+        ),
+        BackendKind("openai", "specbench.backends.openai_server:OpenAIServerBackend", concurrent=True),
+        BackendKind(
+            "vllm-server",
+            "specbench.backends.vllm_server:VLLMServerBackend",
+            concurrent=True,
+            check="specbench.backends.vllm_config:check_server_sweep",
+        ),
+    ),
+)
 
 
 def check_name(name: str) -> str:
@@ -70,8 +82,16 @@ def check_sweep(name: str, options: dict, configs: list, where: str) -> None:
         resolve(kind.check, f"backend {name}")(options, configs, where)
 
 
-def make_backend(name: str, options: dict | None = None, *, target: str, device: str, dtype: str, seed: int = 0,
-                 max_concurrency: int = 1):
+def make_backend(
+    name: str,
+    options: dict | None = None,
+    *,
+    target: str,
+    device: str,
+    dtype: str,
+    seed: int = 0,
+    max_concurrency: int = 1,
+):
     """Build the backend ``name``. ``max_concurrency`` (the sweep's largest) sizes a serving
     engine's batch (vLLM's ``max_num_seqs``, its entry's ``batch_option``) unless the options set it."""
     options = dict(options or {})

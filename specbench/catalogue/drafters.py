@@ -76,15 +76,18 @@ class DrafterKind:
     not_exportable: str = ""  # why it cannot be exported, when there is more to say than "no exporter"
 
     def __post_init__(self):
-        for value, allowed, what in ((self.replay, REPLAY_METHODS, "replay"),
-                                     (self.vllm_weights, VLLM_WEIGHTS, "vllm_weights"),
-                                     (self.transformers, TRANSFORMERS_MODES, "transformers")):
+        for value, allowed, what in (
+            (self.replay, REPLAY_METHODS, "replay"),
+            (self.vllm_weights, VLLM_WEIGHTS, "vllm_weights"),
+            (self.transformers, TRANSFORMERS_MODES, "transformers"),
+        ):
             if value is not None and value not in allowed:
                 raise SpecbenchError(f"drafter kind '{self.name}': {what} '{value}' is not one of {', '.join(allowed)}")
         for name, param in self.params.items():
             if param.at_most is not None and param.at_most not in self.params:
-                raise SpecbenchError(f"drafter kind '{self.name}': parameter {name} is bounded by an unknown "
-                                     f"parameter {param.at_most}")
+                raise SpecbenchError(
+                    f"drafter kind '{self.name}': parameter {name} is bounded by an unknown parameter {param.at_most}"
+                )
 
     @property
     def buildable(self) -> bool:
@@ -112,36 +115,98 @@ def _trained(name: str, summary: str, cls: str, **facts) -> DrafterKind:
 
 
 BUILTIN: tuple[DrafterKind, ...] = (
-    DrafterKind("ngram", "prompt lookup: continue a match of the last n tokens (params n_min, n_max)",
-                _ENGINE + "ngram:NgramType", params=_NGRAM, model_free=True, forwards=(0, 0),
-                replay="prompt-lookup", vllm_method="ngram",
-                vllm_params={"n_min": "prompt_lookup_min", "n_max": "prompt_lookup_max"},
-                sglang_algorithm="NGRAM", transformers="prompt-lookup"),
-    DrafterKind("draft-model", "a smaller causal LM with the same tokenizer (param model)",
-                _ENGINE + "draft_model:DraftModelType", params={"model": Param("str")}, confident=True,
-                replay="teacher-forced", nestable=True, vllm_method="draft_model", vllm_weights="model",
-                sglang_algorithm="STANDALONE", transformers="assistant"),
-    _trained("medusa", "Medusa heads on the target's last hidden state (param checkpoint)", "medusa:MedusaType",
-             forwards=(1, 0), vllm_method="medusa", vllm_weights="checkpoint", export=_EXPORT + "export_medusa"),
-    _trained("eagle", "EAGLE feature-space drafter, one layer on [hidden; next embedding] (param checkpoint)",
-             "eagle:EagleType", nestable=True, vllm_method="eagle", vllm_weights="checkpoint",
-             sglang_algorithm="EAGLE", export=_EXPORT + "export_eagle"),
-    _trained("eagle3", "EAGLE-3 drafter fusing low/mid/high target layers (param checkpoint)", "eagle:Eagle3Type",
-             nestable=True, vllm_method="eagle3", vllm_weights="checkpoint", sglang_algorithm="EAGLE3",
-             export=_EXPORT + "export_eagle3"),
-    _trained("mtp", "DeepSeek-V3-style multi-token prediction modules (param checkpoint)", "mtp:MTPType",
-             vllm_method="mtp", vllm_weights="target", sglang_algorithm="EAGLE",
-             not_exportable="vLLM's MTP runs the multi-token-prediction layers shipped inside the target's own "
-                            "checkpoint (DeepSeek, Qwen3-Next, GLM-4.5, MiMo, ...); a Llama target has no MTP path "
-                            "and vLLM reads no separate MTP checkpoint"),
-    _trained("eagle3.1", "EAGLE-3.1: EAGLE-3 with RMSNorm on each fused layer and a post-norm step output "
-             "(param checkpoint)", "eagle:Eagle31Type"),
-    _trained("semi-ar", "DSpark-style semi-autoregressive: parallel block heads + a one-layer serial head "
-             "(param checkpoint)", "semi_ar:SemiARType", forwards=(1, 1)),
-    _trained("parallel-tree", "JetSpec-style parallel tree: mask-token slots, tree-causal mask, one forward per "
-             "tree (param checkpoint)", "parallel_tree:ParallelTreeType", forwards=(1, 0)),
-    DrafterKind("suffix", "suffix decoding over the prompt and earlier outputs (vLLM's method suffix; served only)",
-                None, model_free=True, forwards=(0, 0), trees=False, vllm_method="suffix"),
+    DrafterKind(
+        "ngram",
+        "prompt lookup: continue a match of the last n tokens (params n_min, n_max)",
+        _ENGINE + "ngram:NgramType",
+        params=_NGRAM,
+        model_free=True,
+        forwards=(0, 0),
+        replay="prompt-lookup",
+        vllm_method="ngram",
+        vllm_params={"n_min": "prompt_lookup_min", "n_max": "prompt_lookup_max"},
+        sglang_algorithm="NGRAM",
+        transformers="prompt-lookup",
+    ),
+    DrafterKind(
+        "draft-model",
+        "a smaller causal LM with the same tokenizer (param model)",
+        _ENGINE + "draft_model:DraftModelType",
+        params={"model": Param("str")},
+        confident=True,
+        replay="teacher-forced",
+        nestable=True,
+        vllm_method="draft_model",
+        vllm_weights="model",
+        sglang_algorithm="STANDALONE",
+        transformers="assistant",
+    ),
+    _trained(
+        "medusa",
+        "Medusa heads on the target's last hidden state (param checkpoint)",
+        "medusa:MedusaType",
+        forwards=(1, 0),
+        vllm_method="medusa",
+        vllm_weights="checkpoint",
+        export=_EXPORT + "export_medusa",
+    ),
+    _trained(
+        "eagle",
+        "EAGLE feature-space drafter, one layer on [hidden; next embedding] (param checkpoint)",
+        "eagle:EagleType",
+        nestable=True,
+        vllm_method="eagle",
+        vllm_weights="checkpoint",
+        sglang_algorithm="EAGLE",
+        export=_EXPORT + "export_eagle",
+    ),
+    _trained(
+        "eagle3",
+        "EAGLE-3 drafter fusing low/mid/high target layers (param checkpoint)",
+        "eagle:Eagle3Type",
+        nestable=True,
+        vllm_method="eagle3",
+        vllm_weights="checkpoint",
+        sglang_algorithm="EAGLE3",
+        export=_EXPORT + "export_eagle3",
+    ),
+    _trained(
+        "mtp",
+        "DeepSeek-V3-style multi-token prediction modules (param checkpoint)",
+        "mtp:MTPType",
+        vllm_method="mtp",
+        vllm_weights="target",
+        sglang_algorithm="EAGLE",
+        not_exportable="vLLM's MTP runs the multi-token-prediction layers shipped inside the target's own "
+        "checkpoint (DeepSeek, Qwen3-Next, GLM-4.5, MiMo, ...); a Llama target has no MTP path "
+        "and vLLM reads no separate MTP checkpoint",
+    ),
+    _trained(
+        "eagle3.1",
+        "EAGLE-3.1: EAGLE-3 with RMSNorm on each fused layer and a post-norm step output (param checkpoint)",
+        "eagle:Eagle31Type",
+    ),
+    _trained(
+        "semi-ar",
+        "DSpark-style semi-autoregressive: parallel block heads + a one-layer serial head (param checkpoint)",
+        "semi_ar:SemiARType",
+        forwards=(1, 1),
+    ),
+    _trained(
+        "parallel-tree",
+        "JetSpec-style parallel tree: mask-token slots, tree-causal mask, one forward per tree (param checkpoint)",
+        "parallel_tree:ParallelTreeType",
+        forwards=(1, 0),
+    ),
+    DrafterKind(
+        "suffix",
+        "suffix decoding over the prompt and earlier outputs (vLLM's method suffix; served only)",
+        None,
+        model_free=True,
+        forwards=(0, 0),
+        trees=False,
+        vllm_method="suffix",
+    ),
 )
 
 DRAFTERS: Registry[DrafterKind] = Registry("drafter", BUILTIN)
@@ -161,8 +226,10 @@ def buildable(name: str, *, trained: bool = False) -> DrafterKind:
 def names(*, buildable: bool = True, **facts) -> list[str]:
     """Kinds in registration order: the ones the engine builds (``buildable=False``: every kind), whose
     facts equal ``facts`` (``names(trained=True)``, ``names(model_free=True)``, ...)."""
+
     def keep(kind: DrafterKind) -> bool:
         return (kind.buildable or not buildable) and all(getattr(kind, k) == v for k, v in facts.items())
+
     return DRAFTERS.names(keep)
 
 

@@ -42,8 +42,10 @@ class Registry(Generic[Entry]):
         error with a did-you-mean and the choices, ``what`` naming the kind (default: the registry's)."""
         choices = self.names(where)
         if name not in choices:
-            raise SpecbenchError(f"unknown {what or self.what} '{name}'{did_you_mean(str(name), choices)} "
-                                 f"(choose from: {', '.join(choices)})")
+            raise SpecbenchError(
+                f"unknown {what or self.what} '{name}'{did_you_mean(str(name), choices)} "
+                f"(choose from: {', '.join(choices)})"
+            )
         return self._entries[name]
 
     def register(self, entry: Entry, *, replace: bool = False) -> Entry:

@@ -24,7 +24,16 @@ def device_info(device: str) -> dict:
     if str(device).startswith("cuda"):
         index = torch.device(device).index or 0
         props = torch.cuda.get_device_properties(index)
-        return {"device": str(device), "device_name": props.name, "device_memory_bytes": int(props.total_memory),
-                "cuda_version": torch.version.cuda, "capability": f"{props.major}.{props.minor}"}
-    return {"device": "cpu", "device_name": cpu_name(), "cpu_threads": torch.get_num_threads(),
-            "cpu_count": os.cpu_count()}
+        return {
+            "device": str(device),
+            "device_name": props.name,
+            "device_memory_bytes": int(props.total_memory),
+            "cuda_version": torch.version.cuda,
+            "capability": f"{props.major}.{props.minor}",
+        }
+    return {
+        "device": "cpu",
+        "device_name": cpu_name(),
+        "cpu_threads": torch.get_num_threads(),
+        "cpu_count": os.cpu_count(),
+    }

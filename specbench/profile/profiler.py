@@ -397,7 +397,7 @@ def measure_read_bandwidth(device: str, nbytes: int | None = None) -> float:
 
     nbytes = nbytes or (2 * GIB if str(device).startswith("cuda") else 256 * 2**20)
     data = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
-    times = time_region(lambda: data.sum(), DeviceClock(device), warmup=1, repeats=5)
+    times = time_region(lambda: data.sum(), DeviceClock(device), warmup=1, repeats=5)  # noqa: F821 - called before del
     del data
     return nbytes / float(times.min()) / 1e9
 
@@ -516,9 +516,10 @@ def _measure_model(session: _Session, arch: Architecture, role: str, forward_tok
                 for n in forward_tokens:
                     session.step(f"{role} {arch.spec}: B={batch} c={context} n={n}")
                     ids = new[:, :n]
-                    times = time_region(lambda: decoder.forward(ids, logits="all").logits.argmax(-1), clock,
-                                        warmup=grid.warmup, repeats=grid.repeats,
-                                        reset=lambda: decoder.truncate(context))
+                    # the lambdas run inside time_region, before the finally block deletes the decoder
+                    times = time_region(lambda: decoder.forward(ids, logits="all").logits.argmax(-1),  # noqa: F821
+                                        clock, warmup=grid.warmup, repeats=grid.repeats,
+                                        reset=lambda: decoder.truncate(context))  # noqa: F821
                     session.add(_cell(session, role=role, model=arch.spec, measure=measure, batch=batch,
                                       context=context, tokens=n, times=times,
                                       weight_bytes=moe_forward_bytes(model, shape, batch * n) if shape else weight_bytes,

@@ -38,14 +38,18 @@ def _checked(value, param: catalogue.Param, label: str):
 def check_param_values(drafter: str, params: dict, where: str = "drafter") -> dict:
     """``params`` with each value of the type the drafter takes (ints stay ints); else one-line error."""
     declared = catalogue.buildable(drafter).params
-    checked = {key: value if key not in declared else
-               _checked(value, declared[key], f"{where}: drafter '{drafter}' parameter '{key}'")
-               for key, value in params.items()}
+    checked = {
+        key: value
+        if key not in declared
+        else _checked(value, declared[key], f"{where}: drafter '{drafter}' parameter '{key}'")
+        for key, value in params.items()
+    }
     for key, param in declared.items():
         if param.at_most is None:
             continue
         low, high = checked.get(key, param.default), checked.get(param.at_most, declared[param.at_most].default)
         if low is not None and high is not None and low > high:
-            raise SpecbenchError(f"{where}: drafter '{drafter}' needs {key} <= {param.at_most}, "
-                                 f"got {key}={low} {param.at_most}={high}")
+            raise SpecbenchError(
+                f"{where}: drafter '{drafter}' needs {key} <= {param.at_most}, got {key}={low} {param.at_most}={high}"
+            )
     return checked

@@ -1,5 +1,6 @@
-"""No machine paths in committed files: the shipped drafter configs, the docs and everything else
-tracked name no home folder, checkout or temporary folder of the machine they were made on."""
+"""What a committed file must not hold, and what every script must have: no machine paths (the shipped
+drafter configs, the docs and everything else tracked name no home folder, checkout or temporary folder
+of the machine they were made on), and a Makefile target or a line in docs/benchmarks.md per script."""
 
 from __future__ import annotations
 
@@ -40,5 +41,13 @@ def test_the_shipped_drafter_configs_are_checked():
 def test_the_check_finds_machine_paths():
     assert machine_paths('"command": "train --out /work/train/x"') == ["/work/"]
     assert machine_paths("results in /tmp/bench-schedule-9dn_p53z and /tmp/tmpn43uflqv/x") == [
-        "/tmp/bench-schedule-9dn_p53z", "/tmp/tmpn43uflqv"]
+        "/tmp/bench-schedule-9dn_p53z",
+        "/tmp/tmpn43uflqv",
+    ]
     assert not machine_paths("--out /tmp/cpu-profile, results/demo, ~/.cache/specbench")
+
+
+def test_every_script_is_run_by_make_or_listed_in_the_benchmarks_doc():
+    listed = (ROOT / "Makefile").read_text() + (ROOT / "docs" / "benchmarks.md").read_text()
+    scripts = [p.name for p in (ROOT / "scripts").iterdir() if p.suffix in (".py", ".sh")]
+    assert scripts and not [s for s in scripts if s not in listed]
