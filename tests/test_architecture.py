@@ -29,28 +29,24 @@ def test_import_linter_contracts_hold():
     assert "0 broken" in result.stdout
 
 
-def test_a_broken_contract_fails(tmp_path):
-    """The check can fail: a contract the code breaks on purpose (measure writes records) is reported."""
+def _lint_broken(tmp_path, roots: list[str], name: str, source: str, forbidden: str) -> subprocess.CompletedProcess:
+    """`lint-imports` on one forbidden contract that the code breaks on purpose."""
     config = tmp_path / "broken.toml"
-    config.write_text(
-        '[tool.importlinter]\nroot_packages = ["specbench"]\n\n'
-        '[[tool.importlinter.contracts]]\nname = "measure may not import records (false on purpose)"\n'
-        'type = "forbidden"\nsource_modules = ["specbench.measure"]\nforbidden_modules = ["specbench.records"]\n')
-    result = _lint("--config", str(config))
-    assert result.returncode != 0
-    assert "BROKEN" in result.stdout and "specbench.measure" in result.stdout
+    config.write_text(f'[tool.importlinter]\nroot_packages = {roots!r}\n\n'.replace("'", '"')
+                      + f'[[tool.importlinter.contracts]]\nname = "{name} (false on purpose)"\ntype = "forbidden"\n'
+                      f'source_modules = ["{source}"]\nforbidden_modules = ["{forbidden}"]\n')
+    return _lint("--config", str(config))
 
 
-def test_a_broken_kernel_contract_fails(tmp_path):
-    """The walls see the kernels: a contract forbidding the engine's real imports of them is reported."""
-    config = tmp_path / "broken.toml"
-    config.write_text(
-        '[tool.importlinter]\nroot_packages = ["specbench", "specbench_kernels"]\n\n'
-        '[[tool.importlinter.contracts]]\nname = "the engine may not import the kernels (false on purpose)"\n'
-        'type = "forbidden"\nsource_modules = ["specbench.engine"]\nforbidden_modules = ["specbench_kernels"]\n')
-    result = _lint("--config", str(config))
+@pytest.mark.parametrize("roots, source, forbidden", [
+    (["specbench"], "specbench.measure", "specbench.records"),  # measure writes records
+    (["specbench", "specbench_kernels"], "specbench.engine", "specbench_kernels"),  # the walls see the kernels
+])
+def test_a_broken_contract_fails(tmp_path, roots, source, forbidden):
+    """The check can fail: a contract forbidding an import the code makes is reported broken."""
+    result = _lint_broken(tmp_path, roots, f"{source} may not import {forbidden}", source, forbidden)
     assert result.returncode != 0
-    assert "BROKEN" in result.stdout and "specbench_kernels" in result.stdout
+    assert "BROKEN" in result.stdout and source in result.stdout and forbidden in result.stdout
 
 
 def test_kernels_import_only_torch_triton_and_the_standard_library():
