@@ -55,11 +55,6 @@ BACKENDS: Registry[BackendKind] = Registry(
 )
 
 
-def check_name(name: str) -> str:
-    BACKENDS.get(name)
-    return name
-
-
 def get(name: str) -> BackendKind:
     """The entry called ``name``; unknown: one line with a did-you-mean."""
     return BACKENDS.get(name)

@@ -27,8 +27,8 @@ Mode and calibration choose which units exist, not what a unit measures: they ar
 the spec hash, so a live sweep's folder can be extended with ``--mode both``.
 
 ``backend`` (default ``own``) names who generates: ``backend: vllm`` or ``backend: {name: vllm,
-max_num_seqs: 16, ...}`` (each backend checks its options: `specbench.backends.registry.check_sweep`). ``concurrency: [1, 4,
-16]`` (serving backends only) runs every configuration with that many requests in flight; like
+max_num_seqs: 16, ...}`` (each backend checks its options: `specbench.backends.registry.check_sweep`).
+``concurrency: [1, 4, 16]`` (serving backends only) runs every configuration with that many requests in flight; like
 mode, it chooses which units exist and stays out of the hash. Neither key changes the hash of a
 spec that does not set it.
 
