@@ -63,6 +63,29 @@ def test_every_buildable_kind_has_a_complete_entry_that_its_class_agrees_with(na
         assert kind.vllm_method is not None and kind.trained and callable(_resolve(kind.export))
 
 
+def test_every_drafter_class_has_an_entry():
+    """A `DrafterType` subclass in the drafters' package without a catalogue entry (or whose entry names
+    another class) would be a drafter the rest of specbench knows nothing about."""
+    import importlib
+    import pkgutil
+
+    import specbench.engine.drafters as package
+
+    for module in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{package.__name__}.{module.name}")
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    classes = {c for c in subclasses(registry.DrafterType) if c.name and c.__module__.startswith(package.__name__)}
+    assert classes, "no drafter classes found"
+    for cls in classes:
+        assert cls.name in catalogue.names(), f"{cls.__qualname__} ({cls.name}) has no catalogue entry"
+        assert catalogue.DRAFTERS.load(cls.name) is cls, f"{cls.name}'s entry names another class"
+
+
 def _resolve(reference):
     from specbench.catalogue.registry import resolve
 
