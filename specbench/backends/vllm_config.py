@@ -26,6 +26,7 @@ from specbench.analysis.vllm_speculative import speculative_config as build_spec
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models.resolve import DTYPES
 
+MAX_ENGINES_KEPT = 16
 # backend options (sweep YAML ``backend: {name: vllm, ...}``) -> meaning
 OPTIONS = {
     "max_num_seqs": "requests the engine batches at once (default: the sweep's largest concurrency)",
@@ -41,6 +42,9 @@ OPTIONS = {
     "python": "interpreter of the vLLM environment (default: .venv-vllm/bin/python of the checkout)",
     "engine_args": "extra keyword arguments for vllm.LLM, passed through as given",
     "warmup_tokens": "untimed tokens generated when an engine starts (default 8)",
+    "engines_kept": "engines kept alive between configurations (default 1): a later look of an adaptive sweep "
+                    "reuses a kept engine instead of starting it again; each holds its own memory, so on a GPU "
+                    "give each its share with gpu_memory_utilization",
 }
 
 
@@ -54,6 +58,9 @@ def check_options(options: dict, where: str = "backend vllm") -> dict:
                                  f"(options: {', '.join(OPTIONS)})")
     if "engine_args" in options and not isinstance(options["engine_args"], dict):
         raise SpecbenchError(f"{where}: 'engine_args' must be a mapping of vllm.LLM keyword arguments")
+    kept = options.get("engines_kept", 1)
+    if isinstance(kept, bool) or not isinstance(kept, int) or not 1 <= kept <= MAX_ENGINES_KEPT:
+        raise SpecbenchError(f"{where}: 'engines_kept' must be a whole number from 1 to {MAX_ENGINES_KEPT}, got {kept!r}")
     return options
 
 
