@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.specbench-installed
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install install-vllm test-vllm demo test test-heavy bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe clean help
+.PHONY: install install-vllm test-vllm demo test test-heavy simulate-stopping bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe clean help
 
 help:
 	@echo "make demo          set up (first run) and run the demo sweep on SmolLM2-135M"
@@ -23,6 +23,7 @@ help:
 	@echo "make bench-backends the same small sweep on the own engine and on vLLM, side by side"
 	@echo "make bench-strategies nested speculation, verify-length schedules, expert-aware trees (docs/strategies.md)"
 	@echo "make bench-strategies-moe plain vs expert-aware dynamic tree on SmolLM2-MoE: τ, experts per verify"
+	@echo "make simulate-stopping error rates of adaptive vs fixed-grid verdicts with a known truth (docs/fit.md)"
 
 $(PY):
 	@# Keep a torch the system python already has (a CUDA build, say) visible in the venv.
@@ -93,6 +94,9 @@ bench-backends: install install-vllm
 
 bench-strategies: install
 	$(PY) scripts/bench_strategies.py
+
+simulate-stopping: install
+	$(PY) scripts/adaptive_simulation.py --sims 2000
 
 clean:
 	rm -rf $(VENV) build *.egg-info

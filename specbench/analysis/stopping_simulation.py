@@ -18,7 +18,8 @@ verdict of `specbench.analysis.decision` under a `specbench.analysis.sequential.
 stopping rule `specbench.analysis.stopping.look_outcome` (racing included: a dropped configuration
 gets no more prompts). A verdict is *confidently wrong* when it says "yes" while no configuration's
 true speedup exceeds 1, or "yes" for a configuration whose true speedup is below 1, or "no" while
-some configuration's true speedup is ≥ 1.
+some configuration's true speedup is ≥ 1. ``pick_of_best`` is the true speedup of the configuration
+a "yes" recommends ÷ the best true speedup (how much a stop at the first confident yes leaves behind).
 """
 
 from __future__ import annotations
@@ -131,7 +132,8 @@ def _score(decision, truth: tuple[float, ...], prompts: int) -> dict:
         lo, hi = decision.option.lo, decision.option.hi
         covered = bool(lo <= truth[chosen] <= hi)
     return {"answer": answer, "wrong": bool(wrong), "yes": answer == YES, "no": answer == NO,
-            "chose_best": chosen is not None and truth[chosen] == best_true, "prompts": prompts, "covered": covered}
+            "chose_best": chosen is not None and truth[chosen] == best_true, "prompts": prompts, "covered": covered,
+            "pick_of_best": truth[chosen] / best_true if chosen is not None else None}
 
 
 def error_table(truths: dict = TRUTHS, planned: tuple[int, ...] = (8, 16, 24, 32, 40, 48, 56, 64),
@@ -147,10 +149,11 @@ def error_table(truths: dict = TRUTHS, planned: tuple[int, ...] = (8, 16, 24, 32
         for label, looks, adaptive, adjusted in methods:
             rng = np.random.default_rng([seed, len(rows)])
             out = pd.DataFrame([run_sweep(truth, looks, rng, noise, adaptive, adjusted) for _ in range(sims)])
-            covered = out["covered"].dropna()
+            covered, picked = out["covered"].dropna(), out["pick_of_best"].dropna()
             rows.append({"truth": name, "method": label, "sims": sims,
                          "confidently_wrong": float(out["wrong"].mean()), "yes": float(out["yes"].mean()),
                          "no": float(out["no"].mean()), "chose_best": float(out["chose_best"].mean()),
                          "mean_prompts": float(out["prompts"].mean()),
-                         "yes_interval_covers_truth": float(covered.mean()) if len(covered) else float("nan")})
+                         "yes_interval_covers_truth": float(covered.mean()) if len(covered) else float("nan"),
+                         "pick_of_best": float(picked.mean()) if len(picked) else float("nan")})
     return pd.DataFrame(rows)

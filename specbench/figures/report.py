@@ -162,7 +162,11 @@ def recommendation_section(data: PlotData) -> Html:
 def stopping_section(data: PlotData) -> Html:
     """An adaptive sweep's looks per workload: prompts, answer, best option and its adjusted interval."""
     if not data.history:
-        return Html("")
+        return section("stopping", "Stopping history",
+                       paragraph("A fixed grid: every prompt was measured, then judged once. A verdict picks the best "
+                                 "of the configurations, so its interval is adjusted for that choice (docs/fit.md, "
+                                 "'Sweeps that decide'); `specbench sweep --until-decided` measures until each "
+                                 "workload is decided instead."))
     rows = []
     for name, entry in data.history.get("workloads", {}).items():
         for look in entry.get("looks") or []:
