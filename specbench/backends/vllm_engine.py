@@ -27,7 +27,8 @@ import tempfile
 from pathlib import Path
 
 from specbench.backends.base import GenerationResult, Request, RoundCallback, ServingBackend, StatusCallback
-from specbench.backends.environment import cpu_name
+from specbench.catalogue import drafters as catalogue
+from specbench.engine.device import cpu_name
 from specbench.backends.vllm_config import (
     check_options,
     engine_kwargs,
@@ -57,10 +58,11 @@ def vllm_python(options: dict) -> Path:
 
 
 def _draft_steps(config) -> int:
-    """Drafter forwards per round inside vLLM: γ for autoregressive drafters, 0 for n-gram, 1 for Medusa."""
+    """Drafter forwards per round inside vLLM: the catalogue's (γ for autoregressive drafters, 0 for
+    n-gram, 1 for Medusa)."""
     if config.drafter is None:
         return 0
-    return {"ngram": 0, "medusa": 1}.get(config.drafter.type, int(config.gamma))
+    return catalogue.get(config.drafter.type).forwards_per_round(int(config.gamma))
 
 
 class WorkerProcess:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from specbench.catalogue.drafters import TARGET_ONLY
 import json
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommend import MeasuredCosts, ProfiledCosts, recommend
 from specbench.analysis.recommend import to_json as recommendations_json
 from specbench.analysis.sequential import LookPlan
-from specbench.backends.engine_checks import check_engine_settings, local_model_folder
+from specbench.cli.engine_checks import check_engine_settings, local_model_folder
 from specbench.cli.fit_cmd import group_label, text_row
 from specbench.cli.results_cmd import print_history
 from specbench.cli.render import console as wide_console
@@ -258,7 +259,7 @@ def concurrency_latency_table(rows: list[dict]) -> Table:
     for c in ("workload", "backend", "concurrency", "configuration", "requests", "TTFT ms", "ITL ms"):
         table.add_column(escape(c), overflow="fold")
     for r in rows:
-        label = "target only" if r["drafter"] == "none" else f"{r['drafter_label']} γ={int(r['gamma'])}"
+        label = "target only" if r["drafter"] == TARGET_ONLY else f"{r['drafter_label']} γ={int(r['gamma'])}"
         label += "" if r["tree"] == "chain" else f" tree {r['tree']}"
         text_row(table, r["workload"], r["backend"], str(r["concurrency"]), label, str(r["requests"]),
                  milliseconds([r[f"ttft_p{p}_s"] for p in PERCENTILES]),
@@ -272,7 +273,7 @@ def _cost_source(folder: Path | None, batch: str | None, context: int | None):
         if batch is not None or context is not None:
             raise SpecbenchError("--batch and --context need --cost-profile (a sweep's own costs hold for its batch 1)")
         return MeasuredCosts()
-    from specbench.hardware.profile import parse_int_list  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.profile.profiler import parse_int_list  # lazy: loads torch; keeps `specbench --help` fast
 
     profile = load_profile(folder)
     return ProfiledCosts(profile, batches=parse_int_list(batch, "--batch") if batch is not None else None,

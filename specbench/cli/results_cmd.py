@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from specbench.catalogue.drafters import TARGET_ONLY
 import json
 from pathlib import Path
 
@@ -183,7 +184,7 @@ def show_rows(records, table) -> list[dict]:
     order = ["workload", "temperature", "drafter_label", "tree", "gamma", "mode"] + (["concurrency"] if levels else [])
     for r in table.sort_values(order).itertuples():
         is_replay = r.mode == "replay"
-        label = "target only" if r.drafter == "none" else r.drafter_label
+        label = "target only" if r.drafter == TARGET_ONLY else r.drafter_label
         label += "" if r.tree == "chain" else f" · tree {r.tree}"
         identical = None if r.temperature > 0 or r.gamma == 0 or is_replay else float(r.identical)
         rows.append({"workload": r.workload, "configuration": label, "gamma": int(r.gamma),

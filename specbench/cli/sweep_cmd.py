@@ -110,7 +110,11 @@ def sweep(
     --mode both runs everything live and replayed and prints their agreement (docs/replay.md).
     """
     from specbench.measure.runner import SweepRunner  # lazy: loads torch; keeps `specbench --help` fast
-    from specbench.measure.spec import build_spec, load_spec_file  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.spec import (  # lazy: loads torch; keeps `specbench --help` fast
+        SweepFlags,
+        build_spec,
+        load_spec_file,
+    )
     from specbench.measure.units import (  # lazy: loads torch; keeps `specbench --help` fast
         expand_units,
         in_shard,
@@ -118,28 +122,14 @@ def sweep(
         parse_shard,
     )  # lazy: loads torch; keeps `specbench --help` fast
 
-    raw = load_spec_file(spec_file) if spec_file is not None else {}
-    flags = {"name": name, "target": target, "gammas": _csv(gamma, int), "trees": _csv(tree, str),
-             "temperatures": _csv(temperature, float), "top_p": top_p, "top_k": top_k, "repeats": repeats,
-             "seed": seed, "device": device, "dtype": dtype, "ignore_eos": ignore_eos, "mode": mode,
-             "compile": compile, "kernels": kernels, "threads": threads}
-    raw.update({k: v for k, v in flags.items() if v is not None})
-    if max_new_tokens is not None:
-        raw["max_new_tokens"] = max_new_tokens
-    if backend is not None:  # the YAML's options are kept when it names the same backend
-        yaml_backend = raw.get("backend")
-        same = isinstance(yaml_backend, dict) and yaml_backend.get("name", "own") == backend
-        raw["backend"] = {**yaml_backend, "name": backend} if same else backend
-    if concurrency is not None:
-        raw["concurrency"] = _csv(concurrency, int)
-    _adaptive_flags(raw, until_decided, budget, max_prompts, batch)
-    if drafter:
-        raw["drafters"] = list(drafter)
-    if workload:
-        raw["workloads"] = list(workload)
-    if prompts is not None:
-        raw["workloads"] = [{**(w if isinstance(w, dict) else {"name": w}), "count": prompts}
-                            for w in raw.get("workloads") or []]
+    flags = SweepFlags(name=name, target=target, drafters=list(drafter) if drafter else None, gammas=_csv(gamma, int),
+                       trees=_csv(tree, str), temperatures=_csv(temperature, float), top_p=top_p, top_k=top_k,
+                       workloads=list(workload) if workload else None, prompts=prompts, max_new_tokens=max_new_tokens,
+                       repeats=repeats, seed=seed, device=device, dtype=dtype, ignore_eos=ignore_eos, compile=compile,
+                       kernels=kernels, threads=threads, mode=mode, backend=backend,
+                       concurrency=_csv(concurrency, int), until_decided=until_decided, budget=budget,
+                       max_prompts=max_prompts, batch=batch)
+    raw = flags.over(load_spec_file(spec_file) if spec_file is not None else {})
     where = str(spec_file) if spec_file is not None else "sweep flags"
     spec = build_spec(raw, where=where)
     shard_pair = parse_shard(shard)
@@ -178,21 +168,6 @@ def sweep(
         from specbench.measure.replay_units import folder_summary  # lazy: loads torch; keeps `specbench --help` fast
 
         print_replay_summary(folder_summary(out_dir), wide_console())
-
-
-def _adaptive_flags(raw: dict, until_decided: bool | None, budget: str | None, max_prompts: int | None,
-                    batch: int | None) -> None:
-    """--until-decided / --fixed-grid and the adaptive knobs, merged over the YAML's ``adaptive``."""
-    knobs = {k: v for k, v in (("budget", budget), ("max_prompts", max_prompts), ("batch", batch)) if v is not None}
-    if until_decided is False:
-        if knobs:
-            raise SpecbenchError("--fixed-grid cannot take --budget, --max-prompts or --batch (they belong to "
-                                 "--until-decided)")
-        raw["adaptive"] = None
-        return
-    if until_decided or knobs:
-        base = raw.get("adaptive")
-        raw["adaptive"] = {**(base if isinstance(base, dict) else {}), **knobs} or True
 
 
 def timing_summary(out_dir: Path) -> dict:

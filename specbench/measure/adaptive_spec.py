@@ -23,7 +23,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from specbench.errors import SpecbenchError, did_you_mean
+from specbench.errors import SpecbenchError, check_keys
 
 KEYS = ("batch", "first", "max_prompts", "budget", "calibration_batch")
 DEFAULT_BATCH = 8
@@ -96,10 +96,7 @@ def parse_adaptive(value, where: str) -> AdaptivePlan | None:
     if not isinstance(value, dict):
         raise SpecbenchError(f"{where}: 'adaptive' must be true or a mapping, e.g. {{batch: 8, max_prompts: 64, "
                              "budget: 10m}")
-    for key in value:
-        if key not in KEYS:
-            raise SpecbenchError(f"{where}: unknown key 'adaptive.{key}'{did_you_mean(str(key), list(KEYS))} "
-                                 f"(adaptive takes: {', '.join(KEYS)})")
+    check_keys(value, KEYS, f"{where}: unknown key 'adaptive.{{key}}'", listing="adaptive takes")
     batch = _count(value.get("batch", DEFAULT_BATCH), where, "batch")
     first = _count(value.get("first", batch), where, "first")
     max_prompts = _count(value.get("max_prompts", DEFAULT_MAX_PROMPTS), where, "max_prompts")

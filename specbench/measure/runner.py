@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Protocol
 
 from specbench.backends.base import Backend
-from specbench.backends.environment import device_info, git_commit, now_utc, package_versions
+from specbench.engine.device import device_info
+from specbench.measure.environment import git_commit, now_utc, package_versions
 from specbench.backends.registry import make_backend
+from specbench.catalogue.drafters import TARGET_ONLY
 from specbench.errors import SpecbenchError
 from specbench.measure.adaptive import AdaptiveSweep, pool_units
 from specbench.measure.groups import run_groups, uses_groups
@@ -154,7 +156,7 @@ class SweepRunner:
             return
         frame = load_records(self.store.folder, columns=["mode", "drafter", "gamma", "turn", "workload", "prompt_id",
                                                           "repeat", "temperature", "top_p", "top_k", "output_ids"])
-        done = frame[(frame["drafter"] == "none") & (frame["turn"] == 1) & (frame["mode"] == "live")]
+        done = frame[(frame["drafter"] == TARGET_ONLY) & (frame["turn"] == 1) & (frame["mode"] == "live")]
         for row in done.itertuples():
             key = (row.workload, row.prompt_id, row.repeat, row.temperature, row.top_p, row.top_k)
             self._answers[key] = [self.backend.tokenizer.decode(list(row.output_ids), skip_special_tokens=True)]

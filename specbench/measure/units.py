@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from specbench.backends.environment import now_utc
+from specbench.measure.environment import now_utc
 from specbench.engine.tree import shape_for
 from specbench.errors import SpecbenchError
 from specbench.measure.spec import RunConfig, SweepSpec
