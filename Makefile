@@ -55,7 +55,11 @@ demo: install
 FORMATTED := specbench/catalogue specbench/backends/registry.py specbench/engine/device.py \
              specbench/measure/environment.py specbench/engine/drafters/registry.py \
              specbench/engine/drafters/param_values.py tests/test_catalogue.py tests/test_repository.py \
-             scripts/compare_records.py
+             scripts/compare_records.py specbench/analysis/sequential.py specbench/analysis/stopping.py \
+             specbench/analysis/stopping_report.py specbench/analysis/stopping_simulation.py \
+             specbench/measure/adaptive.py specbench/measure/adaptive_spec.py specbench/measure/estimate.py \
+             specbench/records/adaptive_history.py specbench/cli/progress_lines.py specbench/cli/adaptive_view.py \
+             scripts/adaptive_simulation.py tests/test_adaptive.py
 
 lint: install
 	$(VENV)/bin/ruff check .

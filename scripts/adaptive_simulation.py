@@ -27,17 +27,26 @@ def main() -> None:
     looks = tuple(int(x) for x in args.looks.split(","))
     fixed = tuple(int(x) for x in args.fixed.split(",") if x)
     table = error_table(TRUTHS, planned=looks, fixed_sizes=fixed, sims=args.sims, seed=args.seed)
-    print("| truth | method | confidently wrong | yes | no | picked the best (its speedup ÷ the best's) | "
-          "prompts used (mean) | yes-interval covers the truth |")
+    print(
+        "| truth | method | confidently wrong | yes | no | picked the best (its speedup ÷ the best's) | "
+        "prompts used (mean) | yes-interval covers the truth |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in table.itertuples():
-        cover = "-" if r.yes_interval_covers_truth != r.yes_interval_covers_truth else \
-            f"{100 * r.yes_interval_covers_truth:.1f} %"
+        cover = (
+            "-"
+            if r.yes_interval_covers_truth != r.yes_interval_covers_truth
+            else f"{100 * r.yes_interval_covers_truth:.1f} %"
+        )
         share = "" if r.pick_of_best != r.pick_of_best else f" ({r.pick_of_best:.3f})"
-        print(f"| {r.truth} | {r.method} | {100 * r.confidently_wrong:.1f} % | {100 * r.yes:.1f} % | "
-              f"{100 * r.no:.1f} % | {100 * r.chose_best:.1f} %{share} | {r.mean_prompts:.1f} | {cover} |")
-    print(f"\n{args.sims} synthetic sweeps per row; truths (true speedups of the 6 configurations): "
-          + "; ".join(f"{k}: {', '.join(f'{v:g}' for v in t)}" for k, t in TRUTHS.items()))
+        print(
+            f"| {r.truth} | {r.method} | {100 * r.confidently_wrong:.1f} % | {100 * r.yes:.1f} % | "
+            f"{100 * r.no:.1f} % | {100 * r.chose_best:.1f} %{share} | {r.mean_prompts:.1f} | {cover} |"
+        )
+    print(
+        f"\n{args.sims} synthetic sweeps per row; truths (true speedups of the 6 configurations): "
+        + "; ".join(f"{k}: {', '.join(f'{v:g}' for v in t)}" for k, t in TRUTHS.items())
+    )
 
 
 if __name__ == "__main__":

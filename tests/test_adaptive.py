@@ -40,16 +40,19 @@ def test_looks_are_planned_from_the_pool():
     assert AdaptivePlan(calibration_batch=1).calibration_for((8, 16, 24), 4) == (4, 5, 6)
 
 
-@pytest.mark.parametrize("value,needle", [
-    ({"bacth": 8}, "did you mean 'batch'"),
-    ({"batch": 0}, "between 1"),
-    ({"batch": 2.5}, "whole number"),
-    ({"budget": "soon"}, "duration"),
-    ({"budget": -5}, "more than 0"),
-    ({"max_prompts": float("nan")}, "whole number"),
-    ({"batch": 1, "max_prompts": 1000}, "over the limit"),
-    ("yes", "true or a mapping"),
-])
+@pytest.mark.parametrize(
+    "value,needle",
+    [
+        ({"bacth": 8}, "did you mean 'batch'"),
+        ({"batch": 0}, "between 1"),
+        ({"batch": 2.5}, "whole number"),
+        ({"budget": "soon"}, "duration"),
+        ({"budget": -5}, "more than 0"),
+        ({"max_prompts": float("nan")}, "whole number"),
+        ({"batch": 1, "max_prompts": 1000}, "over the limit"),
+        ("yes", "true or a mapping"),
+    ],
+)
 def test_bad_adaptive_keys_are_one_line(value, needle):
     with pytest.raises(SpecbenchError, match=re.escape(needle)):
         parse_adaptive(value, "sweep.yaml")
@@ -88,10 +91,13 @@ def _verdicts(frame, planned):
     return [{**r.decision.as_dict(), "candidates": r.decision.candidates} for r in recs]
 
 
-@pytest.mark.parametrize("drafter,answer", [
-    (SyntheticDrafter(alpha=0.9, gammas=(2, 4)), YES),
-    (SyntheticDrafter(alpha=0.6, gammas=(1, 2, 4), draft_step_s=0.03), NO),
-])
+@pytest.mark.parametrize(
+    "drafter,answer",
+    [
+        (SyntheticDrafter(alpha=0.9, gammas=(2, 4)), YES),
+        (SyntheticDrafter(alpha=0.6, gammas=(1, 2, 4), draft_step_s=0.03), NO),
+    ],
+)
 def test_the_rule_stops_when_the_truth_is_clear(drafter, answer):
     frame = records_frame(make_records([drafter], n_prompts=12, seed=0, costs=SyntheticCosts(noise=0.05)))
     verdicts = _verdicts(frame, (12, 24, 36))
@@ -100,9 +106,12 @@ def test_the_rule_stops_when_the_truth_is_clear(drafter, answer):
 
 
 def test_the_rule_drops_a_configuration_confidently_below_the_best_and_goes_on():
-    drafters = [SyntheticDrafter(name="ngram", params={}, model_free=True, alpha=0.5, no_match_rate=0.97,
-                                 gammas=(2,), alpha_spread=0.2),
-                SyntheticDrafter(alpha=0.5, gammas=(2,), draft_step_s=0.02)]  # drafting costs more than it gains
+    drafters = [
+        SyntheticDrafter(
+            name="ngram", params={}, model_free=True, alpha=0.5, no_match_rate=0.97, gammas=(2,), alpha_spread=0.2
+        ),
+        SyntheticDrafter(alpha=0.5, gammas=(2,), draft_step_s=0.02),
+    ]  # drafting costs more than it gains
     frame = records_frame(make_records(drafters, n_prompts=8, seed=0, costs=SyntheticCosts(noise=0.15)))
     verdicts = _verdicts(frame, (8, 16, 24))
     status, dropped = look_outcome(verdicts, 1, (8, 16, 24))
@@ -121,8 +130,7 @@ def test_a_disturbed_timing_never_decides():
 def test_error_control_with_a_known_truth():
     """The adaptive rule is confidently wrong ≤ 5 % of the time when every speedup is 1; the former plain
     rule (any 95 % interval above 1) is not — the harness can tell them apart — and a 1.3× truth is found."""
-    null = error_table({"null": TRUTHS["every speedup 1.0"]}, planned=(8, 16, 24), fixed_sizes=(12,), sims=400,
-                       seed=1)
+    null = error_table({"null": TRUTHS["every speedup 1.0"]}, planned=(8, 16, 24), fixed_sizes=(12,), sims=400, seed=1)
     rates = dict(zip(null["method"], null["confidently_wrong"]))
     adaptive = next(v for k, v in rates.items() if k.startswith("adaptive"))
     assert adaptive <= 0.05 + 0.02  # 400 sweeps: ±1 % binomial noise around a rate ≤ 5 %
@@ -132,10 +140,13 @@ def test_error_control_with_a_known_truth():
 
 
 def test_a_yes_names_its_adjusted_interval():
-    options = [Option("x", f"c{k}", "{}", "chain", k, s, 0, 0, 0, True, "fixed", 0.02, 20.0)
-               for k, s in enumerate((1.10, 1.30, 1.20), start=1)]
-    decision = _decide(__import__("pandas").DataFrame(), __import__("pandas").DataFrame(), options, 21,
-                       LookPlan((7, 14, 21)))
+    options = [
+        Option("x", f"c{k}", "{}", "chain", k, s, 0, 0, 0, True, "fixed", 0.02, 20.0)
+        for k, s in enumerate((1.10, 1.30, 1.20), start=1)
+    ]
+    decision = _decide(
+        __import__("pandas").DataFrame(), __import__("pandas").DataFrame(), options, 21, LookPlan((7, 14, 21))
+    )
     assert decision.answer == YES and decision.option.gamma == 2
     assert decision.option.lo == pytest.approx(1.30 * np.exp(-decision_quantile(decision) * 0.02))
     assert "best of 3 configurations and 3 planned looks" in decision.text
@@ -152,10 +163,16 @@ ADAPTIVE = {"first": 2, "batch": 1, "max_prompts": 4}
 
 
 def adaptive_yaml(tmp_path, prompts_file, **overrides):
-    spec = {"workloads": [jsonl_workload(prompts_file, count=4), {"name": "mt-bench", "count": 3}],
-            "drafters": [{"type": "ngram"}], "gammas": [1, 3], "mode": "replay",
-            "calibration": {"gammas": [1, 3], "prompts": 1}, "timing": {"order": "bracket", "warmup_s": 0},
-            "max_new_tokens": 16, "adaptive": ADAPTIVE}
+    spec = {
+        "workloads": [jsonl_workload(prompts_file, count=4), {"name": "mt-bench", "count": 3}],
+        "drafters": [{"type": "ngram"}],
+        "gammas": [1, 3],
+        "mode": "replay",
+        "calibration": {"gammas": [1, 3], "prompts": 1},
+        "timing": {"order": "bracket", "warmup_s": 0},
+        "max_new_tokens": 16,
+        "adaptive": ADAPTIVE,
+    }
     return tiny_sweep_yaml(tmp_path, prompts_file, **{**spec, **overrides})
 
 
@@ -215,8 +232,11 @@ def test_adaptive_sweep_resumes_after_a_kill_between_looks(tmp_path, prompts_fil
     assert records["unit_id"].is_unique
     for name, entry in first["workloads"].items():  # the looks before the kill are recomputed alike
         for before, after in zip(entry["looks"], resumed["workloads"][name]["looks"]):
-            assert (before["look"], before["prompts"], before["answer"]) == (after["look"], after["prompts"],
-                                                                             after["answer"])
+            assert (before["look"], before["prompts"], before["answer"]) == (
+                after["look"],
+                after["prompts"],
+                after["answer"],
+            )
     assert resumed["finished"] and resumed["elapsed_s"] >= first["elapsed_s"]
 
 
@@ -224,8 +244,11 @@ def test_a_sweep_redirected_to_a_file_prints_progress_lines_while_it_runs(tmp_pa
     spec = tiny_sweep_yaml(tmp_path, prompts_file, max_new_tokens=48)
     log = tmp_path / "sweep.log"
     with open(log, "w") as stream:
-        proc = subprocess.Popen([sys.executable, "-m", "specbench", "sweep", str(spec), "--out", str(tmp_path / "o")],
-                                stdout=stream, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "specbench", "sweep", str(spec), "--out", str(tmp_path / "o")],
+            stdout=stream,
+            stderr=subprocess.STDOUT,
+        )
         seen_while_running = False
         deadline = time.time() + 300
         while time.time() < deadline and proc.poll() is None:
@@ -249,10 +272,12 @@ def test_serving_backend_keeps_engines_and_runs_the_warm_ones_first(monkeypatch)
 
     monkeypatch.setenv("SPECBENCH_VLLM_WORKER_ENGINE", "tests.fake_vllm_engine:FakeEngine")
     monkeypatch.setenv("PYTHONPATH", os.getcwd())
-    spec = build_spec({"name": "kept", "drafters": ["ngram"], "gammas": [1, 2, 3], "workloads": ["mt-bench"],
-                       "backend": "vllm"})
-    backend = make_backend("vllm", {"python": sys.executable, "engines_kept": 3}, target="smollm2-135m",
-                           device="cpu", dtype="fp32")
+    spec = build_spec(
+        {"name": "kept", "drafters": ["ngram"], "gammas": [1, 2, 3], "workloads": ["mt-bench"], "backend": "vllm"}
+    )
+    backend = make_backend(
+        "vllm", {"python": sys.executable, "engines_kept": 3}, target="smollm2-135m", device="cpu", dtype="fp32"
+    )
     backend.start(lambda message: None)
     try:
         request = [Request([1, 2, 3], 4, 0, False)]

@@ -143,8 +143,7 @@ class VerdictRule:
         return f"adjusted for {what} (one-sided levels: yes {self.p_yes:.2g}, no {self.p_no:.2g})"
 
     def as_dict(self) -> dict:
-        return {**self.plan.as_dict(), "configurations": self.configurations, "p_yes": self.p_yes,
-                "p_no": self.p_no}
+        return {**self.plan.as_dict(), "configurations": self.configurations, "p_yes": self.p_yes, "p_no": self.p_no}
 
 
 def _t_isf(p: float, dof: float) -> float:

@@ -22,9 +22,9 @@ def interval_text(best: dict | None, answer: str) -> str:
         return "-"
     point = best["speedup"]
     if answer == "confident no" and _finite(best.get("hi_adj")):
-        return f"{point:.2f}× [{point ** 2 / best['hi_adj']:.2f}, {best['hi_adj']:.2f}]"
+        return f"{point:.2f}× [{point**2 / best['hi_adj']:.2f}, {best['hi_adj']:.2f}]"
     if _finite(best.get("lo_adj")) and best["lo_adj"] > 0:
-        return f"{point:.2f}× [{best['lo_adj']:.2f}, {point ** 2 / best['lo_adj']:.2f}]"
+        return f"{point:.2f}× [{best['lo_adj']:.2f}, {point**2 / best['lo_adj']:.2f}]"
     return f"{point:.2f}×"
 
 

@@ -51,13 +51,14 @@ class Noise:
     sigma_b: float = 0.25  # spread of the baseline's seconds per token across prompts
 
 
-def simulate_workload(truth: tuple[float, ...], n_prompts: int, rng: np.random.Generator,
-                      noise: Noise = Noise()) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def simulate_workload(
+    truth: tuple[float, ...], n_prompts: int, rng: np.random.Generator, noise: Noise = Noise()
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(tokens [P], baseline seconds [P], configuration seconds [K, P]) of one synthetic workload."""
     k = len(truth)
     tokens = rng.integers(24, 129, n_prompts).astype(float)  # [P]
     base = tokens * 0.05 * np.exp(noise.sigma_b * rng.standard_normal(n_prompts))  # [P]
-    mu = np.log(np.asarray(truth)) + noise.sigma_s ** 2 / 2  # [K]
+    mu = np.log(np.asarray(truth)) + noise.sigma_s**2 / 2  # [K]
     shared = rng.standard_normal(n_prompts)  # [P]
     own = rng.standard_normal((k, n_prompts))  # [K, P]
     speed = np.exp(mu[:, None] + noise.sigma_s * (np.sqrt(noise.rho) * shared + np.sqrt(1 - noise.rho) * own))
@@ -70,13 +71,34 @@ def _options(tokens, base, seconds, counts) -> list[Option]:
     options = []
     for k, n in enumerate(counts):
         iv = speedup_interval(tokens[:n], seconds[k, :n], tokens[:n], base[:n])
-        options.append(Option("sim", f"config{k}", "{}", "chain", k + 1, iv.point, iv.lo, iv.hi, float("nan"), True,
-                              "fixed", iv.log_se, iv.dof))
+        options.append(
+            Option(
+                "sim",
+                f"config{k}",
+                "{}",
+                "chain",
+                k + 1,
+                iv.point,
+                iv.lo,
+                iv.hi,
+                float("nan"),
+                True,
+                "fixed",
+                iv.log_se,
+                iv.dof,
+            )
+        )
     return options
 
 
-def run_sweep(truth: tuple[float, ...], planned: tuple[int, ...], rng: np.random.Generator, noise: Noise = Noise(),
-              adaptive: bool = True, adjusted: bool = True) -> dict:
+def run_sweep(
+    truth: tuple[float, ...],
+    planned: tuple[int, ...],
+    rng: np.random.Generator,
+    noise: Noise = Noise(),
+    adaptive: bool = True,
+    adjusted: bool = True,
+) -> dict:
     """One sweep: the adaptive rule over ``planned`` looks, or a fixed grid of ``planned[-1]`` prompts
     (``adjusted=False``: the plain 95 % rule, no adjustment for picking the best)."""
     tokens, base, seconds = simulate_workload(truth, planned[-1], rng, noise)
@@ -131,14 +153,26 @@ def _score(decision, truth: tuple[float, ...], prompts: int) -> dict:
     if chosen is not None:
         lo, hi = decision.option.lo, decision.option.hi
         covered = bool(lo <= truth[chosen] <= hi)
-    return {"answer": answer, "wrong": bool(wrong), "yes": answer == YES, "no": answer == NO,
-            "chose_best": chosen is not None and truth[chosen] == best_true, "prompts": prompts, "covered": covered,
-            "pick_of_best": truth[chosen] / best_true if chosen is not None else None}
+    return {
+        "answer": answer,
+        "wrong": bool(wrong),
+        "yes": answer == YES,
+        "no": answer == NO,
+        "chose_best": chosen is not None and truth[chosen] == best_true,
+        "prompts": prompts,
+        "covered": covered,
+        "pick_of_best": truth[chosen] / best_true if chosen is not None else None,
+    }
 
 
-def error_table(truths: dict = TRUTHS, planned: tuple[int, ...] = (8, 16, 24, 32, 40, 48, 56, 64),
-                fixed_sizes: tuple[int, ...] = (12, 64), sims: int = 2000, seed: int = 0,
-                noise: Noise = Noise()) -> pd.DataFrame:
+def error_table(
+    truths: dict = TRUTHS,
+    planned: tuple[int, ...] = (8, 16, 24, 32, 40, 48, 56, 64),
+    fixed_sizes: tuple[int, ...] = (12, 64),
+    sims: int = 2000,
+    seed: int = 0,
+    noise: Noise = Noise(),
+) -> pd.DataFrame:
     """One row per (truth, method): confidently-wrong rate, yes / no rates, prompts used, coverage."""
     rows = []
     methods = [("adaptive (looks " + ",".join(map(str, planned)) + ")", planned, True, True)]
@@ -150,10 +184,18 @@ def error_table(truths: dict = TRUTHS, planned: tuple[int, ...] = (8, 16, 24, 32
             rng = np.random.default_rng([seed, len(rows)])
             out = pd.DataFrame([run_sweep(truth, looks, rng, noise, adaptive, adjusted) for _ in range(sims)])
             covered, picked = out["covered"].dropna(), out["pick_of_best"].dropna()
-            rows.append({"truth": name, "method": label, "sims": sims,
-                         "confidently_wrong": float(out["wrong"].mean()), "yes": float(out["yes"].mean()),
-                         "no": float(out["no"].mean()), "chose_best": float(out["chose_best"].mean()),
-                         "mean_prompts": float(out["prompts"].mean()),
-                         "yes_interval_covers_truth": float(covered.mean()) if len(covered) else float("nan"),
-                         "pick_of_best": float(picked.mean()) if len(picked) else float("nan")})
+            rows.append(
+                {
+                    "truth": name,
+                    "method": label,
+                    "sims": sims,
+                    "confidently_wrong": float(out["wrong"].mean()),
+                    "yes": float(out["yes"].mean()),
+                    "no": float(out["no"].mean()),
+                    "chose_best": float(out["chose_best"].mean()),
+                    "mean_prompts": float(out["prompts"].mean()),
+                    "yes_interval_covers_truth": float(covered.mean()) if len(covered) else float("nan"),
+                    "pick_of_best": float(picked.mean()) if len(picked) else float("nan"),
+                }
+            )
     return pd.DataFrame(rows)

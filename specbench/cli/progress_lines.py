@@ -91,8 +91,7 @@ class LineProgress:
             measured = self.done - self.done_at_start
             left = max(self.total - self.done, 0)
             eta = _clock(elapsed / measured * left) if measured and left else ("-" if left else "0m00s")
-            text = (f"{self.done}/{self.total} units · elapsed {_clock(elapsed)} · eta {eta} (at most) · "
-                    f"{self.phase}")
+            text = f"{self.done}/{self.total} units · elapsed {_clock(elapsed)} · eta {eta} (at most) · {self.phase}"
             if self.current:
                 text += f" · now {self.current}"
             return text

@@ -44,7 +44,6 @@ from specbench.records.adaptive_history import read_history, write_history
 from specbench.records.store import load_records
 
 
-
 @dataclass
 class WorkloadLooks:
     """One workload's plan and what its looks found so far."""
@@ -73,15 +72,21 @@ class WorkloadLooks:
         return self.looks[-1].get("prompts_needed") if self.looks else None
 
     def to_dict(self) -> dict:
-        return {"planned": list(self.planned), "calibration": list(self.calibration), "status": self.status,
-                "dropped": [_key_label(k) for k in sorted(self.dropped, key=str)], "seconds": self.seconds,
-                "looks": self.looks}
+        return {
+            "planned": list(self.planned),
+            "calibration": list(self.calibration),
+            "status": self.status,
+            "dropped": [_key_label(k) for k in sorted(self.dropped, key=str)],
+            "seconds": self.seconds,
+            "looks": self.looks,
+        }
 
 
 def _key_label(key: tuple) -> str:
     label, tree, gamma, schedule = key
-    return f"{label}{'' if tree == 'chain' else ' tree ' + str(tree)} γ={gamma}" + \
-        ("" if schedule in (None, "fixed") else f" schedule {schedule}")
+    return f"{label}{'' if tree == 'chain' else ' tree ' + str(tree)} γ={gamma}" + (
+        "" if schedule in (None, "fixed") else f" schedule {schedule}"
+    )
 
 
 def config_key(unit: Unit) -> tuple:
@@ -269,16 +274,29 @@ class AdaptiveSweep:
         mine = mine[mine["stage"].astype(int) <= look]
         scenarios = self._verdicts(mine, state)
         answers = {s["answer"] for s in scenarios}
-        head = scenarios[0] if scenarios else {"answer": UNSURE, "text": "no verdict: no baseline and speculative "
-                                                                            "records to compare yet", "best": None,
-                                                  "prompts_needed": None, "candidates": []}
-        entry = {"look": look, "prompts": state.planned[look - 1],
-                 "calibration_prompts": state.calibration[look - 1] if state.calibration else None,
-                 "answer": head["answer"] if len(answers) <= 1 else "mixed", "text": head["text"],
-                 "best": head.get("best"), "prompts_needed": max((s["prompts_needed"] or 0 for s in scenarios),
-                                                                 default=0) or None,
-                 "seconds": round(state.seconds, 3), "elapsed_s": round(self.elapsed_before, 3),
-                 "scenarios": [{k: v for k, v in s.items() if k != "candidates"} for s in scenarios]}
+        head = (
+            scenarios[0]
+            if scenarios
+            else {
+                "answer": UNSURE,
+                "text": "no verdict: no baseline and speculative records to compare yet",
+                "best": None,
+                "prompts_needed": None,
+                "candidates": [],
+            }
+        )
+        entry = {
+            "look": look,
+            "prompts": state.planned[look - 1],
+            "calibration_prompts": state.calibration[look - 1] if state.calibration else None,
+            "answer": head["answer"] if len(answers) <= 1 else "mixed",
+            "text": head["text"],
+            "best": head.get("best"),
+            "prompts_needed": max((s["prompts_needed"] or 0 for s in scenarios), default=0) or None,
+            "seconds": round(state.seconds, 3),
+            "elapsed_s": round(self.elapsed_before, 3),
+            "scenarios": [{k: v for k, v in s.items() if k != "candidates"} for s in scenarios],
+        }
         state.looks.append(entry)
         state.status, newly = look_outcome(scenarios, look, state.planned)
         newly -= state.dropped
@@ -297,8 +315,13 @@ class AdaptiveSweep:
             decision = rec.decision
             if decision is None:
                 continue
-            out.append({"keys": {k: v for k, v in rec.keys.items() if k != "workload"}, **decision.as_dict(),
-                        "candidates": decision.candidates})
+            out.append(
+                {
+                    "keys": {k: v for k, v in rec.keys.items() if k != "workload"},
+                    **decision.as_dict(),
+                    "candidates": decision.candidates,
+                }
+            )
         return out
 
     # ------------------------------------------------------------------ history and progress
@@ -308,8 +331,12 @@ class AdaptiveSweep:
                 state.status = status
 
     def history(self, finished_all: bool = False) -> dict:
-        return {"plan": self.plan.to_dict(), "elapsed_s": round(self.elapsed_before, 3), "finished": finished_all,
-                "workloads": {name: state.to_dict() for name, state in self.states.items()}}
+        return {
+            "plan": self.plan.to_dict(),
+            "elapsed_s": round(self.elapsed_before, 3),
+            "finished": finished_all,
+            "workloads": {name: state.to_dict() for name, state in self.states.items()},
+        }
 
     def _save(self, finished_all: bool = False) -> None:
         write_history(self.runner.store.folder, self.history(finished_all))
@@ -320,10 +347,22 @@ class AdaptiveSweep:
             report(self.history())
 
     def _round_title(self, todo: dict[str, list[Unit]]) -> str:
-        parts = [f"{name} look {self.states[name].look + 1} ({self.states[name].planned[self.states[name].look]} "
-                 "prompts)" for name in todo]
+        parts = [
+            f"{name} look {self.states[name].look + 1} ({self.states[name].planned[self.states[name].look]} prompts)"
+            for name in todo
+        ]
         return "adaptive: " + ", ".join(parts)
 
 
-__all__ = ["AdaptiveSweep", "LookPlanner", "CANDIDATE_KEYS", "config_key", "pool_units", "OPEN", "DECIDED",
-           "EXHAUSTED", "BUDGET", "FUTILE"]
+__all__ = [
+    "AdaptiveSweep",
+    "LookPlanner",
+    "CANDIDATE_KEYS",
+    "config_key",
+    "pool_units",
+    "OPEN",
+    "DECIDED",
+    "EXHAUSTED",
+    "BUDGET",
+    "FUTILE",
+]

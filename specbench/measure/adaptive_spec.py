@@ -49,8 +49,10 @@ class AdaptivePlan:
         if not looks or looks[-1] != cap:
             looks.append(cap)
         if len(looks) > MAX_LOOKS:
-            raise SpecbenchError(f"adaptive: {len(looks)} looks ({self.first} prompts, then {self.batch} more up to "
-                                 f"{cap}) are over the limit of {MAX_LOOKS}: raise 'batch'")
+            raise SpecbenchError(
+                f"adaptive: {len(looks)} looks ({self.first} prompts, then {self.batch} more up to "
+                f"{cap}) are over the limit of {MAX_LOOKS}: raise 'batch'"
+            )
         return tuple(looks)
 
     def calibration_for(self, looks: tuple[int, ...], first_calibration: int) -> tuple[int, ...]:
@@ -59,8 +61,13 @@ class AdaptivePlan:
         return tuple(min(n, first_calibration + k * step) for k, n in enumerate(looks))
 
     def to_dict(self) -> dict:
-        return {"batch": self.batch, "first": self.first, "max_prompts": self.max_prompts, "budget_s": self.budget_s,
-                "calibration_batch": self.calibration_batch}
+        return {
+            "batch": self.batch,
+            "first": self.first,
+            "max_prompts": self.max_prompts,
+            "budget_s": self.budget_s,
+            "calibration_batch": self.calibration_batch,
+        }
 
 
 def parse_duration(value, where: str) -> float:
@@ -72,7 +79,9 @@ def parse_duration(value, where: str) -> float:
     else:
         match = _DURATION.match(str(value))
         if not match:
-            raise SpecbenchError(f"{where}: budget must be a duration such as 90s, 20m or 1.5h, got {str(value)[:40]!r}")
+            raise SpecbenchError(
+                f"{where}: budget must be a duration such as 90s, 20m or 1.5h, got {str(value)[:40]!r}"
+            )
         seconds = float(match.group(1)) * _UNIT_S[(match.group(2) or "").lower() or None]
     if not math.isfinite(seconds) or seconds <= 0 or seconds > MAX_BUDGET_S:
         raise SpecbenchError(f"{where}: budget must be more than 0 s and at most 30 days, got {value!r}")
@@ -80,7 +89,12 @@ def parse_duration(value, where: str) -> float:
 
 
 def _count(value, where: str, key: str, minimum: int = 1, maximum: int = 1_000_000) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or int(value) != value:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or int(value) != value
+    ):
         raise SpecbenchError(f"{where}: adaptive.{key} must be a whole number, got {value!r}")
     if not minimum <= value <= maximum:
         raise SpecbenchError(f"{where}: adaptive.{key} must be between {minimum} and {maximum:,}, got {int(value)}")
@@ -94,17 +108,21 @@ def parse_adaptive(value, where: str) -> AdaptivePlan | None:
     if value is True:
         return AdaptivePlan()
     if not isinstance(value, dict):
-        raise SpecbenchError(f"{where}: 'adaptive' must be true or a mapping, e.g. {{batch: 8, max_prompts: 64, "
-                             "budget: 10m}")
+        raise SpecbenchError(
+            f"{where}: 'adaptive' must be true or a mapping, e.g. {{batch: 8, max_prompts: 64, budget: 10m}}"
+        )
     check_keys(value, KEYS, f"{where}: unknown key 'adaptive.{{key}}'", listing="adaptive takes")
     batch = _count(value.get("batch", DEFAULT_BATCH), where, "batch")
     first = _count(value.get("first", batch), where, "first")
     max_prompts = _count(value.get("max_prompts", DEFAULT_MAX_PROMPTS), where, "max_prompts")
     budget = value.get("budget")
     calibration = value.get("calibration_batch")
-    plan = AdaptivePlan(batch=batch, first=first, max_prompts=max_prompts,
-                        budget_s=None if budget is None else parse_duration(budget, f"{where}: adaptive.budget"),
-                        calibration_batch=None if calibration is None else _count(calibration, where,
-                                                                                  "calibration_batch", 0))
+    plan = AdaptivePlan(
+        batch=batch,
+        first=first,
+        max_prompts=max_prompts,
+        budget_s=None if budget is None else parse_duration(budget, f"{where}: adaptive.budget"),
+        calibration_batch=None if calibration is None else _count(calibration, where, "calibration_batch", 0),
+    )
     plan.looks_for(max_prompts)  # the look limit, checked before anything runs
     return plan

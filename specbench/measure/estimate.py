@@ -22,8 +22,11 @@ from specbench.models.resolve import DTYPES, aliases
 
 # effective weight-streaming bandwidth of a decode step, bytes/s (order of magnitude only)
 BANDWIDTH_GUESS = {"cpu": 20e9, "cuda": 1.5e12}
-BYTES_PER_PARAM = {name: {"float32": 4, "bfloat16": 2, "float16": 2}[torch_name]  # every name of models.resolve.DTYPES
-                   for name, torch_name in DTYPES.items() if torch_name != "auto"}
+BYTES_PER_PARAM = {
+    name: {"float32": 4, "bfloat16": 2, "float16": 2}[torch_name]  # every name of models.resolve.DTYPES
+    for name, torch_name in DTYPES.items()
+    if torch_name != "auto"
+}
 LAYER_OVERHEAD_S = {"cpu": 1.3e-3, "cuda": 0.15e-3}  # per layer and forward: launches and Python, eager
 # one engine start: SmolLM2-135M on the 2-core CPU measured 25-35 s (vLLM) and ~30 s to ready (server);
 # on a GPU, loading and compiling a multi-billion target takes minutes
@@ -52,8 +55,9 @@ def model_shape(target: str) -> tuple[int | None, int | None]:
             config = AutoConfig.from_pretrained(target)
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(config)
-        layers = getattr(config, "num_hidden_layers", None) or getattr(config.get_text_config(), "num_hidden_layers",
-                                                                       None)
+        layers = getattr(config, "num_hidden_layers", None) or getattr(
+            config.get_text_config(), "num_hidden_layers", None
+        )
         return sum(p.numel() for p in model.parameters()), layers
     except Exception:  # noqa: BLE001 - an estimate is optional
         return None, None
@@ -79,22 +83,37 @@ def estimate(spec: SweepSpec, units, looks: int = 1) -> dict:
     tokens = sum(u.max_new_tokens for u in units)
     params, layers = model_shape(spec.target)
     kind = "cuda" if spec.device.startswith("cuda") else "cpu"
-    blocks = {(u.workload.name, u.prompt.prompt_id, u.turn, u.repeat, u.config.temperature) for u in units
-              if u.mode == "live" and not u.config.is_baseline}
+    blocks = {
+        (u.workload.name, u.prompt.prompt_id, u.turn, u.repeat, u.config.temperature)
+        for u in units
+        if u.mode == "live" and not u.config.is_baseline
+    }
     rebaseline = 0
     if spec.timing.order == "bracket" and spec.backend == "own":
-        per_block = {(u.workload.name, u.prompt.prompt_id, u.turn, u.repeat, u.config.temperature): u.max_new_tokens
-                     for u in units if u.mode == "live" and u.config.is_baseline}
+        per_block = {
+            (u.workload.name, u.prompt.prompt_id, u.turn, u.repeat, u.config.temperature): u.max_new_tokens
+            for u in units
+            if u.mode == "live" and u.config.is_baseline
+        }
         rebaseline = sum(per_block.get(b, 0) for b in blocks)
     starts = engine_starts(spec, looks)
-    out = {"units": len(units), "configs": len(spec.configs), "max_new_tokens_total": tokens,
-           "target_parameters": params, "target_layers": layers, "engine_starts": starts,
-           "start_s": starts * ENGINE_START_S.get(spec.backend, {}).get(kind, 0.0)
-           + (MODEL_LOAD_S[kind] if spec.backend == "own" else 0.0),
-           "generation_s": None, "seconds": None, "seconds_upper": None}
+    out = {
+        "units": len(units),
+        "configs": len(spec.configs),
+        "max_new_tokens_total": tokens,
+        "target_parameters": params,
+        "target_layers": layers,
+        "engine_starts": starts,
+        "start_s": starts * ENGINE_START_S.get(spec.backend, {}).get(kind, 0.0)
+        + (MODEL_LOAD_S[kind] if spec.backend == "own" else 0.0),
+        "generation_s": None,
+        "seconds": None,
+        "seconds_upper": None,
+    }
     if params:
-        step = params * BYTES_PER_PARAM.get(spec.dtype, 4) / BANDWIDTH_GUESS[kind] + (layers or 0) * \
-            LAYER_OVERHEAD_S[kind]
+        step = (
+            params * BYTES_PER_PARAM.get(spec.dtype, 4) / BANDWIDTH_GUESS[kind] + (layers or 0) * LAYER_OVERHEAD_S[kind]
+        )
         out["generation_s"] = (tokens + rebaseline) * step
         out["seconds"] = out["generation_s"] + out["start_s"]
         out["seconds_upper"] = out["seconds"]  # the former name, kept for readers of --json
@@ -106,8 +125,10 @@ def describe(est: dict, spec: SweepSpec) -> str:
     if est["seconds"] is None:
         return ""
     kind = "cuda" if spec.device.startswith("cuda") else "cpu"
-    line = (f"about {_minutes(est['seconds'])} on {spec.device}: {_minutes(est['generation_s'])} generating "
-            f"({est['target_parameters'] / 1e6:.0f}M-parameter target, one forward per token)")
+    line = (
+        f"about {_minutes(est['seconds'])} on {spec.device}: {_minutes(est['generation_s'])} generating "
+        f"({est['target_parameters'] / 1e6:.0f}M-parameter target, one forward per token)"
+    )
     if est["engine_starts"]:
         each = ENGINE_START_S[spec.backend][kind]
         line += f" + {est['engine_starts']} {spec.backend} engine start(s) ≈ {_minutes(est['start_s'])} (~{each:.0f} s each)"
