@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.specbench-installed
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install install-vllm test-vllm demo test lint test-heavy bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe clean help
+.PHONY: install install-vllm test-vllm demo test lint test-heavy simulate-stopping bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe clean help
 
 help:
 	@echo "make demo          set up (first run) and run the demo sweep on SmolLM2-135M"
@@ -24,6 +24,7 @@ help:
 	@echo "make bench-backends the same small sweep on the own engine and on vLLM, side by side"
 	@echo "make bench-strategies nested speculation, verify-length schedules, expert-aware trees (docs/strategies.md)"
 	@echo "make bench-strategies-moe plain vs expert-aware dynamic tree on SmolLM2-MoE: τ, experts per verify"
+	@echo "make simulate-stopping error rates of adaptive vs fixed-grid verdicts with a known truth (docs/fit.md)"
 
 $(PY):
 	@# Keep a torch the system python already has (a CUDA build, say) visible in the venv.
@@ -54,7 +55,11 @@ demo: install
 FORMATTED := specbench/catalogue specbench/backends/registry.py specbench/engine/device.py \
              specbench/measure/environment.py specbench/engine/drafters/registry.py \
              specbench/engine/drafters/param_values.py tests/test_catalogue.py tests/test_repository.py \
-             scripts/compare_records.py
+             scripts/compare_records.py specbench/analysis/sequential.py specbench/analysis/stopping.py \
+             specbench/analysis/stopping_report.py specbench/analysis/stopping_simulation.py \
+             specbench/measure/adaptive.py specbench/measure/adaptive_spec.py specbench/measure/estimate.py \
+             specbench/records/adaptive_history.py specbench/cli/progress_lines.py specbench/cli/adaptive_view.py \
+             scripts/adaptive_simulation.py tests/test_adaptive.py
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -105,6 +110,9 @@ bench-backends: install install-vllm
 
 bench-strategies: install
 	$(PY) scripts/bench_strategies.py
+
+simulate-stopping: install
+	$(PY) scripts/adaptive_simulation.py --sims 2000
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -27,6 +27,7 @@ from specbench.catalogue import drafters as catalogue
 from specbench.errors import SpecbenchError, check_keys
 from specbench.models.resolve import DTYPES
 
+MAX_ENGINES_KEPT = 16
 # backend options (sweep YAML ``backend: {name: vllm, ...}``) -> meaning
 OPTIONS = {
     "max_num_seqs": "requests the engine batches at once (default: the sweep's largest concurrency)",
@@ -42,6 +43,9 @@ OPTIONS = {
     "python": "interpreter of the vLLM environment (default: .venv-vllm/bin/python of the checkout)",
     "engine_args": "extra keyword arguments for vllm.LLM, passed through as given",
     "warmup_tokens": "untimed tokens generated when an engine starts (default 8)",
+    "engines_kept": "engines kept alive between configurations (default 1): a later look of an adaptive sweep "
+                    "reuses a kept engine instead of starting it again; each holds its own memory, so on a GPU "
+                    "give each its share with gpu_memory_utilization",
 }
 
 
@@ -52,6 +56,9 @@ def check_options(options: dict, where: str = "backend vllm") -> dict:
     check_keys(options, OPTIONS, f"{where}: unknown option '{{key}}'", listing="options")
     if "engine_args" in options and not isinstance(options["engine_args"], dict):
         raise SpecbenchError(f"{where}: 'engine_args' must be a mapping of vllm.LLM keyword arguments")
+    kept = options.get("engines_kept", 1)
+    if isinstance(kept, bool) or not isinstance(kept, int) or not 1 <= kept <= MAX_ENGINES_KEPT:
+        raise SpecbenchError(f"{where}: 'engines_kept' must be a whole number from 1 to {MAX_ENGINES_KEPT}, got {kept!r}")
     return options
 
 

@@ -57,6 +57,7 @@ from specbench.engine.threads import parse_thread_setting
 from specbench.engine.tree import parse_tree, tree_depth_limit
 from specbench.engine.named_params import NamedParams
 from specbench.errors import SpecbenchError, check_keys, did_you_mean
+from specbench.measure.adaptive_spec import AdaptivePlan, parse_adaptive
 from specbench.measure.strategy import SEQUENTIAL, Strategy, check_nested, parse_strategies
 from specbench.measure.timing_protocol import TimingProtocol, parse_timing
 from specbench.measure.values import GAMMA_LIMIT, check_config_count, check_name, finite, strict_bool
@@ -66,12 +67,12 @@ from specbench.safe_files import load_yaml_file
 TOP_LEVEL_KEYS = ("name", "description", "target", "device", "dtype", "seed", "repeats", "max_new_tokens",
                   "ignore_eos", "drafters", "gammas", "trees", "temperatures", "top_p", "top_k", "workloads",
                   "mode", "calibration", "compile", "kernels", "timing", "backend", "concurrency", "strategy",
-                  "schedules", "threads")
+                  "schedules", "threads", "adaptive")
 DEFAULTS = {"name": None, "description": "", "target": "smollm2-135m", "device": "cpu", "dtype": "fp32", "seed": 0,
             "repeats": 1, "max_new_tokens": None, "ignore_eos": False, "drafters": [], "gammas": [1, 2, 4],
             "trees": ["chain"], "temperatures": [0.0], "top_p": 1.0, "top_k": 0, "workloads": [], "mode": "live",
             "calibration": None, "compile": False, "kernels": "auto", "timing": None, "backend": None,
-            "concurrency": [1], "strategy": None, "schedules": ["fixed"], "threads": None}
+            "concurrency": [1], "strategy": None, "schedules": ["fixed"], "threads": None, "adaptive": None}
 MODES = ("live", "replay", "both")
 CALIBRATION_PROMPTS = 2
 
@@ -179,6 +180,7 @@ class SweepSpec:
     strategies: list[Strategy] = field(default_factory=lambda: [SEQUENTIAL])  # round drivers (strategy.py)
     schedules: list[ScheduleSpec] = field(default_factory=lambda: [ScheduleSpec()])  # verify-length axis
     threads: int | str | None = None  # own engine, CPU: torch threads (None: torch's), a count, or "auto" (measured)
+    adaptive: AdaptivePlan | None = None  # measure in stages until decided (measure.adaptive); None: a fixed grid
 
     @property
     def runs_live(self) -> bool:
@@ -213,6 +215,8 @@ class SweepSpec:
             data["schedules"] = [{"name": s.name, **s.params_dict} for s in self.schedules]
         if self.threads is not None:
             data["threads"] = self.threads
+        if self.adaptive is not None:
+            data["adaptive"] = self.adaptive.to_dict()
         return data
 
     def max_new_tokens_for(self, workload) -> int:
@@ -232,7 +236,7 @@ class SweepSpec:
     def spec_hash(self) -> str:
         """Identity of what is measured (the name and description do not count)."""
         data = self.to_dict()
-        for key in ("name", "description", "mode", "calibration", "timing", "concurrency"):
+        for key in ("name", "description", "mode", "calibration", "timing", "concurrency", "adaptive"):
             data.pop(key, None)
         return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -268,6 +272,10 @@ class SweepFlags:
     mode: str | None = None
     backend: str | None = None  # the file's backend options are kept when it names the same backend
     concurrency: list[int] | None = None
+    until_decided: bool | None = None  # --until-decided (True) / --fixed-grid (False): the adaptive key
+    budget: str | None = None  # adaptive knobs, merged over the file's adaptive mapping (they imply it)
+    max_prompts: int | None = None
+    batch: int | None = None
 
     def over(self, raw: dict) -> dict:
         """The sweep file's mapping ``raw`` (may be empty) with the given flags put over it."""
@@ -286,7 +294,19 @@ class SweepFlags:
         if self.prompts is not None:
             raw["workloads"] = [{**(w if isinstance(w, dict) else {"name": w}), "count": self.prompts}
                                 for w in raw.get("workloads") or []]
+        self._adaptive_over(raw)
         return raw
+
+    def _adaptive_over(self, raw: dict) -> None:
+        knobs = {k: getattr(self, k) for k in ("budget", "max_prompts", "batch") if getattr(self, k) is not None}
+        if self.until_decided is False:
+            if knobs:
+                raise SpecbenchError("--fixed-grid cannot take --budget, --max-prompts or --batch (they belong to "
+                                     "--until-decided)")
+            raw["adaptive"] = None
+        elif self.until_decided or knobs:
+            base = raw.get("adaptive")
+            raw["adaptive"] = {**(base if isinstance(base, dict) else {}), **knobs} or True
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -457,6 +477,7 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     if spec.kernels not in ("auto", "triton", "torch"):
         _fail(where, f"'kernels' must be auto, triton or torch, got '{spec.kernels}'")
     spec.timing = parse_timing(data["timing"], where)
+    spec.adaptive = parse_adaptive(data["adaptive"], where)
     spec.threads = parse_thread_setting(data["threads"], where)
     spec.mode = str(data["mode"])
     if spec.mode not in MODES:
