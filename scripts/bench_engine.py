@@ -25,6 +25,7 @@ import time
 
 import torch
 
+from specbench.catalogue import drafters as catalogue
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.weight_layout import REDUCED_PRECISION, apply_cpu_layout, prefer_column_major
@@ -58,7 +59,7 @@ def bench_pair(name: str, gamma: int, new_tokens: int, prompts: int, dtype: str 
     hf_layout = prefer_column_major if on_cpu and target.model.dtype not in REDUCED_PRECISION else apply_cpu_layout
     workload = load_workload("humaneval", count=prompts, seed=1)
     prompt_ids = [encode_conversation(target.tokenizer, list(p.turns[:1]), chat=False) for p in workload.prompts]
-    if drafter_name == "draft-model":
+    if catalogue.get(drafter_name).transformers == "assistant":  # transformers runs it as an assistant model
         draft = load_model(draft_model_name, dtype=dtype)
         if on_cpu:
             hf_layout(draft.model)  # the assistant (our drafter loads its own copy of the model)

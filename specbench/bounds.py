@@ -71,34 +71,65 @@ _SECONDS = "a request or a start-up taking more than a day is hung, not slow"
 
 BOUNDS: dict[str, Bound] = {
     # ---- what one generation does (run and sweep alike)
-    "gamma": Bound(0, GAMMA_LIMIT, True, "draft tokens per round: even at α = 0.95 a round of 128 drafts "
-                   "yields 19.97 tokens on average, (1 − α^129) / (1 − α), and any number of further drafts adds "
-                   "at most 0.14 %"),
+    "gamma": Bound(
+        0,
+        GAMMA_LIMIT,
+        True,
+        "draft tokens per round: even at α = 0.95 a round of 128 drafts "
+        "yields 19.97 tokens on average, (1 − α^129) / (1 − α), and any number of further drafts adds "
+        "at most 0.14 %",
+    ),
     "max_new_tokens": Bound(1, MAX_TOKENS, True, _TOKENS),
-    "temperature": Bound(0, 100, False, "0 is greedy; below 0.001 logits ÷ T overflow 16-bit floats (and "
-                         "1e-300 overflows every float); above 100 the distribution is uniform to float precision",
-                         zero_or_from=1e-3),
+    "temperature": Bound(
+        0,
+        100,
+        False,
+        "0 is greedy; below 0.001 logits ÷ T overflow 16-bit floats (and "
+        "1e-300 overflows every float); above 100 the distribution is uniform to float precision",
+        zero_or_from=1e-3,
+    ),
     "top_p": Bound(0, 1, False, "a probability mass", open_low=True),
     "top_k": Bound(0, 2**31 - 1, True, "0 is off; a cut beyond the vocabulary is off too, and must fit a 32-bit index"),
     "seed": Bound(-(2**63), 2**63 - 1, True, "a 64-bit seed (torch's generator takes 64 bits)"),
     "threads": Bound(1, 1024, True, "torch starts one CPU thread per count; more threads than cores only contend"),
     # ---- the sweep grid
-    "prompts": Bound(1, MAX_PROMPTS, True, "prompts per workload: the largest built-in workload has 17,671; the "
-                     "unit limit bounds the grid as well"),
-    "repeats": Bound(1, 1000, True, "timed repeats of one unit: the timing protocol re-times disturbed units "
-                     "already"),
-    "concurrency": Bound(1, MAX_BATCH, True, "requests in flight: each holds a socket, and 4096 approaches the "
-                         "default limit of open files"),
-    "timing.warmup_s": Bound(0, 600, False, "ten minutes of untimed decoding is more than any engine needs to "
-                             "reach a steady state"),
+    "prompts": Bound(
+        1,
+        MAX_PROMPTS,
+        True,
+        "prompts per workload: the largest built-in workload has 17,671; the unit limit bounds the grid as well",
+    ),
+    "repeats": Bound(1, 1000, True, "timed repeats of one unit: the timing protocol re-times disturbed units already"),
+    "concurrency": Bound(
+        1,
+        MAX_BATCH,
+        True,
+        "requests in flight: each holds a socket, and 4096 approaches the default limit of open files",
+    ),
+    "timing.warmup_s": Bound(
+        0, 600, False, "ten minutes of untimed decoding is more than any engine needs to reach a steady state"
+    ),
     "timing.max_other_cores": Bound(0, 4096, False, "busy cores of other processes tolerated while timing"),
     "timing.retries": Bound(0, 100, True, "re-timings of a disturbed unit: each costs a whole block"),
+    "adaptive.calibration_batch": Bound(0, MAX_PROMPTS, True, "timed prompts added per look (mode replay)"),
+    "adaptive.budget_s": Bound(
+        0, 30 * 24 * 3600, False, "an adaptive sweep's wall-time budget: 30 days", open_low=True
+    ),
     # ---- analysis (fit, recommend, plot)
-    "bootstrap": Bound(0, 10_000, True, "replicates hold replicates × prompts floats (10,000 × 17,671 prompts "
-                       "is 1.4 GB); beyond 10,000 the Monte-Carlo error is far below the interval's own"),
+    "bootstrap": Bound(
+        0,
+        10_000,
+        True,
+        "replicates hold replicates × prompts floats (10,000 × 17,671 prompts "
+        "is 1.4 GB); beyond 10,000 the Monte-Carlo error is far below the interval's own",
+    ),
     "max_gamma": Bound(1, GAMMA_LIMIT, True, "the largest γ predicted: no sweep may measure γ above 128"),
-    "batch": Bound(1, MAX_BATCH, True, "sequences per forward: vLLM batches at most 1024 by default, and a "
-                   "forward's activations grow with the batch"),
+    "batch": Bound(
+        1,
+        MAX_BATCH,
+        True,
+        "sequences per forward: vLLM batches at most 1024 by default, and a forward's activations grow with the batch",
+    ),
     "context": Bound(1, MAX_TOKENS, True, _TOKENS),
     # ---- profile
     "verify_tokens": Bound(1, GAMMA_LIMIT + 1, True, "tokens one verify forward checks: γ + 1 for γ up to 128"),
@@ -110,14 +141,21 @@ BOUNDS: dict[str, Bound] = {
     "train.lr": Bound(0, 10, False, "AdamW's peak learning rate: above 10 every step diverges", open_low=True),
     "train.max_minutes": Bound(0, 10_080, False, "a week", open_low=True),
     "train.draft_vocab": Bound(0, MAX_TOKENS, True, "0 is the full vocabulary; no tokenizer has 2^20 tokens"),
-    "train.batch_tokens": Bound(16, MAX_TOKENS, True, "padded positions per optimizer step: the activations grow "
-                                "with it"),
+    "train.batch_tokens": Bound(
+        16, MAX_TOKENS, True, "padded positions per optimizer step: the activations grow with it"
+    ),
     "train.steps": Bound(1, 64, True, "unrolled training steps: each one is a drafter forward per position"),
-    "train.heads": Bound(1, 64, True, "Medusa heads: each is a hidden × hidden block (64 heads of a 4096-wide "
-                         "target are a billion parameters), and a draft is at most as deep as the heads"),
+    "train.heads": Bound(
+        1,
+        64,
+        True,
+        "Medusa heads: each is a hidden × hidden block (64 heads of a 4096-wide "
+        "target are a billion parameters), and a draft is at most as deep as the heads",
+    ),
     "train.modules": Bound(1, 16, True, "MTP modules: each is a transformer layer"),
-    "train.intermediate": Bound(1, 65_536, True, "MLP width of the drafter layer: the largest open models use "
-                                "about 30,000"),
+    "train.intermediate": Bound(
+        1, 65_536, True, "MLP width of the drafter layer: the largest open models use about 30,000"
+    ),
     # ---- serving backends (backend: {name: ..., option: value})
     "timeout_s": Bound(0, 86_400, False, _SECONDS, open_low=True),
     "startup_timeout_s": Bound(0, 86_400, False, _SECONDS, open_low=True),
@@ -129,6 +167,7 @@ BOUNDS: dict[str, Bound] = {
     "parallel_size": Bound(1, 1024, True, "GPUs or stages a model is split over"),
     "gpu_memory_utilization": Bound(0, 1, False, "a fraction of GPU memory", open_low=True),
     "warmup_tokens": Bound(0, 1024, True, "untimed tokens when an engine starts"),
+    "engines_kept": Bound(1, 16, True, "vLLM engines kept alive at once: each holds its own copy of the model"),
 }
 
 

@@ -36,8 +36,12 @@ from hypothesis import strategies as st
 from specbench.errors import SpecbenchError
 from tests.cli_helpers import invoke
 
-_HEALTH = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large,
-           HealthCheck.filter_too_much]
+_HEALTH = [
+    HealthCheck.too_slow,
+    HealthCheck.function_scoped_fixture,
+    HealthCheck.data_too_large,
+    HealthCheck.filter_too_much,
+]
 SHORT = settings(deadline=None, derandomize=True, database=None, suppress_health_check=_HEALTH, print_blob=True)
 LONG = settings(deadline=None, suppress_health_check=_HEALTH, print_blob=True)
 PROMPTS = ["Tell me about tea.", "Count to ten please.", "Why is the sky blue?", "Name a prime number."]
@@ -53,8 +57,10 @@ def fuzz(strategy, short: int, long: int):
     (a parser call takes milliseconds, a CLI dry run or a server exchange a few hundred)."""
 
     def make(prop):
-        return (settings(SHORT, max_examples=short)(given(strategy)(prop)),
-                pytest.mark.fuzz(settings(LONG, max_examples=long)(given(strategy)(prop))))
+        return (
+            settings(SHORT, max_examples=short)(given(strategy)(prop)),
+            pytest.mark.fuzz(settings(LONG, max_examples=long)(given(strategy)(prop))),
+        )
 
     return make
 
@@ -95,19 +101,37 @@ def cli_outcome(*args) -> None:
 
 # ----------------------------------------------------------------------------- generated values
 
-NUMBERS = st.one_of(st.integers(min_value=-3, max_value=300), st.integers(min_value=-2**80, max_value=2**80),
-                    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0, 1, 2, 1e-300, 1e309, -0.0]))
-TEXT = st.one_of(st.text(max_size=12), st.sampled_from(["", " ", "[/]", "[link=x]y", "é\u200b", "nan", "-1", "1e9",
-                                                         "../x", "a\nb", "\x00", "auto", "true"]))
+NUMBERS = st.one_of(
+    st.integers(min_value=-3, max_value=300),
+    st.integers(min_value=-(2**80), max_value=2**80),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0, 1, 2, 1e-300, 1e309, -0.0]),
+)
+TEXT = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(
+        ["", " ", "[/]", "[link=x]y", "é\u200b", "nan", "-1", "1e9", "../x", "a\nb", "\x00", "auto", "true"]
+    ),
+)
 SCALARS = st.one_of(st.none(), st.booleans(), NUMBERS, TEXT)
-ANY = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                    st.dictionaries(st.one_of(TEXT, st.integers(0, 3)), inner,
-                                                                    max_size=4)), max_leaves=12)
-JSON_VALUES = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(min_value=-2**40, max_value=2**70),
-                                     st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=10)),
-                           lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                   st.dictionaries(st.text(max_size=8), inner, max_size=4)),
-                           max_leaves=16)
+ANY = st.recursive(
+    SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4), st.dictionaries(st.one_of(TEXT, st.integers(0, 3)), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+JSON_VALUES = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**40), max_value=2**70),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(max_size=10),
+    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+    max_leaves=16,
+)
 
 
 def either(good, bad=ANY):
@@ -115,55 +139,186 @@ def either(good, bad=ANY):
     return st.one_of(good, good, bad)
 
 
-DRAFTERS = st.sampled_from(["ngram", "ngram:n_min=2,n_max=4", "ngram:n_min=0", "ngram:n_max=99999", "draft-model",
-                            "medusa", "eagle", "nosuch", "ngram:bogus=1", "ngram:n_min=abc", ""])
-TREES = st.sampled_from(["chain", "2x2", "3x2x1", "dynamic:topk=3,nodes=8", "dynamic:topk=99999999999,nodes=3",
-                         "dynamic:depth=1000", "dynamic:lambda=nan", "paths:/nonexistent.yaml", "@nosuch", "x",
-                         "0x2", "9" * 30, ""])
+DRAFTERS = st.sampled_from(
+    [
+        "ngram",
+        "ngram:n_min=2,n_max=4",
+        "ngram:n_min=0",
+        "ngram:n_max=99999",
+        "draft-model",
+        "medusa",
+        "eagle",
+        "nosuch",
+        "ngram:bogus=1",
+        "ngram:n_min=abc",
+        "",
+    ]
+)
+TREES = st.sampled_from(
+    [
+        "chain",
+        "2x2",
+        "3x2x1",
+        "dynamic:topk=3,nodes=8",
+        "dynamic:topk=99999999999,nodes=3",
+        "dynamic:depth=1000",
+        "dynamic:lambda=nan",
+        "paths:/nonexistent.yaml",
+        "@nosuch",
+        "x",
+        "0x2",
+        "9" * 30,
+        "",
+    ]
+)
 
 
 def sweep_specs(workload: str):
     """Sweep spec mappings around a valid one, each key near-valid or anything."""
     gamma = st.integers(min_value=-2, max_value=200)
-    options = st.dictionaries(st.sampled_from(["url", "timeout_s", "api_key", "warmup", "port", "model", "threads",
-                                               "kernels", "max_num_seqs", "env", "extra_args", "bogus"]),
-                              either(st.sampled_from(["http://127.0.0.1:8000", "http://[::1]:9", "ftp://x",
-                                                      "http://x:99999", "k\r\nX: y", 5, 0, True, "false"])),
-                              max_size=3)
+    options = st.dictionaries(
+        st.sampled_from(
+            [
+                "url",
+                "timeout_s",
+                "api_key",
+                "warmup",
+                "port",
+                "model",
+                "threads",
+                "kernels",
+                "max_num_seqs",
+                "env",
+                "extra_args",
+                "bogus",
+            ]
+        ),
+        either(
+            st.sampled_from(
+                [
+                    "http://127.0.0.1:8000",
+                    "http://[::1]:9",
+                    "ftp://x",
+                    "http://x:99999",
+                    "k\r\nX: y",
+                    5,
+                    0,
+                    True,
+                    "false",
+                ]
+            )
+        ),
+        max_size=3,
+    )
     keys = {
         "name": either(st.sampled_from(["f", "a.b-c_1", "../x", ".h", "x" * 120])),
         "gammas": either(st.lists(gamma, max_size=4)),
         "temperatures": either(st.lists(st.sampled_from([0, 0.7, 1e-300, -1, 101, math.nan, math.inf]), max_size=3)),
-        "drafters": either(st.lists(st.one_of(DRAFTERS, st.fixed_dictionaries(
-            {"type": st.sampled_from(["ngram", "draft-model", "nosuch"])},
-            optional={"params": st.dictionaries(st.one_of(TEXT, st.integers(0, 2)), SCALARS, max_size=2)})),
-            max_size=3)),
+        "drafters": either(
+            st.lists(
+                st.one_of(
+                    DRAFTERS,
+                    st.fixed_dictionaries(
+                        {"type": st.sampled_from(["ngram", "draft-model", "nosuch"])},
+                        optional={"params": st.dictionaries(st.one_of(TEXT, st.integers(0, 2)), SCALARS, max_size=2)},
+                    ),
+                ),
+                max_size=3,
+            )
+        ),
         "trees": either(st.lists(TREES, max_size=3)),
-        "workloads": either(st.lists(st.fixed_dictionaries(
-            {"name": st.sampled_from([workload, "nosuch", f"{workload}:chat=maybe", "jsonl:/nonexistent"])},
-            optional={"count": NUMBERS, "split": TEXT, "max_new_tokens": NUMBERS}), max_size=2)),
-        "seed": NUMBERS, "max_new_tokens": NUMBERS, "repeats": NUMBERS, "top_p": NUMBERS, "top_k": NUMBERS,
-        "ignore_eos": SCALARS, "compile": SCALARS, "threads": either(st.sampled_from([1, 2, "auto", "3", 0, 5000])),
+        "workloads": either(
+            st.lists(
+                st.fixed_dictionaries(
+                    {"name": st.sampled_from([workload, "nosuch", f"{workload}:chat=maybe", "jsonl:/nonexistent"])},
+                    optional={"count": NUMBERS, "split": TEXT, "max_new_tokens": NUMBERS},
+                ),
+                max_size=2,
+            )
+        ),
+        "seed": NUMBERS,
+        "max_new_tokens": NUMBERS,
+        "repeats": NUMBERS,
+        "top_p": NUMBERS,
+        "top_k": NUMBERS,
+        "ignore_eos": SCALARS,
+        "compile": SCALARS,
+        "threads": either(st.sampled_from([1, 2, "auto", "3", 0, 5000])),
         "mode": either(st.sampled_from(["live", "replay", "both", "sideways"])),
-        "calibration": either(st.fixed_dictionaries({}, optional={"gammas": st.lists(gamma, max_size=3),
-                                                                  "prompts": NUMBERS})),
-        "timing": either(st.fixed_dictionaries({}, optional={"order": st.sampled_from(["bracket", "abba", "x"]),
-                                                             "warmup_s": NUMBERS, "retries": NUMBERS,
-                                                             "max_other_cores": NUMBERS})),
-        "backend": either(st.one_of(st.sampled_from(["own", "openai", "vllm", "vllm-server", "nosuch"]),
-                                    st.builds(lambda name, opts: {"name": name, **opts},
-                                              st.sampled_from(["own", "openai", "vllm", "vllm-server"]), options))),
+        "calibration": either(
+            st.fixed_dictionaries({}, optional={"gammas": st.lists(gamma, max_size=3), "prompts": NUMBERS})
+        ),
+        "timing": either(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "order": st.sampled_from(["bracket", "abba", "x"]),
+                    "warmup_s": NUMBERS,
+                    "retries": NUMBERS,
+                    "max_other_cores": NUMBERS,
+                },
+            )
+        ),
+        "backend": either(
+            st.one_of(
+                st.sampled_from(["own", "openai", "vllm", "vllm-server", "nosuch"]),
+                st.builds(
+                    lambda name, opts: {"name": name, **opts},
+                    st.sampled_from(["own", "openai", "vllm", "vllm-server"]),
+                    options,
+                ),
+            )
+        ),
         "concurrency": either(st.lists(st.integers(min_value=-1, max_value=5000), max_size=3)),
-        "schedules": either(st.lists(st.sampled_from(["fixed", "heuristic", "dspark", "nosuch",
-                                                      {"name": "threshold", "threshold": 0.4},
-                                                      {"name": "threshold", "threshold": math.nan}]), max_size=2)),
-        "strategy": either(st.lists(st.sampled_from(["sequential", {"name": "nested", "prepared": 2},
-                                                     {"name": "nested", "prepared": -1}]), max_size=2)),
-        "kernels": either(st.sampled_from(["auto", "torch", "cuda"])), "dtype": either(st.sampled_from(["fp32", "x"])),
-        "description": ANY, "bogus_key": ANY,
+        "schedules": either(
+            st.lists(
+                st.sampled_from(
+                    [
+                        "fixed",
+                        "heuristic",
+                        "dspark",
+                        "nosuch",
+                        {"name": "threshold", "threshold": 0.4},
+                        {"name": "threshold", "threshold": math.nan},
+                    ]
+                ),
+                max_size=2,
+            )
+        ),
+        "strategy": either(
+            st.lists(
+                st.sampled_from(["sequential", {"name": "nested", "prepared": 2}, {"name": "nested", "prepared": -1}]),
+                max_size=2,
+            )
+        ),
+        "kernels": either(st.sampled_from(["auto", "torch", "cuda"])),
+        "dtype": either(st.sampled_from(["fp32", "x"])),
+        "description": ANY,
+        "bogus_key": ANY,
+        "adaptive": either(
+            st.one_of(
+                st.booleans(),
+                st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "batch": NUMBERS,
+                        "first": NUMBERS,
+                        "max_prompts": NUMBERS,
+                        "calibration_batch": NUMBERS,
+                        "budget": either(st.sampled_from(["10m", "90s", "1.5h", "-1s", "1e9h", 0, "nan"])),
+                    },
+                ),
+            )
+        ),
     }
-    base = {"name": "f", "target": "tiny-random-llama", "drafters": ["ngram"], "gammas": [1, 2],
-            "workloads": [{"name": workload, "count": 2}], "max_new_tokens": 8}
+    base = {
+        "name": "f",
+        "target": "tiny-random-llama",
+        "drafters": ["ngram"],
+        "gammas": [1, 2],
+        "workloads": [{"name": workload, "count": 2}],
+        "max_new_tokens": 8,
+    }
     return st.fixed_dictionaries({}, optional=keys).map(lambda changes: {**base, **changes})
 
 
@@ -181,6 +336,7 @@ def _dry_run(raw: dict):
 
 # ----------------------------------------------------------------------------- the sweep spec parser
 
+
 def _workload_name() -> str:
     return f"jsonl:{PROMPT_FILE}:field=text:id=id"
 
@@ -194,8 +350,21 @@ def _fuzz_files():
     import specbench.backends.openai_server  # noqa: F401 - imported here, not inside a timed example
     import specbench.figures.report  # noqa: F401
 
-    assert invoke("sweep", "--name", "f", "--target", "tiny-random-llama", "--drafter", "ngram", "--workload",
-                  _workload_name(), "--dry-run").exit_code == 0
+    assert (
+        invoke(
+            "sweep",
+            "--name",
+            "f",
+            "--target",
+            "tiny-random-llama",
+            "--drafter",
+            "ngram",
+            "--workload",
+            _workload_name(),
+            "--dry-run",
+        ).exit_code
+        == 0
+    )
     yield
     shutil.rmtree(FUZZ_DIR, ignore_errors=True)
     _RECORDS.clear()
@@ -235,12 +404,39 @@ def _mutate(text: str, edits: list[tuple[int, str]]) -> str:
     return text
 
 
-@fuzz(st.tuples(sweep_specs(_workload_name()), st.lists(st.tuples(st.integers(0, 10_000),
-                                                                  st.sampled_from([":", "-", "[", "]", "{", "&a ",
-                                                                                   "*a", "!!python/object:os.system",
-                                                                                   "\t", "\n", "'", '"', "\x00",
-                                                                                   "é", "  ", "#"])), max_size=4)),
-      short=60, long=6000)
+@fuzz(
+    st.tuples(
+        sweep_specs(_workload_name()),
+        st.lists(
+            st.tuples(
+                st.integers(0, 10_000),
+                st.sampled_from(
+                    [
+                        ":",
+                        "-",
+                        "[",
+                        "]",
+                        "{",
+                        "&a ",
+                        "*a",
+                        "!!python/object:os.system",
+                        "\t",
+                        "\n",
+                        "'",
+                        '"',
+                        "\x00",
+                        "é",
+                        "  ",
+                        "#",
+                    ]
+                ),
+            ),
+            max_size=4,
+        ),
+    ),
+    short=60,
+    long=6000,
+)
 def spec_yaml(case):
     """The YAML text of a spec, then edited at random places (broken quoting, tags, anchors, tabs, NUL)."""
     raw, edits = case
@@ -257,21 +453,82 @@ def spec_yaml(case):
 
 test_spec_yaml, test_spec_yaml_long = spec_yaml
 
-FLAG_VALUES = st.one_of(st.sampled_from(["1", "0", "-1", "2,4", "1,,2", "nan", "inf", "1e309", "1e-300", "99999999999",
-                                         "9" * 40, "auto", "abc", "", " ", "[/]", "0.5", "1/2", "3/2",
-                                         "ngram:n_max=2"]),
-                        st.text(max_size=8))
-FLAGS = st.lists(st.tuples(st.sampled_from(["--gamma", "--temperature", "--top-p", "--top-k", "--prompts", "-n",
-                                            "--repeats", "--seed", "--threads", "--tree", "--drafter", "--mode",
-                                            "--shard", "--concurrency", "--backend", "--dtype", "--kernels",
-                                            "--name"]), FLAG_VALUES), max_size=4)
+FLAG_VALUES = st.one_of(
+    st.sampled_from(
+        [
+            "1",
+            "0",
+            "-1",
+            "2,4",
+            "1,,2",
+            "nan",
+            "inf",
+            "1e309",
+            "1e-300",
+            "99999999999",
+            "9" * 40,
+            "auto",
+            "abc",
+            "",
+            " ",
+            "[/]",
+            "0.5",
+            "1/2",
+            "3/2",
+            "ngram:n_max=2",
+        ]
+    ),
+    st.text(max_size=8),
+)
+FLAGS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            [
+                "--gamma",
+                "--temperature",
+                "--top-p",
+                "--top-k",
+                "--prompts",
+                "-n",
+                "--repeats",
+                "--seed",
+                "--threads",
+                "--tree",
+                "--drafter",
+                "--mode",
+                "--shard",
+                "--concurrency",
+                "--backend",
+                "--dtype",
+                "--kernels",
+                "--name",
+                "--max-prompts",
+                "--batch",
+                "--budget",
+            ]
+        ),
+        FLAG_VALUES,
+    ),
+    max_size=4,
+)
 
 
 @fuzz(FLAGS, short=60, long=2000)
 def spec_flags(flags):
     """`specbench sweep ... --dry-run` with generated flag values."""
-    args = ["sweep", "--name", "f", "--target", "tiny-random-llama", "--drafter", "ngram", "--workload",
-            _workload_name(), "-n", "8"]
+    args = [
+        "sweep",
+        "--name",
+        "f",
+        "--target",
+        "tiny-random-llama",
+        "--drafter",
+        "ngram",
+        "--workload",
+        _workload_name(),
+        "-n",
+        "8",
+    ]
     for flag, value in flags:
         args += [flag, value]
     with bounded():
@@ -283,19 +540,43 @@ test_spec_flags, test_spec_flags_long = spec_flags
 
 # ----------------------------------------------------------------------------- the workload loaders
 
-JSONL_LINES = st.lists(st.one_of(
-    JSON_VALUES.map(json.dumps),
-    st.fixed_dictionaries({"text": either(st.text(max_size=30)), "id": either(st.integers(0, 5))},
-                          optional={"category": ANY}).map(lambda d: json.dumps(d, default=str)),
-    st.text(max_size=20), st.just("{"), st.just("\x00"), st.just("\ufeff{}")), max_size=6)
-JSONL_OPTIONS = st.lists(st.one_of(st.sampled_from(["field=text", "id=id", "category=category", "chat=false",
-                                                    "chat=maybe", "max_new_tokens=5", "max_new_tokens=99999999",
-                                                    "max_new_tokens=²", "bogus=1", "field=", ""]),
-                                   st.text(alphabet="=:,a", max_size=6)), max_size=4)
+JSONL_LINES = st.lists(
+    st.one_of(
+        JSON_VALUES.map(json.dumps),
+        st.fixed_dictionaries(
+            {"text": either(st.text(max_size=30)), "id": either(st.integers(0, 5))}, optional={"category": ANY}
+        ).map(lambda d: json.dumps(d, default=str)),
+        st.text(max_size=20),
+        st.just("{"),
+        st.just("\x00"),
+        st.just("\ufeff{}"),
+    ),
+    max_size=6,
+)
+JSONL_OPTIONS = st.lists(
+    st.one_of(
+        st.sampled_from(
+            [
+                "field=text",
+                "id=id",
+                "category=category",
+                "chat=false",
+                "chat=maybe",
+                "max_new_tokens=5",
+                "max_new_tokens=99999999",
+                "max_new_tokens=²",
+                "bogus=1",
+                "field=",
+                "",
+            ]
+        ),
+        st.text(alphabet="=:,a", max_size=6),
+    ),
+    max_size=4,
+)
 
 
-@fuzz(st.tuples(JSONL_LINES, JSONL_OPTIONS, st.one_of(st.none(), st.binary(max_size=40))), short=60,
-      long=6000)
+@fuzz(st.tuples(JSONL_LINES, JSONL_OPTIONS, st.one_of(st.none(), st.binary(max_size=40))), short=60, long=6000)
 def jsonl_workload(case):
     from specbench.measure.workloads import load_workload
 
@@ -309,16 +590,29 @@ def jsonl_workload(case):
 test_jsonl_workload, test_jsonl_workload_long = jsonl_workload
 
 WORKLOAD_FILES = st.fixed_dictionaries(
-    {"name": either(st.sampled_from(["w", "", " "])),
-     "sources": either(st.lists(st.fixed_dictionaries({"path": st.just(str(PROMPT_FILE))},
-                                                      optional={"format": either(st.sampled_from(["jsonl", "csv"]))}),
-                                max_size=2))},
-    optional={"max_new_tokens": NUMBERS, "sampling": either(st.fixed_dictionaries({}, optional={"count": NUMBERS,
-                                                                                               "seed": NUMBERS})),
-              "train_percent": NUMBERS, "fields": either(st.fixed_dictionaries({}, optional={"turns": TEXT, "id": TEXT,
-                                                                                           "category": TEXT})),
-              "filter": either(st.fixed_dictionaries({}, optional={"min_chars": NUMBERS, "max_chars": NUMBERS})),
-              "id_format": TEXT, "chat": SCALARS, "category": SCALARS, "bogus": ANY})
+    {
+        "name": either(st.sampled_from(["w", "", " "])),
+        "sources": either(
+            st.lists(
+                st.fixed_dictionaries(
+                    {"path": st.just(str(PROMPT_FILE))}, optional={"format": either(st.sampled_from(["jsonl", "csv"]))}
+                ),
+                max_size=2,
+            )
+        ),
+    },
+    optional={
+        "max_new_tokens": NUMBERS,
+        "sampling": either(st.fixed_dictionaries({}, optional={"count": NUMBERS, "seed": NUMBERS})),
+        "train_percent": NUMBERS,
+        "fields": either(st.fixed_dictionaries({}, optional={"turns": TEXT, "id": TEXT, "category": TEXT})),
+        "filter": either(st.fixed_dictionaries({}, optional={"min_chars": NUMBERS, "max_chars": NUMBERS})),
+        "id_format": TEXT,
+        "chat": SCALARS,
+        "category": SCALARS,
+        "bogus": ANY,
+    },
+)
 
 
 @fuzz(WORKLOAD_FILES, short=60, long=6000)
@@ -337,17 +631,30 @@ test_workload_file, test_workload_file_long = workload_file
 # ----------------------------------------------------------------------------- the records reader
 
 DAMAGE = st.one_of(
-    st.tuples(st.just("run.json"), st.one_of(JSON_VALUES.map(lambda v: json.dumps(v).encode()), st.binary(max_size=60),
-                                              st.just(b'{"sweep": NaN}'), st.just(b'{"sweep": {"name": "[/]"}, '
-                                                                                  b'"spec_hash": "x"}'))),
+    st.tuples(
+        st.just("run.json"),
+        st.one_of(
+            JSON_VALUES.map(lambda v: json.dumps(v).encode()),
+            st.binary(max_size=60),
+            st.just(b'{"sweep": NaN}'),
+            st.just(b'{"sweep": {"name": "[/]"}, "spec_hash": "x"}'),
+        ),
+    ),
     st.tuples(st.just("truncate"), st.integers(min_value=0, max_value=100_000)),
-    st.tuples(st.just("flip"), st.lists(st.tuples(st.integers(0, 100_000), st.integers(0, 255)), min_size=1,
-                                        max_size=8)),
-    st.tuples(st.just("frame"), st.dictionaries(st.sampled_from(["unit_id", "gamma", "workload", "drafter_label",
-                                                                 "decode_tokens", "output_ids", "temperature"]),
-                                                st.lists(st.one_of(st.integers(-5, 5), st.text(max_size=4),
-                                                                   st.none()), min_size=2, max_size=2),
-                                                min_size=1, max_size=4)),
+    st.tuples(
+        st.just("flip"), st.lists(st.tuples(st.integers(0, 100_000), st.integers(0, 255)), min_size=1, max_size=8)
+    ),
+    st.tuples(
+        st.just("frame"),
+        st.dictionaries(
+            st.sampled_from(
+                ["unit_id", "gamma", "workload", "drafter_label", "decode_tokens", "output_ids", "temperature"]
+            ),
+            st.lists(st.one_of(st.integers(-5, 5), st.text(max_size=4), st.none()), min_size=2, max_size=2),
+            min_size=1,
+            max_size=4,
+        ),
+    ),
     st.tuples(st.just("zero"), st.booleans()),
 )
 
@@ -407,8 +714,11 @@ def _records_source() -> Path:
     if not _RECORDS:
         from tests.synthetic_results import SyntheticDrafter, write_synthetic_results
 
-        _RECORDS.append(write_synthetic_results(FUZZ_DIR / "results" / "base",
-                                                [SyntheticDrafter(alpha=0.7, gammas=(1, 2))], n_prompts=4))
+        _RECORDS.append(
+            write_synthetic_results(
+                FUZZ_DIR / "results" / "base", [SyntheticDrafter(alpha=0.7, gammas=(1, 2))], n_prompts=4
+            )
+        )
     return _RECORDS[0]
 
 
@@ -416,6 +726,7 @@ test_damaged_results, test_damaged_results_long = damaged_results
 
 
 # ----------------------------------------------------------------------------- the OpenAI client vs garbage
+
 
 class _Tokenizer:
     """Stands in for the target's tokenizer (a server that streams text but no token ids)."""
@@ -440,18 +751,51 @@ def garbage_server():
         openai_server.load_tokenizer, openai_server.resolve_model_location = saved
 
 
-INTS = st.one_of(st.integers(min_value=-2, max_value=40), st.integers(min_value=-2**40, max_value=2**70))
-CHUNKS = st.one_of(JSON_VALUES, st.fixed_dictionaries(
-    {"choices": either(st.lists(st.fixed_dictionaries({}, optional={
-        "text": either(st.text(max_size=5)), "token_ids": either(st.lists(INTS, max_size=4)),
-        "finish_reason": either(st.sampled_from(["length", "stop", None]))}), max_size=2))},
-    optional={"usage": either(st.fixed_dictionaries({}, optional={"completion_tokens": INTS, "prompt_tokens": INTS})),
-              "metrics": either(st.fixed_dictionaries({}, optional={
-                  "time_to_first_token_ms": NUMBERS, "generation_time_ms": NUMBERS, "mean_itl_ms": NUMBERS,
-                  "speculative_decoding": either(st.fixed_dictionaries({}, optional={
-                      "num_spec_tokens": INTS, "per_step_accepted": st.lists(INTS, max_size=4),
-                      "per_step_drafted": st.lists(INTS, max_size=4)}))})),
-              "error": st.one_of(st.none(), st.text(max_size=5))}))
+INTS = st.one_of(st.integers(min_value=-2, max_value=40), st.integers(min_value=-(2**40), max_value=2**70))
+CHUNKS = st.one_of(
+    JSON_VALUES,
+    st.fixed_dictionaries(
+        {
+            "choices": either(
+                st.lists(
+                    st.fixed_dictionaries(
+                        {},
+                        optional={
+                            "text": either(st.text(max_size=5)),
+                            "token_ids": either(st.lists(INTS, max_size=4)),
+                            "finish_reason": either(st.sampled_from(["length", "stop", None])),
+                        },
+                    ),
+                    max_size=2,
+                )
+            )
+        },
+        optional={
+            "usage": either(st.fixed_dictionaries({}, optional={"completion_tokens": INTS, "prompt_tokens": INTS})),
+            "metrics": either(
+                st.fixed_dictionaries(
+                    {},
+                    optional={
+                        "time_to_first_token_ms": NUMBERS,
+                        "generation_time_ms": NUMBERS,
+                        "mean_itl_ms": NUMBERS,
+                        "speculative_decoding": either(
+                            st.fixed_dictionaries(
+                                {},
+                                optional={
+                                    "num_spec_tokens": INTS,
+                                    "per_step_accepted": st.lists(INTS, max_size=4),
+                                    "per_step_drafted": st.lists(INTS, max_size=4),
+                                },
+                            )
+                        ),
+                    },
+                )
+            ),
+            "error": st.one_of(st.none(), st.text(max_size=5)),
+        },
+    ),
+)
 
 
 def _sse(chunks: list, lines: list[str], done: bool) -> bytes:
@@ -461,28 +805,42 @@ def _sse(chunks: list, lines: list[str], done: bool) -> bytes:
 
 def _http_answer(status: int, kind: str, length: str, extra: str, body: bytes) -> bytes:
     """An HTTP/1.1 answer of generated status, headers and body, its Content-Length right, wrong or absent."""
-    lengths = {"exact": f"Content-Length: {len(body)}\r\n", "short": f"Content-Length: {max(len(body) - 3, 0)}\r\n",
-               "long": f"Content-Length: {len(body) + 50}\r\n", "junk": "Content-Length: x1\r\n", "none": ""}
+    lengths = {
+        "exact": f"Content-Length: {len(body)}\r\n",
+        "short": f"Content-Length: {max(len(body) - 3, 0)}\r\n",
+        "long": f"Content-Length: {len(body) + 50}\r\n",
+        "junk": "Content-Length: x1\r\n",
+        "none": "",
+    }
     head = f"HTTP/1.1 {status} X\r\nContent-Type: {kind}\r\n{lengths[length]}{extra}Connection: close\r\n\r\n"
     return head.encode("utf-8", "surrogatepass") + body
 
 
-BODIES = st.one_of(st.builds(_sse, st.lists(CHUNKS, max_size=4), st.lists(st.text(max_size=8), max_size=2),
-                             st.booleans()),
-                   JSON_VALUES.map(lambda v: json.dumps(v).encode()), st.binary(max_size=100))
+BODIES = st.one_of(
+    st.builds(_sse, st.lists(CHUNKS, max_size=4), st.lists(st.text(max_size=8), max_size=2), st.booleans()),
+    JSON_VALUES.map(lambda v: json.dumps(v).encode()),
+    st.binary(max_size=100),
+)
 ANSWERS = st.one_of(
     st.binary(max_size=300),
-    st.builds(_http_answer, st.sampled_from([200, 200, 200, 204, 404, 500, 302, 199, 999]),
-              st.sampled_from(["text/event-stream", "text/event-stream; charset=utf-8", "application/json", "",
-                               "x\x7f"]),
-              st.sampled_from(["none", "none", "exact", "short", "long", "junk"]),
-              st.sampled_from(["", "", "Content-Encoding: gzip\r\n", "Transfer-Encoding: chunked\r\n",
-                               "X: \xff\r\n"]),
-              BODIES))
+    st.builds(
+        _http_answer,
+        st.sampled_from([200, 200, 200, 204, 404, 500, 302, 199, 999]),
+        st.sampled_from(["text/event-stream", "text/event-stream; charset=utf-8", "application/json", "", "x\x7f"]),
+        st.sampled_from(["none", "none", "exact", "short", "long", "junk"]),
+        st.sampled_from(["", "", "Content-Encoding: gzip\r\n", "Transfer-Encoding: chunked\r\n", "X: \xff\r\n"]),
+        BODIES,
+    ),
+)
 
 
-@fuzz(st.tuples(st.sampled_from(["/v1/completions", "/v1/completions", "/v1/completions", "/v1/models",
-                                 "/metrics"]), ANSWERS), short=60, long=1200)
+@fuzz(
+    st.tuples(
+        st.sampled_from(["/v1/completions", "/v1/completions", "/v1/completions", "/v1/models", "/metrics"]), ANSWERS
+    ),
+    short=60,
+    long=1200,
+)
 def garbage_answers(garbage_server, case):
     """A request through the openai backend whose server answers one path with generated bytes."""
     from specbench.backends.base import Request
@@ -494,8 +852,9 @@ def garbage_answers(garbage_server, case):
     config = RunConfig(DrafterConfig("ngram", ()), 2, "chain", 0.0, 1.0, 0)
 
     def measure():
-        backend = OpenAIServerBackend({"url": garbage_server.url, "timeout_s": 3, "warmup": False}, target="t",
-                                      device="cpu", dtype="fp32", seed=0)
+        backend = OpenAIServerBackend(
+            {"url": garbage_server.url, "timeout_s": 3, "warmup": False}, target="t", device="cpu", dtype="fp32", seed=0
+        )
         backend.start(lambda message: None)
         return backend.generate_batch(config, [Request([1, 2, 3], 4, 0, False)], 1)
 

@@ -133,8 +133,10 @@ class HttpClient:
             raise
         except (asyncio.TimeoutError, httpx2.TimeoutException):
             self._failed()
-            raise ServerError(f"server {self.base_url}: {path} gave no complete answer within {deadline_s:g} s "
-                              "(deadline; raise timeout_s if the server is only slow)") from None
+            raise ServerError(
+                f"server {self.base_url}: {path} gave no complete answer within {deadline_s:g} s "
+                "(deadline; raise timeout_s if the server is only slow)"
+            ) from None
         except httpx2.ConnectError as exc:
             self._failed()
             raise ServerError(f"cannot reach the server at {self.base_url}: {_reason(exc)}") from None
@@ -143,42 +145,53 @@ class HttpClient:
             raise ServerError(f"server {self.base_url}: {path} did not answer valid HTTP ({_reason(exc)})") from None
         except (httpx2.ReadError, httpx2.WriteError, httpx2.CloseError) as exc:
             self._failed()
-            raise ServerError(f"server {self.base_url}: the connection broke during {path} ({_reason(exc)})") \
-                from None
+            raise ServerError(f"server {self.base_url}: the connection broke during {path} ({_reason(exc)})") from None
         except (httpx2.HTTPError, httpx2.InvalidURL, httpx2.StreamError, OSError) as exc:
             self._failed()
-            raise ServerError(f"server {self.base_url}: {path} failed ({type(exc).__name__}: {_reason(exc)})") \
-                from None
+            raise ServerError(f"server {self.base_url}: {path} failed ({type(exc).__name__}: {_reason(exc)})") from None
 
     def _failed(self) -> None:
         if self.on_failure is not None:
             self.on_failure()
 
     # ------------------------------------------------------------------ bodies
-    async def _read(self, response: httpx2.Response, path: str, max_bytes: int,
-                    take: Callable[[bytes], object]) -> None:
+    async def _read(
+        self, response: httpx2.Response, path: str, max_bytes: int, take: Callable[[bytes], object]
+    ) -> None:
         """Hand the raw body to ``take`` piece by piece (it returns False to stop early); refused when
         compressed or over ``max_bytes``."""
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
-            raise ServerError(f"server {self.base_url}: {path} came with Content-Encoding {one_line(encoding, 40)}, "
-                              "but specbench asked for an uncompressed body")
+            raise ServerError(
+                f"server {self.base_url}: {path} came with Content-Encoding {one_line(encoding, 40)}, "
+                "but specbench asked for an uncompressed body"
+            )
         declared = response.headers.get("content-length", "").strip()
         if declared.isascii() and declared.isdigit() and int(declared) > max_bytes:
-            raise ServerError(f"server {self.base_url}: {path} declares {int(declared):,} bytes, over the "
-                              f"{max_bytes:,}-byte cap")
+            raise ServerError(
+                f"server {self.base_url}: {path} declares {int(declared):,} bytes, over the {max_bytes:,}-byte cap"
+            )
         total = 0
         async for piece in response.aiter_raw():
             total += len(piece)
             if total > max_bytes:
-                raise ServerError(f"server {self.base_url}: {path} sent more than {max_bytes:,} bytes (cap of its "
-                                  "body); an endless body is cut here")
+                raise ServerError(
+                    f"server {self.base_url}: {path} sent more than {max_bytes:,} bytes (cap of its "
+                    "body); an endless body is cut here"
+                )
             if take(piece) is False:
                 return
 
-    async def stream_lines(self, session: httpx2.AsyncClient, path: str, payload: dict, *, max_bytes: int,
-                           on_open: Callable[[httpx2.Response], Awaitable[None]],
-                           on_line: Callable[[bytes], bool]) -> None:
+    async def stream_lines(
+        self,
+        session: httpx2.AsyncClient,
+        path: str,
+        payload: dict,
+        *,
+        max_bytes: int,
+        on_open: Callable[[httpx2.Response], Awaitable[None]],
+        on_line: Callable[[bytes], bool],
+    ) -> None:
         """POST ``payload`` as JSON and hand the answer's lines (without line ends) to ``on_line``, which
         returns False to stop; each line at most `MAX_LINE_BYTES`, all together at most ``max_bytes``.
         ``on_open(response)`` sees the status and headers first (and may raise). Call it inside
@@ -198,8 +211,9 @@ class HttpClient:
                 raise ServerError(f"server {self.base_url}: {path} sent a line over {MAX_LINE_BYTES:,} bytes")
             return True
 
-        async with session.stream("POST", self.base_url + path, content=data,
-                                  headers={"Content-Type": "application/json"}) as response:
+        async with session.stream(
+            "POST", self.base_url + path, content=data, headers={"Content-Type": "application/json"}
+        ) as response:
             await on_open(response)
             await self._read(response, path, max_bytes, take)
             if buffer:

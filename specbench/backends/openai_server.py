@@ -26,7 +26,6 @@ What a record gets, and from where:
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
@@ -34,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specbench.backends import prometheus, server_schema
+from specbench.backends.base import GenerationResult, Request, RoundCallback, RoundLog, ServingBackend, StatusCallback
 from specbench.backends.http_client import (
     HEALTH_S,
     MAX_METRICS_BYTES,
@@ -45,16 +45,14 @@ from specbench.backends.http_client import (
 )
 from specbench.backends.http_client import run as run_http
 from specbench.backends.http_client import run_all, stream_cap, strict_json
-from specbench.backends.base import GenerationResult, Request, RoundCallback, RoundLog, ServingBackend, StatusCallback
 from specbench.backends.options import check_backend_options
+from specbench.catalogue import drafters as catalogue
+from specbench.catalogue.drafters import is_target_only
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import alias_status, aliases, pull
 
 DEFAULT_TIMEOUT_S = 600.0
 WARMUP_TOKENS = 8
-MODEL_FREE = ("ngram", "suffix")  # drafters that run no forward pass
-ONE_FORWARD = ("medusa",)  # all heads in one forward
-NO_FORWARD = MODEL_FREE + ("none",)
 
 
 @dataclass
@@ -94,7 +92,7 @@ def rounds_from_steps(accepted: list[int], drafted: list[int], n_tokens: int, dr
             break
         emitted = min(int(acc) + 1, left)
         left -= emitted
-        steps = 0 if drafter_type in NO_FORWARD else (1 if drafter_type in ONE_FORWARD else int(gamma))
+        steps = 0 if is_target_only(drafter_type) else catalogue.get(drafter_type).forwards_per_round(int(gamma))
         log.add(drafted=int(gamma), depth=int(gamma), accepted=min(int(acc), emitted), emitted=emitted,
                 draft_steps=steps,
                 draft_s=math.nan, verify_s=math.nan, round_s=math.nan)
@@ -304,7 +302,7 @@ def _ms(value) -> float:
 
 
 def _drafter_type(config) -> str:
-    return "none" if config.is_baseline else config.drafter.type
+    return catalogue.TARGET_ONLY if config.is_baseline else config.drafter.type
 
 
 def _config_label(config) -> str:

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from specbench.bounds import BOUNDS, violation
 from specbench.engine.threads import parse_thread_setting
-from specbench.errors import SpecbenchError, did_you_mean
+from specbench.errors import SpecbenchError, check_keys, did_you_mean
 from specbench.models.resolve import DTYPES
 
 MAX_TEXT = 4096
@@ -42,11 +42,13 @@ def _fail(label: str, problem: str, value) -> SpecbenchError:
 
 def number(row: str):
     """A number checked against the bounds table's row ``row``."""
+
     def check(value, label: str):
         problem = violation(row, value)
         if problem is not None:
             raise SpecbenchError(f"{label} {problem}")
         return int(value) if BOUNDS[row].integer else float(value)
+
     return check
 
 
@@ -70,8 +72,10 @@ def secret(value, label: str) -> str:
     if not isinstance(value, str) or not value or len(value) > MAX_TEXT:
         raise SpecbenchError(f"{label} must be a non-empty string")
     if not all(33 <= ord(c) <= 126 for c in value):
-        raise SpecbenchError(f"{label} must be printable ASCII without spaces or line breaks (it is sent in an "
-                             "HTTP header); check it for a stray newline")
+        raise SpecbenchError(
+            f"{label} must be printable ASCII without spaces or line breaks (it is sent in an "
+            "HTTP header); check it for a stray newline"
+        )
     return value
 
 
@@ -102,6 +106,7 @@ def choice(*names: str):
             hint = did_you_mean(str(value), list(names)) if isinstance(value, str) else ""
             raise _fail(f"{label}{hint}", f"must be one of {', '.join(names)}", value)
         return value
+
     return check
 
 
@@ -160,26 +165,37 @@ BACKEND_OPTIONS: dict[str, dict[str, Option]] = {
         "threads": Option(threads, "CPU threads: a count or auto (the sweep's threads key)"),
     },
     "vllm": {
-        "max_num_seqs": Option(number("max_num_seqs"), "requests the engine batches at once (default: the sweep's "
-                                                       "largest concurrency)"),
+        "max_num_seqs": Option(
+            number("max_num_seqs"), "requests the engine batches at once (default: the sweep's largest concurrency)"
+        ),
         "enforce_eager": Option(flag, "skip torch.compile / CUDA graphs (default: true on CPU, false on GPU)"),
         "dtype": Option(choice(*DTYPES), "vLLM dtype (default: the sweep's dtype, fp32 -> float32)"),
-        "kv_cache_gib": Option(number("kv_cache_gib"), "KV cache size in GiB (CPU: VLLM_CPU_KVCACHE_SPACE, default "
-                                                       "2; GPU: kv_cache_memory_bytes)"),
+        "kv_cache_gib": Option(
+            number("kv_cache_gib"),
+            "KV cache size in GiB (CPU: VLLM_CPU_KVCACHE_SPACE, default 2; GPU: kv_cache_memory_bytes)",
+        ),
         "max_model_len": Option(number("max_model_len"), "context length the engine reserves for (default 2048)"),
         "tensor_parallel_size": Option(number("parallel_size"), "GPUs the target is split over"),
-        "draft_tensor_parallel_size": Option(number("parallel_size"), "GPUs a draft model is split over "
-                                                                      "(speculative_config)"),
-        "pipeline_parallel_size": Option(number("parallel_size"), "pipeline stages (multi-node: with "
-                                                                  "distributed_executor_backend ray)"),
-        "distributed_executor_backend": Option(choice("mp", "ray"), "mp (one node) or ray (a Ray cluster "
-                                                                    "spanning nodes)"),
+        "draft_tensor_parallel_size": Option(
+            number("parallel_size"), "GPUs a draft model is split over (speculative_config)"
+        ),
+        "pipeline_parallel_size": Option(
+            number("parallel_size"), "pipeline stages (multi-node: with distributed_executor_backend ray)"
+        ),
+        "distributed_executor_backend": Option(
+            choice("mp", "ray"), "mp (one node) or ray (a Ray cluster spanning nodes)"
+        ),
         "gpu_memory_utilization": Option(number("gpu_memory_utilization"), "fraction of GPU memory vLLM may take"),
-        "python": Option(path, "interpreter of the vLLM environment (default: .venv-vllm/bin/python of the "
-                               "checkout)"),
+        "python": Option(path, "interpreter of the vLLM environment (default: .venv-vllm/bin/python of the checkout)"),
         "engine_args": Option(mapping, "extra keyword arguments for vllm.LLM, passed through as given"),
-        "warmup_tokens": Option(number("warmup_tokens"), "untimed tokens generated when an engine starts "
-                                                         "(default 8)"),
+        "warmup_tokens": Option(number("warmup_tokens"), "untimed tokens generated when an engine starts (default 8)"),
+        "engines_kept": Option(
+            number("engines_kept"),
+            "engines kept alive between configurations (default 1): a "
+            "later look of an adaptive sweep reuses a kept engine instead "
+            "of starting it again; each holds its own memory, so on a GPU "
+            "give each its share with gpu_memory_utilization",
+        ),
     },
     "openai": {
         "url": Option(url, "the running server's base address, e.g. http://127.0.0.1:8000", required=True),
@@ -210,6 +226,16 @@ BACKEND_OPTIONS: dict[str, dict[str, Option]] = {
 }
 
 
+def check_own_sweep(options: dict, configs: list, where: str) -> None:
+    """The own engine's check of a sweep (its registry entry's ``check``): its options."""
+    check_backend_options("own", options, f"{where}: backend own")
+
+
+def check_openai_sweep(options: dict, configs: list, where: str) -> None:
+    """The openai backend's check of a sweep (its registry entry's ``check``): its options."""
+    check_backend_options("openai", options, f"{where}: backend openai")
+
+
 def check_backend_options(backend: str, options, where: str | None = None) -> dict:
     """``options`` (the ``backend:`` mapping without ``name``) checked against the backend's model: the
     values to use, unknown names and bad values refused in one line."""
@@ -221,13 +247,13 @@ def check_backend_options(backend: str, options, where: str | None = None) -> di
         options = {}
     if not isinstance(options, dict):
         raise SpecbenchError(f"{where}: options must be a mapping")
+    check_keys(
+        [key for key in options if key != "name"], model, f"{where}: unknown option '{{key}}'", listing="options"
+    )
     checked = {}
     for key, value in options.items():
         if key == "name":
             continue
-        if key not in model:
-            raise SpecbenchError(f"{where}: unknown option '{key}'{did_you_mean(str(key), list(model))} "
-                                 f"(options: {', '.join(model)})")
         if value is None:
             continue  # left unset: the default applies
         checked[key] = model[key].check(value, f"{where}: '{key}'")

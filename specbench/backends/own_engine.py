@@ -3,7 +3,7 @@
 `OwnEngineBackend` is the sweep's default backend (``backend: own``): it loads the target once,
 builds one drafter per drafter setting and one engine per configuration (each warmed up,
 untimed, on its first prompt), and measures every round (draft and verify time, accepted
-tokens). It also offers replay (`specbench.backends.replay`), which needs the engine's
+tokens). It also offers replay (`specbench.measure.replay`), which needs the engine's
 drafters and the target's decoder. `run_prompt` is the work behind ``specbench run``.
 
 CPU threads (option ``threads``): unset, torch's count serves everything; a number, the process
@@ -21,8 +21,9 @@ from typing import Callable
 import torch
 
 from specbench.backends.base import GenerationResult, Request, RoundCallback, StatusCallback
-from specbench.backends.environment import device_info
 from specbench.backends.options import check_backend_options
+from specbench.catalogue.drafters import TARGET_ONLY
+from specbench.engine.device import device_info
 from specbench.engine.decoder import NativeDecoder, make_decoder
 from specbench.engine.drafters import check_params, make_drafter
 from specbench.engine.drafters.base import check_draft_depth
@@ -202,7 +203,7 @@ def run_prompt(*, target: str, drafter: str, params: dict, gamma: int, sampling:
                status: Callable[[str], None] | None = None) -> dict:
     """Run ``prompt`` with the given drafter (and optionally the γ=0 baseline); return a report dict."""
     say = status or (lambda message: None)
-    if drafter != "none":
+    if drafter != TARGET_ONLY:
         check_params(drafter, params)  # bad parameters fail before any model loads
     say(f"loading target {target}")
     target_model = load_model(target, device=device, dtype=dtype)
@@ -210,7 +211,7 @@ def run_prompt(*, target: str, drafter: str, params: dict, gamma: int, sampling:
     limits.check_context(target_model.model, target, len(prompt_ids), max_new_tokens)
     draft = None
     if gamma > 0:
-        if drafter == "none":
+        if drafter == TARGET_ONLY:
             raise SpecbenchError("gamma > 0 needs a drafter")
         say(f"preparing drafter {drafter}")
         draft = make_drafter(drafter, target_model, params, device=device, dtype=dtype)
@@ -219,7 +220,7 @@ def run_prompt(*, target: str, drafter: str, params: dict, gamma: int, sampling:
                                compile=compile)
     result = timed_generation(engine, prompt_ids, max_new_tokens, seed=seed, stop_at_eos=stop_at_eos)
     report = {
-        "target": target, "drafter": drafter if gamma > 0 else "none", "drafter_params": params, "gamma": gamma,
+        "target": target, "drafter": drafter if gamma > 0 else TARGET_ONLY, "drafter_params": params, "gamma": gamma,
         "tree": tree if gamma > 0 else "chain",
         "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k,
         "device": str(engine.device), "dtype": dtype,

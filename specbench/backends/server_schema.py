@@ -28,8 +28,7 @@ from specbench.backends.http_client import ServerError, one_line
 
 MAX_TOKEN_ID = 2**31 - 1
 MAX_COUNT = 2**40  # token and step counts: anything larger is not a real count
-TIME_FIELDS = ("time_to_first_token_ms", "generation_time_ms", "queue_time_ms", "mean_itl_ms",
-               "tokens_per_second")
+TIME_FIELDS = ("time_to_first_token_ms", "generation_time_ms", "queue_time_ms", "mean_itl_ms", "tokens_per_second")
 
 
 class Check:
@@ -158,15 +157,18 @@ def metrics_block(value, check: Check, max_tokens: int) -> dict | None:
         check.counts(accepted, where + "per_step_accepted", 2**20)
         check.counts(drafted, where + "per_step_drafted", 2**20)
         if len(accepted) != len(drafted):
-            raise check.fail(where + "per_step_accepted", f"has {len(accepted)} steps but per_step_drafted has "
-                                                          f"{len(drafted)}")
+            raise check.fail(
+                where + "per_step_accepted", f"has {len(accepted)} steps but per_step_drafted has {len(drafted)}"
+            )
         if len(accepted) > max(max_tokens, 0):
-            raise check.fail(where + "per_step_accepted", f"lists {len(accepted)} steps for at most {max_tokens} "
-                                                          "generated tokens")
+            raise check.fail(
+                where + "per_step_accepted", f"lists {len(accepted)} steps for at most {max_tokens} generated tokens"
+            )
         bad = next((i for i, (a, d) in enumerate(zip(accepted, drafted)) if a > d), None)
         if bad is not None:
-            raise check.fail(f"{where}per_step_accepted[{bad}]", f"accepts {accepted[bad]} of "
-                                                                 f"{drafted[bad]} drafted tokens")
+            raise check.fail(
+                f"{where}per_step_accepted[{bad}]", f"accepts {accepted[bad]} of {drafted[bad]} drafted tokens"
+            )
     return metrics
 
 

@@ -21,11 +21,13 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from specbench.analysis.vllm_speculative import METHODS, TRAINED, draft_model_spec
+from specbench.analysis.vllm_speculative import draft_model_spec
 from specbench.analysis.vllm_speculative import speculative_config as build_speculative_config
 from specbench.backends.options import check_backend_options
+from specbench.catalogue import drafters as catalogue
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import DTYPES
+
 
 def check_options(options: dict, where: str = "backend vllm") -> dict:
     """The vLLM backend's options checked against its model (`specbench.backends.options`)."""
@@ -72,24 +74,42 @@ def _vllm_layout(checkpoint) -> bool:
 
 def check_runnable(config) -> None:
     """Refuse, in one line, a configuration a vLLM engine started by specbench cannot run: a tree,
-    MTP (its layers live in the target's checkpoint), a draft model without a model, a trained head
-    without a checkpoint in vLLM's layout, a drafter vLLM has no method for."""
-    kind, params = config.drafter.type, config.drafter.params_dict
+    a kind whose layers live in the target's checkpoint (MTP), a draft model without a model, a
+    trained head without a checkpoint in vLLM's layout, a drafter vLLM has no method for (the
+    drafter's catalogue entry says which it is: ``vllm_weights``, ``vllm_method``)."""
+    name, params = config.drafter.type, config.drafter.params_dict
+    kind = catalogue.get(name)
     if config.tree != "chain":
         raise SpecbenchError(f"tree '{config.tree}' cannot run on vLLM: vLLM 0.32's SpeculativeConfig has no token "
                              "tree (use trees: [chain] with backend vllm)")
-    if kind == "mtp":
-        raise SpecbenchError("drafter mtp cannot run on vLLM: vLLM's MTP uses layers inside the target's own "
-                             "checkpoint (DeepSeek-V3, Qwen3-Next, ...), which specbench's targets do not have")
-    if kind == "draft-model" and not draft_model_spec(kind, params):
-        raise SpecbenchError("drafter draft-model cannot run on vLLM without a model (params: {model: NAME})")
-    if kind in TRAINED:
-        checkpoint = draft_model_spec(kind, params)
+    if kind.vllm_weights == "target":
+        raise SpecbenchError(f"drafter {name} cannot run on vLLM: vLLM's {kind.vllm_method.upper()} uses layers inside the "
+                             "target's own checkpoint (DeepSeek-V3, Qwen3-Next, ...), which specbench's targets do "
+                             "not have")
+    if kind.vllm_weights == "model" and not draft_model_spec(name, params):
+        raise SpecbenchError(f"drafter {name} cannot run on vLLM without a model (params: {{model: NAME}})")
+    if kind.vllm_weights == "checkpoint":
+        checkpoint = draft_model_spec(name, params)
         if not (checkpoint and _vllm_layout(checkpoint)):
-            raise SpecbenchError(f"drafter {kind} cannot run on vLLM: it needs checkpoint=<folder in vLLM's layout> "
+            raise SpecbenchError(f"drafter {name} cannot run on vLLM: it needs checkpoint=<folder in vLLM's layout> "
                                  f"(specbench's own format is not loadable by vLLM; see docs/backends.md)")
-    if kind not in METHODS:
-        raise SpecbenchError(f"drafter {kind} cannot run on vLLM")
+    if kind.vllm_method is None:
+        raise SpecbenchError(f"drafter {name} cannot run on vLLM")
+
+
+def check_engine_sweep(options: dict, configs: list, where: str) -> None:
+    """The in-process vLLM backend's check of a sweep: its options, then every configuration's config."""
+    check_options(options, f"{where}: backend vllm")
+    for config in configs:
+        speculative_config(config, None, options)  # fails here, not after the engine started
+
+
+def check_server_sweep(options: dict, configs: list, where: str) -> None:
+    """The vllm-server backend's check of a sweep: its options, then every configuration's speculative_config
+    (the same as the in-process backend's)."""
+    check_backend_options("vllm-server", options, f"{where}: backend vllm-server")
+    for config in configs:
+        speculative_config(config)
 
 
 def speculative_config(config, resolve_model: Callable[[str], str] | None = None,

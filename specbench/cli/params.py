@@ -32,8 +32,9 @@ def bounded(name: str):
 def folder_path(text: str) -> Path:
     """A path flag's value: refused when empty or blank (never the current directory by accident)."""
     if not str(text).strip():
-        raise typer.BadParameter("an empty path is not allowed: name a folder or file (use . for the current "
-                                 "directory)")
+        raise typer.BadParameter(
+            "an empty path is not allowed: name a folder or file (use . for the current directory)"
+        )
     if "\x00" in str(text):
         raise typer.BadParameter("a path cannot contain a NUL character")
     return Path(text)

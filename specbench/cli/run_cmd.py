@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from specbench.catalogue.drafters import TARGET_ONLY
 import json
 from pathlib import Path
 
@@ -61,7 +62,7 @@ def run(
     from specbench.measure.spec import parse_params  # lazy: loads torch; keeps `specbench --help` fast
 
     depth = tree_depth_limit(tree)  # a bad shape fails before any model loads
-    if depth is not None and gamma > depth and drafter != "none":
+    if depth is not None and gamma > depth and drafter != TARGET_ONLY:
         raise SpecbenchError(f"tree '{tree}' drafts at most {depth} deep: --gamma {gamma} would run as γ = {depth} "
                              f"(give --gamma {depth} or less)")
     if prompt_file is not None and prompt is not None:
@@ -76,7 +77,7 @@ def run(
     params = parse_params(drafter_param)
     if drafter_model:
         params["model"] = drafter_model
-    if drafter == "none":
+    if drafter == TARGET_ONLY:
         gamma = 0
     else:
 
