@@ -57,7 +57,7 @@ test-heavy: install
 	TRITON_INTERPRET=1 $(PY) -m pytest -m heavy
 
 bench-engine: install
-	$(PY) scripts/bench_engine.py --dtypes fp32,bf16
+	$(PY) scripts/bench_engine.py --pairs smollm2 --dtypes fp32,bf16 --prompts 3 --new-tokens 128 --repeats 3
 
 bench-strategies-moe: install
 	$(PY) scripts/bench_strategy_moe.py

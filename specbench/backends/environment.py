@@ -9,6 +9,8 @@ import platform
 import subprocess
 from pathlib import Path
 
+from specbench.engine.cpu_info import cpu_model
+
 PACKAGES = ("specbench", "torch", "transformers", "triton", "numpy", "pandas")
 
 
@@ -38,13 +40,7 @@ def git_commit() -> str | None:
 
 
 def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return cpu_model()
 
 
 def device_info(device: str) -> dict:
