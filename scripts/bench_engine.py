@@ -27,6 +27,12 @@ while the second must say yes.
 
     python scripts/bench_engine.py                   # = make bench-engine: SmolLM2 + prompt lookup, fp32 and bf16
     python scripts/bench_engine.py --pairs qwen --dtypes fp32 --gamma 5   # the Qwen2.5-Coder 1.5B / 0.5B pair
+    python scripts/bench_engine.py --profile   # + where a decode and a verify step's time goes, both engines
+
+``--profile`` ends each (pair, dtype) with torch.profiler over 5 decode steps and 5 verify steps (γ + 1 new
+tokens after 64 cached, with the LM-head rows each engine computes) of both engines in their layouts: ms per
+step, the matrix products' share (``aten::mm`` / ``addmm``), attention's, and the rest (norms, RoPE, cache
+writes, Python and dispatch).
 """
 
 from __future__ import annotations
@@ -44,6 +50,10 @@ from specbench.engine.drafters import make_drafter
 from specbench.engine.layout_probe import choose_layout
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.weight_layout import apply_layout, prefer_column_major, prefer_row_major
+
+PRODUCT_OPS = ("aten::mm", "aten::addmm", "aten::bmm")
+ATTENTION_OPS = ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_attention_math",
+                 "aten::_scaled_dot_product_efficient_attention")
 from specbench.errors import SpecbenchError
 from specbench.measure.workloads import load_workload
 from specbench.models.prompting import encode_conversation
@@ -78,7 +88,56 @@ def fastest_hf_layout(model, ids, new_tokens: int) -> tuple[str, dict[str, float
     return min(seconds, key=seconds.get), {name: new_tokens / s for name, s in seconds.items()}
 
 
-def bench_pair(name: str, gamma: int, new_tokens: int, prompts: int, repeats: int, dtype: str) -> dict:
+def step_profile(target, decoder, ours_layout, hf_layout: str, ids: list[int], k: int) -> list[dict]:
+    """torch.profiler over 5 decode and 5 verify(k) steps of each engine after 64 cached tokens: ms per step in
+    products, attention and the rest (self CPU time)."""
+    from torch.profiler import ProfilerActivity, profile
+    from transformers import DynamicCache
+
+    model, prompt = target.model, torch.tensor([ids[:64]])
+    step = torch.tensor([ids[64:64 + k] if len(ids) >= 64 + k else ids[:k]])  # [1, k]
+    apply_layout(model, ours_layout)
+    decoder.reset(1, 128)
+    decoder.forward(prompt, logits="none")
+
+    def ours(n: int) -> None:
+        hidden = decoder.forward(step[:, :n], logits="none").hidden
+        decoder.head(hidden[:, :1] if decoder.lazy_head or n == 1 else hidden)  # a lazy head: the first row
+        decoder.truncate(prompt.shape[1])
+
+    cache = DynamicCache(config=model.config)
+
+    def hf(n: int) -> None:
+        with torch.inference_mode():
+            model(input_ids=step[:, :n], cache=cache, use_cache=True, logits_to_keep=n)
+        cache.crop(-n)
+
+    rows = []
+    for engine, fn in (("specbench", ours), ("transformers", hf)):
+        if engine == "transformers":
+            HF_LAYOUTS[hf_layout](model)
+            with torch.inference_mode():
+                model(input_ids=prompt, cache=cache, use_cache=True, logits_to_keep=1)
+        for n in (1, k):
+            for _ in range(2):
+                fn(n)
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                start = time.perf_counter()
+                for _ in range(5):
+                    fn(n)
+                wall = (time.perf_counter() - start) / 5
+            events = prof.key_averages()
+            self_ms = {e.key: e.self_cpu_time_total / 1e3 / 5 for e in events}
+            total = sum(self_ms.values())
+            products = sum(self_ms.get(op, 0.0) for op in PRODUCT_OPS)
+            attention = sum(self_ms.get(op, 0.0) for op in ATTENTION_OPS)
+            rows.append({"engine": engine, "k": n, "wall_ms": wall * 1e3, "total_ms": total, "products_ms": products,
+                         "attention_ms": attention, "calls": sum(e.count for e in events) / 5})
+    return rows
+
+
+def bench_pair(name: str, gamma: int, new_tokens: int, prompts: int, repeats: int, dtype: str,
+               profile_steps: bool = False) -> dict:
     target_name, drafter_name, draft_model_name = PAIRS[name]
     target = load_model(target_name, dtype=dtype)
     workload = load_workload("humaneval", count=prompts, seed=1)
@@ -101,12 +160,19 @@ def bench_pair(name: str, gamma: int, new_tokens: int, prompts: int, repeats: in
         ours = make_drafter("ngram", target, {"n_min": 1, "n_max": 3})
     base_engine = SpeculativeEngine(target, None, gamma=0, decoder=decoder)
     spec_engine = SpeculativeEngine(target, ours, gamma=gamma, decoder=decoder)
+    def ours(engine):
+        def run(ids):
+            result = engine.generate(ids, new_tokens)
+            run.tau = result.tau  # tokens per target forward, for the table
+            return result.tokens
+        return run
+
     methods = {
         "transformers generate": (lambda ids: hf_generate(target.model, ids, new_tokens), "hf"),
         f"transformers assisted ({drafter_name}, γ={gamma})": (
             lambda ids: hf_generate(target.model, ids, new_tokens, **hf_spec), "hf"),
-        "specbench target-only": (lambda ids: base_engine.generate(ids, new_tokens).tokens, "ours"),
-        f"specbench {drafter_name} γ={gamma}": (lambda ids: spec_engine.generate(ids, new_tokens).tokens, "ours"),
+        "specbench target-only": (ours(base_engine), "ours"),
+        f"specbench {drafter_name} γ={gamma}": (ours(spec_engine), "ours"),
     }
 
     def relayout(engine: str) -> None:  # untimed; a no-op when the layout is already in place
@@ -122,6 +188,7 @@ def bench_pair(name: str, gamma: int, new_tokens: int, prompts: int, repeats: in
     tokens = {label: [0] * repeats for label in labels}
     seconds = {label: [0.0] * repeats for label in labels}
     identical = dict.fromkeys(labels, True)
+    taus = {label: [] for label in labels}
     same_engine = dict.fromkeys(labels, True)
     for repeat in range(repeats):
         order = labels[repeat % len(labels):] + labels[:repeat % len(labels)]  # rotated per repeat
@@ -134,11 +201,15 @@ def bench_pair(name: str, gamma: int, new_tokens: int, prompts: int, repeats: in
                 outputs[label] = fn(ids)
                 seconds[label][repeat] += time.perf_counter() - start
                 tokens[label][repeat] += len(outputs[label])
+                if hasattr(fn, "tau"):
+                    taus[label].append(fn.tau)
             for i, label in enumerate(labels):
                 identical[label] &= outputs[label] == outputs[labels[0]]
                 same_engine[label] &= outputs[label] == outputs[labels[0 if i < 2 else 2]]
     speeds = {label: [t / s for t, s in zip(tokens[label], seconds[label])] for label in labels}
-    return {"pair": name, "dtype": dtype, "labels": labels, "speeds": speeds, "identical": identical,
+    profiled = step_profile(target, decoder, ours_layout, hf_layout, prompt_ids[0], gamma + 1) if profile_steps else []
+    return {"pair": name, "dtype": dtype, "labels": labels, "speeds": speeds, "identical": identical, "taus": taus,
+            "profile": profiled,
             "same_engine": same_engine, "ours_layout": choice.summary(), "probe_s": choice.probe_s,
             "candidates": choice.candidates, "verify_tokens": gamma + 1,
             "hf_layout": hf_layout, "hf_speeds": hf_speeds}
@@ -176,15 +247,25 @@ def print_result(result: dict, repeats: int) -> None:
     hf = ", ".join(f"{n} {v:.1f} tok/s" for n, v in result["hf_speeds"].items())
     print(f"transformers' layout: {result['hf_layout']} (warm-up: {hf})\n")
     print_candidates(result["candidates"], result["verify_tokens"])
-    print(f"| method | tokens/s, median [min–max] of {repeats} | vs assisted | vs generate | = transformers "
+    print(f"| method | tokens/s, median [min–max] of {repeats} | vs assisted | vs generate | τ | = transformers "
           "| = own target-only |")
-    print("|---|---:|---:|---:|---|---|")
+    print("|---|---:|---:|---:|---:|---|---|")
     for label in labels:
         mine = speeds[label]
         vs_assisted = [a / b for a, b in zip(mine, assisted)]
         vs_plain = [a / b for a, b in zip(mine, plain)]
-        print(f"| {label} | {spread(mine)} | {spread(vs_assisted)}× | {spread(vs_plain)}× | "
+        tau = f"{statistics.mean(result['taus'][label]):.2f}" if result["taus"][label] else "-"
+        print(f"| {label} | {spread(mine)} | {spread(vs_assisted)}× | {spread(vs_plain)}× | {tau} | "
               f"{'yes' if result['identical'][label] else 'NO'} | {'yes' if result['same_engine'][label] else 'NO'} |")
+    if result["profile"]:
+        print("\n| profiled step (5 each) | ms per step | products ms | attention ms | rest ms | profiler events per step |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for row in result["profile"]:
+            step = "decode" if row["k"] == 1 else f"verify({row['k']})"
+            rest = row["total_ms"] - row["products_ms"] - row["attention_ms"]
+            print(f"| {row['engine']} {step} | {row['wall_ms']:.1f} | {row['products_ms']:.1f} "
+                  f"({row['products_ms'] / row['total_ms']:.0%}) | {row['attention_ms']:.1f} | {rest:.1f} | "
+                  f"{row['calls']:.0f} |")
 
 
 def main() -> None:
@@ -196,6 +277,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats (at least 3)")
     parser.add_argument("--dtypes", default="fp32,bf16", help="comma list of fp32, bf16, fp16: every pair in each")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--profile", action="store_true", help="end with where each engine's steps spend their time")
     args = parser.parse_args()
     if args.repeats < 3:
         parser.error("--repeats must be at least 3 (each ratio is printed as its range over the repeats)")
@@ -206,7 +288,8 @@ def main() -> None:
     for name in args.pairs.split(","):
         for dtype in args.dtypes.split(","):
             try:
-                results.append(bench_pair(name, args.gamma, args.new_tokens, args.prompts, args.repeats, dtype))
+                results.append(bench_pair(name, args.gamma, args.new_tokens, args.prompts, args.repeats, dtype,
+                                          args.profile))
             except SpecbenchError as exc:
                 print(f"skipping {name} {dtype}: {exc}")
     print(f"\nCPU: {describe_cpu()}; torch {torch.__version__}, {torch.get_num_threads()} threads")

@@ -38,8 +38,10 @@ def tiny_models():
 
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path, monkeypatch):
-    """Probe results go to a cache of the test's own (the tiny models need no model cache)."""
+    """Probe results go to a cache of the test's own (the tiny models need no model cache), and the machine
+    counts as quiet (a busy one is not cached: tested below)."""
     monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(layout_probe, "load_average", lambda: 0.0)
 
 
 def _exact_here(decoder, verify_tokens: int = 4) -> bool:
@@ -146,6 +148,10 @@ def test_choice_is_cached_per_machine_and_model(tiny_models, monkeypatch):
     assert probe_key("tiny", ["fp32"], 3, None) != probe_key("tiny", ["fp32", "bf16"], 3, None)
     choose_layout({"fp32": NativeDecoder(model)}, 3, "tiny", use_cache=False)  # a fresh measurement on request
     assert len(calls) == 4
+    monkeypatch.setattr(layout_probe, "load_average", lambda: 99.0)  # a busy machine: used, not cached
+    busy = choose_layout({"fp32": NativeDecoder(model)}, 7, "tiny")
+    assert "busy machine (load average 99.0" in busy.reason and "not cached" in busy.summary()
+    assert not choose_layout({"fp32": NativeDecoder(model)}, 7, "tiny").cached and len(calls) == 6
 
 
 def test_lazy_head_and_upcast_follow_the_measurements():

@@ -23,8 +23,11 @@ Lossless first. In float32 greedy output equals target-only output up to roundin
 (every layout sums the same products in another order; tests/test_engine_greedy.py). In 16 bits a
 last-bit difference is a 2⁻⁸ relative error, enough to flip a near-tied argmax, so a 16-bit candidate
 must give every verified row bit for bit what a decode step gives (`rows_exact`: k single-token steps
-against one k-token step, hidden states and LM-head rows, at each thread count the engine may use); one
-that does not is never chosen, and a batched LM head is used only where its rows are exact too. The
+against one k-token step for EXACT_CHECKS random token sets, hidden states and LM-head rows, at the thread
+counts the engine will run: its ``threads`` setting, every count for ``threads: auto``); one that does
+not is never chosen, and a batched LM head is used only where its rows are exact too. (A check on random
+tokens can miss a rare difference; the tests check greedy identity on real prompts for every layout that
+passes it.) The
 fastest candidate left wins. The result is cached per machine and model
 (``$SPECBENCH_CACHE/cpu-layouts/``, keyed by CPU, flags, cores, torch, model weights, dtypes and k) and
 recorded in run.json (``cpu_layout``, docs/results-schema.md).
@@ -96,7 +99,7 @@ class Candidate:
     head_rows_s: float | None = None
     prefill_s: float | None = None
     prefill_upcast_s: float | None = None
-    exact_rows: bool | None = None  # verify rows == decode rows bit for bit (None: k = 1, nothing to verify)
+    exact_rows: bool | None = None  # verify rows == decode rows bit for bit (None: not checked: float32, or k = 1)
     exact_head: bool | None = None  # the k-row LM head's rows == one-row heads bit for bit
     dropped: str | None = None  # why it cannot be chosen
 
@@ -414,16 +417,31 @@ def store(key: dict, choice: LayoutChoice) -> None:
         pass
 
 
+def load_average() -> float | None:
+    """The 1-minute load average (None where the system has none)."""
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+
+
 def choose_layout(decoders: dict, verify_tokens: int, model_id: str, *, thread_counts: tuple[int, ...] | None = None,
                   use_cache: bool = True, status=lambda message: None) -> LayoutChoice:
     """The probe's choice for these decoders: cached for this machine and model, else measured (and
-    cached); the winning decoder is left in the chosen layout."""
+    cached); the winning decoder is left in the chosen layout.
+
+    A probe that ran while other processes kept the machine busy (a 1-minute load average above the
+    cores this process may use, before or after) is used for this run but not cached, and its reason
+    says so: its step times are the other jobs' as much as the candidates', and the next run measures again."""
     key = probe_key(model_id, list(decoders), verify_tokens, thread_counts)
     cached = load_cached(key) if use_cache else None
     if cached is not None and cached.dtype in decoders:
         decoders[cached.dtype].use_layout(cached.layout)
         return cached
     status(f"measuring CPU weight layouts ({', '.join(decoders)}) on {cpu_model()}")
+    before = load_average()
     choice = probe_layouts(decoders, verify_tokens, thread_counts=thread_counts)
-    store(key, choice)
+    loads = [x for x in (before, load_average()) if x is not None]
+    if loads and max(loads) > available_cores():
+        choice.reason += (f"; measured on a busy machine (load average {max(loads):.1f} on {available_cores()} "
+                          "cores): not cached")
+    else:
+        store(key, choice)
     return choice

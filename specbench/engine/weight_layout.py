@@ -3,7 +3,7 @@
 A linear layer computes y = x Wᵀ with x [N, in] and W [out, in]: N = 1 in a decode step, N = k in
 a verify step over k tokens, N = prompt length in a prefill.
 
-float32, measured on the 2-core AMD EPYC (AVX2, MKL 2024.2) this project runs on
+float32, measured on a 2-core AMD EPYC with AVX2 only (MKL 2024.2)
 (`make bench-layout`, docs/benchmarks.md "Engine speed, third step"):
 
 * ``F.linear`` (x · Wᵀ) costs about one pass over W per row of x whatever W's layout: an NT GEMM
@@ -44,6 +44,9 @@ The two kernels sum in different orders, so a verify row no longer equals a deco
 single row as two (the second zero, `CpuLayout.two_row`) sends it through the same oneDNN kernel, and
 the rows are bit-identical again for every k measured (2–33). Which of these holds is a property of
 the machine, so the engine measures it (`specbench.engine.layout_probe`) rather than assuming it.
+One more trap on that CPU: a single row handed to ``F.linear`` as a 3-D view of a longer tensor (a
+verify row for the lazy LM head, the last position of a prefill) took a path ~25× slower in bfloat16
+(SmolLM2's LM head: 126 ms against 5 ms), so `linear` always computes on a flat [N, in] input.
 
 `CpuLayout` names one way of storing and computing the weights; `LAYOUTS` lists the candidates the
 probe may choose, `default_layout` is what a decoder uses when nobody measured.
