@@ -20,7 +20,8 @@ from specbench.engine.layout_probe import (Candidate, LayoutChoice, auto_dtypes,
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.weight_layout import DTYPE_NAMES, LAYOUTS, candidate_layouts
 from specbench.models.resolve import load_model, torch_dtype
-from tests.cli_helpers import TINY_SWEEP, assert_user_error, invoke, jsonl_workload, write_sweep_yaml
+from tests.cli_helpers import (TINY_SWEEP, assert_user_error, invoke, jsonl_workload, one_prompt_sweep,
+                               write_sweep_yaml)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 PROMPTS = ["Speculative decoding keeps the output distribution.", "def merge_sort(xs):\n    if len(xs) <= 1:",
@@ -165,8 +166,7 @@ def test_lazy_head_and_upcast_follow_the_measurements():
 
 
 def test_a_forced_layout_is_used_and_recorded(tmp_path, prompts_file):
-    raw = {**TINY_SWEEP, "workloads": [jsonl_workload(prompts_file, 1)], "gammas": [2], "max_new_tokens": 6,
-           "drafters": [TINY_SWEEP["drafters"][0]], "timing": {"warmup_s": 0, "order": "once", "retries": 0}}
+    raw = one_prompt_sweep(prompts_file, 0)
     out = tmp_path / "forced"
     result = invoke("sweep", write_sweep_yaml(tmp_path, raw), "--out", out, "--layout", "column-major")
     assert result.exit_code == 0, result.output
