@@ -5,11 +5,12 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.specbench-installed
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install install-vllm test-vllm demo test test-heavy bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe clean help
+.PHONY: install install-vllm test-vllm demo test lint test-heavy simulate-stopping bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe clean help
 
 help:
 	@echo "make demo          set up (first run) and run the demo sweep on SmolLM2-135M"
 	@echo "make test          set up (first run) and run the test suite (CPU, no GPU needed)"
+	@echo "make lint          ruff: lint every file, check the format of FORMATTED (rules in pyproject.toml)"
 	@echo "make test-heavy    tests on the Qwen2.5-Coder 1.5B/0.5B pair (pulls ~1.5 GB once)"
 	@echo "make bench-engine  specbench engine vs transformers generate / assisted generation"
 	@echo "make bench-roofline decode/verify time against the memory-bandwidth bound"
@@ -23,6 +24,7 @@ help:
 	@echo "make bench-backends the same small sweep on the own engine and on vLLM, side by side"
 	@echo "make bench-strategies nested speculation, verify-length schedules, expert-aware trees (docs/strategies.md)"
 	@echo "make bench-strategies-moe plain vs expert-aware dynamic tree on SmolLM2-MoE: τ, experts per verify"
+	@echo "make simulate-stopping error rates of adaptive vs fixed-grid verdicts with a known truth (docs/fit.md)"
 
 $(PY):
 	@# Keep a torch the system python already has (a CUDA build, say) visible in the venv.
@@ -47,6 +49,22 @@ demo: install
 	$(VENV)/bin/specbench results show results/demo
 	$(VENV)/bin/specbench recommend results/demo
 	$(VENV)/bin/specbench plot results/demo --out results/demo/report
+
+# Files whose format `make lint` enforces (`ruff format`); the rest keeps its hand wrapping until it is
+# rewritten (pyproject.toml, [tool.ruff.format]).
+FORMATTED := specbench/catalogue specbench/backends/registry.py specbench/engine/device.py \
+             specbench/measure/environment.py specbench/engine/drafters/registry.py \
+             specbench/engine/drafters/param_values.py tests/test_catalogue.py tests/test_repository.py \
+             scripts/compare_records.py specbench/analysis/sequential.py specbench/analysis/stopping.py \
+             specbench/analysis/stopping_report.py specbench/analysis/stopping_simulation.py \
+             specbench/measure/adaptive.py specbench/measure/adaptive_spec.py specbench/measure/estimate.py \
+             specbench/records/adaptive_history.py specbench/cli/progress_lines.py specbench/cli/adaptive_view.py \
+             scripts/adaptive_simulation.py tests/test_adaptive.py specbench/engine/cpu_info.py \
+             specbench/engine/layout_probe.py scripts/gpu_busy.py tests/test_layout_probe.py
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check $(FORMATTED)
 
 test: install
 	TRITON_INTERPRET=1 $(PY) -m pytest -n 2 --dist worksteal --durations=25
@@ -93,6 +111,9 @@ bench-backends: install install-vllm
 
 bench-strategies: install
 	$(PY) scripts/bench_strategies.py
+
+simulate-stopping: install
+	$(PY) scripts/adaptive_simulation.py --sims 2000
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -1,1 +1,1 @@
-"""Triton kernels (imported as ``specbench.kernels``), each beside its torch reference."""
+"""Triton kernels (imported as ``specbench_kernels``), each beside its torch reference."""

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import torch
 
-from specbench.kernels._triton import (
+from specbench_kernels._triton import (
     DTYPE_CODES,
     KernelUnavailable,
     cdiv,
@@ -41,7 +41,7 @@ from specbench.kernels._triton import (
     triton,
     triton_available,
 )
-from specbench.kernels.rejection_sampling_reference import Verdict, verify_sampling
+from specbench_kernels.rejection_sampling_reference import Verdict, verify_sampling
 
 __all__ = ["rejection_sampling", "rejection_sampling_triton", "verify_sampling", "Verdict", "KernelUnavailable",
            "triton_available"]

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from specbench.kernels._triton import (
+from specbench_kernels._triton import (
     KernelUnavailable,
     cdiv,
     interpreter_enabled,

@@ -44,20 +44,21 @@ import time
 
 import torch
 
+from specbench.catalogue import drafters as catalogue
 from specbench.engine.cpu_info import describe_cpu
 from specbench.engine.decoder import NativeDecoder
 from specbench.engine.drafters import make_drafter
 from specbench.engine.layout_probe import choose_layout
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.weight_layout import apply_layout, prefer_column_major, prefer_row_major
-
-PRODUCT_OPS = ("aten::mm", "aten::addmm", "aten::bmm")
-ATTENTION_OPS = ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_attention_math",
-                 "aten::_scaled_dot_product_efficient_attention")
 from specbench.errors import SpecbenchError
 from specbench.measure.workloads import load_workload
 from specbench.models.prompting import encode_conversation
 from specbench.models.resolve import load_model
+
+PRODUCT_OPS = ("aten::mm", "aten::addmm", "aten::bmm")
+ATTENTION_OPS = ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_attention_math",
+                 "aten::_scaled_dot_product_efficient_attention")
 
 PAIRS = {
     "smollm2": ("smollm2-135m", "ngram", None),
@@ -147,7 +148,7 @@ def bench_pair(name: str, gamma: int, new_tokens: int, prompts: int, repeats: in
     choice = choose_layout({dtype: decoder}, gamma + 1, target.weights_sha256 or target_name, use_cache=False)
     ours_layout = choice.layout
     hf_layout, hf_speeds = fastest_hf_layout(target.model, prompt_ids[0][:32], 16)
-    if drafter_name == "draft-model":
+    if catalogue.get(drafter_name).transformers == "assistant":  # transformers runs it as an assistant model
         draft = load_model(draft_model_name, dtype=dtype)
         HF_LAYOUTS[hf_layout](draft.model)  # the assistant (our drafter loads its own copy of the model)
         draft.model.generation_config.num_assistant_tokens = gamma

@@ -109,7 +109,7 @@ def tree_shapes(quick: bool):
 def bench_tree(args, torch, timer) -> list[dict]:
     import torch.nn.functional as F
 
-    from specbench.kernels.tree_attention import tree_attention_mask, tree_attention_triton
+    from specbench_kernels.tree_attention import tree_attention_mask, tree_attention_triton
 
     dtype = getattr(torch, DTYPES[args.dtype])
     elsize = torch.tensor([], dtype=dtype).element_size()
@@ -162,8 +162,8 @@ def sampling_shapes(quick: bool):
 
 
 def bench_sampling(args, torch, timer) -> list[dict]:
-    from specbench.kernels.rejection_sampling_reference import verify_sampling
-    from specbench.kernels.rejection_sampling import rejection_sampling_triton
+    from specbench_kernels.rejection_sampling_reference import verify_sampling
+    from specbench_kernels.rejection_sampling import rejection_sampling_triton
 
     vocab = 152064
     dtype = getattr(torch, DTYPES[args.probs_dtype])
@@ -220,10 +220,10 @@ def smoke() -> int:
     """Tiny run of both kernels against their references: on the GPU, else interpreted (a few seconds)."""
     import torch
 
-    from specbench.kernels.rejection_sampling_reference import verify_sampling
-    from specbench.kernels._triton import triton_available
-    from specbench.kernels.rejection_sampling import rejection_sampling_triton
-    from specbench.kernels.tree_attention import tree_attention_reference, tree_attention_triton
+    from specbench_kernels.rejection_sampling_reference import verify_sampling
+    from specbench_kernels._triton import triton_available
+    from specbench_kernels.rejection_sampling import rejection_sampling_triton
+    from specbench_kernels.tree_attention import tree_attention_reference, tree_attention_triton
 
     if not triton_available():
         print("triton is not installed: nothing to check")
@@ -257,7 +257,7 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("bench_kernels needs a CUDA GPU (none found); `--smoke` runs a tiny interpreted check instead.")
         return 0
-    from specbench.kernels._triton import interpreter_enabled, triton_available
+    from specbench_kernels._triton import interpreter_enabled, triton_available
 
     if not triton_available():
         print("bench_kernels needs the 'triton' package: pip install 'triton>=3.0'")

@@ -79,10 +79,10 @@ def main() -> None:
               "× cost (timed on 3 prompts); measured = end-to-end on the 3 calibration prompts\n")
         print("| γ | predicted, quiet | predicted, loaded | measured, quiet | measured, loaded |")
         print("|---|---|---|---|---|")
-        for (_, q), (_, l) in zip(quiet.iterrows(), loaded.iterrows()):
-            print(f"| {q['gamma']} | {cell(q['predicted'], q['lo'], q['hi'])} | {cell(l['predicted'], l['lo'], l['hi'])} "
+        for (_, q), (_, ld) in zip(quiet.iterrows(), loaded.iterrows()):
+            print(f"| {q['gamma']} | {cell(q['predicted'], q['lo'], q['hi'])} | {cell(ld['predicted'], ld['lo'], ld['hi'])} "
                   f"| {cell(q['measured'], q['measured_lo'], q['measured_hi'])} "
-                  f"| {cell(l['measured'], l['measured_lo'], l['measured_hi'])} |")
+                  f"| {cell(ld['measured'], ld['measured_lo'], ld['measured_hi'])} |")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

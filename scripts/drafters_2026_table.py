@@ -47,7 +47,7 @@ def main() -> int:
         alpha = group["accepted"].sum() / drafted if drafted else float("nan")
         return f"{tau:.2f} ({alpha:.3f})" if drafted else f"{tau:.2f}"
 
-    print(f"| drafter | short prompts τ (α) | " + " | ".join(f"{b} τ (α)" for b in bins) + " |")
+    print("| drafter | short prompts τ (α) | " + " | ".join(f"{b} τ (α)" for b in bins) + " |")
     print("|---|---:|" + "---:|" * len(bins))
     for label in order:
         rows = frame[frame["label"] == label]

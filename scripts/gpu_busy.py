@@ -84,16 +84,22 @@ def main() -> int:
             decoder.forward(prompt, logits="none")
             for k in (1, args.verify_tokens):
                 wall, gpu = step_times(decoder, args.context, k, args.steps, config.vocab_size)
-                row = {"path": path, "k": k, "wall_ms": round(wall, 3), "gpu_ms": round(gpu, 3),
-                       "busy": round(gpu / wall, 3)}
+                row = {
+                    "path": path,
+                    "k": k,
+                    "wall_ms": round(wall, 3),
+                    "gpu_ms": round(gpu, 3),
+                    "busy": round(gpu / wall, 3),
+                }
                 rows.append(row)
                 print(f"| {path} | {k} | {wall:.2f} | {gpu:.2f} | {gpu / wall:.0%} |", flush=True)
         except Exception as exc:  # noqa: BLE001 — report the failed path, keep the measured rows
             print(f"| {path} | - | failed: {type(exc).__name__}: {str(exc).splitlines()[0][:120]} | | |", flush=True)
     if args.json:
         with open(args.json, "w") as handle:
-            json.dump({"device": torch.cuda.get_device_name(0), "config": args.config_dir, "rows": rows}, handle,
-                      indent=1)
+            json.dump(
+                {"device": torch.cuda.get_device_name(0), "config": args.config_dir, "rows": rows}, handle, indent=1
+            )
     return 0
 
 

@@ -61,7 +61,7 @@ fi
 tail -n 1 "$LOG"
 
 # ---------------------------------------------------------------------------------- specbench importable
-importable() { "$PY" -c "import specbench.kernels, specbench.builtin_workloads, specbench.cli" >/dev/null 2>&1; }
+importable() { "$PY" -c "import specbench_kernels, specbench.builtin_workloads, specbench.cli" >/dev/null 2>&1; }
 if ! importable; then
     say "installing specbench from $ROOT (pip --no-deps --no-index --no-build-isolation -e .)"
     "$PY" -m pip install -q --no-deps --no-index --no-build-isolation -e "$ROOT" >>"$LOG" 2>&1 || true

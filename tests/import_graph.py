@@ -11,7 +11,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE_DIRS = {"specbench": ROOT / "specbench", "specbench.kernels": ROOT / "kernels"}
+PACKAGE_DIRS = {"specbench": ROOT / "specbench", "specbench_kernels": ROOT / "kernels"}
 
 
 def module_files() -> dict[str, Path]:

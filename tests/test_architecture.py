@@ -6,8 +6,10 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
+import grimp
 import pytest
 
 from tests.import_graph import ROOT, find_cycle, function_level_imports, module_level_graph
@@ -27,16 +29,34 @@ def test_import_linter_contracts_hold():
     assert "0 broken" in result.stdout
 
 
-def test_a_broken_contract_fails(tmp_path):
-    """The check can fail: a contract the code breaks on purpose (measure writes records) is reported."""
+def _lint_broken(tmp_path, roots: list[str], name: str, source: str, forbidden: str) -> subprocess.CompletedProcess:
+    """`lint-imports` on one forbidden contract that the code breaks on purpose."""
     config = tmp_path / "broken.toml"
-    config.write_text(
-        '[tool.importlinter]\nroot_packages = ["specbench"]\n\n'
-        '[[tool.importlinter.contracts]]\nname = "measure may not import records (false on purpose)"\n'
-        'type = "forbidden"\nsource_modules = ["specbench.measure"]\nforbidden_modules = ["specbench.records"]\n')
-    result = _lint("--config", str(config))
+    config.write_text(f'[tool.importlinter]\nroot_packages = {roots!r}\n\n'.replace("'", '"')
+                      + f'[[tool.importlinter.contracts]]\nname = "{name} (false on purpose)"\ntype = "forbidden"\n'
+                      f'source_modules = ["{source}"]\nforbidden_modules = ["{forbidden}"]\n')
+    return _lint("--config", str(config))
+
+
+@pytest.mark.parametrize("roots, source, forbidden", [
+    (["specbench"], "specbench.measure", "specbench.records"),  # measure writes records
+    (["specbench", "specbench_kernels"], "specbench.engine", "specbench_kernels"),  # the walls see the kernels
+])
+def test_a_broken_contract_fails(tmp_path, roots, source, forbidden):
+    """The check can fail: a contract forbidding an import the code makes is reported broken."""
+    result = _lint_broken(tmp_path, roots, f"{source} may not import {forbidden}", source, forbidden)
     assert result.returncode != 0
-    assert "BROKEN" in result.stdout and "specbench.measure" in result.stdout
+    assert "BROKEN" in result.stdout and source in result.stdout and forbidden in result.stdout
+
+
+def test_kernels_import_only_torch_triton_and_the_standard_library():
+    """What contract 'kernels import nothing but torch and triton' cannot list: every outside import."""
+    graph = grimp.build_graph("specbench", "specbench_kernels", include_external_packages=True)
+    imported = {target.split(".")[0] for module in graph.find_children("specbench_kernels") | {"specbench_kernels"}
+                for target in graph.find_modules_directly_imported_by(module)}
+    outside = imported - {"specbench_kernels", "torch", "triton"} - set(sys.stdlib_module_names) - {"__future__"}
+    assert not outside, f"kernels import {sorted(outside)}"
+    assert graph.find_modules_that_directly_import("specbench_kernels.tree_attention")  # the graph sees importers
 
 
 def test_no_module_level_import_cycle():
@@ -49,7 +69,7 @@ def test_find_cycle_finds_one():
 
 
 def test_every_package_says_what_it_owns():
-    for package in ("cli", "measure", "backends", "engine", "models", "records", "analysis", "figures", "hardware",
+    for package in ("cli", "measure", "backends", "engine", "models", "records", "analysis", "figures", "profile",
                     "training"):
         init = ROOT / "specbench" / package / "__init__.py"
         assert init.exists(), package
@@ -79,3 +99,13 @@ def test_result_readers_do_not_load_torch(package):
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "False"
+
+
+def test_measure_contract_forbids_every_backend_module_but_the_seam():
+    """The contract 'measure reaches backends only through the registry and the Backend protocol' lists
+    modules (import-linter has no 'all but'): a new backend module must be added to it."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    contract = next(c for c in config if c["name"].startswith("Measure reaches backends only"))
+    modules = {f"specbench.backends.{p.stem}" for p in (ROOT / "specbench" / "backends").glob("*.py")}
+    assert set(contract["forbidden_modules"]) == modules - {"specbench.backends.__init__", "specbench.backends.base",
+                                                            "specbench.backends.registry"}

@@ -1,6 +1,7 @@
 """The drafter registry: every drafter is one type looked up by name.
 
-* the worked example of docs/drafters.md ("Adding a drafter") is executed as written: registered,
+* the worked example of docs/drafters.md ("Adding a drafter") is executed as written: its class
+  registered with a catalogue entry,
   built with random weights on a tiny model, greedy output identical to target-only decoding,
   checkpoint saved and reloaded, objective run;
 * unknown names are one-line errors with a did-you-mean; each trained type owns its parts;
@@ -17,6 +18,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from specbench.catalogue import drafters as catalogue
+from specbench.catalogue.drafters import DrafterKind, Param
 from specbench.engine.drafters import check_params, make_drafter, registry
 from specbench.engine.loop import SpeculativeEngine
 from specbench.errors import SpecbenchError
@@ -47,9 +50,11 @@ def tiny():
 @pytest.fixture()
 def lookahead():
     example = docs_example()
-    drafter_type = registry.register(example.LookaheadType())
-    yield drafter_type
-    registry.unregister("lookahead")
+    catalogue.register(DrafterKind("lookahead", "a linear layer on the last hidden state guesses the token after next",
+                                   example.LookaheadType, params={"checkpoint": Param("str"), "seed": Param("int", 0)},
+                                   trained=True, confident=True, forwards=(1, 0)))
+    yield registry.get("lookahead")
+    catalogue.unregister("lookahead")
 
 
 def test_the_docs_example_registers_builds_and_is_greedy_lossless(tiny, lookahead, tmp_path):
@@ -92,7 +97,7 @@ def test_unknown_names_are_one_line_errors_with_a_suggestion(tiny):
     with pytest.raises(SpecbenchError, match=r"unknown drafter type 'ngram'.*choose from: medusa, eagle, eagle3, mtp"):
         registry.get("ngram", trained=True)
     with pytest.raises(SpecbenchError, match="already registered"):
-        registry.register(registry.get("medusa"))
+        catalogue.register(catalogue.get("medusa"))
 
 
 @pytest.mark.parametrize("name", ["medusa", "eagle", "eagle3", "mtp", "eagle3.1", "semi-ar", "parallel-tree"])

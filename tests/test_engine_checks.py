@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from specbench.analysis.engine_settings import engine_settings
-from specbench.backends import engine_checks
-from specbench.backends.engine_checks import check_sglang_flags, validate_settings
+from specbench.cli import engine_checks
+from specbench.cli.engine_checks import check_sglang_flags, validate_settings
 
 
 @pytest.fixture()

@@ -309,7 +309,7 @@ PER_COMMAND = [
     ("recommend", ["recommend", "{R}"], "specbench.cli.recommend_cmd.recommend"),
     ("plot", ["plot", "{R}", "--out", "{tmp}/plots"], "specbench.figures.report.build_report"),
     ("profile", ["profile", "--target", "tiny-random-llama", "--batch", "1", "--context", "8", "--verify-tokens",
-                 "1", "--out", "{tmp}/p"], "specbench.hardware.profile.plan_profile"),
+                 "1", "--out", "{tmp}/p"], "specbench.profile.profiler.plan_profile"),
     ("workloads-list", ["workloads", "list"], "specbench.cli.workloads_cmd.workload_names"),
     ("models-list", ["models", "list"], "specbench.cli.models_cmd.alias_status"),
 ]

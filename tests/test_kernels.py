@@ -19,10 +19,10 @@ import torch
 import torch.nn.functional as F
 
 from specbench.engine.decoder import NativeDecoder, TreeLayout
-from specbench.kernels.rejection_sampling_reference import verify_sampling
-from specbench.kernels import rejection_sampling as rs
-from specbench.kernels import tree_attention as ta
-from specbench.kernels._triton import KernelUnavailable, interpreter_enabled, resolve_impl, triton_available
+from specbench_kernels.rejection_sampling_reference import verify_sampling
+from specbench_kernels import rejection_sampling as rs
+from specbench_kernels import tree_attention as ta
+from specbench_kernels._triton import KernelUnavailable, interpreter_enabled, resolve_impl, triton_available
 
 
 def _kernel_devices():
@@ -280,8 +280,8 @@ def test_kernels_import_without_triton():
         import sys
         sys.modules["triton"] = None  # import triton -> ImportError
         import torch
-        from specbench.kernels import tree_attention as ta, rejection_sampling as rs
-        from specbench.kernels._triton import KernelUnavailable, triton_available
+        from specbench_kernels import tree_attention as ta, rejection_sampling as rs
+        from specbench_kernels._triton import KernelUnavailable, triton_available
         assert not triton_available()
         q = torch.randn(1, 2, 2, 16); k = torch.randn(1, 1, 6, 16); m = torch.ones(2, 2, dtype=torch.bool).tril()
         ta.tree_attention(q, k, k, [3], m)

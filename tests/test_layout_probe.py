@@ -15,20 +15,25 @@ import torch
 from specbench.engine import layout_probe
 from specbench.engine.decoder import NativeDecoder
 from specbench.engine.drafters import make_drafter
-from specbench.engine.layout_probe import (Candidate, LayoutChoice, auto_dtypes, choose_layout, probe_key,
-                                           probe_layouts)
+from specbench.engine.layout_probe import Candidate, LayoutChoice, auto_dtypes, choose_layout, probe_key, probe_layouts
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.weight_layout import DTYPE_NAMES, LAYOUTS, candidate_layouts
 from specbench.models.resolve import load_model, torch_dtype
-from tests.cli_helpers import (TINY_SWEEP, assert_user_error, invoke, jsonl_workload, one_prompt_sweep,
-                               write_sweep_yaml)
+from tests.cli_helpers import TINY_SWEEP, assert_user_error, invoke, jsonl_workload, one_prompt_sweep, write_sweep_yaml
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-PROMPTS = ["Speculative decoding keeps the output distribution.", "def merge_sort(xs):\n    if len(xs) <= 1:",
-           "One two three, one two three, one two"]
+PROMPTS = [
+    "Speculative decoding keeps the output distribution.",
+    "def merge_sort(xs):\n    if len(xs) <= 1:",
+    "One two three, one two three, one two",
+]
 # every (dtype, layout, lazy head) the probe can choose on this CPU
-CHOOSABLE = [(name, layout.name, lazy) for name in auto_dtypes() for layout in candidate_layouts(torch_dtype(name))
-             for lazy in (True, False)]
+CHOOSABLE = [
+    (name, layout.name, lazy)
+    for name in auto_dtypes()
+    for layout in candidate_layouts(torch_dtype(name))
+    for lazy in (True, False)
+]
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +71,9 @@ def test_every_choosable_candidate_is_lossless(tiny_models, dtype_name, layout_n
     drafted = 0
     for drafter, tree, gamma in [("draft-model", "chain", 3), ("ngram", "chain", 4), ("ngram", "3x2x1", 3)]:
         params = {"model": "tiny-random-llama-draft"} if drafter == "draft-model" else {}
-        spec = SpeculativeEngine(target, make_drafter(drafter, target, params, dtype=dtype_name), gamma=gamma,
-                                 tree=tree, decoder=decoder)
+        spec = SpeculativeEngine(
+            target, make_drafter(drafter, target, params, dtype=dtype_name), gamma=gamma, tree=tree, decoder=decoder
+        )
         for text in PROMPTS:
             ids = target.tokenizer(text)["input_ids"]
             result = spec.generate(ids, 32, stop_at_eos=False)
@@ -78,6 +84,7 @@ def test_every_choosable_candidate_is_lossless(tiny_models, dtype_name, layout_n
 
 def _fake_seconds(times: dict):
     """A `_seconds` that returns made-up step times per (dtype, layout, step), read from the decoder's state."""
+
     def fake(fn):
         shapes = fn.__self__
         decoder = shapes.decoder
@@ -86,16 +93,22 @@ def _fake_seconds(times: dict):
             step = "prefill_upcast" if decoder.upcast_prefill else "prefill"
         fn()
         return times.get((DTYPE_NAMES[decoder.dtype], decoder.cpu_layout.name, step), 0.010)
+
     return fake
 
 
 def test_probe_picks_the_fastest_lossless_candidate_and_leaves_it_in_place(tiny_models, monkeypatch):
     """Made-up times: bf16 row-major is the fastest of all but its rows are declared inexact (as on an AVX-512
     EPYC); bf16 two-row is next, with a k-row head cheaper than 2 one-row heads; it wins, with a batched head."""
-    times = {("bf16", "row-major", "decode"): 0.001, ("bf16", "row-major two-row", "decode"): 0.004,
-             ("bf16", "row-major two-row", "verify"): 0.004, ("bf16", "row-major two-row", "head_row"): 0.003,
-             ("bf16", "row-major two-row", "head_rows"): 0.004, ("bf16", "row-major two-row", "prefill"): 0.02,
-             ("bf16", "row-major two-row", "prefill_upcast"): 0.01}
+    times = {
+        ("bf16", "row-major", "decode"): 0.001,
+        ("bf16", "row-major two-row", "decode"): 0.004,
+        ("bf16", "row-major two-row", "verify"): 0.004,
+        ("bf16", "row-major two-row", "head_row"): 0.003,
+        ("bf16", "row-major two-row", "head_rows"): 0.004,
+        ("bf16", "row-major two-row", "prefill"): 0.02,
+        ("bf16", "row-major two-row", "prefill_upcast"): 0.01,
+    }
     monkeypatch.setattr(layout_probe, "_seconds", _fake_seconds(times))
     real_check = layout_probe._Shapes.rows_exact
 
@@ -104,8 +117,10 @@ def test_probe_picks_the_fastest_lossless_candidate_and_leaves_it_in_place(tiny_
         return (False, False) if shapes.decoder.cpu_layout.name == "row-major" else exact
 
     monkeypatch.setattr(layout_probe._Shapes, "rows_exact", check)
-    decoders = {"fp32": NativeDecoder(tiny_models["fp32"].model),
-                "bf16": NativeDecoder(copy.deepcopy(tiny_models["fp32"].model).to(torch.bfloat16))}
+    decoders = {
+        "fp32": NativeDecoder(tiny_models["fp32"].model),
+        "bf16": NativeDecoder(copy.deepcopy(tiny_models["fp32"].model).to(torch.bfloat16)),
+    }
     layouts = {"fp32": candidate_layouts(torch.float32), "bf16": [LAYOUTS["row-major"], LAYOUTS["row-major two-row"]]}
     choice = probe_layouts(decoders, 4, repeats=2, context=8, layouts=layouts)
     assert (choice.dtype, choice.layout.name) == ("bf16", "row-major two-row"), choice.summary()
@@ -156,8 +171,18 @@ def test_choice_is_cached_per_machine_and_model(tiny_models, monkeypatch):
 
 
 def test_lazy_head_and_upcast_follow_the_measurements():
-    fast_batch = Candidate("bf16", "row-major two-row", decode_s=1, verify_s=1, head_row_s=3, head_rows_s=4,
-                           prefill_s=2, prefill_upcast_s=3, exact_rows=True, exact_head=True)
+    fast_batch = Candidate(
+        "bf16",
+        "row-major two-row",
+        decode_s=1,
+        verify_s=1,
+        head_row_s=3,
+        head_rows_s=4,
+        prefill_s=2,
+        prefill_upcast_s=3,
+        exact_rows=True,
+        exact_head=True,
+    )
     assert not fast_batch.lazy_head and not fast_batch.upcast_prefill and fast_batch.score(5) == 6
     assert fast_batch.score(1) == 1
     inexact_head = replace(fast_batch, exact_head=False)
@@ -187,30 +212,60 @@ def test_a_forced_layout_is_used_and_recorded(tmp_path, prompts_file):
 
 
 def test_run_dtype_auto_states_dtype_layout_and_why_in_one_line():
-    result = invoke("run", "--target", "tiny-random-llama", "--no-chat", "--prompt", "one two one two one two",
-                    "-n", "12", "--dtype", "auto", "--baseline")
+    result = invoke(
+        "run",
+        "--target",
+        "tiny-random-llama",
+        "--no-chat",
+        "--prompt",
+        "one two one two one two",
+        "-n",
+        "12",
+        "--dtype",
+        "auto",
+        "--baseline",
+    )
     assert result.exit_code == 0, result.output
     lines = [line for line in result.stdout.splitlines() if line.startswith("CPU: ")]
     assert len(lines) == 1, result.stdout
     assert any(f"CPU: {name}, layout " in lines[0] for name in auto_dtypes())
     assert "fastest lossless of" in lines[0] and "identical" in result.stdout
-    report = json.loads(invoke("run", "--target", "tiny-random-llama", "--no-chat", "--prompt", "a b a b a b",
-                               "-n", "6", "--dtype", "auto", "--json").stdout)
+    report = json.loads(
+        invoke(
+            "run",
+            "--target",
+            "tiny-random-llama",
+            "--no-chat",
+            "--prompt",
+            "a b a b a b",
+            "-n",
+            "6",
+            "--dtype",
+            "auto",
+            "--json",
+        ).stdout
+    )
     assert report["cpu_layout"]["cached"] and report["dtype"] == report["cpu_layout"]["dtype"]
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--layout", "diagonal"], "'layout' must be auto or one of"),
-    (["--dtype", "auto", "--layout", "mixed"], "measured too"),
-    (["--dtype", "auto", "--device", "cuda"], "CPU only"),
-    (["--dtype", "fp8"], "unknown dtype"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--layout", "diagonal"], "'layout' must be auto or one of"),
+        (["--dtype", "auto", "--layout", "mixed"], "measured too"),
+        (["--dtype", "auto", "--device", "cuda"], "CPU only"),
+        (["--dtype", "fp8"], "unknown dtype"),
+    ],
+)
 def test_bad_layout_settings_are_one_line_errors(args, needle):
     assert_user_error(invoke("run", "--target", "tiny-random-llama", "--prompt", "hi", *args), needle)
 
 
 def test_bad_layout_settings_in_a_sweep(tmp_path, prompts_file):
     raw = {**TINY_SWEEP, "workloads": [jsonl_workload(prompts_file, 1)]}
-    for extra, needle in [({"layout": "diagonal"}, "'layout' must be"), ({"dtype": "auto", "layout": "mixed"}, "measured too"),
-                          ({"layout": "auto", "backend": "vllm"}, "own engine")]:
+    for extra, needle in [
+        ({"layout": "diagonal"}, "'layout' must be"),
+        ({"dtype": "auto", "layout": "mixed"}, "measured too"),
+        ({"layout": "auto", "backend": "vllm"}, "own engine"),
+    ]:
         assert_user_error(invoke("sweep", write_sweep_yaml(tmp_path, {**raw, **extra}), "--dry-run"), needle)

@@ -168,7 +168,7 @@ def test_moe_sweep_records_expert_traffic_and_recommend_prices_it(tmp_path, prom
 # ----------------------------------------------------------------------------- profiles of MoE shapes
 
 def test_dense_twin_has_the_moe_shapes_active_size_and_is_refused_for_dense_targets():
-    from specbench.hardware.profile import (
+    from specbench.profile.profiler import (
         dense_twin,
         moe_shape,
         plan_profile,
@@ -188,7 +188,7 @@ def test_dense_twin_has_the_moe_shapes_active_size_and_is_refused_for_dense_targ
 
 def test_profile_times_an_moe_shape_beside_its_dense_twin(tmp_path):
     from specbench.analysis.moe_cost import moe_verify_table
-    from specbench.hardware.profile import (
+    from specbench.profile.profiler import (
         ProfileGrid,
         forward_weight_bytes,
         moe_forward_bytes,
@@ -254,8 +254,8 @@ def test_expert_aware_selection_is_the_plain_one_at_lambda_zero_and_touches_fewe
     from specbench.engine.tree import DynamicTree
 
     def touched(chosen, experts):
-        return sum(len(set.union(set(experts.root[l]), *(experts.nodes[n][l] for n in chosen)))
-                   for l in range(len(experts.root)))
+        return sum(len(set.union(set(experts.root[layer]), *(experts.nodes[n][layer] for n in chosen)))
+                   for layer in range(len(experts.root)))
 
     fewer = 0
     for seed in range(20):

@@ -26,7 +26,7 @@ from specbench.analysis.recommendation import ranges
 from specbench.analysis.fit import expected_tokens
 from specbench.cli import app
 from specbench.errors import SpecbenchError
-from specbench.hardware.profile import ProfileGrid, parse_int_list, peak_bandwidth, run_profile
+from specbench.profile.profiler import ProfileGrid, parse_int_list, peak_bandwidth, run_profile
 from specbench.records.profile_file import COLUMNS, PROFILE_KIND, Profile, load_profile, summary_frame, write_profile
 from tests.synthetic_results import SyntheticDrafter, make_records, records_frame, write_results
 

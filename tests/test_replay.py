@@ -1,4 +1,4 @@
-"""Offline replay (`specbench.backends.replay`, `specbench.measure.replay_units`, `specbench sweep --mode`).
+"""Offline replay (`specbench.measure.replay`, `specbench.measure.replay_units`, `specbench sweep --mode`).
 
 * the round walk against a direct simulation of the live loop's rules, and its moments against
   Monte Carlo;
@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specbench.backends.replay import ChainTrace, Replayer, Trajectory, replay_chain, round_law, walk_rounds
+from specbench.measure.replay import ChainTrace, Replayer, Trajectory, replay_chain, round_law, walk_rounds
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.sampling import SamplingParams
@@ -86,7 +86,7 @@ def test_fractional_walk_moments_match_monte_carlo():
 
 
 def walk_one(law, g, rng):
-    from specbench.backends.replay import _realise
+    from specbench.measure.replay import _realise
 
     return _realise(law, g, rng)
 

@@ -197,14 +197,21 @@ def test_group_units_runs_baselines_first_then_each_configuration_once(prompts_f
 
 # ----------------------------------------------------------------------------- registry
 
-def test_registry_errors_are_one_line(monkeypatch):
+def test_registry_errors_are_one_line():
     with pytest.raises(SpecbenchError, match="unknown backend 'owm' \\(did you mean 'own'\\?\\)"):
         make_backend("owm", {}, target="x", device="cpu", dtype="fp32", seed=0)
+    import dataclasses
+
     import specbench.backends.registry as registry
 
-    monkeypatch.setitem(registry.BACKENDS, "openai", "specbench.backends.no_such_module:Backend")
-    with pytest.raises(SpecbenchError, match="^backend openai is not available"):
-        make_backend("openai", {}, target="x", device="cpu", dtype="fp32", seed=0)
+    original = registry.get("openai")
+    registry.BACKENDS.register(dataclasses.replace(original, cls="specbench.backends.no_such_module:Backend"),
+                               replace=True)
+    try:
+        with pytest.raises(SpecbenchError, match="^backend openai is not available"):
+            make_backend("openai", {}, target="x", device="cpu", dtype="fp32", seed=0)
+    finally:
+        registry.BACKENDS.register(original, replace=True)
     with pytest.raises(SpecbenchError, match="backend own: unknown option 'kernel'"):
         make_backend("own", {"kernel": "torch"}, target="x", device="cpu", dtype="fp32", seed=0)
 

@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
 
-from specbench.backends.vllm_export import export_drafter, write_export
+from specbench.training.vllm_export import export_drafter, write_export
 from specbench.engine.drafters import make_drafter
 from specbench.errors import SpecbenchError
 

@@ -12,7 +12,7 @@ import os
 import pytest
 
 from specbench.backends.base import Request
-from specbench.backends.engine_checks import check_vllm_configs
+from specbench.cli.engine_checks import check_vllm_configs
 from specbench.backends.server_process import group_alive
 from specbench.backends.vllm_server import VLLMServerBackend, default_venv
 from specbench.measure.spec import DrafterConfig, RunConfig
@@ -72,7 +72,7 @@ def test_real_server_ngram_counters_move(tmp_path):
 @pytest.mark.parametrize("kind", ["eagle3"])
 def test_exported_drafter_is_served_by_vllm(tmp_path, kind):
     """An exported shipped head loads in vLLM and drafts: its spec-decode counters move and it accepts tokens."""
-    from specbench.backends.vllm_export import export_drafter
+    from specbench.training.vllm_export import export_drafter
 
     folder = tmp_path / kind
     export_drafter(kind, folder, target="smollm2-135m")

@@ -12,7 +12,7 @@ from specbench.analysis.concurrency import schedule_base_config
 from specbench.analysis.engine_settings import engine_settings
 from specbench.analysis.vllm_speculative import speculative_config as build
 from specbench.backends import vllm_config, vllm_server
-from specbench.backends.vllm_export import serving_config
+from specbench.training.vllm_export import serving_config
 from specbench.errors import SpecbenchError
 from specbench.measure.spec import DrafterConfig, RunConfig
 
@@ -63,7 +63,8 @@ def test_trained_heads_same_config_from_backends_recommendation_and_export(kind,
     built = every_user(kind, {"checkpoint": folder}, 4)
     expected = {"method": kind, "model": folder, "num_speculative_tokens": 4}
     assert built == {user: expected for user in built}
-    exported = serving_config(kind, tmp_path / kind, {"num_heads": 4})
+    written = {"num_heads": 4} if kind == "medusa" else {"num_attention_heads": 9}  # what each exporter writes
+    exported = serving_config(kind, tmp_path / kind, written)
     assert exported == (expected if kind == "medusa" else {**expected, "num_speculative_tokens": 3})
 
 

@@ -27,8 +27,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from specbench.analysis.vllm_speculative import METHODS as VLLM_METHODS
-from specbench.analysis.vllm_speculative import WITH_MODEL, draft_model_spec
+from specbench.analysis.vllm_speculative import draft_model_spec, names_a_model, vllm_kinds
 from specbench.analysis.vllm_speculative import speculative_config as vllm_speculative_config
 from specbench.records.summary import BASELINE_KEYS, LATENCY_COLUMNS, UNIT_KEYS, is_baseline, latency_percentiles
 
@@ -191,7 +190,7 @@ def schedule_base_config(schedule: dict) -> dict | None:
     drafter or the records name no model for a drafter that needs one."""
     params = json.loads(schedule.get("drafter_params") or "{}")
     drafter = schedule["drafter"]
-    if drafter not in VLLM_METHODS or (drafter in WITH_MODEL and draft_model_spec(drafter, params) is None):
+    if drafter not in vllm_kinds() or (names_a_model(drafter) and draft_model_spec(drafter, params) is None):
         return None
     return vllm_speculative_config(drafter, params, max(int(schedule["num_speculative_tokens"]), 1))
 

@@ -265,7 +265,7 @@ def cost_stats(group: pd.DataFrame, baseline: pd.DataFrame, clusters: pd.Index) 
     verify = binned(np.concatenate([spec_rounds.cluster, base_rounds.cluster]),
                     np.concatenate([spec_rounds.drafted, base_rounds.drafted]) + 1,
                     np.concatenate([spec_rounds.verify_s, base_rounds.verify_s]), n)
-    drafting = spec_rounds.select(spec_rounds.gamma > 0)
+    drafting = spec_rounds.select(spec_rounds.round_gamma > 0)
     draft = binned(drafting.cluster, drafting.steps, drafting.draft_s, n)
     g, b = cluster_codes(group, clusters), cluster_codes(baseline, clusters)
     columns = {

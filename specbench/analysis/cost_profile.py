@@ -1,6 +1,6 @@
 """Costs from a hardware profile, for any batch size and context length.
 
-`specbench.hardware.profile` measures forwards of random-weight architectures on a grid of batch sizes
+`specbench.profile.profiler` measures forwards of random-weight architectures on a grid of batch sizes
 B, context lengths c and tokens verified per sequence n (``verify_tokens``; the profile file's
 ``tokens`` column of its 'verify' rows). This module turns a profile into a `CostModel`
 (`ProfiledCost`, the interface `specbench.analysis.cost` defines), which the recommender takes as its
@@ -45,7 +45,8 @@ from specbench.analysis.cost import VerifyFit, fit_verify, round_s
 from specbench.analysis.fit import expected_tokens
 from specbench.analysis.options import MAX_GAMMA
 from specbench.errors import SpecbenchError
-from specbench.records.profile_file import MODEL_FREE, Profile, summary_frame
+from specbench.catalogue.drafters import is_model_free
+from specbench.records.profile_file import Profile, summary_frame
 
 TINY = 1e-12
 
@@ -282,7 +283,7 @@ def fit_profile(profile: Profile, drafter: str | None = None, *, overhead_s: flo
     verify_fits = [[fits[(int(b), int(c))] for c in contexts] for b in batches]
     name = profile_drafter(profile, drafter)
     draft_grid = draft_table = None
-    model_free = name in MODEL_FREE
+    model_free = is_model_free(name)
     if name is not None:
         rows = profile.rows(role="drafter", model=name)
         medians = {(int(b), int(c)): float(cell["median_s"].median())

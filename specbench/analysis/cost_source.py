@@ -26,7 +26,8 @@ import pandas as pd
 from specbench.analysis.cost import CostFit, CostStats, cost_stats, fit_costs
 from specbench.analysis.cost_profile import ProfiledCost, fit_profile
 from specbench.errors import SpecbenchError
-from specbench.records.profile_file import MODEL_FREE, Profile
+from specbench.catalogue.drafters import is_model_free
+from specbench.records.profile_file import Profile
 
 
 class CostSource(Protocol):
@@ -101,8 +102,8 @@ class ProfiledCosts:
 def match_drafter(drafter: str, params: str, profile: Profile) -> tuple[str | None, str | None]:
     """(profile drafter whose costs price this sweep drafter, a note) — or (None, why not)."""
     names = profile.drafters
-    models = [n for n in names if n not in MODEL_FREE]
-    if drafter in MODEL_FREE:
+    models = [n for n in names if not is_model_free(n)]
+    if is_model_free(drafter):
         if drafter in names:
             return drafter, None
         return None, f"the profile has no '{drafter}' proposal timings (profile with --drafter {drafter})"

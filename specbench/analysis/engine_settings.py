@@ -18,9 +18,12 @@ Key names were checked against the engines' own source (`CHECKED_AGAINST`):
   generation_config; its default 0.4 stops drafting early, so it is set to 0 to keep γ),
   prompt_lookup_num_tokens, max_matching_ngram_size.
 
-Engines move fast: `specbench.backends.engine_checks` validates the vLLM configs in
+Engines move fast: `specbench.cli.engine_checks` validates the vLLM configs in
 ``.venv-vllm`` and the SGLang command lines with SGLang's own parser where those are installed
 (``specbench recommend`` does it); otherwise the output names the versions above.
+
+What each engine calls a drafter kind (vLLM's method and where it loads the weights from, SGLang's
+algorithm, transformers' assisted mode) is the kind's catalogue entry (`specbench.catalogue.drafters`).
 
 Trees: a static branching spec ``AxBxC`` (top-A at depth 1, B children each at depth 2, ...) or
 an explicit list of rank paths (Medusa "choices"), cut to depth γ, becomes SGLang's top-k,
@@ -35,14 +38,13 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from specbench.analysis.vllm_speculative import METHODS as VLLM_METHODS
 from specbench.analysis.vllm_speculative import speculative_config as vllm_speculative_config
+from specbench.catalogue import drafters as catalogue
 
 ENGINES = ("vllm", "sglang", "transformers")
+NGRAM = "NGRAM"  # SGLang's prompt-lookup algorithm: it takes BFS-breadth flags, no top-k tree
 CHECKED_AGAINST = {"vllm": "vLLM 0.32.0 (SpeculativeConfig)", "sglang": "SGLang server_args.py at commit 001067ff",
                    "transformers": "transformers 5.19.0 (GenerationConfig)"}
-FEATURE_DRAFTERS = {"eagle": ("eagle", "EAGLE"), "eagle3": ("eagle3", "EAGLE3"), "medusa": ("medusa", None),
-                    "mtp": ("mtp", "EAGLE")}
 
 
 @dataclass
@@ -93,6 +95,11 @@ def tree_paths(tree: str, gamma: int | None = None) -> list[tuple[int, ...]] | N
     return paths
 
 
+def _kind(drafter: str) -> catalogue.DrafterKind | None:
+    """The catalogue entry of a recorded drafter (None: a name the catalogue does not know)."""
+    return catalogue.get(drafter) if drafter in catalogue.DRAFTERS else None
+
+
 def sglang_token_limit(topk: int, steps: int) -> int:
     """The most tokens SGLang verifies per step (root included): 1 + topk + (steps − 1)·topk²."""
     return 1 + topk + max(steps - 1, 0) * topk * topk
@@ -101,18 +108,19 @@ def sglang_token_limit(topk: int, steps: int) -> int:
 def _vllm(drafter: str, params: dict, tree: str, gamma: int, target: str,
           hub_ids: Mapping[str, str] | None) -> EngineSetting:
     notes: list[str] = []
-    if drafter not in VLLM_METHODS:
+    kind = _kind(drafter)
+    if kind is None or kind.vllm_method is None:
         return EngineSetting("vllm", False, {}, "", [f"vLLM has no method for drafter '{drafter}'"])
     # the one drafter -> speculative_config mapping (the backends run the same); models named for pasting
     config = vllm_speculative_config(drafter, params, gamma, model_name=lambda spec: hub_name(spec, hub_ids))
     if config is None:
         return EngineSetting("vllm", False, {}, "", ["γ = 0 is target-only decoding: leave speculative_config out"])
-    if drafter == "draft-model":
+    if kind.vllm_weights == "model":
         notes.append("draft and target must share a tokenizer; older vLLM releases take the same keys without 'method'")
-    elif drafter == "mtp":
-        notes.append("'mtp' runs the multi-token-prediction layers inside the target's own checkpoint "
+    elif kind.vllm_weights == "target":
+        notes.append(f"'{drafter}' runs the multi-token-prediction layers inside the target's own checkpoint "
                      "(DeepSeek-V3, Qwen3-Next, ...): only for targets that ship them")
-    elif drafter in FEATURE_DRAFTERS:
+    elif kind.vllm_weights == "checkpoint":
         notes.append(f"'{drafter}' needs a checkpoint in the layout vLLM loads "
                      "(a specbench-trained one may need converting)")
     supported = True
@@ -128,10 +136,14 @@ def _vllm(drafter: str, params: dict, tree: str, gamma: int, target: str,
 def _sglang(drafter: str, params: dict, tree: str, gamma: int, target: str,
             hub_ids: Mapping[str, str] | None) -> EngineSetting:
     notes: list[str] = []
+    kind = _kind(drafter)
+    algorithm = None if kind is None else kind.sglang_algorithm
+    if algorithm is None:
+        return EngineSetting("sglang", False, {}, "", [f"SGLang has no speculative algorithm for '{drafter}'"])
     topk, steps, draft_tokens, supported = 1, gamma, gamma + 1, True
     if tree != "chain":
         paths = tree_paths(tree, gamma)
-        if paths and drafter != "ngram":
+        if paths and algorithm != NGRAM:
             steps = max(len(path) for path in paths)
             topk = max(max(path) for path in paths) + 1
             limit = sglang_token_limit(topk, steps)
@@ -145,27 +157,23 @@ def _sglang(drafter: str, params: dict, tree: str, gamma: int, target: str,
         else:
             supported = False
             notes.append(f"tree '{tree}' not expressible: the flags use a chain of depth {gamma}")
-    if drafter == "ngram":
-        flags = {"--speculative-algorithm": "NGRAM", "--speculative-num-draft-tokens": draft_tokens,
+    if algorithm == NGRAM:
+        flags = {"--speculative-algorithm": NGRAM, "--speculative-num-draft-tokens": draft_tokens,
                  "--speculative-ngram-min-bfs-breadth": 1, "--speculative-ngram-max-bfs-breadth": 1}
         notes.append("NGRAM is CUDA-only; SGLang counts the verified root token in --speculative-num-draft-tokens "
                      "(γ + 1 here); BFS breadth 1 keeps the draft a chain")
-        n_min, n_max = int(params.get("n_min", 1)), int(params.get("n_max", 3))
+        n_min, n_max = int(params.get("n_min", kind.default("n_min"))), int(params.get("n_max", kind.default("n_max")))
         notes.append("SGLang has no min/max match-window flags any more (its matcher looks up suffixes up to "
                      f"--speculative-ngram-max-trie-depth, default 18): specbench's n_min={n_min}, "
                      f"n_max={n_max} are not expressible, so acceptance can differ")
-    elif drafter == "draft-model" or drafter in FEATURE_DRAFTERS:
-        algorithm = "STANDALONE" if drafter == "draft-model" else FEATURE_DRAFTERS[drafter][1]
-        if algorithm is None:
-            return EngineSetting("sglang", False, {}, "", [f"SGLang has no speculative algorithm for '{drafter}'"])
+    else:
         flags = {"--speculative-algorithm": algorithm, "--speculative-num-steps": steps,
                  "--speculative-eagle-topk": topk, "--speculative-num-draft-tokens": draft_tokens}
-        if drafter != "mtp":
+        if kind.vllm_weights != "target":
             flags["--speculative-draft-model-path"] = hub_name(params.get("model") or params.get("checkpoint"), hub_ids)
         else:
-            notes.append("MTP runs through SGLang's EAGLE path with the model's own MTP weights")
-    else:
-        return EngineSetting("sglang", False, {}, "", [f"SGLang has no speculative algorithm for '{drafter}'"])
+            notes.append(f"{drafter.upper()} runs through SGLang's {algorithm} path with the model's own "
+                         f"{drafter.upper()} weights")
     args = " ".join(f"{k} {shlex.quote(str(v))}" for k, v in flags.items())
     snippet = f"python -m sglang.launch_server --model-path {shlex.quote(target)} {args}"
     return EngineSetting("sglang", supported, flags, snippet, notes)
@@ -174,10 +182,14 @@ def _sglang(drafter: str, params: dict, tree: str, gamma: int, target: str,
 def _transformers(drafter: str, params: dict, tree: str, gamma: int, target: str,
                   hub_ids: Mapping[str, str] | None) -> EngineSetting:
     notes: list[str] = []
-    if drafter == "ngram":
-        kwargs = {"prompt_lookup_num_tokens": gamma, "max_matching_ngram_size": int(params.get("n_max", 3))}
+    kind = _kind(drafter)
+    mode = None if kind is None else kind.transformers
+    prefix = ""
+    if mode == "prompt-lookup":
+        kwargs = {"prompt_lookup_num_tokens": gamma,
+                  "max_matching_ngram_size": int(params.get("n_max", kind.default("n_max")))}
         call = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
-    elif drafter == "draft-model":
+    elif mode == "assistant":
         draft = hub_name(params.get("model"), hub_ids)
         kwargs = {"assistant_model": draft, "num_assistant_tokens": gamma, "num_assistant_tokens_schedule": "constant",
                   "assistant_confidence_threshold": 0.0}
@@ -195,7 +207,7 @@ def _transformers(drafter: str, params: dict, tree: str, gamma: int, target: str
     supported = tree == "chain"
     if not supported:
         notes.append("transformers assisted generation drafts chains only: the kwargs use a chain")
-    snippet = (prefix if drafter == "draft-model" else "") + f"model.generate(**inputs, {call})"
+    snippet = prefix + f"model.generate(**inputs, {call})"
     return EngineSetting("transformers", supported, kwargs, snippet, notes)
 
 

@@ -159,11 +159,11 @@ class PositionCounts:
 def position_counts(rounds: Rounds, n_clusters: int) -> PositionCounts:
     """Per-prompt position counts. A round with its own γ_r ≥ 1 that accepted j attempts
     positions 0..min(j, γ_r − 1) and accepts positions 0..j−1."""
-    r = rounds.select(rounds.gamma > 0)
-    m = int(r.gamma.max()) if len(r) else 0
+    r = rounds.select(rounds.round_gamma > 0)
+    m = int(r.round_gamma.max()) if len(r) else 0
     if m == 0:
         return PositionCounts(np.zeros((n_clusters, 0)), np.zeros((n_clusters, 0)))
-    last = np.minimum(r.accepted, r.gamma - 1)
+    last = np.minimum(r.accepted, r.round_gamma - 1)
     reached = np.bincount(r.cluster * m + last, minlength=n_clusters * m).reshape(n_clusters, m)
     attempts = np.cumsum(reached[:, ::-1], axis=1)[:, ::-1]  # rounds whose last attempted position ≥ i
     ended = np.bincount(r.cluster * (m + 1) + r.accepted, minlength=n_clusters * (m + 1)).reshape(n_clusters, m + 1)
@@ -437,23 +437,23 @@ def goodness_of_fit(group: pd.DataFrame, rounds: Rounds, model: AcceptanceModel)
     The prediction uses each round's own γ_r (0 → 1 token), so rounds cut short by the end of a
     generation or a missing n-gram match are predicted as what they were.
     """
-    top = int(rounds.gamma.max()) if len(rounds) else 0
+    top = int(rounds.round_gamma.max()) if len(rounds) else 0
     rates = model.rates(top)
     mean_by_gamma = np.array([tokens_from_rates(rates[:g]) for g in range(top + 1)])
     var_by_gamma = np.array([tokens_variance_from_rates(rates[:g]) for g in range(top + 1)])
     rows = []
-    for gamma, part in group.groupby("gamma"):
-        mask = rounds.config_gamma == gamma
+    for config_gamma, part in group.groupby("gamma"):
+        mask = rounds.config_gamma == config_gamma
         n = int(mask.sum())
         if n == 0:
             continue
         observed = float(part["decode_tokens"].sum() / part["rounds"].sum())
-        predicted = float(mean_by_gamma[rounds.gamma[mask]].mean())
-        se = float(np.sqrt(var_by_gamma[rounds.gamma[mask]].sum()) / n)
+        predicted = float(mean_by_gamma[rounds.round_gamma[mask]].mean())
+        se = float(np.sqrt(var_by_gamma[rounds.round_gamma[mask]].sum()) / n)
         residual = observed - predicted
         z = residual / se if se > 0 else (0.0 if abs(residual) < 1e-9 else float("inf") * np.sign(residual))
-        rows.append(dict(gamma=int(gamma), rounds=n, tau_observed=observed, tau_predicted=predicted,
-                         residual=residual, z=z, tau_nominal=model.expected_tokens(int(gamma))))
+        rows.append(dict(gamma=int(config_gamma), rounds=n, tau_observed=observed, tau_predicted=predicted,
+                         residual=residual, z=z, tau_nominal=model.expected_tokens(int(config_gamma))))
     return pd.DataFrame(rows, columns=["gamma", "rounds", "tau_observed", "tau_predicted", "residual", "z",
                                        "tau_nominal"])
 
@@ -470,7 +470,7 @@ def fit_group(group: pd.DataFrame, keys: dict, *, n_boot: int = N_BOOT, level: f
         estimate.notes.append(f"{replayed} of {len(group)} units replayed from target trajectories (docs/replay.md)")
     drafted = int(group["drafted"].sum())
     return AcceptanceFit(
-        keys=keys, n_prompts=len(clusters), n_units=len(group), n_rounds=int((rounds.gamma > 0).sum()),
+        keys=keys, n_prompts=len(clusters), n_units=len(group), n_rounds=int((rounds.round_gamma > 0).sum()),
         gammas=sorted(int(g) for g in group["gamma"].unique()), accepted=int(counts.successes.sum()),
         trials=int(counts.successes.sum() + counts.failures.sum()),
         alpha_observed=float(group["accepted"].sum() / drafted) if drafted else 0.0,

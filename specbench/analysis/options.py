@@ -31,6 +31,8 @@ class Option:
     tokens_per_s: float
     measured: bool  # the sweep ran this γ for this drafter and tree
     schedule: str = "fixed"  # verify-length schedule (specbench.engine.schedule); γ is its cap
+    log_se: float = float("nan")  # standard error of log speedup (t-interval), when the option has one
+    dof: float = float("nan")  # its degrees of freedom
 
     @property
     def group(self) -> tuple[str, str, str]:

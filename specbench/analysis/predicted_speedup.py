@@ -30,6 +30,7 @@ exactly those prompts.
 
 from __future__ import annotations
 
+from specbench.catalogue.drafters import TARGET_ONLY
 import numpy as np
 import pandas as pd
 
@@ -49,7 +50,7 @@ def modelled_decode_s(records: pd.DataFrame, fit: CostFit) -> np.ndarray:
     out = np.zeros(len(records))
     for i, r in enumerate(records.itertuples()):
         drafted = np.asarray(r.round_drafted, dtype=float)
-        if r.gamma == 0 or r.drafter == "none":
+        if r.gamma == 0 or r.drafter == TARGET_ONLY:
             out[i] = r.rounds * (float(cost.verify(1)) + cost.baseline_overhead_s)
             continue
         if cost.draft.model_free:

@@ -38,6 +38,7 @@ from specbench.analysis.moe_cost import ExpertAwareCosts, is_moe
 from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommend_measured import recommend_measured
 from specbench.analysis.recommend_profiled import recommend_profiled
+from specbench.analysis.sequential import LookPlan
 from specbench.analysis.recommendation import Recommendation, recommendation_dict, to_json
 from specbench.errors import SpecbenchError
 
@@ -49,12 +50,14 @@ __all__ = ["OBJECTIVES", "CostSource", "MeasuredCosts", "ProfiledCosts", "Recomm
 
 def recommend(records: pd.DataFrame, costs: CostSource | None = None, *, objective: str = "throughput",
               max_gamma: int = MAX_GAMMA, n_boot: int = N_BOOT, level: float = LEVEL, seed: int = 0,
-              engines=ENGINES, hub_ids: Mapping[str, str] | None = None) -> list[Recommendation]:
+              engines=ENGINES, hub_ids: Mapping[str, str] | None = None,
+              plans: Mapping[str, LookPlan] | None = None) -> list[Recommendation]:
     """One `Recommendation` per scenario, its round costs from ``costs`` (default: the sweep's own).
 
     ``max_gamma``: the largest γ the model predicts; ``n_boot`` / ``level`` / ``seed``: the prompt
     bootstrap; ``engines``: the engine settings to export (measured costs); ``hub_ids`` (model spec →
-    Hugging Face id) names the models in the settings.
+    Hugging Face id) names the models in the settings; ``plans`` (workload → `LookPlan`): the looks an
+    adaptive sweep planned, so that its verdicts stay honest (`specbench.analysis.sequential`).
     """
     costs = MeasuredCosts() if costs is None else costs
     if objective not in OBJECTIVES:
@@ -71,5 +74,5 @@ def recommend(records: pd.DataFrame, costs: CostSource | None = None, *, objecti
         costs = ExpertAwareCosts()
     if isinstance(costs, MeasuredCosts):
         return recommend_measured(records, costs, objective=objective, max_gamma=max_gamma, n_boot=n_boot,
-                                  level=level, seed=seed, engines=engines, hub_ids=hub_ids)
+                                  level=level, seed=seed, engines=engines, hub_ids=hub_ids, plans=plans)
     raise TypeError(f"unknown cost source {costs!r}")

@@ -48,7 +48,8 @@ from specbench.analysis.intervals import LEVEL, bootstrap_interval, bootstrap_we
 from specbench.analysis.options import GROUP_KEYS, SCENARIO_KEYS, Option
 from specbench.analysis.recommendation import Pick, Recommendation
 from specbench.analysis.schedule_comparison import compare_schedules
-from specbench.analysis.speedup_interval import speedup_interval
+from specbench.analysis.sequential import FIXED, LookPlan
+from specbench.analysis.speedup_interval import speedup_interval, t_quantile
 from specbench.errors import SpecbenchError
 from specbench.records.rounds import cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
 from specbench.records.summary import CONFIG_KEYS, UNIT_KEYS, fixed_schedule, is_baseline, prefer_live
@@ -100,11 +101,17 @@ def _measured_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index
         intervals = [speedup_interval(s[:, 0], s[:, 1], s[:, 4], s[:, 5], level=level)
                      for s in (stacked[i][stacked[i][:, 7] > 0] for i in range(len(stacked)))]
         lo, hi = np.array([iv.lo for iv in intervals]), np.array([iv.hi for iv in intervals])
+        log_se, dof = np.array([iv.log_se for iv in intervals]), np.array([iv.dof for iv in intervals])
     else:
         lo, hi = bootstrap_interval(point, reps, len(clusters), level, positive=True) if len(weights) else (point, point)
+        # the bootstrap interval read as a t-interval on the log scale (for the verdict's adjusted ends)
+        dof = np.full(len(options), max(len(clusters) - 1, 0), dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_se = (np.log(hi) - np.log(lo)) / (2 * np.array([t_quantile(d, level) for d in dof]))
     totals = stacked.sum(1)
     for i, option in enumerate(options):
         option.speedup, option.lo, option.hi = float(point[i]), float(lo[i]), float(hi[i])
+        option.log_se, option.dof = float(log_se[i]), float(dof[i])
         option.tokens_per_s = float(totals[i, 0] / totals[i, 1]) if totals[i, 1] > 0 else 0.0
     return options, reps
 
@@ -251,11 +258,13 @@ def _options_frame(options: list[Option]) -> pd.DataFrame:
 # ----------------------------------------------------------------------------- entry point
 
 def recommend_measured(records: pd.DataFrame, costs: MeasuredCosts, *, objective: str, max_gamma: int, n_boot: int,
-                       level: float, seed: int, engines, hub_ids: Mapping[str, str] | None) -> list[Recommendation]:
+                       level: float, seed: int, engines, hub_ids: Mapping[str, str] | None,
+                       plans: Mapping[str, LookPlan] | None = None) -> list[Recommendation]:
     """One `Recommendation` per (target, workload, sampling) scenario that has a baseline (and per
     backend / concurrency when the folder holds several); arguments checked by
     `specbench.analysis.recommend.recommend`. ``hub_ids`` (model spec → Hugging Face id) names the
-    models in the engine settings.
+    models in the engine settings. ``plans`` (workload → `LookPlan`): the looks an adaptive sweep
+    planned for each workload (`specbench.analysis.sequential`); a workload without one was a fixed grid.
     """
     baseline = is_baseline(records) & (records["mode"] == "live")
     if not baseline.any():
@@ -279,7 +288,8 @@ def recommend_measured(records: pd.DataFrame, costs: MeasuredCosts, *, objective
             continue
         out.append(_recommend_scenario(keys, scenario, base, spec, costs, objective=objective, max_gamma=max_gamma,
                                        n_boot=n_boot, level=level, rng=np.random.default_rng(seed + i),
-                                       engines=engines, hub_ids=hub_ids))
+                                       engines=engines, hub_ids=hub_ids,
+                                       plan=(plans or {}).get(str(keys["workload"]), FIXED)))
     if not out:
         raise SpecbenchError("no workload has both baseline and speculative records for the same target and sampling")
     for rec in out:
@@ -290,7 +300,7 @@ def recommend_measured(records: pd.DataFrame, costs: MeasuredCosts, *, objective
 def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, spec: pd.DataFrame,
                         costs: MeasuredCosts, *, objective: str, max_gamma: int, n_boot: int, level: float,
                         rng: np.random.Generator, engines,
-                        hub_ids: Mapping[str, str] | None) -> Recommendation:
+                        hub_ids: Mapping[str, str] | None, plan: LookPlan = FIXED) -> Recommendation:
     clusters = prompt_clusters(scenario)
     n_prompts = len(clusters)
     weights = bootstrap_weights(n_prompts, n_boot if n_prompts >= 2 else 0, rng)
@@ -311,7 +321,7 @@ def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, 
                                                                 notes)
     measured = _pick("measured", measured_options, measured_reps, n_prompts, objective, level)
     model = _pick("model", model_options, model_reps, n_prompts, objective, level)
-    decision, predicted = decide_scenario(scenario, measured_options, n_prompts, level, notes)
+    decision, predicted = decide_scenario(scenario, measured_options, n_prompts, level, notes, plan)
     final = decision.option if decision.option is not None else measured.choice
     schedules = compare_schedules(timed_spec, clusters, level)
     settings = {}

@@ -174,11 +174,15 @@ def recommendation_dict(rec: Recommendation) -> dict:
     })
 
 
-def to_json(recs: list[Recommendation], concurrency: list[dict] | None = None) -> str:
+def to_json(recs: list[Recommendation], concurrency: list[dict] | None = None, history: dict | None = None) -> str:
     """The recommendations as a JSON list; ``concurrency`` (one per recommendation, from a serving
     sweep with a concurrency axis: best γ per level, where speculation stops paying, vLLM's
-    per-batch-size schedule, latency) goes under each one's ``concurrency`` key (null otherwise)."""
+    per-batch-size schedule, latency) goes under each one's ``concurrency`` key (null otherwise);
+    ``history`` (an adaptive sweep's ``adaptive.json``) gives each its workload's looks under
+    ``stopping_history`` (null for a fixed grid)."""
     dicts = [recommendation_dict(r) for r in recs]
-    for d, c in zip(dicts, concurrency or [None] * len(dicts)):
+    looks = (history or {}).get("workloads", {})
+    for d, c, r in zip(dicts, concurrency or [None] * len(dicts), recs):
         d["concurrency"] = None if c is None else json_ready(c)
+        d["stopping_history"] = json_ready(looks.get(str(r.keys.get("workload")))) if looks else None
     return json.dumps(dicts, indent=2)

@@ -32,6 +32,7 @@ import numpy as np
 from scipy import stats
 
 from specbench.analysis.intervals import LEVEL
+from specbench.analysis.sequential import prompts_to_settle as settle_count
 
 MIN_PROMPTS = 3
 MAX_PROMPTS_ADVICE = 10_000
@@ -118,18 +119,10 @@ YES, NO, UNSURE, TOO_FEW = "confident yes", "confident no", "cannot tell", "too 
 
 def prompts_to_settle(interval: SpeedupInterval, level: float = LEVEL) -> int | None:
     """Prompts at which an interval of the observed per-prompt spread would exclude 1 (None: none do)."""
-    if not interval.has_interval or not np.isfinite(interval.log_se) or interval.n_prompts < 2:
+    if not interval.has_interval:
         return None
-    effect = abs(np.log(interval.point))
-    sd = interval.log_se * np.sqrt(interval.n_prompts)
-    if effect <= 0 or sd <= 0:
-        return None
-    n = max(interval.n_prompts, MIN_PROMPTS)
-    while n <= MAX_PROMPTS_ADVICE:
-        if t_quantile(n - 1, level) * sd / np.sqrt(n) < effect:
-            return int(n)
-        n = n + 1 if n < 200 else int(n * 1.05) + 1
-    return None
+    return settle_count(interval.point, interval.log_se, interval.n_prompts, lambda dof: t_quantile(dof, level),
+                        limit=MAX_PROMPTS_ADVICE)
 
 
 def decide(interval: SpeedupInterval, level: float = LEVEL) -> tuple[str, int | None]:

@@ -7,7 +7,11 @@ config that is recommended:
 * the ``vllm-server`` backend, as the ``--speculative-config`` JSON (`backends.vllm_server`);
 * ``specbench recommend --engine vllm`` (`analysis.engine_settings`), and the per-batch-size
   schedules built on it (`analysis.concurrency`, `analysis.cost_profile`);
-* ``specbench export-drafter --format vllm`` (`backends.vllm_export`).
+* ``specbench export-drafter --format vllm`` (`training.vllm_export`).
+
+Everything it needs to know about a drafter kind is the kind's catalogue entry
+(`specbench.catalogue.drafters`): ``vllm_method``, where vLLM loads the drafter's weights from
+(``vllm_weights``) and which parameters become config keys (``vllm_params``).
 
 It lives in ``analysis``, the lowest layer all of them may import (backends and measure sit above
 analysis; analysis may import neither). Analysis never loads models, so the caller says how a
@@ -23,8 +27,10 @@ ngram            ``{"method": "ngram", "num_speculative_tokens": γ, "prompt_loo
                  "prompt_lookup_max": n_max}`` (specbench's defaults: n_min 1, n_max 3)
 draft-model      ``{"method": "draft_model", "model": <model>, "num_speculative_tokens": γ}``
 eagle, eagle3,   ``{"method": <type>, "model": <checkpoint, or model>, "num_speculative_tokens": γ}``
-medusa
-mtp              ``{"method": "mtp", "num_speculative_tokens": γ}`` (the layers live in the target)
+medusa           (``vllm_weights: checkpoint``)
+mtp              ``{"method": "mtp", "num_speculative_tokens": γ}`` (``vllm_weights: target``: the layers
+                 live in the target)
+suffix           ``{"method": "suffix", "num_speculative_tokens": γ}`` (a kind only serving engines run)
 =============== ==========================================================================================
 
 ``draft_tensor_parallel_size`` is added for drafters with a model of their own when given.
@@ -40,14 +46,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 
+from specbench.catalogue import drafters as catalogue
 from specbench.errors import SpecbenchError
-
-# specbench drafter type -> vLLM's SpeculativeConfig.method
-METHODS = {"ngram": "ngram", "draft-model": "draft_model", "eagle": "eagle", "eagle3": "eagle3",
-           "medusa": "medusa", "mtp": "mtp"}
-TRAINED = ("eagle", "eagle3", "medusa")  # heads trained for a target: vLLM loads them from a checkpoint folder
-WITH_MODEL = ("draft-model",) + TRAINED  # methods whose config names a model of the drafter's own
-NGRAM_DEFAULTS = {"n_min": 1, "n_max": 3}  # specbench's ngram drafter (engine.drafters.ngram)
 
 
 def _params(params: Mapping | str | None) -> Mapping:
@@ -57,42 +57,54 @@ def _params(params: Mapping | str | None) -> Mapping:
 
 
 def draft_model_spec(drafter: str, params: Mapping | str | None) -> str | None:
-    """The model spec vLLM's drafter loads: draft-model's ``model``; a trained head's ``checkpoint``
-    (or ``model``, a published head named by hub id); None for ngram and MTP, or when not given."""
+    """The model spec vLLM's drafter loads: a draft model's ``model``; a trained head's ``checkpoint``
+    (or ``model``, a published head named by hub id); None for a kind without weights of its own
+    (ngram, MTP), or when not given."""
     params = _params(params)
-    if drafter == "draft-model":
+    weights = catalogue.get(drafter).vllm_weights if drafter in catalogue.DRAFTERS else None
+    if weights == "model":
         return str(params["model"]) if params.get("model") else None
-    if drafter in TRAINED:
+    if weights == "checkpoint":
         spec = params.get("model") or params.get("checkpoint")
         return str(spec) if spec else None
     return None
 
 
+def names_a_model(drafter: str) -> bool:
+    """Whether the config of ``drafter`` names a model of the drafter's own (a draft model, a checkpoint)."""
+    return catalogue.get(drafter).vllm_weights in ("model", "checkpoint")
+
+
+def vllm_kinds() -> list[str]:
+    """The drafter kinds vLLM has a method for."""
+    return [name for name in catalogue.names(buildable=False) if catalogue.get(name).vllm_method]
+
+
 def speculative_config(drafter: str | None, params: Mapping | str | None, gamma: int, *,
                        model_name: Callable[[str | None], str] | None = None,
                        draft_tensor_parallel_size: int | None = None) -> dict | None:
-    """vLLM's ``speculative_config`` for ``drafter`` (a specbench drafter type) with ``params`` (a dict
+    """vLLM's ``speculative_config`` for ``drafter`` (a specbench drafter kind) with ``params`` (a dict
     or the records' JSON) drafting ``gamma`` tokens per step; None for target-only decoding
     (no drafter, or γ = 0).
 
     ``model_name`` turns the drafter's model spec (None when the params name none) into what the
-    config names; without it the spec goes in as given. A drafter type vLLM has no method for is a
+    config names; without it the spec goes in as given. A drafter kind vLLM has no method for is a
     `SpecbenchError`.
     """
-    if drafter in (None, "", "none") or int(gamma) == 0:
+    if catalogue.is_target_only(drafter) or int(gamma) == 0:
         return None
-    if drafter not in METHODS:
+    kind = catalogue.get(drafter) if drafter in catalogue.DRAFTERS else None
+    if kind is None or kind.vllm_method is None:
         raise SpecbenchError(f"vLLM has no speculative method for drafter '{drafter}' "
-                             f"(vLLM runs: {', '.join(METHODS)})")
+                             f"(vLLM runs: {', '.join(vllm_kinds())})")
     params = _params(params)
-    config: dict = {"method": METHODS[drafter]}
-    if drafter in WITH_MODEL:
+    config: dict = {"method": kind.vllm_method}
+    if names_a_model(drafter):
         spec = draft_model_spec(drafter, params)
         config["model"] = model_name(spec) if model_name is not None else spec
     config["num_speculative_tokens"] = int(gamma)
-    if drafter == "ngram":
-        config["prompt_lookup_min"] = int(params.get("n_min", NGRAM_DEFAULTS["n_min"]))
-        config["prompt_lookup_max"] = int(params.get("n_max", NGRAM_DEFAULTS["n_max"]))
-    if draft_tensor_parallel_size is not None and drafter in WITH_MODEL:
+    for ours, theirs in kind.vllm_params.items():
+        config[theirs] = int(params.get(ours, kind.default(ours)))
+    if draft_tensor_parallel_size is not None and names_a_model(drafter):
         config["draft_tensor_parallel_size"] = int(draft_tensor_parallel_size)
     return config

@@ -14,7 +14,8 @@ from typing import Callable, Protocol
 
 from specbench.engine.stats import GenerationResult, RoundLog
 
-__all__ = ["Backend", "GenerationResult", "Request", "RoundLog", "RoundCallback", "ServingBackend", "StatusCallback"]
+__all__ = ["Backend", "GenerationResult", "OwnDrafterBackend", "Request", "RoundLog", "RoundCallback", "ServingBackend",
+           "StatusCallback"]
 
 RoundCallback = Callable[[object], None]  # called after every round with the running result
 StatusCallback = Callable[[str], None]  # one-line status messages while starting
@@ -59,6 +60,17 @@ class Backend(Protocol):
 
     def close(self) -> None:
         """Release what `start` took (models, processes, ports); safe to call twice."""
+
+
+class OwnDrafterBackend(Backend, Protocol):
+    """A backend whose entry says ``own_drafters`` (`specbench.backends.registry`): it runs specbench's own
+    drafters in this process, so replay (`specbench.measure.replay`) can use the same target and drafters."""
+
+    target: object  # the loaded target (`specbench.models.resolve.LoadedModel`), set by `start`
+    decoder: object  # the target's decoder (`specbench.engine.decoder`), set by `start`
+
+    def drafter(self, config):
+        """The engine drafter a `DrafterConfig` builds (built once per sweep)."""
 
 
 class ServingBackend:

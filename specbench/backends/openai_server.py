@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specbench.backends import prometheus
+from specbench.catalogue import drafters as catalogue
+from specbench.catalogue.drafters import is_target_only
 from specbench.backends.base import GenerationResult, Request, RoundCallback, RoundLog, ServingBackend, StatusCallback
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import alias_status, aliases, pull
@@ -44,9 +46,6 @@ from specbench.models.resolve import alias_status, aliases, pull
 DEFAULT_TIMEOUT_S = 600.0
 PROBE_TIMEOUT_S = 10.0
 WARMUP_TOKENS = 8
-MODEL_FREE = ("ngram", "suffix")  # drafters that run no forward pass
-ONE_FORWARD = ("medusa",)  # all heads in one forward
-NO_FORWARD = MODEL_FREE + ("none",)
 
 
 @dataclass
@@ -106,7 +105,7 @@ def rounds_from_steps(accepted: list[int], drafted: list[int], n_tokens: int, dr
             break
         emitted = min(int(acc) + 1, left)
         left -= emitted
-        steps = 0 if drafter_type in NO_FORWARD else (1 if drafter_type in ONE_FORWARD else int(gamma))
+        steps = 0 if is_target_only(drafter_type) else catalogue.get(drafter_type).forwards_per_round(int(gamma))
         log.add(drafted=int(gamma), depth=int(gamma), accepted=min(int(acc), emitted), emitted=emitted,
                 draft_steps=steps,
                 draft_s=math.nan, verify_s=math.nan, round_s=math.nan)
@@ -277,7 +276,7 @@ def _ms(value) -> float:
 
 
 def _drafter_type(config) -> str:
-    return "none" if config.is_baseline else config.drafter.type
+    return catalogue.TARGET_ONLY if config.is_baseline else config.drafter.type
 
 
 def _config_label(config) -> str:

@@ -3,7 +3,7 @@
 `OwnEngineBackend` is the sweep's default backend (``backend: own``): it loads the target once,
 builds one drafter per drafter setting and one engine per configuration (each warmed up,
 untimed, on its first prompt), and measures every round (draft and verify time, accepted
-tokens). It also offers replay (`specbench.backends.replay`), which needs the engine's
+tokens). It also offers replay (`specbench.measure.replay`), which needs the engine's
 drafters and the target's decoder. `run_prompt` is the work behind ``specbench run``.
 
 CPU threads (option ``threads``): unset, torch's count serves everything; a number, the process
@@ -30,7 +30,8 @@ from typing import Callable
 import torch
 
 from specbench.backends.base import GenerationResult, Request, RoundCallback, StatusCallback
-from specbench.backends.environment import device_info
+from specbench.catalogue.drafters import TARGET_ONLY
+from specbench.engine.device import device_info
 from specbench.engine.decoder import NativeDecoder, make_decoder
 from specbench.engine.drafters import check_params, make_drafter
 from specbench.engine.layout_probe import (LayoutChoice, auto_dtypes, check_cpu_settings, choose_layout, default_choice,
@@ -40,7 +41,7 @@ from specbench.engine.nested import NestedSpeculativeEngine
 from specbench.engine.tree import shape_for
 from specbench.engine.sampling import SamplingParams
 from specbench.engine.threads import RoleThreads, ThreadProbe, available_cores, parse_thread_setting, probe_threads
-from specbench.errors import SpecbenchError, did_you_mean
+from specbench.errors import SpecbenchError, check_keys
 from specbench.models import limits
 from specbench.models.prompting import encode_conversation
 from specbench.models.resolve import load_model, torch_dtype
@@ -243,10 +244,7 @@ OWN_OPTIONS = ("kernels", "compile", "threads", "layout", "verify_tokens")
 def own_backend(options: dict, *, target: str, device: str, dtype: str, seed: int = 0) -> OwnEngineBackend:
     """The own engine through the registry's common constructor (options: kernels, compile, threads, layout,
     verify_tokens: the verify size the layout probe measures)."""
-    for key in options:
-        if key not in OWN_OPTIONS:
-            raise SpecbenchError(f"backend own: unknown option '{key}'{did_you_mean(str(key), list(OWN_OPTIONS))} "
-                                 f"(options: {', '.join(OWN_OPTIONS)})")
+    check_keys(options, OWN_OPTIONS, "backend own: unknown option '{key}'", listing="options")
     return OwnEngineBackend(target=target, device=device, dtype=dtype, seed=seed,
                             kernels=options.get("kernels", "auto"), compile=bool(options.get("compile", False)),
                             threads=parse_thread_setting(options.get("threads"), "backend own"),
@@ -274,10 +272,10 @@ def run_prompt(*, target: str, drafter: str, params: dict, gamma: int, sampling:
                status: Callable[[str], None] | None = None) -> dict:
     """Run ``prompt`` with the given drafter (and optionally the γ=0 baseline); return a report dict."""
     say = status or (lambda message: None)
-    if drafter != "none":
+    if drafter != TARGET_ONLY:
         check_params(drafter, params)  # bad parameters fail before any model loads
     check_cpu_settings(device, dtype, layout, "run")
-    if gamma > 0 and drafter == "none":
+    if gamma > 0 and drafter == TARGET_ONLY:
         raise SpecbenchError("gamma > 0 needs a drafter")
     say(f"loading target {target}")
     target_model = load_model(target, device=device, dtype="fp32" if dtype == "auto" else dtype)
@@ -296,7 +294,7 @@ def run_prompt(*, target: str, drafter: str, params: dict, gamma: int, sampling:
                                compile=compile, decoder=decoder)
     result = timed_generation(engine, prompt_ids, max_new_tokens, seed=seed, stop_at_eos=stop_at_eos)
     report = {
-        "target": target, "drafter": drafter if gamma > 0 else "none", "drafter_params": params, "gamma": gamma,
+        "target": target, "drafter": drafter if gamma > 0 else TARGET_ONLY, "drafter_params": params, "gamma": gamma,
         "tree": tree if gamma > 0 else "chain",
         "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k,
         "device": str(engine.device), "dtype": dtype,

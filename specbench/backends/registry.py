@@ -1,59 +1,97 @@
-"""Backend names → classes: what ``backend: NAME`` in a sweep (and ``--backend NAME``) builds.
+"""Backend names → entries: what ``backend: NAME`` in a sweep (and ``--backend NAME``) builds.
 
-Every backend is built the same way, ``Cls(options, *, target=..., device=..., dtype=..., seed=...)``,
-where ``options`` is the rest of the sweep's ``backend:`` mapping. Classes are named by module
-path and imported only when asked for, so a backend whose module (or whose engine) is absent
-costs nothing until a sweep names it, and then fails in one line.
+One `specbench.catalogue.registry.Registry` of `BackendKind` entries, the mechanism the drafter
+catalogue uses too. Every backend is built the same way, ``Cls(options, *, target=..., device=...,
+dtype=..., seed=...)``, where ``options`` is the rest of the sweep's ``backend:`` mapping. Classes
+are named by module path and imported only when asked for, so a backend whose module (or whose
+engine) is absent costs nothing until a sweep names it, and then fails in one line.
+
+`measure` reaches backends only through this module and `specbench.backends.base` (an
+import-linter contract): the facts a sweep spec is checked against are entries' fields, and a
+backend's own check of a sweep (`check_sweep`) is named by its entry.
 """
 
 from __future__ import annotations
 
-import importlib
+from dataclasses import dataclass
 
-from specbench.errors import SpecbenchError, did_you_mean
+from specbench.catalogue.registry import Registry, resolve
 
 DEFAULT = "own"
-BACKENDS: dict[str, str] = {
-    "own": "specbench.backends.own_engine:own_backend",
-    "vllm": "specbench.backends.vllm_engine:VLLMBackend",
-    "openai": "specbench.backends.openai_server:OpenAIServerBackend",
-    "vllm-server": "specbench.backends.vllm_server:VLLMServerBackend",
-}
-# Backends that measure many requests in flight (the own engine runs one at a time).
-CONCURRENT = ("vllm", "openai", "vllm-server")
-# Backends that run specbench's own drafters (and so can replay).
-OWN_DRAFTERS = ("own",)
 
 
-def check_name(name: str) -> str:
-    if name not in BACKENDS:
-        raise SpecbenchError(f"unknown backend '{name}'{did_you_mean(str(name), list(BACKENDS))} "
-                             f"(choose from: {', '.join(BACKENDS)})")
-    return name
+@dataclass(frozen=True)
+class BackendKind:
+    """One backend: how to build it and what a sweep may ask of it."""
+
+    name: str
+    cls: str  # "module:attribute" called as Cls(options, *, target, device, dtype, seed)
+    concurrent: bool = False  # measures many requests in flight (serving engines); the own engine runs one
+    own_drafters: bool = False  # runs specbench's own drafters (and so can replay them)
+    # "module:function"(options, configs, where): refuses, before anything starts, what the backend cannot run
+    check: str | None = None
+    batch_option: str | None = None  # the option sized from the sweep's largest concurrency unless given
+
+
+BACKENDS: Registry[BackendKind] = Registry(
+    "backend",
+    (
+        BackendKind("own", "specbench.backends.own_engine:own_backend", own_drafters=True),
+        BackendKind(
+            "vllm",
+            "specbench.backends.vllm_engine:VLLMBackend",
+            concurrent=True,
+            check="specbench.backends.vllm_config:check_engine_sweep",
+            batch_option="max_num_seqs",
+        ),
+        BackendKind("openai", "specbench.backends.openai_server:OpenAIServerBackend", concurrent=True),
+        BackendKind(
+            "vllm-server",
+            "specbench.backends.vllm_server:VLLMServerBackend",
+            concurrent=True,
+            check="specbench.backends.vllm_config:check_server_sweep",
+        ),
+    ),
+)
+
+
+def get(name: str) -> BackendKind:
+    """The entry called ``name``; unknown: one line with a did-you-mean."""
+    return BACKENDS.get(name)
+
+
+def names(**facts) -> list[str]:
+    """Backend names whose entries have ``facts`` (``names(concurrent=True)``)."""
+    return BACKENDS.names(lambda kind: all(getattr(kind, k) == v for k, v in facts.items()))
 
 
 def backend_class(name: str):
     """The class registered as ``name``; a missing module is a one-line error."""
-    module_name, _, attr = BACKENDS[check_name(name)].partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and (exc.name == module_name or module_name.startswith(exc.name + ".")):
-            raise SpecbenchError(f"backend {name} is not available (module {module_name} is missing)") from None
-        raise
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        raise SpecbenchError(f"backend {name} is not available ({module_name} has no {attr})") from None
+    return BACKENDS.load(name)
 
 
-def make_backend(name: str, options: dict | None = None, *, target: str, device: str, dtype: str, seed: int = 0,
-                 max_concurrency: int = 1):
+def check_sweep(name: str, options: dict, configs: list, where: str) -> None:
+    """The backend's own refusal of a sweep's options and configurations (before any engine starts)."""
+    kind = get(name)
+    if kind.check is not None:
+        resolve(kind.check, f"backend {name}")(options, configs, where)
+
+
+def make_backend(
+    name: str,
+    options: dict | None = None,
+    *,
+    target: str,
+    device: str,
+    dtype: str,
+    seed: int = 0,
+    max_concurrency: int = 1,
+):
     """Build the backend ``name``. ``max_concurrency`` (the sweep's largest) sizes a serving
-    engine's batch (vLLM's ``max_num_seqs``) unless the options set it."""
+    engine's batch (vLLM's ``max_num_seqs``, its entry's ``batch_option``) unless the options set it."""
     options = dict(options or {})
-    if name == "vllm" and "max_num_seqs" not in options:
-        options["max_num_seqs"] = max(1, int(max_concurrency))
+    batch_option = get(name).batch_option
+    if batch_option is not None and batch_option not in options:
+        options[batch_option] = max(1, int(max_concurrency))
     cls = backend_class(name)
     return cls(options, target=target, device=device, dtype=dtype, seed=seed)
-

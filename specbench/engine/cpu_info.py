@@ -22,8 +22,14 @@ from functools import lru_cache
 from pathlib import Path
 
 # /proc/cpuinfo flag -> the name the tables print, in the order they print
-FLAGS_THAT_MATTER = {"avx2": "AVX2", "avx512f": "AVX-512", "avx512_bf16": "AVX512-BF16",
-                     "avx512_fp16": "AVX512-FP16", "amx_bf16": "AMX-BF16", "amx_fp16": "AMX-FP16"}
+FLAGS_THAT_MATTER = {
+    "avx2": "AVX2",
+    "avx512f": "AVX-512",
+    "avx512_bf16": "AVX512-BF16",
+    "avx512_fp16": "AVX512-FP16",
+    "amx_bf16": "AMX-BF16",
+    "amx_fp16": "AMX-FP16",
+}
 ONEDNN_BF16_FLAGS = ("avx512bw", "avx512vl", "avx512dq")  # torch's check for its oneDNN bf16 products
 
 

@@ -20,8 +20,8 @@ from specbench.engine.kv_cache import StaticKVCache
 from specbench.engine.weight_layout import (REDUCED_PRECISION, CpuLayout, apply_layout, default_layout, linear,
                                             single_row_weight)
 from specbench.errors import SpecbenchError
-from specbench.kernels._triton import interpreter_enabled, triton_available
-from specbench.kernels.tree_attention import tree_attention
+from specbench_kernels._triton import interpreter_enabled, triton_available
+from specbench_kernels.tree_attention import tree_attention
 
 # the MoE types share the Llama-family attention; their sparse MLP blocks run through their own forward
 NATIVE_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral", "qwen3_moe", "mixtral")
@@ -398,10 +398,14 @@ class HFDecoder:
                              layer_hidden={i: states[i] for i in hidden_layers})
 
 
-def make_decoder(model, backend: str = "auto", kernels: str = "auto", compile: bool = False):
-    """The native decoder when the architecture allows it (or ``backend='hf'`` is forced)."""
-    if backend not in ("auto", "native", "hf"):
-        raise SpecbenchError(f"unknown decoder backend '{backend}' (auto, native or hf)")
-    if backend == "hf" or (backend == "auto" and model.config.model_type not in NATIVE_MODEL_TYPES):
+IMPLEMENTATIONS = ("auto", "native", "hf")  # auto: native where the architecture allows it, else hf
+
+
+def make_decoder(model, implementation: str = "auto", kernels: str = "auto", compile: bool = False):
+    """The native decoder when the architecture allows it (or ``implementation='hf'``, transformers'
+    own forward, is forced)."""
+    if implementation not in IMPLEMENTATIONS:
+        raise SpecbenchError(f"unknown decoder implementation '{implementation}' (auto, native or hf)")
+    if implementation == "hf" or (implementation == "auto" and model.config.model_type not in NATIVE_MODEL_TYPES):
         return HFDecoder(model)
     return NativeDecoder(model, kernels=kernels, compile=compile)

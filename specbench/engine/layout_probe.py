@@ -48,8 +48,14 @@ import torch
 
 from specbench.engine.cpu_info import cpu_flags, cpu_model, describe_cpu, onednn_16bit
 from specbench.engine.threads import available_cores, using_threads
-from specbench.engine.weight_layout import (DTYPE_NAMES, LAYOUTS, CpuLayout, candidate_layouts, default_layout,
-                                            layout_named)
+from specbench.engine.weight_layout import (
+    DTYPE_NAMES,
+    LAYOUTS,
+    CpuLayout,
+    candidate_layouts,
+    default_layout,
+    layout_named,
+)
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models.cache import cache_root
 
@@ -61,8 +67,18 @@ PRUNE_FACTOR = 3.0  # a candidate whose warmed-up decode step takes this many ti
 EXACT_CHECKS = 2  # random token sets the exact-rows check runs
 LAZY_HEAD_ROWS = 2.0  # head rows a lazy chain verdict computes per round: Σ αⁱ ≈ 1 / (1 − α) = 2 at α = 0.5
 CACHE_FOLDER = "cpu-layouts"
-KEY_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16", "avx512_fp16", "amx_tile",
-             "amx_bf16", "amx_fp16")
+KEY_FLAGS = (
+    "avx2",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512dq",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_tile",
+    "amx_bf16",
+    "amx_fp16",
+)
 
 
 def parse_layout_setting(value, where: str) -> str | None:
@@ -70,21 +86,26 @@ def parse_layout_setting(value, where: str) -> str | None:
     if value is None or value == "auto":
         return value
     if not isinstance(value, str) or value not in LAYOUTS:
-        raise SpecbenchError(f"{where}: 'layout' must be auto or one of {', '.join(LAYOUTS)}, got {value!r}"
-                             f"{did_you_mean(str(value), list(LAYOUTS))}")
+        raise SpecbenchError(
+            f"{where}: 'layout' must be auto or one of {', '.join(LAYOUTS)}, got {value!r}"
+            f"{did_you_mean(str(value), list(LAYOUTS))}"
+        )
     return value
 
 
 def check_cpu_settings(device: str, dtype: str, layout: str | None, where: str) -> None:
     """``dtype: auto`` and ``layout`` choose among CPU layouts: the CPU only, and a named layout needs a fixed dtype."""
     if dtype == "auto" and device != "cpu":
-        raise SpecbenchError(f"{where}: dtype auto is measured on the CPU only (device '{device}'): choose fp32, bf16 "
-                             "or fp16")
+        raise SpecbenchError(
+            f"{where}: dtype auto is measured on the CPU only (device '{device}'): choose fp32, bf16 or fp16"
+        )
     if layout is not None and device != "cpu":
         raise SpecbenchError(f"{where}: 'layout' chooses the CPU weight layout, not one for device '{device}'")
     if dtype == "auto" and layout not in (None, "auto"):
-        raise SpecbenchError(f"{where}: layout {layout} is a layout of one dtype; with dtype auto the layout is "
-                             "measured too (leave layout unset or auto)")
+        raise SpecbenchError(
+            f"{where}: layout {layout} is a layout of one dtype; with dtype auto the layout is "
+            "measured too (leave layout unset or auto)"
+        )
 
 
 @dataclass
@@ -116,8 +137,12 @@ class Candidate:
 
     @property
     def upcast_prefill(self) -> bool:
-        return (self.reduced and self.prefill_s is not None and self.prefill_upcast_s is not None
-                and self.prefill_upcast_s < self.prefill_s)
+        return (
+            self.reduced
+            and self.prefill_s is not None
+            and self.prefill_upcast_s is not None
+            and self.prefill_upcast_s < self.prefill_s
+        )
 
     def score(self, verify_tokens: int) -> float:
         """Seconds of one decode step plus (k > 1) one verify step with its LM-head rows; inf if dropped."""
@@ -133,14 +158,21 @@ class Candidate:
         return replace(LAYOUTS[self.layout], lazy_head=self.lazy_head, upcast_prefill=self.upcast_prefill)
 
     def to_dict(self) -> dict:
-        return {(key[:-2] + "_ms" if key.endswith("_s") else key):
-                (round(value * 1e3, 3) if key.endswith("_s") and value is not None else value)
-                for key, value in asdict(self).items()}
+        return {
+            (key[:-2] + "_ms" if key.endswith("_s") else key): (
+                round(value * 1e3, 3) if key.endswith("_s") and value is not None else value
+            )
+            for key, value in asdict(self).items()
+        }
 
     @classmethod
     def from_dict(cls, data: dict) -> Candidate:
-        fields = {(key[:-3] + "_s" if key.endswith("_ms") else key):
-                  (value / 1e3 if key.endswith("_ms") and value is not None else value) for key, value in data.items()}
+        fields = {
+            (key[:-3] + "_s" if key.endswith("_ms") else key): (
+                value / 1e3 if key.endswith("_ms") and value is not None else value
+            )
+            for key, value in data.items()
+        }
         return cls(**fields)
 
 
@@ -164,17 +196,33 @@ class LayoutChoice:
         return f"{self.dtype}, layout {self.layout.describe()}: {self.reason}"
 
     def to_dict(self) -> dict:
-        return {"setting": self.setting, "dtype": self.dtype, "layout": self.layout.to_dict(),
-                "verify_tokens": self.verify_tokens, "reason": self.reason, "cached": self.cached,
-                "probe_s": None if self.probe_s is None else round(self.probe_s, 2), "measured": self.measured,
-                "cpu": self.cpu, "candidates": [c.to_dict() for c in self.candidates]}
+        return {
+            "setting": self.setting,
+            "dtype": self.dtype,
+            "layout": self.layout.to_dict(),
+            "verify_tokens": self.verify_tokens,
+            "reason": self.reason,
+            "cached": self.cached,
+            "probe_s": None if self.probe_s is None else round(self.probe_s, 2),
+            "measured": self.measured,
+            "cpu": self.cpu,
+            "candidates": [c.to_dict() for c in self.candidates],
+        }
 
     @classmethod
     def from_dict(cls, data: dict) -> LayoutChoice:
-        return cls(setting=data["setting"], dtype=data["dtype"], layout=CpuLayout(**data["layout"]),
-                   verify_tokens=int(data["verify_tokens"]), reason=data["reason"], cached=bool(data["cached"]),
-                   probe_s=data.get("probe_s"), measured=data.get("measured"), cpu=data["cpu"],
-                   candidates=[Candidate.from_dict(c) for c in data["candidates"]])
+        return cls(
+            setting=data["setting"],
+            dtype=data["dtype"],
+            layout=CpuLayout(**data["layout"]),
+            verify_tokens=int(data["verify_tokens"]),
+            reason=data["reason"],
+            cached=bool(data["cached"]),
+            probe_s=data.get("probe_s"),
+            measured=data.get("measured"),
+            cpu=data["cpu"],
+            candidates=[Candidate.from_dict(c) for c in data["candidates"]],
+        )
 
 
 def auto_dtypes() -> list[str]:
@@ -185,15 +233,23 @@ def auto_dtypes() -> list[str]:
 
 def default_choice(dtype: torch.dtype, verify_tokens: int) -> LayoutChoice:
     """The rule's layout for ``dtype`` (`weight_layout.default_layout`), nothing measured."""
-    return LayoutChoice("default", DTYPE_NAMES[dtype], default_layout(dtype), verify_tokens,
-                        "the default for this dtype and CPU (not measured; --layout auto measures)")
+    return LayoutChoice(
+        "default",
+        DTYPE_NAMES[dtype],
+        default_layout(dtype),
+        verify_tokens,
+        "the default for this dtype and CPU (not measured; --layout auto measures)",
+    )
 
 
 def forced_choice(name: str, dtype: torch.dtype, verify_tokens: int) -> LayoutChoice:
-    return LayoutChoice(name, DTYPE_NAMES[dtype], layout_named(name, dtype), verify_tokens, "forced by the layout setting")
+    return LayoutChoice(
+        name, DTYPE_NAMES[dtype], layout_named(name, dtype), verify_tokens, "forced by the layout setting"
+    )
 
 
 # ----------------------------------------------------------------------------- measuring
+
 
 def _seconds(fn) -> float:
     start = time.perf_counter()
@@ -243,7 +299,7 @@ class _Shapes:
         for tokens in self.tokens.split(1):  # [1, k] each
             singles = []
             for i in range(self.k):
-                singles.append(d.forward(tokens[:, i:i + 1], logits="none").hidden)  # [1, 1, H]
+                singles.append(d.forward(tokens[:, i : i + 1], logits="none").hidden)  # [1, 1, H]
             d.truncate(self.context)
             together = d.forward(tokens, logits="none").hidden  # [1, k, H]
             d.truncate(self.context)
@@ -295,14 +351,26 @@ class _Entry:
     def keep_medians(self) -> None:
         medians = {step: statistics.median(v) if v else None for step, v in self.times.items()}
         c = self.candidate
-        c.decode_s, c.verify_s, c.head_row_s, c.head_rows_s = (medians["decode"], medians["verify"],
-                                                               medians["head_row"], medians["head_rows"])
+        c.decode_s, c.verify_s, c.head_row_s, c.head_rows_s = (
+            medians["decode"],
+            medians["verify"],
+            medians["head_row"],
+            medians["head_rows"],
+        )
         c.prefill_s, c.prefill_upcast_s = medians["prefill"], medians["prefill_upcast"]
 
 
-def probe_layouts(decoders: dict, verify_tokens: int, *, repeats: int = PROBE_REPEATS, context: int = PROBE_CONTEXT,
-                  seed: int = 0, budget_s: float = PROBE_BUDGET_S, thread_counts: tuple[int, ...] | None = None,
-                  layouts: dict | None = None) -> LayoutChoice:
+def probe_layouts(
+    decoders: dict,
+    verify_tokens: int,
+    *,
+    repeats: int = PROBE_REPEATS,
+    context: int = PROBE_CONTEXT,
+    seed: int = 0,
+    budget_s: float = PROBE_BUDGET_S,
+    thread_counts: tuple[int, ...] | None = None,
+    layouts: dict | None = None,
+) -> LayoutChoice:
     """Measure every candidate of ``decoders`` (dtype name -> `NativeDecoder` on the CPU, one model per
     dtype) for verify steps of ``verify_tokens`` and leave the winner's decoder in the winning layout.
 
@@ -323,8 +391,9 @@ def probe_layouts(decoders: dict, verify_tokens: int, *, repeats: int = PROBE_RE
             entry.check_exact(counts)
         decode = _seconds(entry.shapes.decode)
         if decode > PRUNE_FACTOR * best_decode:
-            entry.candidate.dropped = (entry.candidate.dropped
-                                       or f"decode {decode * 1e3:.1f} ms > {PRUNE_FACTOR:g}x the fastest")
+            entry.candidate.dropped = (
+                entry.candidate.dropped or f"decode {decode * 1e3:.1f} ms > {PRUNE_FACTOR:g}x the fastest"
+            )
             entry.candidate.decode_s = decode
         if not entry.candidate.dropped:  # only a choosable candidate sets the bar
             best_decode = min(best_decode, decode)
@@ -345,13 +414,21 @@ def probe_layouts(decoders: dict, verify_tokens: int, *, repeats: int = PROBE_RE
         raise SpecbenchError("the layout probe found no lossless candidate on this CPU")
     plan = winner.candidate.plan()
     winner.decoder.use_layout(plan)
-    return LayoutChoice("auto", winner.candidate.dtype, plan, verify_tokens,
-                        _reason(winner.candidate, candidates, verify_tokens), probe_s=time.perf_counter() - started,
-                        measured=_now(), candidates=candidates)
+    return LayoutChoice(
+        "auto",
+        winner.candidate.dtype,
+        plan,
+        verify_tokens,
+        _reason(winner.candidate, candidates, verify_tokens),
+        probe_s=time.perf_counter() - started,
+        measured=_now(),
+        candidates=candidates,
+    )
 
 
 def _reason(winner: Candidate, candidates: list[Candidate], verify_tokens: int) -> str:
     """Why the winner won, in one line: its step times against the best other dtype's (or layout's)."""
+
     def steps(c: Candidate) -> str:
         if verify_tokens == 1:
             return f"decode {c.decode_s * 1e3:.1f} ms"
@@ -378,13 +455,22 @@ def _now() -> str:
 
 # ----------------------------------------------------------------------------- the cache
 
+
 def probe_key(model_id: str, dtypes: list[str], verify_tokens: int, thread_counts: tuple[int, ...] | None) -> dict:
     """What a cached probe result is valid for: this machine, this torch, this model, these choices."""
     flags = cpu_flags()
-    return {"probe_version": PROBE_VERSION, "cpu": cpu_model(), "flags": [f for f in KEY_FLAGS if f in flags],
-            "cores": available_cores(), "threads": torch.get_num_threads(), "torch": torch.__version__,
-            "model": model_id, "dtypes": list(dtypes), "verify_tokens": verify_tokens,
-            "thread_counts": sorted(set(thread_counts or (torch.get_num_threads(),)))}
+    return {
+        "probe_version": PROBE_VERSION,
+        "cpu": cpu_model(),
+        "flags": [f for f in KEY_FLAGS if f in flags],
+        "cores": available_cores(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "model": model_id,
+        "dtypes": list(dtypes),
+        "verify_tokens": verify_tokens,
+        "thread_counts": sorted(set(thread_counts or (torch.get_num_threads(),))),
+    }
 
 
 def cache_file(key: dict) -> Path:
@@ -422,8 +508,15 @@ def load_average() -> float | None:
     return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
 
 
-def choose_layout(decoders: dict, verify_tokens: int, model_id: str, *, thread_counts: tuple[int, ...] | None = None,
-                  use_cache: bool = True, status=lambda message: None) -> LayoutChoice:
+def choose_layout(
+    decoders: dict,
+    verify_tokens: int,
+    model_id: str,
+    *,
+    thread_counts: tuple[int, ...] | None = None,
+    use_cache: bool = True,
+    status=lambda message: None,
+) -> LayoutChoice:
     """The probe's choice for these decoders: cached for this machine and model, else measured (and
     cached); the winning decoder is left in the chosen layout.
 
@@ -440,8 +533,9 @@ def choose_layout(decoders: dict, verify_tokens: int, model_id: str, *, thread_c
     choice = probe_layouts(decoders, verify_tokens, thread_counts=thread_counts)
     loads = [x for x in (before, load_average()) if x is not None]
     if loads and max(loads) > available_cores():
-        choice.reason += (f"; measured on a busy machine (load average {max(loads):.1f} on {available_cores()} "
-                          "cores): not cached")
+        choice.reason += (
+            f"; measured on a busy machine (load average {max(loads):.1f} on {available_cores()} cores): not cached"
+        )
     else:
         store(key, choice)
     return choice

@@ -31,7 +31,7 @@ from specbench.engine.tree import shape_for, verification_layout
 from specbench.engine.verify import (verify_greedy, verify_greedy_rows, verify_sampling, verify_sampling_rows,
                                      verify_tree_greedy, verify_tree_sampling)
 from specbench.errors import SpecbenchError
-from specbench.kernels.rejection_sampling import rejection_sampling
+from specbench_kernels.rejection_sampling import rejection_sampling
 from specbench.models.moe_upcycle import RoutingLog, routing_log
 
 
@@ -70,7 +70,7 @@ class SpeculativeEngine:
     """Generate with a target model and an optional drafter, recording every round."""
 
     def __init__(self, target, drafter: Drafter | None = None, *, gamma: int = 0, tree: str = "chain",
-                 sampling: SamplingParams = SamplingParams(), backend: str = "auto", kernels: str = "auto",
+                 sampling: SamplingParams = SamplingParams(), implementation: str = "auto", kernels: str = "auto",
                  compile: bool = False, verifier: Verifier | None = None, decoder=None,
                  schedule: ScheduleSpec = ScheduleSpec(), threads: RoleThreads | None = None):
         if gamma < 0:
@@ -79,18 +79,18 @@ class SpeculativeEngine:
             raise SpecbenchError("gamma > 0 needs a drafter")
         self.target = target
         self.drafter = drafter if gamma > 0 else None
-        self.gamma = gamma
+        self.config_gamma = gamma  # the configuration's γ: each round's γ (round_gamma) is at most this
         self.shape = shape_for(tree, gamma) if gamma > 0 else None
         self.sampling = sampling
         # CPU threads of the target's and the drafter's forwards (`specbench.engine.threads`); None: torch's
         self.threads = threads
         # engines of one target may share a decoder (and its compiled graphs)
-        self.decoder = decoder or make_decoder(target.model, backend, kernels, compile)
+        self.decoder = decoder or make_decoder(target.model, implementation, kernels, compile)
         if compile and hasattr(self.drafter, "compile_steps"):  # a draft model compiles its steps too
             self.drafter.compile_steps()
         if self.shape is not None and not getattr(self.shape, "is_chain", False) and not self.decoder.supports_trees:
             raise SpecbenchError(f"tree drafting needs a natively supported target architecture; "
-                                 f"'{target.name}' runs through the generic backend (chains only)")
+                                 f"'{target.name}' runs through transformers' own forward (chains only)")
         self.kernels = kernels
         ranks = getattr(self.shape, "ranks", None)
         if ranks and max(ranks) >= target.vocab_size:
@@ -186,20 +186,20 @@ class SpeculativeEngine:
                                                   probabilities(logits[0], self.sampling), generator)
         return verdict.path, verdict.next_token
 
-    def _propose(self, context: torch.Tensor, gamma: int, generator) -> Proposal:
-        """This round's draft: the shape cut to depth ``gamma`` (this round's γ)."""
-        if gamma == 0 or self.drafter is None:
+    def _propose(self, context: torch.Tensor, round_gamma: int, generator) -> Proposal:
+        """This round's draft: the shape cut to depth ``round_gamma`` (this round's γ)."""
+        if round_gamma == 0 or self.drafter is None:
             return Proposal(tokens=context[:, :0], probs=None, draft_steps=0)
-        shape = self.shape.truncated(gamma)
+        shape = self.shape.truncated(round_gamma)
         if self.schedule.keep_drafting is None:
             return self.drafter.propose(context, shape, self.sampling, generator)
         return self.drafter.propose(context, shape, self.sampling, generator, keep_drafting=self.schedule.keep_drafting)
 
     # The two steps of a round a round driver may change (`specbench.engine.nested` does); the
     # accepting, bookkeeping and recording around them are the same for every driver.
-    def _draft(self, context: torch.Tensor, gamma: int, generator) -> Proposal:
+    def _draft(self, context: torch.Tensor, round_gamma: int, generator) -> Proposal:
         """This round's proposal for context [1, L] (sequential: drafted now)."""
-        return self._propose(context, gamma, generator)
+        return self._propose(context, round_gamma, generator)
 
     def _verify(self, proposal: Proposal, context: torch.Tensor, generator):
         """The target's verdict on ``proposal`` continuing context [1, L] (see `_target_round`)."""
@@ -302,9 +302,9 @@ class SpeculativeEngine:
         while not done:
             t0 = self.clock.now()
             # the schedule's γ for this round (fixed: the configuration's), never past the length limit
-            gamma = min(self.schedule.round_gamma(), max_new_tokens - len(tokens) - 1)
+            round_gamma = min(self.schedule.round_gamma(), max_new_tokens - len(tokens) - 1)
             with using_threads(self._role_threads("drafter")):
-                proposal = self._draft(context[:, :length], gamma, generator)
+                proposal = self._draft(context[:, :length], round_gamma, generator)
             t1 = self.clock.now()
             with using_threads(self._role_threads("target")):
                 path, next_token, features = self._verify(proposal, context[:, :length], generator)

@@ -57,7 +57,6 @@ from specbench.errors import SpecbenchError
 MAX_PREPARED = 16
 TOP_TWO = StaticTree.from_branching("2")  # the drafter's two best next tokens
 GREEDY = SamplingParams()
-NESTED_DRAFTERS = ("draft-model", "eagle", "eagle3")  # the registry's drafters with `propose_ahead`
 
 
 @dataclass
@@ -124,17 +123,17 @@ class NestedSpeculativeEngine(SpeculativeEngine):
         return result
 
     # ------------------------------------------------------------------ the round's two steps
-    def _draft(self, context: torch.Tensor, gamma: int, generator) -> Proposal:
+    def _draft(self, context: torch.Tensor, round_gamma: int, generator) -> Proposal:
         """The prepared draft of the outcome that happened, if there is one; else draft now."""
         ready, self._ready = self._ready, []
-        if gamma > 0:
+        if round_gamma > 0:
             for prepared in ready:
                 if context.shape[1] == prepared.start + len(prepared.tail) and \
                         context[0, prepared.start:].tolist() == prepared.tail:
                     self._counts[1] += 1
                     self._counts[2] += prepared.seconds
-                    return truncated(prepared.proposal, gamma)
-        return super()._draft(context, gamma, generator)
+                    return truncated(prepared.proposal, round_gamma)
+        return super()._draft(context, round_gamma, generator)
 
     def _verify(self, proposal: Proposal, context: torch.Tensor, generator):
         """Verify in the worker thread while this thread prepares the next round's drafts."""

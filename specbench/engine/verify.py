@@ -28,7 +28,7 @@ from typing import Callable
 import torch
 
 from specbench.engine.tree import leaf_paths_cached
-from specbench.kernels.rejection_sampling_reference import Verdict, draw_exponential_race, verify_sampling
+from specbench_kernels.rejection_sampling_reference import Verdict, draw_exponential_race, verify_sampling
 
 __all__ = ["Verdict", "draw_exponential_race", "verify_sampling", "verify_greedy", "verify_chain_rows", "GreedyRows",
            "SampledRows", "verify_greedy_rows", "verify_sampling_rows", "TreeVerdict", "verify_tree_greedy",

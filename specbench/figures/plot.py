@@ -54,6 +54,8 @@ from specbench.errors import SpecbenchError
 from specbench.figures.palette import BASELINE_LABEL, CHAIN, Palette
 from specbench.figures.schedules import figure_schedules, schedule_panels
 from specbench.figures.skipped import FigureSkipped  # re-exported: the figures' one skip type
+from specbench.analysis.sequential import LookPlan
+from specbench.records.adaptive_history import planned_looks, read_history
 from specbench.records.store import load_run_info
 from specbench.records.summary import (BASELINE_KEYS, configuration_table, fixed_schedule, is_baseline, lossless_check,
                                        prefer_live)
@@ -101,6 +103,7 @@ class PlotData:
     objective: str
     notes: list[str] = field(default_factory=list)
     context_bins: pd.DataFrame = field(default_factory=pd.DataFrame)  # context_bins.fit_by_context_bin
+    history: dict | None = None  # an adaptive sweep's stopping history (records.adaptive_history)
 
 
 def default_max_gamma(records: pd.DataFrame) -> int:
@@ -143,8 +146,11 @@ def load_plot_data(folder: str | Path, *, n_boot: int = N_BOOT, seed: int = 0, m
         if with_categories:
             subset = records[records["workload"].isin(with_categories)]
             category_fits = fits_frame(fit_acceptance(subset, by=["category"], n_boot=n_boot, seed=seed))
+    history = read_history(folder)  # an adaptive sweep is judged the way it stopped (analysis.sequential)
+    plans = {name: LookPlan(looks) for name, looks in planned_looks(history).items()}
     try:
-        recommendations = recommend(records, objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed)
+        recommendations = recommend(records, objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed,
+                                    plans=plans)
     except SpecbenchError as exc:
         recommendations = []
         notes.append(f"no recommendation: {exc}")
@@ -156,7 +162,7 @@ def load_plot_data(folder: str | Path, *, n_boot: int = N_BOOT, seed: int = 0, m
                     cost_fits=group_cost_fits(records), recommendations=recommendations,
                     lossless=lossless_check(records), palette=Palette(records["drafter_label"], records["tree"]),
                     max_gamma=max_gamma, objective=objective, notes=notes,
-                    context_bins=fit_by_context_bin(records, n_boot=n_boot, seed=seed))
+                    context_bins=fit_by_context_bin(records, n_boot=n_boot, seed=seed), history=history)
 
 
 # ----------------------------------------------------------------------------- scenarios and series

@@ -21,6 +21,7 @@ from typing import Callable
 import pandas as pd
 
 from specbench.analysis.intervals import N_BOOT
+from specbench.analysis.stopping_report import summary_lines
 from specbench.analysis.strategies import strategy_table
 from specbench.errors import SpecbenchError
 from specbench.figures.plot import (
@@ -156,6 +157,31 @@ def recommendation_section(data: PlotData) -> Html:
     notes = sorted({n for rec in data.recommendations for n in rec.notes} | set(data.notes))
     return section("recommendation", "Recommendation", table(headers, rows, {2, 4, 6, 7}), bullet_list(verdicts, ""),
                    Html("<h3>Notes</h3>") + bullet_list(notes) if notes else "")
+
+
+def stopping_section(data: PlotData) -> Html:
+    """An adaptive sweep's looks per workload: prompts, answer, best option and its adjusted interval."""
+    if not data.history:
+        return section("stopping", "Stopping history",
+                       paragraph("A fixed grid: every prompt was measured, then judged once. A verdict picks the best "
+                                 "of the configurations, so its interval is adjusted for that choice (docs/fit.md, "
+                                 "'Sweeps that decide'); `specbench sweep --until-decided` measures until each "
+                                 "workload is decided instead."))
+    rows = []
+    for name, entry in data.history.get("workloads", {}).items():
+        for look in entry.get("looks") or []:
+            best = look.get("best") or {}
+            rows.append([name, look["look"], look["prompts"], look.get("calibration_prompts") or "-",
+                         look.get("answer"), f"{best.get('drafter_label', '-')} γ={best.get('gamma', '-')}",
+                         interval(best.get("speedup"), best.get("lo_adj"), best.get("hi_sim"), 2, "×"),
+                         ", ".join(look.get("dropped") or []) or "-"])
+    outcome = bullet_list([esc(line) for line in summary_lines(data.history)], cls="")
+    return section("stopping", "Adaptive sweep: stopping history",
+                   paragraph("Each workload was measured look by look until its verdict was confident; intervals "
+                             "are adjusted for the planned looks and for picking the best configuration "
+                             "(docs/fit.md, 'Sweeps that decide')."), outcome,
+                   table(["workload", "look", "prompts", "timed prompts", "answer", "best", "speedup [adjusted]",
+                          "dropped from timing"], rows, numeric={1, 2, 3}))
 
 
 def settings_section(data: PlotData) -> Html:
@@ -361,7 +387,7 @@ def spec_section(data: PlotData) -> Html:
     return section("spec", "Sweep spec", body)
 
 
-NAV = (("recommendation", "Recommendation"), ("settings", "Engine settings"), ("figures", "Figures"),
+NAV = (("recommendation", "Recommendation"), ("stopping", "Stopping history"), ("settings", "Engine settings"), ("figures", "Figures"),
        ("acceptance", "Acceptance"), ("costs", "Costs"), ("lossless", "Lossless check"),
        ("environment", "Environment"), ("spec", "Sweep spec"))
 
@@ -369,7 +395,7 @@ NAV = (("recommendation", "Recommendation"), ("settings", "Engine settings"), ("
 def render_html(data: PlotData, figures: list[RenderedFigure], out_dir: Path, generated: str) -> str:
     """The whole page as a string."""
     nav = Html("<nav>" + "".join(f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t in NAV) + "</nav>")
-    body = [header(data, generated), nav, recommendation_section(data), settings_section(data),
+    body = [header(data, generated), nav, recommendation_section(data), stopping_section(data), settings_section(data),
             figures_section(figures, out_dir), acceptance_section(data), costs_section(data),
             strategies_section(data), lossless_section(data),
             environment_section(data), spec_section(data)]

@@ -1,4 +1,18 @@
-"""Rough cost of a sweep before it runs: units, tokens, and a time bound from model size."""
+"""Rough cost of a sweep before it runs: units, tokens, and a time estimate that includes the backend.
+
+Generating one token costs about one target forward, priced as
+
+    step_s = parameters × bytes per parameter ÷ bandwidth  +  layers × per-layer overhead
+
+(weight streaming, plus the kernel launches and Python of a small-batch forward, which dominate
+a small model on a CPU: SmolLM2-135M's 30 layers cost ~40 ms of its ~70 ms step on a 2-core
+CPU). The timing protocol times each prompt turn's baseline twice (``order: bracket``). A backend
+adds its start-up: the own engine loads the models once; a vLLM backend starts one engine per
+configuration (``ENGINE_START_S``: about 30 s for SmolLM2 on a 2-core CPU, minutes for a large
+target on a GPU), and an adaptive sweep may start an engine again in each look, unless it is kept
+(``engines_kept``). These are orders of magnitude, printed as "about": the sweep's own progress
+gives the real pace.
+"""
 
 from __future__ import annotations
 
@@ -8,16 +22,23 @@ from specbench.models.resolve import DTYPES, aliases
 
 # effective weight-streaming bandwidth of a decode step, bytes/s (order of magnitude only)
 BANDWIDTH_GUESS = {"cpu": 20e9, "cuda": 1.5e12}
-BYTES_PER_PARAM = {name: {"float32": 4, "bfloat16": 2, "float16": 2}[torch_name]  # every name of models.resolve.DTYPES
-                   for name, torch_name in DTYPES.items() if torch_name != "auto"}
+BYTES_PER_PARAM = {
+    name: {"float32": 4, "bfloat16": 2, "float16": 2}[torch_name]  # every name of models.resolve.DTYPES
+    for name, torch_name in DTYPES.items()
+    if torch_name != "auto"
+}
+LAYER_OVERHEAD_S = {"cpu": 1.3e-3, "cuda": 0.15e-3}  # per layer and forward: launches and Python, eager
+# one engine start: SmolLM2-135M on the 2-core CPU measured 25-35 s (vLLM) and ~30 s to ready (server);
+# on a GPU, loading and compiling a multi-billion target takes minutes
+ENGINE_START_S = {"vllm": {"cpu": 35.0, "cuda": 180.0}, "vllm-server": {"cpu": 40.0, "cuda": 200.0}}
+MODEL_LOAD_S = {"cpu": 5.0, "cuda": 20.0}  # the own engine: converted weights from the cache, once
 
 
-def parameter_count(target: str) -> int | None:
-    """Parameters of a target from its config alone (meta device: no weights are read)."""
+def model_shape(target: str) -> tuple[int | None, int | None]:
+    """(parameters, layers) of a target from its config alone (meta device: no weights are read)."""
     try:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM
-
 
         if target in aliases():
             entry = aliases()[target]
@@ -28,24 +49,91 @@ def parameter_count(target: str) -> int | None:
                 base = entry.get("base", target)
                 folder = model_cache.entry_dir(base)
                 if not (folder / "config.json").exists():
-                    return None
+                    return None, None
                 config = AutoConfig.from_pretrained(str(folder))
         else:
             config = AutoConfig.from_pretrained(target)
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(config)
-        return sum(p.numel() for p in model.parameters())
+        layers = getattr(config, "num_hidden_layers", None) or getattr(
+            config.get_text_config(), "num_hidden_layers", None
+        )
+        return sum(p.numel() for p in model.parameters()), layers
     except Exception:  # noqa: BLE001 - an estimate is optional
-        return None
+        return None, None
 
 
-def estimate(spec: SweepSpec, units) -> dict:
+def parameter_count(target: str) -> int | None:
+    return model_shape(target)[0]
+
+
+def engine_starts(spec: SweepSpec, looks: int = 1) -> int:
+    """Engine starts of a serving backend over ``looks`` looks (0 for the own engine and a running server)."""
+    if spec.backend not in ENGINE_START_S:
+        return 0
+    configs = len(spec.configs)
+    kept = int(spec.backend_options.get("engines_kept", 1)) if spec.backend == "vllm" else 1
+    later = configs if kept == 1 else max(configs - kept, 0)  # the kept ones (target-only first) need none
+    return configs + (looks - 1) * later
+
+
+def estimate(spec: SweepSpec, units, looks: int = 1) -> dict:
+    """Units, generated tokens and seconds (generation + start-up) of ``units``; ``looks``: an adaptive sweep's
+    largest number of looks per workload (engines may start again in each)."""
     tokens = sum(u.max_new_tokens for u in units)
-    params = parameter_count(spec.target)
-    out = {"units": len(units), "configs": len(spec.configs), "max_new_tokens_total": tokens,
-           "target_parameters": params, "seconds_upper": None}
+    params, layers = model_shape(spec.target)
+    kind = "cuda" if spec.device.startswith("cuda") else "cpu"
+    blocks = {
+        (u.workload.name, u.prompt.prompt_id, u.turn, u.repeat, u.config.temperature)
+        for u in units
+        if u.mode == "live" and not u.config.is_baseline
+    }
+    rebaseline = 0
+    if spec.timing.order == "bracket" and spec.backend == "own":
+        per_block = {
+            (u.workload.name, u.prompt.prompt_id, u.turn, u.repeat, u.config.temperature): u.max_new_tokens
+            for u in units
+            if u.mode == "live" and u.config.is_baseline
+        }
+        rebaseline = sum(per_block.get(b, 0) for b in blocks)
+    starts = engine_starts(spec, looks)
+    out = {
+        "units": len(units),
+        "configs": len(spec.configs),
+        "max_new_tokens_total": tokens,
+        "target_parameters": params,
+        "target_layers": layers,
+        "engine_starts": starts,
+        "start_s": starts * ENGINE_START_S.get(spec.backend, {}).get(kind, 0.0)
+        + (MODEL_LOAD_S[kind] if spec.backend == "own" else 0.0),
+        "generation_s": None,
+        "seconds": None,
+        "seconds_upper": None,
+    }
     if params:
-        kind = "cuda" if spec.device.startswith("cuda") else "cpu"
-        step = params * BYTES_PER_PARAM.get(spec.dtype, 4) / BANDWIDTH_GUESS[kind]
-        out["seconds_upper"] = tokens * step  # one target forward per token: the baseline's cost
+        step = (
+            params * BYTES_PER_PARAM.get(spec.dtype, 4) / BANDWIDTH_GUESS[kind] + (layers or 0) * LAYER_OVERHEAD_S[kind]
+        )
+        out["generation_s"] = (tokens + rebaseline) * step
+        out["seconds"] = out["generation_s"] + out["start_s"]
+        out["seconds_upper"] = out["seconds"]  # the former name, kept for readers of --json
     return out
+
+
+def describe(est: dict, spec: SweepSpec) -> str:
+    """The estimate in one line."""
+    if est["seconds"] is None:
+        return ""
+    kind = "cuda" if spec.device.startswith("cuda") else "cpu"
+    line = (
+        f"about {_minutes(est['seconds'])} on {spec.device}: {_minutes(est['generation_s'])} generating "
+        f"({est['target_parameters'] / 1e6:.0f}M-parameter target, one forward per token)"
+    )
+    if est["engine_starts"]:
+        each = ENGINE_START_S[spec.backend][kind]
+        line += f" + {est['engine_starts']} {spec.backend} engine start(s) ≈ {_minutes(est['start_s'])} (~{each:.0f} s each)"
+    return line
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"

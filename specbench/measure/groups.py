@@ -53,10 +53,19 @@ def group_units(units: list[Unit]) -> list[Group]:
                                                   g.turn))
 
 
+def warm_first(groups: list[Group], is_warm) -> list[Group]:
+    """Baselines first (turn 2 continues their turn-1 answers), then the configurations whose engine is
+    still running (a kept engine of a serving backend), then the rest, each in its own order."""
+    if is_warm is None:
+        return groups
+    warm = {id(g): is_warm(g.config) for g in groups}
+    return sorted(groups, key=lambda g: (not g.config.is_baseline, not warm[id(g)]))
+
+
 def run_groups(runner, units: list[Unit]) -> int:
     """Run the live ``units`` through ``runner.backend.generate_batch``; returns how many were measured."""
     spec, measured = runner.spec, 0
-    for group in group_units(units):
+    for group in warm_first(group_units(units), getattr(runner.backend, "is_warm", None)):
         requests = [Request(runner.prompt_ids(u), u.max_new_tokens, u.seed, not spec.ignore_eos) for u in group.units]
         runner.observer.status(f"{group.config.label} · concurrency {group.concurrency} · {len(requests)} requests")
         for unit in group.units:

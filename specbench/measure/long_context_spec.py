@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from specbench.errors import SpecbenchError, did_you_mean
+from specbench.errors import SpecbenchError, check_keys, did_you_mean
 from specbench.measure.spec_reader import Reader
 
 DOCUMENT_SOURCES = ("python-stdlib", "sharegpt")
@@ -176,9 +176,7 @@ def select(spec: LongContextSpec, options: dict[str, str], text: str) -> LongCon
     """
     bins, tasks = spec.bins, spec.tasks
     for key, value in options.items():
-        if key not in OPTIONS:
-            raise SpecbenchError(f"unknown option '{key}' in '{text}'{did_you_mean(key, list(OPTIONS))} "
-                                 f"(options: {', '.join(OPTIONS)})")
+        check_keys([key], OPTIONS, f"unknown option '{{key}}' in '{text}'", listing="options")
         wanted = [v.strip() for v in value.split(",") if v.strip()]
         known = [label for label, _ in spec.bins] if key == "bin" else [task for task, _ in spec.tasks]
         for v in wanted:

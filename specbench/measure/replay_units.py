@@ -4,7 +4,7 @@ predictions and live-vs-replay agreement computed from them.
 Records. A replayed unit is written like a measured one (`specbench.measure.units.make_record`) with
 ``mode = 'replay'``: its per-round lists hold the replayed rounds (for greedy decoding and for
 prompt lookup: the rounds a live run makes; for a draft model at temperature > 0: one draw of
-the coupled coins, distributed exactly as a live run — see `specbench.backends.replay`). Its timings
+the coupled coins, distributed exactly as a live run — see `specbench.measure.replay`). Its timings
 are predictions of the cost model fitted on the live units of the same (drafter, tree,
 workload, sampling) (`specbench.analysis.cost`, used through `CostModel`):
 
@@ -18,7 +18,7 @@ apart: they are a separate ``mode`` in every table and never enter a measured sp
 
 Moments. Next to each replayed record, ``replay/unit-<id>.json`` keeps what the record cannot:
 the expected rounds, accepted and drafted tokens given the trajectory, their covariance, and
-batch-means statistics (`specbench.backends.replay.GammaReplay`). It is written before the record, so a
+batch-means statistics (`specbench.measure.replay.GammaReplay`). It is written before the record, so a
 record never lacks its moments.
 
 Prediction intervals. For a configuration over units u with decode tokens T_u and expected
@@ -50,7 +50,8 @@ from scipy import stats
 
 from specbench.analysis.cost import cost_stats, fit_costs
 from specbench.analysis.intervals import LEVEL
-from specbench.backends.replay import Replayer, replay_chain
+from specbench.backends.base import OwnDrafterBackend
+from specbench.measure.replay import Replayer, replay_chain
 from specbench.engine.sampling import SamplingParams
 from specbench.engine.stats import GenerationResult, RoundLog
 from specbench.errors import SpecbenchError
@@ -173,7 +174,8 @@ def run_replay_units(runner, units: list) -> int:
     costs = group_costs(records)
     moments = MomentsStore(runner.store.folder)
     moments.remove_stale_temporaries()
-    replayer = Replayer(runner.backend.target, decoder=runner.backend.decoder)
+    backend: OwnDrafterBackend = runner.backend  # the spec allows replay only with such a backend
+    replayer = Replayer(backend.target, decoder=backend.decoder)
     batches: dict[tuple, list] = {}
     for unit in units:
         batches.setdefault(unit.group + (unit.turn, unit.config.drafter, unit.config.tree), []).append(unit)
@@ -195,7 +197,7 @@ def run_replay_units(runner, units: list) -> int:
                                                max_new_tokens=first.max_new_tokens, max_gamma=max(gammas),
                                                sampling=sampling, seed=first.seed)
         trajectory = current[1]
-        trace = replayer.trace(runner.backend.drafter(c.drafter), trajectory, max(gammas), sampling)
+        trace = replayer.trace(backend.drafter(c.drafter), trajectory, max(gammas), sampling, c.drafter.type)
         by_gamma = {r.gamma: r for r in replay_chain(trace, trajectory, gammas, seed=first.seed)}
         expected = None if trace.expected is None or not len(trace.expected) else float(np.mean(trace.expected))
         group = (runner.spec.target, c.drafter.type, c.drafter.label, c.tree, first.workload.name, c.temperature,

@@ -22,9 +22,12 @@ from pathlib import Path
 from typing import Protocol
 
 from specbench.backends.base import Backend
-from specbench.backends.environment import device_info, git_commit, now_utc, package_versions
+from specbench.engine.device import device_info
+from specbench.measure.environment import git_commit, now_utc, package_versions
 from specbench.backends.registry import make_backend
+from specbench.catalogue.drafters import TARGET_ONLY
 from specbench.errors import SpecbenchError
+from specbench.measure.adaptive import AdaptiveSweep, pool_units
 from specbench.measure.groups import run_groups, uses_groups
 from specbench.measure.machine_state import MachineProbe
 from specbench.measure.replay_units import run_replay_units, write_summary
@@ -58,6 +61,7 @@ class SweepObserver(Protocol):
     def unit_started(self, unit: Unit) -> None: ...
     def round_done(self, unit: Unit, result) -> None: ...
     def unit_done(self, unit: Unit, record: dict) -> None: ...
+    def looks_done(self, history: dict) -> None: ...  # adaptive sweeps: after every round of looks
 
 
 class SilentObserver:
@@ -66,6 +70,7 @@ class SilentObserver:
     def unit_started(self, unit): pass
     def round_done(self, unit, result): pass
     def unit_done(self, unit, record): pass
+    def looks_done(self, history): pass
 
 
 def check_folder(store: ResultsStore, spec: SweepSpec, force: bool) -> dict | None:
@@ -129,7 +134,8 @@ class SweepRunner:
         self.previous = check_folder(self.store, spec, force)
         self.workloads = load_workloads(spec)
         check_grid_size(spec, self.workloads, shard, yes=yes, in_shard=in_shard)
-        self.units = expand_units(spec, self.workloads, shard)
+        self.units = (pool_units(spec, self.workloads, shard) if spec.adaptive is not None
+                      else expand_units(spec, self.workloads, shard))
         if not self.units:
             raise SpecbenchError("empty grid: this shard has no prompts" if shard[1] > 1 else "empty grid")
         self.backend: Backend = make_backend(spec.backend, spec.run_options, target=spec.target, device=spec.device,
@@ -155,7 +161,7 @@ class SweepRunner:
             return
         frame = load_records(self.store.folder, columns=["mode", "drafter", "gamma", "turn", "workload", "prompt_id",
                                                           "repeat", "temperature", "top_p", "top_k", "output_ids"])
-        done = frame[(frame["drafter"] == "none") & (frame["turn"] == 1) & (frame["mode"] == "live")]
+        done = frame[(frame["drafter"] == TARGET_ONLY) & (frame["turn"] == 1) & (frame["mode"] == "live")]
         for row in done.itertuples():
             key = (row.workload, row.prompt_id, row.repeat, row.temperature, row.top_p, row.top_k)
             self._answers[key] = [self.backend.tokenizer.decode(list(row.output_ids), skip_special_tokens=True)]
@@ -225,6 +231,8 @@ class SweepRunner:
                 self.observer.status(f"--force: {set_aside} record(s) of spec {self.previous.get('spec_hash')} "
                                      "set aside")
             self.store.write_run_info(self._run_info())  # spec valid, models loaded
+            if self.spec.adaptive is not None:  # looks until each workload is decided (measure.adaptive)
+                return AdaptiveSweep(self).run(finished)
             return self._run_units(todo)
         finally:
             self.backend.close()

@@ -17,7 +17,7 @@ baseline (γ = 0) per temperature, crossed with every workload prompt, turn and 
 
 * ``live`` (default): every configuration runs through the engine on every prompt;
 * ``replay``: the baseline runs on every prompt, and each configuration is *replayed* from the
-  baseline's trajectory (`specbench.backends.replay`); only the ``calibration`` units run live, to fit the
+  baseline's trajectory (`specbench.measure.replay`); only the ``calibration`` units run live, to fit the
   cost model that times the replayed rows: γ in ``calibration.gammas`` (default: the smallest
   and the largest swept γ) on the first ``calibration.prompts`` prompts of each workload
   (default 2), for every drafter and temperature;
@@ -27,8 +27,8 @@ Mode and calibration choose which units exist, not what a unit measures: they ar
 the spec hash, so a live sweep's folder can be extended with ``--mode both``.
 
 ``backend`` (default ``own``) names who generates: ``backend: vllm`` or ``backend: {name: vllm,
-max_num_seqs: 16, ...}`` (options: `specbench.backends.vllm_config.OPTIONS`). ``concurrency: [1, 4,
-16]`` (serving backends only) runs every configuration with that many requests in flight; like
+max_num_seqs: 16, ...}`` (each backend checks its options: `specbench.backends.registry.check_sweep`).
+``concurrency: [1, 4, 16]`` (serving backends only) runs every configuration with that many requests in flight; like
 mode, it chooses which units exist and stays out of the hash. Neither key changes the hash of a
 spec that does not set it.
 
@@ -47,21 +47,18 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specbench.backends.registry import CONCURRENT, OWN_DRAFTERS
-from specbench.backends.registry import check_name as check_backend_name
+from specbench.backends import registry as backends
 from specbench.backends.registry import DEFAULT as DEFAULT_BACKEND
-from specbench.backends.replay import REPLAYABLE
-from specbench.backends.vllm_config import check_options as check_vllm_options
-from specbench.backends.vllm_config import speculative_config
+from specbench.catalogue import drafters as catalogue
 from specbench.engine.drafters import check_params
 from specbench.engine.drafters.param_values import check_param_values
-from specbench.engine.drafters.registry import get as drafter_type
 from specbench.engine.schedule import ScheduleSpec, check_schedule, parse_schedule
 from specbench.engine.layout_probe import check_cpu_settings, parse_layout_setting
 from specbench.engine.threads import parse_thread_setting
 from specbench.engine.tree import parse_tree, shape_for, tree_depth_limit
 from specbench.engine.named_params import NamedParams
-from specbench.errors import SpecbenchError, did_you_mean
+from specbench.errors import SpecbenchError, check_keys, did_you_mean
+from specbench.measure.adaptive_spec import AdaptivePlan, parse_adaptive
 from specbench.measure.strategy import SEQUENTIAL, Strategy, check_nested, parse_strategies
 from specbench.measure.timing_protocol import TimingProtocol, parse_timing
 from specbench.measure.values import GAMMA_LIMIT, check_config_count, check_name, finite, strict_bool
@@ -71,12 +68,12 @@ from specbench.safe_files import load_yaml_file
 TOP_LEVEL_KEYS = ("name", "description", "target", "device", "dtype", "seed", "repeats", "max_new_tokens",
                   "ignore_eos", "drafters", "gammas", "trees", "temperatures", "top_p", "top_k", "workloads",
                   "mode", "calibration", "compile", "kernels", "timing", "backend", "concurrency", "strategy",
-                  "schedules", "threads", "layout")
+                  "schedules", "threads", "adaptive", "layout")
 DEFAULTS = {"name": None, "description": "", "target": "smollm2-135m", "device": "cpu", "dtype": "fp32", "seed": 0,
             "repeats": 1, "max_new_tokens": None, "ignore_eos": False, "drafters": [], "gammas": [1, 2, 4],
             "trees": ["chain"], "temperatures": [0.0], "top_p": 1.0, "top_k": 0, "workloads": [], "mode": "live",
             "calibration": None, "compile": False, "kernels": "auto", "timing": None, "backend": None,
-            "concurrency": [1], "strategy": None, "schedules": ["fixed"], "threads": None,
+            "concurrency": [1], "strategy": None, "schedules": ["fixed"], "threads": None, "adaptive": None,
             "layout": None}
 MODES = ("live", "replay", "both")
 CALIBRATION_PROMPTS = 2
@@ -185,6 +182,7 @@ class SweepSpec:
     strategies: list[Strategy] = field(default_factory=lambda: [SEQUENTIAL])  # round drivers (strategy.py)
     schedules: list[ScheduleSpec] = field(default_factory=lambda: [ScheduleSpec()])  # verify-length axis
     threads: int | str | None = None  # own engine, CPU: torch threads (None: torch's), a count, or "auto" (measured)
+    adaptive: AdaptivePlan | None = None  # measure in stages until decided (measure.adaptive); None: a fixed grid
     layout: str | None = None  # own engine, CPU: weight layout (None: the dtype's default), "auto" (measured) or a name
     dtype_used: str | None = None  # filled once the target loads (not hashed): the dtype it runs in (dtype auto: chosen)
 
@@ -221,6 +219,8 @@ class SweepSpec:
             data["schedules"] = [{"name": s.name, **s.params_dict} for s in self.schedules]
         if self.threads is not None:
             data["threads"] = self.threads
+        if self.adaptive is not None:
+            data["adaptive"] = self.adaptive.to_dict()
         if self.layout is not None:
             data["layout"] = self.layout
         return data
@@ -252,9 +252,79 @@ class SweepSpec:
     def spec_hash(self) -> str:
         """Identity of what is measured (the name and description do not count)."""
         data = self.to_dict()
-        for key in ("name", "description", "mode", "calibration", "timing", "concurrency"):
+        for key in ("name", "description", "mode", "calibration", "timing", "concurrency", "adaptive"):
             data.pop(key, None)
         return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# ----------------------------------------------------------------------------- the command line's flags
+
+@dataclass(frozen=True)
+class SweepFlags:
+    """What ``specbench sweep``'s flags say, typed: each field overrides the sweep file's key of the
+    same meaning (None: not given). `over` merges them into the file's mapping, which `build_spec`
+    then checks, so ``--gamma 1,2,4`` is ``SweepFlags.gammas`` → the ``gammas`` key →
+    `SweepSpec.gammas` → each `RunConfig.gamma` → the backend → the engine's ``config_gamma``."""
+
+    name: str | None = None
+    target: str | None = None
+    drafters: list[str] | None = None  # TYPE or TYPE:key=value,...
+    gammas: list[int] | None = None
+    trees: list[str] | None = None
+    temperatures: list[float] | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    workloads: list[str] | None = None
+    prompts: int | None = None  # prompts per workload (each workload's count)
+    max_new_tokens: int | None = None
+    repeats: int | None = None
+    seed: int | None = None
+    device: str | None = None
+    dtype: str | None = None
+    ignore_eos: bool | None = None
+    compile: bool | None = None
+    kernels: str | None = None
+    threads: str | None = None
+    layout: str | None = None
+    mode: str | None = None
+    backend: str | None = None  # the file's backend options are kept when it names the same backend
+    concurrency: list[int] | None = None
+    until_decided: bool | None = None  # --until-decided (True) / --fixed-grid (False): the adaptive key
+    budget: str | None = None  # adaptive knobs, merged over the file's adaptive mapping (they imply it)
+    max_prompts: int | None = None
+    batch: int | None = None
+
+    def over(self, raw: dict) -> dict:
+        """The sweep file's mapping ``raw`` (may be empty) with the given flags put over it."""
+        raw = dict(raw)
+        plain = ("name", "target", "gammas", "trees", "temperatures", "top_p", "top_k", "repeats", "seed", "device",
+                 "dtype", "ignore_eos", "mode", "compile", "kernels", "threads", "layout", "max_new_tokens",
+                 "concurrency")
+        raw.update({key: getattr(self, key) for key in plain if getattr(self, key) is not None})
+        if self.backend is not None:
+            named = raw.get("backend")
+            same = isinstance(named, dict) and named.get("name", DEFAULT_BACKEND) == self.backend
+            raw["backend"] = {**named, "name": self.backend} if same else self.backend
+        if self.drafters:
+            raw["drafters"] = list(self.drafters)
+        if self.workloads:
+            raw["workloads"] = list(self.workloads)
+        if self.prompts is not None:
+            raw["workloads"] = [{**(w if isinstance(w, dict) else {"name": w}), "count": self.prompts}
+                                for w in raw.get("workloads") or []]
+        self._adaptive_over(raw)
+        return raw
+
+    def _adaptive_over(self, raw: dict) -> None:
+        knobs = {k: getattr(self, k) for k in ("budget", "max_prompts", "batch") if getattr(self, k) is not None}
+        if self.until_decided is False:
+            if knobs:
+                raise SpecbenchError("--fixed-grid cannot take --budget, --max-prompts or --batch (they belong to "
+                                     "--until-decided)")
+            raw["adaptive"] = None
+        elif self.until_decided or knobs:
+            base = raw.get("adaptive")
+            raw["adaptive"] = {**(base if isinstance(base, dict) else {}), **knobs} or True
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -370,9 +440,9 @@ def _check_replayable(spec: SweepSpec, where: str) -> None:
             _fail(where, f"mode '{spec.mode}' replays chains only for now; tree '{tree}' needs a live sweep "
                          "(mode: live)")
     for d in spec.drafters:
-        if d.type not in REPLAYABLE:
+        if catalogue.get(d.type).replay is None:
             _fail(where, f"mode '{spec.mode}': drafter '{d.type}' cannot be replayed yet "
-                         f"(replayable: {', '.join(REPLAYABLE)})")
+                         f"(replayable: {', '.join(catalogue.replayable())})")
 
 
 def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
@@ -380,9 +450,7 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
 
     if not isinstance(raw, dict):
         _fail(where, "a sweep file must be a mapping of keys (name, target, drafters, gammas, ...)")
-    for key in raw:
-        if key not in TOP_LEVEL_KEYS:
-            _fail(where, f"unknown key '{key}'{did_you_mean(str(key), list(TOP_LEVEL_KEYS))}")
+    check_keys(raw, TOP_LEVEL_KEYS, f"{where}: unknown key '{{key}}'")
     data = {**DEFAULTS, **{k: v for k, v in raw.items() if v is not None or k == "max_new_tokens"}}
     if not data["name"]:
         _fail(where, "the sweep needs a name (results go to results/<name>/)")
@@ -414,6 +482,10 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
         top_k=_int(data["top_k"], where, "top_k", 0),
         workloads=[_workload(w, where) for w in _as_list(data["workloads"], where, "workloads")],
     )
+    for d in spec.drafters:
+        if not catalogue.get(d.type).trees and any(tree != "chain" for tree in trees):
+            _fail(where, f"drafter '{d.type}' drafts chains only: the trees {[t for t in trees if t != 'chain']} "
+                         "need another drafter")
     spec.schedules = _schedules(data["schedules"], spec, where)
     spec.compile = strict_bool(data["compile"], where, "compile")
     spec.strategies = parse_strategies(data["strategy"], where)
@@ -423,6 +495,7 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     if spec.kernels not in ("auto", "triton", "torch"):
         _fail(where, f"'kernels' must be auto, triton or torch, got '{spec.kernels}'")
     spec.timing = parse_timing(data["timing"], where)
+    spec.adaptive = parse_adaptive(data["adaptive"], where)
     spec.threads = parse_thread_setting(data["threads"], where)
     spec.layout = parse_layout_setting(data["layout"], where)
     spec.mode = str(data["mode"])
@@ -470,7 +543,7 @@ def _schedules(value, spec: SweepSpec, where: str) -> list[ScheduleSpec]:
         _fail(where, "schedules other than fixed choose a chain's length: add 'chain' to 'trees' (trees run fixed)")
     for schedule in schedules:
         for d in spec.drafters:  # on the chains (a tree's configurations run the fixed schedule)
-            check_schedule(schedule, chain=True, drafter=d.type, confident=drafter_type(d.type).confident)
+            check_schedule(schedule, chain=True, drafter=d.type, confident=catalogue.get(d.type).confident)
     return schedules
 
 
@@ -483,21 +556,18 @@ def _backend(spec: SweepSpec, value, concurrency, where: str) -> None:
     if not isinstance(value, dict):
         _fail(where, "'backend' must be a name (own, vllm, ...) or a mapping {name: vllm, ...options}")
     options = dict(value)
-    spec.backend = check_backend_name(str(options.pop("name", DEFAULT_BACKEND)))
+    backend = backends.get(str(options.pop("name", DEFAULT_BACKEND)))
+    spec.backend = backend.name
     spec.backend_options = options
     spec.concurrency = sorted({_int(c, where, "concurrency", 1) for c in _as_list(concurrency, where, "concurrency")})
     if not spec.concurrency:
         _fail(where, "'concurrency' needs at least one value (e.g. [1, 4, 16])")
-    if spec.concurrency != [1] and spec.backend not in CONCURRENT:
+    if spec.concurrency != [1] and not backend.concurrent:
         _fail(where, f"backend {spec.backend} runs one request at a time: concurrency {spec.concurrency} needs a "
-                     f"serving backend ({', '.join(CONCURRENT)})")
-    if spec.backend not in OWN_DRAFTERS and spec.mode != "live":
+                     f"serving backend ({', '.join(backends.names(concurrent=True))})")
+    if not backend.own_drafters and spec.mode != "live":
         _fail(where, f"mode '{spec.mode}' replays specbench's own drafters: backend {spec.backend} needs mode: live")
-    if spec.backend == "vllm":
-        check_vllm_options(options, f"{where}: backend vllm")
-    if spec.backend in ("vllm", "vllm-server"):  # both run the same speculative_config
-        for config in spec.configs:
-            speculative_config(config, None, options if spec.backend == "vllm" else None)  # fails here, not later
+    backends.check_sweep(spec.backend, options, spec.configs, where)  # fails here, not after an engine started
 
 
 def expand_configs(spec: SweepSpec) -> list[RunConfig]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specbench.errors import SpecbenchError, did_you_mean
+from specbench.errors import SpecbenchError, check_keys
 
 
 class Reader:
@@ -12,9 +12,7 @@ class Reader:
 
     def __init__(self, data: dict, origin: str, where: str, allowed: tuple[str, ...]):
         self.data, self.origin, self.where = data, origin, where
-        for key in data:
-            if key not in allowed:
-                self.fail(f"unknown key '{key}'{did_you_mean(str(key), list(allowed))}")
+        check_keys(data, allowed, f"workload {origin}: {where}unknown key '{{key}}'")
 
     def fail(self, message: str):
         raise SpecbenchError(f"workload {self.origin}: {self.where}{message}")

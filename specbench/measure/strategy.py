@@ -7,14 +7,16 @@ In a sweep file::
     strategy: [sequential, {name: nested, prepared: 2}]   # both, as an axis
 
 A nested configuration runs chains on the own engine, live, with a drafter that can draft ahead of
-verification (`specbench.engine.nested.NESTED_DRAFTERS`); the target-only baseline is always sequential.
+verification (the catalogue's nestable kinds, `specbench.catalogue.drafters.nestable`); the target-only
+baseline is always sequential.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specbench.engine.nested import MAX_PREPARED, NESTED_DRAFTERS
+from specbench.catalogue import drafters as catalogue
+from specbench.engine.nested import MAX_PREPARED
 from specbench.engine.named_params import named_mapping
 from specbench.errors import SpecbenchError
 
@@ -78,8 +80,8 @@ def check_nested(spec, where: str) -> None:
     if spec.mode != "live":
         raise SpecbenchError(f"{where}: strategy nested cannot be replayed (its timing is the point): use mode: live")
     for d in spec.drafters:
-        if d.type not in NESTED_DRAFTERS:
+        if not catalogue.get(d.type).nestable:
             raise SpecbenchError(f"{where}: strategy nested needs drafters that draft ahead of verification "
-                                 f"({', '.join(NESTED_DRAFTERS)}); '{d.type}' cannot")
+                                 f"({', '.join(catalogue.nestable())}); '{d.type}' cannot")
     if "chain" not in spec.trees:
         raise SpecbenchError(f"{where}: strategy nested drafts chains only: add 'chain' to trees")

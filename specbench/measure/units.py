@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from specbench.backends.environment import now_utc
+from specbench.measure.environment import now_utc
 from specbench.engine.tree import shape_for
 from specbench.errors import SpecbenchError
 from specbench.measure.spec import RunConfig, SweepSpec
@@ -29,6 +29,7 @@ class Unit:
     mode: str = "live"  # 'live' (through the engine) or 'replay' (from the baseline's trajectory)
     concurrency: int = 1  # requests in flight while this unit ran (serving backends)
     backend: str = "own"  # who generated it (specbench.backends.registry)
+    stage: int | None = None  # adaptive sweep: the look of its workload it serves (not part of its identity)
 
     @property
     def group(self) -> tuple:
@@ -73,9 +74,14 @@ def in_shard(prompt_id: str, workload: str, shard: tuple[int, int]) -> bool:
 
 
 def load_workloads(spec: SweepSpec) -> list[Workload]:
+    """The sweep's workloads; an adaptive sweep loads its pool: up to ``adaptive.max_prompts`` per workload (its
+    ``count`` caps it too), in sample order, so that each look's prompts extend the previous look's."""
     loaded = []
     for choice in spec.workloads:
-        loaded.append(load_workload(choice.name, count=choice.count, seed=spec.seed, split=choice.split))
+        count = choice.count
+        if spec.adaptive is not None:
+            count = min(count or spec.adaptive.max_prompts, spec.adaptive.max_prompts)
+        loaded.append(load_workload(choice.name, count=count, seed=spec.seed, split=choice.split))
     return loaded
 
 
@@ -154,6 +160,7 @@ def make_record(unit: Unit, result, spec: SweepSpec, device_name: str) -> dict:
         "prepared_drafts": getattr(result, "prepared_drafts", None),
         "prepared_hits": getattr(result, "prepared_hits", None),
         "draft_hidden_s": getattr(result, "draft_hidden_s", None),
+        "stage": unit.stage,
     }
 
 

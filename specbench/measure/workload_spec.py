@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from specbench.errors import SpecbenchError, did_you_mean
+from specbench.errors import SpecbenchError, check_keys, did_you_mean
 from specbench.measure.long_context_spec import (
     LongContextSpec,
     is_long_context,
@@ -204,9 +204,7 @@ def parse_user_source(text: str) -> WorkloadSpec:
     while parts and "=" in parts[-1]:
         key, _, value = parts.pop().partition("=")
         key = key.strip()
-        if key not in USER_SOURCE_OPTIONS:
-            raise SpecbenchError(f"unknown option '{key}' in '{text}'{did_you_mean(key, list(USER_SOURCE_OPTIONS))}"
-                                 f" (options: {', '.join(USER_SOURCE_OPTIONS)})")
+        check_keys([key], USER_SOURCE_OPTIONS, f"unknown option '{{key}}' in '{text}'", listing="options")
         options[key] = value.strip()
     split = parts.pop() if kind == "hf" and len(parts) > 1 else None
     location = ":".join(parts).strip()

@@ -3,7 +3,7 @@
 A profile folder holds ``run.json`` (what was measured and where: device, versions, grid, peak
 bandwidth, load average; ``kind`` = `PROFILE_KIND`) and ``profile.parquet`` (one row per cell,
 `COLUMNS`), written atomically like results, so a profile taken on a GPU machine is read
-anywhere. `specbench.hardware.profile` measures one; `specbench.analysis.cost_profile` fits it.
+anywhere. `specbench.profile.profiler` measures one; `specbench.analysis.cost_profile` fits it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ PROFILE_KIND = "specbench-cost-profile"
 SCHEMA_VERSION = 1
 RUN_INFO = "run.json"
 PROFILE_FILE = "profile.parquet"
-MODEL_FREE = ("ngram",)
 
 # name -> (arrow type, meaning): the profile's one source of truth (docs/profile.md lists it)
 COLUMNS: dict[str, tuple[pa.DataType, str]] = {

@@ -39,7 +39,7 @@ class Rounds:
     unit: np.ndarray  # row of the record the round came from
     config_gamma: np.ndarray  # the record's nominal γ (its configuration's)
     drafted: np.ndarray  # draft tokens offered (``round_drafted``: a chain's γ, a tree's node count)
-    gamma: np.ndarray  # the round's own γ, ≤ config_gamma: drafted (chain) or depth (tree)
+    round_gamma: np.ndarray  # the round's own γ, ≤ config_gamma: drafted (chain) or depth (tree)
     accepted: np.ndarray  # draft tokens accepted (tree: depth of the accepted path)
     steps: np.ndarray  # drafter forwards
     draft_s: np.ndarray  # proposal time, s
@@ -76,13 +76,13 @@ def flatten_rounds(records: pd.DataFrame, clusters: pd.Index) -> Rounds:
         unit=unit,
         config_gamma=np.repeat(records["gamma"].to_numpy(dtype=np.int64), counts),
         drafted=drafted,
-        gamma=np.where(chain, drafted, depth),
+        round_gamma=np.where(chain, drafted, depth),
         accepted=_flat(records["round_accepted"], np.int64),
         steps=_flat(records["round_draft_steps"], np.int64),
         draft_s=_flat(records["round_draft_s"], float),
         verify_s=_flat(records["round_verify_s"], float),
     )
-    if (rounds.accepted > rounds.gamma).any() or (rounds.accepted < 0).any():
+    if (rounds.accepted > rounds.round_gamma).any() or (rounds.accepted < 0).any():
         raise SpecbenchError("broken records: a round accepts more draft tokens than it drafted")
     return rounds
 

@@ -123,6 +123,9 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "schedule": (pa.string(), "verify-length schedule (label, one per configuration): 'fixed' (every round drafts "
                               "gamma), 'heuristic', 'threshold(threshold=T)', 'dspark'; gamma is its cap"),
     "schedule_params": (pa.string(), "the schedule's parameters as sorted JSON ('{}' for fixed)"),
+    # adaptive sweeps (docs/fit.md "Sweeps that decide"); null for fixed grids and older records
+    "stage": (pa.int64(), "adaptive sweep: the look of its workload this unit was measured for (1, 2, ...); "
+                          "null in a fixed grid"),
 }
 
 # Columns added after schema 1's first release: records written without them (older folders,
@@ -136,7 +139,7 @@ LATER_DEFAULTS = {"weights_sha256": None, "backend": None, "concurrency": None, 
                   "moe_step_bytes": None,
                   "context_bin": None,
                   "strategy": "sequential", "prepared": 0, "prepared_drafts": None, "prepared_hits": None,
-                  "draft_hidden_s": None, "schedule": "fixed", "schedule_params": "{}"}
+                  "draft_hidden_s": None, "schedule": "fixed", "schedule_params": "{}", "stage": None}
 
 SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])
 RUN_INFO = "run.json"

@@ -16,6 +16,7 @@ over a configuration's requests, one record being one request (docs/results-sche
 
 from __future__ import annotations
 
+from specbench.catalogue.drafters import TARGET_ONLY
 import numpy as np
 import pandas as pd
 
@@ -31,7 +32,7 @@ LATENCY_COLUMNS = [f"{name}_p{p}_s" for name in LATENCIES for p in PERCENTILES]
 
 
 def is_baseline(frame: pd.DataFrame) -> pd.Series:
-    return (frame["gamma"] == 0) & (frame["drafter"] == "none")
+    return (frame["gamma"] == 0) & (frame["drafter"] == TARGET_ONLY)
 
 
 def fixed_schedule(frame: pd.DataFrame) -> pd.Series:

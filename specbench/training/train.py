@@ -27,7 +27,7 @@ from specbench.engine.drafters.feature_layers import VocabHead, embed
 from specbench.engine.drafters.trained import parameter_count
 from specbench.engine.loop import eos_token_ids
 from specbench.errors import SpecbenchError
-from specbench.backends.environment import cpu_name
+from specbench.engine.device import cpu_name
 from specbench.training.data import CorpusSpec, ensure_features, generate_corpus, read_features
 from specbench.training.objectives import Batch, objective
 

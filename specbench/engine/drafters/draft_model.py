@@ -35,8 +35,8 @@ class DraftModelDrafter:
     confident = True  # proposes with probabilities: confidence-reading schedules can cut its chain
     fast_chain = True  # chains through `draft_chain` (False: the generic tree growth, same proposals)
 
-    def __init__(self, model, target_vocab: int, backend: str = "auto"):
-        self.decoder = make_decoder(model, backend)
+    def __init__(self, model, target_vocab: int, implementation: str = "auto"):
+        self.decoder = make_decoder(model, implementation)
         self.target_vocab = target_vocab
         self.feature_size = int(model.config.hidden_size)  # its hidden state: the expert predictor's input
         self.expert_router = None  # an MoE target's `RoutingLog`, set by the engine for expert-aware trees
@@ -143,12 +143,10 @@ class DraftModelDrafter:
 
 class DraftModelType(DrafterType):
     name = "draft-model"
-    summary = "a smaller causal LM with the same tokenizer (param model)"
-    confident = True
 
-    def build(self, target, *, device, dtype, backend, model: str | None = None) -> DraftModelDrafter:
+    def build(self, target, *, device, dtype, implementation, model: str | None = None) -> DraftModelDrafter:
         if not model:
             raise SpecbenchError("drafter 'draft-model' needs a model: --drafter-model NAME (or model=NAME)")
         drafter = load_model(model, device=device, dtype=dtype)
         check_same_vocabulary(target, drafter)
-        return DraftModelDrafter(drafter.model, target_vocab=target.vocab_size, backend=backend)
+        return DraftModelDrafter(drafter.model, target_vocab=target.vocab_size, implementation=implementation)

@@ -381,7 +381,6 @@ class _FeatureType(TrainedType):
 
 class EagleType(_FeatureType):
     name = "eagle"
-    summary = "EAGLE feature-space drafter, one layer on [hidden; next embedding] (param checkpoint)"
     objective_args = {"feature_weight": 1.0, "token_weight": 0.1}
     unrolled_steps = 1
     published = "EAGLE"
@@ -420,7 +419,6 @@ class EagleType(_FeatureType):
 
 class Eagle3Type(_FeatureType):
     name = "eagle3"
-    summary = "EAGLE-3 drafter fusing low/mid/high target layers (param checkpoint)"
     objective_args = {"feature_weight": 0.0, "token_weight": 1.0}
     unrolled_steps = 3
     published = "EAGLE-3"
@@ -480,7 +478,6 @@ class Eagle31Type(Eagle3Type):
     """EAGLE-3 with EAGLE-3.1's two normalisations (``fc_norm``, ``norm_output``); no published layout yet."""
 
     name = "eagle3.1"
-    summary = "EAGLE-3.1: EAGLE-3 with RMSNorm on each fused layer and a post-norm step output (param checkpoint)"
     published = None
 
     def architecture(self, target_config, **options) -> dict:

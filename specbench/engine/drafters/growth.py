@@ -189,15 +189,15 @@ def select_expert_aware(growth: Growth, budget: int, lam: float, experts: NodeEx
     frontier, chosen = set(children.get(-1, [])), []
 
     def value(n: int) -> tuple[float, int]:
-        new = sum(len(experts.nodes[n][l] - touched[l]) for l in range(layers)) / max(layers, 1)
+        new = sum(len(experts.nodes[n][layer] - touched[layer]) for layer in range(layers)) / max(layers, 1)
         return math.exp(growth.scores[n]) - lam * new, -n
 
     while frontier and len(chosen) < budget:
         best = max(frontier, key=value)
         frontier.remove(best)
         chosen.append(best)
-        for l in range(layers):
-            touched[l] |= experts.nodes[best][l]
+        for layer in range(layers):
+            touched[layer] |= experts.nodes[best][layer]
         frontier.update(children.get(best, []))
     return sorted(chosen)
 

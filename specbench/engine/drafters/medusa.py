@@ -128,7 +128,6 @@ class MedusaDrafter:
 
 class MedusaType(TrainedType):
     name = "medusa"
-    summary = "Medusa heads on the target's last hidden state (param checkpoint)"
     # Sized so that the four SmolLM2-135M drafters stay under 30 MB together in bf16.
     defaults = {"heads": 4, "layers": 1}
     objective = "specbench.training.objectives:medusa_objective"

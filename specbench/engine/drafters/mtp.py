@@ -190,7 +190,6 @@ class MTPDrafter:
 
 class MTPType(TrainedType):
     name = "mtp"
-    summary = "DeepSeek-V3-style multi-token prediction modules (param checkpoint)"
     defaults = {"intermediate": 768, "modules": 2}  # sized so that the four SmolLM2-135M drafters stay under 30 MB
     objective = "specbench.training.objectives:mtp_objective"
 

@@ -96,7 +96,6 @@ class NgramDrafter:
 
 class NgramType(DrafterType):
     name = "ngram"
-    summary = "prompt lookup: continue a match of the last n tokens (params n_min, n_max)"
 
-    def build(self, target, *, device, dtype, backend, n_min: int = 1, n_max: int = 3) -> NgramDrafter:
+    def build(self, target, *, device, dtype, implementation, n_min: int = 1, n_max: int = 3) -> NgramDrafter:
         return NgramDrafter(n_min=int(n_min), n_max=int(n_max))

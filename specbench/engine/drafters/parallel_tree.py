@@ -166,7 +166,6 @@ class ParallelTreeDrafter(FeatureDrafter):
 
 class ParallelTreeType(_FeatureType):
     name = "parallel-tree"
-    summary = "JetSpec-style parallel tree: mask-token slots, tree-causal mask, one forward per tree (param checkpoint)"
     defaults: ClassVar[dict] = {"intermediate": 768, "ranks": 4}
     objective_args: ClassVar[dict] = {"feature_weight": 0.0, "token_weight": 1.0}
     unrolled_steps = 3

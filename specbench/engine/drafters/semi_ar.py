@@ -109,7 +109,6 @@ class SemiARDrafter(MedusaDrafter):
 
 class SemiARType(TrainedType):
     name = "semi-ar"
-    summary = "DSpark-style semi-autoregressive: parallel block heads + a one-layer serial head (param checkpoint)"
     defaults: ClassVar[dict] = {"heads": 4, "layers": 1, "intermediate": None}  # intermediate None: the hidden size
     objective = "specbench.training.objectives:medusa_objective"
 

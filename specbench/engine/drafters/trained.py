@@ -41,8 +41,6 @@ def feature_layers_of(net: nn.Module) -> tuple:
 class TrainedType(registry.DrafterType):
     """A drafter network trained against a target; subclasses fill in the hooks marked below."""
 
-    trained = True
-    confident = True
     defaults: dict = {}  # architecture options and their defaults (train-drafter --heads, --intermediate, ...)
     objective: str | Callable = ""  # "module:function" in specbench.training, or a callable(net, batch, head, **kw)
     objective_args: dict = {}  # fixed keyword arguments of the objective
@@ -138,7 +136,7 @@ class TrainedType(registry.DrafterType):
             torch.random.set_rng_state(generator_state)
 
     # ------------------------------------------------------------------ the registry's builder
-    def build(self, target, *, device: str, dtype: str, backend: str, checkpoint: str | None = None, seed: int = 0):
+    def build(self, target, *, device: str, dtype: str, implementation: str, checkpoint: str | None = None, seed: int = 0):
         """checkpoint = path (specbench or the type's published layout), shipped name, None (the one
         shipped for the target) or 'random'."""
         param = next(target.model.parameters())

@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from specbench.catalogue import drafters as catalogue
 from specbench.engine.decoder import make_decoder
 from specbench.engine.drafters.ngram import find_continuation
 from specbench.engine.loop import SpeculativeEngine
@@ -74,9 +75,6 @@ from specbench.errors import SpecbenchError
 if TYPE_CHECKING:  # torch is imported where tensors are handled, not at module import
     import torch
 
-# torch is imported where it is used: the spec parser reads REPLAYABLE without loading it.
-
-REPLAYABLE = ("ngram", "draft-model")
 CHUNK = 256  # positions per teacher-forced forward (bounds the [chunk, vocab] logits)
 
 
@@ -226,17 +224,21 @@ class Replayer:
         return make_trajectory(self.target, prompt, output, stop_reason=stop_reason, max_new_tokens=max_new_tokens,
                                max_gamma=max_gamma, sampling=sampling, seed=seed, decoder=self.decoder)
 
-    def trace(self, drafter, trajectory: Trajectory, max_gamma: int, sampling) -> ChainTrace:
-        """The drafter's chain trace along ``trajectory`` for every γ up to ``max_gamma``."""
-        name = getattr(drafter, "name", type(drafter).__name__)
-        if name == "ngram":
-            return self._ngram(drafter, trajectory, max_gamma)
-        if name == "draft-model":
-            return self._draft_model(drafter, trajectory, max_gamma, sampling)
-        raise SpecbenchError(f"replay does not support drafter '{name}' yet (replayable: {', '.join(REPLAYABLE)})")
+    def trace(self, drafter, trajectory: Trajectory, max_gamma: int, sampling, kind: str | None = None) -> ChainTrace:
+        """The drafter's chain trace along ``trajectory`` for every γ up to ``max_gamma``, by the replay
+        method the catalogue entry of its ``kind`` (default: the drafter's name) names: prompt lookup
+        re-run, or one teacher-forced drafter forward."""
+        name = kind or getattr(drafter, "name", type(drafter).__name__)
+        method = catalogue.get(name).replay if name in catalogue.DRAFTERS else None
+        if method == "prompt-lookup":
+            return self._prompt_lookup(drafter, trajectory, max_gamma, name)
+        if method == "teacher-forced":
+            return self._teacher_forced_trace(drafter, trajectory, max_gamma, sampling, name)
+        raise SpecbenchError(f"replay does not support drafter '{name}' yet "
+                             f"(replayable: {', '.join(catalogue.replayable())})")
 
     # ------------------------------------------------------------------ prompt lookup
-    def _ngram(self, drafter, trajectory: Trajectory, max_gamma: int) -> ChainTrace:
+    def _prompt_lookup(self, drafter, trajectory: Trajectory, max_gamma: int, kind: str) -> ChainTrace:
         """Prompt lookup re-run on prompt + y_<t for every start t; coins 1{d_i(t) = y_{t+i}}.
 
         At temperature > 0 this is the coupling's w for a one-hot q (module docstring), so the
@@ -257,7 +259,7 @@ class Replayer:
             truth = tokens[t: t + len(proposal)]
             available[s] = len(proposal)
             accept[s, : len(truth)] = proposal[: len(truth)] == truth
-        return ChainTrace("ngram", accept, available, model_steps=False, exact=True)
+        return ChainTrace(kind, accept, available, model_steps=False, exact=True)
 
     # ------------------------------------------------------------------ draft model
     def _draft_decoder(self, drafter):
@@ -266,7 +268,7 @@ class Replayer:
             self._draft_decoders[id(model)] = make_decoder(model)
         return self._draft_decoders[id(model)]
 
-    def _draft_model(self, drafter, trajectory: Trajectory, max_gamma: int, sampling) -> ChainTrace:
+    def _teacher_forced_trace(self, drafter, trajectory: Trajectory, max_gamma: int, sampling, kind: str) -> ChainTrace:
         """One teacher-forced drafter forward (and, when sampling, one of the target) along y."""
         import torch
 
@@ -275,7 +277,7 @@ class Replayer:
         n_starts = trajectory.starts
         accept = _positional(coins, n_starts, max_gamma)
         exact = bool(np.isin(accept, (0.0, 1.0)).all())
-        return ChainTrace("draft-model", accept, np.full(n_starts, max_gamma, dtype=np.int64), model_steps=True,
+        return ChainTrace(kind, accept, np.full(n_starts, max_gamma, dtype=np.int64), model_steps=True,
                           exact=exact, expected=None if expected is None else expected[1: n_starts + 1],
                           ranks=ranks)
 

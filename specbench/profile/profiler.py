@@ -58,8 +58,11 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from specbench.analysis.moe_cost import expected_distinct_experts
 from specbench.analysis.options import MAX_GAMMA
-from specbench.backends.environment import device_info, git_commit, now_utc, package_versions
+from specbench.catalogue import drafters as catalogue
+from specbench.engine.device import device_info
+from specbench.measure.environment import git_commit, now_utc, package_versions
 from specbench.engine.decoder import make_decoder
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import peak_memory_bytes
@@ -76,7 +79,7 @@ from specbench.models.resolve import (
     resolve_device,
     torch_dtype,
 )
-from specbench.records.profile_file import COLUMNS, MODEL_FREE, PROFILE_KIND, SCHEMA_VERSION, Profile
+from specbench.records.profile_file import COLUMNS, PROFILE_KIND, SCHEMA_VERSION, Profile
 
 PREFILL_CHUNK_TOKENS = 8192  # tokens per prefill forward, batch × chunk length
 GIB = 2**30
@@ -221,12 +224,6 @@ def dense_twin(arch: Architecture) -> Architecture:
                         f"{shape['top_k']}×{shape['expert_intermediate']}", config)
 
 
-def expected_distinct_experts(tokens: int, experts: int, top_k: int) -> float:
-    """E · (1 − (1 − k/E)^t): distinct experts t uniformly routed tokens touch in one layer
-    (`specbench.analysis.moe_cost` states the derivation)."""
-    return experts * (1.0 - (1.0 - top_k / experts) ** tokens)
-
-
 def moe_forward_bytes(model, shape: dict, tokens: int) -> int:
     """Weight bytes a forward over ``tokens`` tokens (all sequences) streams from an MoE model: the
     non-expert weights (`forward_weight_bytes` less every expert) plus, per MoE layer, the expected
@@ -235,7 +232,7 @@ def moe_forward_bytes(model, shape: dict, tokens: int) -> int:
     all_experts = sum(p.numel() * p.element_size() for p in expert_params)
     one_expert = all_experts / shape["experts"]  # over every MoE layer
     return int(forward_weight_bytes(model) - all_experts
-               + one_expert * expected_distinct_experts(tokens, shape["experts"], shape["top_k"]))
+               + one_expert * float(expected_distinct_experts(tokens, shape["experts"], shape["top_k"])))
 
 
 def _config_from_json(path: Path):
@@ -315,7 +312,7 @@ def resolve_architecture(spec: str) -> Architecture:
             raise SpecbenchError(f"architecture '{spec}' is no local file and the Hugging Face hub is not reachable; "
                                  "pass its config.json instead")
         return Architecture(spec, f"hub {spec}", _hub_config(spec))
-    hint = did_you_mean(spec, list(aliases()) + list(MODEL_FREE))
+    hint = did_you_mean(spec, list(aliases()) + catalogue.names(model_free=True))
     raise SpecbenchError(f"unknown architecture '{spec}': not a model alias, a config.json, a folder holding one "
                          f"or a hub id{hint}")
 
@@ -400,7 +397,7 @@ def measure_read_bandwidth(device: str, nbytes: int | None = None) -> float:
 
     nbytes = nbytes or (2 * GIB if str(device).startswith("cuda") else 256 * 2**20)
     data = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
-    times = time_region(lambda: data.sum(), DeviceClock(device), warmup=1, repeats=5)
+    times = time_region(lambda: data.sum(), DeviceClock(device), warmup=1, repeats=5)  # noqa: F821 - called before del
     del data
     return nbytes / float(times.min()) / 1e9
 
@@ -519,9 +516,10 @@ def _measure_model(session: _Session, arch: Architecture, role: str, forward_tok
                 for n in forward_tokens:
                     session.step(f"{role} {arch.spec}: B={batch} c={context} n={n}")
                     ids = new[:, :n]
-                    times = time_region(lambda: decoder.forward(ids, logits="all").logits.argmax(-1), clock,
-                                        warmup=grid.warmup, repeats=grid.repeats,
-                                        reset=lambda: decoder.truncate(context))
+                    # the lambdas run inside time_region, before the finally block deletes the decoder
+                    times = time_region(lambda: decoder.forward(ids, logits="all").logits.argmax(-1),  # noqa: F821
+                                        clock, warmup=grid.warmup, repeats=grid.repeats,
+                                        reset=lambda: decoder.truncate(context))  # noqa: F821
                     session.add(_cell(session, role=role, model=arch.spec, measure=measure, batch=batch,
                                       context=context, tokens=n, times=times,
                                       weight_bytes=moe_forward_bytes(model, shape, batch * n) if shape else weight_bytes,
@@ -604,7 +602,7 @@ def plan_profile(target: str, drafters: Sequence[str] = (), *, device: str = "cp
                      f"context {max(grid.contexts)} + verify tokens {max(grid.verify_tokens)}")
     resolved: list = []
     for name in dict.fromkeys(d.strip() for d in drafters if d and d.strip()):
-        if name in MODEL_FREE:
+        if name in catalogue.names(model_free=True):  # proposals timed, no forward
             resolved.append(name)
             continue
         arch = resolve_architecture(name)

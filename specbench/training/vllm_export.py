@@ -34,23 +34,21 @@ import torch
 from safetensors.torch import save_file
 
 from specbench.analysis.vllm_speculative import speculative_config
+from specbench.catalogue import drafters as catalogue
+from specbench.catalogue.registry import resolve
 from specbench.engine.drafters import make_drafter
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import load_model
 
-EXPORTABLE = ("eagle", "eagle3", "medusa")
 FORMATS = ("vllm",)
-NOT_EXPORTABLE = {"mtp": "vLLM's MTP runs the multi-token-prediction layers shipped inside the target's own checkpoint "
-                         "(DeepSeek, Qwen3-Next, GLM-4.5, MiMo, ...); a Llama target has no MTP path and vLLM reads no "
-                         "separate MTP checkpoint"}
 EAGLE_STEPS = 3  # the num_speculative_tokens printed for an exported EAGLE / EAGLE-3 head (any γ works)
 
 
 def serving_config(kind: str, folder: Path, config: dict) -> dict:
     """The speculative_config that serves an export in ``folder`` (its ``config.json`` is ``config``): the
-    one mapping (`analysis.vllm_speculative`) with the folder as the checkpoint; γ = Medusa's head
-    count, else `EAGLE_STEPS`."""
-    gamma = int(config["num_heads"]) if kind == "medusa" else EAGLE_STEPS
+    one mapping (`analysis.vllm_speculative`) with the folder as the checkpoint; γ = the head count of
+    a layout that has one (Medusa's ``num_heads``), else `EAGLE_STEPS`."""
+    gamma = int(config.get("num_heads", EAGLE_STEPS))
     return speculative_config(kind, {"checkpoint": str(Path(folder).resolve())}, gamma)
 
 
@@ -141,7 +139,14 @@ def export_medusa(drafter, target) -> tuple[dict, dict, list[str]]:
     return config, tensors, []
 
 
-EXPORTERS = {"eagle": export_eagle, "eagle3": export_eagle3, "medusa": export_medusa}
+def exporter(kind: str):
+    """The exporter of ``kind``'s catalogue entry (its ``export`` layout); else a one-line refusal saying why."""
+    entry = catalogue.buildable(kind)
+    if entry.not_exportable:
+        raise SpecbenchError(f"'{kind}' cannot be exported to vLLM: {entry.not_exportable}")
+    if entry.export is None:
+        raise SpecbenchError(f"'{kind}' has no vLLM export (exportable: {', '.join(catalogue.exportable())})")
+    return resolve(entry.export, f"the vLLM export of '{kind}'")
 
 
 def export_drafter(kind: str, out: Path, *, checkpoint: str | None = None, target: str = "smollm2-135m",
@@ -150,10 +155,7 @@ def export_drafter(kind: str, out: Path, *, checkpoint: str | None = None, targe
     speculative_config that serves it."""
     if fmt not in FORMATS:
         raise SpecbenchError(f"unknown export format '{fmt}' (choose from: {', '.join(FORMATS)})")
-    if kind in NOT_EXPORTABLE:
-        raise SpecbenchError(f"'{kind}' cannot be exported to vLLM: {NOT_EXPORTABLE[kind]}")
-    if kind not in EXPORTERS:
-        raise SpecbenchError(f"'{kind}' has no vLLM export (exportable: {', '.join(EXPORTABLE)})")
+    exporter(kind)  # refused before the target loads
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise SpecbenchError(f"{out} exists and is not empty: choose a new folder")
@@ -165,7 +167,7 @@ def export_drafter(kind: str, out: Path, *, checkpoint: str | None = None, targe
 
 def write_export(kind: str, drafter, target, out: Path, fmt: str = "vllm") -> dict:
     """Write an already built drafter of ``target`` (a `LoadedModel`) into ``out``."""
-    config, tensors, notes = EXPORTERS[kind](drafter, target)
+    config, tensors, notes = exporter(kind)(drafter, target)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     save_file(_cpu(tensors), str(out / "model.safetensors"), metadata={"format": "pt"})

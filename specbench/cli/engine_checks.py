@@ -1,4 +1,6 @@
-"""Check emitted engine settings with the engines themselves, where they are installed.
+"""Check emitted engine settings with the engines themselves, where they are installed
+(``specbench recommend``'s last step: it starts processes and finds model folders, so it lives
+with the command, not in analysis or among the backends).
 
 `specbench.analysis.engine_settings` writes the settings (analysis stays pure: no processes,
 no engines). Here they are checked:

@@ -1,0 +1,64 @@
+"""The stopping rule of an adaptive sweep: after a look, is the workload settled, and what leaves the race?
+
+After look k of a workload (n_k prompts of the planned n_1 < … < n_L), each of its scenarios
+(sampling, backend, concurrency) has a verdict (`specbench.analysis.decision`, adjusted by
+`specbench.analysis.sequential`). Then, in this order:
+
+* **decided** — every scenario is a confident yes or a confident no, and no timing was disturbed
+  (timing taken under interference never yields a confident verdict);
+* **prompts exhausted** — k = L: the planned looks are spent;
+* **futile** — after `FUTILITY_LOOKS` looks, every unsettled scenario would need more than
+  `FUTILITY_FACTOR` × n_L prompts at its observed spread (or no number at all: the estimate sits
+  on 1). Stopping for futility never makes a verdict confident, so it costs power, not error;
+* otherwise **open**, and the configurations confidently below the best in every scenario leave
+  the race (`specbench.analysis.decision.dominated`): they are no longer timed, though in a replay
+  sweep every γ keeps its acceptance.
+"""
+
+from __future__ import annotations
+
+from specbench.analysis.decision import dominated
+from specbench.analysis.speedup_interval import NO, UNSURE, YES
+
+OPEN, DECIDED, EXHAUSTED, BUDGET, FUTILE = "open", "decided", "prompts exhausted", "budget", "futile"
+FUTILITY_LOOKS = 2
+FUTILITY_FACTOR = 2.0
+
+
+class _Candidates:
+    """`dominated` reads ``candidates`` only: a verdict kept as a dict offers them."""
+
+    def __init__(self, verdict: dict):
+        self.candidates = verdict.get("candidates", [])
+
+
+def look_outcome(verdicts: list[dict], look: int, planned: tuple[int, ...]) -> tuple[str, set[tuple]]:
+    """(status after look ``look``, configurations confidently below the best in every scenario).
+
+    ``verdicts``: one dict per scenario with ``answer``, ``timing_disturbed``, ``prompts_needed`` and
+    ``candidates`` (`Decision.as_dict` plus its candidates).
+    """
+    answers = {v["answer"] for v in verdicts}
+    if verdicts and answers <= {YES, NO} and not any(v.get("timing_disturbed") for v in verdicts):
+        return DECIDED, set()
+    if look >= len(planned):
+        return EXHAUSTED, set()
+    if _futile(verdicts, look, planned[-1]):
+        return FUTILE, set()
+    out = [set(dominated(_Candidates(v))) for v in verdicts]
+    return OPEN, set.intersection(*out) if out else set()
+
+
+def _futile(verdicts: list[dict], look: int, cap: int) -> bool:
+    if look < FUTILITY_LOOKS or not verdicts:
+        return False
+    for v in verdicts:
+        if v.get("timing_disturbed"):  # a quieter machine may settle it
+            return False
+        if v["answer"] in (YES, NO):
+            continue
+        needed = v.get("prompts_needed")
+        if v["answer"] == UNSURE and (needed is None or needed > FUTILITY_FACTOR * cap):
+            continue
+        return False
+    return True

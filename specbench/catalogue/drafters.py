@@ -1,0 +1,267 @@
+"""The drafter catalogue: one entry per drafter kind, holding every fact any layer asks about it.
+
+An entry (`DrafterKind`) says what the kind is (summary, the engine class that drafts with it,
+its parameters), how it costs (model-free, forwards per round), what specbench can do with it
+(trees, replay, nested speculation, training, export to vLLM) and how serving engines name it
+(vLLM's ``method`` and where vLLM loads its weights from, SGLang's algorithm, transformers'
+assisted mode). The engine builds drafters from it (`specbench.engine.drafters.registry`),
+replay and nesting ask it, the vLLM config, the recommended engine settings and the exporter
+answer from it, and records/analysis read it without torch: this module imports nothing of
+specbench but the registry mechanism and `errors`.
+
+Adding a drafter is one class (its `DrafterType`, in ``specbench/engine/drafters/``) plus one
+entry: a line in `BUILTIN` below, or `register` at run time (docs/architecture.md,
+docs/drafters.md "Adding a drafter"). Kinds that only serving engines run (vLLM's ``suffix``)
+have an entry without a class: their facts are known, the engine cannot build them.
+
+A drafter's forwards per round are ``fixed + per_token·γ`` (`DrafterKind.forwards`): 0 for a
+model-free kind, γ for one forward per drafted token, 1 for all heads in one forward, 1 + γ for a
+parallel backbone plus a serial head per depth.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from specbench.catalogue.registry import Registry
+from specbench.errors import SpecbenchError
+
+TARGET_ONLY = "none"  # the records' drafter for target-only decoding (γ = 0): no kind
+
+REPLAY_METHODS = ("prompt-lookup", "teacher-forced")  # specbench.measure.replay: how a kind's rounds are derived
+VLLM_WEIGHTS = ("model", "checkpoint", "target")  # where vLLM loads the drafter from (see DrafterKind)
+TRANSFORMERS_MODES = ("prompt-lookup", "assistant")  # transformers generate's assisted modes
+PARAM_KINDS = ("int", "float", "str")
+
+
+@dataclass(frozen=True)
+class Param:
+    """One drafter parameter: its type, its default (None: none), an integer range and an order."""
+
+    kind: str
+    default: object = None
+    low: int | None = None
+    high: int | None = None
+    at_most: str | None = None  # another parameter this one may not exceed (ngram: n_min <= n_max)
+
+    def __post_init__(self):
+        if self.kind not in PARAM_KINDS:
+            raise SpecbenchError(f"parameter kind '{self.kind}' is not one of {', '.join(PARAM_KINDS)}")
+
+
+@dataclass(frozen=True)
+class DrafterKind:
+    """Everything specbench knows about one drafter kind."""
+
+    name: str
+    summary: str
+    cls: str | type | None  # the engine's DrafterType: "module:Class" (or the class); None: serving engines only
+    params: Mapping[str, Param] = field(default_factory=dict)  # what --drafter-param / params: take
+    model_free: bool = False  # proposes without a forward pass of its own (no drafter weights)
+    trained: bool = False  # a network with checkpoints and a training objective (engine: TrainedType)
+    confident: bool = False  # its drafts carry probabilities (confidence-reading schedules can cut them)
+    forwards: tuple[int, int] = (0, 1)  # drafter forwards per round = fixed + per_token·γ
+    trees: bool = True  # the own engine drafts static and dynamic trees with it
+    replay: str | None = None  # how replay derives its rounds (REPLAY_METHODS); None: not replayable
+    nestable: bool = False  # drafts ahead of verification (propose_ahead): strategy nested
+    vllm_method: str | None = None  # vLLM SpeculativeConfig.method; None: vLLM cannot run it
+    # where vLLM's drafter comes from: "model" (a draft LM, param model), "checkpoint" (a folder in vLLM's
+    # layout, param checkpoint or model), "target" (layers inside the target's own checkpoint), None (no weights)
+    vllm_weights: str | None = None
+    vllm_params: Mapping[str, str] = field(default_factory=dict)  # specbench param -> speculative_config key
+    sglang_algorithm: str | None = None  # SGLang --speculative-algorithm; None: SGLang cannot run it
+    transformers: str | None = None  # transformers generate's assisted mode (TRANSFORMERS_MODES)
+    export: str | None = None  # `export-drafter --format vllm`: its exporter "module:function" (None: none)
+    not_exportable: str = ""  # why it cannot be exported, when there is more to say than "no exporter"
+
+    def __post_init__(self):
+        for value, allowed, what in (
+            (self.replay, REPLAY_METHODS, "replay"),
+            (self.vllm_weights, VLLM_WEIGHTS, "vllm_weights"),
+            (self.transformers, TRANSFORMERS_MODES, "transformers"),
+        ):
+            if value is not None and value not in allowed:
+                raise SpecbenchError(f"drafter kind '{self.name}': {what} '{value}' is not one of {', '.join(allowed)}")
+        for name, param in self.params.items():
+            if param.at_most is not None and param.at_most not in self.params:
+                raise SpecbenchError(
+                    f"drafter kind '{self.name}': parameter {name} is bounded by an unknown parameter {param.at_most}"
+                )
+
+    @property
+    def buildable(self) -> bool:
+        """The own engine can build it (it has a class)."""
+        return self.cls is not None
+
+    def forwards_per_round(self, gamma: int) -> int:
+        """Drafter forwards of a round drafting ``gamma`` tokens."""
+        fixed, per_token = self.forwards
+        return fixed + per_token * int(gamma)
+
+    def default(self, param: str):
+        return self.params[param].default
+
+
+_NGRAM = {"n_min": Param("int", 1, 1, 64, at_most="n_max"), "n_max": Param("int", 3, 1, 64)}
+_TRAINED = {"checkpoint": Param("str"), "seed": Param("int", 0)}
+_ENGINE = "specbench.engine.drafters."
+_EXPORT = "specbench.training.vllm_export:"
+
+
+def _trained(name: str, summary: str, cls: str, **facts) -> DrafterKind:
+    """A trained kind: checkpoint + seed parameters, probabilities, one forward per drafted token unless said."""
+    return DrafterKind(name, summary, _ENGINE + cls, params=_TRAINED, trained=True, confident=True, **facts)
+
+
+BUILTIN: tuple[DrafterKind, ...] = (
+    DrafterKind(
+        "ngram",
+        "prompt lookup: continue a match of the last n tokens (params n_min, n_max)",
+        _ENGINE + "ngram:NgramType",
+        params=_NGRAM,
+        model_free=True,
+        forwards=(0, 0),
+        replay="prompt-lookup",
+        vllm_method="ngram",
+        vllm_params={"n_min": "prompt_lookup_min", "n_max": "prompt_lookup_max"},
+        sglang_algorithm="NGRAM",
+        transformers="prompt-lookup",
+    ),
+    DrafterKind(
+        "draft-model",
+        "a smaller causal LM with the same tokenizer (param model)",
+        _ENGINE + "draft_model:DraftModelType",
+        params={"model": Param("str")},
+        confident=True,
+        replay="teacher-forced",
+        nestable=True,
+        vllm_method="draft_model",
+        vllm_weights="model",
+        sglang_algorithm="STANDALONE",
+        transformers="assistant",
+    ),
+    _trained(
+        "medusa",
+        "Medusa heads on the target's last hidden state (param checkpoint)",
+        "medusa:MedusaType",
+        forwards=(1, 0),
+        vllm_method="medusa",
+        vllm_weights="checkpoint",
+        export=_EXPORT + "export_medusa",
+    ),
+    _trained(
+        "eagle",
+        "EAGLE feature-space drafter, one layer on [hidden; next embedding] (param checkpoint)",
+        "eagle:EagleType",
+        nestable=True,
+        vllm_method="eagle",
+        vllm_weights="checkpoint",
+        sglang_algorithm="EAGLE",
+        export=_EXPORT + "export_eagle",
+    ),
+    _trained(
+        "eagle3",
+        "EAGLE-3 drafter fusing low/mid/high target layers (param checkpoint)",
+        "eagle:Eagle3Type",
+        nestable=True,
+        vllm_method="eagle3",
+        vllm_weights="checkpoint",
+        sglang_algorithm="EAGLE3",
+        export=_EXPORT + "export_eagle3",
+    ),
+    _trained(
+        "mtp",
+        "DeepSeek-V3-style multi-token prediction modules (param checkpoint)",
+        "mtp:MTPType",
+        vllm_method="mtp",
+        vllm_weights="target",
+        sglang_algorithm="EAGLE",
+        not_exportable="vLLM's MTP runs the multi-token-prediction layers shipped inside the target's own "
+        "checkpoint (DeepSeek, Qwen3-Next, GLM-4.5, MiMo, ...); a Llama target has no MTP path "
+        "and vLLM reads no separate MTP checkpoint",
+    ),
+    _trained(
+        "eagle3.1",
+        "EAGLE-3.1: EAGLE-3 with RMSNorm on each fused layer and a post-norm step output (param checkpoint)",
+        "eagle:Eagle31Type",
+    ),
+    _trained(
+        "semi-ar",
+        "DSpark-style semi-autoregressive: parallel block heads + a one-layer serial head (param checkpoint)",
+        "semi_ar:SemiARType",
+        forwards=(1, 1),
+    ),
+    _trained(
+        "parallel-tree",
+        "JetSpec-style parallel tree: mask-token slots, tree-causal mask, one forward per tree (param checkpoint)",
+        "parallel_tree:ParallelTreeType",
+        forwards=(1, 0),
+    ),
+    DrafterKind(
+        "suffix",
+        "suffix decoding over the prompt and earlier outputs (vLLM's method suffix; served only)",
+        None,
+        model_free=True,
+        forwards=(0, 0),
+        trees=False,
+        vllm_method="suffix",
+    ),
+)
+
+DRAFTERS: Registry[DrafterKind] = Registry("drafter", BUILTIN)
+
+
+def get(name: str) -> DrafterKind:
+    """The entry of drafter kind ``name`` (any kind, buildable or not); unknown: one line with a did-you-mean."""
+    return DRAFTERS.get(name)
+
+
+def buildable(name: str, *, trained: bool = False) -> DrafterKind:
+    """The entry of a kind the own engine builds (``trained``: trained kinds only); otherwise one line."""
+    where = (lambda k: k.buildable and k.trained) if trained else (lambda k: k.buildable)
+    return DRAFTERS.get(name, where, what="drafter type" if trained else "drafter")
+
+
+def names(*, buildable: bool = True, **facts) -> list[str]:
+    """Kinds in registration order: the ones the engine builds (``buildable=False``: every kind), whose
+    facts equal ``facts`` (``names(trained=True)``, ``names(model_free=True)``, ...)."""
+
+    def keep(kind: DrafterKind) -> bool:
+        return (kind.buildable or not buildable) and all(getattr(kind, k) == v for k, v in facts.items())
+
+    return DRAFTERS.names(keep)
+
+
+def replayable() -> list[str]:
+    return [name for name in names() if get(name).replay is not None]
+
+
+def nestable() -> list[str]:
+    return names(nestable=True)
+
+
+def exportable() -> list[str]:
+    return [name for name in names() if get(name).export is not None]
+
+
+def is_model_free(name: str) -> bool:
+    """Whether ``name`` is a model-free kind (False for anything else, target-only included)."""
+    return name in DRAFTERS and DRAFTERS.get(name).model_free
+
+
+def is_target_only(name: str | None) -> bool:
+    """Whether a records' drafter value means target-only decoding."""
+    return name in (None, "", TARGET_ONLY)
+
+
+def register(kind: DrafterKind, *, replace: bool = False) -> DrafterKind:
+    """Add a drafter kind at run time (a plugin, a test): its class and its facts in one entry."""
+    if not isinstance(kind, DrafterKind):
+        raise SpecbenchError(f"cannot register {kind!r}: a DrafterKind entry is needed")
+    return DRAFTERS.register(kind, replace=replace)
+
+
+def unregister(name: str) -> None:
+    """Remove a kind added with `register` (the built-in ones stay)."""
+    DRAFTERS.unregister(name)

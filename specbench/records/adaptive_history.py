@@ -1,0 +1,59 @@
+"""``adaptive.json``: the stopping history of an adaptive sweep, beside its records.
+
+Written by `specbench.measure.adaptive` after every look, read by `results show`, `recommend`,
+`plot` and ``sweep --json``. Layout (docs/results-schema.md, "Adaptive sweeps")::
+
+    {"plan": {batch, first, max_prompts, budget_s, calibration_batch},
+     "elapsed_s": wall seconds spent so far (a resumed sweep keeps counting),
+     "finished": true once no workload is open,
+     "workloads": {NAME: {"planned": [prompts per look], "calibration": [...], "status": "open" |
+                          "decided" | "prompts exhausted" | "budget" | "futile",
+                          "dropped": [configurations dropped from timing],
+                          "looks": [{look, prompts, calibration_prompts, answer, text, best, prompts_needed,
+                                     seconds, scenarios: [...]}, ...]}}}
+
+The planned looks are what `recommend` needs to judge the records the way the sweep did
+(`specbench.analysis.sequential.LookPlan`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from specbench.errors import SpecbenchError
+from specbench.records.store import atomic_write_json
+
+HISTORY_FILE = "adaptive.json"
+MAX_BYTES = 16 * 2**20
+
+
+def read_history(folder: str | Path) -> dict | None:
+    """The folder's stopping history, None when it was not an adaptive sweep; a broken file is a one-line error."""
+    path = Path(folder) / HISTORY_FILE
+    if not path.exists():
+        return None
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            raise ValueError(f"larger than {MAX_BYTES // 2**20} MiB")
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or not isinstance(data.get("workloads", {}), dict):
+            raise ValueError("not a mapping with 'workloads'")
+        for name, entry in data.get("workloads", {}).items():
+            planned = entry.get("planned") if isinstance(entry, dict) else None
+            if not isinstance(planned, list) or not all(isinstance(n, int) and n > 0 for n in planned):
+                raise ValueError(f"workload {name!r} has no list of planned prompts")
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise SpecbenchError(f"broken stopping history {path}: {exc}") from None
+    return data
+
+
+def write_history(folder: str | Path, history: dict) -> None:
+    atomic_write_json(Path(folder) / HISTORY_FILE, history)
+
+
+def planned_looks(history: dict | None) -> dict[str, tuple[int, ...]]:
+    """Workload → the prompts planned per look (empty for a fixed grid)."""
+    if not history:
+        return {}
+    return {name: tuple(entry["planned"]) for name, entry in history.get("workloads", {}).items()}

@@ -1,0 +1,293 @@
+"""Sweeps that decide: the error control, the stopping rule, the look-by-look driver, its progress lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from specbench.analysis.decision import _decide
+from specbench.analysis.options import Option
+from specbench.analysis.recommend import recommend
+from specbench.analysis.sequential import FIXED, LookPlan, VerdictRule, pocock_constant
+from specbench.analysis.speedup_interval import NO, YES, speedup_interval
+from specbench.analysis.stopping import DECIDED, OPEN, look_outcome
+from specbench.analysis.stopping_simulation import TRUTHS, error_table
+from specbench.errors import SpecbenchError
+from specbench.measure.adaptive_spec import AdaptivePlan, parse_adaptive, parse_duration
+from specbench.records.adaptive_history import read_history
+from specbench.records.store import load_records
+from tests.cli_helpers import assert_user_error, invoke, jsonl_workload, tiny_sweep_yaml
+from tests.synthetic_results import SyntheticCosts, SyntheticDrafter, make_records, records_frame
+
+# ----------------------------------------------------------------------------- the plan and its parser
+
+
+def test_looks_are_planned_from_the_pool():
+    plan = AdaptivePlan(batch=8, first=8, max_prompts=40)
+    assert plan.looks_for(80) == (8, 16, 24, 32, 40)
+    assert plan.looks_for(20) == (8, 16, 20)  # a small workload: its last look takes what it has
+    assert plan.looks_for(5) == (5,)
+    assert plan.calibration_for((8, 16, 24), 3) == (3, 6, 9)
+    assert AdaptivePlan(calibration_batch=1).calibration_for((8, 16, 24), 4) == (4, 5, 6)
+
+
+@pytest.mark.parametrize(
+    "value,needle",
+    [
+        ({"bacth": 8}, "did you mean 'batch'"),
+        ({"batch": 0}, "between 1"),
+        ({"batch": 2.5}, "whole number"),
+        ({"budget": "soon"}, "duration"),
+        ({"budget": -5}, "more than 0"),
+        ({"max_prompts": float("nan")}, "whole number"),
+        ({"batch": 1, "max_prompts": 1000}, "over the limit"),
+        ("yes", "true or a mapping"),
+    ],
+)
+def test_bad_adaptive_keys_are_one_line(value, needle):
+    with pytest.raises(SpecbenchError, match=re.escape(needle)):
+        parse_adaptive(value, "sweep.yaml")
+
+
+def test_durations():
+    assert parse_duration("90s", "x") == 90 and parse_duration("20m", "x") == 1200
+    assert parse_duration("1.5h", "x") == 5400 and parse_duration(600, "x") == 600
+    assert parse_adaptive(True, "x") == AdaptivePlan() and parse_adaptive(None, "x") is None
+
+
+# ----------------------------------------------------------------------------- the rule
+
+
+def test_pocock_boundary_matches_the_published_constants():
+    # Pocock (1977): 2.178 (2 looks), 2.413 (5 looks) for a two-sided 5 % test = one-sided 2.5 %
+    assert pocock_constant((10, 20), 0.025) == pytest.approx(2.178, abs=0.02)
+    assert pocock_constant(tuple(range(8, 48, 8)), 0.025) == pytest.approx(2.413, abs=0.02)
+    assert pocock_constant((10,), 0.025) == pytest.approx(stats.norm.isf(0.025))
+
+
+def test_one_option_and_one_look_is_the_plain_95_percent_interval():
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(30, 100, 12).astype(float)
+    base = tokens * 0.05
+    iv = speedup_interval(tokens, base / 1.2 * np.exp(0.1 * rng.standard_normal(12)), tokens, base)
+    rule = VerdictRule(FIXED, 1)
+    assert rule.lower(iv.point, iv.log_se, iv.dof) == pytest.approx(iv.lo)
+    assert rule.upper(iv.point, iv.log_se, iv.dof) == pytest.approx(iv.hi)
+    wider = VerdictRule(LookPlan((12, 24, 36)), 6)  # more looks and the best of six: a wider yes-interval
+    assert wider.lower(iv.point, iv.log_se, iv.dof) < iv.lo
+
+
+def _verdicts(frame, planned):
+    recs = recommend(frame, n_boot=0, plans={"mt-bench": LookPlan(planned)})
+    return [{**r.decision.as_dict(), "candidates": r.decision.candidates} for r in recs]
+
+
+@pytest.mark.parametrize(
+    "drafter,answer",
+    [
+        (SyntheticDrafter(alpha=0.9, gammas=(2, 4)), YES),
+        (SyntheticDrafter(alpha=0.6, gammas=(1, 2, 4), draft_step_s=0.03), NO),
+    ],
+)
+def test_the_rule_stops_when_the_truth_is_clear(drafter, answer):
+    frame = records_frame(make_records([drafter], n_prompts=12, seed=0, costs=SyntheticCosts(noise=0.05)))
+    verdicts = _verdicts(frame, (12, 24, 36))
+    assert [v["answer"] for v in verdicts] == [answer]
+    assert look_outcome(verdicts, 1, (12, 24, 36)) == (DECIDED, set())
+
+
+def test_the_rule_drops_a_configuration_confidently_below_the_best_and_goes_on():
+    drafters = [
+        SyntheticDrafter(
+            name="ngram", params={}, model_free=True, alpha=0.5, no_match_rate=0.97, gammas=(2,), alpha_spread=0.2
+        ),
+        SyntheticDrafter(alpha=0.5, gammas=(2,), draft_step_s=0.02),
+    ]  # drafting costs more than it gains
+    frame = records_frame(make_records(drafters, n_prompts=8, seed=0, costs=SyntheticCosts(noise=0.15)))
+    verdicts = _verdicts(frame, (8, 16, 24))
+    status, dropped = look_outcome(verdicts, 1, (8, 16, 24))
+    assert status == OPEN and verdicts[0]["answer"] == "cannot tell"
+    assert dropped == {("draft-model(model=qwen2.5-coder-0.5b)", "chain", 2, "fixed")}
+    assert look_outcome(verdicts, 3, (8, 16, 24))[0] == "prompts exhausted"  # the last planned look
+
+
+def test_a_disturbed_timing_never_decides():
+    frame = records_frame(make_records([SyntheticDrafter(alpha=0.9, gammas=(2, 4))], n_prompts=12, seed=0))
+    verdicts = _verdicts(frame, (12, 24))
+    verdicts[0]["timing_disturbed"] = True
+    assert look_outcome(verdicts, 1, (12, 24))[0] == OPEN
+
+
+def test_error_control_with_a_known_truth():
+    """The adaptive rule is confidently wrong ≤ 5 % of the time when every speedup is 1; the former plain
+    rule (any 95 % interval above 1) is not — the harness can tell them apart — and a 1.3× truth is found."""
+    null = error_table({"null": TRUTHS["every speedup 1.0"]}, planned=(8, 16, 24), fixed_sizes=(12,), sims=400, seed=1)
+    rates = dict(zip(null["method"], null["confidently_wrong"]))
+    adaptive = next(v for k, v in rates.items() if k.startswith("adaptive"))
+    assert adaptive <= 0.05 + 0.02  # 400 sweeps: ±1 % binomial noise around a rate ≤ 5 %
+    assert rates["fixed grid, 12 prompts, plain 95 % (former rule)"] > 0.07
+    power = error_table({"1.3": TRUTHS["best 1.3"]}, planned=(8, 16, 24), fixed_sizes=(), sims=100, seed=2)
+    assert power["yes"].iloc[0] >= 0.8 and power["confidently_wrong"].iloc[0] == 0
+
+
+def test_a_yes_names_its_adjusted_interval():
+    options = [
+        Option("x", f"c{k}", "{}", "chain", k, s, 0, 0, 0, True, "fixed", 0.02, 20.0)
+        for k, s in enumerate((1.10, 1.30, 1.20), start=1)
+    ]
+    decision = _decide(
+        __import__("pandas").DataFrame(), __import__("pandas").DataFrame(), options, 21, LookPlan((7, 14, 21))
+    )
+    assert decision.answer == YES and decision.option.gamma == 2
+    assert decision.option.lo == pytest.approx(1.30 * np.exp(-decision_quantile(decision) * 0.02))
+    assert "best of 3 configurations and 3 planned looks" in decision.text
+
+
+def decision_quantile(decision):
+    return stats.t.isf(decision.rule["p_yes"], 20.0)
+
+
+# ----------------------------------------------------------------------------- the driver, end to end
+
+
+ADAPTIVE = {"first": 2, "batch": 1, "max_prompts": 4}
+
+
+def adaptive_yaml(tmp_path, prompts_file, **overrides):
+    spec = {
+        "workloads": [jsonl_workload(prompts_file, count=4), {"name": "mt-bench", "count": 3}],
+        "drafters": [{"type": "ngram"}],
+        "gammas": [1, 3],
+        "mode": "replay",
+        "calibration": {"gammas": [1, 3], "prompts": 1},
+        "timing": {"order": "bracket", "warmup_s": 0},
+        "max_new_tokens": 16,
+        "adaptive": ADAPTIVE,
+    }
+    return tiny_sweep_yaml(tmp_path, prompts_file, **{**spec, **overrides})
+
+
+def test_adaptive_sweep_runs_its_looks_and_records_them(tmp_path, prompts_file):
+    spec, out = adaptive_yaml(tmp_path, prompts_file), tmp_path / "res"
+    dry = invoke("sweep", spec, "--out", out, "--dry-run")
+    assert dry.exit_code == 0 and "looks at 2, 3, 4 prompts" in dry.stdout and "worst case" in dry.stdout
+    result = invoke("sweep", spec, "--out", out)
+    assert result.exit_code == 0, result.output
+    history = read_history(out)
+    records = load_records(out)
+    assert records["stage"].notna().all() and records["unit_id"].is_unique
+    for name, entry in history["workloads"].items():
+        assert entry["planned"][0] == 2 and entry["status"] != "open"
+        looks = entry["looks"]
+        assert [look["look"] for look in looks] == list(range(1, len(looks) + 1))
+        mine = records[records["workload"] == name]
+        assert int(mine["stage"].max()) == len(looks)  # nothing measured beyond the last look
+        for look in looks:  # a look's prompts are the first n of the workload
+            assert mine[mine["stage"] <= look["look"]]["prompt_id"].nunique() == look["prompts"]
+        live_timed = mine[(mine["mode"] == "live") & (mine["gamma"] > 0)]
+        assert live_timed["prompt_id"].nunique() <= entry["calibration"][len(looks) - 1]
+    assert history["finished"] and history["elapsed_s"] > 0
+    shown = invoke("results", "show", out)
+    assert shown.exit_code == 0 and "stopping history" in shown.stdout
+    rec = invoke("recommend", out, "--json", "--bootstrap", "50")
+    assert rec.exit_code == 0, rec.output
+    assert all(r["stopping_history"]["planned"][0] == 2 for r in json.loads(rec.stdout))
+    assert "look" in result.stdout  # the end-of-sweep summary names each workload's last look
+
+
+def test_adaptive_flags(tmp_path, prompts_file):
+    spec = adaptive_yaml(tmp_path, prompts_file, adaptive=None)
+    dry = invoke("sweep", spec, "--dry-run", "--until-decided", "--batch", "2", "--max-prompts", "3")
+    assert dry.exit_code == 0 and "looks at 2, 3 prompts" in dry.stdout
+    assert_user_error(invoke("sweep", spec, "--fixed-grid", "--budget", "5m"), "--fixed-grid")
+    assert_user_error(invoke("sweep", spec, "--budget", "later", "--dry-run"), "duration")
+
+
+def test_adaptive_sweep_resumes_after_a_kill_between_looks(tmp_path, prompts_file):
+    spec, out = adaptive_yaml(tmp_path, prompts_file, max_new_tokens=24), tmp_path / "killed"
+    cmd = [sys.executable, "-m", "specbench", "sweep", str(spec), "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline, first = time.time() + 300, None
+    while time.time() < deadline and proc.poll() is None:
+        history = read_history(out) if (out / "adaptive.json").exists() else None
+        if history and any(e["looks"] for e in history["workloads"].values()):
+            first = history
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert first is not None, "the kill must land after a look"
+    assert subprocess.run(cmd, capture_output=True).returncode == 0
+    resumed = read_history(out)
+    records = load_records(out)
+    assert records["unit_id"].is_unique
+    for name, entry in first["workloads"].items():  # the looks before the kill are recomputed alike
+        for before, after in zip(entry["looks"], resumed["workloads"][name]["looks"]):
+            assert (before["look"], before["prompts"], before["answer"]) == (
+                after["look"],
+                after["prompts"],
+                after["answer"],
+            )
+    assert resumed["finished"] and resumed["elapsed_s"] >= first["elapsed_s"]
+
+
+def test_a_sweep_redirected_to_a_file_prints_progress_lines_while_it_runs(tmp_path, prompts_file):
+    spec = tiny_sweep_yaml(tmp_path, prompts_file, max_new_tokens=48)
+    log = tmp_path / "sweep.log"
+    with open(log, "w") as stream:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "specbench", "sweep", str(spec), "--out", str(tmp_path / "o")],
+            stdout=stream,
+            stderr=subprocess.STDOUT,
+        )
+        seen_while_running = False
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None:
+            if re.search(r"\] \d+/\d+ units · elapsed \d+m\d+s · eta", log.read_text()):
+                seen_while_running = proc.poll() is None
+                break
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)  # seen: the rest of the sweep is not this test's business
+        proc.wait(timeout=120)
+    assert seen_while_running, log.read_text()[-2000:]
+    assert proc.returncode in (0, 143)
+
+
+def test_serving_backend_keeps_engines_and_runs_the_warm_ones_first(monkeypatch):
+    """Two looks of baseline + 3 configurations with 3 engines kept: 4 starts, then 1 (the target-only engine and
+    the last two configurations are still running, and run first) — against 8 without kept engines."""
+    from specbench.backends.base import Request
+    from specbench.backends.registry import make_backend
+    from specbench.measure.groups import Group, warm_first
+    from specbench.measure.spec import build_spec
+
+    monkeypatch.setenv("SPECBENCH_VLLM_WORKER_ENGINE", "tests.fake_vllm_engine:FakeEngine")
+    monkeypatch.setenv("PYTHONPATH", os.getcwd())
+    spec = build_spec(
+        {"name": "kept", "drafters": ["ngram"], "gammas": [1, 2, 3], "workloads": ["mt-bench"], "backend": "vllm"}
+    )
+    backend = make_backend(
+        "vllm", {"python": sys.executable, "engines_kept": 3}, target="smollm2-135m", device="cpu", dtype="fp32"
+    )
+    backend.start(lambda message: None)
+    try:
+        request = [Request([1, 2, 3], 4, 0, False)]
+        for look in (1, 2):
+            groups = warm_first([Group(c, 1, 1, []) for c in spec.configs], backend.is_warm)
+            if look == 2:
+                assert [g.config.gamma for g in groups] == [0, 2, 3, 1]  # baseline, the warm ones, the rest
+            for group in groups:
+                backend.generate_batch(group.config, request, 1)
+        assert backend.engine_starts == 4 + 1
+    finally:
+        backend.close()
+    assert not backend._workers

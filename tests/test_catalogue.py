@@ -1,0 +1,291 @@
+"""The drafter catalogue (`specbench.catalogue.drafters`): one complete entry per drafter kind, the only
+place drafter names are compared or tabled, and the worked example of docs/architecture.md ("Adding a
+drafter"): a kind registered at run time is replayed, given a vLLM config and refused or exported by
+its entry alone."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import inspect
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from specbench.analysis.engine_settings import engine_settings
+from specbench.analysis.vllm_speculative import speculative_config
+from specbench.catalogue import drafters as catalogue
+from specbench.catalogue.drafters import DrafterKind, Param
+from specbench.engine.drafters import make_drafter, registry
+from specbench.engine.drafters.eagle import Eagle3Type
+from specbench.engine.drafters.ngram import NgramType
+from specbench.engine.drafters.registry import BUILD_ARGUMENTS
+from specbench.engine.loop import SpeculativeEngine
+from specbench.engine.sampling import SamplingParams
+from specbench.errors import SpecbenchError
+from specbench.measure.replay import Replayer, replay_chain
+from specbench.measure.spec import build_spec
+from specbench.training.vllm_export import exporter, write_export
+
+ROOT = Path(__file__).resolve().parents[1]
+# where drafter names may be compared or tabled: the catalogue and the drafters' own modules
+OWNERS = ("specbench/catalogue/", "specbench/engine/drafters/")
+
+
+# ----------------------------------------------------------------------------- completeness
+
+
+@pytest.mark.parametrize("name", catalogue.names())
+def test_every_buildable_kind_has_a_complete_entry_that_its_class_agrees_with(name):
+    kind = catalogue.get(name)
+    assert kind.summary and kind.name == name
+    drafter_type = registry.get(name)
+    assert drafter_type.name == name, "the class's name is the entry's"
+    signature = inspect.signature(type(drafter_type).build).parameters
+    declared = {
+        p: (s.default if s.default is not inspect.Parameter.empty else None)
+        for p, s in signature.items()
+        if p not in BUILD_ARGUMENTS
+    }
+    assert declared == {p: param.default for p, param in kind.params.items()}, "parameters and defaults"
+    for p, param in kind.params.items():
+        assert param.kind in str(signature[p].annotation), f"{p}: {param.kind} vs {signature[p].annotation}"
+    from specbench.engine.drafters.trained import TrainedType
+
+    assert kind.trained == isinstance(drafter_type, TrainedType)
+    assert kind.model_free == (kind.forwards == (0, 0))
+    assert (kind.replay is not None) <= (not kind.trained), "replay covers prompt lookup and draft models"
+    assert (kind.vllm_weights is None) == (kind.model_free or kind.vllm_method is None)
+    assert set(kind.vllm_params) <= set(kind.params)
+    if kind.export is not None:
+        assert kind.vllm_method is not None and kind.trained and callable(_resolve(kind.export))
+
+
+def test_every_drafter_class_has_an_entry():
+    """A `DrafterType` subclass in the drafters' package without a catalogue entry (or whose entry names
+    another class) would be a drafter the rest of specbench knows nothing about."""
+    import importlib
+    import pkgutil
+
+    import specbench.engine.drafters as package
+
+    for module in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{package.__name__}.{module.name}")
+
+    def subclasses(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from subclasses(sub)
+
+    classes = {c for c in subclasses(registry.DrafterType) if c.name and c.__module__.startswith(package.__name__)}
+    assert classes, "no drafter classes found"
+    for cls in classes:
+        assert cls.name in catalogue.names(), f"{cls.__qualname__} ({cls.name}) has no catalogue entry"
+        assert catalogue.DRAFTERS.load(cls.name) is cls, f"{cls.name}'s entry names another class"
+
+
+def _resolve(reference):
+    from specbench.catalogue.registry import resolve
+
+    return resolve(reference, "test")
+
+
+def test_every_kind_is_an_entry_with_its_facts_and_only_served_kinds_lack_a_class():
+    every = catalogue.names(buildable=False)
+    assert set(catalogue.names()) < set(every) and "suffix" in every
+    for name in every:
+        kind = catalogue.get(name)
+        assert isinstance(kind, DrafterKind) and kind.summary
+        assert kind.buildable or kind.vllm_method or kind.sglang_algorithm, f"{name}: no one runs it"
+    assert catalogue.replayable() == ["ngram", "draft-model"]
+    assert catalogue.nestable() == ["draft-model", "eagle", "eagle3"]
+    assert catalogue.names(trained=True) == registry.names(trained=True)
+
+
+def test_a_registered_kind_with_an_incomplete_entry_fails(tmp_path):
+    """The completeness test can fail: an entry whose parameters disagree with its class's is caught."""
+    bad = dataclasses.replace(
+        catalogue.get("ngram"),
+        name="ngram-bad",
+        cls="specbench.engine.drafters.ngram:NgramType",
+        params={"n_min": Param("int", 1)},
+    )
+    catalogue.register(bad)
+    try:
+        with pytest.raises(AssertionError):
+            test_every_buildable_kind_has_a_complete_entry_that_its_class_agrees_with("ngram-bad")
+    finally:
+        catalogue.unregister("ngram-bad")
+    with pytest.raises(SpecbenchError, match="replay 'magic' is not one of"):
+        DrafterKind("x", "x", None, replay="magic")
+
+
+def test_unknown_kinds_are_one_line_errors_and_builtins_stay():
+    with pytest.raises(SpecbenchError, match=r"unknown drafter 'eagel' \(did you mean 'eagle'\?\)"):
+        catalogue.get("eagel")
+    with pytest.raises(SpecbenchError, match=r"unknown drafter 'suffix'.*choose from: ngram,"):
+        catalogue.buildable("suffix")  # known, but the own engine cannot build it
+    with pytest.raises(SpecbenchError, match="already registered"):
+        catalogue.register(catalogue.get("ngram"))
+    catalogue.unregister("ngram")
+    assert "ngram" in catalogue.names()
+
+
+# ----------------------------------------------------------------------------- no other table
+
+
+def _kind_names() -> set[str]:
+    return set(catalogue.names(buildable=False))
+
+
+def _strings(node) -> list[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [s for element in node.elts for s in _strings(element)]
+    return []
+
+
+def name_comparisons(path: Path, names: set[str]) -> list[str]:
+    """Lines of ``path`` that compare something with a drafter-name literal (``==``, ``in``, ...), table
+    two or more of them (a tuple, list or set of names only) or key a dict by one; target-only ('none') counts where
+    the compared expression names a drafter."""
+    source = path.read_text()
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        hits = []
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            literals = [s for operand in operands for s in _strings(operand)]
+            hits = [s for s in literals if s in names]
+            text = ast.get_source_segment(source, node) or ""
+            if catalogue.TARGET_ONLY in literals and "drafter" in text:
+                hits.append(catalogue.TARGET_ONLY)
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            strings = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+            if len(strings) >= 2 and all(s in names for s in strings):  # a table of names, not a plan of runs
+                hits = strings
+        elif isinstance(node, ast.Dict):
+            hits = [s for key in node.keys if key is not None for s in _strings(key) if s in names]
+        if hits:
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {sorted(set(hits))}")
+    return found
+
+
+def test_no_drafter_name_is_compared_or_tabled_outside_the_catalogue_and_the_drafters():
+    files = subprocess.run(
+        ["git", "ls-files", "specbench/*.py", "scripts/*.py"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    names = _kind_names()
+    offenders = [hit for f in files if not f.startswith(OWNERS) for hit in name_comparisons(ROOT / f, names)]
+    assert not offenders, "drafter names compared or tabled outside the catalogue:\n" + "\n".join(offenders)
+
+
+def test_the_name_check_finds_a_comparison_and_a_table(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        'if kind == "medusa":\n    pass\nSTEPS = {"ngram": 0}\nREPLAYABLE = ("ngram", "draft-model")\n'
+        'ok = kind in ("chain",)\nbase = row["drafter"] == "none"\nlogits = mode == "none"\n'
+    )
+    global ROOT
+    saved, ROOT = ROOT, tmp_path
+    try:
+        hits = name_comparisons(planted, _kind_names())
+    finally:
+        ROOT = saved
+    assert [h.split(":")[1] for h in hits] == ["1", "3", "4", "6"], hits
+
+
+# ----------------------------------------------------------------------------- add a drafter: one class + one entry
+
+
+class _WideLookupType(NgramType):
+    """The worked example's class: prompt lookup that matches longer n-grams by default."""
+
+    name = "wide-lookup"
+
+    def build(self, target, *, device, dtype, implementation, n_min: int = 2, n_max: int = 5):
+        return super().build(
+            target, device=device, dtype=dtype, implementation=implementation, n_min=n_min, n_max=n_max
+        )
+
+
+class _Eagle3CopyType(Eagle3Type):
+    name = "eagle3-copy"
+
+
+WIDE_LOOKUP = DrafterKind(
+    "wide-lookup",
+    "prompt lookup over 2-5-token matches (params n_min, n_max)",
+    _WideLookupType,
+    params={"n_min": Param("int", 2, 1, 64, at_most="n_max"), "n_max": Param("int", 5, 1, 64)},
+    model_free=True,
+    forwards=(0, 0),
+    replay="prompt-lookup",
+    vllm_method="ngram",
+    vllm_params={"n_min": "prompt_lookup_min", "n_max": "prompt_lookup_max"},
+)
+EAGLE3_COPY = dataclasses.replace(catalogue.get("eagle3"), name="eagle3-copy", cls=_Eagle3CopyType)
+
+
+@pytest.fixture()
+def added_kinds():
+    for kind in (WIDE_LOOKUP, EAGLE3_COPY):
+        catalogue.register(kind)
+    yield
+    for kind in (WIDE_LOOKUP, EAGLE3_COPY):
+        catalogue.unregister(kind.name)
+
+
+def test_adding_a_drafter_is_one_class_and_one_entry(added_kinds, tiny_v8, smollm2, tmp_path):
+    """docs/architecture.md: kinds registered at run time are checked, replayed, configured for vLLM and
+    exported (or refused) by what their entries say, with no other table to edit."""
+    test_every_buildable_kind_has_a_complete_entry_that_its_class_agrees_with("wide-lookup")
+    test_every_buildable_kind_has_a_complete_entry_that_its_class_agrees_with("eagle3-copy")
+    # the sweep spec: parameters and replay from the entry
+    spec = build_spec(
+        {
+            "name": "x",
+            "drafters": ["wide-lookup:n_max=4"],
+            "gammas": [1, 3],
+            "mode": "replay",
+            "workloads": ["mt-bench"],
+        }
+    )
+    assert spec.drafters[0].params_dict == {"n_max": 4}
+    with pytest.raises(SpecbenchError, match="needs n_min <= n_max, got n_min=2 n_max=1"):
+        build_spec({"name": "x", "drafters": ["wide-lookup:n_max=1"], "workloads": ["mt-bench"]})
+    with pytest.raises(SpecbenchError, match="'eagle3-copy' cannot be replayed yet"):
+        build_spec({"name": "x", "drafters": ["eagle3-copy"], "mode": "replay", "workloads": ["mt-bench"]})
+    # replay: the entry's method (prompt lookup re-run) gives exactly the live rounds
+    target, _ = tiny_v8
+    drafter = make_drafter("wide-lookup", target, {"n_min": 1})
+    prompt = [3, 1, 4, 1, 5, 2, 6, 5, 3, 5, 0, 3, 6, 5, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1]
+    live = SpeculativeEngine(target, drafter, gamma=3).generate(prompt, 24, stop_at_eos=False)
+    replayer = Replayer(target)
+    trajectory = replayer.trajectory(
+        prompt, live.tokens, stop_reason="length", max_new_tokens=24, max_gamma=3, sampling=SamplingParams(), seed=0
+    )
+    trace = replayer.trace(drafter, trajectory, 3, SamplingParams(), kind="wide-lookup")
+    replayed = replay_chain(trace, trajectory, [3])[0].rounds
+    assert trace.drafter == "wide-lookup" and replayed.accepted == live.rounds.accepted
+    # vLLM: method and parameter keys from the entry, defaults from its parameters
+    assert speculative_config("wide-lookup", {"n_max": 4}, 3) == {
+        "method": "ngram",
+        "num_speculative_tokens": 3,
+        "prompt_lookup_min": 2,
+        "prompt_lookup_max": 4,
+    }
+    assert speculative_config("eagle3-copy", {"checkpoint": "/x"}, 2)["method"] == "eagle3"
+    settings = engine_settings("eagle3-copy", {"checkpoint": "/x"}, "chain", 2)  # SGLang, transformers: the entry's
+    assert settings["sglang"].config["--speculative-algorithm"] == "EAGLE3" and not settings["transformers"].supported
+    # export: refused by the one entry, written by the other's exporter
+    with pytest.raises(SpecbenchError, match=r"'wide-lookup' has no vLLM export \(exportable: .*eagle3-copy"):
+        exporter("wide-lookup")
+    report = write_export(
+        "eagle3-copy", make_drafter("eagle3-copy", smollm2, {"checkpoint": "random"}), smollm2, tmp_path / "export"
+    )
+    assert report["speculative_config"]["method"] == "eagle3"
+    assert json.loads((tmp_path / "export" / "config.json").read_text())["architectures"] == ["LlamaForCausalLMEagle3"]
