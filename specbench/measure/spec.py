@@ -38,6 +38,12 @@ temperature configuration runs once per schedule, γ being the schedule's cap. A
 fixed needs chains (every tree of the sweep 'chain'), the own backend and mode live; threshold and
 dspark need drafters with probabilities (not ngram). Like backend, the key enters the hash only when
 set to something else than ``[fixed]``.
+
+``threads`` and ``layout`` (own engine on the CPU): torch threads — a count or ``auto`` (measured,
+`specbench.engine.threads`) — and the weight layout — ``auto`` (measured on this machine,
+`specbench.engine.layout_probe`) or a layout name (`specbench.engine.weight_layout.LAYOUTS`); ``dtype:
+auto`` measures the dtype too and keeps the fastest lossless one. Each enters the hash only when set; the
+choices made are in run.json (``threads``, ``cpu_layout``).
 """
 
 from __future__ import annotations
