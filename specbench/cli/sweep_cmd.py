@@ -323,6 +323,10 @@ class SweepProgress:
         if done:
             self.progress.console.print(f"resuming: {done} of {total} units already measured")
 
+    def look_started(self, units: int, budget_left_s: float | None) -> None:
+        """An adaptive look begins: the bar counts this look's units (the grid is only an upper bound)."""
+        self.progress.update(self.task, total=units, completed=0)
+
     def unit_started(self, unit) -> None:
         self.progress.update(self.task, detail=f"{unit.config.label} · {unit.prompt.prompt_id} t{unit.turn}")
 
