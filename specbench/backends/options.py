@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from specbench.bounds import BOUNDS, violation
+from specbench.engine.layout_probe import parse_layout_setting
 from specbench.engine.threads import parse_thread_setting
 from specbench.errors import SpecbenchError, check_keys, did_you_mean
 from specbench.models.resolve import DTYPES
@@ -154,6 +155,10 @@ def threads(value, label: str):
     return parse_thread_setting(value, label.split(": '")[0])
 
 
+def layout(value, label: str):
+    return parse_layout_setting(value, label.split(": '")[0])
+
+
 _TIMEOUT = Option(number("timeout_s"), "total deadline of one request in seconds (default 600)")
 _WARMUP = Option(flag, "one short untimed request per server before measuring (default true)")
 _TOKENIZER = Option(text, "tokenizer to encode prompts with (default: the sweep's target)")
@@ -163,6 +168,8 @@ BACKEND_OPTIONS: dict[str, dict[str, Option]] = {
         "kernels": Option(choice("auto", "triton", "torch"), "verification kernels (the sweep's kernels key)"),
         "compile": Option(flag, "torch.compile the decode/verify steps (the sweep's compile key)"),
         "threads": Option(threads, "CPU threads: a count or auto (the sweep's threads key)"),
+        "layout": Option(layout, "CPU weight layout: auto (measured) or a layout name (the sweep's layout key)"),
+        "verify_tokens": Option(number("verify_tokens"), "the verify size the layout probe measures (default 5)"),
     },
     "vllm": {
         "max_num_seqs": Option(
