@@ -12,7 +12,7 @@ help:
 	@echo "make test          set up (first run) and run the test suite (CPU, no GPU needed)"
 	@echo "make lint          ruff: lint every file, check the format of FORMATTED (rules in pyproject.toml)"
 	@echo "make test-heavy    tests on the Qwen2.5-Coder 1.5B/0.5B pair (pulls ~1.5 GB once)"
-	@echo "make test-fuzz     the long fuzz run (Hypothesis, about 10 minutes): spec parser, loaders, records, HTTP client"
+	@echo "make test-fuzz     the long fuzz run (Hypothesis, about 10 minutes; FUZZ_SCALE=0.1 for a tenth): spec parser, loaders, records, HTTP client"
 	@echo "make bench-engine  specbench engine vs transformers generate / assisted generation"
 	@echo "make bench-roofline decode/verify time against the memory-bandwidth bound"
 	@echo "make bench-layout  row-major vs column-major linear weights: CPU forward time per k new tokens"
@@ -72,8 +72,10 @@ lint: install
 test: install
 	TRITON_INTERPRET=1 $(PY) -m pytest -n 2 --dist worksteal --durations=25
 
+FUZZ_SCALE ?= 1
 test-fuzz: install
-	$(PY) -m pytest -m fuzz tests/test_fuzz.py -n 2 -p no:cacheprovider --hypothesis-show-statistics
+	SPECBENCH_FUZZ_SCALE=$(FUZZ_SCALE) $(PY) -m pytest -m fuzz tests/test_fuzz.py -n 2 -p no:cacheprovider \
+	    --hypothesis-show-statistics
 
 test-heavy: install
 	$(VENV)/bin/specbench models pull qwen2.5-coder-1.5b

@@ -51,15 +51,30 @@ LIMIT_S = 60.0  # wall time of one example (a dry run on a busy 2-core machine t
 LIMIT_MIB = 256  # Python-level allocations of one example (tracemalloc peak)
 
 
+def long_scale() -> float:
+    """``SPECBENCH_FUZZ_SCALE`` (``make test-fuzz FUZZ_SCALE=0.1``): the long run's example counts times
+    this factor (default 1, about ten minutes; 0.1 is a one-minute check)."""
+    text = os.environ.get("SPECBENCH_FUZZ_SCALE", "1")
+    try:
+        scale = float(text)
+    except ValueError:
+        raise pytest.UsageError(f"SPECBENCH_FUZZ_SCALE must be a number, got {text!r}") from None
+    if not 0 < scale <= 100:
+        raise pytest.UsageError(f"SPECBENCH_FUZZ_SCALE must be > 0 and <= 100, got {text!r}")
+    return scale
+
+
 def fuzz(strategy, short: int, long: int):
     """The property ``prop(value)`` as two tests: the default suite's (`SHORT`, ``short`` examples) and
-    the long run's (`LONG`, ``long`` examples, marker fuzz). The counts size each property to its cost
-    (a parser call takes milliseconds, a CLI dry run or a server exchange a few hundred)."""
+    the long run's (`LONG`, ``long`` examples times `long_scale`, marker fuzz). The counts size each
+    property to its cost (a parser call takes milliseconds, a CLI dry run or a server exchange a few
+    hundred)."""
 
     def make(prop):
+        examples = max(1, round(long * long_scale()))
         return (
             settings(SHORT, max_examples=short)(given(strategy)(prop)),
-            pytest.mark.fuzz(settings(LONG, max_examples=long)(given(strategy)(prop))),
+            pytest.mark.fuzz(settings(LONG, max_examples=examples)(given(strategy)(prop))),
         )
 
     return make
@@ -341,6 +356,21 @@ def _workload_name() -> str:
     return f"jsonl:{PROMPT_FILE}:field=text:id=id"
 
 
+def _sweep_args() -> list[str]:
+    """A valid `specbench sweep` command line on the fuzz prompts (tiny target, ngram)."""
+    return [
+        "sweep",
+        "--name",
+        "f",
+        "--target",
+        "tiny-random-llama",
+        "--drafter",
+        "ngram",
+        "--workload",
+        _workload_name(),
+    ]
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _fuzz_files():
     """The fuzz tests' files live in a temporary folder of this process (each xdist worker has its own).
@@ -350,21 +380,7 @@ def _fuzz_files():
     import specbench.backends.openai_server  # noqa: F401 - imported here, not inside a timed example
     import specbench.figures.report  # noqa: F401
 
-    assert (
-        invoke(
-            "sweep",
-            "--name",
-            "f",
-            "--target",
-            "tiny-random-llama",
-            "--drafter",
-            "ngram",
-            "--workload",
-            _workload_name(),
-            "--dry-run",
-        ).exit_code
-        == 0
-    )
+    assert invoke(*_sweep_args(), "--dry-run").exit_code == 0
     yield
     shutil.rmtree(FUZZ_DIR, ignore_errors=True)
     _RECORDS.clear()
@@ -516,19 +532,7 @@ FLAGS = st.lists(
 @fuzz(FLAGS, short=60, long=2000)
 def spec_flags(flags):
     """`specbench sweep ... --dry-run` with generated flag values."""
-    args = [
-        "sweep",
-        "--name",
-        "f",
-        "--target",
-        "tiny-random-llama",
-        "--drafter",
-        "ngram",
-        "--workload",
-        _workload_name(),
-        "-n",
-        "8",
-    ]
+    args = [*_sweep_args(), "-n", "8"]
     for flag, value in flags:
         args += [flag, value]
     with bounded():
@@ -751,6 +755,7 @@ def garbage_server():
         openai_server.load_tokenizer, openai_server.resolve_model_location = saved
 
 
+GARBAGE_DEADLINE_S = 1.0  # the backend's timeout_s: an answer cut short (a Content-Length too long) waits this long
 INTS = st.one_of(st.integers(min_value=-2, max_value=40), st.integers(min_value=-(2**40), max_value=2**70))
 CHUNKS = st.one_of(
     JSON_VALUES,
@@ -853,7 +858,11 @@ def garbage_answers(garbage_server, case):
 
     def measure():
         backend = OpenAIServerBackend(
-            {"url": garbage_server.url, "timeout_s": 3, "warmup": False}, target="t", device="cpu", dtype="fp32", seed=0
+            {"url": garbage_server.url, "timeout_s": GARBAGE_DEADLINE_S, "warmup": False},
+            target="t",
+            device="cpu",
+            dtype="fp32",
+            seed=0,
         )
         backend.start(lambda message: None)
         return backend.generate_batch(config, [Request([1, 2, 3], 4, 0, False)], 1)
