@@ -892,6 +892,15 @@ def test_a_full_tmpfs_during_export_is_one_line(tmp_path, smollm2):
         subprocess.run(["umount", str(disk)], capture_output=True)
 
 
+@pytest.mark.skipif(not Path("/dev/full").is_char_device(), reason="no /dev/full here")
+def test_a_full_disk_during_the_csv_summary_is_one_line_and_removes_nothing_it_did_not_make(env):
+    """/dev/full answers every write with ENOSPC: the line names the file; the device itself (a file this
+    command did not create) is never removed as a 'partial file'."""
+    result = invoke("results", "show", env["R"], "--csv", "/dev/full")
+    assert_one_line(result, 2, "cannot write the CSV summary /dev/full", "No space left on device")
+    assert Path("/dev/full").is_char_device()
+
+
 def test_the_bounds_table_is_documented_row_by_row():
     """docs/bounds.md lists every row of specbench.bounds.BOUNDS with its range and reason."""
     from specbench.bounds import BOUNDS

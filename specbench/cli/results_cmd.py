@@ -21,6 +21,7 @@ from specbench.records.jsonable import json_ready
 from specbench.records.merge import merge_folders
 from specbench.records.adaptive_history import read_history
 from specbench.records.store import load_records, load_run_info
+from specbench.safe_files import writing
 from specbench.records.summary import (
     BASELINE_KEYS,
     LATENCY_COLUMNS,
@@ -61,7 +62,9 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
     records, table = summary_table(records)
     levels = "concurrency" in table
     if csv is not None:
-        table.to_csv(csv, index=False)
+        created = not csv.exists()  # a partial file is removed only when this command made it (never /dev/full)
+        with writing(csv, "the CSV summary", remove=csv if created else None):  # a full disk: one line
+            table.to_csv(csv, index=False)
     replayed = (records["mode"] == "replay").any()  # a mode column only where replayed rows exist
     several_t = records["temperature"].nunique() > 1
     rows = show_rows(records, table)
