@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from specbench.errors import SpecbenchError, check_keys, did_you_mean
-from specbench.measure.spec_reader import Reader
+from specbench.measure.spec_reader import Reader, workload_fields
 from specbench.models.cache import cache_root
 
 DATA_FOLDER = "datasets"  # <cache>/datasets/<workload>: where a prepared folder is found when nothing names one
@@ -102,10 +102,7 @@ def _names(reader: Reader, key: str, where: str) -> tuple[str, ...]:
 def parse_prepared(data: dict, *, origin: str) -> PreparedSpec:
     """Validate a prepared-data workload mapping (parsed YAML) into a `PreparedSpec`."""
     top = Reader(data, origin, "", _TOP_KEYS)
-    name = str(top.get("name", str, required=True)).strip()
-    if not name:
-        top.fail("'name' is empty")
-    sampling = top.mapping("sampling", ("count", "seed"))
+    common = workload_fields(top)
     section = top.mapping("prepared", _SECTION_KEYS)
     hub = section.mapping("hub", ("dataset", "split"))
     if ("configs" in section.data) == ("categories" in section.data):
@@ -129,20 +126,14 @@ def parse_prepared(data: dict, *, origin: str) -> PreparedSpec:
     else:
         configs = (PreparedConfig("", _names(section, "categories", "")),)
     return PreparedSpec(
-        name=name,
-        description=top.get("description", str, ""),
-        chat=top.get("chat", bool, True),
-        max_new_tokens=top.int_in("max_new_tokens", 256, 1),
-        count=sampling.int_in("count", None, 1, nullable=True),
-        seed=sampling.get("seed", int, 0),
-        train_percent=top.int_in("train_percent", 0, 0, 100),
+        **common,
         layout=str(section.get("layout", str, required=True)),
         folder_variable=str(section.get("folder_variable", str, required=True)),
         get=str(section.get("get", str, required=True)).strip(),
         configs=configs[:1],  # the default: the first config
         hub_dataset=hub.get("dataset", str, None),
         hub_split=hub.get("split", str, None),
-        id_prefix=name,
+        id_prefix=common["name"],
         all_configs=configs,
         origin=origin,
     )
@@ -163,32 +154,29 @@ def select(spec: PreparedSpec, options: dict[str, str], text: str) -> PreparedSp
             raise SpecbenchError(
                 f"workload {spec.name} has no configs to choose ('{text}'); choose categories with category="
             )
-        wanted = _wanted(options["config"], "config", text)
-        for value in wanted:
-            if value not in known:
-                raise SpecbenchError(
-                    f"workload {spec.name} has no config '{value}'{did_you_mean(value, known)} "
-                    f"(configs: {', '.join(known)})"
-                )
+        wanted = _wanted(spec, options["config"], "config", text, known, "configs")
         configs = tuple(c for c in spec.all_configs if c.name in wanted)
     if "category" in options:
         known = sorted({c for config in configs for c in config.categories})
-        wanted = _wanted(options["category"], "category", text)
-        for value in wanted:
-            if value not in known:
-                raise SpecbenchError(
-                    f"workload {spec.name} has no category '{value}'{did_you_mean(value, known)} in "
-                    f"{'config ' + ', '.join(c.name for c in configs) if configs[0].name else 'it'} "
-                    f"(categories: {', '.join(known)})"
-                )
+        where = f" in config {', '.join(c.name for c in configs)}" if configs[0].name else ""
+        wanted = _wanted(spec, options["category"], "category", text, known, "categories", where)
         categories = tuple(wanted)
     chosen = {"config": ",".join(c.name for c in configs), "category": ",".join(categories or ())}
     name = spec.id_prefix + "".join(f":{key}={chosen[key]}" for key in NAMED_OPTIONS if key in options)
     return replace(spec, name=name, configs=configs, categories=categories, data=data)
 
 
-def _wanted(value: str, key: str, text: str) -> list[str]:
+def _wanted(
+    spec: PreparedSpec, value: str, key: str, text: str, known: list[str], plural: str, where: str = ""
+) -> list[str]:
+    """The comma-separated names of ``key=value`` in workload name ``text``, each one of ``known``."""
     wanted = [v.strip() for v in value.split(",") if v.strip()]
     if not wanted:
         raise SpecbenchError(f"'{key}=' in '{text}' names no {key}")
+    for name in wanted:
+        if name not in known:
+            raise SpecbenchError(
+                f"workload {spec.name} has no {key} '{name}'{did_you_mean(name, known)}{where} "
+                f"({plural}: {', '.join(known)})"
+            )
     return wanted

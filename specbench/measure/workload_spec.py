@@ -33,7 +33,7 @@ from specbench.measure.long_context_spec import (
     parse_long_context,
 )
 from specbench.measure.prepared_spec import PreparedSpec, is_prepared, parse_prepared
-from specbench.measure.spec_reader import Reader
+from specbench.measure.spec_reader import Reader, workload_fields
 from specbench.safe_files import load_yaml_text, read_text_file
 
 BUILTIN_PACKAGE = "specbench.builtin_workloads"
@@ -133,10 +133,7 @@ def parse_spec(data: dict, *, origin: str, base_dir: Path | None = None
     if is_prepared(data):
         return parse_prepared(data, origin=origin)
     top = Reader(data, origin, "", _TOP_KEYS)
-    name = str(top.get("name", str, required=True)).strip()
-    if not name:
-        top.fail("'name' is empty")
-    sampling = top.mapping("sampling", ("count", "seed"))
+    common = workload_fields(top, WorkloadSpec.max_new_tokens)
     bounds = top.mapping("filter", ("min_chars", "max_chars"))
     fields = top.mapping("fields", ("id", "turns", "category"))
     id_format = top.get("id_format", str, WorkloadSpec.id_format)
@@ -150,13 +147,7 @@ def parse_spec(data: dict, *, origin: str, base_dir: Path | None = None
     if not raw_sources:
         top.fail("'sources' is empty")
     return WorkloadSpec(
-        name=name,
-        description=top.get("description", str, ""),
-        chat=top.get("chat", bool, True),
-        max_new_tokens=top.int_in("max_new_tokens", WorkloadSpec.max_new_tokens, 1),
-        count=sampling.int_in("count", None, 1, nullable=True),
-        seed=sampling.get("seed", int, 0),
-        train_percent=top.int_in("train_percent", 0, 0, 100),
+        **common,
         category=top.get("category", str, WorkloadSpec.category),
         id_format=id_format,
         min_chars=bounds.int_in("min_chars", 1, 1),
