@@ -262,6 +262,19 @@ REFUSALS = {
         {"config": {"transformer_layer_config.rope_scaling": {"rope_type": "llama3", "factor": 8.0}}},
         "transformer_layer_config.rope_scaling",
     ),
+    "no heads": (
+        {"config": {"transformer_layer_config.num_attention_heads": None}},
+        "transformer_layer_config.num_attention_heads is missing",
+    ),
+    "heads as text": (
+        {"config": {"transformer_layer_config.num_attention_heads": "four"}},
+        "transformer_layer_config.num_attention_heads is 'four'",
+    ),
+    "norm eps as text": (
+        {"config": {"transformer_layer_config.rms_norm_eps": "small"}},
+        "transformer_layer_config.rms_norm_eps",
+    ),
+    "draft vocabulary true": ({"config": {"draft_vocab_size": True}}, "draft_vocab_size is True"),
     "norm before fc": ({"config": {"norm_before_fc": True}}, "norm_before_fc"),
     "wider head": ({"config": {"target_hidden_size": 128}}, "target_hidden_size"),
     "other vocabulary": (

@@ -83,6 +83,21 @@ def _fail(where: str, field: str, message: str):
     raise SpecbenchError(f"{where}: {field} {message}")
 
 
+def _number(layer: dict, key: str, where: str, *, default=None, kind: type = int):
+    """``transformer_layer_config[key]``: a positive whole number (``kind`` int) or a positive number (float);
+    absent or null, ``default`` (required when that is None); otherwise one line naming the field."""
+    value = layer.get(key)
+    if value is None:
+        value = default
+    if value is None:
+        _fail(where, f"transformer_layer_config.{key}", "is missing")
+    allowed = (int,) if kind is int else (int, float)
+    if value is None or isinstance(value, bool) or not isinstance(value, allowed) or value <= 0:
+        what = "a positive whole number" if kind is int else "a positive number"
+        _fail(where, f"transformer_layer_config.{key}", f"is {value!r}: it must be {what}")
+    return kind(value)
+
+
 def layer_shape(config: dict, target, where: str) -> LayerShape:
     """The decoder layer of ``transformer_layer_config``, checked against what the own engine computes and
     against the target (hidden size, vocabulary)."""
@@ -108,7 +123,8 @@ def layer_shape(config: dict, target, where: str) -> LayerShape:
                 f"has rope_type {rope_type!r}: the own engine runs plain RoPE only; the vLLM backends run this head",
             )
     cfg = target.model.config
-    hidden, vocab = int(layer.get("hidden_size", 0)), int(layer.get("vocab_size", target.vocab_size))
+    hidden = _number(layer, "hidden_size", where)
+    vocab = _number(layer, "vocab_size", where, default=int(target.vocab_size))
     if hidden != int(cfg.hidden_size):
         _fail(
             where,
@@ -136,17 +152,17 @@ def layer_shape(config: dict, target, where: str) -> LayerShape:
             "is set (one RMSNorm over the fused layers): the own engine has no such norm; "
             "the vLLM backends run this head",
         )
-    heads = int(layer["num_attention_heads"])
-    theta = layer.get("rope_theta", parameters.get("rope_theta", 10000.0) if isinstance(parameters, dict) else 10000.0)
+    heads = _number(layer, "num_attention_heads", where)
+    theta_default = parameters.get("rope_theta", 10000.0) if isinstance(parameters, dict) else 10000.0
     return LayerShape(
         hidden=hidden,
         heads=heads,
-        kv_heads=int(layer.get("num_key_value_heads") or heads),
-        head_dim=int(layer.get("head_dim") or hidden // heads),
-        intermediate=int(layer["intermediate_size"]),
+        kv_heads=_number(layer, "num_key_value_heads", where, default=heads),
+        head_dim=_number(layer, "head_dim", where, default=hidden // heads),
+        intermediate=_number(layer, "intermediate_size", where),
         attn_in=2 * hidden,
-        rope_theta=float(theta),
-        eps=float(layer.get("rms_norm_eps", 1e-6)),
+        rope_theta=_number(layer, "rope_theta", where, default=theta_default, kind=float),
+        eps=_number(layer, "rms_norm_eps", where, default=1e-6, kind=float),
     )
 
 
@@ -191,7 +207,7 @@ def draft_vocabulary(config: dict, tensors: dict, target, where: str) -> torch.T
     vocab = int(target.vocab_size)
     size = config.get("draft_vocab_size") or vocab
     d2t, t2d = tensors.pop("d2t", None), tensors.pop("t2d", None)
-    if not isinstance(size, int) or not 0 < size <= vocab:
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= vocab:
         _fail(where, "draft_vocab_size", f"is {size!r}: it must be between 1 and the vocabulary ({vocab})")
     if size == vocab and d2t is None:
         return None
