@@ -323,6 +323,51 @@ def test_a_hub_id_offline_says_how_to_get_it(tiny, monkeypatch, tmp_path):
     assert "hub is not reachable" in message and "huggingface-cli download" in message and "\n" not in message
 
 
+# ----------------------------------------------------------------------------- passed through to vLLM
+
+
+def _vllm_configs(kind: str, checkpoint: str, gamma: int = 3) -> list:
+    """The speculative_config both vLLM backends build (models as given), and the recommendation's."""
+    from specbench.analysis.engine_settings import engine_settings
+    from specbench.backends import vllm_config, vllm_server
+    from specbench.measure.spec import DrafterConfig, RunConfig
+
+    config = RunConfig(DrafterConfig(kind, (("checkpoint", checkpoint),)), gamma, "chain", 0.0, 1.0, 0)
+    recommended = engine_settings(kind, {"checkpoint": checkpoint}, "chain", gamma, engines=("vllm",))["vllm"]
+    return [
+        vllm_config.speculative_config(config, str),
+        vllm_server.speculative_config(config, str),
+        recommended.config,
+    ]
+
+
+def test_the_vllm_backends_pass_a_speculators_head_through(tiny, tiny_head, tmp_path):
+    folder = str(tiny_head[0])
+    expected = {"method": "eagle3", "model": folder, "num_speculative_tokens": 3}
+    assert _vllm_configs("eagle3", folder) == [expected] * 3
+    hub = "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3"  # not opened before vLLM does
+    assert _vllm_configs("eagle3", hub)[:2] == [{**expected, "model": hub}] * 2
+    ids = reduced_vocabulary(tiny.vocab_size, TINY_DRAFT_VOCAB, seed=5)
+    v31 = write_speculators_eagle3(
+        tmp_path / "v31", tiny, draft_ids=ids, layers=TINY_LAYERS, fc_norm=True, norm_output=True
+    )
+    assert _vllm_configs("eagle3.1", str(v31))[:2] == [{**expected, "model": str(v31)}] * 2  # vLLM's EAGLE-3 runs 3.1
+    refused = {
+        ("eagle3.1", folder): "holds a speculators eagle3 head, not eagle3.1",
+        ("eagle3", str(v31)): "holds a speculators eagle3.1 head, not eagle3",
+        (
+            "eagle3",
+            "smollm2-135m/eagle3",
+        ): "export-drafter eagle3 --checkpoint smollm2-135m/eagle3 --format speculators",
+        ("eagle3", str(tmp_path / "nowhere")): "is not a folder here nor a hub id",
+        ("eagle3.1", str(tmp_path)): "has no readable config.json",
+    }
+    for (kind, checkpoint), needle in refused.items():
+        with pytest.raises(SpecbenchError) as err:
+            _vllm_configs(kind, checkpoint)
+        assert needle in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
 # ----------------------------------------------------------------------------- round trips
 
 
