@@ -7,6 +7,7 @@ identical proposals; `export-drafter --format speculators` and `--drafter eagle3
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -298,8 +299,6 @@ REFUSALS = {
 
 @pytest.mark.parametrize("case", list(REFUSALS))
 def test_fields_the_engine_does_not_run_are_refused_in_one_line(tiny, tiny_head, tmp_path, case):
-    import shutil
-
     change, needle = REFUSALS[case]
     folder = Path(shutil.copytree(tiny_head[0], tmp_path / "head"))
     _rewrite(folder, **change)
@@ -444,6 +443,31 @@ def test_norm_before_residual_round_trips(tiny, tmp_path):
     assert json.loads((tmp_path / "out" / "config.json").read_text())["norm_before_residual"] is True
     second = make_drafter("eagle3", tiny, {"checkpoint": str(tmp_path / "out")})
     assert_same_proposals(tiny, first, second, tiny.tokenizer(PROMPTS[2])["input_ids"])
+
+
+def test_a_full_vocabulary_head_in_shards_or_a_bin_file_drafts_the_same(tiny, tmp_path):
+    """No d2t / t2d (draft_vocab_size = the vocabulary); the weights as one file, as safetensors shards with
+    their index, or as pytorch_model.bin: the same proposals, and the export writes no vocabulary map."""
+    folder = write_speculators_eagle3(tmp_path / "full", tiny, draft_ids=None, layers=TINY_LAYERS, seed=6)
+    single = make_drafter("eagle3", tiny, {"checkpoint": str(folder)})
+    assert single.head.ids is None
+    prompt = tiny.tokenizer(PROMPTS[0])["input_ids"]
+    assert _generate(tiny, single, prompt, gamma=3).tokens == _generate(tiny, None, prompt, gamma=0).tokens
+    tensors = load_file(str(folder / "model.safetensors"))
+    names = sorted(tensors)
+    shards = {"model-00001-of-00002.safetensors": names[::2], "model-00002-of-00002.safetensors": names[1::2]}
+    for shard, part in shards.items():
+        save_file({k: tensors[k] for k in part}, str(folder / shard))
+    weight_map = {name: shard for shard, part in shards.items() for name in part}
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    (folder / "model.safetensors").unlink()
+    assert_same_proposals(tiny, single, make_drafter("eagle3", tiny, {"checkpoint": str(folder)}), prompt)
+    as_bin = Path(shutil.copytree(folder, tmp_path / "bin", ignore=shutil.ignore_patterns("model*")))
+    torch.save(tensors, as_bin / "pytorch_model.bin")
+    assert_same_proposals(tiny, single, make_drafter("eagle3", tiny, {"checkpoint": str(as_bin)}), prompt)
+    write_export("eagle3", single, tiny, tmp_path / "out", fmt="speculators", verifier="tiny-random-llama")
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["draft_vocab_size"] == tiny.vocab_size
+    assert not {"d2t", "t2d"} & set(load_file(str(tmp_path / "out" / "model.safetensors")))
 
 
 # ----------------------------------------------------------------------------- the CLI
