@@ -516,6 +516,19 @@ def test_cli_exports_and_reads_a_speculators_head(tmp_path, monkeypatch):
         assert result.exit_code == 2 and needle in result.output, result.output
 
 
+def test_the_walk_through_sweep_file_builds():
+    """docs/speculators.md's sweep: a published head by hub id on vLLM, SPEED-Bench coding and writing as
+    two workloads (one recommendation each), 1-16 requests in flight."""
+    from specbench.measure.spec import build_spec, load_spec_file
+
+    spec = build_spec(load_spec_file(ROOT / "sweeps" / "speculators-speed-bench.yaml"))
+    assert spec.backend == "vllm" and spec.concurrency == [1, 2, 4, 8, 16]
+    assert [w.name for w in spec.workloads] == ["speed-bench:category=coding", "speed-bench:category=writing"]
+    assert [(d.type, d.params_dict["checkpoint"]) for d in spec.drafters] == [
+        ("eagle3", "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3")
+    ]
+
+
 # ----------------------------------------------------------------------------- the speculators package
 
 
