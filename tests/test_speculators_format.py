@@ -470,6 +470,20 @@ def test_a_full_vocabulary_head_in_shards_or_a_bin_file_drafts_the_same(tiny, tm
     assert not {"d2t", "t2d"} & set(load_file(str(tmp_path / "out" / "model.safetensors")))
 
 
+def test_a_head_for_a_qwen2_target_round_trips(tmp_path):
+    """The format describes the drafter's own (Llama) layer, so a head for a non-Llama target exports too."""
+    from specbench.models.resolve import load_model
+
+    qwen = load_model("tiny-random-qwen2")
+    first = make_drafter("eagle3", qwen, {"checkpoint": "random", "seed": 3})
+    write_export("eagle3", first, qwen, tmp_path / "out", fmt="speculators")
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert config["transformer_layer_config"]["model_type"] == "llama"
+    assert config["speculators_config"]["verifier"]["architectures"] == ["Qwen2ForCausalLM"]
+    second = make_drafter("eagle3", qwen, {"checkpoint": str(tmp_path / "out")})
+    assert_same_proposals(qwen, first, second, qwen.tokenizer(PROMPTS[0])["input_ids"])
+
+
 # ----------------------------------------------------------------------------- the CLI
 
 

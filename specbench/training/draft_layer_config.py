@@ -24,10 +24,12 @@ SHARED_WITH_TARGET = (
 )
 
 
-def llama_config(target) -> dict:
-    """The target's config as a dict; a target that is not a Llama is one line (the layouts are Llama's)."""
+def llama_config(target, *, any_target: bool = False) -> dict:
+    """The target's config as a dict; a target that is not a Llama is one line (vLLM's EAGLE layouts are
+    Llama's), unless ``any_target`` (the speculators format describes the drafter's own layer, whatever
+    the target)."""
     config = target.model.config
-    if getattr(config, "model_type", None) != "llama":
+    if not any_target and getattr(config, "model_type", None) != "llama":
         raise SpecbenchError(
             f"export supports Llama targets (the exported EAGLE/EAGLE-3 layers are Llama's); "
             f"'{target.name}' is {getattr(config, 'model_type', '?')}"
@@ -35,10 +37,10 @@ def llama_config(target) -> dict:
     return config.to_dict()
 
 
-def draft_llama_config(target, layer_shape: dict, architecture: str | None = None) -> dict:
+def draft_llama_config(target, layer_shape: dict, architecture: str | None = None, *, any_target: bool = False) -> dict:
     """A one-layer Llama config of ``layer_shape`` (`LayerShape.to_dict()`) for ``target``; ``architecture``:
-    its ``architectures`` entry, if any."""
-    base = llama_config(target)
+    its ``architectures`` entry, if any; ``any_target``: `llama_config`'s."""
+    base = llama_config(target, any_target=any_target)
     config = {k: base[k] for k in SHARED_WITH_TARGET if k in base}
     theta = float(layer_shape["rope_theta"])
     config.update(

@@ -21,7 +21,8 @@ What the export writes, from the drafter the engine drafts with (so the weights 
 
 Exact: the network and the head rows are written as they are, so reading the export back
 (``--drafter eagle3:checkpoint=FOLDER``) drafts the same proposals (a test checks it on the shipped
-SmolLM2 head). Llama targets only (the layer is a Llama layer).
+SmolLM2 head). Any target: the layer described is the drafter's own, a Llama layer whatever the target
+(vLLM's Eagle3LlamaForCausalLM runs it beside a Qwen target as well).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def export_speculators(kind: str, drafter, target, *, verifier: str | None = Non
     net, head = drafter.net, drafter.head
     ids, rows = _vocabulary(head)
     vocab = int(target.vocab_size)
-    layer = draft_llama_config(target, net.shape.to_dict())
+    layer = draft_llama_config(target, net.shape.to_dict(), any_target=True)
     layer.update(
         {
             "attention_bias": False,
@@ -100,7 +101,9 @@ def export_speculators(kind: str, drafter, target, *, verifier: str | None = Non
             "default_proposal_method": "greedy",
             "verifier": {
                 "name_or_path": verifier or verifier_of(target),
-                "architectures": list(getattr(target.model.config, "architectures", None) or []),
+                "architectures": list(
+                    getattr(target.model.config, "architectures", None) or [type(target.model).__name__]
+                ),
             },
         },
         "transformer_layer_config": layer,
