@@ -30,7 +30,7 @@ from specbench.analysis.intervals import LEVEL
 from specbench.analysis.options import Option
 from specbench.analysis.predicted_speedup import predicted_table
 from specbench.analysis.sequential import FIXED, LookPlan, VerdictRule, prompts_to_settle
-from specbench.analysis.speedup_interval import MIN_PROMPTS, NO, TOO_FEW, UNSURE, YES
+from specbench.analysis.speedup_interval import MIN_PROMPTS, NO, TOO_FEW, UNSURE, YES, speedup_words
 from specbench.records.timing import DISTURBED
 
 CANDIDATE_KEYS = ("drafter_label", "tree", "gamma", "schedule")  # one option of a scenario
@@ -95,7 +95,7 @@ def _ci(c: dict, side: str = "yes") -> str:
     """The point and the adjusted interval used for ``side`` (symmetric on the log scale)."""
     point = c["speedup"]
     lo, hi = (c["lo_adj"], point ** 2 / c["lo_adj"]) if side == "yes" else (point ** 2 / c["hi_adj"], c["hi_adj"])
-    return f"{point:.2f}× [{lo:.2f}, {hi:.2f}]"
+    return speedup_words(point, lo, hi)
 
 
 def _option_for(c: dict, options: list, scenario: pd.DataFrame):

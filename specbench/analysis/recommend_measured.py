@@ -49,7 +49,7 @@ from specbench.analysis.options import GROUP_KEYS, SCENARIO_KEYS, Option
 from specbench.analysis.recommendation import Pick, Recommendation
 from specbench.analysis.schedule_comparison import compare_schedules
 from specbench.analysis.sequential import FIXED, LookPlan
-from specbench.analysis.speedup_interval import speedup_interval, t_quantile
+from specbench.analysis.speedup_interval import speedup_interval, speedup_words, t_quantile
 from specbench.errors import SpecbenchError
 from specbench.records.rounds import cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
 from specbench.records.summary import CONFIG_KEYS, UNIT_KEYS, fixed_schedule, is_baseline, prefer_live
@@ -202,14 +202,14 @@ def _pick(source: str, options: list[Option], reps: np.ndarray, n_prompts: int, 
         winners = np.argmax(finite, axis=1)
         share = float(np.mean([options[w].group == ref.group for w in winners]))
     if choice is not None:
-        reason = (f"{objective} speedup {choice.speedup:.2f}× [{choice.lo:.2f}, {choice.hi:.2f}], the best of the "
+        reason = (f"{objective} speedup {speedup_words(choice.speedup, choice.lo, choice.hi)}, the best of the "
                   f"{len(above)} option(s) whose interval lies above 1")
     elif n_prompts < 2:
         reason = (f"intervals need ≥ 2 prompts (this scenario has {n_prompts}); best point estimate "
                   f"{best.describe()} at {best.speedup:.2f}×")
     else:
         reason = (f"no option's {objective} speedup interval lies above 1; best point estimate {best.describe()} "
-                  f"at {best.speedup:.2f}× [{best.lo:.2f}, {best.hi:.2f}]")
+                  f"at {speedup_words(best.speedup, best.lo, best.hi)}")
     return Pick(source, choice, best, gamma_lo, gamma_hi, share, reason)
 
 
@@ -221,7 +221,7 @@ def decision_verdict(decision: Decision, model: Pick) -> str:
             else f"no speculation — {decision.text}")
     m = model.choice
     if m is not None and not m.measured and (option is None or m.speedup > option.hi):
-        text += (f"; the model predicts {m.describe()} at {m.speedup:.2f}× [{m.lo:.2f}, {m.hi:.2f}] "
+        text += (f"; the model predicts {m.describe()} at {speedup_words(m.speedup, m.lo, m.hi)} "
                  "— not measured, sweep it to confirm")
     return text
 
