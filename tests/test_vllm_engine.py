@@ -9,13 +9,12 @@ minutes each on a busy 2-core CPU); everything below reads the same records.
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-VLLM_PYTHON = Path(os.environ.get("SPECBENCH_VLLM_PYTHON") or ROOT / ".venv-vllm" / "bin" / "python")
+from specbench.backends.vllm_env import default_venv
+
+VLLM_PYTHON = default_venv() / "bin" / "python"  # $SPECBENCH_VLLM_VENV, else .venv-vllm
 
 pytestmark = [pytest.mark.vllm,
               pytest.mark.skipif(not VLLM_PYTHON.is_file(),

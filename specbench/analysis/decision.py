@@ -31,7 +31,7 @@ from specbench.analysis.options import Option
 from specbench.analysis.predicted_speedup import predicted_table
 from specbench.analysis.sequential import FIXED, LookPlan, VerdictRule, prompts_to_settle
 from specbench.analysis.speedup_interval import MIN_PROMPTS, NO, TOO_FEW, UNSURE, YES
-from specbench.records.timing import DISTURBED
+from specbench.records.timing import DISTURBED, timing_usable
 
 CANDIDATE_KEYS = ("drafter_label", "tree", "gamma", "schedule")  # one option of a scenario
 
@@ -117,6 +117,8 @@ def decide_scenario(scenario: pd.DataFrame, measured_options: list, n_prompts: i
     """The answer for one scenario; ``plan``: the looks an adaptive sweep planned for it (one: a fixed grid)."""
 
     predicted, more = predicted_table(scenario, level)
+    if predicted.empty:  # measured evidence: were its live timings all taken under interference?
+        more = more + [n for n in [timing_usable(scenario[scenario["mode"] == "live"])[1]] if n]
     if notes is not None:
         notes.extend(more)
     if plan.alpha != 1 - level:

@@ -112,8 +112,9 @@ def configuration_table(records: pd.DataFrame, by: list[str] | None = None) -> p
             alpha=_ratio(group["accepted"].sum(), group["drafted"].sum()),
             tau=_ratio(decode_tokens, group["rounds"].sum()),
             tokens_per_s=_ratio(decode_tokens, decode_s),
-            draft_share=_ratio(group["draft_s"].sum(), decode_s),
-            verify_share=_ratio(group["verify_s"].sum(), decode_s),
+            # NaN where a unit has no draft / verify time (a serving backend): never a share of 0
+            draft_share=_ratio(group["draft_s"].sum(skipna=False), decode_s),
+            verify_share=_ratio(group["verify_s"].sum(skipna=False), decode_s),
         )
         row.update(latency_percentiles(group) if row["mode"] == "live" else dict.fromkeys(LATENCY_COLUMNS, np.nan))
         match = base
