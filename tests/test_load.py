@@ -286,3 +286,40 @@ def test_recommend_prints_the_load_view(tmp_path):
                    "num_speculative_tokens_per_batch_size"):
         assert needle in out.stdout, needle
     assert pd.notna(frame["batch_wall_s"]).all()
+
+
+def test_results_show_keeps_rates_apart_and_names_both_taus(tmp_path):
+    """τ (decode tokens ÷ every target forward) and vLLM's mean acceptance length (1 + accepted ÷ drafted
+    rounds) differ when rounds draft nothing; both are shown under their own names, per request rate."""
+    from tests.cli_helpers import invoke
+    from tests.synthetic_results import SyntheticDrafter, write_results
+
+    misses = SyntheticDrafter(name="ngram", params={"n_max": 3, "n_min": 1}, alpha=0.7, gammas=(2,),
+                              model_free=True, no_match_rate=0.4)
+    frame = serving_records((1.0, 2.0), falling, axis="request_rate", drafters=(misses,))
+    folder = write_results(tmp_path / "rates", as_dicts(frame), {"sweep": {"name": "rates", "target": "t"}})
+    shown = invoke("results", "show", folder, "--json")
+    assert shown.exit_code == 0, shown.output
+    rows = json.loads(shown.stdout)["rows"]
+    assert sorted({r["request_rate"] for r in rows}) == [1.0, 2.0] and len(rows) == 4
+    spec = [r for r in rows if r["gamma"] == 2]
+    for row in spec:
+        part = frame[(frame["gamma"] == 2) & (frame["request_rate"] == row["request_rate"])]
+        drafted_rounds = sum(int((np.asarray(x) > 0).sum()) for x in part["round_drafted"])
+        assert row["mean_acceptance_length"] == pytest.approx(1 + part["accepted"].sum() / drafted_rounds)
+        assert row["tau"] == pytest.approx(part["decode_tokens"].sum() / part["rounds"].sum())
+        assert row["mean_acceptance_length"] > row["tau"]  # the rounds without a draft count only in τ
+    text = invoke("results", "show", folder)
+    assert "req/s" in text.stdout and "vLLM MAL" in text.stdout
+
+
+def test_a_load_whose_baseline_batch_was_disturbed_is_not_decided():
+    """A serving batch is flagged as a whole: if the baseline's only batch at a load ran beside a busy process,
+    every speedup at that load rests on disturbed timing, and no verdict there is confident."""
+    frame = serving_records((1, 4), lambda load, g: 1.6, n_prompts=10)
+    disturbed = (frame["concurrency"] == 1) & (frame["gamma"] == 0)
+    frame.loc[disturbed, "timing_ok"] = False
+    by_level = {r.keys["concurrency"]: r for r in recommend(frame, n_boot=0)}
+    assert by_level[1].decision.answer == "confident yes" and not by_level[1].decision.confident
+    assert by_level[1].final is None and by_level[1].verdict.startswith("not decided (disturbed timing)")
+    assert by_level[4].decision.confident and by_level[4].final is not None

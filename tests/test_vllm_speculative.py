@@ -5,8 +5,11 @@ vLLM backend, the vllm-server backend, `recommend --engine vllm`, the per-concur
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
+import yaml
 
 from specbench.analysis.engine_settings import engine_settings
 from specbench.analysis.load_verdicts import schedules
@@ -14,7 +17,7 @@ from specbench.analysis.vllm_speculative import speculative_config as build
 from specbench.backends import vllm_config, vllm_server
 from specbench.training.vllm_export import serving_config
 from specbench.errors import SpecbenchError
-from specbench.measure.spec import DrafterConfig, RunConfig
+from specbench.measure.spec import DrafterConfig, RunConfig, build_spec
 
 
 def run_config(kind: str, params: dict, gamma: int, tree: str = "chain") -> RunConfig:
@@ -118,3 +121,13 @@ def test_both_backends_refuse_the_same_configs(kind, params, tree, message):
     for backend in (vllm_config.speculative_config, vllm_server.speculative_config):
         with pytest.raises(SpecbenchError, match=message):
             backend(config, as_given)
+
+
+def test_the_documented_way_to_serve_an_exported_head_is_accepted(tmp_path, prompts_file):
+    """docs/drafters.md's `drafters: [{type: eagle3, params: {...: FOLDER}}]` is what a vllm-server sweep takes."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "drafters.md").read_text()
+    snippet = re.search(r"drafters: \[(\{type: eagle3, params: \{\w+: FOLDER\}\})\]", text).group(1)
+    drafter = yaml.safe_load(snippet.replace("FOLDER", vllm_layout(tmp_path / "head")))
+    spec = build_spec({"name": "t", "backend": "vllm-server", "drafters": [drafter], "gammas": [2],
+                       "workloads": [f"jsonl:{prompts_file}:field=text:id=id"]})
+    assert spec.drafters[0].params_dict == {"checkpoint": str((tmp_path / "head").resolve())}

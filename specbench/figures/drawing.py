@@ -10,8 +10,11 @@ import math
 import textwrap
 
 import numpy as np
+import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+
+from specbench.analysis.load import LOAD_KEYS, load_label
 
 MIN_WIDTH = 8.0  # inches: room for the legend below a single panel
 TITLE_WIDTH = 50  # characters per line of a panel title
@@ -73,3 +76,27 @@ def legend_below(fig: Figure, handles: dict[str, object], *, ncols: int = 3) -> 
 def panel_title(ax, *lines: str, **kwargs) -> None:
     """A panel title, each line wrapped to `TITLE_WIDTH` characters."""
     ax.set_title("\n".join(textwrap.fill(line, TITLE_WIDTH) for line in lines if line), **kwargs)
+
+
+def select(frame: pd.DataFrame, keys: dict) -> pd.DataFrame:
+    """Rows of ``frame`` matching every key in ``keys`` (keys the frame lacks are ignored)."""
+    if frame.empty:
+        return frame
+    mask = np.ones(len(frame), dtype=bool)
+    for key, value in keys.items():
+        if key in frame.columns:
+            mask &= (frame[key] == value).to_numpy()
+    return frame[mask]
+
+
+def scenario_title(scenario: dict, everything: list[dict]) -> str:
+    """The workload, plus the target, sampling and load level where the folder holds several."""
+    parts = [str(scenario["workload"])]
+    if len({s["target"] for s in everything}) > 1:
+        parts.append(str(scenario["target"]))
+    if len({(s["temperature"], s["top_p"], s["top_k"]) for s in everything}) > 1:
+        parts.append(f"T={scenario['temperature']:g}")
+    for key in LOAD_KEYS:
+        if key in scenario and len({s.get(key) for s in everything}) > 1:
+            parts.append(load_label(key, scenario[key]))
+    return " · ".join(parts)

@@ -22,7 +22,15 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from specbench.figures.drawing import dodge, legend_below, measured_points, new_panels, panel_title
+from specbench.figures.drawing import (
+    dodge,
+    legend_below,
+    measured_points,
+    new_panels,
+    panel_title,
+    scenario_title,
+    select,
+)
 from specbench.figures.skipped import FigureSkipped
 
 GROUP_KEYS = ["target", "temperature", "top_p", "top_k", "workload", "backend"]
@@ -46,23 +54,6 @@ def _scenarios(table: pd.DataFrame) -> list[dict]:
     keys = [k for k in GROUP_KEYS if k in table]
     unique = table[keys].drop_duplicates().sort_values(["workload"])
     return [dict(zip(keys, row)) for row in unique.itertuples(index=False)]
-
-
-def _select(frame: pd.DataFrame, keys: dict) -> pd.DataFrame:
-    mask = np.ones(len(frame), dtype=bool)
-    for key, value in keys.items():
-        if key in frame:
-            mask &= (frame[key] == value).to_numpy()
-    return frame[mask]
-
-
-def _title(scenario: dict, everything: list[dict]) -> str:
-    parts = [str(scenario["workload"])]
-    if len({s["target"] for s in everything}) > 1:
-        parts.append(str(scenario["target"]))
-    if len({s["temperature"] for s in everything}) > 1:
-        parts.append(f"T={scenario['temperature']:g}")
-    return " · ".join(parts)
 
 
 def _configurations(part: pd.DataFrame, axis: str) -> list[tuple[str, str, int]]:
@@ -101,7 +92,7 @@ def _speedup_panel(ax, data, part: pd.DataFrame, scenario: dict, axis: str, whic
                 va="center", transform=ax.transAxes, color="0.4")
     values = [1.0]
     for i, (label, tree, gamma) in enumerate(configs if measured else []):
-        rows = _select(part, {"drafter_label": label, "tree": tree, "gamma": gamma}).sort_values(axis)
+        rows = select(part, {"drafter_label": label, "tree": tree, "gamma": gamma}).sort_values(axis)
         rows = rows[rows[column].notna()]
         if rows.empty:
             continue
@@ -142,12 +133,12 @@ def figure_speedup_vs_load(data) -> Figure:
     fig, (upper, lower) = new_panels(len(panels), nrows_per=2, size=(5.6, 3.6), sharex=False)
     handles: dict[str, object] = {}
     for ax_req, ax_sys, scenario in zip(upper, lower, panels):
-        part = _select(table, scenario)
+        part = select(table, scenario)
         _speedup_panel(ax_req, data, part, scenario, axis, "per_request", handles)
         _speedup_panel(ax_sys, data, part, scenario, axis, "system", handles)
         for ax in (ax_req, ax_sys):
             _log_axis(ax, part[axis], label)
-        panel_title(ax_req, _title(scenario, panels))
+        panel_title(ax_req, scenario_title(scenario, panels))
     handles["target only (1×)"] = Line2D([], [], color="0.35", linestyle="--")
     handles["crossover: where the speedup crosses 1 (interpolated)"] = Line2D(
         [], [], marker="v", color="0.3", markeredgecolor="black", linestyle="none", markersize=9)
@@ -166,11 +157,11 @@ def figure_latency_vs_load(data) -> Figure:
     handles: dict[str, object] = {}
     drawn = False
     for ax_ttft, ax_itl, scenario in zip(upper, lower, panels):
-        part = _select(table, scenario)
+        part = select(table, scenario)
         shown = [(BASELINE, "chain", 0)] + _configurations(part, axis)[:SHOWN_CONFIGURATIONS]
         for ax, metric in ((ax_ttft, "ttft"), (ax_itl, "itl")):
             for i, (name, tree, gamma) in enumerate(shown):
-                rows = _select(part, {"drafter_label": name, "tree": tree, "gamma": gamma}).sort_values(axis)
+                rows = select(part, {"drafter_label": name, "tree": tree, "gamma": gamma}).sort_values(axis)
                 if rows.empty or rows[f"{metric}_p90_s"].isna().all():
                     continue
                 drawn = True
@@ -187,7 +178,7 @@ def figure_latency_vs_load(data) -> Figure:
             ax.set_ylabel(f"{'TTFT' if metric == 'ttft' else 'ITL (per-request mean)'} (ms)")
             ax.set_ylim(bottom=0)
             _log_axis(ax, part[axis], label)
-        panel_title(ax_ttft, _title(scenario, panels))
+        panel_title(ax_ttft, scenario_title(scenario, panels))
     if not drawn:
         raise FigureSkipped("no request of these records has a TTFT or an ITL")
     handles["p90 with its 95% interval"] = Line2D([], [], color="0.3", linestyle="-", marker="o")

@@ -45,7 +45,7 @@ from specbench.analysis.fit import (
     tau_intervals,
 )
 from specbench.analysis.intervals import LEVEL, N_BOOT
-from specbench.analysis.load import LOAD_KEYS, has_load_axis, load_keys, load_label, normalised
+from specbench.analysis.load import LOAD_KEYS, has_load_axis, load_keys, normalised
 from specbench.analysis.load_verdicts import summary as load_summary
 from specbench.analysis.moe_cost import expert_aware_table, is_moe
 from specbench.analysis.options import MAX_GAMMA
@@ -54,6 +54,8 @@ from specbench.analysis.strategies import strategy_table
 from specbench.errors import SpecbenchError
 from specbench.figures.drawing import (
     dodge,
+    scenario_title,
+    select,
     legend_below,
     measured_points,
     model_band,
@@ -192,30 +194,6 @@ def scenarios(frame: pd.DataFrame) -> list[dict]:
     keys = SCENARIO_KEYS + [k for k in LOAD_KEYS if k in frame.columns]
     unique = frame[keys].drop_duplicates().sort_values(["workload", "target", "temperature"] + keys[5:])
     return [dict(zip(keys, row)) for row in unique.itertuples(index=False)]
-
-
-def select(frame: pd.DataFrame, keys: dict) -> pd.DataFrame:
-    """Rows of ``frame`` matching every key in ``keys`` (keys the frame lacks are ignored)."""
-    if frame.empty:
-        return frame
-    mask = np.ones(len(frame), dtype=bool)
-    for key, value in keys.items():
-        if key in frame.columns:
-            mask &= (frame[key] == value).to_numpy()
-    return frame[mask]
-
-
-def scenario_title(scenario: dict, everything: list[dict]) -> str:
-    """The workload, plus the target, sampling and load level where the folder holds several."""
-    parts = [str(scenario["workload"])]
-    if len({s["target"] for s in everything}) > 1:
-        parts.append(str(scenario["target"]))
-    if len({(s["temperature"], s["top_p"], s["top_k"]) for s in everything}) > 1:
-        parts.append(f"T={scenario['temperature']:g}")
-    for key in LOAD_KEYS:
-        if key in scenario and len({s.get(key) for s in everything}) > 1:
-            parts.append(load_label(key, scenario[key]))
-    return " · ".join(parts)
 
 
 def series_name(label: str, tree: str) -> str:
