@@ -58,6 +58,14 @@ def test_crossover_cases_pays_everywhere_never_and_again():
     assert describe(exact, "requests in flight").startswith("pays up to about 2 requests in flight [95 %:")
 
 
+def test_a_curve_above_1_says_where_its_interval_stops_being_sure():
+    unsure_later = crossover([1, 4, 16], [1.5, 1.3, 1.2], [1.2, 0.9, 0.8], [1.8, 1.7, 1.6])
+    text = describe(unsure_later, "requests in flight")
+    assert unsure_later.point is None and "its interval includes 1 from about" in text and "with confidence" not in text
+    unsure_throughout = crossover([1, 4], [1.2, 1.1], [0.9, 0.8], [1.5, 1.4])
+    assert "its interval includes 1 at every one" in describe(unsure_throughout, "requests in flight")
+
+
 # ----------------------------------------------------------------------------- the per-load table
 
 def test_serving_table_speedups_system_throughput_and_percentiles():
@@ -210,6 +218,23 @@ def test_recommend_json_carries_each_scenarios_load_summary(falling_sweep):
     assert all(d["load"] is None for d in json.loads(to_json(recs)))
 
 
+def test_a_concurrency_above_the_prompts_in_a_batch_is_named_for_what_it_measured():
+    """4 prompts per batch cannot keep 8 requests in flight: the summary says so; 4 of 4 raises no note."""
+    frame = serving_records((1, 4, 8), falling, n_prompts=4)
+    notes = summary(frame, recommend(frame, n_boot=0), n_boot=0)["notes"]
+    assert [n for n in notes if "had at most" in n] == [
+        n for n in notes if n.startswith("mt-bench: concurrency 8 had at most 4 requests in flight")]
+    assert len([n for n in notes if "had at most" in n]) == 1
+
+
+def test_the_crossover_line_carries_the_curves_notes():
+    frame = serving_records((1, 2, 4, 8), lambda load, g: {1: 1.5, 2: 0.6, 4: 1.5, 8: 0.6}[load], n_prompts=12,
+                            noise=0.02, prompt_spread=0.05)
+    load = summary(frame, recommend(frame, n_boot=0), n_boot=0)
+    (line,) = load["lines"]
+    assert "above 1 again at 4: the first crossing is reported" in line["text"]
+
+
 def test_request_rate_sweeps_get_verdicts_but_no_batch_size_schedule():
     frame = serving_records((0.5, 1.0, 2.0), falling, axis="request_rate")
     recs = recommend(frame, n_boot=0)
@@ -323,3 +348,6 @@ def test_a_load_whose_baseline_batch_was_disturbed_is_not_decided():
     assert by_level[1].decision.answer == "confident yes" and not by_level[1].decision.confident
     assert by_level[1].final is None and by_level[1].verdict.startswith("not decided (disturbed timing)")
     assert by_level[4].decision.confident and by_level[4].final is not None
+    rows = {v["load"]: v for v in summary(frame, list(by_level.values()), n_boot=0)["verdicts"]}
+    assert rows[1]["short"].startswith("not decided (disturbed timing; on its numbers alone: confident yes")
+    assert rows[4]["short"].startswith("confident yes")

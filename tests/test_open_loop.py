@@ -229,6 +229,7 @@ def test_timing_line_says_what_was_observed():
             "other_cores_median": 1.4, "machine_state": "machine state of this machine, the client's side only"}
     line = timing_line(seen)
     assert "3 of 4 batches disturbed" in line and "7.1–9.8" in line and "client's side only" in line
+    assert "no verdict resting on them is confident" in timing_line({**seen, "disturbed_batches": 4})
     assert "undisturbed" in timing_line({**seen, "disturbed_batches": 0})
 
 

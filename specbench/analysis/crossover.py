@@ -97,7 +97,8 @@ def describe(c: Crossover, unit: str, what: str = "pays", fails: str = "below 1"
         return f"{what} at no load measured ({fails} already at {c.loads[0]:g} {unit})"
     if c.point is None:
         sure = ("with confidence at every one" if c.lo is None
-                else f"with confidence up to about {c.lo:.3g}" if not c.lo_at_first else "not with confidence")
+                else "its interval includes 1 at every one" if c.lo_at_first
+                else f"its interval includes 1 from about {c.lo:.3g} {unit} on")
         return f"{what} at every load measured (up to {c.largest:g} {unit}; {sure})"
     low = f"≤{c.loads[0]:g}" if c.lo_at_first else f"{c.lo:.3g}"
     high = f">{c.largest:g}" if c.hi is None else f"{c.hi:.3g}"

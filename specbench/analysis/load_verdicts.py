@@ -80,14 +80,15 @@ def verdicts(recs: list, axis: str, backend: str, concurrency: int = 1) -> list[
 
 
 def _short(d) -> str:
-    """'cannot tell: best ngram γ=2 at 1.06× [0.95, 1.18]' (the decision's answer and best estimate)."""
+    """'cannot tell: best ngram γ=2 at 1.06× [0.95, 1.18]' (the decision's answer and best estimate; on
+    disturbed timing 'not decided (disturbed timing; on its numbers alone: …)')."""
     text = d.answer
     b = d.best or {}
     if b.get("speedup") is not None and np.isfinite(b.get("speedup", np.nan)):
         ends = f" [{b['lo']:.2f}, {b['hi']:.2f}]" if np.isfinite(b.get("lo", np.nan)) else ""
         text += f": best {b.get('drafter_label')} γ={b.get('gamma')} at {b['speedup']:.2f}×{ends}"
-    if d.timing_disturbed:
-        text += " — timing disturbed"
+    if d.timing_disturbed:  # the same words as the main verdict's: a disturbed yes is no verdict
+        text = f"not decided (disturbed timing; on its numbers alone: {text})"
     return text
 
 
@@ -130,8 +131,9 @@ def crossover_lines(found: list[dict], axis: str) -> list[dict]:
         best = max(rows, key=first)
         name = f"{best['drafter_label']} γ={int(best['gamma'])}"
         per_request, system = best["per_request"], best["system"]
-        text = (f"{name} {describe(per_request, unit)} per request ({_values(per_request, axis)}); "
-                f"system output tokens/s: {describe(system, unit)}")
+        text = (f"{name} {describe(per_request, unit)} per request ({_values(per_request, axis)})"
+                + "".join(f" ({n})" for n in per_request.notes)
+                + f"; system output tokens/s: {describe(system, unit)}" + "".join(f" ({n})" for n in system.notes))
         out.append({**dict(zip(GROUP_KEYS, key)), "drafter_label": best["drafter_label"], "gamma": int(best["gamma"]),
                     "text": text})
     return out
@@ -225,7 +227,7 @@ def summary(records: pd.DataFrame, recs: list, *, hub_ids: Mapping[str, str] | N
     rows = verdicts(recs, axis, backend, int(frame["concurrency"].iloc[0]) if len(frame) else 1)
     found = crossovers(table, axis) if len(table) else []
     target = str(frame["target"].iloc[0]) if len(frame) else "<target>"
-    notes = []
+    notes = _short_batches(frame)
     plans = []
     if axis == "concurrency":
         plans = schedules(rows, target, hub_ids)
@@ -237,6 +239,22 @@ def summary(records: pd.DataFrame, recs: list, *, hub_ids: Mapping[str, str] | N
                                               "per_request": r["per_request"].as_dict(),
                                               "system": r["system"].as_dict()} for r in found],
             "lines": crossover_lines(found, axis), "schedules": plans, "notes": notes}
+
+
+def _short_batches(frame: pd.DataFrame) -> list[str]:
+    """Closed-loop levels whose batches held fewer requests than the concurrency asked: those levels never had
+    that many in flight (a batch is one workload turn's prompts), so they measure a lower load than named."""
+    if "batch_requests" not in frame or frame["batch_requests"].isna().all():
+        return []
+    closed = frame[(frame["request_rate"] == CLOSED_LOOP) & frame["batch_requests"].notna()]
+    notes = []
+    for (workload, concurrency), part in closed.groupby(["workload", "concurrency"], sort=True):
+        most = int(part["batch_requests"].max())
+        if most < concurrency:
+            notes.append(f"{workload}: concurrency {concurrency} had at most {most} requests in flight (a batch holds "
+                         f"one workload turn's {most} prompts): measure ≥ {concurrency} prompts per workload for that "
+                         "load to mean what it says")
+    return notes
 
 
 def settings_of(summary_data: dict) -> list[EngineSetting]:

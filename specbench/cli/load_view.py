@@ -101,8 +101,8 @@ def print_load(summary: dict, console) -> None:
         console.print(Panel(Text(body), title=Text(f"{s['workload']} · {s['drafter_label']} · vLLM γ per batch size"),
                             border_style="cyan" if setting.supported else "red"))
     if summary["axis"] == "concurrency" and summary["verdicts"] and not summary["schedules"]:
-        console.print(Text("vLLM per batch size: no schedule — no load has a confident yes (see the verdicts above)",
-                           style="yellow"))
+        console.print(Text("vLLM per batch size: no schedule — no load has a confident yes on undisturbed timing (see "
+                           "the verdicts above)", style="yellow"))
     for note in summary.get("notes", []):
         console.print(Text(f"note: {note}", style="dim"))
 

@@ -180,12 +180,12 @@ def served(records) -> bool:
 def show_rows(records, table) -> list[dict]:
     """The rows `results show` prints, as plain dicts (the --json output): one per configuration × workload."""
     disturbed = {}
+    levels = [k for k in LOAD_KEYS if k in table]
+    keys = ["workload", "drafter_label", "tree", "gamma", "temperature", "mode"] + levels
     if "timing_ok" in records:
         bad = records[~records["timing_ok"].fillna(True).astype(bool)]
-        keys = ["workload", "drafter_label", "tree", "gamma", "temperature", "mode"]
         disturbed = bad.groupby(keys).size().to_dict() if len(bad) else {}
     rows = []
-    levels = [k for k in LOAD_KEYS if k in table]
     order = ["workload", "temperature", "drafter_label", "tree", "gamma", "mode"] + levels
     for r in table.sort_values(order).itertuples():
         is_replay = r.mode == "replay"
@@ -197,8 +197,7 @@ def show_rows(records, table) -> list[dict]:
                      "alpha": float(r.alpha), "tau": float(r.tau),
                      "mean_acceptance_length": float(r.mean_acceptance_length), "tokens_per_s": float(r.tokens_per_s),
                      "speedup": float(r.speedup), **_interval(r), "greedy_identical": identical,
-                     "disturbed_units": int(disturbed.get((r.workload, r.drafter_label, r.tree, r.gamma,
-                                                           r.temperature, r.mode), 0)),
+                     "disturbed_units": int(disturbed.get(tuple(getattr(r, k) for k in keys), 0)),
                      **{c: float(getattr(r, c)) for c in LATENCY_COLUMNS},
                      **({"concurrency": int(r.concurrency)} if "concurrency" in levels else {}),
                      **({"request_rate": float(r.request_rate)} if "request_rate" in levels else {})})

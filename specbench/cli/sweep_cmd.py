@@ -215,9 +215,11 @@ def timing_line(t: dict) -> str:
     load = "" if t["load_1m_min"] is None else f"; load average {t['load_1m_min']:.1f}–{t['load_1m_max']:.1f}"
     busy = "" if t["other_cores_median"] is None else f"; other processes kept {t['other_cores_median']:.2f} cores busy (median)"
     if t.get("batches"):
+        every = t["disturbed_batches"] == t["batches"]
         state = ("[green]undisturbed[/green]" if t["disturbed_batches"] == 0 else
                  f"[yellow]{t['disturbed_batches']} of {t['batches']} batches disturbed[/yellow] (flagged, not "
-                 "re-timed; left out of timing fits)")
+                 + ("re-timed; none is left undisturbed, so their timings are used and no verdict resting on them "
+                    "is confident)" if every else "re-timed; left out of timing fits)"))
     else:
         state = ("[green]undisturbed[/green]" if t["disturbed_units"] == 0 else
                  f"[yellow]{t['disturbed_units']} of {t['live_units']} live units disturbed[/yellow] (left out of "

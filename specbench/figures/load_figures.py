@@ -35,6 +35,7 @@ from specbench.figures.skipped import FigureSkipped
 
 GROUP_KEYS = ["target", "temperature", "top_p", "top_k", "workload", "backend"]
 GAMMA_STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1)))
+GAMMA_MARKERS = ("o", "s", "^", "D", "v")  # latency_vs_load: the line styles name the percentiles there
 BASELINE = "none"
 SHOWN_CONFIGURATIONS = 3  # latency_vs_load: the target-only run and this many configurations
 
@@ -68,10 +69,20 @@ def _configurations(part: pd.DataFrame, axis: str) -> list[tuple[str, str, int]]
 
 
 def _style(data, part: pd.DataFrame, label: str, tree: str, gamma: int) -> dict:
+    """Colour: the drafter; line style (and, for the latency figure, marker): its γ."""
     gammas = sorted(part[part["drafter_label"] == label]["gamma"].unique())
+    index = gammas.index(gamma) if gamma in gammas else 0
     style = data.palette.style(label, tree)
-    style["linestyle"] = GAMMA_STYLES[gammas.index(gamma) % len(GAMMA_STYLES)] if gamma in gammas else "-"
+    style["linestyle"] = GAMMA_STYLES[index % len(GAMMA_STYLES)]
+    style["marker"] = GAMMA_MARKERS[index % len(GAMMA_MARKERS)]
     return style
+
+
+def _suptitle(fig, table: pd.DataFrame, text: str) -> None:
+    """The figure's title, with a warning when its timings ran beside other busy processes."""
+    if "timing_disturbed" in table and table["timing_disturbed"].fillna(False).astype(bool).any():
+        text += "\n(timing disturbed: batches ran beside other busy processes — rerun on a quiet machine)"
+    fig.suptitle(text)
 
 
 def _crossover(data, scenario: dict, label: str, tree: str, gamma: int, which: str) -> dict | None:
@@ -143,7 +154,7 @@ def figure_speedup_vs_load(data) -> Figure:
     handles["crossover: where the speedup crosses 1 (interpolated)"] = Line2D(
         [], [], marker="v", color="0.3", markeredgecolor="black", linestyle="none", markersize=9)
     handles["95% range of the crossover (first configuration)"] = Patch(color="0.3", alpha=0.15)
-    fig.suptitle("Speedup against load: per request (top) and for the system (bottom)")
+    _suptitle(fig, table, "Speedup against load: per request (top) and for the system (bottom)")
     legend_below(fig, handles)
     return fig
 
@@ -184,6 +195,6 @@ def figure_latency_vs_load(data) -> Figure:
     handles["p90 with its 95% interval"] = Line2D([], [], color="0.3", linestyle="-", marker="o")
     handles["p50"] = Line2D([], [], color="0.3", linestyle=":")
     handles["p99"] = Line2D([], [], color="0.3", linestyle="--")
-    fig.suptitle("Latency against load: time to first token (top), inter-token latency (bottom)")
+    _suptitle(fig, table, "Latency against load: time to first token (top), inter-token latency (bottom)")
     legend_below(fig, handles)
     return fig

@@ -248,7 +248,8 @@ def load_section(data: PlotData) -> Html:
                   bullet_list(levels, ""), pre(setting.snippet),
                   bullet_list(setting.notes + [f"checked: {setting.checked}"])]
     if axis == "concurrency" and not load["schedules"]:
-        parts.append(paragraph("vLLM per batch size: no schedule — no load has a confident yes.", "note"))
+        parts.append(paragraph("vLLM per batch size: no schedule — no load has a confident yes on undisturbed timing.",
+                               "note"))
     parts.append(bullet_list(load.get("notes", [])))
     return section("load", "Speculation against load", *parts)
 
