@@ -232,7 +232,7 @@ def test_the_crossover_line_carries_the_curves_notes():
                             noise=0.02, prompt_spread=0.05)
     load = summary(frame, recommend(frame, n_boot=0), n_boot=0)
     (line,) = load["lines"]
-    assert "above 1 again at 4: the first crossing is reported" in line["text"]
+    assert "pays again at 4 requests in flight: the first crossing is reported" in line["text"]
 
 
 def test_request_rate_sweeps_get_verdicts_but_no_batch_size_schedule():
@@ -264,6 +264,19 @@ def test_slo_gives_the_highest_load_under_the_target_with_and_without_speculatio
             assert (below.iloc[-1] <= 0.040 < above.iloc[0]) if len(below) and len(above) else True
             assert (c["lo"] or 0) <= c["point"] <= (c["hi"] or np.inf)
     assert answer["text"].startswith("ITL p90 ≤ 40 ms: target only") and "with ngram" in answer["text"]
+    assert not answer["timing_disturbed"] and "disturbed" not in answer["text"]
+
+
+def test_slo_says_when_it_rests_on_disturbed_timing_and_when_the_promise_is_kept_again():
+    frame = serving_records((0.5, 1.0, 2.0), lambda load, g: 1.0, axis="request_rate", timing_ok=False, noise=0.01,
+                            prompt_spread=0.01)
+    table = serving_table(frame, n_boot=0)
+    itl = table[table["gamma"] == 0].sort_values("request_rate")["itl_p90_s"].to_numpy()  # rises with the rate
+    (answer,) = slo_answers(table, make_slo("itl", 90, f"{(itl[0] + itl[1]) / 2 * 1e3:.3f}ms"), "request_rate")
+    assert answer["timing_disturbed"] and "timing disturbed" in answer["text"]
+    curve = crossover([0.5, 1, 2], [0.9, 1.1, 0.8], [0.8, 1.0, 0.7], [1.0, 1.2, 0.9])
+    text = describe(curve, "requests/s", "kept", "over the target")
+    assert text.startswith("kept at no load measured") and "(kept again at 1 requests/s" in text
 
 
 @pytest.mark.parametrize("text, seconds", [("50ms", 0.05), ("0.2s", 0.2), ("500us", 0.0005), (" 2 s", 2.0)])

@@ -38,6 +38,8 @@ class Crossover:
     ratios: list[float]  # the point estimate at each
     below_all: bool = False  # the point estimate is below 1 already at the smallest load
     lo_at_first: bool = False  # the lower end is below 1 already at the smallest load
+    again: list[float] = field(default_factory=list)  # loads past the first crossing where it is ≥ 1 again
+    intervals: bool = True  # whether any level had an interval (none without a bootstrap)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -46,7 +48,9 @@ class Crossover:
 
     def as_dict(self) -> dict:
         return {"point": self.point, "lo": self.lo, "hi": self.hi, "loads": self.loads, "ratios": self.ratios,
-                "below_all": self.below_all, "lo_at_first": self.lo_at_first, "notes": list(self.notes)}
+                "below_all": self.below_all, "lo_at_first": self.lo_at_first, "again": list(self.again),
+                "intervals": self.intervals,
+                "notes": list(self.notes)}
 
 
 def _first_crossing(x: np.ndarray, y: np.ndarray) -> tuple[float | None, bool]:
@@ -79,27 +83,40 @@ def crossover(loads, ratios, lo, hi) -> Crossover:
                     lo=None if at_lo is None else float(np.exp(at_lo)),
                     hi=None if at_hi is None else float(np.exp(at_hi)),
                     loads=[float(v) for v in x], ratios=[float(v) for v in r], below_all=below,
-                    lo_at_first=lo_first)
+                    lo_at_first=lo_first, intervals=bool(np.isfinite(loglo).any() or np.isfinite(loghi).any()))
     if point is not None:
         crossed = np.isfinite(logr) & (logx > point)
-        again = [float(v) for v, y in zip(x[crossed], logr[crossed]) if y >= 0]
-        if again:
-            out.notes.append(f"above 1 again at {', '.join(f'{v:g}' for v in again)}: the first crossing is reported")
+        out.again = [float(v) for v, y in zip(x[crossed], logr[crossed]) if y >= 0]
+        if out.again:
+            out.notes.append(f"above 1 again at {_loads(out.again)}: the first crossing is reported")
     return out
+
+
+def _loads(values: list[float]) -> str:
+    return ", ".join(f"{v:g}" for v in values)
 
 
 def describe(c: Crossover, unit: str, what: str = "pays", fails: str = "below 1") -> str:
     """'pays up to about 5.8 requests in flight [95 %: 3.1–8]' and its variants (``unit``: 'requests in
-    flight' or 'requests/s'; ``what``: the verb phrase for "above 1", ``fails`` the words for "below 1")."""
+    flight' or 'requests/s'; ``what``: the verb phrase for "above 1", ``fails`` the words for "below 1"),
+    with '(pays again at 4, 8: the first crossing is reported)' where the curve comes back above 1."""
     if not c.loads:
         return "nothing measured"
+    again = f" ({what} again at {_loads(c.again)} {unit}: the first crossing is reported)" if c.again else ""
+    return _describe(c, unit, what, fails) + again
+
+
+def _describe(c: Crossover, unit: str, what: str, fails: str) -> str:
     if c.below_all:
         return f"{what} at no load measured ({fails} already at {c.loads[0]:g} {unit})"
+    if not c.intervals:
+        return (f"{what} at every load measured (up to {c.largest:g} {unit}; no interval)" if c.point is None
+                else f"{what} up to about {c.point:.3g} {unit} (no interval)")
     if c.point is None:
         sure = ("with confidence at every one" if c.lo is None
                 else "its interval includes 1 at every one" if c.lo_at_first
                 else f"its interval includes 1 from about {c.lo:.3g} {unit} on")
         return f"{what} at every load measured (up to {c.largest:g} {unit}; {sure})"
-    low = f"≤{c.loads[0]:g}" if c.lo_at_first else f"{c.lo:.3g}"
+    low = f"≤{c.loads[0]:g}" if c.lo_at_first else "?" if c.lo is None else f"{c.lo:.3g}"
     high = f">{c.largest:g}" if c.hi is None else f"{c.hi:.3g}"
     return f"{what} up to about {c.point:.3g} {unit} [95 %: {low}–{high}]"

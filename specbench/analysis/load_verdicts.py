@@ -131,9 +131,8 @@ def crossover_lines(found: list[dict], axis: str) -> list[dict]:
         best = max(rows, key=first)
         name = f"{best['drafter_label']} γ={int(best['gamma'])}"
         per_request, system = best["per_request"], best["system"]
-        text = (f"{name} {describe(per_request, unit)} per request ({_values(per_request, axis)})"
-                + "".join(f" ({n})" for n in per_request.notes)
-                + f"; system output tokens/s: {describe(system, unit)}" + "".join(f" ({n})" for n in system.notes))
+        text = (f"{name} {describe(per_request, unit)} per request ({_values(per_request, axis)}); "
+                f"system output tokens/s: {describe(system, unit)}")
         out.append({**dict(zip(GROUP_KEYS, key)), "drafter_label": best["drafter_label"], "gamma": int(best["gamma"]),
                     "text": text})
     return out

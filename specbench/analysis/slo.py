@@ -122,6 +122,11 @@ def slo_answers(table: pd.DataFrame, slo: Slo, axis: str) -> list[dict]:
             without, with_ = _crossing_load(base), _crossing_load(best)
             if without and with_:
                 parts.append(f"— about {with_ / without:.2f}× the load")
+        disturbed = bool(scenario["timing_disturbed"].fillna(False).astype(bool).any()) \
+            if "timing_disturbed" in scenario else False
+        if disturbed:  # the percentiles are timings: say what they rest on
+            parts.append("(timing disturbed: some loads have only batches that ran beside other busy processes — "
+                         "rerun on a quiet machine before acting on it)")
         out.append({**dict(zip(GROUP_KEYS, key)), "slo": slo.as_dict(), "configurations": entries,
-                    "baseline": base, "best": best, "text": " ".join(parts)})
+                    "baseline": base, "best": best, "timing_disturbed": disturbed, "text": " ".join(parts)})
     return out
