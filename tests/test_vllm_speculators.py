@@ -17,16 +17,15 @@ each on a busy 2-core CPU).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 import torch
 
+from specbench.backends.vllm_env import default_venv
 from tests.speculators_checkpoints import reduced_vocabulary, write_speculators_eagle3
 
-ROOT = Path(__file__).resolve().parents[1]
-VLLM_PYTHON = Path(os.environ.get("SPECBENCH_VLLM_PYTHON") or ROOT / ".venv-vllm" / "bin" / "python")
+VLLM_PYTHON = default_venv() / "bin" / "python"  # $SPECBENCH_VLLM_VENV, else .venv-vllm
 
 pytestmark = [
     pytest.mark.vllm,

@@ -62,6 +62,7 @@ class SweepObserver(Protocol):
     def round_done(self, unit: Unit, result) -> None: ...
     def unit_done(self, unit: Unit, record: dict) -> None: ...
     def looks_done(self, history: dict) -> None: ...  # adaptive sweeps: after every round of looks
+    def look_started(self, units: int, budget_left_s: float | None) -> None: ...  # adaptive: a round begins
 
 
 class SilentObserver:
@@ -71,6 +72,7 @@ class SilentObserver:
     def round_done(self, unit, result): pass
     def unit_done(self, unit, record): pass
     def looks_done(self, history): pass
+    def look_started(self, units, budget_left_s): pass
 
 
 def check_folder(store: ResultsStore, spec: SweepSpec, force: bool) -> dict | None:
