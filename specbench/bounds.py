@@ -100,6 +100,13 @@ BOUNDS: dict[str, Bound] = {
         "prompts per workload: the largest built-in workload has 17,671; the unit limit bounds the grid as well",
     ),
     "repeats": Bound(1, 1000, True, "timed repeats of one unit: the timing protocol re-times disturbed units already"),
+    "request_rate": Bound(
+        1e-3,
+        100_000,
+        False,
+        "requests per second of open-loop load: below 0.001 (one request per 17 minutes) a batch waits hours for "
+        "its arrivals; above 100,000 arrivals come closer together than a client sends requests",
+    ),
     "concurrency": Bound(
         1,
         MAX_BATCH,

@@ -26,6 +26,7 @@ What a record gets, and from where:
 
 from __future__ import annotations
 
+import asyncio
 import math
 import threading
 import time
@@ -33,7 +34,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specbench.backends import prometheus, server_schema
-from specbench.backends.base import GenerationResult, Request, RoundCallback, RoundLog, ServingBackend, StatusCallback
+from specbench.backends.base import (
+    GenerationResult,
+    Request,
+    RoundCallback,
+    RoundLog,
+    ServingBackend,
+    StatusCallback,
+    TimingScope,
+)
 from specbench.backends.http_client import (
     HEALTH_S,
     MAX_METRICS_BYTES,
@@ -200,20 +209,30 @@ class OpenAIClient:
 
     def complete(self, prompt_ids: list[int], max_new_tokens: int, *, config, seed: int, stop_at_eos: bool) -> dict:
         """One streamed completion (see `complete_all`)."""
-        return self.complete_all([(prompt_ids, max_new_tokens, seed, stop_at_eos)], 1, config=config)[0]
+        return self.complete_all([(prompt_ids, max_new_tokens, seed, stop_at_eos, None)], 1, config=config)[0]
 
-    def complete_all(self, requests: list[tuple], concurrency: int, *, config) -> list[dict]:
-        """Streamed completions of (prompt ids, max new tokens, seed, stop at eos), at most ``concurrency``
-        in flight, each under the total deadline ``timeout``; the first failure cancels the rest."""
+    def complete_all(self, requests: list[tuple], concurrency: int, *, config, started: float | None = None) -> list[dict]:
+        """Streamed completions of (prompt ids, max new tokens, seed, stop at eos, arrival s or None), in the
+        order given, at most ``concurrency`` in flight, each under the total deadline ``timeout``; the first
+        failure cancels the rest. Open loop: a request with an arrival time is sent no earlier than
+        ``started`` + arrival; requests take the free slots in arrival order and hold one while they wait, as
+        ``concurrency`` threads would."""
+        order = sorted(range(len(requests)), key=lambda i: requests[i][4] or 0.0)
+
+        async def one(session, r) -> dict:
+            if r[4] is not None and started is not None:
+                await asyncio.sleep(max(0.0, started + r[4] - time.perf_counter()))
+            return await self._complete(session, self.body(r[0], r[1], config=config, seed=r[2], stop_at_eos=r[3]))
 
         async def batch() -> list[dict]:
             async with self.http.session(self.timeout, concurrency) as session:
-                jobs = [lambda r=r: self._complete(session, self.body(r[0], r[1], config=config, seed=r[2],
-                                                                      stop_at_eos=r[3]))
-                        for r in requests]
-                return await run_all(jobs, concurrency)
+                return await run_all([lambda r=requests[i]: one(session, r) for i in order], concurrency)
 
-        return run_http(batch())
+        outs = run_http(batch())
+        raw: list[dict] = [{}] * len(requests)
+        for i, out in zip(order, outs):
+            raw[i] = out
+        return raw
 
     async def _complete(self, session, body: dict) -> dict:
         out = {"token_ids": [], "text": "", "chunk_times": [], "metrics": None, "meta_info": None,
@@ -337,6 +356,7 @@ class OpenAIServerBackend(ServingBackend):
         self._status: StatusCallback = lambda message: None
         self._warm: set[str] = set()
         self._lock = threading.Lock()
+        self.target_only_urls: set[str] = set()  # servers known to run without speculation (baseline_url)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, status: StatusCallback) -> None:
@@ -344,6 +364,7 @@ class OpenAIServerBackend(ServingBackend):
         self.client = self._connect(self.options["url"], self.options.get("model"))
         if self.options.get("baseline_url"):
             self.baseline_client = self._connect(self.options["baseline_url"], None)
+            self.target_only_urls.add(self.baseline_client.url)
         self._load_tokenizer()
 
     def _connect(self, url: str, model: str | None, alive=None) -> OpenAIClient:
@@ -389,6 +410,17 @@ class OpenAIServerBackend(ServingBackend):
             on_round(result)
         return result
 
+    def prepare(self, config, requests: list[Request]) -> None:
+        """What a batch needs before it is timed: its server (and one untimed warm-up request)."""
+        client = self.client_for(config)
+        if requests:
+            self._warm_up(client, config, requests[0])
+
+    def timing_scope(self) -> TimingScope:
+        return TimingScope((), 1, f"machine state of this machine, the client's side only: the server at "
+                                  f"{self.options['url']} was not observed (if it runs here, its CPU counts as other "
+                                  "processes')")
+
     def generate_batch(self, config, requests: list[Request], concurrency: int) -> list[GenerationResult]:
         if concurrency < 1:
             raise SpecbenchError(f"concurrency must be at least 1, got {concurrency}")
@@ -400,11 +432,11 @@ class OpenAIServerBackend(ServingBackend):
             raise self._no_spec_error(client)
         started = time.perf_counter()
         # one event loop, at most `concurrency` requests in flight; a failure or Ctrl-C cancels them all
-        raw = client.complete_all([(r.prompt_ids, r.max_new_tokens, r.seed, r.stop_at_eos) for r in requests],
-                                  concurrency, config=config)
+        raw = client.complete_all([(r.prompt_ids, r.max_new_tokens, r.seed, r.stop_at_eos, r.arrival_s)
+                                   for r in requests], concurrency, config=config, started=started)
         wall = time.perf_counter() - started
         after = client.scrape()
-        results = [self._result(config, r, out) for r, out in zip(requests, raw)]
+        results = [self._result(config, r, out, started, client) for r, out in zip(requests, raw)]
         self._record_aggregate(config, client, concurrency, results, before, after, wall)
         return results
 
@@ -423,7 +455,9 @@ class OpenAIServerBackend(ServingBackend):
             self.notes.append("the server streamed no token ids: output ids are the streamed text re-encoded")
             return list(self.tokenizer.encode(out["text"], add_special_tokens=False)) if out["text"] else []
 
-    def _result(self, config, request: Request, out: dict) -> ServerGenerationResult:
+    def _result(self, config, request: Request, out: dict, started: float | None = None,
+                client: OpenAIClient | None = None) -> ServerGenerationResult:
+        started = out["sent"] if started is None else started
         tokens = self._tokens(out)
         times = out["chunk_times"]
         metrics = out.get("metrics") or {}
@@ -446,9 +480,13 @@ class OpenAIServerBackend(ServingBackend):
             with self._lock:
                 self.notes.append("the server reports per-request acceptance without per-step counts "
                                   "(start vLLM with --per-request-spec-decode-metrics detailed)")
+        elif config.is_baseline and client is not None and client.url in self.target_only_urls:
+            rounds = rounds_from_steps([], [], len(tokens), catalogue.TARGET_ONLY)  # one token per target step
         finish = out.get("finish_reason")
         queue_s = _ms(metrics.get("queue_time_ms"))
-        ttft_s = prefill_s + (queue_s if timing == "server" and not math.isnan(queue_s) else 0.0)
+        arrival = request.arrival_s if request.arrival_s is not None else out["sent"] - started
+        waited = out["sent"] - started - arrival  # open loop: held back by the in-flight cap
+        ttft_s = prefill_s + (queue_s if timing == "server" and not math.isnan(queue_s) else 0.0) + waited
         itl_s = _ms(metrics.get("mean_itl_ms"))
         if math.isnan(itl_s) and len(tokens) > 1:
             itl_s = decode_s / (len(tokens) - 1)
@@ -456,7 +494,8 @@ class OpenAIServerBackend(ServingBackend):
             prompt_tokens=len(request.prompt_ids), tokens=tokens, rounds=rounds, prefill_s=prefill_s,
             decode_s=decode_s, stop_reason="length" if finish == "length" else "eos",
             ttft_s=ttft_s, itl_s=itl_s, queue_s=queue_s, chunk_gaps_s=[b - a for a, b in zip(times, times[1:])],
-            timing_source=timing, spec_source=spec_source, server_spec=spec if isinstance(spec, dict) else None)
+            timing_source=timing, spec_source=spec_source, server_spec=spec if isinstance(spec, dict) else None,
+            arrival_s=arrival, finish_s=(times[-1] - started) if times else None)
 
     def _reported_config(self, client: OpenAIClient) -> dict | None:
         reported = self.server_configs.get(client.url) or {}

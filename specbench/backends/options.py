@@ -193,7 +193,10 @@ BACKEND_OPTIONS: dict[str, dict[str, Option]] = {
             choice("mp", "ray"), "mp (one node) or ray (a Ray cluster spanning nodes)"
         ),
         "gpu_memory_utilization": Option(number("gpu_memory_utilization"), "fraction of GPU memory vLLM may take"),
-        "python": Option(path, "interpreter of the vLLM environment (default: .venv-vllm/bin/python of the checkout)"),
+        "venv": Option(
+            path, "the vLLM environment's folder (default: $SPECBENCH_VLLM_VENV, else .venv-vllm of the checkout)"
+        ),
+        "python": Option(path, "interpreter of the vLLM environment (instead of venv)"),
         "engine_args": Option(mapping, "extra keyword arguments for vllm.LLM, passed through as given"),
         "warmup_tokens": Option(number("warmup_tokens"), "untimed tokens generated when an engine starts (default 8)"),
         "engines_kept": Option(

@@ -112,8 +112,9 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "expert_bytes_per_token": (pa.float64(), "MoE target: Σ expert bytes over rounds ÷ decode_tokens"),
     "moe_step_bytes": (pa.int64(), "MoE target: weight bytes one target-only forward streamed here (each MLP "
                                    "computed once; the expert-aware cost model's bandwidth reference)"),
-    "context_bin": (pa.string(), "context-length bin of a long-context prompt ('1k', '2k', '4k', '7k'); null for "
-                                 "other workloads and in records written before the column existed"),
+    "context_bin": (pa.string(), "context-length bin of a long-context prompt ('1k', '2k', '4k', '7k') or of a "
+                                 "SPEED-Bench throughput split ('1k' … '32k'); null for other workloads and in "
+                                 "records written before the column existed"),
     # round strategy (docs/strategies.md); records written before it existed are sequential
     "strategy": (pa.string(), "how rounds were driven: 'sequential' or 'nested' (next draft prepared during verification)"),
     "prepared": (pa.int64(), "nested: next-round drafts prepared per round (P); 0 sequential"),
@@ -126,6 +127,17 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     # adaptive sweeps (docs/fit.md "Sweeps that decide"); null for fixed grids and older records
     "stage": (pa.int64(), "adaptive sweep: the look of its workload this unit was measured for (1, 2, ...); "
                           "null in a fixed grid"),
+    # load (docs/results-schema.md "Load"): serving backends; null for the own engine and older records
+    "request_rate": (pa.float64(), "open loop: requests per second arriving while the unit ran (null: closed loop, "
+                                   "concurrency requests in flight)"),
+    "arrival_s": (pa.float64(), "when the request arrived, s after its batch began (open loop: its scheduled "
+                                "arrival; closed loop: when a slot freed and it was sent)"),
+    "finish_s": (pa.float64(), "when the request's last token arrived, s after its batch began"),
+    "latency_s": (pa.float64(), "request latency: finish_s - arrival_s (waiting for a slot, queue, prefill, decode)"),
+    "batch_id": (pa.string(), "the batch (one configuration, load, workload turn) the request ran in"),
+    "batch_requests": (pa.int64(), "requests in that batch"),
+    "batch_output_tokens": (pa.int64(), "output tokens of the whole batch (Σ new_tokens of its requests)"),
+    "batch_wall_s": (pa.float64(), "wall time of the whole batch: its first arrival to its last token, s"),
 }
 
 # Columns added after schema 1's first release: records written without them (older folders,
@@ -139,7 +151,9 @@ LATER_DEFAULTS = {"weights_sha256": None, "backend": None, "concurrency": None, 
                   "moe_step_bytes": None,
                   "context_bin": None,
                   "strategy": "sequential", "prepared": 0, "prepared_drafts": None, "prepared_hits": None,
-                  "draft_hidden_s": None, "schedule": "fixed", "schedule_params": "{}", "stage": None}
+                  "draft_hidden_s": None, "schedule": "fixed", "schedule_params": "{}", "stage": None,
+                  "request_rate": None, "arrival_s": None, "finish_s": None, "latency_s": None, "batch_id": None,
+                  "batch_requests": None, "batch_output_tokens": None, "batch_wall_s": None}
 
 SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])
 # what identifies a record and its configuration: never empty in a record specbench wrote (a file whose
