@@ -285,6 +285,8 @@ def sweep_specs(workload: str):
             )
         ),
         "concurrency": either(st.lists(st.integers(min_value=-1, max_value=5000), max_size=3)),
+        "request_rates": either(st.lists(NUMBERS, max_size=3)),
+        "arrivals": either(st.sampled_from(["poisson", "constant", "poison"])),
         "schedules": either(
             st.lists(
                 st.sampled_from(
@@ -521,6 +523,8 @@ FLAGS = st.lists(
                 "--max-prompts",
                 "--batch",
                 "--budget",
+                "--request-rate",
+                "--arrivals",
             ]
         ),
         FLAG_VALUES,
