@@ -35,6 +35,7 @@ TIMING = (
     "timing_",
     "threads",
     "device",
+    "node",
     "git_commit",
     "versions",
 )

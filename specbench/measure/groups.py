@@ -6,18 +6,20 @@ measures many requests in flight, so its units are grouped: every unit of one co
 concurrency and turn goes to `Backend.generate_batch` together, which keeps ``concurrency``
 requests in flight. Groups run configuration by configuration (baselines first: turn 2 of a
 conversation continues the baseline's turn-1 answer), so an engine starts once per
-configuration. Each unit's record is written as soon as its group returns: a worker that dies
-mid-sweep loses only the group in flight, and a rerun resumes with the groups not yet done.
+configuration. A group is one piece of work for an executor (`specbench.measure.pieces`): each unit's
+record is written as soon as its group returns, so a worker that dies mid-sweep loses only the group in
+flight, and a rerun resumes with the groups not yet done.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from specbench.backends.base import Request
 from specbench.measure.spec import RunConfig, SweepSpec
-from specbench.measure.units import Unit, make_record
+from specbench.measure.units import Unit, UnitOutput, make_record
 from specbench.records.store import atomic_write_json
 
 BACKEND_FILE = "backend.json"
@@ -62,38 +64,31 @@ def warm_first(groups: list[Group], is_warm) -> list[Group]:
     return sorted(groups, key=lambda g: (not g.config.is_baseline, not warm[id(g)]))
 
 
-def run_groups(runner, units: list[Unit]) -> int:
-    """Run the live ``units`` through ``runner.backend.generate_batch``; returns how many were measured."""
-    spec, measured = runner.spec, 0
-    for group in warm_first(group_units(units), getattr(runner.backend, "is_warm", None)):
-        requests = [Request(runner.prompt_ids(u), u.max_new_tokens, u.seed, not spec.ignore_eos) for u in group.units]
-        runner.observer.status(f"{group.config.label} · concurrency {group.concurrency} · {len(requests)} requests")
-        for unit in group.units:
-            runner.observer.unit_started(unit)
-        results = runner.backend.generate_batch(group.config, requests, group.concurrency)
-        for unit, result in zip(group.units, results):
-            record = make_record(unit, result, spec, runner.device_name)
-            runner.store.write_unit(record)
-            if unit.config.is_baseline and unit.turn == 1:
-                runner._answers[unit.group] = [runner.backend.tokenizer.decode(result.tokens,
-                                                                               skip_special_tokens=True)]
-            measured += 1
-            runner.observer.unit_done(unit, record)
-        write_backend_file(runner)
-    return measured
+def group_outputs(worker, piece):
+    """Run one group (a `specbench.measure.pieces.Piece` of kind group) through ``worker.backend.generate_batch``;
+    yields each unit's `UnitOutput` once the group returns."""
+    spec, config = worker.spec, piece.units[0].config
+    requests = [Request(worker.prompt_ids(u, piece.answers), u.max_new_tokens, u.seed, not spec.ignore_eos)
+                for u in piece.units]
+    worker.observer.status(f"{config.label} · concurrency {piece.concurrency} · {len(requests)} requests")
+    for unit in piece.units:
+        worker.observer.unit_started(unit)
+    results = worker.backend.generate_batch(config, requests, piece.concurrency)
+    for unit, result in zip(piece.units, results):
+        yield UnitOutput(unit, make_record(unit, result, spec, worker.device_name))
 
 
-def write_backend_file(runner) -> None:
+def write_backend_file(folder, described: dict | None) -> None:
     """``backend.json`` in the results folder: what the engine ran — its version and, per
-    configuration, the exact engine settings (vLLM: the ``speculative_config``) — merged over reruns."""
-    described = getattr(runner.backend, "describe", None)
+    configuration, the exact engine settings (vLLM: the ``speculative_config``) — merged over reruns
+    and over the workers that ran the groups."""
     if described is None:
         return
-    path = runner.store.folder / BACKEND_FILE
+    path = Path(folder) / BACKEND_FILE
     try:
         old = json.loads(path.read_text()) if path.exists() else {}
     except (OSError, ValueError):
         old = {}
-    new = described()
+    new = dict(described)
     new["configs"] = {**old.get("configs", {}), **new.get("configs", {})}
     atomic_write_json(path, {**old, **new})

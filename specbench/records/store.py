@@ -126,6 +126,12 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     # adaptive sweeps (docs/fit.md "Sweeps that decide"); null for fixed grids and older records
     "stage": (pa.int64(), "adaptive sweep: the look of its workload this unit was measured for (1, 2, ...); "
                           "null in a fixed grid"),
+    # executors (docs/scale-out.md); null for units run in the sweep's own process and in older records
+    "node": (pa.string(), "Ray executor: IP address of the node whose worker ran the unit (null: in-process)"),
+    "node_device": (pa.string(), "Ray executor: the worker's device on its node, 'cpu' or 'GPU 0,1' (Ray's GPU ids; "
+                                 "null: in-process)"),
+    "node_groups": (pa.int64(), "Ray executor: pieces of work (groups, timing blocks, replays) in flight on the "
+                                "node at once while this unit's piece ran, itself included (null: in-process)"),
 }
 
 # Columns added after schema 1's first release: records written without them (older folders,
@@ -139,7 +145,8 @@ LATER_DEFAULTS = {"weights_sha256": None, "backend": None, "concurrency": None, 
                   "moe_step_bytes": None,
                   "context_bin": None,
                   "strategy": "sequential", "prepared": 0, "prepared_drafts": None, "prepared_hits": None,
-                  "draft_hidden_s": None, "schedule": "fixed", "schedule_params": "{}", "stage": None}
+                  "draft_hidden_s": None, "schedule": "fixed", "schedule_params": "{}", "stage": None,
+                  "node": None, "node_device": None, "node_groups": None}
 
 SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])
 RUN_INFO = "run.json"
