@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import traceback
 from dataclasses import dataclass, field
 
@@ -162,6 +163,7 @@ class Slot:
     config: object = None  # the configuration its engine ran last (a serving engine may still run it)
     deaths: int = 0
     dead: bool = False
+    recovering: object = None  # a ping sent to the actor Ray is restarting: the slot is free once it answers
 
 
 class RayExecutor:
@@ -187,7 +189,8 @@ class RayExecutor:
             cores = os.cpu_count() or 1
             want = self.choice.workers or cores
             each = self.spec.threads if isinstance(self.spec.threads, int) else 1
-            ray.init(num_cpus=max(cores, want * each), **options)
+            # address "local": a new instance for this sweep, even where a `ray start` cluster runs on this machine
+            ray.init(address="local", num_cpus=max(cores, want * each), **options)
         else:
             try:
                 ray.init(address=self.choice.address, **options)
@@ -213,6 +216,7 @@ class RayExecutor:
         self.observer.status(f"starting {live_n} Ray worker(s)")
         self._start(live_n, live_shape)
         self.reports = self._prepare_all(todo)
+        self.observer.status("sweep")
         first = self.reports[0]
         self.spec.model_hashes = dict(first["model_hashes"])
         self.spec.weights_sha256 = self.spec.model_hashes.get(self.spec.target)
@@ -298,13 +302,16 @@ class RayPool:
 
     def _idle(self) -> list[Slot]:
         busy = {id(slot) for slot, _, _ in self.flight.values()}
-        return [s for s in self.executor.slots if not s.dead and id(s) not in busy]
+        return [s for s in self.executor.slots if not s.dead and s.recovering is None and id(s) not in busy]
+
+    def _recovering(self) -> dict:
+        return {s.recovering: s for s in self.executor.slots if s.recovering is not None}
 
     def free(self) -> bool:
         return bool(self._idle())
 
     def busy(self) -> bool:
-        return bool(self.flight)
+        return bool(self.flight) or bool(self._recovering())
 
     def choose(self, ready: list[Piece]) -> Piece:
         """A group whose configuration a free worker's engine already runs, else the first ready piece."""
@@ -323,10 +330,15 @@ class RayPool:
             entry[2] = max(entry[2], len(sharing))
 
     def wait(self) -> list[Outcome]:
+        """Finished pieces (possibly none, when only a restarted worker answered)."""
         ray = self.ray
-        done, _ = ray.wait(list(self.flight), num_returns=1)
+        pings = self._recovering()
+        done, _ = ray.wait([*self.flight, *pings], num_returns=1)
         outcomes = []
         for ref in done:
+            if ref in pings:
+                self._recovered(pings[ref], ref)
+                continue
             slot, piece, shared = self.flight.pop(ref)
             try:
                 answer = ray.get(ref)
@@ -345,10 +357,25 @@ class RayPool:
         return outcomes
 
     def _died(self, slot: Slot, piece: Piece, exc) -> Outcome:
-        """A worker process or node lost: Ray restarts the actor up to ``retries`` times, then it is dead."""
+        """A worker process or node lost: Ray restarts the actor up to ``retries`` times (the slot takes pieces
+        again once it answers a ping), then it is dead."""
         slot.deaths += 1
         slot.config = None
         slot.dead = slot.deaths > self.executor.choice.retries
+        if not slot.dead:
+            slot.recovering = slot.actor.where.remote()
         where = slot.where.get("node", "?")
         reason = f"the worker on node {where} (pid {slot.where.get('pid', '?')}) died: {type(exc).__name__}"
         return Outcome(piece, error=reason, kind=DIED)
+
+    def _recovered(self, slot: Slot, ping) -> None:
+        """A restarting worker's ping came back: free again (where it now runs), still restarting, or dead."""
+        ray = self.ray
+        try:
+            slot.where = ray.get(ping)
+            slot.recovering = None
+        except ray.exceptions.ActorUnavailableError:  # not up yet: ask again in a moment
+            time.sleep(0.5)
+            slot.recovering = slot.actor.where.remote()
+        except ray.exceptions.RayError:
+            slot.recovering, slot.dead = None, True
