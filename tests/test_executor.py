@@ -4,6 +4,7 @@ settings, and the in-process executor writing what a serial sweep always wrote."
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -99,6 +100,8 @@ def test_worker_shapes_follow_the_device_and_parallelism(prompts_file):
     assert replay_n == 8 * 4 and replay.gpus == 0.25  # acceptance-only replays packed four to a GPU
     with pytest.raises(SpecbenchError, match="GPU"):
         worker_shapes(gpu, 3, cpus=64, gpus=8)
+    with pytest.raises(SpecbenchError, match="does not fit on one node"):  # pipeline stages across nodes
+        worker_shapes(gpu, None, cpus=64, gpus=8, node_gpus=2)
 
 
 def test_nodes_with_different_weights_are_refused():
@@ -115,9 +118,9 @@ class Unit:
     """A stand-in unit: a conversation (group), a turn, and enough for the writer."""
 
     def __init__(self, name, turn=1, baseline=False):
-        self.name, self.turn, self.mode = name, turn, "live"
+        self.name, self.turn, self.mode, self.concurrency = name, turn, "live", 1
         self.group = (name.split("/")[0],)
-        self.config = type("C", (), {"drafter": None if baseline else "d"})()
+        self.config = type("C", (), {"drafter": None if baseline else "d", "is_baseline": baseline})()
         self.workload = type("W", (), {"name": "w"})()
         self.prompt = type("P", (), {"prompt_id": name})()
 
@@ -181,7 +184,7 @@ def test_turn_two_waits_for_its_baseline_answer(tmp_path):
     pool = FakePool(slots=1)
     assert dispatch(pieces, pool, writer) == []
     assert pool.order == ["a/1", "a/2", "b/1"]  # turn 2 held back until a's turn-1 answer is written, then in order
-    assert writer.answers[("a",)] == [[1, 2]]
+    assert writer.answers[("a", 1)] == [[1, 2]]
     assert [r["node"] for r in writer.store.records] == ["n1"] * 3
 
 
@@ -244,3 +247,10 @@ def test_inprocess_sweep_writes_null_placement(tmp_path, prompts_file):
     records = load_records(tmp_path / "r")
     assert records["node"].isna().all() and records["node_groups"].isna().all()
     assert "executor" not in json.loads((tmp_path / "r" / "run.json").read_text())
+
+
+def test_ray_executor_without_ray_says_how_to_install_it(tmp_path, prompts_file, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError, as where it is not installed
+    result = invoke("sweep", tiny_sweep_yaml(tmp_path, prompts_file), "--workers", "2", "--out", tmp_path / "r")
+    assert_user_error(result, "--executor ray needs Ray", "make install-ray")
+    assert not (tmp_path / "r" / "run.json").exists()

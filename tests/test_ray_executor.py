@@ -104,21 +104,29 @@ def _slow_sweep(tmp_path, prompts_file, retries: int):
 BLOCK = 1 + 2 * 2  # units of one prompt turn in the slow sweep: the baseline, two drafters × two γ
 
 
-def _kill_a_worker_mid_sweep(proc, out: Path) -> None:
-    pids = wait_for(lambda: worker_pids(out), 300, "the workers to start")
-    wait_for(lambda: unit_files(out) or proc.poll() is not None, 300, "the first record")
-    assert proc.poll() is None, "the sweep ended before a worker could be killed"
-    os.kill(pids[0], signal.SIGKILL)
-
-
-def test_a_killed_worker_loses_only_its_piece_and_a_rerun_completes(tmp_path, prompts_file):
-    spec = _slow_sweep(tmp_path, prompts_file, retries=0)
+def _start_slow_sweep(tmp_path, prompts_file, retries: int):
+    """The slow sweep started as its own process; returns (its sweep file, its folder, the process) once its
+    workers have started and written a first record, so that both are mid-piece."""
+    spec = _slow_sweep(tmp_path, prompts_file, retries)
     out = tmp_path / "r"
     proc = subprocess.Popen(sweep_cmd(spec, out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env=ENV, cwd=ROOT)
-    _kill_a_worker_mid_sweep(proc, out)
+    wait_for(lambda: worker_pids(out), 300, "the workers to start")
+    wait_for(lambda: unit_files(out) or proc.poll() is not None, 300, "the first record")
+    assert proc.poll() is None, "the sweep ended before it could be disturbed"
+    return spec, out, proc
+
+
+def _kill_a_worker(tmp_path, prompts_file, retries: int):
+    spec, out, proc = _start_slow_sweep(tmp_path, prompts_file, retries)
+    os.kill(worker_pids(out)[0], signal.SIGKILL)
     _, stderr = proc.communicate(timeout=600)
-    assert proc.returncode == 2, stderr
+    return spec, out, proc.returncode, stderr
+
+
+def test_a_killed_worker_loses_only_its_piece_and_a_rerun_completes(tmp_path, prompts_file):
+    spec, out, code, stderr = _kill_a_worker(tmp_path, prompts_file, retries=0)
+    assert code == 2, stderr
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and "1 of 4 pieces of work failed" in lines[0] and "died" in lines[0], stderr
     assert "run the same command" in lines[0]
@@ -133,26 +141,15 @@ def test_a_killed_worker_loses_only_its_piece_and_a_rerun_completes(tmp_path, pr
 
 
 def test_a_killed_workers_piece_runs_again(tmp_path, prompts_file):
-    spec = _slow_sweep(tmp_path, prompts_file, retries=1)
-    out = tmp_path / "r"
-    proc = subprocess.Popen(sweep_cmd(spec, out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=ENV, cwd=ROOT)
-    _kill_a_worker_mid_sweep(proc, out)
-    _, stderr = proc.communicate(timeout=600)
-    assert proc.returncode == 0, stderr
+    _, out, code, stderr = _kill_a_worker(tmp_path, prompts_file, retries=1)
+    assert code == 0, stderr
     records = load_records(out)
     assert records["unit_id"].is_unique and rows_on_disk(out) == len(records)
     assert len(records) == 4 * BLOCK
 
 
 def test_ctrl_c_exits_130_and_leaves_no_process(tmp_path, prompts_file):
-    spec = _slow_sweep(tmp_path, prompts_file, retries=0)
-    out = tmp_path / "r"
-    proc = subprocess.Popen(sweep_cmd(spec, out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=ENV, cwd=ROOT)
-    wait_for(lambda: worker_pids(out), 300, "the workers to start")
-    wait_for(lambda: unit_files(out) or proc.poll() is not None, 300, "the first record")
-    assert proc.poll() is None
+    _, out, proc = _start_slow_sweep(tmp_path, prompts_file, retries=0)
     family = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
     assert set(worker_pids(out)) <= set(family)  # Ray's processes and the workers descend from the sweep
     proc.send_signal(signal.SIGINT)

@@ -29,11 +29,10 @@ from typing import Callable, Iterable, Protocol
 
 from specbench.errors import SpecbenchError
 from specbench.measure.groups import write_backend_file
-from specbench.measure.pieces import Piece
+from specbench.measure.pieces import Piece, answer_key
 from specbench.measure.replay_units import MomentsStore
 from specbench.measure.units import UnitOutput
 from specbench.measure.worker import live_drafters
-from specbench.catalogue.drafters import TARGET_ONLY
 
 DIED, INPUT, BUG = "died", "input", "bug"  # why a piece failed: its worker or node died; bad input; a bug
 
@@ -90,8 +89,8 @@ class RecordWriter:
         if output.moments is not None:  # a replayed record never lacks its moments
             self.moments.write(output.moments)
         self.store.write_unit(record)
-        if unit.mode == "live" and unit.turn == 1 and unit.config.drafter is None and record["drafter"] == TARGET_ONLY:
-            self.answers.setdefault(unit.group, [list(record["output_ids"])])
+        if unit.mode == "live" and unit.turn == 1 and unit.config.is_baseline:
+            self.answers[answer_key(unit)] = [list(record["output_ids"])]
         self.written += 1
         self.observer.unit_done(unit, record)
 

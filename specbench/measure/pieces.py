@@ -13,7 +13,7 @@ be what a serial sweep writes:
   (`specbench.measure.replay_units`).
 
 Pieces depend on one another only through conversations: turn 2 of a prompt continues the
-baseline's turn-1 answer, so a piece holding a turn-2 unit is ready once that answer is known
+baseline's turn-1 answer (at the same concurrency: `answer_key`), so a piece holding a turn-2 unit is ready once that answer is known
 (`Piece.needs`). Replay pieces run after every live piece: their modelled timings come from the cost
 model fitted on all the live units. A piece carries what its worker needs besides the models —
 the answers its turn-2 prompts continue, a replay's trajectory and cost fits — so that a worker on
@@ -30,12 +30,18 @@ from specbench.measure.units import Unit
 GROUP, BLOCK, REPLAY = "group", "block", "replay"
 
 
+def answer_key(unit: Unit) -> tuple:
+    """Whose turn-1 answer a later turn of ``unit`` continues: the baseline's on the same conversation, at the
+    same concurrency (a serving engine's answer may depend on the batch it ran in)."""
+    return unit.group + (unit.concurrency,)
+
+
 @dataclass
 class Piece:
     kind: str  # GROUP, BLOCK or REPLAY
     units: list[Unit]
     concurrency: int = 1  # GROUP: requests in flight
-    answers: dict = field(default_factory=dict)  # conversation (Unit.group) -> [turn-1 answer's token ids]
+    answers: dict = field(default_factory=dict)  # `answer_key` -> [the baseline's turn-1 answer, token ids]
     trajectory: tuple | None = None  # REPLAY: the baseline's (output_ids, stop_reason) of this prompt turn
     costs: dict = field(default_factory=dict)  # REPLAY: cost-fit group key -> `replay_units.GroupCosts`
     run: int = 0  # which call of the executor it belongs to (a worker warms up once per call)
@@ -52,7 +58,7 @@ class Piece:
     @property
     def needs(self) -> set[tuple]:
         """Conversations whose baseline turn-1 answer this piece's prompts continue."""
-        return {u.group for u in self.units if u.turn > 1}
+        return {answer_key(u) for u in self.units if u.turn > 1}
 
     def with_inputs(self, answers: dict, run: int) -> "Piece":
         return replace(self, answers={key: answers[key] for key in self.needs}, run=run)

@@ -38,6 +38,7 @@ from specbench.measure.units import UnitOutput
 from specbench.measure.worker import PieceWorker, SilentObserver, live_drafters
 
 INSTALL_HINT = "pip install 'specbench[ray]' (or make install-ray)"
+CLOSE_WAIT_S = 30.0  # how long closing waits for the workers' backends to stop before killing the workers
 
 
 def import_ray():
@@ -68,10 +69,16 @@ class Shape:
         return self.gpus > 0
 
 
-def worker_shapes(spec, workers: int | None, cpus: float, gpus: float) -> tuple[int, Shape, int, Shape]:
-    """(live workers, their shape, replay workers, theirs) for a cluster with ``cpus`` and ``gpus`` in all."""
+def worker_shapes(spec, workers: int | None, cpus: float, gpus: float,
+                  node_gpus: float | None = None) -> tuple[int, Shape, int, Shape]:
+    """(live workers, their shape, replay workers, theirs) for a cluster with ``cpus`` and ``gpus`` in all and at
+    most ``node_gpus`` on one node (a worker, and so its engine, runs on one node)."""
     if str(spec.device).startswith("cuda"):
         per = parallel_gpus(spec)
+        if node_gpus is not None and per > node_gpus:
+            raise SpecbenchError(f"an engine of {per} GPUs (tensor × pipeline parallel) does not fit on one node of "
+                                 f"the Ray cluster (the largest has {node_gpus:g}); an engine across nodes runs with "
+                                 "the in-process executor and vLLM's own Ray executor (docs/backends.md)")
         live_n = workers or int(gpus // per)
         if live_n < 1 or live_n * per > gpus:
             raise SpecbenchError(f"the Ray cluster has {gpus:g} GPU(s); {workers or 1} worker(s) × {per} GPU(s) each "
@@ -98,10 +105,7 @@ class WorkerActor:
     def __init__(self, spec, threads: int | None, drafters: list):
         if threads is not None:
             os.environ["OMP_NUM_THREADS"] = str(threads)
-            import torch  # lazy: loads torch in the actor process only
-
-            torch.set_num_threads(threads)
-        self.spec, self.drafters = spec, drafters
+        self.spec, self.drafters, self.threads = spec, drafters, threads
         self.worker = None  # started on first use: after Ray restarts a dead actor, on its next piece
 
     def where(self) -> dict:
@@ -123,6 +127,10 @@ class WorkerActor:
 
     def _guard(self, work) -> dict:
         """``work()``'s value, or its failure as data: a user error names this node in one line."""
+        if self.threads is not None:  # in the thread that computes (the actor runs calls on a small thread pool)
+            import torch  # lazy: loads torch in the actor process only
+
+            torch.set_num_threads(self.threads)
         try:
             return {"value": work()}
         except SpecbenchError as exc:
@@ -150,6 +158,7 @@ class WorkerActor:
         return self._guard(work)
 
     def close(self) -> None:
+        """Stop the backend (a serving engine's processes with it); runs beside a piece still in flight."""
         if self.worker is not None:
             self.worker.close()
 
@@ -182,7 +191,7 @@ class RayExecutor:
         self._todo = None
 
     # ------------------------------------------------------------------ start and stop
-    def _connect(self) -> tuple[float, float]:
+    def _connect(self) -> tuple[float, float, float]:
         ray = self.ray
         options = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
         if self.local:
@@ -198,19 +207,22 @@ class RayExecutor:
                 raise SpecbenchError(f"cannot reach the Ray cluster at {self.choice.address}: "
                                      f"{' '.join(str(exc).split())[:200]}") from None
         total = ray.cluster_resources()
-        return float(total.get("CPU", 0)), float(total.get("GPU", 0))
+        node_gpus = max((float(n["Resources"].get("GPU", 0)) for n in ray.nodes() if n.get("Alive")), default=0.0)
+        return float(total.get("CPU", 0)), float(total.get("GPU", 0)), node_gpus
 
     def _start(self, count: int, shape: Shape) -> None:
+        # two calls at once: a piece, and `close` (or a ping) beside it; the driver sends one piece at a time
         remote = self.ray.remote(WorkerActor).options(num_cpus=shape.cpus, num_gpus=shape.gpus,
-                                                      max_restarts=self.choice.retries, max_concurrency=1)
+                                                      max_restarts=self.choice.retries, max_concurrency=2)
         drafters = live_drafters(self._todo)
         self.slots = [Slot(remote.remote(self.spec, shape.threads, drafters)) for _ in range(count)]
         self.shape = shape
 
     def prepare(self, todo) -> dict:
         """Start the workers and load the models on every node; their report (worker 0's, hashes checked)."""
-        cpus, gpus = self._connect()
-        live_n, live_shape, self.replay_n, self.replay_shape = worker_shapes(self.spec, self.choice.workers, cpus, gpus)
+        cpus, gpus, node_gpus = self._connect()
+        live_n, live_shape, self.replay_n, self.replay_shape = worker_shapes(self.spec, self.choice.workers, cpus, gpus,
+                                                                             node_gpus)
         self.live_n, self.live_shape = live_n, live_shape
         self._todo = todo
         self.observer.status(f"starting {live_n} Ray worker(s)")
@@ -246,16 +258,22 @@ class RayExecutor:
                 "workers": [dict(slot.where) for slot in self.slots if slot.where]}
 
     def close(self) -> None:
-        """Kill every worker (an engine process dies with its actor) and leave Ray; a local instance stops."""
+        """Stop every worker's backend (a serving engine's processes with it), kill the workers (pieces in flight
+        are cancelled) and leave Ray; a local instance stops. Runs on every exit path, Ctrl-C included."""
         ray = self.ray
-        for slot in self.slots:
-            try:
-                ray.kill(slot.actor, no_restart=True)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
-        self.slots = []
-        if ray.is_initialized():
-            ray.shutdown()
+        try:
+            stopping = [slot.actor.close.remote() for slot in self.slots if not slot.dead]
+            if stopping:
+                ray.wait(stopping, num_returns=len(stopping), timeout=CLOSE_WAIT_S)
+        finally:
+            for slot in self.slots:
+                try:
+                    ray.kill(slot.actor, no_restart=True)
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
+            self.slots = []
+            if ray.is_initialized():
+                ray.shutdown()
 
     def _reshape(self, replay: bool) -> None:
         """Replay pieces on GPU workers packed several to a GPU, live pieces on whole GPU sets (on a CPU both
@@ -264,6 +282,7 @@ class RayExecutor:
         if shape == self.shape:
             return
         self.observer.status(f"starting {count} {'replay' if replay else 'live'} worker(s)")
+        self.ray.get([slot.actor.close.remote() for slot in self.slots if not slot.dead])
         for slot in self.slots:
             self.ray.kill(slot.actor, no_restart=True)
         self._start(count, shape)

@@ -141,11 +141,13 @@ class SweepRunner:
         if not self.store.records_dir.exists():
             return
         frame = load_records(self.store.folder, columns=["mode", "drafter", "gamma", "turn", "workload", "prompt_id",
-                                                          "repeat", "temperature", "top_p", "top_k", "output_ids"])
+                                                          "repeat", "temperature", "top_p", "top_k", "concurrency",
+                                                          "output_ids"])
         done = frame[(frame["drafter"] == TARGET_ONLY) & (frame["turn"] == 1) & (frame["mode"] == "live")]
         for row in done.itertuples():
-            key = (row.workload, row.prompt_id, row.repeat, row.temperature, row.top_p, row.top_k)
-            self._answers[key] = [list(row.output_ids)]
+            concurrency = 1 if row.concurrency is None or row.concurrency != row.concurrency else int(row.concurrency)
+            key = (row.workload, row.prompt_id, row.repeat, row.temperature, row.top_p, row.top_k, concurrency)
+            self._answers[key] = [list(row.output_ids)]  # as `pieces.answer_key` keys them
 
     def run(self) -> int:
         """Run every unfinished unit, holding the folder's writer lock; returns how many were measured now."""

@@ -15,7 +15,7 @@ from typing import Iterator
 from specbench.errors import SpecbenchError
 from specbench.measure.groups import group_outputs
 from specbench.measure.machine_state import MachineProbe
-from specbench.measure.pieces import BLOCK, GROUP, REPLAY, Piece
+from specbench.measure.pieces import BLOCK, GROUP, REPLAY, Piece, answer_key
 from specbench.measure.replay_units import replay_outputs
 from specbench.measure.spec import RunConfig
 from specbench.measure.timing_protocol import combine, run_block, warm_up
@@ -80,7 +80,7 @@ class PieceWorker:
     def prompt_ids(self, unit: Unit, answers: dict) -> list[int]:
         """The unit's prompt: turn ``t`` continues the baseline's answers to turns < t (``answers``: token ids)."""
         tokenizer = self.backend.tokenizer
-        earlier = answers.get(unit.group, [])[: unit.turn - 1]
+        earlier = answers.get(answer_key(unit), [])[: unit.turn - 1]
         if len(earlier) < unit.turn - 1:
             raise SpecbenchError(f"{unit.prompt.prompt_id}: turn {unit.turn} needs the baseline's earlier answers")
         texts = [tokenizer.decode(list(ids), skip_special_tokens=True) for ids in earlier]
