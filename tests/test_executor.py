@@ -4,6 +4,7 @@ settings, and the in-process executor writing what a serial sweep always wrote."
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 
 import pytest
@@ -22,7 +23,7 @@ from specbench.measure.executor import (
 )
 from specbench.measure.executor_spec import INPROCESS, executor_over, parse_executor
 from specbench.measure.pieces import BLOCK, GROUP, Piece, live_pieces
-from specbench.measure.ray_executor import Shape, check_same_weights, parallel_gpus, worker_shapes
+from specbench.measure.ray_executor import Shape, check_same_weights, parallel_gpus, start_local_instance, worker_shapes
 from specbench.measure.spec import SweepFlags, build_spec
 from specbench.measure.units import UnitOutput, expand_units, load_workloads
 from specbench.records.store import load_records
@@ -254,3 +255,29 @@ def test_ray_executor_without_ray_says_how_to_install_it(tmp_path, prompts_file,
     result = invoke("sweep", tiny_sweep_yaml(tmp_path, prompts_file), "--workers", "2", "--out", tmp_path / "r")
     assert_user_error(result, "--executor ray needs Ray", "make install-ray")
     assert not (tmp_path / "r" / "run.json").exists()
+
+
+class LateRay:
+    """A stand-in for ``ray`` whose new node misses Ray's startup wait ``late`` times: each attempt leaves a
+    process behind, as a half-started instance does."""
+
+    def __init__(self, late: int):
+        self.late, self.calls, self.left = late, [], []
+
+    def init(self, **options):
+        self.calls.append(options)
+        if len(self.calls) <= self.late:
+            self.left.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]))
+            raise Exception("The current node timed out during startup. This could happen because ...")
+
+
+def test_a_late_local_instance_is_cleaned_up_and_started_again():
+    ray = LateRay(late=2)
+    start_local_instance(ray, attempts=3, num_cpus=2)
+    assert len(ray.calls) == 3 and ray.calls[-1] == {"address": "local", "num_cpus": 2}
+    assert all(p.poll() is not None for p in ray.left)  # the half-started processes were ended
+
+    never = LateRay(late=5)
+    with pytest.raises(SpecbenchError, match="did not start.*3 times.*run the same command again"):
+        start_local_instance(never, attempts=3)
+    assert len(never.calls) == 3 and all(p.poll() is not None for p in never.left)

@@ -91,6 +91,8 @@ def test_ray_sweep_writes_the_serial_sweeps_records(tmp_path, prompts_file):
     info = json.loads((tmp_path / "ray" / "run.json").read_text())
     assert info["spec_hash"] == json.loads((tmp_path / "serial" / "run.json").read_text())["spec_hash"]
     assert info["executor"]["name"] == "ray" and len(info["executor"]["workers"]) == 2
+    # the workers keep the driver's priority (Ray would add 15): a sweep started with `nice` passes it on
+    assert {w["nice"] for w in info["executor"]["workers"]} == {os.getpriority(os.PRIO_PROCESS, 0)}
 
 
 def _slow_sweep(tmp_path, prompts_file, retries: int):
