@@ -57,8 +57,13 @@ def timed_sweep(sweep: Path, out: Path, workers: int) -> dict:
         raise SystemExit(f"bench-scale: the {workers}-worker sweep failed ({proc.returncode}): "
                          f"{proc.stderr.read().strip()[-500:]}")
     ready = ready or ended
+    records = load_records(out)
+    replayed = records[records["mode"] == "replay"]
+    live = records[records["mode"] == "live"]
     return {"workers": workers, "wall_s": ended - started, "start_s": ready - started, "work_s": ended - ready,
-            "units": int(len(load_records(out)))}
+            "units": int(len(records)), "replayed": int(len(replayed)),
+            "replayed_timed": int(replayed["decode_s"].notna().sum()),
+            "live_flagged": int((~live["timing_ok"].astype(bool)).sum()), "live": int(len(live))}
 
 
 def main(argv=None) -> int:
@@ -78,6 +83,9 @@ def main(argv=None) -> int:
             runs.append(run)
             print(f"  {n} worker(s): {run['wall_s']:.1f} s in all ({run['start_s']:.1f} s starting Ray and loading "
                   f"models, {run['work_s']:.1f} s of pieces), {run['units']} units; load average now {load()}")
+            print(f"    live units with timing flagged: {run['live_flagged']} of {run['live']}; replayed units with "
+                  f"modelled timings: {run['replayed_timed']} of {run['replayed']} (a flagged calibration leaves "
+                  "the cost model without data: acceptance only)")
         base = runs[0]
         reference = load_records(folders[counts[0]])
         for run in runs[1:]:
@@ -107,4 +115,8 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except KeyboardInterrupt:  # the running sweep got the Ctrl-C too: it saved its units and stopped its workers
+        print("bench-scale: interrupted", file=sys.stderr)
+        raise SystemExit(130) from None
