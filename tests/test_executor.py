@@ -111,6 +111,8 @@ def test_nodes_with_different_weights_are_refused():
     check_same_weights([a, dict(a)])
     with pytest.raises(SpecbenchError, match="t has different weights on node 10.0.0.2"):
         check_same_weights([a, b])
+    with pytest.raises(SpecbenchError, match="runs in bf16 on node 10.0.0.2 but in fp32 on node 10.0.0.1"):
+        check_same_weights([{**a, "dtype_used": "fp32"}, {**a, "dtype_used": "bf16", "where": {"node": "10.0.0.2"}}])
 
 
 # ----------------------------------------------------------------------------- the dispatcher

@@ -261,6 +261,7 @@ class RayExecutor:
         self.observer.status("sweep")
         first = self.reports[0]
         self.spec.model_hashes = dict(first["model_hashes"])
+        self.spec.dtype_used = first["dtype_used"]
         self.spec.weights_sha256 = self.spec.model_hashes.get(self.spec.target)
         return first
 
@@ -332,9 +333,14 @@ class RayExecutor:
 
 
 def check_same_weights(reports: list[dict]) -> None:
-    """Every node must load the same weights: a sweep over nodes with different files would mix models."""
+    """Every node must load the same weights, in the same dtype: a sweep over nodes with different files (or a
+    ``dtype: auto`` that chose differently on different CPUs) would mix models."""
     first = reports[0]
     for other in reports[1:]:
+        if other.get("dtype_used") != first.get("dtype_used"):
+            raise SpecbenchError(f"the target runs in {other.get('dtype_used')} on node {other['where']['node']} but in "
+                                 f"{first.get('dtype_used')} on node {first['where']['node']} (dtype auto chooses per "
+                                 "machine); set dtype: fp32 or bf16 for a sweep over these nodes")
         for name, digest in other["model_hashes"].items():
             if first["model_hashes"].get(name, digest) != digest:
                 raise SpecbenchError(f"{name} has different weights on node {other['where']['node']} "

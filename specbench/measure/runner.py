@@ -48,6 +48,7 @@ class SweepObserver(Protocol):
     def round_done(self, unit: Unit, result) -> None: ...
     def unit_done(self, unit: Unit, record: dict) -> None: ...
     def looks_done(self, history: dict) -> None: ...  # adaptive sweeps: after every round of looks
+    def look_started(self, units: int, budget_left_s: float | None) -> None: ...  # adaptive: a round begins
 
 
 def check_folder(store: ResultsStore, spec: SweepSpec, force: bool) -> dict | None:
@@ -68,10 +69,11 @@ def check_folder(store: ResultsStore, spec: SweepSpec, force: bool) -> dict | No
 
 
 def run_info(spec: SweepSpec, previous: dict | None, shard: tuple[int, int], threads: dict | None = None,
-             device: dict | None = None, executor: dict | None = None) -> dict:
+             cpu_layout: dict | None = None, device: dict | None = None, executor: dict | None = None) -> dict:
     """run.json's contents; ``threads``: the backend's CPU thread report (`OwnEngineBackend.thread_report`);
-    ``device``: the device the units ran on (default: this machine's ``spec.device``); ``executor``: the Ray
-    executor's workers (their nodes, devices and processes)."""
+    ``cpu_layout``: its CPU dtype and weight layout choice (`OwnEngineBackend.layout_report`); ``device``: the
+    device the units ran on (default: this machine's ``spec.device``); ``executor``: the Ray executor's workers
+    (their nodes, devices and processes)."""
     info = {
         "schema_version": SCHEMA_VERSION,
         "kind": "sweep",
@@ -80,7 +82,7 @@ def run_info(spec: SweepSpec, previous: dict | None, shard: tuple[int, int], thr
         "versions": package_versions(),
         "git_commit": git_commit(),
         **(device if device is not None else device_info(spec.device)),
-        "dtype": spec.dtype,
+        "dtype": spec.dtype_used or spec.dtype,
         "created": (previous or {}).get("created", now_utc()),
         "updated": now_utc(),
         "shards": sorted({*map(tuple, (previous or {}).get("shards", [])), shard}),
@@ -88,6 +90,8 @@ def run_info(spec: SweepSpec, previous: dict | None, shard: tuple[int, int], thr
     }
     if threads is not None:
         info["threads"] = threads
+    if cpu_layout is not None:
+        info["cpu_layout"] = cpu_layout
     if executor is not None:
         info["executor"] = executor
     if previous and previous.get("spec_hash") != spec.spec_hash:
@@ -206,4 +210,5 @@ class SweepRunner:
     def _run_info(self) -> dict:
         report = self._report
         device = report.get("device_info") if self.spec.executor.is_ray else None
-        return run_info(self.spec, self.previous, self.shard, report.get("threads"), device, self.executor.info())
+        return run_info(self.spec, self.previous, self.shard, report.get("threads"), report.get("cpu_layout"), device,
+                        self.executor.info())

@@ -34,6 +34,7 @@ class SilentObserver:
     def round_done(self, unit, result): pass
     def unit_done(self, unit, record): pass
     def looks_done(self, history): pass
+    def look_started(self, units, budget_left_s): pass
 
 
 def live_drafters(todo: list[Unit]) -> list:
@@ -57,16 +58,18 @@ class PieceWorker:
         """Load the models and build ``drafters`` (bad drafter settings fail here); the weights' hashes go into
         the worker's spec, and so into every record it makes."""
         self.backend.start(self.observer.status)
+        self.spec.dtype_used = getattr(self.backend, "dtype_used", None)  # dtype auto: the one chosen on this machine
         self.spec.model_hashes = self.backend.model_hashes(drafters)
         self.spec.weights_sha256 = self.spec.model_hashes.get(self.spec.target)
 
     def check(self, todo: list[Unit]) -> dict:
         """Check what can fail on bad input before anything is measured (prompt lengths); returns the models'
-        hashes, the device's name and the backend's thread report."""
+        hashes, the dtype the target runs in, the device's name and the backend's thread and CPU layout reports."""
         check_unit_lengths(self.backend, self.spec.target, todo)
-        report = getattr(self.backend, "thread_report", None)
-        return {"model_hashes": dict(self.spec.model_hashes), "device_name": self.device_name,
-                "threads": report() if report is not None else None}
+        threads, layout = (getattr(self.backend, name, None) for name in ("thread_report", "layout_report"))
+        return {"model_hashes": dict(self.spec.model_hashes), "dtype_used": self.spec.dtype_used,
+                "device_name": self.device_name, "threads": threads() if threads is not None else None,
+                "cpu_layout": layout() if layout is not None else None}
 
     def describe(self) -> dict | None:
         """What a serving engine ran (``backend.json``), or None."""
