@@ -29,6 +29,8 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
+import psutil
+
 from specbench.backends.registry import make_backend
 from specbench.engine.device import device_info
 from specbench.errors import SpecbenchError
@@ -55,8 +57,6 @@ def start_local_instance(ray, attempts: int = LOCAL_START_ATTEMPTS, **init) -> N
     """``ray.init`` of a new local instance. Ray waits a fixed 30 s for the new node to register, which a busy
     machine can outlast: then the half-started processes (this process's new descendants) are ended and it
     tries again, ``attempts`` times in all, before a one-line error."""
-    import psutil  # lazy: only the Ray executor needs the process tree
-
     for attempt in range(1, attempts + 1):
         before = {child.pid for child in psutil.Process().children(recursive=True)}
         try:
