@@ -63,7 +63,10 @@ FORMATTED := specbench/catalogue specbench/backends/registry.py specbench/engine
              specbench/measure/adaptive.py specbench/measure/adaptive_spec.py specbench/measure/estimate.py \
              specbench/records/adaptive_history.py specbench/cli/progress_lines.py specbench/cli/adaptive_view.py \
              scripts/adaptive_simulation.py tests/test_adaptive.py specbench/engine/cpu_info.py \
-             specbench/engine/layout_probe.py scripts/gpu_busy.py tests/test_layout_probe.py
+             specbench/engine/layout_probe.py scripts/gpu_busy.py tests/test_layout_probe.py \
+             specbench/measure/executor.py specbench/measure/executor_spec.py specbench/measure/pieces.py \
+             specbench/measure/worker.py specbench/measure/ray_executor.py scripts/bench_scale.py \
+             tests/test_executor.py tests/test_ray_executor.py
 
 lint: install
 	$(VENV)/bin/ruff check .

@@ -54,16 +54,24 @@ def timed_sweep(sweep: Path, out: Path, workers: int) -> dict:
         time.sleep(0.05)
     ended = time.perf_counter()
     if proc.returncode != 0:
-        raise SystemExit(f"bench-scale: the {workers}-worker sweep failed ({proc.returncode}): "
-                         f"{proc.stderr.read().strip()[-500:]}")
+        raise SystemExit(
+            f"bench-scale: the {workers}-worker sweep failed ({proc.returncode}): {proc.stderr.read().strip()[-500:]}"
+        )
     ready = ready or ended
     records = load_records(out)
     replayed = records[records["mode"] == "replay"]
     live = records[records["mode"] == "live"]
-    return {"workers": workers, "wall_s": ended - started, "start_s": ready - started, "work_s": ended - ready,
-            "units": int(len(records)), "replayed": int(len(replayed)),
-            "replayed_timed": int(replayed["decode_s"].notna().sum()),
-            "live_flagged": int((~live["timing_ok"].astype(bool)).sum()), "live": int(len(live))}
+    return {
+        "workers": workers,
+        "wall_s": ended - started,
+        "start_s": ready - started,
+        "work_s": ended - ready,
+        "units": int(len(records)),
+        "replayed": int(len(replayed)),
+        "replayed_timed": int(replayed["decode_s"].notna().sum()),
+        "live_flagged": int((~live["timing_ok"].astype(bool)).sum()),
+        "live": int(len(live)),
+    }
 
 
 def main(argv=None) -> int:
@@ -81,11 +89,15 @@ def main(argv=None) -> int:
         for n in counts:
             run = timed_sweep(args.sweep, folders[n], n)
             runs.append(run)
-            print(f"  {n} worker(s): {run['wall_s']:.1f} s in all ({run['start_s']:.1f} s starting Ray and loading "
-                  f"models, {run['work_s']:.1f} s of pieces), {run['units']} units; load average now {load()}")
-            print(f"    live units with timing flagged: {run['live_flagged']} of {run['live']}; replayed units with "
-                  f"modelled timings: {run['replayed_timed']} of {run['replayed']} (a flagged calibration leaves "
-                  "the cost model without data: acceptance only)")
+            print(
+                f"  {n} worker(s): {run['wall_s']:.1f} s in all ({run['start_s']:.1f} s starting Ray and loading "
+                f"models, {run['work_s']:.1f} s of pieces), {run['units']} units; load average now {load()}"
+            )
+            print(
+                f"    live units with timing flagged: {run['live_flagged']} of {run['live']}; replayed units with "
+                f"modelled timings: {run['replayed_timed']} of {run['replayed']} (a flagged calibration leaves "
+                "the cost model without data: acceptance only)"
+            )
         base = runs[0]
         reference = load_records(folders[counts[0]])
         for run in runs[1:]:
@@ -94,18 +106,27 @@ def main(argv=None) -> int:
             run["differences"] = {k: [list(u) for u in v[:3]] for k, v in result["differ"].items()}
             run["speedup_wall"] = base["wall_s"] / run["wall_s"]
             run["speedup_work"] = base["work_s"] / run["work_s"] if run["work_s"] > 0 else float("nan")
-            same = (result["matched"] == result["units"] == len(reference) and not result["only_before"]
-                    and not result["only_after"])
-            print(f"  {run['workers']} vs {base['workers']} worker(s): {run['speedup_wall']:.2f}x faster in all, "
-                  f"{run['speedup_work']:.2f}x on the pieces; records "
-                  + (f"identical in {result['compared_columns']} non-timing columns ({result['matched']} units)"
-                     if same else f"DIFFER: {result['matched']} of {len(reference)} units identical, "
-                                  f"{run['differences']}"))
+            same = (
+                result["matched"] == result["units"] == len(reference)
+                and not result["only_before"]
+                and not result["only_after"]
+            )
+            print(
+                f"  {run['workers']} vs {base['workers']} worker(s): {run['speedup_wall']:.2f}x faster in all, "
+                f"{run['speedup_work']:.2f}x on the pieces; records "
+                + (
+                    f"identical in {result['compared_columns']} non-timing columns ({result['matched']} units)"
+                    if same
+                    else f"DIFFER: {result['matched']} of {len(reference)} units identical, {run['differences']}"
+                )
+            )
             if not same:
                 notes.append("records differ")
             if run["workers"] == 2 and run["speedup_wall"] < TARGET_RATIO:
-                notes.append(f"2 workers gave {run['speedup_wall']:.2f}x, under the {TARGET_RATIO}x aimed at "
-                             "(a busy machine lowers it: see the load average)")
+                notes.append(
+                    f"2 workers gave {run['speedup_wall']:.2f}x, under the {TARGET_RATIO}x aimed at "
+                    "(a busy machine lowers it: see the load average)"
+                )
     print(f"load average after: {load()}")
     for note in notes:
         print(f"note: {note}")

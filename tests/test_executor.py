@@ -36,12 +36,17 @@ def tiny_spec(prompts_file, **overrides):
 
 # ----------------------------------------------------------------------------- settings
 
+
 def test_executor_settings_parse_and_leave_the_spec_hash_alone(prompts_file):
     plain = tiny_spec(prompts_file)
     ray = tiny_spec(prompts_file, executor={"name": "ray", "address": "10.0.0.5:6379", "workers": 3, "retries": 1})
     assert plain.executor == INPROCESS
     assert (ray.executor.name, ray.executor.address, ray.executor.workers, ray.executor.retries) == (
-        "ray", "10.0.0.5:6379", 3, 1)
+        "ray",
+        "10.0.0.5:6379",
+        3,
+        1,
+    )
     assert ray.spec_hash == plain.spec_hash  # where units run is not what they measure
     assert ray.to_dict()["executor"]["workers"] == 3 and "executor" not in plain.to_dict()
     workloads = load_workloads(plain)
@@ -49,16 +54,19 @@ def test_executor_settings_parse_and_leave_the_spec_hash_alone(prompts_file):
     assert parse_executor("ray", "x").is_ray and parse_executor({"address": "auto"}, "x").address == "auto"
 
 
-@pytest.mark.parametrize("value, needle", [
-    ("dask", "executor must be one of inprocess, ray"),
-    ({"name": "ray", "workers": 0}, "workers takes a whole number"),
-    ({"name": "ray", "workers": True}, "workers takes a whole number"),
-    ({"name": "ray", "address": "nowhere"}, "HOST:PORT"),
-    ({"name": "ray", "address": "host:70000"}, "port must be 1..65535"),
-    ({"name": "ray", "wokers": 2}, "unknown executor key 'wokers'"),
-    ({"name": "inprocess", "workers": 2}, "executor inprocess takes no workers"),
-    ([1, 2], "'executor' is a name"),
-])
+@pytest.mark.parametrize(
+    "value, needle",
+    [
+        ("dask", "executor must be one of inprocess, ray"),
+        ({"name": "ray", "workers": 0}, "workers takes a whole number"),
+        ({"name": "ray", "workers": True}, "workers takes a whole number"),
+        ({"name": "ray", "address": "nowhere"}, "HOST:PORT"),
+        ({"name": "ray", "address": "host:70000"}, "port must be 1..65535"),
+        ({"name": "ray", "wokers": 2}, "unknown executor key 'wokers'"),
+        ({"name": "inprocess", "workers": 2}, "executor inprocess takes no workers"),
+        ([1, 2], "'executor' is a name"),
+    ],
+)
 def test_bad_executor_settings_are_one_line_errors(prompts_file, value, needle):
     with pytest.raises(SpecbenchError, match=needle):
         tiny_spec(prompts_file, executor=value)
@@ -66,8 +74,11 @@ def test_bad_executor_settings_are_one_line_errors(prompts_file, value, needle):
 
 def test_flags_choose_ray():
     assert executor_over(None, None, None, 2) == {"name": "ray", "workers": 2}
-    assert executor_over({"name": "ray", "address": "auto"}, None, None, 4) == {"name": "ray", "address": "auto",
-                                                                                "workers": 4}
+    assert executor_over({"name": "ray", "address": "auto"}, None, None, 4) == {
+        "name": "ray",
+        "address": "auto",
+        "workers": 4,
+    }
     assert executor_over("ray", "inprocess", None, None) == {"name": "inprocess"}
     assert executor_over({"name": "inprocess"}, None, "h:1", None) == {"name": "ray", "address": "h:1"}
     with pytest.raises(SpecbenchError, match="--executor inprocess takes no --address"):
@@ -78,13 +89,16 @@ def test_flags_choose_ray():
 
 def test_cli_refuses_bad_executor_flags_in_one_line(tmp_path, prompts_file):
     spec = tiny_sweep_yaml(tmp_path, prompts_file)
-    assert_user_error(invoke("sweep", spec, "--executor", "inprocess", "--workers", "2", "--out", tmp_path / "r"),
-                      "--executor inprocess takes no --address or --workers")
+    assert_user_error(
+        invoke("sweep", spec, "--executor", "inprocess", "--workers", "2", "--out", tmp_path / "r"),
+        "--executor inprocess takes no --address or --workers",
+    )
     assert_user_error(invoke("sweep", spec, "--address", "nowhere", "--out", tmp_path / "r"), "HOST:PORT")
     assert not (tmp_path / "r").exists()
 
 
 # ----------------------------------------------------------------------------- resources
+
 
 def test_worker_shapes_follow_the_device_and_parallelism(prompts_file):
     cpu = tiny_spec(prompts_file)
@@ -116,6 +130,7 @@ def test_nodes_with_different_weights_are_refused():
 
 
 # ----------------------------------------------------------------------------- the dispatcher
+
 
 class Unit:
     """A stand-in unit: a conversation (group), a turn, and enough for the writer."""
@@ -167,10 +182,19 @@ class FakePool:
         ending = self.fate(piece, self.tries[name])
         if ending is not None:
             return [Outcome(piece, error=ending[1], kind=ending[0])]
-        outputs = [UnitOutput(u, {"unit_id": u.name, "drafter": "none" if u.config.drafter is None else "d",
-                                  "output_ids": [1, 2], "mode": "live"}) for u in piece.units]
-        return [Outcome(piece, outputs, placement={"node": "n1", "node_device": "cpu", "node_groups": 2,
-                                                   "cpu": True})]
+        outputs = [
+            UnitOutput(
+                u,
+                {
+                    "unit_id": u.name,
+                    "drafter": "none" if u.config.drafter is None else "d",
+                    "output_ids": [1, 2],
+                    "mode": "live",
+                },
+            )
+            for u in piece.units
+        ]
+        return [Outcome(piece, outputs, placement={"node": "n1", "node_device": "cpu", "node_groups": 2, "cpu": True})]
 
 
 def pieces_of(*specs):
@@ -194,13 +218,21 @@ def test_turn_two_waits_for_its_baseline_answer(tmp_path):
 def test_a_dead_worker_loses_one_piece_which_is_retried_then_reported(tmp_path):
     dies_twice = lambda piece, attempt: (DIED, "worker died") if piece.units[0].name == "b/1" and attempt <= 2 else None  # noqa: E731
     writer = writer_for(tmp_path)
-    assert dispatch(pieces_of(("a/1", 1, True), ("b/1", 1, True), ("c/1", 1, True)), FakePool(2, dies_twice),
-                    writer, retries=2) == []
+    assert (
+        dispatch(
+            pieces_of(("a/1", 1, True), ("b/1", 1, True), ("c/1", 1, True)), FakePool(2, dies_twice), writer, retries=2
+        )
+        == []
+    )
     assert sorted(r["unit_id"] for r in writer.store.records) == ["a/1", "b/1", "c/1"]  # third attempt ran it
 
     writer = writer_for(tmp_path)
-    failures = dispatch(pieces_of(("a/1", 1, True), ("b/1", 1, True), ("c/1", 1, True), ("b/2", 2, True)),
-                        FakePool(2, dies_twice), writer, retries=1)
+    failures = dispatch(
+        pieces_of(("a/1", 1, True), ("b/1", 1, True), ("c/1", 1, True), ("b/2", 2, True)),
+        FakePool(2, dies_twice),
+        writer,
+        retries=1,
+    )
     assert sorted(r["unit_id"] for r in writer.store.records) == ["a/1", "c/1"]  # the others went on
     assert [(f.piece.units[0].name, f.kind, f.attempts) for f in failures] == [("b/1", DIED, 2), ("b/2", INPUT, 0)]
     assert "baseline answer whose piece failed" in failures[1].reason
@@ -208,10 +240,12 @@ def test_a_dead_worker_loses_one_piece_which_is_retried_then_reported(tmp_path):
 
 def test_user_errors_and_bugs_are_not_retried(tmp_path):
     fate = lambda piece, attempt: {"a/1": (INPUT, "node n1: model not found"), "b/1": (BUG, "Traceback ...")}.get(  # noqa: E731
-        piece.units[0].name)
+        piece.units[0].name
+    )
     pool = FakePool(1, fate)
-    failures = dispatch(pieces_of(("a/1", 1, True), ("b/1", 1, True), ("c/1", 1, True)), pool, writer_for(tmp_path),
-                        retries=3)
+    failures = dispatch(
+        pieces_of(("a/1", 1, True), ("b/1", 1, True), ("c/1", 1, True)), pool, writer_for(tmp_path), retries=3
+    )
     assert pool.tries == {"a/1": 1, "b/1": 1, "c/1": 1}
     assert [f.kind for f in failures] == [INPUT, BUG]
     with pytest.raises(WorkerBug, match="Traceback"):
@@ -242,6 +276,7 @@ def test_serving_groups_are_pieces_in_the_serial_order(prompts_file):
 
 
 # ----------------------------------------------------------------------------- in-process: today's records
+
 
 def test_inprocess_sweep_writes_null_placement(tmp_path, prompts_file):
     spec = tiny_sweep_yaml(tmp_path, prompts_file, gammas=[2], drafters=[{"type": "ngram"}])

@@ -97,10 +97,15 @@ def test_ray_sweep_writes_the_serial_sweeps_records(tmp_path, prompts_file):
 
 def _slow_sweep(tmp_path, prompts_file, retries: int):
     """Blocks that take seconds each (long generations), so that a worker is caught mid-piece."""
-    return tiny_sweep_yaml(tmp_path, prompts_file, max_new_tokens=128, gammas=[1, 3],
-                           workloads=[jsonl_workload(prompts_file, count=4)],
-                           timing={"order": "once", "warmup_s": 0, "retries": 0},
-                           executor={"name": "ray", "workers": 2, "retries": retries})
+    return tiny_sweep_yaml(
+        tmp_path,
+        prompts_file,
+        max_new_tokens=128,
+        gammas=[1, 3],
+        workloads=[jsonl_workload(prompts_file, count=4)],
+        timing={"order": "once", "warmup_s": 0, "retries": 0},
+        executor={"name": "ray", "workers": 2, "retries": retries},
+    )
 
 
 BLOCK = 1 + 2 * 2  # units of one prompt turn in the slow sweep: the baseline, two drafters × two γ
@@ -111,8 +116,9 @@ def _start_slow_sweep(tmp_path, prompts_file, retries: int):
     workers have started and written a first record, so that both are mid-piece."""
     spec = _slow_sweep(tmp_path, prompts_file, retries)
     out = tmp_path / "r"
-    proc = subprocess.Popen(sweep_cmd(spec, out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            env=ENV, cwd=ROOT)
+    proc = subprocess.Popen(
+        sweep_cmd(spec, out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT
+    )
     wait_for(lambda: worker_pids(out), 300, "the workers to start")
     wait_for(lambda: unit_files(out) or proc.poll() is not None, 300, "the first record")
     assert proc.poll() is None, "the sweep ended before it could be disturbed"
@@ -159,8 +165,9 @@ def test_ctrl_c_exits_130_and_leaves_no_process(tmp_path, prompts_file):
     assert proc.returncode == 130, stderr
     assert "interrupted" in stderr and "Traceback" not in stderr
     time.sleep(1)
-    listed = subprocess.run(["ps", "-o", "pid=,stat=,args=", "-p", ",".join(map(str, family))], capture_output=True,
-                            text=True).stdout
+    listed = subprocess.run(
+        ["ps", "-o", "pid=,stat=,args=", "-p", ",".join(map(str, family))], capture_output=True, text=True
+    ).stdout
     alive = [line for line in listed.splitlines() if line.split()[1][0] != "Z"]
     assert not alive, f"left running after Ctrl-C:\n{listed}"
     kept = load_records(out)

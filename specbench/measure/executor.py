@@ -100,8 +100,11 @@ def placement_columns(placement: dict | None, record: dict) -> dict:
     piece on one CPU machine, the timing flag."""
     if placement is None:
         return {"node": None, "node_device": None, "node_groups": None}
-    columns = {"node": placement["node"], "node_device": placement["node_device"],
-               "node_groups": int(placement["node_groups"])}
+    columns = {
+        "node": placement["node"],
+        "node_device": placement["node_device"],
+        "node_groups": int(placement["node_groups"]),
+    }
     if placement.get("cpu") and columns["node_groups"] > 1 and record.get("mode") == "live":
         note = f"shared node: {columns['node_groups']} pieces ran on this CPU machine at once"
         flag = record.get("timing_flag") or ""
@@ -109,8 +112,9 @@ def placement_columns(placement: dict | None, record: dict) -> dict:
     return columns
 
 
-def dispatch(pieces: list[Piece], pool: Pool, writer: RecordWriter, *, run: int = 0, retries: int = 0,
-             on_retry=None) -> list[Failure]:
+def dispatch(
+    pieces: list[Piece], pool: Pool, writer: RecordWriter, *, run: int = 0, retries: int = 0, on_retry=None
+) -> list[Failure]:
     """Run ``pieces`` on ``pool``'s workers, each outcome through ``writer``; returns the pieces that failed.
 
     A piece is handed out when it is ready (``writer.ready``: the answers its turn-2 prompts continue are
@@ -148,20 +152,32 @@ def dispatch(pieces: list[Piece], pool: Pool, writer: RecordWriter, *, run: int 
                     on_retry(outcome, tries)
             else:
                 failures.append(Failure(piece, outcome.error, outcome.kind, tries))
-    failures += [Failure(p, "no worker was left to run it (every worker died)" if writer.ready(p) else
-                         "its turn-2 prompts continue a baseline answer whose piece failed", DIED if writer.ready(p)
-                         else INPUT, attempts.get(id(p), 0)) for p in waiting]
+    failures += [
+        Failure(
+            p,
+            "no worker was left to run it (every worker died)"
+            if writer.ready(p)
+            else "its turn-2 prompts continue a baseline answer whose piece failed",
+            DIED if writer.ready(p) else INPUT,
+            attempts.get(id(p), 0),
+        )
+        for p in waiting
+    ]
     return failures
 
 
 def failure_message(failures: list[Failure], total: int, out_dir, waiting: int = 0) -> str:
     """One line for a sweep whose pieces partly failed: how many, the first reasons, how to resume."""
-    reasons = "; ".join(f"{f.piece.label}: {one_line(f.reason)[:300]}"
-                        + (f" (after {f.attempts} attempts)" if f.attempts > 1 else "") for f in failures[:3])
+    reasons = "; ".join(
+        f"{f.piece.label}: {one_line(f.reason)[:300]}" + (f" (after {f.attempts} attempts)" if f.attempts > 1 else "")
+        for f in failures[:3]
+    )
     more = f"; and {len(failures) - 3} more" if len(failures) > 3 else ""
     replays = f"; {waiting} replayed unit(s) wait for them" if waiting else ""
-    return (f"{len(failures)} of {total} pieces of work failed, their units were not measured ({reasons}{more})"
-            f"{replays}; the other units are saved in {out_dir}: run the same command to measure the rest")
+    return (
+        f"{len(failures)} of {total} pieces of work failed, their units were not measured ({reasons}{more})"
+        f"{replays}; the other units are saved in {out_dir}: run the same command to measure the rest"
+    )
 
 
 def one_line(text: str) -> str:
@@ -185,6 +201,7 @@ def raise_failures(failures: list[Failure], total: int, out_dir, waiting: int = 
 
 
 # ----------------------------------------------------------------------------- in-process
+
 
 class SerialPool:
     """One worker in this process: a piece runs when its outcome is read, records streaming out as each unit

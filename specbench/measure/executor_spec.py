@@ -37,8 +37,9 @@ class ExecutorChoice:
     def to_dict(self) -> dict:
         data = {"name": self.name}
         if self.is_ray:
-            data.update(address=self.address, workers=self.workers, retries=self.retries,
-                        replay_per_gpu=self.replay_per_gpu)
+            data.update(
+                address=self.address, workers=self.workers, retries=self.retries, replay_per_gpu=self.replay_per_gpu
+            )
         return data
 
 
@@ -68,8 +69,9 @@ def parse_executor(value, where: str) -> ExecutorChoice:
     if isinstance(value, str):
         value = {"name": value}
     if not isinstance(value, dict):
-        raise SpecbenchError(f"{where}: 'executor' is a name ({', '.join(EXECUTORS)}) or a mapping, e.g. "
-                             "{name: ray, address: auto}")
+        raise SpecbenchError(
+            f"{where}: 'executor' is a name ({', '.join(EXECUTORS)}) or a mapping, e.g. {{name: ray, address: auto}}"
+        )
     check_keys(value, KEYS, f"{where}: unknown executor key '{{key}}'")
     name = str(value.get("name", "ray" if {"address", "workers"} & set(value) else "inprocess"))
     if name not in EXECUTORS:

@@ -72,8 +72,10 @@ def start_local_instance(ray, attempts: int = LOCAL_START_ATTEMPTS, **init) -> N
             except psutil.NoSuchProcess:
                 pass
         psutil.wait_procs(late, timeout=10)
-    raise SpecbenchError(f"the local Ray instance did not start: its node missed Ray's 30 s to register, "
-                         f"{attempts} times (is the machine very busy? see `uptime`); run the same command again")
+    raise SpecbenchError(
+        f"the local Ray instance did not start: its node missed Ray's 30 s to register, "
+        f"{attempts} times (is the machine very busy? see `uptime`); run the same command again"
+    )
 
 
 def parallel_gpus(spec) -> int:
@@ -95,20 +97,25 @@ class Shape:
         return self.gpus > 0
 
 
-def worker_shapes(spec, workers: int | None, cpus: float, gpus: float,
-                  node_gpus: float | None = None) -> tuple[int, Shape, int, Shape]:
+def worker_shapes(
+    spec, workers: int | None, cpus: float, gpus: float, node_gpus: float | None = None
+) -> tuple[int, Shape, int, Shape]:
     """(live workers, their shape, replay workers, theirs) for a cluster with ``cpus`` and ``gpus`` in all and at
     most ``node_gpus`` on one node (a worker, and so its engine, runs on one node)."""
     if str(spec.device).startswith("cuda"):
         per = parallel_gpus(spec)
         if node_gpus is not None and per > node_gpus:
-            raise SpecbenchError(f"an engine of {per} GPUs (tensor × pipeline parallel) does not fit on one node of "
-                                 f"the Ray cluster (the largest has {node_gpus:g}); an engine across nodes runs with "
-                                 "the in-process executor and vLLM's own Ray executor (docs/backends.md)")
+            raise SpecbenchError(
+                f"an engine of {per} GPUs (tensor × pipeline parallel) does not fit on one node of "
+                f"the Ray cluster (the largest has {node_gpus:g}); an engine across nodes runs with "
+                "the in-process executor and vLLM's own Ray executor (docs/backends.md)"
+            )
         live_n = workers or int(gpus // per)
         if live_n < 1 or live_n * per > gpus:
-            raise SpecbenchError(f"the Ray cluster has {gpus:g} GPU(s); {workers or 1} worker(s) × {per} GPU(s) each "
-                                 "(tensor × pipeline parallel) do not fit")
+            raise SpecbenchError(
+                f"the Ray cluster has {gpus:g} GPU(s); {workers or 1} worker(s) × {per} GPU(s) each "
+                "(tensor × pipeline parallel) do not fit"
+            )
         pack = spec.executor.replay_per_gpu
         replay_n = live_n * per * pack if spec.replays else 0
         return live_n, Shape(1, per, None), replay_n, Shape(1 / pack, 1 / pack, None)
@@ -119,8 +126,10 @@ def worker_shapes(spec, workers: int | None, cpus: float, gpus: float,
     else:
         each = threads or max(1, int(cpus // workers))
     if workers * each > cpus:
-        raise SpecbenchError(f"the Ray cluster has {cpus:g} CPU(s); {workers} worker(s) × {each} CPU(s) each do not "
-                             "fit (fewer --workers, or fewer threads)")
+        raise SpecbenchError(
+            f"the Ray cluster has {cpus:g} CPU(s); {workers} worker(s) × {each} CPU(s) each do not "
+            "fit (fewer --workers, or fewer threads)"
+        )
     shape = Shape(each, 0, None if spec.threads is not None else each)
     return workers, shape, workers, shape
 
@@ -138,15 +147,27 @@ class WorkerActor:
         ray = import_ray()
         context = ray.get_runtime_context()
         gpus = [str(g) for g in context.get_accelerator_ids().get("GPU", [])]
-        return {"node": ray.util.get_node_ip_address(), "host": socket.gethostname(), "pid": os.getpid(),
-                "node_device": f"GPU {','.join(gpus)}" if gpus else "cpu", "cpu": not gpus,
-                "nice": os.getpriority(os.PRIO_PROCESS, 0)}
+        return {
+            "node": ray.util.get_node_ip_address(),
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "node_device": f"GPU {','.join(gpus)}" if gpus else "cpu",
+            "cpu": not gpus,
+            "nice": os.getpriority(os.PRIO_PROCESS, 0),
+        }
 
     def _worker(self) -> PieceWorker:
         if self.worker is None:
             spec = self.spec
-            backend = make_backend(spec.backend, spec.run_options, target=spec.target, device=spec.device,
-                                   dtype=spec.dtype, seed=spec.seed, max_concurrency=max(spec.concurrency))
+            backend = make_backend(
+                spec.backend,
+                spec.run_options,
+                target=spec.target,
+                device=spec.device,
+                dtype=spec.dtype,
+                seed=spec.seed,
+                max_concurrency=max(spec.concurrency),
+            )
             worker = PieceWorker(spec, backend, SilentObserver())
             worker.start(self.drafters)
             self.worker = worker
@@ -167,6 +188,7 @@ class WorkerActor:
 
     def prepare(self, todo) -> dict:
         """Load the models, check the units; the worker's report (hashes, device) and where it runs."""
+
         def work():
             report = self._worker().check(todo)
             return {**report, "device_info": device_info(self.spec.device), "where": self.where()}
@@ -228,22 +250,25 @@ class RayExecutor:
             # address "local": a new instance for this sweep, even where a `ray start` cluster runs on this machine
             # worker_niceness 0: the workers keep the driver's priority (Ray's default adds 15, which starves them
             # beside other jobs; a driver started with `nice` passes its niceness on)
-            start_local_instance(ray, num_cpus=max(cores, want * each), _system_config={"worker_niceness": 0},
-                                 **options)
+            start_local_instance(
+                ray, num_cpus=max(cores, want * each), _system_config={"worker_niceness": 0}, **options
+            )
         else:
             try:
                 ray.init(address=self.choice.address, **options)
             except (ConnectionError, RuntimeError, ValueError) as exc:
-                raise SpecbenchError(f"cannot reach the Ray cluster at {self.choice.address}: "
-                                     f"{' '.join(str(exc).split())[:200]}") from None
+                raise SpecbenchError(
+                    f"cannot reach the Ray cluster at {self.choice.address}: {' '.join(str(exc).split())[:200]}"
+                ) from None
         total = ray.cluster_resources()
         node_gpus = max((float(n["Resources"].get("GPU", 0)) for n in ray.nodes() if n.get("Alive")), default=0.0)
         return float(total.get("CPU", 0)), float(total.get("GPU", 0)), node_gpus
 
     def _start(self, count: int, shape: Shape) -> None:
         # two calls at once: a piece, and `close` (or a ping) beside it; the driver sends one piece at a time
-        remote = self.ray.remote(WorkerActor).options(num_cpus=shape.cpus, num_gpus=shape.gpus,
-                                                      max_restarts=self.choice.retries, max_concurrency=2)
+        remote = self.ray.remote(WorkerActor).options(
+            num_cpus=shape.cpus, num_gpus=shape.gpus, max_restarts=self.choice.retries, max_concurrency=2
+        )
         drafters = live_drafters(self._todo)
         self.slots = [Slot(remote.remote(self.spec, shape.threads, drafters)) for _ in range(count)]
         self.shape = shape
@@ -251,8 +276,9 @@ class RayExecutor:
     def prepare(self, todo) -> dict:
         """Start the workers and load the models on every node; their report (worker 0's, hashes checked)."""
         cpus, gpus, node_gpus = self._connect()
-        live_n, live_shape, self.replay_n, self.replay_shape = worker_shapes(self.spec, self.choice.workers, cpus, gpus,
-                                                                             node_gpus)
+        live_n, live_shape, self.replay_n, self.replay_shape = worker_shapes(
+            self.spec, self.choice.workers, cpus, gpus, node_gpus
+        )
         self.live_n, self.live_shape = live_n, live_shape
         self._todo = todo
         self.observer.status(f"starting {live_n} Ray worker(s)")
@@ -285,8 +311,11 @@ class RayExecutor:
 
     def info(self) -> dict:
         """run.json's ``executor``: the choice and each worker's node, device and process."""
-        return {**self.choice.to_dict(), "local": self.local,
-                "workers": [dict(slot.where) for slot in self.slots if slot.where]}
+        return {
+            **self.choice.to_dict(),
+            "local": self.local,
+            "workers": [dict(slot.where) for slot in self.slots if slot.where],
+        }
 
     def close(self) -> None:
         """Stop every worker's backend (a serving engine's processes with it), kill the workers (pieces in flight
@@ -326,8 +355,10 @@ class RayExecutor:
             self._reshape(pieces[0].kind == REPLAY)
 
         def retrying(outcome, tries):
-            self.observer.status(f"{outcome.piece.label}: {outcome.error}; running it again "
-                                 f"(attempt {tries + 1} of {self.choice.retries + 1})")
+            self.observer.status(
+                f"{outcome.piece.label}: {outcome.error}; running it again "
+                f"(attempt {tries + 1} of {self.choice.retries + 1})"
+            )
 
         return dispatch(pieces, RayPool(self), writer, run=self.runs, retries=self.choice.retries, on_retry=retrying)
 
@@ -338,14 +369,18 @@ def check_same_weights(reports: list[dict]) -> None:
     first = reports[0]
     for other in reports[1:]:
         if other.get("dtype_used") != first.get("dtype_used"):
-            raise SpecbenchError(f"the target runs in {other.get('dtype_used')} on node {other['where']['node']} but in "
-                                 f"{first.get('dtype_used')} on node {first['where']['node']} (dtype auto chooses per "
-                                 "machine); set dtype: fp32 or bf16 for a sweep over these nodes")
+            raise SpecbenchError(
+                f"the target runs in {other.get('dtype_used')} on node {other['where']['node']} but in "
+                f"{first.get('dtype_used')} on node {first['where']['node']} (dtype auto chooses per "
+                "machine); set dtype: fp32 or bf16 for a sweep over these nodes"
+            )
         for name, digest in other["model_hashes"].items():
             if first["model_hashes"].get(name, digest) != digest:
-                raise SpecbenchError(f"{name} has different weights on node {other['where']['node']} "
-                                     f"(sha256 {digest[:12]}…) than on node {first['where']['node']} "
-                                     f"({first['model_hashes'][name][:12]}…); give every node the same files")
+                raise SpecbenchError(
+                    f"{name} has different weights on node {other['where']['node']} "
+                    f"(sha256 {digest[:12]}…) than on node {first['where']['node']} "
+                    f"({first['model_hashes'][name][:12]}…); give every node the same files"
+                )
 
 
 class RayPool:

@@ -28,13 +28,26 @@ from specbench.models.limits import check_window
 class SilentObserver:
     """An observer that hears nothing (a remote worker's: the driver reports progress)."""
 
-    def status(self, message): pass
-    def begin(self, total, done): pass
-    def unit_started(self, unit): pass
-    def round_done(self, unit, result): pass
-    def unit_done(self, unit, record): pass
-    def looks_done(self, history): pass
-    def look_started(self, units, budget_left_s): pass
+    def status(self, message):
+        pass
+
+    def begin(self, total, done):
+        pass
+
+    def unit_started(self, unit):
+        pass
+
+    def round_done(self, unit, result):
+        pass
+
+    def unit_done(self, unit, record):
+        pass
+
+    def looks_done(self, history):
+        pass
+
+    def look_started(self, units, budget_left_s):
+        pass
 
 
 def live_drafters(todo: list[Unit]) -> list:
@@ -67,9 +80,13 @@ class PieceWorker:
         hashes, the dtype the target runs in, the device's name and the backend's thread and CPU layout reports."""
         check_unit_lengths(self.backend, self.spec.target, todo)
         threads, layout = (getattr(self.backend, name, None) for name in ("thread_report", "layout_report"))
-        return {"model_hashes": dict(self.spec.model_hashes), "dtype_used": self.spec.dtype_used,
-                "device_name": self.device_name, "threads": threads() if threads is not None else None,
-                "cpu_layout": layout() if layout is not None else None}
+        return {
+            "model_hashes": dict(self.spec.model_hashes),
+            "dtype_used": self.spec.dtype_used,
+            "device_name": self.device_name,
+            "threads": threads() if threads is not None else None,
+            "cpu_layout": layout() if layout is not None else None,
+        }
 
     def describe(self) -> dict | None:
         """What a serving engine ran (``backend.json``), or None."""
@@ -87,8 +104,14 @@ class PieceWorker:
         if len(earlier) < unit.turn - 1:
             raise SpecbenchError(f"{unit.prompt.prompt_id}: turn {unit.turn} needs the baseline's earlier answers")
         texts = [tokenizer.decode(list(ids), skip_special_tokens=True) for ids in earlier]
-        return encode_turn(tokenizer, unit.workload, unit.prompt, unit.turn - 1, texts,
-                           token_limit=prompt_room(self.backend.context_window, unit.max_new_tokens))
+        return encode_turn(
+            tokenizer,
+            unit.workload,
+            unit.prompt,
+            unit.turn - 1,
+            texts,
+            token_limit=prompt_room(self.backend.context_window, unit.max_new_tokens),
+        )
 
     # ------------------------------------------------------------------ running
     def run(self, piece: Piece) -> Iterator[UnitOutput]:
@@ -127,11 +150,21 @@ class PieceWorker:
         """Run one live unit once: its record and the machine's state while it ran."""
         self.observer.unit_started(unit)
         ids = self.prompt_ids(unit, answers)
-        check_window(self.backend.context_window, self.spec.target, len(ids), unit.max_new_tokens,
-                     f"{unit.workload.name} {unit.prompt.prompt_id} turn {unit.turn}")
+        check_window(
+            self.backend.context_window,
+            self.spec.target,
+            len(ids),
+            unit.max_new_tokens,
+            f"{unit.workload.name} {unit.prompt.prompt_id} turn {unit.turn}",
+        )
         probe = MachineProbe()
-        result = self.backend.generate(unit.config, ids, unit.max_new_tokens, seed=unit.seed,
-                                       stop_at_eos=not self.spec.ignore_eos,
-                                       on_round=lambda r, u=unit: self.observer.round_done(u, r))
+        result = self.backend.generate(
+            unit.config,
+            ids,
+            unit.max_new_tokens,
+            seed=unit.seed,
+            stop_at_eos=not self.spec.ignore_eos,
+            on_round=lambda r, u=unit: self.observer.round_done(u, r),
+        )
         state = probe.stop()
         return make_record(unit, result, self.spec, self.device_name), state
