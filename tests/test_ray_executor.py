@@ -5,7 +5,7 @@ with two one-CPU workers, tiny random models. What is checked: the records equal
 every non-timing column, unit for unit (live and replayed); a worker killed mid-piece loses that piece
 only and a rerun completes the folder without duplicates (or, with retries, the piece runs again at
 once); Ctrl-C exits 130 and leaves no Ray or engine process behind (checked with ``ps``); a node that
-cannot find the model says so in one line naming the node.
+cannot find the model says so in one line naming the node; an adaptive sweep's looks run on the workers.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 
+from specbench.records.adaptive_history import read_history
 from specbench.records.store import load_records, record_files
 from tests.cli_helpers import jsonl_workload, tiny_sweep_yaml
 
@@ -180,3 +181,32 @@ def test_a_node_without_the_model_names_itself_in_one_line(tmp_path, prompts_fil
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("specbench: error: node ") and "no-such-model" in lines[0], lines
+
+
+def test_an_adaptive_sweep_dispatches_each_look_to_the_workers(tmp_path, prompts_file):
+    """Each look of an adaptive sweep goes through the Ray workers: every workload settles, each look's prompts
+    are the first n, and every record names the node that computed it."""
+    spec = tiny_sweep_yaml(
+        tmp_path,
+        prompts_file,
+        workloads=[jsonl_workload(prompts_file, count=4)],
+        drafters=[{"type": "ngram"}],
+        gammas=[1, 3],
+        mode="replay",
+        calibration={"gammas": [1, 3], "prompts": 1},
+        timing={"order": "once", "warmup_s": 0},
+        max_new_tokens=16,
+        adaptive={"first": 2, "batch": 1, "max_prompts": 4},
+    )
+    out = tmp_path / "r"
+    result = run(sweep_cmd(spec, out, "--workers", 2))
+    assert result.returncode == 0, result.stderr
+    history = read_history(out)
+    records = load_records(out)
+    assert history["finished"] and records["unit_id"].is_unique and records["node"].notna().all()
+    for name, entry in history["workloads"].items():
+        assert entry["status"] != "open" and entry["looks"]
+        mine = records[records["workload"] == name]
+        assert int(mine["stage"].max()) == len(entry["looks"])
+        for look in entry["looks"]:
+            assert mine[mine["stage"] <= look["look"]]["prompt_id"].nunique() == look["prompts"]
