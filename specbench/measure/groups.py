@@ -1,4 +1,4 @@
-"""Serving-engine sweeps: units run a (configuration, concurrency) group at a time.
+"""Serving-engine sweeps: units run a (configuration, load) group at a time.
 
 The own engine measures one request at a time, prompt by prompt (`specbench.measure.runner`).
 A serving engine (``backend: vllm``, ...) is started once per speculative configuration and
@@ -8,7 +8,9 @@ requests in flight. Groups run configuration by configuration (baselines first: 
 conversation continues the baseline's turn-1 answer), so an engine starts once per
 configuration. A group is one piece of work for an executor (`specbench.measure.pieces`): each unit's
 record is written as soon as its group returns, so a worker that dies mid-sweep loses only the group in
-flight, and a rerun resumes with the groups not yet done.
+flight, and a rerun resumes with the groups not yet done. A group's load is its concurrency, or its
+request rate (open loop); one group is one batch (`specbench.measure.batches`: arrivals, the engine's
+start, the machine state, the batch's columns).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from specbench.backends.base import Request
+from specbench.measure.batches import batch_requests, run_batch
 from specbench.measure.spec import RunConfig, SweepSpec
 from specbench.measure.units import Unit, UnitOutput, make_record
 from specbench.records.store import atomic_write_json
@@ -31,6 +33,7 @@ class Group:
     concurrency: int
     turn: int
     units: list[Unit]
+    request_rate: float | None = None  # open loop: requests per second (None: closed loop)
 
 
 def uses_groups(spec: SweepSpec) -> bool:
@@ -39,20 +42,23 @@ def uses_groups(spec: SweepSpec) -> bool:
 
 
 def group_units(units: list[Unit]) -> list[Group]:
-    """Live units grouped by (configuration, concurrency, turn), in the order they should run:
-    baselines first, then configurations in grid order; within one, concurrency then turn."""
+    """Live units grouped by (configuration, load, workload, turn), in the order they should run: baselines
+    first, then configurations in grid order; within one, load, then workload, then turn. One workload per
+    group, so that a batch's wall time (system throughput) belongs to one workload."""
     groups: dict[tuple, Group] = {}
     first_seen: dict[RunConfig, int] = {}
+    workloads: dict[str, int] = {}
     for unit in units:
         if unit.mode != "live":
             continue
         first_seen.setdefault(unit.config, len(first_seen))
-        key = (unit.config, unit.concurrency, unit.turn)
+        workloads.setdefault(unit.workload.name, len(workloads))
+        key = (unit.config, unit.concurrency, unit.request_rate, unit.workload.name, unit.turn)
         if key not in groups:
-            groups[key] = Group(unit.config, unit.concurrency, unit.turn, [])
+            groups[key] = Group(unit.config, unit.concurrency, unit.turn, [], unit.request_rate)
         groups[key].units.append(unit)
     return sorted(groups.values(), key=lambda g: (not g.config.is_baseline, first_seen[g.config], g.concurrency,
-                                                  g.turn))
+                                                  g.request_rate or 0.0, workloads[g.units[0].workload.name], g.turn))
 
 
 def warm_first(groups: list[Group], is_warm) -> list[Group]:
@@ -64,18 +70,28 @@ def warm_first(groups: list[Group], is_warm) -> list[Group]:
     return sorted(groups, key=lambda g: (not g.config.is_baseline, not warm[id(g)]))
 
 
+def load_label(concurrency: int, request_rate: float | None) -> str:
+    """A group's load in words: its concurrency, or its request rate and in-flight cap."""
+    if request_rate is None:
+        return f"concurrency {concurrency}"
+    return f"{request_rate:g} requests/s (at most {concurrency} in flight)"
+
+
 def group_outputs(worker, piece):
-    """Run one group (a `specbench.measure.pieces.Piece` of kind group) through ``worker.backend.generate_batch``;
-    yields each unit's `UnitOutput` once the group returns."""
-    spec, config = worker.spec, piece.units[0].config
-    requests = [Request(worker.prompt_ids(u, piece.answers), u.max_new_tokens, u.seed, not spec.ignore_eos)
-                for u in piece.units]
-    worker.observer.status(f"{config.label} · concurrency {piece.concurrency} · {len(requests)} requests")
-    for unit in piece.units:
+    """Run one group (a `specbench.measure.pieces.Piece` of kind group) as one batch on ``worker.backend``
+    (`specbench.measure.batches`); yields each unit's `UnitOutput` once the batch returns."""
+    spec, first = worker.spec, piece.units[0]
+    group = Group(first.config, piece.concurrency, first.turn, piece.units, piece.request_rate)
+    requests = batch_requests(spec, group, [worker.prompt_ids(u, piece.answers) for u in group.units])
+    worker.observer.status(f"{group.config.label} · {load_label(group.concurrency, group.request_rate)} · "
+                           f"{len(requests)} requests")
+    for unit in group.units:
         worker.observer.unit_started(unit)
-    results = worker.backend.generate_batch(config, requests, piece.concurrency)
-    for unit, result in zip(piece.units, results):
-        yield UnitOutput(unit, make_record(unit, result, spec, worker.device_name))
+    results, shared = run_batch(worker.backend, group.config, requests, group.concurrency, spec.timing)
+    for unit, result in zip(group.units, results):
+        record = make_record(unit, result, spec, worker.device_name)
+        record.update(shared, attempt_decode_s=[record["decode_s"]])
+        yield UnitOutput(unit, record)
 
 
 def write_backend_file(folder, described: dict | None) -> None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from specbench.measure.groups import group_units, uses_groups, warm_first
+from specbench.measure.groups import group_units, load_label, uses_groups, warm_first
 from specbench.measure.units import Unit
 
 GROUP, BLOCK, REPLAY = "group", "block", "replay"
@@ -32,15 +32,16 @@ GROUP, BLOCK, REPLAY = "group", "block", "replay"
 
 def answer_key(unit: Unit) -> tuple:
     """Whose turn-1 answer a later turn of ``unit`` continues: the baseline's on the same conversation, at the
-    same concurrency (a serving engine's answer may depend on the batch it ran in)."""
-    return unit.group + (unit.concurrency,)
+    same load — concurrency and request rate (a serving engine's answer may depend on the batch it ran in)."""
+    return unit.group + (unit.concurrency, unit.request_rate)
 
 
 @dataclass
 class Piece:
     kind: str  # GROUP, BLOCK or REPLAY
     units: list[Unit]
-    concurrency: int = 1  # GROUP: requests in flight
+    concurrency: int = 1  # GROUP: requests in flight (under a request rate: the cap)
+    request_rate: float | None = None  # GROUP: open loop, requests per second (None: closed loop)
     answers: dict = field(default_factory=dict)  # `answer_key` -> [the baseline's turn-1 answer, token ids]
     trajectory: tuple | None = None  # REPLAY: the baseline's (output_ids, stop_reason) of this prompt turn
     costs: dict = field(default_factory=dict)  # REPLAY: cost-fit group key -> `replay_units.GroupCosts`
@@ -68,7 +69,8 @@ class Piece:
         """One line for progress and failure messages."""
         first = self.units[0]
         if self.kind == GROUP:
-            return f"{first.config.label} · concurrency {self.concurrency} · turn {first.turn} · {len(self.units)} requests"
+            load = load_label(self.concurrency, self.request_rate)
+            return f"{first.config.label} · {load} · {first.workload.name} turn {first.turn} · {len(self.units)} requests"
         what = "replays" if self.kind == REPLAY else "timing block"
         return f"{first.workload.name} {first.prompt.prompt_id} turn {first.turn} ({what}, {len(self.units)} units)"
 
@@ -90,7 +92,7 @@ def live_pieces(spec, units: list[Unit], is_warm=None) -> list[Piece]:
     serving backend still runs that configuration's engine (`groups.warm_first`)."""
     live = [u for u in units if u.mode == "live"]
     if uses_groups(spec):
-        return [Piece(GROUP, g.units, concurrency=g.concurrency) for g in warm_first(group_units(live), is_warm)]
+        return [Piece(GROUP, g.units, concurrency=g.concurrency, request_rate=g.request_rate) for g in warm_first(group_units(live), is_warm)]
     return [Piece(BLOCK, block) for block in live_blocks(live)]
 
 

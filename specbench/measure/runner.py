@@ -99,6 +99,11 @@ def run_info(spec: SweepSpec, previous: dict | None, shard: tuple[int, int], thr
     return info
 
 
+def _missing(value) -> bool:
+    """A null column value as pandas reads it (None or NaN)."""
+    return value is None or value != value
+
+
 class SweepRunner:
     """Loads the models once and runs the (remaining) units of one sweep shard."""
 
@@ -146,11 +151,12 @@ class SweepRunner:
             return
         frame = load_records(self.store.folder, columns=["mode", "drafter", "gamma", "turn", "workload", "prompt_id",
                                                           "repeat", "temperature", "top_p", "top_k", "concurrency",
-                                                          "output_ids"])
+                                                          "request_rate", "output_ids"])
         done = frame[(frame["drafter"] == TARGET_ONLY) & (frame["turn"] == 1) & (frame["mode"] == "live")]
         for row in done.itertuples():
-            concurrency = 1 if row.concurrency is None or row.concurrency != row.concurrency else int(row.concurrency)
-            key = (row.workload, row.prompt_id, row.repeat, row.temperature, row.top_p, row.top_k, concurrency)
+            concurrency = 1 if _missing(row.concurrency) else int(row.concurrency)
+            rate = None if _missing(row.request_rate) else float(row.request_rate)
+            key = (row.workload, row.prompt_id, row.repeat, row.temperature, row.top_p, row.top_k, concurrency, rate)
             self._answers[key] = [list(row.output_ids)]  # as `pieces.answer_key` keys them
 
     def run(self) -> int:

@@ -91,7 +91,13 @@ class PieceWorker:
     def describe(self) -> dict | None:
         """What a serving engine ran (``backend.json``), or None."""
         described = getattr(self.backend, "describe", None)
-        return described() if described is not None else None
+        if described is None:
+            return None
+        new = described()
+        scope = getattr(self.backend, "timing_scope", None)
+        if scope is not None:
+            new["machine_state"] = scope().observed  # what the records' machine-state columns cover
+        return new
 
     def close(self) -> None:
         self.backend.close()

@@ -126,6 +126,17 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     # adaptive sweeps (docs/fit.md "Sweeps that decide"); null for fixed grids and older records
     "stage": (pa.int64(), "adaptive sweep: the look of its workload this unit was measured for (1, 2, ...); "
                           "null in a fixed grid"),
+    # load (docs/results-schema.md "Load"): serving backends; null for the own engine and older records
+    "request_rate": (pa.float64(), "open loop: requests per second arriving while the unit ran (null: closed loop, "
+                                   "concurrency requests in flight)"),
+    "arrival_s": (pa.float64(), "when the request arrived, s after its batch began (open loop: its scheduled "
+                                "arrival; closed loop: when a slot freed and it was sent)"),
+    "finish_s": (pa.float64(), "when the request's last token arrived, s after its batch began"),
+    "latency_s": (pa.float64(), "request latency: finish_s - arrival_s (waiting for a slot, queue, prefill, decode)"),
+    "batch_id": (pa.string(), "the batch (one configuration, load, workload turn) the request ran in"),
+    "batch_requests": (pa.int64(), "requests in that batch"),
+    "batch_output_tokens": (pa.int64(), "output tokens of the whole batch (Σ new_tokens of its requests)"),
+    "batch_wall_s": (pa.float64(), "wall time of the whole batch: its first arrival to its last token, s"),
     # executors (docs/scale-out.md); null for units run in the sweep's own process and in older records
     "node": (pa.string(), "Ray executor: IP address of the node whose worker ran the unit (null: in-process)"),
     "node_device": (pa.string(), "Ray executor: the worker's device on its node, 'cpu' or 'GPU 0,1' (Ray's GPU ids; "
@@ -146,6 +157,8 @@ LATER_DEFAULTS = {"weights_sha256": None, "backend": None, "concurrency": None, 
                   "context_bin": None,
                   "strategy": "sequential", "prepared": 0, "prepared_drafts": None, "prepared_hits": None,
                   "draft_hidden_s": None, "schedule": "fixed", "schedule_params": "{}", "stage": None,
+                  "request_rate": None, "arrival_s": None, "finish_s": None, "latency_s": None, "batch_id": None,
+                  "batch_requests": None, "batch_output_tokens": None, "batch_wall_s": None,
                   "node": None, "node_device": None, "node_groups": None}
 
 SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])
