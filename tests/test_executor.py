@@ -136,7 +136,7 @@ class Unit:
     """A stand-in unit: a conversation (group), a turn, and enough for the writer."""
 
     def __init__(self, name, turn=1, baseline=False):
-        self.name, self.turn, self.mode, self.concurrency = name, turn, "live", 1
+        self.name, self.turn, self.mode, self.concurrency, self.request_rate = name, turn, "live", 1, None
         self.group = (name.split("/")[0],)
         self.config = type("C", (), {"drafter": None if baseline else "d", "is_baseline": baseline})()
         self.workload = type("W", (), {"name": "w"})()
@@ -211,7 +211,7 @@ def test_turn_two_waits_for_its_baseline_answer(tmp_path):
     pool = FakePool(slots=1)
     assert dispatch(pieces, pool, writer) == []
     assert pool.order == ["a/1", "a/2", "b/1"]  # turn 2 held back until a's turn-1 answer is written, then in order
-    assert writer.answers[("a", 1)] == [[1, 2]]
+    assert writer.answers[("a", 1, None)] == [[1, 2]]  # conversation, concurrency, request rate
     assert [r["node"] for r in writer.store.records] == ["n1"] * 3
 
 

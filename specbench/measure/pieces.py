@@ -3,8 +3,8 @@
 A piece is the smallest set of units that must run together, on one backend, for the records to
 be what a serial sweep writes:
 
-* ``group`` — a serving backend's (configuration, concurrency, turn) group: one
-  `Backend.generate_batch`, the requests in flight together (`specbench.measure.groups`);
+* ``group`` — a serving backend's (configuration, load, workload, turn) group: one batch
+  (`specbench.measure.batches`), the requests in flight together (`specbench.measure.groups`);
 * ``block`` — the own engine's live units of one prompt turn: the timing protocol's block (baseline
   and configurations timed back to back, `specbench.measure.timing_protocol`), which must share a
   machine and a moment to be compared;
@@ -13,8 +13,8 @@ be what a serial sweep writes:
   (`specbench.measure.replay_units`).
 
 Pieces depend on one another only through conversations: turn 2 of a prompt continues the
-baseline's turn-1 answer (at the same concurrency: `answer_key`), so a piece holding a turn-2 unit is ready once that answer is known
-(`Piece.needs`). Replay pieces run after every live piece: their modelled timings come from the cost
+baseline's turn-1 answer (at the same load: `answer_key`), so a piece holding a turn-2 unit is ready
+once that answer is known (`Piece.needs`). Replay pieces run after every live piece: their modelled timings come from the cost
 model fitted on all the live units. A piece carries what its worker needs besides the models —
 the answers its turn-2 prompts continue, a replay's trajectory and cost fits — so that a worker on
 another machine never reads the results folder.
@@ -70,7 +70,9 @@ class Piece:
         first = self.units[0]
         if self.kind == GROUP:
             load = load_label(self.concurrency, self.request_rate)
-            return f"{first.config.label} · {load} · {first.workload.name} turn {first.turn} · {len(self.units)} requests"
+            return (
+                f"{first.config.label} · {load} · {first.workload.name} turn {first.turn} · {len(self.units)} requests"
+            )
         what = "replays" if self.kind == REPLAY else "timing block"
         return f"{first.workload.name} {first.prompt.prompt_id} turn {first.turn} ({what}, {len(self.units)} units)"
 
@@ -92,7 +94,10 @@ def live_pieces(spec, units: list[Unit], is_warm=None) -> list[Piece]:
     serving backend still runs that configuration's engine (`groups.warm_first`)."""
     live = [u for u in units if u.mode == "live"]
     if uses_groups(spec):
-        return [Piece(GROUP, g.units, concurrency=g.concurrency, request_rate=g.request_rate) for g in warm_first(group_units(live), is_warm)]
+        return [
+            Piece(GROUP, g.units, concurrency=g.concurrency, request_rate=g.request_rate)
+            for g in warm_first(group_units(live), is_warm)
+        ]
     return [Piece(BLOCK, block) for block in live_blocks(live)]
 
 
