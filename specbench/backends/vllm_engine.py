@@ -33,6 +33,7 @@ from specbench.backends.base import (
     ServingBackend,
     StatusCallback,
     TimingScope,
+    cpu_engine_cores,
 )
 from specbench.catalogue import drafters as catalogue
 from specbench.engine.device import cpu_name
@@ -224,7 +225,7 @@ class VLLMBackend(ServingBackend):
 
     def timing_scope(self) -> TimingScope:
         """The workers' sessions are the engine's own CPU; on a CPU the engine computes on every core."""
-        cores = (os.cpu_count() or 1) if not str(self.device).startswith("cuda") else 1
+        cores = cpu_engine_cores() if not str(self.device).startswith("cuda") else 1
         return TimingScope(tuple(w.proc.pid for w in self._workers.values()), cores,
                            "machine state of this machine, vLLM's worker and engine core counted as the sweep's own")
 

@@ -19,7 +19,7 @@ Standard library only: nothing here starts or imports vLLM.
 from __future__ import annotations
 
 import os
-import warnings
+import sys
 from pathlib import Path
 
 from specbench.errors import SpecbenchError
@@ -28,6 +28,16 @@ VENV_ENV = "SPECBENCH_VLLM_VENV"  # the one name: the vLLM environment's folder
 OLD_PYTHON_ENV = "SPECBENCH_VLLM_PYTHON"  # deprecated: an interpreter path
 REPO = Path(__file__).resolve().parents[2]
 INSTALL_HINT = f"run `make install-vllm` in the specbench checkout, or set {VENV_ENV} to a virtual environment with vLLM"
+
+
+_NOTED: set[str] = set()
+
+
+def _note_once(text: str) -> None:
+    """One plain line on stderr per process (a Python warning would print its source line too)."""
+    if text not in _NOTED:
+        _NOTED.add(text)
+        print(text, file=sys.stderr)
 
 
 def _interpreter(venv: Path) -> Path:
@@ -41,12 +51,8 @@ def _from_environment() -> Path | None:
         return _interpreter(Path(venv).expanduser())
     old = os.environ.get(OLD_PYTHON_ENV)
     if old:
-        warnings.warn(
-            f"{OLD_PYTHON_ENV} is deprecated: set {VENV_ENV} to the vLLM environment's folder instead "
-            f"({VENV_ENV}={Path(old).expanduser().parent.parent})",
-            FutureWarning,
-            stacklevel=3,
-        )
+        _note_once(f"note: {OLD_PYTHON_ENV} is deprecated: set {VENV_ENV} to the vLLM environment's folder instead "
+                   f"({VENV_ENV}={Path(old).expanduser().parent.parent})")
         return Path(old).expanduser()
     return None
 

@@ -25,11 +25,12 @@ cache, ``VLLM_CPU_KVCACHE_SPACE``; default 2), ``extra_args`` (list), ``env`` (d
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from specbench.backends import vllm_config
-from specbench.backends.base import GenerationResult, Request, RoundCallback, StatusCallback, TimingScope
+from specbench.backends.base import (
+    GenerationResult, Request, RoundCallback, StatusCallback, TimingScope, cpu_engine_cores,
+)
 from specbench.backends.openai_server import OpenAIClient, OpenAIServerBackend, load_tokenizer, resolve_model_location
 from specbench.backends.vllm_env import vllm_python
 from specbench.backends.server_process import STOP_GRACE_S, ServerProcess, check_port_free, free_port
@@ -157,7 +158,7 @@ class VLLMServerBackend(OpenAIServerBackend):
 
     def timing_scope(self) -> TimingScope:
         """The launched server's session is the sweep's own CPU; on a CPU vLLM computes on every core."""
-        cores = (os.cpu_count() or 1) if self.device == "cpu" else 1
+        cores = cpu_engine_cores() if self.device == "cpu" else 1
         sessions = (self.server.pgid,) if self.server is not None and self.server.pgid else ()
         return TimingScope(sessions, cores, "machine state of this machine, the vLLM server launched here counted as "
                                             "the sweep's own")
