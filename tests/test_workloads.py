@@ -41,8 +41,12 @@ def hf_cache(tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------- bundled workloads
 
-def test_builtin_workloads_are_the_four_yaml_files():
-    assert workload_names() == ["humaneval", "long-context", "mt-bench", "sharegpt"]
+BUILTIN = ["humaneval", "long-context", "mt-bench", "sharegpt", "speculator-benchmarks", "speed-bench"]
+PREPARED = {"speculator-benchmarks", "speed-bench"}  # data prepared by other projects (tests/test_prepared_workloads.py)
+
+
+def test_builtin_workloads_are_the_six_yaml_files():
+    assert workload_names() == BUILTIN
     for name in workload_names():
         assert builtin_spec(name).name == name  # file name and `name:` agree
 
@@ -373,7 +377,9 @@ def test_cli_list_json_counts():
     result = _cli("workloads", "list", "--json")
     assert result.exit_code == 0, result.output
     rows = {r["name"]: r for r in json.loads(result.stdout)}
-    assert set(rows) == {"humaneval", "long-context", "mt-bench", "sharegpt"}
+    assert set(rows) == set(BUILTIN)
+    for name in PREPARED:  # listed either way; without their data, with the line saying how to get it
+        assert rows[name]["available"] or "--local-dir DIR" in rows[name]["missing"] or "prepare.py" in rows[name]["missing"]
     assert (rows["mt-bench"]["prompts"], rows["mt-bench"]["turns"], len(rows["mt-bench"]["categories"])) == (80, 160, 8)
     assert (rows["long-context"]["prompts"], len(rows["long-context"]["categories"])) == (8 * 3 * 4, 6)
     assert rows["humaneval"]["prompts"] == 164 and rows["humaneval"]["chat"] is False
@@ -385,7 +391,7 @@ def test_cli_list_table():
     assert result.exit_code == 0, result.output
     cells = [line.split("│") for line in result.stdout.splitlines() if line.count("│") > 2]
     rows = {c[1].strip(): "│".join(c) for c in cells if c[1].strip()}  # first line of each row
-    assert set(rows) == {"humaneval", "long-context", "mt-bench", "sharegpt"}
+    assert set(rows) == set(BUILTIN)
     assert " 80 " in rows["mt-bench"] and " 160 " in rows["mt-bench"] and " 164 " in rows["humaneval"]
 
 
