@@ -58,6 +58,16 @@ class Unit:
         return hashlib.sha1(repr(key).encode()).hexdigest()[:20]
 
 
+@dataclass
+class UnitOutput:
+    """What running a unit gives the writer: its record and, for a replayed unit, its moments
+    (``replay/unit-<id>.json``, written before the record)."""
+
+    unit: Unit
+    record: dict
+    moments: dict | None = None
+
+
 def parse_shard(text: str | None) -> tuple[int, int]:
     if not text:
         return 0, 1

@@ -138,6 +138,12 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "batch_requests": (pa.int64(), "requests in that batch"),
     "batch_output_tokens": (pa.int64(), "output tokens of the whole batch (Σ new_tokens of its requests)"),
     "batch_wall_s": (pa.float64(), "wall time of the whole batch: its first arrival to its last token, s"),
+    # executors (docs/scale-out.md); null for units run in the sweep's own process and in older records
+    "node": (pa.string(), "Ray executor: IP address of the node whose worker ran the unit (null: in-process)"),
+    "node_device": (pa.string(), "Ray executor: the worker's device on its node, 'cpu' or 'GPU 0,1' (Ray's GPU ids; "
+                                 "null: in-process)"),
+    "node_groups": (pa.int64(), "Ray executor: pieces of work (groups, timing blocks, replays) in flight on the "
+                                "node at once while this unit's piece ran, itself included (null: in-process)"),
 }
 
 # Columns added after schema 1's first release: records written without them (older folders,
@@ -153,7 +159,8 @@ LATER_DEFAULTS = {"weights_sha256": None, "backend": None, "concurrency": None, 
                   "strategy": "sequential", "prepared": 0, "prepared_drafts": None, "prepared_hits": None,
                   "draft_hidden_s": None, "schedule": "fixed", "schedule_params": "{}", "stage": None,
                   "request_rate": None, "arrival_s": None, "finish_s": None, "latency_s": None, "batch_id": None,
-                  "batch_requests": None, "batch_output_tokens": None, "batch_wall_s": None}
+                  "batch_requests": None, "batch_output_tokens": None, "batch_wall_s": None,
+                  "node": None, "node_device": None, "node_groups": None}
 
 SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])
 RUN_INFO = "run.json"
