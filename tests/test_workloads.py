@@ -41,8 +41,8 @@ def hf_cache(tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------- bundled workloads
 
-def test_builtin_workloads_are_the_four_yaml_files():
-    assert workload_names() == ["humaneval", "long-context", "mt-bench", "sharegpt"]
+def test_builtin_workloads_are_the_yaml_files():
+    assert workload_names() == ["humaneval", "long-context", "mt-bench", "sharegpt", "stream-code-chat-mtbench"]
     for name in workload_names():
         assert builtin_spec(name).name == name  # file name and `name:` agree
 

@@ -30,6 +30,11 @@ class Prompt:
     category: str
     turns: tuple[str, ...]  # user turns; MT-Bench has 2, the others 1
     context: ContextDocument | None = None  # long-context prompts: the document the turn's {document} holds
+    # stream workloads (`specbench.measure.stream`): the prompt's place in the stream, its segment's label, and
+    # its own workload's chat setting (None: the workload's)
+    stream_position: int | None = None
+    segment: str | None = None
+    chat: bool | None = None
 
     @property
     def context_bin(self) -> str | None:

@@ -30,6 +30,8 @@ from specbench.errors import SpecbenchError
 from specbench.measure.adaptive import AdaptiveSweep, pool_units
 from specbench.measure.groups import run_groups, uses_groups
 from specbench.measure.machine_state import MachineProbe
+from specbench.measure.online_resume import catch_up_units
+from specbench.measure.online_spec import check_shard
 from specbench.measure.replay_units import run_replay_units, write_summary
 from specbench.measure.spec import RunConfig, SweepSpec
 from specbench.measure.timing_protocol import combine, run_block, warm_up
@@ -128,6 +130,7 @@ class SweepRunner:
             raise SpecbenchError(f"{out_dir} is in use by PID {writer} (another specbench is writing there); "
                                  "wait for it to finish or choose another --out")
         self.previous = check_folder(self.store, spec, force)
+        check_shard(spec, shard)
         self.workloads = load_workloads(spec)
         check_grid_size(spec, self.workloads, shard, yes=yes, in_shard=in_shard)
         self.units = (pool_units(spec, self.workloads, shard) if spec.adaptive is not None
@@ -137,6 +140,7 @@ class SweepRunner:
         self.backend: Backend = make_backend(spec.backend, spec.run_options, target=spec.target, device=spec.device,
                                              dtype=spec.dtype, seed=spec.seed, max_concurrency=max(spec.concurrency))
         self._answers: dict[tuple, list[str]] = {}
+        self._catch_up: set[str] = set()  # finished online units that run again on a resume (measure.online_resume)
 
     @property
     def device_name(self) -> str:
@@ -200,6 +204,13 @@ class SweepRunner:
             self._answers[unit.group] = [text]
         return make_record(unit, result, self.spec, self.device_name), state
 
+    def _run_again(self, unit: Unit) -> None:
+        """A finished online unit, generated again untimed and unrecorded: its drafter learns from it again."""
+        self.observer.status(f"online: catching up {unit.config.label} on {unit.prompt.prompt_id} turn {unit.turn}")
+        self.backend.generate(unit.config, self.prompt_ids(unit), unit.max_new_tokens, seed=unit.seed,
+                              stop_at_eos=not self.spec.ignore_eos)
+        self.observer.status("sweep")
+
     def run(self) -> int:
         """Run every unfinished unit, holding the folder's writer lock; returns how many were measured now."""
         with FolderLock(self.store.folder):
@@ -212,8 +223,9 @@ class SweepRunner:
                    and self.store.has_records())
         self.store.remove_stale_temporaries()
         finished = set() if forcing else self.store.finished_units()
-        todo = [u for u in self.units if u.unit_id not in finished]
-        self.observer.begin(total=len(self.units), done=len(self.units) - len(todo))
+        self._catch_up = catch_up_units(self.units, finished)
+        todo = [u for u in self.units if u.unit_id not in finished or u.unit_id in self._catch_up]
+        self.observer.begin(total=len(self.units), done=len(self.units) - len(todo) + len(self._catch_up))
         if not todo:
             if self.previous is None or self.previous.get("spec_hash") != self.spec.spec_hash:
                 self.store.write_run_info(run_info(self.spec, self.previous, self.shard))
@@ -243,6 +255,9 @@ class SweepRunner:
             self._warm_up(live[0])
         threads = self.backend.threads
         for block in live_blocks(live):  # timing protocol: specbench.measure.timing_protocol
+            for unit in [u for u in block if u.unit_id in self._catch_up]:
+                self._run_again(unit)
+            block = [u for u in block if u.unit_id not in self._catch_up]
             for unit, attempts in run_block(block, self._measure, self.spec.timing, threads):
                 record = combine(attempts)
                 self.store.write_unit(record)

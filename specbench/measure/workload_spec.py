@@ -33,6 +33,7 @@ from specbench.measure.long_context_spec import (
     parse_long_context,
 )
 from specbench.measure.spec_reader import Reader
+from specbench.measure.stream import StreamSpec, is_stream, parse_stream
 from specbench.safe_files import load_yaml_text, read_text_file
 
 BUILTIN_PACKAGE = "specbench.builtin_workloads"
@@ -96,12 +97,12 @@ def builtin_names() -> list[str]:
     return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
-def builtin_spec(name: str) -> WorkloadSpec | LongContextSpec:
+def builtin_spec(name: str) -> WorkloadSpec | LongContextSpec | StreamSpec:
     text = resources.files(BUILTIN_PACKAGE).joinpath(f"{name}.yaml").read_text(encoding="utf-8")
     return parse_spec(_load_yaml(text, f"built-in workload {name}"), origin=f"built-in workload {name}")
 
 
-def read_spec_file(path: Path) -> WorkloadSpec | LongContextSpec:
+def read_spec_file(path: Path) -> WorkloadSpec | LongContextSpec | StreamSpec:
     """Parse a user workload YAML file; relative source paths are taken from its folder."""
 
     text = read_text_file(path, "workload file", 2**20)  # size-limited UTF-8 text
@@ -122,11 +123,14 @@ _TOP_KEYS = ("name", "description", "chat", "max_new_tokens", "sampling", "train
              "id_format", "filter", "fields", "sources")
 
 
-def parse_spec(data: dict, *, origin: str, base_dir: Path | None = None) -> WorkloadSpec | LongContextSpec:
+def parse_spec(data: dict, *, origin: str, base_dir: Path | None = None) -> WorkloadSpec | LongContextSpec | StreamSpec:
     """Validate a workload mapping (parsed YAML) into a `WorkloadSpec` (a `LongContextSpec` when it has a
-    ``long_context`` section: `specbench.measure.long_context_spec`)."""
+    ``long_context`` section: `specbench.measure.long_context_spec`; a `StreamSpec` when it has a ``stream``
+    list: `specbench.measure.stream`)."""
     if is_long_context(data):
         return parse_long_context(data, origin=origin, base_dir=base_dir)
+    if is_stream(data):
+        return parse_stream(data, origin=origin, base_dir=base_dir)
     top = Reader(data, origin, "", _TOP_KEYS)
     name = str(top.get("name", str, required=True)).strip()
     if not name:
