@@ -132,9 +132,11 @@ def test_trace_lines_up_with_the_targets_own_forward(tiny_v8):
     with torch.inference_mode():
         out = engine.decoder.forward(traffic.ids[None], logits="none", hidden_layers=engine._feature_layers)
     assert traffic.features["final"].shape[0] == traffic.ids.numel()
-    assert torch.allclose(traffic.features["final"], out.hidden[0], atol=1e-4)
-    for key in engine._feature_layers:
-        assert torch.allclose(traffic.features[key], out.layer_hidden[key][0], atol=1e-4)
+    # the same values up to summation order (the rounds' forwards vs one forward over the whole sequence): the
+    # random model's activations reach ~100, so the error is measured against each tensor's scale
+    for key, expected in [("final", out.hidden[0])] + [(k, out.layer_hidden[k][0]) for k in engine._feature_layers]:
+        error = (traffic.features[key] - expected).abs().max() / expected.abs().max()
+        assert error < 1e-5, (key, float(error))
     assert traffic.rejected
     ids = traffic.ids.tolist()
     for row, depth, token in traffic.rejected:
@@ -146,7 +148,8 @@ def test_the_learner_raises_acceptance_on_repeated_traffic(tiny_v8):
     """From scratch, a few updates on the same prompt raise α: the updates teach the drafter."""
     target, _ = tiny_v8
     engine = online_engine(target, "eagle", OnlinePlan(start="scratch", every_prompts=1, steps=8, lr=3e-3), gamma=3)
-    alphas = [engine.generate(PROMPT, 24, seed=0, stop_at_eos=False).alpha for _ in range(6)]
+    # a new seed each time: the same (prompt, seed) twice in a row is a re-timed attempt, replayed without training
+    alphas = [engine.generate(PROMPT, 24, seed=i, stop_at_eos=False).alpha for i in range(6)]
     assert alphas[-1] > alphas[0] + 0.2, alphas
 
 

@@ -58,7 +58,12 @@ def test_the_online_sweep_runs_cut_down_and_every_output_is_the_targets(tmp_path
     recs = json.loads(invoke("recommend", out, "--json", "--bootstrap", "0").stdout)
     online_verdict = recs[0]["online"]
     assert [d["deployment"] for d in online_verdict["deployments"]] == ["separate", "shared"]
-    assert {d["answer"] for d in online_verdict["deployments"]} == {"too few prompts"}  # 3 prompts: P < 3 paired
+    separate, shared = online_verdict["deployments"]
+    assert {separate["answer"], shared["answer"]} <= {"confident yes", "confident no", "cannot tell"}  # P = 3: intervals
+    for mine, with_training in zip(separate["candidates"], shared["candidates"]):
+        assert mine["configuration"] == with_training["configuration"]
+        assert with_training["ratio"] < mine["ratio"], "the training seconds count against the shared machine"
+    assert {t["configuration"] for t in online_verdict["tau_ratio"]} == set(online["drafter_label"])
     text = invoke("recommend", out, "--bootstrap", "0").stdout
     assert "online adaptation (training on the serving machine)" in text
     report = invoke("plot", out, "--out", tmp_path / "report", "--format", "png")
