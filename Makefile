@@ -60,7 +60,8 @@ FORMATTED := specbench/catalogue specbench/backends/registry.py specbench/engine
              specbench/analysis/stopping_report.py specbench/analysis/stopping_simulation.py \
              specbench/measure/adaptive.py specbench/measure/adaptive_spec.py specbench/measure/estimate.py \
              specbench/records/adaptive_history.py specbench/cli/progress_lines.py specbench/cli/adaptive_view.py \
-             scripts/adaptive_simulation.py tests/test_adaptive.py \
+             scripts/adaptive_simulation.py tests/test_adaptive.py specbench/engine/cpu_info.py \
+             specbench/engine/layout_probe.py scripts/gpu_busy.py tests/test_layout_probe.py \
              specbench/engine/online.py specbench/training/online.py specbench/measure/online_spec.py \
              specbench/measure/online_resume.py specbench/measure/stream.py specbench/analysis/online.py \
              specbench/figures/online.py specbench/cli/online_view.py tests/test_online.py \
@@ -79,7 +80,7 @@ test-heavy: install
 	TRITON_INTERPRET=1 $(PY) -m pytest -m heavy
 
 bench-engine: install
-	$(PY) scripts/bench_engine.py --dtypes fp32,bf16
+	$(PY) scripts/bench_engine.py --pairs smollm2 --dtypes fp32,bf16 --prompts 3 --new-tokens 128 --repeats 3
 
 bench-strategies-moe: install
 	$(PY) scripts/bench_strategy_moe.py

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# specbench GPU check: everything that needs a CUDA device, in one run of under 8 minutes.
+# specbench GPU check: everything that needs a CUDA device, in one run of under 9 minutes.
 #
 #   1. the CUDA-marked tests (pytest -m cuda; test_kernels.py runs in step 2)
 #   2. the Triton kernel tests compiled for the GPU (tests/test_kernels.py, TRITON_INTERPRET unset)
 #   3. scripts/bench_kernels.py --quick (kernel vs torch reference, GB/s)
 #   4. cost profiles in bf16 with random weights of a Llama-3.2-1B-shaped and a Llama-3.1-8B-shaped
 #      architecture (scripts/gpu_configs/), the 8B one with the 1B one and n-gram lookup as drafters
+#   5. GPU busy time per step of the own decoder (scripts/gpu_busy.py, Llama-3.2-1B shape): decode and
+#      verify(5), eager and compiled with CUDA graphs (torch.compile mode="reduce-overhead")
 #
 # Everything lands in $OUT (default /tmp/specbench-gpu-check): summary.md (environment, each step's
 # result and time, the profiles as tables, what γ a constant α would get per batch size), gpu_check.log
@@ -106,6 +108,8 @@ step profile-1b 60 "$PY" -m specbench profile --target scripts/gpu_configs/llama
     "${PROFILE_GRID[@]}" --out "$OUT/profile-1b"
 step profile-8b 100 "$PY" -m specbench profile --target scripts/gpu_configs/llama-3.1-8b \
     --drafter scripts/gpu_configs/llama-3.2-1b --drafter ngram "${PROFILE_GRID[@]}" --out "$OUT/profile-8b"
+
+step gpu-busy 75 "$PY" scripts/gpu_busy.py scripts/gpu_configs/llama-3.2-1b --compile
 
 # the profile folders' lock files are not results, and the device tool brings back at most 8 files
 find "$OUT" -name .specbench.lock -delete

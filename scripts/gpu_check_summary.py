@@ -71,6 +71,7 @@ def summary(out: Path, work: Path, steps_file: Path, elapsed: int) -> str:
     lines += ["", "## CUDA tests (pytest -m cuda)", ""] + tail(work, "cuda-tests", 8)
     lines += ["", "## Triton kernel tests on the GPU (tests/test_kernels.py)", ""] + tail(work, "kernel-tests", 8)
     lines += ["", "## Kernel benchmark (scripts/bench_kernels.py --quick)", ""] + tail(work, "kernel-bench", 60)
+    lines += ["", "## GPU busy time per step of the own decoder (scripts/gpu_busy.py)", ""] + tail(work, "gpu-busy", 12)
     lines += ["", "## Cost profiles (random weights, bf16)", ""]
     for name in PROFILES:
         try:

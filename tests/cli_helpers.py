@@ -42,6 +42,13 @@ def jsonl_workload(prompts_file, count: int = 3) -> dict:
     return {"name": f"jsonl:{prompts_file}:field=text:id=id", "count": count}
 
 
+def one_prompt_sweep(prompts_file, drafter: int) -> dict:
+    """The tiny sweep cut to one prompt, γ 2, 6 tokens and one of its drafters (0: ngram, 1: draft model),
+    timed once without warm-up: the smallest sweep that runs every part of the own engine."""
+    return {**TINY_SWEEP, "workloads": [jsonl_workload(prompts_file, 1)], "gammas": [2], "max_new_tokens": 6,
+            "drafters": [TINY_SWEEP["drafters"][drafter]], "timing": {"warmup_s": 0, "order": "once", "retries": 0}}
+
+
 def tiny_sweep_yaml(folder, prompts_file, **overrides):
     """A small sweep of the tiny random models over the `prompts_file` prompts, written as YAML."""
     return write_sweep_yaml(folder, {**TINY_SWEEP, "workloads": [jsonl_workload(prompts_file)]}, **overrides)

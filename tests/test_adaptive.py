@@ -252,7 +252,7 @@ def test_a_sweep_redirected_to_a_file_prints_progress_lines_while_it_runs(tmp_pa
         seen_while_running = False
         deadline = time.time() + 300
         while time.time() < deadline and proc.poll() is None:
-            if re.search(r"\] \d+/\d+ units · elapsed \d+m\d+s · eta", log.read_text()):
+            if re.search(r"\] (look )?\d+/\d+ units .*elapsed \d+m\d+s · (look )?eta", log.read_text()):
                 seen_while_running = proc.poll() is None
                 break
             time.sleep(0.1)
@@ -260,6 +260,23 @@ def test_a_sweep_redirected_to_a_file_prints_progress_lines_while_it_runs(tmp_pa
         proc.wait(timeout=120)
     assert seen_while_running, log.read_text()[-2000:]
     assert proc.returncode in (0, 143)
+
+
+def test_progress_lines_count_the_look_and_cap_the_eta_by_the_budget():
+    """In an adaptive sweep the grid is only an upper bound: lines count the look's units and say the budget left."""
+    import io
+
+    from specbench.cli.progress_lines import LineProgress
+
+    stream = io.StringIO()
+    progress = LineProgress(stream, heartbeat_s=1e9, min_gap_s=0.0)
+    progress.begin(1728, 0)
+    progress.look_started(40, 480.0)
+    progress.unit_done(None, {})
+    last = stream.getvalue().strip().splitlines()[-1]
+    assert "look 1/40 units (1 of the grid's 1728)" in last, last
+    assert re.search(r"budget left 7m5\ds", last), last
+    assert "1728 units ·" not in last
 
 
 def test_serving_backend_keeps_engines_and_runs_the_warm_ones_first(monkeypatch):

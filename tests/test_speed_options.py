@@ -7,6 +7,7 @@ import numpy as np
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.sampling import SamplingParams
+from specbench.engine.weight_layout import LAYOUTS
 from specbench.models.resolve import load_model
 
 
@@ -20,6 +21,24 @@ def test_compiled_engine_greedy_is_lossless():
     assert result.tokens == eager.tokens
     assert compiled.decoder._compiled is not None and result.accepted > 0
     assert drafter.decoder._compiled is not None  # the draft model's steps are compiled too
+    # another CPU layout (as the layout probe may choose) gets a fresh graph for its product forms
+    graph = compiled.decoder._compiled
+    compiled.decoder.use_layout(LAYOUTS["row-major weight-first"])
+    assert compiled.decoder._compiled is not None and compiled.decoder._compiled is not graph
+    assert compiled.generate(ids, 80, stop_at_eos=False).tokens == eager.tokens
+
+
+def test_layouts_do_not_change_outputs_when_not_compiled():
+    """Without --compile (the default) every CPU layout runs the eager path: the same greedy tokens as the
+    default layout, and no compiled graph anywhere."""
+    target = load_model("tiny-random-llama")
+    ids = target.tokenizer("Layouts change strides, not tokens.")["input_ids"]
+    engine = SpeculativeEngine(target, make_drafter("ngram", target), gamma=3)
+    reference = engine.generate(ids, 48, stop_at_eos=False).tokens
+    for layout in LAYOUTS.values():
+        engine.decoder.use_layout(layout)
+        assert engine.generate(ids, 48, stop_at_eos=False).tokens == reference, layout.name
+        assert engine.decoder._compiled is None
 
 
 def test_compiled_engine_sampling_matches_target_distribution(tiny_v8):

@@ -14,7 +14,8 @@ from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.threads import RoleThreads, ThreadProbe, probe_threads, using_threads
 from specbench.measure.spec import build_spec
-from tests.cli_helpers import TINY_SWEEP, assert_user_error, invoke, jsonl_workload, write_sweep_yaml
+from tests.cli_helpers import (TINY_SWEEP, assert_user_error, invoke, jsonl_workload, one_prompt_sweep,
+                               write_sweep_yaml)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -118,8 +119,7 @@ def test_threads_in_a_sweep_spec_is_checked_and_hashed_only_when_set(tmp_path, p
 
 
 def test_sweep_with_threads_auto_records_the_counts_in_run_json(tmp_path, prompts_file):
-    raw = {**TINY_SWEEP, "workloads": [jsonl_workload(prompts_file, 1)], "gammas": [2], "max_new_tokens": 6,
-           "drafters": [TINY_SWEEP["drafters"][1]], "timing": {"warmup_s": 0, "order": "once", "retries": 0}}
+    raw = one_prompt_sweep(prompts_file, 1)
     out = tmp_path / "res"
     result = invoke("sweep", write_sweep_yaml(tmp_path, raw), "--out", out, "--threads", "auto")
     assert result.exit_code == 0, result.output

@@ -80,3 +80,51 @@ def test_single_row_copy_is_dropped_when_the_weight_changes():
     assert torch.equal(single_row_weight(up), up.weight)
     prefer_column_major(model)  # the previous layout: no copies
     assert not hasattr(up, "single_row_weight")
+
+
+def test_every_candidate_layout_stores_what_it_names_and_keeps_the_values():
+    """`apply_layout` for each `CpuLayout`: which weights are column-major, which keep single-row copies, the
+    tied head stays tied, the values and the model's outputs do not change, and it is idempotent."""
+    from specbench.engine.weight_layout import LAYOUTS, apply_layout
+    from specbench.models.resolve import load_model
+
+    model = load_model("tiny-random-llama").model
+    reference = _row_major_copy(model)
+    ids = torch.randint(0, model.config.vocab_size, (1, 12))
+    with torch.no_grad():
+        expected = reference(ids).logits
+    head = model.get_output_embeddings()
+    for layout in LAYOUTS.values():
+        apply_layout(model, layout)
+        linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+        for m in linears:
+            column = layout.column_major == "all" or (layout.column_major == "head" and m is head)
+            assert is_column_major(m.weight) if column else m.weight.is_contiguous(), (layout.name, m)
+            wants_copy = layout.single_row_copies and m is not head and m.in_features < m.out_features
+            assert (single_row_weight(m) is not None) == wants_copy, (layout.name, m)
+        assert head.weight is model.get_input_embeddings().weight
+        for a, b in zip(model.parameters(), reference.parameters()):
+            assert torch.equal(a, b)
+        with torch.no_grad():
+            torch.testing.assert_close(model(ids).logits, expected, rtol=1e-4, atol=1e-5)
+        strides = [m.weight.stride() for m in linears]
+        apply_layout(model, layout)
+        assert [m.weight.stride() for m in linears] == strides
+
+
+def test_two_row_products_equal_the_multi_row_kernel_rows():
+    """`linear(..., two_row=True)` on one row gives what F.linear gives it (up to rounding) and, in bf16, bit for
+    bit the row a multi-row product computes — the property that keeps 16-bit verify rows exact."""
+    torch.manual_seed(0)
+    for dtype, shape in [(torch.float32, (96, 40)), (torch.bfloat16, (576, 1536)), (torch.bfloat16, (1536, 576))]:
+        weight, bias = (torch.randn(*shape) * 0.05).to(dtype), torch.randn(shape[0]).to(dtype)
+        rows = (torch.randn(1, 6, shape[1]) * 1.3).to(dtype)
+        for b in (None, bias):
+            single = linear(rows[:, 2:3], weight, b, two_row=True)
+            assert single.shape == (1, 1, shape[0])
+            torch.testing.assert_close(single.float(), torch.nn.functional.linear(rows[:, 2:3], weight, b).float(),
+                                       rtol=2e-2, atol=2e-2)
+            if dtype == torch.bfloat16:
+                many = linear(rows, weight, b, weight_first=False)
+                assert torch.equal(torch.cat([linear(rows[:, i:i + 1], weight, b, two_row=True) for i in range(6)], 1),
+                                   many)

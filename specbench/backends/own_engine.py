@@ -11,10 +11,19 @@ computes with that many; ``auto``, each engine's target forwards run at the coun
 fastest for its verify step (`specbench.engine.threads.probe_threads`, once per verify size) and
 its drafter's at the count fastest for the drafter's decode step (once per drafter with a model;
 model-free drafters take the target's). `thread_report` is what run.json records.
+
+CPU weight layout and dtype (option ``layout``, and ``dtype: auto``): unset, the decoder's default for
+the dtype (`specbench.engine.weight_layout.default_layout`); ``auto``, the layouts of the dtype measured
+on this machine (`specbench.engine.layout_probe`, cached per machine and model); a layout name, that
+layout. ``dtype: auto`` loads the target in float32, casts a copy to each 16-bit dtype this CPU runs
+natively, measures every dtype × layout and keeps the fastest lossless one: the drafters load in that
+dtype too. `cpu_target_decoder` does it for sweeps and ``specbench run``; `layout_report` is what run.json
+records.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from typing import Callable
 
@@ -25,17 +34,52 @@ from specbench.catalogue.drafters import TARGET_ONLY
 from specbench.engine.device import device_info
 from specbench.engine.decoder import NativeDecoder, make_decoder
 from specbench.engine.drafters import check_params, make_drafter
+from specbench.engine.layout_probe import (LayoutChoice, auto_dtypes, check_cpu_settings, choose_layout, default_choice,
+                                           forced_choice, parse_layout_setting)
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.nested import NestedSpeculativeEngine
 from specbench.engine.online import OnlineSpeculativeEngine
+from specbench.engine.tree import shape_for
 from specbench.engine.sampling import SamplingParams
-from specbench.engine.threads import RoleThreads, ThreadProbe, parse_thread_setting, probe_threads
+from specbench.engine.threads import RoleThreads, ThreadProbe, available_cores, parse_thread_setting, probe_threads
 from specbench.errors import SpecbenchError, check_keys
 from specbench.models import limits
 from specbench.models.prompting import encode_conversation
-from specbench.models.resolve import load_model
+from specbench.models.resolve import load_model, torch_dtype
 
 WARMUP_TOKENS = 8
+PROBE_VERIFY_TOKENS = 5  # the verify size the layout probe measures when the caller names none (γ = 4)
+
+
+def cpu_target_decoder(target, *, dtype: str, layout: str | None, verify_tokens: int, kernels: str = "auto",
+                       compile: bool = False, thread_counts: tuple[int, ...] | None = None,
+                       status: StatusCallback = lambda message: None) -> tuple:
+    """The target's decoder in the CPU layout (and, for ``dtype`` auto, the dtype) the settings ask for, and
+    the `LayoutChoice` (None off the CPU or on a non-native architecture). ``target`` (a `LoadedModel`,
+    loaded in float32 for dtype auto) is switched to the chosen dtype's model."""
+    decoder = make_decoder(target.model, kernels=kernels, compile=compile and dtype != "auto" and layout is None)
+    if not isinstance(decoder, NativeDecoder) or decoder.device.type != "cpu":
+        if dtype == "auto" or layout is not None:
+            raise SpecbenchError(f"dtype auto and layout need specbench's native decoder on the CPU; '{target.name}' "
+                                 "runs through the generic one")
+        return decoder, None
+    if layout is None and dtype != "auto":
+        return decoder, default_choice(decoder.dtype, verify_tokens)
+    if layout not in (None, "auto"):
+        choice = forced_choice(layout, decoder.dtype, verify_tokens)
+        decoder.use_layout(choice.layout)
+    else:
+        decoders = {target.dtype: decoder}
+        for name in (auto_dtypes() if dtype == "auto" else []):
+            if name not in decoders:  # a 16-bit copy of the float32 weights, as loading in that dtype gives
+                decoders[name] = make_decoder(copy.deepcopy(target.model).to(torch_dtype(name)), kernels=kernels)
+        choice = choose_layout(decoders, verify_tokens, target.weights_sha256 or target.name,
+                               thread_counts=thread_counts, status=status)
+        decoder = decoders[choice.dtype]
+        target.model, target.dtype = decoder.model, choice.dtype
+    if compile:
+        decoder.compile_steps()
+    return decoder, choice
 
 
 class OwnEngineBackend:
@@ -44,8 +88,12 @@ class OwnEngineBackend:
     name = "own"
 
     def __init__(self, *, target: str, device: str, dtype: str, kernels: str = "auto", compile: bool = False,
-                 seed: int = 0, threads: int | str | None = None):
+                 seed: int = 0, threads: int | str | None = None, layout: str | None = None,
+                 verify_tokens: int = PROBE_VERIFY_TOKENS):
+        check_cpu_settings(device, dtype, layout, "backend own")
         self.target_spec, self.device, self.dtype = target, device, dtype
+        self.layout_setting, self.verify_tokens = layout, verify_tokens
+        self.layout_choice: LayoutChoice | None = None
         self.kernels, self.compile, self.seed = kernels, compile, seed
         if threads is not None and device != "cpu":
             raise SpecbenchError(f"threads: CPU threads are chosen for device cpu only, not '{device}'")
@@ -65,11 +113,30 @@ class OwnEngineBackend:
         if isinstance(self.thread_setting, int):
             torch.set_num_threads(self.thread_setting)
         status(f"loading target {self.target_spec}")
-        self.target = load_model(self.target_spec, device=self.device, dtype=self.dtype)
+        self.target = load_model(self.target_spec, device=self.device, dtype="fp32" if self.dtype == "auto" else self.dtype)
         if self.target.tokenizer is None:
             raise SpecbenchError(f"target '{self.target_spec}' has no tokenizer; sweeps need text prompts")
-        self.decoder = make_decoder(self.target.model, kernels=self.kernels, compile=self.compile)
+        counts = None
+        if self.thread_setting == "auto":
+            counts = tuple(range(1, available_cores() + 1))
+        elif isinstance(self.thread_setting, int):
+            counts = (self.thread_setting,)
+        self.decoder, self.layout_choice = cpu_target_decoder(
+            self.target, dtype=self.dtype, layout=self.layout_setting, verify_tokens=self.verify_tokens,
+            kernels=self.kernels, compile=self.compile, thread_counts=counts, status=status)
+        if self.layout_choice is not None and self.layout_choice.setting != "default":
+            status(f"CPU: {self.layout_choice.summary()}")
         self.device_name = device_info(self.device)["device_name"]
+
+    @property
+    def dtype_used(self) -> str:
+        """The dtype the target's weights run in (dtype auto: the measured choice, once started)."""
+        return self.target.dtype if self.target is not None else self.dtype
+
+    def layout_report(self) -> dict | None:
+        """run.json's ``cpu_layout``: the setting, the dtype and layout chosen, why, and the probe's
+        measurements (`LayoutChoice.to_dict`). None off the CPU."""
+        return None if self.layout_choice is None else self.layout_choice.to_dict()
 
     @property
     def tokenizer(self):
@@ -136,7 +203,7 @@ class OwnEngineBackend:
         if setting not in self._drafters:
             self._status(f"preparing drafter {setting.label}")
             self._drafters[setting] = make_drafter(setting.type, self.target, setting.params_dict,
-                                                   device=self.device, dtype=self.dtype)
+                                                   device=self.device, dtype=self.dtype_used)
             if self.compile and hasattr(self._drafters[setting], "compile_steps"):
                 self._drafters[setting].compile_steps()
         return self._drafters[setting]
@@ -165,7 +232,7 @@ class OwnEngineBackend:
     def _own_drafter(self, setting):
         """A drafter of ``setting`` for one configuration alone (an online one changes its weights)."""
         self._status(f"preparing drafter {setting.label} (online: a copy of its own)")
-        return make_drafter(setting.type, self.target, setting.params_dict, device=self.device, dtype=self.dtype)
+        return make_drafter(setting.type, self.target, setting.params_dict, device=self.device, dtype=self.dtype_used)
 
     def generate(self, config, prompt_ids: list[int], max_new_tokens: int, *, seed: int, stop_at_eos: bool,
                  on_round: RoundCallback | None = None) -> GenerationResult:
@@ -184,15 +251,24 @@ class OwnEngineBackend:
         self._drafters.clear()
 
 
-OWN_OPTIONS = ("kernels", "compile", "threads")
+OWN_OPTIONS = ("kernels", "compile", "threads", "layout", "verify_tokens")
 
 
 def own_backend(options: dict, *, target: str, device: str, dtype: str, seed: int = 0) -> OwnEngineBackend:
-    """The own engine through the registry's common constructor (options: kernels, compile, threads)."""
+    """The own engine through the registry's common constructor (options: kernels, compile, threads, layout,
+    verify_tokens: the verify size the layout probe measures)."""
     check_keys(options, OWN_OPTIONS, "backend own: unknown option '{key}'", listing="options")
     return OwnEngineBackend(target=target, device=device, dtype=dtype, seed=seed,
                             kernels=options.get("kernels", "auto"), compile=bool(options.get("compile", False)),
-                            threads=parse_thread_setting(options.get("threads"), "backend own"))
+                            threads=parse_thread_setting(options.get("threads"), "backend own"),
+                            layout=parse_layout_setting(options.get("layout"), "backend own"),
+                            verify_tokens=_verify_tokens(options.get("verify_tokens", PROBE_VERIFY_TOKENS)))
+
+
+def _verify_tokens(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 64:
+        raise SpecbenchError(f"backend own: 'verify_tokens' must be a count from 1 to 64, got {value!r}")
+    return value
 
 
 def timed_generation(engine: SpeculativeEngine, prompt_ids: list[int], max_new_tokens: int, *, seed: int,
@@ -205,31 +281,38 @@ def timed_generation(engine: SpeculativeEngine, prompt_ids: list[int], max_new_t
 def run_prompt(*, target: str, drafter: str, params: dict, gamma: int, sampling: SamplingParams, prompt: str,
                tree: str = "chain", kernels: str = "auto", compile: bool = False,
                max_new_tokens: int, seed: int = 0, baseline: bool = False, chat: bool = True,
-               stop_at_eos: bool = True, device: str = "cpu", dtype: str = "fp32",
+               stop_at_eos: bool = True, device: str = "cpu", dtype: str = "fp32", layout: str | None = None,
                status: Callable[[str], None] | None = None) -> dict:
     """Run ``prompt`` with the given drafter (and optionally the γ=0 baseline); return a report dict."""
     say = status or (lambda message: None)
     if drafter != TARGET_ONLY:
         check_params(drafter, params)  # bad parameters fail before any model loads
+    check_cpu_settings(device, dtype, layout, "run")
+    if gamma > 0 and drafter == TARGET_ONLY:
+        raise SpecbenchError("gamma > 0 needs a drafter")
     say(f"loading target {target}")
-    target_model = load_model(target, device=device, dtype=dtype)
+    target_model = load_model(target, device=device, dtype="fp32" if dtype == "auto" else dtype)
     prompt_ids = encode_conversation(target_model.tokenizer, [prompt], chat=chat)
     limits.check_context(target_model.model, target, len(prompt_ids), max_new_tokens)
+    verify_tokens = 1 if gamma == 0 else 1 + shape_for(tree, gamma).num_nodes
+    decoder, choice = cpu_target_decoder(target_model, dtype=dtype, layout=layout, verify_tokens=min(verify_tokens, 64),
+                                         kernels=kernels, compile=compile, status=say)
+    dtype = target_model.dtype
     draft = None
     if gamma > 0:
-        if drafter == TARGET_ONLY:
-            raise SpecbenchError("gamma > 0 needs a drafter")
         say(f"preparing drafter {drafter}")
         draft = make_drafter(drafter, target_model, params, device=device, dtype=dtype)
     say("generating")
     engine = SpeculativeEngine(target_model, draft, gamma=gamma, tree=tree, sampling=sampling, kernels=kernels,
-                               compile=compile)
+                               compile=compile, decoder=decoder)
     result = timed_generation(engine, prompt_ids, max_new_tokens, seed=seed, stop_at_eos=stop_at_eos)
     report = {
         "target": target, "drafter": drafter if gamma > 0 else TARGET_ONLY, "drafter_params": params, "gamma": gamma,
         "tree": tree if gamma > 0 else "chain",
         "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k,
         "device": str(engine.device), "dtype": dtype,
+        "layout": None if choice is None else choice.summary(),
+        "cpu_layout": None if choice is None else choice.to_dict(),
         "text": target_model.tokenizer.decode(result.tokens, skip_special_tokens=True),
         "output_sha1": hashlib.sha1(str(result.tokens).encode()).hexdigest(),
         "metrics": result.metrics(max(gamma, 1)),

@@ -37,6 +37,7 @@ class LineProgress:
         self.current = ""
         self.phase = "starting"
         self.verdicts: list[str] = []
+        self.look: dict | None = None  # an adaptive sweep's current look: units, done, start, budget left
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="specbench-progress-lines", daemon=True)
@@ -64,6 +65,11 @@ class LineProgress:
             self.started = time.monotonic()
         self._write(f"{total} units in the grid" + (f", {done} already measured (resuming)" if done else ""))
 
+    def look_started(self, units: int, budget_left_s: float | None) -> None:
+        """An adaptive look begins: progress and ETA count this look's units, capped by the budget."""
+        with self._lock:
+            self.look = {"units": units, "done": 0, "started": time.monotonic(), "budget_left_s": budget_left_s}
+
     def unit_started(self, unit) -> None:
         with self._lock:
             self.current = f"{unit.config.label} · {unit.workload.name} {unit.prompt.prompt_id} t{unit.turn}"
@@ -75,6 +81,8 @@ class LineProgress:
     def unit_done(self, unit, record) -> None:
         with self._lock:
             self.done += 1
+            if self.look is not None:
+                self.look["done"] += 1
         if time.monotonic() - self.last_line >= self.min_gap_s or self.done >= self.total:
             self._write(self._line())
 
@@ -87,6 +95,8 @@ class LineProgress:
     # ------------------------------------------------------------------ lines
     def _line(self) -> str:
         with self._lock:
+            if self.look is not None:
+                return self._look_line()
             elapsed = time.monotonic() - self.started
             measured = self.done - self.done_at_start
             left = max(self.total - self.done, 0)
@@ -95,6 +105,23 @@ class LineProgress:
             if self.current:
                 text += f" · now {self.current}"
             return text
+
+    def _look_line(self) -> str:
+        """``look 5/40 units · elapsed … · look eta … · budget left …`` (caller holds the lock)."""
+        look, now = self.look, time.monotonic()
+        in_look = now - look["started"]
+        left = max(look["units"] - look["done"], 0)
+        eta = _clock(in_look / look["done"] * left) if look["done"] and left else ("-" if left else "0m00s")
+        text = (
+            f"look {look['done']}/{look['units']} units ({self.done} of the grid's {self.total}) · "
+            f"elapsed {_clock(now - self.started)} · look eta {eta}"
+        )
+        if look["budget_left_s"] is not None:
+            text += f" · budget left {_clock(look['budget_left_s'] - in_look)}"
+        text += f" · {self.phase}"
+        if self.current:
+            text += f" · now {self.current}"
+        return text
 
     def _beat(self) -> None:
         while not self._stop.wait(1.0):

@@ -59,3 +59,5 @@ def print_run_report(report: dict) -> None:
     table.add_row("time split", split, f"decode {m['decode_s']:.2f}s, prefill {m['prefill_s']:.2f}s")
     table.add_row("peak memory", f"{m['peak_memory_bytes'] / 2**20:.0f} MiB", "CUDA max allocated or CPU peak RSS")
     out.print(table)
+    if report.get("layout"):  # the CPU's dtype and weight layout, and why: one line
+        out.print(f"CPU: {report['layout']}", soft_wrap=True)

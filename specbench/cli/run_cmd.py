@@ -22,6 +22,8 @@ EPILOG = """Examples:
 
   specbench run --drafter-model smollm2-135m-exit8 --gamma 3 --tree 3x2x1 --prompt "Explain KV caches"
 
+  specbench run --dtype auto --baseline --prompt "Write a binary search in Python"
+
   specbench run --target qwen2.5-coder-1.5b --drafter-model qwen2.5-coder-0.5b --gamma 5 \\
       --prompt-file task.txt --temperature 0.7 --top-p 0.9 --json
 """
@@ -49,7 +51,11 @@ def run(
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N or auto."),
     kernels: str = typer.Option("auto", "--kernels", help="Verification kernels: auto (Triton on CUDA), triton, torch."),
     compile: bool = typer.Option(False, "--compile", help="torch.compile the decode/verify steps (CUDA graphs on GPU)."),
-    dtype: str = typer.Option("fp32", "--dtype", help="fp32, bf16 or fp16."),
+    dtype: str = typer.Option("fp32", "--dtype", help="fp32, bf16, fp16, or auto: the fastest lossless dtype and "
+                              "weight layout measured on this CPU (cached per machine and model)."),
+    layout: str = typer.Option(None, "--layout", help="CPU weight layout: auto (measured on this CPU) or one of "
+                               "mixed, row-major weight-first, column-major, row-major, row-major two-row "
+                               "(default: the dtype's default)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON (text + metrics) instead of tables."),
 ):
     """Generate from one prompt with speculative decoding and show tokens/s, α, τ and the time split."""
@@ -57,8 +63,13 @@ def run(
     from specbench.engine.sampling import SamplingParams  # lazy: loads torch; keeps `specbench --help` fast
     from specbench.engine.tree import parse_tree  # lazy: loads torch; keeps `specbench --help` fast
     from specbench.measure.spec import parse_params  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.engine.layout_probe import parse_layout_setting  # lazy: loads torch
+    from specbench.models.resolve import torch_dtype  # lazy: loads torch
 
     parse_tree(tree)  # a bad shape fails before any model loads
+    parse_layout_setting(layout, "--layout")
+    if dtype != "auto":
+        torch_dtype(dtype)
     check_sampling(temperature, top_p, top_k)
     if prompt_file is not None:
         prompt = read_text_file(prompt_file, "prompt file")  # size-limited UTF-8 text
@@ -81,7 +92,8 @@ def run(
                             compile=compile,
                             sampling=sampling,
                             prompt=prompt, max_new_tokens=max_new_tokens, seed=seed, baseline=baseline, chat=chat,
-                            stop_at_eos=not ignore_eos, device=device, dtype=dtype, status=spinner.update)
+                            stop_at_eos=not ignore_eos, device=device, dtype=dtype, layout=layout,
+                            status=spinner.update)
     if json_out:
         typer.echo(json.dumps(json_ready(report), indent=2, allow_nan=False))  # NaN -> null: strict JSON
     else:

@@ -73,7 +73,10 @@ def sweep(
     repeats: int = typer.Option(None, "--repeats", min=1),
     seed: int = typer.Option(None, "--seed"),
     device: str = typer.Option(None, "--device"),
-    dtype: str = typer.Option(None, "--dtype"),
+    dtype: str = typer.Option(None, "--dtype", help="fp32, bf16, fp16, or auto: the fastest lossless dtype and CPU "
+                                                    "weight layout measured on this machine (own engine, CPU)."),
+    layout: str = typer.Option(None, "--layout", help="CPU weight layout of the own engine: auto (measured, cached "
+                                                      "per machine and model) or a layout name (docs/benchmarks.md)."),
     ignore_eos: bool = typer.Option(None, "--ignore-eos/--stop-at-eos", help="Fixed-length generations."),
     compile: bool = typer.Option(None, "--compile/--no-compile", help="torch.compile the target's decode/verify steps (and a draft model's steps)."),
     kernels: str = typer.Option(None, "--kernels", help="Verification kernels: auto (Triton on CUDA), triton, torch."),
@@ -126,7 +129,7 @@ def sweep(
                        trees=_csv(tree, str), temperatures=_csv(temperature, float), top_p=top_p, top_k=top_k,
                        workloads=list(workload) if workload else None, prompts=prompts, max_new_tokens=max_new_tokens,
                        repeats=repeats, seed=seed, device=device, dtype=dtype, ignore_eos=ignore_eos, compile=compile,
-                       kernels=kernels, threads=threads, mode=mode, backend=backend,
+                       kernels=kernels, threads=threads, layout=layout, mode=mode, backend=backend,
                        concurrency=_csv(concurrency, int), until_decided=until_decided, budget=budget,
                        max_prompts=max_prompts, batch=batch)
     raw = flags.over(load_spec_file(spec_file) if spec_file is not None else {})
@@ -319,6 +322,10 @@ class SweepProgress:
         self.progress.update(self.task, total=total, completed=done, description="sweep")
         if done:
             self.progress.console.print(f"resuming: {done} of {total} units already measured")
+
+    def look_started(self, units: int, budget_left_s: float | None) -> None:
+        """An adaptive look begins: the bar counts this look's units (the grid is only an upper bound)."""
+        self.progress.update(self.task, total=units, completed=0)
 
     def unit_started(self, unit) -> None:
         self.progress.update(self.task, detail=f"{unit.config.label} · {unit.prompt.prompt_id} t{unit.turn}")

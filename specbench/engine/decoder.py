@@ -17,7 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from specbench.engine.kv_cache import StaticKVCache
-from specbench.engine.weight_layout import REDUCED_PRECISION, apply_cpu_layout, linear, single_row_weight
+from specbench.engine.weight_layout import (REDUCED_PRECISION, CpuLayout, apply_layout, default_layout, linear,
+                                            single_row_weight)
 from specbench.errors import SpecbenchError
 from specbench_kernels._triton import interpreter_enabled, triton_available
 from specbench_kernels.tree_attention import tree_attention
@@ -25,8 +26,9 @@ from specbench_kernels.tree_attention import tree_attention
 # the MoE types share the Llama-family attention; their sparse MLP blocks run through their own forward
 NATIVE_MODEL_TYPES = ("llama", "qwen2", "qwen3", "mistral", "qwen3_moe", "mixtral")
 COMPILED_MAX_TOKENS = 64  # decode and verify shapes go through the compiled graph; prefills stay eager
-# 16-bit weights on the CPU: a prefill of at least this many tokens into an empty cache runs its
-# products in float32 (weights upcast layer by layer); every other forward keeps the 16-bit product
+# 16-bit weights on the CPU with `CpuLayout.upcast_prefill`: a prefill of at least this many tokens into an
+# empty cache runs its products in float32 (weights upcast layer by layer); every other forward keeps the
+# 16-bit product
 UPCAST_PREFILL_MIN_TOKENS = 8
 
 
@@ -88,30 +90,45 @@ class NativeDecoder:
         self.cache: StaticKVCache | None = None
         param = next(model.parameters())
         self.device, self.dtype = param.device, param.dtype
-        # CPU: fp32 weights row-major with weight-first products (a few-token GEMM streams them once),
-        # plus column-major copies for one-row products of wide matrices; 16-bit ones row-major (torch's
-        # 16-bit product is a dot product over contiguous rows); see weight_layout
-        self.layout = apply_cpu_layout(model) if self.device.type == "cpu" else "as loaded"
-        # 16-bit weights on a CPU: the product's cost grows linearly with the rows (one dot product
-        # per output element), and each row's result does not depend on how many rows run together.
-        # So a prefill is computed in float32 (`_linear`, wide=True); attention runs in float32 over a
-        # float32 KV cache (torch's 16-bit CPU attention measured ~3x slower than its float32 one; the
-        # keys and values are the 16-bit projections' outputs, stored exactly), one query row at a time
-        # when verifying (`_row_attention`), so that a verified row is bit for bit a decode step's and
-        # greedy speculative output equals target-only output exactly (in 16 bits a last-bit
-        # difference is a 2^-8 relative error, enough to flip near-tied argmaxes).
+        # 16-bit weights on a CPU: attention runs in float32 over a float32 KV cache (torch's 16-bit CPU
+        # attention measured ~3x slower than its float32 one; the keys and values are the 16-bit
+        # projections' outputs, stored exactly), one query row at a time when verifying
+        # (`_row_attention`), so that a verified row is bit for bit a decode step's and greedy speculative
+        # output equals target-only output exactly (in 16 bits a last-bit difference is a 2^-8 relative
+        # error, enough to flip near-tied argmaxes). The products keep that property in the layouts that
+        # `weight_layout` and the probe (`specbench.engine.layout_probe`) allow for 16 bits.
         self.reduced_cpu = self.device.type == "cpu" and self.dtype in REDUCED_PRECISION
         self.cache_dtype = torch.float32 if self.reduced_cpu else self.dtype
         self.row_attention = self.reduced_cpu and not self.window
-        # CPU, any dtype: chain verification computes the LM head one row at a time, only for the rows
-        # whose acceptance is decided (`head`, `verify_chain_rows`: greedy up to the first mismatch,
-        # sampling up to the first rejection): a single-row product costs no more per row than the
-        # few-row one here (docs/benchmarks.md), and most rounds stop before the last row
-        self.lazy_head = self.device.type == "cpu"
+        # how the CPU stores and computes the weights (`use_layout`); off the CPU: as loaded, F.linear, and
+        # the LM head over every row at once
+        self.cpu_layout: CpuLayout | None = None
+        self.layout, self.lazy_head, self.upcast_prefill = "as loaded", False, False
+        self._forms = {"weight_first": False, "two_row": False}
+        self._compiled = None
+        if self.device.type == "cpu":
+            self.use_layout(default_layout(self.dtype))
         self._row_keys: list | None = None  # set by forward for the rows of one eager verify forward
         self.use_kernel = _use_attention_kernel(kernels, self.device)
-        self._compiled = None
         if compile:
+            self.compile_steps()
+
+    def use_layout(self, layout: CpuLayout) -> None:
+        """Store the weights as ``layout`` says (in place) and compute them in its forms from now on.
+
+        CPU, any dtype, with ``layout.lazy_head``: chain verification computes the LM head one row at a
+        time, only for the rows whose acceptance is decided (`head`, `verify_chain_rows`: greedy up to the
+        first mismatch, sampling up to the first rejection), where a single-row product costs no more per
+        row than the few-row one."""
+        if self.device.type != "cpu":
+            raise SpecbenchError(f"a CPU weight layout on device {self.device}")
+        self.cpu_layout = apply_layout(self.model, layout)
+        self.layout = layout.describe()
+        self.lazy_head = layout.lazy_head
+        self.upcast_prefill = self.reduced_cpu and layout.upcast_prefill
+        self._forms = {"weight_first": layout.weight_first, "two_row": layout.two_row}
+        if self._compiled is not None:  # a fresh graph: the traced one read the old forms
+            self._compiled = None
             self.compile_steps()
 
     def compile_steps(self) -> None:
@@ -164,13 +181,13 @@ class NativeDecoder:
         offsets = tree.offsets.to(self.device) if tree is not None else torch.arange(new, device=self.device)
         return (start + offsets)[None, :]  # [1, T]
 
-    @staticmethod
-    def _linear(module: torch.nn.Linear, x: torch.Tensor, wide: bool) -> torch.Tensor:
-        """module(x); with ``wide`` (a 16-bit prefill on the CPU) computed in float32 from a per-call
-        float32 copy of the weight, rounded back to x's dtype: torch's 16-bit CPU product costs one
-        weight pass per row, the float32 GEMM about one for all rows, and the copy one more."""
+    def _linear(self, module: torch.nn.Linear, x: torch.Tensor, wide: bool) -> torch.Tensor:
+        """module(x) in the layout's forms; with ``wide`` (a 16-bit prefill on the CPU, `upcast_prefill`)
+        computed in float32 from a per-call float32 copy of the weight, rounded back to x's dtype: where
+        torch's 16-bit CPU product costs one weight pass per row, the float32 GEMM costs about one for all
+        rows, and the copy one more."""
         if not wide:
-            return linear(x, module.weight, module.bias, single_row_weight(module))
+            return linear(x, module.weight, module.bias, single_row_weight(module), **self._forms)
         bias = None if module.bias is None else module.bias.float()
         return F.linear(x.float(), module.weight.float(), bias).to(x.dtype)
 
@@ -274,7 +291,7 @@ class NativeDecoder:
         cos, sin = self.body.rotary_emb(x, positions)  # [1, T, D]
         # a 16-bit prefill into an empty cache runs in float32 (`_linear`); every later forward (decode,
         # verify, catch-up) keeps the 16-bit product, whose rows do not depend on how many run together
-        wide = self.reduced_cpu and start == 0 and new >= UPCAST_PREFILL_MIN_TOKENS
+        wide = self.upcast_prefill and start == 0 and new >= UPCAST_PREFILL_MIN_TOKENS
         if (self._compiled is not None and start > 0 and new <= COMPILED_MAX_TOKENS and not hidden_layers
                 and not self.window):
             # one static shape per T: attend over the whole preallocated cache, the tail masked off
@@ -293,13 +310,22 @@ class NativeDecoder:
                 self._row_keys = None
         self.cache.advance(new)
         hidden = self.body.norm(x)
-        return DecoderOutput(logits=_logits(self.model, hidden, logits, wide), hidden=hidden,
+        return DecoderOutput(logits=self._logits(hidden, logits, wide), hidden=hidden,
                              layer_hidden=layer_hidden)
 
     @torch.inference_mode()
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         """LM head over hidden [B, T, H] (final-norm output) -> float32 logits [B, T, V]."""
-        return _logits(self.model, hidden, "all")
+        return self._logits(hidden, "all")
+
+    def _logits(self, hidden: torch.Tensor, which: str, wide: bool = False) -> torch.Tensor | None:
+        """The LM head over every position ("all"), the final one ("last") or none; float32."""
+        if which == "none":
+            return None
+        if which == "last":
+            hidden = hidden[:, -1:]
+        # a 16-bit prefill that wants every position's logits: one float32 GEMM (`_linear`, wide)
+        return self._linear(self.model.lm_head, hidden, wide and which == "all").float()
 
 
 def _use_attention_kernel(kernels: str, device: torch.device) -> bool:
@@ -318,16 +344,6 @@ def _use_attention_kernel(kernels: str, device: torch.device) -> bool:
                 raise SpecbenchError("--kernels triton needs a CUDA device (or TRITON_INTERPRET=1 for testing)")
         return True
     return device.type == "cuda" and triton_available()
-
-
-def _logits(model, hidden: torch.Tensor, which: str, wide: bool = False) -> torch.Tensor | None:
-    """The LM head over every position ("all"), the final one ("last") or none; float32."""
-    if which == "none":
-        return None
-    if which == "last":
-        hidden = hidden[:, -1:]
-    # a 16-bit prefill that wants every position's logits: one float32 GEMM (`_linear`, wide)
-    return NativeDecoder._linear(model.lm_head, hidden, wide and which == "all").float()
 
 
 class HFDecoder:

@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import os
-import platform
-from pathlib import Path
+
+from specbench.engine.cpu_info import cpu_model
 
 
 def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    return cpu_model()
 
 
 def device_info(device: str) -> dict:

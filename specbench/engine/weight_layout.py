@@ -3,7 +3,7 @@
 A linear layer computes y = x Wᵀ with x [N, in] and W [out, in]: N = 1 in a decode step, N = k in
 a verify step over k tokens, N = prompt length in a prefill.
 
-float32, measured on the 2-core AMD EPYC (AVX2, MKL 2024.2) this project runs on
+float32, measured on a 2-core AMD EPYC with AVX2 only (MKL 2024.2)
 (`make bench-layout`, docs/benchmarks.md "Engine speed, third step"):
 
 * ``F.linear`` (x · Wᵀ) costs about one pass over W per row of x whatever W's layout: an NT GEMM
@@ -36,19 +36,111 @@ every output element is the same dot product whatever the number of rows N, so a
 over k tokens gives each row bit-for-bit what a single-token forward gives (greedy losslessness
 holds exactly, not only up to rounding). Its cost grows linearly with N.
 
+On a CPU with AVX-512 the picture changes again (AMD EPYC Zen 5, AVX512-BF16, measured in
+docs/benchmarks.md "Engine speed, fourth step"): torch sends a bfloat16 product of two or more rows
+to oneDNN, whose cost barely grows with the rows, and a single row to a separate matrix-vector kernel.
+The two kernels sum in different orders, so a verify row no longer equals a decode row bit for bit
+(SmolLM2's 576 × 1536 down projection at k = 5, 6, 8; every Qwen2.5-1.5B MLP shape). Computing a
+single row as two (the second zero, `CpuLayout.two_row`) sends it through the same oneDNN kernel, and
+the rows are bit-identical again for every k measured (2–33). Which of these holds is a property of
+the machine, so the engine measures it (`specbench.engine.layout_probe`) rather than assuming it.
+One more trap on that CPU: a single row handed to ``F.linear`` as a 3-D view of a longer tensor (a
+verify row for the lazy LM head, the last position of a prefill) took a path ~25× slower in bfloat16
+(SmolLM2's LM head: 126 ms against 5 ms), so `linear` always computes on a flat [N, in] input.
+
+`CpuLayout` names one way of storing and computing the weights; `LAYOUTS` lists the candidates the
+probe may choose, `default_layout` is what a decoder uses when nobody measured.
+
 The values are unchanged — only the strides are — so every module that reads the weight
 (transformers' own forward included) computes the same thing.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, replace
+
 import torch
 import torch.nn.functional as F
+
+from specbench.engine.cpu_info import onednn_16bit
 
 REDUCED_PRECISION = (torch.bfloat16, torch.float16)
 SINGLE_ROW_ATTR = "single_row_weight"  # (weight data_ptr, weight version, column-major copy)
 # above this many rows (a prefill) x · Wᵀ is as fast as any form and weight-first 15–35 % slower (N = 512)
 WEIGHT_FIRST_MAX_ROWS = 64
+DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
+
+
+@dataclass(frozen=True)
+class CpuLayout:
+    """How the CPU engine stores its linear weights and computes their products.
+
+    column_major: which weights are stored column-major: "none", "head" (the LM head) or "all".
+    weight_first: products of 2..WEIGHT_FIRST_MAX_ROWS rows computed (W · xᵀ)ᵀ from a row-major W.
+    single_row_copies: wide matrices (in < out, not the head) keep a column-major copy for one-row products.
+    two_row: a one-row product (without a copy) is computed as two rows, the second zero, so that it runs
+        the kernel a verify step's products run (see the module docstring).
+    lazy_head: chain verification computes the LM head one row at a time, only for the rows whose
+        acceptance is decided (`verify_chain_rows`); else all rows in one product.
+    upcast_prefill: a 16-bit prefill into an empty cache computes its products in float32.
+    """
+
+    name: str
+    column_major: str = "none"
+    weight_first: bool = False
+    single_row_copies: bool = False
+    two_row: bool = False
+    lazy_head: bool = True
+    upcast_prefill: bool = False
+
+    def describe(self) -> str:
+        """The name with the head and prefill settings, e.g. ``row-major two-row, batched head``."""
+        parts = [self.name, "lazy head" if self.lazy_head else "batched head"]
+        if self.upcast_prefill:
+            parts.append("float32 prefill")
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+MIXED = CpuLayout("mixed", column_major="head", weight_first=True, single_row_copies=True)
+ROW_MAJOR_WEIGHT_FIRST = CpuLayout("row-major weight-first", weight_first=True)
+COLUMN_MAJOR = CpuLayout("column-major", column_major="all")
+ROW_MAJOR = CpuLayout("row-major")
+ROW_MAJOR_TWO_ROW = CpuLayout("row-major two-row", two_row=True)
+LAYOUTS = {layout.name: layout for layout in (MIXED, ROW_MAJOR_WEIGHT_FIRST, COLUMN_MAJOR, ROW_MAJOR,
+                                              ROW_MAJOR_TWO_ROW)}
+
+
+def candidate_layouts(dtype: torch.dtype) -> list[CpuLayout]:
+    """The layouts the probe tries for weights of ``dtype`` on this CPU.
+
+    float32: the mix (`MIXED`), row-major weight-first, column-major. 16 bits: row-major, row-major
+    two-row, row-major weight-first, and column-major only where torch reaches oneDNN for the dtype
+    (elsewhere a column-major 16-bit product was measured 5–25× slower: the module docstring)."""
+    if dtype not in REDUCED_PRECISION:
+        return [MIXED, ROW_MAJOR_WEIGHT_FIRST, COLUMN_MAJOR]
+    native = onednn_16bit(DTYPE_NAMES[dtype])
+    return [ROW_MAJOR, ROW_MAJOR_TWO_ROW, ROW_MAJOR_WEIGHT_FIRST] + ([COLUMN_MAJOR] if native else [])
+
+
+def default_layout(dtype: torch.dtype) -> CpuLayout:
+    """The layout a CPU decoder uses unless told otherwise (nothing measured): the mix for float32;
+    for 16 bits row-major, two-row where torch's multi-row product is oneDNN's (so that verify rows
+    stay bit-identical to decode rows), and a float32 prefill where it is not (its cost is linear in
+    the rows there)."""
+    if dtype not in REDUCED_PRECISION:
+        return MIXED
+    if onednn_16bit(DTYPE_NAMES[dtype]):
+        return ROW_MAJOR_TWO_ROW
+    return replace(ROW_MAJOR, upcast_prefill=True)
+
+
+def layout_named(name: str, dtype: torch.dtype) -> CpuLayout:
+    """A layout forced by name, with the head and prefill settings of `default_layout` for ``dtype``."""
+    base = default_layout(dtype)
+    return replace(LAYOUTS[name], lazy_head=base.lazy_head, upcast_prefill=base.upcast_prefill)
 
 
 def is_column_major(weight: torch.Tensor) -> bool:
@@ -83,8 +175,8 @@ def _relayout(model: torch.nn.Module, column_major) -> int:
 def prefer_column_major(model: torch.nn.Module) -> int:
     """Re-store every 2-D linear weight of ``model`` (LM head included, tied embeddings with it:
     an embedding lookup reads rows of a column-major table correctly, only strided) column-major,
-    in place; returns how many tensors changed (the layout before `apply_cpu_layout`'s, kept for
-    comparisons: `make bench-layout`, and transformers' fastest float32 layout in `make bench-engine`)."""
+    in place; returns how many tensors changed (transformers' fastest float32 layout on the AVX2 EPYC,
+    used for it in `make bench-engine`; `COLUMN_MAJOR` for the engine)."""
     return _relayout(model, lambda module: True)
 
 
@@ -113,44 +205,61 @@ def _add_single_row_copy(module: torch.nn.Linear) -> None:
         setattr(module, SINGLE_ROW_ATTR, (weight.data_ptr(), weight._version, to_column_major(weight.data)))
 
 
+def apply_layout(model: torch.nn.Module, layout: CpuLayout) -> CpuLayout:
+    """Store ``model``'s linear weights as ``layout`` says, in place (idempotent); returns ``layout``."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+
+    def column_major(module) -> bool:
+        return layout.column_major == "all" or (layout.column_major == "head" and module is head)
+
+    _relayout(model, column_major)
+    for name, module in model.named_modules():
+        if not isinstance(module, torch.nn.Linear):
+            continue
+        # not a sparse MoE block's experts: they run through their own forward, which never reads a copy
+        if (layout.single_row_copies and module is not head and ".experts." not in name
+                and module.in_features < module.out_features and not column_major(module)):
+            _add_single_row_copy(module)
+        elif hasattr(module, SINGLE_ROW_ATTR):
+            delattr(module, SINGLE_ROW_ATTR)
+    return layout
+
+
 def cpu_layout_for(dtype: torch.dtype) -> str:
-    """The weight layout whose products are fastest on the CPU for ``dtype`` (see above)."""
-    if dtype in REDUCED_PRECISION:
-        return "row-major"
-    return "row-major, weight-first products; column-major LM head and single-row copies of wide matrices"
+    """The description of `default_layout` for ``dtype`` on this CPU."""
+    return default_layout(dtype).describe()
 
 
 def apply_cpu_layout(model: torch.nn.Module) -> str:
-    """Store ``model``'s linear weights in `cpu_layout_for` its dtype (idempotent); returns its name."""
-    dtype = next(model.parameters()).dtype
-    if dtype in REDUCED_PRECISION:
-        prefer_row_major(model)
-        return cpu_layout_for(dtype)
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    _relayout(model, lambda module: module is head)
-    for name, module in model.named_modules():
-        # not a sparse MoE block's experts: they run through their own forward, which never reads a copy
-        if (isinstance(module, torch.nn.Linear) and module is not head and ".experts." not in name
-                and module.in_features < module.out_features):
-            _add_single_row_copy(module)
-    return cpu_layout_for(dtype)
+    """Store ``model``'s linear weights in `default_layout` for its dtype (idempotent); returns its description."""
+    return apply_layout(model, default_layout(next(model.parameters()).dtype)).describe()
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-           single_row: torch.Tensor | None = None) -> torch.Tensor:
-    """y = x Wᵀ + b for x [..., in], W [out, in]: y [..., out], in the form this CPU computes fastest.
+           single_row: torch.Tensor | None = None, *, weight_first: bool = True,
+           two_row: bool = False) -> torch.Tensor:
+    """y = x Wᵀ + b for x [..., in], W [out, in]: y [..., out], in the form a `CpuLayout` asks for.
 
-    One row with a ``single_row`` copy (column-major W, `single_row_weight`): ``F.linear`` on it.
-    2 ≤ N ≤ WEIGHT_FIRST_MAX_ROWS rows and a float32 row-major W on the CPU: weight-first,
-    W [out, in] · xᵀ [in, N] = [out, N], transposed back (the same sums in another order; one pass of
-    W for any small N). Everything else (a prefill, GPU, 16-bit, column-major W, one row without a
-    copy): ``F.linear``."""
+    One row with a ``single_row`` copy (column-major W, `single_row_weight`): ``F.linear`` on it. One
+    row with ``two_row``: ``F.linear`` over [x; 0] [2, in], first row kept (the multi-row kernel, whose
+    rows a verify step shares). 2 ≤ N ≤ WEIGHT_FIRST_MAX_ROWS rows, ``weight_first`` and a row-major W
+    on the CPU: weight-first, W [out, in] · xᵀ [in, N] = [out, N], transposed back (the same sums in
+    another order; one pass of W for any small N). Everything else (a prefill, GPU, column-major W):
+    ``F.linear``."""
     rows = x.numel() // x.shape[-1]
+    flat = x.reshape(rows, x.shape[-1])  # [N, in]: a 3-D row view (a verify row, the last position) sent to
+    # F.linear as it is takes a path ~25x slower for bf16 on the AVX-512 EPYC (SmolLM2's head: 126 vs 5 ms)
     if rows == 1:
-        return F.linear(x, weight if single_row is None else single_row, bias)
-    if (rows > WEIGHT_FIRST_MAX_ROWS or x.device.type != "cpu" or x.dtype != torch.float32 or weight.dim() != 2
+        if single_row is not None:
+            out = F.linear(flat, single_row, bias)
+        elif two_row and x.device.type == "cpu":
+            out = F.linear(torch.cat([flat, flat.new_zeros(1, flat.shape[1])]), weight, bias)[:1]  # [2, in] -> [1, out]
+        else:
+            out = F.linear(flat, weight, bias)
+    elif (not weight_first or rows > WEIGHT_FIRST_MAX_ROWS or x.device.type != "cpu" or weight.dim() != 2
             or not weight.is_contiguous()):
-        return F.linear(x, weight, bias)
-    flat_t = x.reshape(rows, x.shape[-1]).t()  # [in, N]
-    out = torch.mm(weight, flat_t) if bias is None else torch.addmm(bias.unsqueeze(1), weight, flat_t)  # [out, N]
-    return out.t().contiguous().view(*x.shape[:-1], weight.shape[0])
+        out = F.linear(flat, weight, bias)
+    else:
+        flat_t = flat.t()  # [in, N]
+        out = (torch.mm(weight, flat_t) if bias is None else torch.addmm(bias.unsqueeze(1), weight, flat_t)).t()  # [N, out]
+    return out.contiguous().view(*x.shape[:-1], out.shape[-1])

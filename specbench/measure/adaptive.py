@@ -192,6 +192,7 @@ class AdaptiveSweep:
             started = time.monotonic()
             self.runner.observer.status(self._round_title(todo))
             fresh = [u for u in units if u.unit_id not in finished]
+            self._announce_look(len(fresh))
             count = self.runner._run_units(fresh) if fresh else 0
             finished.update(u.unit_id for u in fresh)
             measured += count
@@ -340,6 +341,12 @@ class AdaptiveSweep:
 
     def _save(self, finished_all: bool = False) -> None:
         write_history(self.runner.store.folder, self.history(finished_all))
+
+    def _announce_look(self, units: int) -> None:
+        announce = getattr(self.runner.observer, "look_started", None)
+        if announce is not None:
+            left = None if self.plan.budget_s is None else max(self.plan.budget_s - self.elapsed_before, 0.0)
+            announce(units, left)
 
     def _report(self) -> None:
         report = getattr(self.runner.observer, "looks_done", None)

@@ -64,6 +64,7 @@ class SweepObserver(Protocol):
     def round_done(self, unit: Unit, result) -> None: ...
     def unit_done(self, unit: Unit, record: dict) -> None: ...
     def looks_done(self, history: dict) -> None: ...  # adaptive sweeps: after every round of looks
+    def look_started(self, units: int, budget_left_s: float | None) -> None: ...  # adaptive: a round begins
 
 
 class SilentObserver:
@@ -73,6 +74,7 @@ class SilentObserver:
     def round_done(self, unit, result): pass
     def unit_done(self, unit, record): pass
     def looks_done(self, history): pass
+    def look_started(self, units, budget_left_s): pass
 
 
 def check_folder(store: ResultsStore, spec: SweepSpec, force: bool) -> dict | None:
@@ -92,8 +94,10 @@ def check_folder(store: ResultsStore, spec: SweepSpec, force: bool) -> dict | No
     return info
 
 
-def run_info(spec: SweepSpec, previous: dict | None, shard: tuple[int, int], threads: dict | None = None) -> dict:
-    """run.json's contents; ``threads``: the backend's CPU thread report (`OwnEngineBackend.thread_report`)."""
+def run_info(spec: SweepSpec, previous: dict | None, shard: tuple[int, int], threads: dict | None = None,
+             cpu_layout: dict | None = None) -> dict:
+    """run.json's contents; ``threads``: the backend's CPU thread report (`OwnEngineBackend.thread_report`);
+    ``cpu_layout``: its CPU dtype and weight layout choice (`OwnEngineBackend.layout_report`)."""
     info = {
         "schema_version": SCHEMA_VERSION,
         "kind": "sweep",
@@ -102,7 +106,7 @@ def run_info(spec: SweepSpec, previous: dict | None, shard: tuple[int, int], thr
         "versions": package_versions(),
         "git_commit": git_commit(),
         **device_info(spec.device),
-        "dtype": spec.dtype,
+        "dtype": spec.dtype_used or spec.dtype,
         "created": (previous or {}).get("created", now_utc()),
         "updated": now_utc(),
         "shards": sorted({*map(tuple, (previous or {}).get("shards", [])), shard}),
@@ -110,6 +114,8 @@ def run_info(spec: SweepSpec, previous: dict | None, shard: tuple[int, int], thr
     }
     if threads is not None:
         info["threads"] = threads
+    if cpu_layout is not None:
+        info["cpu_layout"] = cpu_layout
     if previous and previous.get("spec_hash") != spec.spec_hash:
         info["previous_specs"] = previous.get("previous_specs", []) + [previous.get("sweep")]
     return info
@@ -149,6 +155,7 @@ class SweepRunner:
     def _prepare(self, todo: list[Unit]) -> None:
         """Everything that can fail on bad input, before run.json is written: models, drafters, lengths."""
         self.backend.start(self.observer.status)
+        self.spec.dtype_used = getattr(self.backend, "dtype_used", None)
         drafters = list(dict.fromkeys(u.config.drafter for u in todo if u.mode == "live" and u.config.drafter))
         self.spec.model_hashes = self.backend.model_hashes(drafters)
         self.spec.weights_sha256 = self.spec.model_hashes.get(self.spec.target)
@@ -273,5 +280,6 @@ class SweepRunner:
         return measured
 
     def _run_info(self) -> dict:
-        report = getattr(self.backend, "thread_report", None)
-        return run_info(self.spec, self.previous, self.shard, report() if report is not None else None)
+        threads, layout = (getattr(self.backend, name, None) for name in ("thread_report", "layout_report"))
+        return run_info(self.spec, self.previous, self.shard, threads() if threads is not None else None,
+                        layout() if layout is not None else None)

@@ -38,6 +38,12 @@ temperature configuration runs once per schedule, γ being the schedule's cap. A
 fixed needs chains (every tree of the sweep 'chain'), the own backend and mode live; threshold and
 dspark need drafters with probabilities (not ngram). Like backend, the key enters the hash only when
 set to something else than ``[fixed]``.
+
+``threads`` and ``layout`` (own engine on the CPU): torch threads — a count or ``auto`` (measured,
+`specbench.engine.threads`) — and the weight layout — ``auto`` (measured on this machine,
+`specbench.engine.layout_probe`) or a layout name (`specbench.engine.weight_layout.LAYOUTS`); ``dtype:
+auto`` measures the dtype too and keeps the fastest lossless one. Each enters the hash only when set; the
+choices made are in run.json (``threads``, ``cpu_layout``).
 """
 
 from __future__ import annotations
@@ -53,8 +59,9 @@ from specbench.catalogue import drafters as catalogue
 from specbench.engine.drafters import check_params
 from specbench.engine.drafters.param_values import check_param_values
 from specbench.engine.schedule import ScheduleSpec, check_schedule, parse_schedule
+from specbench.engine.layout_probe import check_cpu_settings, parse_layout_setting
 from specbench.engine.threads import parse_thread_setting
-from specbench.engine.tree import parse_tree, tree_depth_limit
+from specbench.engine.tree import parse_tree, shape_for, tree_depth_limit
 from specbench.engine.named_params import NamedParams
 from specbench.errors import SpecbenchError, check_keys, did_you_mean
 from specbench.measure.adaptive_spec import AdaptivePlan, parse_adaptive
@@ -68,12 +75,13 @@ from specbench.safe_files import load_yaml_file
 TOP_LEVEL_KEYS = ("name", "description", "target", "device", "dtype", "seed", "repeats", "max_new_tokens",
                   "ignore_eos", "drafters", "gammas", "trees", "temperatures", "top_p", "top_k", "workloads",
                   "mode", "calibration", "compile", "kernels", "timing", "backend", "concurrency", "strategy",
-                  "schedules", "threads", "adaptive")
+                  "schedules", "threads", "adaptive", "layout")
 DEFAULTS = {"name": None, "description": "", "target": "smollm2-135m", "device": "cpu", "dtype": "fp32", "seed": 0,
             "repeats": 1, "max_new_tokens": None, "ignore_eos": False, "drafters": [], "gammas": [1, 2, 4],
             "trees": ["chain"], "temperatures": [0.0], "top_p": 1.0, "top_k": 0, "workloads": [], "mode": "live",
             "calibration": None, "compile": False, "kernels": "auto", "timing": None, "backend": None,
-            "concurrency": [1], "strategy": None, "schedules": ["fixed"], "threads": None, "adaptive": None}
+            "concurrency": [1], "strategy": None, "schedules": ["fixed"], "threads": None, "adaptive": None,
+            "layout": None}
 MODES = ("live", "replay", "both")
 CALIBRATION_PROMPTS = 2
 
@@ -182,6 +190,8 @@ class SweepSpec:
     schedules: list[ScheduleSpec] = field(default_factory=lambda: [ScheduleSpec()])  # verify-length axis
     threads: int | str | None = None  # own engine, CPU: torch threads (None: torch's), a count, or "auto" (measured)
     adaptive: AdaptivePlan | None = None  # measure in stages until decided (measure.adaptive); None: a fixed grid
+    layout: str | None = None  # own engine, CPU: weight layout (None: the dtype's default), "auto" (measured) or a name
+    dtype_used: str | None = None  # filled once the target loads (not hashed): the dtype it runs in (dtype auto: chosen)
 
     @property
     def runs_live(self) -> bool:
@@ -218,6 +228,8 @@ class SweepSpec:
             data["threads"] = self.threads
         if self.adaptive is not None:
             data["adaptive"] = self.adaptive.to_dict()
+        if self.layout is not None:
+            data["layout"] = self.layout
         return data
 
     def max_new_tokens_for(self, workload) -> int:
@@ -230,8 +242,18 @@ class SweepSpec:
         """Options the backend is built with (the own engine also takes kernels and compile)."""
         if self.backend == DEFAULT_BACKEND:
             threads = {} if self.threads is None else {"threads": self.threads}
-            return {"kernels": self.kernels, "compile": self.compile, **threads, **self.backend_options}
+            layout = {}
+            if self.layout is not None or self.dtype == "auto":
+                layout = {"layout": self.layout, "verify_tokens": self.probe_verify_tokens}
+            return {"kernels": self.kernels, "compile": self.compile, **threads, **layout, **self.backend_options}
         return dict(self.backend_options)
+
+    @property
+    def probe_verify_tokens(self) -> int:
+        """The verify size the CPU layout probe measures: the median over the sweep's speculative
+        configurations of 1 + the nodes a round verifies (a chain: γ), at most 64."""
+        sizes = sorted(1 + shape_for(c.tree, c.gamma).num_nodes for c in self.configs if not c.is_baseline)
+        return min(sizes[len(sizes) // 2], 64) if sizes else 1
 
     @property
     def spec_hash(self) -> str:
@@ -270,6 +292,7 @@ class SweepFlags:
     compile: bool | None = None
     kernels: str | None = None
     threads: str | None = None
+    layout: str | None = None
     mode: str | None = None
     backend: str | None = None  # the file's backend options are kept when it names the same backend
     concurrency: list[int] | None = None
@@ -282,7 +305,8 @@ class SweepFlags:
         """The sweep file's mapping ``raw`` (may be empty) with the given flags put over it."""
         raw = dict(raw)
         plain = ("name", "target", "gammas", "trees", "temperatures", "top_p", "top_k", "repeats", "seed", "device",
-                 "dtype", "ignore_eos", "mode", "compile", "kernels", "threads", "max_new_tokens", "concurrency")
+                 "dtype", "ignore_eos", "mode", "compile", "kernels", "threads", "layout", "max_new_tokens",
+                 "concurrency")
         raw.update({key: getattr(self, key) for key in plain if getattr(self, key) is not None})
         if self.backend is not None:
             named = raw.get("backend")
@@ -480,6 +504,7 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     spec.timing = parse_timing(data["timing"], where)
     spec.adaptive = parse_adaptive(data["adaptive"], where)
     spec.threads = parse_thread_setting(data["threads"], where)
+    spec.layout = parse_layout_setting(data["layout"], where)
     spec.mode = str(data["mode"])
     if spec.mode not in MODES:
         _fail(where, f"unknown mode '{spec.mode}'{did_you_mean(spec.mode, list(MODES))} (choose from: "
@@ -488,7 +513,8 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     if spec.mode == "replay":  # mode both measures every unit live: calibration is checked, then unused
         spec.calibration = calibration
 
-    torch_dtype(spec.dtype)
+    if spec.dtype != "auto":
+        torch_dtype(spec.dtype)
     if not spec.workloads:
         _fail(where, "no workloads: give at least one (e.g. workloads: [mt-bench])")
     spec.configs = expand_configs(spec)
@@ -500,6 +526,13 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     if spec.threads is not None and (spec.backend != DEFAULT_BACKEND or spec.device != "cpu"):
         _fail(where, f"'threads' sets the CPU threads of specbench's own engine (backend own, device cpu), "
                      f"not backend {spec.backend} on {spec.device}")
+    if (spec.layout is not None or spec.dtype == "auto") and spec.backend != DEFAULT_BACKEND:
+        _fail(where, f"'layout' and dtype auto choose the CPU weights of specbench's own engine, not of backend "
+                     f"{spec.backend}")
+    try:
+        check_cpu_settings(spec.device, spec.dtype, spec.layout, where)
+    except SpecbenchError as exc:
+        _fail(where, str(exc).removeprefix(f"{where}: "))
     check_nested(spec, where)
     check_online(spec, where)
     if any(not s.is_fixed for s in spec.schedules) and (spec.backend != DEFAULT_BACKEND or spec.mode != "live"):

@@ -134,7 +134,7 @@ def make_record(unit: Unit, result, spec: SweepSpec, device_name: str) -> dict:
         "temperature": c.temperature, "top_p": c.top_p,
         "top_k": c.top_k, "workload": unit.workload.name, "prompt_id": unit.prompt.prompt_id,
         "category": unit.prompt.category, "turn": unit.turn, "repeat": unit.repeat, "seed": unit.seed,
-        "device": device_name, "dtype": spec.dtype,
+        "device": device_name, "dtype": spec.dtype_used or spec.dtype,
         "prompt_tokens": result.prompt_tokens, "new_tokens": result.new_tokens, "decode_tokens": result.decode_tokens,
         "rounds": result.target_forwards, "drafted": result.drafted, "accepted": result.accepted,
         "draft_steps": int(sum(rounds.draft_steps)), "alpha": result.alpha, "tau": result.tau,
