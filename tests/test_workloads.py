@@ -373,7 +373,9 @@ def test_cli_list_json_counts():
     result = _cli("workloads", "list", "--json")
     assert result.exit_code == 0, result.output
     rows = {r["name"]: r for r in json.loads(result.stdout)}
-    assert set(rows) == {"humaneval", "long-context", "mt-bench", "sharegpt"}
+    assert set(rows) == {"humaneval", "long-context", "mt-bench", "sharegpt", "stream-code-chat-mtbench"}
+    stream = rows["stream-code-chat-mtbench"]
+    assert (stream["prompts"], stream["turns"], stream["chat"]) == (60, 72, "mixed")  # HumanEval plain, the rest chat
     assert (rows["mt-bench"]["prompts"], rows["mt-bench"]["turns"], len(rows["mt-bench"]["categories"])) == (80, 160, 8)
     assert (rows["long-context"]["prompts"], len(rows["long-context"]["categories"])) == (8 * 3 * 4, 6)
     assert rows["humaneval"]["prompts"] == 164 and rows["humaneval"]["chat"] is False
@@ -385,7 +387,7 @@ def test_cli_list_table():
     assert result.exit_code == 0, result.output
     cells = [line.split("│") for line in result.stdout.splitlines() if line.count("│") > 2]
     rows = {c[1].strip(): "│".join(c) for c in cells if c[1].strip()}  # first line of each row
-    assert set(rows) == {"humaneval", "long-context", "mt-bench", "sharegpt"}
+    assert set(rows) == {"humaneval", "long-context", "mt-bench", "sharegpt", "stream-code-chat-mtbench"}
     assert " 80 " in rows["mt-bench"] and " 160 " in rows["mt-bench"] and " 164 " in rows["humaneval"]
 
 

@@ -63,11 +63,11 @@ class OnlinePlan:
     loss: str = "accepted+rejected"
     every_prompts: int | None = 2  # an update after every N generations ...
     every_tokens: int | None = None  # ... or once M verified tokens arrived since the last one (between rounds)
-    steps: int = 4  # optimizer steps per update
+    steps: int = 2  # optimizer steps per update
     lr: float = 3e-4
     reject_weight: float = 0.5  # β of the rejected-draft term (loss accepted+rejected)
     window: int = 8  # generations the learner keeps to replay with the new traffic
-    batch_tokens: int = 1024  # positions per optimizer step (a generation longer than this: its last ones)
+    batch_tokens: int = 512  # positions per optimizer step (a generation longer than this: its last ones)
     seed: int = 0  # the scratch start's initialisation and the learner's sampling of its window
 
     @property
