@@ -31,8 +31,9 @@ Does it pay (`online_verdict`)? Per stream scenario, each online configuration a
 paired by prompt over the whole stream: R = tokens/s(online) ÷ tokens/s(static), once without and once
 with the training seconds, judged with the rule every verdict uses (`specbench.analysis.sequential.
 VerdictRule`: the best of the K online configurations, Bonferroni-adjusted for "yes"; one-sided for "no"):
-confident yes, confident no, or cannot tell with the prompts that would settle it. Timing taken under
-interference is never confident. The timing-free τ ratio (tokens per target forward, online ÷ static,
+confident yes, confident no, or cannot tell with the prompts that would settle it. The ratios use the
+prompts timed without interference on both sides (``timing_ok``); where fewer than three such prompts
+remain for a pair, every prompt is used and the answer is never confident. The timing-free τ ratio (tokens per target forward, online ÷ static,
 with the same interval) says whether the drafter itself got better.
 """
 
@@ -201,7 +202,7 @@ def _window_stats(w: pd.DataFrame, level: float) -> dict:
         "alpha_lo": max(alpha_lo, 0.0) if alpha_lo == alpha_lo else alpha_lo,
         "alpha_hi": min(alpha_hi, 1.0) if alpha_hi == alpha_hi else alpha_hi,
         "tau": tau,
-        "tau_lo": tau_lo,
+        "tau_lo": max(tau_lo, 1.0) if tau_lo == tau_lo else tau_lo,  # every target forward emits a token: τ ≥ 1
         "tau_hi": tau_hi,
     }
     for name, seconds in (("speedup", w["decode_s"]), ("speedup_with_training", w["decode_s"] + w["online_train_s"])):
@@ -365,11 +366,13 @@ def online_verdict(prompts: pd.DataFrame, scenario: dict, level: float = LEVEL) 
     if not pairs:
         return None
     timed = all(bool(c["timing_ok"].all() and s["timing_ok"].all()) for _, _, c, s in pairs)
-    disturbed = not any(bool(c["timing_ok"].any() and s["timing_ok"].any()) for _, _, c, s in pairs)
+    clean = [_undisturbed(label, twin, mine, theirs) for label, twin, mine, theirs in pairs]
+    disturbed = any(c is None for c in clean)
+    timed_pairs = pairs if disturbed else clean
     verdicts = []
     for name, what, with_training in DEPLOYMENTS:
         candidates = []
-        for label, twin, mine, theirs in pairs:
+        for label, twin, mine, theirs in timed_pairs:
             seconds = mine["decode_s"] + (mine["online_train_s"] if with_training else 0.0)
             interval = speedup_interval(
                 mine["decode_tokens"], seconds, theirs["decode_tokens"], theirs["decode_s"], level=level
@@ -399,6 +402,16 @@ def online_verdict(prompts: pd.DataFrame, scenario: dict, level: float = LEVEL) 
         "timing_clean": timed,
         "text": " / ".join(lines),
     }
+
+
+def _undisturbed(label: str, twin: str, mine: pd.DataFrame, theirs: pd.DataFrame) -> tuple | None:
+    """The pair cut to the prompts timed without interference on both sides (as every timing fit leaves
+    disturbed units out); None when fewer than `MIN_PROMPTS` remain (the verdict then uses every prompt and
+    is never confident)."""
+    ok = mine["timing_ok"].to_numpy(bool) & theirs["timing_ok"].to_numpy(bool)
+    if ok.sum() < MIN_PROMPTS:
+        return None
+    return label, twin, mine[ok], theirs[ok]
 
 
 def _verdict(name: str, what: str, candidates: list, level: float, disturbed: bool) -> dict:
@@ -461,7 +474,10 @@ def _verdict(name: str, what: str, candidates: list, level: float, disturbed: bo
                 f"[{best['lo']:.2f}, {best['hi']:.2f}]; {settle}"
             )
     if disturbed and answer in (YES, NO):
-        text += " — but every timed unit ran under interference: rerun on a quiet machine before acting on it"
+        text += (
+            f" — but fewer than {MIN_PROMPTS} prompts were timed without interference: rerun on a quiet machine "
+            "before acting on it"
+        )
     return {
         "deployment": name,
         "what": what,

@@ -40,82 +40,71 @@ def print_online(frames: dict[str, pd.DataFrame], console, window: int = WINDOW)
     if windows.empty:
         return
     many = windows["workload"].nunique() > 1
-    table = Table(
-        title=f"Online adaptation over the stream: windows of {window} prompts (cut at shift points)",
-        caption=escape(
-            "α, τ: ratios of sums over the window's prompts, t-interval over prompts; speedup: "
-            "over the target alone without / with the training seconds (training elsewhere / "
-            "on this machine); versions: the drafter's versions the window ran"
-        ),
+    lead = ["workload"] if many else []
+    _print_table(
+        console,
+        f"Online adaptation over the stream: windows of {window} prompts (cut at shift points)",
+        "α, τ: ratios of sums over the window's prompts, t-interval over prompts; speedup: over the target alone "
+        "without / with the training seconds (training elsewhere / on this machine); versions: the drafter's "
+        "versions the window ran",
+        lead
+        + ["configuration", "prompts", "segment", "versions", "α [95% CI]", "τ [95% CI]", "speedup [95% CI]"]
+        + ["with training", "train s"],
+        [
+            [
+                *([r["workload"]] if many else []),
+                r["drafter_label"],
+                f"{r['first']}–{r['last']}",
+                r["stream_segment"],
+                r["versions"],
+                _interval(r["alpha"], r["alpha_lo"], r["alpha_hi"], 3),
+                _interval(r["tau"], r["tau_lo"], r["tau_hi"]),
+                _interval(r["speedup"], r["speedup_lo"], r["speedup_hi"], suffix="×"),
+                _interval(
+                    r["speedup_with_training"], r["speedup_with_training_lo"], r["speedup_with_training_hi"], suffix="×"
+                ),
+                fmt(r["train_s"], 1),
+            ]
+            for _, r in windows.iterrows()
+        ],
     )
-    for c in (["workload"] if many else []) + [
-        "configuration",
-        "prompts",
-        "segment",
-        "versions",
-        "α [95% CI]",
-        "τ [95% CI]",
-        "speedup [95% CI]",
-        "with training",
-        "train s",
-    ]:
-        table.add_column(escape(c), overflow="fold")
-    for _, r in windows.iterrows():
-        _row(
-            table,
-            *([r["workload"]] if many else []),
-            r["drafter_label"],
-            f"{r['first']}–{r['last']}",
-            r["stream_segment"],
-            r["versions"],
-            _interval(r["alpha"], r["alpha_lo"], r["alpha_hi"], 3),
-            _interval(r["tau"], r["tau_lo"], r["tau_hi"]),
-            _interval(r["speedup"], r["speedup_lo"], r["speedup_hi"], suffix="×"),
-            _interval(
-                r["speedup_with_training"], r["speedup_with_training_lo"], r["speedup_with_training_hi"], suffix="×"
-            ),
-            fmt(r["train_s"], 1),
-        )
-    console.print(table)
     if recovery.empty:
         return
-    table = Table(
-        title="Recovery after each shift point",
-        caption=escape(
-            f"α before: the last {window} prompts before the shift; first / end: the first and "
-            f"the last {window} prompts of the new segment; recover: prompts until the windowed α "
-            "reaches 90 % of its end level (tokens, seconds of decoding and training); beats "
-            "static: prompts until an online drafter's windowed α exceeds the static one's"
-        ),
+    _print_table(
+        console,
+        "Recovery after each shift point",
+        f"α before: the last {window} prompts before the shift; first / end: the first and the last {window} "
+        "prompts of the new segment; recover: prompts until the windowed α reaches 90 % of its end level (tokens, "
+        "seconds of decoding and training); beats static: prompts until an online drafter's windowed α exceeds "
+        "the static one's",
+        lead
+        + ["configuration", "shift at", "to", "α before", "α first", "α end", "recover: prompts", "tokens", "s"]
+        + ["beats static at"],
+        [
+            [
+                *([r["workload"]] if many else []),
+                r["drafter_label"],
+                r["shift_at"],
+                r["segment"],
+                fmt(r["alpha_before"]),
+                fmt(r["alpha_first"]),
+                fmt(r["alpha_end"]),
+                _count(r["recover_prompts"]),
+                _count(r["recover_tokens"]),
+                fmt(r["recover_s"], 1),
+                "-" if r["strategy"] != "online" else _count(r["beats_static_at"], "never"),
+            ]
+            for _, r in recovery.iterrows()
+        ],
     )
-    for c in (["workload"] if many else []) + [
-        "configuration",
-        "shift at",
-        "to",
-        "α before",
-        "α first",
-        "α end",
-        "recover: prompts",
-        "tokens",
-        "s",
-        "beats static at",
-    ]:
-        table.add_column(escape(c), overflow="fold")
-    for _, r in recovery.iterrows():
-        _row(
-            table,
-            *([r["workload"]] if many else []),
-            r["drafter_label"],
-            r["shift_at"],
-            r["segment"],
-            fmt(r["alpha_before"]),
-            fmt(r["alpha_first"]),
-            fmt(r["alpha_end"]),
-            _count(r["recover_prompts"]),
-            _count(r["recover_tokens"]),
-            fmt(r["recover_s"], 1),
-            "-" if r["strategy"] != "online" else _count(r["beats_static_at"], "never"),
-        )
+
+
+def _print_table(console, title: str, caption: str, columns: list[str], rows: list[list]) -> None:
+    table = Table(title=title, caption=escape(caption))
+    for column in columns:
+        table.add_column(escape(column), overflow="fold")
+    for cells in rows:
+        _row(table, *cells)
     console.print(table)
 
 

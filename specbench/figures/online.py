@@ -81,9 +81,10 @@ def figure_online(data) -> Figure:
         verdict = online_verdict(prompts, scenario)
         title = str(scenario["workload"])
         if verdict is not None:
-            shared = next(v for v in verdict["deployments"] if v["deployment"] == "shared")
-            separate = next(v for v in verdict["deployments"] if v["deployment"] == "separate")
-            title += f"\nonline vs static — training elsewhere: {separate['answer']}; training here: {shared['answer']}"
+            answers = {v["deployment"]: _answer(v) for v in verdict["deployments"]}
+            title += (
+                f"\nonline vs static — training elsewhere: {answers['separate']}; training here: {answers['shared']}"
+            )
         axes[0][col].set_title(title, fontsize=11, pad=18)
     handles["trailing window of each (training charged: dotted)"] = Line2D([], [], color="0.3", linestyle=":")
     fig.legend(
@@ -91,6 +92,12 @@ def figure_online(data) -> Figure:
     )
     fig.suptitle(f"Online adaptation over the stream (lines: trailing {WINDOW}-prompt windows; dashed: shift points)")
     return fig
+
+
+def _answer(verdict: dict) -> str:
+    """The verdict's answer, flagged when it came from disturbed timing (never confident then)."""
+    flagged = verdict["answer"] in ("confident yes", "confident no") and not verdict["confident"]
+    return f"{verdict['answer']} (timing disturbed)" if flagged else verdict["answer"]
 
 
 def _select(frame: pd.DataFrame, scenario: dict) -> pd.DataFrame:
