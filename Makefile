@@ -65,7 +65,7 @@ FORMATTED := specbench/catalogue specbench/backends/registry.py specbench/engine
              specbench/engine/online.py specbench/training/online.py specbench/measure/online_spec.py \
              specbench/measure/online_resume.py specbench/measure/stream.py specbench/analysis/online.py \
              specbench/figures/online.py specbench/cli/online_view.py tests/test_online.py \
-             tests/test_online_sweep.py tests/test_stream_workload.py
+             tests/test_online_sweep.py tests/test_stream_workload.py tests/test_online_analysis.py
 
 lint: install
 	$(VENV)/bin/ruff check .
