@@ -67,6 +67,7 @@ class FakeEngine:
                 spec = {"num_spec_steps": len(accepted_steps), "num_draft_tokens": sum(drafted_steps),
                         "num_accepted_draft_tokens": sum(accepted_steps), "num_spec_tokens": self.gamma,
                         "per_step_accepted": accepted_steps, "per_step_drafted": drafted_steps}
-            outputs.append({"token_ids": tokens, "finish_reason": "length", "spec": spec, "submit_s": 0.0,
-                            "token_times_s": times, "token_counts": counts})
+            arrival = float(r.get("arrival_s") or 0.0)
+            outputs.append({"token_ids": tokens, "finish_reason": "length", "spec": spec, "submit_s": arrival,
+                            "arrival_s": arrival, "token_times_s": times, "token_counts": counts})
         return outputs

@@ -308,3 +308,10 @@ def test_serving_backend_keeps_engines_and_runs_the_warm_ones_first(monkeypatch)
     finally:
         backend.close()
     assert not backend._workers
+
+
+def test_an_interval_end_that_rounds_to_one_shows_its_side_of_one():
+    from specbench.analysis.speedup_interval import ratio_end, speedup_words
+
+    assert speedup_words(1.43, 1.0042, 2.03) == "1.43× [1.004, 2.03]"
+    assert ratio_end(0.9981) == "0.998" and ratio_end(1.0) == "1.00" and ratio_end(1.2345) == "1.23"

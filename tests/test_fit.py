@@ -245,3 +245,17 @@ def test_only_baseline_records_is_a_user_error():
         fit_acceptance(records)
     with pytest.raises(SpecbenchError, match="no records"):
         fit_acceptance(pd.DataFrame(columns=records.columns))
+
+
+def test_goodness_of_fit_z_is_undefined_when_the_model_has_no_variance():
+    """α̂ = 1 with a last round cut at the length limit after drafting γ (how a serving engine's rounds end):
+    the residual is real, and z — residual ÷ a zero standard error — is NaN, not -inf."""
+    records = make_records([SyntheticDrafter(alpha=1.0, gammas=(3,))], n_prompts=4, max_new_tokens=30)
+    for r in records:
+        if r["gamma"] == 3:
+            r["decode_tokens"] -= 1  # the last round's tokens cut by one after it drafted and accepted γ
+            r["new_tokens"] -= 1
+    fits = fit_acceptance(records_frame(records), n_boot=0)
+    (fit,) = fits
+    row = fit.goodness.iloc[0]
+    assert fit.estimate.alpha == 1.0 and row["residual"] < 0 and np.isnan(row["z"])

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specbench.analysis.concurrency import latency_table, speedups, summary
+from specbench.analysis.load import serving_table
 from specbench.records.summary import LATENCY_COLUMNS, configuration_table, latency_percentiles
 from tests.cli_helpers import invoke
 from tests.synthetic_results import SyntheticDrafter, make_records, records_frame, write_results
@@ -85,29 +85,26 @@ def test_replayed_rows_have_no_latency():
     assert table[table["mode"] == "live"][LATENCY_COLUMNS].notna().all().all()
 
 
-def test_concurrency_latency_table_per_level_with_the_baseline():
+def test_serving_table_percentiles_per_level_with_the_baseline():
     records = served_records(seed=3)
     expected = numpy_percentiles(records)
-    frame = records_frame(records)
-    table = latency_table(frame)
+    table = serving_table(records_frame(records), n_boot=50)
     assert sorted(zip(table["drafter_label"], table["gamma"], table["concurrency"])) == sorted(expected)
     for row in table.to_dict("records"):
         key = (row["drafter_label"], row["gamma"], row["concurrency"])
         assert row["requests"] == 24
         for name in ("ttft", "itl"):
             np.testing.assert_allclose(got(row, name), expected[key][name], rtol=1e-12)
-    # the speedup table carries each configuration's own percentiles (every unit is paired here)
-    for row in speedups(frame).to_dict("records"):
-        key = (row["drafter_label"], row["gamma"], row["concurrency"])
-        np.testing.assert_allclose(got(row, "itl"), expected[key]["itl"], rtol=1e-12)
-    rows = summary(frame)["latency"]
-    assert len(rows) == len(table) and all(set(LATENCY_COLUMNS) <= set(r) for r in rows)
-    json.dumps(rows)  # plain data
+            assert all(row[f"{name}_p{p}_lo_s"] <= row[f"{name}_p{p}_s"] <= row[f"{name}_p{p}_hi_s"]
+                       for p in (50, 90, 99))
+    json.dumps(table.replace({np.nan: None}).to_dict("records"))  # plain data
 
 
-def test_no_latency_columns_no_latency_table():
+def test_no_latency_columns_no_latency_percentiles():
     frame = records_frame(served_records()).drop(columns=["ttft_s", "itl_s"])
-    assert latency_table(frame).empty and summary(frame)["latency"] == []
+    table = serving_table(frame, n_boot=0)
+    assert table[LATENCY_COLUMNS].isna().all().all()
+    assert table["latency_p50_s"].notna().all()  # request latency: prefill + decode of records without it
 
 
 def test_results_show_reports_the_percentiles(tmp_path):

@@ -95,7 +95,7 @@ def test_diff_and_vllm_counter_mapping():
     assert (counts.drafts, counts.draft_tokens, counts.accepted) == (36, 144, 41)
     assert counts.per_position == [21, 9, 6, 5]  # the figures of the real server in the notes
     assert counts.alpha == pytest.approx(41 / 144)
-    assert counts.tau == pytest.approx(1 + 41 / 36)
+    assert counts.mean_acceptance_length == pytest.approx(1 + 41 / 36)
     assert counts.position_acceptance() == pytest.approx([21 / 36, 9 / 21, 6 / 9, 5 / 6])
     assert prometheus.window_counts(before, after).as_dict()["per_position"] == [21, 9, 6, 5]
     with pytest.raises(SpecbenchError, match="restarted"):
@@ -113,13 +113,13 @@ def test_multiple_engines_are_summed_and_no_spec_is_none():
 def test_sglang_gauges_and_request_meta():
     counts = prometheus.window_counts(prometheus.parse(""), prometheus.parse(SGLANG))
     assert counts.source == "sglang-gauges"
-    assert counts.tau == pytest.approx(2.75) and counts.alpha == pytest.approx(0.4375)
+    assert counts.mean_acceptance_length == pytest.approx(2.75) and counts.alpha == pytest.approx(0.4375)
     assert prometheus.sglang_gauges(prometheus.parse(SGLANG.replace("2.75", "0"))) is None  # no spec step yet
     meta = prometheus.sglang_request_counts({"spec_verify_ct": 10, "spec_accept_token_num": 14,
                                              "spec_draft_token_num": 30}, 25)
-    assert meta.alpha == pytest.approx(14 / 30) and meta.tau == pytest.approx(2.4)
+    assert meta.alpha == pytest.approx(14 / 30) and meta.mean_acceptance_length == pytest.approx(2.4)
     old = prometheus.sglang_request_counts({"spec_verify_ct": 10}, 25)
-    assert old.tau == pytest.approx(2.5) and math.isnan(old.alpha)
+    assert old.mean_acceptance_length == pytest.approx(2.5) and math.isnan(old.alpha)
     assert prometheus.sglang_request_counts({}, 3) is None
 
 

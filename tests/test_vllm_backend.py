@@ -218,6 +218,7 @@ def test_registry_errors_are_one_line():
 
 def test_missing_vllm_environment_is_one_line(monkeypatch, tmp_path):
     monkeypatch.delenv("SPECBENCH_VLLM_PYTHON", raising=False)
+    monkeypatch.delenv("SPECBENCH_VLLM_VENV", raising=False)
     with pytest.raises(SpecbenchError, match="vLLM is not installed .* run `make install-vllm`"):
         make_backend("vllm", {"python": str(tmp_path / "nope" / "python")}, target="x", device="cpu", dtype="fp32",
                      seed=0)
@@ -304,7 +305,7 @@ def test_an_engine_that_cannot_start_is_one_line_with_its_log(prompts_file, fake
 def test_cli_bad_backend_input_is_one_line_exit_2(tmp_path, prompts_file, monkeypatch, flags, needles):
     from tests.cli_helpers import TINY_SWEEP, assert_user_error, invoke, jsonl_workload, write_sweep_yaml
 
-    monkeypatch.setenv("SPECBENCH_VLLM_PYTHON", str(tmp_path / "no-venv" / "bin" / "python"))
+    monkeypatch.setenv("SPECBENCH_VLLM_VENV", str(tmp_path / "no-venv"))
     spec = {**TINY_SWEEP, "drafters": [{"type": "ngram"}], "workloads": [jsonl_workload(prompts_file)]}
     result = invoke("sweep", write_sweep_yaml(tmp_path, spec), "--out", tmp_path / "out", *flags)
     assert_user_error(result, *needles)
@@ -327,3 +328,15 @@ def test_records_written_before_backends_read_back_with_null_backend_and_concurr
     frame = store.load_records(tmp_path)
     assert len(frame) == len(records) + 1
     assert frame["backend"].isna().all() and frame["concurrency"].isna().all()
+
+
+def test_the_old_vllm_variable_still_works_with_one_plain_note(monkeypatch, capsys):
+    from specbench.backends import vllm_env
+
+    monkeypatch.delenv("SPECBENCH_VLLM_VENV", raising=False)
+    monkeypatch.setenv("SPECBENCH_VLLM_PYTHON", sys.executable)
+    monkeypatch.setattr(vllm_env, "_NOTED", set())
+    assert vllm_env.vllm_python() == Path(sys.executable)
+    assert vllm_env.vllm_python() == Path(sys.executable)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("note: SPECBENCH_VLLM_PYTHON is deprecated: set SPECBENCH_VLLM_VENV")

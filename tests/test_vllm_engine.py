@@ -9,13 +9,12 @@ minutes each on a busy 2-core CPU); everything below reads the same records.
 from __future__ import annotations
 
 import json
-import os
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-VLLM_PYTHON = Path(os.environ.get("SPECBENCH_VLLM_PYTHON") or ROOT / ".venv-vllm" / "bin" / "python")
+from specbench.backends.vllm_env import default_venv
+
+VLLM_PYTHON = default_venv() / "bin" / "python"  # $SPECBENCH_VLLM_VENV, else .venv-vllm
 
 pytestmark = [pytest.mark.vllm,
               pytest.mark.skipif(not VLLM_PYTHON.is_file(),
@@ -68,3 +67,24 @@ def test_records_carry_vllm_timings_and_rounds(vllm_sweep):
     for row in frame.itertuples():
         assert sum(1 + a for a in row.round_accepted) >= row.decode_tokens  # the last round may be cut
         assert len(row.round_accepted) == row.rounds
+
+
+def test_per_load_settings_are_built_and_their_schedule_checked_by_vllm(tmp_path, monkeypatch):
+    """Every per-load config `recommend` emits (a confident-yes-only schedule) is built by vLLM's SpeculativeConfig
+    and its num_speculative_tokens_per_batch_size passes vLLM's own schedule check; a malformed schedule fails."""
+    from specbench.analysis.engine_settings import EngineSetting
+    from specbench.analysis.load_verdicts import settings_of, summary
+    from specbench.analysis.recommend import recommend
+    from specbench.cli import engine_checks
+    from tests.synthetic_serving import serving_records
+
+    monkeypatch.setattr(engine_checks, "cache_root", lambda: tmp_path / "cache")
+    monkeypatch.delenv(engine_checks.SKIP_ENV, raising=False)
+    frame = serving_records((1, 2, 4, 8, 16), lambda load, g: 1.6 * load ** -0.25, n_prompts=12)
+    load = summary(frame, recommend(frame, n_boot=0), n_boot=0)
+    (setting,) = settings_of(load)
+    bad = EngineSetting("vllm", True, {**setting.config, "num_speculative_tokens_per_batch_size": [[2, 4, 2]]}, "")
+    engine_checks.validate_settings([({"vllm": setting}, None), ({"vllm": bad}, None)], vllm_python=VLLM_PYTHON)
+    assert setting.checked.startswith("built as SpeculativeConfig by vLLM") and setting.supported
+    assert "per-batch-size schedule validated by vLLM's scheduler check" in setting.checked
+    assert not bad.supported and "must start at 1" in bad.notes[-1]

@@ -14,7 +14,8 @@ import pytest
 from specbench.backends.base import Request
 from specbench.cli.engine_checks import check_vllm_configs
 from specbench.backends.server_process import group_alive
-from specbench.backends.vllm_server import VLLMServerBackend, default_venv
+from specbench.backends.vllm_env import default_venv
+from specbench.backends.vllm_server import VLLMServerBackend
 from specbench.measure.spec import DrafterConfig, RunConfig
 
 pytestmark = pytest.mark.vllm

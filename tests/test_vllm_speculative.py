@@ -5,20 +5,40 @@ vLLM backend, the vllm-server backend, `recommend --engine vllm`, the per-concur
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
+import yaml
 
-from specbench.analysis.concurrency import schedule_base_config
 from specbench.analysis.engine_settings import engine_settings
+from specbench.analysis.load_verdicts import schedules
 from specbench.analysis.vllm_speculative import speculative_config as build
 from specbench.backends import vllm_config, vllm_server
 from specbench.training.vllm_export import serving_config
 from specbench.errors import SpecbenchError
-from specbench.measure.spec import DrafterConfig, RunConfig
+from specbench.measure.spec import DrafterConfig, RunConfig, build_spec
 
 
 def run_config(kind: str, params: dict, gamma: int, tree: str = "chain") -> RunConfig:
     return RunConfig(DrafterConfig(kind, tuple(sorted(params.items()))), gamma, tree, 0.0, 1.0, 0)
+
+
+def _schedule(kind: str, params: dict, gamma: int) -> dict:
+    """The per-load schedule (`analysis.load_verdicts.schedules`) of one confident yes at concurrency 1."""
+    option = {"drafter": kind, "drafter_params": json.dumps(params), "drafter_label": kind, "tree": "chain",
+              "gamma": gamma, "speedup": 1.5, "lo": 1.2, "hi": 1.8}
+    row = {"target": "t", "temperature": 0.0, "top_p": 1.0, "top_k": 0, "workload": "w", "backend": "vllm",
+           "concurrency": 1, "answer": "confident yes", "confident": True, "option": option, "short": ""}
+    (plan,) = schedules([row], "t", None)
+    return plan
+
+
+def _schedule_config(kind: str, params: dict, gamma: int) -> dict:
+    """The config a per-load schedule carries, without its ranges."""
+    config = dict(_schedule(kind, params, gamma)["setting"].config)
+    assert config.pop("num_speculative_tokens_per_batch_size") == [[1, 1, gamma]]
+    return config
 
 
 def vllm_layout(folder):
@@ -38,8 +58,7 @@ def every_user(kind: str, params: dict, gamma: int) -> dict[str, dict | None]:
         "in-process backend": vllm_config.speculative_config(config, as_given),
         "vllm-server backend": vllm_server.speculative_config(config, as_given),
         "recommend --engine vllm": engine_settings(kind, params, "chain", gamma, engines=("vllm",))["vllm"].config,
-        "concurrency schedule": schedule_base_config({"drafter": kind, "drafter_params": json.dumps(params),
-                                                      "num_speculative_tokens": gamma}),
+        "per-load schedule": _schedule_config(kind, params, gamma),
     }
 
 
@@ -87,7 +106,8 @@ def test_target_only_and_unknown_drafters():
     with pytest.raises(SpecbenchError, match="vLLM has no speculative method for drafter 'lookahead'"):
         build("lookahead", {}, 2)
     assert not engine_settings("lookahead", {}, "chain", 2, engines=("vllm",))["vllm"].supported
-    assert schedule_base_config({"drafter": "draft-model", "drafter_params": "{}", "num_speculative_tokens": 2}) is None
+    unknown = _schedule("lookahead", {}, 2)["setting"]  # a per-load schedule of a drafter vLLM cannot run
+    assert not unknown.supported and unknown.config == {}
 
 
 @pytest.mark.parametrize("kind, params, tree, message", [
@@ -101,3 +121,13 @@ def test_both_backends_refuse_the_same_configs(kind, params, tree, message):
     for backend in (vllm_config.speculative_config, vllm_server.speculative_config):
         with pytest.raises(SpecbenchError, match=message):
             backend(config, as_given)
+
+
+def test_the_documented_way_to_serve_an_exported_head_is_accepted(tmp_path, prompts_file):
+    """docs/drafters.md's `drafters: [{type: eagle3, params: {...: FOLDER}}]` is what a vllm-server sweep takes."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "drafters.md").read_text()
+    snippet = re.search(r"drafters: \[(\{type: eagle3, params: \{\w+: FOLDER\}\})\]", text).group(1)
+    drafter = yaml.safe_load(snippet.replace("FOLDER", vllm_layout(tmp_path / "head")))
+    spec = build_spec({"name": "t", "backend": "vllm-server", "drafters": [drafter], "gammas": [2],
+                       "workloads": [f"jsonl:{prompts_file}:field=text:id=id"]})
+    assert spec.drafters[0].params_dict == {"checkpoint": str((tmp_path / "head").resolve())}

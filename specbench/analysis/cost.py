@@ -54,6 +54,7 @@ from specbench.records.rounds import (
     prompt_clusters,
 )
 from specbench.records.summary import BASELINE_KEYS, is_baseline, with_config_defaults
+from specbench.records.timing import has_round_timings
 
 # ----------------------------------------------------------------------------- the interface
 
@@ -337,19 +338,33 @@ def fit_costs(stats: CostStats, weights: np.ndarray | None = None, *, like: Cost
                    tree_nodes=dict(stats.tree_nodes), notes=tuple(notes))
 
 
-def group_cost_fits(records: pd.DataFrame) -> list[tuple[dict, CostFit | None]]:
-    """(keys, `CostFit`) per (target, drafter, tree, workload, sampling) with live timings; the fit
-    is None where the workload and sampling have no target-only baseline."""
+NO_BASELINE = "no target-only baseline for this workload and sampling: costs not fitted"
+NOT_TIMED = ("no per-round draft and verify times in these records (a serving engine does not report them): "
+             "costs not fitted, never invented")
+
+
+def _cost_groups(records: pd.DataFrame):
+    """(keys, the group's live records, its baseline's, why no fit or None) per (target, drafter, tree, workload,
+    sampling) with live records."""
     live = with_config_defaults(records[records["mode"] == "live"])
     base_all = live[is_baseline(live)]
     spec = live[~is_baseline(live) & (live["gamma"] > 0)]
-    out = []
     for values, group in spec.groupby(ACCEPT_KEYS, dropna=False, sort=True):
         keys = dict(zip(ACCEPT_KEYS, values))
         base = base_all
         for k in BASELINE_KEYS:
             base = base[base[k] == keys[k]]
-        if base.empty:
+        reason = NO_BASELINE if base.empty else NOT_TIMED if not has_round_timings(group) else None
+        yield keys, group, base, reason
+
+
+def group_cost_fits(records: pd.DataFrame) -> list[tuple[dict, CostFit | None]]:
+    """(keys, `CostFit`) per (target, drafter, tree, workload, sampling) with live timings; the fit
+    is None where the workload and sampling have no target-only baseline, or the records carry no
+    per-round timings (a serving backend's)."""
+    out = []
+    for keys, group, base, reason in _cost_groups(records):
+        if reason is not None:
             out.append((keys, None))
             continue
         clusters = prompt_clusters(pd.concat([group[["prompt_id"]], base[["prompt_id"]]]))
@@ -358,10 +373,14 @@ def group_cost_fits(records: pd.DataFrame) -> list[tuple[dict, CostFit | None]]:
 
 
 def fit_group_costs(records: pd.DataFrame) -> pd.DataFrame:
-    """One row of cost coefficients per (target, drafter, tree, workload, sampling) with live timings."""
-    no_base = {"cost_notes": "no target-only baseline for this workload and sampling: costs not fitted"}
-    return pd.DataFrame([{**keys, **(no_base if fit is None else fit.summary())}
-                         for keys, fit in group_cost_fits(records)])
+    """One row of cost coefficients per (target, drafter, tree, workload, sampling) with live records (a note
+    instead of coefficients where none can be fitted)."""
+    fits = dict((tuple(k.values()), fit) for k, fit in group_cost_fits(records))
+    rows = []
+    for keys, _, _, reason in _cost_groups(records):
+        fit = fits.get(tuple(keys.values()))
+        rows.append({**keys, **({"cost_notes": reason} if fit is None else fit.summary())})
+    return pd.DataFrame(rows)
 
 
 # ----------------------------------------------------------------------------- prediction

@@ -30,8 +30,9 @@ from specbench.analysis.intervals import LEVEL
 from specbench.analysis.options import Option
 from specbench.analysis.predicted_speedup import predicted_table
 from specbench.analysis.sequential import FIXED, LookPlan, VerdictRule, prompts_to_settle
-from specbench.analysis.speedup_interval import MIN_PROMPTS, NO, TOO_FEW, UNSURE, YES
-from specbench.records.timing import DISTURBED
+from specbench.analysis.speedup_interval import MIN_PROMPTS, NO, TOO_FEW, UNSURE, YES, speedup_words
+from specbench.catalogue.drafters import TARGET_ONLY
+from specbench.records.timing import DISTURBED, timing_usable
 
 CANDIDATE_KEYS = ("drafter_label", "tree", "gamma", "schedule")  # one option of a scenario
 
@@ -95,7 +96,7 @@ def _ci(c: dict, side: str = "yes") -> str:
     """The point and the adjusted interval used for ``side`` (symmetric on the log scale)."""
     point = c["speedup"]
     lo, hi = (c["lo_adj"], point ** 2 / c["lo_adj"]) if side == "yes" else (point ** 2 / c["hi_adj"], c["hi_adj"])
-    return f"{point:.2f}× [{lo:.2f}, {hi:.2f}]"
+    return speedup_words(point, lo, hi)
 
 
 def _option_for(c: dict, options: list, scenario: pd.DataFrame):
@@ -117,16 +118,32 @@ def decide_scenario(scenario: pd.DataFrame, measured_options: list, n_prompts: i
     """The answer for one scenario; ``plan``: the looks an adaptive sweep planned for it (one: a fixed grid)."""
 
     predicted, more = predicted_table(scenario, level)
+    if predicted.empty:  # measured evidence: were its live timings all taken under interference?
+        more = more + [n for n in [timing_usable(scenario[scenario["mode"] == "live"])[1]] if n]
     if notes is not None:
         notes.extend(more)
     if plan.alpha != 1 - level:
         plan = LookPlan(plan.prompts, 1 - level)
     decision = _decide(scenario, predicted, measured_options, n_prompts, plan)
-    if any(n.startswith(DISTURBED) for n in more):  # every timed unit ran under interference: say so up front
+    if any(n.startswith(DISTURBED) for n in more) or _rests_on_disturbed(decision, scenario):
         decision.timing_disturbed = True
         decision.text += (" — but the timing was disturbed (every timed unit ran beside other busy processes): "
                           "rerun on a quieter machine before acting on it")
     return decision, predicted
+
+
+def _rests_on_disturbed(decision: Decision, scenario: pd.DataFrame) -> bool:
+    """Measured evidence whose baseline, or whose chosen (or best) configuration, has no undisturbed unit: its
+    speedup was timed under interference (a serving batch is flagged as a whole, so this happens per load)."""
+    if decision.evidence != "measured" or decision.best is None or "timing_ok" not in scenario:
+        return False
+    live = scenario[scenario["mode"] == "live"]
+    ok = live["timing_ok"].fillna(True).astype(bool)
+    best = decision.best
+    chosen = ((live["drafter_label"] == best.get("drafter_label")) & (live["tree"] == best.get("tree"))
+              & (live["gamma"] == best.get("gamma")))
+    base = (live["gamma"] == 0) & (live["drafter"] == TARGET_ONLY)
+    return any(part.any() and not ok[part].any() for part in (chosen, base))
 
 
 def _decide(scenario: pd.DataFrame, predicted: pd.DataFrame, measured_options: list, n_prompts: int,

@@ -128,9 +128,13 @@ def _vllm(drafter: str, params: dict, tree: str, gamma: int, target: str,
         supported = False
         notes.append(f"tree '{tree}' is not expressible on vLLM (0.32 has no tree speculation: "
                      f"speculative_token_tree was removed); the snippet is a chain of depth {gamma}")
-    snippet = (f"from vllm import LLM\nllm = LLM(model={target!r}, speculative_config={json.dumps(config)})\n"
-               f"# or: vllm serve {shlex.quote(target)} --speculative-config {shlex.quote(json.dumps(config))}")
-    return EngineSetting("vllm", supported, config, snippet, notes)
+    return EngineSetting("vllm", supported, config, vllm_snippet(target, config), notes)
+
+
+def vllm_snippet(target: str, config: dict) -> str:
+    """The ready-to-paste vLLM lines for ``config`` (offline ``LLM`` and ``vllm serve``)."""
+    return (f"from vllm import LLM\nllm = LLM(model={target!r}, speculative_config={json.dumps(config)})\n"
+            f"# or: vllm serve {shlex.quote(target)} --speculative-config {shlex.quote(json.dumps(config))}")
 
 
 def _sglang(drafter: str, params: dict, tree: str, gamma: int, target: str,

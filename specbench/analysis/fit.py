@@ -435,7 +435,10 @@ def goodness_of_fit(group: pd.DataFrame, rounds: Rounds, model: AcceptanceModel)
     """Per nominal γ: observed τ vs the model's mean E[tokens | γ_r] over the same rounds.
 
     The prediction uses each round's own γ_r (0 → 1 token), so rounds cut short by the end of a
-    generation or a missing n-gram match are predicted as what they were.
+    generation or a missing n-gram match are predicted as what they were. z = residual ÷ the model's
+    standard error; where the model has no variance (α̂ = 1 or 0) z is undefined (NaN), and the residual
+    alone says how far apart they are (a serving engine's last round drafts γ and is then cut at the
+    length limit, which α̂ = 1 cannot predict).
     """
     top = int(rounds.round_gamma.max()) if len(rounds) else 0
     rates = model.rates(top)
@@ -451,7 +454,8 @@ def goodness_of_fit(group: pd.DataFrame, rounds: Rounds, model: AcceptanceModel)
         predicted = float(mean_by_gamma[rounds.round_gamma[mask]].mean())
         se = float(np.sqrt(var_by_gamma[rounds.round_gamma[mask]].sum()) / n)
         residual = observed - predicted
-        z = residual / se if se > 0 else (0.0 if abs(residual) < 1e-9 else float("inf") * np.sign(residual))
+        # a model without variance (α̂ = 1 or 0: every round's tokens are fixed) has no z: NaN, shown as '-'
+        z = residual / se if se > 0 else (0.0 if abs(residual) < 1e-9 else float("nan"))
         rows.append(dict(gamma=int(config_gamma), rounds=n, tau_observed=observed, tau_predicted=predicted,
                          residual=residual, z=z, tau_nominal=model.expected_tokens(int(config_gamma))))
     return pd.DataFrame(rows, columns=["gamma", "rounds", "tau_observed", "tau_predicted", "residual", "z",

@@ -38,7 +38,7 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from specbench.analysis.concurrency import scenario_keys
+from specbench.analysis.load import CLOSED_LOOP, scenario_keys
 from specbench.analysis.cost import CostFit, predict_arrays, predict_curve
 from specbench.analysis.cost_source import MeasuredCosts
 from specbench.analysis.decision import Decision, decide_scenario
@@ -50,7 +50,7 @@ from specbench.analysis.recommendation import Pick, Recommendation
 from specbench.analysis.online import has_online, online_verdict, per_prompt
 from specbench.analysis.schedule_comparison import compare_schedules
 from specbench.analysis.sequential import FIXED, LookPlan
-from specbench.analysis.speedup_interval import speedup_interval, t_quantile
+from specbench.analysis.speedup_interval import speedup_interval, speedup_words, t_quantile
 from specbench.errors import SpecbenchError
 from specbench.records.rounds import cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
 from specbench.records.summary import CONFIG_KEYS, UNIT_KEYS, fixed_schedule, is_baseline, prefer_live
@@ -203,26 +203,29 @@ def _pick(source: str, options: list[Option], reps: np.ndarray, n_prompts: int, 
         winners = np.argmax(finite, axis=1)
         share = float(np.mean([options[w].group == ref.group for w in winners]))
     if choice is not None:
-        reason = (f"{objective} speedup {choice.speedup:.2f}× [{choice.lo:.2f}, {choice.hi:.2f}], the best of the "
+        reason = (f"{objective} speedup {speedup_words(choice.speedup, choice.lo, choice.hi)}, the best of the "
                   f"{len(above)} option(s) whose interval lies above 1")
     elif n_prompts < 2:
         reason = (f"intervals need ≥ 2 prompts (this scenario has {n_prompts}); best point estimate "
                   f"{best.describe()} at {best.speedup:.2f}×")
     else:
         reason = (f"no option's {objective} speedup interval lies above 1; best point estimate {best.describe()} "
-                  f"at {best.speedup:.2f}× [{best.lo:.2f}, {best.hi:.2f}]")
+                  f"at {speedup_words(best.speedup, best.lo, best.hi)}")
     return Pick(source, choice, best, gamma_lo, gamma_hi, share, reason)
 
 
 def decision_verdict(decision: Decision, model: Pick) -> str:
     """The verdict line: what to deploy and how sure (`specbench.analysis.decision`), plus the model's
-    unmeasured γ when it beats the choice."""
+    unmeasured γ when it beats the choice. A yes on disturbed timing is no verdict to deploy on."""
     option = decision.option
-    text = (f"speculate: {option.describe()} — {decision.text}" if option is not None
-            else f"no speculation — {decision.text}")
+    if option is not None and not decision.confident:
+        text = f"not decided (disturbed timing): {option.describe()} looked best — {decision.text}"
+    else:
+        text = (f"speculate: {option.describe()} — {decision.text}" if option is not None
+                else f"no speculation — {decision.text}")
     m = model.choice
     if m is not None and not m.measured and (option is None or m.speedup > option.hi):
-        text += (f"; the model predicts {m.describe()} at {m.speedup:.2f}× [{m.lo:.2f}, {m.hi:.2f}] "
+        text += (f"; the model predicts {m.describe()} at {speedup_words(m.speedup, m.lo, m.hi)} "
                  "— not measured, sweep it to confirm")
     return text
 
@@ -277,8 +280,8 @@ def recommend_measured(records: pd.DataFrame, costs: MeasuredCosts, *, objective
     out, skipped = [], []
     scenario_by = scenario_keys(records)  # + backend / concurrency when a folder holds several
     if scenario_by != SCENARIO_KEYS:
-        records = records.assign(**{k: records[k].fillna(1 if k == "concurrency" else "own")
-                                    for k in scenario_by[len(SCENARIO_KEYS):]})
+        fill = {"concurrency": 1, "request_rate": CLOSED_LOOP, "backend": "own"}
+        records = records.assign(**{k: records[k].fillna(fill[k]) for k in scenario_by[len(SCENARIO_KEYS):]})
     for i, (key, scenario) in enumerate(records.groupby(scenario_by, dropna=False, sort=True)):
         keys = dict(zip(scenario_by, key))
         base = scenario[is_baseline(scenario) & (scenario["mode"] == "live")]
@@ -323,7 +326,9 @@ def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, 
     measured = _pick("measured", measured_options, measured_reps, n_prompts, objective, level)
     model = _pick("model", model_options, model_reps, n_prompts, objective, level)
     decision, predicted = decide_scenario(scenario, measured_options, n_prompts, level, notes, plan)
-    final = decision.option if decision.option is not None else measured.choice
+    final = decision.option if decision.confident else None  # the settings say what the verdict says
+    if decision.option is not None and final is None:
+        notes.append("no engine settings: the yes rests on disturbed timing (rerun on a quieter machine)")
     schedules = compare_schedules(timed_spec, clusters, level)
     online = online_verdict(per_prompt(scenario), keys, level) if has_online(scenario) else None
     settings = {}

@@ -111,11 +111,12 @@ class Recommendation:
 
     @property
     def final(self) -> Option | None:
-        """What to deploy at batch 1 of the sweep: the decision's option (a confident yes), else nothing;
-        without a decision the measured choice (the model only proposes what to measure next). None
-        with a profile's costs: the answer is ``per_batch``."""
+        """What to deploy at the sweep's load: the decision's option when its yes is confident (undisturbed
+        timing), else nothing — the engine settings, the ★ and the figures' star all follow it; without a
+        decision the measured choice (the model only proposes what to measure next). None with a profile's
+        costs: the answer is ``per_batch``."""
         if self.decision is not None:
-            return self.decision.option
+            return self.decision.option if self.decision.confident else None
         return None if self.measured is None else self.measured.choice
 
     @property
@@ -177,15 +178,15 @@ def recommendation_dict(rec: Recommendation) -> dict:
     })
 
 
-def to_json(recs: list[Recommendation], concurrency: list[dict] | None = None, history: dict | None = None) -> str:
-    """The recommendations as a JSON list; ``concurrency`` (one per recommendation, from a serving
-    sweep with a concurrency axis: best γ per level, where speculation stops paying, vLLM's
-    per-batch-size schedule, latency) goes under each one's ``concurrency`` key (null otherwise);
-    ``history`` (an adaptive sweep's ``adaptive.json``) gives each its workload's looks under
-    ``stopping_history`` (null for a fixed grid)."""
+def to_json(recs: list[Recommendation], load: list[dict] | None = None, history: dict | None = None) -> str:
+    """The recommendations as a JSON list; ``load`` (one per recommendation, from a serving sweep with a load
+    axis — `specbench.analysis.load_verdicts.for_scenario`: the per-load table, the verdicts, the crossovers,
+    vLLM's per-batch-size schedules) goes under each one's ``load`` key (null otherwise); ``history`` (an
+    adaptive sweep's ``adaptive.json``) gives each its workload's looks under ``stopping_history`` (null for a
+    fixed grid)."""
     dicts = [recommendation_dict(r) for r in recs]
     looks = (history or {}).get("workloads", {})
-    for d, c, r in zip(dicts, concurrency or [None] * len(dicts), recs):
-        d["concurrency"] = None if c is None else json_ready(c)
+    for d, c, r in zip(dicts, load or [None] * len(dicts), recs):
+        d["load"] = None if c is None else json_ready(c)
         d["stopping_history"] = json_ready(looks.get(str(r.keys.get("workload")))) if looks else None
     return json.dumps(dicts, indent=2)

@@ -58,7 +58,19 @@ class SpeedupInterval:
             return "-"
         if not self.has_interval:
             return f"{self.point:.2f}× (too few prompts to tell (P = {self.n_prompts}))"
-        return f"{self.point:.2f}× [{self.lo:.2f}, {self.hi:.2f}]"
+        return speedup_words(self.point, self.lo, self.hi)
+
+
+def ratio_end(value: float) -> str:
+    """A speedup or interval end with 2 decimals — 3 where 2 would print 1.00 for a value that is not 1,
+    so an interval's side of 1 (what a verdict rests on) is visible: 1.004, not 1.00."""
+    text = f"{value:.2f}"
+    return f"{value:.3f}" if text == "1.00" and value != 1.0 else text
+
+
+def speedup_words(point: float, lo: float, hi: float) -> str:
+    """``1.43× [1.004, 2.03]``."""
+    return f"{point:.2f}× [{ratio_end(lo)}, {ratio_end(hi)}]"
 
 
 def t_quantile(dof: float, level: float = LEVEL) -> float:

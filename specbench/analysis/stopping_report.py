@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+from specbench.analysis.speedup_interval import speedup_words
+
 STATUS_WORDS = {
     "decided": "decided",
     "prompts exhausted": "cannot tell: its prompts ran out",
@@ -22,9 +24,9 @@ def interval_text(best: dict | None, answer: str) -> str:
         return "-"
     point = best["speedup"]
     if answer == "confident no" and _finite(best.get("hi_adj")):
-        return f"{point:.2f}× [{point**2 / best['hi_adj']:.2f}, {best['hi_adj']:.2f}]"
+        return speedup_words(point, point**2 / best["hi_adj"], best["hi_adj"])
     if _finite(best.get("lo_adj")) and best["lo_adj"] > 0:
-        return f"{point:.2f}× [{best['lo_adj']:.2f}, {point**2 / best['lo_adj']:.2f}]"
+        return speedup_words(point, best["lo_adj"], point**2 / best["lo_adj"])
     return f"{point:.2f}×"
 
 

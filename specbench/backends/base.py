@@ -9,13 +9,15 @@ engine, say) is left empty in the result and becomes null in the record, never i
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from specbench.engine.stats import GenerationResult, RoundLog
 
 __all__ = ["Backend", "GenerationResult", "OwnDrafterBackend", "Request", "RoundLog", "RoundCallback", "ServingBackend",
-           "StatusCallback"]
+           "StatusCallback", "TimingScope"]
 
 RoundCallback = Callable[[object], None]  # called after every round with the running result
 StatusCallback = Callable[[str], None]  # one-line status messages while starting
@@ -29,6 +31,33 @@ class Request:
     max_new_tokens: int
     seed: int
     stop_at_eos: bool
+    # open loop: when the request arrives, s after the batch starts (`specbench.measure.arrivals`); it is sent
+    # then, or as soon as a slot frees when the batch's in-flight cap is reached. None: closed loop (sent as
+    # soon as fewer than `concurrency` requests are in flight)
+    arrival_s: float | None = None
+
+
+def cpu_engine_cores() -> int:
+    """Cores an engine launched from this process computes on: this process's CPU affinity (what a worker or
+    server it starts inherits; ``taskset -c 0`` gives 1), else every core."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class TimingScope:
+    """What a backend's machine-state reading covers (`specbench.measure.machine_state`).
+
+    ``sessions``: process sessions whose CPU time is the engine's own (a worker, a launched server), not
+    interference; ``cores``: cores the engine keeps busy on this machine (the interference rule leaves the
+    rest to other processes); ``observed``: one line saying what was and was not observed.
+    """
+
+    sessions: tuple[int, ...]
+    cores: int
+    observed: str
 
 
 class Backend(Protocol):
@@ -52,10 +81,11 @@ class Backend(Protocol):
         """Generate with ``config`` (a `specbench.measure.spec.RunConfig`) and measure it."""
 
     def generate_batch(self, config, requests: list[Request], concurrency: int) -> list[GenerationResult]:
-        """Generate every request with ``config``, keeping up to ``concurrency`` requests in flight.
+        """Generate every request with ``config``, keeping up to ``concurrency`` requests in flight; a request
+        with an ``arrival_s`` is not sent before it (open loop).
 
-        One result per request, in order. A backend that measures one request at a time
-        raises `SpecbenchError` for ``concurrency > 1``.
+        One result per request, in order, each with its ``arrival_s`` and ``finish_s`` within the batch. A
+        backend that measures one request at a time raises `SpecbenchError` for ``concurrency > 1``.
         """
 
     def close(self) -> None:
@@ -86,3 +116,12 @@ class ServingBackend:
 
     def model_hashes(self, drafters: list) -> dict[str, str]:
         return {}
+
+    def prepare(self, config, requests: list[Request]) -> None:
+        """Start what ``config``'s batch of ``requests`` needs (an engine, a server, a warm-up) before it is
+        timed (default: nothing)."""
+
+    def timing_scope(self) -> TimingScope:
+        """What the machine state of a batch covers: by default the client alone (the engine runs elsewhere)."""
+        return TimingScope((), 1, "machine state of this machine, the client's side only: the engine's own "
+                                  "machine was not observed")

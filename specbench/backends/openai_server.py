@@ -39,7 +39,15 @@ from pathlib import Path
 from specbench.backends import prometheus
 from specbench.catalogue import drafters as catalogue
 from specbench.catalogue.drafters import is_target_only
-from specbench.backends.base import GenerationResult, Request, RoundCallback, RoundLog, ServingBackend, StatusCallback
+from specbench.backends.base import (
+    GenerationResult,
+    Request,
+    RoundCallback,
+    RoundLog,
+    ServingBackend,
+    StatusCallback,
+    TimingScope,
+)
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import alias_status, aliases, pull
 
@@ -315,6 +323,7 @@ class OpenAIServerBackend(ServingBackend):
         self._status: StatusCallback = lambda message: None
         self._warm: set[str] = set()
         self._lock = threading.Lock()
+        self.target_only_urls: set[str] = set()  # servers known to run without speculation (baseline_url)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, status: StatusCallback) -> None:
@@ -322,6 +331,7 @@ class OpenAIServerBackend(ServingBackend):
         self.client = self._connect(self.options["url"], self.options.get("model"))
         if self.options.get("baseline_url"):
             self.baseline_client = self._connect(self.options["baseline_url"], None)
+            self.target_only_urls.add(self.baseline_client.url)
         self._load_tokenizer()
 
     def _connect(self, url: str, model: str | None, alive=None) -> OpenAIClient:
@@ -367,6 +377,17 @@ class OpenAIServerBackend(ServingBackend):
             on_round(result)
         return result
 
+    def prepare(self, config, requests: list[Request]) -> None:
+        """What a batch needs before it is timed: its server (and one untimed warm-up request)."""
+        client = self.client_for(config)
+        if requests:
+            self._warm_up(client, config, requests[0])
+
+    def timing_scope(self) -> TimingScope:
+        return TimingScope((), 1, f"machine state of this machine, the client's side only: the server at "
+                                  f"{self.options['url']} was not observed (if it runs here, its CPU counts as other "
+                                  "processes')")
+
     def generate_batch(self, config, requests: list[Request], concurrency: int) -> list[GenerationResult]:
         if concurrency < 1:
             raise SpecbenchError(f"concurrency must be at least 1, got {concurrency}")
@@ -377,18 +398,25 @@ class OpenAIServerBackend(ServingBackend):
         if not config.is_baseline and not prometheus.has_spec_metrics(before):
             raise self._no_spec_error(client)
         started = time.perf_counter()
+
+        def send(r: Request) -> dict:  # open loop: not before its arrival (a thread is free at most `concurrency`)
+            if r.arrival_s is not None:
+                time.sleep(max(0.0, started + r.arrival_s - time.perf_counter()))
+            return client.complete(r.prompt_ids, r.max_new_tokens, config=config, seed=r.seed,
+                                   stop_at_eos=r.stop_at_eos)
+
+        order = sorted(range(len(requests)), key=lambda i: requests[i].arrival_s or 0.0)
         pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="specbench-request")
         try:
-            futures = [pool.submit(client.complete, r.prompt_ids, r.max_new_tokens, config=config, seed=r.seed,
-                                   stop_at_eos=r.stop_at_eos) for r in requests]
-            raw = [f.result() for f in futures]
+            futures = {i: pool.submit(send, requests[i]) for i in order}
+            raw = [futures[i].result() for i in range(len(requests))]
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C or a failed request: do not wait for the rest
             raise
         pool.shutdown(wait=True)
         wall = time.perf_counter() - started
         after = client.scrape()
-        results = [self._result(config, r, out) for r, out in zip(requests, raw)]
+        results = [self._result(config, r, out, started, client) for r, out in zip(requests, raw)]
         self._record_aggregate(config, client, concurrency, results, before, after, wall)
         return results
 
@@ -407,7 +435,9 @@ class OpenAIServerBackend(ServingBackend):
             self.notes.append("the server streamed no token ids: output ids are the streamed text re-encoded")
             return list(self.tokenizer.encode(out["text"], add_special_tokens=False)) if out["text"] else []
 
-    def _result(self, config, request: Request, out: dict) -> ServerGenerationResult:
+    def _result(self, config, request: Request, out: dict, started: float | None = None,
+                client: OpenAIClient | None = None) -> ServerGenerationResult:
+        started = out["sent"] if started is None else started
         tokens = self._tokens(out)
         times = out["chunk_times"]
         metrics = out.get("metrics") or {}
@@ -430,9 +460,13 @@ class OpenAIServerBackend(ServingBackend):
             with self._lock:
                 self.notes.append("the server reports per-request acceptance without per-step counts "
                                   "(start vLLM with --per-request-spec-decode-metrics detailed)")
+        elif config.is_baseline and client is not None and client.url in self.target_only_urls:
+            rounds = rounds_from_steps([], [], len(tokens), catalogue.TARGET_ONLY)  # one token per target step
         finish = out.get("finish_reason")
         queue_s = _ms(metrics.get("queue_time_ms"))
-        ttft_s = prefill_s + (queue_s if timing == "server" and not math.isnan(queue_s) else 0.0)
+        arrival = request.arrival_s if request.arrival_s is not None else out["sent"] - started
+        waited = out["sent"] - started - arrival  # open loop: held back by the in-flight cap
+        ttft_s = prefill_s + (queue_s if timing == "server" and not math.isnan(queue_s) else 0.0) + waited
         itl_s = _ms(metrics.get("mean_itl_ms"))
         if math.isnan(itl_s) and len(tokens) > 1:
             itl_s = decode_s / (len(tokens) - 1)
@@ -440,7 +474,8 @@ class OpenAIServerBackend(ServingBackend):
             prompt_tokens=len(request.prompt_ids), tokens=tokens, rounds=rounds, prefill_s=prefill_s,
             decode_s=decode_s, stop_reason="length" if finish == "length" else "eos",
             ttft_s=ttft_s, itl_s=itl_s, queue_s=queue_s, chunk_gaps_s=[b - a for a, b in zip(times, times[1:])],
-            timing_source=timing, spec_source=spec_source, server_spec=spec if isinstance(spec, dict) else None)
+            timing_source=timing, spec_source=spec_source, server_spec=spec if isinstance(spec, dict) else None,
+            arrival_s=arrival, finish_s=(times[-1] - started) if times else None)
 
     def _reported_config(self, client: OpenAIClient) -> dict | None:
         reported = self.server_configs.get(client.url) or {}

@@ -190,8 +190,10 @@ class SpecCounts:
         return self.accept_rate if self.accept_rate is not None else math.nan
 
     @property
-    def tau(self) -> float:
-        """Tokens per verify step that carried a draft (accepted + the bonus token)."""
+    def mean_acceptance_length(self) -> float:
+        """vLLM's "mean acceptance length": tokens per verify step that carried a draft (1 + accepted ÷ drafts).
+        Not specbench's τ (decode tokens ÷ every target forward, the steps without a draft included):
+        docs/results-schema.md, "Two τ"."""
         if self.drafts:
             return 1.0 + self.accepted / self.drafts
         return self.accept_length if self.accept_length is not None else math.nan
@@ -204,7 +206,7 @@ class SpecCounts:
     def as_dict(self) -> dict:
         return {"source": self.source, "drafts": self.drafts, "draft_tokens": self.draft_tokens,
                 "accepted": self.accepted, "per_position": list(self.per_position),
-                "alpha": _finite(self.alpha), "tau": _finite(self.tau),
+                "alpha": _finite(self.alpha), "mean_acceptance_length": _finite(self.mean_acceptance_length),
                 "position_acceptance": [_finite(x) for x in self.position_acceptance()],
                 "accept_length": self.accept_length, "accept_rate": self.accept_rate}
 

@@ -40,7 +40,8 @@ OPTIONS = {
     "pipeline_parallel_size": "pipeline stages (multi-node: with distributed_executor_backend ray)",
     "distributed_executor_backend": "mp (one node) or ray (a Ray cluster spanning nodes)",
     "gpu_memory_utilization": "fraction of GPU memory vLLM may take",
-    "python": "interpreter of the vLLM environment (default: .venv-vllm/bin/python of the checkout)",
+    "venv": "the vLLM environment's folder (default: $SPECBENCH_VLLM_VENV, else .venv-vllm of the checkout)",
+    "python": "interpreter of the vLLM environment (instead of venv)",
     "engine_args": "extra keyword arguments for vllm.LLM, passed through as given",
     "warmup_tokens": "untimed tokens generated when an engine starts (default 8)",
     "engines_kept": "engines kept alive between configurations (default 1): a later look of an adaptive sweep "

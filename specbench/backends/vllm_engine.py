@@ -26,7 +26,15 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from specbench.backends.base import GenerationResult, Request, RoundCallback, ServingBackend, StatusCallback
+from specbench.backends.base import (
+    GenerationResult,
+    Request,
+    RoundCallback,
+    ServingBackend,
+    StatusCallback,
+    TimingScope,
+    cpu_engine_cores,
+)
 from specbench.catalogue import drafters as catalogue
 from specbench.engine.device import cpu_name
 from specbench.backends.vllm_config import (
@@ -35,26 +43,13 @@ from specbench.backends.vllm_config import (
     speculative_config,
     worker_env,
 )
+from specbench.backends.vllm_env import vllm_python
 from specbench.backends.vllm_results import check_counters, result_from_output
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import model_folder
 
 WORKER = Path(__file__).with_name("vllm_worker.py")
-REPO = Path(__file__).resolve().parents[2]
-INSTALL_HINT = "run `make install-vllm` in the specbench checkout"
 STOP_WAIT_S = 20.0
-
-
-def vllm_python(options: dict) -> Path:
-    """The interpreter of the vLLM environment, or a one-line error saying how to install it."""
-    explicit = options.get("python") or os.environ.get("SPECBENCH_VLLM_PYTHON")
-    candidates = [Path(explicit).expanduser()] if explicit else [REPO / ".venv-vllm" / "bin" / "python",
-                                                                 Path.cwd() / ".venv-vllm" / "bin" / "python"]
-    for path in candidates:
-        if path.is_file() and os.access(path, os.X_OK):
-            return path
-    where = candidates[0] if explicit else REPO / ".venv-vllm"
-    raise SpecbenchError(f"vLLM is not installed ({where} not found): {INSTALL_HINT}")
 
 
 def _draft_steps(config) -> int:
@@ -135,7 +130,7 @@ class VLLMBackend(ServingBackend):
     def __init__(self, options: dict, *, target: str, device: str, dtype: str, seed: int):
         self.options = check_options(dict(options or {}))
         self.target_spec, self.device, self.dtype, self.seed = target, device, dtype, seed
-        self.python = vllm_python(self.options)  # fails now, before anything loads
+        self.python = vllm_python(venv=self.options.get("venv"), python=self.options.get("python"))  # fails now
         self.device_name = ""
         self.tokenizer = None
         self.vllm_version = None
@@ -224,6 +219,16 @@ class VLLMBackend(ServingBackend):
         for key in list(self._workers):
             self._stop(key)
 
+    def prepare(self, config, requests: list[Request]) -> None:
+        """Start ``config``'s engine before its batch is timed."""
+        self._ensure_worker(config)
+
+    def timing_scope(self) -> TimingScope:
+        """The workers' sessions are the engine's own CPU; on a CPU the engine computes on every core."""
+        cores = cpu_engine_cores() if not str(self.device).startswith("cuda") else 1
+        return TimingScope(tuple(w.proc.pid for w in self._workers.values()), cores,
+                           "machine state of this machine, vLLM's worker and engine core counted as the sweep's own")
+
     # ------------------------------------------------------------------ generation
     def generate_batch(self, config, requests: list[Request], concurrency: int) -> list[GenerationResult]:
         if concurrency < 1:
@@ -231,7 +236,7 @@ class VLLMBackend(ServingBackend):
         self._ensure_worker(config)
         payload = [{"prompt_token_ids": list(r.prompt_ids), "max_tokens": int(r.max_new_tokens),
                     "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k,
-                    "seed": int(r.seed), "ignore_eos": not r.stop_at_eos} for r in requests]
+                    "seed": int(r.seed), "ignore_eos": not r.stop_at_eos, "arrival_s": r.arrival_s} for r in requests]
         try:
             answer = self._worker.ask({"op": "generate", "requests": payload, "concurrency": int(concurrency)})
         except SpecbenchError:

@@ -16,8 +16,11 @@ Mapping (docs/backends.md):
   and emitted 1; vLLM does not say where they fell, so they follow the drafted rounds;
 * the target-only baseline has one round per decode token;
 * per-round draft and verify times are not observable inside vLLM's step: NaN, never invented;
-* TTFT = first token's arrival − submission (queueing in the engine included); decode time =
-  last arrival − first arrival; mean inter-token latency = decode time ÷ (tokens − 1).
+* TTFT = first token's arrival − the request's arrival (queueing in the engine included; under
+  open-loop load also the wait for a free slot when the in-flight cap was reached; in a closed
+  loop a request arrives when it is sent); decode time = last token's arrival − first token's;
+  mean inter-token latency = decode time ÷ (tokens − 1); the request's ``arrival_s`` and
+  ``finish_s`` (last token) are seconds after its batch began.
 
 `check_counters` compares the per-request sums with the difference of vLLM's aggregate
 ``vllm:spec_decode_*`` counters over the same batch.
@@ -66,14 +69,18 @@ def result_from_output(output: dict, prompt_tokens: int, speculative: bool, *,
     rounds = rounds_from_output(output, speculative)
     if draft_steps_per_round:
         rounds.draft_steps = [draft_steps_per_round if d else 0 for d in rounds.drafted]
-    times = list(output.get("token_times_s") or [])
-    ttft = float(times[0]) if times else NAN
+    times = list(output.get("token_times_s") or [])  # since the request was sent
+    submit = float(output.get("submit_s") or 0.0)
+    arrival = float(output["arrival_s"]) if output.get("arrival_s") is not None else submit
+    waited = submit - arrival  # open loop: the in-flight cap held it back
+    ttft = float(times[0]) + waited if times else NAN
     decode_s = float(times[-1] - times[0]) if len(times) > 1 else 0.0
     itl = decode_s / (len(tokens) - 1) if len(tokens) > 1 and len(times) > 1 else NAN
-    result = GenerationResult(prompt_tokens=prompt_tokens, tokens=tokens, rounds=rounds, prefill_s=ttft,
-                              decode_s=decode_s if len(times) > 1 else NAN,
+    result = GenerationResult(prompt_tokens=prompt_tokens, tokens=tokens, rounds=rounds, prefill_s=float(times[0])
+                              if times else NAN, decode_s=decode_s if len(times) > 1 else NAN,
                               stop_reason="length" if output.get("finish_reason") == "length" else "eos",
-                              ttft_s=ttft, itl_s=itl)
+                              ttft_s=ttft, itl_s=itl, arrival_s=arrival,
+                              finish_s=submit + float(times[-1]) if times else None)
     return result
 
 

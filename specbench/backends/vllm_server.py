@@ -14,7 +14,7 @@ a speculative config. A server that dies while measuring is one error line; the 
 already written every finished unit, so a rerun resumes.
 
 Options: ``venv`` (default ``$SPECBENCH_VLLM_VENV``, else ``.venv-vllm`` at the repository
-root), ``model`` (what vLLM loads; default: the sweep's target, an alias resolving to its
+root: `specbench.backends.vllm_env`), ``model`` (what vLLM loads; default: the sweep's target, an alias resolving to its
 converted safetensors folder), ``port`` (default: a free one), ``startup_timeout_s`` (900),
 ``max_model_len`` (2048), ``enforce_eager`` (default: on for CPU), ``kv_cache_gib`` (CPU KV
 cache, ``VLLM_CPU_KVCACHE_SPACE``; default 2), ``extra_args`` (list), ``env`` (dict),
@@ -25,32 +25,22 @@ cache, ``VLLM_CPU_KVCACHE_SPACE``; default 2), ``extra_args`` (list), ``env`` (d
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from specbench.backends import vllm_config
-from specbench.backends.base import GenerationResult, Request, RoundCallback, StatusCallback
+from specbench.backends.base import (
+    GenerationResult, Request, RoundCallback, StatusCallback, TimingScope, cpu_engine_cores,
+)
 from specbench.backends.openai_server import OpenAIClient, OpenAIServerBackend, load_tokenizer, resolve_model_location
+from specbench.backends.vllm_env import vllm_python
 from specbench.backends.server_process import STOP_GRACE_S, ServerProcess, check_port_free, free_port
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import DTYPES
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-VENV_ENV = "SPECBENCH_VLLM_VENV"
-
-
-def default_venv() -> Path:
-    return Path(os.environ.get(VENV_ENV) or REPO_ROOT / ".venv-vllm")
-
 
 def venv_python(venv: str | Path | None = None) -> Path:
-    """The vLLM environment's interpreter, or a one-line error saying how to get one."""
-    folder = Path(venv) if venv else default_venv()
-    python = folder / "bin" / "python"
-    if not python.exists():
-        raise SpecbenchError(f"vLLM is not installed: no {python} (run `make install-vllm`, or set {VENV_ENV} "
-                             "or the backend option venv to a virtual environment with vllm)")
-    return python
+    """The vLLM environment's interpreter (`specbench.backends.vllm_env`), or a one-line error."""
+    return vllm_python(venv=venv)
 
 
 def speculative_config(config, resolve=None) -> dict | None:
@@ -157,12 +147,21 @@ class VLLMServerBackend(OpenAIServerBackend):
         self.launched.append({"config": getattr(config, "label", ""), "speculative_config": spec,
                               "port": port, "log": str(self.server.log_path)})
         self.server_configs[self.client.url] = {"vllm_speculative_config": spec}
+        if spec is None:
+            self.target_only_urls.add(self.client.url)
         return self.client
 
     def _stop_server(self) -> None:
         if self.server is not None:
             self.server.stop()
         self.server, self._server_key = None, None
+
+    def timing_scope(self) -> TimingScope:
+        """The launched server's session is the sweep's own CPU; on a CPU vLLM computes on every core."""
+        cores = cpu_engine_cores() if self.device == "cpu" else 1
+        sessions = (self.server.pgid,) if self.server is not None and self.server.pgid else ()
+        return TimingScope(sessions, cores, "machine state of this machine, the vLLM server launched here counted as "
+                                            "the sweep's own")
 
     # ------------------------------------------------------------------ measuring
     def client_for(self, config) -> OpenAIClient:

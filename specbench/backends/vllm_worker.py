@@ -10,12 +10,16 @@ Protocol: one JSON object per line each way, one answer per request.
 * ``{"op": "start", "model": DIR, "engine": {LLM kwargs}, "speculative_config": {...} | null,
   "warmup_tokens": 8}`` → ``{"ok": true, "vllm_version": ..., "start_s": ...}``
 * ``{"op": "generate", "concurrency": N, "requests": [{"prompt_token_ids", "max_tokens",
-  "temperature", "top_p", "top_k", "seed", "ignore_eos"}]}`` → ``{"ok": true, "outputs": [...],
+  "temperature", "top_p", "top_k", "seed", "ignore_eos", "arrival_s"}]}`` → ``{"ok": true, "outputs": [...],
   "counters_before": {...}, "counters_after": {...}, "wall_s": ...}``; every output has
   ``token_ids``, ``finish_reason``, ``spec`` (vLLM's per-request spec-decode metrics as a dict,
-  or null), ``submit_s``, ``token_times_s`` (seconds since submission at which each delta of
-  tokens arrived) and ``token_counts`` (tokens in each delta). Up to N requests are in flight:
-  the next is added as soon as one finishes.
+  or null), ``arrival_s`` and ``submit_s`` (seconds after the batch began: when the request
+  arrived, when it was added to the engine), ``token_times_s`` (seconds since submission at which
+  each delta of tokens arrived) and ``token_counts`` (tokens in each delta). Up to N requests are
+  in flight. Closed loop (no ``arrival_s``): the next is added as soon as one finishes, and it
+  arrives when it is added. Open loop: a request is added at its ``arrival_s`` (checked after every
+  engine step, so up to one step late; the worker sleeps when nothing is in flight), or later
+  when N are in flight — that wait counts in its latency.
 * ``{"op": "shutdown"}`` → ``{"ok": true}`` and the process exits.
 
 A failure is answered ``{"ok": false, "error": "one line", "kind": "..."}``; the worker keeps
@@ -89,25 +93,34 @@ class VLLMEngine:
     def generate(self, requests: list[dict], concurrency: int) -> list[dict]:
         engine = self.llm.llm_engine
         results = [{"token_ids": [], "finish_reason": None, "spec": None, "token_times_s": [], "token_counts": [],
-                    "submit_s": None} for _ in requests]
+                    "submit_s": None, "arrival_s": None} for _ in requests]
+        arrivals = [r.get("arrival_s") for r in requests]  # None: closed loop
         start = time.perf_counter()
         submitted: dict[str, float] = {}
-        waiting = list(range(len(requests)))
+        waiting = sorted(range(len(requests)), key=lambda i: arrivals[i] or 0.0)
         in_flight = 0
 
         def submit() -> None:
             nonlocal in_flight
             while waiting and in_flight < max(1, concurrency):
-                i = waiting.pop(0)
+                i = waiting[0]
+                if (arrivals[i] or 0.0) > time.perf_counter() - start:
+                    return  # open loop: not arrived yet
+                waiting.pop(0)
                 rid = f"sb-{i}-{start:.6f}"
                 submitted[rid] = time.perf_counter()
                 results[i]["submit_s"] = submitted[rid] - start
+                results[i]["arrival_s"] = results[i]["submit_s"] if arrivals[i] is None else float(arrivals[i])
                 engine.add_request(rid, {"prompt_token_ids": list(requests[i]["prompt_token_ids"])},
                                    self._params(requests[i]))
                 in_flight += 1
 
         submit()
-        while engine.has_unfinished_requests():
+        while waiting or engine.has_unfinished_requests():
+            if not engine.has_unfinished_requests():  # open loop, nothing in flight: wait for the next arrival
+                time.sleep(max(0.0, (arrivals[waiting[0]] or 0.0) - (time.perf_counter() - start)))
+                submit()
+                continue
             for out in engine.step():
                 now = time.perf_counter()
                 i = int(out.request_id.split("-")[1])

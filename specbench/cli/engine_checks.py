@@ -30,6 +30,7 @@ import subprocess
 from importlib.metadata import version as package_version
 from pathlib import Path
 
+from specbench.backends.vllm_env import default_venv
 from specbench.models.cache import cache_root
 from specbench.models.resolve import model_folder
 
@@ -49,15 +50,34 @@ out = []
 def first_line(exc):
     text = str(exc).strip().splitlines()
     return (text[0] if text else type(exc).__name__)[:300]
+def schedule_error(config):
+    """vLLM's own check of num_speculative_tokens_per_batch_size (its scheduler runs it, not the config)."""
+    ranges = config.get("num_speculative_tokens_per_batch_size")
+    if ranges is None:
+        return None, ""
+    try:
+        from vllm.v1.spec_decode.dynamic.utils import build_dynamic_sd_schedule_lookup
+    except ImportError:
+        return None, "; per-batch-size schedule not validated (no vLLM schedule check in this version)"
+    try:
+        largest = max(int(r[1]) for r in ranges)
+        build_dynamic_sd_schedule_lookup(ranges, largest, int(config.get("num_speculative_tokens") or 1))
+    except Exception as exc:
+        return first_line(exc), ""
+    return None, "; per-batch-size schedule validated by vLLM's scheduler check"
 for item in items:
     config = dict(item["config"])
     unknown = sorted(set(config) - fields)
     if unknown:
         out.append({"ok": False, "how": "fields", "error": "unknown key(s) " + ", ".join(unknown)})
         continue
+    bad, schedule = schedule_error(config)
+    if bad:
+        out.append({"ok": False, "how": "schedule", "error": "num_speculative_tokens_per_batch_size: " + bad})
+        continue
     try:
         SpeculativeConfig(**config)
-        out.append({"ok": True, "how": "built", "error": ""})
+        out.append({"ok": True, "how": "built" + schedule, "error": ""})
         continue
     except Exception as exc:
         error = first_line(exc)
@@ -69,7 +89,7 @@ for item in items:
             from vllm.config import ModelConfig, ParallelConfig
             SpeculativeConfig(target_model_config=ModelConfig(model=target), target_parallel_config=ParallelConfig(),
                               **config)
-            out.append({"ok": True, "how": "built with the target", "error": ""})
+            out.append({"ok": True, "how": "built with the target" + schedule, "error": ""})
         except Exception as exc:
             out.append({"ok": False, "how": "built with the target", "error": first_line(exc)})
     else:
@@ -184,7 +204,10 @@ def validate_settings(entries: list[tuple[dict, str | None]], *, vllm_python: Pa
         version, results = check_vllm_configs(items, vllm_python)
         for (setting, _), result in zip(vllm_pairs, results):
             if result["ok"] is True:
-                setting.checked = f"built as SpeculativeConfig by vLLM {version} ({vllm_python.parent.parent.name})"
+                how = result["how"]
+                schedule = how[how.index(";"):] if ";" in how else ""  # what vLLM said about a per-batch schedule
+                setting.checked = (f"built as SpeculativeConfig by vLLM {version} ({vllm_python.parent.parent.name})"
+                                   f"{schedule}")
             elif result["ok"] is False:
                 setting.checked = f"rejected by vLLM {version}'s SpeculativeConfig"
                 setting.supported = False
@@ -213,9 +236,9 @@ def local_model_folder(spec: str) -> str | None:
 
 
 def default_vllm_python() -> Path:
-    """.venv-vllm's interpreter: $SPECBENCH_VLLM_VENV, else .venv-vllm at the repository root."""
-    venv = os.environ.get("SPECBENCH_VLLM_VENV") or str(Path(__file__).resolve().parents[2] / ".venv-vllm")
-    return Path(venv) / "bin" / "python"
+    """.venv-vllm's interpreter (`specbench.backends.vllm_env`: $SPECBENCH_VLLM_VENV, else .venv-vllm at the
+    repository root); it may not exist."""
+    return default_venv() / "bin" / "python"
 
 
 def check_engine_settings(entries: list[tuple[dict, str | None]]) -> None:

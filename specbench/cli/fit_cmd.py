@@ -77,7 +77,8 @@ def _print_tables(acceptance, positions, goodness, costs, by: list[str]) -> None
 
     if not goodness.empty:
         gtable = Table(title="Goodness of fit: observed vs predicted τ (tokens per target forward) per γ",
-                       caption="predicted over each round's own draft length; z = residual ÷ model standard error")
+                       caption="predicted over each round's own draft length; z = residual ÷ model standard error "
+                               "(- where the model has no variance: α̂ = 1 or 0)")
         for c in ["workload", *by, "drafter", "γ", "rounds", "τ observed", "τ predicted", "residual", "z"]:
             gtable.add_column(escape(c), overflow="fold")
         for _, r in goodness.iterrows():

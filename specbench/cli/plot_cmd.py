@@ -10,7 +10,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from specbench.analysis.intervals import N_BOOT
+from specbench.analysis.load_verdicts import settings_of
 from specbench.analysis.options import MAX_GAMMA
+from specbench.cli.engine_checks import check_engine_settings, local_model_folder
+from specbench.models.resolve import hub_ids
 from specbench.records.lock import check_writable_folder
 
 EPILOG = """Examples:
@@ -69,10 +72,18 @@ def plot_command(
         task = progress.add_task("loading results", total=len(FIGURES))
         report = build_report(results_dir, out_dir, formats=chosen, n_boot=n_boot, seed=seed, max_gamma=max_gamma,
                               objective=objective, status=lambda message: progress.update(task, description=message),
-                              on_figure=on_figure)
+                              on_figure=on_figure, hub_ids=hub_ids(), check_settings=check_report_settings)
     for note in report.data.notes:
         console.print(f"[dim]note: {escape(note)}[/dim]")
     typer.echo(f"report: {report.index}")
+
+
+def check_report_settings(data) -> None:
+    """The report's engine settings checked as `specbench recommend` checks them (`cli.engine_checks`)."""
+    target = local_model_folder(str(data.recommendations[0].keys["target"])) if data.recommendations else None
+    schedules = [({"vllm": s}, target) for s in (settings_of(data.load) if data.load else [])]
+    check_engine_settings([(rec.settings, local_model_folder(str(rec.keys["target"])))
+                           for rec in data.recommendations] + schedules)
 
 
 def register(app: typer.Typer) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from specbench.catalogue.drafters import TARGET_ONLY
 import json
 from pathlib import Path
 
@@ -12,10 +11,13 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from specbench.analysis.concurrency import for_scenario as concurrency_for_scenario
-from specbench.analysis.concurrency import has_concurrency
-from specbench.analysis.concurrency import summary as concurrency_summary
 from specbench.analysis.fit import load_results
+from specbench.analysis.load import axis_of, has_load_axis, normalised, serving_table
+from specbench.analysis.load_verdicts import for_scenario as load_for_scenario
+from specbench.analysis.load_verdicts import settings_of
+from specbench.analysis.load_verdicts import summary as load_summary
+from specbench.analysis.load import AXES as AXIS_LABELS
+from specbench.analysis.slo import Slo, make_slo, slo_answers
 from specbench.analysis.intervals import N_BOOT
 from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommend import MeasuredCosts, ProfiledCosts, recommend
@@ -25,13 +27,14 @@ from specbench.cli.engine_checks import check_engine_settings, local_model_folde
 from specbench.cli.fit_cmd import group_label, text_row
 from specbench.cli.online_view import print_online_verdict
 from specbench.cli.results_cmd import print_history
+from specbench.cli.load_view import print_load, print_slo
 from specbench.cli.render import console as wide_console
-from specbench.cli.render import fmt, milliseconds
+from specbench.cli.render import fmt
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models.resolve import hub_ids
 from specbench.records.adaptive_history import planned_looks, read_history
 from specbench.records.profile_file import load_profile
-from specbench.records.summary import PERCENTILES
+from specbench.records.jsonable import json_ready
 
 ENGINE_CHOICES = ("vllm", "sglang", "transformers", "all")
 
@@ -51,7 +54,8 @@ def _print_recommendation(rec, console) -> None:
         title += f" · baseline {rec.baseline_tokens_per_s:.1f} tok/s"
     if rec.per_batch is not None:
         title += f" · context {rec.per_batch.context}"
-    title += "".join(f" · {name} {k[name]}" for name in ("backend", "concurrency") if name in k)
+    title += "".join(f" · {name} {k[name]:g}" if isinstance(k[name], float) else f" · {name} {k[name]}"
+                     for name in ("backend", "concurrency", "request_rate") if name in k)
     style = "green" if rec.speculates else "yellow"
     console.print(Panel(Text(rec.verdict), title=escape(title), border_style=style))
     if rec.schedules is not None:
@@ -193,7 +197,14 @@ def recommend_command(
     results_dir: Path = typer.Argument(..., help="A results folder written by `specbench sweep`."),
     objective: str = typer.Option("throughput", "--objective",
                                   help="throughput: decode tokens/s; latency: mean time of one request of the "
-                                       "workload's max new tokens, prefill included."),
+                                       "workload's max new tokens, prefill included; slo: the highest load that "
+                                       "keeps a latency target (with --itl-p90 50ms or the like)."),
+    itl_p90: str = typer.Option(None, "--itl-p90", help="With --objective slo: the p90 inter-token latency to keep, "
+                                                        "e.g. 50ms."),
+    ttft_p90: str = typer.Option(None, "--ttft-p90", help="With --objective slo: the p90 time to first token to keep, "
+                                                          "e.g. 2s."),
+    slo: list[str] = typer.Option(None, "--slo", help="With --objective slo: METRIC-pNN=DURATION (metric ttft, itl "
+                                                      "or latency; p50, p90 or p99), e.g. itl-p99=80ms (repeatable)."),
     max_gamma: int = typer.Option(MAX_GAMMA, "--max-gamma", help="Largest γ the model predicts (measured or not)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
     engine: str = typer.Option("all", "--engine", help="Engine settings to export: vllm, sglang, transformers or all."),
@@ -232,42 +243,70 @@ def recommend_command(
     if engine not in ENGINE_CHOICES:
         raise SpecbenchError(f"unknown engine '{engine}'{did_you_mean(engine, list(ENGINE_CHOICES))} "
                              f"(choose from: {', '.join(ENGINE_CHOICES)})")
+    slos = _slos(itl_p90, ttft_p90, slo or [])
+    if objective == "slo" or slos:
+        if objective != "slo":
+            raise SpecbenchError("--itl-p90, --ttft-p90 and --slo set a latency target: they need --objective slo")
+        if not slos:
+            raise SpecbenchError("--objective slo needs a latency target, e.g. --itl-p90 50ms (or --ttft-p90, --slo)")
+        _slo_command(results_dir, slos, n_boot, seed, json_out)
+        return
     engines = ENGINE_CHOICES[:-1] if engine == "all" else (engine,)
     records = load_results(results_dir)
     costs = _cost_source(cost_profile, batch, context)
     history = read_history(results_dir)  # an adaptive sweep: judge its records the way it stopped on them
     plans = {name: LookPlan(looks) for name, looks in planned_looks(history).items()}
+    hubs = hub_ids()
     recs = recommend(records, costs, objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed,
-                     engines=engines, hub_ids=hub_ids(), plans=plans)
-    check_engine_settings([(rec.settings, local_model_folder(str(rec.keys["target"]))) for rec in recs])
-    concurrency = concurrency_summary(records) if has_concurrency(records) and isinstance(costs, MeasuredCosts) \
-        else None
+                     engines=engines, hub_ids=hubs, plans=plans)
+    load = (load_summary(records, recs, hub_ids=hubs, n_boot=n_boot, seed=seed)
+            if has_load_axis(records) and isinstance(costs, MeasuredCosts) else None)
+    target_folder = local_model_folder(str(recs[0].keys["target"])) if recs else None
+    check_engine_settings([(rec.settings, local_model_folder(str(rec.keys["target"]))) for rec in recs]
+                          + [({"vllm": s}, target_folder) for s in (settings_of(load) if load and "vllm" in engines
+                                                                    else [])])
     if json_out:
-        typer.echo(recommendations_json(recs, None if concurrency is None else
-                                        [concurrency_for_scenario(concurrency, rec.keys) for rec in recs],
+        typer.echo(recommendations_json(recs, None if load is None else
+                                        [load_for_scenario(load, rec.keys) for rec in recs],
                                         history))
         return
     console = wide_console()
     for rec in recs:
         _print_recommendation(rec, console)
-    if concurrency is not None:
-        print_concurrency(concurrency, console)
+    if load is not None:
+        print_load(load, console)
     print_history(history, console)
 
 
-def concurrency_latency_table(rows: list[dict]) -> Table:
-    """TTFT and ITL p50/p90/p99 (ms) of every configuration at every concurrency (`analysis.concurrency`)."""
-    table = Table(title="Latency per concurrency: p50/p90/p99 over requests (ITL: each request's mean gap "
-                        "between tokens)")
-    for c in ("workload", "backend", "concurrency", "configuration", "requests", "TTFT ms", "ITL ms"):
-        table.add_column(escape(c), overflow="fold")
-    for r in rows:
-        label = "target only" if r["drafter"] == TARGET_ONLY else f"{r['drafter_label']} γ={int(r['gamma'])}"
-        label += "" if r["tree"] == "chain" else f" tree {r['tree']}"
-        text_row(table, r["workload"], r["backend"], str(r["concurrency"]), label, str(r["requests"]),
-                 milliseconds([r[f"ttft_p{p}_s"] for p in PERCENTILES]),
-                 milliseconds([r[f"itl_p{p}_s"] for p in PERCENTILES]))
-    return table
+def _slos(itl_p90: str | None, ttft_p90: str | None, generic: list[str]) -> list[Slo]:
+    """The latency targets the flags set."""
+    out = []
+    if itl_p90 is not None:
+        out.append(make_slo("itl", 90, itl_p90))
+    if ttft_p90 is not None:
+        out.append(make_slo("ttft", 90, ttft_p90))
+    for item in generic:
+        name, _, duration = item.partition("=")
+        metric, _, percentile = name.strip().lower().partition("-p")
+        if not duration or not percentile.isdigit():
+            raise SpecbenchError(f"--slo takes METRIC-pNN=DURATION, e.g. itl-p99=80ms; got '{item}'")
+        out.append(make_slo(metric, int(percentile), duration))
+    return out
+
+
+def _slo_command(results_dir: Path, slos: list[Slo], n_boot: int, seed: int, json_out: bool) -> None:
+    """`recommend --objective slo`: per workload and target, how far each configuration keeps it."""
+    records = load_results(results_dir)
+    table = serving_table(records, n_boot=n_boot, seed=seed)
+    axis = axis_of(normalised(records))
+    answers = [a for s in slos for a in slo_answers(table, s, axis)]
+    if not answers:
+        raise SpecbenchError("no latency figures in these records (TTFT, ITL): the SLO objective needs live "
+                             "requests of a serving backend (or the own engine's)")
+    if json_out:
+        typer.echo(json.dumps(json_ready({"objective": "slo", "axis": axis, "answers": answers}), indent=2))
+        return
+    print_slo(answers, AXIS_LABELS[axis], wide_console())
 
 
 def _cost_source(folder: Path | None, batch: str | None, context: int | None):
@@ -281,32 +320,6 @@ def _cost_source(folder: Path | None, batch: str | None, context: int | None):
     profile = load_profile(folder)
     return ProfiledCosts(profile, batches=parse_int_list(batch, "--batch") if batch is not None else None,
                          context=context)
-
-
-def print_concurrency(summary: dict, console) -> None:
-    """Best γ per (workload, concurrency), where speculation stops paying, and vLLM's per-batch-size K."""
-    table = Table(title="Best measured configuration per concurrency (decode tokens/s vs the baseline at the same "
-                        "concurrency)")
-    for c in ("workload", "backend", "concurrency", "best", "γ", "speedup", "best measured"):
-        table.add_column(escape(c), overflow="fold")
-    for r in summary["levels"]:
-        text_row(table, r["workload"], r["backend"], str(r["concurrency"]), r["best"], str(r["gamma"]),
-                 f"{r['speedup']:.2f}×", r["best_measured"])
-    console.print(table)
-    if summary.get("latency"):
-        console.print(concurrency_latency_table(summary["latency"]))
-    for s in summary["stops"]:
-        where = (f"stops paying from concurrency {s['stops_at']}" if s["stops_at"] is not None
-                 else "pays at every concurrency measured (or never)")
-        console.print(Text(f"{s['workload']} ({s['backend']}): speculation {where}"))
-    for s in summary["schedules"]:
-        body = f"γ per concurrency {dict(zip(s['levels'], s['gammas']))}\nnum_speculative_tokens_per_batch_size: " \
-               f"{s['ranges']}"
-        if s.get("vllm_config"):
-            body += f"\nspeculative_config: {json.dumps(s['vllm_config'])}"
-        body += f"\n\nnote: {s['note']}"
-        console.print(Panel(Text(body), title=escape(f"{s['workload']} · {s['drafter_label']} · vLLM per batch size"),
-                            border_style="cyan"))
 
 
 def register(app: typer.Typer) -> None:

@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from specbench.analysis.load import CLOSED_LOOP, LOAD_KEYS, load_keys
 from specbench.analysis.predicted_speedup import predicted_by_scenario
 from specbench.analysis.stopping_report import summary_lines
 from specbench.cli.adaptive_view import history_table
@@ -58,7 +59,7 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
     if records.empty:
         raise SpecbenchError(f"{folder} has no records yet")
     records, table = summary_table(records)
-    levels = "concurrency" in table
+    levels = [k for k in LOAD_KEYS if k in table]
     if csv is not None:
         table.to_csv(csv, index=False)
     replayed = (records["mode"] == "replay").any()  # a mode column only where replayed rows exist
@@ -75,12 +76,14 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
     sweep_spec = info["sweep"] if isinstance(info.get("sweep"), dict) else {}
     out.print(f"[bold]{sweep_spec.get('name', folder)}[/bold] · target {sweep_spec.get('target', '?')} · "
               f"{info.get('device_name')} · {info.get('dtype')} · {len(records)} records")
-    columns = ["γ"] + (["T"] if several_t else []) + (["in flight"] if levels else []) + (
-        ["mode"] if replayed else []) + ["prompts", "α", "τ", "tokens/s", "speedup", "greedy identical", "disturbed"]
+    load_columns = {"concurrency": "in flight", "request_rate": "req/s"}
+    columns = ["γ"] + (["T"] if several_t else []) + [load_columns[k] for k in levels] + (
+        ["mode"] if replayed else []) + ["prompts", "α", "τ"] + (["vLLM MAL"] if served(records) else []) + [
+        "tokens/s", "speedup", "greedy identical", "disturbed"]
     if served(records):
         columns += ["TTFT ms p50/p90/p99", "ITL ms p50/p90/p99"]
-    keys = {"γ": "gamma", "T": "temperature", "in flight": "concurrency", "mode": "mode", "prompts": "prompts",
-            "α": "alpha", "τ": "tau",
+    keys = {"γ": "gamma", "T": "temperature", "in flight": "concurrency", "req/s": "request_rate", "mode": "mode",
+            "prompts": "prompts", "α": "alpha", "τ": "tau", "vLLM MAL": "mean_acceptance_length",
             "tokens/s": "tokens_per_s", "speedup": "speedup", "greedy identical": "greedy_identical",
             "disturbed": "disturbed_units", "TTFT ms p50/p90/p99": None, "ITL ms p50/p90/p99": None}
     for workload in sorted({r["workload"] for r in rows}):
@@ -91,7 +94,7 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
                 v = r[keys[col]] if keys[col] else None
                 if col in ("α",):
                     cells.append(fmt(v))
-                elif col == "τ":
+                elif col in ("τ", "vLLM MAL"):
                     cells.append(fmt(v, 2))
                 elif col == "tokens/s":
                     cells.append(fmt(v, 1))
@@ -100,8 +103,8 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
                                                                                        else ""))
                 elif col == "greedy identical":
                     cells.append("-" if v is None else f"{v:.0%}")
-                elif col in ("T", "in flight"):
-                    cells.append(f"{v:g}")
+                elif col in ("T", "in flight", "req/s"):
+                    cells.append("closed" if col == "req/s" and v == CLOSED_LOOP else f"{v:g}")
                 elif col in LATENCY_CELLS:
                     cells.append(milliseconds([r[f"{LATENCY_CELLS[col]}_p{p}_s"] for p in PERCENTILES]))
                 else:
@@ -131,12 +134,14 @@ def print_history(history: dict | None, out) -> None:
 
 
 def summary_table(records):
-    """(records, table): one row per configuration × workload (× concurrency where a folder holds several
-    levels), with the greedy-identity share and, for replayed rows, the predicted speedup."""
-    levels = "concurrency" in records and records["concurrency"].fillna(1).nunique() > 1  # serving backends
-    if levels:
+    """(records, table): one row per configuration × workload (× load level — concurrency, request rate — where a
+    folder holds several), with the greedy-identity share and, for replayed rows, the predicted speedup."""
+    levels = load_keys(records)  # serving backends
+    if "concurrency" in levels:
         records = records.assign(concurrency=records["concurrency"].fillna(1).astype(int))
-    table = configuration_table(records, by=["concurrency"] if levels else None)
+    if "request_rate" in levels:
+        records = records.assign(request_rate=records["request_rate"].astype(float).fillna(CLOSED_LOOP))
+    table = configuration_table(records, by=levels or None)
     check = lossless_check(records)
     table = table.merge(check, how="left", on=[c for c in check.columns if c in table.columns and c != "identical"])
     return records, with_predicted_speedups(records, table)
@@ -175,13 +180,13 @@ def served(records) -> bool:
 def show_rows(records, table) -> list[dict]:
     """The rows `results show` prints, as plain dicts (the --json output): one per configuration × workload."""
     disturbed = {}
+    levels = [k for k in LOAD_KEYS if k in table]
+    keys = ["workload", "drafter_label", "tree", "gamma", "temperature", "mode"] + levels
     if "timing_ok" in records:
         bad = records[~records["timing_ok"].fillna(True).astype(bool)]
-        keys = ["workload", "drafter_label", "tree", "gamma", "temperature", "mode"]
         disturbed = bad.groupby(keys).size().to_dict() if len(bad) else {}
     rows = []
-    levels = "concurrency" in table
-    order = ["workload", "temperature", "drafter_label", "tree", "gamma", "mode"] + (["concurrency"] if levels else [])
+    order = ["workload", "temperature", "drafter_label", "tree", "gamma", "mode"] + levels
     for r in table.sort_values(order).itertuples():
         is_replay = r.mode == "replay"
         label = "target only" if r.drafter == TARGET_ONLY else r.drafter_label
@@ -189,12 +194,13 @@ def show_rows(records, table) -> list[dict]:
         identical = None if r.temperature > 0 or r.gamma == 0 or is_replay else float(r.identical)
         rows.append({"workload": r.workload, "configuration": label, "gamma": int(r.gamma),
                      "temperature": float(r.temperature), "mode": r.mode, "prompts": int(r.n_prompts),
-                     "alpha": float(r.alpha), "tau": float(r.tau), "tokens_per_s": float(r.tokens_per_s),
+                     "alpha": float(r.alpha), "tau": float(r.tau),
+                     "mean_acceptance_length": float(r.mean_acceptance_length), "tokens_per_s": float(r.tokens_per_s),
                      "speedup": float(r.speedup), **_interval(r), "greedy_identical": identical,
-                     "disturbed_units": int(disturbed.get((r.workload, r.drafter_label, r.tree, r.gamma,
-                                                           r.temperature, r.mode), 0)),
+                     "disturbed_units": int(disturbed.get(tuple(getattr(r, k) for k in keys), 0)),
                      **{c: float(getattr(r, c)) for c in LATENCY_COLUMNS},
-                     **({"concurrency": int(r.concurrency)} if levels else {})})
+                     **({"concurrency": int(r.concurrency)} if "concurrency" in levels else {}),
+                     **({"request_rate": float(r.request_rate)} if "request_rate" in levels else {})})
     return rows
 
 

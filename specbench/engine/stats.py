@@ -65,6 +65,10 @@ class GenerationResult:
     # Serving-engine backends measure these per request; None: derive from prefill_s / decode_s.
     ttft_s: float | None = None  # time to first token, s
     itl_s: float | None = None  # mean inter-token latency over the request, s
+    # Serving-engine backends, per request of a batch: seconds after the batch began when the request arrived
+    # (open loop: its scheduled arrival; closed loop: when it was sent) and when its last token arrived.
+    arrival_s: float | None = None
+    finish_s: float | None = None
     # MoE target: {"experts": E, "top_k": k, "expert_bytes": one expert's bytes, "step_bytes": weight bytes of
     # one target-only forward as computed here (each MLP once)}
     moe: dict | None = None

@@ -18,8 +18,7 @@ into a note.
 
 from __future__ import annotations
 
-import math
-import textwrap
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -46,11 +45,25 @@ from specbench.analysis.fit import (
     tau_intervals,
 )
 from specbench.analysis.intervals import LEVEL, N_BOOT
+from specbench.analysis.load import LOAD_KEYS, has_load_axis, load_keys, normalised
+from specbench.analysis.load_verdicts import summary as load_summary
 from specbench.analysis.moe_cost import expert_aware_table, is_moe
 from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommend import OBJECTIVES, recommend
 from specbench.analysis.strategies import strategy_table
 from specbench.errors import SpecbenchError
+from specbench.figures.drawing import (
+    dodge,
+    scenario_title,
+    select,
+    legend_below,
+    measured_points,
+    model_band,
+    new_panels,
+    panel_title,
+    series_handle,
+)
+from specbench.figures.load_figures import figure_latency_vs_load, figure_speedup_vs_load
 from specbench.figures.palette import BASELINE_LABEL, CHAIN, Palette
 from specbench.figures.online import figure_online, has_online_records
 from specbench.figures.schedules import figure_schedules, schedule_panels
@@ -58,14 +71,13 @@ from specbench.figures.skipped import FigureSkipped  # re-exported: the figures'
 from specbench.analysis.sequential import LookPlan
 from specbench.records.adaptive_history import planned_looks, read_history
 from specbench.records.store import load_run_info
+from specbench.records.timing import has_round_timings
 from specbench.records.summary import (BASELINE_KEYS, configuration_table, fixed_schedule, is_baseline, lossless_check,
                                        prefer_live)
 
 FORMATS = ("png", "svg", "pdf")
 DEFAULT_FORMATS = ("png", "svg")
 DPI = 150
-MIN_WIDTH = 8.0  # inches: room for the legend below a single panel
-TITLE_WIDTH = 50  # characters per line of a panel title
 SCENARIO_KEYS = BASELINE_KEYS  # target, temperature, top_p, top_k, workload
 SERIES_KEYS = ["drafter_label", "tree"]
 STYLE = {
@@ -105,6 +117,7 @@ class PlotData:
     notes: list[str] = field(default_factory=list)
     context_bins: pd.DataFrame = field(default_factory=pd.DataFrame)  # context_bins.fit_by_context_bin
     history: dict | None = None  # an adaptive sweep's stopping history (records.adaptive_history)
+    load: dict | None = None  # a serving sweep with a load axis: analysis.load_verdicts.summary (None: one load)
 
 
 def default_max_gamma(records: pd.DataFrame) -> int:
@@ -120,8 +133,9 @@ def category_workloads(spec: pd.DataFrame) -> list[str]:
 
 
 def load_plot_data(folder: str | Path, *, n_boot: int = N_BOOT, seed: int = 0, max_gamma: int | None = None,
-                   objective: str = "throughput") -> PlotData:
-    """Load a results folder and compute every table the figures use.
+                   objective: str = "throughput", hub_ids: Mapping[str, str] | None = None) -> PlotData:
+    """Load a results folder and compute every table the figures use (``hub_ids``: model spec → Hugging Face
+    id, how the engine settings name models).
 
     Raises `SpecbenchError` for a missing folder, a folder without run.json or without records.
     Missing parts (no speculative records, no baseline) leave empty tables and a note: the
@@ -151,12 +165,16 @@ def load_plot_data(folder: str | Path, *, n_boot: int = N_BOOT, seed: int = 0, m
     plans = {name: LookPlan(looks) for name, looks in planned_looks(history).items()}
     try:
         recommendations = recommend(records, objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed,
-                                    plans=plans)
+                                    plans=plans, hub_ids=hub_ids)
     except SpecbenchError as exc:
         recommendations = []
         notes.append(f"no recommendation: {exc}")
-    live = records[records["mode"] == "live"]
-    return PlotData(folder=folder, run_info=run_info, records=records, configs=configuration_table(live),
+    levels = load_keys(records)  # timings per load level, never pooled across levels (acceptance is pooled)
+    live = normalised(records) if levels else records[records["mode"] == "live"]
+    load = (load_summary(records, recommendations, hub_ids=hub_ids, n_boot=n_boot, seed=seed)
+            if has_load_axis(records) else None)
+    return PlotData(folder=folder, run_info=run_info, records=records,
+                    configs=configuration_table(live, by=levels or None), load=load,
                     taus=tau_intervals(prefer_live(records), n_boot=n_boot, seed=seed), fits=fits,
                     positions=positions,
                     goodness=goodness, category_fits=category_fits, costs=fit_group_costs(records),
@@ -169,32 +187,14 @@ def load_plot_data(folder: str | Path, *, n_boot: int = N_BOOT, seed: int = 0, m
 # ----------------------------------------------------------------------------- scenarios and series
 
 def scenarios(frame: pd.DataFrame) -> list[dict]:
-    """The distinct (target, temperature, top_p, top_k, workload) of a frame, sorted."""
+    """The distinct (target, temperature, top_p, top_k, workload) of a frame — and load level (concurrency,
+    request rate) where the frame has that column: figures over γ draw one panel per load, never pooled —
+    sorted."""
     if frame.empty or not set(SCENARIO_KEYS) <= set(frame.columns):
         return []
-    unique = frame[SCENARIO_KEYS].drop_duplicates().sort_values(["workload", "target", "temperature"])
-    return [dict(zip(SCENARIO_KEYS, row)) for row in unique.itertuples(index=False)]
-
-
-def select(frame: pd.DataFrame, keys: dict) -> pd.DataFrame:
-    """Rows of ``frame`` matching every key in ``keys`` (keys the frame lacks are ignored)."""
-    if frame.empty:
-        return frame
-    mask = np.ones(len(frame), dtype=bool)
-    for key, value in keys.items():
-        if key in frame.columns:
-            mask &= (frame[key] == value).to_numpy()
-    return frame[mask]
-
-
-def scenario_title(scenario: dict, everything: list[dict]) -> str:
-    """The workload, plus the target and sampling where the folder holds several."""
-    parts = [str(scenario["workload"])]
-    if len({s["target"] for s in everything}) > 1:
-        parts.append(str(scenario["target"]))
-    if len({(s["temperature"], s["top_p"], s["top_k"]) for s in everything}) > 1:
-        parts.append(f"T={scenario['temperature']:g}")
-    return " · ".join(parts)
+    keys = SCENARIO_KEYS + [k for k in LOAD_KEYS if k in frame.columns]
+    unique = frame[keys].drop_duplicates().sort_values(["workload", "target", "temperature"] + keys[5:])
+    return [dict(zip(keys, row)) for row in unique.itertuples(index=False)]
 
 
 def series_name(label: str, tree: str) -> str:
@@ -222,64 +222,6 @@ def find_recommendation(data: PlotData, scenario: dict):
 
 
 # ----------------------------------------------------------------------------- drawing helpers
-
-def new_panels(n: int, *, ncols: int = 3, size: tuple[float, float] = (5.2, 3.8), nrows_per: int = 1,
-               sharex: bool = False):
-    """A constrained-layout Figure with ``n`` panels (× ``nrows_per`` rows each); returns (fig, axes[row][i])."""
-    ncols = max(1, min(n, ncols))
-    blocks = math.ceil(n / ncols)
-    width = max(MIN_WIDTH, size[0] * ncols)
-    fig = Figure(figsize=(width, size[1] * blocks * nrows_per + 1.0), layout="constrained")
-    grid = fig.subplots(blocks * nrows_per, ncols, squeeze=False, sharex="col" if sharex else False)
-    rows = [[grid[(i // ncols) * nrows_per + r, i % ncols] for i in range(n)] for r in range(nrows_per)]
-    used = {id(ax) for row in rows for ax in row}
-    for ax in grid.ravel():
-        if id(ax) not in used:
-            ax.set_visible(False)
-    return fig, rows
-
-
-def dodge(index: int, count: int, width: float = 0.2) -> float:
-    """Horizontal offset of series ``index`` of ``count`` so error bars at one x do not overlap."""
-    return 0.0 if count < 2 else (index / (count - 1) - 0.5) * width
-
-
-def measured_points(ax, x, y, lo=None, hi=None, *, style: dict, offset: float = 0.0, connect: bool = True) -> None:
-    """Measured values with error bars [lo, hi] (none when lo/hi are absent), joined by a line."""
-    x, y = np.asarray(x, dtype=float) + offset, np.asarray(y, dtype=float)
-    yerr = None
-    if lo is not None and hi is not None:
-        below = np.clip(np.nan_to_num(y - np.asarray(lo, dtype=float)), 0, None)
-        above = np.clip(np.nan_to_num(np.asarray(hi, dtype=float) - y), 0, None)
-        yerr = np.vstack([below, above])
-    kwargs = dict(style, linestyle=style["linestyle"] if connect else "none")
-    ax.errorbar(x, y, yerr=yerr, capsize=3, linewidth=1.8, markersize=6, elinewidth=1.2, zorder=3, **kwargs)
-
-
-def model_band(ax, x, y, lo=None, hi=None, *, colour: str, linestyle="--", linewidth: float = 1.4) -> None:
-    """A model curve with its confidence band (a light fill between lo and hi)."""
-    ax.plot(x, y, color=colour, linestyle=linestyle, linewidth=linewidth, zorder=2)
-    if lo is not None and hi is not None:
-        ax.fill_between(x, lo, hi, color=colour, alpha=0.13, linewidth=0, zorder=1)
-
-
-def series_handle(name: str, style: dict) -> Line2D:
-    return Line2D([], [], label=name, linewidth=1.8, markersize=6, **style)
-
-
-def legend_below(fig: Figure, handles: dict[str, object], *, ncols: int = 3) -> None:
-    """One legend for the whole figure, outside the panels below them (it never covers data);
-    as many columns as the figure's width holds (about 4 inches per entry)."""
-    if handles:
-        fits = max(1, int(fig.get_figwidth() // 4.0))
-        fig.legend(list(handles.values()), list(handles.keys()), loc="outside lower center",
-                   ncols=min(ncols, fits, len(handles)), frameon=False)
-
-
-def panel_title(ax, *lines: str, **kwargs) -> None:
-    """A panel title, each line wrapped to `TITLE_WIDTH` characters."""
-    ax.set_title("\n".join(textwrap.fill(line, TITLE_WIDTH) for line in lines if line), **kwargs)
-
 
 def gamma_axis(ax, top: int, *, label: bool = True) -> None:
     """Integer γ ticks from 0 to ``top``."""
@@ -674,7 +616,14 @@ def figure_time_split(data: PlotData) -> Figure:
     timed = data.configs[np.isfinite(data.configs["tokens_per_s"])] if len(data.configs) else data.configs
     if timed.empty:
         raise FigureSkipped("no live timings in the records")
-    split = round_split(timed)
+    # a serving engine reports no draft / verify split (NaN): such rows are not drawn, never as all "overhead"
+    split_known = timed["draft_share"].notna() & timed["verify_share"].notna()
+    speculative = timed["gamma"] > 0
+    if not (split_known & speculative).any():
+        raise FigureSkipped(f"no per-round draft and verify times: {not_measured_by(data)} does not report them "
+                            "(docs/backends.md); the split is never invented")
+    left_out = timed[~split_known]
+    split = round_split(timed[split_known])
     panels = scenarios(split)
     largest = split.groupby(SCENARIO_KEYS).size().max()
     fig, (axes,) = new_panels(len(panels), ncols=2, size=(6.0, 0.42 * largest + 1.4))
@@ -703,8 +652,17 @@ def figure_time_split(data: PlotData) -> Figure:
             handles[f"{label} (tick colour)"] = Line2D([], [], marker="s", markersize=9, linestyle="none",
                                                        color=data.palette.colour(label))
     fig.suptitle("Where a round's time goes: drafting, verification, overhead")
+    if len(left_out):
+        fig.text(0.5, 0.0, f"not drawn: {len(left_out)} configuration(s) whose backend reports no per-round "
+                           "draft/verify times", ha="center", va="top", fontsize=9, color="0.35")
     legend_below(fig, handles)
     return fig
+
+
+def not_measured_by(data: PlotData) -> str:
+    """The backends of the records, for a caption: 'backend vllm'."""
+    backends = sorted(data.records["backend"].fillna("own").unique()) if "backend" in data.records else ["own"]
+    return "backend " + ", ".join(map(str, backends))
 
 
 # ----------------------------------------------------------------------------- predicted-speedup heat map
@@ -756,6 +714,10 @@ def figure_heatmap(data: PlotData) -> Figure:
     """Predicted speedup over (γ, α) from each drafter's measured costs; measured configurations on top."""
     panels = heatmap_panels(data)
     if not panels:
+        live = data.records[data.records["mode"] == "live"]
+        if len(live) and not has_round_timings(live[live["gamma"] > 0]):
+            raise FigureSkipped(f"no cost model to map: {not_measured_by(data)} reports no per-round draft and "
+                                "verify times, and a cost (c, verify time) is never invented")
         raise FigureSkipped("no chain drafter with live timings and a target-only baseline: no cost model to map")
     gammas = np.arange(1, data.max_gamma + 1)
     alphas = (ALPHA_EDGES[:-1] + ALPHA_EDGES[1:]) / 2
@@ -920,9 +882,29 @@ STRATEGY_FIGURES: tuple[tuple[FigureSpec, Callable[[PlotData], bool]], ...] = (
 )
 
 
+# Figures against load: drawn only when the sweep varied the load (a serving backend's concurrency or request rate).
+LOAD_FIGURES: tuple[tuple[FigureSpec, Callable[[PlotData], bool]], ...] = (
+    (FigureSpec("speedup_vs_load", "Speedup against load",
+                "Top: per-request decode tokens/s of each configuration over the target-only run at the same load "
+                "(what one user feels); bottom: the system's output tokens/s over the target-only system's (what the "
+                "engine delivers; Σ output tokens ÷ the batch's wall time). Error bars: 95% intervals over prompts. "
+                "▼ on the 1× line: where a configuration's speedup crosses 1 (log–log interpolation between measured "
+                "loads); shaded: the load range where the first configuration's interval includes 1. Left of it "
+                "speculation pays, right of it it does not.", figure_speedup_vs_load),
+     lambda data: data.load is not None),
+    (FigureSpec("latency_vs_load", "Latency against load",
+                "Time to first token (top) and inter-token latency (bottom; each request's mean gap between tokens) "
+                "against load, for the target-only run and the three configurations fastest at the lowest load: p90 "
+                "with its 95% prompt-bootstrap interval (solid), p50 (dotted), p99 (dashed). Speculation can lower "
+                "ITL and still raise TTFT; `recommend --objective slo --itl-p90 50ms` reads the highest load that "
+                "keeps a target.", figure_latency_vs_load),
+     lambda data: data.load is not None),
+)
+
+
 def figures_for(data: PlotData) -> tuple[FigureSpec, ...]:
     """The report's figures for ``data``: every one of `FIGURES`, then the strategy figures its sweep calls for."""
-    return FIGURES + tuple(spec for spec, applies in STRATEGY_FIGURES if applies(data))
+    return FIGURES + tuple(spec for spec, applies in LOAD_FIGURES + STRATEGY_FIGURES if applies(data))
 
 
 @dataclass

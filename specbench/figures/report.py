@@ -14,6 +14,7 @@ import datetime as dt
 import html
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -21,6 +22,7 @@ from typing import Callable
 import pandas as pd
 
 from specbench.analysis.intervals import N_BOOT
+from specbench.analysis.load import load_label
 from specbench.analysis.stopping_report import summary_lines
 from specbench.analysis.online import WINDOW, per_prompt, recovery_table, window_table
 from specbench.analysis.strategies import strategy_table
@@ -133,6 +135,12 @@ def row_series(row) -> str:
     return name if not isinstance(schedule, str) or schedule == "fixed" else f"{name} · schedule {schedule}"
 
 
+def scenario_name(keys: dict) -> str:
+    """The workload, and the load level when the scenario has one (a serving sweep's concurrency or rate)."""
+    load = [load_label(k, keys[k]) for k in ("concurrency", "request_rate") if k in keys]
+    return " · ".join([str(keys["workload"]), *load])
+
+
 def recommendation_section(data: PlotData) -> Html:
     if not data.recommendations:
         return section("recommendation", "Recommendation",
@@ -143,7 +151,7 @@ def recommendation_section(data: PlotData) -> Html:
         best = rec.measured.best
         shown = choice or best
         rows.append([
-            k["workload"], k["target"], num(k["temperature"], 2),
+            scenario_name(k), k["target"], num(k["temperature"], 2),
             Html(f'<span class="verdict-{"yes" if choice else "no"}">'
                  f'{esc(choice.describe() if choice else "no speculation")}</span>'),
             interval(shown.speedup, shown.lo, shown.hi, 2, "×") if shown else "–",
@@ -152,7 +160,7 @@ def recommendation_section(data: PlotData) -> Html:
         ])
     headers = ["workload", "target", "T", "recommended", "speedup [95% CI] (best measured)", "γ interval",
                "baseline tokens/s", "prompts"]
-    verdicts = [f"{rec.keys['workload']}: {rec.verdict}" for rec in data.recommendations]
+    verdicts = [f"{scenario_name(rec.keys)}: {rec.verdict}" for rec in data.recommendations]
     verdicts += [f"{rec.keys['workload']}: {rec.schedules['text']}" for rec in data.recommendations
                  if getattr(rec, "schedules", None) is not None]
     notes = sorted({n for rec in data.recommendations for n in rec.notes} | set(data.notes))
@@ -190,16 +198,61 @@ def settings_section(data: PlotData) -> Html:
     for rec in data.recommendations:
         if rec.final is None:
             continue
-        parts.append(Html(f"<h3>{esc(rec.keys['workload'])}: {esc(rec.final.describe())}</h3>"))
+        parts.append(Html(f"<h3>{esc(scenario_name(rec.keys))}: {esc(rec.final.describe())}</h3>"))
         for engine, setting in rec.settings.items():
             title = ENGINE_NAMES.get(engine, engine) + ("" if setting.supported else " (not fully expressible)")
             parts.append(Html(f"<h4>{esc(title)}</h4>"))
             parts.append(pre(setting.snippet) if setting.snippet else paragraph("no setting for this engine"))
-            parts.append(bullet_list(setting.notes))
+            parts.append(bullet_list(setting.notes + [f"checked: {setting.checked}"]))
     if not parts:
         parts = [paragraph("No configuration is recommended, so there is nothing to paste: serve the target "
                            "model without speculation.")]
     return section("settings", "Engine settings to paste", *parts)
+
+
+def load_section(data: PlotData) -> Html:
+    """A serving sweep's load axis: the crossover per workload, the verdict at every load, the per-load table
+    and vLLM's per-batch-size schedules (`specbench.analysis.load_verdicts`); nothing for one load level."""
+    load = data.load
+    if not load:
+        return Html("")
+    axis = load["axis"]
+    lines = [f"{r['workload']}: {r['text']}" for r in load["lines"]]
+    verdicts = [[r["workload"], load_label(axis, r["load"]), r["short"], "yes" if r["confident"] else "no"]
+                for r in load["verdicts"]]
+    rows = []
+    for r in load["table"]:
+        name = "target only" if r["gamma"] == 0 else f"{r['drafter_label']} γ={r['gamma']}"
+        rows.append([r["workload"], load_label(axis, r[axis]), name, r["requests"], num(r["tokens_per_s"], 1),
+                     interval(r.get("speedup"), r.get("speedup_lo"), r.get("speedup_hi"), 2, "×")
+                     if r["gamma"] else "–", num(r["system_tokens_per_s"], 1),
+                     interval(r.get("system_speedup"), r.get("system_speedup_lo"), r.get("system_speedup_hi"), 2, "×")
+                     if r["gamma"] else "–"]
+                    + ["/".join(num(r.get(f"{m}_p{p}_s") * 1e3 if r.get(f"{m}_p{p}_s") is not None else None, 0)
+                                for p in (50, 90, 99)) for m in ("ttft", "itl", "latency")]
+                    + [" / ".join(num(r.get(f"{m}_p90_speedup"), 2, "×") for m in ("ttft", "itl", "latency"))
+                       if r["gamma"] else "–"])
+    parts = [paragraph(f"Load axis: {load['axis_label']}. Every speedup is against the target-only run at the same "
+                       "load, on the same prompts; intervals 95 % (docs/results-schema.md, 'Load').", "note"),
+             bullet_list(lines, ""),
+             Html("<h3>The verdict at each load</h3>"),
+             table(["workload", "load", "verdict", "confident"], verdicts),
+             Html("<h3>Per load and configuration</h3>"),
+             table(["workload", "load", "configuration", "requests", "per-request tok/s", "speedup [95% CI]",
+                    "system tok/s", "system speedup [95% CI]", "TTFT ms p50/p90/p99", "ITL ms p50/p90/p99",
+                    "latency ms p50/p90/p99", "p90 speedup TTFT / ITL / latency"], rows, {3, 4, 6})]
+    for s in load["schedules"]:
+        setting = s["setting"]
+        levels = [f"concurrency {e['concurrency']}: " + (f"K = {e['K']} — {e['why']}" if e["K"] is not None
+                                                         else f"absent — {e['why']}") for e in s["levels"]]
+        parts += [Html(f"<h3>vLLM γ per batch size: {esc(s['workload'])} · {esc(s['drafter_label'])}</h3>"),
+                  bullet_list(levels, ""), pre(setting.snippet),
+                  bullet_list(setting.notes + [f"checked: {setting.checked}"])]
+    if axis == "concurrency" and not load["schedules"]:
+        parts.append(paragraph("vLLM per batch size: no schedule — no load has a confident yes on undisturbed timing.",
+                               "note"))
+    parts.append(bullet_list(load.get("notes", [])))
+    return section("load", "Speculation against load", *parts)
 
 
 def image_for(files: dict[str, Path]) -> Path | None:
@@ -421,16 +474,18 @@ def spec_section(data: PlotData) -> Html:
     return section("spec", "Sweep spec", body)
 
 
-NAV = (("recommendation", "Recommendation"), ("stopping", "Stopping history"), ("settings", "Engine settings"), ("figures", "Figures"),
+NAV = (("recommendation", "Recommendation"), ("stopping", "Stopping history"), ("settings", "Engine settings"),
+       ("load", "Load"), ("figures", "Figures"),
        ("acceptance", "Acceptance"), ("costs", "Costs"), ("lossless", "Lossless check"),
        ("environment", "Environment"), ("spec", "Sweep spec"))
 
 
 def render_html(data: PlotData, figures: list[RenderedFigure], out_dir: Path, generated: str) -> str:
     """The whole page as a string."""
-    nav = Html("<nav>" + "".join(f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t in NAV) + "</nav>")
+    nav = Html("<nav>" + "".join(f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t in NAV
+                                 if a != "load" or data.load) + "</nav>")
     body = [header(data, generated), nav, recommendation_section(data), stopping_section(data), settings_section(data),
-            figures_section(figures, out_dir), acceptance_section(data), costs_section(data),
+            load_section(data), figures_section(figures, out_dir), acceptance_section(data), costs_section(data),
             strategies_section(data), online_section(data), lossless_section(data),
             environment_section(data), spec_section(data)]
     title = esc(f"specbench report — {data.folder.name}")
@@ -472,14 +527,21 @@ def write_report(data: PlotData, figures: list[RenderedFigure], out_dir: str | P
 def build_report(folder: str | Path, out_dir: str | Path, *, formats=DEFAULT_FORMATS, n_boot: int = N_BOOT,
                  seed: int = 0, max_gamma: int | None = None, objective: str = "throughput",
                  status: Callable[[str], None] | None = None,
-                 on_figure: Callable[[RenderedFigure], None] | None = None) -> Report:
+                 on_figure: Callable[[RenderedFigure], None] | None = None,
+                 hub_ids: Mapping[str, str] | None = None,
+                 check_settings: Callable[[PlotData], None] | None = None) -> Report:
     """Results folder → figures + index.html in ``out_dir``.
 
-    ``status`` hears what is being done; ``on_figure`` each figure as it is rendered or skipped.
+    ``status`` hears what is being done; ``on_figure`` each figure as it is rendered or skipped; ``hub_ids``
+    names models in the engine settings; ``check_settings`` checks them with the engines (marks ``checked``).
     """
     status = status or (lambda message: None)
     status("fitting acceptance and costs")
-    data = load_plot_data(folder, n_boot=n_boot, seed=seed, max_gamma=max_gamma, objective=objective)
+    data = load_plot_data(folder, n_boot=n_boot, seed=seed, max_gamma=max_gamma, objective=objective,
+                          hub_ids=hub_ids)
+    if check_settings is not None:
+        status("checking the engine settings")
+        check_settings(data)
     out = prepare_out_dir(out_dir)
     figures = []
     for spec in figures_for(data):

@@ -1,4 +1,4 @@
-"""Serving-engine sweeps: units run a (configuration, concurrency) group at a time.
+"""Serving-engine sweeps: units run a (configuration, load) group at a time.
 
 The own engine measures one request at a time, prompt by prompt (`specbench.measure.runner`).
 A serving engine (``backend: vllm``, ...) is started once per speculative configuration and
@@ -7,7 +7,9 @@ concurrency and turn goes to `Backend.generate_batch` together, which keeps ``co
 requests in flight. Groups run configuration by configuration (baselines first: turn 2 of a
 conversation continues the baseline's turn-1 answer), so an engine starts once per
 configuration. Each unit's record is written as soon as its group returns: a worker that dies
-mid-sweep loses only the group in flight, and a rerun resumes with the groups not yet done.
+mid-sweep loses only the group in flight, and a rerun resumes with the groups not yet done. A
+group's load is its concurrency, or its request rate (open loop); one group is one batch
+(`specbench.measure.batches`: arrivals, the engine's start, the machine state, the batch's columns).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from specbench.backends.base import Request
+from specbench.measure.batches import batch_requests, run_batch
 from specbench.measure.spec import RunConfig, SweepSpec
 from specbench.measure.units import Unit, make_record
 from specbench.records.store import atomic_write_json
@@ -29,6 +31,7 @@ class Group:
     concurrency: int
     turn: int
     units: list[Unit]
+    request_rate: float | None = None  # open loop: requests per second (None: closed loop)
 
 
 def uses_groups(spec: SweepSpec) -> bool:
@@ -37,20 +40,23 @@ def uses_groups(spec: SweepSpec) -> bool:
 
 
 def group_units(units: list[Unit]) -> list[Group]:
-    """Live units grouped by (configuration, concurrency, turn), in the order they should run:
-    baselines first, then configurations in grid order; within one, concurrency then turn."""
+    """Live units grouped by (configuration, load, workload, turn), in the order they should run: baselines
+    first, then configurations in grid order; within one, load, then workload, then turn. One workload per
+    group, so that a batch's wall time (system throughput) belongs to one workload."""
     groups: dict[tuple, Group] = {}
     first_seen: dict[RunConfig, int] = {}
+    workloads: dict[str, int] = {}
     for unit in units:
         if unit.mode != "live":
             continue
         first_seen.setdefault(unit.config, len(first_seen))
-        key = (unit.config, unit.concurrency, unit.turn)
+        workloads.setdefault(unit.workload.name, len(workloads))
+        key = (unit.config, unit.concurrency, unit.request_rate, unit.workload.name, unit.turn)
         if key not in groups:
-            groups[key] = Group(unit.config, unit.concurrency, unit.turn, [])
+            groups[key] = Group(unit.config, unit.concurrency, unit.turn, [], unit.request_rate)
         groups[key].units.append(unit)
     return sorted(groups.values(), key=lambda g: (not g.config.is_baseline, first_seen[g.config], g.concurrency,
-                                                  g.turn))
+                                                  g.request_rate or 0.0, workloads[g.units[0].workload.name], g.turn))
 
 
 def warm_first(groups: list[Group], is_warm) -> list[Group]:
@@ -66,13 +72,16 @@ def run_groups(runner, units: list[Unit]) -> int:
     """Run the live ``units`` through ``runner.backend.generate_batch``; returns how many were measured."""
     spec, measured = runner.spec, 0
     for group in warm_first(group_units(units), getattr(runner.backend, "is_warm", None)):
-        requests = [Request(runner.prompt_ids(u), u.max_new_tokens, u.seed, not spec.ignore_eos) for u in group.units]
-        runner.observer.status(f"{group.config.label} · concurrency {group.concurrency} · {len(requests)} requests")
+        requests = batch_requests(spec, group, [runner.prompt_ids(u) for u in group.units])
+        load = f"concurrency {group.concurrency}" if group.request_rate is None else \
+            f"{group.request_rate:g} requests/s (at most {group.concurrency} in flight)"
+        runner.observer.status(f"{group.config.label} · {load} · {len(requests)} requests")
         for unit in group.units:
             runner.observer.unit_started(unit)
-        results = runner.backend.generate_batch(group.config, requests, group.concurrency)
+        results, shared = run_batch(runner.backend, group.config, requests, group.concurrency, spec.timing)
         for unit, result in zip(group.units, results):
             record = make_record(unit, result, spec, runner.device_name)
+            record.update(shared, attempt_decode_s=[record["decode_s"]])
             runner.store.write_unit(record)
             if unit.config.is_baseline and unit.turn == 1:
                 runner._answers[unit.group] = [runner.backend.tokenizer.decode(result.tokens,
@@ -95,5 +104,8 @@ def write_backend_file(runner) -> None:
     except (OSError, ValueError):
         old = {}
     new = described()
+    scope = getattr(runner.backend, "timing_scope", None)
+    if scope is not None:
+        new["machine_state"] = scope().observed  # what the records' machine-state columns cover
     new["configs"] = {**old.get("configs", {}), **new.get("configs", {})}
     atomic_write_json(path, {**old, **new})

@@ -6,7 +6,11 @@ A `MachineProbe` is started before a timed generation and stopped after it. It r
 * the CPU time the whole machine spent busy (``/proc/stat``: user + nice + system + irq +
   softirq + steal, in clock ticks) and the CPU time of this process and its children
   (``resource.getrusage``); their difference over the unit is the CPU time *other* processes
-  (and, through steal, other virtual machines) took while the unit ran;
+  (and, through steal, other virtual machines) took while the unit ran. A serving backend's
+  engine runs in process sessions of its own (a vLLM worker, a launched server: each the leader
+  of a new session); the CPU time of every process in those sessions (``/proc/PID/stat``:
+  utime + stime + the reaped children's cutime + cstime) counts as the sweep's own, not as
+  interference;
 * the mean current CPU clock over all cores (``/sys/.../cpufreq/scaling_cur_freq`` or
   ``/proc/cpuinfo``), where the OS exposes one.
 
@@ -64,6 +68,25 @@ def cpu_mhz() -> float:
     return float(sum(values) / len(values)) if values else float("nan")
 
 
+def _session_cpu_ticks(sessions: set[int]) -> float:
+    """CPU ticks of every process whose session id is in ``sessions`` (its reaped children included)."""
+    total = 0.0
+    if not sessions:
+        return total
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # the process ended while we read
+            continue
+        fields = text[text.rfind(")") + 2:].split()  # fields from the state on (field 3 of proc(5))
+        try:
+            if int(fields[3]) in sessions:
+                total += sum(float(v) for v in fields[11:15])  # utime stime cutime cstime
+        except (IndexError, ValueError):
+            continue
+    return total
+
+
 def load_average() -> float:
     try:
         return float(os.getloadavg()[0])
@@ -90,22 +113,33 @@ class MachineState:
         return max(self.other_cpu_s, 0.0) / self.wall_s
 
 
-class MachineProbe:
-    """``probe = MachineProbe(); ...timed work...; state = probe.stop()``."""
+def _ticks_per_s() -> float:
+    return float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
 
-    def __init__(self):
+
+class MachineProbe:
+    """``probe = MachineProbe(); ...timed work...; state = probe.stop()``.
+
+    ``sessions``: process sessions whose CPU time is the sweep's own (a serving engine's worker or
+    server, started before the probe), read at start and stop.
+    """
+
+    def __init__(self, sessions=()):
+        self._sessions = set(sessions)
         self._busy = _busy_ticks()
-        self._own = _own_cpu_s()
+        self._own = self._own_now()
         self._wall = time.perf_counter()
+
+    def _own_now(self) -> float:
+        return _own_cpu_s() + _session_cpu_ticks(self._sessions) / _ticks_per_s()
 
     def stop(self) -> MachineState:
         wall = time.perf_counter() - self._wall
-        own = _own_cpu_s() - self._own
+        own = self._own_now() - self._own
         busy = _busy_ticks()
         if busy is None or self._busy is None:
             other = float("nan")
         else:
-            ticks = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-            other = (busy - self._busy) / ticks - own
+            other = (busy - self._busy) / _ticks_per_s() - own
         return MachineState(wall_s=wall, load_1m=load_average(), other_cpu_s=other, own_cpu_s=own,
                             cpu_mhz=cpu_mhz(), n_cpus=os.cpu_count() or 1)

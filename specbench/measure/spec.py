@@ -32,6 +32,14 @@ max_num_seqs: 16, ...}`` (each backend checks its options: `specbench.backends.r
 mode, it chooses which units exist and stays out of the hash. Neither key changes the hash of a
 spec that does not set it.
 
+``request_rates: [1, 2, 4]`` (serving backends only; requests per second) is the open-loop load axis:
+each configuration's requests arrive at that rate — ``arrivals: poisson`` (default: exponential gaps)
+or ``constant`` — from a seeded schedule that every configuration at the same rate shares
+(`specbench.measure.arrivals`), whether or not earlier requests have finished. ``concurrency`` then
+holds one value, the cap on requests in flight (default `OPEN_LOOP_MAX_IN_FLIGHT`). Like
+concurrency, the rates choose which units exist: they stay out of the hash, and enter a unit's id
+only when set.
+
 ``schedules`` (default ``[fixed]``) is the verify-length axis (`specbench.engine.schedule`): entries
 ``fixed``, ``heuristic``, ``{name: threshold, threshold: 0.4}``, ``{name: dspark}``; each drafter × γ ×
 temperature configuration runs once per schedule, γ being the schedule's cap. A schedule other than
@@ -75,14 +83,16 @@ from specbench.safe_files import load_yaml_file
 TOP_LEVEL_KEYS = ("name", "description", "target", "device", "dtype", "seed", "repeats", "max_new_tokens",
                   "ignore_eos", "drafters", "gammas", "trees", "temperatures", "top_p", "top_k", "workloads",
                   "mode", "calibration", "compile", "kernels", "timing", "backend", "concurrency", "strategy",
-                  "schedules", "threads", "adaptive", "layout")
+                  "schedules", "threads", "adaptive", "layout", "request_rates", "arrivals")
 DEFAULTS = {"name": None, "description": "", "target": "smollm2-135m", "device": "cpu", "dtype": "fp32", "seed": 0,
             "repeats": 1, "max_new_tokens": None, "ignore_eos": False, "drafters": [], "gammas": [1, 2, 4],
             "trees": ["chain"], "temperatures": [0.0], "top_p": 1.0, "top_k": 0, "workloads": [], "mode": "live",
             "calibration": None, "compile": False, "kernels": "auto", "timing": None, "backend": None,
-            "concurrency": [1], "strategy": None, "schedules": ["fixed"], "threads": None, "adaptive": None,
-            "layout": None}
+            "concurrency": None, "strategy": None, "schedules": ["fixed"], "threads": None, "adaptive": None,
+            "layout": None, "request_rates": None, "arrivals": None}
 MODES = ("live", "replay", "both")
+ARRIVALS = ("poisson", "constant")  # open-loop arrival processes (specbench.measure.arrivals)
+OPEN_LOOP_MAX_IN_FLIGHT = 64  # requests in flight at most under request_rates, unless concurrency says otherwise
 CALIBRATION_PROMPTS = 2
 
 
@@ -186,6 +196,8 @@ class SweepSpec:
     backend: str = "own"  # who generates: own (specbench's engine), vllm, openai, vllm-server (backends.registry)
     backend_options: dict = field(default_factory=dict)  # the rest of the YAML's backend: mapping
     concurrency: list[int] = field(default_factory=lambda: [1])  # requests in flight (serving backends)
+    request_rates: list[float] = field(default_factory=list)  # open-loop arrival rates, requests/s ([]: closed loop)
+    arrivals: str = "poisson"  # the open-loop arrival process: poisson or constant
     strategies: list[Strategy] = field(default_factory=lambda: [SEQUENTIAL])  # round drivers (strategy.py)
     schedules: list[ScheduleSpec] = field(default_factory=lambda: [ScheduleSpec()])  # verify-length axis
     threads: int | str | None = None  # own engine, CPU: torch threads (None: torch's), a count, or "auto" (measured)
@@ -220,6 +232,9 @@ class SweepSpec:
             data["backend"] = {"name": self.backend, **self.backend_options}
         if self.concurrency != [1]:
             data["concurrency"] = list(self.concurrency)
+        if self.request_rates:
+            data["request_rates"] = list(self.request_rates)
+            data["arrivals"] = self.arrivals
         if self.strategies != [SEQUENTIAL]:
             data["strategy"] = [s.to_dict() for s in self.strategies]
         if self.schedules != [ScheduleSpec()]:
@@ -231,6 +246,14 @@ class SweepSpec:
         if self.layout is not None:
             data["layout"] = self.layout
         return data
+
+    @property
+    def loads(self) -> list[tuple[int, float | None]]:
+        """The load levels every configuration runs at: (concurrency, None) per closed-loop level, or
+        (the in-flight cap, rate) per open-loop request rate."""
+        if self.request_rates:
+            return [(self.concurrency[0], rate) for rate in self.request_rates]
+        return [(n, None) for n in self.concurrency]
 
     def max_new_tokens_for(self, workload) -> int:
         """New tokens per turn on ``workload`` (a loaded `Workload`): its entry's, else the sweep's, else its own."""
@@ -259,7 +282,8 @@ class SweepSpec:
     def spec_hash(self) -> str:
         """Identity of what is measured (the name and description do not count)."""
         data = self.to_dict()
-        for key in ("name", "description", "mode", "calibration", "timing", "concurrency", "adaptive"):
+        for key in ("name", "description", "mode", "calibration", "timing", "concurrency", "adaptive", "request_rates",
+                    "arrivals"):
             data.pop(key, None)
         return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -296,6 +320,8 @@ class SweepFlags:
     mode: str | None = None
     backend: str | None = None  # the file's backend options are kept when it names the same backend
     concurrency: list[int] | None = None
+    request_rates: list[float] | None = None  # --request-rate 1,2,4 (requests/s, open loop)
+    arrivals: str | None = None  # --arrivals poisson|constant
     until_decided: bool | None = None  # --until-decided (True) / --fixed-grid (False): the adaptive key
     budget: str | None = None  # adaptive knobs, merged over the file's adaptive mapping (they imply it)
     max_prompts: int | None = None
@@ -306,7 +332,7 @@ class SweepFlags:
         raw = dict(raw)
         plain = ("name", "target", "gammas", "trees", "temperatures", "top_p", "top_k", "repeats", "seed", "device",
                  "dtype", "ignore_eos", "mode", "compile", "kernels", "threads", "layout", "max_new_tokens",
-                 "concurrency")
+                 "concurrency", "request_rates", "arrivals")
         raw.update({key: getattr(self, key) for key in plain if getattr(self, key) is not None})
         if self.backend is not None:
             named = raw.get("backend")
@@ -523,6 +549,7 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     if spec.replays:
         _check_replayable(spec, where)
     _backend(spec, data["backend"], data["concurrency"], where)
+    _request_rates(spec, data["request_rates"], data["arrivals"], data["concurrency"], where)
     if spec.threads is not None and (spec.backend != DEFAULT_BACKEND or spec.device != "cpu"):
         _fail(where, f"'threads' sets the CPU threads of specbench's own engine (backend own, device cpu), "
                      f"not backend {spec.backend} on {spec.device}")
@@ -567,6 +594,7 @@ def _backend(spec: SweepSpec, value, concurrency, where: str) -> None:
     backend = backends.get(str(options.pop("name", DEFAULT_BACKEND)))
     spec.backend = backend.name
     spec.backend_options = options
+    concurrency = [1] if concurrency is None else concurrency
     spec.concurrency = sorted({_int(c, where, "concurrency", 1) for c in _as_list(concurrency, where, "concurrency")})
     if not spec.concurrency:
         _fail(where, "'concurrency' needs at least one value (e.g. [1, 4, 16])")
@@ -576,6 +604,32 @@ def _backend(spec: SweepSpec, value, concurrency, where: str) -> None:
     if not backend.own_drafters and spec.mode != "live":
         _fail(where, f"mode '{spec.mode}' replays specbench's own drafters: backend {spec.backend} needs mode: live")
     backends.check_sweep(spec.backend, options, spec.configs, where)  # fails here, not after an engine started
+
+
+def _request_rates(spec: SweepSpec, rates, arrivals, concurrency, where: str) -> None:
+    """``request_rates`` (open loop) and ``arrivals``: parsed, and checked against the backend and concurrency."""
+    values = [_float(r, where, "request_rates") for r in _as_list(rates, where, "request_rates")]
+    if any(v <= 0 for v in values):
+        _fail(where, f"'request_rates' are requests per second and must be > 0, got {values}")
+    spec.request_rates = sorted(set(values))
+    if not spec.request_rates:
+        if arrivals is not None:
+            _fail(where, "'arrivals' describes open-loop load: give request_rates (e.g. request_rates: [1, 2, 4])")
+        return
+    if not backends.get(spec.backend).concurrent:
+        _fail(where, f"backend {spec.backend} runs one request at a time: request_rates need a serving backend "
+                     f"({', '.join(backends.names(concurrent=True))})")
+    if spec.mode != "live":
+        _fail(where, f"request_rates time live requests: mode '{spec.mode}' cannot replay them")
+    spec.arrivals = str(arrivals or "poisson")
+    if spec.arrivals not in ARRIVALS:
+        _fail(where, f"unknown arrivals '{spec.arrivals}'{did_you_mean(spec.arrivals, list(ARRIVALS))} (choose from: "
+                     f"{', '.join(ARRIVALS)})")
+    if concurrency is None:
+        spec.concurrency = [OPEN_LOOP_MAX_IN_FLIGHT]
+    elif len(spec.concurrency) > 1:
+        _fail(where, f"request_rates are open-loop load: give at most one concurrency (the cap on requests in "
+                     f"flight), not {spec.concurrency}")
 
 
 def expand_configs(spec: SweepSpec) -> list[RunConfig]:

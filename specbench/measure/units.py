@@ -27,7 +27,8 @@ class Unit:
     max_new_tokens: int
     base_seed: int
     mode: str = "live"  # 'live' (through the engine) or 'replay' (from the baseline's trajectory)
-    concurrency: int = 1  # requests in flight while this unit ran (serving backends)
+    concurrency: int = 1  # requests in flight while this unit ran (serving backends); under a request rate, the cap
+    request_rate: float | None = None  # open loop: requests per second arriving (None: closed loop)
     backend: str = "own"  # who generated it (specbench.backends.registry)
     stage: int | None = None  # adaptive sweep: the look of its workload it serves (not part of its identity)
 
@@ -51,6 +52,7 @@ class Unit:
         # Added only when not the default, so the ids of existing folders' units (own, concurrency 1) stay.
         key += ([f"backend={self.backend}"] if self.backend != "own" else []) + \
             ([f"concurrency={self.concurrency}"] if self.concurrency != 1 else []) + \
+            ([f"request_rate={float(self.request_rate)!r}"] if self.request_rate is not None else []) + \
             ([f"strategy={c.strategy.label}"] if not c.strategy.is_sequential else []) + \
             ([f"schedule={c.schedule.name}:{c.schedule.params_json}"] if not c.schedule.is_fixed else [])
         return hashlib.sha1(repr(key).encode()).hexdigest()[:20]
@@ -110,7 +112,8 @@ def expand_units(spec: SweepSpec, workloads: list[Workload], shard: tuple[int, i
                         for config in configs:  # the baseline comes first in spec.configs
                             if runs_live(spec, config, index):
                                 units.extend(Unit(config, workload, prompt, turn, repeat, max_new, spec.seed,
-                                                  concurrency=n, backend=spec.backend) for n in spec.concurrency)
+                                                  concurrency=n, request_rate=rate, backend=spec.backend)
+                                             for n, rate in spec.loads)
                         if spec.replays:
                             units.extend(Unit(c, workload, prompt, turn, repeat, max_new, spec.seed, "replay")
                                          for c in configs if not c.is_baseline)
@@ -152,6 +155,7 @@ def make_record(unit: Unit, result, spec: SweepSpec, device_name: str) -> dict:
         "output_ids": list(result.tokens), "timestamp": now_utc(),
         "weights_sha256": spec.weights_sha256,
         "backend": unit.backend, "concurrency": unit.concurrency,
+        **serving_columns(unit, result),
         "ttft_s": result.prefill_s if getattr(result, "ttft_s", None) is None else result.ttft_s,
         "itl_s": _mean_itl(result) if getattr(result, "itl_s", None) is None else result.itl_s,
         **_moe_columns(result),
@@ -181,6 +185,15 @@ def _online_columns(result) -> dict:
             "update_round": [int(u["at_round"]) for u in updates], "update_s": [float(u["seconds"]) for u in updates],
             "update_tokens": [int(u["tokens"]) for u in updates], "update_loss": [float(u["loss"]) for u in updates],
             "update_reject_loss": [float(u["reject_loss"]) for u in updates]}
+
+
+def serving_columns(unit: Unit, result) -> dict:
+    """The load and request-timing columns (docs/results-schema.md, "Load"): the unit's request rate, when
+    its request arrived and finished within its batch, its latency; null where the backend measured one
+    request at a time (the own engine)."""
+    arrival, finish = getattr(result, "arrival_s", None), getattr(result, "finish_s", None)
+    latency = finish - arrival if arrival is not None and finish is not None else None
+    return {"request_rate": unit.request_rate, "arrival_s": arrival, "finish_s": finish, "latency_s": latency}
 
 
 def _moe_columns(result) -> dict:

@@ -146,6 +146,17 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     # adaptive sweeps (docs/fit.md "Sweeps that decide"); null for fixed grids and older records
     "stage": (pa.int64(), "adaptive sweep: the look of its workload this unit was measured for (1, 2, ...); "
                           "null in a fixed grid"),
+    # load (docs/results-schema.md "Load"): serving backends; null for the own engine and older records
+    "request_rate": (pa.float64(), "open loop: requests per second arriving while the unit ran (null: closed loop, "
+                                   "concurrency requests in flight)"),
+    "arrival_s": (pa.float64(), "when the request arrived, s after its batch began (open loop: its scheduled "
+                                "arrival; closed loop: when a slot freed and it was sent)"),
+    "finish_s": (pa.float64(), "when the request's last token arrived, s after its batch began"),
+    "latency_s": (pa.float64(), "request latency: finish_s - arrival_s (waiting for a slot, queue, prefill, decode)"),
+    "batch_id": (pa.string(), "the batch (one configuration, load, workload turn) the request ran in"),
+    "batch_requests": (pa.int64(), "requests in that batch"),
+    "batch_output_tokens": (pa.int64(), "output tokens of the whole batch (Σ new_tokens of its requests)"),
+    "batch_wall_s": (pa.float64(), "wall time of the whole batch: its first arrival to its last token, s"),
 }
 
 # Columns added after schema 1's first release: records written without them (older folders,
@@ -162,7 +173,9 @@ LATER_DEFAULTS = {"weights_sha256": None, "backend": None, "concurrency": None, 
                   "draft_hidden_s": None, "schedule": "fixed", "schedule_params": "{}", "stage": None,
                   "strategy_params": "{}", "stream_position": None, "stream_segment": None, "drafter_version": None,
                   "online_train_s": float("nan"), "online_train_tokens": None, "update_round": [], "update_s": [],
-                  "update_tokens": [], "update_loss": [], "update_reject_loss": []}
+                  "update_tokens": [], "update_loss": [], "update_reject_loss": [],
+                  "request_rate": None, "arrival_s": None, "finish_s": None, "latency_s": None, "batch_id": None,
+                  "batch_requests": None, "batch_output_tokens": None, "batch_wall_s": None}
 
 SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])
 RUN_INFO = "run.json"

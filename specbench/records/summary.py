@@ -76,6 +76,15 @@ def latency_percentiles(requests: pd.DataFrame) -> dict[str, float]:
     return out
 
 
+def mean_acceptance_length(records: pd.DataFrame) -> float:
+    """vLLM's "mean acceptance length": 1 + Σ accepted ÷ the rounds that carried a draft. specbench's τ divides
+    the decode tokens by *every* target forward, the rounds without a draft (an n-gram miss) included, so the
+    two differ whenever a round drafts nothing (docs/results-schema.md, "Two τ"). NaN without drafted rounds."""
+    drafting = sum(int(np.count_nonzero(np.asarray(r) > 0)) for r in records["round_drafted"]) \
+        if "round_drafted" in records else 0
+    return 1.0 + float(records["accepted"].sum()) / drafting if drafting else float("nan")
+
+
 def _ratio(num: float, den: float) -> float:
     return float(num) / float(den) if den else float("nan")
 
@@ -91,7 +100,7 @@ def configuration_table(records: pd.DataFrame, by: list[str] | None = None) -> p
     """One row per configuration × workload (× extra keys in ``by``, e.g. ['category']).
 
     Columns: the keys (``mode`` among them), n_prompts, alpha (Σ accepted / Σ drafted), tau (Σ tokens /
-    Σ rounds), tokens_per_s, baseline_tokens_per_s, speedup, draft_share (draft time ÷ decode time),
+    Σ rounds), mean_acceptance_length (vLLM's: 1 + Σ accepted / drafted rounds), tokens_per_s, baseline_tokens_per_s, speedup, draft_share (draft time ÷ decode time),
     `LATENCY_COLUMNS` (TTFT and ITL percentiles over the row's requests; NaN for replayed rows). For
     replayed rows tokens_per_s and speedup come from modelled timings.
     """
@@ -111,9 +120,11 @@ def configuration_table(records: pd.DataFrame, by: list[str] | None = None) -> p
             accepted=int(group["accepted"].sum()),
             alpha=_ratio(group["accepted"].sum(), group["drafted"].sum()),
             tau=_ratio(decode_tokens, group["rounds"].sum()),
+            mean_acceptance_length=mean_acceptance_length(group),
             tokens_per_s=_ratio(decode_tokens, decode_s),
-            draft_share=_ratio(group["draft_s"].sum(), decode_s),
-            verify_share=_ratio(group["verify_s"].sum(), decode_s),
+            # NaN where a unit has no draft / verify time (a serving backend): never a share of 0
+            draft_share=_ratio(group["draft_s"].sum(skipna=False), decode_s),
+            verify_share=_ratio(group["verify_s"].sum(skipna=False), decode_s),
         )
         row.update(latency_percentiles(group) if row["mode"] == "live" else dict.fromkeys(LATENCY_COLUMNS, np.nan))
         match = base

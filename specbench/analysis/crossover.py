@@ -1,0 +1,122 @@
+"""Where a quantity measured at several loads crosses a line: the load where speculation stops paying,
+and the highest load that keeps a latency target.
+
+Input: loads L_1 < … < L_n (requests in flight, or requests per second), a ratio R_i at each (a
+speedup: configuration over target-only at the same load; or target ÷ latency percentile for an SLO)
+with its 95 % interval [lo_i, hi_i]. The crossing of R = 1 is found on log–log axes — log R linear in
+log L between neighbouring levels, the shape of throughput against batch size on a memory-bound engine —
+at the first level where a curve falls below 1:
+
+    point:  where log R̂ first crosses 0 (interpolated between the two levels around it)
+    lo:     where log(lo) first crosses 0 — below this load R > 1 with confidence
+    hi:     where log(hi) first crosses 0 — from this load on R < 1 with confidence
+
+so the crossover is "about point, between lo and hi". The intervals are pointwise 95 % intervals at
+the measured levels, joined by the same interpolation: [lo, hi] is the range of loads where the data
+cannot tell on which side of 1 the ratio lies, not a simultaneous band. A curve that stays above 1
+crosses beyond the largest load measured (``None`` with ``above`` set); one below 1 at the smallest
+load crosses below it. A curve that rises above 1 again after crossing is reported as such: the
+first crossing stands, with a note.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Crossover:
+    """Where a ratio crosses 1 over load; None: not within the measured loads (see ``below_all``)."""
+
+    point: float | None  # load where the point estimate crosses 1
+    lo: float | None  # up to this load the ratio lies above 1 with confidence
+    hi: float | None  # from this load on it lies below 1 with confidence
+    loads: list[float]  # the measured loads, increasing
+    ratios: list[float]  # the point estimate at each
+    below_all: bool = False  # the point estimate is below 1 already at the smallest load
+    lo_at_first: bool = False  # the lower end is below 1 already at the smallest load
+    again: list[float] = field(default_factory=list)  # loads past the first crossing where it is ≥ 1 again
+    intervals: bool = True  # whether any level had an interval (none without a bootstrap)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def largest(self) -> float:
+        return self.loads[-1] if self.loads else math.nan
+
+    def as_dict(self) -> dict:
+        return {"point": self.point, "lo": self.lo, "hi": self.hi, "loads": self.loads, "ratios": self.ratios,
+                "below_all": self.below_all, "lo_at_first": self.lo_at_first, "again": list(self.again),
+                "intervals": self.intervals,
+                "notes": list(self.notes)}
+
+
+def _first_crossing(x: np.ndarray, y: np.ndarray) -> tuple[float | None, bool]:
+    """(x where y first goes from ≥ 0 to < 0, interpolated linearly; whether y < 0 at the first x).
+    Non-finite points are skipped; None when y never falls below 0."""
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    if not len(x):
+        return None, False
+    if y[0] < 0:
+        return float(x[0]), True
+    for i in range(1, len(x)):
+        if y[i] < 0:
+            t = y[i - 1] / (y[i - 1] - y[i])  # y[i-1] ≥ 0 > y[i]
+            return float(x[i - 1] + t * (x[i] - x[i - 1])), False
+    return None, False
+
+
+def crossover(loads, ratios, lo, hi) -> Crossover:
+    """Where ``ratios`` (with intervals ``lo``, ``hi``) measured at ``loads`` cross 1 (module docstring)."""
+    order = np.argsort(np.asarray(loads, dtype=float))
+    x = np.asarray(loads, dtype=float)[order]
+    r, lo_, hi_ = (np.asarray(v, dtype=float)[order] for v in (ratios, lo, hi))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logx, logr, loglo, loghi = np.log(x), np.log(r), np.log(lo_), np.log(hi_)
+    point, below = _first_crossing(logx, logr)
+    at_lo, lo_first = _first_crossing(logx, loglo)
+    at_hi, _ = _first_crossing(logx, loghi)
+    out = Crossover(point=None if point is None else float(np.exp(point)),
+                    lo=None if at_lo is None else float(np.exp(at_lo)),
+                    hi=None if at_hi is None else float(np.exp(at_hi)),
+                    loads=[float(v) for v in x], ratios=[float(v) for v in r], below_all=below,
+                    lo_at_first=lo_first, intervals=bool(np.isfinite(loglo).any() or np.isfinite(loghi).any()))
+    if point is not None:
+        crossed = np.isfinite(logr) & (logx > point)
+        out.again = [float(v) for v, y in zip(x[crossed], logr[crossed]) if y >= 0]
+        if out.again:
+            out.notes.append(f"above 1 again at {_loads(out.again)}: the first crossing is reported")
+    return out
+
+
+def _loads(values: list[float]) -> str:
+    return ", ".join(f"{v:g}" for v in values)
+
+
+def describe(c: Crossover, unit: str, what: str = "pays", fails: str = "below 1") -> str:
+    """'pays up to about 5.8 requests in flight [95 %: 3.1–8]' and its variants (``unit``: 'requests in
+    flight' or 'requests/s'; ``what``: the verb phrase for "above 1", ``fails`` the words for "below 1"),
+    with '(pays again at 4, 8: the first crossing is reported)' where the curve comes back above 1."""
+    if not c.loads:
+        return "nothing measured"
+    again = f" ({what} again at {_loads(c.again)} {unit}: the first crossing is reported)" if c.again else ""
+    return _describe(c, unit, what, fails) + again
+
+
+def _describe(c: Crossover, unit: str, what: str, fails: str) -> str:
+    if c.below_all:
+        return f"{what} at no load measured ({fails} already at {c.loads[0]:g} {unit})"
+    if not c.intervals:
+        return (f"{what} at every load measured (up to {c.largest:g} {unit}; no interval)" if c.point is None
+                else f"{what} up to about {c.point:.3g} {unit} (no interval)")
+    if c.point is None:
+        sure = ("with confidence at every one" if c.lo is None
+                else "its interval includes 1 at every one" if c.lo_at_first
+                else f"its interval includes 1 from about {c.lo:.3g} {unit} on")
+        return f"{what} at every load measured (up to {c.largest:g} {unit}; {sure})"
+    low = f"≤{c.loads[0]:g}" if c.lo_at_first else "?" if c.lo is None else f"{c.lo:.3g}"
+    high = f">{c.largest:g}" if c.hi is None else f"{c.hi:.3g}"
+    return f"{what} up to about {c.point:.3g} {unit} [95 %: {low}–{high}]"

@@ -1,0 +1,273 @@
+"""Speculation against load: the verdict at every load, where speculation stops paying, and a per-load γ
+schedule for vLLM that says only what the verdicts say.
+
+A serving sweep measures every configuration and its target-only baseline at several loads
+(``concurrency: [1, 4, 16]`` or ``request_rates: [1, 2, 4]``; `specbench.analysis.load`). Here:
+
+* **the verdict per load** is the recommender's (`specbench.analysis.recommend`): one scenario per
+  (workload, sampling, load), decided by `specbench.analysis.decision` with its `VerdictRule` — the
+  same machinery, the same adjustment for the best of K, the same refusal to be confident on disturbed
+  timing as the main verdict. No γ is ever picked here from a point estimate.
+* **the crossover** per (workload, configuration): the load where the speedup's interval crosses 1,
+  per request and for the system's output tokens/s (`specbench.analysis.crossover`); one line per
+  workload names the configuration that is fastest at the lowest load.
+* **vLLM's per-batch-size schedule** (``num_speculative_tokens_per_batch_size``: ranges
+  ``[first_batch, last_batch, K]``), for a concurrency axis only (a request rate sets no batch size).
+  A drafter gets one when some load's verdict is a confident yes for it. A load enters with K = γ
+  where its verdict is a confident yes for that drafter, K = 0 where it is a confident no; every other
+  load is *absent*, and the schedule says why (no confident verdict there, or the verdict chose another
+  drafter). vLLM fills batch sizes outside the ranges with the previous range's K, so an absent load
+  is covered by an explicit K = 0 range: no speculation where no verdict supports it, as the
+  recommender says "no speculation" when it cannot tell. A level covers the batch sizes from itself
+  to the next measured level − 1 (the first from 1), and vLLM applies the last range's K to every
+  larger batch: when that K is above 0 it is unmeasured there, and the note says so.
+
+The schedule's config is the main panel's (`specbench.analysis.engine_settings`: the one drafter →
+config mapping, models named as vLLM loads them — Hugging Face ids for specbench's aliases) with the
+ranges added; ``specbench recommend`` then builds it with vLLM's own ``SpeculativeConfig`` and checks
+the ranges with vLLM's schedule validation (`specbench.cli.engine_checks`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from specbench.analysis.crossover import Crossover, crossover, describe
+from specbench.analysis.engine_settings import EngineSetting, engine_settings, hub_name, vllm_snippet
+from specbench.analysis.intervals import LEVEL, N_BOOT
+from specbench.analysis.load import AXES, CLOSED_LOOP, axis_of, load_label, normalised, serving_table
+from specbench.analysis.speedup_interval import NO, YES
+from specbench.records.summary import BASELINE_KEYS
+
+GROUP_KEYS = [*BASELINE_KEYS, "backend"]  # a workload's scenario across loads
+CONFIG = ["drafter", "drafter_label", "drafter_params", "tree", "gamma"]
+UNITS = {"concurrency": "requests in flight", "request_rate": "requests/s"}
+
+
+def _same(a, b) -> bool:
+    """Equal, with missing values (None, NaN) equal to each other."""
+    missing = [v is None or (isinstance(v, float) and math.isnan(v)) for v in (a, b)]
+    return all(missing) or (not any(missing) and a == b)
+
+
+# ----------------------------------------------------------------------------- verdicts per load
+
+def verdicts(recs: list, axis: str, backend: str, concurrency: int = 1) -> list[dict]:
+    """One row per recommendation (a load's scenario): its load, answer, confidence and option
+    (``backend``, ``concurrency``: the records' own where the scenario keys leave them out)."""
+    rows = []
+    for rec in recs:
+        if rec.decision is None:
+            continue
+        keys = {k: rec.keys[k] for k in BASELINE_KEYS}
+        in_flight = int(rec.keys.get("concurrency", concurrency))
+        rate = float(rec.keys.get("request_rate", CLOSED_LOOP))
+        d = rec.decision
+        option = d.option if d.answer == YES else None
+        rows.append({**keys, "backend": rec.keys.get("backend", backend), "concurrency": in_flight,
+                     "request_rate": rate, "load": rate if axis == "request_rate" else in_flight,
+                     "answer": d.answer, "confident": d.confident, "text": d.text, "short": _short(d),
+                     "option": None if option is None else {
+                         "drafter": option.drafter, "drafter_label": option.drafter_label,
+                         "drafter_params": option.drafter_params, "tree": option.tree, "gamma": int(option.gamma),
+                         "speedup": option.speedup, "lo": option.lo, "hi": option.hi}})
+    return rows
+
+
+def _short(d) -> str:
+    """'cannot tell: best ngram γ=2 at 1.06× [0.95, 1.18]' (the decision's answer and best estimate; on
+    disturbed timing 'not decided (disturbed timing; on its numbers alone: …)')."""
+    text = d.answer
+    b = d.best or {}
+    if b.get("speedup") is not None and np.isfinite(b.get("speedup", np.nan)):
+        ends = f" [{b['lo']:.2f}, {b['hi']:.2f}]" if np.isfinite(b.get("lo", np.nan)) else ""
+        text += f": best {b.get('drafter_label')} γ={b.get('gamma')} at {b['speedup']:.2f}×{ends}"
+    if d.timing_disturbed:  # the same words as the main verdict's: a disturbed yes is no verdict
+        text = f"not decided (disturbed timing; on its numbers alone: {text})"
+    return text
+
+
+# ----------------------------------------------------------------------------- crossovers
+
+def crossovers(table: pd.DataFrame, axis: str) -> list[dict]:
+    """Per (scenario, backend, configuration) over load: where the per-request and the system speedup
+    cross 1 (`specbench.analysis.crossover`). Configurations measured at fewer than two loads are left out."""
+    spec = table[table["gamma"] > 0] if len(table) else table
+    rows = []
+    for key, group in spec.groupby(GROUP_KEYS + CONFIG, dropna=False, sort=True):
+        group = group.sort_values(axis)
+        if group[axis].nunique() < 2:
+            continue
+        per_request = crossover(group[axis], group["speedup"], group["speedup_lo"], group["speedup_hi"])
+        system = crossover(group[axis], group["system_speedup"], group["system_speedup_lo"],
+                           group["system_speedup_hi"])
+        rows.append({**dict(zip(GROUP_KEYS + CONFIG, key)), "per_request": per_request, "system": system})
+    return rows
+
+
+def _values(c: Crossover, axis: str) -> str:
+    return ", ".join(f"{r:.2f}× at {load_label(axis, v).split(' ')[0]}" for v, r in zip(c.loads, c.ratios)
+                     if np.isfinite(r))
+
+
+def crossover_lines(found: list[dict], axis: str) -> list[dict]:
+    """One line per workload scenario: the configuration fastest (per request) at the lowest load, where it
+    stops paying per request and for the system, with its speedup at every load."""
+    out = []
+    by_scenario: dict[tuple, list[dict]] = {}
+    for row in found:
+        by_scenario.setdefault(tuple(row[k] for k in GROUP_KEYS), []).append(row)
+    unit = UNITS[axis]
+    for key, rows in by_scenario.items():
+        def first(row):
+            value = row["per_request"].ratios[0] if row["per_request"].ratios else float("nan")
+            return value if np.isfinite(value) else -np.inf
+
+        best = max(rows, key=first)
+        name = f"{best['drafter_label']} γ={int(best['gamma'])}"
+        per_request, system = best["per_request"], best["system"]
+        text = (f"{name} {describe(per_request, unit)} per request ({_values(per_request, axis)}); "
+                f"system output tokens/s: {describe(system, unit)}")
+        out.append({**dict(zip(GROUP_KEYS, key)), "drafter_label": best["drafter_label"], "gamma": int(best["gamma"]),
+                    "text": text})
+    return out
+
+
+# ----------------------------------------------------------------------------- vLLM's per-batch-size schedule
+
+def _ranges(levels: list[int], ks: list[int]) -> list[list[int]]:
+    """[[first_batch, last_batch, K], ...]: level i covers its batch sizes up to the next level − 1 (the first
+    from batch 1, the last only itself); equal neighbours merge."""
+    out: list[list[int]] = []
+    for i, (level, k) in enumerate(zip(levels, ks)):
+        start = 1 if i == 0 else level
+        end = levels[i + 1] - 1 if i + 1 < len(levels) else level
+        if out and out[-1][2] == k:
+            out[-1][1] = end
+        else:
+            out.append([int(start), int(end), int(k)])
+    return out
+
+
+def schedules(rows: list[dict], target: str, hub_ids: Mapping[str, str] | None) -> list[dict]:
+    """Per (scenario, backend, drafter a confident yes chose): the levels, K or why absent, the ranges and
+    the vLLM setting carrying them (module docstring)."""
+    out = []
+    by_scenario: dict[tuple, list[dict]] = {}
+    for row in rows:
+        by_scenario.setdefault(tuple(row[k] for k in GROUP_KEYS), []).append(row)
+    for key, levels in by_scenario.items():
+        levels = sorted(levels, key=lambda r: r["concurrency"])
+        chosen = {}
+        for r in levels:
+            o = r["option"]
+            if r["confident"] and o is not None and o["tree"] == "chain":
+                chosen.setdefault((o["drafter"], o["drafter_params"], o["drafter_label"]), o)
+        for (drafter, params, label), _ in chosen.items():
+            entries = [_entry(r, label) for r in levels]
+            ks = [e["K"] if e["K"] is not None else 0 for e in entries]
+            ranges = _ranges([e["concurrency"] for e in entries], ks)
+            setting = engine_settings(drafter, params, "chain", max(ks), target=target, engines=("vllm",),
+                                      hub_ids=hub_ids)["vllm"]
+            out.append({**dict(zip(GROUP_KEYS, key)), "drafter": drafter, "drafter_label": label,
+                        "drafter_params": params, "levels": entries, "ranges": ranges,
+                        "setting": _with_ranges(setting, ranges, entries, hub_name(target, hub_ids))})
+    return out
+
+
+def _entry(row: dict, label: str) -> dict:
+    o = row["option"]
+    base = {"concurrency": row["concurrency"], "answer": row["answer"], "confident": row["confident"]}
+    if row["confident"] and row["answer"] == NO:
+        return {**base, "K": 0, "why": "confident no: speculation does not pay at this load"}
+    if row["confident"] and o is not None and o["drafter_label"] == label and o["tree"] == "chain":
+        return {**base, "K": int(o["gamma"]), "why": f"confident yes: γ={o['gamma']} at {o['speedup']:.2f}× "
+                                                     f"[{o['lo']:.2f}, {o['hi']:.2f}] (adjusted)"}
+    if row["confident"] and o is not None:
+        return {**base, "K": None, "why": f"the verdict here chose {o['drafter_label']} γ={o['gamma']}"}
+    return {**base, "K": None, "why": f"no confident verdict ({row['short']})"}
+
+
+def _with_ranges(setting: EngineSetting, ranges: list[list[int]], entries: list[dict], target: str) -> EngineSetting:
+    if not setting.config:
+        return setting
+    config = {**setting.config, "num_speculative_tokens_per_batch_size": ranges}
+    notes = list(setting.notes)
+    absent = [e for e in entries if e["K"] is None]
+    if absent:
+        notes.append("absent from the schedule (K = 0 over their batch sizes, because vLLM would otherwise carry the "
+                     "previous K over them): " + "; ".join(f"concurrency {e['concurrency']}: {e['why']}"
+                                                          for e in absent))
+    last = ranges[-1]
+    if last[2] == 0:
+        notes.append(f"the closing K = 0 range turns speculation off from batch {last[0]} on (vLLM applies the last "
+                     "range's K to every larger batch)")
+    else:
+        notes.append(f"vLLM applies the last range's K = {last[2]} to every batch above {last[1]} too — unmeasured "
+                     "there; measure up to the largest batch you serve")
+    return EngineSetting("vllm", setting.supported, config, vllm_snippet(target, config), notes, "")
+
+
+# ----------------------------------------------------------------------------- everything, as plain data
+
+def summary(records: pd.DataFrame, recs: list, *, hub_ids: Mapping[str, str] | None = None, level: float = LEVEL,
+            n_boot: int = N_BOOT, seed: int = 0, table: pd.DataFrame | None = None) -> dict:
+    """What `specbench recommend` prints about load: the per-load table (`specbench.analysis.load.serving_table`),
+    the verdict at each load, the crossovers and their one-line statements, and vLLM's schedules."""
+    frame = normalised(records)
+    axis = axis_of(frame)
+    backend = str(frame["backend"].iloc[0]) if len(frame) else "own"
+    table = serving_table(records, level=level, n_boot=n_boot, seed=seed) if table is None else table
+    rows = verdicts(recs, axis, backend, int(frame["concurrency"].iloc[0]) if len(frame) else 1)
+    found = crossovers(table, axis) if len(table) else []
+    target = str(frame["target"].iloc[0]) if len(frame) else "<target>"
+    notes = _short_batches(frame)
+    plans = []
+    if axis == "concurrency":
+        plans = schedules(rows, target, hub_ids)
+    else:
+        notes.append("no per-batch-size schedule: request rates set no batch size (vLLM's "
+                     "num_speculative_tokens_per_batch_size needs a concurrency sweep)")
+    return {"axis": axis, "axis_label": AXES[axis], "table": table.replace({np.nan: None}).to_dict("records"),
+            "verdicts": rows, "crossovers": [{**{k: v for k, v in r.items() if k not in ("per_request", "system")},
+                                              "per_request": r["per_request"].as_dict(),
+                                              "system": r["system"].as_dict()} for r in found],
+            "lines": crossover_lines(found, axis), "schedules": plans, "notes": notes}
+
+
+def _short_batches(frame: pd.DataFrame) -> list[str]:
+    """Closed-loop levels whose batches held fewer requests than the concurrency asked: those levels never had
+    that many in flight (a batch is one workload turn's prompts), so they measure a lower load than named."""
+    if "batch_requests" not in frame or frame["batch_requests"].isna().all():
+        return []
+    closed = frame[(frame["request_rate"] == CLOSED_LOOP) & frame["batch_requests"].notna()]
+    notes = []
+    for (workload, concurrency), part in closed.groupby(["workload", "concurrency"], sort=True):
+        most = int(part["batch_requests"].max())
+        if most < concurrency:
+            notes.append(f"{workload}: concurrency {concurrency} had at most {most} requests in flight (a batch holds "
+                         f"one workload turn's {most} prompts): measure ≥ {concurrency} prompts per workload for that "
+                         "load to mean what it says")
+    return notes
+
+
+def settings_of(summary_data: dict) -> list[EngineSetting]:
+    """The schedules' vLLM settings (for `specbench.cli.engine_checks`, which marks how each was checked)."""
+    return [s["setting"] for s in summary_data["schedules"]]
+
+
+def for_scenario(summary_data: dict, keys: dict) -> dict:
+    """The part of `summary` that concerns one scenario (``keys``: a recommendation's scenario keys): every
+    row whose shared keys all match; settings as plain data."""
+    def matches(row: dict) -> bool:
+        return all(_same(row[k], v) for k, v in keys.items() if k in row)
+
+    part = {name: [row for row in rows if matches(row)] if isinstance(rows, list) and name != "notes" else rows
+            for name, rows in summary_data.items()}
+    part["schedules"] = [{**s, "setting": s["setting"].as_dict()} for s in part["schedules"]]
+    return json.loads(json.dumps(part, default=str))
