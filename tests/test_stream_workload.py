@@ -85,6 +85,8 @@ def test_each_prompt_keeps_its_workloads_chat_setting():
         ("stream:\n  - {workload: humaneval, count: 2, weight: 1}", "unknown key 'weight'"),
         ("stream:\n  - humaneval", "must be a mapping"),
         ("stream:\n  - {workload: humaneval, count: 2}\nsources: []", "unknown key 'sources'"),
+        ("stream:\n  - {workload: humaneval, count: 2}\nchat: false", "unknown key 'chat'"),
+        ("stream:\n  - {workload: humaneval, count: 2}\nsampling: {count: 1}", "a stream takes no 'count'"),
     ],
 )
 def test_malformed_streams_are_one_line_errors(tmp_path, body, needle):

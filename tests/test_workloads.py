@@ -41,8 +41,13 @@ def hf_cache(tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------- bundled workloads
 
+BUILTIN = ["humaneval", "long-context", "mt-bench", "sharegpt", "speculator-benchmarks", "speed-bench",
+           "stream-code-chat-mtbench"]
+PREPARED = {"speculator-benchmarks", "speed-bench"}  # data prepared by other projects (tests/test_prepared_workloads.py)
+
+
 def test_builtin_workloads_are_the_yaml_files():
-    assert workload_names() == ["humaneval", "long-context", "mt-bench", "sharegpt", "stream-code-chat-mtbench"]
+    assert workload_names() == BUILTIN
     for name in workload_names():
         assert builtin_spec(name).name == name  # file name and `name:` agree
 
@@ -373,7 +378,9 @@ def test_cli_list_json_counts():
     result = _cli("workloads", "list", "--json")
     assert result.exit_code == 0, result.output
     rows = {r["name"]: r for r in json.loads(result.stdout)}
-    assert set(rows) == {"humaneval", "long-context", "mt-bench", "sharegpt", "stream-code-chat-mtbench"}
+    assert set(rows) == set(BUILTIN)
+    for name in PREPARED:  # listed either way; without their data, with the line saying how to get it
+        assert rows[name]["available"] or "--local-dir DIR" in rows[name]["missing"] or "prepare.py" in rows[name]["missing"]
     stream = rows["stream-code-chat-mtbench"]
     assert (stream["prompts"], stream["turns"], stream["chat"]) == (60, 72, "mixed")  # HumanEval plain, the rest chat
     assert (rows["mt-bench"]["prompts"], rows["mt-bench"]["turns"], len(rows["mt-bench"]["categories"])) == (80, 160, 8)
@@ -387,7 +394,7 @@ def test_cli_list_table():
     assert result.exit_code == 0, result.output
     cells = [line.split("│") for line in result.stdout.splitlines() if line.count("│") > 2]
     rows = {c[1].strip(): "│".join(c) for c in cells if c[1].strip()}  # first line of each row
-    assert set(rows) == {"humaneval", "long-context", "mt-bench", "sharegpt", "stream-code-chat-mtbench"}
+    assert set(rows) == set(BUILTIN)
     assert " 80 " in rows["mt-bench"] and " 160 " in rows["mt-bench"] and " 164 " in rows["humaneval"]
 
 

@@ -42,6 +42,7 @@ from specbench.analysis.engine_settings import EngineSetting, engine_settings, h
 from specbench.analysis.intervals import LEVEL, N_BOOT
 from specbench.analysis.load import AXES, CLOSED_LOOP, axis_of, load_label, normalised, serving_table
 from specbench.analysis.speedup_interval import NO, YES
+from specbench.analysis.stopping_report import interval_text
 from specbench.records.summary import BASELINE_KEYS
 
 GROUP_KEYS = [*BASELINE_KEYS, "backend"]  # a workload's scenario across loads
@@ -84,9 +85,8 @@ def _short(d) -> str:
     disturbed timing 'not decided (disturbed timing; on its numbers alone: …)')."""
     text = d.answer
     b = d.best or {}
-    if b.get("speedup") is not None and np.isfinite(b.get("speedup", np.nan)):
-        ends = f" [{b['lo']:.2f}, {b['hi']:.2f}]" if np.isfinite(b.get("lo", np.nan)) else ""
-        text += f": best {b.get('drafter_label')} γ={b.get('gamma')} at {b['speedup']:.2f}×{ends}"
+    if b.get("speedup") is not None and np.isfinite(b.get("speedup", np.nan)):  # the adjusted interval it rests on
+        text += f": best {b.get('drafter_label')} γ={b.get('gamma')} at {interval_text(b, d.answer)}"
     if d.timing_disturbed:  # the same words as the main verdict's: a disturbed yes is no verdict
         text = f"not decided (disturbed timing; on its numbers alone: {text})"
     return text

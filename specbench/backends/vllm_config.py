@@ -9,8 +9,9 @@ here; the drafter → config mapping itself is `specbench.analysis.vllm_speculat
 * ngram → ``{"method": "ngram", "num_speculative_tokens": γ, "prompt_lookup_min": n_min,
   "prompt_lookup_max": n_max}`` (specbench's defaults n_min 1, n_max 3);
 * draft-model → ``{"method": "draft_model", "model": <local folder of the drafter>, ...}``;
-* eagle / eagle3 / medusa → ``{"method": ..., "model": checkpoint}`` only when ``checkpoint`` is a
-  folder in vLLM's layout (a ``config.json`` that is not specbench's own drafter format);
+* eagle / eagle3 / eagle3.1 / medusa → ``{"method": ..., "model": checkpoint}`` only when ``checkpoint`` is
+  a folder vLLM loads for the kind (its own layout, or the speculators format holding this kind) or a hub
+  id, passed through (`checkpoint_problem`);
 * mtp → refused: vLLM's MTP runs layers that live inside the target's checkpoint;
 * trees other than ``chain`` → refused: vLLM 0.32's `SpeculativeConfig` has no tree.
 """
@@ -24,6 +25,7 @@ from typing import Callable
 from specbench.analysis.vllm_speculative import draft_model_spec
 from specbench.analysis.vllm_speculative import speculative_config as build_speculative_config
 from specbench.catalogue import drafters as catalogue
+from specbench.engine.drafters.checkpoint_location import is_shipped, is_speculators, looks_like_hub_id
 from specbench.errors import SpecbenchError, check_keys
 from specbench.models.resolve import DTYPES
 
@@ -89,16 +91,36 @@ def worker_env(options: dict, device: str) -> dict:
     return {"VLLM_CPU_KVCACHE_SPACE": str(int(float(options.get("kv_cache_gib", 2))) or 1)}
 
 
-def _vllm_layout(checkpoint) -> bool:
+def checkpoint_problem(kind: str, checkpoint: str | None) -> str | None:
+    """Why vLLM cannot load drafter ``kind`` from ``checkpoint`` (None: it can). It can load a folder in its
+    own layout of the kind (`export-drafter --format vllm`), a folder in the speculators format holding
+    this kind (its ``speculators_model_type`` and flags name it: `catalogue.from_speculators`), or a hub id,
+    passed through as given (vLLM downloads and reads it; its kind is not checked offline)."""
+    entry = catalogue.get(kind)
+    formats = "a folder in vLLM's layout" + (" or the speculators format" if entry.speculators else "") + ", or a hub id"
+    if not checkpoint:
+        return f"it needs checkpoint=<{formats}>"
+    if is_shipped(checkpoint):
+        how = "speculators" if entry.speculators else "vllm"
+        return (f"checkpoint {checkpoint} is in specbench's own format, which vLLM cannot load; export it: "
+                f"specbench export-drafter {kind} --checkpoint {checkpoint} --format {how} --out DIR")
     folder = Path(str(checkpoint)).expanduser()
-    config = folder / "config.json"
-    if not config.is_file():
-        return False
+    if not folder.is_dir():
+        return None if looks_like_hub_id(checkpoint) else f"checkpoint {checkpoint} is not a folder here nor a hub id"
     try:
-        data = json.loads(config.read_text())
+        data = json.loads((folder / "config.json").read_text())
     except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and data.get("format") != "specbench-drafter"
+        return f"{folder} has no readable config.json (it needs {formats})"
+    if not isinstance(data, dict) or data.get("format") == "specbench-drafter":
+        how = "speculators" if entry.speculators else "vllm"
+        return (f"{folder} is in specbench's own format, which vLLM cannot load; export it: "
+                f"specbench export-drafter {kind} --checkpoint {folder} --format {how} --out DIR")
+    if is_speculators(data):
+        found = catalogue.from_speculators(data)  # one line when no kind has it
+        return None if found == kind else f"{folder} holds a speculators {found} head, not {kind}"
+    if entry.export is None:
+        return f"{folder} is not in the speculators format, the only one vLLM runs {kind} from"
+    return None
 
 
 def check_runnable(config) -> None:
@@ -118,10 +140,9 @@ def check_runnable(config) -> None:
     if kind.vllm_weights == "model" and not draft_model_spec(name, params):
         raise SpecbenchError(f"drafter {name} cannot run on vLLM without a model (params: {{model: NAME}})")
     if kind.vllm_weights == "checkpoint":
-        checkpoint = draft_model_spec(name, params)
-        if not (checkpoint and _vllm_layout(checkpoint)):
-            raise SpecbenchError(f"drafter {name} cannot run on vLLM: it needs checkpoint=<folder in vLLM's layout> "
-                                 f"(specbench's own format is not loadable by vLLM; see docs/backends.md)")
+        problem = checkpoint_problem(name, draft_model_spec(name, params))
+        if problem:
+            raise SpecbenchError(f"drafter {name} cannot run on vLLM: {problem}")
     if kind.vllm_method is None:
         raise SpecbenchError(f"drafter {name} cannot run on vLLM")
 

@@ -74,6 +74,11 @@ class DrafterKind:
     transformers: str | None = None  # transformers generate's assisted mode (TRANSFORMERS_MODES)
     export: str | None = None  # `export-drafter --format vllm`: its exporter "module:function" (None: none)
     not_exportable: str = ""  # why it cannot be exported, when there is more to say than "no exporter"
+    # the speculators format (vllm-project/speculators): the ``speculators_model_type`` of this kind's checkpoints
+    # there (read by checkpoint=, written by `export-drafter --format speculators`), and the config flags that tell
+    # it from another kind of the same type (EAGLE-3.1 is speculators' eagle3 with fc_norm and norm_output set)
+    speculators: str | None = None
+    speculators_flags: Mapping[str, bool] = field(default_factory=dict)
 
     def __post_init__(self):
         for value, allowed, what in (
@@ -169,6 +174,8 @@ BUILTIN: tuple[DrafterKind, ...] = (
         vllm_weights="checkpoint",
         sglang_algorithm="EAGLE3",
         export=_EXPORT + "export_eagle3",
+        speculators="eagle3",
+        speculators_flags={"fc_norm": False, "norm_output": False},
     ),
     _trained(
         "mtp",
@@ -185,6 +192,10 @@ BUILTIN: tuple[DrafterKind, ...] = (
         "eagle3.1",
         "EAGLE-3.1: EAGLE-3 with RMSNorm on each fused layer and a post-norm step output (param checkpoint)",
         "eagle:Eagle31Type",
+        vllm_method="eagle3",  # vLLM runs it as EAGLE-3 with fc_norm / norm_output, from the speculators format
+        vllm_weights="checkpoint",
+        speculators="eagle3",
+        speculators_flags={"fc_norm": True, "norm_output": True},
     ),
     _trained(
         "semi-ar",
@@ -243,6 +254,33 @@ def nestable() -> list[str]:
 
 def exportable() -> list[str]:
     return [name for name in names() if get(name).export is not None]
+
+
+def speculators_kinds() -> list[str]:
+    """Kinds with a speculators format (``export-drafter --format speculators`` writes them)."""
+    return [name for name in names() if get(name).speculators is not None]
+
+
+def from_speculators(config: Mapping) -> str:
+    """The kind of a speculators-format checkpoint, from its config.json (``speculators_model_type`` and the
+    flags that tell kinds of one type apart, absent = false); otherwise one line naming the field."""
+    model_type = config.get("speculators_model_type")
+    known = sorted({get(name).speculators for name in speculators_kinds()})
+    candidates = [name for name in speculators_kinds() if get(name).speculators == model_type]
+    if not candidates:
+        raise SpecbenchError(
+            f"speculators_model_type '{model_type}' has no drafter kind in specbench (it reads: {', '.join(known)})"
+        )
+    for name in candidates:
+        if all(bool(config.get(flag) or False) == value for flag, value in get(name).speculators_flags.items()):
+            return name
+    flags = sorted({flag for name in candidates for flag in get(name).speculators_flags})
+    have = ", ".join(f"{flag}={str(bool(config.get(flag))).lower()}" for flag in flags)
+    wanted = "; ".join(
+        f"{name}: " + ", ".join(f"{f}={str(v).lower()}" for f, v in get(name).speculators_flags.items())
+        for name in candidates
+    )
+    raise SpecbenchError(f"speculators {model_type} with {have} matches no drafter kind ({wanted})")
 
 
 def is_model_free(name: str) -> bool:

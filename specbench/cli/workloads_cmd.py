@@ -10,13 +10,15 @@ from rich.table import Table
 from rich.text import Text
 
 from specbench.cli.render import console as wide_console
+from specbench.errors import SpecbenchError
 from specbench.measure.workloads import load_workload, workload_names
 
 SAMPLE_CHARS = 600  # how much of each sample turn `show` prints
 
 workloads_app = typer.Typer(
-    help="Prompt sets to benchmark on: the built-in ones (mt-bench, humaneval, sharegpt, long-context) and your own "
-    "(a workload .yaml file, jsonl:PATH[:field=F], hf:DATASET[:SPLIT]).",
+    help="Prompt sets to benchmark on: the built-in ones (mt-bench, humaneval, sharegpt, long-context, and speed-bench "
+    "and speculator-benchmarks from a prepared folder or the hub) and your own (a workload .yaml file, "
+    "jsonl:PATH[:field=F], hf:DATASET[:SPLIT]).",
     no_args_is_help=True,
 )
 
@@ -31,7 +33,8 @@ def _summary(workload, split: str) -> dict:
     return {"name": workload.name, "description": workload.description, "source": workload.source,
             "chat": _chat(workload), "max_new_tokens": workload.max_new_tokens, "split": split,
             "prompts": len(workload.prompts), "turns": workload.n_turns,
-            "categories": dict(sorted(Counter(p.category for p in workload.prompts).items()))}
+            "categories": dict(sorted(Counter(p.category for p in workload.prompts).items())),
+            "context_bins": dict(Counter(p.context_bin for p in workload.prompts if p.context_bin))}
 
 
 def _short_source(source: str) -> str:
@@ -49,9 +52,13 @@ def list_workloads(json_out: bool = typer.Option(False, "--json", help="Print JS
 
     rows = []
     for name in workload_names():
-        row = _summary(load_workload(name, split="all"), "all")
+        try:
+            row = _summary(load_workload(name, split="all"), "all")
+        except SpecbenchError as exc:  # a prepared-data workload whose data is not on this machine
+            rows.append({"name": name, "available": False, "missing": str(exc)})
+            continue
         row["eval_prompts"] = len(load_workload(name, split="eval").prompts)
-        rows.append(row)
+        rows.append({**row, "available": True})
     if json_out:
         typer.echo(json.dumps(rows, indent=2))
         return
@@ -60,6 +67,9 @@ def list_workloads(json_out: bool = typer.Option(False, "--json", help="Print JS
         table.add_column(col, justify="left" if col in ("name", "chat") else "right", no_wrap=True)
     table.add_column("source", overflow="fold")
     for r in rows:
+        if not r["available"]:
+            table.add_row(r["name"], "-", "-", "-", "-", "-", Text(f"not here: {r['missing'].split(': ', 1)[-1]}"))
+            continue
         table.add_row(r["name"], str(r["prompts"]), str(r["eval_prompts"]), str(r["turns"]), str(len(r["categories"])),
                       {True: "yes", False: "no"}.get(r["chat"], r["chat"]), Text(_short_source(r["source"])))
     wide_console().print(table)
@@ -99,6 +109,8 @@ def show_workload(
         info["chat"], "each prompt as its own workload says (a stream: chat template or plain completion)")
     facts.add_row("prompt", chat)
     facts.add_row("max new tokens", str(workload.max_new_tokens))
+    if info["context_bins"]:
+        facts.add_row("context bins", ", ".join(f"{b}: {n}" for b, n in info["context_bins"].items()))
     if first.context is not None:
         facts.add_row("sample document", Text(f"{first.context.origin} ({len(first.context.text):,} characters), "
                                               f"cut to bin {first.context.bin} ({first.context.target_tokens:,} "

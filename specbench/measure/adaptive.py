@@ -177,6 +177,7 @@ class AdaptiveSweep:
         self.units_for = self.planner.units_for
         previous = read_history(runner.store.folder) or {}
         self.elapsed_before = float(previous.get("elapsed_s") or 0.0)
+        self.budget_stopped = False  # the last round was refused for want of budget, not of prompts
 
     # ------------------------------------------------------------------ running
     def run(self, finished: set[str]) -> int:
@@ -204,7 +205,7 @@ class AdaptiveSweep:
                 self._judge(self.states[name], records)
             self._save()
             self._report()
-        self._close_open(BUDGET if self._budget_spent() else EXHAUSTED)
+        self._close_open(BUDGET if self._budget_spent() or self.budget_stopped else EXHAUSTED)
         self._save(finished_all=True)
         self._report()
         return measured
@@ -240,6 +241,7 @@ class AdaptiveSweep:
         if not candidates or self.plan.budget_s is None:
             return candidates
         if self._budget_spent():
+            self.budget_stopped = True
             return {}
         left = self.plan.budget_s - self.elapsed_before
         order = sorted(candidates, key=lambda n: (self.states[n].prompts_needed() or np.inf, n))
@@ -249,6 +251,7 @@ class AdaptiveSweep:
             if cost is None or planned_s + cost <= left or not chosen and cost <= left:
                 chosen[name] = candidates[name]
                 planned_s += cost or 0.0
+        self.budget_stopped = not chosen  # looks remain, but none fits the budget left
         return chosen
 
     def _look_seconds(self, state: WorkloadLooks) -> float | None:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.errors import SpecbenchError, check_keys, did_you_mean
-from specbench.measure.spec_reader import Reader
+from specbench.measure.spec_reader import Reader, workload_fields
 
 DOCUMENT_SOURCES = ("python-stdlib", "sharegpt")
 OPTIONS = ("bin", "task")  # what a workload name may select: long-context:bin=4k:task=answer
@@ -80,28 +80,19 @@ def is_long_context(data: dict) -> bool:
 def parse_long_context(data: dict, *, origin: str, base_dir: Path | None = None) -> LongContextSpec:
     """Validate a long-context workload mapping (parsed YAML) into a `LongContextSpec`."""
     top = Reader(data, origin, "", _TOP_KEYS)
-    name = str(top.get("name", str, required=True)).strip()
-    if not name:
-        top.fail("'name' is empty")
-    sampling = top.mapping("sampling", ("count", "seed"))
+    common = workload_fields(top)
     section = top.mapping("long_context", ("tolerance", "bins", "tasks", "documents"))
     tolerance = float(section.get("tolerance", (int, float), 0.1))
     if not 0 < tolerance < 1:
         section.fail(f"'tolerance' must be between 0 and 1, got {tolerance}")
     return LongContextSpec(
-        name=name,
-        description=top.get("description", str, ""),
-        chat=top.get("chat", bool, True),
-        max_new_tokens=top.int_in("max_new_tokens", 256, 1),
-        count=sampling.int_in("count", None, 1, nullable=True),
-        seed=sampling.get("seed", int, 0),
-        train_percent=top.int_in("train_percent", 0, 0, 100),
+        **common,
         bins=_bins(section),
         tolerance=tolerance,
         tasks=_tasks(section),
         documents=tuple(_document_source(entry, origin, i, base_dir)
                         for i, entry in enumerate(section.get("documents", list, required=True))),
-        id_prefix=name,
+        id_prefix=common["name"],
         origin=origin,
     )
 

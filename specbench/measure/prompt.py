@@ -30,6 +30,7 @@ class Prompt:
     category: str
     turns: tuple[str, ...]  # user turns; MT-Bench has 2, the others 1
     context: ContextDocument | None = None  # long-context prompts: the document the turn's {document} holds
+    bin: str | None = None  # the context-length bin of a prompt written to one (SPEED-Bench's throughput_8k: '8k')
     # stream workloads (`specbench.measure.stream`): the prompt's place in the stream, its segment's label, and
     # its own workload's chat setting (None: the workload's)
     stream_position: int | None = None
@@ -38,5 +39,6 @@ class Prompt:
 
     @property
     def context_bin(self) -> str | None:
-        """The context-length bin of a long-context prompt ('1k', ... '7k'); None for other prompts."""
-        return None if self.context is None else self.context.bin
+        """The context-length bin of a long-context prompt ('1k', ... '7k') or of a prompt set's length split
+        (SPEED-Bench's '1k' … '32k'); None for other prompts."""
+        return self.bin if self.context is None else self.context.bin

@@ -42,3 +42,21 @@ class Reader:
     def mapping(self, key: str, allowed: tuple[str, ...]) -> Reader:
         value = self.get(key, dict, {})
         return Reader(value, self.origin, f"{self.where}{key}: ", allowed)
+
+
+def workload_fields(top: Reader, default_max_new_tokens: int = 256) -> dict:
+    """The fields every workload file has (name, description, chat, max_new_tokens, sampling's count and
+    seed, train_percent), validated, as keyword arguments of its spec class."""
+    name = str(top.get("name", str, required=True)).strip()
+    if not name:
+        top.fail("'name' is empty")
+    sampling = top.mapping("sampling", ("count", "seed"))
+    return {
+        "name": name,
+        "description": top.get("description", str, ""),
+        "chat": top.get("chat", bool, True),
+        "max_new_tokens": top.int_in("max_new_tokens", default_max_new_tokens, 1),
+        "count": sampling.int_in("count", None, 1, nullable=True),
+        "seed": sampling.get("seed", int, 0),
+        "train_percent": top.int_in("train_percent", 0, 0, 100),
+    }

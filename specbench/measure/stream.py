@@ -31,7 +31,7 @@ from typing import Callable
 
 from specbench.errors import SpecbenchError
 from specbench.measure.prompt import Prompt
-from specbench.measure.spec_reader import Reader
+from specbench.measure.spec_reader import Reader, workload_fields
 
 _TOP_KEYS = ("name", "description", "max_new_tokens", "sampling", "stream")
 _SEGMENT_KEYS = ("workload", "count", "label")
@@ -69,10 +69,9 @@ def is_stream(data: dict) -> bool:
 
 def parse_stream(data: dict, *, origin: str, base_dir: Path | None = None) -> StreamSpec:
     top = Reader(data, origin, "", _TOP_KEYS)
-    name = str(top.get("name", str, required=True)).strip()
-    if not name:
-        top.fail("'name' is empty")
-    sampling = top.mapping("sampling", ("seed",))
+    common = workload_fields(top)  # a stream's file has no chat or train_percent key: _TOP_KEYS refuses them
+    if common["count"] is not None:
+        top.fail("sampling: a stream takes no 'count' (its segments give theirs; a sweep's count cuts the stream)")
     entries = top.get("stream", list, required=True)
     if not entries:
         top.fail("'stream' is empty: give its segments, e.g. [{workload: humaneval, count: 20}, ...]")
@@ -90,10 +89,10 @@ def parse_stream(data: dict, *, origin: str, base_dir: Path | None = None) -> St
             seg.fail("missing key 'count'")
         segments.append(Segment(workload, count, label))
     return StreamSpec(
-        name=name,
-        description=top.get("description", str, ""),
-        max_new_tokens=top.int_in("max_new_tokens", 256, 1),
-        seed=sampling.get("seed", int, 0),
+        name=common["name"],
+        description=common["description"],
+        max_new_tokens=common["max_new_tokens"],
+        seed=common["seed"],
         segments=tuple(segments),
         origin=origin,
     )

@@ -86,12 +86,15 @@ def read_jsonl(path: Path) -> list[dict]:
 
 # ----------------------------------------------------------------------------- datasets
 
-def read_hf(dataset: str, split: str | None) -> list[dict]:
+def read_hf(dataset: str, split: str | None, *, config: str | None = None, data_files: str | None = None
+            ) -> list[dict]:
     """Rows of ``split`` of a dataset: a local file or folder, or a hub dataset when reachable.
 
     Without ``split``, a dataset with a single split uses it; otherwise the split must be named.
+    ``config`` names one of the dataset's configs, ``data_files`` one of its files.
     """
     local = Path(dataset).expanduser()
+    extra = {"data_files": data_files} if data_files else {}
     if local.is_file():
         builder = HF_FILE_BUILDERS.get(local.suffix.lower())
         if builder is None:
@@ -99,10 +102,10 @@ def read_hf(dataset: str, split: str | None) -> list[dict]:
                                  f"(use {', '.join(sorted(HF_FILE_BUILDERS))} or a dataset folder)")
         args, kwargs = (builder,), {"data_files": str(local)}
     elif local.is_dir():
-        args, kwargs = (str(local),), {}
+        args, kwargs = (str(local),) + ((config,) if config else ()), extra
     else:
         _require_hub(dataset)
-        args, kwargs = (dataset,), {}
+        args, kwargs = (dataset,) + ((config,) if config else ()), extra
     loaded = _load_dataset(dataset, split, args, kwargs)
     if split is None:
         splits = list(loaded)

@@ -32,7 +32,8 @@ from specbench.measure.long_context_spec import (
     is_long_context,
     parse_long_context,
 )
-from specbench.measure.spec_reader import Reader
+from specbench.measure.prepared_spec import PreparedSpec, is_prepared, parse_prepared
+from specbench.measure.spec_reader import Reader, workload_fields
 from specbench.measure.stream import StreamSpec, is_stream, parse_stream
 from specbench.safe_files import load_yaml_text, read_text_file
 
@@ -97,12 +98,12 @@ def builtin_names() -> list[str]:
     return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
-def builtin_spec(name: str) -> WorkloadSpec | LongContextSpec | StreamSpec:
+def builtin_spec(name: str) -> WorkloadSpec | LongContextSpec | PreparedSpec | StreamSpec:
     text = resources.files(BUILTIN_PACKAGE).joinpath(f"{name}.yaml").read_text(encoding="utf-8")
     return parse_spec(_load_yaml(text, f"built-in workload {name}"), origin=f"built-in workload {name}")
 
 
-def read_spec_file(path: Path) -> WorkloadSpec | LongContextSpec | StreamSpec:
+def read_spec_file(path: Path) -> WorkloadSpec | LongContextSpec | PreparedSpec | StreamSpec:
     """Parse a user workload YAML file; relative source paths are taken from its folder."""
 
     text = read_text_file(path, "workload file", 2**20)  # size-limited UTF-8 text
@@ -123,19 +124,20 @@ _TOP_KEYS = ("name", "description", "chat", "max_new_tokens", "sampling", "train
              "id_format", "filter", "fields", "sources")
 
 
-def parse_spec(data: dict, *, origin: str, base_dir: Path | None = None) -> WorkloadSpec | LongContextSpec | StreamSpec:
+def parse_spec(data: dict, *, origin: str, base_dir: Path | None = None
+               ) -> WorkloadSpec | LongContextSpec | PreparedSpec | StreamSpec:
     """Validate a workload mapping (parsed YAML) into a `WorkloadSpec` (a `LongContextSpec` when it has a
-    ``long_context`` section: `specbench.measure.long_context_spec`; a `StreamSpec` when it has a ``stream``
-    list: `specbench.measure.stream`)."""
+    ``long_context`` section: `specbench.measure.long_context_spec`; a `PreparedSpec` when it has a
+    ``prepared`` section: `specbench.measure.prepared_spec`; a `StreamSpec` when it has a ``stream`` list:
+    `specbench.measure.stream`)."""
     if is_long_context(data):
         return parse_long_context(data, origin=origin, base_dir=base_dir)
+    if is_prepared(data):
+        return parse_prepared(data, origin=origin)
     if is_stream(data):
         return parse_stream(data, origin=origin, base_dir=base_dir)
     top = Reader(data, origin, "", _TOP_KEYS)
-    name = str(top.get("name", str, required=True)).strip()
-    if not name:
-        top.fail("'name' is empty")
-    sampling = top.mapping("sampling", ("count", "seed"))
+    common = workload_fields(top, WorkloadSpec.max_new_tokens)
     bounds = top.mapping("filter", ("min_chars", "max_chars"))
     fields = top.mapping("fields", ("id", "turns", "category"))
     id_format = top.get("id_format", str, WorkloadSpec.id_format)
@@ -149,13 +151,7 @@ def parse_spec(data: dict, *, origin: str, base_dir: Path | None = None) -> Work
     if not raw_sources:
         top.fail("'sources' is empty")
     return WorkloadSpec(
-        name=name,
-        description=top.get("description", str, ""),
-        chat=top.get("chat", bool, True),
-        max_new_tokens=top.int_in("max_new_tokens", WorkloadSpec.max_new_tokens, 1),
-        count=sampling.int_in("count", None, 1, nullable=True),
-        seed=sampling.get("seed", int, 0),
-        train_percent=top.int_in("train_percent", 0, 0, 100),
+        **common,
         category=top.get("category", str, WorkloadSpec.category),
         id_format=id_format,
         min_chars=bounds.int_in("min_chars", 1, 1),

@@ -27,9 +27,12 @@ from typing import Any
 
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.measure import long_context
+from specbench.measure import prepared_spec
 from specbench.measure.long_context_spec import LongContextSpec, select
+from specbench.measure.prepared_spec import PreparedSpec
 from specbench.measure.prompt import Prompt
 from specbench.measure.stream import StreamSpec, stream_prompts
+from specbench.measure.workload_prepared import prepared_prompts
 from specbench.measure.workload_sources import read_records
 from specbench.measure.workload_spec import (
     WorkloadSpec,
@@ -89,6 +92,8 @@ def load_workload(name_or_source: str, *, count: int | None = None, seed: int | 
                         max_new_tokens=spec.max_new_tokens, prompts=prompts)
     if isinstance(spec, LongContextSpec):
         prompts, source = long_context.pair_prompts(spec)  # (document, task) pairs: binned after sampling
+    elif isinstance(spec, PreparedSpec):
+        prompts, source = prepared_prompts(spec)  # a folder other projects' scripts prepared, or the hub
     else:
         records, source = read_records(spec)
         prompts = records_to_prompts(records, spec)
@@ -106,11 +111,13 @@ def load_workload(name_or_source: str, *, count: int | None = None, seed: int | 
                     max_new_tokens=spec.max_new_tokens, prompts=prompts)
 
 
-def resolve_spec(name_or_source: str) -> WorkloadSpec | LongContextSpec | StreamSpec:
+def resolve_spec(name_or_source: str) -> WorkloadSpec | LongContextSpec | PreparedSpec | StreamSpec:
     """The spec behind a workload name, YAML path or user source string.
 
-    A built-in name or YAML path may end in ``:key=value`` options (``long-context:bin=4k``); only
-    long-context workloads take them (`specbench.measure.long_context_spec.select`).
+    A built-in name or YAML path may end in ``:key=value`` options: a long-context workload's bins and
+    tasks (``long-context:bin=4k``, `specbench.measure.long_context_spec.select`), a prepared-data
+    workload's configs, categories and data folder (``speed-bench:category=coding:data=DIR``,
+    `specbench.measure.prepared_spec.select`); other workloads take none.
     """
     text = str(name_or_source).strip()
     if not text:
@@ -120,9 +127,11 @@ def resolve_spec(name_or_source: str) -> WorkloadSpec | LongContextSpec | Stream
     base, options = split_options(text)
     if options:
         spec = resolve_spec(base)
+        if isinstance(spec, PreparedSpec):
+            return prepared_spec.select(spec, options, text)
         if not isinstance(spec, LongContextSpec):
-            raise SpecbenchError(f"workload {spec.name} takes no options ('{text}'); only long-context workloads do "
-                                 "(e.g. long-context:bin=4k)")
+            raise SpecbenchError(f"workload {spec.name} takes no options ('{text}'); only long-context and "
+                                 "prepared-data workloads do (e.g. long-context:bin=4k, speed-bench:category=coding)")
         return select(spec, options, text)
     names = builtin_names()
     if text in names:

@@ -112,8 +112,9 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "expert_bytes_per_token": (pa.float64(), "MoE target: Σ expert bytes over rounds ÷ decode_tokens"),
     "moe_step_bytes": (pa.int64(), "MoE target: weight bytes one target-only forward streamed here (each MLP "
                                    "computed once; the expert-aware cost model's bandwidth reference)"),
-    "context_bin": (pa.string(), "context-length bin of a long-context prompt ('1k', '2k', '4k', '7k'); null for "
-                                 "other workloads and in records written before the column existed"),
+    "context_bin": (pa.string(), "context-length bin of a long-context prompt ('1k', '2k', '4k', '7k') or of a "
+                                 "SPEED-Bench throughput split ('1k' … '32k'); null for other workloads and in "
+                                 "records written before the column existed"),
     # round strategy (docs/strategies.md); records written before it existed are sequential
     "strategy": (pa.string(), "how rounds were driven: 'sequential' or 'nested' (next draft prepared during verification)"),
     "prepared": (pa.int64(), "nested: next-round drafts prepared per round (P); 0 sequential"),

@@ -1,4 +1,5 @@
-"""``specbench export-drafter --format vllm``: a trained drafter in the folder layout vLLM loads.
+"""``specbench export-drafter``: a trained drafter in the folder layout vLLM loads (``--format vllm``), or in
+the speculators format (``--format speculators``, written by `specbench.training.speculators_export`).
 
 The drafter is read through the public loader (`specbench.engine.drafters.make_drafter`, the
 same object the engine drafts with), so the exported weights are exactly the ones measured.
@@ -37,42 +38,23 @@ from specbench.analysis.vllm_speculative import speculative_config
 from specbench.catalogue import drafters as catalogue
 from specbench.catalogue.registry import resolve
 from specbench.engine.drafters import make_drafter
+from specbench.engine.drafters.speculators_format import speculative_tokens
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import load_model
+from specbench.training.draft_layer_config import draft_llama_config
+from specbench.training.speculators_export import export_speculators
 
-FORMATS = ("vllm",)
+FORMATS = ("vllm", "speculators")  # vLLM's own layouts (this module); the speculators format (speculators_export)
 EAGLE_STEPS = 3  # the num_speculative_tokens printed for an exported EAGLE / EAGLE-3 head (any γ works)
 
 
 def serving_config(kind: str, folder: Path, config: dict) -> dict:
     """The speculative_config that serves an export in ``folder`` (its ``config.json`` is ``config``): the
     one mapping (`analysis.vllm_speculative`) with the folder as the checkpoint; γ = the head count of
-    a layout that has one (Medusa's ``num_heads``), else `EAGLE_STEPS`."""
-    gamma = int(config.get("num_heads", EAGLE_STEPS))
+    a layout that has one (Medusa's ``num_heads``), the speculators format's proposal length, else
+    `EAGLE_STEPS`."""
+    gamma = speculative_tokens(config) or int(config.get("num_heads", EAGLE_STEPS))
     return speculative_config(kind, {"checkpoint": str(Path(folder).resolve())}, gamma)
-
-
-def _llama_config(target) -> dict:
-    config = target.model.config
-    if getattr(config, "model_type", None) != "llama":
-        raise SpecbenchError(f"export to vLLM supports Llama targets (EAGLE/EAGLE-3 layouts are Llama's); "
-                             f"'{target.name}' is {getattr(config, 'model_type', '?')}")
-    return config.to_dict()
-
-
-def _draft_llama_config(target, layer_shape: dict, architecture: str) -> dict:
-    base = _llama_config(target)
-    keep = ("vocab_size", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "hidden_act",
-            "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters",
-            "bos_token_id", "eos_token_id", "pad_token_id", "tie_word_embeddings")
-    config = {k: base[k] for k in keep if k in base}
-    config.update({"architectures": [architecture], "model_type": "llama", "num_hidden_layers": 1,
-                   "intermediate_size": int(layer_shape["intermediate"]), "hidden_size": int(layer_shape["hidden"]),
-                   "num_attention_heads": int(layer_shape["heads"]),
-                   "num_key_value_heads": int(layer_shape["kv_heads"]),
-                   "head_dim": int(layer_shape["head_dim"]), "rms_norm_eps": float(layer_shape["eps"]),
-                   "torch_dtype": "float32"})
-    return config
 
 
 def _cpu(tensors: dict) -> dict:
@@ -83,7 +65,7 @@ def export_eagle(drafter, target) -> tuple[dict, dict, list[str]]:
     net = drafter.net
     sd = {k: v.float() for k, v in net.state_dict().items()}
     tensors = {k: v for k, v in sd.items() if k != "fc.bias"}
-    config = _draft_llama_config(target, net.shape.to_dict(), "EagleLlamaForCausalLM")
+    config = draft_llama_config(target, net.shape.to_dict(), "EagleLlamaForCausalLM")
     notes = ["vLLM's EAGLE-1 drafts over the full vocabulary (no draft-vocabulary map for EAGLE-1): specbench's "
              f"{drafter.head.draft_size}-token draft vocabulary is dropped, so proposals differ when the "
              "full-vocabulary argmax lies outside it"]
@@ -103,7 +85,7 @@ def export_eagle3(drafter, target) -> tuple[dict, dict, list[str]]:
     net, head = drafter.net, drafter.head
     tensors = {k: v.float() for k, v in net.state_dict().items()}
     tensors["lm_head.weight"] = head.weight.float()
-    config = _draft_llama_config(target, net.shape.to_dict(), "LlamaForCausalLMEagle3")
+    config = draft_llama_config(target, net.shape.to_dict(), "LlamaForCausalLMEagle3")
     layers = [int(i) for i in net.feature_layers]
     config.update({"target_hidden_size": int(target.model.config.hidden_size),
                    "eagle_config": {"use_aux_hidden_state": True, "eagle_aux_hidden_state_layer_ids": layers},
@@ -139,38 +121,47 @@ def export_medusa(drafter, target) -> tuple[dict, dict, list[str]]:
     return config, tensors, []
 
 
-def exporter(kind: str):
-    """The exporter of ``kind``'s catalogue entry (its ``export`` layout); else a one-line refusal saying why."""
+def exporter(kind: str, fmt: str = "vllm", *, verifier: str | None = None):
+    """The exporter of ``kind`` to format ``fmt``: (drafter, target) -> (config, tensors, notes). For vLLM's
+    layouts the catalogue entry's ``export``, for the speculators format the entry's ``speculators`` type;
+    otherwise a one-line refusal saying why."""
+    if fmt not in FORMATS:
+        raise SpecbenchError(f"unknown export format '{fmt}' (choose from: {', '.join(FORMATS)})")
     entry = catalogue.buildable(kind)
+    if fmt == "speculators":
+        if entry.speculators is None:
+            raise SpecbenchError(f"'{kind}' has no speculators format (it has: "
+                                 f"{', '.join(catalogue.speculators_kinds())})")
+        return lambda drafter, target: export_speculators(kind, drafter, target, verifier=verifier)
     if entry.not_exportable:
         raise SpecbenchError(f"'{kind}' cannot be exported to vLLM: {entry.not_exportable}")
     if entry.export is None:
-        raise SpecbenchError(f"'{kind}' has no vLLM export (exportable: {', '.join(catalogue.exportable())})")
+        hint = " (--format speculators writes it)" if entry.speculators else ""
+        raise SpecbenchError(f"'{kind}' has no vLLM export{hint} (exportable: {', '.join(catalogue.exportable())})")
     return resolve(entry.export, f"the vLLM export of '{kind}'")
 
 
 def export_drafter(kind: str, out: Path, *, checkpoint: str | None = None, target: str = "smollm2-135m",
-                   fmt: str = "vllm") -> dict:
-    """Write ``kind``'s checkpoint in vLLM's layout into ``out``; returns what was written and the
-    speculative_config that serves it."""
-    if fmt not in FORMATS:
-        raise SpecbenchError(f"unknown export format '{fmt}' (choose from: {', '.join(FORMATS)})")
-    exporter(kind)  # refused before the target loads
+                   fmt: str = "vllm", verifier: str | None = None) -> dict:
+    """Write ``kind``'s checkpoint in format ``fmt`` (vLLM's layout, or the speculators format) into ``out``;
+    returns what was written and the speculative_config that serves it."""
+    exporter(kind, fmt)  # refused before the target loads
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise SpecbenchError(f"{out} exists and is not empty: choose a new folder")
     loaded = load_model(target, device="cpu", dtype="fp32")
     params = {"checkpoint": checkpoint} if checkpoint else {}
     drafter = make_drafter(kind, loaded, params, device="cpu", dtype="fp32")
-    return write_export(kind, drafter, loaded, out, fmt=fmt)
+    return write_export(kind, drafter, loaded, out, fmt=fmt, verifier=verifier)
 
 
-def write_export(kind: str, drafter, target, out: Path, fmt: str = "vllm") -> dict:
+def write_export(kind: str, drafter, target, out: Path, fmt: str = "vllm", verifier: str | None = None) -> dict:
     """Write an already built drafter of ``target`` (a `LoadedModel`) into ``out``."""
-    config, tensors, notes = exporter(kind)(drafter, target)
+    config, tensors, notes = exporter(kind, fmt, verifier=verifier)(drafter, target)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     save_file(_cpu(tensors), str(out / "model.safetensors"), metadata={"format": "pt"})
+    (out / "model.safetensors").chmod(0o644)  # safetensors creates the file readable by its owner only
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     speculative = serving_config(kind, out, config)
     report = {"kind": kind, "format": fmt, "folder": str(out), "target": target.name, "tensors": sorted(tensors),

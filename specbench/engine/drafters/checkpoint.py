@@ -13,8 +13,9 @@ cheap on any model size and independent of the dtype the target was loaded in: a
 loads when the shapes match and the probe agrees to within bf16 rounding, otherwise it is
 refused with one line naming both models.
 
-A checkpoint is named by a path or by a shipped name, ``<target>/<type>``, found in the
-``drafters/`` folder installed with the package (``specbench.builtin_drafters``).
+A checkpoint is named by a path, by a shipped name, ``<target>/<type>``, found in the
+``drafters/`` folder installed with the package (``specbench.builtin_drafters``), or by a hub id
+(`specbench.engine.drafters.checkpoint_location`).
 """
 
 from __future__ import annotations
@@ -22,14 +23,17 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
+from specbench.engine.drafters.checkpoint_location import (fetch_hub_checkpoint, looks_like_hub_id, shipped_names,
+                                                         shipped_root)
 from specbench.errors import SpecbenchError, did_you_mean
+
+__all__ = ["shipped_names", "shipped_root"]  # re-exported: where the shipped checkpoints are
 
 FORMAT = "specbench-drafter"
 FORMAT_VERSION = 1
@@ -123,22 +127,6 @@ class Checkpoint:
         return str(self.config.get("type"))
 
 
-def shipped_root() -> Path:
-    """The ``drafters/`` folder installed with the package (falls back to the source tree)."""
-    try:
-        root = Path(str(resources.files("specbench.builtin_drafters")))
-        if root.is_dir():
-            return root
-    except (ModuleNotFoundError, TypeError):
-        pass
-    return Path(__file__).resolve().parents[3] / "drafters"
-
-
-def shipped_names() -> list[str]:
-    root = shipped_root()
-    return sorted(f"{c.parent.parent.name}/{c.parent.name}" for c in root.glob(f"*/*/{CONFIG}"))
-
-
 def resolve_checkpoint(spec: str | None, drafter_type: str, target_name: str) -> Path:
     """A path or shipped name -> the checkpoint folder; None -> the shipped one for the target."""
     if spec is None or str(spec).strip() == "":
@@ -155,6 +143,8 @@ def resolve_checkpoint(spec: str | None, drafter_type: str, target_name: str) ->
         return path
     if (shipped_root() / text / CONFIG).is_file():
         return shipped_root() / text
+    if looks_like_hub_id(text):  # a published head (speculators format, EAGLE's, Medusa's) on the hub
+        return fetch_hub_checkpoint(text)
     raise SpecbenchError(f"drafter checkpoint '{text}' is neither a folder nor a shipped name"
                          f"{did_you_mean(text, shipped_names())} (shipped: {', '.join(shipped_names()) or 'none'})")
 

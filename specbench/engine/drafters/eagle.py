@@ -142,16 +142,19 @@ class Eagle3Net(StepNet):
     """g = W_fc [l; m; h]; layer over [norm(e); norm(g)] with residual g; output norm (EAGLE-3's layout).
 
     ``fc_norm`` and ``norm_output`` are EAGLE-3.1's two changes (module docstring); both off is
-    EAGLE-3 exactly, and the architecture dict then carries neither key."""
+    EAGLE-3 exactly, and the architecture dict then carries neither key. ``norm_before_residual``
+    (a speculators-format option, read from such checkpoints) makes the residual RMSNorm(g) instead
+    of g; off, the architecture dict does not carry it."""
 
     def __init__(self, shape: LayerShape, feature_layers: tuple[int, ...], *, fc_norm: bool = False,
-                 norm_output: bool = False):
+                 norm_output: bool = False, norm_before_residual: bool = False):
         super().__init__()
         if shape.attn_in != 2 * shape.hidden:
             raise ValueError("EAGLE-3's layer attends over [embedding; hidden]: attn_in must be 2·hidden")
         self.shape = shape
         self.feature_layers = tuple(int(i) for i in feature_layers)
         self.norm_output = bool(norm_output)
+        self.norm_before_residual = bool(norm_before_residual)
         self.kind = "eagle3.1" if fc_norm or norm_output else "eagle3"
         if fc_norm:  # one RMSNorm per fused target layer, before the fusion projection
             self.fc_norm = nn.ModuleList([RMSNorm(shape.hidden, shape.eps) for _ in self.feature_layers])
@@ -171,7 +174,8 @@ class Eagle3Net(StepNet):
 
     def step_inputs(self, g: torch.Tensor, e: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         g = g.to(e.dtype)
-        return torch.cat((self.midlayer.input_layernorm(e), self.midlayer.hidden_norm(g)), dim=-1), g
+        normed = self.midlayer.hidden_norm(g)
+        return torch.cat((self.midlayer.input_layernorm(e), normed), dim=-1), normed if self.norm_before_residual else g
 
     def step_output(self, out: torch.Tensor) -> torch.Tensor:
         """The state a step hands on (to the head and to the next step): o_t, or RMSNorm(o_t) (3.1)."""
@@ -184,12 +188,15 @@ class Eagle3Net(StepNet):
         arch = {"layer": self.shape.to_dict(), "feature_layers": list(self.feature_layers)}
         if self.kind == "eagle3.1":  # added only when set: an EAGLE-3 checkpoint's architecture is unchanged
             arch.update(fc_norm=hasattr(self, "fc_norm"), norm_output=self.norm_output)
+        if self.norm_before_residual:
+            arch["norm_before_residual"] = True
         return arch
 
     @classmethod
     def from_architecture(cls, arch: dict) -> "Eagle3Net":
         return cls(LayerShape(**arch["layer"]), tuple(arch["feature_layers"]), fc_norm=bool(arch.get("fc_norm")),
-                   norm_output=bool(arch.get("norm_output")))
+                   norm_output=bool(arch.get("norm_output")),
+                   norm_before_residual=bool(arch.get("norm_before_residual")))
 
 
 class FeatureDrafter:

@@ -34,6 +34,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from specbench.engine.drafters import registry
+from specbench.engine.drafters.checkpoint_location import SPECULATORS, is_speculators
 from specbench.engine.drafters.feature_layers import LayerShape
 from specbench.errors import SpecbenchError
 
@@ -75,8 +76,8 @@ def write_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
 
 
 def detect(folder: Path) -> str | None:
-    """'specbench' or the name of the registered type whose published layout a folder holds; None if
-    unknown."""
+    """'specbench', 'speculators' or the name of the registered type whose published layout a folder
+    holds; None if unknown."""
     config_path = Path(folder) / "config.json"
     try:
         config = json.loads(config_path.read_text())
@@ -86,6 +87,8 @@ def detect(folder: Path) -> str | None:
         return None
     if config.get("format") == "specbench-drafter":
         return "specbench"
+    if is_speculators(config):  # before the types: its config has EAGLE-3's draft_vocab_size too
+        return SPECULATORS
     for drafter_type in registry.trained_types():
         if drafter_type.recognizes(config, Path(folder)):
             return drafter_type.name

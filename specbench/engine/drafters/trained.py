@@ -23,7 +23,8 @@ import torch.nn as nn
 
 from specbench.catalogue.registry import resolve
 from specbench.engine.drafters import checkpoint as ckpt
-from specbench.engine.drafters import registry
+from specbench.engine.drafters import registry, speculators_format
+from specbench.engine.drafters.checkpoint_location import SPECULATORS
 from specbench.engine.drafters.published import detect
 from specbench.errors import SpecbenchError
 
@@ -163,8 +164,8 @@ class TrainedType(registry.DrafterType):
 
     # ------------------------------------------------------------------ the registry's builder
     def build(self, target, *, device: str, dtype: str, implementation: str, checkpoint: str | None = None, seed: int = 0):
-        """checkpoint = path (specbench or the type's published layout), shipped name, None (the one
-        shipped for the target) or 'random'."""
+        """checkpoint = path (specbench's format, the type's published layout or the speculators format),
+        shipped name, hub id, None (the one shipped for the target) or 'random'."""
         param = next(target.model.parameters())
         draft_vocab, head_weights = None, None
         if str(checkpoint).strip().lower() == RANDOM:
@@ -174,6 +175,8 @@ class TrainedType(registry.DrafterType):
             layout = detect(folder)
             if layout in (None, "specbench"):  # None: read_checkpoint says what is wrong
                 net, draft_vocab = self.load(ckpt.read_checkpoint(folder, expected_type=self.name), target)
+            elif layout == SPECULATORS:  # speculators_format refuses another kind in one line
+                net, draft_vocab, head_weights = speculators_format.load(folder, target, self)
             elif layout != self.name:
                 raise SpecbenchError(f"{folder} holds a {layout} checkpoint, not a {self.name} one")
             else:  # a folder in the type's published layout
