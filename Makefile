@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.specbench-installed
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install install-vllm install-speculators test-vllm install-ray test-ray bench-scale demo test lint test-heavy simulate-stopping bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe clean help
+.PHONY: install install-vllm install-speculators test-vllm install-ray test-ray bench-scale demo test lint test-heavy simulate-stopping bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe bench-online clean help
 
 help:
 	@echo "make demo          set up (first run) and run the demo sweep on SmolLM2-135M"
@@ -28,6 +28,7 @@ help:
 	@echo "make bench-backends the same small sweep on the own engine and on vLLM, side by side"
 	@echo "make bench-strategies nested speculation, verify-length schedules, expert-aware trees (docs/strategies.md)"
 	@echo "make bench-strategies-moe plain vs expert-aware dynamic tree on SmolLM2-MoE: τ, experts per verify"
+	@echo "make bench-online  online adaptation (Aurora) over a shifting stream: sweep, fit, recommend, plot"
 	@echo "make simulate-stopping error rates of adaptive vs fixed-grid verdicts with a known truth (docs/fit.md)"
 
 $(PY):
@@ -74,7 +75,11 @@ FORMATTED := specbench/catalogue specbench/backends/registry.py specbench/engine
              tests/speculators_reference.py \
              specbench/measure/executor.py specbench/measure/executor_spec.py specbench/measure/pieces.py \
              specbench/measure/worker.py specbench/measure/ray_executor.py scripts/bench_scale.py \
-             tests/test_executor.py tests/test_ray_executor.py
+             tests/test_executor.py tests/test_ray_executor.py \
+             specbench/engine/online.py specbench/training/online.py specbench/measure/online_spec.py \
+             specbench/measure/online_resume.py specbench/measure/stream.py specbench/analysis/online.py \
+             specbench/figures/online.py specbench/cli/online_view.py tests/test_online.py \
+             tests/test_online_sweep.py tests/test_stream_workload.py tests/test_online_analysis.py
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -142,6 +147,12 @@ bench-backends: install install-vllm
 
 bench-strategies: install
 	$(PY) scripts/bench_strategies.py
+
+bench-online: install
+	$(VENV)/bin/specbench sweep sweeps/online-adaptation.yaml
+	$(VENV)/bin/specbench fit results/online-adaptation
+	$(VENV)/bin/specbench recommend results/online-adaptation
+	$(VENV)/bin/specbench plot results/online-adaptation --out results/online-adaptation/report
 
 simulate-stopping: install
 	$(PY) scripts/adaptive_simulation.py --sims 2000

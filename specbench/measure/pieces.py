@@ -46,6 +46,7 @@ class Piece:
     trajectory: tuple | None = None  # REPLAY: the baseline's (output_ids, stop_reason) of this prompt turn
     costs: dict = field(default_factory=dict)  # REPLAY: cost-fit group key -> `replay_units.GroupCosts`
     run: int = 0  # which call of the executor it belongs to (a worker warms up once per call)
+    catch_up: frozenset = frozenset()  # BLOCK: finished online units to run again first, untimed, unrecorded
 
     @property
     def config(self):
@@ -89,16 +90,21 @@ def live_blocks(units: list[Unit]) -> list[list[Unit]]:
     return blocks
 
 
-def live_pieces(spec, units: list[Unit], is_warm=None) -> list[Piece]:
+def live_pieces(spec, units: list[Unit], is_warm=None, catch_up: set[str] = frozenset()) -> list[Piece]:
     """The live ``units`` as pieces, in the order a serial sweep runs them; ``is_warm(config)``: whether a
-    serving backend still runs that configuration's engine (`groups.warm_first`)."""
+    serving backend still runs that configuration's engine (`groups.warm_first`); ``catch_up``: ids of finished
+    online units a block runs again, untimed and unrecorded, before its other units
+    (`specbench.measure.online_resume`)."""
     live = [u for u in units if u.mode == "live"]
     if uses_groups(spec):
         return [
             Piece(GROUP, g.units, concurrency=g.concurrency, request_rate=g.request_rate)
             for g in warm_first(group_units(live), is_warm)
         ]
-    return [Piece(BLOCK, block) for block in live_blocks(live)]
+    return [
+        Piece(BLOCK, block, catch_up=frozenset(u.unit_id for u in block) & frozenset(catch_up))
+        for block in live_blocks(live)
+    ]
 
 
 def replay_pieces(units: list[Unit], trajectories: dict, costs: dict, cost_key) -> list[Piece]:

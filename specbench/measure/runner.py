@@ -28,6 +28,8 @@ from specbench.catalogue.drafters import TARGET_ONLY
 from specbench.errors import SpecbenchError
 from specbench.measure.adaptive import AdaptiveSweep, pool_units
 from specbench.measure.executor import InProcessExecutor, RecordWriter, raise_failures
+from specbench.measure.online_resume import catch_up_units
+from specbench.measure.online_spec import check_shard
 from specbench.measure.pieces import live_blocks, live_pieces, replay_pieces  # noqa: F401 (live_blocks: re-export)
 from specbench.measure.ray_executor import RayExecutor
 from specbench.measure.replay_units import cost_key, replay_inputs, write_summary
@@ -60,16 +62,26 @@ def check_folder(store: ResultsStore, spec: SweepSpec, force: bool) -> dict | No
     if info is not None and info.get("kind") not in (None, "sweep"):
         raise SpecbenchError(f"{store.folder} holds a {info.get('kind')}, not sweep results; use another --out")
     if info is not None and not isinstance(info.get("spec_hash"), str) and not force:
-        raise SpecbenchError(f"{store.folder}/run.json has no spec hash (not written by a sweep); use another --out "
-                             "or --force")
+        raise SpecbenchError(
+            f"{store.folder}/run.json has no spec hash (not written by a sweep); use another --out or --force"
+        )
     if info is not None and info.get("spec_hash") != spec.spec_hash and not force and store.has_records():
-        raise SpecbenchError(f"{store.folder} holds results of a different sweep spec "
-                             f"(spec {info.get('spec_hash')} vs {spec.spec_hash}); use another --out or --force")
+        raise SpecbenchError(
+            f"{store.folder} holds results of a different sweep spec "
+            f"(spec {info.get('spec_hash')} vs {spec.spec_hash}); use another --out or --force"
+        )
     return info
 
 
-def run_info(spec: SweepSpec, previous: dict | None, shard: tuple[int, int], threads: dict | None = None,
-             cpu_layout: dict | None = None, device: dict | None = None, executor: dict | None = None) -> dict:
+def run_info(
+    spec: SweepSpec,
+    previous: dict | None,
+    shard: tuple[int, int],
+    threads: dict | None = None,
+    cpu_layout: dict | None = None,
+    device: dict | None = None,
+    executor: dict | None = None,
+) -> dict:
     """run.json's contents; ``threads``: the backend's CPU thread report (`OwnEngineBackend.thread_report`);
     ``cpu_layout``: its CPU dtype and weight layout choice (`OwnEngineBackend.layout_report`); ``device``: the
     device the units ran on (default: this machine's ``spec.device``); ``executor``: the Ray executor's workers
@@ -107,8 +119,16 @@ def _missing(value) -> bool:
 class SweepRunner:
     """Loads the models once and runs the (remaining) units of one sweep shard."""
 
-    def __init__(self, spec: SweepSpec, out_dir: str | Path, *, force: bool = False, shard: tuple[int, int] = (0, 1),
-                 observer: SweepObserver | None = None, yes: bool = False):
+    def __init__(
+        self,
+        spec: SweepSpec,
+        out_dir: str | Path,
+        *,
+        force: bool = False,
+        shard: tuple[int, int] = (0, 1),
+        observer: SweepObserver | None = None,
+        yes: bool = False,
+    ):
         self.spec, self.shard, self.force = spec, shard, force
         check_writable_folder(Path(out_dir))
         if not spec.executor.is_ray:  # Ray workers check their own node's device (the driver may have none)
@@ -117,23 +137,37 @@ class SweepRunner:
         self.observer = observer or SilentObserver()
         writer = lock_holder(out_dir)
         if writer is not None:
-            raise SpecbenchError(f"{out_dir} is in use by PID {writer} (another specbench is writing there); "
-                                 "wait for it to finish or choose another --out")
+            raise SpecbenchError(
+                f"{out_dir} is in use by PID {writer} (another specbench is writing there); "
+                "wait for it to finish or choose another --out"
+            )
         self.previous = check_folder(self.store, spec, force)
+        check_shard(spec, shard)
         self.workloads = load_workloads(spec)
         check_grid_size(spec, self.workloads, shard, yes=yes, in_shard=in_shard)
-        self.units = (pool_units(spec, self.workloads, shard) if spec.adaptive is not None
-                      else expand_units(spec, self.workloads, shard))
+        self.units = (
+            pool_units(spec, self.workloads, shard)
+            if spec.adaptive is not None
+            else expand_units(spec, self.workloads, shard)
+        )
         if not self.units:
             raise SpecbenchError("empty grid: this shard has no prompts" if shard[1] > 1 else "empty grid")
         self.backend: Backend | None = None  # in-process: the sweep's backend; Ray: each worker builds its own
         if spec.executor.is_ray:
             self.executor = RayExecutor(spec, self.observer)
         else:
-            self.backend = make_backend(spec.backend, spec.run_options, target=spec.target, device=spec.device,
-                                        dtype=spec.dtype, seed=spec.seed, max_concurrency=max(spec.concurrency))
+            self.backend = make_backend(
+                spec.backend,
+                spec.run_options,
+                target=spec.target,
+                device=spec.device,
+                dtype=spec.dtype,
+                seed=spec.seed,
+                max_concurrency=max(spec.concurrency),
+            )
             self.executor = InProcessExecutor(PieceWorker(spec, self.backend, self.observer))
         self._answers: dict[tuple, list[list[int]]] = {}  # conversation -> the baseline's turn-1 answer (token ids)
+        self._catch_up: set[str] = set()  # finished online units that run again on a resume (measure.online_resume)
         self._report: dict = {}
 
     @property
@@ -149,9 +183,24 @@ class SweepRunner:
         """Turn-1 answers of finished baseline units (for turn 2 after a resume)."""
         if not self.store.records_dir.exists():
             return
-        frame = load_records(self.store.folder, columns=["mode", "drafter", "gamma", "turn", "workload", "prompt_id",
-                                                          "repeat", "temperature", "top_p", "top_k", "concurrency",
-                                                          "request_rate", "output_ids"])
+        frame = load_records(
+            self.store.folder,
+            columns=[
+                "mode",
+                "drafter",
+                "gamma",
+                "turn",
+                "workload",
+                "prompt_id",
+                "repeat",
+                "temperature",
+                "top_p",
+                "top_k",
+                "concurrency",
+                "request_rate",
+                "output_ids",
+            ],
+        )
         done = frame[(frame["drafter"] == TARGET_ONLY) & (frame["turn"] == 1) & (frame["mode"] == "live")]
         for row in done.itertuples():
             concurrency = 1 if _missing(row.concurrency) else int(row.concurrency)
@@ -167,12 +216,16 @@ class SweepRunner:
     def _run_locked(self) -> int:
         self.previous = check_folder(self.store, self.spec, self.force)  # again, now that we are the only writer
         # --force on another spec's records: they are set aside (records/old-SPECHASH/) once the models load
-        forcing = (self.previous is not None and self.previous.get("spec_hash") != self.spec.spec_hash
-                   and self.store.has_records())
+        forcing = (
+            self.previous is not None
+            and self.previous.get("spec_hash") != self.spec.spec_hash
+            and self.store.has_records()
+        )
         self.store.remove_stale_temporaries()
         finished = set() if forcing else self.store.finished_units()
-        todo = [u for u in self.units if u.unit_id not in finished]
-        self.observer.begin(total=len(self.units), done=len(self.units) - len(todo))
+        self._catch_up = catch_up_units(self.units, finished)
+        todo = [u for u in self.units if u.unit_id not in finished or u.unit_id in self._catch_up]
+        self.observer.begin(total=len(self.units), done=len(self.units) - len(todo) + len(self._catch_up))
         if not todo:
             if self.previous is None or self.previous.get("spec_hash") != self.spec.spec_hash:
                 self.store.write_run_info(run_info(self.spec, self.previous, self.shard))
@@ -182,8 +235,9 @@ class SweepRunner:
             self._prepare(todo)
             if forcing:
                 set_aside = self.store.archive_records(str(self.previous.get("spec_hash")))
-                self.observer.status(f"--force: {set_aside} record(s) of spec {self.previous.get('spec_hash')} "
-                                     "set aside")
+                self.observer.status(
+                    f"--force: {set_aside} record(s) of spec {self.previous.get('spec_hash')} set aside"
+                )
             self.store.write_run_info(self._run_info())  # spec valid, models loaded
             if self.spec.adaptive is not None:  # looks until each workload is decided (measure.adaptive)
                 return AdaptiveSweep(self).run(finished)
@@ -196,7 +250,7 @@ class SweepRunner:
         replay pieces (they need the live units' trajectories and cost fits); every record is written here."""
         self._restore_answers()
         writer = RecordWriter(self.store, self.observer, self._answers)
-        live = live_pieces(self.spec, todo, self.executor.warm())
+        live = live_pieces(self.spec, todo, self.executor.warm(), catch_up=self._catch_up)
         failures = self.executor.run(live, writer) if live else []
         replayed = [u for u in todo if u.mode == "replay"]
         replay = []
@@ -209,12 +263,23 @@ class SweepRunner:
             write_summary(self.store.folder)
         self.store.write_run_info(self._run_info())
         self.store.consolidate()
-        raise_failures(failures, len(live) + len(replay), self.store.folder,
-                       waiting=len(replayed) if replayed and not replay else 0)
+        raise_failures(
+            failures,
+            len(live) + len(replay),
+            self.store.folder,
+            waiting=len(replayed) if replayed and not replay else 0,
+        )
         return writer.written
 
     def _run_info(self) -> dict:
         report = self._report
         device = report.get("device_info") if self.spec.executor.is_ray else None
-        return run_info(self.spec, self.previous, self.shard, report.get("threads"), report.get("cpu_layout"), device,
-                        self.executor.info())
+        return run_info(
+            self.spec,
+            self.previous,
+            self.shard,
+            report.get("threads"),
+            report.get("cpu_layout"),
+            device,
+            self.executor.info(),
+        )

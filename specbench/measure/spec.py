@@ -74,6 +74,7 @@ from specbench.engine.named_params import NamedParams
 from specbench.errors import SpecbenchError, check_keys, did_you_mean
 from specbench.measure.adaptive_spec import AdaptivePlan, parse_adaptive
 from specbench.measure.executor_spec import INPROCESS, ExecutorChoice, executor_over, parse_executor
+from specbench.measure.online_spec import check_online
 from specbench.measure.strategy import SEQUENTIAL, Strategy, check_nested, parse_strategies
 from specbench.measure.timing_protocol import TimingProtocol, parse_timing
 from specbench.measure.values import GAMMA_LIMIT, check_config_count, check_name, finite, strict_bool
@@ -130,7 +131,7 @@ class RunConfig:
         """The record's ``drafter_label``: the drafter's, with the strategy when it is not sequential."""
         if self.drafter is None:
             return "none"
-        return self.drafter.label + (f" {self.strategy.label}" if self.strategy.nested else "")
+        return self.drafter.label + ("" if self.strategy.is_sequential else f" {self.strategy.label}")
 
     @property
     def label(self) -> str:
@@ -571,6 +572,7 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     except SpecbenchError as exc:
         _fail(where, str(exc).removeprefix(f"{where}: "))
     check_nested(spec, where)
+    check_online(spec, where)
     if any(not s.is_fixed for s in spec.schedules) and (spec.backend != DEFAULT_BACKEND or spec.mode != "live"):
         _fail(where, f"schedules other than fixed run in specbench's own engine, live: backend {spec.backend}, "
                      f"mode {spec.mode} cannot choose the verify length per round")

@@ -136,9 +136,24 @@ class PieceWorker:
         if self._warm_run != piece.run:
             self._warm_up(piece.units[0], piece.answers)
             self._warm_run = piece.run
+        for unit in (u for u in piece.units if u.unit_id in piece.catch_up):
+            self._run_again(unit, piece.answers)
+        timed = [u for u in piece.units if u.unit_id not in piece.catch_up]
         measure = lambda unit: self._measure(unit, piece.answers)  # noqa: E731
-        for unit, attempts in run_block(piece.units, measure, self.spec.timing, self.backend.threads):
+        for unit, attempts in run_block(timed, measure, self.spec.timing, self.backend.threads):
             yield UnitOutput(unit, combine(attempts))
+
+    def _run_again(self, unit: Unit, answers: dict) -> None:
+        """A finished online unit, generated again untimed and unrecorded: its drafter learns from it again."""
+        self.observer.status(f"online: catching up {unit.config.label} on {unit.prompt.prompt_id} turn {unit.turn}")
+        self.backend.generate(
+            unit.config,
+            self.prompt_ids(unit, answers),
+            unit.max_new_tokens,
+            seed=unit.seed,
+            stop_at_eos=not self.spec.ignore_eos,
+        )
+        self.observer.status("sweep")
 
     def _warm_up(self, unit: Unit, answers: dict) -> None:
         """Untimed decoding before the first timed unit (rule 1 of the timing protocol)."""

@@ -124,6 +124,26 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "schedule": (pa.string(), "verify-length schedule (label, one per configuration): 'fixed' (every round drafts "
                               "gamma), 'heuristic', 'threshold(threshold=T)', 'dspark'; gamma is its cap"),
     "schedule_params": (pa.string(), "the schedule's parameters as sorted JSON ('{}' for fixed)"),
+    "strategy_params": (pa.string(), "the round strategy's parameters as sorted JSON ('{}' sequential; nested: "
+                                     "prepared; online: the plan, docs/strategies.md)"),
+    # stream workloads (docs/workloads.md "Streams"); null for other workloads and older records
+    "stream_position": (pa.int64(), "stream workload: the prompt's position in the stream (0, 1, ...); null otherwise"),
+    "stream_segment": (pa.string(), "stream workload: the label of the prompt's segment (a shift point is where it "
+                                    "changes); null otherwise"),
+    # online adaptation (docs/strategies.md "Online adaptation"); null / NaN / [] for other strategies
+    "drafter_version": (pa.int64(), "online: the drafter's version when the unit started (updates swapped in "
+                                    "before it; 0 = the starting weights); null for other strategies"),
+    "online_train_s": (pa.float64(), "online: seconds of the drafter updates made during or right after the unit "
+                                     "(training steps + swap), outside decode_s; NaN for other strategies"),
+    "online_train_tokens": (pa.int64(), "online: training positions those updates used, summed over their steps"),
+    "update_round": (pa.list_(pa.int64()), "online, per update of the unit: rounds of the generation before it "
+                                           "(its round count: at the end of the generation)"),
+    "update_s": (pa.list_(pa.float64()), "online, per update: seconds (training steps + swap)"),
+    "update_tokens": (pa.list_(pa.int64()), "online, per update: training positions used"),
+    "update_loss": (pa.list_(pa.float64()), "online, per update: mean over its steps of the accepted (distillation) "
+                                            "loss"),
+    "update_reject_loss": (pa.list_(pa.float64()), "online, per update: mean of the rejected-draft term (NaN: not "
+                                                   "used or no rejection scored)"),
     # adaptive sweeps (docs/fit.md "Sweeps that decide"); null for fixed grids and older records
     "stage": (pa.int64(), "adaptive sweep: the look of its workload this unit was measured for (1, 2, ...); "
                           "null in a fixed grid"),
@@ -158,6 +178,9 @@ LATER_DEFAULTS = {"weights_sha256": None, "backend": None, "concurrency": None, 
                   "context_bin": None,
                   "strategy": "sequential", "prepared": 0, "prepared_drafts": None, "prepared_hits": None,
                   "draft_hidden_s": None, "schedule": "fixed", "schedule_params": "{}", "stage": None,
+                  "strategy_params": "{}", "stream_position": None, "stream_segment": None, "drafter_version": None,
+                  "online_train_s": float("nan"), "online_train_tokens": None, "update_round": [], "update_s": [],
+                  "update_tokens": [], "update_loss": [], "update_reject_loss": [],
                   "request_rate": None, "arrival_s": None, "finish_s": None, "latency_s": None, "batch_id": None,
                   "batch_requests": None, "batch_output_tokens": None, "batch_wall_s": None,
                   "node": None, "node_device": None, "node_groups": None}
