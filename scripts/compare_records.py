@@ -36,6 +36,9 @@ TIMING = (
     "timing_attempts",
     "timing_kept",
     "attempt_other_cores",
+    "node",  # where a Ray worker ran the unit: node, node_device, node_groups
+    "node_device",
+    "node_groups",
 )
 
 

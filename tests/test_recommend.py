@@ -256,7 +256,9 @@ def test_cli_fit_tables_and_json(results_folder):
     for title in ("Acceptance", "Per-position", "Goodness of fit", "Costs"):
         assert title in result.output
     data = json.loads(_invoke("fit", results_folder, "--json", "--by", "category", "--bootstrap", "50").stdout)
-    assert set(data) == {"acceptance", "positions", "goodness_of_fit", "costs", "acceptance_by_context_bin"}
+    assert set(data) == {"acceptance", "positions", "goodness_of_fit", "costs", "acceptance_by_context_bin",
+                         "online_windows", "online_recovery"}
+    assert data["online_windows"] == data["online_recovery"] == []  # no online configuration in this sweep
     assert {row["category"] for row in data["acceptance"]} >= {"writing", "coding"}
     ngram = [r for r in data["costs"] if r["drafter"] == "ngram"][0]
     assert ngram["model_free"] and 0.7 < ngram["propose_rate"] < 0.9

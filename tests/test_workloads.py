@@ -41,11 +41,12 @@ def hf_cache(tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------- bundled workloads
 
-BUILTIN = ["humaneval", "long-context", "mt-bench", "sharegpt", "speculator-benchmarks", "speed-bench"]
+BUILTIN = ["humaneval", "long-context", "mt-bench", "sharegpt", "speculator-benchmarks", "speed-bench",
+           "stream-code-chat-mtbench"]
 PREPARED = {"speculator-benchmarks", "speed-bench"}  # data prepared by other projects (tests/test_prepared_workloads.py)
 
 
-def test_builtin_workloads_are_the_six_yaml_files():
+def test_builtin_workloads_are_the_yaml_files():
     assert workload_names() == BUILTIN
     for name in workload_names():
         assert builtin_spec(name).name == name  # file name and `name:` agree
@@ -380,6 +381,8 @@ def test_cli_list_json_counts():
     assert set(rows) == set(BUILTIN)
     for name in PREPARED:  # listed either way; without their data, with the line saying how to get it
         assert rows[name]["available"] or "--local-dir DIR" in rows[name]["missing"] or "prepare.py" in rows[name]["missing"]
+    stream = rows["stream-code-chat-mtbench"]
+    assert (stream["prompts"], stream["turns"], stream["chat"]) == (60, 72, "mixed")  # HumanEval plain, the rest chat
     assert (rows["mt-bench"]["prompts"], rows["mt-bench"]["turns"], len(rows["mt-bench"]["categories"])) == (80, 160, 8)
     assert (rows["long-context"]["prompts"], len(rows["long-context"]["categories"])) == (8 * 3 * 4, 6)
     assert rows["humaneval"]["prompts"] == 164 and rows["humaneval"]["chat"] is False

@@ -47,6 +47,7 @@ from specbench.analysis.fit import estimate_acceptance, position_counts, replica
 from specbench.analysis.intervals import LEVEL, bootstrap_interval, bootstrap_weights, few_prompts_note
 from specbench.analysis.options import GROUP_KEYS, SCENARIO_KEYS, Option
 from specbench.analysis.recommendation import Pick, Recommendation
+from specbench.analysis.online import has_online, online_verdict, per_prompt
 from specbench.analysis.schedule_comparison import compare_schedules
 from specbench.analysis.sequential import FIXED, LookPlan
 from specbench.analysis.speedup_interval import speedup_interval, speedup_words, t_quantile
@@ -329,6 +330,7 @@ def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, 
     if decision.option is not None and final is None:
         notes.append("no engine settings: the yes rests on disturbed timing (rerun on a quieter machine)")
     schedules = compare_schedules(timed_spec, clusters, level)
+    online = online_verdict(per_prompt(scenario), keys, level) if has_online(scenario) else None
     settings = {}
     if final is not None and final.schedule != "fixed":
         notes.append(f"the engine settings give γ = {final.gamma}; schedule {final.schedule} is specbench's own "
@@ -339,11 +341,14 @@ def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, 
         if " nested(P=" in str(final.drafter_label):  # docs/strategies.md
             notes.append("the choice uses nested speculation, a round strategy of specbench's own engine; the serving-"
                          "engine settings run the same drafter and γ sequentially")
+        if " online(" in str(final.drafter_label):  # docs/strategies.md, "Online adaptation"
+            notes.append("the choice uses online adaptation, a strategy of specbench's own engine (its drafter kept "
+                         "learning from the traffic); the serving-engine settings run the drafter's checkpoint as is")
     base_tps = float(base["decode_tokens"].sum() / base["decode_s"].sum()) if base["decode_s"].sum() > 0 else 0.0
     return Recommendation(keys=keys, cost_source=costs.describe(), objective=objective, n_prompts=n_prompts,
                           max_new_tokens=n_tokens, baseline_tokens_per_s=base_tps, measured=measured, model=model,
                           options=_options_frame(measured_options), curves=curves, costs=fitted,
                           verdict=decision_verdict(decision, model), settings=settings, notes=notes,
-                          predicted=predicted, decision=decision, schedules=schedules)
+                          predicted=predicted, decision=decision, schedules=schedules, online=online)
 
 

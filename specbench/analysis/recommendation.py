@@ -103,6 +103,9 @@ class Recommendation:
     decision: Decision | None = None  # confident yes / confident no / cannot tell
     # best dynamic verify-length schedule vs best fixed γ (`specbench.analysis.schedule_comparison`); None: not swept
     schedules: dict | None = None
+    # online adaptation vs the static drafter over a stream, without and with its training cost
+    # (`specbench.analysis.online.online_verdict`); None: no online configuration
+    online: dict | None = None
     # a profile's costs
     per_batch: BatchPlan | None = None
 
@@ -171,7 +174,7 @@ def recommendation_dict(rec: Recommendation) -> dict:
         "engine_settings": {name: s.as_dict() for name, s in rec.settings.items()}, "notes": rec.notes,
         "decision": None if rec.decision is None else rec.decision.as_dict(),
         "predicted": rec.predicted.to_dict("records"), "per_batch": _batch_dict(rec.per_batch),
-        "schedules": rec.schedules,
+        "schedules": rec.schedules, "online": rec.online,
     })
 
 

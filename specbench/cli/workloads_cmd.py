@@ -24,9 +24,15 @@ workloads_app = typer.Typer(
 )
 
 
+def _chat(workload) -> bool | str:
+    """Whether the prompts use the chat template: True, False, or "mixed" (a stream of workloads that differ)."""
+    settings = {workload.chat if p.chat is None else p.chat for p in workload.prompts} or {workload.chat}
+    return settings.pop() if len(settings) == 1 else "mixed"
+
+
 def _summary(workload, split: str) -> dict:
     return {"name": workload.name, "description": workload.description, "source": workload.source,
-            "chat": workload.chat, "max_new_tokens": workload.max_new_tokens, "split": split,
+            "chat": _chat(workload), "max_new_tokens": workload.max_new_tokens, "split": split,
             "prompts": len(workload.prompts), "turns": workload.n_turns,
             "categories": dict(sorted(Counter(p.category for p in workload.prompts).items())),
             "context_bins": dict(Counter(p.context_bin for p in workload.prompts if p.context_bin))}
@@ -66,7 +72,7 @@ def list_workloads(json_out: bool = typer.Option(False, "--json", help="Print JS
             table.add_row(r["name"], "-", "-", "-", "-", "-", plain(f"not here: {r['missing'].split(': ', 1)[-1]}"))
             continue
         table.add_row(r["name"], str(r["prompts"]), str(r["eval_prompts"]), str(r["turns"]), str(len(r["categories"])),
-                      "yes" if r["chat"] else "no", plain(_short_source(r["source"])))
+                      {True: "yes", False: "no"}.get(r["chat"], r["chat"]), plain(_short_source(r["source"])))
     wide_console().print(table)
 
 
@@ -102,7 +108,9 @@ def show_workload(
     facts.add_column(overflow="fold")
     facts.add_row("source", plain(workload.source))
     facts.add_row("prompts", f"{info['prompts']} ({split} split), {info['turns']} turns")
-    facts.add_row("prompt", "chat template" if workload.chat else "plain completion (no chat template)")
+    chat = {True: "chat template", False: "plain completion (no chat template)"}.get(
+        info["chat"], "each prompt as its own workload says (a stream: chat template or plain completion)")
+    facts.add_row("prompt", chat)
     facts.add_row("max new tokens", str(workload.max_new_tokens))
     if info["context_bins"]:
         facts.add_row("context bins", ", ".join(f"{b}: {n}" for b, n in info["context_bins"].items()))

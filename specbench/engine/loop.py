@@ -249,6 +249,16 @@ class SpeculativeEngine:
         source = {"final": out.hidden, **out.layer_hidden}
         return {key: source[key].index_select(1, index) for key in needs}
 
+    def capacity(self, prompt_tokens: int, max_new_tokens: int) -> int:
+        """Positions a generation's caches hold: prompt, new tokens and room for a whole tree before compaction."""
+        nodes = self.shape.num_nodes if self.shape is not None else 0
+        return prompt_tokens + max_new_tokens + nodes + 2
+
+    def _between_rounds(self, context: torch.Tensor) -> float:
+        """Work between two rounds of a generation whose time is not decode time, given the context [1, L]
+        after the round; returns the seconds it took (kept out of ``decode_s``). Sequential rounds: none."""
+        return 0.0
+
     def _role_threads(self, role: str) -> int | None:
         """The thread count of the target's or the drafter's forwards; None: leave torch's as it is."""
         return None if self.threads is None else getattr(self.threads, role)
@@ -269,8 +279,7 @@ class SpeculativeEngine:
         generator = torch.Generator(device=self.device).manual_seed(seed)
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
-        nodes = self.shape.num_nodes if self.shape is not None else 0
-        capacity = prompt.shape[1] + max_new_tokens + nodes + 2  # room for a whole tree before compaction
+        capacity = self.capacity(prompt.shape[1], max_new_tokens)
         context = torch.zeros(1, capacity, dtype=torch.long, device=self.device)  # [1, capacity]
         context[:, : prompt.shape[1]] = prompt
         length = prompt.shape[1]
@@ -334,6 +343,8 @@ class SpeculativeEngine:
             if on_round is not None:
                 result.decode_s = t3 - decode_start
                 on_round(result)
+            if not done:  # work a round driver does off the decode clock (online adaptation: a drafter update)
+                decode_start += self._between_rounds(context[:, :length])
         result.decode_s = self.clock.now() - decode_start
         result.peak_memory_bytes = peak_memory_bytes(self.device)
         return result

@@ -65,6 +65,7 @@ from specbench.figures.drawing import (
 )
 from specbench.figures.load_figures import figure_latency_vs_load, figure_speedup_vs_load
 from specbench.figures.palette import BASELINE_LABEL, CHAIN, Palette
+from specbench.figures.online import figure_online, has_online_records
 from specbench.figures.schedules import figure_schedules, schedule_panels
 from specbench.figures.skipped import FigureSkipped  # re-exported: the figures' one skip type
 from specbench.analysis.sequential import LookPlan
@@ -869,6 +870,15 @@ STRATEGY_FIGURES: tuple[tuple[FigureSpec, Callable[[PlotData], bool]], ...] = (
                 "the first that verified a prepared draft; a hit hides that round's drafting. Nested wins where "
                 "hits are frequent and the drafter and target truly run at the same time.", figure_nested),
      lambda data: "strategy" in data.records and bool((data.records["strategy"] == "nested").any())),
+    (FigureSpec("online_adaptation", "Online adaptation over the stream",
+                "Acceptance α (top), τ (middle) and speedup over the target alone (bottom) against the position in "
+                "the stream, one colour per configuration: the static drafter and each online one. Dots: single "
+                "prompts; lines: the trailing window of 8 prompts (never across a shift point) with its interval "
+                "over prompts. Dashed verticals: shift points, labelled with the segment that starts there. In the "
+                "speedup row the dotted line charges the training seconds (training on the serving machine); the "
+                "solid one does not (training on hardware of its own). The title says whether online adaptation "
+                "pays either way (`specbench recommend`).", figure_online),
+     has_online_records),
 )
 
 

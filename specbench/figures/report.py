@@ -24,6 +24,7 @@ import pandas as pd
 from specbench.analysis.intervals import N_BOOT
 from specbench.analysis.load import load_label
 from specbench.analysis.stopping_report import summary_lines
+from specbench.analysis.online import WINDOW, per_prompt, recovery_table, window_table
 from specbench.analysis.strategies import strategy_table
 from specbench.errors import SpecbenchError
 from specbench.figures.plot import (
@@ -379,6 +380,39 @@ def strategies_section(data: PlotData) -> Html:
                           "draft hidden", "draft on path"], rows, {2, 3, 4, 5, 6, 7, 8}))
 
 
+def online_section(data: PlotData) -> Html:
+    """Online adaptation over a stream: windows, recovery after each shift, and the verdicts; nothing without
+    online units."""
+    prompts = per_prompt(data.records)
+    if prompts.empty:
+        return Html("")
+    windows = window_table(prompts)
+    rows = [[r["workload"], r["drafter_label"], f"{r['first']}–{r['last']}", r["stream_segment"], r["versions"],
+             interval(r["alpha"], r["alpha_lo"], r["alpha_hi"]), interval(r["tau"], r["tau_lo"], r["tau_hi"], 2),
+             interval(r["speedup"], r["speedup_lo"], r["speedup_hi"], 2, "×"),
+             interval(r["speedup_with_training"], r["speedup_with_training_lo"], r["speedup_with_training_hi"], 2, "×")]
+            for _, r in windows.iterrows()]
+    recovery = recovery_table(prompts)
+    shifts = [[r["workload"], r["drafter_label"], r["shift_at"], r["segment"], num(r["alpha_before"]),
+               num(r["alpha_first"]), num(r["alpha_end"]), num(r["recover_prompts"], 0),
+               num(r["beats_static_at"], 0) if r["strategy"] == "online" else "–"]
+              for _, r in recovery.iterrows()]
+    verdicts = [paragraph(line["text"]) for rec in data.recommendations if getattr(rec, "online", None)
+                for line in rec.online["deployments"]]
+    return section("online", "Online adaptation over the stream", *verdicts,
+                   paragraph(f"Windows of {WINDOW} prompts, cut at shift points; α and τ are ratios of sums with a "
+                             "t-interval over the window's prompts; speedups over the target alone, without and with "
+                             "the training seconds (docs/strategies.md).", "note"),
+                   table(["workload", "configuration", "prompts", "segment", "versions", "α [95% CI]", "τ [95% CI]",
+                          "speedup", "with training"], rows, {5, 6, 7, 8}),
+                   Html("<h3>Recovery after each shift point</h3>"),
+                   paragraph("Recover: prompts from the shift until the windowed α reaches 90 % of the level the "
+                             "configuration ends the segment at; beats static: until an online drafter's windowed α "
+                             "exceeds the static drafter's.", "note"),
+                   table(["workload", "configuration", "shift at", "to", "α before", "α first", "α end",
+                          "recover (prompts)", "beats static at"], shifts, {2, 4, 5, 6, 7, 8}))
+
+
 def lossless_section(data: PlotData) -> Html:
     if data.lossless.empty:
         return section("lossless", "Lossless check", paragraph("No greedy speculative units paired with the "
@@ -452,7 +486,7 @@ def render_html(data: PlotData, figures: list[RenderedFigure], out_dir: Path, ge
                                  if a != "load" or data.load) + "</nav>")
     body = [header(data, generated), nav, recommendation_section(data), stopping_section(data), settings_section(data),
             load_section(data), figures_section(figures, out_dir), acceptance_section(data), costs_section(data),
-            strategies_section(data), lossless_section(data),
+            strategies_section(data), online_section(data), lossless_section(data),
             environment_section(data), spec_section(data)]
     title = esc(f"specbench report — {data.folder.name}")
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

@@ -6,20 +6,22 @@ measures many requests in flight, so its units are grouped: every unit of one co
 concurrency and turn goes to `Backend.generate_batch` together, which keeps ``concurrency``
 requests in flight. Groups run configuration by configuration (baselines first: turn 2 of a
 conversation continues the baseline's turn-1 answer), so an engine starts once per
-configuration. Each unit's record is written as soon as its group returns: a worker that dies
-mid-sweep loses only the group in flight, and a rerun resumes with the groups not yet done. A
-group's load is its concurrency, or its request rate (open loop); one group is one batch
-(`specbench.measure.batches`: arrivals, the engine's start, the machine state, the batch's columns).
+configuration. A group is one piece of work for an executor (`specbench.measure.pieces`): each unit's
+record is written as soon as its group returns, so a worker that dies mid-sweep loses only the group in
+flight, and a rerun resumes with the groups not yet done. A group's load is its concurrency, or its
+request rate (open loop); one group is one batch (`specbench.measure.batches`: arrivals, the engine's
+start, the machine state, the batch's columns).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from specbench.measure.batches import batch_requests, run_batch
 from specbench.measure.spec import RunConfig, SweepSpec
-from specbench.measure.units import Unit, make_record
+from specbench.measure.units import Unit, UnitOutput, make_record
 from specbench.records.store import atomic_write_json
 
 BACKEND_FILE = "backend.json"
@@ -68,44 +70,41 @@ def warm_first(groups: list[Group], is_warm) -> list[Group]:
     return sorted(groups, key=lambda g: (not g.config.is_baseline, not warm[id(g)]))
 
 
-def run_groups(runner, units: list[Unit]) -> int:
-    """Run the live ``units`` through ``runner.backend.generate_batch``; returns how many were measured."""
-    spec, measured = runner.spec, 0
-    for group in warm_first(group_units(units), getattr(runner.backend, "is_warm", None)):
-        requests = batch_requests(spec, group, [runner.prompt_ids(u) for u in group.units])
-        load = f"concurrency {group.concurrency}" if group.request_rate is None else \
-            f"{group.request_rate:g} requests/s (at most {group.concurrency} in flight)"
-        runner.observer.status(f"{group.config.label} · {load} · {len(requests)} requests")
-        for unit in group.units:
-            runner.observer.unit_started(unit)
-        results, shared = run_batch(runner.backend, group.config, requests, group.concurrency, spec.timing)
-        for unit, result in zip(group.units, results):
-            record = make_record(unit, result, spec, runner.device_name)
-            record.update(shared, attempt_decode_s=[record["decode_s"]])
-            runner.store.write_unit(record)
-            if unit.config.is_baseline and unit.turn == 1:
-                runner._answers[unit.group] = [runner.backend.tokenizer.decode(result.tokens,
-                                                                               skip_special_tokens=True)]
-            measured += 1
-            runner.observer.unit_done(unit, record)
-        write_backend_file(runner)
-    return measured
+def load_label(concurrency: int, request_rate: float | None) -> str:
+    """A group's load in words: its concurrency, or its request rate and in-flight cap."""
+    if request_rate is None:
+        return f"concurrency {concurrency}"
+    return f"{request_rate:g} requests/s (at most {concurrency} in flight)"
 
 
-def write_backend_file(runner) -> None:
+def group_outputs(worker, piece):
+    """Run one group (a `specbench.measure.pieces.Piece` of kind group) as one batch on ``worker.backend``
+    (`specbench.measure.batches`); yields each unit's `UnitOutput` once the batch returns."""
+    spec, first = worker.spec, piece.units[0]
+    group = Group(first.config, piece.concurrency, first.turn, piece.units, piece.request_rate)
+    requests = batch_requests(spec, group, [worker.prompt_ids(u, piece.answers) for u in group.units])
+    worker.observer.status(f"{group.config.label} · {load_label(group.concurrency, group.request_rate)} · "
+                           f"{len(requests)} requests")
+    for unit in group.units:
+        worker.observer.unit_started(unit)
+    results, shared = run_batch(worker.backend, group.config, requests, group.concurrency, spec.timing)
+    for unit, result in zip(group.units, results):
+        record = make_record(unit, result, spec, worker.device_name)
+        record.update(shared, attempt_decode_s=[record["decode_s"]])
+        yield UnitOutput(unit, record)
+
+
+def write_backend_file(folder, described: dict | None) -> None:
     """``backend.json`` in the results folder: what the engine ran — its version and, per
-    configuration, the exact engine settings (vLLM: the ``speculative_config``) — merged over reruns."""
-    described = getattr(runner.backend, "describe", None)
+    configuration, the exact engine settings (vLLM: the ``speculative_config``) — merged over reruns
+    and over the workers that ran the groups."""
     if described is None:
         return
-    path = runner.store.folder / BACKEND_FILE
+    path = Path(folder) / BACKEND_FILE
     try:
         old = json.loads(path.read_text()) if path.exists() else {}
     except (OSError, ValueError):
         old = {}
-    new = described()
-    scope = getattr(runner.backend, "timing_scope", None)
-    if scope is not None:
-        new["machine_state"] = scope().observed  # what the records' machine-state columns cover
+    new = dict(described)
     new["configs"] = {**old.get("configs", {}), **new.get("configs", {})}
     atomic_write_json(path, {**old, **new})

@@ -31,6 +31,11 @@ class Prompt:
     turns: tuple[str, ...]  # user turns; MT-Bench has 2, the others 1
     context: ContextDocument | None = None  # long-context prompts: the document the turn's {document} holds
     bin: str | None = None  # the context-length bin of a prompt written to one (SPEED-Bench's throughput_8k: '8k')
+    # stream workloads (`specbench.measure.stream`): the prompt's place in the stream, its segment's label, and
+    # its own workload's chat setting (None: the workload's)
+    stream_position: int | None = None
+    segment: str | None = None
+    chat: bool | None = None
 
     @property
     def context_bin(self) -> str | None:

@@ -56,7 +56,7 @@ from specbench.engine.sampling import SamplingParams
 from specbench.engine.stats import GenerationResult, RoundLog
 from specbench.errors import SpecbenchError
 from specbench.measure.timing_protocol import untimed_columns
-from specbench.measure.units import make_record
+from specbench.measure.units import UnitOutput, make_record
 from specbench.records.rounds import prompt_clusters
 from specbench.records.store import atomic_write_bytes, atomic_write_json, load_records
 from specbench.records.summary import BASELINE_KEYS, CONFIG_KEYS, UNIT_KEYS, is_baseline
@@ -80,14 +80,9 @@ class MomentsStore:
         for path in self.dir.glob(".*.json.*") if self.dir.exists() else []:
             path.unlink(missing_ok=True)
 
-    def write(self, unit_id: str, replay, expected_acceptance: float | None) -> None:
-        atomic_write_json(self.dir / f"unit-{unit_id}.json", {
-            "unit_id": unit_id, "gamma": replay.gamma, "tokens": replay.tokens, "exact": replay.exact,
-            "mean": replay.mean.tolist(), "coin_cov": replay.coin_cov.tolist(),
-            "block_ss": replay.block_ss.tolist(), "block_dof": replay.block_dof, "block_size": replay.block_size,
-            "hist": replay.hist.tolist(), "attempts": replay.attempts.tolist(), "accepts": replay.accepts.tolist(),
-            "expected_acceptance": expected_acceptance,
-        })
+    def write(self, moments: dict) -> None:
+        """Store one unit's moments (`moments_of`)."""
+        atomic_write_json(self.dir / f"unit-{moments['unit_id']}.json", moments)
 
     def load(self) -> pd.DataFrame:
         """One row per unit; empty when the folder holds no replay."""
@@ -98,6 +93,17 @@ class MomentsStore:
             except (OSError, ValueError) as exc:
                 raise SpecbenchError(f"broken replay moments file {path}: {exc}") from None
         return pd.DataFrame(rows)
+
+
+def moments_of(unit_id: str, replay, expected_acceptance: float | None) -> dict:
+    """The moments file's contents for one replayed unit (plain data: a worker returns it to the writer)."""
+    return {
+        "unit_id": unit_id, "gamma": replay.gamma, "tokens": replay.tokens, "exact": replay.exact,
+        "mean": replay.mean.tolist(), "coin_cov": replay.coin_cov.tolist(),
+        "block_ss": replay.block_ss.tolist(), "block_dof": replay.block_dof, "block_size": replay.block_size,
+        "hist": replay.hist.tolist(), "attempts": replay.attempts.tolist(), "accepts": replay.accepts.tolist(),
+        "expected_acceptance": expected_acceptance,
+    }
 
 
 # ----------------------------------------------------------------------------- timings
@@ -162,55 +168,57 @@ def trajectories(records: pd.DataFrame) -> dict[tuple, tuple[list[int], str]]:
             (list(r.output_ids), r.stop_reason) for r in base.itertuples()}
 
 
-def run_replay_units(runner, units: list) -> int:
-    """Replay ``units`` (mode 'replay') of a `SweepRunner` whose live units are done.
+def cost_key(spec, unit) -> tuple:
+    """The (target, drafter, tree, workload, sampling) group whose cost fit times ``unit``'s replay."""
+    c = unit.config
+    return (spec.target, c.drafter.type, c.drafter.label, c.tree, unit.workload.name, c.temperature, c.top_p,
+            c.top_k)
 
-    Units of one prompt turn and drafter share one trajectory and one trace; every γ of the
-    sweep is walked at once and the units still to do are written (moments, then record).
+
+def replay_inputs(folder) -> tuple[dict, dict]:
+    """What replayed units need from the live records of a folder: the baselines' trajectories and the cost
+    fits (read by the writer, shipped to the workers with each piece)."""
+    records = load_records(folder)
+    MomentsStore(folder).remove_stale_temporaries()
+    return trajectories(records), group_costs(records)
+
+
+def replay_outputs(worker, piece):
+    """Replay one prompt turn's units (a `specbench.measure.pieces.Piece` of kind replay) on a worker whose
+    backend runs specbench's own drafters; yields each unit's record with its moments.
+
+    The prompt turn's drafters share one trajectory (and its continuation past a stop); every γ of the
+    sweep is walked at once per (drafter, tree).
     """
-
-    records = load_records(runner.store.folder)
-    paths = trajectories(records)
-    costs = group_costs(records)
-    moments = MomentsStore(runner.store.folder)
-    moments.remove_stale_temporaries()
-    backend: OwnDrafterBackend = runner.backend  # the spec allows replay only with such a backend
-    replayer = Replayer(backend.target, decoder=backend.decoder)
+    spec = worker.spec
+    first = piece.units[0]
+    if piece.trajectory is None:
+        raise SpecbenchError(f"{first.prompt.prompt_id} turn {first.turn}: replay needs the baseline's "
+                             "trajectory, which is missing from the results")
+    backend: OwnDrafterBackend = worker.backend  # the spec allows replay only with such a backend
+    if worker.replayer is None:
+        worker.replayer = Replayer(backend.target, decoder=backend.decoder)
+    replayer = worker.replayer
+    gammas = sorted(g for g in spec.gammas if g > 0)
+    output, stop_reason = piece.trajectory
+    c = first.config
+    sampling = SamplingParams(c.temperature, c.top_k, c.top_p)
     batches: dict[tuple, list] = {}
-    for unit in units:
-        batches.setdefault(unit.group + (unit.turn, unit.config.drafter, unit.config.tree), []).append(unit)
-    gammas = sorted(g for g in runner.spec.gammas if g > 0)
-    done, current = 0, (None, None)  # the trajectory of the prompt turn being replayed
-    for batch in batches.values():
-        first = batch[0]
-        c = first.config
-        key = first.group + (first.turn,)
-        if key not in paths:
-            raise SpecbenchError(f"{first.prompt.prompt_id} turn {first.turn}: replay needs the baseline's "
-                                 "trajectory, which is missing from the results")
-        output, stop_reason = paths[key]
-        sampling = SamplingParams(c.temperature, c.top_k, c.top_p)
-        for unit in batch:
-            runner.observer.unit_started(unit)
-        if current[0] != key:  # drafters of one turn share it (and its continuation past a stop)
-            current = key, replayer.trajectory(runner.prompt_ids(first), output, stop_reason=stop_reason,
-                                               max_new_tokens=first.max_new_tokens, max_gamma=max(gammas),
-                                               sampling=sampling, seed=first.seed)
-        trajectory = current[1]
-        trace = replayer.trace(backend.drafter(c.drafter), trajectory, max(gammas), sampling, c.drafter.type)
+    for unit in piece.units:
+        batches.setdefault((unit.config.drafter, unit.config.tree), []).append(unit)
+        worker.observer.unit_started(unit)
+    trajectory = replayer.trajectory(worker.prompt_ids(first, piece.answers), list(output), stop_reason=stop_reason,
+                                     max_new_tokens=first.max_new_tokens, max_gamma=max(gammas),
+                                     sampling=sampling, seed=first.seed)
+    for (drafter, _), batch in batches.items():
+        trace = replayer.trace(backend.drafter(drafter), trajectory, max(gammas), sampling, drafter.type)
         by_gamma = {r.gamma: r for r in replay_chain(trace, trajectory, gammas, seed=first.seed)}
         expected = None if trace.expected is None or not len(trace.expected) else float(np.mean(trace.expected))
-        group = (runner.spec.target, c.drafter.type, c.drafter.label, c.tree, first.workload.name, c.temperature,
-                 c.top_p, c.top_k)
         for unit in batch:
             replay = by_gamma[unit.config.gamma]
-            result = modelled_result(replay, trajectory, costs.get(group), stop_reason)
-            record = {**make_record(unit, result, runner.spec, runner.device_name), **untimed_columns()}
-            moments.write(unit.unit_id, replay, expected)
-            runner.store.write_unit(record)
-            runner.observer.unit_done(unit, record)
-            done += 1
-    return done
+            result = modelled_result(replay, trajectory, piece.costs.get(cost_key(spec, unit)), stop_reason)
+            record = {**make_record(unit, result, spec, worker.device_name), **untimed_columns()}
+            yield UnitOutput(unit, record, moments_of(unit.unit_id, replay, expected))
 
 
 # ----------------------------------------------------------------------------- predictions

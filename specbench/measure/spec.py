@@ -74,6 +74,8 @@ from specbench.engine.tree import parse_tree, shape_for, tree_depth_limit
 from specbench.engine.named_params import NamedParams
 from specbench.errors import SpecbenchError, check_keys, did_you_mean
 from specbench.measure.adaptive_spec import AdaptivePlan, parse_adaptive
+from specbench.measure.executor_spec import INPROCESS, ExecutorChoice, executor_over, parse_executor
+from specbench.measure.online_spec import check_online
 from specbench.measure.strategy import SEQUENTIAL, Strategy, check_nested, parse_strategies
 from specbench.measure.timing_protocol import TimingProtocol, parse_timing
 from specbench.measure.values import check_config_count, check_name, strict_bool
@@ -83,13 +85,13 @@ from specbench.safe_files import load_yaml_file
 TOP_LEVEL_KEYS = ("name", "description", "target", "device", "dtype", "seed", "repeats", "max_new_tokens",
                   "ignore_eos", "drafters", "gammas", "trees", "temperatures", "top_p", "top_k", "workloads",
                   "mode", "calibration", "compile", "kernels", "timing", "backend", "concurrency", "strategy",
-                  "schedules", "threads", "adaptive", "layout", "request_rates", "arrivals")
+                  "schedules", "threads", "adaptive", "layout", "request_rates", "arrivals", "executor")
 DEFAULTS = {"name": None, "description": "", "target": "smollm2-135m", "device": "cpu", "dtype": "fp32", "seed": 0,
             "repeats": 1, "max_new_tokens": None, "ignore_eos": False, "drafters": [], "gammas": [1, 2, 4],
             "trees": ["chain"], "temperatures": [0.0], "top_p": 1.0, "top_k": 0, "workloads": [], "mode": "live",
             "calibration": None, "compile": False, "kernels": "auto", "timing": None, "backend": None,
             "concurrency": None, "strategy": None, "schedules": ["fixed"], "threads": None, "adaptive": None,
-            "layout": None, "request_rates": None, "arrivals": None}
+            "layout": None, "request_rates": None, "arrivals": None, "executor": None}
 MODES = ("live", "replay", "both")
 ARRIVALS = ("poisson", "constant")  # open-loop arrival processes (specbench.measure.arrivals)
 OPEN_LOOP_MAX_IN_FLIGHT = 64  # requests in flight at most under request_rates, unless concurrency says otherwise
@@ -130,7 +132,7 @@ class RunConfig:
         """The record's ``drafter_label``: the drafter's, with the strategy when it is not sequential."""
         if self.drafter is None:
             return "none"
-        return self.drafter.label + (f" {self.strategy.label}" if self.strategy.nested else "")
+        return self.drafter.label + ("" if self.strategy.is_sequential else f" {self.strategy.label}")
 
     @property
     def label(self) -> str:
@@ -204,6 +206,7 @@ class SweepSpec:
     adaptive: AdaptivePlan | None = None  # measure in stages until decided (measure.adaptive); None: a fixed grid
     layout: str | None = None  # own engine, CPU: weight layout (None: the dtype's default), "auto" (measured) or a name
     dtype_used: str | None = None  # filled once the target loads (not hashed): the dtype it runs in (dtype auto: chosen)
+    executor: ExecutorChoice = INPROCESS  # who runs the pieces of work (measure.executor); not in the hash
 
     @property
     def runs_live(self) -> bool:
@@ -245,6 +248,8 @@ class SweepSpec:
             data["adaptive"] = self.adaptive.to_dict()
         if self.layout is not None:
             data["layout"] = self.layout
+        if self.executor.is_ray:
+            data["executor"] = self.executor.to_dict()
         return data
 
     @property
@@ -283,7 +288,7 @@ class SweepSpec:
         """Identity of what is measured (the name and description do not count)."""
         data = self.to_dict()
         for key in ("name", "description", "mode", "calibration", "timing", "concurrency", "adaptive", "request_rates",
-                    "arrivals"):
+                    "arrivals", "executor"):
             data.pop(key, None)
         return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -326,6 +331,9 @@ class SweepFlags:
     budget: str | None = None  # adaptive knobs, merged over the file's adaptive mapping (they imply it)
     max_prompts: int | None = None
     batch: int | None = None
+    executor: str | None = None  # --executor, --address, --workers: merged over the file's executor key
+    address: str | None = None
+    workers: int | None = None
 
     def over(self, raw: dict) -> dict:
         """The sweep file's mapping ``raw`` (may be empty) with the given flags put over it."""
@@ -346,6 +354,9 @@ class SweepFlags:
             raw["workloads"] = [{**(w if isinstance(w, dict) else {"name": w}), "count": self.prompts}
                                 for w in raw.get("workloads") or []]
         self._adaptive_over(raw)
+        executor = executor_over(raw.get("executor"), self.executor, self.address, self.workers)
+        if executor is not None:
+            raw["executor"] = executor
         return raw
 
     def _adaptive_over(self, raw: dict) -> None:
@@ -518,6 +529,7 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     spec.adaptive = parse_adaptive(data["adaptive"], where)
     spec.threads = parse_thread_setting(data["threads"], where)
     spec.layout = parse_layout_setting(data["layout"], where)
+    spec.executor = parse_executor(data["executor"], where)
     spec.mode = str(data["mode"])
     if spec.mode not in MODES:
         _fail(where, f"unknown mode '{spec.mode}'{did_you_mean(spec.mode, list(MODES))} (choose from: "
@@ -548,6 +560,7 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     except SpecbenchError as exc:
         _fail(where, str(exc).removeprefix(f"{where}: "))
     check_nested(spec, where)
+    check_online(spec, where)
     if any(not s.is_fixed for s in spec.schedules) and (spec.backend != DEFAULT_BACKEND or spec.mode != "live"):
         _fail(where, f"schedules other than fixed run in specbench's own engine, live: backend {spec.backend}, "
                      f"mode {spec.mode} cannot choose the verify length per round")

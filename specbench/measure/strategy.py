@@ -5,39 +5,63 @@ In a sweep file::
     strategy: sequential                          # the default
     strategy: {name: nested, prepared: 2}         # draft the next round for 2 outcomes during verification
     strategy: [sequential, {name: nested, prepared: 2}]   # both, as an axis
+    strategy: [sequential, {name: online, start: scratch}]  # a drafter that learns from its traffic
 
 A nested configuration runs chains on the own engine, live, with a drafter that can draft ahead of
-verification (the catalogue's nestable kinds, `specbench.catalogue.drafters.nestable`); the target-only
-baseline is always sequential.
+verification (the catalogue's nestable kinds, `specbench.catalogue.drafters.nestable`); an online one
+trains its drafter on the traffic it serves (`specbench.measure.online_spec`, `specbench.engine.online`);
+the target-only baseline is always sequential.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specbench.catalogue import drafters as catalogue
-from specbench.engine.nested import MAX_PREPARED
-from specbench.engine.named_params import named_mapping
-from specbench.errors import SpecbenchError
+import json
 
-NAMES = ("sequential", "nested")
+from specbench.catalogue import drafters as catalogue
+from specbench.engine.named_params import named_mapping
+from specbench.engine.nested import MAX_PREPARED
+from specbench.engine.online import OnlinePlan
+from specbench.errors import SpecbenchError
+from specbench.measure.online_spec import parse_online, plan_dict, plan_label
+
+NAMES = ("sequential", "nested", "online")
 
 
 @dataclass(frozen=True)
 class Strategy:
     name: str = "sequential"
     prepared: int = 0  # nested: next-round drafts prepared per round (P)
+    online: OnlinePlan | None = None  # online: how the drafter learns
 
     @property
     def nested(self) -> bool:
         return self.name == "nested"
 
     @property
+    def is_online(self) -> bool:
+        return self.name == "online"
+
+    @property
+    def is_sequential(self) -> bool:
+        return self.name == "sequential"
+
+    @property
     def label(self) -> str:
-        return f"nested(P={self.prepared})" if self.nested else self.name
+        if self.nested:
+            return f"nested(P={self.prepared})"
+        return plan_label(self.online) if self.is_online else self.name
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "prepared": self.prepared} if self.nested else {"name": self.name}
+        if self.nested:
+            return {"name": self.name, "prepared": self.prepared}
+        return {"name": self.name, **plan_dict(self.online)} if self.is_online else {"name": self.name}
+
+    @property
+    def params_json(self) -> str:
+        """The strategy's parameters as sorted JSON (the records' ``strategy_params``; '{}' sequential)."""
+        return json.dumps({k: v for k, v in self.to_dict().items() if k != "name"}, sort_keys=True)
 
 
 SEQUENTIAL = Strategy()
@@ -46,7 +70,9 @@ SEQUENTIAL = Strategy()
 def parse_strategy(value, where: str) -> Strategy:
     """``sequential``, ``nested`` (P = 1) or ``{name: nested, prepared: P}`` -> `Strategy`."""
     name, value = named_mapping(value, where, "strategy", NAMES,
-                                "a strategy is 'sequential' or {name: nested, prepared: P}")
+                                "a strategy is 'sequential', {name: nested, prepared: P} or {name: online, ...}")
+    if name == "online":
+        return Strategy("online", online=parse_online(value, where))
     extra = set(value) - ({"name", "prepared"} if name == "nested" else {"name"})
     if extra:
         raise SpecbenchError(f"{where}: strategy {name} takes {'name and prepared' if name == 'nested' else 'no options'}, "

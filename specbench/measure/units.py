@@ -53,9 +53,19 @@ class Unit:
         key += ([f"backend={self.backend}"] if self.backend != "own" else []) + \
             ([f"concurrency={self.concurrency}"] if self.concurrency != 1 else []) + \
             ([f"request_rate={float(self.request_rate)!r}"] if self.request_rate is not None else []) + \
-            ([f"strategy={c.strategy.label}"] if c.strategy.nested else []) + \
+            ([f"strategy={c.strategy.label}"] if not c.strategy.is_sequential else []) + \
             ([f"schedule={c.schedule.name}:{c.schedule.params_json}"] if not c.schedule.is_fixed else [])
         return hashlib.sha1(repr(key).encode()).hexdigest()[:20]
+
+
+@dataclass
+class UnitOutput:
+    """What running a unit gives the writer: its record and, for a replayed unit, its moments
+    (``replay/unit-<id>.json``, written before the record)."""
+
+    unit: Unit
+    record: dict
+    moments: dict | None = None
 
 
 def parse_shard(text: str | None) -> tuple[int, int]:
@@ -165,7 +175,26 @@ def make_record(unit: Unit, result, spec: SweepSpec, device_name: str) -> dict:
         "prepared_hits": getattr(result, "prepared_hits", None),
         "draft_hidden_s": getattr(result, "draft_hidden_s", None),
         "stage": unit.stage,
+        "strategy_params": c.strategy.params_json,
+        "stream_position": unit.prompt.stream_position, "stream_segment": unit.prompt.segment,
+        **_online_columns(result),
     }
+
+
+def _online_columns(result) -> dict:
+    """The online-adaptation columns: the drafter's version and the updates of the unit (`GenerationResult.online`);
+    null / NaN / [] for other strategies."""
+    online = getattr(result, "online", None)
+    if online is None:
+        return {"drafter_version": None, "online_train_s": float("nan"), "online_train_tokens": None,
+                "update_round": [], "update_s": [], "update_tokens": [], "update_loss": [], "update_reject_loss": []}
+    updates = online["updates"]
+    return {"drafter_version": int(online["version"]),
+            "online_train_s": float(sum(u["seconds"] for u in updates)),
+            "online_train_tokens": int(sum(u["tokens"] for u in updates)),
+            "update_round": [int(u["at_round"]) for u in updates], "update_s": [float(u["seconds"]) for u in updates],
+            "update_tokens": [int(u["tokens"]) for u in updates], "update_loss": [float(u["loss"]) for u in updates],
+            "update_reject_loss": [float(u["reject_loss"]) for u in updates]}
 
 
 def serving_columns(unit: Unit, result) -> dict:

@@ -35,6 +35,7 @@ from specbench.measure.long_context_spec import (
 )
 from specbench.measure.prepared_spec import PreparedSpec, is_prepared, parse_prepared
 from specbench.measure.spec_reader import Reader, workload_fields
+from specbench.measure.stream import StreamSpec, is_stream, parse_stream
 from specbench.safe_files import load_yaml_text, read_text_file
 
 BUILTIN_PACKAGE = "specbench.builtin_workloads"
@@ -98,12 +99,12 @@ def builtin_names() -> list[str]:
     return sorted(p.name[: -len(".yaml")] for p in folder.iterdir() if p.name.endswith(".yaml"))
 
 
-def builtin_spec(name: str) -> WorkloadSpec | LongContextSpec | PreparedSpec:
+def builtin_spec(name: str) -> WorkloadSpec | LongContextSpec | PreparedSpec | StreamSpec:
     text = resources.files(BUILTIN_PACKAGE).joinpath(f"{name}.yaml").read_text(encoding="utf-8")
     return parse_spec(_load_yaml(text, f"built-in workload {name}"), origin=f"built-in workload {name}")
 
 
-def read_spec_file(path: Path) -> WorkloadSpec | LongContextSpec | PreparedSpec:
+def read_spec_file(path: Path) -> WorkloadSpec | LongContextSpec | PreparedSpec | StreamSpec:
     """Parse a user workload YAML file; relative source paths are taken from its folder."""
 
     text = read_text_file(path, "workload file", 2**20)  # size-limited UTF-8 text
@@ -125,14 +126,17 @@ _TOP_KEYS = ("name", "description", "chat", "max_new_tokens", "sampling", "train
 
 
 def parse_spec(data: dict, *, origin: str, base_dir: Path | None = None
-               ) -> WorkloadSpec | LongContextSpec | PreparedSpec:
+               ) -> WorkloadSpec | LongContextSpec | PreparedSpec | StreamSpec:
     """Validate a workload mapping (parsed YAML) into a `WorkloadSpec` (a `LongContextSpec` when it has a
     ``long_context`` section: `specbench.measure.long_context_spec`; a `PreparedSpec` when it has a
-    ``prepared`` section: `specbench.measure.prepared_spec`)."""
+    ``prepared`` section: `specbench.measure.prepared_spec`; a `StreamSpec` when it has a ``stream`` list:
+    `specbench.measure.stream`)."""
     if is_long_context(data):
         return parse_long_context(data, origin=origin, base_dir=base_dir)
     if is_prepared(data):
         return parse_prepared(data, origin=origin)
+    if is_stream(data):
+        return parse_stream(data, origin=origin, base_dir=base_dir)
     top = Reader(data, origin, "", _TOP_KEYS)
     common = workload_fields(top, WorkloadSpec.max_new_tokens)
     bounds = top.mapping("filter", ("min_chars", "max_chars"))

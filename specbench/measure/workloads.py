@@ -31,6 +31,7 @@ from specbench.measure import prepared_spec
 from specbench.measure.long_context_spec import LongContextSpec, select
 from specbench.measure.prepared_spec import PreparedSpec
 from specbench.measure.prompt import Prompt
+from specbench.measure.stream import StreamSpec, stream_prompts
 from specbench.measure.workload_prepared import prepared_prompts
 from specbench.measure.workload_sources import read_records
 from specbench.measure.workload_spec import (
@@ -85,6 +86,10 @@ def load_workload(name_or_source: str, *, count: int | None = None, seed: int | 
     if count is not None and count < 1:
         raise SpecbenchError(f"count must be at least 1, got {count}")
     spec = resolve_spec(name_or_source)
+    if isinstance(spec, StreamSpec):  # other workloads' prompts in a fixed order: their own sampling and split
+        prompts, source = stream_prompts(spec, count, seed, split, load_workload)
+        return Workload(name=spec.name, description=spec.description, source=source, chat=spec.chat,
+                        max_new_tokens=spec.max_new_tokens, prompts=prompts)
     if isinstance(spec, LongContextSpec):
         prompts, source = long_context.pair_prompts(spec)  # (document, task) pairs: binned after sampling
     elif isinstance(spec, PreparedSpec):
@@ -106,7 +111,7 @@ def load_workload(name_or_source: str, *, count: int | None = None, seed: int | 
                     max_new_tokens=spec.max_new_tokens, prompts=prompts)
 
 
-def resolve_spec(name_or_source: str) -> WorkloadSpec | LongContextSpec | PreparedSpec:
+def resolve_spec(name_or_source: str) -> WorkloadSpec | LongContextSpec | PreparedSpec | StreamSpec:
     """The spec behind a workload name, YAML path or user source string.
 
     A built-in name or YAML path may end in ``:key=value`` options: a long-context workload's bins and
@@ -231,4 +236,5 @@ def encode_turn(tokenizer, workload: Workload, prompt: Prompt, turn: int, previo
         raise ValueError(f"turn {turn} needs {turn} previous answer(s), got {len(previous_answers)}")
     if prompt.context is not None:
         return long_context.encode_long_context(tokenizer, prompt, chat=workload.chat, token_limit=token_limit)
-    return encode_conversation(tokenizer, list(prompt.turns[: turn + 1]), list(previous_answers), chat=workload.chat)
+    chat = workload.chat if prompt.chat is None else prompt.chat  # a stream's prompts keep their workload's
+    return encode_conversation(tokenizer, list(prompt.turns[: turn + 1]), list(previous_answers), chat=chat)

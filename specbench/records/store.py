@@ -124,6 +124,26 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "schedule": (pa.string(), "verify-length schedule (label, one per configuration): 'fixed' (every round drafts "
                               "gamma), 'heuristic', 'threshold(threshold=T)', 'dspark'; gamma is its cap"),
     "schedule_params": (pa.string(), "the schedule's parameters as sorted JSON ('{}' for fixed)"),
+    "strategy_params": (pa.string(), "the round strategy's parameters as sorted JSON ('{}' sequential; nested: "
+                                     "prepared; online: the plan, docs/strategies.md)"),
+    # stream workloads (docs/workloads.md "Streams"); null for other workloads and older records
+    "stream_position": (pa.int64(), "stream workload: the prompt's position in the stream (0, 1, ...); null otherwise"),
+    "stream_segment": (pa.string(), "stream workload: the label of the prompt's segment (a shift point is where it "
+                                    "changes); null otherwise"),
+    # online adaptation (docs/strategies.md "Online adaptation"); null / NaN / [] for other strategies
+    "drafter_version": (pa.int64(), "online: the drafter's version when the unit started (updates swapped in "
+                                    "before it; 0 = the starting weights); null for other strategies"),
+    "online_train_s": (pa.float64(), "online: seconds of the drafter updates made during or right after the unit "
+                                     "(training steps + swap), outside decode_s; NaN for other strategies"),
+    "online_train_tokens": (pa.int64(), "online: training positions those updates used, summed over their steps"),
+    "update_round": (pa.list_(pa.int64()), "online, per update of the unit: rounds of the generation before it "
+                                           "(its round count: at the end of the generation)"),
+    "update_s": (pa.list_(pa.float64()), "online, per update: seconds (training steps + swap)"),
+    "update_tokens": (pa.list_(pa.int64()), "online, per update: training positions used"),
+    "update_loss": (pa.list_(pa.float64()), "online, per update: mean over its steps of the accepted (distillation) "
+                                            "loss"),
+    "update_reject_loss": (pa.list_(pa.float64()), "online, per update: mean of the rejected-draft term (NaN: not "
+                                                   "used or no rejection scored)"),
     # adaptive sweeps (docs/fit.md "Sweeps that decide"); null for fixed grids and older records
     "stage": (pa.int64(), "adaptive sweep: the look of its workload this unit was measured for (1, 2, ...); "
                           "null in a fixed grid"),
@@ -138,6 +158,12 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "batch_requests": (pa.int64(), "requests in that batch"),
     "batch_output_tokens": (pa.int64(), "output tokens of the whole batch (Σ new_tokens of its requests)"),
     "batch_wall_s": (pa.float64(), "wall time of the whole batch: its first arrival to its last token, s"),
+    # executors (docs/scale-out.md); null for units run in the sweep's own process and in older records
+    "node": (pa.string(), "Ray executor: IP address of the node whose worker ran the unit (null: in-process)"),
+    "node_device": (pa.string(), "Ray executor: the worker's device on its node, 'cpu' or 'GPU 0,1' (Ray's GPU ids; "
+                                 "null: in-process)"),
+    "node_groups": (pa.int64(), "Ray executor: pieces of work (groups, timing blocks, replays) in flight on the "
+                                "node at once while this unit's piece ran, itself included (null: in-process)"),
 }
 
 # Columns added after schema 1's first release: records written without them (older folders,
@@ -152,8 +178,12 @@ LATER_DEFAULTS = {"weights_sha256": None, "backend": None, "concurrency": None, 
                   "context_bin": None,
                   "strategy": "sequential", "prepared": 0, "prepared_drafts": None, "prepared_hits": None,
                   "draft_hidden_s": None, "schedule": "fixed", "schedule_params": "{}", "stage": None,
+                  "strategy_params": "{}", "stream_position": None, "stream_segment": None, "drafter_version": None,
+                  "online_train_s": float("nan"), "online_train_tokens": None, "update_round": [], "update_s": [],
+                  "update_tokens": [], "update_loss": [], "update_reject_loss": [],
                   "request_rate": None, "arrival_s": None, "finish_s": None, "latency_s": None, "batch_id": None,
-                  "batch_requests": None, "batch_output_tokens": None, "batch_wall_s": None}
+                  "batch_requests": None, "batch_output_tokens": None, "batch_wall_s": None,
+                  "node": None, "node_device": None, "node_groups": None}
 
 SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])
 # what identifies a record and its configuration: never empty in a record specbench wrote (a file whose

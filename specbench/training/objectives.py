@@ -29,7 +29,7 @@ answer tokens only, with the number of such positions.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -57,6 +57,9 @@ class StepResult:
     correct: list[int]  # per head/step: answer positions whose argmax matches the target's
     counted: list[int]
     losses: list[float]
+    # per head/step s (1-based at index s−1): the draft-vocabulary logits [B, T, Vd] whose row t predicts
+    # x_{t+s+1}, as drafting at depth s from entry t does (online adaptation scores rejected drafts on them)
+    logits: list[torch.Tensor] = field(default_factory=list)
 
 
 def shift(x: torch.Tensor, s: int, fill=0) -> torch.Tensor:
@@ -92,6 +95,7 @@ def _token_term(logits, batch, head, s, result: StepResult) -> torch.Tensor:
     result.correct.append(correct)
     result.counted.append(counted)
     result.losses.append(float(loss.detach()))
+    result.logits.append(logits)
     return loss
 
 

@@ -153,6 +153,9 @@ class MedusaType(TrainedType):
             heads = [VocabHead(None, target.vocab_size, draft_vocab, weight=w) for w in head_weights]
         return MedusaDrafter(net, heads)
 
+    def vocab_head(self, drafter: MedusaDrafter) -> VocabHead:
+        return drafter.vocab_heads[0]
+
     def net_of(self, drafter: MedusaDrafter) -> MedusaHeads:
         return drafter.heads
 

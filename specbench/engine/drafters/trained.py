@@ -21,6 +21,7 @@ from typing import Callable
 import torch
 import torch.nn as nn
 
+from specbench.catalogue.registry import resolve
 from specbench.engine.drafters import checkpoint as ckpt
 from specbench.engine.drafters import registry, speculators_format
 from specbench.engine.drafters.checkpoint_location import SPECULATORS
@@ -47,6 +48,9 @@ class TrainedType(registry.DrafterType):
     objective_args: dict = {}  # fixed keyword arguments of the objective
     unrolled_steps: int | None = None  # default unrolled training steps (train-drafter --steps); None: not unrolled
     published: str | None = None  # name of a published layout this type reads and writes, if any
+    # what trains a served drafter on its traffic (online adaptation, `specbench.engine.online`): a
+    # "module:Class" reference into specbench.training, like ``objective``, so the engine never imports it
+    learner: str = "specbench.training.online:OnlineLearner"
 
     # ------------------------------------------------------------------ hooks
     def architecture(self, target_config, **options) -> dict:
@@ -67,6 +71,10 @@ class TrainedType(registry.DrafterType):
     def net_of(self, drafter) -> nn.Module:
         """The network inside a drafter built by ``wrap``."""
         return drafter.net
+
+    def vocab_head(self, drafter):
+        """The `VocabHead` a drafter built by ``wrap`` scores tokens with (its draft vocabulary: ``ids``)."""
+        return drafter.head
 
     def recognizes(self, config: dict, folder: Path) -> bool:
         """Whether a folder's (non-specbench) config.json is in this type's published layout."""
@@ -126,6 +134,24 @@ class TrainedType(registry.DrafterType):
             raise SpecbenchError(f"drafter checkpoint {checkpoint.path}: missing {sorted(missing)[:3]} "
                                  f"unexpected {sorted(unexpected)[:3]} weights")
         return net, None if draft_vocab is None else draft_vocab.long()
+
+    # ------------------------------------------------------------------ online adaptation
+    def reinitialise(self, net: nn.Module, seed: int = 0) -> None:
+        """Give a (serving) network the weights ``train-drafter`` starts from, seeded: online learning from
+        scratch ("day 0") keeps the architecture and the draft vocabulary, not the trained weights."""
+        generator_state = torch.random.get_rng_state()
+        torch.manual_seed(int(seed))
+        try:
+            fresh = self.new_net(net.architecture())
+        finally:
+            torch.random.set_rng_state(generator_state)
+        with torch.no_grad():
+            net.load_state_dict(fresh.state_dict())
+
+    def online_learner(self, drafter, target, plan):
+        """The learner that trains a copy of ``drafter``'s network on its traffic (``learner``)."""
+        learner = resolve(self.learner, f"the online learner of drafter type '{self.name}'")
+        return learner(self, drafter, target, plan)
 
     def random_net(self, target, seed: int = 0) -> nn.Module:
         """A network with seeded random weights (the global generator is left as it was)."""
