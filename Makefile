@@ -5,13 +5,14 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.specbench-installed
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install install-vllm install-speculators test-vllm install-ray test-ray bench-scale demo test lint test-heavy simulate-stopping bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe bench-online clean help
+.PHONY: install install-vllm install-speculators test-vllm install-ray test-ray bench-scale demo test lint test-heavy test-fuzz simulate-stopping bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe bench-online clean help
 
 help:
 	@echo "make demo          set up (first run) and run the demo sweep on SmolLM2-135M"
 	@echo "make test          set up (first run) and run the test suite (CPU, no GPU needed)"
 	@echo "make lint          ruff: lint every file, check the format of FORMATTED (rules in pyproject.toml)"
 	@echo "make test-heavy    tests on the Qwen2.5-Coder 1.5B/0.5B pair (pulls ~1.5 GB once)"
+	@echo "make test-fuzz     the long fuzz run (Hypothesis, about 10 minutes; FUZZ_SCALE=0.1 for a tenth): spec parser, loaders, records, HTTP client"
 	@echo "make bench-engine  specbench engine vs transformers generate / assisted generation"
 	@echo "make bench-roofline decode/verify time against the memory-bandwidth bound"
 	@echo "make bench-layout  row-major vs column-major linear weights: CPU forward time per k new tokens"
@@ -79,7 +80,9 @@ FORMATTED := specbench/catalogue specbench/backends/registry.py specbench/engine
              specbench/engine/online.py specbench/training/online.py specbench/measure/online_spec.py \
              specbench/measure/online_resume.py specbench/measure/stream.py specbench/analysis/online.py \
              specbench/figures/online.py specbench/cli/online_view.py tests/test_online.py \
-             tests/test_online_sweep.py tests/test_stream_workload.py tests/test_online_analysis.py
+             tests/test_online_sweep.py tests/test_stream_workload.py tests/test_online_analysis.py \
+             specbench/bounds.py specbench/cli/params.py specbench/backends/http_client.py \
+             specbench/backends/options.py specbench/backends/server_schema.py tests/test_fuzz.py
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -87,6 +90,11 @@ lint: install
 
 test: install
 	TRITON_INTERPRET=1 $(PY) -m pytest -n 2 --dist worksteal --durations=25
+
+FUZZ_SCALE ?= 1
+test-fuzz: install
+	SPECBENCH_FUZZ_SCALE=$(FUZZ_SCALE) $(PY) -m pytest -m fuzz tests/test_fuzz.py -n 2 -p no:cacheprovider \
+	    --hypothesis-show-statistics
 
 test-heavy: install
 	$(VENV)/bin/specbench models pull qwen2.5-coder-1.5b

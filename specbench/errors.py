@@ -1,7 +1,9 @@
-"""The one exception type for mistakes a user can fix (bad flags, files, models).
+"""The one exception type for mistakes a user can fix (bad flags, files, models), and notes.
 
-The CLI turns it into a single line on stderr and exit code 2; everything else is a bug
-and keeps its traceback.
+The CLI turns a `SpecbenchError` into a single line on stderr and exit code 2; everything else
+is a bug and keeps its traceback. A *note* (records set aside, records that measured nothing)
+is held by `note` until the command ends: printed on stderr when it succeeds, dropped when it
+fails, so that a failing command's one error line stays its only line.
 """
 
 import difflib
@@ -11,9 +13,26 @@ class SpecbenchError(Exception):
     """A user-facing error: the message is the whole explanation, one line."""
 
 
+_notes: list[str] = []
+
+
+def note(message: str) -> None:
+    """A one-line note for the user, printed when the command ends well (once per message)."""
+    line = " ".join(str(message).split())
+    if line not in _notes:
+        _notes.append(line)
+
+
+def take_notes() -> list[str]:
+    """The notes held so far, in order; the list is emptied."""
+    taken = list(_notes)
+    _notes.clear()
+    return taken
+
+
 def did_you_mean(name: str, choices: list[str]) -> str:
     """A ' (did you mean X?)' suffix naming the closest choice, or '' when none is close."""
-    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 

@@ -1,12 +1,20 @@
-"""Reading files a user hands us: bounded in size, strict UTF-8 text, YAML without aliases.
+"""Reading files a user hands us: bounded in size, strict UTF-8 text, YAML without aliases; and
+writing checkpoints and caches so that a full disk is one line, not a traceback.
 
 Every failure is a `SpecbenchError` naming the file: missing, a directory, a symlink loop,
 unreadable, too large, binary, not UTF-8, malformed YAML, or YAML using anchors/aliases (a
-"billion laughs" document expands exponentially; specbench's files never need them).
+"billion laughs" document expands exponentially; specbench's files never need them). On the
+writing side, `writing` turns what the tensor writers raise when the disk is full or the
+folder read-only — OSError, safetensors' SafetensorError ("... os error 28"), torch's
+RuntimeError ("PytorchStreamWriter failed writing file") — into one line naming the file.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
@@ -87,3 +95,39 @@ def load_yaml_text(text: str, where: str):
 
 def load_yaml_file(path: str | Path, what: str = "YAML file", max_bytes: int = YAML_MAX_BYTES):
     return load_yaml_text(read_text_file(path, what, max_bytes), str(path))
+
+
+_ERRNO = re.compile(r"(?:os error|errno)\s*(\d+)", re.IGNORECASE)
+_WRITE_FAILED = ("PytorchStreamWriter failed", "file write failed", "No space left on device", "Disk quota exceeded",
+                 "Read-only file system")
+
+
+def write_failure_reason(exc: BaseException) -> str | None:
+    """Why a write failed, when ``exc`` (of any library) says the operating system refused it; else None."""
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc) or type(exc).__name__
+    text = str(exc)
+    match = _ERRNO.search(text)
+    if match:
+        return os.strerror(int(match.group(1)))
+    if any(phrase in text for phrase in _WRITE_FAILED):
+        return "the file could not be written (is the disk full?)"
+    return None
+
+
+@contextmanager
+def writing(path: str | Path, what: str, remove: str | Path | None = None):
+    """Write ``what`` at ``path`` inside the block; a failed write is one `SpecbenchError` line, and
+    ``remove`` (a folder the block was filling, or a partial file) is deleted so nothing half-written stays."""
+    try:
+        yield
+    except SpecbenchError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - only OS-level write failures become user errors
+        reason = write_failure_reason(exc)
+        if reason is None:
+            raise
+        if remove is not None:
+            target = Path(remove)
+            shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
+        raise SpecbenchError(f"cannot write {what} {path}: {reason}") from None

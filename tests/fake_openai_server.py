@@ -1,4 +1,4 @@
-"""A fake OpenAI-compatible speculative-decoding server for tests (stdlib only).
+"""A fake OpenAI-compatible speculative-decoding server for tests (stdlib only), well-behaved or hostile.
 
 Serves ``/health``, ``/v1/models``, ``/metrics`` (vLLM-style ``vllm:spec_decode_*`` counters)
 and streamed ``POST /v1/completions`` whose last chunk carries vLLM's per-request ``metrics``
@@ -7,10 +7,23 @@ the expected rounds are known. It records the largest number of requests in flig
 ``hold`` > 1 a request waits (up to 2 s) until that many are in flight, so a client that keeps
 N requests in flight makes the maximum exactly N.
 
+**Hostile behaviours** (``hostile={PATH: BEHAVIOUR}``, one per path; the hostile-server fixture
+of the server backends' tests and of the fuzz tests): ``raw-bytes`` (bytes that are not HTTP),
+``wrong-json`` (a 200 whose body or stream chunk is not JSON), ``bad-chunk`` (valid JSON of the
+wrong shape: ``{"choices": [1]}``, a model list ``{"data": [1]}``), ``no-stream`` (a plain JSON
+completion, stream=true ignored), ``drip`` (a valid answer, one byte every ``drip_s``),
+``endless`` (a 200 whose body never ends), ``hang`` (accepts, never answers), ``reset`` (a
+few valid chunks, then a TCP reset). ``script={PATH: bytes}`` answers those bytes verbatim
+(status line and headers included, or not) and closes: the fuzz tests' generated garbage.
+It listens on 127.0.0.1 only, and every answer ends within ``max_s`` seconds (default 20) or
+when the server stops, whichever is first: no test can hang on it.
+
 Run as a script it stands in for ``python -m vllm.entrypoints.openai.api_server``: it takes
 ``--port`` (and ignores every other vLLM flag), can ignore SIGTERM for a while
-(``FAKE_IGNORE_TERM_S``), spawn a child process in its group (``FAKE_SPAWN_CHILD=1``), and write
-its pid and its child's pid to ``FAKE_PID_FILE``.
+(``FAKE_IGNORE_TERM_S``), spawn a child process in its group (``FAKE_SPAWN_CHILD=1``), write
+its pid and its child's pid to ``FAKE_PID_FILE``, exit after a while (``FAKE_EXIT_AFTER_S``)
+and play a hostile behaviour on completions (``FAKE_HOSTILE=hang``; each such request is noted
+as a line of ``FAKE_SEEN_FILE``).
 """
 
 from __future__ import annotations
@@ -18,6 +31,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -25,6 +40,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ACCEPT_CYCLE = [2, 0, 1, 2, 2, 1]
+HOSTILE = ("raw-bytes", "wrong-json", "bad-chunk", "no-stream", "drip", "endless", "hang", "reset")
+RAW_GARBAGE = b"\x16\x03\x01\x02\x00garbage, not HTTP\r\n\x00\xff\xfe\r\n\r\n"
 
 
 def steps_for(n_tokens: int, k: int) -> list[int]:
@@ -40,9 +57,16 @@ def steps_for(n_tokens: int, k: int) -> list[int]:
 
 class FakeState:
     def __init__(self, *, spec: bool = True, per_request: bool = True, k: int = 2, hold: int = 1,
-                 token_ids: bool = True, delay_s: float = 0.01):
+                 token_ids: bool = True, delay_s: float = 0.01, hostile: dict | None = None,
+                 script: dict | None = None, drip_s: float = 0.2, max_s: float = 20.0):
         self.spec, self.per_request, self.k, self.hold = spec, per_request, k, hold
         self.token_ids, self.delay_s = token_ids, delay_s
+        for path, behaviour in (hostile or {}).items():
+            assert behaviour in HOSTILE, f"unknown hostile behaviour {behaviour!r} for {path}"
+        self.hostile, self.script = dict(hostile or {}), dict(script or {})
+        self.drip_s, self.max_s = drip_s, max_s
+        self.stop = threading.Event()  # set when the server stops: every hostile answer ends then
+        self.hostile_seen = 0  # requests answered with a hostile behaviour so far
         self.lock = threading.Condition()
         self.in_flight = 0
         self.max_in_flight = 0
@@ -67,12 +91,54 @@ class FakeState:
         return "\n".join(lines) + "\n"
 
 
+def completion_events(state: FakeState, body: dict):
+    """The streamed answer to a completion request: (bytes of one SSE event, seconds to wait before it),
+    and the counters it adds (applied by the caller once the last token is out)."""
+    prompt = body.get("prompt", [])
+    n = int(body.get("max_tokens", 1))
+    base = sum(prompt) if isinstance(prompt, list) else len(prompt)
+    tokens = [(base + i) % 200 + 10 for i in range(n)]
+    accepted = steps_for(n, state.k) if state.spec else []
+
+    def event(payload: dict) -> bytes:
+        return f"data: {json.dumps(payload)}\n\n".encode()
+
+    def piece(ids, finish=None) -> bytes:
+        choice = {"index": 0, "text": "".join(f"<{t}>" for t in ids), "finish_reason": finish}
+        if state.token_ids and body.get("return_token_ids"):
+            choice["token_ids"] = ids
+        return event({"id": "cmpl-1", "object": "text_completion", "choices": [choice]})
+
+    events = [(piece(tokens[:1]), state.delay_s)]
+    pos = 1
+    for size in ([a + 1 for a in accepted] if accepted else [1] * (n - 1)):
+        ids = tokens[pos:pos + size]
+        pos += len(ids)
+        events.append((piece(ids, "length" if pos >= n else None), state.delay_s / 4))
+    final = {"id": "cmpl-1", "object": "text_completion", "choices": [],
+             "usage": {"prompt_tokens": len(prompt), "completion_tokens": n, "total_tokens": len(prompt) + n}}
+    if state.per_request:
+        final["metrics"] = {"time_to_first_token_ms": 5.0, "generation_time_ms": 20.0, "queue_time_ms": 1.0,
+                            "mean_itl_ms": 1.0, "tokens_per_second": 100.0}
+        if state.spec:
+            final["metrics"]["speculative_decoding"] = {
+                "num_spec_tokens": state.k, "per_step_accepted": accepted,
+                "per_step_drafted": [state.k] * len(accepted), "num_spec_steps": len(accepted)}
+    return events, event(final), accepted
+
+
 def make_handler(state: FakeState):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def log_message(self, *args):
             pass
+
+        def finish(self):
+            try:
+                super().finish()
+            except (OSError, ValueError):  # a reset connection
+                pass
 
         def _send(self, code: int, body: str, kind: str = "application/json") -> None:
             data = body.encode()
@@ -82,15 +148,103 @@ def make_handler(state: FakeState):
             self.end_headers()
             self.wfile.write(data)
 
+        # ------------------------------------------------------------ hostile answers
+        def _until(self) -> float:
+            return time.monotonic() + state.max_s
+
+        def _alive(self, until: float) -> bool:
+            return not state.stop.is_set() and time.monotonic() < until
+
+        def _headers(self, kind: str) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", kind)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.flush()
+
+        def _hostile(self, path: str, body: dict | None) -> bool:
+            """Play this path's hostile behaviour or script; False when it has none."""
+            if path in state.script:
+                self.wfile.write(state.script[path])
+                self.wfile.flush()
+                self.close_connection = True
+                return True
+            behaviour = state.hostile.get(path)
+            if behaviour is None:
+                return False
+            with state.lock:
+                state.hostile_seen += 1  # tests wait for this: a request is in flight
+                if os.environ.get("FAKE_SEEN_FILE"):  # the same, for a test in another process
+                    with open(os.environ["FAKE_SEEN_FILE"], "a") as seen:
+                        seen.write(f"{path}\n")
+            self.close_connection = True
+            stream = path == "/v1/completions"
+            kind = "text/event-stream" if stream else ("text/plain" if path == "/metrics" else "application/json")
+            until = self._until()
+            try:
+                if behaviour == "raw-bytes":
+                    self.wfile.write(RAW_GARBAGE)
+                elif behaviour == "hang":
+                    while self._alive(until):
+                        time.sleep(0.05)
+                elif behaviour in ("wrong-json", "bad-chunk"):
+                    payload = "{not json" if behaviour == "wrong-json" else (
+                        json.dumps({"choices": [1]}) if stream else json.dumps({"data": [1]}))
+                    self._headers(kind)
+                    self.wfile.write((f"data: {payload}\n\n" if stream else payload).encode())
+                elif behaviour == "no-stream":
+                    self._send(200, json.dumps({"id": "cmpl-1", "object": "text_completion",
+                                                "choices": [{"index": 0, "text": "", "finish_reason": "length"}],
+                                                "usage": {"prompt_tokens": 3, "completion_tokens": 0}}))
+                elif behaviour == "endless":
+                    self._headers(kind)
+                    filler = (b'data: {"choices": [{"text": "a", "token_ids": [11]}]}\n\n' if stream
+                              else b"[" + b"0," * 32767)
+                    while self._alive(until):
+                        self.wfile.write(filler)
+                elif behaviour == "drip":
+                    answer = self._answer_bytes(path, body)
+                    self._headers(kind)
+                    for i in range(len(answer)):
+                        if not self._alive(until):
+                            break
+                        self.wfile.write(answer[i:i + 1])
+                        self.wfile.flush()
+                        time.sleep(state.drip_s)
+                elif behaviour == "reset":
+                    events, _, _ = completion_events(state, body or {"max_tokens": 8})
+                    self._headers(kind)
+                    for data, _ in events[:2]:
+                        self.wfile.write(data)
+                    self.wfile.flush()
+                    time.sleep(0.05)
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.connection.close()  # with linger 0: a TCP reset, mid-stream
+                self.wfile.flush()
+            except (OSError, ValueError):  # the client gave up (its deadline or cap): fine
+                pass
+            return True
+
+        def _answer_bytes(self, path: str, body: dict | None) -> bytes:
+            """The well-behaved answer body of ``path`` (what the drip sends a byte at a time)."""
+            if path == "/v1/completions":
+                events, final, _ = completion_events(state, body or {"max_tokens": 8})
+                return b"".join(data for data, _ in events) + final + b"data: [DONE]\n\n"
+            if path == "/v1/models":
+                return json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}).encode()
+            with state.lock:
+                return state.metrics_text().encode()
+
+        # ------------------------------------------------------------ well-behaved answers
         def do_GET(self):
-            if self.path == "/health":
+            path = self.path.split("?")[0]
+            if self._hostile(path, None):
+                return
+            if path == "/health":
                 self._send(200, "")
-            elif self.path == "/v1/models":
-                self._send(200, json.dumps({"object": "list", "data": [{"id": "fake-model", "object": "model"}]}))
-            elif self.path == "/metrics":
-                with state.lock:
-                    text = state.metrics_text()
-                self._send(200, text, "text/plain; version=0.0.4")
+            elif path in ("/v1/models", "/metrics"):
+                kind = "application/json" if path == "/v1/models" else "text/plain; version=0.0.4"
+                self._send(200, self._answer_bytes(path, None).decode(), kind)
             else:
                 self._send(404, json.dumps({"error": "not found"}))
 
@@ -99,6 +253,8 @@ def make_handler(state: FakeState):
                 self._send(404, json.dumps({"error": "not found"}))
                 return
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+            if self._hostile(self.path, body):
+                return
             with state.lock:
                 state.bodies.append(body)
                 state.in_flight += 1
@@ -120,44 +276,15 @@ def make_handler(state: FakeState):
                 finish()
 
         def _complete(self, body: dict, finish) -> None:
-            prompt = body["prompt"]
-            n = int(body["max_tokens"])
-            base = sum(prompt) if isinstance(prompt, list) else len(prompt)
-            tokens = [(base + i) % 200 + 10 for i in range(n)]
-            accepted = steps_for(n, state.k) if state.spec else []
+            events, final, accepted = completion_events(state, body)
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Connection", "close")
             self.end_headers()
-
-            def chunk(payload: dict) -> None:
-                self.wfile.write(f"data: {json.dumps(payload)}\n\n".encode())
+            for data, wait in events:
+                time.sleep(wait)
+                self.wfile.write(data)
                 self.wfile.flush()
-
-            def piece(ids, finish=None):
-                choice = {"index": 0, "text": "".join(f"<{t}>" for t in ids), "finish_reason": finish}
-                if state.token_ids and body.get("return_token_ids"):
-                    choice["token_ids"] = ids
-                chunk({"id": "cmpl-1", "object": "text_completion", "choices": [choice]})
-
-            time.sleep(state.delay_s)
-            piece(tokens[:1])
-            pos = 1
-            sizes = [a + 1 for a in accepted] if accepted else [1] * (n - 1)
-            for size in sizes:
-                ids = tokens[pos:pos + size]
-                pos += len(ids)
-                time.sleep(state.delay_s / 4)
-                piece(ids, "length" if pos >= n else None)
-            final = {"id": "cmpl-1", "object": "text_completion", "choices": [],
-                     "usage": {"prompt_tokens": len(prompt), "completion_tokens": n, "total_tokens": len(prompt) + n}}
-            if state.per_request:
-                final["metrics"] = {"time_to_first_token_ms": 5.0, "generation_time_ms": 20.0, "queue_time_ms": 1.0,
-                                    "mean_itl_ms": 1.0, "tokens_per_second": 100.0}
-                if state.spec:
-                    final["metrics"]["speculative_decoding"] = {
-                        "num_spec_tokens": state.k, "per_step_accepted": accepted,
-                        "per_step_drafted": [state.k] * len(accepted), "num_spec_steps": len(accepted)}
             with state.lock:
                 state.drafts += len(accepted)
                 state.draft_tokens += state.k * len(accepted)
@@ -166,7 +293,7 @@ def make_handler(state: FakeState):
                     for i in range(a):
                         state.per_pos[i] += 1
             finish()
-            chunk(final)
+            self.wfile.write(final)
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
 
@@ -191,6 +318,7 @@ class FakeServer:
         return self
 
     def __exit__(self, *exc):
+        self.state.stop.set()  # hostile answers in progress end now
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -219,7 +347,8 @@ def main(argv: list[str]) -> None:
         threading.Timer(float(os.environ["FAKE_EXIT_AFTER_S"]), lambda: os._exit(3)).start()
     spec = "--speculative-config" in argv
     k = json.loads(argv[argv.index("--speculative-config") + 1])["num_speculative_tokens"] if spec else 2
-    server = FakeServer(port, spec=spec, k=k)
+    hostile = {"/v1/completions": os.environ["FAKE_HOSTILE"]} if os.environ.get("FAKE_HOSTILE") else None
+    server = FakeServer(port, spec=spec, k=k, hostile=hostile, max_s=600.0)
     server.httpd.serve_forever()
 
 

@@ -36,7 +36,7 @@ def test_run_table_output_on_the_real_model():
 
 
 @pytest.mark.parametrize("args,needles", [
-    (["--gamma", "-1"], ["--gamma", "greater than or equal to 0"]),
+    (["--gamma", "-1"], ["--gamma", "from 0 to 128"]),
     (["--drafter", "ngramm"], ["unknown drafter 'ngramm'", "did you mean 'ngram'"]),
     (["--drafter", "none", "--gamma", "2", "--target", "no/such-model-folder-here"], ["no/such-model-folder-here"]),
     (["--target", "./missing-model-dir"], ["./missing-model-dir"]),

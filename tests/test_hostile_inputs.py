@@ -157,9 +157,9 @@ CASES = [
     ("sweep-name-space", ["sweep", "--name", "a b", *TINY, "--workload", "{W}", "--dry-run"], ["not allowed"]),
     ("sweep-temperature-nan", [*DRY, "--temperature", "nan"], ["finite"]),
     ("sweep-temperature-inf", [*DRY, "--temperature", "inf"], ["finite"]),
-    ("sweep-temperature-negative", [*DRY, "--temperature", "-1"], [">= 0"]),
+    ("sweep-temperature-negative", [*DRY, "--temperature", "-1"], ["0.001 to 100"]),
     ("sweep-temperature-text", [*DRY, "--temperature", "warm"], ["comma-separated"]),
-    ("sweep-gamma-huge", [*DRY, "--gamma", "100000"], ["<= 128"]),
+    ("sweep-gamma-huge", [*DRY, "--gamma", "100000"], ["from 0 to 128"]),
     ("sweep-gamma-text", [*DRY, "--gamma", "two"], ["comma-separated"]),
     ("sweep-top-p-zero", [*DRY, "--top-p", "0"], ["top_p"]),
     ("sweep-top-p-nan", [*DRY, "--top-p", "nan"], ["finite"]),
@@ -260,6 +260,58 @@ CASES = [
     ("models-pull-random", ["models", "pull", "tiny-random-llama"], ["random"]),
     ("unknown-flag", ["sweep", "--bogus"], ["bogus"]),
 ]
+
+# Round 3 (issue 30): each class has its own fix and at least two cases here; the fuzz tests
+# (tests/test_fuzz.py) try the classes on generated inputs.
+PROFILE = ["profile", "--target", "tiny-random-llama", "--context", "8", "--verify-tokens", "1", "--out", "{tmp}/p"]
+TRAIN = ["train-drafter", "--type", "medusa", "--target", "tiny-random-llama", "--out", "{tmp}/d"]
+BOUNDS_CASES = [  # one bounds table (specbench/bounds.py) for every number: flags, YAML keys, options
+    ("fit-bootstrap-huge", ["fit", "{R}", "--bootstrap", "1000000000"], ["--bootstrap", "from 0 to 10000"]),
+    ("recommend-bootstrap-huge", ["recommend", "{R}", "--bootstrap", "1000000000"], ["--bootstrap", "10000"]),
+    ("plot-bootstrap-huge", ["plot", "{R}", "--bootstrap", "1000000000", "--out", "{tmp}/plots"], ["--bootstrap"]),
+    ("recommend-max-gamma-huge", ["recommend", "{R}", "--max-gamma", "1000000000"], ["--max-gamma", "to 128"]),
+    ("plot-max-gamma-huge", ["plot", "{R}", "--max-gamma", "100000", "--out", "{tmp}/plots"], ["--max-gamma"]),
+    ("run-gamma-huge", [*RUN, "--prompt", "hi", "--gamma", "100000"], ["--gamma", "from 0 to 128"]),
+    ("run-temperature-tiny", [*RUN, "--prompt", "hi", "--temperature", "1e-300"], ["--temperature", "0.001"]),
+    ("sweep-temperature-tiny", [*DRY, "--temperature", "1e-300"], ["temperatures", "0.001"]),
+    ("sweep-threads-huge", [*DRY, "--threads", "1000000"], ["threads", "from 1 to 1024"]),
+    ("profile-batch-huge", [*PROFILE, "--batch", "1000000"], ["--batch", "from 1 to 4096"]),
+    ("profile-batch-range-huge", [*PROFILE, "--batch", "1..1000000000"], ["--batch", "4096"]),
+    ("profile-threads-huge", [*PROFILE, "--threads", "1000000"], ["--threads", "1024"]),
+    ("train-heads-huge", [*TRAIN, "--heads", "1000000"], ["--heads", "from 1 to 64"]),
+    ("train-threads-huge", [*TRAIN, "--threads", "1000000"], ["--threads", "1024"]),
+    ("train-lr-nan", [*TRAIN, "--lr", "nan"], ["--lr", "finite"]),
+    ("train-lr-huge", [*TRAIN, "--lr", "1e9"], ["--lr", "<= 10"]),
+    ("workloads-count-huge", ["workloads", "show", "{W}", "--count", "100000000"], ["--count", "1,000,000"]),
+    ("sweep-yaml-seed-nan", ["sweep", "{spec}", "--dry-run"], ["seed", "finite"]),
+    ("sweep-yaml-max-new-tokens-inf", ["sweep", "{spec}", "--dry-run"], ["max_new_tokens", "finite"]),
+    ("sweep-yaml-warmup-inf", ["sweep", "{spec}", "--dry-run"], ["timing.warmup_s", "finite"]),
+    ("sweep-yaml-retries-huge", ["sweep", "{spec}", "--dry-run"], ["timing.retries", "from 0 to 100"]),
+    ("sweep-yaml-tree-topk-huge", ["sweep", "{spec}", "--dry-run"], ["topk", "512"]),
+]
+OPTION_CASES = [  # one validated options model per backend, checked at --dry-run
+    ("sweep-yaml-openai-timeout-text", ["sweep", "{spec}", "--dry-run"], ["timeout_s", "got 'abc'"]),
+    ("sweep-yaml-openai-timeout-zero", ["sweep", "{spec}", "--dry-run"], ["timeout_s", "> 0"]),
+    ("sweep-yaml-openai-api-key-crlf", ["sweep", "{spec}", "--dry-run"], ["api_key", "line breaks"]),
+    ("sweep-yaml-openai-warmup-string", ["sweep", "{spec}", "--dry-run"], ["warmup", "true or false"]),
+    ("sweep-yaml-openai-url-port", ["sweep", "{spec}", "--dry-run"], ["url", "port outside"]),
+    ("sweep-yaml-openai-url-scheme", ["sweep", "{spec}", "--dry-run"], ["url", "http://"]),
+    ("sweep-yaml-openai-url-credentials", ["sweep", "{spec}", "--dry-run"], ["url", "api_key"]),
+    ("sweep-yaml-openai-no-url", ["sweep", "{spec}", "--dry-run"], ["needs the option url"]),
+    ("sweep-yaml-server-port", ["sweep", "{spec}", "--dry-run"], ["port", "65535"]),
+    ("sweep-yaml-server-env", ["sweep", "{spec}", "--dry-run"], ["env"]),
+    ("sweep-yaml-own-kernels", ["sweep", "{spec}", "--dry-run"], ["kernels", "auto, triton, torch"]),
+]
+LIFECYCLE_CASES = [  # --out '' is never the current directory; --prompt and --prompt-file conflict
+    ("sweep-out-empty", [*SW, "--out", ""], ["--out", "empty path"]),
+    ("profile-out-empty", ["profile", "--target", "tiny-random-llama", "--out", ""], ["--out", "empty path"]),
+    ("plot-out-empty", ["plot", "{R}", "--out", " "], ["--out", "empty path"]),
+    ("merge-out-empty", ["results", "merge", "{R}", "--out", ""], ["--out", "empty path"]),
+    ("train-out-empty", ["train-drafter", "--type", "medusa", "--out", ""], ["--out", "empty path"]),
+    ("export-out-empty", ["export-drafter", "eagle", "--out", ""], ["--out", "empty path"]),
+    ("run-prompt-and-prompt-file", [*RUN, "--prompt", "hi", "--prompt-file", "{prompts}"], ["not both"]),
+]
+CASES += BOUNDS_CASES + OPTION_CASES + LIFECYCLE_CASES
 if not HAS_CUDA:
     CASES.append(("sweep-device-cuda", [*SW, "--device", "cuda", "--out", "{tmp}/new"], ["CUDA"]))
     CASES.append(("run-device-cuda", [*RUN, "--prompt", "hi", "--device", "cuda"], ["CUDA"]))
@@ -271,6 +323,23 @@ SPEC_EDITS = {
     "sweep-yaml-compile-number": {"compile": 1},
     "sweep-yaml-name-traversal": {"name": "../../escape"},
     "sweep-yaml-drafter-param": {"drafters": [{"type": "ngram", "params": {"n_max": "abc"}}]},
+    "sweep-yaml-seed-nan": {"seed": float("nan")},
+    "sweep-yaml-max-new-tokens-inf": {"max_new_tokens": float("inf")},
+    "sweep-yaml-warmup-inf": {"timing": {"warmup_s": float("inf")}},
+    "sweep-yaml-retries-huge": {"timing": {"retries": 10**12}},
+    "sweep-yaml-tree-topk-huge": {"trees": ["dynamic:topk=99999999999,nodes=8"]},
+    "sweep-yaml-openai-timeout-text": {"backend": {"name": "openai", "url": "http://127.0.0.1:9", "timeout_s": "abc"}},
+    "sweep-yaml-openai-timeout-zero": {"backend": {"name": "openai", "url": "http://127.0.0.1:9", "timeout_s": 0}},
+    "sweep-yaml-openai-api-key-crlf": {"backend": {"name": "openai", "url": "http://127.0.0.1:9",
+                                                   "api_key": "sk-1\r\nX-Injected: yes"}},
+    "sweep-yaml-openai-warmup-string": {"backend": {"name": "openai", "url": "http://127.0.0.1:9", "warmup": "false"}},
+    "sweep-yaml-openai-url-port": {"backend": {"name": "openai", "url": "http://127.0.0.1:99999"}},
+    "sweep-yaml-openai-url-scheme": {"backend": {"name": "openai", "url": "127.0.0.1:8000"}},
+    "sweep-yaml-openai-url-credentials": {"backend": {"name": "openai", "url": "http://user:pw@127.0.0.1:8000"}},
+    "sweep-yaml-openai-no-url": {"backend": {"name": "openai", "timeout_s": 5}},
+    "sweep-yaml-server-port": {"backend": {"name": "vllm-server", "port": 70000}},
+    "sweep-yaml-server-env": {"backend": {"name": "vllm-server", "env": {"BAD NAME": "1"}}},
+    "sweep-yaml-own-kernels": {"backend": {"name": "own", "kernels": "cuda-magic"}},
 }
 
 
@@ -559,3 +628,285 @@ def test_sigkill_then_resume_loses_nothing_and_duplicates_nothing(tmp_path):
     final = load_records(out)
     assert final["unit_id"].is_unique and set(final["unit_id"]) == _expected_units(cmd)
     assert set(partial["unit_id"]) <= set(final["unit_id"])
+
+
+# ----------------------------------------------------------------------------- round 3: user text is never markup
+
+MARKUP = ["[/]", "[link=https://example.com]click[/link]", "[bold red]x", ":thumbs_up:", "[/bold]"]
+
+
+def _evil_folder(env) -> Path:
+    """The finished folder with Rich markup in its sweep name and in every text column a record has
+    (written before names were checked, or data of a workload)."""
+    from specbench.records.store import ResultsStore
+
+    folder = Path(env["tmp"]) / "evil"
+    shutil.copytree(env["R"], folder)
+    info = json.loads((folder / "run.json").read_text())
+    info["sweep"]["name"] = "x[/]y[link=z]"
+    (folder / "run.json").write_text(json.dumps(info))
+    records = load_records(folder)
+    for column, value in (("workload", "w[/]"), ("prompt_id", "p[link=x]1"), ("category", "[bold]c")):
+        records[column] = value
+    ResultsStore(folder).replace_records(records)
+    return folder
+
+
+@pytest.mark.parametrize("command", [["results", "show"], ["fit", "--by", "category"],
+                                     ["recommend", "--bootstrap", "20"],
+                                     ["plot", "--bootstrap", "20", "--out", "{tmp}/evil-plots"]],
+                         ids=["show", "fit", "recommend", "plot"])
+def test_markup_in_results_is_printed_as_written(env, command):
+    folder = _evil_folder(env)
+    result = invoke(command[0], *[c.format(**env) for c in command[1:]], folder)
+    assert result.exit_code == 0, result.output
+    if command[0] in ("results", "fit"):
+        assert "w[/]" in result.stdout
+    if command[0] == "results":
+        assert "x[/]y[link=z]" in result.stdout
+
+
+def test_markup_in_workload_ids_and_categories_is_printed_as_written(tmp_path):
+    path = tmp_path / "evil.jsonl"
+    path.write_text("".join(json.dumps({"id": f"p{m}", "text": f"say {m}", "cat": m}) + "\n" for m in MARKUP))
+    result = invoke("workloads", "show", f"jsonl:{path}:field=text:id=id:category=cat")
+    assert result.exit_code == 0, result.output
+    for m in MARKUP:
+        assert m in result.stdout, m
+
+
+def test_sweep_progress_prints_data_literally():
+    """The sweep's progress thread renders prompt ids and configuration labels from data; with markup in
+    them it used to raise MarkupError mid-run. Rendered here on a forced terminal."""
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from specbench.cli.sweep_cmd import SweepProgress
+
+    buffer = io.StringIO()
+    progress = SweepProgress(Console(file=buffer, force_terminal=True, width=200))  # a console with markup on
+    unit = SimpleNamespace(config=SimpleNamespace(label="ngram(n_max=[/]) γ=2 T=0"),
+                           prompt=SimpleNamespace(prompt_id="evil/[link=x]p1"), turn=1)
+    with progress:
+        progress.status("loading target [bold]x")
+        progress.begin(total=2, done=1)
+        progress.unit_started(unit)
+        progress.progress.refresh()
+    text = buffer.getvalue()
+    assert "evil/[link=x]p1" in text and "ngram(n_max=[/])" in text
+
+
+def test_one_escaping_path_in_the_cli():
+    """Every console comes from cli.render (markup off); no command parses markup or makes its own
+    progress text column; nothing outside render.py escapes."""
+    import ast
+
+    cli = Path(__file__).resolve().parents[1] / "specbench" / "cli"
+    offences = []
+    for path in sorted(cli.glob("*.py")):
+        if path.name == "render.py":
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "id", None) or getattr(node.func, "attr", None)
+                if name in ("Console", "TextColumn", "from_markup", "escape", "render_markup"):
+                    offences.append(f"{path.name}:{node.lineno} {name}(...)")
+            if isinstance(node, ast.ImportFrom) and node.module == "rich.markup":
+                offences.append(f"{path.name}:{node.lineno} imports rich.markup")
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and any(
+                    tag in node.value for tag in ("[bold]", "[green]", "[yellow]", "[dim]", "[/")):
+                offences.append(f"{path.name}:{node.lineno} markup in {node.value[:30]!r}")
+    assert not offences, offences
+
+
+# ----------------------------------------------------------------------------- round 3: records hold the γ that ran
+
+def test_medusa_gamma_beyond_its_heads_is_refused_by_run():
+    result = invoke("run", "--prompt", "hi", "--drafter", "medusa", "--gamma", "10", "-n", "4")
+    assert_one_line(result, 2, "medusa", "at most 4", "γ = 10")
+
+
+def test_medusa_gamma_beyond_its_heads_is_refused_by_a_sweep_before_run_json(env):
+    out = Path(env["tmp"]) / "medusa"
+    result = invoke("sweep", "--name", "m", "--target", "smollm2-135m", "--drafter", "medusa", "--gamma", "2,10",
+                    "--prompts", "1", "-n", "4", "--workload", env["W"], "--out", out)
+    assert_one_line(result, 2, "medusa", "at most 4", "γ = 10")
+    assert not out.exists(), "nothing written: not run.json, not a lock file"
+
+
+def _zero_token_folder(env, which: str) -> Path:
+    """The finished folder as a server that ignored stream=true left it: records with 0 tokens (all of
+    them, the speculative ones, or one prompt's speculative record)."""
+    from specbench.records.store import ResultsStore
+
+    folder = Path(env["tmp"]) / f"zero-{which}"
+    shutil.copytree(env["R"], folder)
+    records = load_records(folder)
+    speculative = records.index[records["gamma"] > 0]
+    rows = {"all": records.index, "speculative": speculative, "one": speculative[:1]}[which]
+    for column in ("new_tokens", "decode_tokens", "rounds", "drafted", "accepted"):
+        records.loc[rows, column] = 0
+    for column in ("tokens_per_s", "decode_s", "tau", "alpha", "prefill_s"):
+        records.loc[rows, column] = float("nan")
+    for column in ("output_ids", "round_drafted", "round_accepted", "round_depth"):
+        records[column] = [[] if i in set(rows) else v for i, v in zip(records.index, records[column])]
+    ResultsStore(folder).replace_records(records)
+    return folder
+
+
+@pytest.mark.parametrize("command", [["fit"], ["recommend"], ["plot", "--out", "{tmp}/zero-plots"]],
+                         ids=["fit", "recommend", "plot"])
+def test_zero_token_records_are_one_line_not_a_division_by_zero(env, command):
+    folder = _zero_token_folder(env, "all")
+    result = invoke(command[0], folder, *[c.format(**env) for c in command[1:]])
+    assert_one_line(result, 2, "generated a decode token", "nothing to fit")
+    shown = invoke("results", "show", folder)
+    assert shown.exit_code == 0 and "100%" not in shown.stdout, "no greedy identity claimed for empty outputs"
+
+
+def test_zero_token_records_are_left_out_with_a_note(env):
+    only_baseline = _zero_token_folder(env, "speculative")
+    assert_one_line(invoke("fit", only_baseline), 2, "no speculative records")  # one line: the note is dropped
+    assert_one_line(invoke("recommend", only_baseline), 2, "no speculative records")
+    partly = _zero_token_folder(env, "one")
+    result = invoke("fit", partly)
+    assert result.exit_code == 0, result.output
+    assert "1 record(s)" in result.stderr and "generated no decode token and are left out" in result.stderr
+
+
+# ----------------------------------------------------------------------------- round 3: folder lifecycle
+
+@pytest.mark.parametrize("mistake", [["--target", "tiny-random-lama"],
+                                     ["--drafter", "draft-model:model=tiny-random-v512"]],
+                         ids=["target-typo", "tokenizer-mismatch"])
+def test_a_failed_sweep_leaves_no_lock_and_no_folder(env, mistake):
+    """The lock is released on every failure path — also after it was taken (the models load under it)
+    — and the lock file and a folder the sweep created are removed again."""
+    out = Path(env["tmp"]) / "failed" / "deeper"
+    args = ["sweep", "--name", "t", *TINY, "--workload", env["W"], *mistake, "--out", str(out)]
+    result = invoke(*args)
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1, result.output
+    assert not out.exists() and not out.parent.exists()
+    existing = Path(env["tmp"]) / "existing"
+    existing.mkdir()
+    assert invoke(*args[:-1], str(existing)).exit_code == 2
+    assert list(existing.iterdir()) == [], "no .specbench.lock left behind in a folder that existed"
+
+
+def test_lock_file_is_removed_after_a_finished_sweep_and_a_merge(env):
+    R = Path(env["R"])
+    assert invoke(*[a.format(**env) for a in SW], "--out", env["R"]).exit_code == 0
+    assert not (R / LOCK_FILE).exists()
+    merged = Path(env["tmp"]) / "merged"
+    assert invoke("results", "merge", env["R"], "--out", merged).exit_code == 0
+    assert not (merged / LOCK_FILE).exists() and (merged / "run.json").exists()
+
+
+def test_profile_force_over_a_sweep_sets_the_sweep_aside(env):
+    R = Path(env["R"])
+    before = _snapshot(R)
+    result = invoke("profile", "--target", "tiny-random-llama", "--batch", "1", "--context", "8", "--verify-tokens",
+                    "1", "--repeats", "1", "--warmup", "0", "--out", env["R"], "--force")
+    assert result.exit_code == 0, result.output
+    aside = [p for p in R.iterdir() if p.name.startswith("old-sweep-")]
+    assert len(aside) == 1 and _snapshot(aside[0]) == before, "the sweep's run.json and records, unchanged"
+    assert json.loads((R / "run.json").read_text())["kind"] == "specbench-cost-profile"
+    assert invoke("results", "show", aside[0]).exit_code == 0, "the set-aside sweep is still a results folder"
+
+
+def test_sweep_force_over_a_profile_sets_the_profile_aside(env):
+    P = Path(env["tmp"]) / "prof"
+    assert invoke("profile", "--target", "tiny-random-llama", "--batch", "1", "--context", "8", "--verify-tokens", "1",
+                  "--repeats", "1", "--warmup", "0", "--out", P).exit_code == 0
+    profile = (P / "run.json").read_bytes()
+    refused = invoke(*[a.format(**env) for a in SW], "--out", P)
+    assert_one_line(refused, 2, "cost-profile", "--force")
+    result = invoke(*[a.format(**env) for a in SW], "--out", P, "--force")
+    assert result.exit_code == 0, result.output
+    aside = [p for p in P.iterdir() if p.name.startswith("old-")]
+    assert len(aside) == 1 and (aside[0] / "run.json").read_bytes() == profile
+    assert (aside[0] / "profile.parquet").exists()
+    assert json.loads((P / "run.json").read_text())["kind"] == "sweep" and len(load_records(P)) > 0
+
+
+# ----------------------------------------------------------------------------- round 3: leftovers
+
+def test_a_shard_without_prompts_runs_nothing_like_its_dry_run_and_merges(env, tmp_path):
+    """--dry-run says 0 units for a shard that gets no prompt; the run agrees (exit 0, a run.json that
+    records the shard) and `results merge` of all the shards works."""
+    base = ["sweep", "--name", "sh", *TINY, "--workload", env["W"]]
+    counts = {}
+    for i in range(4):
+        dry = invoke(*base, "--shard", f"{i}/4", "--dry-run")
+        assert dry.exit_code == 0, dry.output
+        counts[i] = int(dry.stdout.split(" units,")[0].split()[-1])
+    empty = [i for i, n in counts.items() if n == 0]
+    assert empty, counts  # 2 prompts over 4 shards: at least two shards get none
+    for i in range(4):
+        result = invoke(*base, "--shard", f"{i}/4", "--out", tmp_path / f"s{i}")
+        assert result.exit_code == 0, result.output
+    assert "0 units" in invoke(*base, "--shard", f"{empty[0]}/4", "--out", tmp_path / f"s{empty[0]}").stdout
+    merged = invoke("results", "merge", *[tmp_path / f"s{i}" for i in range(4)], "--out", tmp_path / "all")
+    assert merged.exit_code == 0, merged.output
+    assert len(load_records(tmp_path / "all")) == sum(counts.values())
+    info = json.loads((tmp_path / "all" / "run.json").read_text())
+    assert sorted(map(tuple, info["shards"])) == [(i, 4) for i in range(4)] and info["models"]
+
+
+def _export_under_a_file_size_limit(out: Path, limit: int) -> subprocess.CompletedProcess:
+    """`specbench export-drafter` in a process whose files may not grow past ``limit`` bytes (RLIMIT_FSIZE,
+    SIGXFSZ ignored): the kernel refuses the write as a full disk would."""
+    import resource
+
+    def limit_writes():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run([sys.executable, "-m", "specbench", "export-drafter", "eagle3", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600, preexec_fn=limit_writes)
+
+
+def test_a_full_disk_during_export_is_one_line(tmp_path, smollm2):
+    out = tmp_path / "exported"
+    proc = _export_under_a_file_size_limit(out, 256 * 1024)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr[-2000:]
+    assert "cannot write exported checkpoint" in lines[0] and "Traceback" not in proc.stderr
+    assert not out.exists(), "no half-written checkpoint is left"
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None, reason="a tmpfs mount needs root")
+def test_a_full_tmpfs_during_export_is_one_line(tmp_path, smollm2):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("mount refused (a container without the capability)")
+    try:
+        result = invoke("export-drafter", "medusa", "--out", disk / "medusa")
+        assert_one_line(result, 2, "cannot write exported checkpoint", "No space left on device")
+        assert not (disk / "medusa").exists()
+    finally:
+        subprocess.run(["umount", str(disk)], capture_output=True)
+
+
+@pytest.mark.skipif(not Path("/dev/full").is_char_device(), reason="no /dev/full here")
+def test_a_full_disk_during_the_csv_summary_is_one_line_and_removes_nothing_it_did_not_make(env):
+    """/dev/full answers every write with ENOSPC: the line names the file; the device itself (a file this
+    command did not create) is never removed as a 'partial file'."""
+    result = invoke("results", "show", env["R"], "--csv", "/dev/full")
+    assert_one_line(result, 2, "cannot write the CSV summary /dev/full", "No space left on device")
+    assert Path("/dev/full").is_char_device()
+
+
+def test_the_bounds_table_is_documented_row_by_row():
+    """docs/bounds.md lists every row of specbench.bounds.BOUNDS with its range and reason."""
+    from specbench.bounds import BOUNDS
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "bounds.md").read_text()
+    for name, bound in BOUNDS.items():
+        row = next((line for line in text.splitlines() if line.startswith(f"| `{name}` |")), None)
+        assert row is not None, f"docs/bounds.md has no row {name}"
+        assert bound.describe() in row and bound.reason in row, row

@@ -61,7 +61,9 @@ def test_request_rates_are_a_load_axis_outside_the_hash(prompts_file, monkeypatc
 
 
 @pytest.mark.parametrize("extra, message", [
-    ({"request_rates": [0]}, "must be > 0"),
+    ({"request_rates": [0]}, "'request_rates' must be a number from 0.001 to 100,000"),
+    ({"request_rates": [1e-300]}, "from 0.001"),  # arrivals 1e300 s apart: a sweep that never ends
+    ({"request_rates": [float("nan")]}, "finite"),
     ({"request_rates": [1], "concurrency": [1, 4]}, "at most one concurrency"),
     ({"request_rates": [1], "arrivals": "poison"}, "unknown arrivals 'poison' (did you mean 'poisson'?)"),
     ({"arrivals": "constant"}, "give request_rates"),

@@ -26,7 +26,8 @@ from specbench.analysis.recommendation import ranges
 from specbench.analysis.fit import expected_tokens
 from specbench.cli import app
 from specbench.errors import SpecbenchError
-from specbench.profile.profiler import ProfileGrid, parse_int_list, peak_bandwidth, run_profile
+from specbench.bounds import int_list
+from specbench.profile.profiler import ProfileGrid, peak_bandwidth, run_profile
 from specbench.records.profile_file import COLUMNS, PROFILE_KIND, Profile, load_profile, summary_frame, write_profile
 from tests.synthetic_results import SyntheticDrafter, make_records, records_frame, write_results
 
@@ -180,9 +181,11 @@ def test_cli_profile_bad_inputs_exit_2(tmp_path):
 
 
 def test_parse_int_list_and_peak_table():
-    assert parse_int_list("1..4,8, 16", "--verify-tokens") == (1, 2, 3, 4, 8, 16)
+    assert int_list("1..4,8, 16", "verify_tokens", "--verify-tokens") == (1, 2, 3, 4, 8, 16)
     with pytest.raises(SpecbenchError, match="--batch"):
-        parse_int_list("0", "--batch")
+        int_list("0", "batch", "--batch")
+    with pytest.raises(SpecbenchError, match="from 1 to 4096"):  # checked at its ends, never expanded
+        int_list("1..1000000000", "batch", "--batch")
     assert peak_bandwidth("NVIDIA H100 80GB HBM3", None)[0] == 3350
     assert peak_bandwidth("NVIDIA H100 PCIe", None)[0] == 2000
     assert peak_bandwidth("NVIDIA H200", None)[0] == 4800

@@ -1,6 +1,9 @@
 """Serving-engine backends without vLLM: Prometheus parsing and the counter mapping, the
 OpenAI client against a fake server (concurrency, unreachable URL, no speculative metrics),
-and the vLLM-server launcher's clean shutdown with a fake server process."""
+the vLLM-server launcher's clean shutdown with a fake server process, and the hostile-server
+fixture (tests/fake_openai_server.py: raw bytes, wrong JSON, no streaming, drip-feed, endless
+body, hang, reset) against the hardened client: one error line within the deadline, and
+Ctrl-C / SIGTERM with hung requests out within 5 s, no process left."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from specbench.backends import openai_server, prometheus
 from specbench.backends.base import Request
@@ -197,7 +201,7 @@ def test_unreachable_url_is_one_line():
     with pytest.raises(SpecbenchError) as err:
         backend_for(f"http://127.0.0.1:{port}")
     assert "cannot reach" in str(err.value) and "\n" not in str(err.value)
-    with pytest.raises(SpecbenchError, match="needs a url"):
+    with pytest.raises(SpecbenchError, match="needs the option url"):
         OpenAIServerBackend({}, target="t", device="cpu", dtype="fp32", seed=0)
 
 
@@ -366,3 +370,174 @@ def test_signal_to_a_launcher_process_leaves_no_server(monkeypatch, tmp_path, si
             proc.kill()
         if group is not None and group_alive(group):
             os.killpg(group, signal.SIGKILL)
+
+
+# ----------------------------------------------------------------------------- hostile servers
+
+HOSTILE_EXPECTED = {  # behaviour -> what the one error line says (per path where it differs)
+    "raw-bytes": "did not answer valid HTTP", "no-stream": "did not stream", "drip": "within 2 s",
+    "hang": "within 2 s", "reset": "connection broke",
+    "wrong-json": {"/v1/completions": "is not JSON", "/v1/models": "not valid JSON", "/metrics": "malformed"},
+    "bad-chunk": {"/v1/completions": "choices[0] must be an object", "/v1/models": "data[0] must be an object",
+                  "/metrics": "malformed"},
+    "endless": {"/v1/completions": "more than max_tokens", "/v1/models": "more than 1,048,576 bytes",
+                "/metrics": "more than 16,777,216 bytes"},
+}
+
+
+@pytest.mark.parametrize("path", ["/v1/completions", "/v1/models", "/metrics"])
+@pytest.mark.parametrize("behaviour", list(HOSTILE_EXPECTED))
+def test_a_hostile_server_is_one_line_within_the_deadline(path, behaviour):
+    """Every hostile behaviour of the fake server, on every path the client reads: one error line
+    naming the server, within the deadline (timeout_s 2: a request's, and the probes' at most), and
+    no records."""
+    if path != "/v1/completions" and behaviour == "no-stream":
+        pytest.skip("only completions stream")
+    with FakeServer(hostile={path: behaviour}, drip_s=0.3, max_s=15) as fake:
+        started = time.monotonic()
+        with pytest.raises(SpecbenchError) as err:
+            backend = backend_for(fake.url, timeout_s=2, warmup=False)
+            backend.generate_batch(chain("ngram", 2), requests_of(2, 8), concurrency=2)
+        elapsed = time.monotonic() - started
+    message, expected = str(err.value), HOSTILE_EXPECTED[behaviour]
+    assert "\n" not in message and fake.url in message, message
+    assert (expected if isinstance(expected, str) else expected[path]) in message, message
+    assert elapsed < 2 + 5, f"{elapsed:.1f} s"
+
+
+def test_a_server_that_ignores_stream_true_yields_no_records():
+    """A plain JSON answer (0 tokens) used to become records with 0 tokens, 'greedy identical 100 %'."""
+    with FakeServer(hostile={"/v1/completions": "no-stream"}) as fake:
+        with pytest.raises(SpecbenchError, match="did not stream.*ignored stream=true"):
+            backend_for(fake.url, warmup=False).generate(chain("ngram", 2), [1, 2], 8, seed=0, stop_at_eos=True)
+
+
+def test_an_endless_models_body_is_cut_at_its_cap():
+    import resource
+
+    with FakeServer(hostile={"/v1/models": "endless"}) as fake:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        started = time.monotonic()
+        with pytest.raises(SpecbenchError, match="more than 1,048,576 bytes"):
+            backend_for(fake.url)
+        assert time.monotonic() - started < 5
+        assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000, "KiB: read into memory"
+
+
+def test_a_drip_feed_hits_the_total_deadline_not_a_socket_timeout():
+    with FakeServer(hostile={"/v1/completions": "drip"}, drip_s=0.1) as fake:  # a byte every 0.1 s: never idle
+        backend = backend_for(fake.url, timeout_s=1.5, warmup=False)
+        started = time.monotonic()
+        with pytest.raises(SpecbenchError, match="within 1.5 s"):
+            backend.generate(chain("ngram", 2), [1, 2], 8, seed=0, stop_at_eos=True)
+        assert 1.4 < time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("chunk,field", [
+    ({"choices": [1]}, "choices[0] must be an object"),
+    ({"choices": [{"text": 5}]}, "choices[0].text must be a string"),
+    ({"choices": [{"token_ids": [1, -4]}]}, "choices[0].token_ids[1]"),
+    ({"choices": [], "usage": {"completion_tokens": "many"}}, "usage.completion_tokens"),
+    ({"choices": [], "metrics": {"time_to_first_token_ms": -1}}, "metrics.time_to_first_token_ms"),
+    ({"choices": [], "metrics": {"speculative_decoding": {"per_step_accepted": [3], "per_step_drafted": [2]}}},
+     "accepts 3 of 2"),
+    ({"error": {"message": "model overloaded"}}, "model overloaded"),
+])
+def test_every_chunk_is_checked_and_the_error_names_the_field(chunk, field):
+    body = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
+    answer = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + body)
+    with FakeServer(script={"/v1/completions": answer}) as fake:
+        with pytest.raises(SpecbenchError) as err:
+            backend_for(fake.url, warmup=False).generate(chain("ngram", 2), [1, 2], 8, seed=0, stop_at_eos=True)
+    assert field in str(err.value) and fake.url in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("options,needle", [
+    ({"timeout_s": "abc"}, "timeout_s"), ({"timeout_s": 0}, "timeout_s"), ({"api_key": "a\r\nb"}, "line breaks"),
+    ({"warmup": "false"}, "true or false"), ({"url": "http://127.0.0.1:99999"}, "port"), ({"bogus": 1}, "bogus"),
+])
+def test_backend_options_are_checked_before_anything_connects(options, needle):
+    with pytest.raises(SpecbenchError, match=needle):
+        OpenAIServerBackend({"url": "http://127.0.0.1:9", **options}, target="t", device="cpu", dtype="fp32", seed=0)
+
+
+# ----------------------------------------------------------------------------- cancellation with hung requests
+
+def _hung_sweep(tmp_path: Path, prompts_file: Path, backend: dict) -> Path:
+    spec = tmp_path / "hung.yaml"
+    spec.write_text(yaml.safe_dump({
+        "name": "hung", "target": "smollm2-135m", "drafters": ["ngram"], "gammas": [2], "max_new_tokens": 8,
+        "concurrency": [2], "workloads": [{"name": f"jsonl:{prompts_file}:field=text:id=id", "count": 2}],
+        "backend": backend}))
+    return spec
+
+
+def _interrupt_when(proc, ready, signum: int) -> float:
+    """Wait (≤ 180 s) until ``ready()``, send ``signum``; seconds until the process ended."""
+    deadline = time.monotonic() + 180
+    while not ready():
+        assert proc.poll() is None, proc.stderr.read()[-2000:]
+        assert time.monotonic() < deadline, "no request reached the server"
+        time.sleep(0.1)
+    time.sleep(0.5)
+    sent = time.monotonic()
+    proc.send_signal(signum)
+    proc.wait(timeout=60)
+    return time.monotonic() - sent
+
+
+@pytest.mark.parametrize("signum,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"])
+def test_interrupt_with_hung_requests_exits_within_5_s(tmp_path, prompts_file, smollm2, signum, code):
+    """`sweep` against a server that accepts and never answers (timeout_s 600): Ctrl-C / SIGTERM
+    cancels the requests in flight and exits 130 / 143 within 5 s, leaving no process."""
+    with FakeServer(hostile={"/v1/completions": "hang"}, max_s=120) as fake:
+        spec = _hung_sweep(tmp_path, prompts_file, {"name": "openai", "url": fake.url, "warmup": False})
+        proc = subprocess.Popen([sys.executable, "-m", "specbench", "sweep", str(spec), "--out", str(tmp_path / "o")],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            elapsed = _interrupt_when(proc, lambda: fake.state.hostile_seen >= 2, signum)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    err = proc.stderr.read()
+    assert proc.returncode == code, err[-2000:]
+    assert elapsed < 5, f"{elapsed:.1f} s"
+    assert "Traceback" not in err and ("interrupted" in err or "terminated" in err)
+    assert not group_alive(proc.pid), "a process of the sweep's group is still running"
+
+
+def test_interrupt_with_hung_requests_stops_a_launched_server_that_ignores_sigterm(tmp_path, prompts_file, smollm2,
+                                                                                   monkeypatch):
+    """vllm-server: the server hangs on every request and ignores SIGTERM for 30 s (stop_grace_s 15):
+    Ctrl-C still exits within 5 s (the interrupt's grace is 2 s, then SIGKILL) and the server's whole
+    group is gone."""
+    pid_file, seen = tmp_path / "pids.json", tmp_path / "seen.txt"
+    env = {**os.environ, "FAKE_PID_FILE": str(pid_file), "FAKE_SPAWN_CHILD": "1", "FAKE_IGNORE_TERM_S": "30",
+           "FAKE_HOSTILE": "hang", "FAKE_SEEN_FILE": str(seen)}
+    spec = _hung_sweep(tmp_path, prompts_file, {"name": "vllm-server", "log_dir": str(tmp_path / "logs"),
+                                                "server_command": [sys.executable, str(FAKE_SCRIPT)],
+                                                "warmup": False})
+    proc = subprocess.Popen([sys.executable, "-m", "specbench", "sweep", str(spec), "--out", str(tmp_path / "o")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+
+    try:
+        elapsed = _interrupt_when(proc, lambda: seen.exists() and len(seen.read_text().split()) >= 2, signal.SIGINT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    pids = json.loads(pid_file.read_text())
+    err = proc.stderr.read()
+    assert proc.returncode == 130, err[-2000:]
+    assert elapsed < 5, f"{elapsed:.1f} s"
+    time.sleep(0.2)
+    for pid in (pids["pid"], pids["child"]):
+        assert not _alive(pid), f"process {pid} of the launched server is still running"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] != "Z"

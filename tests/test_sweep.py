@@ -128,7 +128,7 @@ def test_kill_and_resume_loses_nothing(tmp_path, prompts_file):
     ("name: x\nworkloads: [mt-bench]\ngammas: [2]\n", ["empty grid"]),
     ("name: x\nworkloads: [mt-bnch]\ndrafters: [ngram]\n", ["unknown workload 'mt-bnch'", "mt-bench"]),
     ("name: x\nworkloads: [mt-bench]\ndrafters: [{type: medusaa}]\n", ["unknown drafter"]),
-    ("name: x\nworkloads: [mt-bench]\ndrafters: [ngram]\ngammas: [-1]\n", ["gammas", ">= 0"]),
+    ("name: x\nworkloads: [mt-bench]\ndrafters: [ngram]\ngammas: [-1]\n", ["gammas", "from 0 to 128"]),
     ("name: x\nworkloads: [mt-bench]\ndrafters: [ngram]\ntrees: [pyramid]\n", ["tree shape 'pyramid'"]),
 ])
 def test_bad_sweep_files(tmp_path, content, needles):

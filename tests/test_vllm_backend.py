@@ -150,7 +150,7 @@ def test_spec_hash_of_existing_specs_is_unchanged():
     ({"backend": "vllm", "drafters": ["mtp"]}, "drafter mtp cannot run on vLLM"),
     ({"backend": "vllm", "drafters": ["eagle"]}, "drafter eagle cannot run on vLLM"),
     ({"backend": "vllm", "mode": "replay"}, "needs mode: live"),
-    ({"backend": "vllm", "concurrency": [0]}, "'concurrency' must be >= 1"),
+    ({"backend": "vllm", "concurrency": [0]}, "'concurrency' must be an integer from 1 to 4096"),
 ])
 def test_spec_rejects_what_the_backend_cannot_run(prompts_file, extra, message):
     with pytest.raises(SpecbenchError, match=None) as err:

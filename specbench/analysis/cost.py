@@ -36,6 +36,7 @@ valid at batch 1 and the sweep's own contexts.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -409,7 +410,8 @@ def predict_curve(model: AcceptanceModel, cost: CostModel, gammas, *, alpha: flo
     """
     gammas = np.asarray(sorted(int(g) for g in gammas), dtype=int)
     columns = predict_arrays(model, cost, gammas, propose_rate=propose_rate, tree_nodes=tree_nodes)
-    base = baseline_tokens_per_s if baseline_tokens_per_s else 1.0 / float(round_s(cost, 0))
+    step = float(round_s(cost, 0))
+    base = baseline_tokens_per_s if baseline_tokens_per_s else (1.0 / step if step > 0 else math.nan)
     draft = np.asarray(cost.draft_s(gammas), dtype=float)
     c_eff = draft / (np.maximum(gammas, 1) * float(cost.verify_s(1)))
     frame = pd.DataFrame(columns)

@@ -72,7 +72,7 @@ from specbench.analysis.intervals import (
     clopper_pearson,
     few_prompts_note,
 )
-from specbench.errors import SpecbenchError
+from specbench.errors import SpecbenchError, note
 from specbench.records.rounds import Rounds, cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
 from specbench.records.store import load_records, load_run_info
 from specbench.records.summary import CONFIG_KEYS, is_baseline, prefer_live, with_config_defaults
@@ -494,7 +494,22 @@ def load_results(folder) -> pd.DataFrame:
     records = load_records(folder)
     if records.empty:
         raise SpecbenchError(f"{folder} holds no records yet (has its sweep run?)")
-    return records
+    return measured_records(records, folder)
+
+
+def measured_records(records: pd.DataFrame, folder) -> pd.DataFrame:
+    """The records that generated at least one decode token; the others (a server that streamed
+    nothing, an answer that was only its first token) measured no round, no time per token and no
+    acceptance, so fits and recommendations leave them out — said once on stderr — and a folder of
+    nothing else is one error line."""
+    empty = ~(pd.to_numeric(records["decode_tokens"], errors="coerce").fillna(0) > 0)
+    if empty.all():
+        raise SpecbenchError(f"{folder}: none of its {len(records)} records generated a decode token "
+                             "(0 tokens after the first): there is nothing to fit or plot")
+    if empty.any():
+        note(f"{int(empty.sum())} record(s) of {folder} generated no decode token and are left out of fits, "
+             "recommendations and figures")
+    return records[~empty].reset_index(drop=True)
 
 
 def speculative_records(records: pd.DataFrame) -> pd.DataFrame:

@@ -26,19 +26,14 @@ What a record gets, and from where:
 
 from __future__ import annotations
 
-import json
+import asyncio
 import math
 import threading
 import time
-import urllib.error
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from specbench.backends import prometheus
-from specbench.catalogue import drafters as catalogue
-from specbench.catalogue.drafters import is_target_only
+from specbench.backends import prometheus, server_schema
 from specbench.backends.base import (
     GenerationResult,
     Request,
@@ -48,11 +43,24 @@ from specbench.backends.base import (
     StatusCallback,
     TimingScope,
 )
+from specbench.backends.http_client import (
+    HEALTH_S,
+    MAX_METRICS_BYTES,
+    METRICS_S,
+    PROBE_S,
+    HttpClient,
+    ServerError,
+    one_line,
+)
+from specbench.backends.http_client import run as run_http
+from specbench.backends.http_client import run_all, stream_cap, strict_json
+from specbench.backends.options import check_backend_options
+from specbench.catalogue import drafters as catalogue
+from specbench.catalogue.drafters import is_target_only
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import alias_status, aliases, pull
 
 DEFAULT_TIMEOUT_S = 600.0
-PROBE_TIMEOUT_S = 10.0
 WARMUP_TOKENS = 8
 
 
@@ -77,26 +85,6 @@ class ServerGenerationResult(GenerationResult):
         if len(self.rounds):
             return int(sum(self.rounds.emitted))
         return max(len(self.tokens) - 1, 0)
-
-
-# ----------------------------------------------------------------------------- HTTP helpers
-
-def _join(url: str, path: str) -> str:
-    return url.rstrip("/") + path
-
-
-def http_get(url: str, timeout: float = PROBE_TIMEOUT_S, headers: dict | None = None) -> tuple[int, str]:
-    request = urllib.request.Request(url, headers=headers or {})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, response.read().decode("utf-8", "replace")
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode("utf-8", "replace")
-
-
-def _reason(exc: Exception) -> str:
-    reason = getattr(exc, "reason", None) or exc
-    return str(reason).splitlines()[0] if str(reason) else type(exc).__name__
 
 
 def rounds_from_steps(accepted: list[int], drafted: list[int], n_tokens: int, drafter_type: str) -> RoundLog:
@@ -149,67 +137,55 @@ def load_tokenizer(location: str):
 # ----------------------------------------------------------------------------- the client
 
 class OpenAIClient:
-    """Completions, /metrics and /health of one OpenAI-compatible server."""
+    """Completions, /metrics and /health of one OpenAI-compatible server, through the hardened
+    `specbench.backends.http_client` (total deadlines, capped bodies, cancellation) with every answer
+    checked by `specbench.backends.server_schema`."""
 
     def __init__(self, url: str, *, model: str | None = None, api_key: str | None = None,
                  timeout: float = DEFAULT_TIMEOUT_S, alive=None):
-        if not url.startswith(("http://", "https://")):
-            raise SpecbenchError(f"backend url must start with http:// or https://, got '{url}'")
         self.url, self.model, self.timeout = url.rstrip("/"), model, timeout
-        self.headers = {"Content-Type": "application/json"}
-        if api_key:
-            self.headers["Authorization"] = f"Bearer {api_key}"
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.alive = alive  # optional callable raising SpecbenchError when the server process died
+        self.http = HttpClient(self.url, headers, on_failure=alive)
+        self.probe_s = min(PROBE_S, timeout)  # /v1/models, /server_info: never longer than a request may take
 
-    def _fail(self, what: str, exc: Exception):
-        if self.alive is not None:
-            self.alive()  # a dead server explains the failure better than the socket error
-        raise SpecbenchError(f"{what} {self.url} failed: {_reason(exc)}") from None
+    def _json(self, path: str, answer):
+        if answer.status != 200:
+            raise ServerError(f"server {self.url}: {path} answered HTTP {answer.status}: "
+                              f"{one_line(answer.text(), 200)} (is this an OpenAI-compatible server?)")
+        return answer.json(path, self.url)
 
     def check_reachable(self) -> None:
-        try:
-            http_get(_join(self.url, "/v1/models"), headers=self.headers)
-        except (urllib.error.URLError, OSError) as exc:
-            raise SpecbenchError(f"cannot reach the OpenAI-compatible server at {self.url}: {_reason(exc)}") from None
+        self.http.get("/v1/models", deadline_s=self.probe_s)  # any HTTP answer will do: the list is read next
 
     def served_model(self) -> str:
-        try:
-            code, body = http_get(_join(self.url, "/v1/models"), headers=self.headers)
-        except (urllib.error.URLError, OSError) as exc:
-            raise SpecbenchError(f"cannot reach the OpenAI-compatible server at {self.url}: {_reason(exc)}") from None
-        if code != 200:
-            raise SpecbenchError(f"{self.url}/v1/models answered HTTP {code}: is this an OpenAI-compatible server?")
-        try:
-            models = json.loads(body)["data"]
-            return models[0]["id"]
-        except (ValueError, KeyError, IndexError, TypeError):
-            raise SpecbenchError(f"{self.url}/v1/models lists no model") from None
+        answer = self.http.get("/v1/models", deadline_s=self.probe_s)
+        return server_schema.served_model(self._json("/v1/models", answer), self.url)
 
     def healthy(self) -> bool:
         try:
-            return http_get(_join(self.url, "/health"), timeout=2.0)[0] == 200
-        except (urllib.error.URLError, OSError):
+            return self.http.get("/health", deadline_s=min(HEALTH_S, self.timeout)).status == 200
+        except ServerError:
             return False
 
     def scrape(self) -> prometheus.Scrape:
-        try:
-            code, body = http_get(_join(self.url, "/metrics"), timeout=30.0)
-        except (urllib.error.URLError, OSError) as exc:
-            self._fail("reading /metrics of", exc)
-        if code != 200:
-            raise SpecbenchError(f"{self.url}/metrics answered HTTP {code}: start the server with its metrics on")
-        return prometheus.parse(body)
+        answer = self.http.get("/metrics", deadline_s=min(METRICS_S, self.timeout), max_bytes=MAX_METRICS_BYTES)
+        if answer.status != 200:
+            raise ServerError(f"server {self.url}: /metrics answered HTTP {answer.status}: start the server with "
+                              "its metrics on")
+        return prometheus.parse(answer.text(), server=self.url)
 
     def server_config(self) -> dict:
         """The speculative settings the server reports about itself, where it does (else {})."""
         found: dict = {}
         for path in ("/server_info?config_format=json", "/get_server_info"):  # vLLM (dev mode), SGLang
             try:
-                code, body = http_get(_join(self.url, path), timeout=PROBE_TIMEOUT_S, headers=self.headers)
-                info = json.loads(body) if code == 200 else None
-            except (urllib.error.URLError, OSError, ValueError):
+                answer = self.http.get(path, deadline_s=self.probe_s)
+                info = server_schema.server_info(answer.json(path, self.url), self.url, path) \
+                    if answer.status == 200 else None
+            except ServerError:
                 continue
-            if not isinstance(info, dict):
+            if info is None:
                 continue
             vllm_config = info.get("vllm_config")
             if isinstance(vllm_config, dict) and vllm_config.get("speculative_config") is not None:
@@ -222,59 +198,120 @@ class OpenAIClient:
                 found["sglang_speculative"] = sglang
         return found
 
-    def complete(self, prompt_ids: list[int], max_new_tokens: int, *, config, seed: int, stop_at_eos: bool) -> dict:
-        """One streamed completion; returns token ids / text, timings and the metrics block."""
+    def body(self, prompt_ids: list[int], max_new_tokens: int, *, config, seed: int, stop_at_eos: bool) -> dict:
         body = {"model": self.model, "prompt": list(prompt_ids), "max_tokens": int(max_new_tokens),
                 "temperature": float(config.temperature), "top_p": float(config.top_p), "seed": int(seed),
                 "stream": True, "stream_options": {"include_usage": True}, "return_token_ids": True,
                 "ignore_eos": not stop_at_eos}
         if config.top_k and config.top_k > 0:
             body["top_k"] = int(config.top_k)
-        request = urllib.request.Request(_join(self.url, "/v1/completions"), data=json.dumps(body).encode(),
-                                         headers=self.headers, method="POST")
-        sent = time.perf_counter()
+        return body
+
+    def complete(self, prompt_ids: list[int], max_new_tokens: int, *, config, seed: int, stop_at_eos: bool) -> dict:
+        """One streamed completion (see `complete_all`)."""
+        return self.complete_all([(prompt_ids, max_new_tokens, seed, stop_at_eos, None)], 1, config=config)[0]
+
+    def complete_all(self, requests: list[tuple], concurrency: int, *, config, started: float | None = None) -> list[dict]:
+        """Streamed completions of (prompt ids, max new tokens, seed, stop at eos, arrival s or None), in the
+        order given, at most ``concurrency`` in flight, each under the total deadline ``timeout``; the first
+        failure cancels the rest. Open loop: a request with an arrival time is sent no earlier than
+        ``started`` + arrival; requests take the free slots in arrival order and hold one while they wait, as
+        ``concurrency`` threads would."""
+        order = sorted(range(len(requests)), key=lambda i: requests[i][4] or 0.0)
+
+        async def one(session, r) -> dict:
+            if r[4] is not None and started is not None:
+                await asyncio.sleep(max(0.0, started + r[4] - time.perf_counter()))
+            return await self._complete(session, self.body(r[0], r[1], config=config, seed=r[2], stop_at_eos=r[3]))
+
+        async def batch() -> list[dict]:
+            async with self.http.session(self.timeout, concurrency) as session:
+                return await run_all([lambda r=requests[i]: one(session, r) for i in order], concurrency)
+
+        outs = run_http(batch())
+        raw: list[dict] = [{}] * len(requests)
+        for i, out in zip(order, outs):
+            raw[i] = out
+        return raw
+
+    async def _complete(self, session, body: dict) -> dict:
         out = {"token_ids": [], "text": "", "chunk_times": [], "metrics": None, "meta_info": None,
-               "finish_reason": None, "usage": None, "has_token_ids": False}
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                for raw in response:
-                    line = raw.decode("utf-8", "replace").strip()
-                    if not line.startswith("data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        break
-                    self._take_chunk(json.loads(data), out)
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode("utf-8", "replace")[:300].replace("\n", " ")
-            raise SpecbenchError(f"{self.url}/v1/completions answered HTTP {exc.code}: {detail}") from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            self._fail("a completion request to", exc)
-        out["sent"] = sent
+               "finish_reason": None, "usage": None, "has_token_ids": False, "sent": time.perf_counter()}
+        path = "/v1/completions"
+
+        async def opened(response) -> None:
+            if response.status_code != 200:
+                detail = await self.http.error_body(response, path)
+                raise ServerError(f"server {self.url}: {path} answered HTTP {response.status_code}: {detail}")
+            kind = response.headers.get("content-type", "")
+            if not kind.lower().startswith("text/event-stream"):
+                raise ServerError(f"server {self.url}: {path} did not stream (Content-Type "
+                                  f"'{one_line(kind, 60) or 'none'}', not text/event-stream): it ignored stream=true")
+
+        state = {"chunks": 0, "done": False}
+
+        def line(raw: bytes) -> bool:
+            text = raw.decode("utf-8", "replace").strip()
+            if not text.startswith("data:"):
+                return True  # comments, event names, the blank lines between events
+            data = text[5:].strip()
+            if data == "[DONE]":
+                state["done"] = True
+                return False
+            state["chunks"] += 1
+            try:
+                payload = strict_json(data)
+            except (ValueError, RecursionError) as exc:
+                raise ServerError(f"server {self.url}: stream chunk {state['chunks']} is not JSON "
+                                  f"({one_line(str(exc), 80)})") from None
+            self._take_chunk(server_schema.completion_chunk(payload, self.url, state["chunks"], body["max_tokens"]),
+                             out, body["max_tokens"])
+            return True
+
+        async def read() -> None:
+            await self.http.stream_lines(session, path, body, max_bytes=stream_cap(body["max_tokens"]),
+                                         on_open=opened, on_line=line)
+            if not state["done"]:
+                raise ServerError(f"server {self.url}: the stream of {path} ended without its closing [DONE] "
+                                  f"after {state['chunks']} chunk(s) (the connection closed mid-stream)")
+
+        await self.http.bounded(read(), path, self.timeout)
+        self._check_stream(out, body["max_tokens"])
         return out
 
-    @staticmethod
-    def _take_chunk(chunk: dict, out: dict) -> None:
+    def _check_stream(self, out: dict, max_tokens: int) -> None:
+        """A stream that measured something: tokens arrived, as many as the usage says."""
+        n = len(out["token_ids"]) if out["has_token_ids"] else None
+        usage = out.get("usage") or {}
+        reported = usage.get("completion_tokens")
+        if n is not None and reported is not None and reported != n:
+            raise ServerError(f"server {self.url}: usage.completion_tokens is {reported} but {n} token ids were "
+                              "streamed")
+        if not out["chunk_times"]:
+            raise ServerError(f"server {self.url}: streamed no tokens for a request of max_tokens {max_tokens} "
+                              f"(finish_reason {out['finish_reason']!r}): nothing to measure")
+
+    def _take_chunk(self, chunk: server_schema.Chunk, out: dict, max_tokens: int) -> None:
         now = time.perf_counter()
-        for choice in chunk.get("choices") or []:
-            ids = choice.get("token_ids")
-            text = choice.get("text") or ""
-            if ids:
+        for choice in chunk.choices:
+            if choice.token_ids:
                 out["has_token_ids"] = True
-                out["token_ids"].extend(int(t) for t in ids)
-            if ids or text:
+                out["token_ids"].extend(choice.token_ids)
+                if len(out["token_ids"]) > max_tokens:
+                    raise ServerError(f"server {self.url}: streamed more than max_tokens {max_tokens} token ids")
+            if choice.token_ids or choice.text:
                 out["chunk_times"].append(now)
-            out["text"] += text
-            if choice.get("finish_reason"):
-                out["finish_reason"] = choice["finish_reason"]
-            if isinstance(choice.get("meta_info"), dict):
-                out["meta_info"] = choice["meta_info"]
-        if chunk.get("usage"):
-            out["usage"] = chunk["usage"]
-        if chunk.get("metrics"):
-            out["metrics"] = chunk["metrics"]
-        if isinstance(chunk.get("meta_info"), dict):
-            out["meta_info"] = chunk["meta_info"]
+            out["text"] += choice.text
+            if choice.finish_reason:
+                out["finish_reason"] = choice.finish_reason
+            if choice.meta_info is not None:
+                out["meta_info"] = choice.meta_info
+        if chunk.usage:
+            out["usage"] = chunk.usage
+        if chunk.metrics:
+            out["metrics"] = chunk.metrics
+        if chunk.meta_info is not None:
+            out["meta_info"] = chunk.meta_info
 
 
 # ----------------------------------------------------------------------------- the backend
@@ -295,20 +332,16 @@ class OpenAIServerBackend(ServingBackend):
     """A running OpenAI-compatible server (vLLM, SGLang); options: ``url`` (required),
     ``model`` (served name; default: the first of /v1/models), ``tokenizer`` (default: the
     sweep's target), ``api_key``, ``timeout_s``, ``baseline_url`` (a server without speculation
-    for the γ = 0 units; without it they are sent to ``url`` and measure its speculative setup)."""
+    for the γ = 0 units; without it they are sent to ``url`` and measure its speculative setup),
+    ``warmup`` — checked by `specbench.backends.options`."""
 
     name = "openai"
-    OPTIONS = ("url", "model", "tokenizer", "api_key", "timeout_s", "baseline_url", "warmup")
 
     def __init__(self, options: dict, *, target: str, device: str, dtype: str, seed: int):
-        options = dict(options or {})
-        known = OpenAIServerBackend.OPTIONS  # a subclass checks its own options before calling this
-        unknown = sorted(set(options) - set(known) - {"name"})
-        if unknown:
-            raise SpecbenchError(f"backend {self.name}: unknown option '{unknown[0]}' (known: {', '.join(known)})")
-        if not options.get("url"):
-            raise SpecbenchError(f"backend {self.name} needs a url (the server's base address, "
-                                 "e.g. http://127.0.0.1:8000)")
+        self._setup(check_backend_options(self.name, options), target=target, device=device, dtype=dtype, seed=seed)
+
+    def _setup(self, options: dict, *, target: str, device: str, dtype: str, seed: int) -> None:
+        """What every server backend holds, from options already checked."""
         self.options, self.target_spec, self.device, self.dtype, self.seed = options, target, device, dtype, seed
         self.device_name = ""
         self.tokenizer = None
@@ -398,22 +431,9 @@ class OpenAIServerBackend(ServingBackend):
         if not config.is_baseline and not prometheus.has_spec_metrics(before):
             raise self._no_spec_error(client)
         started = time.perf_counter()
-
-        def send(r: Request) -> dict:  # open loop: not before its arrival (a thread is free at most `concurrency`)
-            if r.arrival_s is not None:
-                time.sleep(max(0.0, started + r.arrival_s - time.perf_counter()))
-            return client.complete(r.prompt_ids, r.max_new_tokens, config=config, seed=r.seed,
-                                   stop_at_eos=r.stop_at_eos)
-
-        order = sorted(range(len(requests)), key=lambda i: requests[i].arrival_s or 0.0)
-        pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="specbench-request")
-        try:
-            futures = {i: pool.submit(send, requests[i]) for i in order}
-            raw = [futures[i].result() for i in range(len(requests))]
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)  # Ctrl-C or a failed request: do not wait for the rest
-            raise
-        pool.shutdown(wait=True)
+        # one event loop, at most `concurrency` requests in flight; a failure or Ctrl-C cancels them all
+        raw = client.complete_all([(r.prompt_ids, r.max_new_tokens, r.seed, r.stop_at_eos, r.arrival_s)
+                                   for r in requests], concurrency, config=config, started=started)
         wall = time.perf_counter() - started
         after = client.scrape()
         results = [self._result(config, r, out, started, client) for r, out in zip(requests, raw)]

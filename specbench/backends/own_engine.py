@@ -30,19 +30,21 @@ from typing import Callable
 import torch
 
 from specbench.backends.base import GenerationResult, Request, RoundCallback, StatusCallback
+from specbench.backends.options import check_backend_options
 from specbench.catalogue.drafters import TARGET_ONLY
 from specbench.engine.device import device_info
 from specbench.engine.decoder import NativeDecoder, make_decoder
 from specbench.engine.drafters import check_params, make_drafter
+from specbench.engine.drafters.base import check_draft_depth
 from specbench.engine.layout_probe import (LayoutChoice, auto_dtypes, check_cpu_settings, choose_layout, default_choice,
-                                           forced_choice, parse_layout_setting)
+                                           forced_choice)
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.nested import NestedSpeculativeEngine
 from specbench.engine.online import OnlineSpeculativeEngine
 from specbench.engine.tree import shape_for
 from specbench.engine.sampling import SamplingParams
-from specbench.engine.threads import RoleThreads, ThreadProbe, available_cores, parse_thread_setting, probe_threads
-from specbench.errors import SpecbenchError, check_keys
+from specbench.engine.threads import RoleThreads, ThreadProbe, available_cores, probe_threads
+from specbench.errors import SpecbenchError
 from specbench.models import limits
 from specbench.models.prompting import encode_conversation
 from specbench.models.resolve import load_model, torch_dtype
@@ -198,6 +200,12 @@ class OwnEngineBackend:
                 hashes[setting.label] = weights
         return hashes
 
+    def check_configs(self, configs) -> None:
+        """Refuse, before run.json is written, a configuration deeper than its drafter drafts (a γ beyond
+        Medusa's heads or MTP's modules): the record would hold a γ that never ran."""
+        for config in dict.fromkeys(c for c in configs if not c.is_baseline):
+            check_draft_depth(self.drafter(config.drafter), shape_for(config.tree, config.gamma))
+
     def drafter(self, setting):
         """The drafter of a `DrafterSetting`, built once per sweep."""
         if setting not in self._drafters:
@@ -251,24 +259,14 @@ class OwnEngineBackend:
         self._drafters.clear()
 
 
-OWN_OPTIONS = ("kernels", "compile", "threads", "layout", "verify_tokens")
-
-
 def own_backend(options: dict, *, target: str, device: str, dtype: str, seed: int = 0) -> OwnEngineBackend:
     """The own engine through the registry's common constructor (options: kernels, compile, threads, layout,
-    verify_tokens: the verify size the layout probe measures)."""
-    check_keys(options, OWN_OPTIONS, "backend own: unknown option '{key}'", listing="options")
+    verify_tokens: the verify size the layout probe measures; checked by `specbench.backends.options`)."""
+    options = check_backend_options("own", options)
     return OwnEngineBackend(target=target, device=device, dtype=dtype, seed=seed,
-                            kernels=options.get("kernels", "auto"), compile=bool(options.get("compile", False)),
-                            threads=parse_thread_setting(options.get("threads"), "backend own"),
-                            layout=parse_layout_setting(options.get("layout"), "backend own"),
-                            verify_tokens=_verify_tokens(options.get("verify_tokens", PROBE_VERIFY_TOKENS)))
-
-
-def _verify_tokens(value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 64:
-        raise SpecbenchError(f"backend own: 'verify_tokens' must be a count from 1 to 64, got {value!r}")
-    return value
+                            kernels=options.get("kernels", "auto"), compile=options.get("compile", False),
+                            threads=options.get("threads"), layout=options.get("layout"),
+                            verify_tokens=options.get("verify_tokens", PROBE_VERIFY_TOKENS))
 
 
 def timed_generation(engine: SpeculativeEngine, prompt_ids: list[int], max_new_tokens: int, *, seed: int,

@@ -44,6 +44,7 @@ VLLM_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 VLLM_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 SGLANG_ACCEPT_LENGTH = "sglang:spec_accept_length"
 SGLANG_ACCEPT_RATE = "sglang:spec_accept_rate"
+SPEC_SERIES = (VLLM_DRAFTS, VLLM_DRAFT_TOKENS, VLLM_ACCEPTED, VLLM_PER_POS, SGLANG_ACCEPT_LENGTH, SGLANG_ACCEPT_RATE)
 
 Labels = tuple[tuple[str, str], ...]  # sorted (name, value) pairs
 
@@ -110,9 +111,33 @@ def _parse_value(text: str) -> float:
     return special[word] if word in special else float(word)
 
 
-def parse(text: str) -> Scrape:
-    """Parse a text exposition page; ``*_created`` samples are dropped."""
+def parse(text: str, server: str | None = None) -> Scrape:
+    """Parse a text exposition page; ``*_created`` samples are dropped. The speculative-decoding series
+    specbench reads must be counts (finite, >= 0, a ``position`` label an integer): else one error line
+    naming ``server``."""
     scrape = Scrape()
+    try:
+        _parse_lines(text, scrape)
+    except SpecbenchError as exc:
+        raise SpecbenchError(f"server {server}: {exc}" if server else str(exc)) from None
+    _check_spec_series(scrape, server)
+    return scrape
+
+
+def _check_spec_series(scrape: Scrape, server: str | None) -> None:
+    where = f"server {server}: /metrics" if server else "/metrics"
+    for (name, labels), value in scrape.samples.items():
+        if name not in SPEC_SERIES:
+            continue
+        if not math.isfinite(value) or value < 0 or value > 2**53:
+            raise SpecbenchError(f"{where}: {name} must be a count (finite, >= 0), got {value:g}")
+        position = dict(labels).get("position")
+        if name == VLLM_PER_POS and position is not None and not (position.isascii() and position.isdigit()
+                                                                   and len(position) <= 4):
+            raise SpecbenchError(f"{where}: {name} has position label {position[:20]!r}, not a draft position")
+
+
+def _parse_lines(text: str, scrape: Scrape) -> None:
     for raw in text.splitlines():
         line = raw.strip()
         if not line:
@@ -141,7 +166,6 @@ def parse(text: str) -> Scrape:
             scrape.samples[(name, labels)] = _parse_value(fields[0])  # fields[1], if any, is a timestamp
         except ValueError:
             raise SpecbenchError(f"malformed Prometheus value: {line[:120]}") from None
-    return scrape
 
 
 def diff(before: Scrape, after: Scrape) -> Scrape:

@@ -36,7 +36,12 @@ class BackendKind:
 BACKENDS: Registry[BackendKind] = Registry(
     "backend",
     (
-        BackendKind("own", "specbench.backends.own_engine:own_backend", own_drafters=True),
+        BackendKind(
+            "own",
+            "specbench.backends.own_engine:own_backend",
+            own_drafters=True,
+            check="specbench.backends.options:check_own_sweep",
+        ),
         BackendKind(
             "vllm",
             "specbench.backends.vllm_engine:VLLMBackend",
@@ -44,7 +49,12 @@ BACKENDS: Registry[BackendKind] = Registry(
             check="specbench.backends.vllm_config:check_engine_sweep",
             batch_option="max_num_seqs",
         ),
-        BackendKind("openai", "specbench.backends.openai_server:OpenAIServerBackend", concurrent=True),
+        BackendKind(
+            "openai",
+            "specbench.backends.openai_server:OpenAIServerBackend",
+            concurrent=True,
+            check="specbench.backends.options:check_openai_sweep",
+        ),
         BackendKind(
             "vllm-server",
             "specbench.backends.vllm_server:VLLMServerBackend",

@@ -22,14 +22,14 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
+from specbench.backends.http_client import HEALTH_S, HttpClient, ServerError
 from specbench.errors import SpecbenchError
 
 HOST = "127.0.0.1"
 STOP_GRACE_S = 15.0
+INTERRUPT_GRACE_S = 2.0  # SIGTERM to SIGKILL when the stop is due to Ctrl-C or SIGTERM: the user wants out now
 
 
 def free_port(host: str = HOST) -> int:
@@ -94,13 +94,13 @@ _handlers_installed = False
 _previous_handlers: dict = {}
 
 
-def _stop_all() -> None:
+def _stop_all(grace: float | None = None) -> None:
     for server in list(_live):
-        server.stop()
+        server.stop(grace)
 
 
 def _on_signal(signum, frame) -> None:
-    _stop_all()
+    _stop_all(INTERRUPT_GRACE_S)
     previous = _previous_handlers.get(signum)
     if callable(previous):
         previous(signum, frame)
@@ -189,10 +189,9 @@ class ServerProcess:
         while True:
             self.check_alive()
             try:
-                with urllib.request.urlopen(self.url + path, timeout=2.0) as response:
-                    if response.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
+                if HttpClient(self.url).get(path, deadline_s=HEALTH_S).status == 200:
+                    return
+            except ServerError:  # not up yet (or answering garbage): the deadline below decides
                 pass
             now = time.monotonic()
             if now > deadline:

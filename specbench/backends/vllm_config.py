@@ -24,45 +24,16 @@ from typing import Callable
 
 from specbench.analysis.vllm_speculative import draft_model_spec
 from specbench.analysis.vllm_speculative import speculative_config as build_speculative_config
+from specbench.backends.options import check_backend_options
 from specbench.catalogue import drafters as catalogue
 from specbench.engine.drafters.checkpoint_location import is_shipped, is_speculators, looks_like_hub_id
-from specbench.errors import SpecbenchError, check_keys
+from specbench.errors import SpecbenchError
 from specbench.models.resolve import DTYPES
-
-MAX_ENGINES_KEPT = 16
-# backend options (sweep YAML ``backend: {name: vllm, ...}``) -> meaning
-OPTIONS = {
-    "max_num_seqs": "requests the engine batches at once (default: the sweep's largest concurrency)",
-    "enforce_eager": "skip torch.compile / CUDA graphs (default: true on CPU, false on GPU)",
-    "dtype": "vLLM dtype (default: the sweep's dtype, fp32 -> float32)",
-    "kv_cache_gib": "KV cache size in GiB (CPU: VLLM_CPU_KVCACHE_SPACE, default 2; GPU: kv_cache_memory_bytes)",
-    "max_model_len": "context length the engine reserves for (default 2048)",
-    "tensor_parallel_size": "GPUs the target is split over",
-    "draft_tensor_parallel_size": "GPUs a draft model is split over (speculative_config)",
-    "pipeline_parallel_size": "pipeline stages (multi-node: with distributed_executor_backend ray)",
-    "distributed_executor_backend": "mp (one node) or ray (a Ray cluster spanning nodes)",
-    "gpu_memory_utilization": "fraction of GPU memory vLLM may take",
-    "venv": "the vLLM environment's folder (default: $SPECBENCH_VLLM_VENV, else .venv-vllm of the checkout)",
-    "python": "interpreter of the vLLM environment (instead of venv)",
-    "engine_args": "extra keyword arguments for vllm.LLM, passed through as given",
-    "warmup_tokens": "untimed tokens generated when an engine starts (default 8)",
-    "engines_kept": "engines kept alive between configurations (default 1): a later look of an adaptive sweep "
-                    "reuses a kept engine instead of starting it again; each holds its own memory, so on a GPU "
-                    "give each its share with gpu_memory_utilization",
-}
 
 
 def check_options(options: dict, where: str = "backend vllm") -> dict:
-    """Reject unknown option names (with a did-you-mean); returns the options."""
-    if not isinstance(options, dict):
-        raise SpecbenchError(f"{where}: options must be a mapping")
-    check_keys(options, OPTIONS, f"{where}: unknown option '{{key}}'", listing="options")
-    if "engine_args" in options and not isinstance(options["engine_args"], dict):
-        raise SpecbenchError(f"{where}: 'engine_args' must be a mapping of vllm.LLM keyword arguments")
-    kept = options.get("engines_kept", 1)
-    if isinstance(kept, bool) or not isinstance(kept, int) or not 1 <= kept <= MAX_ENGINES_KEPT:
-        raise SpecbenchError(f"{where}: 'engines_kept' must be a whole number from 1 to {MAX_ENGINES_KEPT}, got {kept!r}")
-    return options
+    """The vLLM backend's options checked against its model (`specbench.backends.options`)."""
+    return check_backend_options("vllm", options, where)
 
 
 def engine_kwargs(options: dict, *, device: str, dtype: str, seed: int, max_concurrency: int) -> dict:
@@ -155,7 +126,9 @@ def check_engine_sweep(options: dict, configs: list, where: str) -> None:
 
 
 def check_server_sweep(options: dict, configs: list, where: str) -> None:
-    """The vllm-server backend's check of a sweep: every configuration runs the same speculative_config."""
+    """The vllm-server backend's check of a sweep: its options, then every configuration's speculative_config
+    (the same as the in-process backend's)."""
+    check_backend_options("vllm-server", options, f"{where}: backend vllm-server")
     for config in configs:
         speculative_config(config)
 

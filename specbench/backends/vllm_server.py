@@ -25,6 +25,7 @@ cache, ``VLLM_CPU_KVCACHE_SPACE``; default 2), ``extra_args`` (list), ``env`` (d
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from specbench.backends import vllm_config
@@ -32,8 +33,9 @@ from specbench.backends.base import (
     GenerationResult, Request, RoundCallback, StatusCallback, TimingScope, cpu_engine_cores,
 )
 from specbench.backends.openai_server import OpenAIClient, OpenAIServerBackend, load_tokenizer, resolve_model_location
+from specbench.backends.options import check_backend_options
+from specbench.backends.server_process import INTERRUPT_GRACE_S, STOP_GRACE_S, ServerProcess, check_port_free, free_port
 from specbench.backends.vllm_env import vllm_python
-from specbench.backends.server_process import STOP_GRACE_S, ServerProcess, check_port_free, free_port
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import DTYPES
 
@@ -55,18 +57,11 @@ class VLLMServerBackend(OpenAIServerBackend):
     """vLLM's OpenAI server on 127.0.0.1, launched by specbench per configuration."""
 
     name = "vllm-server"
-    OPTIONS = ("venv", "model", "port", "startup_timeout_s", "max_model_len", "enforce_eager", "kv_cache_gib",
-               "extra_args", "env", "log_dir", "timeout_s", "server_command", "warmup", "tokenizer", "stop_grace_s")
 
     def __init__(self, options: dict, *, target: str, device: str, dtype: str, seed: int):
-        options = dict(options or {})
-        unknown = sorted(set(options) - set(self.OPTIONS) - {"name"})
-        if unknown:
-            raise SpecbenchError(f"backend {self.name}: unknown option '{unknown[0]}' "
-                                 f"(known: {', '.join(self.OPTIONS)})")
-        super().__init__({"url": "http://127.0.0.1:0", "timeout_s": options.get("timeout_s", 600.0),
-                          "warmup": options.get("warmup", True), "tokenizer": options.get("tokenizer")},
-                         target=target, device=device, dtype=dtype, seed=seed)
+        options = check_backend_options(self.name, options)  # `specbench.backends.options`
+        self._setup({key: options[key] for key in ("timeout_s", "warmup", "tokenizer") if key in options},
+                    target=target, device=device, dtype=dtype, seed=seed)
         self.server_options = options
         if dtype not in DTYPES:
             raise SpecbenchError(f"backend {self.name}: dtype '{dtype}' has no vLLM name (known: {', '.join(DTYPES)})")
@@ -92,7 +87,9 @@ class VLLMServerBackend(OpenAIServerBackend):
         self.tokenizer = load_tokenizer(resolve_model_location(spec) if spec else location)
 
     def close(self) -> None:
-        self._stop_server()
+        # on Ctrl-C / SIGTERM (an interrupt unwinding through the runner's finally) stop at once
+        interrupted = isinstance(sys.exc_info()[1], (KeyboardInterrupt, SystemExit))
+        self._stop_server(INTERRUPT_GRACE_S if interrupted else None)
         super().close()
 
     def describe(self) -> dict:
@@ -151,9 +148,9 @@ class VLLMServerBackend(OpenAIServerBackend):
             self.target_only_urls.add(self.client.url)
         return self.client
 
-    def _stop_server(self) -> None:
+    def _stop_server(self, grace: float | None = None) -> None:
         if self.server is not None:
-            self.server.stop()
+            self.server.stop(grace)
         self.server, self._server_key = None, None
 
     def timing_scope(self) -> TimingScope:

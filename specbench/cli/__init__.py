@@ -28,7 +28,7 @@ from specbench.cli import (
     train_cmd,
     workloads_cmd,
 )
-from specbench.errors import SpecbenchError
+from specbench.errors import SpecbenchError, take_notes
 
 # Typer vendors its own copy of click; accept both its exceptions and plain click's.
 _EXIT = (typer.Exit, click.exceptions.Exit)
@@ -40,6 +40,7 @@ class SpecbenchGroup(typer.core.TyperGroup):
     """Top-level group: every outcome becomes the exit code `specbench.cli.exit_codes` documents."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        take_notes()  # notes of an earlier command in this process (tests) are not this one's
         try:
             returned = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             # with standalone_mode=False click *returns* the code of a typer.Exit raised in a command
@@ -65,6 +66,10 @@ class SpecbenchGroup(typer.core.TyperGroup):
             _fail(exit_codes.unicode_error_message(exc))
         except Exception as exc:  # noqa: BLE001 - a bug: traceback to a log file, one line here
             code = exit_codes.internal_error(exc, args)
+        notes = take_notes()
+        if code == exit_codes.OK:  # a command that ended well says what it set aside; a failed one says only
+            for line in notes:  # its error line
+                exit_codes.say(f"specbench: note: {line}")
         sys.exit(code)
 
     def invoke(self, ctx):
@@ -118,5 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     # are handled where they are read; their warnings would only clutter the tables
     for message in ("All-NaN slice encountered", "Mean of empty slice", "Degrees of freedom <= 0"):
         warnings.filterwarnings("ignore", message=message, category=RuntimeWarning)
-    app(args=argv, prog_name="specbench")
+    try:
+        app(args=argv, prog_name="specbench")
+    except SystemExit as exc:
+        if exc.code in (exit_codes.INTERRUPTED, exit_codes.TERMINATED):
+            exit_codes.exit_now(exc.code)  # every finally ran: skip the interpreter's slow teardown
+        raise
     return 0

@@ -14,6 +14,7 @@ bad input too: one line, exit 2.
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
@@ -92,6 +93,23 @@ def internal_error(exc: BaseException, argv: list[str] | None) -> int:
     where = f"traceback in {path}" if path else "the traceback could not be written to a log file"
     say(f"{PREFIX}: internal error: {exc.__class__.__name__}: {one_line(str(exc))[:200]} ({where}; please report it)")
     return INTERNAL
+
+
+def exit_now(code: int) -> None:
+    """End the process with ``code`` at once, after an interruption was handled (records written, locks
+    released, servers stopped: every ``finally`` has run). The exit handlers still run and the output is
+    flushed; what is skipped is the interpreter's final garbage collection of torch and transformers,
+    which takes seconds on a busy machine — Ctrl-C is promised to end within a few."""
+    try:
+        atexit._run_exitfuncs()
+    except BaseException:  # noqa: BLE001 - exiting anyway
+        pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 class Terminated(KeyboardInterrupt):

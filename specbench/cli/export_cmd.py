@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
 from specbench.catalogue import drafters as catalogue
+from specbench.cli.params import folder_path
 from specbench.cli.render import console as wide_console
 
 
@@ -20,7 +20,7 @@ def _kinds() -> str:
 def export_drafter_command(
     kind: str = typer.Argument(..., help=f"Drafter type: {_kinds()} (the catalogue's exportable kinds; "
                                          "docs/drafters.md says why others are not)."),
-    out: Path = typer.Option(..., "--out", "-o", help="New folder for the exported checkpoint."),
+    out: Path = typer.Option(..., "--out", "-o", parser=folder_path, help="New folder for the exported checkpoint."),
     fmt: str = typer.Option("vllm", "--format", help="vllm (vLLM's own layout of the kind) or speculators (the "
                                                       f"speculators format: {', '.join(catalogue.speculators_kinds())})."),
     checkpoint: str = typer.Option(None, "--checkpoint",
@@ -48,10 +48,10 @@ def export_drafter_command(
         return
     console = wide_console()
     layout = "the speculators format" if fmt == "speculators" else "vLLM's layout"
-    console.print(f"wrote {escape(report['folder'])} ({len(report['tensors'])} tensors, {kind} in {layout})")
-    console.print(f"speculative_config: {escape(json.dumps(report['speculative_config']))}")
+    console.print(f"wrote {report['folder']} ({len(report['tensors'])} tensors, {kind} in {layout})")
+    console.print(f"speculative_config: {json.dumps(report['speculative_config'])}")
     for note in report["notes"]:
-        console.print(f"note: {escape(note)}", style="dim")
+        console.print(f"note: {note}", style="dim")
 
 
 def register(app: typer.Typer) -> None:

@@ -6,17 +6,16 @@ import json
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table
-from rich.text import Text
 
 from specbench.analysis.context_bins import fit_by_context_bin
 from specbench.analysis.cost import fit_group_costs
 from specbench.analysis.fit import fit_acceptance, fits_frame, goodness_frame, load_results, positions_frame
 from specbench.analysis.intervals import N_BOOT
+from specbench.cli.params import bounded
 from specbench.cli.online_view import online_frames, print_online
 from specbench.cli.render import console as wide_console
-from specbench.cli.render import fmt
+from specbench.cli.render import fmt, plain
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.records.jsonable import json_ready
 from specbench.records.store import COLUMNS
@@ -25,7 +24,7 @@ from specbench.records.store import COLUMNS
 def text_row(table, *cells) -> None:
     """Add a row whose cells are plain text (labels and tree specs may hold '[', which Rich would read as markup)."""
 
-    table.add_row(*(Text(str(c)) for c in cells))
+    table.add_row(*(plain(c) for c in cells))
 
 
 def group_label(row) -> str:
@@ -47,7 +46,7 @@ def _print_tables(acceptance, positions, goodness, costs, by: list[str]) -> None
                                                                           "α̂ [95% CI]", "α obs", "model", "d",
                                                                           "p const", "flag / notes"]
     for c in columns:
-        table.add_column(escape(c), overflow="fold")
+        table.add_column(c, overflow="fold")
     for _, r in acceptance.iterrows():
         cells = ([str(r["target"])] if many_targets else []) + [str(r["workload"])] + [str(r[b]) for b in by]
         cells += [group_label(r), fmt(r["temperature"], 2), r["gammas"], str(r["n_prompts"]), str(r["n_rounds"]),
@@ -62,9 +61,9 @@ def _print_tables(acceptance, positions, goodness, costs, by: list[str]) -> None
         keys = [c for c in acceptance.columns if c in positions.columns and c in wanted]
         depth = min(int(positions["position"].max()) + 1, 12)
         ptable = Table(title="Per-position acceptance α_i = P(i accepted | all before accepted), attempts in ()")
-        ptable.add_column(escape("group"), overflow="fold")
+        ptable.add_column("group", overflow="fold")
         for i in range(depth):
-            ptable.add_column(escape(f"α_{i}"), justify="right")
+            ptable.add_column(f"α_{i}", justify="right")
         for _, part in positions.groupby(keys, sort=False):
             first = part.iloc[0]
             name = " ".join([str(first["workload"]), *(str(first[b]) for b in by), group_label(first)])
@@ -80,7 +79,7 @@ def _print_tables(acceptance, positions, goodness, costs, by: list[str]) -> None
                        caption="predicted over each round's own draft length; z = residual ÷ model standard error "
                                "(- where the model has no variance: α̂ = 1 or 0)")
         for c in ["workload", *by, "drafter", "γ", "rounds", "τ observed", "τ predicted", "residual", "z"]:
-            gtable.add_column(escape(c), overflow="fold")
+            gtable.add_column(c, overflow="fold")
         for _, r in goodness.iterrows():
             text_row(gtable, str(r["workload"]), *[str(r[b]) for b in by], group_label(r), str(r["gamma"]),
                      str(r["rounds"]),
@@ -93,7 +92,7 @@ def _print_tables(acceptance, positions, goodness, costs, by: list[str]) -> None
                                "ρ = share of rounds that drafted")
         for c in ["workload", "drafter", "t(k) [ms]", "target step ms", "draft step ms", "c", "overhead ms", "ρ",
                   "baseline tok/s", "notes"]:
-            ctable.add_column(escape(c), overflow="fold")
+            ctable.add_column(c, overflow="fold")
         for _, r in costs.iterrows():
             if "verify_a_s" not in r or r.get("verify_a_s") != r.get("verify_a_s"):
                 text_row(ctable, str(r["workload"]), group_label(r), *["-"] * 7, str(r["cost_notes"]))
@@ -117,7 +116,7 @@ def _print_context_bins(table) -> None:
                    caption="the same (document, task) pairs in every bin; prompt tokens = mean encoded prompt length")
     for c in (["workload"] if many_workloads else []) + ["drafter", "T", "γ", "bin", "prompt tokens", "prompts",
                                                           "α̂ [95% CI]", "α obs", "τ [95% CI]"]:
-        ctable.add_column(escape(c), overflow="fold")
+        ctable.add_column(c, overflow="fold")
     for _, r in table.iterrows():
         text_row(ctable, *([str(r["workload"])] if many_workloads else []), group_label(r), fmt(r["temperature"], 2),
                  str(r["gamma"]), str(r["context_bin"]), f"{r['prompt_tokens']:,.0f}", str(r["n_prompts"]),
@@ -131,9 +130,9 @@ def fit_command(
     by: list[str] = typer.Option([], "--by", help="Also split groups by this record column, e.g. category "
                                                   "(MT-Bench categories). Repeatable."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON (acceptance, positions, goodness_of_fit, costs)."),
-    n_boot: int = typer.Option(N_BOOT, "--bootstrap", min=0,
+    n_boot: int = typer.Option(N_BOOT, "--bootstrap", callback=bounded("bootstrap"),
                                help="Bootstrap replicates over prompts for the α interval."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
+    seed: int = typer.Option(0, "--seed", callback=bounded("seed"), help="Seed of the bootstrap."),
 ):
     """Fit the acceptance model and the cost model of a sweep's results.
 

@@ -6,12 +6,11 @@ from __future__ import annotations
 import math
 
 import pandas as pd
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from specbench.analysis.online import WINDOW, per_prompt, recovery_table, window_table
-from specbench.cli.render import fmt
+from specbench.cli.render import fmt, plain
 
 
 def online_frames(records: pd.DataFrame, window: int = WINDOW) -> dict[str, pd.DataFrame]:
@@ -100,9 +99,9 @@ def print_online(frames: dict[str, pd.DataFrame], console, window: int = WINDOW)
 
 
 def _print_table(console, title: str, caption: str, columns: list[str], rows: list[list]) -> None:
-    table = Table(title=title, caption=escape(caption))
+    table = Table(title=plain(title), caption=plain(caption))  # data and labels printed as written
     for column in columns:
-        table.add_column(escape(column), overflow="fold")
+        table.add_column(plain(column), overflow="fold")
     for cells in rows:
         _row(table, *cells)
     console.print(table)

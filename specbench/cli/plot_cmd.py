@@ -5,13 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
 from specbench.analysis.intervals import N_BOOT
 from specbench.analysis.load_verdicts import settings_of
 from specbench.analysis.options import MAX_GAMMA
+from specbench.cli.params import bounded, folder_path
+from specbench.cli.render import console as make_console
+from specbench.cli.render import plain, styled, text_column
 from specbench.cli.engine_checks import check_engine_settings, local_model_folder
 from specbench.models.resolve import hub_ids
 from specbench.records.lock import check_writable_folder
@@ -28,16 +29,18 @@ EPILOG = """Examples:
 
 def plot_command(
     results_dir: Path = typer.Argument(..., help="A results folder written by `specbench sweep`."),
-    out: Path = typer.Option(None, "--out", "-o", help="Output folder for index.html and the figures "
+    out: Path = typer.Option(None, "--out", "-o", parser=folder_path,
+                             help="Output folder for index.html and the figures "
                                                        "(default RESULTS_DIR/report)."),
     formats: str = typer.Option("png,svg", "--format", "-f", help="Figure formats, comma separated: png, svg, pdf."),
     objective: str = typer.Option("throughput", "--objective",
                                   help="Speedup the recommendation optimises: throughput or latency."),
-    max_gamma: int = typer.Option(None, "--max-gamma", min=1,
+    max_gamma: int = typer.Option(None, "--max-gamma", callback=bounded("max_gamma"),
                                   help="Largest γ of the model curves and the heat map (default: twice the largest "
                                        f"measured, 8 to {MAX_GAMMA})."),
-    n_boot: int = typer.Option(N_BOOT, "--bootstrap", min=0, help="Bootstrap replicates over prompts."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
+    n_boot: int = typer.Option(N_BOOT, "--bootstrap", callback=bounded("bootstrap"),
+                               help="Bootstrap replicates over prompts."),
+    seed: int = typer.Option(0, "--seed", callback=bounded("seed"), help="Seed of the bootstrap."),
 ):
     """Draw the figures of a sweep and write an HTML report that opens offline.
 
@@ -56,17 +59,16 @@ def plot_command(
     out_dir = out if out is not None else Path(results_dir) / "report"
 
     check_writable_folder(out_dir)  # a file or a read-only folder: refused before any figure is drawn
-    console = Console(stderr=True)
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+    console = make_console(stderr=True, wide=False)
+    progress = Progress(text_column("{task.description}", "bold"), BarColumn(), MofNCompleteColumn(),
                         TimeElapsedColumn(), console=console, transient=True)
 
     def on_figure(figure) -> None:
         progress.advance(task)
         if figure.skipped:
-            progress.console.print(f"[yellow]skipped[/yellow] {escape(figure.spec.name)}: {escape(figure.skipped)}")
+            progress.console.print(styled(("skipped", "yellow"), f" {figure.spec.name}: {figure.skipped}"))
         else:
-            progress.console.print(f"[green]wrote[/green] {escape(figure.spec.name)} "
-                                   f"({', '.join(figure.files)})")
+            progress.console.print(styled(("wrote", "green"), f" {figure.spec.name} ({', '.join(figure.files)})"))
 
     with progress:
         task = progress.add_task("loading results", total=len(FIGURES))
@@ -74,7 +76,7 @@ def plot_command(
                               objective=objective, status=lambda message: progress.update(task, description=message),
                               on_figure=on_figure, hub_ids=hub_ids(), check_settings=check_report_settings)
     for note in report.data.notes:
-        console.print(f"[dim]note: {escape(note)}[/dim]")
+        console.print(plain(f"note: {note}", "dim"))
     typer.echo(f"report: {report.index}")
 
 

@@ -6,19 +6,21 @@ import json
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
 from specbench.analysis.moe_cost import moe_verify_table
 from specbench.analysis.options import MAX_GAMMA
+from specbench.bounds import int_list
+from specbench.cli.exit_codes import say
+from specbench.cli.params import bounded, folder_path
 from specbench.cli.render import console as wide_console
-from specbench.cli.render import fmt
+from specbench.cli.render import fmt, styled, text_column
 from specbench.errors import SpecbenchError
 from specbench.records.jsonable import json_ready
-from specbench.records.lock import FolderLock, check_writable_folder
-from specbench.records.profile_file import summary_frame, write_profile
+from specbench.records.archive import set_aside_folder
+from specbench.records.lock import LOCK_FILE, FolderLock, check_writable_folder
+from specbench.records.profile_file import PROFILE_KIND, summary_frame, write_profile
 
 EPILOG = """Examples:
 
@@ -46,16 +48,20 @@ def profile_command(
     verify_tokens: str = typer.Option(f"1..{MAX_GAMMA}", "--verify-tokens",
                                       help="Tokens one verify forward checks per sequence (γ + 1 for a chain of γ), "
                                            "e.g. 1..16."),
-    repeats: int = typer.Option(10, "--repeats", help="Timed calls per cell (median and IQR over them)."),
-    warmup: int = typer.Option(3, "--warmup", help="Untimed calls before each cell."),
+    repeats: int = typer.Option(10, "--repeats", callback=bounded("profile.repeats"),
+                                help="Timed calls per cell (median and IQR over them)."),
+    warmup: int = typer.Option(3, "--warmup", callback=bounded("profile.warmup"),
+                               help="Untimed calls before each cell."),
     kernels: str = typer.Option("auto", "--kernels", help="Verify attention: auto (Triton on CUDA), triton or torch."),
-    threads: int = typer.Option(None, "--threads", min=1,
+    threads: int = typer.Option(None, "--threads", callback=bounded("threads"),
                                 help="CPU threads for torch (on a shared, busy CPU one thread is often fastest)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the random weights and tokens."),
+    seed: int = typer.Option(0, "--seed", callback=bounded("seed"), help="Seed of the random weights and tokens."),
     with_dense_twin: bool = typer.Option(False, "--dense-twin",
                                          help="MoE target: also time the dense shape of equal active parameters."),
-    out: Path = typer.Option(..., "--out", "-o", help="Profile folder to write (run.json + profile.parquet)."),
-    force: bool = typer.Option(False, "--force", help="Overwrite an existing profile in --out."),
+    out: Path = typer.Option(..., "--out", "-o", parser=folder_path,
+                             help="Profile folder to write (run.json + profile.parquet)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing profile in --out (a sweep's results "
+                                                      "there are moved to old-sweep-SPECHASH/ in it)."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary table's rows as JSON instead."),
 ):
     """Measure a cost profile: verify forwards per batch size, context and verify tokens; drafter steps; bandwidth.
@@ -69,12 +75,11 @@ def profile_command(
     from specbench.profile.profiler import (  # lazy: loads torch; keeps `specbench --help` fast
         ProfileGrid,
         measure_profile,
-        parse_int_list,
         plan_profile,
     )  # lazy: loads torch; keeps `specbench --help` fast
 
-    grid = ProfileGrid(batches=parse_int_list(batch, "--batch"), contexts=parse_int_list(context, "--context"),
-                       verify_tokens=parse_int_list(verify_tokens, "--verify-tokens"), warmup=warmup,
+    grid = ProfileGrid(batches=int_list(batch, "batch", "--batch"), contexts=int_list(context, "context", "--context"),
+                       verify_tokens=int_list(verify_tokens, "verify_tokens", "--verify-tokens"), warmup=warmup,
                        repeats=repeats)
     drafters = [name.strip() for item in (drafter or []) for name in item.split(",") if name.strip()]
 
@@ -91,20 +96,36 @@ def profile_command(
             import torch  # lazy: loads torch; keeps `specbench --help` fast
 
             torch.set_num_threads(threads)
-        columns = (TextColumn("[bold]profile"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("{task.description}"))
-        with Progress(*columns, console=Console(stderr=True), transient=True) as progress:
+        columns = (text_column("profile", "bold"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   text_column("{task.description}"))
+        with Progress(*columns, console=wide_console(stderr=True, wide=False), transient=True) as progress:
             task = progress.add_task("measuring read bandwidth", total=plan.cells)
 
             def report(done: int, total: int, what: str) -> None:
                 progress.update(task, completed=done, total=total, description=what)
 
             profile = measure_profile(plan, report)
+        set_aside_other_kind(out)
         write_profile(out, profile)
         if json_out:
             _print_profile_json(profile, out)
             return
         _print_profile(profile, out)
+
+
+def set_aside_other_kind(out: Path) -> None:
+    """--force over a folder of another kind (a sweep's results): its content moves to old-KIND-TAG/ in the
+    folder (`specbench.records.archive.set_aside_folder`) instead of being overwritten; a profile is replaced."""
+    try:
+        info = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        info = None if not (out / "run.json").exists() else {"kind": "unreadable"}
+    if info is None or (isinstance(info, dict) and info.get("kind") == PROFILE_KIND):
+        return
+    kind = str(info.get("kind") or "sweep") if isinstance(info, dict) else "unknown"
+    tag = str(info.get("spec_hash") or info.get("created") or "earlier") if isinstance(info, dict) else "earlier"
+    moved = set_aside_folder(out, kind, tag, keep=(LOCK_FILE,))
+    say(f"specbench: note: --force: the {kind} that was in {out} is set aside in {moved}")
 
 
 def profile_rows(profile) -> list[dict]:
@@ -137,16 +158,16 @@ def _print_profile(profile, out: Path) -> None:
     bandwidth = info["bandwidth"]
     peak = f"{bandwidth['peak_gb_s']:.0f} GB/s ({bandwidth['peak_source']})" if bandwidth["peak_gb_s"] else "unknown"
     grid = info["grid"]
-    console.print(f"[bold]Cost profile[/bold] on {escape(info['device']['device_name'])} · {info['dtype']} · "
-                  f"peak {escape(peak)}")
-    table = Table(caption=escape(f"ms: median of {grid['repeats']} calls [IQR] at the fewest tokens per sequence "
-                                 f"(verify: 1) and at the most (verify: {max(grid['tokens'])} verify tokens); GB/s: "
-                                 "(weight + KV bytes) ÷ time at the fewest; MiB: CUDA max allocated or CPU peak RSS"))
+    console.print(styled(("Cost profile", "bold"), f" on {info['device']['device_name']} · {info['dtype']} · "
+                                                   f"peak {peak}"))
+    table = Table(caption=f"ms: median of {grid['repeats']} calls [IQR] at the fewest tokens per sequence "
+                          f"(verify: 1) and at the most (verify: {max(grid['tokens'])} verify tokens); GB/s: "
+                          "(weight + KV bytes) ÷ time at the fewest; MiB: CUDA max allocated or CPU peak RSS")
     for name in ("model", "what", "B", "c", "ms", "ms at most tokens", "GB/s", "peak", "MiB"):
         table.add_column(name, justify="left" if name in ("model", "what") else "right",
                          overflow="fold" if name == "model" else "ellipsis")
     for _, r in summary_frame(profile).iterrows():
-        table.add_row(escape(str(r["model"])), escape(str(r["measure"])), str(r["batch"]), str(r["context"]),
+        table.add_row(str(r["model"]), str(r["measure"]), str(r["batch"]), str(r["context"]),
                       f"{r['ms_tokens_min']:.3f} [{r['iqr_ms_tokens_min']:.3f}]",
                       f"{r['ms_tokens_max']:.3f}" if r["tokens_max"] > r["tokens_min"] else "-", fmt(r["gb_s"], 1),
                       "-" if r["peak_fraction"] != r["peak_fraction"] else f"{100 * r['peak_fraction']:.0f}%",
@@ -164,9 +185,9 @@ def _print_profile(profile, out: Path) -> None:
 def _print_moe_verify(console, profile) -> None:
     """t_verify(n) of the MoE target beside its dense twin (`specbench.analysis.moe_cost.moe_verify_table`)."""
     frame = moe_verify_table(profile)
-    table = Table(caption=escape("MoE ÷ dense: verify time of the MoE shape over its dense twin of equal active "
-                                 "parameters; D: expected distinct experts per layer for the B·n tokens (uniform "
-                                 "routing); model: dense + s·(D − D(B)), s fitted per (B, c)"))
+    table = Table(caption="MoE ÷ dense: verify time of the MoE shape over its dense twin of equal active "
+                          "parameters; D: expected distinct experts per layer for the B·n tokens (uniform "
+                          "routing); model: dense + s·(D − D(B)), s fitted per (B, c)")
     for name in ("B", "c", "n", "MoE ms", "dense ms", "MoE ÷ dense", "D", "model ms"):
         table.add_column(name, justify="right")
     for _, r in frame.iterrows():

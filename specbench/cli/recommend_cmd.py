@@ -6,10 +6,8 @@ import json
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
-from rich.text import Text
 
 from specbench.analysis.fit import load_results
 from specbench.analysis.load import axis_of, has_load_axis, normalised, serving_table
@@ -23,13 +21,15 @@ from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommend import MeasuredCosts, ProfiledCosts, recommend
 from specbench.analysis.recommend import to_json as recommendations_json
 from specbench.analysis.sequential import LookPlan
+from specbench.bounds import int_list
 from specbench.cli.engine_checks import check_engine_settings, local_model_folder
 from specbench.cli.fit_cmd import group_label, text_row
+from specbench.cli.params import bounded
 from specbench.cli.online_view import print_online_verdict
 from specbench.cli.results_cmd import print_history
 from specbench.cli.load_view import print_load, print_slo
 from specbench.cli.render import console as wide_console
-from specbench.cli.render import fmt
+from specbench.cli.render import fmt, plain
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models.resolve import hub_ids
 from specbench.records.adaptive_history import planned_looks, read_history
@@ -57,9 +57,9 @@ def _print_recommendation(rec, console) -> None:
     title += "".join(f" · {name} {k[name]:g}" if isinstance(k[name], float) else f" · {name} {k[name]}"
                      for name in ("backend", "concurrency", "request_rate") if name in k)
     style = "green" if rec.speculates else "yellow"
-    console.print(Panel(Text(rec.verdict), title=escape(title), border_style=style))
+    console.print(Panel(plain(rec.verdict), title=plain(title), border_style=style))
     if rec.schedules is not None:
-        console.print(Text(rec.schedules["text"], style="bold"))
+        console.print(plain(rec.schedules["text"], style="bold"))
     if rec.online is not None:
         print_online_verdict(rec.online, console)
     if rec.measured is not None:
@@ -71,9 +71,10 @@ def _print_recommendation(rec, console) -> None:
         if setting.notes:
             body += "\n\n" + "\n".join(f"note: {n}" for n in setting.notes)
         body += f"\nchecked: {setting.checked}"
-        console.print(Panel(Text(body), title=f"{name} settings", border_style="cyan" if setting.supported else "red"))
+        console.print(Panel(plain(body), title=plain(f"{name} settings"),
+                            border_style="cyan" if setting.supported else "red"))
     for note in rec.notes:
-        console.print(Text(f"note: {note}", style="dim"))
+        console.print(plain(f"note: {note}", style="dim"))
 
 
 def _print_batch_one(rec, console) -> None:
@@ -81,7 +82,7 @@ def _print_batch_one(rec, console) -> None:
     picks = Table(title="Best option by path", caption="γ interval: argmax γ of the chosen drafter over bootstrap "
                                                        "replicates; wins: share of replicates its drafter is best")
     for c in ("path", "choice", "speedup [95% CI]", "γ interval", "wins", "reason"):
-        picks.add_column(escape(c), overflow="fold")
+        picks.add_column(c, overflow="fold")
     for pick in (rec.measured, rec.model):
         option = pick.choice or pick.best
         if option is None:
@@ -95,7 +96,7 @@ def _print_batch_one(rec, console) -> None:
     if not rec.options.empty:
         measured = Table(title=f"Measured configurations ({rec.objective} speedup, paired with the baseline)")
         for c in ("drafter", "γ", "tok/s", "speedup [95% CI]"):
-            measured.add_column(escape(c), overflow="fold")
+            measured.add_column(c, overflow="fold")
         chosen = rec.final
         for _, r in rec.options.sort_values("speedup", ascending=False).iterrows():
             mark = " ★" if chosen is not None and (r["drafter_label"], r["tree"], r["gamma"], r["schedule"]) == \
@@ -108,13 +109,13 @@ def _print_batch_one(rec, console) -> None:
     if ref is not None and not rec.curves.empty:
         curve = rec.curves[(rec.curves["drafter_label"] == ref.drafter_label) & (rec.curves["tree"] == ref.tree)]
         first = curve.iloc[0]
-        table = Table(title=escape(f"Model prediction for {ref.drafter_label} (α̂={first['alpha']:.3f}, "
+        table = Table(title=plain(f"Model prediction for {ref.drafter_label} (α̂={first['alpha']:.3f}, "
                                    f"{first['acceptance_model']} model)"),
-                      caption=escape("E[tok]: expected tokens per round; speedup: measured-cost model vs the "
+                      caption="E[tok]: expected tokens per round; speedup: measured-cost model vs the "
                                      "measured baseline; paper: Leviathan et al. "
-                                     "(1 − α^(γ+1)) / ((1 − α)(γc + 1)); * = measured γ"))
+                                     "(1 − α^(γ+1)) / ((1 − α)(γc + 1)); * = measured γ")
         for c in ("γ", "E[tok]", "round ms", "tok/s", "speedup [95% CI]", "paper"):
-            table.add_column(escape(c), justify="right")
+            table.add_column(c, justify="right")
         for _, r in curve.iterrows():
             text_row(table, f"{r['gamma']}{'*' if r['measured'] else ''}", fmt(r["expected_tokens"], 2),
                      f"{1e3 * r['round_s']:.2f}", fmt(r["tokens_per_s"], 1),
@@ -127,11 +128,11 @@ def _print_batch_one(rec, console) -> None:
 
 def _print_per_batch(plan, console) -> None:
     """A profile's costs: the choice per batch size, each drafter's γ per batch size, vLLM's schedule."""
-    table = Table(title="γ per batch size", caption=escape("speedup: predicted decode tokens/s ÷ target-only at the "
+    table = Table(title="γ per batch size", caption="speedup: predicted decode tokens/s ÷ target-only at the "
                                                            "same batch size [95% prompt-bootstrap interval]; tok/s: "
-                                                           "whole batch"))
+                                                           "whole batch")
     for c in ("batch", "choice", "γ", "speedup [95% CI]", "tok/s", "target-only tok/s"):
-        table.add_column(escape(c), justify="left" if c == "choice" else "right", overflow="fold")
+        table.add_column(c, justify="left" if c == "choice" else "right", overflow="fold")
     for _, r in plan.table.iterrows():
         if r["gamma"] > 0:
             choice, ci = str(r["drafter_label"]), f"{r['speedup']:.2f}× [{r['lo']:.2f}, {r['hi']:.2f}]"
@@ -143,11 +144,11 @@ def _print_per_batch(plan, console) -> None:
                  f"{r['baseline_tokens_per_s']:.1f}")
     console.print(table)
     for drafter in plan.plans:
-        per = Table(title=escape(f"{drafter.drafter_label} (α̂={drafter.alpha:.3f}, {drafter.acceptance_model} model, "
+        per = Table(title=plain(f"{drafter.drafter_label} (α̂={drafter.alpha:.3f}, {drafter.acceptance_model} model, "
                                  f"drafts in {drafter.propose_rate:.0%} of rounds, costs of profiled "
                                  f"'{drafter.profile_drafter}')"))
         for c in ("batch", "chosen γ", "speedup", "best γ (point)", "speedup at best"):
-            per.add_column(escape(c), justify="right")
+            per.add_column(c, justify="right")
         for b in plan.batches:
             row = drafter.at(b)
             best = row["best_gamma"]
@@ -158,10 +159,10 @@ def _print_per_batch(plan, console) -> None:
         body = plan.vllm["snippet"] or "(not expressible)"
         if plan.vllm["notes"]:
             body += "\n\n" + "\n".join(f"note: {n}" for n in plan.vllm["notes"])
-        console.print(Panel(Text(body), title=f"vLLM: γ per batch size ({plan.vllm['drafter_label']})",
+        console.print(Panel(plain(body), title=plain(f"vLLM: γ per batch size ({plan.vllm['drafter_label']})"),
                             border_style="cyan" if plan.vllm["supported"] else "red"))
     else:
-        console.print(Text("vLLM: no speculation at any batch size up to "
+        console.print(plain("vLLM: no speculation at any batch size up to "
                            f"{max(plan.batches)}: leave speculative_config out", style="yellow"))
 
 
@@ -170,12 +171,12 @@ def predicted_table(predicted):
 
 
     first = predicted.iloc[0]
-    table = Table(title=escape(f"Predicted speedup: acceptance on {int(predicted['n_prompts'].max())} prompts × "
+    table = Table(title=plain(f"Predicted speedup: acceptance on {int(predicted['n_prompts'].max())} prompts × "
                                f"cost per round timed on {int(first['n_calibration'])}"),
-                  caption=escape("predicted: 95% interval carrying acceptance and cost uncertainty; measured: live "
-                                 "end-to-end on the calibration prompts; realized ÷ predicted on those same prompts"))
+                  caption="predicted: 95% interval carrying acceptance and cost uncertainty; measured: live "
+                                 "end-to-end on the calibration prompts; realized ÷ predicted on those same prompts")
     for c in ("drafter", "γ", "τ", "predicted [95% CI]", "measured [95% CI]", "realized ÷ predicted"):
-        table.add_column(escape(c), justify="left" if c == "drafter" else "right", overflow="fold")
+        table.add_column(c, justify="left" if c == "drafter" else "right", overflow="fold")
     for _, r in predicted.sort_values(["drafter_label", "tree", "gamma"]).iterrows():
         label = r["drafter_label"] + ("" if r["tree"] == "chain" else f" tree {r['tree']}")
         measured = "-" if r["n_measured"] == 0 else (
@@ -205,17 +206,20 @@ def recommend_command(
                                                           "e.g. 2s."),
     slo: list[str] = typer.Option(None, "--slo", help="With --objective slo: METRIC-pNN=DURATION (metric ttft, itl "
                                                       "or latency; p50, p90 or p99), e.g. itl-p99=80ms (repeatable)."),
-    max_gamma: int = typer.Option(MAX_GAMMA, "--max-gamma", help="Largest γ the model predicts (measured or not)."),
+    max_gamma: int = typer.Option(MAX_GAMMA, "--max-gamma", callback=bounded("max_gamma"),
+                                  help="Largest γ the model predicts (measured or not)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
     engine: str = typer.Option("all", "--engine", help="Engine settings to export: vllm, sglang, transformers or all."),
-    n_boot: int = typer.Option(N_BOOT, "--bootstrap", min=0, help="Bootstrap replicates over prompts."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
+    n_boot: int = typer.Option(N_BOOT, "--bootstrap", callback=bounded("bootstrap"),
+                               help="Bootstrap replicates over prompts."),
+    seed: int = typer.Option(0, "--seed", callback=bounded("seed"), help="Seed of the bootstrap."),
     cost_profile: Path = typer.Option(None, "--cost-profile",
                                       help="A profile folder from `specbench profile`: price rounds with its costs "
                                            "(any device, batch size and context) and recommend γ per batch size."),
     batch: str = typer.Option(None, "--batch", help="With --cost-profile: batch sizes, e.g. 1,8,32 "
                                                     "(default: the profile's)."),
-    context: int = typer.Option(None, "--context", help="With --cost-profile: context length while decoding "
+    context: int = typer.Option(None, "--context", callback=bounded("context"),
+                                help="With --cost-profile: context length while decoding "
                                                         "(default: each workload's mean prompt + half its output)."),
 ):
     """Recommend the best drafter, tree and γ per workload — or no speculation.
@@ -315,10 +319,8 @@ def _cost_source(folder: Path | None, batch: str | None, context: int | None):
         if batch is not None or context is not None:
             raise SpecbenchError("--batch and --context need --cost-profile (a sweep's own costs hold for its batch 1)")
         return MeasuredCosts()
-    from specbench.profile.profiler import parse_int_list  # lazy: loads torch; keeps `specbench --help` fast
-
     profile = load_profile(folder)
-    return ProfiledCosts(profile, batches=parse_int_list(batch, "--batch") if batch is not None else None,
+    return ProfiledCosts(profile, batches=int_list(batch, "batch", "--batch") if batch is not None else None,
                          context=context)
 
 

@@ -1,16 +1,51 @@
-"""Rich renderings shared by commands."""
+"""Rich renderings shared by commands, and the one way text reaches Rich.
+
+Sweep names, prompt ids, categories, workload and drafter labels, model names, server answers
+and error texts come from users and data: ``[/]``, ``[link=...]`` or ``:smile:`` in them must
+print as written, never be read as Rich markup (a stray ``[/]`` raises MarkupError) or emoji. So:
+
+* every console comes from `console`, which has markup, emoji and highlighting off: a ``str``
+  printed, put in a table cell, title, caption or column is shown literally;
+* Rich parses markup in a few places whatever the console says — a `Panel` title, a status
+  spinner's text, a progress `TextColumn` with markup on — so those get a `plain` Text, and every
+  progress column is made by `text_column` (markup off);
+* styling is never written as markup: `plain(text, style)` and `styled(...)` build Text objects.
+
+tests/test_architecture.py checks that no other module of the CLI creates a Console, imports
+``rich.markup`` or makes a TextColumn.
+"""
 
 from __future__ import annotations
 
 from rich.console import Console
 from rich.panel import Panel
+from rich.progress import TextColumn
 from rich.table import Table
+from rich.text import Text
+
+_LITERAL = {"markup": False, "emoji": False, "highlight": False}
 
 
-def console(stderr: bool = False) -> Console:
-    """A console that does not squeeze tables to 80 columns when output goes to a file or pipe."""
-    probe = Console(stderr=stderr)
-    return probe if probe.is_terminal else Console(stderr=stderr, width=160)
+def console(stderr: bool = False, wide: bool = True) -> Console:
+    """A console that prints text as written (no markup, no emoji codes); ``wide``: it does not squeeze
+    tables to 80 columns when output goes to a file or pipe."""
+    probe = Console(stderr=stderr, **_LITERAL)
+    return probe if probe.is_terminal or not wide else Console(stderr=stderr, width=160, **_LITERAL)
+
+
+def plain(value, style: str = "") -> Text:
+    """``value`` as literal text (never parsed as markup), optionally styled."""
+    return Text(str(value), style=style)
+
+
+def styled(*parts) -> Text:
+    """Literal pieces joined, each a str or a (text, style) pair: ``styled(("done", "green"), ": 3 units")``."""
+    return Text.assemble(*((str(p[0]), p[1]) if isinstance(p, tuple) else str(p) for p in parts))
+
+
+def text_column(template: str, style: str = "") -> TextColumn:
+    """A progress column whose formatted text (task descriptions and fields: data) is shown literally."""
+    return TextColumn(template, style=style, markup=False)
 
 
 def fmt(value, digits: int = 3) -> str:
@@ -34,7 +69,7 @@ def milliseconds(values) -> str:
 
 def print_run_report(report: dict) -> None:
     out = console()
-    out.print(Panel(report["text"] or "(no text)", title="output", expand=False))
+    out.print(Panel(plain(report["text"] or "(no text)"), title="output", expand=False))
     m = report["metrics"]
     tree = f" tree {report['tree']}" if report.get("tree", "chain") != "chain" else ""
     table = Table(title=f"{report['drafter']} γ={report['gamma']}{tree} on {report['target']} ({report['device']})")

@@ -14,13 +14,15 @@ from specbench.analysis.load import CLOSED_LOOP, LOAD_KEYS, load_keys
 from specbench.analysis.predicted_speedup import predicted_by_scenario
 from specbench.analysis.stopping_report import summary_lines
 from specbench.cli.adaptive_view import history_table
-from specbench.cli.render import console, fmt, milliseconds
+from specbench.cli.params import folder_path
+from specbench.cli.render import console, fmt, milliseconds, styled
 from specbench.cli.render import console as wide_console
 from specbench.errors import SpecbenchError
 from specbench.records.jsonable import json_ready
 from specbench.records.merge import merge_folders
 from specbench.records.adaptive_history import read_history
 from specbench.records.store import load_records, load_run_info
+from specbench.safe_files import writing
 from specbench.records.summary import (
     BASELINE_KEYS,
     LATENCY_COLUMNS,
@@ -61,7 +63,9 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
     records, table = summary_table(records)
     levels = [k for k in LOAD_KEYS if k in table]
     if csv is not None:
-        table.to_csv(csv, index=False)
+        created = not csv.exists()  # a partial file is removed only when this command made it (never /dev/full)
+        with writing(csv, "the CSV summary", remove=csv if created else None):  # a full disk: one line
+            table.to_csv(csv, index=False)
     replayed = (records["mode"] == "replay").any()  # a mode column only where replayed rows exist
     several_t = records["temperature"].nunique() > 1
     rows = show_rows(records, table)
@@ -74,8 +78,8 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
         return
     out = console()
     sweep_spec = info["sweep"] if isinstance(info.get("sweep"), dict) else {}
-    out.print(f"[bold]{sweep_spec.get('name', folder)}[/bold] · target {sweep_spec.get('target', '?')} · "
-              f"{info.get('device_name')} · {info.get('dtype')} · {len(records)} records")
+    out.print(styled((str(sweep_spec.get("name", folder)), "bold"), f" · target {sweep_spec.get('target', '?')} · "
+                     f"{info.get('device_name')} · {info.get('dtype')} · {len(records)} records"))
     load_columns = {"concurrency": "in flight", "request_rate": "req/s"}
     columns = ["γ"] + (["T"] if several_t else []) + [load_columns[k] for k in levels] + (
         ["mode"] if replayed else []) + ["prompts", "α", "τ"] + (["vLLM MAL"] if served(records) else []) + [
@@ -191,7 +195,8 @@ def show_rows(records, table) -> list[dict]:
         is_replay = r.mode == "replay"
         label = "target only" if r.drafter == TARGET_ONLY else r.drafter_label
         label += "" if r.tree == "chain" else f" · tree {r.tree}"
-        identical = None if r.temperature > 0 or r.gamma == 0 or is_replay else float(r.identical)
+        identical = None if r.temperature > 0 or r.gamma == 0 or is_replay or r.identical != r.identical \
+            else float(r.identical)  # NaN: no pair of non-empty outputs to compare
         rows.append({"workload": r.workload, "configuration": label, "gamma": int(r.gamma),
                      "temperature": float(r.temperature), "mode": r.mode, "prompts": int(r.n_prompts),
                      "alpha": float(r.alpha), "tau": float(r.tau),
@@ -214,7 +219,7 @@ def _interval(row) -> dict:
 
 @results_app.command("merge")
 def merge(folders: list[Path] = typer.Argument(..., help="Results folders to combine (e.g. shards)."),
-          out: Path = typer.Option(..., "--out", "-o", help="Folder to write the union to."),
+          out: Path = typer.Option(..., "--out", "-o", parser=folder_path, help="Folder to write the union to."),
           force: bool = typer.Option(False, "--force", help="Merge even if measured on different devices.")):
     """Combine results folders of the same sweep (e.g. --shard runs) into one.
 
@@ -222,7 +227,7 @@ def merge(folders: list[Path] = typer.Argument(..., help="Results folders to com
     """
 
     count = merge_folders(list(folders), out, force=force)
-    wide_console().print(f"[green]merged[/green] {count} records -> {out}")
+    wide_console().print(styled(("merged", "green"), f" {count} records -> {out}"))
 
 
 def register(app: typer.Typer) -> None:

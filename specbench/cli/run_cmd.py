@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
-from specbench.cli.render import print_run_report
+from specbench.cli.params import bounded
+from specbench.cli.render import console as make_console
+from specbench.cli.render import plain, print_run_report
 from specbench.engine.drafters.param_values import check_param_values
 from specbench.errors import SpecbenchError
-from specbench.measure.values import check_sampling
 from specbench.records.jsonable import json_ready
 from specbench.safe_files import read_text_file
 
@@ -37,14 +37,17 @@ def run(
                                 help="ngram, draft-model or none (default: draft-model if --drafter-model, else ngram)."),
     drafter_model: str = typer.Option(None, "--drafter-model", help="Model for the draft-model drafter."),
     drafter_param: list[str] = typer.Option([], "--drafter-param", help="Drafter parameter KEY=VALUE (repeatable)."),
-    gamma: int = typer.Option(4, "--gamma", "-g", min=0, help="Draft tokens per round, or tree depth (0: target only)."),
+    gamma: int = typer.Option(4, "--gamma", "-g", callback=bounded("gamma"),
+                              help="Draft tokens per round, or tree depth (0: target only)."),
     tree: str = typer.Option("chain", "--tree",
                              help="Draft shape: chain, 3x2x1, paths:FILE, @NAME or dynamic:topk=K,nodes=N."),
-    temperature: float = typer.Option(0.0, "--temperature", min=0.0, help="0 = greedy."),
-    top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling cut, applied to target and drafter alike."),
-    top_k: int = typer.Option(0, "--top-k", min=0, help="Top-k cut (0 = none)."),
-    max_new_tokens: int = typer.Option(128, "--max-new-tokens", "-n", min=1),
-    seed: int = typer.Option(0, "--seed"),
+    temperature: float = typer.Option(0.0, "--temperature", callback=bounded("temperature"),
+                                      help="0 = greedy, else 0.001 to 100."),
+    top_p: float = typer.Option(1.0, "--top-p", callback=bounded("top_p"),
+                                help="Nucleus sampling cut, applied to target and drafter alike."),
+    top_k: int = typer.Option(0, "--top-k", callback=bounded("top_k"), help="Top-k cut (0 = none)."),
+    max_new_tokens: int = typer.Option(128, "--max-new-tokens", "-n", callback=bounded("max_new_tokens")),
+    seed: int = typer.Option(0, "--seed", callback=bounded("seed")),
     baseline: bool = typer.Option(False, "--baseline", help="Also run target-only decoding and report the speedup."),
     chat: bool = typer.Option(True, "--chat/--no-chat", help="Apply the tokenizer's chat template."),
     ignore_eos: bool = typer.Option(False, "--ignore-eos", help="Always generate --max-new-tokens tokens."),
@@ -61,16 +64,20 @@ def run(
     """Generate from one prompt with speculative decoding and show tokens/s, α, τ and the time split."""
     from specbench.backends.own_engine import run_prompt  # lazy: loads torch; keeps `specbench --help` fast
     from specbench.engine.sampling import SamplingParams  # lazy: loads torch; keeps `specbench --help` fast
-    from specbench.engine.tree import parse_tree  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.engine.tree import tree_depth_limit  # lazy: loads torch; keeps `specbench --help` fast
     from specbench.measure.spec import parse_params  # lazy: loads torch; keeps `specbench --help` fast
     from specbench.engine.layout_probe import parse_layout_setting  # lazy: loads torch
     from specbench.models.resolve import torch_dtype  # lazy: loads torch
 
-    parse_tree(tree)  # a bad shape fails before any model loads
+    depth = tree_depth_limit(tree)  # a bad shape fails before any model loads
+    if depth is not None and gamma > depth and drafter != TARGET_ONLY:
+        raise SpecbenchError(f"tree '{tree}' drafts at most {depth} deep: --gamma {gamma} would run as γ = {depth} "
+                             f"(give --gamma {depth} or less)")
+    if prompt_file is not None and prompt is not None:
+        raise SpecbenchError("give the prompt once: --prompt TEXT or --prompt-file FILE, not both")
     parse_layout_setting(layout, "--layout")
     if dtype != "auto":
         torch_dtype(dtype)
-    check_sampling(temperature, top_p, top_k)
     if prompt_file is not None:
         prompt = read_text_file(prompt_file, "prompt file")  # size-limited UTF-8 text
     if prompt is None or not prompt.strip():
@@ -87,13 +94,13 @@ def run(
 
         params = check_param_values(drafter, params, "run")
     sampling = SamplingParams(temperature=temperature, top_k=top_k, top_p=top_p)
-    with Console(stderr=True).status("starting") as spinner:  # transient; silent when not a terminal
+    with make_console(stderr=True, wide=False).status(plain("starting")) as spinner:  # transient; silent off a tty
         report = run_prompt(target=target, drafter=drafter, params=params, gamma=gamma, tree=tree, kernels=kernels,
                             compile=compile,
                             sampling=sampling,
                             prompt=prompt, max_new_tokens=max_new_tokens, seed=seed, baseline=baseline, chat=chat,
                             stop_at_eos=not ignore_eos, device=device, dtype=dtype, layout=layout,
-                            status=spinner.update)
+                            status=lambda message: spinner.update(plain(message)))
     if json_out:
         typer.echo(json.dumps(json_ready(report), indent=2, allow_nan=False))  # NaN -> null: strict JSON
     else:

@@ -10,15 +10,16 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
 from specbench.analysis.stopping_report import summary_lines
 from specbench.cli.exit_codes import INTERRUPTED, TERMINATED, Terminated, say
+from specbench.cli.params import folder_path
 from specbench.cli.progress_lines import LineProgress
 from specbench.cli.render import console as wide_console
-from specbench.cli.render import fmt
+from specbench.cli.render import fmt, plain, styled, text_column
 from specbench.cli.results_cmd import show_rows, summary_table
 from specbench.errors import SpecbenchError
 from specbench.records.adaptive_history import read_history
@@ -73,9 +74,9 @@ def sweep(
     top_p: float = typer.Option(None, "--top-p"),
     top_k: int = typer.Option(None, "--top-k"),
     workload: list[str] = typer.Option(None, "--workload", "-w", help="Workload (repeatable)."),
-    prompts: int = typer.Option(None, "--prompts", min=1, help="Prompts per workload."),
-    max_new_tokens: int = typer.Option(None, "--max-new-tokens", "-n", min=1),
-    repeats: int = typer.Option(None, "--repeats", min=1),
+    prompts: int = typer.Option(None, "--prompts", help="Prompts per workload."),
+    max_new_tokens: int = typer.Option(None, "--max-new-tokens", "-n"),
+    repeats: int = typer.Option(None, "--repeats"),
     seed: int = typer.Option(None, "--seed"),
     device: str = typer.Option(None, "--device"),
     dtype: str = typer.Option(None, "--dtype", help="fp32, bf16, fp16, or auto: the fastest lossless dtype and CPU "
@@ -87,9 +88,11 @@ def sweep(
     kernels: str = typer.Option(None, "--kernels", help="Verification kernels: auto (Triton on CUDA), triton, torch."),
     threads: str = typer.Option(None, "--threads", help="CPU threads of the own engine: a count, or auto (the fastest "
                                                         "measured per model and step; recorded in run.json)."),
-    out: Path = typer.Option(None, "--out", "-o", help="Results folder (default results/NAME)."),
+    out: Path = typer.Option(None, "--out", "-o", parser=folder_path, help="Results folder (default results/NAME)."),
     shard: str = typer.Option(None, "--shard", help="Run slice I/N of the prompts (e.g. 0/4)."),
-    force: bool = typer.Option(False, "--force", help="Allow a folder holding a different sweep spec."),
+    force: bool = typer.Option(False, "--force", help="Allow a folder holding a different sweep spec (its records "
+                                                      "move to records/old-SPECHASH/) or a profile (moved to "
+                                                      "old-KIND-TAG/)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the grid and a cost estimate, then stop."),
     yes: bool = typer.Option(False, "--yes", "-y", help="Run a grid over the size limit (see --dry-run first)."),
     mode: str = typer.Option(None, "--mode", help="live (default), replay (every γ from the baseline's "
@@ -109,9 +112,9 @@ def sweep(
                                             "configurations confidently below the best (YAML key adaptive)."),
     budget: str = typer.Option(None, "--budget", help="Wall-time budget of an adaptive sweep: 90s, 20m, 1.5h "
                                                       "(implies --until-decided)."),
-    max_prompts: int = typer.Option(None, "--max-prompts", min=1, help="Prompts per workload an adaptive sweep may "
+    max_prompts: int = typer.Option(None, "--max-prompts", help="Prompts per workload an adaptive sweep may "
                                                                        "use at most (implies --until-decided)."),
-    batch: int = typer.Option(None, "--batch", min=1, help="Prompts added per look of an adaptive sweep "
+    batch: int = typer.Option(None, "--batch", help="Prompts added per look of an adaptive sweep "
                                                            "(implies --until-decided)."),
     executor: str = typer.Option(None, "--executor", help="Who runs the pieces of work: inprocess (default, one "
                                                           "after another) or ray (docs/scale-out.md)."),
@@ -154,7 +157,7 @@ def sweep(
     spec = build_spec(raw, where=where)
     shard_pair = parse_shard(shard)
     out_dir = out or Path("results") / spec.name
-    console = Console(stderr=True)
+    console = wide_console(stderr=True, wide=False)
     if dry_run:
         from specbench.measure.validate import check_grid_size  # lazy: loads torch; keeps `specbench --help` fast
 
@@ -177,8 +180,12 @@ def sweep(
     if json_out:
         print_json_summary(out_dir, measured, len(runner.units))
         return
-    wide_console().print(f"[green]done[/green]: {measured} unit(s) measured now, {len(runner.units)} in the grid -> "
-                    f"{out_dir}\nnext: specbench results show {out_dir}")
+    if not runner.units:  # a shard that got no prompt: as --dry-run says, 0 units, and results merge takes it
+        wide_console().print(f"shard {shard}: no prompt falls in this shard, 0 units to measure; {out_dir}/run.json "
+                             "records the shard for `specbench results merge`")
+        return
+    wide_console().print(styled(("done", "green"), f": {measured} unit(s) measured now, {len(runner.units)} in the "
+                                f"grid -> {out_dir}\nnext: specbench results show {out_dir}"))
     wide_console().print(timing_line(timing_summary(out_dir)))
     history = read_history(out_dir) if spec.adaptive is not None else None
     if history:
@@ -220,27 +227,28 @@ def _backend_info(out_dir: Path) -> dict:
     return info if isinstance(info, dict) else {}
 
 
-def timing_line(t: dict) -> str:
+def timing_line(t: dict) -> Text:
     """One honest line: what was disturbed, the load, and what the machine state did and did not cover."""
     if t["live_units"] and not t["observed_units"]:
-        return ("timing: [yellow]machine state not observed[/yellow] (no load or CPU figures in these records): "
-                "interference cannot be ruled out")
+        return styled("timing: ", ("machine state not observed", "yellow"), " (no load or CPU figures in these "
+                      "records): interference cannot be ruled out")
     load = "" if t["load_1m_min"] is None else f"; load average {t['load_1m_min']:.1f}–{t['load_1m_max']:.1f}"
     busy = "" if t["other_cores_median"] is None else f"; other processes kept {t['other_cores_median']:.2f} cores busy (median)"
     if t.get("batches"):
         every = t["disturbed_batches"] == t["batches"]
-        state = ("[green]undisturbed[/green]" if t["disturbed_batches"] == 0 else
-                 f"[yellow]{t['disturbed_batches']} of {t['batches']} batches disturbed[/yellow] (flagged, not "
-                 + ("re-timed; none is left undisturbed, so their timings are used and no verdict resting on them "
-                    "is confident)" if every else "re-timed; left out of timing fits)"))
+        state = (("undisturbed", "green") if t["disturbed_batches"] == 0 else
+                 (f"{t['disturbed_batches']} of {t['batches']} batches disturbed", "yellow"))
+        note = "" if t["disturbed_batches"] == 0 else " (flagged, not " + (
+            "re-timed; none is left undisturbed, so their timings are used and no verdict resting on them is "
+            "confident)" if every else "re-timed; left out of timing fits)")
     else:
-        state = ("[green]undisturbed[/green]" if t["disturbed_units"] == 0 else
-                 f"[yellow]{t['disturbed_units']} of {t['live_units']} live units disturbed[/yellow] (left out of "
-                 "timing fits)")
+        state = (("undisturbed", "green") if t["disturbed_units"] == 0 else
+                 (f"{t['disturbed_units']} of {t['live_units']} live units disturbed", "yellow"))
+        note = "" if t["disturbed_units"] == 0 else " (left out of timing fits)"
     unobserved = t["live_units"] - t["observed_units"]
     gaps = f"; {unobserved} of {t['live_units']} live units without a machine state" if unobserved else ""
     scope = f"; {t['machine_state']}" if t.get("machine_state") else ""
-    return f"timing: {state}{load}{busy}{gaps}{scope}"
+    return styled("timing: ", state, f"{note}{load}{busy}{gaps}{scope}")
 
 
 def print_json_summary(out_dir: Path, measured: int, total: int) -> None:
@@ -334,7 +342,7 @@ def print_replay_summary(summary, console: Console) -> None:
                 cells += [str(r.n_live), fmt(r.tau_live, 3), f"{r.tau_diff:+.3f}", agrees]
             elif compare:
                 cells += ["0", "-", "-", "-"]
-            table.add_row(*(Text(str(c)) for c in cells))
+            table.add_row(*(plain(c) for c in cells))
         console.print(table)
     for name, (agree, total) in agreement_fraction(summary).items():
         what = "identical τ" if name == "greedy" else "live τ inside the replay interval"
@@ -345,9 +353,9 @@ class SweepProgress:
     """Rich progress: an overall bar with ETA and a line for the configuration being measured."""
 
     def __init__(self, console: Console):
-        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TextColumn("eta"), TimeRemainingColumn(),
-                                 TextColumn("{task.fields[detail]}"), console=console, transient=False)
+        self.progress = Progress(text_column("{task.description}", "bold"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), text_column("eta"), TimeRemainingColumn(),
+                                 text_column("{task.fields[detail]}"), console=console, transient=False)
         self.task = None
         self._last = 0.0
 

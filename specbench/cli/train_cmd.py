@@ -8,11 +8,12 @@ import sys
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
+from specbench.cli.params import bounded, folder_path
 from specbench.cli.render import console as wide_console
+from specbench.cli.render import plain, text_column
 from specbench.engine.drafters import registry
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import load_model
@@ -33,40 +34,41 @@ states are cached once under $SPECBENCH_CACHE/drafter-data and shared by every d
 
 def train_drafter(
     kind: str = typer.Option(..., "--type", help="A trained drafter type: medusa, eagle, eagle3, mtp, eagle3.1, semi-ar, parallel-tree, ..."),
-    out: Path = typer.Option(..., "--out", "-o", help="Checkpoint folder to write (config.json + model.safetensors)."),
+    out: Path = typer.Option(..., "--out", "-o", parser=folder_path,
+                             help="Checkpoint folder to write (config.json + model.safetensors)."),
     target: str = typer.Option("smollm2-135m", "--target", "-t", help="Target model: alias, .gguf, folder or hub id."),
     prompts: list[str] = typer.Option(["sharegpt"], "--prompts",
                                       help="Workloads whose train split gives the prompts (repeatable)."),
-    tokens: int = typer.Option(40_000, "--tokens", help="Answer tokens of the target to train on (held-out included)."),
-    epochs: int = typer.Option(4, "--epochs", help="Passes over the training sequences."),
-    lr: float = typer.Option(1e-3, "--lr", help="Peak learning rate (AdamW, warm-up then cosine decay)."),
-    max_minutes: float = typer.Option(None, "--max-minutes", help="Stop training after this long (still saves)."),
-    max_new_tokens: int = typer.Option(160, "--max-new-tokens", help="Answer length per training prompt."),
-    draft_vocab: int = typer.Option(8192, "--draft-vocab", help="Draft vocabulary size (0: the full vocabulary)."),
-    steps: int = typer.Option(None, "--steps", help="Unrolled training steps (default: eagle 1, eagle3 3)."),
-    heads: int = typer.Option(None, "--heads", help="Medusa heads (default 4)."),
-    modules: int = typer.Option(None, "--modules", help="MTP modules (default 2)."),
-    intermediate: int = typer.Option(None, "--intermediate", help="MLP width of the drafter layer (default 768)."),
-    batch_tokens: int = typer.Option(4096, "--batch-tokens", help="Padded positions per optimizer step."),
-    seed: int = typer.Option(0, "--seed"),
+    tokens: int = typer.Option(40_000, "--tokens", callback=bounded("train.tokens"),
+                               help="Answer tokens of the target to train on (held-out included)."),
+    epochs: int = typer.Option(4, "--epochs", callback=bounded("train.epochs"),
+                               help="Passes over the training sequences."),
+    lr: float = typer.Option(1e-3, "--lr", callback=bounded("train.lr"),
+                             help="Peak learning rate (AdamW, warm-up then cosine decay)."),
+    max_minutes: float = typer.Option(None, "--max-minutes", callback=bounded("train.max_minutes"),
+                                      help="Stop training after this long (still saves)."),
+    max_new_tokens: int = typer.Option(160, "--max-new-tokens", callback=bounded("max_new_tokens"),
+                                       help="Answer length per training prompt."),
+    draft_vocab: int = typer.Option(8192, "--draft-vocab", callback=bounded("train.draft_vocab"),
+                                    help="Draft vocabulary size (0: the full vocabulary)."),
+    steps: int = typer.Option(None, "--steps", callback=bounded("train.steps"),
+                              help="Unrolled training steps (default: eagle 1, eagle3 3)."),
+    heads: int = typer.Option(None, "--heads", callback=bounded("train.heads"), help="Medusa heads (default 4)."),
+    modules: int = typer.Option(None, "--modules", callback=bounded("train.modules"), help="MTP modules (default 2)."),
+    intermediate: int = typer.Option(None, "--intermediate", callback=bounded("train.intermediate"),
+                                      help="MLP width of the drafter layer (default 768)."),
+    batch_tokens: int = typer.Option(4096, "--batch-tokens", callback=bounded("train.batch_tokens"),
+                                     help="Padded positions per optimizer step."),
+    seed: int = typer.Option(0, "--seed", callback=bounded("seed")),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N or auto."),
-    threads: int = typer.Option(None, "--threads", help="torch CPU threads (default: torch's choice)."),
+    threads: int = typer.Option(None, "--threads", callback=bounded("threads"),
+                                help="torch CPU threads (default: torch's choice)."),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing checkpoint in --out."),
 ):
     """Train a drafter for a target on the target's own answers to training prompts."""
     import torch  # lazy: `specbench --help` and the other commands must start without loading torch
 
     registry.get(kind, trained=True)  # an unknown type is a one-line error with a did-you-mean
-    for name, value, low in (("--tokens", tokens, 2), ("--epochs", epochs, 1), ("--max-new-tokens", max_new_tokens, 1),
-                             ("--batch-tokens", batch_tokens, 16), ("--draft-vocab", draft_vocab, 0)):
-        if value < low:
-            raise SpecbenchError(f"{name} must be at least {low}, got {value}")
-    for name, value in (("--steps", steps), ("--heads", heads), ("--modules", modules),
-                        ("--intermediate", intermediate), ("--threads", threads)):
-        if value is not None and value < 1:
-            raise SpecbenchError(f"{name} must be at least 1, got {value}")
-    if lr <= 0 or (max_minutes is not None and max_minutes <= 0):
-        raise SpecbenchError("--lr and --max-minutes must be positive")
     if (out / "config.json").exists() and not force:
         raise SpecbenchError(f"{out} already holds a checkpoint; pass --force to overwrite it")
     if out.exists() and not out.is_dir():
@@ -97,9 +99,9 @@ class _Reporter:
     """Rich progress bars for the three phases, with loss and held-out top-1 per head / step."""
 
     def __enter__(self):
-        self.console = Console(stderr=True)
-        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TextColumn("{task.fields[info]}"), console=self.console)
+        self.console = wide_console(stderr=True, wide=False)
+        self.progress = Progress(text_column("{task.description}", "bold"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), text_column("{task.fields[info]}"), console=self.console)
         self.progress.__enter__()
         self.tasks: dict[str, int] = {}
         self.last_eval = ""
@@ -110,7 +112,7 @@ class _Reporter:
         return False
 
     def note(self, text: str) -> None:
-        self.progress.console.print(f"[dim]{text}[/dim]")
+        self.progress.console.print(plain(text, "dim"))
 
     def _task(self, name: str, total: int) -> int:
         if name not in self.tasks:

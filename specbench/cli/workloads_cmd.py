@@ -7,9 +7,10 @@ from collections import Counter
 
 import typer
 from rich.table import Table
-from rich.text import Text
 
+from specbench.cli.params import bounded
 from specbench.cli.render import console as wide_console
+from specbench.cli.render import plain
 from specbench.errors import SpecbenchError
 from specbench.measure.workloads import load_workload, workload_names
 
@@ -68,18 +69,20 @@ def list_workloads(json_out: bool = typer.Option(False, "--json", help="Print JS
     table.add_column("source", overflow="fold")
     for r in rows:
         if not r["available"]:
-            table.add_row(r["name"], "-", "-", "-", "-", "-", Text(f"not here: {r['missing'].split(': ', 1)[-1]}"))
+            table.add_row(r["name"], "-", "-", "-", "-", "-", plain(f"not here: {r['missing'].split(': ', 1)[-1]}"))
             continue
         table.add_row(r["name"], str(r["prompts"]), str(r["eval_prompts"]), str(r["turns"]), str(len(r["categories"])),
-                      {True: "yes", False: "no"}.get(r["chat"], r["chat"]), Text(_short_source(r["source"])))
+                      {True: "yes", False: "no"}.get(r["chat"], r["chat"]), plain(_short_source(r["source"])))
     wide_console().print(table)
 
 
 @workloads_app.command("show")
 def show_workload(
     name: str = typer.Argument(..., help="Built-in name, a workload .yaml file, jsonl:PATH[:field=F] or hf:DATASET[:SPLIT]."),
-    count: int | None = typer.Option(None, "--count", "-n", help="Sample this many prompts (default: the workload's own)."),
-    seed: int | None = typer.Option(None, "--seed", help="Seed of the sample (default: the workload's own)."),
+    count: int | None = typer.Option(None, "--count", "-n", callback=bounded("prompts"),
+                                     help="Sample this many prompts (default: the workload's own)."),
+    seed: int | None = typer.Option(None, "--seed", callback=bounded("seed"),
+                                    help="Seed of the sample (default: the workload's own)."),
     split: str = typer.Option("eval", "--split", help="eval (what sweeps use), train (drafter training) or all."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ):
@@ -99,11 +102,11 @@ def show_workload(
         typer.echo(json.dumps(info, indent=2, ensure_ascii=False))
         return
     console = wide_console()
-    console.print(Text(f"{workload.name}: {workload.description}", style="bold"))
+    console.print(plain(f"{workload.name}: {workload.description}", style="bold"))
     facts = Table(show_header=False, box=None)
     facts.add_column(no_wrap=True)
     facts.add_column(overflow="fold")
-    facts.add_row("source", Text(workload.source))
+    facts.add_row("source", plain(workload.source))
     facts.add_row("prompts", f"{info['prompts']} ({split} split), {info['turns']} turns")
     chat = {True: "chat template", False: "plain completion (no chat template)"}.get(
         info["chat"], "each prompt as its own workload says (a stream: chat template or plain completion)")
@@ -112,7 +115,7 @@ def show_workload(
     if info["context_bins"]:
         facts.add_row("context bins", ", ".join(f"{b}: {n}" for b, n in info["context_bins"].items()))
     if first.context is not None:
-        facts.add_row("sample document", Text(f"{first.context.origin} ({len(first.context.text):,} characters), "
+        facts.add_row("sample document", plain(f"{first.context.origin} ({len(first.context.text):,} characters), "
                                               f"cut to bin {first.context.bin} ({first.context.target_tokens:,} "
                                               "tokens of the target's tokenizer) when encoded"))
     console.print(facts)
@@ -127,7 +130,7 @@ def show_workload(
     sample.add_column("text")
     for i, turn in enumerate(first.turns, start=1):
         shown = turn if len(turn) <= SAMPLE_CHARS else turn[:SAMPLE_CHARS] + " …"
-        sample.add_row(str(i), Text(shown))
+        sample.add_row(str(i), plain(shown))
     console.print(sample)
 
 

@@ -21,7 +21,7 @@ from typing import Callable
 import torch
 
 from specbench.engine.decoder import make_decoder
-from specbench.engine.drafters.base import Drafter, Proposal, RoundOutcome
+from specbench.engine.drafters.base import Drafter, Proposal, RoundOutcome, check_draft_depth
 from specbench.engine.sampling import SamplingParams, probabilities
 from specbench.engine.schedule import RoundVerdict, ScheduleSpec, check_schedule, make_schedule
 from specbench.engine.stats import GenerationResult, RoundLog
@@ -81,6 +81,7 @@ class SpeculativeEngine:
         self.drafter = drafter if gamma > 0 else None
         self.config_gamma = gamma  # the configuration's γ: each round's γ (round_gamma) is at most this
         self.shape = shape_for(tree, gamma) if gamma > 0 else None
+        check_draft_depth(self.drafter, self.shape)
         self.sampling = sampling
         # CPU threads of the target's and the drafter's forwards (`specbench.engine.threads`); None: torch's
         self.threads = threads

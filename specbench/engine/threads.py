@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from specbench.bounds import check
 from specbench.errors import SpecbenchError
 
 PROBE_CONTEXT = 64  # cached tokens the probed steps attend over
@@ -38,11 +39,11 @@ def parse_thread_setting(value, where: str) -> int | str | None:
     """A ``threads`` setting: unset (None), a count >= 1 (a digit string too) or ``auto``."""
     if value is None or value == "auto":
         return value
-    if isinstance(value, str) and value.strip().isdigit():
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit() and len(value.strip()) < 10:
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, int):
         raise SpecbenchError(f"{where}: 'threads' must be a count >= 1 or auto, got {value!r}")
-    return value
+    return check("threads", value, where, "threads")  # the bounds table: 1 to 1024
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from specbench.bounds import GAMMA_LIMIT
 from specbench.engine.decoder import TreeLayout
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.safe_files import load_yaml_file
@@ -56,6 +57,8 @@ class StaticTree:
                 from None
         if not clean:
             raise SpecbenchError(f"{where}: empty tree")
+        if len(clean) > MAX_NODES:  # before the checks below, which compare paths pairwise
+            raise SpecbenchError(f"{where}: {len(clean)} nodes is more than the {MAX_NODES} supported")
         if () in clean:
             raise SpecbenchError(f"{where}: empty path (depth 0)")
         for p in clean:
@@ -67,8 +70,6 @@ class StaticTree:
             sibling_ranks = {q[-1] for q in clean if q[:-1] == p[:-1]}
             if sibling_ranks != set(range(len(sibling_ranks))):
                 raise SpecbenchError(f"{where}: ranks below {list(p[:-1])} must be 0..k-1, got {sorted(sibling_ranks)}")
-        if len(clean) > MAX_NODES:
-            raise SpecbenchError(f"{where}: {len(clean)} nodes is more than the {MAX_NODES} supported")
         return cls(tuple(sorted(clean, key=lambda p: (len(p), p))))
 
     @classmethod
@@ -79,6 +80,12 @@ class StaticTree:
             raise SpecbenchError(f"tree '{text}': a branching spec is widths per depth like 3x2x1") from None
         if not widths or min(widths) < 1:
             raise SpecbenchError(f"tree '{text}': every depth needs at least one child")
+        nodes, level = 0, 1
+        for width in widths:  # counted before anything is built: '999999x9' must not be expanded
+            level *= width
+            nodes += level
+            if nodes > MAX_NODES:
+                raise SpecbenchError(f"tree '{text}': more than {MAX_NODES} nodes")
         paths, frontier = [], [()]
         for width in widths:
             frontier = [p + (r,) for p in frontier for r in range(width)]
@@ -159,8 +166,10 @@ def _dynamic(text: str) -> DynamicTree:
                        expert_cost=params.get("lambda", 0.0))
     if tree.topk < 1 or tree.nodes < 1 or tree.depth < 1:
         raise SpecbenchError(f"tree '{text}': topk, nodes and depth must be >= 1")
-    if tree.nodes > MAX_NODES:
-        raise SpecbenchError(f"tree '{text}': more than {MAX_NODES} nodes")
+    if tree.nodes > MAX_NODES or tree.topk > MAX_NODES:
+        raise SpecbenchError(f"tree '{text}': more than {MAX_NODES} nodes (topk and nodes are at most {MAX_NODES})")
+    if tree.depth > GAMMA_LIMIT:
+        raise SpecbenchError(f"tree '{text}': depth must be at most {GAMMA_LIMIT} (γ's limit in the bounds table)")
     return tree
 
 
@@ -216,8 +225,12 @@ def shape_for(spec: str, gamma: int) -> StaticTree | DynamicTree:
 
 
 def tree_depth_limit(spec: str) -> int | None:
-    """Deepest γ a spec can use (a static shape's depth); None when unbounded."""
+    """Deepest γ a spec can use (a static shape's depth; a dynamic tree's depth cap, which its node budget
+    also caps); None for a chain. A deeper γ would draft no deeper, so it is skipped (sweeps) or refused
+    (`run`): a record's γ is what ran."""
     shape = parse_tree(spec)
+    if isinstance(shape, DynamicTree):
+        return min(shape.depth, shape.nodes)
     return shape.depth if isinstance(shape, StaticTree) else None
 
 

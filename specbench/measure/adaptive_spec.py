@@ -19,17 +19,17 @@ measured, not what a unit measures, so it stays out of the spec hash.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
+from specbench.bounds import check as check_bound
+from specbench.bounds import violation
 from specbench.errors import SpecbenchError, check_keys
 
 KEYS = ("batch", "first", "max_prompts", "budget", "calibration_batch")
 DEFAULT_BATCH = 8
 DEFAULT_MAX_PROMPTS = 200
 MAX_LOOKS = 64  # specbench.analysis.sequential.MAX_LOOKS: the boundary is simulated for at most this many
-MAX_BUDGET_S = 30 * 24 * 3600.0
 _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(s|sec|m|min|h|hr|d)?\s*$", re.IGNORECASE)
 _UNIT_S = {None: 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "hr": 3600.0, "d": 86400.0}
 
@@ -83,22 +83,14 @@ def parse_duration(value, where: str) -> float:
                 f"{where}: budget must be a duration such as 90s, 20m or 1.5h, got {str(value)[:40]!r}"
             )
         seconds = float(match.group(1)) * _UNIT_S[(match.group(2) or "").lower() or None]
-    if not math.isfinite(seconds) or seconds <= 0 or seconds > MAX_BUDGET_S:
+    if violation("adaptive.budget_s", seconds) is not None:
         raise SpecbenchError(f"{where}: budget must be more than 0 s and at most 30 days, got {value!r}")
     return seconds
 
 
-def _count(value, where: str, key: str, minimum: int = 1, maximum: int = 1_000_000) -> int:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or int(value) != value
-    ):
-        raise SpecbenchError(f"{where}: adaptive.{key} must be a whole number, got {value!r}")
-    if not minimum <= value <= maximum:
-        raise SpecbenchError(f"{where}: adaptive.{key} must be between {minimum} and {maximum:,}, got {int(value)}")
-    return int(value)
+def _count(value, where: str, key: str, row: str = "prompts") -> int:
+    """A count of prompts, checked against the bounds table (`specbench.bounds`)."""
+    return check_bound(row, value, where, f"adaptive.{key}")
 
 
 def parse_adaptive(value, where: str) -> AdaptivePlan | None:
@@ -122,7 +114,9 @@ def parse_adaptive(value, where: str) -> AdaptivePlan | None:
         first=first,
         max_prompts=max_prompts,
         budget_s=None if budget is None else parse_duration(budget, f"{where}: adaptive.budget"),
-        calibration_batch=None if calibration is None else _count(calibration, where, "calibration_batch", 0),
+        calibration_batch=None
+        if calibration is None
+        else _count(calibration, where, "calibration_batch", "adaptive.calibration_batch"),
     )
     plan.looks_for(max_prompts)  # the look limit, checked before anything runs
     return plan

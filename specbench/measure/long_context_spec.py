@@ -129,7 +129,7 @@ def _document_source(entry: Any, origin: str, index: int, base_dir: Path | None)
     if source not in DOCUMENT_SOURCES:
         src.fail(f"unknown source '{source}'{did_you_mean(source, list(DOCUMENT_SOURCES))} "
                  f"(sources: {', '.join(DOCUMENT_SOURCES)})")
-    common = {"source": source, "count": src.int_in("count", None, 1), "seed": src.get("seed", int, 0),
+    common = {"source": source, "count": src.bounded("count", None, "prompts"), "seed": src.bounded("seed", 0, "seed"),
               "min_chars": src.int_in("min_chars", 1, 1)}
     if common["count"] is None:
         src.fail("missing key 'count'")

@@ -37,7 +37,8 @@ from specbench.measure.spec import SweepSpec
 from specbench.measure.units import Unit, expand_units, in_shard, load_workloads
 from specbench.measure.validate import check_device, check_grid_size
 from specbench.measure.worker import PieceWorker, SilentObserver  # noqa: F401 (SilentObserver: re-export)
-from specbench.records.lock import FolderLock, check_writable_folder, lock_holder
+from specbench.records.archive import set_aside_folder
+from specbench.records.lock import LOCK_FILE, FolderLock, check_writable_folder, lock_holder
 from specbench.records.store import SCHEMA_VERSION, ResultsStore, load_records
 
 
@@ -59,8 +60,11 @@ def check_folder(store: ResultsStore, spec: SweepSpec, force: bool) -> dict | No
     A run.json without records (a sweep that failed before its first unit) protects nothing.
     """
     info = store.run_info()
-    if info is not None and info.get("kind") not in (None, "sweep"):
-        raise SpecbenchError(f"{store.folder} holds a {info.get('kind')}, not sweep results; use another --out")
+    if other_kind(info):
+        if force:  # set aside by `SweepRunner` once the models load, like another spec's records
+            return info
+        raise SpecbenchError(f"{store.folder} holds a {info.get('kind')}, not sweep results; use another --out "
+                             "(or --force: its content is moved to old-KIND-TAG/ in the folder)")
     if info is not None and not isinstance(info.get("spec_hash"), str) and not force:
         raise SpecbenchError(
             f"{store.folder}/run.json has no spec hash (not written by a sweep); use another --out or --force"
@@ -71,6 +75,11 @@ def check_folder(store: ResultsStore, spec: SweepSpec, force: bool) -> dict | No
             f"(spec {info.get('spec_hash')} vs {spec.spec_hash}); use another --out or --force"
         )
     return info
+
+
+def other_kind(info: dict | None) -> bool:
+    """Whether a folder's run.json is of another kind than a sweep's (a cost profile, say)."""
+    return info is not None and info.get("kind") not in (None, "sweep")
 
 
 def run_info(
@@ -150,8 +159,8 @@ class SweepRunner:
             if spec.adaptive is not None
             else expand_units(spec, self.workloads, shard)
         )
-        if not self.units:
-            raise SpecbenchError("empty grid: this shard has no prompts" if shard[1] > 1 else "empty grid")
+        if not self.units and shard[1] == 1:
+            raise SpecbenchError("empty grid")  # a shard may hold no prompt: it runs nothing and says so
         self.backend: Backend | None = None  # in-process: the sweep's backend; Ray: each worker builds its own
         if spec.executor.is_ray:
             self.executor = RayExecutor(spec, self.observer)
@@ -219,14 +228,16 @@ class SweepRunner:
         forcing = (
             self.previous is not None
             and self.previous.get("spec_hash") != self.spec.spec_hash
-            and self.store.has_records()
+            and (self.store.has_records() or other_kind(self.previous))
         )
         self.store.remove_stale_temporaries()
         finished = set() if forcing else self.store.finished_units()
         self._catch_up = catch_up_units(self.units, finished)
         todo = [u for u in self.units if u.unit_id not in finished or u.unit_id in self._catch_up]
         self.observer.begin(total=len(self.units), done=len(self.units) - len(todo) + len(self._catch_up))
-        if not todo:
+        if not todo:  # every unit finished, or a shard that holds no prompt: run.json says it ran
+            if forcing:
+                self._set_aside()
             if self.previous is None or self.previous.get("spec_hash") != self.spec.spec_hash:
                 self.store.write_run_info(run_info(self.spec, self.previous, self.shard))
             self.store.consolidate()
@@ -234,16 +245,25 @@ class SweepRunner:
         try:
             self._prepare(todo)
             if forcing:
-                set_aside = self.store.archive_records(str(self.previous.get("spec_hash")))
-                self.observer.status(
-                    f"--force: {set_aside} record(s) of spec {self.previous.get('spec_hash')} set aside"
-                )
+                self._set_aside()
             self.store.write_run_info(self._run_info())  # spec valid, models loaded
             if self.spec.adaptive is not None:  # looks until each workload is decided (measure.adaptive)
                 return AdaptiveSweep(self).run(finished)
             return self._run_units(todo)
         finally:
             self.executor.close()
+
+    def _set_aside(self) -> None:
+        """--force: another spec's records to records/old-SPECHASH/; another kind's content (a cost
+        profile) to old-KIND-TAG/ — never overwritten, never pooled with this spec's."""
+        if other_kind(self.previous):
+            moved = set_aside_folder(self.store.folder, str(self.previous.get("kind")),
+                                     str(self.previous.get("created") or "earlier"), keep=(LOCK_FILE,))
+            self.observer.status(f"--force: the earlier {self.previous.get('kind')} is set aside in {moved}")
+            self.previous = None
+            return
+        set_aside = self.store.archive_records(str(self.previous.get("spec_hash")))
+        self.observer.status(f"--force: {set_aside} record(s) of spec {self.previous.get('spec_hash')} set aside")
 
     def _run_units(self, todo: list[Unit]) -> int:
         """The units of ``todo`` through the executor: the live pieces (timing blocks, serving groups), then the

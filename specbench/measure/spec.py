@@ -63,6 +63,7 @@ from pathlib import Path
 
 from specbench.backends import registry as backends
 from specbench.backends.registry import DEFAULT as DEFAULT_BACKEND
+from specbench.bounds import check as check_bound
 from specbench.catalogue import drafters as catalogue
 from specbench.engine.drafters import check_params
 from specbench.engine.drafters.param_values import check_param_values
@@ -77,7 +78,7 @@ from specbench.measure.executor_spec import INPROCESS, ExecutorChoice, executor_
 from specbench.measure.online_spec import check_online
 from specbench.measure.strategy import SEQUENTIAL, Strategy, check_nested, parse_strategies
 from specbench.measure.timing_protocol import TimingProtocol, parse_timing
-from specbench.measure.values import GAMMA_LIMIT, check_config_count, check_name, finite, strict_bool
+from specbench.measure.values import check_config_count, check_name, strict_bool
 from specbench.models.resolve import torch_dtype
 from specbench.safe_files import load_yaml_file
 
@@ -403,18 +404,9 @@ def _as_list(value, where: str, key: str) -> list:
     return value
 
 
-def _int(value, where: str, key: str, minimum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
-        _fail(where, f"'{key}' must be an integer, got {value!r}")
-    if minimum is not None and value < minimum:
-        _fail(where, f"'{key}' must be >= {minimum}, got {value}")
-    return int(value)
-
-
-def _float(value, where: str, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        _fail(where, f"'{key}' must be a number, got {value!r}")
-    return float(finite(value, where, key))  # NaN and ±inf mean nothing for any spec field
+def _number(value, where: str, key: str, bound: str):
+    """``value`` of spec key ``key`` checked against the bounds table's row ``bound`` (`specbench.bounds`)."""
+    return check_bound(bound, value, where, key)
 
 
 def _drafter(item, where: str) -> DrafterConfig:
@@ -424,7 +416,7 @@ def _drafter(item, where: str) -> DrafterConfig:
         _fail(where, f"each drafter needs a 'type' (e.g. {{type: ngram}}), got {item!r}")
     extra = set(item) - {"type", "params"}
     if extra:
-        _fail(where, f"drafter entries take 'type' and 'params', not {sorted(extra)}")
+        _fail(where, f"drafter entries take 'type' and 'params', not {sorted(map(str, extra))}")
     params = item.get("params") or {}
     if not isinstance(params, dict):
         _fail(where, f"'params' of drafter {item['type']} must be a mapping")
@@ -448,11 +440,13 @@ def _workload(item, where: str) -> WorkloadChoice:
         _fail(where, f"each workload needs a 'name', got {item!r}")
     extra = set(item) - {"name", "count", "split", "max_new_tokens"}
     if extra:
-        _fail(where, f"workload entries take name, count, split and max_new_tokens, not {sorted(extra)}")
+        _fail(where, f"workload entries take name, count, split and max_new_tokens, not {sorted(map(str, extra))}")
     count, max_new = item.get("count"), item.get("max_new_tokens")
-    return WorkloadChoice(name=str(item["name"]), count=None if count is None else _int(count, where, "count", 1),
+    return WorkloadChoice(name=str(item["name"]),
+                          count=None if count is None else _number(count, where, "count", "prompts"),
                           split=str(item.get("split", "eval")),
-                          max_new_tokens=None if max_new is None else _int(max_new, where, "max_new_tokens", 1))
+                          max_new_tokens=None if max_new is None else _number(max_new, where, "max_new_tokens",
+                                                                               "max_new_tokens"))
 
 
 def _calibration(value, gammas: list[int], where: str) -> Calibration:
@@ -463,17 +457,18 @@ def _calibration(value, gammas: list[int], where: str) -> Calibration:
         _fail(where, "'calibration' must be a mapping, e.g. {gammas: [1, 8], prompts: 2}")
     extra = set(value) - {"gammas", "prompts"}
     if extra:
-        _fail(where, f"'calibration' takes gammas and prompts, not {sorted(extra)}")
+        _fail(where, f"'calibration' takes gammas and prompts, not {sorted(map(str, extra))}")
     chosen = value.get("gammas")
     if chosen is None:
         chosen = sorted({min(swept), max(swept)}) if swept else []
-    chosen = sorted({_int(g, where, "calibration.gammas", 1) for g in _as_list(chosen, where, "calibration.gammas")})
+    chosen = sorted({_number(g, where, "calibration.gammas", "gamma")
+                     for g in _as_list(chosen, where, "calibration.gammas")})
     missing = [g for g in chosen if g not in swept]
     if missing:
         _fail(where, f"calibration γ {missing} not among the swept gammas {swept}")
     if not chosen:
         _fail(where, "calibration needs at least one γ: replayed timings come from live calibration units")
-    prompts = _int(value.get("prompts", CALIBRATION_PROMPTS), where, "calibration.prompts", 1)
+    prompts = _number(value.get("prompts", CALIBRATION_PROMPTS), where, "calibration.prompts", "prompts")
     return Calibration(gammas=tuple(chosen), prompts=prompts)
 
 
@@ -501,28 +496,23 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     axes = {k: len(_as_list(data[k], where, k))
             for k in ("drafters", "gammas", "trees", "temperatures", "schedules")}
     check_config_count(axes, where)  # before anything is expanded
-    gammas = sorted({_int(g, where, "gammas", 0) for g in _as_list(data["gammas"], where, "gammas")})
-    if gammas and gammas[-1] > GAMMA_LIMIT:
-        _fail(where, f"'gammas' must be <= {GAMMA_LIMIT}, got {gammas[-1]}")
-    temperatures = sorted({_float(t, where, "temperatures") for t in _as_list(data["temperatures"], where, "temperatures")})
-    if any(t < 0 for t in temperatures):
-        _fail(where, "temperatures must be >= 0")
+    gammas = sorted({_number(g, where, "gammas", "gamma") for g in _as_list(data["gammas"], where, "gammas")})
+    temperatures = sorted({_number(t, where, "temperatures", "temperature")
+                           for t in _as_list(data["temperatures"], where, "temperatures")})
     trees = [str(t) for t in _as_list(data["trees"], where, "trees")]
     for tree in trees:
         parse_tree(tree)  # raises a one-line error for a bad shape
-    top_p = _float(data["top_p"], where, "top_p")
-    if not 0 < top_p <= 1:
-        _fail(where, f"'top_p' must be in (0, 1], got {top_p}")
+    top_p = _number(data["top_p"], where, "top_p", "top_p")
     spec = SweepSpec(
         name=str(data["name"]), description=str(data["description"] or ""), target=str(data["target"]),
-        device=str(data["device"]), dtype=str(data["dtype"]), seed=_int(data["seed"], where, "seed"),
-        repeats=_int(data["repeats"], where, "repeats", 1),
-        max_new_tokens=None if data["max_new_tokens"] is None else _int(data["max_new_tokens"], where,
-                                                                         "max_new_tokens", 1),
+        device=str(data["device"]), dtype=str(data["dtype"]), seed=_number(data["seed"], where, "seed", "seed"),
+        repeats=_number(data["repeats"], where, "repeats", "repeats"),
+        max_new_tokens=None if data["max_new_tokens"] is None else _number(data["max_new_tokens"], where,
+                                                                            "max_new_tokens", "max_new_tokens"),
         ignore_eos=strict_bool(data["ignore_eos"], where, "ignore_eos"),
         drafters=list(dict.fromkeys(_drafter(d, where) for d in _as_list(data["drafters"], where, "drafters"))),
         gammas=gammas, trees=trees, temperatures=temperatures, top_p=top_p,
-        top_k=_int(data["top_k"], where, "top_k", 0),
+        top_k=_number(data["top_k"], where, "top_k", "top_k"),
         workloads=[_workload(w, where) for w in _as_list(data["workloads"], where, "workloads")],
     )
     for d in spec.drafters:
@@ -532,8 +522,6 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     spec.schedules = _schedules(data["schedules"], spec, where)
     spec.compile = strict_bool(data["compile"], where, "compile")
     spec.strategies = parse_strategies(data["strategy"], where)
-    if not -(2**63) <= spec.seed < 2**63:
-        _fail(where, f"'seed' must fit in 64 bits, got {spec.seed}")
     spec.kernels = str(data["kernels"])
     if spec.kernels not in ("auto", "triton", "torch"):
         _fail(where, f"'kernels' must be auto, triton or torch, got '{spec.kernels}'")
@@ -606,7 +594,8 @@ def _backend(spec: SweepSpec, value, concurrency, where: str) -> None:
     spec.backend = backend.name
     spec.backend_options = options
     concurrency = [1] if concurrency is None else concurrency
-    spec.concurrency = sorted({_int(c, where, "concurrency", 1) for c in _as_list(concurrency, where, "concurrency")})
+    spec.concurrency = sorted({_number(c, where, "concurrency", "concurrency")
+                               for c in _as_list(concurrency, where, "concurrency")})
     if not spec.concurrency:
         _fail(where, "'concurrency' needs at least one value (e.g. [1, 4, 16])")
     if spec.concurrency != [1] and not backend.concurrent:
@@ -619,9 +608,7 @@ def _backend(spec: SweepSpec, value, concurrency, where: str) -> None:
 
 def _request_rates(spec: SweepSpec, rates, arrivals, concurrency, where: str) -> None:
     """``request_rates`` (open loop) and ``arrivals``: parsed, and checked against the backend and concurrency."""
-    values = [_float(r, where, "request_rates") for r in _as_list(rates, where, "request_rates")]
-    if any(v <= 0 for v in values):
-        _fail(where, f"'request_rates' are requests per second and must be > 0, got {values}")
+    values = [float(_number(r, where, "request_rates", "request_rate")) for r in _as_list(rates, where, "request_rates")]
     spec.request_rates = sorted(set(values))
     if not spec.request_rates:
         if arrivals is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from specbench.bounds import violation
 from specbench.errors import SpecbenchError, check_keys
 
 
@@ -39,6 +40,16 @@ class Reader:
             self.fail(f"'{key}' must be {bounds}, got {value}")
         return value
 
+    def bounded(self, key: str, default, row: str, *, nullable: bool = False):
+        """``key``'s number checked against the bounds table's row ``row`` (`specbench.bounds`)."""
+        if key not in self.data or (nullable and self.data[key] is None):
+            return default
+        problem = violation(row, self.data[key])
+        if problem is not None:
+            self.fail(f"'{key}' {problem}")
+        value = self.data[key]
+        return int(value) if isinstance(value, float) and value.is_integer() else value
+
     def mapping(self, key: str, allowed: tuple[str, ...]) -> Reader:
         value = self.get(key, dict, {})
         return Reader(value, self.origin, f"{self.where}{key}: ", allowed)
@@ -46,7 +57,7 @@ class Reader:
 
 def workload_fields(top: Reader, default_max_new_tokens: int = 256) -> dict:
     """The fields every workload file has (name, description, chat, max_new_tokens, sampling's count and
-    seed, train_percent), validated, as keyword arguments of its spec class."""
+    seed, train_percent), validated (numbers against the bounds table), as keyword arguments of its spec class."""
     name = str(top.get("name", str, required=True)).strip()
     if not name:
         top.fail("'name' is empty")
@@ -55,8 +66,8 @@ def workload_fields(top: Reader, default_max_new_tokens: int = 256) -> dict:
         "name": name,
         "description": top.get("description", str, ""),
         "chat": top.get("chat", bool, True),
-        "max_new_tokens": top.int_in("max_new_tokens", default_max_new_tokens, 1),
-        "count": sampling.int_in("count", None, 1, nullable=True),
-        "seed": sampling.get("seed", int, 0),
+        "max_new_tokens": top.bounded("max_new_tokens", default_max_new_tokens, "max_new_tokens"),
+        "count": sampling.bounded("count", None, "prompts", nullable=True),
+        "seed": sampling.bounded("seed", 0, "seed"),
         "train_percent": top.int_in("train_percent", 0, 0, 100),
     }

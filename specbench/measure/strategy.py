@@ -76,7 +76,7 @@ def parse_strategy(value, where: str) -> Strategy:
     extra = set(value) - ({"name", "prepared"} if name == "nested" else {"name"})
     if extra:
         raise SpecbenchError(f"{where}: strategy {name} takes {'name and prepared' if name == 'nested' else 'no options'}, "
-                             f"not {sorted(extra)}")
+                             f"not {sorted(map(str, extra))}")
     if name == "sequential":
         return SEQUENTIAL
     prepared = value.get("prepared", 1)

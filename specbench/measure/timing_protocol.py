@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specbench.bounds import check
 from specbench.errors import SpecbenchError
 from specbench.measure.machine_state import MachineState
 
@@ -74,19 +75,13 @@ def parse_timing(value, where: str) -> TimingProtocol:
         raise SpecbenchError(f"{where}: 'timing' must be a mapping, e.g. {{order: bracket, warmup_s: 2}}")
     extra = set(value) - set(DEFAULT.to_dict())
     if extra:
-        raise SpecbenchError(f"{where}: 'timing' takes {', '.join(DEFAULT.to_dict())}, not {sorted(extra)}")
+        raise SpecbenchError(f"{where}: 'timing' takes {', '.join(DEFAULT.to_dict())}, not {sorted(map(str, extra))}")
     order = str(value.get("order", DEFAULT.order))
     if order not in ORDERS:
         raise SpecbenchError(f"{where}: timing.order must be one of {', '.join(ORDERS)}, got '{order}'")
-    try:
-        protocol = TimingProtocol(order=order, warmup_s=float(value.get("warmup_s", DEFAULT.warmup_s)),
-                                  max_other_cores=float(value.get("max_other_cores", DEFAULT.max_other_cores)),
-                                  retries=int(value.get("retries", DEFAULT.retries)))
-    except (TypeError, ValueError):
-        raise SpecbenchError(f"{where}: timing.warmup_s and max_other_cores take numbers, retries an integer") from None
-    if protocol.warmup_s < 0 or protocol.max_other_cores < 0 or protocol.retries < 0:
-        raise SpecbenchError(f"{where}: timing values must be >= 0")
-    return protocol
+    values = {key: check(f"timing.{key}", value.get(key, getattr(DEFAULT, key)), where, f"timing.{key}")
+              for key in ("warmup_s", "max_other_cores", "retries")}  # the bounds table's rows
+    return TimingProtocol(order=order, **values)
 
 
 # ----------------------------------------------------------------------------- schedule

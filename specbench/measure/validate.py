@@ -17,8 +17,6 @@ from specbench.measure.values import (  # noqa: F401
     MAX_CONFIGS,
     check_config_count,
     check_name,
-    check_sampling,
-    finite,
     strict_bool,
 )
 from specbench.measure.workloads import encode_turn

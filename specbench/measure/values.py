@@ -1,6 +1,7 @@
 """Strict values for sweep specs and flags: safe names, real booleans, finite numbers, bounded axes.
 
-Imports nothing of specbench but errors, so the spec parser can use it without a cycle.
+Numbers are checked against the one bounds table, `specbench.bounds`. Imports nothing of specbench
+but errors and the bounds table, so the spec parser can use it without a cycle.
 """
 
 from __future__ import annotations
@@ -8,10 +9,10 @@ from __future__ import annotations
 import math
 import re
 
+from specbench.bounds import GAMMA_LIMIT  # noqa: F401 - re-exported: the one γ limit
 from specbench.errors import SpecbenchError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
-GAMMA_LIMIT = 128  # the largest γ a sweep spec may ask for (analysis.options.MAX_GAMMA: the γ range predicted)
 MAX_CONFIGS = 20_000  # configurations (drafter × γ × tree × temperature): never more, even with --yes
 
 
@@ -29,24 +30,6 @@ def strict_bool(value, where: str, key: str) -> bool:
     if isinstance(value, bool):
         return value
     raise SpecbenchError(f"{where}: '{key}' must be true or false, got {value!r}")
-
-
-def finite(value: float, where: str, key: str) -> float:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isfinite(value):
-        raise SpecbenchError(f"{where}: '{key}' must be a finite number, got {value}")
-    return value
-
-
-def check_sampling(temperature: float, top_p: float, top_k: int, where: str = "run") -> None:
-    """Sampling flags of `specbench run`: finite temperature >= 0, top-p in (0, 1], top-k >= 0."""
-    finite(temperature, where, "--temperature")
-    finite(top_p, where, "--top-p")
-    if temperature < 0:
-        raise SpecbenchError(f"{where}: '--temperature' must be >= 0, got {temperature}")
-    if not 0 < top_p <= 1:
-        raise SpecbenchError(f"{where}: '--top-p' must be in (0, 1], got {top_p}")
-    if top_k < 0:
-        raise SpecbenchError(f"{where}: '--top-k' must be >= 0, got {top_k}")
 
 
 def check_config_count(counts: dict, where: str) -> None:

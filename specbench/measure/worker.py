@@ -76,8 +76,10 @@ class PieceWorker:
         self.spec.weights_sha256 = self.spec.model_hashes.get(self.spec.target)
 
     def check(self, todo: list[Unit]) -> dict:
-        """Check what can fail on bad input before anything is measured (prompt lengths); returns the models'
+        """Check what can fail on bad input before anything is measured (γ the drafters can run, prompt lengths); returns the models'
         hashes, the dtype the target runs in, the device's name and the backend's thread and CPU layout reports."""
+        if hasattr(self.backend, "check_configs"):  # e.g. γ deeper than a Medusa checkpoint's heads
+            self.backend.check_configs([u.config for u in todo if u.mode == "live"])
         check_unit_lengths(self.backend, self.spec.target, todo)
         threads, layout = (getattr(self.backend, name, None) for name in ("thread_report", "layout_report"))
         return {

@@ -26,6 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from specbench.bounds import violation
 from specbench.errors import SpecbenchError, check_keys, did_you_mean
 from specbench.measure.long_context_spec import (
     LongContextSpec,
@@ -247,6 +248,8 @@ def _parse_bool(value: str, text: str) -> bool:
 
 
 def _parse_positive(value: str, text: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise SpecbenchError(f"max_new_tokens={value} in '{text}' must be a positive integer")
+    digits = value.isascii() and value.isdigit() and len(value) <= 18
+    problem = violation("max_new_tokens", int(value)) if digits else "must be a positive integer"
+    if problem is not None:
+        raise SpecbenchError(f"max_new_tokens={value[:40]} in '{text}' {problem}")
     return int(value)

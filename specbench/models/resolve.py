@@ -29,6 +29,7 @@ from specbench.models import integrity
 from specbench.models.byte_tokenizer import byte_tokenizer
 from specbench.models.fetch import fetch_split_gguf, installed_package_file, sha256_of
 from specbench.models.moe_upcycle import upcycle
+from specbench.safe_files import writing
 
 # The one dtype table: specbench's dtype names -> torch's attribute names, which are also the names vLLM
 # takes (``--dtype``, ``LLM(dtype=...)``). "auto" (the checkpoint's own dtype) exists for vLLM only.
@@ -147,7 +148,7 @@ def _gguf_writer(gguf_path: Path):
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         model.hf_quantizer = None
-        with quiet_transformers():
+        with quiet_transformers(), writing(folder, "the model cache entry"):  # its temporary folder is removed
             model.save_pretrained(str(folder))
             tok.save_pretrained(str(folder))
 

@@ -105,29 +105,6 @@ ProgressFn = Callable[[int, int, str], None]  # (cells done, cells in all, what 
 
 # ----------------------------------------------------------------------------- the grid
 
-def parse_int_list(text: str, flag: str) -> tuple[int, ...]:
-    """'1,4,16', '1..16' or '1..4,8' → the sorted distinct integers; every one must be ≥ 1."""
-    values: set[int] = set()
-    for part in str(text).replace(" ", "").split(","):
-        if not part:
-            continue
-        try:
-            if ".." in part:
-                lo, hi = (int(v) for v in part.split("..", 1))
-                if hi < lo:
-                    raise SpecbenchError(f"{flag}: range '{part}' runs backwards")
-                values.update(range(lo, hi + 1))
-            else:
-                values.add(int(part))
-        except ValueError:
-            raise SpecbenchError(f"{flag}: '{part}' is not an integer or a range A..B") from None
-    if not values:
-        raise SpecbenchError(f"{flag}: no values given")
-    if min(values) < 1:
-        raise SpecbenchError(f"{flag}: {min(values)} is not allowed, every value must be >= 1")
-    return tuple(sorted(values))
-
-
 @dataclass(frozen=True)
 class ProfileGrid:
     """What to time: batch sizes × context lengths × verify_tokens (tokens per sequence in one verify

@@ -1,20 +1,24 @@
-"""Records of an earlier spec, set aside by ``sweep --force``; and what a results run.json must hold.
+"""Content of an earlier spec or kind, set aside by ``--force``; and what a results run.json must hold.
 
-``--force`` on a folder holding another sweep spec moves its record files into
+``sweep --force`` on a folder holding another sweep spec moves its record files into
 ``records/old-SPEC_HASH/`` (under the writer lock) instead of pooling them with the new spec's.
 Readers list ``records/*.parquet`` only, so they see the current spec's records alone, and
 `note_set_aside` tells on stderr how many records were set aside.
+
+``--force`` across kinds — ``profile`` over a sweep's folder, ``sweep`` over a profile's — moves
+the whole earlier content (run.json, records/, profile.parquet, backend.json, reports, ...) into
+``old-KIND-TAG/`` beside it (`set_aside_folder`), so that neither kind's run.json is overwritten
+by the other and nothing measured is lost.
 """
 
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from specbench.errors import SpecbenchError
+from specbench.errors import SpecbenchError, note
 
 ARCHIVE_PREFIX = "old-"
 _noted: set[str] = set()
@@ -40,6 +44,24 @@ def archive_records(records_dir: Path, files: list[Path], spec_hash: str) -> int
             n += 1
         path.rename(destination)
     return rows
+
+
+def set_aside_folder(folder: str | Path, kind: str, tag: str, keep: tuple[str, ...] = ()) -> Path | None:
+    """Move every entry of ``folder`` but ``keep`` and earlier ``old-*`` folders into
+    ``folder/old-KIND-TAG/`` (a new name when that exists); returns it, or None when nothing moved."""
+    folder = Path(folder)
+    entries = [p for p in sorted(folder.iterdir()) if p.name not in keep and not p.name.startswith(ARCHIVE_PREFIX)]
+    if not entries:
+        return None
+    name = re.sub(r"[^A-Za-z0-9]", "", str(kind))[:20] or "run"
+    base = f"{ARCHIVE_PREFIX}{name}-{re.sub(r'[^A-Za-z0-9]', '', str(tag))[:32] or 'unknown'}"
+    target, n = folder / base, 1
+    while target.exists():
+        target, n = folder / f"{base}.{n}", n + 1
+    target.mkdir()
+    for path in entries:
+        path.rename(target / path.name)
+    return target
 
 
 def count_rows(files: list[Path]) -> int:
@@ -70,8 +92,8 @@ def note_set_aside(folder: str | Path) -> None:
     _noted.add(key)
     count = set_aside(folder)
     if count:
-        print(f"specbench: note: {count} record(s) of an earlier sweep spec are set aside in "
-              f"{Path(folder) / 'records' / (ARCHIVE_PREFIX + '*')} and not counted", file=sys.stderr)
+        note(f"{count} record(s) of an earlier sweep spec are set aside in "
+             f"{Path(folder) / 'records' / (ARCHIVE_PREFIX + '*')} and not counted")
 
 
 def check_run_info(info, path: Path) -> dict:

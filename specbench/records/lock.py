@@ -1,9 +1,14 @@
 """One writer per results folder: an OS file lock, and records written whole despite Ctrl-C.
 
 `FolderLock` takes ``fcntl.flock`` on ``FOLDER/.specbench.lock`` for as long as a sweep, a
-profile or a merge writes there. The kernel drops the lock when the process ends, however it
-ends (SIGKILL included), so a stale lock cannot outlive its writer; the file itself stays and
-holds the writer's PID for the message a second writer gets ("FOLDER is in use by PID N").
+profile or a merge writes there; the file holds the writer's PID for the message a second
+writer gets ("FOLDER is in use by PID N"). The kernel drops the lock when the process ends,
+however it ends (SIGKILL included), so a stale lock cannot outlive its writer. On release —
+every exit path of the writer, success or failure — the lock file is removed (while still
+locked; a writer that locked a file just unlinked sees its inode gone and locks the new one),
+and a folder the lock itself created is removed again when the writer left it empty: a
+command that failed (a typo in the target, a tokenizer mismatch) leaves nothing behind. Only
+a killed writer leaves the (unlocked) file.
 Readers (`results show`, `fit`, `recommend`, `plot`) take no lock: every record file appears
 by an atomic rename, so they see whole records only.
 
@@ -76,6 +81,7 @@ class FolderLock:
 
     def acquire(self) -> "FolderLock":
         check_writable_folder(self.folder, self.flag)
+        created = _missing_folders(self.folder)  # deepest first: removed again if left empty
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -85,25 +91,41 @@ class FolderLock:
             _held[key][1] += 1
             self._key = key
             return self
-        path = self.folder / LOCK_FILE
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-        except OSError as exc:
-            raise SpecbenchError(f"{self.folder} is not writable ({exc.strerror or exc})") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise SpecbenchError(f"{self.folder} is in use by PID {_holder(path)} (another specbench is writing "
-                                 "there); wait for it to finish or choose another --out") from None
-        except OSError as exc:
-            os.close(fd)
-            raise SpecbenchError(f"cannot lock {path}: {exc.strerror or exc}") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        _held[key] = [fd, 1]
+            fd = self._lock(self.folder / LOCK_FILE)
+        except BaseException:
+            _remove_if_empty(created)
+            raise
+        _held[key] = [fd, 1, self.folder / LOCK_FILE, created]
         self._key = key
         return self
+
+    def _lock(self, path: Path) -> int:
+        """An open, exclusively locked descriptor of ``path`` holding our PID."""
+        for _ in range(100):
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+            except OSError as exc:
+                raise SpecbenchError(f"{self.folder} is not writable ({exc.strerror or exc})") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise SpecbenchError(f"{self.folder} is in use by PID {_holder(path)} (another specbench is "
+                                     "writing there); wait for it to finish or choose another --out") from None
+            except OSError as exc:
+                os.close(fd)
+                raise SpecbenchError(f"cannot lock {path}: {exc.strerror or exc}") from None
+            try:
+                same = os.stat(path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                os.ftruncate(fd, 0)
+                os.write(fd, f"{os.getpid()}\n".encode())
+                return fd
+            os.close(fd)  # the previous writer removed the file as we locked it: lock the new one
+        raise SpecbenchError(f"cannot lock {path}: it keeps being replaced")
 
     def release(self) -> None:
         if self._key is None or self._key not in _held:
@@ -112,7 +134,13 @@ class FolderLock:
         entry[1] -= 1
         if entry[1] == 0:
             del _held[self._key]
-            os.close(entry[0])  # closing the descriptor drops the flock
+            fd, _, path, created = entry
+            try:
+                os.unlink(path)  # still locked: no other writer can be inside
+            except OSError:
+                pass
+            os.close(fd)  # closing the descriptor drops the flock
+            _remove_if_empty(created)
         self._key = None
 
     def __enter__(self):
@@ -121,6 +149,25 @@ class FolderLock:
     def __exit__(self, *exc):
         self.release()
         return False
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and its ancestors that do not exist yet, deepest first."""
+    missing = []
+    probe = Path(folder)
+    while not probe.exists() and probe.parent != probe:
+        missing.append(probe)
+        probe = probe.parent
+    return missing
+
+
+def _remove_if_empty(folders: list[Path]) -> None:
+    """Remove folders a lock created, deepest first, while they are empty (a writer that failed)."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
 
 
 def lock_holder(folder: str | Path) -> int | None:
@@ -138,7 +185,7 @@ def lock_holder(folder: str | Path) -> int | None:
         return None
     except BlockingIOError:
         holder = _holder(path)
-        return int(holder) if holder.isdigit() else -1
+        return int(holder) if holder.isascii() and holder.isdigit() and len(holder) < 19 else -1
     finally:
         os.close(fd)
 

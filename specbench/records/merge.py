@@ -40,6 +40,7 @@ def _merge_locked(sources: list[Path], out: Path, force: bool) -> int:
     info["shards"] = sorted({tuple(s) for i in infos for s in i.get("shards", [])})
     info["created"] = min(i.get("created", "") for i in infos)
     info["updated"] = max(i.get("updated", "") for i in infos)
+    info["models"] = {k: v for i in infos if isinstance(i.get("models"), dict) for k, v in i["models"].items()}
     info["merged_from"] = sorted({str(s) for s in sources} | set((existing or {}).get("merged_from", [])))
     store.write_run_info(info)
     store.replace_records(merged)

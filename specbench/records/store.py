@@ -186,6 +186,11 @@ LATER_DEFAULTS = {"weights_sha256": None, "backend": None, "concurrency": None, 
                   "node": None, "node_device": None, "node_groups": None}
 
 SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])
+# what identifies a record and its configuration: never empty in a record specbench wrote (a file whose
+# records lack one is damaged, and is refused in one line rather than crashing a reader)
+KEY_COLUMNS = ("unit_id", "mode", "drafter", "drafter_label", "tree", "gamma", "temperature", "top_p", "top_k",
+               "workload", "prompt_id", "turn", "repeat")
+JSON_COLUMNS = ("drafter_params", "schedule_params")  # text columns holding a JSON object
 RUN_INFO = "run.json"
 RUN_INFO_MAX_BYTES = 16 * 2**20
 RECORDS = "records"
@@ -335,7 +340,9 @@ def load_records(folder: str | Path, columns: list[str] | None = None) -> pd.Dat
         try:
             for path in files:
                 try:
-                    tables.append(_with_later_columns(pq.read_table(path, columns=wanted, schema=SCHEMA), wanted))
+                    table = _with_later_columns(pq.read_table(path, columns=wanted, schema=SCHEMA), wanted)
+                    _check_keys(table, path)
+                    tables.append(table)
                 except FileNotFoundError:
                     raise
                 except (OSError, pa.ArrowException) as exc:
@@ -351,6 +358,26 @@ def load_records(folder: str | Path, columns: list[str] | None = None) -> pd.Dat
     frame = pa.concat_tables(tables).to_pandas()
     frame = frame.drop_duplicates("unit_id", keep="last").reset_index(drop=True)
     return frame if columns is None else frame[columns]
+
+
+def _check_keys(table: pa.Table, path: Path) -> None:
+    """Refuse a record file whose records lack a key column, or whose JSON columns are not JSON objects
+    (a damaged or foreign file: readers parse them)."""
+    for name in KEY_COLUMNS:
+        if name in table.column_names and table.column(name).null_count:
+            raise SpecbenchError(f"broken results file {path}: {table.column(name).null_count} record(s) have no "
+                                 f"{name}; remove the file or rerun the sweep")
+    for name in JSON_COLUMNS:
+        if name not in table.column_names:
+            continue
+        for text in table.column(name).unique().to_pylist():
+            try:
+                ok = text is None or isinstance(json.loads(text or "{}"), dict)
+            except (ValueError, RecursionError):
+                ok = False
+            if not ok:
+                raise SpecbenchError(f"broken results file {path}: {name} {str(text)[:40]!r} is not a JSON object; "
+                                     "remove the file or rerun the sweep")
 
 
 def _with_later_columns(table: pa.Table, wanted: list[str] | None) -> pa.Table:

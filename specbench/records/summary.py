@@ -147,9 +147,11 @@ def lossless_check(records: pd.DataFrame) -> pd.DataFrame:
 
     Greedy speculative decoding must reproduce target-only output token for token; sampled
     units are not comparable one by one and are left out, and so are replayed units (their
-    output is the baseline's by construction).
+    output is the baseline's by construction) and units that generated nothing (two empty outputs
+    are equal but show nothing about losslessness).
     """
-    greedy = records[(records["temperature"] == 0) & (records["mode"] == "live")]
+    greedy = records[(records["temperature"] == 0) & (records["mode"] == "live")
+                     & (pd.to_numeric(records["new_tokens"], errors="coerce").fillna(0) > 0)]
     base = greedy[is_baseline(greedy)][BASELINE_KEYS + UNIT_KEYS + ["output_sha1"]]
     paired = greedy[~is_baseline(greedy)].merge(base, on=BASELINE_KEYS + UNIT_KEYS, suffixes=("", "_base"))
     if paired.empty:

@@ -39,6 +39,7 @@ from specbench.engine.loop import SpeculativeEngine
 from specbench.errors import SpecbenchError
 from specbench.measure.workloads import encode_turn, load_workload
 from specbench.models.cache import cache_root
+from specbench.safe_files import writing
 
 GENERATION = {"decoding": "greedy", "drafter": "ngram", "n_min": 1, "n_max": 3, "gamma": 4}
 MAX_PROMPT_TOKENS = 1024
@@ -256,8 +257,9 @@ def ensure_features(target, corpus: Corpus, indices: list[int], layers: tuple[in
             value = value.float().cpu()
             stored[name] = value.half() if value.abs().max() < 6e4 else value
         tmp = path.with_suffix(".tmp")
-        save_file(stored, str(tmp))
-        tmp.replace(path)
+        with writing(path, "training features", remove=tmp):
+            save_file(stored, str(tmp))
+            tmp.replace(path)
         if on_progress is not None:
             on_progress(n + 1, len(indices))
 

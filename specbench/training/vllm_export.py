@@ -41,6 +41,7 @@ from specbench.engine.drafters import make_drafter
 from specbench.engine.drafters.speculators_format import speculative_tokens
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import load_model
+from specbench.safe_files import writing
 from specbench.training.draft_layer_config import draft_llama_config
 from specbench.training.speculators_export import export_speculators
 
@@ -159,10 +160,12 @@ def write_export(kind: str, drafter, target, out: Path, fmt: str = "vllm", verif
     """Write an already built drafter of ``target`` (a `LoadedModel`) into ``out``."""
     config, tensors, notes = exporter(kind, fmt, verifier=verifier)(drafter, target)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    save_file(_cpu(tensors), str(out / "model.safetensors"), metadata={"format": "pt"})
-    (out / "model.safetensors").chmod(0o644)  # safetensors creates the file readable by its owner only
-    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    created = not out.exists()
+    with writing(out, "exported checkpoint", remove=out if created else out / "model.safetensors"):
+        out.mkdir(parents=True, exist_ok=True)
+        save_file(_cpu(tensors), str(out / "model.safetensors"), metadata={"format": "pt"})
+        (out / "model.safetensors").chmod(0o644)  # safetensors creates the file readable by its owner only
+        (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     speculative = serving_config(kind, out, config)
     report = {"kind": kind, "format": fmt, "folder": str(out), "target": target.name, "tensors": sorted(tensors),
               "notes": notes, "speculative_config": speculative}

@@ -20,6 +20,7 @@ import torch
 
 from specbench.engine.sampling import SamplingParams
 from specbench.engine.tree import DynamicTree, StaticTree, node_depths
+from specbench.errors import SpecbenchError
 
 
 def chain_confidences(path_logq: list[float]) -> list[float]:
@@ -89,7 +90,11 @@ class Drafter(Protocol):
     Optional attribute ``confident = True``: the drafter has a probability for each token it
     proposes, and its ``propose`` takes ``keep_drafting`` (a verify-length schedule's rule,
     `specbench.engine.schedule`), reports ``Proposal.confidences`` and stops a chain early when
-    the rule says so."""
+    the rule says so.
+
+    Optional attribute ``max_gamma``: the deepest draft the drafter can make (Medusa: its head
+    count, MTP: its module count). `SpeculativeEngine` refuses a deeper γ or tree instead of
+    running a shallower draft than the configuration — and its record — says."""
 
     name: str
 
@@ -106,3 +111,14 @@ class Drafter(Protocol):
 
 def chain_proposal(tokens: torch.Tensor, probs: torch.Tensor | None = None, draft_steps: int = 0) -> Proposal:
     return Proposal(tokens=tokens, probs=probs, parents=None, draft_steps=draft_steps)
+
+
+def check_draft_depth(drafter, shape) -> None:
+    """Refuse a draft shape deeper than the drafter can draft (``max_gamma``): the record would say γ
+    while the rounds drafted fewer. One line: the drafter, its limit, and the γ asked."""
+    limit = getattr(drafter, "max_gamma", None)
+    if drafter is None or shape is None or limit is None or shape.depth <= limit:
+        return
+    raise SpecbenchError(f"drafter {getattr(drafter, 'name', 'drafter')} drafts at most {limit} tokens per round "
+                         f"(its checkpoint has {limit} heads or modules), but γ = {shape.depth} was asked: use γ ≤ "
+                         f"{limit} (records hold the γ that ran)")

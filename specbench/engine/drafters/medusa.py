@@ -91,6 +91,11 @@ class MedusaDrafter:
     def start(self, prompt: torch.Tensor, capacity: int, features: dict | None = None) -> None:
         self._last = features["final"][0, -1].clone()
 
+    @property
+    def max_gamma(self) -> int:
+        """Drafts are at most as deep as the heads (head d predicts depth d)."""
+        return len(self.vocab_heads)
+
     def depth_logits(self, hidden: torch.Tensor, depths: list[int], paths: list[list[int]]) -> torch.Tensor:
         """Logits [n, V] of the tokens at ``depths`` (1-based) after ``paths`` (root, then the drafted
         ancestors): Medusa's come from head d whatever the path."""

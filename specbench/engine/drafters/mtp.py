@@ -93,6 +93,11 @@ class MTPDrafter:
     feature_layers = ("final",)
     confident = True  # proposes with probabilities: confidence-reading schedules can cut its chain
 
+    @property
+    def max_gamma(self) -> int:
+        """Drafts are at most as deep as the modules (module k predicts depth k)."""
+        return self.net.depth
+
     def __init__(self, net: MTPNet, target_model, head: VocabHead):
         self.net = net.eval()
         self.target_model = target_model

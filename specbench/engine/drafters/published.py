@@ -37,6 +37,7 @@ from specbench.engine.drafters import registry
 from specbench.engine.drafters.checkpoint_location import SPECULATORS, is_speculators
 from specbench.engine.drafters.feature_layers import LayerShape
 from specbench.errors import SpecbenchError
+from specbench.safe_files import writing
 
 
 def read_json(path: Path) -> dict:
@@ -47,7 +48,8 @@ def read_json(path: Path) -> dict:
 
 
 def write_json(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    with writing(path, "checkpoint file", remove=path):
+        path.write_text(json.dumps(data, indent=2) + "\n")
 
 
 def read_tensors(folder: Path, names: tuple[str, ...]) -> dict[str, torch.Tensor]:
@@ -69,10 +71,11 @@ def read_tensors(folder: Path, names: tuple[str, ...]) -> dict[str, torch.Tensor
 
 def write_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
     tensors = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
-    if path.suffix == ".safetensors":
-        save_file(tensors, str(path))
-    else:
-        torch.save(tensors, str(path))
+    with writing(path, "checkpoint weights", remove=path):  # a full disk: one line, no partial file
+        if path.suffix == ".safetensors":
+            save_file(tensors, str(path))
+        else:
+            torch.save(tensors, str(path))
 
 
 def detect(folder: Path) -> str | None:
