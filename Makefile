@@ -74,7 +74,7 @@ FORMATTED := specbench/catalogue specbench/backends/registry.py specbench/engine
              specbench/measure/workload_speculator_benchmarks.py tests/test_speculators_format.py \
              tests/test_prepared_workloads.py tests/test_vllm_speculators.py tests/speculators_checkpoints.py \
              tests/speculators_reference.py \
-             specbench/measure/executor.py specbench/measure/executor_spec.py specbench/measure/pieces.py \
+             specbench/backends/kept_engines.py specbench/measure/executor.py specbench/measure/executor_spec.py specbench/measure/pieces.py \
              specbench/measure/worker.py specbench/measure/ray_executor.py scripts/bench_scale.py \
              tests/test_executor.py tests/test_ray_executor.py \
              specbench/engine/online.py specbench/training/online.py specbench/measure/online_spec.py \

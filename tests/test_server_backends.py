@@ -24,7 +24,7 @@ import yaml
 from specbench.backends import openai_server, prometheus
 from specbench.backends.base import Request
 from specbench.backends.openai_server import OpenAIServerBackend, rounds_from_steps
-from specbench.backends.server_process import group_alive
+from specbench.backends.server_process import free_port, group_alive
 from specbench.backends.vllm_server import VLLMServerBackend, speculative_config
 from specbench.errors import SpecbenchError
 from specbench.measure.spec import DrafterConfig, RunConfig
@@ -265,6 +265,35 @@ def test_launcher_command_and_clean_close(monkeypatch, tmp_path):
     backend.close()  # twice is fine
     assert not group_alive(second_group)
     assert pids["child"] is not None
+
+
+def test_launcher_keeps_servers_between_configurations(monkeypatch, tmp_path):
+    """engines_kept: 2 — a configuration measured again (a later look) finds its server running; a third one
+    stops the least recently used server other than the target-only one; close stops every kept server."""
+    fake_env(monkeypatch, tmp_path)
+    backend = fake_launcher(tmp_path, engines_kept=2)
+    try:
+        ngram2, baseline, ngram3 = chain("ngram", 2), chain(None, 0), chain("ngram", 3)
+        backend.generate(ngram2, [1, 2, 3], 4, seed=0, stop_at_eos=True)
+        first = backend.server.pgid
+        backend.generate(baseline, [1, 2, 3], 4, seed=0, stop_at_eos=True)
+        target_only = backend.server.pgid
+        assert backend.is_warm(ngram2) and backend.is_warm(baseline) and group_alive(first)
+        backend.generate(ngram2, [1, 2, 3], 4, seed=0, stop_at_eos=True)  # reused, not started again
+        assert backend.server.pgid == first and backend.engine_starts == 2
+        backend.generate(ngram3, [1, 2, 3], 4, seed=0, stop_at_eos=True)  # room: ngram2 goes, target-only stays
+        assert not group_alive(first) and group_alive(target_only) and not backend.is_warm(ngram2)
+        assert backend.engine_starts == 3 and backend.describe()["engines_kept"] == 2
+        groups = [server.pgid for server, _ in backend._servers.values()]
+    finally:
+        backend.close()
+    assert groups and not any(group_alive(g) for g in groups)
+
+
+def test_a_fixed_port_holds_one_server(tmp_path):
+    with pytest.raises(SpecbenchError, match="engines_kept must be 1 with port"):
+        VLLMServerBackend({"port": free_port(), "engines_kept": 2, "server_command": ["true"]}, target="t",
+                          device="cpu", dtype="fp32", seed=0)
 
 
 def test_launcher_stops_the_group_after_an_exception(monkeypatch, tmp_path):

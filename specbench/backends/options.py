@@ -232,6 +232,11 @@ BACKEND_OPTIONS: dict[str, dict[str, Option]] = {
         "warmup": _WARMUP,
         "tokenizer": _TOKENIZER,
         "stop_grace_s": Option(number("stop_grace_s"), "SIGTERM to SIGKILL when stopping a server (default 15)"),
+        "engines_kept": Option(
+            number("engines_kept"),
+            "servers kept running between configurations (default 1): a later look of an adaptive sweep reuses "
+            "a kept server instead of starting it again; each holds its own memory (not with a fixed port)",
+        ),
     },
 }
 

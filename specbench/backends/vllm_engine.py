@@ -35,6 +35,7 @@ from specbench.backends.base import (
     TimingScope,
     cpu_engine_cores,
 )
+from specbench.backends.kept_engines import make_room
 from specbench.catalogue import drafters as catalogue
 from specbench.engine.device import cpu_name
 from specbench.backends.vllm_config import (
@@ -203,10 +204,7 @@ class VLLMBackend(ServingBackend):
 
     def _make_room(self) -> None:
         """Stop engines until one more fits: least recently used first, the target-only engine last."""
-        baseline = json.dumps(None)
-        while self._workers and len(self._workers) >= self.engines_kept:
-            victims = [k for k in self._workers if k != baseline] or list(self._workers)
-            self._stop(victims[0])
+        make_room(self._workers, self.engines_kept, self._stop)
 
     def _stop(self, key: str) -> None:
         worker = self._workers.pop(key, None)

@@ -25,6 +25,7 @@ cache, ``VLLM_CPU_KVCACHE_SPACE``; default 2), ``extra_args`` (list), ``env`` (d
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 import sys
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from specbench.backends import vllm_config
 from specbench.backends.base import (
     GenerationResult, Request, RoundCallback, StatusCallback, TimingScope, cpu_engine_cores,
 )
+from specbench.backends.kept_engines import make_room
 from specbench.backends.openai_server import OpenAIClient, OpenAIServerBackend, load_tokenizer, resolve_model_location
 from specbench.backends.options import check_backend_options
 from specbench.backends.server_process import INTERRUPT_GRACE_S, STOP_GRACE_S, ServerProcess, check_port_free, free_port
@@ -67,8 +69,14 @@ class VLLMServerBackend(OpenAIServerBackend):
             raise SpecbenchError(f"backend {self.name}: dtype '{dtype}' has no vLLM name (known: {', '.join(DTYPES)})")
         if options.get("port") is not None:
             check_port_free(int(options["port"]))
-        self.server: ServerProcess | None = None
+        self.engines_kept = int(options.get("engines_kept", 1))
+        if options.get("port") is not None and self.engines_kept > 1:
+            raise SpecbenchError(f"backend {self.name}: a fixed port holds one server: engines_kept must be 1 "
+                                 f"with port (got {self.engines_kept}); leave port out to keep several")
+        self.server: ServerProcess | None = None  # the server of the configuration measured now
         self._server_key: str | None = None
+        self._servers: OrderedDict[str, tuple[ServerProcess, OpenAIClient]] = OrderedDict()  # kept, LRU first
+        self.engine_starts = 0
         self.model_location: str | None = None
         self.launched: list[dict] = []
 
@@ -95,6 +103,7 @@ class VLLMServerBackend(OpenAIServerBackend):
     def describe(self) -> dict:
         info = super().describe()
         info["launched"] = list(self.launched)
+        info["engine_starts"], info["engines_kept"] = self.engine_starts, self.engines_kept
         return info
 
     run_info = describe
@@ -119,13 +128,19 @@ class VLLMServerBackend(OpenAIServerBackend):
             env.setdefault("VLLM_CPU_KVCACHE_SPACE", str(self.server_options.get("kv_cache_gib", 2)))
         return env
 
+    def is_warm(self, config) -> bool:
+        """Whether ``config``'s server is running now (no start needed)."""
+        return json.dumps(speculative_config(config), sort_keys=True) in self._servers
+
     def _ensure_server(self, config) -> OpenAIClient:
         spec = speculative_config(config)
         key = json.dumps(spec, sort_keys=True)
-        if self.server is not None and key == self._server_key:
+        if key in self._servers:
+            self._servers.move_to_end(key)
+            (self.server, self.client), self._server_key = self._servers[key], key
             self.server.check_alive()
             return self.client
-        self._stop_server()
+        make_room(self._servers, self.engines_kept, self._stop_one)  # `specbench.backends.kept_engines`
         port = int(self.server_options["port"]) if self.server_options.get("port") is not None else free_port()
         if self.server_options.get("port") is not None:
             check_port_free(port)
@@ -135,11 +150,13 @@ class VLLMServerBackend(OpenAIServerBackend):
                                     grace=float(self.server_options.get("stop_grace_s", STOP_GRACE_S)))
         self.server.start()
         self._server_key = key
+        self.engine_starts += 1
         self.server.wait_healthy(float(self.server_options.get("startup_timeout_s", 900)), status=self._status)
         server = self.server
         self.client = OpenAIClient(server.url, api_key=None, timeout=self.timeout,
                                    alive=lambda: self._died(server))
         self.client.model = self.client.served_model()
+        self._servers[key] = (server, self.client)
         self._warm.discard(self.client.url)
         self.launched.append({"config": getattr(config, "label", ""), "speculative_config": spec,
                               "port": port, "log": str(self.server.log_path)})
@@ -148,15 +165,28 @@ class VLLMServerBackend(OpenAIServerBackend):
             self.target_only_urls.add(self.client.url)
         return self.client
 
+    def _stop_one(self, key: str, grace: float | None = None) -> None:
+        server, _ = self._servers.pop(key, (None, None))
+        if server is not None:
+            server.stop(grace)
+        if key == self._server_key:
+            self.server, self._server_key = None, None
+
     def _stop_server(self, grace: float | None = None) -> None:
-        if self.server is not None:
-            self.server.stop(grace)
+        """Stop every server this backend launched (the kept ones too)."""
+        if self.server is not None and self._server_key not in self._servers:
+            self.server.stop(grace)  # started, but never became healthy
+        for key in list(self._servers):
+            self._stop_one(key, grace)
         self.server, self._server_key = None, None
 
     def timing_scope(self) -> TimingScope:
         """The launched server's session is the sweep's own CPU; on a CPU vLLM computes on every core."""
         cores = cpu_engine_cores() if self.device == "cpu" else 1
-        sessions = (self.server.pgid,) if self.server is not None and self.server.pgid else ()
+        servers = [server for server, _ in self._servers.values()]
+        if self.server is not None and self.server not in servers:
+            servers.append(self.server)
+        sessions = tuple(server.pgid for server in servers if server.pgid)  # kept servers are the sweep's too
         return TimingScope(sessions, cores, "machine state of this machine, the vLLM server launched here counted as "
                                             "the sweep's own")
 

@@ -72,7 +72,7 @@ def engine_starts(spec: SweepSpec, looks: int = 1) -> int:
     if spec.backend not in ENGINE_START_S:
         return 0
     configs = len(spec.configs)
-    kept = int(spec.backend_options.get("engines_kept", 1)) if spec.backend == "vllm" else 1
+    kept = int(spec.backend_options.get("engines_kept", 1)) if spec.backend in ("vllm", "vllm-server") else 1
     later = configs if kept == 1 else max(configs - kept, 0)  # the kept ones (target-only first) need none
     return configs + (looks - 1) * later
 
