@@ -299,7 +299,7 @@ def test_dry_run_counts_replayed_units(tmp_path, prompts_file):
     ({}, ["--mode", "replya"], ["unknown mode 'replya'", "replay"]),
     ({"calibration": {"gammas": [3]}}, ["--mode", "replay"], ["calibration γ [3]", "[1, 2, 4]"]),
     ({"calibration": {"gamas": [1]}}, ["--mode", "replay"], ["calibration", "gammas and prompts"]),
-    ({"calibration": {"prompts": 0}}, ["--mode", "replay"], ["calibration.prompts", ">= 1"]),
+    ({"calibration": {"prompts": 0}}, ["--mode", "replay"], ["calibration.prompts", "an integer from 1"]),
     ({"mode": "both", "calibration": [1]}, [], ["'calibration' must be a mapping"]),
     ({"trees": ["chain", "2x1"]}, ["--mode", "both"], ["replays chains only", "2x1"]),
 ])

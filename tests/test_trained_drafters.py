@@ -53,8 +53,8 @@ def greedy_baseline(smollm2, smollm2_prompt_ids):
 def test_shipped_drafters_are_greedy_lossless_chain_and_tree(smollm2, smollm2_prompt_ids, greedy_baseline, kind):
     drafter = make_drafter(kind, smollm2)  # the checkpoint shipped for smollm2-135m
     accepted = drafted = 0
-    for tree in ("chain", TREES[kind]):
-        engine = SpeculativeEngine(smollm2, drafter, gamma=3, tree=tree)
+    for tree in ("chain", TREES[kind]):  # γ within the drafter's heads or modules (deeper is refused: below)
+        engine = SpeculativeEngine(smollm2, drafter, gamma=min(3, getattr(drafter, "max_gamma", None) or 3), tree=tree)
         for ids, base in zip(smollm2_prompt_ids[:2], greedy_baseline):
             result = engine.generate(ids, NEW_TOKENS, stop_at_eos=False)
             assert result.tokens == base, (kind, tree)
@@ -155,19 +155,24 @@ def test_drafting_computes_what_training_computes(tiny, kind):
         assert torch.allclose(drafted, seen[step][root], atol=1e-4), (kind, step)
 
 
-def test_depth_is_capped_by_heads_and_modules(tiny):
+def test_depth_beyond_heads_and_modules_is_refused_and_up_to_them_runs(tiny):
+    """A γ deeper than the checkpoint's heads (Medusa) or modules (MTP) would record γ while the rounds drafted
+    fewer: refused in one line naming the limit; γ at the limit drafts that deep."""
     medusa = make_drafter("medusa", tiny, {"checkpoint": "random"})
     mtp = make_drafter("mtp", tiny, {"checkpoint": "random"})
     ids = tiny.tokenizer("Speculative decoding keeps the output distribution.")["input_ids"]
     for drafter, cap in ((medusa, medusa.heads.num_heads), (mtp, mtp.net.depth)):
-        result = SpeculativeEngine(tiny, drafter, gamma=cap + 3).generate(ids, 20, stop_at_eos=False)
+        with pytest.raises(SpecbenchError, match=f"drafts at most {cap} tokens per round"):
+            SpeculativeEngine(tiny, drafter, gamma=cap + 3).generate(ids, 20, stop_at_eos=False)
+        result = SpeculativeEngine(tiny, drafter, gamma=cap).generate(ids, 20, stop_at_eos=False)
         assert max(result.rounds.depth) == cap
 
 
 # ------------------------------------------------------------------------------ checkpoints
 
 def _proposals(target, drafter, ids, rounds: int = 3) -> list[list[int]]:
-    engine = SpeculativeEngine(target, drafter, gamma=3, tree="2x2x1")
+    depth = min(3, getattr(drafter, "max_gamma", None) or 3)  # within the checkpoint's heads or modules
+    engine = SpeculativeEngine(target, drafter, gamma=depth, tree="x".join(["2"] * (depth - 1) + ["1"]))
     result = engine.generate(ids, 4 * rounds, stop_at_eos=False)
     return [result.rounds.drafted, result.rounds.accepted, result.tokens]
 
@@ -362,10 +367,10 @@ def test_train_drafter_cli_end_to_end(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("args,needle", [
     (["--type", "eagel"], "unknown drafter type 'eagel'"),
-    (["--type", "eagle", "--tokens", "0"], "--tokens must be at least 2"),
+    (["--type", "eagle", "--tokens", "0"], "'--tokens': must be an integer from 2"),
     (["--type", "eagle", "--prompts", "mt-bench"], "evaluation-only"),
     (["--type", "eagle", "--prompts", "nope"], "unknown workload"),
-    (["--type", "mtp", "--modules", "0"], "--modules must be at least 1"),
+    (["--type", "mtp", "--modules", "0"], "'--modules': must be an integer from 1"),
 ])
 def test_train_drafter_bad_input_is_one_line_exit_2(tmp_path, monkeypatch, args, needle):
     from typer.testing import CliRunner

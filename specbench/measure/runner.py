@@ -292,7 +292,12 @@ class SweepRunner:
         return writer.written
 
     def _run_info(self) -> dict:
-        report = self._report
+        report = dict(self._report)
+        if self.backend is not None:  # in process: the thread counts the units ran with so far, not at the start
+            for key, name in (("threads", "thread_report"), ("cpu_layout", "layout_report")):
+                current = getattr(self.backend, name, None)
+                if current is not None:
+                    report[key] = current()
         device = report.get("device_info") if self.spec.executor.is_ray else None
         return run_info(
             self.spec,
