@@ -31,13 +31,12 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from specbench.backends.registry import make_backend
 from specbench.engine.device import device_info
 from specbench.errors import SpecbenchError
 from specbench.measure.executor import BUG, DIED, INPUT, Outcome, dispatch
 from specbench.measure.pieces import GROUP, REPLAY, Piece
 from specbench.measure.units import UnitOutput
-from specbench.measure.worker import PieceWorker, SilentObserver, live_drafters
+from specbench.measure.worker import PieceWorker, SilentObserver, live_drafters, sweep_backend
 
 INSTALL_HINT = "pip install 'specbench[ray]' (or make install-ray)"
 LOCAL_START_ATTEMPTS = 3  # Ray gives a new local node 30 s to register; a busy machine can need more
@@ -159,15 +158,7 @@ class WorkerActor:
     def _worker(self) -> PieceWorker:
         if self.worker is None:
             spec = self.spec
-            backend = make_backend(
-                spec.backend,
-                spec.run_options,
-                target=spec.target,
-                device=spec.device,
-                dtype=spec.dtype,
-                seed=spec.seed,
-                max_concurrency=max(spec.concurrency),
-            )
+            backend = sweep_backend(spec)
             worker = PieceWorker(spec, backend, SilentObserver())
             worker.start(self.drafters)
             self.worker = worker

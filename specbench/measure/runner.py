@@ -23,7 +23,6 @@ from typing import Protocol
 from specbench.backends.base import Backend
 from specbench.engine.device import device_info
 from specbench.measure.environment import git_commit, now_utc, package_versions
-from specbench.backends.registry import make_backend
 from specbench.catalogue.drafters import TARGET_ONLY
 from specbench.errors import SpecbenchError
 from specbench.measure.adaptive import AdaptiveSweep, pool_units
@@ -36,7 +35,7 @@ from specbench.measure.replay_units import cost_key, replay_inputs, write_summar
 from specbench.measure.spec import SweepSpec
 from specbench.measure.units import Unit, expand_units, in_shard, load_workloads
 from specbench.measure.validate import check_device, check_grid_size
-from specbench.measure.worker import PieceWorker, SilentObserver  # noqa: F401 (SilentObserver: re-export)
+from specbench.measure.worker import PieceWorker, SilentObserver, sweep_backend  # noqa: F401 (SilentObserver: re-export)
 from specbench.records.archive import set_aside_folder
 from specbench.records.lock import LOCK_FILE, FolderLock, check_writable_folder, lock_holder
 from specbench.records.store import SCHEMA_VERSION, ResultsStore, load_records
@@ -63,8 +62,10 @@ def check_folder(store: ResultsStore, spec: SweepSpec, force: bool) -> dict | No
     if other_kind(info):
         if force:  # set aside by `SweepRunner` once the models load, like another spec's records
             return info
-        raise SpecbenchError(f"{store.folder} holds a {info.get('kind')}, not sweep results; use another --out "
-                             "(or --force: its content is moved to old-KIND-TAG/ in the folder)")
+        raise SpecbenchError(
+            f"{store.folder} holds a {info.get('kind')}, not sweep results; use another --out "
+            "(or --force: its content is moved to old-KIND-TAG/ in the folder)"
+        )
     if info is not None and not isinstance(info.get("spec_hash"), str) and not force:
         raise SpecbenchError(
             f"{store.folder}/run.json has no spec hash (not written by a sweep); use another --out or --force"
@@ -165,15 +166,7 @@ class SweepRunner:
         if spec.executor.is_ray:
             self.executor = RayExecutor(spec, self.observer)
         else:
-            self.backend = make_backend(
-                spec.backend,
-                spec.run_options,
-                target=spec.target,
-                device=spec.device,
-                dtype=spec.dtype,
-                seed=spec.seed,
-                max_concurrency=max(spec.concurrency),
-            )
+            self.backend = sweep_backend(spec)
             self.executor = InProcessExecutor(PieceWorker(spec, self.backend, self.observer))
         self._answers: dict[tuple, list[list[int]]] = {}  # conversation -> the baseline's turn-1 answer (token ids)
         self._catch_up: set[str] = set()  # finished online units that run again on a resume (measure.online_resume)
@@ -257,8 +250,12 @@ class SweepRunner:
         """--force: another spec's records to records/old-SPECHASH/; another kind's content (a cost
         profile) to old-KIND-TAG/ — never overwritten, never pooled with this spec's."""
         if other_kind(self.previous):
-            moved = set_aside_folder(self.store.folder, str(self.previous.get("kind")),
-                                     str(self.previous.get("created") or "earlier"), keep=(LOCK_FILE,))
+            moved = set_aside_folder(
+                self.store.folder,
+                str(self.previous.get("kind")),
+                str(self.previous.get("created") or "earlier"),
+                keep=(LOCK_FILE,),
+            )
             self.observer.status(f"--force: the earlier {self.previous.get('kind')} is set aside in {moved}")
             self.previous = None
             return

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Iterator
 
+from specbench.backends.registry import make_backend
 from specbench.errors import SpecbenchError
 from specbench.measure.groups import group_outputs
 from specbench.measure.machine_state import MachineProbe
@@ -48,6 +49,19 @@ class SilentObserver:
 
     def look_started(self, units, budget_left_s):
         pass
+
+
+def sweep_backend(spec):
+    """The backend a worker measures ``spec`` with (one per process: the driver's in-process worker, each Ray actor)."""
+    return make_backend(
+        spec.backend,
+        spec.run_options,
+        target=spec.target,
+        device=spec.device,
+        dtype=spec.dtype,
+        seed=spec.seed,
+        max_concurrency=max(spec.concurrency),
+    )
 
 
 def live_drafters(todo: list[Unit]) -> list:
