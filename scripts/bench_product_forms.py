@@ -3,11 +3,14 @@
 For every distinct linear shape of a model (from its config; the model is loaded for it and dropped: attention q/o, k/v, MLP gate/up, down),
 it allocates as many random copies as the model has layers (so the weights stream from memory, as in
 a real forward, instead of sitting in cache) and times one pass over them for N = 1, 2, 5, 16, 64,
-512 rows of x, in the three forms `specbench.engine.weight_layout` chooses between:
+512 rows of x, in the forms `specbench.engine.weight_layout` chooses between:
 
   * ``x·Wᵀ row-major``    — ``F.linear`` on W as torch stores it (an NT GEMM, a GEMV at N = 1);
   * ``x·Wᵀ column-major`` — ``F.linear`` on W stored column-major (an NN GEMM; the previous layout);
-  * ``weight-first``      — (W · xᵀ)ᵀ on the row-major W.
+  * ``weight-first``      — (W · xᵀ)ᵀ on the row-major W;
+  * ``oneDNN packed``     — oneDNN's product from W re-ordered into its blocked format (where torch has oneDNN).
+
+The LM head (vocabulary × hidden, one copy) is timed the same way.
 
     python scripts/bench_product_forms.py                       # Qwen2.5-Coder-1.5B's shapes, 28 layers
     python scripts/bench_product_forms.py --model smollm2-135m
@@ -22,6 +25,7 @@ import time
 import torch
 import torch.nn.functional as F
 
+from specbench.engine.weight_layout import linear, onednn_packing, pack_for_onednn, to_column_major
 from specbench.models.resolve import load_model
 
 ROWS = (1, 2, 5, 16, 64, 512)
@@ -57,25 +61,32 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     config = load_model(args.model).model.config  # the weights are dropped at once: only the shapes matter
     layers = config.num_hidden_layers
-    forms = {"x·Wᵀ row-major": lambda x, w: F.linear(x, w),
-             "weight-first": lambda x, w: torch.mm(w, x.t()).t().contiguous()}
-    print(f"{args.model}: {layers} copies of each shape, {torch.get_num_threads()} thread(s); ms per pass "
-          "(x·Wᵀ row-major / x·Wᵀ column-major / weight-first), fastest in bold")
+    # form name -> (how its weights are stored from a row-major W, the product)
+    forms = {"x·Wᵀ row-major": (lambda w: w, lambda x, w: F.linear(x, w)),
+             "x·Wᵀ column-major": (to_column_major, lambda x, w: F.linear(x, w)),
+             "weight-first": (lambda w: w, lambda x, w: torch.mm(w, x.t()).t().contiguous())}
+    if onednn_packing():
+        forms["oneDNN packed"] = (pack_for_onednn, lambda x, w: linear(x, None, packed=w))
+    print(f"{args.model}: {layers} copies of each layer shape, {torch.get_num_threads()} thread(s); ms per pass "
+          f"({' / '.join(forms)}), fastest in bold")
     print("| shape | MB | " + " | ".join(f"N={n}" for n in ROWS) + " |")
     print("|---|---:|" + "---|" * len(ROWS))
-    for name, (out, inp) in shapes_of(config).items():
-        rows = [torch.randn(out, inp) for _ in range(layers)]
-        columns = [w.t().contiguous().t() for w in rows]
+    shapes = {**{name: (shape, layers) for name, shape in shapes_of(config).items()},
+              "LM head": ((config.vocab_size, config.hidden_size), 1)}
+    for name, ((out, inp), copies) in shapes.items():
+        plain = [torch.randn(out, inp) for _ in range(copies)]
         cells = []
         for n in ROWS:
             x = torch.randn(n, inp)
-            times = [pass_ms(rows, forms["x·Wᵀ row-major"], x, args.repeats),
-                     pass_ms(columns, forms["x·Wᵀ row-major"], x, args.repeats),
-                     pass_ms(rows, forms["weight-first"], x, args.repeats)]
+            times = []
+            for store, product in forms.values():
+                weights = [store(w) for w in plain]
+                times.append(pass_ms(weights, product, x, args.repeats))
+                del weights
             best = min(times)
             cells.append(" / ".join(f"**{t:.1f}**" if t == best else f"{t:.1f}" for t in times))
-        print(f"| {name} {out}×{inp} | {layers * out * inp * 4 / 1e6:.0f} | " + " | ".join(cells) + " |", flush=True)
-        del rows, columns
+        print(f"| {name} {out}×{inp} | {copies * out * inp * 4 / 1e6:.0f} | " + " | ".join(cells) + " |", flush=True)
+        del plain
 
 
 if __name__ == "__main__":

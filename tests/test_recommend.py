@@ -325,3 +325,22 @@ def test_to_json_is_strict(results_folder):
     text = to_json(recommend(load_results(results_folder), n_boot=20))
     json.loads(text, parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
     assert np.isfinite(json.loads(text)[0]["baseline_tokens_per_s"])
+
+
+def test_best_option_by_path_stars_the_configuration_the_verdict_names(results_folder):
+    """The per-path table shows unadjusted picks; the ★ there marks only the configuration `recommended` names
+    (so a path whose best is another γ is visibly not the verdict)."""
+    from specbench.cli import app
+
+    recommended = json.loads(_invoke("recommend", results_folder, "--json", "--bootstrap", "50").stdout)[0]["recommended"]
+    text = CliRunner().invoke(app, ["recommend", str(results_folder), "--bootstrap", "50"], env={"COLUMNS": "250"}).stdout
+    table = text[text.index("Best option by path"):text.index("Measured configurations")]
+    rows = [line for line in table.splitlines() if line.startswith("│ measured") or line.startswith("│ model")]
+    assert len(rows) == 2, table
+    starred = [row for row in rows if "★" in row]
+    if recommended is None:
+        assert not starred, table
+    else:
+        wanted = f"{recommended['drafter_label']} γ={recommended['gamma']} ★"
+        assert starred and all(wanted in row for row in starred), table
+        assert all(wanted not in row for row in rows if row not in starred)

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import torch
 
-from specbench.engine.weight_layout import (apply_cpu_layout, is_column_major, linear, prefer_column_major,
-                                            single_row_weight)
+import pytest
+
+from specbench.engine.weight_layout import (apply_cpu_layout, is_column_major, linear, onednn_packing, packed_weight,
+                                            prefer_column_major, single_row_weight)
+
+needs_onednn = pytest.mark.skipif(not onednn_packing(), reason="this torch has no oneDNN")
 
 
 def _row_major_copy(model):
@@ -95,6 +99,8 @@ def test_every_candidate_layout_stores_what_it_names_and_keeps_the_values():
         expected = reference(ids).logits
     head = model.get_output_embeddings()
     for layout in LAYOUTS.values():
+        if layout.packed and not onednn_packing():
+            continue
         apply_layout(model, layout)
         linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
         for m in linears:
@@ -102,6 +108,7 @@ def test_every_candidate_layout_stores_what_it_names_and_keeps_the_values():
             assert is_column_major(m.weight) if column else m.weight.is_contiguous(), (layout.name, m)
             wants_copy = layout.single_row_copies and m is not head and m.in_features < m.out_features
             assert (single_row_weight(m) is not None) == wants_copy, (layout.name, m)
+            assert (packed_weight(m) is not None) == layout.packed, (layout.name, m)
         assert head.weight is model.get_input_embeddings().weight
         for a, b in zip(model.parameters(), reference.parameters()):
             assert torch.equal(a, b)
@@ -128,3 +135,55 @@ def test_two_row_products_equal_the_multi_row_kernel_rows():
                 many = linear(rows, weight, b, weight_first=False)
                 assert torch.equal(torch.cat([linear(rows[:, i:i + 1], weight, b, two_row=True) for i in range(6)], 1),
                                    many)
+
+
+@needs_onednn
+def test_packed_products_match_f_linear_for_every_row_count():
+    """`linear` from a oneDNN-packed weight computes x Wᵀ + b for 1..64 rows (and 512: a prefill), as one row,
+    as two rows (``two_row``) and from a 3-D row view, in float32 and bfloat16."""
+    from specbench.engine.weight_layout import pack_for_onednn
+
+    torch.manual_seed(0)
+    for dtype, tolerance in ((torch.float32, 1e-4), (torch.bfloat16, 3e-2)):
+        weight, bias = (torch.randn(96, 40) * 0.2).to(dtype), torch.randn(96).to(dtype)
+        packed = pack_for_onednn(weight)
+        for rows in (1, 2, 5, 8, 64, 512):
+            x = torch.randn(1, rows + 3, 40).to(dtype)[:, 3:]  # a view into a longer tensor
+            for b in (bias, None):
+                expected = torch.nn.functional.linear(x.float(), weight.float(), None if b is None else b.float())
+                for two_row in (False, True):
+                    got = linear(x, weight, b, packed=packed, two_row=two_row)
+                    assert got.shape == (1, rows, 96) and got.dtype == dtype and got.is_contiguous()
+                    torch.testing.assert_close(got.float(), expected, rtol=tolerance, atol=tolerance)
+
+
+@needs_onednn
+def test_packed_copy_follows_the_weight_and_leaves_with_the_layout():
+    """A packed copy made by `apply_layout` is used while the weight is unchanged, dropped when it is changed in
+    place, re-made by the next `apply_layout`, and removed by a layout without packing; the decoder's outputs in
+    the packed layout equal the row-major ones up to rounding."""
+    from specbench.engine.decoder import NativeDecoder
+    from specbench.engine.weight_layout import LAYOUTS, apply_layout
+    from specbench.models.resolve import load_model
+
+    model = load_model("tiny-random-llama").model
+    decoder = NativeDecoder(model)
+    ids = torch.randint(0, model.config.vocab_size, (1, 9))
+    decoder.use_layout(LAYOUTS["row-major weight-first"])
+    decoder.reset(1, 16)
+    expected = decoder.forward(ids).logits  # [1, 9, V]
+    decoder.use_layout(LAYOUTS["onednn-packed"])
+    up = model.model.layers[0].mlp.up_proj
+    assert packed_weight(up) is not None and packed_weight(model.lm_head) is not None
+    assert model.lm_head.weight is model.get_input_embeddings().weight  # the tied table itself is untouched
+    decoder.reset(1, 16)
+    torch.testing.assert_close(decoder.forward(ids[:, :5]).logits, expected[:, :5], rtol=1e-4, atol=1e-5)
+    for i in range(5, 9):  # single-token steps after a prefill
+        torch.testing.assert_close(decoder.forward(ids[:, i:i + 1]).logits, expected[:, i:i + 1], rtol=1e-4, atol=1e-5)
+    with torch.no_grad():
+        up.weight.mul_(2.0)
+    assert packed_weight(up) is None  # stale: the plain weight is read instead
+    apply_layout(model, LAYOUTS["onednn-packed"])
+    assert packed_weight(up) is not None
+    apply_layout(model, LAYOUTS["mixed"])
+    assert not hasattr(up, "packed_weight") and not hasattr(model.lm_head, "packed_weight")

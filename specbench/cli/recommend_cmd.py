@@ -79,16 +79,22 @@ def _print_recommendation(rec, console) -> None:
 
 def _print_batch_one(rec, console) -> None:
     """The sweep's own costs: picks by path, measured configurations, the model curve, the predictions."""
-    picks = Table(title="Best option by path", caption="γ interval: argmax γ of the chosen drafter over bootstrap "
+    picks = Table(title="Best option by path", caption="speedup: unadjusted 95% interval of that path's best; the "
+                                                       "verdict (★) rests on intervals adjusted for the looks and for "
+                                                       "picking among the configurations, so it can name another γ; "
+                                                       "γ interval: argmax γ of the chosen drafter over bootstrap "
                                                        "replicates; wins: share of replicates its drafter is best")
     for c in ("path", "choice", "speedup [95% CI]", "γ interval", "wins", "reason"):
         picks.add_column(c, overflow="fold")
+    final = rec.final
     for pick in (rec.measured, rec.model):
         option = pick.choice or pick.best
         if option is None:
             text_row(picks, pick.source, "-", "-", "-", "-", pick.reason)
             continue
         name = option.describe() if pick.choice is not None else f"none (best: {option.describe()})"
+        if final is not None and (option.group, option.gamma) == (final.group, final.gamma):
+            name += " ★"
         text_row(picks, pick.source, name, _interval(option), f"[{pick.gamma_lo}, {pick.gamma_hi}]",
                  "-" if pick.win_share is None else f"{pick.win_share:.0%}", pick.reason)
     console.print(picks)

@@ -57,8 +57,8 @@ def run(
     dtype: str = typer.Option("fp32", "--dtype", help="fp32, bf16, fp16, or auto: the fastest lossless dtype and "
                               "weight layout measured on this CPU (cached per machine and model)."),
     layout: str = typer.Option(None, "--layout", help="CPU weight layout: auto (measured on this CPU) or one of "
-                               "mixed, row-major weight-first, column-major, row-major, row-major two-row "
-                               "(default: the dtype's default)."),
+                               "mixed, row-major weight-first, column-major, row-major, row-major two-row, "
+                               "onednn-packed, onednn-packed two-row (default: the dtype's default)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON (text + metrics) instead of tables."),
 ):
     """Generate from one prompt with speculative decoding and show tokens/s, α, τ and the time split."""

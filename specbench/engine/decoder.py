@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from specbench.engine.kv_cache import StaticKVCache
 from specbench.engine.weight_layout import (REDUCED_PRECISION, CpuLayout, apply_layout, default_layout, linear,
-                                            single_row_weight)
+                                            packed_weight, single_row_weight)
 from specbench.errors import SpecbenchError
 from specbench_kernels._triton import interpreter_enabled, triton_available
 from specbench_kernels.tree_attention import tree_attention
@@ -187,7 +187,8 @@ class NativeDecoder:
         torch's 16-bit CPU product costs one weight pass per row, the float32 GEMM costs about one for all
         rows, and the copy one more."""
         if not wide:
-            return linear(x, module.weight, module.bias, single_row_weight(module), **self._forms)
+            return linear(x, module.weight, module.bias, single_row_weight(module), packed=packed_weight(module),
+                          **self._forms)
         bias = None if module.bias is None else module.bias.float()
         return F.linear(x.float(), module.weight.float(), bias).to(x.dtype)
 

@@ -59,7 +59,7 @@ from specbench.engine.weight_layout import (
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models.cache import cache_root
 
-PROBE_VERSION = 1  # part of the cache key: a change to what the probe measures re-measures every machine
+PROBE_VERSION = 2  # part of the cache key: a change to what the probe measures re-measures every machine
 PROBE_CONTEXT = 64  # cached tokens the probed steps attend over (and the probed prefill's length)
 PROBE_REPEATS = 3
 PROBE_BUDGET_S = 10.0  # timed rounds stop after this (one round at least)

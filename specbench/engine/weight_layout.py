@@ -48,6 +48,20 @@ One more trap on that CPU: a single row handed to ``F.linear`` as a 3-D view of 
 verify row for the lazy LM head, the last position of a prefill) took a path ~25× slower in bfloat16
 (SmolLM2's LM head: 126 ms against 5 ms), so `linear` always computes on a flat [N, in] input.
 
+oneDNN's packed products (measured on the AVX-512 EPYC, docs/benchmarks.md "Engine speed, fifth step"). Both
+forms above still call a general GEMM (MKL for float32) that is tuned for many rows: on that CPU a five-row
+float32 product from a plain weight cost 2.5–3.5× a one-row one (SmolLM2's 1536 × 576 up projection: 0.08 ms
+at N = 1, 0.27 ms at N = 5; its 49152 × 576 LM head 11 ms and 22 ms), so a verify step over 5 tokens cost 1.3–1.4×
+a decode step. oneDNN's inner-product primitive, fed a weight re-ordered once into its own blocked format
+(``torch.ops.mkldnn._reorder_linear_weight``; torch's inductor does the same when it freezes a graph), streams
+the weight once for every row count we run and uses the CPU's widest vectors: the same up projection 0.07 ms at
+N = 1 and N = 5, the LM head 5.3 and 5.8 ms, and 2.5× faster than MKL at N = 64 (a prefill chunk). The `packed`
+layouts keep that copy beside each weight (`packed_weight`; the weights' memory doubles, the plain tensor
+stays for every module that reads it: the embedding lookup of a tied head, transformers' forward, drafters)
+and run every product through ``torch.ops.mkldnn._linear_pointwise``. Its rows are not always bit-identical
+across row counts (a 576 × 1536 product at N = 1 against N = 8 in float32), so 16-bit packed layouts face the
+probe's exact-rows check like every other.
+
 `CpuLayout` names one way of storing and computing the weights; `LAYOUTS` lists the candidates the
 probe may choose, `default_layout` is what a decoder uses when nobody measured.
 
@@ -63,9 +77,11 @@ import torch
 import torch.nn.functional as F
 
 from specbench.engine.cpu_info import onednn_16bit
+from specbench.errors import SpecbenchError
 
 REDUCED_PRECISION = (torch.bfloat16, torch.float16)
 SINGLE_ROW_ATTR = "single_row_weight"  # (weight data_ptr, weight version, column-major copy)
+PACKED_ATTR = "packed_weight"  # (weight data_ptr, weight version, oneDNN blocked copy)
 # above this many rows (a prefill) x · Wᵀ is as fast as any form and weight-first 15–35 % slower (N = 512)
 WEIGHT_FIRST_MAX_ROWS = 64
 DTYPE_NAMES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16"}
@@ -83,6 +99,8 @@ class CpuLayout:
     lazy_head: chain verification computes the LM head one row at a time, only for the rows whose
         acceptance is decided (`verify_chain_rows`); else all rows in one product.
     upcast_prefill: a 16-bit prefill into an empty cache computes its products in float32.
+    packed: every linear weight keeps a copy in oneDNN's blocked format and every product, of any row count,
+        runs through oneDNN (`packed_weight`, `linear`); the other product settings then apply to nothing.
     """
 
     name: str
@@ -92,6 +110,7 @@ class CpuLayout:
     two_row: bool = False
     lazy_head: bool = True
     upcast_prefill: bool = False
+    packed: bool = False
 
     def describe(self) -> str:
         """The name with the head and prefill settings, e.g. ``row-major two-row, batched head``."""
@@ -109,20 +128,32 @@ ROW_MAJOR_WEIGHT_FIRST = CpuLayout("row-major weight-first", weight_first=True)
 COLUMN_MAJOR = CpuLayout("column-major", column_major="all")
 ROW_MAJOR = CpuLayout("row-major")
 ROW_MAJOR_TWO_ROW = CpuLayout("row-major two-row", two_row=True)
+PACKED = CpuLayout("onednn-packed", packed=True)
+PACKED_TWO_ROW = CpuLayout("onednn-packed two-row", packed=True, two_row=True)
 LAYOUTS = {layout.name: layout for layout in (MIXED, ROW_MAJOR_WEIGHT_FIRST, COLUMN_MAJOR, ROW_MAJOR,
-                                              ROW_MAJOR_TWO_ROW)}
+                                              ROW_MAJOR_TWO_ROW, PACKED, PACKED_TWO_ROW)}
+
+
+def onednn_packing() -> bool:
+    """Whether this torch can re-order a linear weight for oneDNN and run products from it on the CPU."""
+    ops = getattr(torch.ops, "mkldnn", None)
+    return (torch.backends.mkldnn.is_available() and ops is not None
+            and hasattr(ops, "_reorder_linear_weight") and hasattr(ops, "_linear_pointwise"))
 
 
 def candidate_layouts(dtype: torch.dtype) -> list[CpuLayout]:
     """The layouts the probe tries for weights of ``dtype`` on this CPU.
 
-    float32: the mix (`MIXED`), row-major weight-first, column-major. 16 bits: row-major, row-major
-    two-row, row-major weight-first, and column-major only where torch reaches oneDNN for the dtype
-    (elsewhere a column-major 16-bit product was measured 5–25× slower: the module docstring)."""
+    float32: the mix (`MIXED`), row-major weight-first, column-major, and oneDNN-packed where torch has
+    oneDNN. 16 bits: row-major, row-major two-row, row-major weight-first, and column-major and the two
+    oneDNN-packed layouts only where oneDNN's kernels for the dtype are native (elsewhere a column-major
+    16-bit product was measured 5–25× slower: the module docstring)."""
+    packing = onednn_packing()
     if dtype not in REDUCED_PRECISION:
-        return [MIXED, ROW_MAJOR_WEIGHT_FIRST, COLUMN_MAJOR]
+        return [MIXED, ROW_MAJOR_WEIGHT_FIRST, COLUMN_MAJOR] + ([PACKED] if packing else [])
     native = onednn_16bit(DTYPE_NAMES[dtype])
-    return [ROW_MAJOR, ROW_MAJOR_TWO_ROW, ROW_MAJOR_WEIGHT_FIRST] + ([COLUMN_MAJOR] if native else [])
+    return ([ROW_MAJOR, ROW_MAJOR_TWO_ROW, ROW_MAJOR_WEIGHT_FIRST] + ([COLUMN_MAJOR] if native else [])
+            + ([PACKED, PACKED_TWO_ROW] if native and packing else []))
 
 
 def default_layout(dtype: torch.dtype) -> CpuLayout:
@@ -186,10 +217,10 @@ def prefer_row_major(model: torch.nn.Module) -> int:
     return _relayout(model, lambda module: False)
 
 
-def single_row_weight(module: torch.nn.Module) -> torch.Tensor | None:
-    """The column-major copy of ``module``'s weight for one-row products, if it has one and the
-    weight has not been replaced or modified in place since it was made."""
-    copy = getattr(module, SINGLE_ROW_ATTR, None)
+def _fresh_copy(module: torch.nn.Module, attr: str) -> torch.Tensor | None:
+    """The copy of ``module``'s weight kept under ``attr``, if it has one and the weight has not been
+    replaced or modified in place since it was made."""
+    copy = getattr(module, attr, None)
     if copy is None:
         return None
     pointer, version, tensor = copy
@@ -199,10 +230,30 @@ def single_row_weight(module: torch.nn.Module) -> torch.Tensor | None:
     return tensor if (weight.data_ptr(), weight._version) == (pointer, version) else None
 
 
-def _add_single_row_copy(module: torch.nn.Linear) -> None:
+def single_row_weight(module: torch.nn.Module) -> torch.Tensor | None:
+    """The column-major copy of ``module``'s weight for one-row products (fresh, `_fresh_copy`), or None."""
+    return _fresh_copy(module, SINGLE_ROW_ATTR)
+
+
+def packed_weight(module: torch.nn.Module) -> torch.Tensor | None:
+    """The oneDNN blocked copy of ``module``'s weight (fresh, `_fresh_copy`), or None."""
+    return _fresh_copy(module, PACKED_ATTR)
+
+
+def _keep_copy(module: torch.nn.Linear, attr: str, wanted: bool, make) -> None:
+    """Give ``module`` a fresh copy of its weight under ``attr`` (``make(weight)``) when ``wanted``, else none."""
+    if not wanted:
+        if hasattr(module, attr):
+            delattr(module, attr)
+        return
     weight = module.weight
-    if single_row_weight(module) is None:
-        setattr(module, SINGLE_ROW_ATTR, (weight.data_ptr(), weight._version, to_column_major(weight.data)))
+    if _fresh_copy(module, attr) is None:
+        setattr(module, attr, (weight.data_ptr(), weight._version, make(weight.data)))
+
+
+def pack_for_onednn(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` [out, in] re-ordered into oneDNN's blocked format for products of any row count."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), None)
 
 
 def apply_layout(model: torch.nn.Module, layout: CpuLayout) -> CpuLayout:
@@ -212,16 +263,17 @@ def apply_layout(model: torch.nn.Module, layout: CpuLayout) -> CpuLayout:
     def column_major(module) -> bool:
         return layout.column_major == "all" or (layout.column_major == "head" and module is head)
 
+    if layout.packed and not onednn_packing():
+        raise SpecbenchError(f"layout {layout.name} needs torch with oneDNN (torch.backends.mkldnn), which this one lacks")
     _relayout(model, column_major)
     for name, module in model.named_modules():
         if not isinstance(module, torch.nn.Linear):
             continue
         # not a sparse MoE block's experts: they run through their own forward, which never reads a copy
-        if (layout.single_row_copies and module is not head and ".experts." not in name
-                and module.in_features < module.out_features and not column_major(module)):
-            _add_single_row_copy(module)
-        elif hasattr(module, SINGLE_ROW_ATTR):
-            delattr(module, SINGLE_ROW_ATTR)
+        engine_run = ".experts." not in name
+        _keep_copy(module, SINGLE_ROW_ATTR, layout.single_row_copies and engine_run and module is not head
+                   and module.in_features < module.out_features and not column_major(module), to_column_major)
+        _keep_copy(module, PACKED_ATTR, layout.packed and engine_run, pack_for_onednn)
     return layout
 
 
@@ -237,10 +289,11 @@ def apply_cpu_layout(model: torch.nn.Module) -> str:
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
            single_row: torch.Tensor | None = None, *, weight_first: bool = True,
-           two_row: bool = False) -> torch.Tensor:
+           two_row: bool = False, packed: torch.Tensor | None = None) -> torch.Tensor:
     """y = x Wᵀ + b for x [..., in], W [out, in]: y [..., out], in the form a `CpuLayout` asks for.
 
-    One row with a ``single_row`` copy (column-major W, `single_row_weight`): ``F.linear`` on it. One
+    A ``packed`` copy (oneDNN's blocked W, `packed_weight`) on the CPU: oneDNN's product for any N (one
+    row with ``two_row`` as [x; 0], first row kept). One row with a ``single_row`` copy (column-major W, `single_row_weight`): ``F.linear`` on it. One
     row with ``two_row``: ``F.linear`` over [x; 0] [2, in], first row kept (the multi-row kernel, whose
     rows a verify step shares). 2 ≤ N ≤ WEIGHT_FIRST_MAX_ROWS rows, ``weight_first`` and a row-major W
     on the CPU: weight-first, W [out, in] · xᵀ [in, N] = [out, N], transposed back (the same sums in
@@ -249,7 +302,11 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     rows = x.numel() // x.shape[-1]
     flat = x.reshape(rows, x.shape[-1])  # [N, in]: a 3-D row view (a verify row, the last position) sent to
     # F.linear as it is takes a path ~25x slower for bf16 on the AVX-512 EPYC (SmolLM2's head: 126 vs 5 ms)
-    if rows == 1:
+    if packed is not None and x.device.type == "cpu":
+        if rows == 1 and two_row:
+            flat = torch.cat([flat, flat.new_zeros(1, flat.shape[1])])  # [2, in]
+        out = torch.ops.mkldnn._linear_pointwise(flat, packed, bias, "none", [], "")[:rows]  # [N, out]
+    elif rows == 1:
         if single_row is not None:
             out = F.linear(flat, single_row, bias)
         elif two_row and x.device.type == "cpu":
