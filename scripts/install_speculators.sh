@@ -9,10 +9,8 @@ set -euo pipefail
 VENV=${1:-.venv-speculators}
 PYTHON=${PYTHON:-python3}
 STAMP="$VENV/.speculators-installed"
-if [ -f "$STAMP" ] && [ -x "$VENV/bin/python" ]; then
-    echo "install_speculators: $VENV is ready ($(cat "$STAMP")); remove it to reinstall"
-    exit 0
-fi
+source "$(dirname "$0")/venv_ready.sh"
+venv_ready install_speculators "$VENV" "$STAMP"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 bash scripts/install_torch.sh "$VENV/bin/python"
 "$VENV/bin/python" -m pip install -q aiohttp click "datasets>=4,<=5.1.0" httpx huggingface-hub \

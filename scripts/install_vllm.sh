@@ -12,10 +12,8 @@ set -euo pipefail
 VENV=${1:-.venv-vllm}
 PYTHON=${PYTHON:-python3}
 STAMP="$VENV/.vllm-installed"
-if [ -f "$STAMP" ] && [ -x "$VENV/bin/python" ]; then
-    echo "install_vllm: $VENV is ready ($(cat "$STAMP")); remove it to reinstall"
-    exit 0
-fi
+source "$(dirname "$0")/venv_ready.sh"
+venv_ready install_vllm "$VENV" "$STAMP"
 start=$(date +%s)
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip || echo "install_vllm: could not upgrade pip; going on"

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.sampling import SamplingParams
-from specbench.engine.weight_layout import LAYOUTS
+from specbench.engine.weight_layout import LAYOUTS, onednn_packing
 from specbench.models.resolve import load_model
 
 
@@ -26,6 +27,11 @@ def test_compiled_engine_greedy_is_lossless():
     compiled.decoder.use_layout(LAYOUTS["row-major weight-first"])
     assert compiled.decoder._compiled is not None and compiled.decoder._compiled is not graph
     assert compiled.generate(ids, 80, stop_at_eos=False).tokens == eager.tokens
+    if onednn_packing():  # a packed layout's copies stay out of the traced graph (inductor rejects them)
+        torch._dynamo.reset()  # a fresh trace (not a cached graph, nor eager after too many recompiles)
+        packed = SpeculativeEngine(target, make_drafter("ngram", target), gamma=3, compile=True)
+        packed.decoder.use_layout(LAYOUTS["onednn-packed"])
+        assert packed.generate(ids, 80, stop_at_eos=False).tokens == eager.tokens
 
 
 def test_layouts_do_not_change_outputs_when_not_compiled():

@@ -293,7 +293,8 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     """y = x Wᵀ + b for x [..., in], W [out, in]: y [..., out], in the form a `CpuLayout` asks for.
 
     A ``packed`` copy (oneDNN's blocked W, `packed_weight`) on the CPU: oneDNN's product for any N (one
-    row with ``two_row`` as [x; 0], first row kept). One row with a ``single_row`` copy (column-major W, `single_row_weight`): ``F.linear`` on it. One
+    row with ``two_row`` as [x; 0], first row kept); not inside a graph torch.compile traces (inductor's
+    lowering of that op rejects a weight packed outside the graph; it lowers the plain forms itself). One row with a ``single_row`` copy (column-major W, `single_row_weight`): ``F.linear`` on it. One
     row with ``two_row``: ``F.linear`` over [x; 0] [2, in], first row kept (the multi-row kernel, whose
     rows a verify step shares). 2 ≤ N ≤ WEIGHT_FIRST_MAX_ROWS rows, ``weight_first`` and a row-major W
     on the CPU: weight-first, W [out, in] · xᵀ [in, N] = [out, N], transposed back (the same sums in
@@ -302,7 +303,7 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     rows = x.numel() // x.shape[-1]
     flat = x.reshape(rows, x.shape[-1])  # [N, in]: a 3-D row view (a verify row, the last position) sent to
     # F.linear as it is takes a path ~25x slower for bf16 on the AVX-512 EPYC (SmolLM2's head: 126 vs 5 ms)
-    if packed is not None and x.device.type == "cpu":
+    if packed is not None and x.device.type == "cpu" and not torch.compiler.is_compiling():
         if rows == 1 and two_row:
             flat = torch.cat([flat, flat.new_zeros(1, flat.shape[1])])  # [2, in]
         out = torch.ops.mkldnn._linear_pointwise(flat, packed, bias, "none", [], "")[:rows]  # [N, out]
