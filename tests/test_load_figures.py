@@ -112,3 +112,32 @@ def test_speedup_vs_load_marks_the_crossover(served):
     crossing = data.load["crossovers"][0]["per_request"]["point"]
     assert 1 < crossing < 4
     assert any(np.isclose(line.get_xdata()[0], np.log(crossing)) for line in markers)
+
+
+def test_the_report_answers_latency_targets_against_load(served, tmp_path):
+    """`plot --itl-p90 …`: the load section states, per workload and target, how far each configuration keeps it
+    (the same answers `recommend --objective slo` gives); bad targets are one-line errors, exit 2."""
+    from specbench.analysis.load import serving_table
+    from specbench.analysis.slo import make_slo, slo_answers
+    from specbench.figures.report import esc
+    from tests.cli_helpers import invoke
+
+    frame, folder, _ = served
+    slo = make_slo("itl", 90, "40ms")
+    report = build_report(folder, tmp_path / "report", n_boot=N_BOOT, formats=("png",), slos=[slo])
+    page = report.index.read_text()
+    expected = slo_answers(serving_table(frame, n_boot=N_BOOT), slo, "concurrency")
+    assert expected and len(report.data.load["slo"]) == len(expected)
+    for answer in expected:
+        assert f"Latency target: {answer['workload']} · itl p90 ≤ 40 ms" in page
+        for entry in answer["configurations"]:
+            assert esc(entry["text"]) in page, entry["text"]
+        assert esc(answer["text"]) in page
+    assert "Latency target" not in build_report(folder, tmp_path / "plain", n_boot=N_BOOT, formats=("png",)
+                                                ).index.read_text()
+    out = invoke("plot", folder, "--out", tmp_path / "cli", "--format", "png", "--bootstrap", "20",
+                 "--slo", "latency-p99=3s")
+    assert out.exit_code == 0, out.output
+    assert "· latency p99 ≤ 3000 ms against" in (tmp_path / "cli" / "index.html").read_text()
+    bad = invoke("plot", folder, "--out", tmp_path / "bad", "--slo", "itl=4ms")
+    assert bad.exit_code == 2 and "METRIC-pNN=DURATION" in bad.output and not (tmp_path / "bad").exists()

@@ -68,6 +68,22 @@ def make_slo(metric: str, percentile: int, text: str) -> Slo:
     return Slo(metric, percentile, parse_duration(text, f"--{metric}-p{percentile}"))
 
 
+def slos_from_flags(itl_p90: str | None, ttft_p90: str | None, generic: list[str]) -> list[Slo]:
+    """The latency targets of ``--itl-p90``, ``--ttft-p90`` and ``--slo METRIC-pNN=DURATION`` (recommend, plot)."""
+    out = []
+    if itl_p90 is not None:
+        out.append(make_slo("itl", 90, itl_p90))
+    if ttft_p90 is not None:
+        out.append(make_slo("ttft", 90, ttft_p90))
+    for item in generic:
+        name, _, duration = item.partition("=")
+        metric, _, percentile = name.strip().lower().partition("-p")
+        if not duration or not percentile.isdigit():
+            raise SpecbenchError(f"--slo takes METRIC-pNN=DURATION, e.g. itl-p99=80ms; got '{item}'")
+        out.append(make_slo(metric, int(percentile), duration))
+    return out
+
+
 def _curve(rows: pd.DataFrame, slo: Slo, axis: str) -> Crossover:
     """Where target ÷ percentile crosses 1 over load (lo / hi from the percentile's interval)."""
     col = slo.column

@@ -10,6 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 from specbench.analysis.intervals import N_BOOT
 from specbench.analysis.load_verdicts import settings_of
 from specbench.analysis.options import MAX_GAMMA
+from specbench.analysis.slo import slos_from_flags
 from specbench.cli.params import bounded, folder_path
 from specbench.cli.render import console as make_console
 from specbench.cli.render import plain, styled, text_column
@@ -24,6 +25,8 @@ EPILOG = """Examples:
   specbench plot results/demo --out slides --format png,pdf
 
   specbench plot results/mt-bench --objective latency --max-gamma 12
+
+  specbench plot results/vllm-load --itl-p90 50ms --slo latency-p99=4s   # + latency targets against load
 """
 
 
@@ -41,6 +44,11 @@ def plot_command(
     n_boot: int = typer.Option(N_BOOT, "--bootstrap", callback=bounded("bootstrap"),
                                help="Bootstrap replicates over prompts."),
     seed: int = typer.Option(0, "--seed", callback=bounded("seed"), help="Seed of the bootstrap."),
+    itl_p90: str = typer.Option(None, "--itl-p90", help="A serving sweep's latency target for the report: the p90 "
+                                                        "inter-token latency to keep, e.g. 50ms."),
+    ttft_p90: str = typer.Option(None, "--ttft-p90", help="The p90 time to first token to keep, e.g. 2s."),
+    slo: list[str] = typer.Option(None, "--slo", help="METRIC-pNN=DURATION (metric ttft, itl or latency; p50, p90 "
+                                                      "or p99), e.g. itl-p99=80ms (repeatable)."),
 ):
     """Draw the figures of a sweep and write an HTML report that opens offline.
 
@@ -48,14 +56,17 @@ def plot_command(
     the recommendation; acceptance per draft position; α by workload and by category; the time
     split of a round; predicted speedup over (γ, α). A figure whose data are absent (one γ only,
     no categories, no baseline) is skipped with a note. The report adds the recommendation, the
-    engine settings to paste, the α and cost tables, the environment and the sweep spec.
+    engine settings to paste, the α and cost tables, the environment and the sweep spec; for a serving
+    sweep (a load axis) the verdict per load, the crossovers and, with --itl-p90 / --ttft-p90 / --slo,
+    how far each configuration keeps each latency target.
     Reading the figures: docs/plots.md.
     """
 
     from specbench.figures.plot import FIGURES, parse_formats  # lazy: loads matplotlib; keeps `specbench --help` fast
     from specbench.figures.report import build_report  # lazy: loads matplotlib; keeps `specbench --help` fast
 
-    chosen = parse_formats(formats)  # bad formats fail before any work
+    chosen = parse_formats(formats)  # bad formats and latency targets fail before any work
+    slos = slos_from_flags(itl_p90, ttft_p90, slo or [])
     out_dir = out if out is not None else Path(results_dir) / "report"
 
     check_writable_folder(out_dir)  # a file or a read-only folder: refused before any figure is drawn
@@ -74,7 +85,8 @@ def plot_command(
         task = progress.add_task("loading results", total=len(FIGURES))
         report = build_report(results_dir, out_dir, formats=chosen, n_boot=n_boot, seed=seed, max_gamma=max_gamma,
                               objective=objective, status=lambda message: progress.update(task, description=message),
-                              on_figure=on_figure, hub_ids=hub_ids(), check_settings=check_report_settings)
+                              on_figure=on_figure, hub_ids=hub_ids(), check_settings=check_report_settings,
+                              slos=slos)
     for note in report.data.notes:
         console.print(plain(f"note: {note}", "dim"))
     typer.echo(f"report: {report.index}")

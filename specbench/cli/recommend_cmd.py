@@ -15,7 +15,7 @@ from specbench.analysis.load_verdicts import for_scenario as load_for_scenario
 from specbench.analysis.load_verdicts import settings_of
 from specbench.analysis.load_verdicts import summary as load_summary
 from specbench.analysis.load import AXES as AXIS_LABELS
-from specbench.analysis.slo import Slo, make_slo, slo_answers
+from specbench.analysis.slo import Slo, slo_answers, slos_from_flags
 from specbench.analysis.intervals import N_BOOT
 from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommend import MeasuredCosts, ProfiledCosts, recommend
@@ -253,7 +253,7 @@ def recommend_command(
     if engine not in ENGINE_CHOICES:
         raise SpecbenchError(f"unknown engine '{engine}'{did_you_mean(engine, list(ENGINE_CHOICES))} "
                              f"(choose from: {', '.join(ENGINE_CHOICES)})")
-    slos = _slos(itl_p90, ttft_p90, slo or [])
+    slos = slos_from_flags(itl_p90, ttft_p90, slo or [])
     if objective == "slo" or slos:
         if objective != "slo":
             raise SpecbenchError("--itl-p90, --ttft-p90 and --slo set a latency target: they need --objective slo")
@@ -286,22 +286,6 @@ def recommend_command(
     if load is not None:
         print_load(load, console)
     print_history(history, console)
-
-
-def _slos(itl_p90: str | None, ttft_p90: str | None, generic: list[str]) -> list[Slo]:
-    """The latency targets the flags set."""
-    out = []
-    if itl_p90 is not None:
-        out.append(make_slo("itl", 90, itl_p90))
-    if ttft_p90 is not None:
-        out.append(make_slo("ttft", 90, ttft_p90))
-    for item in generic:
-        name, _, duration = item.partition("=")
-        metric, _, percentile = name.strip().lower().partition("-p")
-        if not duration or not percentile.isdigit():
-            raise SpecbenchError(f"--slo takes METRIC-pNN=DURATION, e.g. itl-p99=80ms; got '{item}'")
-        out.append(make_slo(metric, int(percentile), duration))
-    return out
 
 
 def _slo_command(results_dir: Path, slos: list[Slo], n_boot: int, seed: int, json_out: bool) -> None:

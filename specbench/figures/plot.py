@@ -18,7 +18,7 @@ into a note.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -45,11 +45,12 @@ from specbench.analysis.fit import (
     tau_intervals,
 )
 from specbench.analysis.intervals import LEVEL, N_BOOT
-from specbench.analysis.load import LOAD_KEYS, has_load_axis, load_keys, normalised
+from specbench.analysis.load import LOAD_KEYS, has_load_axis, load_keys, normalised, serving_table
 from specbench.analysis.load_verdicts import summary as load_summary
 from specbench.analysis.moe_cost import expert_aware_table, is_moe
 from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommend import OBJECTIVES, recommend
+from specbench.analysis.slo import Slo, slo_answers
 from specbench.analysis.strategies import strategy_table
 from specbench.errors import SpecbenchError
 from specbench.figures.drawing import (
@@ -133,9 +134,11 @@ def category_workloads(spec: pd.DataFrame) -> list[str]:
 
 
 def load_plot_data(folder: str | Path, *, n_boot: int = N_BOOT, seed: int = 0, max_gamma: int | None = None,
-                   objective: str = "throughput", hub_ids: Mapping[str, str] | None = None) -> PlotData:
+                   objective: str = "throughput", hub_ids: Mapping[str, str] | None = None,
+                   slos: Sequence[Slo] = ()) -> PlotData:
     """Load a results folder and compute every table the figures use (``hub_ids``: model spec → Hugging Face
-    id, how the engine settings name models).
+    id, how the engine settings name models; ``slos``: latency targets whose answers a serving sweep's load
+    summary carries, `specbench.analysis.slo`).
 
     Raises `SpecbenchError` for a missing folder, a folder without run.json or without records.
     Missing parts (no speculative records, no baseline) leave empty tables and a note: the
@@ -171,8 +174,13 @@ def load_plot_data(folder: str | Path, *, n_boot: int = N_BOOT, seed: int = 0, m
         notes.append(f"no recommendation: {exc}")
     levels = load_keys(records)  # timings per load level, never pooled across levels (acceptance is pooled)
     live = normalised(records) if levels else records[records["mode"] == "live"]
-    load = (load_summary(records, recommendations, hub_ids=hub_ids, n_boot=n_boot, seed=seed)
-            if has_load_axis(records) else None)
+    load = None
+    if has_load_axis(records):
+        table = serving_table(records, n_boot=n_boot, seed=seed)
+        load = load_summary(records, recommendations, hub_ids=hub_ids, n_boot=n_boot, seed=seed, table=table)
+        load["slo"] = [answer for slo in slos for answer in slo_answers(table, slo, load["axis"])]
+    elif slos:
+        notes.append("latency targets need a sweep with a load axis (--concurrency or --request-rate): no SLO section")
     return PlotData(folder=folder, run_info=run_info, records=records,
                     configs=configuration_table(live, by=levels or None), load=load,
                     taus=tau_intervals(prefer_live(records), n_boot=n_boot, seed=seed), fits=fits,

@@ -14,7 +14,7 @@ import datetime as dt
 import html
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -25,6 +25,7 @@ from specbench.analysis.intervals import N_BOOT
 from specbench.analysis.load import load_label
 from specbench.analysis.stopping_report import summary_lines
 from specbench.analysis.online import WINDOW, per_prompt, recovery_table, window_table
+from specbench.analysis.slo import Slo
 from specbench.analysis.strategies import strategy_table
 from specbench.errors import SpecbenchError
 from specbench.figures.plot import (
@@ -251,8 +252,26 @@ def load_section(data: PlotData) -> Html:
     if axis == "concurrency" and not load["schedules"]:
         parts.append(paragraph("vLLM per batch size: no schedule — no load has a confident yes on undisturbed timing.",
                                "note"))
+    parts += slo_parts(load.get("slo", []), load["axis_label"])
     parts.append(bullet_list(load.get("notes", [])))
     return section("load", "Speculation against load", *parts)
+
+
+def slo_parts(answers: list[dict], axis_label: str) -> list[Html]:
+    """Per workload and latency target (`specbench.analysis.slo.slo_answers`): how far each configuration keeps
+    it, and the one line comparing the best with target-only decoding."""
+    parts = []
+    for answer in answers:
+        target = answer["slo"]
+        title = (f"Latency target: {answer['workload']} · {target['metric']} p{target['percentile']} ≤ "
+                 f"{target['limit_s'] * 1e3:g} ms against {axis_label}")
+        rows = [["target only" if e["gamma"] == 0 else f"{e['drafter_label']} γ={int(e['gamma'])}", e["text"],
+                 "–" if e["highest_measured_kept"] is None else f"{e['highest_measured_kept']:g}"]
+                for e in answer["configurations"]]
+        parts += [Html(f"<h3>{esc(title)}</h3>"),
+                  table(["configuration", "kept up to (95 % range)", "highest measured load that keeps it"], rows),
+                  paragraph(answer["text"], "note")]
+    return parts
 
 
 def image_for(files: dict[str, Path]) -> Path | None:
@@ -529,16 +548,17 @@ def build_report(folder: str | Path, out_dir: str | Path, *, formats=DEFAULT_FOR
                  status: Callable[[str], None] | None = None,
                  on_figure: Callable[[RenderedFigure], None] | None = None,
                  hub_ids: Mapping[str, str] | None = None,
-                 check_settings: Callable[[PlotData], None] | None = None) -> Report:
+                 check_settings: Callable[[PlotData], None] | None = None, slos: Sequence[Slo] = ()) -> Report:
     """Results folder → figures + index.html in ``out_dir``.
 
     ``status`` hears what is being done; ``on_figure`` each figure as it is rendered or skipped; ``hub_ids``
-    names models in the engine settings; ``check_settings`` checks them with the engines (marks ``checked``).
+    names models in the engine settings; ``check_settings`` checks them with the engines (marks ``checked``);
+    ``slos``: latency targets answered in the load section (a serving sweep).
     """
     status = status or (lambda message: None)
     status("fitting acceptance and costs")
     data = load_plot_data(folder, n_boot=n_boot, seed=seed, max_gamma=max_gamma, objective=objective,
-                          hub_ids=hub_ids)
+                          hub_ids=hub_ids, slos=slos)
     if check_settings is not None:
         status("checking the engine settings")
         check_settings(data)
