@@ -185,8 +185,8 @@ def to_column_major(weight: torch.Tensor) -> torch.Tensor:
 
 def _relayout(model: torch.nn.Module, column_major) -> int:
     """Store each linear weight column-major where ``column_major(module)`` says so, else row-major,
-    in place; drops single-row copies that are stale or that a column-major weight does not need.
-    Returns how many tensors changed."""
+    in place; drops copies (single-row, packed) that are stale, and single-row copies that a column-major
+    weight does not need. Returns how many tensors changed."""
     changed = 0
     seen: set[int] = set()
     for module in model.modules():
@@ -198,8 +198,10 @@ def _relayout(model: torch.nn.Module, column_major) -> int:
             with torch.no_grad():
                 module.weight.data = to_column_major(weight) if want_column else weight.contiguous()
             changed += 1
-        if hasattr(module, SINGLE_ROW_ATTR) and (want_column or single_row_weight(module) is None):
-            delattr(module, SINGLE_ROW_ATTR)
+        for attr in (SINGLE_ROW_ATTR, PACKED_ATTR):
+            unneeded = attr == SINGLE_ROW_ATTR and want_column
+            if hasattr(module, attr) and (unneeded or _fresh_copy(module, attr) is None):
+                delattr(module, attr)
     return changed
 
 

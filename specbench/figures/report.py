@@ -211,6 +211,11 @@ def settings_section(data: PlotData) -> Html:
     return section("settings", "Engine settings to paste", *parts)
 
 
+def configuration_name(row: dict) -> str:
+    """``target only`` or ``<drafter label> γ=<γ>`` for a row of the load tables."""
+    return "target only" if row["gamma"] == 0 else f"{row['drafter_label']} γ={int(row['gamma'])}"
+
+
 def load_section(data: PlotData) -> Html:
     """A serving sweep's load axis: the crossover per workload, the verdict at every load, the per-load table
     and vLLM's per-batch-size schedules (`specbench.analysis.load_verdicts`); nothing for one load level."""
@@ -223,8 +228,7 @@ def load_section(data: PlotData) -> Html:
                 for r in load["verdicts"]]
     rows = []
     for r in load["table"]:
-        name = "target only" if r["gamma"] == 0 else f"{r['drafter_label']} γ={r['gamma']}"
-        rows.append([r["workload"], load_label(axis, r[axis]), name, r["requests"], num(r["tokens_per_s"], 1),
+        rows.append([r["workload"], load_label(axis, r[axis]), configuration_name(r), r["requests"], num(r["tokens_per_s"], 1),
                      interval(r.get("speedup"), r.get("speedup_lo"), r.get("speedup_hi"), 2, "×")
                      if r["gamma"] else "–", num(r["system_tokens_per_s"], 1),
                      interval(r.get("system_speedup"), r.get("system_speedup_lo"), r.get("system_speedup_hi"), 2, "×")
@@ -265,7 +269,7 @@ def slo_parts(answers: list[dict], axis_label: str) -> list[Html]:
         target = answer["slo"]
         title = (f"Latency target: {answer['workload']} · {target['metric']} p{target['percentile']} ≤ "
                  f"{target['limit_s'] * 1e3:g} ms against {axis_label}")
-        rows = [["target only" if e["gamma"] == 0 else f"{e['drafter_label']} γ={int(e['gamma'])}", e["text"],
+        rows = [[configuration_name(e), e["text"],
                  "–" if e["highest_measured_kept"] is None else f"{e['highest_measured_kept']:g}"]
                 for e in answer["configurations"]]
         parts += [Html(f"<h3>{esc(title)}</h3>"),
