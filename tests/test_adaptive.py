@@ -13,8 +13,10 @@ import time
 import numpy as np
 import pytest
 from scipy import stats
+from typer.testing import CliRunner
 
 from specbench.analysis.decision import _decide
+from specbench.cli import app
 from specbench.analysis.options import Option
 from specbench.analysis.recommend import recommend
 from specbench.analysis.sequential import FIXED, LookPlan, VerdictRule, pocock_constant
@@ -201,6 +203,12 @@ def test_adaptive_sweep_runs_its_looks_and_records_them(tmp_path, prompts_file):
     rec = invoke("recommend", out, "--json", "--bootstrap", "50")
     assert rec.exit_code == 0, rec.output
     assert all(r["stopping_history"]["planned"][0] == 2 for r in json.loads(rec.stdout))
+    recommended = [r["recommended"] for r in json.loads(rec.stdout)]
+    text = CliRunner().invoke(app, ["recommend", str(out), "--bootstrap", "50"], env={"COLUMNS": "250"}).stdout
+    verdict_rows = [line for line in text.splitlines() if line.startswith("│ verdict (")]
+    assert len(verdict_rows) == len(recommended), text  # each workload's table shows what its verdict rests on
+    for row, chosen in zip(verdict_rows, recommended):
+        assert ("★" in row) == (chosen is not None), row
     assert "look" in result.stdout  # the end-of-sweep summary names each workload's last look
 
 

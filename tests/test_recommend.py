@@ -335,8 +335,8 @@ def test_best_option_by_path_stars_the_configuration_the_verdict_names(results_f
     recommended = json.loads(_invoke("recommend", results_folder, "--json", "--bootstrap", "50").stdout)[0]["recommended"]
     text = CliRunner().invoke(app, ["recommend", str(results_folder), "--bootstrap", "50"], env={"COLUMNS": "250"}).stdout
     table = text[text.index("Best option by path"):text.index("Measured configurations")]
-    rows = [line for line in table.splitlines() if line.startswith("│ measured") or line.startswith("│ model")]
-    assert len(rows) == 2, table
+    rows = [line for line in table.splitlines() if line.startswith(("│ measured", "│ model", "│ verdict"))]
+    assert len(rows) >= 2, table
     starred = [row for row in rows if "★" in row]
     if recommended is None:
         assert not starred, table
@@ -344,3 +344,5 @@ def test_best_option_by_path_stars_the_configuration_the_verdict_names(results_f
         wanted = f"{recommended['drafter_label']} γ={recommended['gamma']} ★"
         assert starred and all(wanted in row for row in starred), table
         assert all(wanted not in row for row in rows if row not in starred)
+        # the verdict row, where the sweep has a decision, names the same configuration with its adjusted interval
+        assert all(wanted in row for row in rows if row.startswith("│ verdict"))

@@ -79,11 +79,12 @@ def _print_recommendation(rec, console) -> None:
 
 def _print_batch_one(rec, console) -> None:
     """The sweep's own costs: picks by path, measured configurations, the model curve, the predictions."""
-    picks = Table(title="Best option by path", caption="speedup: unadjusted 95% interval of that path's best; the "
-                                                       "verdict (★) rests on intervals adjusted for the looks and for "
-                                                       "picking among the configurations, so it can name another γ; "
-                                                       "γ interval: argmax γ of the chosen drafter over bootstrap "
-                                                       "replicates; wins: share of replicates its drafter is best")
+    picks = Table(title="Best option by path", caption="speedup: 95% interval of that path's best, unadjusted; the "
+                                                       "verdict row's is adjusted for the looks and for picking among "
+                                                       "the configurations, so it can name another γ (★: what the "
+                                                       "verdict recommends); γ interval: argmax γ of the chosen drafter "
+                                                       "over bootstrap replicates; wins: share of replicates its "
+                                                       "drafter is best")
     for c in ("path", "choice", "speedup [95% CI]", "γ interval", "wins", "reason"):
         picks.add_column(c, overflow="fold")
     final = rec.final
@@ -97,6 +98,16 @@ def _print_batch_one(rec, console) -> None:
             name += " ★"
         text_row(picks, pick.source, name, _interval(option), f"[{pick.gamma_lo}, {pick.gamma_hi}]",
                  "-" if pick.win_share is None else f"{pick.win_share:.0%}", pick.reason)
+    decision = rec.decision
+    if decision is not None and (decision.option is not None or decision.best):
+        if decision.option is not None:
+            name, speedup = decision.option.describe(), _interval(decision.option)
+            name += " ★" if final is not None else ""
+        else:
+            name, speedup = f"none (best: {decision.best['drafter_label']} γ={decision.best['gamma']})", "-"
+        text_row(picks, f"verdict ({decision.evidence})", name, speedup, "-", "-",
+                 f"{decision.answer}; intervals adjusted for the looks and the {len(decision.candidates)} "
+                 "configurations")
     console.print(picks)
 
     if not rec.options.empty:
