@@ -46,7 +46,7 @@ from pathlib import Path
 
 import torch
 
-from specbench.engine.cpu_info import cpu_flags, cpu_model, describe_cpu, onednn_16bit
+from specbench.engine.cpu_info import cpu_features, cpu_model, describe_cpu, onednn_16bit
 from specbench.engine.threads import available_cores, using_threads
 from specbench.engine.weight_layout import (
     DTYPE_NAMES,
@@ -55,6 +55,7 @@ from specbench.engine.weight_layout import (
     candidate_layouts,
     default_layout,
     layout_named,
+    layout_refusal,
 )
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models.cache import cache_root
@@ -67,18 +68,7 @@ PRUNE_FACTOR = 3.0  # a candidate whose warmed-up decode step takes this many ti
 EXACT_CHECKS = 2  # random token sets the exact-rows check runs
 LAZY_HEAD_ROWS = 2.0  # head rows a lazy chain verdict computes per round: Σ αⁱ ≈ 1 / (1 − α) = 2 at α = 0.5
 CACHE_FOLDER = "cpu-layouts"
-KEY_FLAGS = (
-    "avx2",
-    "avx512f",
-    "avx512bw",
-    "avx512vl",
-    "avx512dq",
-    "avx512_bf16",
-    "avx512_fp16",
-    "amx_tile",
-    "amx_bf16",
-    "amx_fp16",
-)
+DTYPES_BY_NAME = {name: dtype for dtype, name in DTYPE_NAMES.items()}
 
 
 def parse_layout_setting(value, where: str) -> str | None:
@@ -94,7 +84,8 @@ def parse_layout_setting(value, where: str) -> str | None:
 
 
 def check_cpu_settings(device: str, dtype: str, layout: str | None, where: str) -> None:
-    """``dtype: auto`` and ``layout`` choose among CPU layouts: the CPU only, and a named layout needs a fixed dtype."""
+    """``dtype: auto`` and ``layout`` choose among CPU layouts: the CPU only, a named layout needs a fixed dtype,
+    and one this CPU cannot run for that dtype is refused, naming the feature it lacks (`layout_refusal`)."""
     if dtype == "auto" and device != "cpu":
         raise SpecbenchError(
             f"{where}: dtype auto is measured on the CPU only (device '{device}'): choose fp32, bf16 or fp16"
@@ -106,6 +97,10 @@ def check_cpu_settings(device: str, dtype: str, layout: str | None, where: str) 
             f"{where}: layout {layout} is a layout of one dtype; with dtype auto the layout is "
             "measured too (leave layout unset or auto)"
         )
+    if device == "cpu" and layout in LAYOUTS and dtype in DTYPES_BY_NAME:
+        refusal = layout_refusal(LAYOUTS[layout], DTYPES_BY_NAME[dtype])
+        if refusal is not None:
+            raise SpecbenchError(f"{where}: {refusal} (layout auto measures the layouts this CPU runs)")
 
 
 @dataclass
@@ -383,7 +378,10 @@ def probe_layouts(
     for dtype_name, decoder in decoders.items():
         shapes = _Shapes(decoder, verify_tokens, context, seed)
         for layout in (layouts or {}).get(dtype_name) or candidate_layouts(decoder.dtype):
-            entries.append(_Entry(Candidate(dtype_name, layout.name), decoder, shapes, layout))
+            if layout_refusal(layout, decoder.dtype) is None:  # never measured, never chosen
+                entries.append(_Entry(Candidate(dtype_name, layout.name), decoder, shapes, layout))
+    if not entries:
+        raise SpecbenchError(f"the layout probe has no layout to measure that this CPU runs ({describe_cpu()})")
     best_decode = math.inf
     for entry in entries:  # the untimed round: warm-up, exactness, hopeless candidates dropped
         entry.prepare()
@@ -458,11 +456,10 @@ def _now() -> str:
 
 def probe_key(model_id: str, dtypes: list[str], verify_tokens: int, thread_counts: tuple[int, ...] | None) -> dict:
     """What a cached probe result is valid for: this machine, this torch, this model, these choices."""
-    flags = cpu_flags()
     return {
         "probe_version": PROBE_VERSION,
         "cpu": cpu_model(),
-        "flags": [f for f in KEY_FLAGS if f in flags],
+        "flags": cpu_features().key_flags(),
         "cores": available_cores(),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
@@ -479,12 +476,19 @@ def cache_file(key: dict) -> Path:
 
 
 def load_cached(key: dict) -> LayoutChoice | None:
-    """The cached choice for ``key``, or None (absent, unreadable or for another key)."""
+    """The cached choice for ``key``, or None (absent, unreadable, for another key, or naming a dtype or layout
+    this CPU cannot run: a cache entry never picks what the user could not pick, `layout_refusal`)."""
     try:
         data = json.loads(cache_file(key).read_text())
         if data.get("key") != key:
             return None
         choice = LayoutChoice.from_dict(data["choice"])
+        if (
+            choice.dtype not in DTYPES_BY_NAME
+            or choice.layout.name not in LAYOUTS
+            or layout_refusal(choice.layout, DTYPES_BY_NAME[choice.dtype]) is not None
+        ):
+            return None
     except (OSError, ValueError, KeyError, TypeError):
         return None
     choice.cached = True

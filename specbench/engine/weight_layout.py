@@ -76,7 +76,7 @@ from dataclasses import asdict, dataclass, replace
 import torch
 import torch.nn.functional as F
 
-from specbench.engine.cpu_info import onednn_16bit
+from specbench.engine.cpu_info import cpu_features, onednn_16bit
 from specbench.errors import SpecbenchError
 
 REDUCED_PRECISION = (torch.bfloat16, torch.float16)
@@ -135,10 +135,23 @@ LAYOUTS = {layout.name: layout for layout in (MIXED, ROW_MAJOR_WEIGHT_FIRST, COL
 
 
 def onednn_packing() -> bool:
-    """Whether this torch can re-order a linear weight for oneDNN and run products from it on the CPU."""
-    ops = getattr(torch.ops, "mkldnn", None)
-    return (torch.backends.mkldnn.is_available() and ops is not None
-            and hasattr(ops, "_reorder_linear_weight") and hasattr(ops, "_linear_pointwise"))
+    """Whether this torch can re-order a linear weight for oneDNN and run products from it on the CPU
+    (`cpu_info.CpuFeatures.onednn`)."""
+    return cpu_features().onednn
+
+
+def layout_refusal(layout: CpuLayout, dtype: torch.dtype) -> str | None:
+    """Why this CPU cannot run ``layout`` for weights of ``dtype``, naming the feature it lacks; None when it
+    can. Asked before a layout is built (`apply_layout`), chosen (`candidate_layouts`, a cached probe entry)
+    or accepted from a user (`layout_probe.check_cpu_settings`)."""
+    if not layout.packed:
+        return None
+    features = cpu_features()
+    missing = features.packing_refusal(DTYPE_NAMES.get(dtype, str(dtype)))
+    if missing is None:
+        return None
+    have = ", ".join(features.named()) or "none of AVX2, AVX-512, AMX"
+    return f"layout {layout.name} in {DTYPE_NAMES.get(dtype, dtype)} needs {missing}; this CPU ({features.model}: {have}) lacks it"
 
 
 def candidate_layouts(dtype: torch.dtype) -> list[CpuLayout]:
@@ -148,12 +161,13 @@ def candidate_layouts(dtype: torch.dtype) -> list[CpuLayout]:
     oneDNN. 16 bits: row-major, row-major two-row, row-major weight-first, and column-major and the two
     oneDNN-packed layouts only where oneDNN's kernels for the dtype are native (elsewhere a column-major
     16-bit product was measured 5–25× slower: the module docstring)."""
-    packing = onednn_packing()
     if dtype not in REDUCED_PRECISION:
-        return [MIXED, ROW_MAJOR_WEIGHT_FIRST, COLUMN_MAJOR] + ([PACKED] if packing else [])
-    native = onednn_16bit(DTYPE_NAMES[dtype])
-    return ([ROW_MAJOR, ROW_MAJOR_TWO_ROW, ROW_MAJOR_WEIGHT_FIRST] + ([COLUMN_MAJOR] if native else [])
-            + ([PACKED, PACKED_TWO_ROW] if native and packing else []))
+        layouts = [MIXED, ROW_MAJOR_WEIGHT_FIRST, COLUMN_MAJOR, PACKED]
+    else:
+        native = onednn_16bit(DTYPE_NAMES[dtype])
+        layouts = [ROW_MAJOR, ROW_MAJOR_TWO_ROW, ROW_MAJOR_WEIGHT_FIRST] + (
+            [COLUMN_MAJOR, PACKED, PACKED_TWO_ROW] if native else [])
+    return [layout for layout in layouts if layout_refusal(layout, dtype) is None]
 
 
 def default_layout(dtype: torch.dtype) -> CpuLayout:
@@ -254,7 +268,11 @@ def _keep_copy(module: torch.nn.Linear, attr: str, wanted: bool, make) -> None:
 
 
 def pack_for_onednn(weight: torch.Tensor) -> torch.Tensor:
-    """``weight`` [out, in] re-ordered into oneDNN's blocked format for products of any row count."""
+    """``weight`` [out, in] re-ordered into oneDNN's blocked format for products of any row count; a dtype this
+    CPU's oneDNN cannot run is refused in one line naming the missing feature (`cpu_info`)."""
+    refusal = layout_refusal(PACKED, weight.dtype)
+    if refusal is not None:
+        raise SpecbenchError(refusal)
     return torch.ops.mkldnn._reorder_linear_weight(weight.contiguous(), None)
 
 
@@ -265,8 +283,9 @@ def apply_layout(model: torch.nn.Module, layout: CpuLayout) -> CpuLayout:
     def column_major(module) -> bool:
         return layout.column_major == "all" or (layout.column_major == "head" and module is head)
 
-    if layout.packed and not onednn_packing():
-        raise SpecbenchError(f"layout {layout.name} needs torch with oneDNN (torch.backends.mkldnn), which this one lacks")
+    refusal = layout_refusal(layout, next(model.parameters()).dtype)
+    if refusal is not None:  # before any weight moves: the model stays as it was
+        raise SpecbenchError(refusal)
     _relayout(model, column_major)
     for name, module in model.named_modules():
         if not isinstance(module, torch.nn.Linear):
