@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from specbench.measure import energy
-from specbench.measure.energy import EnergyMeter, RaplCounter, energy_columns, find_nvml, find_rapl
+from specbench.measure.energy import EnergyMeter, energy_columns, find_nvml, find_rapl
 from specbench.records.store import load_records, load_run_info
 from tests.cli_helpers import invoke, one_prompt_sweep, write_sweep_yaml
 
@@ -54,6 +54,7 @@ def _domain(root, name: str, value: int, limit: int, label: str):
 
 # ----------------------------------------------------------------------------- RAPL
 
+
 def test_rapl_reads_package_domains_only_and_survives_a_wraparound(tmp_path):
     pkg0 = _domain(tmp_path, "intel-rapl:0", 900_000, 1_000_000, "package-0")
     _domain(tmp_path, "intel-rapl:0:0", 5, 1_000_000, "core")  # inside package-0: never added again
@@ -81,6 +82,7 @@ def test_rapl_absent_or_unreadable_says_why(tmp_path, monkeypatch):
 
 
 # ----------------------------------------------------------------------------- NVML (a stand-in pynvml)
+
 
 def _fake_pynvml(millijoules: list[list[int]], fail: str | None = None):
     """A pynvml module with len(millijoules[0]) GPUs whose counters step through the given readings."""
@@ -124,6 +126,7 @@ def test_nvml_missing_or_failing_says_why(monkeypatch):
 
 # ----------------------------------------------------------------------------- the meter
 
+
 def test_meter_measures_idle_and_subtracts_it():
     clock = iter([0.0, 2.0, 10.0, 14.0]).__next__
     readings = iter([100.0, 120.0, 500.0, 600.0]).__next__  # idle: 20 J in 2 s = 10 W
@@ -137,13 +140,15 @@ def test_meter_measures_idle_and_subtracts_it():
 
 def test_energy_columns_are_null_without_a_counter(no_counter):
     assert energy_columns(float("nan"), 10, 4, no_counter) == dict.fromkeys(
-        ("energy_j", "idle_w", "energy_counter", "joules_per_token", "joules_per_accepted"))
+        ("energy_j", "idle_w", "energy_counter", "joules_per_token", "joules_per_accepted")
+    )
     m = EnergyMeter(FakeCounter(), idle_w=1.0)
     columns = energy_columns(6.0, 12, 0, m)
     assert columns["joules_per_token"] == 0.5 and columns["joules_per_accepted"] is None  # nothing accepted
 
 
 # ----------------------------------------------------------------------------- a sweep's records
+
 
 def test_a_sweep_records_energy_from_the_counter(tmp_path, prompts_file, fake_meter):
     out = tmp_path / "res"

@@ -49,6 +49,7 @@ class EnergyCounter(Protocol):
 
 # ----------------------------------------------------------------------------- RAPL
 
+
 @dataclass
 class _Domain:
     path: Path  # .../energy_uj
@@ -104,8 +105,10 @@ def find_rapl(root: Path = POWERCAP) -> tuple[RaplCounter | None, str]:
     if domains:
         return RaplCounter(domains), ""
     if unreadable:
-        return None, (f"RAPL energy files are readable by root only ({', '.join(unreadable)}; Linux ≥ 5.10): "
-                      "run as root or `chmod a+r /sys/class/powercap/intel-rapl:*/energy_uj`")
+        return None, (
+            f"RAPL energy files are readable by root only ({', '.join(unreadable)}; Linux ≥ 5.10): "
+            "run as root or `chmod a+r /sys/class/powercap/intel-rapl:*/energy_uj`"
+        )
     return None, f"RAPL domains under {root} gave no reading"
 
 
@@ -117,6 +120,7 @@ def _read_text(path: Path) -> str:
 
 
 # ----------------------------------------------------------------------------- NVML
+
 
 class NvmlCounter:
     """NVML's total-energy counter summed over the visible GPUs (millijoules since the driver loaded)."""
@@ -172,6 +176,7 @@ def _text(value) -> str:
 
 # ----------------------------------------------------------------------------- the meter
 
+
 class SumCounter:
     """Several counters read as one (a GPU's and the CPU packages')."""
 
@@ -195,8 +200,15 @@ class EnergyMeter:
     """One process's energy counter with its idle power: ``start()`` before a timed interval,
     ``joules_since(reading)`` after it (joules above idle; NaN without a counter)."""
 
-    def __init__(self, counter: EnergyCounter | None, reason: str = "", idle_s: float = IDLE_S,
-                 sleep=time.sleep, clock=time.perf_counter, idle_w: float | None = None):
+    def __init__(
+        self,
+        counter: EnergyCounter | None,
+        reason: str = "",
+        idle_s: float = IDLE_S,
+        sleep=time.sleep,
+        clock=time.perf_counter,
+        idle_w: float | None = None,
+    ):
         self.counter, self.reason = counter, reason
         self._clock = clock
         self.idle_w = float("nan") if idle_w is None else float(idle_w)  # given: not measured (tests)
@@ -230,8 +242,12 @@ class EnergyMeter:
 
     def describe(self) -> dict:
         """What run.json records under ``energy``."""
-        return {"source": self.source, "idle_w": None if not math.isfinite(self.idle_w) else self.idle_w,
-                "idle_s": self.idle_s if self.available else None, "reason": self.reason or None}
+        return {
+            "source": self.source,
+            "idle_w": None if not math.isfinite(self.idle_w) else self.idle_w,
+            "idle_s": self.idle_s if self.available else None,
+            "reason": self.reason or None,
+        }
 
 
 def find_counter() -> tuple[EnergyCounter | None, str]:
@@ -271,9 +287,17 @@ def energy_columns(joules: float, output_tokens: float, accepted: float, m: Ener
     """The record's energy columns for ``joules`` above idle spent on ``output_tokens`` (``accepted`` draft
     tokens among them); null everywhere without a counter."""
     if not m.available or not math.isfinite(joules):
-        return {"energy_j": None, "idle_w": None, "energy_counter": None, "joules_per_token": None,
-                "joules_per_accepted": None}
-    return {"energy_j": joules, "idle_w": m.idle_w if math.isfinite(m.idle_w) else None,
-            "energy_counter": m.source,
-            "joules_per_token": joules / output_tokens if output_tokens > 0 else None,
-            "joules_per_accepted": joules / accepted if accepted > 0 else None}
+        return {
+            "energy_j": None,
+            "idle_w": None,
+            "energy_counter": None,
+            "joules_per_token": None,
+            "joules_per_accepted": None,
+        }
+    return {
+        "energy_j": joules,
+        "idle_w": m.idle_w if math.isfinite(m.idle_w) else None,
+        "energy_counter": m.source,
+        "joules_per_token": joules / output_tokens if output_tokens > 0 else None,
+        "joules_per_accepted": joules / accepted if accepted > 0 else None,
+    }
