@@ -11,6 +11,9 @@ from `specbench.analysis.operating` with its prompt-bootstrap interval. Per work
   below 1 (it serves fewer), and *cannot tell* otherwise;
 * where target only peaks higher than every configuration, the answer is not to speculate.
 
+Goodput is a timing: where a load's batches ran beside other busy processes (``timing_disturbed``), no answer
+resting on it is called confident (the line says so, as the SLO objective's does).
+
 Peaks are maxima over the measured loads only: goodput between or beyond them is not measured, and the
 highest measured load caps every peak (the line says when a peak lies at it: more load might serve more).
 """
@@ -47,14 +50,18 @@ def _peak(rows: pd.DataFrame, axis: str) -> dict:
     return {**best.to_dict(), "at_largest_load": bool(best[axis] == ordered[axis].max())}
 
 
-def _verdict(ratio: float, lo: float, hi: float) -> str:
+def _verdict(ratio: float, lo: float, hi: float, disturbed: bool) -> str:
     if not np.isfinite(lo) or not np.isfinite(hi):
-        return "cannot tell (no interval)"
-    if lo > 1:
-        return "confident: more good requests with speculation"
-    if hi < 1:
-        return "confident: fewer good requests with speculation"
-    return "cannot tell"
+        text = "cannot tell (no interval)"
+    elif lo > 1:
+        text = "confident: more good requests with speculation"
+    elif hi < 1:
+        text = "confident: fewer good requests with speculation"
+    else:
+        text = "cannot tell"
+    if disturbed and text.startswith("confident"):
+        return f"not decided (disturbed timing; on its numbers alone: {text})"
+    return text
 
 
 def goodput_answers(op: Operating, axis: str) -> list[dict]:
@@ -90,7 +97,14 @@ def goodput_answers(op: Operating, axis: str) -> list[dict]:
             ratio, lo, hi = (
                 float(same.get(k, math.nan)) for k in ("goodput_ratio", "goodput_ratio_lo", "goodput_ratio_hi")
             )
-            comparison = {"load": best[axis], "ratio": ratio, "lo": lo, "hi": hi, "verdict": _verdict(ratio, lo, hi)}
+            disturbed = bool(same.get("timing_disturbed")) or bool(base.get("timing_disturbed"))
+            comparison = {
+                "load": best[axis],
+                "ratio": ratio,
+                "lo": lo,
+                "hi": hi,
+                "verdict": _verdict(ratio, lo, hi, disturbed),
+            }
             if np.isfinite(ratio):
                 interval = f" [{lo:.2f}, {hi:.2f}]" if np.isfinite(lo) else ""
                 parts.append(
@@ -105,10 +119,17 @@ def goodput_answers(op: Operating, axis: str) -> list[dict]:
                 f" (peaks at the largest load measured, {load_label(axis, capped[0][axis])}: measure higher "
                 "loads to find the real peak)"
             )
+        disturbed = bool(scenario["timing_disturbed"].fillna(False).astype(bool).any())
+        if disturbed:
+            parts.append(
+                " (timing disturbed: some loads have only batches that ran beside other busy processes — "
+                "rerun on a quiet machine before acting on it)"
+            )
         out.append(
             {
                 **dict(zip(GROUP_KEYS, key)),
                 "slos": [s.as_dict() for s in op.slos],
+                "timing_disturbed": disturbed,
                 "peaks": [_plain(p) for p in peaks],
                 "best": None if best is None else _plain(best),
                 "baseline": None if base is None else _plain(base),

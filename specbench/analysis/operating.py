@@ -278,7 +278,9 @@ def _gamma_text(choice: dict) -> str:
     name = "no speculation (γ=0)" if choice["gamma"] == 0 else f"γ={choice['gamma']}"
     if choice["gamma_lo"] is None:
         return f"{name} (no interval)"
-    return f"{name} (γ range [{choice['gamma_lo']}, {choice['gamma_hi']}], {choice['share']:.0%} of replicates)"
+    return (
+        f"{name} (γ range [{choice['gamma_lo']}, {choice['gamma_hi']}]; chosen in {choice['share']:.0%} of replicates)"
+    )
 
 
 def _optimal_text(entry: dict, at: dict, axis: str) -> str:

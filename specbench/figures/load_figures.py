@@ -207,9 +207,9 @@ def figure_latency_vs_load(data) -> Figure:
 
 
 # (quantity column, y label, what the panel needs) of the cost figure's rows
-COST_ROWS = (("cost_per_mtok", "cost per million output tokens", "a price: --price-per-hour or the sweep key "
+COST_ROWS = (("cost_per_mtok", "cost per M output tokens", "a price: --price-per-hour or the sweep key "
               "price_per_hour"),
-             ("joules_per_token", "energy per output token (J, above idle)", "an energy counter on the machine"))
+             ("joules_per_token", "J per output token (above idle)", "an energy counter on the machine"))
 
 
 def _operating_table(data) -> pd.DataFrame:
@@ -253,13 +253,13 @@ def figure_cost_vs_load(data) -> Figure:
                                 style=style)
                 handles["target only" if not gamma else f"{name} γ={gamma}"] = Line2D(
                     [], [], color=style["color"], marker=style["marker"], linestyle=style["linestyle"])
-            price = (data.operating or {}).get("price_per_hour")
-            ax.set_ylabel(ylabel + (f" (at {price:g}/hour)" if quantity == "cost_per_mtok" and price else ""))
+            ax.set_ylabel(ylabel)
             ax.set_ylim(bottom=0)
             _log_axis(ax, part[axis], AXES_LABELS[axis])
         panel_title(grid[0][column], scenario_title(scenario, panels))
     missing = [r for r in COST_ROWS if r not in rows]
-    title = "What a million output tokens cost against load" + "".join(
+    price = (data.operating or {}).get("price_per_hour")
+    title = "What a million output tokens cost against load" + (f" at {price:g} per hour" if price else "") + "".join(
         f"\n({r[0].replace('_', ' ')} not drawn: it needs {r[2]})" for r in missing)
     _suptitle(fig, table, title)
     legend_below(fig, handles)
