@@ -9,6 +9,8 @@ import shutil
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specbench.cli.exit_codes import BAD_INPUT, INCONCLUSIVE_CODE, OK, REGRESSED_CODE
 from tests.cli_helpers import TINY_SWEEP, invoke, jsonl_workload, write_sweep_yaml
@@ -116,6 +118,7 @@ def test_it_names_what_changed(tmp_path):
     (new / "backend.json").write_text(json.dumps({"backend": "vllm", "vllm_version": "0.32.0"}))
     data = json.loads(_compare(old, new, "--json").stdout)
     assert data["same_engine"] is False
+    assert data["old"]["engine_version"] == "0.31.0" and data["new"]["text"].startswith("vllm (0.32.0) on NVIDIA H200")
     assert data["changes"] == [
         "engine: 0.31.0 → 0.32.0",
         "specbench: 0.1.0 → 0.2.0",
@@ -191,3 +194,35 @@ def test_help_documents_the_exit_codes(flag):
     result = invoke("compare", "--help")
     assert result.exit_code == 0
     assert "3 NEW regressed beyond the margin" in " ".join(result.output.split())
+
+
+# ----------------------------------------------------------------------------- properties of the test itself
+
+
+def _side_of(records: list[dict], name: str):
+    from specbench.analysis.compare import side
+
+    return side(name, records_frame(records), {"models": {"synthetic-target": "a" * 64}}, {})
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    seed_a=st.integers(0, 10_000),
+    seed_b=st.integers(0, 10_000),
+    alpha=st.floats(0.2, 0.9),
+    step=st.floats(0.0005, 0.02),
+)
+def test_a_folder_equals_itself_and_a_regression_reads_back_as_an_improvement(seed_a, seed_b, alpha, step):
+    from specbench.analysis.compare import IDENTICAL, IMPROVED, REGRESSED, compare
+
+    a = make_records([DRAFTER], n_prompts=6, seed=seed_a, max_new_tokens=16)
+    b = make_records([replace(DRAFTER, alpha=alpha, draft_step_s=step)], n_prompts=6, seed=seed_b, max_new_tokens=16)
+    itself = compare(_side_of(a, "a"), _side_of(a, "a"), n_boot=100)
+    assert itself.verdict == "equivalent"
+    assert {q["state"] for r in itself.rows for q in r["quantities"].values()} <= {IDENTICAL, "equivalent"}
+    forward = compare(_side_of(a, "a"), _side_of(b, "b"), n_boot=100, seed=1)
+    backward = compare(_side_of(b, "b"), _side_of(a, "a"), n_boot=100, seed=1)
+    for row, back in zip(forward.rows, backward.rows):
+        for name, q in row["quantities"].items():
+            if q["state"] == REGRESSED:  # NEW worse than OLD beyond the margin: OLD better than NEW beyond it
+                assert back["quantities"][name]["state"] == IMPROVED, (name, q, back["quantities"][name])

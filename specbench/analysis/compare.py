@@ -79,6 +79,7 @@ class Comparison:
     changes: list[str]  # what differs between the folders' environments (engine, weights, machine, specbench)
     same_engine: bool
     gated: tuple[str, ...] = QUANTITIES  # the quantities the verdict reads
+    environments: dict = field(default_factory=dict)  # "old", "new": what each ran on (`environment`)
     rows: list[dict] = field(default_factory=list)  # one per (scenario, configuration)
     notes: list[str] = field(default_factory=list)
 
@@ -104,6 +105,7 @@ class Comparison:
     def as_dict(self) -> dict:
         return {
             "verdict": self.verdict,
+            **self.environments,
             "margin": self.margin,
             "level": self.level,
             "gated": list(self.gated),
@@ -157,6 +159,16 @@ def changes(old: Side, new: Side) -> tuple[list[str], bool]:
     return lines, same
 
 
+def environment(side: Side) -> dict:
+    """What one folder ran on: backend, engine version, machine, specbench, weights; and a one-line summary."""
+    env = _engine(side)
+    text = (
+        f"{env['backend']} ({env['engine_version'] or 'engine version not recorded'}) on {env['device']}, "
+        f"specbench {env['specbench']}"
+    )
+    return {**env, "text": text}
+
+
 def _short(digest) -> str:
     return "absent" if not digest else str(digest)[:12]
 
@@ -166,7 +178,10 @@ def _short(digest) -> str:
 
 def _kind_key(frame: pd.DataFrame) -> pd.Series:
     columns = [c for c in KIND if c in frame]
-    return frame[columns].astype(str).agg("|".join, axis=1)
+    key = frame[columns[0]].astype(str)
+    for column in columns[1:]:
+        key = key + "|" + frame[column].astype(str)
+    return key
 
 
 def _with_match(frame: pd.DataFrame, full_label: set[str]) -> pd.DataFrame:
@@ -294,7 +309,14 @@ def compare(
         raise SpecbenchError(f"--quantities takes some of {', '.join(QUANTITIES)}, got {', '.join(gated) or 'none'}")
     a, b = prepare(old, new)
     lines, same_engine = changes(old, new)
-    result = Comparison(margin=margin, level=LEVEL, changes=lines, same_engine=same_engine, gated=tuple(gated))
+    result = Comparison(
+        margin=margin,
+        level=LEVEL,
+        changes=lines,
+        same_engine=same_engine,
+        gated=tuple(gated),
+        environments={"old": environment(old), "new": environment(new)},
+    )
     rng = np.random.default_rng(seed)
     for key, scenario_a in a.groupby(SCENARIO, dropna=False, sort=True):
         scenario_b = b[(b[SCENARIO].astype(str) == pd.Series(key, index=SCENARIO).astype(str)).all(axis=1)]
@@ -318,6 +340,7 @@ def compare(
                 not s["timing_ok"].fillna(True).astype(bool).all() for s in (config_a, config_b, base_a, base_b)
             )
             quantities = {}
+            differ, compared = _differing(config_a, config_b)
             for i, name in enumerate(QUANTITIES):
                 ratio = float(point_b[i] / point_a[i]) if point_a[i] > 0 else math.nan
                 lo = hi = math.nan
@@ -334,7 +357,6 @@ def compare(
                     "state": _state(lo, hi, margin),
                     "why": "",
                 }
-                differ, compared = _differing(config_a, config_b) if name != "speedup" else (0, 0)
                 if name != "speedup" and greedy and same_engine and compared and not differ:
                     q["state"], q["why"] = IDENTICAL, "greedy on the same engine and weights: identical unit by unit"
                 elif name != "speedup" and greedy and same_engine and differ:

@@ -113,7 +113,8 @@ def compare_command(
 
 def _print(result, old: Path, new: Path) -> None:
     console = wide_console()
-    console.print(plain(f"OLD {old} → NEW {new}", style="bold"))
+    console.print(plain(f"OLD {old}: {result.environments['old']['text']}", style="bold"))
+    console.print(plain(f"NEW {new}: {result.environments['new']['text']}", style="bold"))
     for line in result.changes or ["nothing recorded differs (the same engine, weights, machine and specbench)"]:
         console.print(plain(f"changed: {line}"))
     ungated = [q for q in QUANTITIES if q not in result.gated]
