@@ -321,7 +321,7 @@ def operating_section(data: PlotData) -> Html:
                     else f"{r['attainment']:.0%}", "–" if kept is None else ("yes" if kept else "no"),
                     _ratio_cell(r, "goodput_ratio")]
         if price is not None:
-            row += [_value_cell(r, "cost_per_mtok", 3), _ratio_cell(r, "cost_ratio")]
+            row += [_value_cell(r, "cost_per_mtok", 2), _ratio_cell(r, "cost_ratio")]
         if energy:
             row += [_value_cell(r, "joules_per_token", 3), _value_cell(r, "joules_per_accepted", 3),
                     _ratio_cell(r, "energy_ratio")]
@@ -329,8 +329,8 @@ def operating_section(data: PlotData) -> Html:
     targets = "; ".join(f"{s['metric']} p{s['percentile']} ≤ {s['limit_s'] * 1e3:g} ms" for s in slos)
     parts = [paragraph("System output tokens/s = output tokens ÷ the wall time of the batches; goodput = requests per "
                        "second meeting every latency target" + (f" ({targets})" if targets else "") + "; cost = the "
-                       "price per hour ÷ 3600 ÷ system tokens/s × 10⁶; energy above idle power"
-                       + (f" ({op['energy_counter']})" if op.get("energy_counter") else "") + ". Intervals: 95 % "
+                       "price per hour ÷ 3600 ÷ system tokens/s × 10⁶"
+                       + (f"; energy above idle power ({op['energy_counter']})" if energy else "") + ". Intervals: 95 % "
                        "prompt bootstrap; × target only: paired against the target-only run at the same load "
                        "(docs/operating-cost.md).", "note"),
              table(headers, cells, {3}),
