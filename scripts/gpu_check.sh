@@ -71,12 +71,11 @@ if ! importable; then
     "$PY" -m pip install -q --no-deps --no-index --no-build-isolation -e "$ROOT" >>"$LOG" 2>&1 || true
 fi
 if ! importable; then
-    # the package maps kernels/, workloads/ and trees/ into specbench.*: links in this checkout do the same
-    say "pip could not install it: linking kernels/, workloads/ and trees/ into specbench/ instead"
-    ln -sfn ../kernels specbench/kernels
+    # the package maps workloads/ and trees/ into specbench.*: links in this checkout do the same
+    say "pip could not install it: linking workloads/ and trees/ into specbench/ instead"
     ln -sfn ../workloads specbench/builtin_workloads
     ln -sfn ../trees specbench/builtin_trees
-    trap 'rm -rf "$STEPS" "$WORK"; rm -f specbench/kernels specbench/builtin_workloads specbench/builtin_trees' EXIT
+    trap 'rm -rf "$STEPS" "$WORK"; rm -f specbench/builtin_workloads specbench/builtin_trees' EXIT
     export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 fi
 if ! importable; then
