@@ -196,7 +196,7 @@ class SweepSpec:
     weights_sha256: str | None = None
     model_hashes: dict = field(default_factory=dict)
     timing: TimingProtocol = field(default_factory=TimingProtocol)  # how live units are timed
-    backend: str = "own"  # who generates: own (specbench's engine), vllm, openai, vllm-server (backends.registry)
+    backend: str = DEFAULT_BACKEND  # who generates: own (specbench's engine), vllm, openai, vllm-server (backends.registry)
     backend_options: dict = field(default_factory=dict)  # the rest of the YAML's backend: mapping
     concurrency: list[int] = field(default_factory=lambda: [1])  # requests in flight (serving backends)
     request_rates: list[float] = field(default_factory=list)  # open-loop arrival rates, requests/s ([]: closed loop)
@@ -269,7 +269,7 @@ class SweepSpec:
     @property
     def run_options(self) -> dict:
         """Options the backend is built with (the own engine also takes kernels and compile)."""
-        if self.backend == DEFAULT_BACKEND:
+        if backends.get(self.backend).own_engine:
             threads = {} if self.threads is None else {"threads": self.threads}
             layout = {}
             if self.layout is not None or self.dtype == "auto":
@@ -499,10 +499,11 @@ def _run_settings(spec: SweepSpec, data: dict, where: str) -> None:
 def _check_engine_settings(spec: SweepSpec, where: str) -> None:
     """Settings only specbench's own engine honours (threads, layout, schedules, strategies), against the
     backend, device and mode."""
-    if spec.threads is not None and (spec.backend != DEFAULT_BACKEND or spec.device != "cpu"):
+    own_engine = backends.get(spec.backend).own_engine
+    if spec.threads is not None and (not own_engine or spec.device != "cpu"):
         _fail(where, f"'threads' sets the CPU threads of specbench's own engine (backend own, device cpu), "
                      f"not backend {spec.backend} on {spec.device}")
-    if (spec.layout is not None or spec.dtype == "auto") and spec.backend != DEFAULT_BACKEND:
+    if (spec.layout is not None or spec.dtype == "auto") and not own_engine:
         _fail(where, f"'layout' and dtype auto choose the CPU weights of specbench's own engine, not of backend "
                      f"{spec.backend}")
     try:
@@ -511,7 +512,7 @@ def _check_engine_settings(spec: SweepSpec, where: str) -> None:
         _fail(where, str(exc).removeprefix(f"{where}: "))
     check_nested(spec, where)
     check_online(spec, where)
-    if any(not s.is_fixed for s in spec.schedules) and (spec.backend != DEFAULT_BACKEND or spec.mode != "live"):
+    if any(not s.is_fixed for s in spec.schedules) and (not own_engine or spec.mode != "live"):
         _fail(where, f"schedules other than fixed run in specbench's own engine, live: backend {spec.backend}, "
                      f"mode {spec.mode} cannot choose the verify length per round")
 
