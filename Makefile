@@ -5,12 +5,12 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.specbench-installed
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install install-vllm install-speculators test-vllm install-ray test-ray bench-scale demo test lint test-heavy test-fuzz simulate-stopping bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe bench-online clean help
+.PHONY: install install-vllm install-speculators test-vllm install-ray test-ray bench-scale demo test lint test-heavy test-fuzz simulate-stopping bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe bench-online style-pass clean help
 
 help:
 	@echo "make demo          set up (first run) and run the demo sweep on SmolLM2-135M"
 	@echo "make test          set up (first run) and run the test suite (CPU, no GPU needed)"
-	@echo "make lint          ruff: lint every file, check the format of FORMATTED (rules in pyproject.toml)"
+	@echo "make lint          ruff (lint every file, check the format of FORMATTED) and mypy (pyproject.toml)"
 	@echo "make test-heavy    tests on the Qwen2.5-Coder 1.5B/0.5B pair (pulls ~1.5 GB once)"
 	@echo "make test-fuzz     the long fuzz run (Hypothesis, about 10 minutes; FUZZ_SCALE=0.1 for a tenth): spec parser, loaders, records, HTTP client"
 	@echo "make bench-engine  specbench engine vs transformers generate / assisted generation"
@@ -31,6 +31,7 @@ help:
 	@echo "make bench-strategies-moe plain vs expert-aware dynamic tree on SmolLM2-MoE: τ, experts per verify"
 	@echo "make bench-online  online adaptation (Aurora) over a shifting stream: sweep, fit, recommend, plot"
 	@echo "make simulate-stopping error rates of adaptive vs fixed-grid verdicts with a known truth (docs/fit.md)"
+	@echo "make style-pass    once: format the whole tree, sort imports, turn on ruff rules I, B, UP (scripts/style_pass.sh)"
 
 $(PY):
 	@# Keep a torch the system python already has (a CUDA build, say) visible in the venv.
@@ -87,6 +88,7 @@ FORMATTED := specbench/catalogue specbench/backends/registry.py specbench/engine
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check $(FORMATTED)
+	$(PY) -m mypy
 
 test: install
 	TRITON_INTERPRET=1 $(PY) -m pytest -n 2 --dist worksteal --durations=25
@@ -164,6 +166,11 @@ bench-online: install
 
 simulate-stopping: install
 	$(PY) scripts/adaptive_simulation.py --sims 2000
+
+# Once, when the branches of issue 40 are merged: format the whole tree, sort imports, turn on rules I, B, UP
+# (scripts/style_pass.sh says what it changes and lists what is left to fix by hand).
+style-pass: install
+	RUFF=$(VENV)/bin/ruff PY=$(PY) bash scripts/style_pass.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info
