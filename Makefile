@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.specbench-installed
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install install-vllm install-speculators test-vllm install-ray test-ray bench-scale demo test lint test-heavy test-fuzz simulate-stopping bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe bench-online style-pass clean help
+.PHONY: install install-vllm install-speculators test-vllm install-ray test-ray bench-scale demo test lint test-heavy test-fuzz simulate-stopping bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe bench-online bench-draft-loop bench-strategy-nested bench-strategy-schedule bench-drafters-2026 drafter-heldout simulate-coverage gpu-check gpu-launch-overhead install-test-browser style-pass clean help
 
 help:
 	@echo "make demo          set up (first run) and run the demo sweep on SmolLM2-135M"
@@ -31,6 +31,13 @@ help:
 	@echo "make bench-strategies-moe plain vs expert-aware dynamic tree on SmolLM2-MoE: τ, experts per verify"
 	@echo "make bench-online  online adaptation (Aurora) over a shifting stream: sweep, fit, recommend, plot"
 	@echo "make simulate-stopping error rates of adaptive vs fixed-grid verdicts with a known truth (docs/fit.md)"
+	@echo "make bench-draft-loop  draft-model chain: generic tree growth vs the chain fast path, ms per drafted token"
+	@echo "make bench-strategy-nested / bench-strategy-schedule  one of make bench-strategies' two comparisons"
+	@echo "make bench-drafters-2026 the 2026 drafters' sweep and its comparison tables (docs/benchmarks.md)"
+	@echo "make drafter-heldout held-out top-1 of the shipped SmolLM2-135M drafters (HELDOUT=folder, generated once)"
+	@echo "make simulate-coverage coverage of the speedup intervals on synthetic sweeps (docs/fit.md)"
+	@echo "make gpu-check     on a CUDA machine: kernels, profiles, GPU busy time (OUT=folder; docs/profile.md)"
+	@echo "make gpu-launch-overhead on a CUDA machine: GPU work vs host launches of one eager forward"
 	@echo "make style-pass    once: format the whole tree, sort imports, turn on ruff rules I, B, UP (scripts/style_pass.sh)"
 
 $(PY):
@@ -166,6 +173,37 @@ bench-online: install
 
 simulate-stopping: install
 	$(PY) scripts/adaptive_simulation.py --sims 2000
+
+bench-draft-loop: install
+	$(PY) scripts/bench_draft_loop.py --repeats 5
+
+bench-strategy-nested: install
+	$(PY) scripts/bench_strategy_nested.py
+
+bench-strategy-schedule: install
+	$(PY) scripts/bench_strategy_schedule.py
+
+bench-drafters-2026: install
+	$(VENV)/bin/specbench sweep sweeps/drafters-2026.yaml
+	$(PY) scripts/drafters_2026_table.py results/drafters-2026
+
+HELDOUT ?= results/drafter-heldout
+drafter-heldout: install
+	@if [ ! -d "$(HELDOUT)" ]; then $(PY) scripts/drafter_heldout.py generate --out $(HELDOUT); fi
+	$(PY) scripts/drafter_heldout.py evaluate --heldout $(HELDOUT)
+
+simulate-coverage: install
+	$(PY) scripts/interval_coverage.py --sims 1000 --boot-sims 200
+
+# On a CUDA machine (docs/profile.md, "Running the GPU check"); OUT is where its summary and profiles go.
+gpu-check:
+	bash scripts/gpu_check.sh
+
+gpu-launch-overhead: install
+	$(PY) scripts/gpu_launch_overhead.py scripts/gpu_configs/llama-3.2-1b scripts/gpu_configs/llama-3.1-8b
+
+install-test-browser:
+	bash scripts/install_test_browser.sh
 
 # Once, when the branches of issue 40 are merged: format the whole tree, sort imports, turn on rules I, B, UP
 # (scripts/style_pass.sh says what it changes and lists what is left to fix by hand).

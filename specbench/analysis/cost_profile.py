@@ -37,7 +37,7 @@ The cost model.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -194,10 +194,6 @@ class ProfiledCost:
         if self.default_context is not None:
             return float(self.default_context)
         return float(self.verify_grid.contexts[0])
-
-    def with_context(self, context: int | None) -> "ProfiledCost":
-        """The same costs with ``context`` as the default (what ``context=None`` means)."""
-        return replace(self, default_context=context)
 
     def verify_s(self, verify_tokens, batch: int = 1, context: int | None = None):
         n = np.asarray(verify_tokens, dtype=float)
