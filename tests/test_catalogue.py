@@ -169,8 +169,9 @@ def name_comparisons(path: Path, names: set[str], only_with: dict[str, str] | No
                 hits = strings
         elif isinstance(node, ast.Dict):
             hits = [s for key in node.keys if key is not None for s in _strings(key) if s in names or s in only_with]
-        text = ast.get_source_segment(source, node) or ""
-        hits = [s for s in hits if s not in only_with or only_with[s] in text]
+        if any(s in only_with for s in hits):  # (the segment's text only then: reading it costs a pass over the file)
+            text = ast.get_source_segment(source, node) or ""
+            hits = [s for s in hits if s not in only_with or only_with[s] in text]
         if hits:
             found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {sorted(set(hits))}")
     return found
