@@ -1,7 +1,7 @@
 """Which CPU this is, in the terms that decide how fast its matrix products run.
 
 Three things decide which of torch's CPU products a linear layer reaches (torch 2.13, measured in
-docs/benchmarks.md "Engine speed, fourth step"):
+docs/bench-engine-steps.md "Engine speed, fourth step"):
 
 * AVX2 only: float32 through MKL; a 16-bit product is one float32 dot product per output element,
   its cost linear in the rows;
