@@ -22,7 +22,7 @@ import torch
 
 from specbench.engine.decoder import make_decoder
 from specbench.engine.drafters.base import BaseDrafter, Proposal, RoundOutcome, check_draft_depth
-from specbench.engine.rounds import Round, RoundDriver, Verdict
+from specbench.engine.rounds import Round, RoundDriver, Verification
 from specbench.engine.sampling import SamplingParams, probabilities
 from specbench.engine.schedule import RoundVerdict, ScheduleSpec, check_schedule, make_schedule
 from specbench.engine.stats import GenerationResult, RoundLog
@@ -203,7 +203,7 @@ class SpeculativeEngine:
             return self.drafter.propose(context, shape, self.sampling, generator)
         return self.drafter.propose(context, shape, self.sampling, generator, keep_drafting=self.schedule.keep_drafting)
 
-    def verify(self, proposal: Proposal, root_token: torch.Tensor, generator) -> Verdict:
+    def verify(self, proposal: Proposal, root_token: torch.Tensor, generator) -> Verification:
         """One target forward over [root, drafts]; leaves the cache holding root + accepted path, and returns the
         target's verdict (the accepted node indices — a chain's are 0..m−1 —, the token after them, and the target
         features the drafter and the driver asked for at the kept positions: root, then the path)."""
@@ -224,7 +224,7 @@ class SpeculativeEngine:
             path, next_token = self._verify_tree(proposal, out.logits, generator)
             self.decoder.keep(root, torch.tensor([0] + [1 + i for i in path]))
         kept = [0] + [1 + i for i in path]
-        return Verdict(path, next_token, self._features(out, kept))
+        return Verification(path, next_token, self._features(out, kept))
 
     def run_round(self, context: torch.Tensor, round_gamma: int, generator, stop_at_eos: bool) -> Round:
         """One round continuing context [1, L]: draft (at most ``round_gamma`` tokens), verify, accept; the

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from specbench.engine.drafters.base import Proposal
-from specbench.engine.rounds import RoundDriver, Verdict
+from specbench.engine.rounds import RoundDriver, Verification
 from specbench.engine.sampling import SamplingParams
 from specbench.engine.tree import StaticTree
 from specbench.errors import SpecbenchError
@@ -143,7 +143,7 @@ class NestedDriver(RoundDriver):
                     return truncated(prepared.proposal, round_gamma)
         return super().draft(context, round_gamma, generator)
 
-    def verify(self, proposal: Proposal, context: torch.Tensor, generator) -> Verdict:
+    def verify(self, proposal: Proposal, context: torch.Tensor, generator) -> Verification:
         """Verify in the worker thread while this thread prepares the next round's drafts."""
         if proposal.tree_nodes == 0:
             return super().verify(proposal, context, generator)
@@ -159,7 +159,7 @@ class NestedDriver(RoundDriver):
             torch.cuda.current_stream(device).wait_stream(self._stream)
         return outcome
 
-    def _verify_concurrently(self, proposal: Proposal, context: torch.Tensor, generator) -> Verdict:
+    def _verify_concurrently(self, proposal: Proposal, context: torch.Tensor, generator) -> Verification:
         with torch.inference_mode():  # grad mode is per thread
             if self._stream is None:
                 return super().verify(proposal, context, generator)

@@ -50,7 +50,7 @@ import torch
 
 from specbench.engine.drafters import registry
 from specbench.engine.drafters.base import Proposal
-from specbench.engine.rounds import RoundDriver, Verdict
+from specbench.engine.rounds import RoundDriver, Verification
 from specbench.errors import SpecbenchError
 
 if TYPE_CHECKING:
@@ -238,7 +238,7 @@ class OnlineDriver(RoundDriver):
         if self._trace is not None:
             self._trace.add_features(features)
 
-    def verify(self, proposal: Proposal, context: torch.Tensor, generator) -> Verdict:
+    def verify(self, proposal: Proposal, context: torch.Tensor, generator) -> Verification:
         verdict = super().verify(proposal, context, generator)
         trace = self._trace
         if trace is not None:

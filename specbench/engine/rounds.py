@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # the engine imports this module
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Verification:
     """The target's decision on a proposal (`SpeculativeEngine.verify`)."""
 
     path: list[int]  # accepted node indices along the kept path (a chain's: 0 .. m − 1)
@@ -81,7 +81,7 @@ class RoundDriver:
         """This round's proposal for context [1, L]: drafted now."""
         return self.engine.propose(context, round_gamma, generator)
 
-    def verify(self, proposal: Proposal, context: torch.Tensor, generator) -> Verdict:
+    def verify(self, proposal: Proposal, context: torch.Tensor, generator) -> Verification:
         """The target's verdict on ``proposal`` continuing context [1, L] (its last token is the root)."""
         return self.engine.verify(proposal, context[:, -1:], generator)
 
