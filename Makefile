@@ -5,12 +5,12 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.specbench-installed
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install install-vllm install-speculators test-vllm install-ray test-ray bench-scale demo test lint test-heavy test-fuzz simulate-stopping bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe bench-online clean help
+.PHONY: install install-vllm install-speculators test-vllm install-ray test-ray bench-scale demo test lint test-heavy test-fuzz simulate-stopping bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe bench-online bench-draft-loop bench-strategy-nested bench-strategy-schedule bench-drafters-2026 drafter-heldout simulate-coverage gpu-check gpu-launch-overhead install-test-browser style-pass clean help
 
 help:
 	@echo "make demo          set up (first run) and run the demo sweep on SmolLM2-135M"
 	@echo "make test          set up (first run) and run the test suite (CPU, no GPU needed)"
-	@echo "make lint          ruff: lint every file, check the format of FORMATTED (rules in pyproject.toml)"
+	@echo "make lint          ruff (lint every file, check the format of FORMATTED) and mypy (pyproject.toml)"
 	@echo "make test-heavy    tests on the Qwen2.5-Coder 1.5B/0.5B pair (pulls ~1.5 GB once)"
 	@echo "make test-fuzz     the long fuzz run (Hypothesis, about 10 minutes; FUZZ_SCALE=0.1 for a tenth): spec parser, loaders, records, HTTP client"
 	@echo "make bench-engine  specbench engine vs transformers generate / assisted generation"
@@ -31,6 +31,14 @@ help:
 	@echo "make bench-strategies-moe plain vs expert-aware dynamic tree on SmolLM2-MoE: τ, experts per verify"
 	@echo "make bench-online  online adaptation (Aurora) over a shifting stream: sweep, fit, recommend, plot"
 	@echo "make simulate-stopping error rates of adaptive vs fixed-grid verdicts with a known truth (docs/fit.md)"
+	@echo "make bench-draft-loop  draft-model chain: generic tree growth vs the chain fast path, ms per drafted token"
+	@echo "make bench-strategy-nested / bench-strategy-schedule  one of make bench-strategies' two comparisons"
+	@echo "make bench-drafters-2026 the 2026 drafters' sweep and its comparison tables (docs/benchmarks.md)"
+	@echo "make drafter-heldout held-out top-1 of the shipped SmolLM2-135M drafters (HELDOUT=folder, generated once)"
+	@echo "make simulate-coverage coverage of the speedup intervals on synthetic sweeps (docs/fit.md)"
+	@echo "make gpu-check     on a CUDA machine: kernels, profiles, GPU busy time (OUT=folder; docs/profile.md)"
+	@echo "make gpu-launch-overhead on a CUDA machine: GPU work vs host launches of one eager forward"
+	@echo "make style-pass    once: format the whole tree, sort imports, turn on ruff rules I, B, UP (scripts/style_pass.sh)"
 
 $(PY):
 	@# Keep a torch the system python already has (a CUDA build, say) visible in the venv.
@@ -87,6 +95,7 @@ FORMATTED := specbench/catalogue specbench/backends/registry.py specbench/engine
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check $(FORMATTED)
+	$(PY) -m mypy
 
 test: install
 	TRITON_INTERPRET=1 $(PY) -m pytest -n 2 --dist worksteal --durations=25
@@ -164,6 +173,42 @@ bench-online: install
 
 simulate-stopping: install
 	$(PY) scripts/adaptive_simulation.py --sims 2000
+
+bench-draft-loop: install
+	$(PY) scripts/bench_draft_loop.py --repeats 5
+
+bench-strategy-nested: install
+	$(PY) scripts/bench_strategy_nested.py
+
+bench-strategy-schedule: install
+	$(PY) scripts/bench_strategy_schedule.py
+
+bench-drafters-2026: install
+	$(VENV)/bin/specbench sweep sweeps/drafters-2026.yaml
+	$(PY) scripts/drafters_2026_table.py results/drafters-2026
+
+HELDOUT ?= results/drafter-heldout
+drafter-heldout: install
+	@if [ ! -d "$(HELDOUT)" ]; then $(PY) scripts/drafter_heldout.py generate --out $(HELDOUT); fi
+	$(PY) scripts/drafter_heldout.py evaluate --heldout $(HELDOUT)
+
+simulate-coverage: install
+	$(PY) scripts/interval_coverage.py --sims 1000 --boot-sims 200
+
+# On a CUDA machine (docs/profile.md, "Running the GPU check"); OUT is where its summary and profiles go.
+gpu-check:
+	bash scripts/gpu_check.sh
+
+gpu-launch-overhead: install
+	$(PY) scripts/gpu_launch_overhead.py scripts/gpu_configs/llama-3.2-1b scripts/gpu_configs/llama-3.1-8b
+
+install-test-browser:
+	bash scripts/install_test_browser.sh
+
+# Once, when the branches of issue 40 are merged: format the whole tree, sort imports, turn on rules I, B, UP
+# (scripts/style_pass.sh says what it changes and lists what is left to fix by hand).
+style-pass: install
+	RUFF=$(VENV)/bin/ruff PY=$(PY) bash scripts/style_pass.sh
 
 clean:
 	rm -rf $(VENV) build *.egg-info

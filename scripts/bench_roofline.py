@@ -8,7 +8,7 @@ tokens (KV cache pre-filled), each in ms and as a fraction of the bound; then en
 tokens/s of target-only decoding and of the best speculative configuration tried.
 
     python scripts/bench_roofline.py                 # SmolLM2-135M (+ the Qwen pair when pulled)
-    python scripts/bench_roofline.py --write-docs    # also update docs/benchmarks.md (## Roofline)
+    python scripts/bench_roofline.py --write-docs    # also update docs/bench-engine.md (## Roofline)
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def render(results: list[dict], bandwidth: float, device: str, load: str, comman
 
 
 def write_section(text: str, heading: str = "## Roofline") -> None:
-    path = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
+    path = Path(__file__).resolve().parents[1] / "docs" / "bench-engine.md"
     doc = path.read_text()
     start = doc.index(heading) + len(heading)
     end = doc.find("\n## ", start)

@@ -13,7 +13,7 @@ non-timing column, unit for unit (``scripts/compare_records.py``): they must be 
 
 The machine's CPU and its load average before and after are printed beside the figures: a busy machine
 lowers the ratio (the workers share fewer free cores), so rerun it on a quiet one before quoting it.
-The figure the Ray executor aims at is >= 1.6x with 2 workers on 2 cores (docs/benchmarks.md).
+The figure the Ray executor aims at is >= 1.6x with 2 workers on 2 cores (docs/bench-scale-out.md).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ import torch
 
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
-from specbench.engine.nested import NestedSpeculativeEngine
+from specbench.engine.nested import NestedDriver
 from specbench.measure.workloads import load_workload
 from specbench.models.prompting import encode_conversation
 from specbench.models.resolve import load_model
@@ -70,8 +70,8 @@ def run(args) -> str:
     lines = [title, header]
     for gamma in args.gammas:
         engines = {"target": base, "seq": SpeculativeEngine(target, drafter, gamma=gamma, decoder=base.decoder),
-                   "nested": NestedSpeculativeEngine(target, drafter, gamma=gamma, prepared=args.prepared,
-                                                     decoder=base.decoder)}
+                   "nested": SpeculativeEngine(target, drafter, gamma=gamma, decoder=base.decoder,
+                                               driver=NestedDriver(prepared=args.prepared))}
         for engine in engines.values():
             engine.generate(prompts[0], 8, stop_at_eos=False)  # warm-up
         runs = {name: [] for name in engines}

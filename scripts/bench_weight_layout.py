@@ -8,7 +8,7 @@ Times, in one process and interleaved (each repeat stores the weights in every l
                     head column-major and column-major single-row copies of wide matrices.
 A step is one forward of k = 1, 2, 3, 5, 8 new tokens after a 256-token cached prefix without logits,
 plus the LM head over one row (the row the lazy verifier always computes; decode's only row); the
-512-token prefill too. Median of --repeats. See docs/benchmarks.md ("Engine speed, third step").
+512-token prefill too. Median of --repeats. See docs/bench-engine-steps.md ("Engine speed, third step").
 
     python scripts/bench_weight_layout.py                                  # SmolLM2-135M, 2 threads
     python scripts/bench_weight_layout.py --model qwen2.5-coder-1.5b --repeats 3

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The comparison tables of `sweeps/drafters-2026.yaml` (docs/benchmarks.md, "The 2026 drafters").
+"""The comparison tables of `sweeps/drafters-2026.yaml` (docs/bench-drafters.md, "The 2026 drafters").
 
     specbench sweep sweeps/drafters-2026.yaml
     python scripts/drafters_2026_table.py results/drafters-2026

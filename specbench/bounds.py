@@ -213,11 +213,6 @@ def check(name: str, value, where: str = "", key: str | None = None):
     return int(value) if BOUNDS[name].integer else float(value)
 
 
-def check_optional(name: str, value, where: str = "", key: str | None = None):
-    """`check`, with None passed through (an option left unset)."""
-    return None if value is None else check(name, value, where, key)
-
-
 def _short(value) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."

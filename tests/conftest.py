@@ -25,6 +25,21 @@ else:
 # config); the default suite tests that check with a stand-in (tests/test_engine_checks.py) instead.
 os.environ.setdefault("SPECBENCH_NO_ENGINE_CHECK", "1")
 
+# Per-test time limits (pytest-timeout; pyproject.toml sets the default, `timeout = 900`): the default suite runs
+# in about 12 minutes on CI's two cores, so no test of it should come near 15 minutes unless it hangs. Tests behind
+# these markers are long by design — big models, real vLLM engines, local Ray clusters, the long fuzz run — and get
+# an hour each. On a machine busy with other work, `--timeout 0` (or PYTEST_TIMEOUT=0) turns the limits off.
+LONG_MARKERS = ("heavy", "vllm", "ray", "fuzz")
+LONG_TEST_TIMEOUT_S = 3600
+
+
+def pytest_collection_modifyitems(config, items):
+    """The known long tests (`LONG_MARKERS`) get `LONG_TEST_TIMEOUT_S` unless they set their own limit."""
+    for item in items:
+        if item.get_closest_marker("timeout") is None and any(item.get_closest_marker(m) for m in LONG_MARKERS):
+            item.add_marker(pytest.mark.timeout(LONG_TEST_TIMEOUT_S))
+
+
 REAL_PROMPTS = [
     "Write a Python function that returns the n-th Fibonacci number, then explain it.",
     "List three tips for staying focused while studying.",

@@ -24,7 +24,7 @@ from specbench.analysis.speedup_interval import NO, YES, speedup_interval
 from specbench.analysis.stopping import DECIDED, OPEN, look_outcome
 from specbench.analysis.stopping_simulation import TRUTHS, error_table
 from specbench.errors import SpecbenchError
-from specbench.measure.adaptive_spec import AdaptivePlan, parse_adaptive, parse_duration
+from specbench.measure.adaptive_spec import AdaptivePlan, parse_adaptive, parse_budget
 from specbench.records.adaptive_history import read_history
 from specbench.records.store import load_records
 from tests.cli_helpers import assert_user_error, invoke, jsonl_workload, tiny_sweep_yaml
@@ -61,8 +61,8 @@ def test_bad_adaptive_keys_are_one_line(value, needle):
 
 
 def test_durations():
-    assert parse_duration("90s", "x") == 90 and parse_duration("20m", "x") == 1200
-    assert parse_duration("1.5h", "x") == 5400 and parse_duration(600, "x") == 600
+    assert parse_budget("90s", "x") == 90 and parse_budget("20m", "x") == 1200
+    assert parse_budget("1.5h", "x") == 5400 and parse_budget(600, "x") == 600
     assert parse_adaptive(True, "x") == AdaptivePlan() and parse_adaptive(None, "x") is None
 
 

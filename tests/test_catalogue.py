@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from specbench.analysis.engine_settings import engine_settings
+from specbench.analysis.engine_settings import ENGINES, engine_settings
 from specbench.analysis.vllm_speculative import speculative_config
+from specbench.backends import registry as backends
 from specbench.catalogue import drafters as catalogue
 from specbench.catalogue.drafters import DrafterKind, Param
 from specbench.engine.drafters import make_drafter, registry
@@ -148,39 +149,71 @@ def _strings(node) -> list[str]:
     return []
 
 
-def name_comparisons(path: Path, names: set[str]) -> list[str]:
-    """Lines of ``path`` that compare something with a drafter-name literal (``==``, ``in``, ...), table
-    two or more of them (a tuple, list or set of names only) or key a dict by one; target-only ('none') counts where
-    the compared expression names a drafter."""
+def name_comparisons(path: Path, names: set[str], only_with: dict[str, str] | None = None) -> list[str]:
+    """Lines of ``path`` that compare something with a name literal (``==``, ``in``, ...), table two or more of
+    them (a tuple, list or set of names only) or key a dict by one. ``only_with`` maps names that also mean
+    something else to a word: such a name counts only where the expression's text holds the word (drafters:
+    target-only 'none' where it names a drafter; backends: 'vllm', also an engine whose settings a recommendation
+    prints, where it names a backend)."""
+    only_with = {catalogue.TARGET_ONLY: "drafter"} if only_with is None else only_with
     source = path.read_text()
     found = []
     for node in ast.walk(ast.parse(source)):
         hits = []
         if isinstance(node, ast.Compare):
             operands = [node.left, *node.comparators]
-            literals = [s for operand in operands for s in _strings(operand)]
-            hits = [s for s in literals if s in names]
-            text = ast.get_source_segment(source, node) or ""
-            if catalogue.TARGET_ONLY in literals and "drafter" in text:
-                hits.append(catalogue.TARGET_ONLY)
+            hits = [s for operand in operands for s in _strings(operand) if s in names or s in only_with]
         elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             strings = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-            if len(strings) >= 2 and all(s in names for s in strings):  # a table of names, not a plan of runs
+            if len(strings) >= 2 and all(s in names or s in only_with for s in strings):  # a table, not a plan
                 hits = strings
         elif isinstance(node, ast.Dict):
-            hits = [s for key in node.keys if key is not None for s in _strings(key) if s in names]
+            hits = [s for key in node.keys if key is not None for s in _strings(key) if s in names or s in only_with]
+        if any(s in only_with for s in hits):  # (the segment's text only then: reading it costs a pass over the file)
+            text = ast.get_source_segment(source, node) or ""
+            hits = [s for s in hits if s not in only_with or only_with[s] in text]
         if hits:
             found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {sorted(set(hits))}")
     return found
 
 
-def test_no_drafter_name_is_compared_or_tabled_outside_the_catalogue_and_the_drafters():
-    files = subprocess.run(
-        ["git", "ls-files", "specbench/*.py", "scripts/*.py"], cwd=ROOT, capture_output=True, text=True, check=True
+def _package_files(*patterns: str) -> list[str]:
+    return subprocess.run(
+        ["git", "ls-files", *patterns], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.split()
+
+
+def test_no_drafter_name_is_compared_or_tabled_outside_the_catalogue_and_the_drafters():
     names = _kind_names()
+    files = _package_files("specbench/*.py", "scripts/*.py")
     offenders = [hit for f in files if not f.startswith(OWNERS) for hit in name_comparisons(ROOT / f, names)]
     assert not offenders, "drafter names compared or tabled outside the catalogue:\n" + "\n".join(offenders)
+
+
+# where backend names may be compared or tabled: the backends themselves (their registry entry holds every fact
+# measure/ and the CLI ask; docs/architecture.md, "Adding a backend")
+BACKEND_OWNERS = ("specbench/backends/",)
+
+
+def _backend_only_with() -> dict[str, str]:
+    """Backend names that are also engine names (the engines a recommendation prints settings for) count only
+    where the expression names a backend."""
+    return {name: "backend" for name in backends.names() if name in ENGINES}
+
+
+def test_no_backend_name_is_compared_or_tabled_outside_the_backends():
+    """Facts about a backend (own engine settings, concurrency, engine starts, ...) come from its
+    `backends.registry.BackendKind` entry, never from comparing its name. Scripts are left out: a benchmark of
+    named backends is a plan of runs."""
+    only_with = _backend_only_with()
+    names = set(backends.names()) - set(only_with)
+    offenders = [
+        hit
+        for f in _package_files("specbench/*.py")
+        if not f.startswith(BACKEND_OWNERS)
+        for hit in name_comparisons(ROOT / f, names, only_with)
+    ]
+    assert not offenders, "backend names compared or tabled outside the backends:\n" + "\n".join(offenders)
 
 
 def test_the_name_check_finds_a_comparison_and_a_table(tmp_path):
@@ -196,6 +229,25 @@ def test_the_name_check_finds_a_comparison_and_a_table(tmp_path):
     finally:
         ROOT = saved
     assert [h.split(":")[1] for h in hits] == ["1", "3", "4", "6"], hits
+
+
+def test_the_backend_name_check_finds_a_comparison_a_table_and_a_backend_vllm(tmp_path):
+    """Planted offenders: each kind of use the backend scan must catch (lines 1, 3, 4, 5), beside uses of the
+    same literals it must leave alone (an engine's settings keyed by 'vllm', a plan naming one backend)."""
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        'if spec.backend != "own":\n    pass\nSTART_S = {"vllm-server": 40.0}\nKEPT = ("vllm", "vllm-server")\n'
+        'served = records["backend"] == "vllm"\nsettings = {"vllm": config}\nok = "vllm" in engines\n'
+        'spec = {"backend": "openai"}\n'
+    )
+    global ROOT
+    saved, ROOT = ROOT, tmp_path
+    try:
+        only_with = _backend_only_with()
+        hits = name_comparisons(planted, set(backends.names()) - set(only_with), only_with)
+    finally:
+        ROOT = saved
+    assert [h.split(":")[1] for h in hits] == ["1", "3", "4", "5"], hits
 
 
 # ----------------------------------------------------------------------------- add a drafter: one class + one entry

@@ -14,7 +14,7 @@ from specbench.analysis.crossover import crossover, describe
 from specbench.analysis.load import has_load_axis, load_keys, scenario_keys, serving_table
 from specbench.analysis.load_verdicts import for_scenario, summary
 from specbench.analysis.recommend import recommend, to_json
-from specbench.analysis.slo import make_slo, parse_duration, slo_answers
+from specbench.analysis.slo import make_slo, parse_latency, slo_answers
 from specbench.errors import SpecbenchError
 from tests.synthetic_serving import as_dicts, serving_records
 
@@ -281,13 +281,13 @@ def test_slo_says_when_it_rests_on_disturbed_timing_and_when_the_promise_is_kept
 
 @pytest.mark.parametrize("text, seconds", [("50ms", 0.05), ("0.2s", 0.2), ("500us", 0.0005), (" 2 s", 2.0)])
 def test_durations(text, seconds):
-    assert parse_duration(text, "--itl-p90") == pytest.approx(seconds)
+    assert parse_latency(text, "--itl-p90") == pytest.approx(seconds)
 
 
 @pytest.mark.parametrize("text", ["50", "fast", "-3ms", "0ms"])
 def test_bad_durations_are_one_line(text):
     with pytest.raises(SpecbenchError, match="--itl-p90"):
-        parse_duration(text, "--itl-p90")
+        parse_latency(text, "--itl-p90")
 
 
 def test_slo_cli(tmp_path):

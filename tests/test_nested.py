@@ -20,10 +20,7 @@ from specbench.analysis.strategies import strategy_table
 from specbench.engine.drafters import make_drafter
 from specbench.engine.drafters.base import Proposal
 from specbench.engine.loop import SpeculativeEngine, Verifier
-from specbench.engine.nested import (
-    NestedSpeculativeEngine,
-    likeliest_outcomes,
-)
+from specbench.engine.nested import NestedDriver, likeliest_outcomes
 from specbench.engine.sampling import SamplingParams
 from specbench.errors import SpecbenchError
 from specbench.measure.spec import build_spec
@@ -49,6 +46,11 @@ NEW_TOKENS = 24
 V8_PROMPT = [3, 1, 4, 1, 5, 2, 6, 5, 3, 5, 0, 3, 6, 5, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1]
 
 
+def nested_engine(target, drafter, *, prepared: int = 1, **options) -> SpeculativeEngine:
+    """The engine with nested rounds: the sequential engine given the nested round driver."""
+    return SpeculativeEngine(target, drafter, driver=NestedDriver(prepared=prepared), **options)
+
+
 @pytest.fixture(scope="module")
 def tiny_llama():
     return load_model("tiny-random-llama")
@@ -59,7 +61,7 @@ def test_greedy_identical_to_target_only_on_smollm2_with_the_early_exit_drafter(
     """The early-exit drafter is refused almost always: rounds end in rejections, and the prepared
     drafts for them (the drafter's second choice as the correction) are verified when they guess right."""
     ids = smollm2_prompt_ids[0]
-    engine = NestedSpeculativeEngine(smollm2, early_exit_drafter, gamma=2, prepared=3)
+    engine = nested_engine(smollm2, early_exit_drafter, gamma=2, prepared=3)
     result = engine.generate(ids, NEW_TOKENS, stop_at_eos=False)
     assert result.tokens == SpeculativeEngine(smollm2, None, gamma=0).generate(ids, NEW_TOKENS, stop_at_eos=False).tokens
     # the draft model's prepared drafts are the drafts it would have made: the same rounds as sequential
@@ -73,7 +75,7 @@ def test_greedy_identical_to_target_only_on_smollm2_with_the_early_exit_drafter(
 def test_greedy_identical_to_target_only_on_tiny_random_models(tiny_v8, gamma, prepared):
     target, _ = tiny_v8
     drafter = make_drafter("draft-model", target, {"model": "tiny-random-v8-draft"})
-    engine = NestedSpeculativeEngine(target, drafter, gamma=gamma, prepared=prepared)
+    engine = nested_engine(target, drafter, gamma=gamma, prepared=prepared)
     result = engine.generate(V8_PROMPT, 40, stop_at_eos=False)
     assert result.tokens == SpeculativeEngine(target, None, gamma=0).generate(V8_PROMPT, 40, stop_at_eos=False).tokens
     assert 0 < result.accepted < result.drafted
@@ -84,7 +86,7 @@ def test_greedy_identical_with_a_feature_drafter(smollm2, smollm2_prompt_ids):
     """EAGLE drafts the guessed tokens from its own features; the output stays the target's."""
     drafter = make_drafter("eagle", smollm2, {})
     ids = smollm2_prompt_ids[0]
-    result = NestedSpeculativeEngine(smollm2, drafter, gamma=3, prepared=2).generate(ids, NEW_TOKENS, stop_at_eos=False)
+    result = nested_engine(smollm2, drafter, gamma=3, prepared=2).generate(ids, NEW_TOKENS, stop_at_eos=False)
     assert result.tokens == SpeculativeEngine(smollm2, None, gamma=0).generate(ids, NEW_TOKENS, stop_at_eos=False).tokens
     assert result.accepted > 0 and result.prepared_hits > 0
 
@@ -97,7 +99,7 @@ def test_every_round_hits_when_the_drafter_is_the_target(tiny_llama):
     drafter = make_drafter("draft-model", tiny_llama, {"model": "tiny-random-llama"})
     prompt = list(range(3, 20))
     for gamma in (1, 3):
-        engine = NestedSpeculativeEngine(tiny_llama, drafter, gamma=gamma, prepared=gamma + 1)
+        engine = nested_engine(tiny_llama, drafter, gamma=gamma, prepared=gamma + 1)
         result = engine.generate(prompt, 25, stop_at_eos=False)
         rounds = len(result.rounds)
         last_drafts = result.rounds.drafted[-1]  # a round left with one token to emit drafts nothing
@@ -117,12 +119,12 @@ def test_outcomes_are_ranked_by_the_drafter_confidence():
 def test_unsupported_configurations_fail_in_one_line(tiny_v8):
     target, _ = tiny_v8
     with pytest.raises(SpecbenchError, match="draft ahead"):
-        NestedSpeculativeEngine(target, make_drafter("ngram", target, {}), gamma=2)
+        nested_engine(target, make_drafter("ngram", target, {}), gamma=2)
     drafter = make_drafter("draft-model", target, {"model": "tiny-random-v8-draft"})
     with pytest.raises(SpecbenchError, match="chains only"):
-        NestedSpeculativeEngine(target, drafter, gamma=2, tree="2x1")
+        nested_engine(target, drafter, gamma=2, tree="2x1")
     with pytest.raises(SpecbenchError, match="prepared"):
-        NestedSpeculativeEngine(target, drafter, gamma=2, prepared=0)
+        nested_engine(target, drafter, gamma=2, prepared=0)
     assert Proposal(torch.zeros(1, 0, dtype=torch.long), None).path_logq is None
 
 
@@ -134,7 +136,7 @@ NEW = 5
 SAMPLES = 1000
 
 
-def nested_counts(engine: NestedSpeculativeEngine, samples: int):
+def nested_counts(engine: SpeculativeEngine, samples: int):
     """Counts of (t2, t3) and t4 over ``samples`` seeds, and the rounds that verified a prepared draft."""
     joint23, marginal4, hits = np.zeros((8, 8)), np.zeros(8), 0
     for seed in range(samples):
@@ -149,7 +151,7 @@ def _nested_sampling_pvalues(tiny_v8, verifier=None, samples=SAMPLES):
     target, _ = tiny_v8
     sampling = SamplingParams(temperature=1.0)
     drafter = make_drafter("draft-model", target, {"model": "tiny-random-v8-draft"})
-    engine = NestedSpeculativeEngine(target, drafter, gamma=1, prepared=2, sampling=sampling, verifier=verifier)
+    engine = nested_engine(target, drafter, gamma=1, prepared=2, sampling=sampling, verifier=verifier)
     joint23, marginal4 = exact_distributions(target.model, 1.0, 0)
     counts23, counts4, hits = nested_counts(engine, samples)
     return chi_square_pvalue(counts23, joint23), chi_square_pvalue(counts4, marginal4), hits

@@ -18,7 +18,7 @@ import torch
 
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine, Verifier
-from specbench.engine.online import OnlinePlan, OnlineSpeculativeEngine
+from specbench.engine.online import OnlinePlan, OnlineDriver
 from specbench.engine.sampling import SamplingParams
 from specbench.errors import SpecbenchError
 from specbench.training.online import OnlineLearner
@@ -31,11 +31,12 @@ TRAINED = ["eagle", "eagle3", "eagle3.1", "medusa", "mtp", "semi-ar", "parallel-
 
 def online_engine(
     target, kind: str = "eagle3", plan: OnlinePlan = OnlinePlan(every_prompts=1, steps=2), gamma=2, **options
-) -> OnlineSpeculativeEngine:
-    engine = OnlineSpeculativeEngine(
-        target, make_drafter(kind, target, {"checkpoint": "random"}), gamma=gamma, plan=plan, **options
+) -> SpeculativeEngine:
+    """An armed engine with online rounds (its driver: ``engine.driver``) and a random-weight drafter of ``kind``."""
+    engine = SpeculativeEngine(
+        target, make_drafter(kind, target, {"checkpoint": "random"}), gamma=gamma, driver=OnlineDriver(plan), **options
     )
-    engine.arm()
+    engine.driver.arm()
     return engine
 
 
@@ -55,8 +56,8 @@ def test_greedy_identical_to_target_only_for_every_trained_kind(tiny_v8, kind, p
     for seed in range(3):
         result = engine.generate(PROMPT, 12, seed=seed, stop_at_eos=False)
         assert result.tokens == base.generate(PROMPT, 12, seed=seed, stop_at_eos=False).tokens
-        assert result.online["version"] == engine.version - len(result.online["updates"])
-    assert engine.version >= 3
+        assert result.online["version"] == engine.driver.version - len(result.online["updates"])
+    assert engine.driver.version >= 3
     if plan.every_tokens:  # some swaps landed between two rounds of a generation
         assert any(u["at_round"] < len(result.rounds) for u in result.online["updates"])
 
@@ -64,14 +65,14 @@ def test_greedy_identical_to_target_only_for_every_trained_kind(tiny_v8, kind, p
 def test_greedy_identical_on_smollm2_with_the_shipped_eagle3_changing_mid_generation(smollm2, smollm2_prompt_ids):
     base = SpeculativeEngine(smollm2, None, gamma=0)
     plan = OnlinePlan(every_prompts=None, every_tokens=8, steps=1, batch_tokens=256)
-    engine = OnlineSpeculativeEngine(smollm2, make_drafter("eagle3", smollm2), gamma=3, plan=plan)
-    engine.arm()
+    engine = SpeculativeEngine(smollm2, make_drafter("eagle3", smollm2), gamma=3, driver=OnlineDriver(plan))
+    engine.driver.arm()
     for ids in smollm2_prompt_ids[:2]:
         result = engine.generate(ids, 24, seed=0, stop_at_eos=False)
         assert result.tokens == base.generate(ids, 24, seed=0, stop_at_eos=False).tokens
         assert any(u["at_round"] < len(result.rounds) for u in result.online["updates"])
         assert all(u["tokens"] > 0 and u["seconds"] > 0 and math.isfinite(u["loss"]) for u in result.online["updates"])
-    assert engine.version >= 4
+    assert engine.driver.version >= 4
 
 
 class PerturbingLearner:
@@ -97,11 +98,11 @@ class PerturbingLearner:
         return state, {"tokens": 0, "loss": 0.0, "reject_loss": float("nan"), "rejections": 0}
 
 
-def _changing_engine(tiny_v8, verifier=None) -> OnlineSpeculativeEngine:
+def _changing_engine(tiny_v8, verifier=None) -> SpeculativeEngine:
     target, _ = tiny_v8
     plan = OnlinePlan(every_prompts=None, every_tokens=2)
     engine = online_engine(target, "eagle", plan, gamma=1, sampling=SamplingParams(temperature=1.0), verifier=verifier)
-    engine.learner = PerturbingLearner(engine.net)
+    engine.driver.learner = PerturbingLearner(engine.driver.net)
     return engine
 
 
@@ -109,7 +110,7 @@ def test_sampling_matches_the_target_distribution_with_a_drafter_that_changes_mi
     engine = _changing_engine(tiny_v8)
     p23, p4, alpha = sampled_pvalues(engine, tiny_v8[0].model)
     assert 0.05 < alpha < 0.95
-    assert engine.learner.calls > 1000, "the drafter must change within the run"
+    assert engine.driver.learner.calls > 1000, "the drafter must change within the run"
     assert p23 > 1e-3 and p4 > 1e-3
 
 
@@ -125,16 +126,16 @@ def test_trace_lines_up_with_the_targets_own_forward(tiny_v8):
     target, _ = tiny_v8
     engine = online_engine(target, "eagle3", OnlinePlan(every_prompts=5))
     seen = []
-    engine.learner.remember = seen.append
+    engine.driver.learner.remember = seen.append
     engine.generate(PROMPT, 16, seed=0, stop_at_eos=False)
     traffic = seen[0]
     engine.decoder.reset(1, traffic.ids.numel() + 2)
     with torch.inference_mode():
-        out = engine.decoder.forward(traffic.ids[None], logits="none", hidden_layers=engine._feature_layers)
+        out = engine.decoder.forward(traffic.ids[None], logits="none", hidden_layers=engine.feature_layers)
     assert traffic.features["final"].shape[0] == traffic.ids.numel()
     # the same values up to summation order (the rounds' forwards vs one forward over the whole sequence): the
     # random model's activations reach ~100, so the error is measured against each tensor's scale
-    for key, expected in [("final", out.hidden[0])] + [(k, out.layer_hidden[k][0]) for k in engine._feature_layers]:
+    for key, expected in [("final", out.hidden[0])] + [(k, out.layer_hidden[k][0]) for k in engine.feature_layers]:
         error = (traffic.features[key] - expected).abs().max() / expected.abs().max()
         assert error < 1e-5, (key, float(error))
     assert traffic.rejected
@@ -158,13 +159,13 @@ def test_a_retimed_attempt_replays_the_versions_without_training(tiny_v8):
     engine = online_engine(target, "eagle3", OnlinePlan(every_prompts=None, every_tokens=3, steps=1))
     engine.generate(PROMPT, 10, seed=1, stop_at_eos=False)
     first = engine.generate(PROMPT[:-3], 12, seed=2, stop_at_eos=False)
-    version, calls = engine.version, []
-    update = engine.learner.update
-    engine.learner.update = lambda current: calls.append(1) or update(current)
+    version, calls = engine.driver.version, []
+    update = engine.driver.learner.update
+    engine.driver.learner.update = lambda current: calls.append(1) or update(current)
     again = engine.generate(PROMPT[:-3], 12, seed=2, stop_at_eos=False)
     assert not calls, "a re-timed attempt trains nothing"
     assert list(again.rounds.accepted) == list(first.rounds.accepted)
-    assert again.online == first.online and engine.version == version
+    assert again.online == first.online and engine.driver.version == version
     nxt = engine.generate(PROMPT[:-5], 12, seed=3, stop_at_eos=False)
     assert nxt.online["version"] == version
 
@@ -182,4 +183,4 @@ def test_online_refuses_a_drafter_that_is_not_trained(tiny_v8):
     target, draft = tiny_v8
     drafter = make_drafter("draft-model", target, {"model": "tiny-random-v8-draft"})
     with pytest.raises(SpecbenchError, match="not a trained drafter"):
-        OnlineSpeculativeEngine(target, drafter, gamma=2)
+        SpeculativeEngine(target, drafter, gamma=2, driver=OnlineDriver())

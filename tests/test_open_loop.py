@@ -25,7 +25,8 @@ from specbench.measure.arrivals import arrival_offsets, batch_seed
 from specbench.measure.batches import batch_requests
 from specbench.measure.groups import group_units
 from specbench.measure.machine_state import MachineProbe
-from specbench.measure.spec import OPEN_LOOP_MAX_IN_FLIGHT, SweepFlags, build_spec
+from specbench.measure.spec import OPEN_LOOP_MAX_IN_FLIGHT, build_spec
+from specbench.measure.sweep_flags import SweepFlags
 from specbench.measure.units import expand_units, load_workloads
 from tests.fake_openai_server import FakeServer
 from tests.test_server_backends import chain

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 import pandas as pd
@@ -56,6 +56,9 @@ from specbench.records.rounds import (
 )
 from specbench.records.summary import BASELINE_KEYS, is_baseline, with_config_defaults
 from specbench.records.timing import has_round_timings
+
+if TYPE_CHECKING:  # moe_cost builds on this module
+    from specbench.analysis.moe_cost import ExpertAwareCost
 
 # ----------------------------------------------------------------------------- the interface
 
@@ -294,7 +297,7 @@ def _ratio(num: float, den: float) -> float:
 @dataclass(frozen=True)
 class CostFit:
     """A group's fitted `MeasuredCost` and the measured scalars predictions compare with."""
-    cost: MeasuredCost
+    cost: MeasuredCost | ExpertAwareCost  # an MoE target's: the measured cost plus expert streaming
     target_step_s: float  # mean target-only forward (baseline rounds' verify_s)
     draft_step_s: float  # per drafter forward; model-free: per proposal
     c: float  # draft_step_s ÷ target_step_s
@@ -363,7 +366,7 @@ def group_cost_fits(records: pd.DataFrame) -> list[tuple[dict, CostFit | None]]:
     """(keys, `CostFit`) per (target, drafter, tree, workload, sampling) with live timings; the fit
     is None where the workload and sampling have no target-only baseline, or the records carry no
     per-round timings (a serving backend's)."""
-    out = []
+    out: list[tuple[dict, CostFit | None]] = []
     for keys, group, base, reason in _cost_groups(records):
         if reason is not None:
             out.append((keys, None))

@@ -36,7 +36,8 @@ The cost model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -152,7 +153,7 @@ class GridTable:
         return _interp(by_context, self.contexts, context, context_slope)[:n_query]
 
 
-def _complete_grid(cells: dict[tuple[int, int], object], what: str, notes: set) -> tuple[np.ndarray, np.ndarray]:
+def _complete_grid(cells: Mapping[tuple[int, int], object], what: str, notes: set) -> tuple[np.ndarray, np.ndarray]:
     """The batches and contexts of the largest complete grid in ``cells`` (dropping the largest
     batches that miss a context, e.g. after running out of device memory)."""
     batches = sorted({b for b, _ in cells})
@@ -194,10 +195,6 @@ class ProfiledCost:
             return float(self.default_context)
         return float(self.verify_grid.contexts[0])
 
-    def with_context(self, context: int | None) -> "ProfiledCost":
-        """The same costs with ``context`` as the default (what ``context=None`` means)."""
-        return replace(self, default_context=context)
-
     def verify_s(self, verify_tokens, batch: int = 1, context: int | None = None):
         n = np.asarray(verify_tokens, dtype=float)
         columns = np.concatenate([n.ravel(), self.measured_verify_tokens])
@@ -207,7 +204,7 @@ class ProfiledCost:
 
     def step_s(self, batch: int = 1, context: int | None = None) -> float:
         """One drafter step (model drafter) or one proposal for the batch (model-free)."""
-        if self.draft_table is None:
+        if self.draft_table is None or self.draft_grid is None:
             raise SpecbenchError("the cost profile holds no drafter timings: profile with --drafter NAME (or ngram)")
         return float(self.draft_grid.interpolate(self.draft_table[:, :, None], 1, float(batch),
                                                  self._context(context))[0])
@@ -283,7 +280,7 @@ def fit_profile(profile: Profile, drafter: str | None = None, *, overhead_s: flo
     verify_fits = [[fits[(int(b), int(c))] for c in contexts] for b in batches]
     name = profile_drafter(profile, drafter)
     draft_grid = draft_table = None
-    model_free = is_model_free(name)
+    model_free = name is not None and is_model_free(name)
     if name is not None:
         rows = profile.rows(role="drafter", model=name)
         medians = {(int(b), int(c)): float(cell["median_s"].median())

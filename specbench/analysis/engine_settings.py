@@ -141,9 +141,9 @@ def _sglang(drafter: str, params: dict, tree: str, gamma: int, target: str,
             hub_ids: Mapping[str, str] | None) -> EngineSetting:
     notes: list[str] = []
     kind = _kind(drafter)
-    algorithm = None if kind is None else kind.sglang_algorithm
-    if algorithm is None:
+    if kind is None or kind.sglang_algorithm is None:
         return EngineSetting("sglang", False, {}, "", [f"SGLang has no speculative algorithm for '{drafter}'"])
+    algorithm = kind.sglang_algorithm
     topk, steps, draft_tokens, supported = 1, gamma, gamma + 1, True
     if tree != "chain":
         paths = tree_paths(tree, gamma)
@@ -161,6 +161,7 @@ def _sglang(drafter: str, params: dict, tree: str, gamma: int, target: str,
         else:
             supported = False
             notes.append(f"tree '{tree}' not expressible: the flags use a chain of depth {gamma}")
+    flags: dict[str, object]
     if algorithm == NGRAM:
         flags = {"--speculative-algorithm": NGRAM, "--speculative-num-draft-tokens": draft_tokens,
                  "--speculative-ngram-min-bfs-breadth": 1, "--speculative-ngram-max-bfs-breadth": 1}
@@ -189,7 +190,8 @@ def _transformers(drafter: str, params: dict, tree: str, gamma: int, target: str
     kind = _kind(drafter)
     mode = None if kind is None else kind.transformers
     prefix = ""
-    if mode == "prompt-lookup":
+    kwargs: dict[str, object]
+    if kind is not None and mode == "prompt-lookup":
         kwargs = {"prompt_lookup_num_tokens": gamma,
                   "max_matching_ngram_size": int(params.get("n_max", kind.default("n_max")))}
         call = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
@@ -224,7 +226,6 @@ def engine_settings(drafter: str, params: dict | str, tree: str, gamma: int, *, 
 
     ``hub_ids`` maps model specs (specbench aliases) to the Hugging Face ids the snippets name.
     """
-    if isinstance(params, str):
-        params = json.loads(params or "{}")
-    return {engine: _BUILDERS[engine](drafter, params, tree, int(gamma), hub_name(target, hub_ids), hub_ids)
+    values = json.loads(params or "{}") if isinstance(params, str) else params
+    return {engine: _BUILDERS[engine](drafter, values, tree, int(gamma), hub_name(target, hub_ids), hub_ids)
             for engine in engines}

@@ -221,9 +221,9 @@ def fit_decay_batch(attempts: np.ndarray, accepts: np.ndarray, iterations: int =
         step = np.linalg.solve(info, grad[..., None])[..., 0]
         candidates = theta[:, None, :] + halvings[None, :, None] * step[:, None, :]  # [B, T, 2]
         values = _decay_loglik(candidates, n[:, None, :], s[:, None, :])
-        ok = values >= loglik[:, None] - 1e-12
+        ok = np.asarray(values >= loglik[:, None] - 1e-12)  # [B, T]
         first = np.argmax(ok, axis=1)
-        moved = ok.any(axis=1)
+        moved = np.asarray(ok.any(axis=1))  # [B]
         theta = np.where(moved[:, None], candidates[np.arange(len(theta)), first], theta)
         loglik = np.where(moved, values[np.arange(len(theta)), first], loglik)
         if np.all(np.einsum("bi,bi->b", grad, step) < 1e-10):
@@ -299,11 +299,10 @@ def position_test(attempts: np.ndarray, accepts: np.ndarray, constant: Acceptanc
             preferred = "decaying"
     flag = ""
     if p_free < SIGNIFICANCE:
-        trend = "" if decay is None else ("decays" if decay[0].decay < 1 else "rises")
         flag = f"constant α rejected (LRT vs per-position rates, p={p_free:.2g})"
-        if trend == "rises":
+        if decay is not None and decay[0].decay >= 1:
             flag += "; acceptance rises along the draft (often prompts of unequal difficulty)"
-        elif trend == "decays":
+        elif decay is not None:
             flag += f"; acceptance decays along the draft (d={decay[0].decay:.3f})"
         if p_df is not None and p_df < SIGNIFICANCE:
             flag += f"; α·d^i does not explain the rates either (p={p_df:.2g})"
@@ -360,8 +359,9 @@ def estimate_acceptance(counts: PositionCounts, *, n_boot: int = N_BOOT, level: 
         reps = alpha_mle(w @ s_p, w @ f_p)
         lo, hi = np.clip(bootstrap_interval(alpha, reps, len(s_p), level), 0.0, 1.0)
         method = f"prompt bootstrap, {len(s_p)} prompts (B={n_boot}, small-sample corrected)"
-        if few_prompts_note(n_prompts):
-            notes.append(few_prompts_note(n_prompts))
+        few = few_prompts_note(n_prompts)
+        if few:
+            notes.append(few)
     attempts, accepts = counts.total()
     constant = AcceptanceModel(alpha)
     decay_fit = fit_decay(attempts, accepts)
@@ -369,7 +369,7 @@ def estimate_acceptance(counts: PositionCounts, *, n_boot: int = N_BOOT, level: 
     if decay_fit is None:
         notes.append("one draft position observed: the decaying model is not identifiable")
     model = constant
-    if test.preferred == "decaying":
+    if test.preferred == "decaying" and decay_fit is not None:
         if decay_fit[0].decay < 1:
             model = decay_fit[0]
         else:

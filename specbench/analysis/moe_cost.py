@@ -164,6 +164,7 @@ class ExpertAwareCosts(MeasuredCosts):
                     f"{traffic.effective_experts:.1f}; one expert in every layer "
                     f"{traffic.layer_expert_bytes / 1e6:.1f} MB read at {bandwidth / 1e9:.1f} GB/s (the baseline step's)")
             notes += (text,)
+        assert isinstance(fit.cost, MeasuredCost)  # the plain measured source's fit, made expert-aware once
         return replace(fit, cost=ExpertAwareCost(fit.cost, traffic, bandwidth), notes=notes)
 
     def fit(self, live: pd.DataFrame, baseline: pd.DataFrame, clusters: pd.Index):
@@ -172,6 +173,7 @@ class ExpertAwareCosts(MeasuredCosts):
 
     def refit(self, stats, weights, *, like: CostFit) -> CostFit:
         """A bootstrap replicate: the timings re-weighted, the routing traffic as fitted on all prompts."""
+        assert isinstance(like.cost, ExpertAwareCost)  # `like` is one of this source's fits
         return self._with_traffic(super().refit(stats, weights, like=like), like.cost.traffic)
 
 

@@ -368,7 +368,7 @@ def online_verdict(prompts: pd.DataFrame, scenario: dict, level: float = LEVEL) 
     timed = all(bool(c["timing_ok"].all() and s["timing_ok"].all()) for _, _, c, s in pairs)
     clean = [_undisturbed(label, twin, mine, theirs) for label, twin, mine, theirs in pairs]
     disturbed = any(c is None for c in clean)
-    timed_pairs = pairs if disturbed else clean
+    timed_pairs = pairs if disturbed else [c for c in clean if c is not None]
     verdicts = []
     for name, what, with_training in DEPLOYMENTS:
         candidates = []

@@ -61,7 +61,7 @@ def compare_schedules(spec: pd.DataFrame, clusters: pd.Index, level: float = LEV
     if not fixed or not dynamic:
         return None
     measured = np.stack([sums[:, 1] > 0 for _, sums in configs])  # [C, P]
-    common = measured.all(0)  # prompts every configuration was timed on
+    common = np.asarray(measured.all(0))  # [P]: prompts every configuration was timed on
     best_fixed, best_dynamic = _best(fixed, common), _best(dynamic, common)
     (f_row, f_sums), (d_row, d_sums) = best_fixed, best_dynamic
     interval = speedup_interval(d_sums[common, 0], d_sums[common, 1], f_sums[common, 0], f_sums[common, 1],

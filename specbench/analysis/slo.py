@@ -13,13 +13,13 @@ configuration that keeps the promise to the highest load.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from specbench.analysis.crossover import Crossover, crossover, describe
+from specbench.durations import parse_duration
 from specbench.errors import SpecbenchError
 from specbench.records.summary import BASELINE_KEYS, PERCENTILES
 
@@ -27,7 +27,7 @@ METRICS = {"ttft": "TTFT", "itl": "ITL", "latency": "request latency"}
 GROUP_KEYS = [*BASELINE_KEYS, "backend"]
 CONFIG = ["drafter", "drafter_label", "tree", "gamma"]
 UNITS = {"concurrency": "requests in flight", "request_rate": "requests/s"}
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|us|µs)\s*$")
+LATENCY_UNITS = ("us", "µs", "ms", "s")  # a latency target's units (`specbench.durations`): no bare number
 
 
 @dataclass(frozen=True)
@@ -49,13 +49,12 @@ class Slo:
         return {"metric": self.metric, "percentile": self.percentile, "limit_s": self.limit_s}
 
 
-def parse_duration(text: str, flag: str) -> float:
-    """'50ms', '0.2s', '500us' → seconds; a bare number or another unit is a one-line error."""
-    match = _DURATION.match(str(text))
-    if not match:
+def parse_latency(text: str, flag: str) -> float:
+    """'50ms', '0.2s', '500us' → seconds (`specbench.durations.parse_duration`); a bare number or another unit is a
+    one-line error."""
+    seconds = parse_duration(text, LATENCY_UNITS)
+    if seconds is None:
         raise SpecbenchError(f"{flag} takes a duration with its unit, e.g. 50ms or 0.2s, got '{text}'")
-    value, unit = float(match.group(1)), match.group(2)
-    seconds = value * {"ms": 1e-3, "s": 1.0, "us": 1e-6, "µs": 1e-6}[unit]
     if not seconds > 0:
         raise SpecbenchError(f"{flag} must be above 0, got '{text}'")
     return seconds
@@ -65,7 +64,7 @@ def make_slo(metric: str, percentile: int, text: str) -> Slo:
     if metric not in METRICS or percentile not in PERCENTILES:
         raise SpecbenchError(f"no SLO on {metric} p{percentile} (metrics: {', '.join(METRICS)}; percentiles: "
                              f"{', '.join(map(str, PERCENTILES))})")
-    return Slo(metric, percentile, parse_duration(text, f"--{metric}-p{percentile}"))
+    return Slo(metric, percentile, parse_latency(text, f"--{metric}-p{percentile}"))
 
 
 def slos_from_flags(itl_p90: str | None, ttft_p90: str | None, generic: list[str],

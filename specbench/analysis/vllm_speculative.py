@@ -91,7 +91,7 @@ def speculative_config(drafter: str | None, params: Mapping | str | None, gamma:
     config names; without it the spec goes in as given. A drafter kind vLLM has no method for is a
     `SpecbenchError`.
     """
-    if catalogue.is_target_only(drafter) or int(gamma) == 0:
+    if drafter is None or catalogue.is_target_only(drafter) or int(gamma) == 0:
         return None
     kind = catalogue.get(drafter) if drafter in catalogue.DRAFTERS else None
     if kind is None or kind.vllm_method is None:

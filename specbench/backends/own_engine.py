@@ -39,8 +39,8 @@ from specbench.engine.drafters.base import check_draft_depth
 from specbench.engine.layout_probe import (LayoutChoice, auto_dtypes, check_cpu_settings, choose_layout, default_choice,
                                            forced_choice)
 from specbench.engine.loop import SpeculativeEngine
-from specbench.engine.nested import NestedSpeculativeEngine
-from specbench.engine.online import OnlineSpeculativeEngine
+from specbench.engine.nested import NestedDriver
+from specbench.engine.online import OnlineDriver
 from specbench.engine.tree import shape_for
 from specbench.engine.sampling import SamplingParams
 from specbench.engine.threads import RoleThreads, ThreadProbe, available_cores, probe_threads
@@ -212,7 +212,7 @@ class OwnEngineBackend:
             self._status(f"preparing drafter {setting.label}")
             self._drafters[setting] = make_drafter(setting.type, self.target, setting.params_dict,
                                                    device=self.device, dtype=self.dtype_used)
-            if self.compile and hasattr(self._drafters[setting], "compile_steps"):
+            if self.compile:
                 self._drafters[setting].compile_steps()
         return self._drafters[setting]
 
@@ -223,17 +223,17 @@ class OwnEngineBackend:
             drafter = None if config.is_baseline else (self._own_drafter(config.drafter) if online
                                                        else self.drafter(config.drafter))
             sampling = SamplingParams(config.temperature, config.top_k, config.top_p)
-            engine_type, options = SpeculativeEngine, {}
+            driver = None  # sequential rounds
             if strategy is not None and strategy.nested:
-                engine_type, options = NestedSpeculativeEngine, {"prepared": strategy.prepared}
+                driver = NestedDriver(prepared=strategy.prepared)
             elif online:
-                engine_type, options = OnlineSpeculativeEngine, {"plan": strategy.online}
-            engine = engine_type(self.target, drafter, gamma=config.gamma, tree=config.tree, sampling=sampling,
-                                 decoder=self.decoder, schedule=config.schedule, **options)
+                driver = OnlineDriver(strategy.online)
+            engine = SpeculativeEngine(self.target, drafter, gamma=config.gamma, tree=config.tree, sampling=sampling,
+                                       decoder=self.decoder, schedule=config.schedule, driver=driver)
             engine.threads = self._role_threads(engine, config.drafter)
             engine.generate(warmup_ids, WARMUP_TOKENS, seed=0, stop_at_eos=False)  # untimed warm-up
             if online:
-                engine.arm()  # learning starts with the first measured prompt
+                driver.arm()  # learning starts with the first measured prompt
             self._engines[config] = engine
         return self._engines[config]
 

@@ -21,13 +21,33 @@ DEFAULT = "own"
 
 
 @dataclass(frozen=True)
+class DeviceSeconds:
+    """A start-up time on a CPU and on a GPU (an order of magnitude, for the dry-run estimate)."""
+
+    cpu: float
+    cuda: float
+
+    def on(self, device: str) -> float:
+        return self.cuda if device.startswith("cuda") else self.cpu
+
+
+@dataclass(frozen=True)
 class BackendKind:
-    """One backend: how to build it and what a sweep may ask of it."""
+    """One backend: how to build it and what a sweep may ask of it. Every fact measure/ and the CLI need about
+    a backend is a field here; nothing outside this module compares backend names."""
 
     name: str
     cls: str  # "module:attribute" called as Cls(options, *, target, device, dtype, seed)
-    concurrent: bool = False  # measures many requests in flight (serving engines); the own engine runs one
+    # measures many requests in flight (serving engines): live units run in groups through generate_batch, timed
+    # per batch; the own engine runs one request at a time, each unit timed in its prompt's block
+    concurrent: bool = False
     own_drafters: bool = False  # runs specbench's own drafters (and so can replay them)
+    # is specbench's own engine: its settings (threads, layout, dtype auto, kernels, compile) and its round
+    # drivers (strategies nested and online, verify-length schedules) apply
+    own_engine: bool = False
+    keeps_engines: bool = False  # honours the option engines_kept (engines kept warm across configurations)
+    start_s: DeviceSeconds | None = None  # one engine start, per configuration (None: no engine started per one)
+    load_s: DeviceSeconds | None = None  # loading the models once per sweep (None: nothing loaded here)
     # "module:function"(options, configs, where): refuses, before anything starts, what the backend cannot run
     check: str | None = None
     batch_option: str | None = None  # the option sized from the sweep's largest concurrency unless given
@@ -40,12 +60,18 @@ BACKENDS: Registry[BackendKind] = Registry(
             "own",
             "specbench.backends.own_engine:own_backend",
             own_drafters=True,
+            own_engine=True,
+            load_s=DeviceSeconds(cpu=5.0, cuda=20.0),  # converted weights from the cache, once
             check="specbench.backends.options:check_own_sweep",
         ),
         BackendKind(
             "vllm",
             "specbench.backends.vllm_engine:VLLMBackend",
             concurrent=True,
+            keeps_engines=True,
+            # SmolLM2-135M on a 2-core CPU measured 25-35 s; on a GPU, loading and compiling a multi-billion
+            # target takes minutes
+            start_s=DeviceSeconds(cpu=35.0, cuda=180.0),
             check="specbench.backends.vllm_config:check_engine_sweep",
             batch_option="max_num_seqs",
         ),
@@ -59,6 +85,8 @@ BACKENDS: Registry[BackendKind] = Registry(
             "vllm-server",
             "specbench.backends.vllm_server:VLLMServerBackend",
             concurrent=True,
+            keeps_engines=True,
+            start_s=DeviceSeconds(cpu=40.0, cuda=200.0),  # SmolLM2-135M on a 2-core CPU: ~30 s to ready
             check="specbench.backends.vllm_config:check_server_sweep",
         ),
     ),

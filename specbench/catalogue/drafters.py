@@ -265,7 +265,7 @@ def from_speculators(config: Mapping) -> str:
     """The kind of a speculators-format checkpoint, from its config.json (``speculators_model_type`` and the
     flags that tell kinds of one type apart, absent = false); otherwise one line naming the field."""
     model_type = config.get("speculators_model_type")
-    known = sorted({get(name).speculators for name in speculators_kinds()})
+    known = sorted({str(get(name).speculators) for name in speculators_kinds()})
     candidates = [name for name in speculators_kinds() if get(name).speculators == model_type]
     if not candidates:
         raise SpecbenchError(

@@ -12,11 +12,22 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterable
-from typing import Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from specbench.errors import SpecbenchError, did_you_mean
 
-Entry = TypeVar("Entry")
+
+class Named(Protocol):
+    """What a registry entry has: a name, and the code of its kind (``"module:attribute"``, the object, or None)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def cls(self) -> Any: ...
+
+
+Entry = TypeVar("Entry", bound=Named)
 
 
 class Registry(Generic[Entry]):

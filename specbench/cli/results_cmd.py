@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from specbench.backends import registry as backends
 from specbench.analysis.load import CLOSED_LOOP, LOAD_KEYS, load_keys
 from specbench.analysis.predicted_speedup import predicted_by_scenario
 from specbench.analysis.stopping_report import summary_lines
@@ -177,8 +178,12 @@ LATENCY_CELLS = {"TTFT ms p50/p90/p99": "ttft", "ITL ms p50/p90/p99": "itl"}
 
 
 def served(records) -> bool:
-    """Whether a serving backend (not specbench's own engine) measured any of the records."""
-    return "backend" in records and bool((records["backend"].fillna("own") != "own").any())
+    """Whether a serving backend (not specbench's own engine) measured any of the records: a backend whose entry
+    measures requests in flight, or one this installation does not know (records without the column: the default's)."""
+    if "backend" not in records:
+        return False
+    one_at_a_time = backends.names(concurrent=False)
+    return bool((~records["backend"].fillna(backends.DEFAULT).isin(one_at_a_time)).any())
 
 
 def show_rows(records, table) -> list[dict]:

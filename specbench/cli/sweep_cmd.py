@@ -16,14 +16,14 @@ from rich.text import Text
 
 from specbench.analysis.stopping_report import summary_lines
 from specbench.cli.exit_codes import INTERRUPTED, TERMINATED, Terminated, say
-from specbench.cli.params import folder_path
+from specbench.cli.flag_options import flag_command
 from specbench.cli.progress_lines import LineProgress
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt, plain, styled, text_column
 from specbench.cli.results_cmd import show_rows, summary_table
-from specbench.errors import SpecbenchError
 from specbench.records.adaptive_history import read_history
 from specbench.records.jsonable import json_ready
+from specbench.measure.sweep_flags import FLAGS, SweepFlags
 from specbench.records.store import load_records
 
 EPILOG = """Examples:
@@ -53,76 +53,7 @@ EPILOG = """Examples:
 """
 
 
-def _csv(values: str | None, cast) -> list | None:
-    if values is None:
-        return None
-    try:
-        return [cast(v) for v in values.split(",") if v.strip()]
-    except ValueError:
-        raise SpecbenchError(f"could not read '{values}' as a comma-separated list") from None
-
-
-def sweep(
-    spec_file: Path = typer.Argument(None, help="Sweep YAML file (flags below override its fields)."),
-    name: str = typer.Option(None, "--name", help="Sweep name (results go to results/NAME)."),
-    target: str = typer.Option(None, "--target", "-t", help="Target model."),
-    drafter: list[str] = typer.Option(None, "--drafter", "-d",
-                                      help="Drafter TYPE or TYPE:key=value,... (repeatable)."),
-    gamma: str = typer.Option(None, "--gamma", "-g", help="Draft lengths, e.g. 1,2,4,8."),
-    tree: str = typer.Option(None, "--tree", help="Draft shapes, comma separated (chain)."),
-    temperature: str = typer.Option(None, "--temperature", help="Temperatures, e.g. 0,0.7."),
-    top_p: float = typer.Option(None, "--top-p"),
-    top_k: int = typer.Option(None, "--top-k"),
-    workload: list[str] = typer.Option(None, "--workload", "-w", help="Workload (repeatable)."),
-    prompts: int = typer.Option(None, "--prompts", help="Prompts per workload."),
-    max_new_tokens: int = typer.Option(None, "--max-new-tokens", "-n"),
-    repeats: int = typer.Option(None, "--repeats"),
-    seed: int = typer.Option(None, "--seed"),
-    device: str = typer.Option(None, "--device"),
-    dtype: str = typer.Option(None, "--dtype", help="fp32, bf16, fp16, or auto: the fastest lossless dtype and CPU "
-                                                    "weight layout measured on this machine (own engine, CPU)."),
-    layout: str = typer.Option(None, "--layout", help="CPU weight layout of the own engine: auto (measured, cached "
-                                                      "per machine and model) or a layout name (docs/benchmarks.md)."),
-    ignore_eos: bool = typer.Option(None, "--ignore-eos/--stop-at-eos", help="Fixed-length generations."),
-    compile: bool = typer.Option(None, "--compile/--no-compile", help="torch.compile the target's decode/verify steps (and a draft model's steps)."),
-    kernels: str = typer.Option(None, "--kernels", help="Verification kernels: auto (Triton on CUDA), triton, torch."),
-    threads: str = typer.Option(None, "--threads", help="CPU threads of the own engine: a count, or auto (the fastest "
-                                                        "measured per model and step; recorded in run.json)."),
-    out: Path = typer.Option(None, "--out", "-o", parser=folder_path, help="Results folder (default results/NAME)."),
-    shard: str = typer.Option(None, "--shard", help="Run slice I/N of the prompts (e.g. 0/4)."),
-    force: bool = typer.Option(False, "--force", help="Allow a folder holding a different sweep spec (its records "
-                                                      "move to records/old-SPECHASH/) or a profile (moved to "
-                                                      "old-KIND-TAG/)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the grid and a cost estimate, then stop."),
-    yes: bool = typer.Option(False, "--yes", "-y", help="Run a grid over the size limit (see --dry-run first)."),
-    mode: str = typer.Option(None, "--mode", help="live (default), replay (every γ from the baseline's "
-                                                  "trajectory + live calibration units) or both."),
-    json_out: bool = typer.Option(False, "--json", help="End with the summary as JSON on stdout (results show's "
-                                                        "rows, the timing summary, the replay summary)."),
-    backend: str = typer.Option(None, "--backend", help="Who generates: own (default), vllm, openai, vllm-server "
-                                                        "(docs/backends.md)."),
-    concurrency: str = typer.Option(None, "--concurrency", help="Requests in flight, e.g. 1,4,16 (serving backends); "
-                                                                "with --request-rate one value, the cap."),
-    request_rate: str = typer.Option(None, "--request-rate", help="Open-loop load: requests per second arriving, e.g. "
-                                                                  "1,2,4 (serving backends; YAML request_rates)."),
-    arrivals: str = typer.Option(None, "--arrivals", help="Arrivals of --request-rate: poisson (default) or "
-                                                          "constant (seeded)."),
-    until_decided: bool = typer.Option(None, "--until-decided/--fixed-grid",
-                                       help="Measure in looks until each workload's verdict is confident, dropping "
-                                            "configurations confidently below the best (YAML key adaptive)."),
-    budget: str = typer.Option(None, "--budget", help="Wall-time budget of an adaptive sweep: 90s, 20m, 1.5h "
-                                                      "(implies --until-decided)."),
-    max_prompts: int = typer.Option(None, "--max-prompts", help="Prompts per workload an adaptive sweep may "
-                                                                       "use at most (implies --until-decided)."),
-    batch: int = typer.Option(None, "--batch", help="Prompts added per look of an adaptive sweep "
-                                                           "(implies --until-decided)."),
-    executor: str = typer.Option(None, "--executor", help="Who runs the pieces of work: inprocess (default, one "
-                                                          "after another) or ray (docs/scale-out.md)."),
-    address: str = typer.Option(None, "--address", help="Ray cluster to use: auto or HOST:PORT (implies --executor "
-                                                        "ray; without it a local Ray instance is started)."),
-    workers: int = typer.Option(None, "--workers", min=1, help="Ray workers (implies --executor ray; on one machine "
-                                                               "a local Ray instance with N workers)."),
-):
+def sweep(values: dict) -> None:
     """Measure every (drafter, γ, tree, temperature) configuration on every workload prompt.
 
     Each workload also runs the target-only baseline (γ = 0) on the same prompts. Records go to
@@ -131,44 +62,37 @@ def sweep(
     trajectory and runs only the calibration units live (YAML key calibration: {gammas, prompts});
     --mode both runs everything live and replayed and prints their agreement (docs/replay.md).
     """
-    from specbench.measure.runner import SweepRunner  # lazy: loads torch; keeps `specbench --help` fast
-    from specbench.measure.spec import (  # lazy: loads torch; keeps `specbench --help` fast
-        SweepFlags,
-        build_spec,
-        load_spec_file,
-    )
-    from specbench.measure.units import (  # lazy: loads torch; keeps `specbench --help` fast
-        expand_units,
-        in_shard,
-        load_workloads,
-        parse_shard,
-    )  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.spec import build_spec, load_spec_file  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.units import parse_shard  # lazy: loads torch; keeps `specbench --help` fast
 
-    flags = SweepFlags(name=name, target=target, drafters=list(drafter) if drafter else None, gammas=_csv(gamma, int),
-                       trees=_csv(tree, str), temperatures=_csv(temperature, float), top_p=top_p, top_k=top_k,
-                       workloads=list(workload) if workload else None, prompts=prompts, max_new_tokens=max_new_tokens,
-                       repeats=repeats, seed=seed, device=device, dtype=dtype, ignore_eos=ignore_eos, compile=compile,
-                       kernels=kernels, threads=threads, layout=layout, mode=mode, backend=backend,
-                       concurrency=_csv(concurrency, int), request_rates=_csv(request_rate, float), arrivals=arrivals,
-                       until_decided=until_decided, budget=budget, max_prompts=max_prompts, batch=batch,
-                       executor=executor, address=address, workers=workers)
+    flags = SweepFlags.from_command(values)
+    spec_file = values["spec_file"]
     raw = flags.over(load_spec_file(spec_file) if spec_file is not None else {})
-    where = str(spec_file) if spec_file is not None else "sweep flags"
-    spec = build_spec(raw, where=where)
-    shard_pair = parse_shard(shard)
-    out_dir = out or Path("results") / spec.name
-    console = wide_console(stderr=True, wide=False)
-    if dry_run:
-        from specbench.measure.validate import check_grid_size  # lazy: loads torch; keeps `specbench --help` fast
-
-        workloads = load_workloads(spec)
-        check_grid_size(spec, workloads, shard_pair, yes=True, in_shard=in_shard)  # the hard limit only
-        units = expand_units(spec, workloads, shard_pair)
-        _print_dry_run(spec, units, workloads, shard_pair)
+    spec = build_spec(raw, where=str(spec_file) if spec_file is not None else "sweep flags")
+    shard = parse_shard(values["shard"])
+    out_dir = values["out"] or Path("results") / spec.name
+    if values["dry_run"]:
+        _dry_run(spec, shard)
         return
-    observer = SweepProgress(console) if sys.stdout.isatty() else LineProgress(sys.stderr if json_out else sys.stdout)
-    runner = SweepRunner(spec, out_dir, force=force, shard=shard_pair, observer=observer,
-                         yes=yes)  # validates first: folder, device, grid size
+    measured, units = _measure(spec, out_dir, shard, values)
+    if values["json_out"]:
+        print_json_summary(out_dir, measured, units)
+    elif units:
+        _print_done(spec, out_dir, measured, units)
+    else:  # a shard that got no prompt: as --dry-run says, 0 units, and results merge takes it
+        wide_console().print(f"shard {values['shard']}: no prompt falls in this shard, 0 units to measure; "
+                             f"{out_dir}/run.json records the shard for `specbench results merge`")
+
+
+def _measure(spec, out_dir: Path, shard, values: dict) -> tuple[int, int]:
+    """Run the sweep with progress; (units measured now, units in the grid). Ctrl-C keeps what is measured."""
+    from specbench.measure.runner import SweepRunner  # lazy: loads torch; keeps `specbench --help` fast
+
+    console = wide_console(stderr=True, wide=False)
+    observer = (SweepProgress(console) if sys.stdout.isatty()
+                else LineProgress(sys.stderr if values["json_out"] else sys.stdout))
+    runner = SweepRunner(spec, out_dir, force=values["force"], shard=shard, observer=observer,
+                         yes=values["yes"])  # validates first: folder, device, grid size
     with observer:
         try:
             measured = runner.run()
@@ -177,14 +101,11 @@ def sweep(
             say(f"specbench: {'terminated' if terminated else 'interrupted'}: finished units are "
                            f"saved in {out_dir}; run the same command to resume")
             raise typer.Exit(TERMINATED if terminated else INTERRUPTED) from None
-    if json_out:
-        print_json_summary(out_dir, measured, len(runner.units))
-        return
-    if not runner.units:  # a shard that got no prompt: as --dry-run says, 0 units, and results merge takes it
-        wide_console().print(f"shard {shard}: no prompt falls in this shard, 0 units to measure; {out_dir}/run.json "
-                             "records the shard for `specbench results merge`")
-        return
-    wide_console().print(styled(("done", "green"), f": {measured} unit(s) measured now, {len(runner.units)} in the "
+    return measured, len(runner.units)
+
+
+def _print_done(spec, out_dir: Path, measured: int, units: int) -> None:
+    wide_console().print(styled(("done", "green"), f": {measured} unit(s) measured now, {units} in the "
                                 f"grid -> {out_dir}\nnext: specbench results show {out_dir}"))
     wide_console().print(timing_line(timing_summary(out_dir)))
     history = read_history(out_dir) if spec.adaptive is not None else None
@@ -195,6 +116,16 @@ def sweep(
         from specbench.measure.replay_units import folder_summary  # lazy: loads torch; keeps `specbench --help` fast
 
         print_replay_summary(folder_summary(out_dir), wide_console())
+
+
+def _dry_run(spec, shard) -> None:
+    """The grid and its cost estimate; no model loads."""
+    from specbench.measure.units import expand_units, in_shard, load_workloads  # lazy: loads torch
+    from specbench.measure.validate import check_grid_size  # lazy: loads torch; keeps `specbench --help` fast
+
+    workloads = load_workloads(spec)
+    check_grid_size(spec, workloads, shard, yes=True, in_shard=in_shard)  # the hard limit only
+    _print_dry_run(spec, expand_units(spec, workloads, shard), workloads, shard)
 
 
 def timing_summary(out_dir: Path) -> dict:
@@ -402,4 +333,4 @@ class SweepProgress:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("sweep", epilog=EPILOG)(sweep)
+    app.command("sweep", epilog=EPILOG)(flag_command(FLAGS, sweep))

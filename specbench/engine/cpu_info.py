@@ -5,7 +5,7 @@ and dtype probe (`specbench.engine.layout_probe`) and the checks of a sweep's or
 settings ask it before they build anything.
 
 Three things decide which of torch's CPU products a linear layer reaches (torch 2.13, measured in
-docs/benchmarks.md "Engine speed, fourth step"):
+docs/bench-engine-steps.md "Engine speed, fourth step"):
 
 * AVX2 only: float32 through MKL; a 16-bit product is one float32 dot product per output element,
   its cost linear in the rows; oneDNN's 16-bit kernels do not run at all (re-ordering a bfloat16 weight

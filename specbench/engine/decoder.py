@@ -351,6 +351,7 @@ class HFDecoder:
     """Any transformers causal LM through its own forward and a DynamicCache (chains only)."""
 
     supports_trees = False
+    lazy_head = False  # its LM head runs inside the model's own forward, over every row
 
     def __init__(self, model):
         self.model = model

@@ -4,7 +4,7 @@ Which layout of the linear weights (`specbench.engine.weight_layout.CpuLayout`) 
 fastest depends on the CPU: on an AVX2-only EPYC the float32 mix of row-major weight-first products and
 column-major single-row copies won and a bfloat16 product cost one weight pass per row; on an AVX-512
 EPYC with AVX512-BF16 torch's bfloat16 products go through oneDNN and cost about the same for 1 or 8 rows
-(docs/benchmarks.md, "Engine speed, fourth step"). Like `threads: auto` (`specbench.engine.threads`),
+(docs/bench-engine-steps.md, "Engine speed, fourth step"). Like `threads: auto` (`specbench.engine.threads`),
 `probe_layouts` times the shapes the engine will run, for every candidate (dtype × layout):
 
 * decode: one token after ``context`` cached, plus its LM-head row;

@@ -21,13 +21,14 @@ from typing import Callable
 import torch
 
 from specbench.engine.decoder import make_decoder
-from specbench.engine.drafters.base import Drafter, Proposal, RoundOutcome, check_draft_depth
+from specbench.engine.drafters.base import BaseDrafter, Proposal, RoundOutcome, check_draft_depth
+from specbench.engine.rounds import Round, RoundDriver, Verification
 from specbench.engine.sampling import SamplingParams, probabilities
 from specbench.engine.schedule import RoundVerdict, ScheduleSpec, check_schedule, make_schedule
 from specbench.engine.stats import GenerationResult, RoundLog
 from specbench.engine.threads import RoleThreads, using_threads
 from specbench.engine.timing import DeviceClock
-from specbench.engine.tree import shape_for, verification_layout
+from specbench.engine.tree import StaticTree, shape_for, verification_layout
 from specbench.engine.verify import (verify_greedy, verify_greedy_rows, verify_sampling, verify_sampling_rows,
                                      verify_tree_greedy, verify_tree_sampling)
 from specbench.errors import SpecbenchError
@@ -67,12 +68,16 @@ class Verifier:
 
 
 class SpeculativeEngine:
-    """Generate with a target model and an optional drafter, recording every round."""
+    """Generate with a target model and an optional drafter, recording every round.
 
-    def __init__(self, target, drafter: Drafter | None = None, *, gamma: int = 0, tree: str = "chain",
+    ``driver``: how rounds are drafted and verified (`specbench.engine.rounds.RoundDriver`; default sequential:
+    draft, then verify). Nested speculation and online adaptation are drivers."""
+
+    def __init__(self, target, drafter: BaseDrafter | None = None, *, gamma: int = 0, tree: str = "chain",
                  sampling: SamplingParams = SamplingParams(), implementation: str = "auto", kernels: str = "auto",
                  compile: bool = False, verifier: Verifier | None = None, decoder=None,
-                 schedule: ScheduleSpec = ScheduleSpec(), threads: RoleThreads | None = None):
+                 schedule: ScheduleSpec = ScheduleSpec(), threads: RoleThreads | None = None,
+                 driver: RoundDriver | None = None):
         if gamma < 0:
             raise SpecbenchError(f"gamma must be >= 0, got {gamma}")
         if gamma > 0 and drafter is None:
@@ -87,34 +92,35 @@ class SpeculativeEngine:
         self.threads = threads
         # engines of one target may share a decoder (and its compiled graphs)
         self.decoder = decoder or make_decoder(target.model, implementation, kernels, compile)
-        if compile and hasattr(self.drafter, "compile_steps"):  # a draft model compiles its steps too
+        if compile and self.drafter is not None:  # a draft model compiles its steps too
             self.drafter.compile_steps()
-        if self.shape is not None and not getattr(self.shape, "is_chain", False) and not self.decoder.supports_trees:
+        if self.shape is not None and not self.shape.is_chain and not self.decoder.supports_trees:
             raise SpecbenchError(f"tree drafting needs a natively supported target architecture; "
                                  f"'{target.name}' runs through transformers' own forward (chains only)")
         self.kernels = kernels
-        ranks = getattr(self.shape, "ranks", None)
-        if ranks and max(ranks) >= target.vocab_size:
-            raise SpecbenchError(f"tree rank {max(ranks)} is beyond the vocabulary ({target.vocab_size} tokens)")
+        if isinstance(self.shape, StaticTree) and max(self.shape.ranks) >= target.vocab_size:
+            raise SpecbenchError(f"tree rank {max(self.shape.ranks)} is beyond the vocabulary "
+                                 f"({target.vocab_size} tokens)")
         self.device = self.decoder.device
         self.clock = DeviceClock(self.device)
         self.eos_ids = eos_token_ids(target.model, target.tokenizer)
         self.verifier = verifier or Verifier()
         if self.drafter is not None:
-            check_schedule(schedule, chain=getattr(self.shape, "is_chain", False),
-                           drafter=getattr(self.drafter, "name", "drafter"),
-                           confident=getattr(self.drafter, "confident", False))
+            check_schedule(schedule, chain=self.shape.is_chain, drafter=self.drafter.name,
+                           confident=self.drafter.confident)
         self.schedule = make_schedule(schedule if self.drafter is not None else ScheduleSpec(), gamma)
         self.routing = routing_log(target.model)  # MoE targets: the experts of each forward's tokens
-        if getattr(self.shape, "expert_cost", 0) > 0:
+        if self.shape is not None and self.shape.expert_cost > 0:
             self._predict_experts_with(self.drafter)
+        self.driver = driver or RoundDriver()
+        self.driver.bind(self)
 
     def _predict_experts_with(self, drafter) -> None:
         """Give the drafter the target's routers for an expert-aware tree (λ > 0), or refuse the configuration."""
         if self.routing is None or not self.routing.routers:
             raise SpecbenchError(f"an expert-aware tree (lambda > 0) needs an MoE target whose routers specbench "
                                  f"knows (e.g. smollm2-135m-moe); '{self.target.name}' is dense")
-        if not hasattr(drafter, "expert_router"):
+        if not drafter.predicts_experts:
             raise SpecbenchError(f"drafter '{drafter.name}' cannot predict the target's experts (expert-aware "
                                  "trees need a draft model, EAGLE or EAGLE-3)")
         if drafter.feature_size != self.routing.hidden_size:
@@ -154,7 +160,7 @@ class SpeculativeEngine:
     def _lazy_chain_rule(self, proposal: Proposal) -> bool:
         """Whether this chain's verdict reads the target's rows on demand (`_verify_chain_rows`): a
         decoder with a lazy LM head and the standard batched rule for this sampling mode."""
-        if not (proposal.is_chain and getattr(self.decoder, "lazy_head", False)):
+        if not (proposal.is_chain and self.decoder.lazy_head):
             return False
         if self.sampling.greedy:
             return self.verifier.greedy is verify_greedy
@@ -187,8 +193,9 @@ class SpeculativeEngine:
                                                   probabilities(logits[0], self.sampling), generator)
         return verdict.path, verdict.next_token
 
-    def _propose(self, context: torch.Tensor, round_gamma: int, generator) -> Proposal:
-        """This round's draft: the shape cut to depth ``round_gamma`` (this round's γ)."""
+    # ------------------------------------------------------------------ the round's steps (drivers call these)
+    def propose(self, context: torch.Tensor, round_gamma: int, generator) -> Proposal:
+        """The drafter's draft for context [1, L]: the shape cut to depth ``round_gamma`` (this round's γ)."""
         if round_gamma == 0 or self.drafter is None:
             return Proposal(tokens=context[:, :0], probs=None, draft_steps=0)
         shape = self.shape.truncated(round_gamma)
@@ -196,22 +203,10 @@ class SpeculativeEngine:
             return self.drafter.propose(context, shape, self.sampling, generator)
         return self.drafter.propose(context, shape, self.sampling, generator, keep_drafting=self.schedule.keep_drafting)
 
-    # The two steps of a round a round driver may change (`specbench.engine.nested` does); the
-    # accepting, bookkeeping and recording around them are the same for every driver.
-    def _draft(self, context: torch.Tensor, round_gamma: int, generator) -> Proposal:
-        """This round's proposal for context [1, L] (sequential: drafted now)."""
-        return self._propose(context, round_gamma, generator)
-
-    def _verify(self, proposal: Proposal, context: torch.Tensor, generator):
-        """The target's verdict on ``proposal`` continuing context [1, L] (see `_target_round`)."""
-        return self._target_round(proposal, context[:, -1:], generator)
-
-    def _target_round(self, proposal: Proposal, root_token: torch.Tensor, generator):
-        """One target forward over [root, drafts]; leaves the cache holding root + accepted path.
-
-        Returns the accepted node indices (a chain's are 0..m−1), the token after them and the
-        target features the drafter asked for at the kept positions (root, then the path).
-        """
+    def verify(self, proposal: Proposal, root_token: torch.Tensor, generator) -> Verification:
+        """One target forward over [root, drafts]; leaves the cache holding root + accepted path, and returns the
+        target's verdict (the accepted node indices — a chain's are 0..m−1 —, the token after them, and the target
+        features the drafter and the driver asked for at the kept positions: root, then the path)."""
         root = self.decoder.length
         feed = torch.cat([root_token, proposal.tokens], dim=1)  # [1, 1+N]
         layout = None if proposal.is_chain else verification_layout(tuple(proposal.parents))
@@ -219,7 +214,7 @@ class SpeculativeEngine:
         # whose acceptance is decided (up to the first rejection), computed after the layers
         lazy = self._lazy_chain_rule(proposal)
         out = self.decoder.forward(feed, tree=layout, logits="none" if lazy else "all",
-                                   hidden_layers=self._feature_layers)
+                                   hidden_layers=self.feature_layers)
         if proposal.is_chain:
             accepted, next_token = (self._verify_chain_rows(proposal, out.hidden, generator) if lazy
                                     else self._verify_chain(proposal, out.logits, generator))
@@ -229,53 +224,79 @@ class SpeculativeEngine:
             path, next_token = self._verify_tree(proposal, out.logits, generator)
             self.decoder.keep(root, torch.tensor([0] + [1 + i for i in path]))
         kept = [0] + [1 + i for i in path]
-        return path, next_token, self._features(out, kept)
+        return Verification(path, next_token, self._features(out, kept))
+
+    def run_round(self, context: torch.Tensor, round_gamma: int, generator, stop_at_eos: bool) -> Round:
+        """One round continuing context [1, L]: draft (at most ``round_gamma`` tokens), verify, accept; the
+        drafter hears the verdict. The context and the books are the caller's (`generate`)."""
+        t0 = self.clock.now()
+        with using_threads(self._drafter_threads):
+            proposal = self.driver.draft(context, round_gamma, generator)
+        t1 = self.clock.now()
+        with using_threads(self._target_threads):
+            verdict = self.driver.verify(proposal, context, generator)
+        t2 = self.clock.now()
+        emitted = proposal.tokens[0, verdict.path].tolist() + [verdict.next_token]
+        eos = False
+        if stop_at_eos:
+            ends = [i for i, token in enumerate(emitted) if token in self.eos_ids]
+            if ends:
+                emitted, eos = emitted[: ends[0] + 1], True
+        if self.drafter is not None:
+            self.drafter.observe(RoundOutcome(context_length=context.shape[1], accepted=len(verdict.path),
+                                              next_token=verdict.next_token, accepted_nodes=verdict.path,
+                                              features=verdict.features))
+        return Round(drafted=proposal.tree_nodes, depth=proposal.depth, draft_steps=proposal.draft_steps,
+                     confidences=proposal.confidences, accepted=len(verdict.path), emitted=emitted, eos=eos,
+                     draft_s=t1 - t0, verify_s=t2 - t1)
 
     @property
-    def _feature_layers(self) -> tuple[int, ...]:
-        needs = getattr(self.drafter, "feature_layers", ()) if self.drafter is not None else ()
-        return tuple(k for k in needs if k != "final")
+    def feature_layers(self) -> tuple[int, ...]:
+        """Decoder layers whose outputs a forward keeps (the drafter's and the driver's features but "final")."""
+        return tuple(k for k in self._feature_keys if k != "final")
+
+    @property
+    def _feature_keys(self) -> tuple:
+        needs = self.drafter.feature_layers if self.drafter is not None else ()
+        return tuple(dict.fromkeys((*needs, *self.driver.features)))
 
     def _features(self, out, positions) -> dict | None:
-        """Target features the drafter declared (``feature_layers``) at ``positions`` of the forward.
+        """Target features the drafter and the driver declared at ``positions`` of the forward (the driver hears
+        them).
 
         "final" is the last hidden state after the final norm (the LM head's input); an integer
         i is the output of decoder layer i (0: the embeddings). Each value is [B, n, H].
         """
-        needs = getattr(self.drafter, "feature_layers", ()) if self.drafter is not None else ()
-        if not needs:
+        keys = self._feature_keys
+        if not keys:
             return None
         index = torch.as_tensor(positions, device=out.hidden.device)
         source = {"final": out.hidden, **out.layer_hidden}
-        return {key: source[key].index_select(1, index) for key in needs}
+        chosen = {key: source[key].index_select(1, index) for key in keys}
+        self.driver.took_features(chosen)
+        return chosen
 
     def capacity(self, prompt_tokens: int, max_new_tokens: int) -> int:
         """Positions a generation's caches hold: prompt, new tokens and room for a whole tree before compaction."""
         nodes = self.shape.num_nodes if self.shape is not None else 0
         return prompt_tokens + max_new_tokens + nodes + 2
 
-    def _between_rounds(self, context: torch.Tensor) -> float:
-        """Work between two rounds of a generation whose time is not decode time, given the context [1, L]
-        after the round; returns the seconds it took (kept out of ``decode_s``). Sequential rounds: none."""
-        return 0.0
+    @property
+    def _target_threads(self) -> int | None:
+        """The thread count of the target's forwards; None: leave torch's as it is."""
+        return None if self.threads is None else self.threads.target
 
-    def _role_threads(self, role: str) -> int | None:
-        """The thread count of the target's or the drafter's forwards; None: leave torch's as it is."""
-        return None if self.threads is None else getattr(self.threads, role)
+    @property
+    def _drafter_threads(self) -> int | None:
+        return None if self.threads is None else self.threads.drafter
 
     # ------------------------------------------------------------------ generation
     def generate(self, prompt, max_new_tokens: int, *, seed: int = 0, stop_at_eos: bool = True,
                  on_round: Callable[[GenerationResult], None] | None = None) -> GenerationResult:
-        """Generate up to max_new_tokens after prompt (list of ids or [1, T] tensor)."""
-        prompt = torch.as_tensor(prompt, dtype=torch.long, device=self.device)
-        if prompt.dim() == 1:
-            prompt = prompt[None, :]
-        if prompt.shape[0] != 1:
-            raise SpecbenchError("the engine runs one sequence at a time (batch size 1)")
-        if prompt.shape[1] == 0:
-            raise SpecbenchError("empty prompt")
-        if max_new_tokens < 1:
-            raise SpecbenchError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        """Generate up to max_new_tokens after prompt (list of ids or [1, T] tensor): prefill, then rounds until
+        the length limit or an end-of-sequence token, each round booked in the result's round log."""
+        prompt = self._checked_prompt(prompt, max_new_tokens)
+        self.driver.begin(prompt[0].tolist(), max_new_tokens, seed, stop_at_eos)
         generator = torch.Generator(device=self.device).manual_seed(seed)
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
@@ -285,69 +306,78 @@ class SpeculativeEngine:
         length = prompt.shape[1]
 
         start = self.clock.now()
-        self.decoder.reset(1, capacity)
-        with using_threads(self._role_threads("target")):
-            out = self.decoder.forward(prompt, logits="last", hidden_layers=self._feature_layers)
-        first = self._first_token(out.logits[:, -1], generator)  # [1]
-        if self.drafter is not None:
-            with using_threads(self._role_threads("drafter")):
-                self.drafter.start(prompt, capacity, features=self._features(out, range(prompt.shape[1])))
+        first = self._prefill(prompt, capacity, generator)
         context[:, length] = first
         length += 1
-        tokens = [int(first[0])]
-        prefill_s = self.clock.now() - start
-
-        rounds = RoundLog()
-        result = GenerationResult(prompt_tokens=prompt.shape[1], tokens=tokens, rounds=rounds,
-                                  prefill_s=prefill_s, decode_s=0.0, stop_reason="length",
+        tokens = [first]
+        result = GenerationResult(prompt_tokens=prompt.shape[1], tokens=tokens, rounds=RoundLog(),
+                                  prefill_s=self.clock.now() - start, decode_s=0.0, stop_reason="length",
                                   moe=None if self.routing is None else {
                                       "experts": self.routing.experts, "top_k": self.routing.top_k,
                                       "expert_bytes": self.routing.expert_bytes,
                                       "step_bytes": self.routing.step_bytes})
-        done = (stop_at_eos and tokens[0] in self.eos_ids) or len(tokens) >= max_new_tokens
-        if done and tokens[0] in self.eos_ids and stop_at_eos:
+        eos = stop_at_eos and first in self.eos_ids
+        if eos:
             result.stop_reason = "eos"
+        done = eos or len(tokens) >= max_new_tokens
         self.schedule.start()
         decode_start = self.clock.now()
         while not done:
             t0 = self.clock.now()
             # the schedule's γ for this round (fixed: the configuration's), never past the length limit
             round_gamma = min(self.schedule.round_gamma(), max_new_tokens - len(tokens) - 1)
-            with using_threads(self._role_threads("drafter")):
-                proposal = self._draft(context[:, :length], round_gamma, generator)
-            t1 = self.clock.now()
-            with using_threads(self._role_threads("target")):
-                path, next_token, features = self._verify(proposal, context[:, :length], generator)
-            t2 = self.clock.now()
-            new = proposal.tokens[0, path].tolist() + [next_token]
-            if stop_at_eos:
-                for i, tok in enumerate(new):
-                    if tok in self.eos_ids:
-                        new = new[: i + 1]
-                        result.stop_reason, done = "eos", True
-                        break
-            context[0, length: length + len(new)] = torch.tensor(new, device=self.device)
-            if self.drafter is not None:
-                self.drafter.observe(RoundOutcome(context_length=length, accepted=len(path), next_token=next_token,
-                                                  accepted_nodes=path, features=features))
-            length += len(new)
-            tokens.extend(new)
-            done = done or len(tokens) >= max_new_tokens
-            t3 = self.clock.now()
-            rounds.add(drafted=proposal.tree_nodes, depth=proposal.gamma, accepted=len(path), emitted=len(new),
-                       draft_steps=proposal.draft_steps, draft_s=t1 - t0, verify_s=t2 - t1, round_s=t3 - t0,
-                       **expert_traffic(self.routing))
-            self.schedule.observe(RoundVerdict(drafted=proposal.tree_nodes, accepted=len(path), emitted=len(new),
-                                               confidences=proposal.confidences, draft_s=t1 - t0, verify_s=t2 - t1,
-                                               round_s=t3 - t0))
+            step = self.run_round(context[:, :length], round_gamma, generator, stop_at_eos)
+            context[0, length: length + len(step.emitted)] = torch.tensor(step.emitted, device=self.device)
+            length += len(step.emitted)
+            tokens.extend(step.emitted)
+            if step.eos:
+                result.stop_reason = "eos"
+            done = step.eos or len(tokens) >= max_new_tokens
+            round_s = self.clock.now() - t0
+            self._book(result.rounds, step, round_s)
             if on_round is not None:
-                result.decode_s = t3 - decode_start
+                result.decode_s = t0 + round_s - decode_start
                 on_round(result)
             if not done:  # work a round driver does off the decode clock (online adaptation: a drafter update)
-                decode_start += self._between_rounds(context[:, :length])
+                decode_start += self.driver.between_rounds(context[:, :length])
         result.decode_s = self.clock.now() - decode_start
         result.peak_memory_bytes = peak_memory_bytes(self.device)
+        self.driver.end(result)
         return result
+
+    def _checked_prompt(self, prompt, max_new_tokens: int) -> torch.Tensor:
+        """The prompt as [1, T] ids on the engine's device; one line for what the engine cannot run."""
+        prompt = torch.as_tensor(prompt, dtype=torch.long, device=self.device)
+        if prompt.dim() == 1:
+            prompt = prompt[None, :]
+        if prompt.shape[0] != 1:
+            raise SpecbenchError("the engine runs one sequence at a time (batch size 1)")
+        if prompt.shape[1] == 0:
+            raise SpecbenchError("empty prompt")
+        if max_new_tokens < 1:
+            raise SpecbenchError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        return prompt
+
+    def _prefill(self, prompt: torch.Tensor, capacity: int, generator) -> int:
+        """The target over prompt [1, T] (its cache reset to ``capacity``) and the drafter started on it; the
+        token after the prompt."""
+        self.decoder.reset(1, capacity)
+        with using_threads(self._target_threads):
+            out = self.decoder.forward(prompt, logits="last", hidden_layers=self.feature_layers)
+        first = self._first_token(out.logits[:, -1], generator)  # [1]
+        if self.drafter is not None:
+            with using_threads(self._drafter_threads):
+                self.drafter.start(prompt, capacity, features=self._features(out, range(prompt.shape[1])))
+        return int(first[0])
+
+    def _book(self, log: RoundLog, step: Round, round_s: float) -> None:
+        """A finished round into the generation's round log and the verify-length schedule."""
+        log.add(drafted=step.drafted, depth=step.depth, accepted=step.accepted, emitted=len(step.emitted),
+                draft_steps=step.draft_steps, draft_s=step.draft_s, verify_s=step.verify_s, round_s=round_s,
+                **expert_traffic(self.routing))
+        self.schedule.observe(RoundVerdict(drafted=step.drafted, accepted=step.accepted, emitted=len(step.emitted),
+                                           confidences=step.confidences, draft_s=step.draft_s,
+                                           verify_s=step.verify_s, round_s=round_s))
 
 
 def expert_traffic(routing: RoutingLog | None) -> dict:

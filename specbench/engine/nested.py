@@ -22,13 +22,13 @@ When the verdict's tokens (the kept drafts and the target's token) are those of 
 outcome, the next round verifies that draft as it is: it was drafted during verification, so its
 latency is hidden. Otherwise the drafter drafts as usual.
 
-Losslessness. Verification is the sequential engine's own code (`SpeculativeEngine._verify`), so
+Losslessness. Verification is the sequential engine's own code (`SpeculativeEngine.verify`), so
 greedy output is the target's whatever the drafts are. With sampling, a prepared draft is drawn
 from q given its guessed prefix with a generator of its own (never the verification's), so when
 the guess is right it is a draft from q given the actual context, independent of the coins that
 verify it: speculative sampling keeps the target distribution (tests/test_nested.py checks it).
 
-The drafter's state. Drafters that support nesting implement ``propose_ahead(context, verified,
+The drafter's state. Drafters that support nesting (``drafts_ahead``) implement ``propose_ahead(context, verified,
 shape, sampling, generator)``: a draft for a context whose tokens from index ``verified`` on are
 not verified yet, after which the drafter holds the verified context only and no proposal is
 pending. The draft model's prepared draft is token for token what it would draft from the real
@@ -45,14 +45,19 @@ import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from specbench.engine.drafters.base import Proposal
-from specbench.engine.loop import SpeculativeEngine
+from specbench.engine.rounds import RoundDriver, Verification
 from specbench.engine.sampling import SamplingParams
 from specbench.engine.tree import StaticTree
 from specbench.errors import SpecbenchError
+
+if TYPE_CHECKING:
+    from specbench.engine.loop import SpeculativeEngine
+    from specbench.engine.stats import GenerationResult
 
 MAX_PREPARED = 16
 TOP_TWO = StaticTree.from_branching("2")  # the drafter's two best next tokens
@@ -90,40 +95,43 @@ def truncated(proposal: Proposal, gamma: int) -> Proposal:
                     path_logq=None if proposal.path_logq is None else proposal.path_logq[:gamma])
 
 
-class NestedSpeculativeEngine(SpeculativeEngine):
-    """`SpeculativeEngine` whose drafter prepares the next round's draft while the target verifies.
+class NestedDriver(RoundDriver):
+    """A round driver whose drafter prepares the next round's draft while the target verifies:
+    ``SpeculativeEngine(..., driver=NestedDriver(prepared=2))``.
 
     ``prepared``: P, how many outcomes of each round get a draft prepared (at most γ + 1 exist).
-    Chains only; the drafter must implement ``propose_ahead`` (draft-model, eagle, eagle3).
+    Chains only; the drafter must draft ahead (``drafts_ahead``: draft-model, eagle, eagle3).
     """
 
-    def __init__(self, target, drafter=None, *, prepared: int = 1, **options):
-        super().__init__(target, drafter, **options)
-        if self.drafter is None:
-            raise SpecbenchError("nested speculation needs a drafter and γ > 0")
+    def __init__(self, prepared: int = 1):
         if not 1 <= prepared <= MAX_PREPARED:
             raise SpecbenchError(f"nested speculation: prepared must be 1..{MAX_PREPARED}, got {prepared}")
-        if not self.shape.is_chain:
-            raise SpecbenchError("nested speculation drafts chains only (tree: chain)")
-        if not hasattr(self.drafter, "propose_ahead"):
-            raise SpecbenchError(f"nested speculation needs a drafter that can draft ahead of verification "
-                                 f"(draft-model, eagle, eagle3); '{self.drafter.name}' cannot")
         self.prepared = prepared
-        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specbench-verify")
-        self._stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
         self._ready: list[PreparedDraft] = []
-        self._ahead_generator = torch.Generator(device=self.device)
         self._counts = [0, 0, 0.0]  # prepared drafts, hits, hidden draft seconds
 
-    def generate(self, prompt, max_new_tokens: int, *, seed: int = 0, **options):
+    def bind(self, engine: SpeculativeEngine) -> None:
+        super().bind(engine)
+        if engine.drafter is None:
+            raise SpecbenchError("nested speculation needs a drafter and γ > 0")
+        if not engine.shape.is_chain:
+            raise SpecbenchError("nested speculation drafts chains only (tree: chain)")
+        if not engine.drafter.drafts_ahead:
+            raise SpecbenchError(f"nested speculation needs a drafter that can draft ahead of verification "
+                                 f"(draft-model, eagle, eagle3); '{engine.drafter.name}' cannot")
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specbench-verify")
+        self._stream = torch.cuda.Stream(engine.device) if engine.device.type == "cuda" else None
+        self._ahead_generator = torch.Generator(device=engine.device)
+
+    def begin(self, prompt_ids: list[int], max_new_tokens: int, seed: int, stop_at_eos: bool) -> None:
         self._ready, self._counts = [], [0, 0, 0.0]
         self._ahead_generator.manual_seed((seed + 1) % 2**63)  # prepared drafts never draw verification's coins
-        result = super().generate(prompt, max_new_tokens, seed=seed, **options)
+
+    def end(self, result: GenerationResult) -> None:
         result.prepared_drafts, result.prepared_hits, result.draft_hidden_s = self._counts
-        return result
 
     # ------------------------------------------------------------------ the round's two steps
-    def _draft(self, context: torch.Tensor, round_gamma: int, generator) -> Proposal:
+    def draft(self, context: torch.Tensor, round_gamma: int, generator) -> Proposal:
         """The prepared draft of the outcome that happened, if there is one; else draft now."""
         ready, self._ready = self._ready, []
         if round_gamma > 0:
@@ -133,29 +141,30 @@ class NestedSpeculativeEngine(SpeculativeEngine):
                     self._counts[1] += 1
                     self._counts[2] += prepared.seconds
                     return truncated(prepared.proposal, round_gamma)
-        return super()._draft(context, round_gamma, generator)
+        return super().draft(context, round_gamma, generator)
 
-    def _verify(self, proposal: Proposal, context: torch.Tensor, generator):
+    def verify(self, proposal: Proposal, context: torch.Tensor, generator) -> Verification:
         """Verify in the worker thread while this thread prepares the next round's drafts."""
         if proposal.tree_nodes == 0:
-            return super()._verify(proposal, context, generator)
+            return super().verify(proposal, context, generator)
+        device = self.engine.device
         if self._stream is not None:
-            self._stream.wait_stream(torch.cuda.current_stream(self.device))  # the context is written
+            self._stream.wait_stream(torch.cuda.current_stream(device))  # the context is written
         verdict = self._worker.submit(self._verify_concurrently, proposal, context, generator)
         try:
             self._ready = self._prepare(context, proposal)
         finally:
             outcome = verdict.result()
         if self._stream is not None:
-            torch.cuda.current_stream(self.device).wait_stream(self._stream)
+            torch.cuda.current_stream(device).wait_stream(self._stream)
         return outcome
 
-    def _verify_concurrently(self, proposal: Proposal, context: torch.Tensor, generator):
+    def _verify_concurrently(self, proposal: Proposal, context: torch.Tensor, generator) -> Verification:
         with torch.inference_mode():  # grad mode is per thread
             if self._stream is None:
-                return super()._verify(proposal, context, generator)
+                return super().verify(proposal, context, generator)
             with torch.cuda.stream(self._stream):
-                outcome = super()._verify(proposal, context, generator)
+                outcome = super().verify(proposal, context, generator)
             self._stream.synchronize()
             return outcome
 
@@ -167,24 +176,25 @@ class NestedSpeculativeEngine(SpeculativeEngine):
         rejection, its best other than the refused draft — and the draft after it is made as any
         draft (sampled from q when sampling), with the prepared drafts' own generator.
         """
-        gamma, start = proposal.tree_nodes, context.shape[1]
+        engine = self.engine
+        drafter, gamma, start = engine.drafter, proposal.tree_nodes, context.shape[1]
         ready = []
         for kept in likeliest_outcomes(proposal.path_logq, gamma, self.prepared):
             t0 = self._now()
             stem = torch.cat([context, proposal.tokens[:, :kept]], dim=1)  # [1, L + kept]
-            best = self.drafter.propose_ahead(stem, start, TOP_TWO, GREEDY, None).tokens[0].tolist()
+            best = drafter.propose_ahead(stem, start, TOP_TWO, GREEDY, None).tokens[0].tolist()
             refused = int(proposal.tokens[0, kept]) if kept < gamma else None
             guess = next((t for t in best if t != refused), None)
             if guess is None:
                 continue
             guessed = torch.cat([stem, stem.new_tensor([[guess]])], dim=1)  # [1, L + kept + 1]
-            draft = self.drafter.propose_ahead(guessed, start, self.shape, self.sampling, self._ahead_generator)
+            draft = drafter.propose_ahead(guessed, start, engine.shape, engine.sampling, self._ahead_generator)
             ready.append(PreparedDraft(start, proposal.tokens[0, :kept].tolist() + [guess], draft, self._now() - t0))
             self._counts[0] += 1
         return ready
 
     def _now(self) -> float:
         """Time on this thread's work only (the verifying stream keeps running on CUDA)."""
-        if self.device.type == "cuda":
-            torch.cuda.current_stream(self.device).synchronize()
+        if self.engine.device.type == "cuda":
+            torch.cuda.current_stream(self.engine.device).synchronize()
         return time.perf_counter()

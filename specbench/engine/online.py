@@ -2,7 +2,8 @@
 
 Every verification already computes what a drafter trains on: the target's hidden states at every
 kept position (the prefill's for the prompt, each round's for its root and accepted drafts) and the
-target's verdict on the drafts. `OnlineSpeculativeEngine` keeps them as a *trace* per generation —
+target's verdict on the drafts. `OnlineDriver` (a round driver, `specbench.engine.rounds`) keeps them as a
+*trace* per generation —
 
 * the verified tokens x_0 .. x_{n−1} (prompt, then every emitted token: accepted drafts, corrections,
   bonus tokens — all of them the target's);
@@ -27,7 +28,7 @@ distribution with a drafter that changes between (and within) generations, and t
 a broken acceptance rule.
 
 Costs. The update time (training steps and the swap) is spent between rounds but is not decode time:
-the loop keeps it out of ``decode_s`` (`SpeculativeEngine._between_rounds`) and the generation reports
+the loop keeps it out of ``decode_s`` (`RoundDriver.between_rounds`) and the generation reports
 it per update (``GenerationResult.online``), with the training positions used, so that speedups can be
 stated with it (training shares the machine) and without it (training on other hardware, as Aurora's
 training server does; there the swap would land later than here, where new weights serve at once).
@@ -43,13 +44,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
 from specbench.engine.drafters import registry
 from specbench.engine.drafters.base import Proposal
-from specbench.engine.loop import SpeculativeEngine
+from specbench.engine.rounds import RoundDriver, Verification
 from specbench.errors import SpecbenchError
+
+if TYPE_CHECKING:
+    from specbench.engine.loop import SpeculativeEngine
+    from specbench.engine.stats import GenerationResult
 
 STARTS = ("checkpoint", "scratch")  # the drafter's configured weights (the shipped head by default), or re-initialised
 LOSSES = ("accepted", "accepted+rejected")  # distillation on the verified traffic; plus the rejected drafts' term
@@ -149,31 +155,19 @@ def _state(net: torch.nn.Module) -> dict:
     return {key: value.detach().clone() for key, value in net.state_dict().items()}
 
 
-class OnlineSpeculativeEngine(SpeculativeEngine):
-    """`SpeculativeEngine` whose trained drafter learns from the verified traffic (module docstring).
+class OnlineDriver(RoundDriver):
+    """A round driver whose trained drafter learns from the verified traffic (module docstring):
+    ``SpeculativeEngine(..., driver=OnlineDriver(plan))``.
 
     ``plan``: an `OnlinePlan`. The drafter must be a trained kind (`TrainedType`) built for this engine
     alone: its weights change. Learning starts with `arm` (the untimed warm-up a backend runs first
     teaches nothing).
     """
 
-    def __init__(self, target, drafter=None, *, plan: OnlinePlan = OnlinePlan(), **options):
-        super().__init__(target, drafter, **options)
-        if self.drafter is None:
-            raise SpecbenchError("online adaptation needs a drafter and γ > 0")
-        name = getattr(self.drafter, "name", "drafter")
-        kind = registry.get(name)
-        if not getattr(kind, "trained", False):
-            raise SpecbenchError(
-                f"online adaptation trains the drafter's network: '{name}' is not a trained "
-                f"drafter ({', '.join(registry.names(trained=True))})"
-            )
+    features = ("final",)  # the teacher of the drafter's training, at every verified position
+
+    def __init__(self, plan: OnlinePlan = OnlinePlan()):
         self.plan = plan
-        self.kind = kind
-        self.net = kind.net_of(self.drafter)
-        if plan.start == "scratch":
-            kind.reinitialise(self.net, plan.seed)
-        self.learner = kind.online_learner(self.drafter, target, plan)
         self.version = 0  # swaps so far
         self.armed = False
         self._trace: _Trace | None = None
@@ -183,35 +177,74 @@ class OnlineSpeculativeEngine(SpeculativeEngine):
         self._capacity = 0
         self._attempt: _Attempt | None = None
         self._replay: list[tuple[int, int, dict]] | None = None  # a re-timed attempt: the swaps to take again
+        self._again = False  # the generation in progress re-times the last one
+
+    def bind(self, engine: SpeculativeEngine) -> None:
+        super().bind(engine)
+        if engine.drafter is None:
+            raise SpecbenchError("online adaptation needs a drafter and γ > 0")
+        name = engine.drafter.name
+        kind = registry.get(name)
+        if not kind.trained:
+            raise SpecbenchError(
+                f"online adaptation trains the drafter's network: '{name}' is not a trained "
+                f"drafter ({', '.join(registry.names(trained=True))})"
+            )
+        self.kind = kind
+        self.net = kind.net_of(engine.drafter)
+        if self.plan.start == "scratch":
+            kind.reinitialise(self.net, self.plan.seed)
+        self.learner = kind.online_learner(engine.drafter, engine.target, self.plan)
 
     def arm(self) -> None:
         """Start learning (after the backend's untimed warm-up)."""
         self.armed = True
 
+    # ------------------------------------------------------------------ a generation
+    def begin(self, prompt_ids: list[int], max_new_tokens: int, seed: int, stop_at_eos: bool) -> None:
+        self._trace, self._replay, self._again = None, None, False
+        if not self.armed:
+            return
+        key = (tuple(prompt_ids), int(max_new_tokens), int(seed), bool(stop_at_eos))
+        self._again = self._attempt is not None and self._attempt.key == key
+        if self._again:  # a re-timed attempt of the last generation: the same versions at the same rounds
+            attempt = self._attempt
+            with torch.no_grad():
+                self.net.load_state_dict(attempt.start_state)
+            self.version = attempt.start_version
+            self._replay = list(attempt.swaps)
+        else:
+            self._attempt = _Attempt(key, self.version, _state(self.net), [])
+        self._capacity = self.engine.capacity(len(prompt_ids), max_new_tokens)
+        self._round = 0
+        self._trace = _Trace(list(prompt_ids), len(prompt_ids))
+
+    def end(self, result: GenerationResult) -> None:
+        trace, again, attempt = self._trace, self._again, self._attempt
+        self._trace, self._replay = None, None
+        if trace is None:  # not armed: nothing learned, nothing to report
+            return
+        if again:
+            with torch.no_grad():
+                self.net.load_state_dict(attempt.end_state)
+            self.version = attempt.end_version
+        else:
+            self._learn_from(trace, len(result.rounds))
+            attempt.end_version, attempt.end_state = self.version, _state(self.net)
+        result.online = {"version": attempt.start_version, "updates": [u.to_dict() for u in attempt.updates]}
+
     # ------------------------------------------------------------------ the trace
-    @property
-    def _feature_layers(self) -> tuple[int, ...]:
-        return tuple(k for k in self._trace_keys if k != "final")
-
-    @property
-    def _trace_keys(self) -> tuple:
-        """The drafter's feature layers and the final hidden state (the teacher of its training)."""
-        return tuple(dict.fromkeys((*getattr(self.drafter, "feature_layers", ()), "final")))
-
-    def _features(self, out, positions) -> dict | None:
-        index = torch.as_tensor(positions, device=out.hidden.device)
-        source = {"final": out.hidden, **out.layer_hidden}
-        chosen = {key: source[key].index_select(1, index) for key in self._trace_keys}
+    def took_features(self, features: dict) -> None:
         if self._trace is not None:
-            self._trace.add_features(chosen)
-        return chosen
+            self._trace.add_features(features)
 
-    def _verify(self, proposal: Proposal, context: torch.Tensor, generator):
-        path, next_token, features = super()._verify(proposal, context, generator)
+    def verify(self, proposal: Proposal, context: torch.Tensor, generator) -> Verification:
+        verdict = super().verify(proposal, context, generator)
         trace = self._trace
         if trace is not None:
+            path = verdict.path
             kept = proposal.tokens[0, path].tolist() if path else []
-            trace.tokens = context[0].tolist() + kept + [int(next_token)]
+            trace.tokens = context[0].tolist() + kept + [int(verdict.next_token)]
             last = path[-1] if path else -1
             parents = proposal.parents if proposal.parents is not None else list(range(-1, proposal.tree_nodes - 1))
             refused = [i for i, p in enumerate(parents) if p == last and i not in path]
@@ -219,10 +252,10 @@ class OnlineSpeculativeEngine(SpeculativeEngine):
             trace.rejected.extend((row, len(path) + 1, int(proposal.tokens[0, i])) for i in refused)
             if self._replay is None:
                 self._tokens_since += len(kept) + 1
-        return path, next_token, features
+        return verdict
 
     # ------------------------------------------------------------------ updates
-    def _between_rounds(self, context: torch.Tensor) -> float:
+    def between_rounds(self, context: torch.Tensor) -> float:
         self._round += 1
         if self._replay is not None:
             return self._take_replayed_swaps(context)
@@ -235,7 +268,7 @@ class OnlineSpeculativeEngine(SpeculativeEngine):
         drafter's caches under them; at the end of a generation, ``rounds`` is its round count. Returns the
         seconds it took."""
         t0 = time.perf_counter()
-        current = self._trace.example(self.device) if context is not None else None
+        current = self._trace.example(self.engine.device) if context is not None else None
         with torch.inference_mode(False), torch.enable_grad():
             state, stats = self.learner.update(current)
         self._swap(state, context)
@@ -256,7 +289,7 @@ class OnlineSpeculativeEngine(SpeculativeEngine):
             trace = self._trace
             rows = trace.rows  # positions 0 .. rows−1 have features; the context's last token is the root
             features = {key: torch.cat(chunks)[None] for key, chunks in trace.features.items()}  # [1, rows, H]
-            self.drafter.start(context[:, :rows], self._capacity, features=features)
+            self.engine.drafter.start(context[:, :rows], self._capacity, features=features)
 
     def _take_replayed_swaps(self, context: torch.Tensor) -> float:
         t0 = time.perf_counter()
@@ -267,42 +300,9 @@ class OnlineSpeculativeEngine(SpeculativeEngine):
             took = True
         return time.perf_counter() - t0 if took else 0.0
 
-    # ------------------------------------------------------------------ generation
-    def generate(self, prompt, max_new_tokens: int, *, seed: int = 0, stop_at_eos: bool = True, **options):
-        ids = torch.as_tensor(prompt, dtype=torch.long).reshape(-1).tolist()
-        if not self.armed:
-            return super().generate(prompt, max_new_tokens, seed=seed, stop_at_eos=stop_at_eos, **options)
-        key = (tuple(ids), int(max_new_tokens), int(seed), bool(stop_at_eos))
-        again = self._attempt is not None and self._attempt.key == key
-        if again:  # a re-timed attempt of the last generation: the same versions at the same rounds, no training
-            attempt = self._attempt
-            with torch.no_grad():
-                self.net.load_state_dict(attempt.start_state)
-            self.version = attempt.start_version
-            self._replay = list(attempt.swaps)
-        else:
-            attempt = self._attempt = _Attempt(key, self.version, _state(self.net), [])
-        self._capacity = self.capacity(len(ids), max_new_tokens)
-        self._round = 0
-        self._trace = _Trace(list(ids), len(ids))
-        try:
-            result = super().generate(prompt, max_new_tokens, seed=seed, stop_at_eos=stop_at_eos, **options)
-            if not again:
-                self._learn_from(self._trace, len(result.rounds))
-        finally:
-            self._trace, self._replay = None, None
-        if again:
-            with torch.no_grad():
-                self.net.load_state_dict(attempt.end_state)
-            self.version = attempt.end_version
-        else:
-            attempt.end_version, attempt.end_state = self.version, _state(self.net)
-        result.online = {"version": attempt.start_version, "updates": [u.to_dict() for u in attempt.updates]}
-        return result
-
     def _learn_from(self, trace: _Trace, rounds: int) -> None:
         """A finished generation joins the learner's window; an update follows when one is due."""
-        self.learner.remember(trace.example(self.device))
+        self.learner.remember(trace.example(self.engine.device))
         self._prompts_since += 1
         due = (self.plan.every_prompts is not None and self._prompts_since >= self.plan.every_prompts) or (
             self.plan.every_tokens is not None and self._tokens_since >= self.plan.every_tokens

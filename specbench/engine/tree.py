@@ -107,6 +107,11 @@ class StaticTree:
     def is_chain(self) -> bool:
         return all(p == (0,) * len(p) for p in self.paths)
 
+    @property
+    def expert_cost(self) -> float:
+        """λ of an expert-aware tree: a static tree's nodes are fixed, never chosen by the experts they touch."""
+        return 0.0
+
     @cached_property
     def parents(self) -> list[int]:
         index = {p: i for i, p in enumerate(self.paths)}
@@ -139,6 +144,10 @@ class DynamicTree:
     @property
     def num_nodes(self) -> int:
         return self.nodes
+
+    @property
+    def is_chain(self) -> bool:
+        return False
 
     def truncated(self, depth: int) -> DynamicTree:
         return replace(self, depth=min(depth, self.depth))

@@ -4,7 +4,7 @@ A linear layer computes y = x Wᵀ with x [N, in] and W [out, in]: N = 1 in a de
 a verify step over k tokens, N = prompt length in a prefill.
 
 float32, measured on a 2-core AMD EPYC with AVX2 only (MKL 2024.2)
-(`make bench-layout`, docs/benchmarks.md "Engine speed, third step"):
+(`make bench-layout`, docs/bench-engine-steps.md "Engine speed, third step"):
 
 * ``F.linear`` (x · Wᵀ) costs about one pass over W per row of x whatever W's layout: an NT GEMM
   from a row-major W, an NN GEMM from a column-major one (W with stride (1, out), the memory of
@@ -37,7 +37,7 @@ over k tokens gives each row bit-for-bit what a single-token forward gives (gree
 holds exactly, not only up to rounding). Its cost grows linearly with N.
 
 On a CPU with AVX-512 the picture changes again (AMD EPYC Zen 5, AVX512-BF16, measured in
-docs/benchmarks.md "Engine speed, fourth step"): torch sends a bfloat16 product of two or more rows
+docs/bench-engine-steps.md "Engine speed, fourth step"): torch sends a bfloat16 product of two or more rows
 to oneDNN, whose cost barely grows with the rows, and a single row to a separate matrix-vector kernel.
 The two kernels sum in different orders, so a verify row no longer equals a decode row bit for bit
 (SmolLM2's 576 × 1536 down projection at k = 5, 6, 8; every Qwen2.5-1.5B MLP shape). Computing a
@@ -48,7 +48,7 @@ One more trap on that CPU: a single row handed to ``F.linear`` as a 3-D view of 
 verify row for the lazy LM head, the last position of a prefill) took a path ~25× slower in bfloat16
 (SmolLM2's LM head: 126 ms against 5 ms), so `linear` always computes on a flat [N, in] input.
 
-oneDNN's packed products (measured on the AVX-512 EPYC, docs/benchmarks.md "Engine speed, fifth step"). Both
+oneDNN's packed products (measured on the AVX-512 EPYC, docs/bench-engine-steps.md "Engine speed, fifth step"). Both
 forms above still call a general GEMM (MKL for float32) that is tuned for many rows: on that CPU a five-row
 float32 product from a plain weight cost 2.5–3.5× a one-row one (SmolLM2's 1536 × 576 up projection: 0.08 ms
 at N = 1, 0.27 ms at N = 5; its 49152 × 576 LM head 11 ms and 22 ms), so a verify step over 5 tokens cost 1.3–1.4×

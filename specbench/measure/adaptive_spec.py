@@ -19,19 +19,18 @@ measured, not what a unit measures, so it stays out of the spec hash.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from specbench.bounds import check as check_bound
 from specbench.bounds import violation
+from specbench.durations import parse_duration
 from specbench.errors import SpecbenchError, check_keys
 
 KEYS = ("batch", "first", "max_prompts", "budget", "calibration_batch")
 DEFAULT_BATCH = 8
 DEFAULT_MAX_PROMPTS = 200
 MAX_LOOKS = 64  # specbench.analysis.sequential.MAX_LOOKS: the boundary is simulated for at most this many
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(s|sec|m|min|h|hr|d)?\s*$", re.IGNORECASE)
-_UNIT_S = {None: 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "hr": 3600.0, "d": 86400.0}
+BUDGET_UNITS = ("s", "sec", "m", "min", "h", "hr", "d")  # a budget's units (`specbench.durations`); bare: seconds
 
 
 @dataclass(frozen=True)
@@ -70,19 +69,13 @@ class AdaptivePlan:
         }
 
 
-def parse_duration(value, where: str) -> float:
-    """Seconds from ``600``, ``90s``, ``20m``, ``1.5h``; a one-line error otherwise."""
-    if isinstance(value, bool):
-        raise SpecbenchError(f"{where}: budget must be a duration such as 90s, 20m or 1.5h, got {value!r}")
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    else:
-        match = _DURATION.match(str(value))
-        if not match:
-            raise SpecbenchError(
-                f"{where}: budget must be a duration such as 90s, 20m or 1.5h, got {str(value)[:40]!r}"
-            )
-        seconds = float(match.group(1)) * _UNIT_S[(match.group(2) or "").lower() or None]
+def parse_budget(value, where: str) -> float:
+    """Seconds from ``600``, ``90s``, ``20m``, ``1.5h`` (`specbench.durations.parse_duration`); a one-line error
+    otherwise."""
+    seconds = parse_duration(value, BUDGET_UNITS, bare=True)
+    if seconds is None:
+        shown = value if isinstance(value, (bool, int, float)) else str(value)[:40]
+        raise SpecbenchError(f"{where}: budget must be a duration such as 90s, 20m or 1.5h, got {shown!r}")
     if violation("adaptive.budget_s", seconds) is not None:
         raise SpecbenchError(f"{where}: budget must be more than 0 s and at most 30 days, got {value!r}")
     return seconds
@@ -113,7 +106,7 @@ def parse_adaptive(value, where: str) -> AdaptivePlan | None:
         batch=batch,
         first=first,
         max_prompts=max_prompts,
-        budget_s=None if budget is None else parse_duration(budget, f"{where}: adaptive.budget"),
+        budget_s=None if budget is None else parse_budget(budget, f"{where}: adaptive.budget"),
         calibration_batch=None
         if calibration is None
         else _count(calibration, where, "calibration_batch", "adaptive.calibration_batch"),

@@ -8,14 +8,15 @@ Generating one token costs about one target forward, priced as
 a small model on a CPU: SmolLM2-135M's 30 layers cost ~40 ms of its ~70 ms step on a 2-core
 CPU). The timing protocol times each prompt turn's baseline twice (``order: bracket``). A backend
 adds its start-up: the own engine loads the models once; a vLLM backend starts one engine per
-configuration (``ENGINE_START_S``: about 30 s for SmolLM2 on a 2-core CPU, minutes for a large
-target on a GPU), and an adaptive sweep may start an engine again in each look, unless it is kept
-(``engines_kept``). These are orders of magnitude, printed as "about": the sweep's own progress
+configuration (its catalogue entry's ``start_s``, `specbench.backends.registry`: about 30 s for SmolLM2
+on a 2-core CPU, minutes for a large target on a GPU), and an adaptive sweep may start an engine again in each look, unless it is kept
+(``engines_kept``, where the entry ``keeps_engines``). These are orders of magnitude, printed as "about": the sweep's own progress
 gives the real pace.
 """
 
 from __future__ import annotations
 
+from specbench.backends import registry as backends
 from specbench.measure.spec import SweepSpec
 from specbench.models import cache as model_cache
 from specbench.models.resolve import DTYPES, aliases
@@ -28,10 +29,6 @@ BYTES_PER_PARAM = {
     if torch_name != "auto"
 }
 LAYER_OVERHEAD_S = {"cpu": 1.3e-3, "cuda": 0.15e-3}  # per layer and forward: launches and Python, eager
-# one engine start: SmolLM2-135M on the 2-core CPU measured 25-35 s (vLLM) and ~30 s to ready (server);
-# on a GPU, loading and compiling a multi-billion target takes minutes
-ENGINE_START_S = {"vllm": {"cpu": 35.0, "cuda": 180.0}, "vllm-server": {"cpu": 40.0, "cuda": 200.0}}
-MODEL_LOAD_S = {"cpu": 5.0, "cuda": 20.0}  # the own engine: converted weights from the cache, once
 
 
 def model_shape(target: str) -> tuple[int | None, int | None]:
@@ -69,10 +66,11 @@ def parameter_count(target: str) -> int | None:
 
 def engine_starts(spec: SweepSpec, looks: int = 1) -> int:
     """Engine starts of a serving backend over ``looks`` looks (0 for the own engine and a running server)."""
-    if spec.backend not in ENGINE_START_S:
+    backend = backends.get(spec.backend)
+    if backend.start_s is None:
         return 0
     configs = len(spec.configs)
-    kept = int(spec.backend_options.get("engines_kept", 1)) if spec.backend in ("vllm", "vllm-server") else 1
+    kept = int(spec.backend_options.get("engines_kept", 1)) if backend.keeps_engines else 1
     later = configs if kept == 1 else max(configs - kept, 0)  # the kept ones (target-only first) need none
     return configs + (looks - 1) * later
 
@@ -89,7 +87,8 @@ def estimate(spec: SweepSpec, units, looks: int = 1) -> dict:
         if u.mode == "live" and not u.config.is_baseline
     }
     rebaseline = 0
-    if spec.timing.order == "bracket" and spec.backend == "own":
+    backend = backends.get(spec.backend)
+    if spec.timing.order == "bracket" and not backend.concurrent:  # one request at a time: timed in blocks
         per_block = {
             (u.workload.name, u.prompt.prompt_id, u.turn, u.repeat, u.config.temperature): u.max_new_tokens
             for u in units
@@ -104,8 +103,7 @@ def estimate(spec: SweepSpec, units, looks: int = 1) -> dict:
         "target_parameters": params,
         "target_layers": layers,
         "engine_starts": starts,
-        "start_s": starts * ENGINE_START_S.get(spec.backend, {}).get(kind, 0.0)
-        + (MODEL_LOAD_S[kind] if spec.backend == "own" else 0.0),
+        "start_s": starts * _seconds(backend.start_s, spec.device) + _seconds(backend.load_s, spec.device),
         "generation_s": None,
         "seconds": None,
         "seconds_upper": None,
@@ -124,15 +122,18 @@ def describe(est: dict, spec: SweepSpec) -> str:
     """The estimate in one line."""
     if est["seconds"] is None:
         return ""
-    kind = "cuda" if spec.device.startswith("cuda") else "cpu"
     line = (
         f"about {_minutes(est['seconds'])} on {spec.device}: {_minutes(est['generation_s'])} generating "
         f"({est['target_parameters'] / 1e6:.0f}M-parameter target, one forward per token)"
     )
     if est["engine_starts"]:
-        each = ENGINE_START_S[spec.backend][kind]
+        each = _seconds(backends.get(spec.backend).start_s, spec.device)
         line += f" + {est['engine_starts']} {spec.backend} engine start(s) ≈ {_minutes(est['start_s'])} (~{each:.0f} s each)"
     return line
+
+
+def _seconds(cost: backends.DeviceSeconds | None, device: str) -> float:
+    return 0.0 if cost is None else cost.on(device)
 
 
 def _minutes(seconds: float) -> str:

@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from specbench.backends import registry as backends
 from specbench.measure.batches import batch_requests, run_batch, share_batch_energy
 from specbench.measure.spec import RunConfig, SweepSpec
 from specbench.measure.units import Unit, UnitOutput, make_record
@@ -37,8 +38,8 @@ class Group:
 
 
 def uses_groups(spec: SweepSpec) -> bool:
-    """Whether a sweep's live units run in groups (every backend but specbench's own engine)."""
-    return spec.backend != "own"
+    """Whether a sweep's live units run in groups (a backend measuring many requests in flight)."""
+    return backends.get(spec.backend).concurrent
 
 
 def group_units(units: list[Unit]) -> list[Group]:

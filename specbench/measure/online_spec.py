@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import fields, replace
 
+from specbench.backends import registry as backends
 from specbench.catalogue import drafters as catalogue
 from specbench.engine.online import LOSSES, STARTS, OnlinePlan
 from specbench.errors import SpecbenchError, check_keys, did_you_mean
@@ -95,7 +96,7 @@ def check_online(spec, where: str) -> None:
     """Online configurations learn along the sweep's prompt order: own engine, live, a fixed grid, trained drafters."""
     if not any(s.is_online for s in spec.strategies):
         return
-    if spec.backend != "own":
+    if not backends.get(spec.backend).own_engine:
         raise SpecbenchError(
             f"{where}: strategy online trains the drafter inside specbench's own engine, not backend {spec.backend}"
         )

@@ -54,10 +54,6 @@ class Piece:
         return self.units[0].config if self.kind == GROUP else None
 
     @property
-    def is_timed(self) -> bool:
-        return self.kind != REPLAY
-
-    @property
     def needs(self) -> set[tuple]:
         """Conversations whose baseline turn-1 answer this piece's prompts continue."""
         return {answer_key(u) for u in self.units if u.turn > 1}

@@ -357,8 +357,9 @@ def round_law(trace: ChainTrace, gammas, n_stop: int, max_new_tokens: int) -> Ro
 
 
 @dataclass
-class Rounds:
-    """One realised path of rounds (the live rounds when the walk is deterministic)."""
+class RealisedPath:
+    """One realised path of rounds (the live rounds when the walk is deterministic): per round, the γ asked, the
+    tokens drafted, accepted and emitted, and the drafter forwards."""
 
     requested: list[int]
     drafted: list[int]
@@ -389,7 +390,7 @@ class GammaReplay:
     hist: np.ndarray
     attempts: np.ndarray
     accepts: np.ndarray
-    rounds: Rounds
+    rounds: RealisedPath
     exact: bool
 
     @property
@@ -466,8 +467,8 @@ def walk_rounds(law: RoundLaw, rng: np.random.Generator | None = None) -> list[G
     return out
 
 
-def _realise(law: RoundLaw, g: int, rng: np.random.Generator | None) -> Rounds:
-    rounds = Rounds([], [], [], [], [])
+def _realise(law: RoundLaw, g: int, rng: np.random.Generator | None) -> RealisedPath:
+    rounds = RealisedPath([], [], [], [], [])
     t = 1
     while t < law.n_stop:
         s = t - 1

@@ -74,8 +74,9 @@ from specbench.engine.tree import parse_tree, shape_for, tree_depth_limit
 from specbench.engine.named_params import NamedParams
 from specbench.errors import SpecbenchError, check_keys, did_you_mean
 from specbench.measure.adaptive_spec import AdaptivePlan, parse_adaptive
-from specbench.measure.executor_spec import INPROCESS, ExecutorChoice, executor_over, parse_executor
+from specbench.measure.executor_spec import INPROCESS, ExecutorChoice, parse_executor
 from specbench.measure.online_spec import check_online
+from specbench.measure.sweep_flags import bound_of
 from specbench.measure.strategy import SEQUENTIAL, Strategy, check_nested, parse_strategies
 from specbench.measure.timing_protocol import TimingProtocol, parse_timing
 from specbench.measure.values import check_config_count, check_name, strict_bool
@@ -197,7 +198,7 @@ class SweepSpec:
     weights_sha256: str | None = None
     model_hashes: dict = field(default_factory=dict)
     timing: TimingProtocol = field(default_factory=TimingProtocol)  # how live units are timed
-    backend: str = "own"  # who generates: own (specbench's engine), vllm, openai, vllm-server (backends.registry)
+    backend: str = DEFAULT_BACKEND  # who generates: own (specbench's engine), vllm, openai, vllm-server (backends.registry)
     backend_options: dict = field(default_factory=dict)  # the rest of the YAML's backend: mapping
     concurrency: list[int] = field(default_factory=lambda: [1])  # requests in flight (serving backends)
     request_rates: list[float] = field(default_factory=list)  # open-loop arrival rates, requests/s ([]: closed loop)
@@ -273,7 +274,7 @@ class SweepSpec:
     @property
     def run_options(self) -> dict:
         """Options the backend is built with (the own engine also takes kernels and compile)."""
-        if self.backend == DEFAULT_BACKEND:
+        if backends.get(self.backend).own_engine:
             threads = {} if self.threads is None else {"threads": self.threads}
             layout = {}
             if self.layout is not None or self.dtype == "auto":
@@ -296,84 +297,6 @@ class SweepSpec:
                     "arrivals", "executor", "price_per_hour"):
             data.pop(key, None)
         return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
-
-
-# ----------------------------------------------------------------------------- the command line's flags
-
-@dataclass(frozen=True)
-class SweepFlags:
-    """What ``specbench sweep``'s flags say, typed: each field overrides the sweep file's key of the
-    same meaning (None: not given). `over` merges them into the file's mapping, which `build_spec`
-    then checks, so ``--gamma 1,2,4`` is ``SweepFlags.gammas`` → the ``gammas`` key →
-    `SweepSpec.gammas` → each `RunConfig.gamma` → the backend → the engine's ``config_gamma``."""
-
-    name: str | None = None
-    target: str | None = None
-    drafters: list[str] | None = None  # TYPE or TYPE:key=value,...
-    gammas: list[int] | None = None
-    trees: list[str] | None = None
-    temperatures: list[float] | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-    workloads: list[str] | None = None
-    prompts: int | None = None  # prompts per workload (each workload's count)
-    max_new_tokens: int | None = None
-    repeats: int | None = None
-    seed: int | None = None
-    device: str | None = None
-    dtype: str | None = None
-    ignore_eos: bool | None = None
-    compile: bool | None = None
-    kernels: str | None = None
-    threads: str | None = None
-    layout: str | None = None
-    mode: str | None = None
-    backend: str | None = None  # the file's backend options are kept when it names the same backend
-    concurrency: list[int] | None = None
-    request_rates: list[float] | None = None  # --request-rate 1,2,4 (requests/s, open loop)
-    arrivals: str | None = None  # --arrivals poisson|constant
-    until_decided: bool | None = None  # --until-decided (True) / --fixed-grid (False): the adaptive key
-    budget: str | None = None  # adaptive knobs, merged over the file's adaptive mapping (they imply it)
-    max_prompts: int | None = None
-    batch: int | None = None
-    executor: str | None = None  # --executor, --address, --workers: merged over the file's executor key
-    address: str | None = None
-    workers: int | None = None
-
-    def over(self, raw: dict) -> dict:
-        """The sweep file's mapping ``raw`` (may be empty) with the given flags put over it."""
-        raw = dict(raw)
-        plain = ("name", "target", "gammas", "trees", "temperatures", "top_p", "top_k", "repeats", "seed", "device",
-                 "dtype", "ignore_eos", "mode", "compile", "kernels", "threads", "layout", "max_new_tokens",
-                 "concurrency", "request_rates", "arrivals")
-        raw.update({key: getattr(self, key) for key in plain if getattr(self, key) is not None})
-        if self.backend is not None:
-            named = raw.get("backend")
-            same = isinstance(named, dict) and named.get("name", DEFAULT_BACKEND) == self.backend
-            raw["backend"] = {**named, "name": self.backend} if same else self.backend
-        if self.drafters:
-            raw["drafters"] = list(self.drafters)
-        if self.workloads:
-            raw["workloads"] = list(self.workloads)
-        if self.prompts is not None:
-            raw["workloads"] = [{**(w if isinstance(w, dict) else {"name": w}), "count": self.prompts}
-                                for w in raw.get("workloads") or []]
-        self._adaptive_over(raw)
-        executor = executor_over(raw.get("executor"), self.executor, self.address, self.workers)
-        if executor is not None:
-            raw["executor"] = executor
-        return raw
-
-    def _adaptive_over(self, raw: dict) -> None:
-        knobs = {k: getattr(self, k) for k in ("budget", "max_prompts", "batch") if getattr(self, k) is not None}
-        if self.until_decided is False:
-            if knobs:
-                raise SpecbenchError("--fixed-grid cannot take --budget, --max-prompts or --batch (they belong to "
-                                     "--until-decided)")
-            raw["adaptive"] = None
-        elif self.until_decided or knobs:
-            base = raw.get("adaptive")
-            raw["adaptive"] = {**(base if isinstance(base, dict) else {}), **knobs} or True
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -448,10 +371,9 @@ def _workload(item, where: str) -> WorkloadChoice:
         _fail(where, f"workload entries take name, count, split and max_new_tokens, not {sorted(map(str, extra))}")
     count, max_new = item.get("count"), item.get("max_new_tokens")
     return WorkloadChoice(name=str(item["name"]),
-                          count=None if count is None else _number(count, where, "count", "prompts"),
+                          count=None if count is None else _number(count, where, "count", bound_of("workloads[].count")),
                           split=str(item.get("split", "eval")),
-                          max_new_tokens=None if max_new is None else _number(max_new, where, "max_new_tokens",
-                                                                               "max_new_tokens"))
+                          max_new_tokens=None if max_new is None else _flagged(max_new, where, "max_new_tokens"))
 
 
 def _calibration(value, gammas: list[int], where: str) -> Calibration:
@@ -466,7 +388,7 @@ def _calibration(value, gammas: list[int], where: str) -> Calibration:
     chosen = value.get("gammas")
     if chosen is None:
         chosen = sorted({min(swept), max(swept)}) if swept else []
-    chosen = sorted({_number(g, where, "calibration.gammas", "gamma")
+    chosen = sorted({_number(g, where, "calibration.gammas", bound_of("gammas"))
                      for g in _as_list(chosen, where, "calibration.gammas")})
     missing = [g for g in chosen if g not in swept]
     if missing:
@@ -491,6 +413,27 @@ def _check_replayable(spec: SweepSpec, where: str) -> None:
 def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     """Validate a raw mapping (YAML or flags merged) into a `SweepSpec` with its configurations."""
 
+    data = _with_defaults(raw, where)
+    spec = _grid_axes(data, where)
+    _run_settings(spec, data, where)
+    if spec.dtype != "auto":
+        torch_dtype(spec.dtype)
+    if not spec.workloads:
+        _fail(where, "no workloads: give at least one (e.g. workloads: [mt-bench])")
+    spec.configs = expand_configs(spec)
+    if not any(not c.is_baseline for c in spec.configs):
+        _fail(where, "empty grid: no drafter with a draft length γ > 0 (give drafters and gammas)")
+    if spec.replays:
+        _check_replayable(spec, where)
+    _backend(spec, data["backend"], data["concurrency"], where)
+    _request_rates(spec, data["request_rates"], data["arrivals"], data["concurrency"], where)
+    _check_engine_settings(spec, where)
+    return spec
+
+
+def _with_defaults(raw, where: str) -> dict:
+    """The sweep's mapping, its keys checked, every key absent (or null) at its default; the grid's size checked
+    before anything is expanded."""
     if not isinstance(raw, dict):
         _fail(where, "a sweep file must be a mapping of keys (name, target, drafters, gammas, ...)")
     check_keys(raw, TOP_LEVEL_KEYS, f"{where}: unknown key '{{key}}'")
@@ -498,32 +441,46 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     if not data["name"]:
         _fail(where, "the sweep needs a name (results go to results/<name>/)")
     check_name(data["name"], where)
-    axes = {k: len(_as_list(data[k], where, k))
-            for k in ("drafters", "gammas", "trees", "temperatures", "schedules")}
-    check_config_count(axes, where)  # before anything is expanded
-    gammas = sorted({_number(g, where, "gammas", "gamma") for g in _as_list(data["gammas"], where, "gammas")})
-    temperatures = sorted({_number(t, where, "temperatures", "temperature")
+    axes = {k: len(_as_list(data[k], where, k)) for k in ("drafters", "gammas", "trees", "temperatures", "schedules")}
+    check_config_count(axes, where)
+    return data
+
+
+def _flagged(value, where: str, key: str):
+    """``value`` of key ``key`` checked against the bounds row its sweep flag names (`sweep_flags.bound_of`)."""
+    return _number(value, where, key, bound_of(key))
+
+
+def _grid_axes(data: dict, where: str) -> SweepSpec:
+    """The spec's model, sampling and grid axes (drafters, γ, trees, temperatures, workloads), checked."""
+    gammas = sorted({_flagged(g, where, "gammas") for g in _as_list(data["gammas"], where, "gammas")})
+    temperatures = sorted({_flagged(t, where, "temperatures")
                            for t in _as_list(data["temperatures"], where, "temperatures")})
     trees = [str(t) for t in _as_list(data["trees"], where, "trees")]
     for tree in trees:
         parse_tree(tree)  # raises a one-line error for a bad shape
-    top_p = _number(data["top_p"], where, "top_p", "top_p")
+    top_p = _flagged(data["top_p"], where, "top_p")
+    max_new_tokens = data["max_new_tokens"]
     spec = SweepSpec(
         name=str(data["name"]), description=str(data["description"] or ""), target=str(data["target"]),
-        device=str(data["device"]), dtype=str(data["dtype"]), seed=_number(data["seed"], where, "seed", "seed"),
-        repeats=_number(data["repeats"], where, "repeats", "repeats"),
-        max_new_tokens=None if data["max_new_tokens"] is None else _number(data["max_new_tokens"], where,
-                                                                            "max_new_tokens", "max_new_tokens"),
+        device=str(data["device"]), dtype=str(data["dtype"]), seed=_flagged(data["seed"], where, "seed"),
+        repeats=_flagged(data["repeats"], where, "repeats"),
+        max_new_tokens=None if max_new_tokens is None else _flagged(max_new_tokens, where, "max_new_tokens"),
         ignore_eos=strict_bool(data["ignore_eos"], where, "ignore_eos"),
         drafters=list(dict.fromkeys(_drafter(d, where) for d in _as_list(data["drafters"], where, "drafters"))),
         gammas=gammas, trees=trees, temperatures=temperatures, top_p=top_p,
-        top_k=_number(data["top_k"], where, "top_k", "top_k"),
+        top_k=_flagged(data["top_k"], where, "top_k"),
         workloads=[_workload(w, where) for w in _as_list(data["workloads"], where, "workloads")],
     )
     for d in spec.drafters:
         if not catalogue.get(d.type).trees and any(tree != "chain" for tree in trees):
             _fail(where, f"drafter '{d.type}' drafts chains only: the trees {[t for t in trees if t != 'chain']} "
                          "need another drafter")
+    return spec
+
+
+def _run_settings(spec: SweepSpec, data: dict, where: str) -> None:
+    """How the grid runs: schedules, strategies, engine settings, timing, adaptive looks, executor, mode."""
     spec.schedules = _schedules(data["schedules"], spec, where)
     spec.compile = strict_bool(data["compile"], where, "compile")
     spec.strategies = parse_strategies(data["strategy"], where)
@@ -541,25 +498,19 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     if spec.mode not in MODES:
         _fail(where, f"unknown mode '{spec.mode}'{did_you_mean(spec.mode, list(MODES))} (choose from: "
                      f"{', '.join(MODES)})")
-    calibration = _calibration(data["calibration"], gammas, where) if spec.replays else None
+    calibration = _calibration(data["calibration"], spec.gammas, where) if spec.replays else None
     if spec.mode == "replay":  # mode both measures every unit live: calibration is checked, then unused
         spec.calibration = calibration
 
-    if spec.dtype != "auto":
-        torch_dtype(spec.dtype)
-    if not spec.workloads:
-        _fail(where, "no workloads: give at least one (e.g. workloads: [mt-bench])")
-    spec.configs = expand_configs(spec)
-    if not any(not c.is_baseline for c in spec.configs):
-        _fail(where, "empty grid: no drafter with a draft length γ > 0 (give drafters and gammas)")
-    if spec.replays:
-        _check_replayable(spec, where)
-    _backend(spec, data["backend"], data["concurrency"], where)
-    _request_rates(spec, data["request_rates"], data["arrivals"], data["concurrency"], where)
-    if spec.threads is not None and (spec.backend != DEFAULT_BACKEND or spec.device != "cpu"):
+
+def _check_engine_settings(spec: SweepSpec, where: str) -> None:
+    """Settings only specbench's own engine honours (threads, layout, schedules, strategies), against the
+    backend, device and mode."""
+    own_engine = backends.get(spec.backend).own_engine
+    if spec.threads is not None and (not own_engine or spec.device != "cpu"):
         _fail(where, f"'threads' sets the CPU threads of specbench's own engine (backend own, device cpu), "
                      f"not backend {spec.backend} on {spec.device}")
-    if (spec.layout is not None or spec.dtype == "auto") and spec.backend != DEFAULT_BACKEND:
+    if (spec.layout is not None or spec.dtype == "auto") and not own_engine:
         _fail(where, f"'layout' and dtype auto choose the CPU weights of specbench's own engine, not of backend "
                      f"{spec.backend}")
     try:
@@ -568,10 +519,9 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
         _fail(where, str(exc).removeprefix(f"{where}: "))
     check_nested(spec, where)
     check_online(spec, where)
-    if any(not s.is_fixed for s in spec.schedules) and (spec.backend != DEFAULT_BACKEND or spec.mode != "live"):
+    if any(not s.is_fixed for s in spec.schedules) and (not own_engine or spec.mode != "live"):
         _fail(where, f"schedules other than fixed run in specbench's own engine, live: backend {spec.backend}, "
                      f"mode {spec.mode} cannot choose the verify length per round")
-    return spec
 
 
 def _schedules(value, spec: SweepSpec, where: str) -> list[ScheduleSpec]:
@@ -601,7 +551,7 @@ def _backend(spec: SweepSpec, value, concurrency, where: str) -> None:
     spec.backend = backend.name
     spec.backend_options = options
     concurrency = [1] if concurrency is None else concurrency
-    spec.concurrency = sorted({_number(c, where, "concurrency", "concurrency")
+    spec.concurrency = sorted({_flagged(c, where, "concurrency")
                                for c in _as_list(concurrency, where, "concurrency")})
     if not spec.concurrency:
         _fail(where, "'concurrency' needs at least one value (e.g. [1, 4, 16])")
@@ -615,7 +565,7 @@ def _backend(spec: SweepSpec, value, concurrency, where: str) -> None:
 
 def _request_rates(spec: SweepSpec, rates, arrivals, concurrency, where: str) -> None:
     """``request_rates`` (open loop) and ``arrivals``: parsed, and checked against the backend and concurrency."""
-    values = [float(_number(r, where, "request_rates", "request_rate")) for r in _as_list(rates, where, "request_rates")]
+    values = [float(_flagged(r, where, "request_rates")) for r in _as_list(rates, where, "request_rates")]
     spec.request_rates = sorted(set(values))
     if not spec.request_rates:
         if arrivals is not None:

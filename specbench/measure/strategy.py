@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import json
 
+from specbench.backends import registry as backends
 from specbench.catalogue import drafters as catalogue
 from specbench.engine.named_params import named_mapping
 from specbench.engine.nested import MAX_PREPARED
@@ -101,7 +102,7 @@ def check_nested(spec, where: str) -> None:
     """Nested configurations need the own engine, live units and drafters that can draft ahead."""
     if not any(s.nested for s in spec.strategies):
         return
-    if spec.backend != "own":
+    if not backends.get(spec.backend).own_engine:
         raise SpecbenchError(f"{where}: strategy nested runs on specbench's own engine, not backend {spec.backend}")
     if spec.mode != "live":
         raise SpecbenchError(f"{where}: strategy nested cannot be replayed (its timing is the point): use mode: live")

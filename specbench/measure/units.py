@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from specbench.backends.registry import DEFAULT as DEFAULT_BACKEND
 from specbench.measure.environment import now_utc
 from specbench.engine.tree import shape_for
 from specbench.errors import SpecbenchError
@@ -29,7 +30,7 @@ class Unit:
     mode: str = "live"  # 'live' (through the engine) or 'replay' (from the baseline's trajectory)
     concurrency: int = 1  # requests in flight while this unit ran (serving backends); under a request rate, the cap
     request_rate: float | None = None  # open loop: requests per second arriving (None: closed loop)
-    backend: str = "own"  # who generated it (specbench.backends.registry)
+    backend: str = DEFAULT_BACKEND  # who generated it (specbench.backends.registry)
     stage: int | None = None  # adaptive sweep: the look of its workload it serves (not part of its identity)
 
     @property
@@ -50,7 +51,7 @@ class Unit:
                c.tree, c.temperature, c.top_p, c.top_k, self.workload.name, self.prompt.prompt_id, self.turn,
                self.repeat, self.max_new_tokens, self.base_seed] + (["replay"] if self.mode == "replay" else [])
         # Added only when not the default, so the ids of existing folders' units (own, concurrency 1) stay.
-        key += ([f"backend={self.backend}"] if self.backend != "own" else []) + \
+        key += ([f"backend={self.backend}"] if self.backend != DEFAULT_BACKEND else []) + \
             ([f"concurrency={self.concurrency}"] if self.concurrency != 1 else []) + \
             ([f"request_rate={float(self.request_rate)!r}"] if self.request_rate is not None else []) + \
             ([f"strategy={c.strategy.label}"] if not c.strategy.is_sequential else []) + \

@@ -65,10 +65,6 @@ class RoutingLog:
         """Distinct experts the last forward touched in each layer (the union over its tokens)."""
         return [int(self.layers[i].unique().numel()) for i in sorted(self.layers)]
 
-    def expert_sets(self) -> list[set[int]]:
-        """Per layer, the set of experts the last forward touched."""
-        return [set(self.layers[i].unique().tolist()) for i in sorted(self.layers)]
-
 
 @lru_cache(maxsize=1)
 def moe_layer_class():

@@ -175,7 +175,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
 
 # Columns added after schema 1's first release: records written without them (older folders,
 # hand-made records) read back with these values.
-LATER_DEFAULTS = {"weights_sha256": None, "backend": None, "concurrency": None, "ttft_s": None, "itl_s": None,
+LATER_DEFAULTS: dict[str, object] = {"weights_sha256": None, "backend": None, "concurrency": None, "ttft_s": None, "itl_s": None,
                   "timing_ok": True, "timing_flag": "", "timing_attempts": 1, "timing_kept": 1, "attempt_decode_s": [],
                   "attempt_other_cores": [], "load_1m": float("nan"),
                   "other_cpu_s": float("nan"), "other_cores": float("nan"), "cpu_mhz": float("nan"),

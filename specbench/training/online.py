@@ -1,6 +1,6 @@
 """Training a served drafter on its own traffic: the learner of online adaptation (docs/strategies.md, Aurora).
 
-`specbench.engine.online.OnlineSpeculativeEngine` hands the learner each generation's trace (the verified
+`specbench.engine.online.OnlineDriver` hands the learner each generation's trace (the verified
 tokens, the target's features at their positions, the drafts the target refused) and asks for an update
 every N prompts or M tokens. The learner trains a float32 copy of the drafter's network with AdamW
 (constant learning rate, gradient clipping 1.0) and returns its weights, which the engine swaps in.

@@ -15,10 +15,6 @@ from specbench.engine.drafters import registry
 from specbench.errors import check_keys
 
 
-def drafter_names() -> list[str]:
-    return registry.names()
-
-
 def check_params(name: str, params: dict) -> None:
     """Reject parameters the drafter does not take, before any model loads."""
     accepted = list(catalogue.buildable(name).params)

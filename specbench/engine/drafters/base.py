@@ -58,8 +58,9 @@ class Proposal:
         return self.parents is None or self.tree_nodes == 0
 
     @property
-    def gamma(self) -> int:
-        """This proposal's γ: a chain's length, a tree's depth (the record's ``round_depth``)."""
+    def depth(self) -> int:
+        """How deep this proposal drafts: a chain's length, a tree's deepest node (the record's ``round_depth``;
+        ≤ the round's γ_r: a short n-gram match or a schedule's early stop drafts less)."""
         if self.is_chain:
             return self.tree_nodes
         return max(node_depths(self.parents), default=0)
@@ -83,18 +84,10 @@ Shape = StaticTree | DynamicTree
 
 @runtime_checkable
 class Drafter(Protocol):
-    """Optional attribute ``feature_layers``: target features the drafter reads — "final" (the
-    hidden state the LM head sees) and/or decoder layer indices (0 = embeddings). They arrive
-    in `start` for the prompt and in `RoundOutcome.features` for each round's kept positions.
-
-    Optional attribute ``confident = True``: the drafter has a probability for each token it
-    proposes, and its ``propose`` takes ``keep_drafting`` (a verify-length schedule's rule,
-    `specbench.engine.schedule`), reports ``Proposal.confidences`` and stops a chain early when
-    the rule says so.
-
-    Optional attribute ``max_gamma``: the deepest draft the drafter can make (Medusa: its head
-    count, MTP: its module count). `SpeculativeEngine` refuses a deeper γ or tree instead of
-    running a shallower draft than the configuration — and its record — says."""
+    """The three calls of a generation. Every engine drafter is a `BaseDrafter`, whose attributes
+    (``feature_layers``, ``confident``, ``max_gamma``, ``drafts_ahead``, ``predicts_experts``) say what else it
+    offers; `SpeculativeEngine` refuses a γ or tree deeper than ``max_gamma`` instead of running a shallower
+    draft than the configuration — and its record — says."""
 
     name: str
 
@@ -109,6 +102,31 @@ class Drafter(Protocol):
         """The verdict on the last proposal."""
 
 
+class BaseDrafter:
+    """What every engine drafter declares, with the defaults of a drafter that declares nothing; the engine reads
+    these attributes instead of probing for them. A drafter class sets the ones that differ:
+
+    * ``feature_layers``: target features the drafter reads — "final" (the hidden state the LM head sees) and/or
+      decoder layer indices (0 = embeddings), given in `start` for the prompt and in `RoundOutcome.features`;
+    * ``confident``: it has a probability for each token it proposes, its ``propose`` takes ``keep_drafting``
+      (a verify-length schedule's rule, `specbench.engine.schedule`) and reports ``Proposal.confidences``;
+    * ``max_gamma``: the deepest draft it can make (Medusa: its head count, MTP: its module count), None: any;
+    * ``drafts_ahead``: it implements ``propose_ahead`` (nested speculation, `specbench.engine.nested`);
+    * ``predicts_experts``: it can predict an MoE target's experts from its features (``expert_router``,
+      ``feature_size``: expert-aware trees).
+    """
+
+    name: str = "drafter"
+    feature_layers: tuple = ()
+    confident: bool = False
+    max_gamma: int | None = None
+    drafts_ahead: bool = False
+    predicts_experts: bool = False
+
+    def compile_steps(self) -> None:
+        """Run the drafter's forwards through torch.compile (``--compile``); a drafter without a model has none."""
+
+
 def chain_proposal(tokens: torch.Tensor, probs: torch.Tensor | None = None, draft_steps: int = 0) -> Proposal:
     return Proposal(tokens=tokens, probs=probs, parents=None, draft_steps=draft_steps)
 
@@ -116,9 +134,9 @@ def chain_proposal(tokens: torch.Tensor, probs: torch.Tensor | None = None, draf
 def check_draft_depth(drafter, shape) -> None:
     """Refuse a draft shape deeper than the drafter can draft (``max_gamma``): the record would say γ
     while the rounds drafted fewer. One line: the drafter, its limit, and the γ asked."""
-    limit = getattr(drafter, "max_gamma", None)
-    if drafter is None or shape is None or limit is None or shape.depth <= limit:
+    limit = None if drafter is None else drafter.max_gamma
+    if shape is None or limit is None or shape.depth <= limit:
         return
-    raise SpecbenchError(f"drafter {getattr(drafter, 'name', 'drafter')} drafts at most {limit} tokens per round "
+    raise SpecbenchError(f"drafter {drafter.name} drafts at most {limit} tokens per round "
                          f"(its checkpoint has {limit} heads or modules), but γ = {shape.depth} was asked: use γ ≤ "
                          f"{limit} (records hold the γ that ran)")

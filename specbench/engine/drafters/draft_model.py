@@ -20,7 +20,7 @@ import torch
 
 from specbench.engine.decoder import NativeDecoder, TreeLayout, make_decoder
 from specbench.engine.drafters import growth as tree_growth
-from specbench.engine.drafters.base import Proposal, RoundOutcome, Shape
+from specbench.engine.drafters.base import BaseDrafter, Proposal, RoundOutcome, Shape
 from specbench.engine.drafters.chain import draft_chain
 from specbench.engine.drafters.growth import Growth, sample_without_replacement  # noqa: F401 (re-export)
 from specbench.engine.drafters.registry import DrafterType
@@ -30,8 +30,10 @@ from specbench.errors import SpecbenchError
 from specbench.models.resolve import check_same_vocabulary, load_model
 
 
-class DraftModelDrafter:
+class DraftModelDrafter(BaseDrafter):
     name = "draft-model"
+    drafts_ahead = True  # propose_ahead: nested speculation
+    predicts_experts = True  # from its final hidden state: expert-aware trees
     confident = True  # proposes with probabilities: confidence-reading schedules can cut its chain
     fast_chain = True  # chains through `draft_chain` (False: the generic tree growth, same proposals)
 

@@ -66,7 +66,7 @@ import torch.nn as nn
 
 from specbench.engine.drafters import growth as tree_growth
 from specbench.engine.drafters import published
-from specbench.engine.drafters.base import Proposal, RoundOutcome, Shape
+from specbench.engine.drafters.base import BaseDrafter, Proposal, RoundOutcome, Shape
 from specbench.engine.drafters.feature_layers import (DraftLayer, FeatureBuffer, LayerShape, RMSNorm, VocabHead,
                                                       cache_mask, causal_mask, embed, new_cache)
 from specbench.engine.drafters.trained import TrainedType
@@ -199,8 +199,11 @@ class Eagle3Net(StepNet):
                    norm_before_residual=bool(arch.get("norm_before_residual")))
 
 
-class FeatureDrafter:
+class FeatureDrafter(BaseDrafter):
     """EAGLE / EAGLE-3 drafting: chains, static trees and dynamic (EAGLE-2) trees."""
+
+    drafts_ahead = True  # propose_ahead: nested speculation
+    predicts_experts = True  # from its output at a node: expert-aware trees
 
     confident = True  # proposes with probabilities: confidence-reading schedules can cut its chain
 

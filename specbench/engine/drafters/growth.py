@@ -230,7 +230,7 @@ def proposal(growth: Growth, keep: list[int], shape: Shape, device, draft_steps:
 
 def wants_experts(shape: Shape, growth: Growth) -> bool:
     """Whether selecting from ``growth`` is expert-aware (a dynamic shape with λ > 0 and more nodes than its budget)."""
-    return getattr(shape, "expert_cost", 0) > 0 and len(growth.tokens) > shape.nodes
+    return shape.expert_cost > 0 and len(growth.tokens) > shape.nodes
 
 
 def grow_proposal(root_logits: torch.Tensor, shape: Shape, sampling: SamplingParams, generator, expand: Expand,

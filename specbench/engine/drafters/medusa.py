@@ -33,7 +33,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from specbench.engine.drafters import growth as tree_growth
-from specbench.engine.drafters.base import Proposal, RoundOutcome, Shape
+from specbench.engine.drafters.base import BaseDrafter, Proposal, RoundOutcome, Shape
 from specbench.engine.drafters import published
 from specbench.engine.drafters.feature_layers import VocabHead
 from specbench.engine.drafters.trained import TrainedType
@@ -74,7 +74,7 @@ class MedusaHeads(nn.ModuleList):
         return cls(int(arch["hidden"]), int(arch["heads"]), int(arch.get("layers", 1)), zero_init)
 
 
-class MedusaDrafter:
+class MedusaDrafter(BaseDrafter):
     """Drafts from K Medusa heads; ``vocab_heads`` holds one `VocabHead` per head (usually the same
     shared one; a published checkpoint may bring its own output layer per head)."""
 

@@ -32,7 +32,7 @@ import torch
 import torch.nn as nn
 
 from specbench.engine.drafters import growth as tree_growth
-from specbench.engine.drafters.base import Proposal, RoundOutcome, Shape
+from specbench.engine.drafters.base import BaseDrafter, Proposal, RoundOutcome, Shape
 from specbench.engine.drafters.feature_layers import (DraftLayer, FeatureBuffer, LayerShape, RMSNorm, VocabHead,
                                                       embed, new_cache)
 from specbench.engine.drafters.trained import TrainedType
@@ -86,7 +86,7 @@ class MTPNet(nn.Module):
         return cls(LayerShape(**arch["layer"]), int(arch["modules"]))
 
 
-class MTPDrafter:
+class MTPDrafter(BaseDrafter):
     """Drafts with D MTP modules: chains and trees of depth ≤ D, one forward per module and round."""
 
     name = "mtp"

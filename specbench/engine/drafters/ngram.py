@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from specbench.engine.drafters.base import Proposal, RoundOutcome, Shape, chain_proposal
+from specbench.engine.drafters.base import BaseDrafter, Proposal, RoundOutcome, Shape, chain_proposal
 from specbench.engine.drafters.registry import DrafterType
 from specbench.engine.sampling import SamplingParams
 from specbench.engine.tree import DynamicTree, StaticTree
@@ -69,7 +69,7 @@ def continuation_trie(sequence: torch.Tensor, n_min: int, n_max: int, gamma: int
     return tokens, parents
 
 
-class NgramDrafter:
+class NgramDrafter(BaseDrafter):
     name = "ngram"
 
     def __init__(self, n_min: int = 1, n_max: int = 3):
