@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from specbench.bounds import BOUNDS, violation
+from specbench.catalogue import drafters as catalogue
 from specbench.engine.layout_probe import parse_layout_setting
 from specbench.engine.threads import parse_thread_setting
 from specbench.errors import SpecbenchError, check_keys, did_you_mean
@@ -242,8 +243,17 @@ BACKEND_OPTIONS: dict[str, dict[str, Option]] = {
 
 
 def check_own_sweep(options: dict, configs: list, where: str) -> None:
-    """The own engine's check of a sweep (its registry entry's ``check``): its options."""
+    """The own engine's check of a sweep (its registry entry's ``check``): its options, and drafters it can build
+    (a kind only serving engines run, llama.cpp's ngram-mod say, is refused in one line)."""
     check_backend_options("own", options, f"{where}: backend own")
+    for config in configs:
+        kind = None if config.drafter is None else catalogue.get(config.drafter.type)
+        if kind is not None and not kind.buildable:
+            engines = " or ".join(catalogue.serving_engines(kind.name)) or "no engine"
+            raise SpecbenchError(
+                f"{where}: drafter {kind.name} runs on {engines} only, not on specbench's own engine "
+                "(choose that engine's backend)"
+            )
 
 
 def check_openai_sweep(options: dict, configs: list, where: str) -> None:
