@@ -61,6 +61,13 @@ BACKENDS: Registry[BackendKind] = Registry(
             concurrent=True,
             check="specbench.backends.vllm_config:check_server_sweep",
         ),
+        BackendKind(
+            "llamacpp-server",
+            "specbench.backends.llamacpp_server:LlamaCppServerBackend",
+            concurrent=True,
+            check="specbench.backends.llamacpp_server:check_sweep",
+            batch_option="parallel",
+        ),
     ),
 )
 

@@ -91,6 +91,7 @@ def run_info(
     cpu_layout: dict | None = None,
     device: dict | None = None,
     executor: dict | None = None,
+    engine: dict | None = None,
 ) -> dict:
     """run.json's contents; ``threads``: the backend's CPU thread report (`OwnEngineBackend.thread_report`);
     ``cpu_layout``: its CPU dtype and weight layout choice (`OwnEngineBackend.layout_report`); ``device``: the
@@ -116,6 +117,8 @@ def run_info(
         info["cpu_layout"] = cpu_layout
     if executor is not None:
         info["executor"] = executor
+    if engine:
+        info["engine"] = engine  # a serving engine's build (llama.cpp: its commit, the GGUF it ran)
     if previous and previous.get("spec_hash") != spec.spec_hash:
         info["previous_specs"] = previous.get("previous_specs", []) + [previous.get("sweep")]
     return info
@@ -304,4 +307,5 @@ class SweepRunner:
             report.get("cpu_layout"),
             device,
             self.executor.info(),
+            report.get("engine"),
         )
