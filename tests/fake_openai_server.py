@@ -63,7 +63,7 @@ class FakeState:
         self.spec, self.per_request, self.k, self.hold = spec, per_request, k, hold
         self.dialect = dialect  # "openai" (vLLM-style) or "llamacpp" (llama-server's own /completions, /metrics)
         self.held_back = set(held_back)  # llamacpp: token positions (1-based) sent without a chunk of their own
-        self.miscount = miscount  # llamacpp: draft tokens the counters add beyond the requests' own (a bad server)
+        self.miscount = miscount  # llamacpp: draft tokens per request the counters add beyond its own (a bad server)
         self.token_ids, self.delay_s = token_ids, delay_s
         for path, behaviour in (hostile or {}).items():
             assert behaviour in HOSTILE, f"unknown hostile behaviour {behaviour!r} for {path}"
@@ -101,7 +101,7 @@ class FakeState:
         """llama-server's page (tools/server/server-task.cpp ``to_metrics``): ``llamacpp:`` counters, the
         per-position series only once a position was counted."""
         lines = []
-        for name, value in (("spec_decode_num_draft_tokens_total", self.draft_tokens + self.miscount),
+        for name, value in (("spec_decode_num_draft_tokens_total", self.draft_tokens + self.miscount * self.requests),
                             ("spec_decode_num_accepted_tokens_total", self.accepted),
                             ("spec_decode_num_drafts_total", self.drafts), ("n_decode_total", self.requests)):
             lines += [f"# HELP llamacpp:{name} a counter", f"# TYPE llamacpp:{name} counter", f"llamacpp:{name} {value}"]
