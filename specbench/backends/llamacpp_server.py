@@ -28,6 +28,10 @@ What a record gets, and from where:
   ``describe()["aggregates"]`` beside the per-request count, and a disagreement is a warning during the sweep
   (``counter_problems``).
 
+The weights are the GGUF's own (a Q4_1 file runs as Q4_1: the records' dtype does not apply, and run.json's
+``engine.weights`` says what ran), or with ``weights: dtype`` the GGUFs dequantized once to the sweep's dtype
+(`specbench.models.gguf_convert`): the values the own engine and vLLM compute with.
+
 Options: `specbench.backends.options` (``llamacpp-server``). What llama.cpp cannot run is refused before any
 server starts (`check_sweep`): a tree, a drafter kind without a llama.cpp type (specbench's ``ngram``: llama.cpp's
 closest is ``ngram-simple``), a draft model that is not a GGUF; a draft model with another vocabulary and MTP on a
@@ -58,11 +62,12 @@ from specbench.backends.options import check_backend_options
 from specbench.backends.server_process import ServerProcess
 from specbench.catalogue import drafters as catalogue
 from specbench.errors import SpecbenchError
+from specbench.models.gguf_convert import dequantized
 from specbench.models.gguf_files import check_same_gguf_vocabulary, gguf_facts, gguf_file, load_gguf_tokenizer
 
 DEFAULT_CTX = 4096
 LAUNCH_ONLY = ("binary", "port", "parallel", "ctx_size", "threads", "startup_timeout_s", "extra_args", "env",
-               "log_dir", "server_command", "stop_grace_s", "engines_kept", "model")
+               "log_dir", "server_command", "stop_grace_s", "engines_kept", "model", "weights")
 ATTACH_ONLY = ("url", "baseline_url", "api_key")
 
 
@@ -251,7 +256,7 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
                               "for llama.cpp's own counters")
             return
         binary = None if self.server_options.get("server_command") else server_binary(self.server_options.get("binary"))
-        self.target_file = gguf_file(self.server_options.get("model") or self.target_spec)
+        self.target_file = self._gguf(self.server_options.get("model") or self.target_spec)
         facts = gguf_facts(self.target_file)
         self.engine.update(build_info(binary) if binary is not None else {"binary": "server_command (test)"})
         self.engine.update(target_gguf=str(self.target_file), weights=facts.get("file_type"))
@@ -306,8 +311,15 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
         return super().timing_scope()
 
     # ------------------------------------------------------------------ servers
+    def _gguf(self, spec: str):
+        """The GGUF a model spec runs from: as stored, or (``weights: dtype``) dequantized to the sweep's dtype."""
+        path = gguf_file(spec)
+        if self.server_options.get("weights") == "dtype":
+            path = dequantized(path, self.dtype, status=self._status)
+        return path
+
     def engine_spec(self, config) -> list[str] | None:
-        return _flags(config, model_file=lambda spec: str(gguf_file(spec))) or None
+        return _flags(config, model_file=lambda spec: str(self._gguf(spec))) or None
 
     def command(self, port: int, spec: list[str] | None) -> list[str]:
         opts = self.server_options

@@ -253,6 +253,11 @@ BACKEND_OPTIONS: dict[str, dict[str, Option]] = {
         "ctx_size": Option(number("max_model_len"), "context per slot in tokens (-c is this × parallel; default 4096)"),
         "threads": Option(number("threads"), "CPU threads, -t (default: llama.cpp's own choice)"),
         "cache_prompt": Option(flag, "let requests reuse a cached prompt prefix (default false: every prefill runs)"),
+        "weights": Option(
+            choice("gguf", "dtype"),
+            "gguf: the GGUF's own tensor types (default); dtype: the GGUFs dequantized once to the sweep's dtype "
+            "(fp32 or bf16), the weights the other engines run",
+        ),
         "startup_timeout_s": Option(number("startup_timeout_s"), "seconds to wait for /health (default 900)"),
         "extra_args": Option(words, "more llama-server flags, as a list"),
         "env": Option(environment, "environment variables for the server"),
