@@ -14,6 +14,9 @@ import hashlib
 import os
 from pathlib import Path
 
+import gguf
+import numpy as np
+
 from specbench.errors import SpecbenchError
 from specbench.models import cache as model_cache
 from specbench.safe_files import writing
@@ -50,9 +53,6 @@ def dequantized(source: Path, dtype: str, status=None) -> Path:
 
 
 def _write(source: Path, out: Path, dtype: str) -> None:
-    import gguf  # lazy: numpy-heavy, only llama.cpp sweeps at a fixed dtype need it
-    import numpy as np
-
     name, file_type = DTYPES[dtype]
     qtype = getattr(gguf.GGMLQuantizationType, name)
     try:
