@@ -39,7 +39,7 @@ def no_models(monkeypatch):
     """The backend's tokenizer and GGUF lookups without loading anything."""
     monkeypatch.setattr(llamacpp_server, "load_gguf_tokenizer", lambda spec: f"tokenizer:{spec}")
     monkeypatch.setattr(llamacpp_server, "gguf_file", lambda spec: Path(f"/models/{spec}.gguf"))
-    monkeypatch.setattr(llamacpp_server, "gguf_facts", lambda path: {"file_type": "Q4_1", "mtp": False})
+    monkeypatch.setattr(llamacpp_server, "gguf_facts", lambda path: {"file_type": "Q4_1", "nextn_layers": False})
     monkeypatch.setattr(llamacpp_server, "check_same_gguf_vocabulary", lambda *args: None)
 
 
@@ -205,8 +205,8 @@ def test_gguf_header_facts_and_the_vocabulary_check(tmp_path):
     b = write_gguf(tmp_path / "b.gguf", ["<s>", "a", "b"], file_type=0)
     c = write_gguf(tmp_path / "c.gguf", ["<s>", "a", "c"])
     facts = gguf_files.gguf_facts(a)
-    assert facts["tokens"] == 3 and facts["mtp"] and facts["file_type"] == "Q4_1" and facts["architecture"] == "llama"
-    assert not gguf_files.gguf_facts(b)["mtp"] and gguf_files.gguf_facts(b)["file_type"] == "F32"
+    assert facts["tokens"] == 3 and facts["nextn_layers"] and facts["file_type"] == "Q4_1" and facts["architecture"] == "llama"
+    assert not gguf_files.gguf_facts(b)["nextn_layers"] and gguf_files.gguf_facts(b)["file_type"] == "F32"
     gguf_files.check_same_gguf_vocabulary(a, b, "a", "b")
     with pytest.raises(SpecbenchError, match="draft model 'c' and target 'a' do not share a vocabulary "
                                              r"\(the same size, different tokens\)"):

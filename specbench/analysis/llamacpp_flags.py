@@ -44,7 +44,6 @@ from specbench.catalogue import drafters as catalogue
 from specbench.errors import SpecbenchError
 
 DRAFT_LENGTH_FLAGS = {"n_min": "--spec-draft-n-min", "p_min": "--spec-draft-p-min"}  # the draft kinds' pinned ones
-CLOSEST = {"ngram": "ngram-simple (llama.cpp's prompt lookup: params size_n)"}
 
 
 def _params(params: Mapping | str | None) -> Mapping:
@@ -90,7 +89,7 @@ def spec_flags(
         return []
     kind = catalogue.get(drafter)
     if kind.llamacpp_type is None:
-        closest = f"; its closest is {CLOSEST[drafter]}" if drafter in CLOSEST else ""
+        closest = f"; {kind.llamacpp_note}" if kind.llamacpp_note else ""
         raise SpecbenchError(
             f"llama.cpp has no speculation type for drafter '{drafter}'{closest} "
             f"(llama.cpp runs: {', '.join(llamacpp_kinds())})"

@@ -57,6 +57,7 @@ from specbench.backends.openai_server import (
     ServerGenerationResult,
     _config_label,
     _drafter_type,
+    request_clock,
 )
 from specbench.backends.options import check_backend_options
 from specbench.backends.server_process import ServerProcess
@@ -295,7 +296,7 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
                 draft = flags[flags.index("--model-draft") + 1]
                 check_same_gguf_vocabulary(self.target_file, draft, self.target_spec,
                                            config.drafter.params_dict.get("model", draft))
-            elif kind.llamacpp_weights == "target" and not gguf_facts(self.target_file)["mtp"]:
+            elif kind.llamacpp_weights == "target" and not gguf_facts(self.target_file)["nextn_layers"]:
                 raise SpecbenchError(f"drafter {kind.name} cannot run on llama.cpp with target '{self.target_spec}': "
                                      "its GGUF has no MTP (nextn) layers")
 
@@ -361,8 +362,7 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
         prefill_s = prefill_ms / 1000.0 if prefill_ms is not None else (times[0] - out["sent"] if times else math.nan)
         decode_s = decode_ms / 1000.0 if decode_ms is not None else (
             times[-1] - times[0] if len(times) > 1 else math.nan)
-        arrival = request.arrival_s if request.arrival_s is not None else out["sent"] - started
-        waited = out["sent"] - started - arrival  # open loop: held back by the in-flight cap
+        arrival, waited = request_clock(request, out, started)
         ttft_s = (times[0] - out["sent"] if times else prefill_s) + waited
         depth = max([d for d, _, _ in steps.rounds] + [int(config.gamma)])
         server_spec = {"draft_n": final.drafted, "draft_n_accepted": final.accepted,

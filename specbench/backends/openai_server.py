@@ -335,6 +335,13 @@ class OpenAIClient:
 
 # ----------------------------------------------------------------------------- the backend
 
+def request_clock(request: Request, out: dict, started: float) -> tuple[float, float]:
+    """A request's arrival within its batch (s after ``started``) and how long it waited to be sent after
+    arriving (open loop: held back by the in-flight cap; 0 in a closed loop)."""
+    arrival = request.arrival_s if request.arrival_s is not None else out["sent"] - started
+    return arrival, out["sent"] - started - arrival
+
+
 def _ms(value) -> float:
     return value / 1000.0 if isinstance(value, (int, float)) else math.nan
 
@@ -505,8 +512,7 @@ class OpenAIServerBackend(ServingBackend):
             rounds = rounds_from_steps([], [], len(tokens), catalogue.TARGET_ONLY)  # one token per target step
         finish = out.get("finish_reason")
         queue_s = _ms(metrics.get("queue_time_ms"))
-        arrival = request.arrival_s if request.arrival_s is not None else out["sent"] - started
-        waited = out["sent"] - started - arrival  # open loop: held back by the in-flight cap
+        arrival, waited = request_clock(request, out, started)
         ttft_s = prefill_s + (queue_s if timing == "server" and not math.isnan(queue_s) else 0.0) + waited
         itl_s = _ms(metrics.get("mean_itl_ms"))
         if math.isnan(itl_s) and len(tokens) > 1:

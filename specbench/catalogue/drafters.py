@@ -86,6 +86,7 @@ class DrafterKind:
     llamacpp_weights: str | None = None
     llamacpp_gamma: str = "--spec-draft-n-max"
     llamacpp_params: Mapping[str, str] = field(default_factory=dict)
+    llamacpp_note: str = ""  # for a kind llama.cpp cannot run: what comes closest
     # the kind whose fixed draft length this kind's engine adapts round by round (llama.cpp's draft-simple adapts
     # draft-model's with p_min): the contender a confirmation runs against a verdict for that kind
     adapts: str | None = None
@@ -145,6 +146,7 @@ BUILTIN: tuple[DrafterKind, ...] = (
         vllm_params={"n_min": "prompt_lookup_min", "n_max": "prompt_lookup_max"},
         sglang_algorithm="NGRAM",
         transformers="prompt-lookup",
+        llamacpp_note="its closest is ngram-simple (llama.cpp's prompt lookup of one n-gram length: params size_n)",
     ),
     DrafterKind(
         "draft-model",

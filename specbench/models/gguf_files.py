@@ -161,7 +161,7 @@ def _reader_facts(path: str, size: int, mtime: float) -> dict:
         "tokenizer_model": model.decode("utf-8", "replace") if model is not None else None,
         "tokens": len(tokens),
         "tokens_sha256": digest,
-        "mtp": blocks > 0 and f"blk.{blocks - 1}.nextn.eh_proj.weight" in names,
+        "nextn_layers": blocks > 0 and f"blk.{blocks - 1}.nextn.eh_proj.weight" in names,
         "file_type": _file_type(found.get("general.file_type")),
     }
 
