@@ -67,7 +67,8 @@ def prompts() -> list[list[int]]:
 def _backend(tmp_path: Path, **options):
     from specbench.backends.llamacpp_server import LlamaCppServerBackend
 
-    backend = LlamaCppServerBackend({"log_dir": str(tmp_path), "engines_kept": 2, **options}, target="smollm2-135m",
+    backend = LlamaCppServerBackend({"log_dir": str(tmp_path), "engines_kept": 2, "threads": 1, **options},
+                                    target="smollm2-135m",
                                     device="cpu", dtype="fp32", seed=0)
     backend.start(lambda message: print(message, flush=True))
     return backend
@@ -116,7 +117,7 @@ def test_attach_to_a_running_server_with_url(binary, prompts, tmp_path):
 
     port = free_port()
     server = ServerProcess([str(binary), "-m", str(gguf_file("smollm2-135m")), "--host", "127.0.0.1", "--port",
-                            str(port), "--metrics", "-np", "2", "--spec-type", "ngram-simple",
+                            str(port), "--metrics", "-np", "2", "-t", "1", "--spec-type", "ngram-simple",
                             "--spec-ngram-simple-size-n", "2", "--spec-ngram-simple-size-m", "3"],
                            port=port, log_dir=str(tmp_path), name="user's llama-server")
     server.start()

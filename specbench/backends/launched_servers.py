@@ -154,9 +154,13 @@ class LaunchedServers:
             self._stop_one(key, grace)
         self.server, self._server_key = None, None
 
+    def engine_cores(self) -> int:
+        """Cores a launched server keeps busy on a CPU: every core this process may use, unless told otherwise."""
+        return cpu_engine_cores()
+
     def timing_scope(self) -> TimingScope:
-        """The launched servers' sessions are the sweep's own CPU; on a CPU the engine computes on every core."""
-        cores = cpu_engine_cores() if self.device == "cpu" else 1
+        """The launched servers' sessions are the sweep's own CPU; on a CPU the engine computes on its cores."""
+        cores = self.engine_cores() if self.device == "cpu" else 1
         servers = [server for server, _ in self._servers.values()]
         if self.server is not None and self.server not in servers:
             servers.append(self.server)

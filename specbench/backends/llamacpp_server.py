@@ -45,7 +45,7 @@ import time
 
 from specbench.analysis.llamacpp_flags import spec_flags
 from specbench.backends import prometheus, server_schema
-from specbench.backends.base import Request, RoundLog, StatusCallback
+from specbench.backends.base import Request, RoundLog, StatusCallback, cpu_engine_cores
 from specbench.backends.http_client import ServerError, one_line, stream_cap, strict_json
 from specbench.backends.http_client import run as run_http
 from specbench.backends.launched_servers import LaunchedServers
@@ -310,6 +310,11 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
         if self.attached:
             return OpenAIServerBackend.timing_scope(self)
         return super().timing_scope()
+
+    def engine_cores(self) -> int:
+        """``threads`` (-t) cores when set, else every core (llama.cpp's own choice is the physical cores)."""
+        threads = self.server_options.get("threads")
+        return min(int(threads), cpu_engine_cores()) if threads is not None else cpu_engine_cores()
 
     # ------------------------------------------------------------------ servers
     def _gguf(self, spec: str):
