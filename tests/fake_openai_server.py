@@ -318,6 +318,7 @@ def make_handler(state: FakeState):
                 self._send(200, "")
             elif path == "/props" and state.dialect == "llamacpp":
                 self._send(200, json.dumps({"build_info": "b0-fake", "total_slots": state.hold, "model_path": "fake",
+                                            "model_ftype": "Q4_1",
                                             "default_generation_settings": {"n_ctx": 4096, "params": {
                                                 "speculative.types": "draft-simple" if state.spec else "none"}}}))
             elif path in ("/v1/models", "/metrics"):

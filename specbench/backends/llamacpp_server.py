@@ -159,7 +159,9 @@ class LlamaCppClient(OpenAIClient):
                                  server_schema.MAX_TOKEN_ID))
 
     def server_config(self) -> dict:
-        """What ``/props`` says the server runs: its speculation types, slots, context and build."""
+        """What ``/props`` says about the server: its build, slots, context, model file and weight type. (Its
+        ``default_generation_settings.params["speculative.types"]`` says "none" even for a server started with
+        ``--spec-type``, llama.cpp@0c1e57098: the speculation is what the server was started with, not read here.)"""
         try:
             answer = self.http.get("/props", deadline_s=self.probe_s)
             info = server_schema.server_info(answer.json("/props", self.url), self.url, "/props") \
@@ -169,10 +171,8 @@ class LlamaCppClient(OpenAIClient):
         if not info:
             return {}
         settings = info.get("default_generation_settings")
-        params = settings.get("params") if isinstance(settings, dict) else None
         found = {"build_info": info.get("build_info"), "total_slots": info.get("total_slots"),
-                 "model_path": info.get("model_path"),
-                 "speculative_types": params.get("speculative.types") if isinstance(params, dict) else None,
+                 "model_path": info.get("model_path"), "weights": info.get("model_ftype"),
                  "n_ctx": settings.get("n_ctx") if isinstance(settings, dict) else None}
         return {"llamacpp_speculative": {k: v for k, v in found.items() if isinstance(v, (str, int, float))}}
 
