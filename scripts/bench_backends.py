@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The same small sweep on the own engine and on vLLM: α, τ and tokens/s side by side.
+"""The same small sweep on the own engine, vLLM and llama.cpp: α, τ and tokens/s side by side.
 
     python scripts/bench_backends.py                       # make bench-backends
     python scripts/bench_backends.py --prompts 1 --max-new-tokens 32 --concurrency 1,8
@@ -16,6 +16,13 @@ Printed per (backend, concurrency, configuration): α = Σ accepted / Σ drafted
 tokens / Σ rounds, the mean per-request decode tokens/s and its ratio to the same backend's
 baseline at the same concurrency, plus the 1-minute load average before and after (timings on a
 shared machine are noisy). Needs `make install-vllm`.
+
+llama.cpp (``llamacpp``, needs `make install-llamacpp`) runs twice on the same prompts: ``llamacpp-fp32`` on
+the GGUF dequantized to fp32 (the very weights the own engine and vLLM compute with:
+`specbench.models.gguf_convert`) and ``llamacpp-q4`` on the GGUF as shipped (Q4_1, llama.cpp's native
+quantized path). llama.cpp runs no specbench ``ngram``; its closest, ``ngram-simple`` with size_n 3, takes that
+row (a different matcher: its α is not comparable, its speed is). The closing lines give every engine's
+target-only tokens/s at concurrency 1 as a ratio to llama.cpp fp32 — the CPU speed anchor — with the CPU named.
 """
 
 from __future__ import annotations
@@ -29,14 +36,28 @@ import time
 from pathlib import Path
 
 
-def sweep_spec(backend: str, concurrency: list[int], prompts: int, tokens: int) -> dict:
-    return {"name": f"bench-backends-{backend}", "target": "smollm2-135m", "dtype": "fp32", "seed": 0,
+# engine label -> (backend name, backend options): the rows of the table
+ENGINES = {
+    "own": ("own", {}),
+    "vllm": ("vllm", {"max_model_len": 1024}),
+    "llamacpp-fp32": ("llamacpp-server", {"weights": "dtype"}),
+    "llamacpp-q4": ("llamacpp-server", {"weights": "gguf"}),
+}
+GROUPS = {"own": ["own"], "vllm": ["vllm"], "llamacpp": ["llamacpp-fp32", "llamacpp-q4"]}
+ANCHOR = "llamacpp-fp32"
+
+
+def sweep_spec(engine: str, concurrency: list[int], prompts: int, tokens: int) -> dict:
+    backend, options = ENGINES[engine]
+    ngram = ({"type": "ngram-simple", "params": {"size_n": 3}} if backend == "llamacpp-server"
+             else {"type": "ngram", "params": {"n_min": 1, "n_max": 3}})
+    if backend == "llamacpp-server":
+        options = {**options, "parallel": max(concurrency)}
+    return {"name": f"bench-backends-{engine}", "target": "smollm2-135m", "dtype": "fp32", "seed": 0,
             "max_new_tokens": tokens, "ignore_eos": True, "gammas": [2, 4], "temperatures": [0.0],
-            "drafters": [{"type": "ngram", "params": {"n_min": 1, "n_max": 3}},
-                         {"type": "draft-model", "params": {"model": "smollm2-135m"}}],
+            "drafters": [ngram, {"type": "draft-model", "params": {"model": "smollm2-135m"}}],
             "workloads": [{"name": "mt-bench", "count": prompts}, {"name": "humaneval", "count": prompts}],
-            "backend": {"name": backend, **({"max_model_len": 1024} if backend == "vllm" else {})},
-            "concurrency": concurrency}
+            "backend": {"name": backend, **options}, "concurrency": concurrency}
 
 
 def run(raw: dict, out: Path) -> tuple[float, object]:
@@ -81,38 +102,46 @@ def main() -> int:
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--concurrency", default="1,8", help="vLLM concurrency levels")
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--backends", default="own,vllm", help="which to run (e.g. vllm, to run the two in parallel)")
+    parser.add_argument("--backends", default="own,vllm,llamacpp",
+                        help="which to run: own, vllm, llamacpp (its fp32 and Q4 rows), e.g. llamacpp alone")
     parser.add_argument("--out", type=Path, default=None,
-                        help="keep the results folders here (DIR/own, DIR/vllm; a rerun resumes and the table "
-                             "covers every backend found there) instead of a temporary folder")
+                        help="keep the results folders here (DIR/own, DIR/vllm, DIR/llamacpp-fp32, ...; a rerun "
+                             "resumes and the table covers every engine found there) instead of a temporary folder")
     args = parser.parse_args()
     import pandas as pd
+
+    from specbench.engine.cpu_info import describe_cpu
 
     levels = [int(x) for x in args.concurrency.split(",")]
     load_before = os.getloadavg()[0]
     frames, walls = [], {}
-    wanted = [b for b in ("own", "vllm") if b in args.backends.split(",")]
+    wanted = [engine for group in args.backends.split(",") for engine in GROUPS.get(group.strip(), [])]
     with tempfile.TemporaryDirectory(prefix="bench-backends-") as tmp:
         root = args.out or Path(tmp)
-        for backend in wanted:
-            concurrency = [1] if backend == "own" else levels
-            print(f"{backend}: concurrency {concurrency}", flush=True)
-            walls[backend], frame = run(sweep_spec(backend, concurrency, args.prompts, args.max_new_tokens),
-                                        root / backend)
-            frames.append(frame)
-        if args.out is not None:  # the other backend's folder, run separately
+        for engine in wanted:
+            concurrency = [1] if engine == "own" else levels
+            print(f"{engine}: concurrency {concurrency}", flush=True)
+            walls[engine], frame = run(sweep_spec(engine, concurrency, args.prompts, args.max_new_tokens),
+                                       root / engine)
+            frames.append(frame.assign(backend=engine))
+        if args.out is not None:  # the other engines' folders, run separately
             from specbench.records.store import load_records
 
-            frames += [load_records(root / b) for b in ("own", "vllm")
-                       if b not in wanted and (root / b / "records").exists()]
+            frames += [load_records(root / e).assign(backend=e) for e in ENGINES
+                       if e not in wanted and (root / e / "records").exists()]
     rows = table(pd.concat(frames, ignore_index=True))
     load_after = os.getloadavg()[0]
     print(f"\nSmolLM2-135M fp32 CPU, greedy, {args.prompts} prompts × 2 workloads (mt-bench, humaneval), "
-          f"{args.max_new_tokens} tokens; own engine: concurrency 1 only")
-    print(f"{'backend':8} {'conc':>4}  {'configuration':34} {'γ':>2} {'α':>6} {'τ':>6} {'tok/s':>8} {'speedup':>7}")
+          f"{args.max_new_tokens} tokens; own engine: concurrency 1 only; llamacpp-q4: the shipped Q4_1 GGUF")
+    print(f"{'engine':13} {'conc':>4}  {'configuration':34} {'γ':>2} {'α':>6} {'τ':>6} {'tok/s':>8} {'speedup':>7}")
     for r in rows:
-        print(f"{r['backend']:8} {r['concurrency']:>4}  {r['drafter_label'][:34]:34} {r['gamma']:>2} "
+        print(f"{r['backend']:13} {r['concurrency']:>4}  {r['drafter_label'][:34]:34} {r['gamma']:>2} "
               f"{'-' if r['alpha'] != r['alpha'] else format(r['alpha'], '.3f'):>6} {r['tau']:6.3f} {r['tokens_per_s']:8.2f} {r['speedup']:7.2f}")
+    anchors = {r["backend"]: r["tokens_per_s"] for r in rows if r["gamma"] == 0 and r["concurrency"] == 1}
+    if ANCHOR in anchors:
+        ratios = ", ".join(f"{engine} {tps / anchors[ANCHOR]:.2f}×" for engine, tps in anchors.items())
+        print(f"target-only tokens/s at concurrency 1 ÷ llama.cpp fp32's ({anchors[ANCHOR]:.2f} tok/s): {ratios}")
+    print(f"CPU: {describe_cpu()}")
     print("wall: " + ", ".join(f"{b} {s:.0f} s" for b, s in walls.items())
           + f"; load average (1 min) {load_before:.1f} before, {load_after:.1f} after")
     if args.json:

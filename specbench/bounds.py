@@ -183,6 +183,7 @@ BOUNDS: dict[str, Bound] = {
     "gpu_memory_utilization": Bound(0, 1, False, "a fraction of GPU memory", open_low=True),
     "warmup_tokens": Bound(0, 1024, True, "untimed tokens when an engine starts"),
     "engines_kept": Bound(1, 16, True, "vLLM engines kept alive at once: each holds its own copy of the model"),
+    "slots": Bound(1, MAX_BATCH, True, "llama-server's parallel slots (-np): requests it decodes at once"),
 }
 
 

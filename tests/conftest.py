@@ -29,7 +29,7 @@ os.environ.setdefault("SPECBENCH_NO_ENGINE_CHECK", "1")
 # in about 12 minutes on CI's two cores, so no test of it should come near 15 minutes unless it hangs. Tests behind
 # these markers are long by design — big models, real vLLM engines, local Ray clusters, the long fuzz run — and get
 # an hour each. On a machine busy with other work, `--timeout 0` (or PYTEST_TIMEOUT=0) turns the limits off.
-LONG_MARKERS = ("heavy", "vllm", "ray", "fuzz")
+LONG_MARKERS = ("heavy", "vllm", "ray", "fuzz", "llamacpp")
 LONG_TEST_TIMEOUT_S = 3600
 
 

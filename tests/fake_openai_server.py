@@ -58,8 +58,12 @@ def steps_for(n_tokens: int, k: int) -> list[int]:
 class FakeState:
     def __init__(self, *, spec: bool = True, per_request: bool = True, k: int = 2, hold: int = 1,
                  token_ids: bool = True, delay_s: float = 0.01, hostile: dict | None = None,
-                 script: dict | None = None, drip_s: float = 0.2, max_s: float = 20.0):
+                 script: dict | None = None, drip_s: float = 0.2, max_s: float = 20.0, dialect: str = "openai",
+                 held_back: tuple[int, ...] = (), miscount: int = 0):
         self.spec, self.per_request, self.k, self.hold = spec, per_request, k, hold
+        self.dialect = dialect  # "openai" (vLLM-style) or "llamacpp" (llama-server's own /completions, /metrics)
+        self.held_back = set(held_back)  # llamacpp: token positions (1-based) sent without a chunk of their own
+        self.miscount = miscount  # llamacpp: draft tokens per request the counters add beyond its own (a bad server)
         self.token_ids, self.delay_s = token_ids, delay_s
         for path, behaviour in (hostile or {}).items():
             assert behaviour in HOSTILE, f"unknown hostile behaviour {behaviour!r} for {path}"
@@ -76,6 +80,8 @@ class FakeState:
         self.bodies: list[dict] = []
 
     def metrics_text(self) -> str:
+        if self.dialect == "llamacpp":
+            return self.llamacpp_metrics()
         lines = ["# HELP vllm:num_requests_running Running requests.", "# TYPE vllm:num_requests_running gauge",
                  f'vllm:num_requests_running{{engine="0",model_name="fake"}} {self.in_flight}.0']
         if self.spec:
@@ -89,6 +95,73 @@ class FakeState:
                 lines.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="fake",'
                              f'position="{i}"}} {value}.0')
         return "\n".join(lines) + "\n"
+
+
+    def llamacpp_metrics(self) -> str:
+        """llama-server's page (tools/server/server-task.cpp ``to_metrics``): ``llamacpp:`` counters, the
+        per-position series only once a position was counted."""
+        lines = []
+        for name, value in (("spec_decode_num_draft_tokens_total", self.draft_tokens + self.miscount * self.requests),
+                            ("spec_decode_num_accepted_tokens_total", self.accepted),
+                            ("spec_decode_num_drafts_total", self.drafts), ("n_decode_total", self.requests)):
+            lines += [f"# HELP llamacpp:{name} a counter", f"# TYPE llamacpp:{name} counter", f"llamacpp:{name} {value}"]
+        lines += ["# TYPE llamacpp:requests_processing gauge", f"llamacpp:requests_processing {self.in_flight}"]
+        if self.spec and any(self.per_pos):
+            lines.append("# TYPE llamacpp:spec_decode_num_accepted_tokens_per_pos_total counter")
+            lines += [f'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {v}'
+                      for i, v in enumerate(self.per_pos)]
+        return "\n".join(lines) + "\n"
+
+
+def llamacpp_events(state: FakeState, body: dict):
+    """llama-server's native stream for a ``/completions`` request: one chunk per token with its id and the
+    running totals (``timings_per_token``), none for a held-back position, a closing chunk (stop: true) without
+    a token; every round drafts k tokens (the last ones fewer, as llama.cpp cuts a draft at the remaining budget)
+    and accepts the fixed cycle. Returns (events, the closing event, accepted per round, drafted per round)."""
+    prompt = body.get("prompt", [])
+    n = int(body.get("n_predict", 1))
+    base = sum(prompt) if isinstance(prompt, list) else len(prompt)
+    tokens = [(base + i) % 200 + 10 for i in range(n)]
+    accepted, drafted = [], []
+    left, i = n - 1, 0
+    while state.spec and left > 0:
+        d = min(state.k, left - 1)
+        if d <= 0:
+            break
+        a = min(ACCEPT_CYCLE[i % len(ACCEPT_CYCLE)], d)
+        accepted.append(a)
+        drafted.append(d)
+        left -= a + 1
+        i += 1
+
+    def event(payload: dict) -> bytes:
+        return f"data: {json.dumps(payload)}\n\n".encode()
+
+    def timings(done: int, d: int, a: int) -> dict:
+        out = {"prompt_n": len(prompt), "prompt_ms": 4.0, "predicted_n": done, "predicted_ms": 2.0 * done,
+               "cache_n": 0}
+        if d:
+            out.update(draft_n=d, draft_n_accepted=a)
+        return out
+
+    events, done, d_total, a_total = [], 0, 0, 0
+    sizes = [a + 1 for a in accepted] + [1] * (n - 1 - sum(a + 1 for a in accepted))
+    steps = [(0, 0, 1)] + [(drafted[j] if j < len(drafted) else 0, accepted[j] if j < len(accepted) else 0, size)
+                           for j, size in enumerate(sizes)]
+    for d, a, size in steps:
+        d_total, a_total = d_total + d, a_total + a
+        for _ in range(size):
+            done += 1
+            if done in state.held_back:
+                continue
+            chunk = {"index": 0, "content": f"<{tokens[done - 1]}>", "tokens": [tokens[done - 1]], "stop": False,
+                     "id_slot": 0, "tokens_predicted": done, "tokens_evaluated": len(prompt)}
+            if body.get("timings_per_token"):
+                chunk["timings"] = timings(done, d_total, a_total)
+            events.append((event(chunk), state.delay_s / 4))
+    final = {"index": 0, "content": "", "tokens": [], "stop": True, "stop_type": "limit", "tokens_predicted": n,
+             "tokens_evaluated": len(prompt), "timings": timings(n, d_total, a_total)}
+    return events, event(final), accepted, drafted, tokens
 
 
 def completion_events(state: FakeState, body: dict):
@@ -178,7 +251,7 @@ def make_handler(state: FakeState):
                     with open(os.environ["FAKE_SEEN_FILE"], "a") as seen:
                         seen.write(f"{path}\n")
             self.close_connection = True
-            stream = path == "/v1/completions"
+            stream = path in ("/v1/completions", "/completions")
             kind = "text/event-stream" if stream else ("text/plain" if path == "/metrics" else "application/json")
             until = self._until()
             try:
@@ -212,7 +285,8 @@ def make_handler(state: FakeState):
                         self.wfile.flush()
                         time.sleep(state.drip_s)
                 elif behaviour == "reset":
-                    events, _, _ = completion_events(state, body or {"max_tokens": 8})
+                    events = (llamacpp_events(state, body or {"n_predict": 8}) if path == "/completions"
+                              else completion_events(state, body or {"max_tokens": 8}))[0]
                     self._headers(kind)
                     for data, _ in events[:2]:
                         self.wfile.write(data)
@@ -242,6 +316,11 @@ def make_handler(state: FakeState):
                 return
             if path == "/health":
                 self._send(200, "")
+            elif path == "/props" and state.dialect == "llamacpp":
+                self._send(200, json.dumps({"build_info": "b0-fake", "total_slots": state.hold, "model_path": "fake",
+                                            "model_ftype": "Q4_1",
+                                            "default_generation_settings": {"n_ctx": 4096, "params": {
+                                                "speculative.types": "draft-simple" if state.spec else "none"}}}))
             elif path in ("/v1/models", "/metrics"):
                 kind = "application/json" if path == "/v1/models" else "text/plain; version=0.0.4"
                 self._send(200, self._answer_bytes(path, None).decode(), kind)
@@ -249,7 +328,7 @@ def make_handler(state: FakeState):
                 self._send(404, json.dumps({"error": "not found"}))
 
         def do_POST(self):
-            if self.path != "/v1/completions":
+            if self.path != ("/completions" if state.dialect == "llamacpp" else "/v1/completions"):
                 self._send(404, json.dumps({"error": "not found"}))
                 return
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
@@ -276,6 +355,9 @@ def make_handler(state: FakeState):
                 finish()
 
         def _complete(self, body: dict, finish) -> None:
+            if state.dialect == "llamacpp":
+                self._complete_llamacpp(body, finish)
+                return
             events, final, accepted = completion_events(state, body)
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -296,6 +378,36 @@ def make_handler(state: FakeState):
             self.wfile.write(final)
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
+
+        def _complete_llamacpp(self, body: dict, finish) -> None:
+            events, final, accepted, drafted, tokens = llamacpp_events(state, body)
+            if not body.get("stream"):
+                self._count(accepted, drafted)
+                finish()
+                self._send(200, json.dumps({"content": "", "tokens": tokens, "stop": True, "tokens_predicted":
+                                            len(tokens), "timings": {"predicted_n": len(tokens)}}))
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            for data, wait in events:
+                time.sleep(wait)
+                self.wfile.write(data)
+                self.wfile.flush()
+            self._count(accepted, drafted)
+            finish()
+            self.wfile.write(final)
+            self.wfile.flush()
+
+        def _count(self, accepted: list[int], drafted: list[int]) -> None:
+            with state.lock:
+                state.drafts += len(accepted)
+                state.draft_tokens += sum(drafted)
+                state.accepted += sum(accepted)
+                for a in accepted:
+                    for i in range(a):
+                        state.per_pos[i] += 1
 
     return Handler
 
@@ -345,10 +457,18 @@ def main(argv: list[str]) -> None:
             json.dump({"pid": os.getpid(), "child": child.pid if child else None}, f)
     if os.environ.get("FAKE_EXIT_AFTER_S"):
         threading.Timer(float(os.environ["FAKE_EXIT_AFTER_S"]), lambda: os._exit(3)).start()
-    spec = "--speculative-config" in argv
-    k = json.loads(argv[argv.index("--speculative-config") + 1])["num_speculative_tokens"] if spec else 2
-    hostile = {"/v1/completions": os.environ["FAKE_HOSTILE"]} if os.environ.get("FAKE_HOSTILE") else None
-    server = FakeServer(port, spec=spec, k=k, hostile=hostile, max_s=600.0)
+    if "--metrics" in argv:  # launched as llama-server: its speculation flags, its dialect
+        spec = "--spec-type" in argv
+        gamma_flag = next((a for a in argv if a in ("--spec-draft-n-max", "--spec-ngram-mod-n-max")
+                           or (a.startswith("--spec-ngram-") and a.endswith("-size-m"))), None)
+        k = int(argv[argv.index(gamma_flag) + 1]) if gamma_flag else 2
+        dialect, path = "llamacpp", "/completions"
+    else:
+        spec = "--speculative-config" in argv
+        k = json.loads(argv[argv.index("--speculative-config") + 1])["num_speculative_tokens"] if spec else 2
+        dialect, path = "openai", "/v1/completions"
+    hostile = {path: os.environ["FAKE_HOSTILE"]} if os.environ.get("FAKE_HOSTILE") else None
+    server = FakeServer(port, spec=spec, k=k, hostile=hostile, max_s=600.0, dialect=dialect)
     server.httpd.serve_forever()
 
 

@@ -279,7 +279,7 @@ def test_cli_recommend_tables_and_json(results_folder):
         if data[0]["recommended"] is not None:
             assert (data[0]["recommended"]["drafter_label"], data[0]["recommended"]["gamma"]) == \
                 (best["drafter_label"], best["gamma"])
-    assert set(data[0]["engine_settings"]) == {"vllm", "sglang", "transformers"}
+    assert set(data[0]["engine_settings"]) == {"vllm", "sglang", "transformers", "llamacpp"}
     assert max(p["gamma"] for p in data[0]["predictions"]) == 6
 
 

@@ -18,6 +18,12 @@ Key names were checked against the engines' own source (`CHECKED_AGAINST`):
   generation_config; its default 0.4 stops drafting early, so it is set to 0 to keep γ),
   prompt_lookup_num_tokens, max_matching_ngram_size.
 
+* llama.cpp's ``llama-server`` (``common/arg.cpp`` of llama.cpp@0c1e57098, the tree the llama-cpp-python
+  0.3.36 sdist vendors): ``--spec-type``, ``--model-draft``, ``--spec-draft-n-max`` / ``-n-min`` / ``-p-min``
+  and the n-gram kinds' ``--spec-ngram-*`` flags — built by `analysis.llamacpp_flags`, the one mapping the
+  ``llamacpp-server`` backend runs too; models are named by their GGUF files (``hub_ids`` entries under
+  `GGUF_KEY`), ``-np`` by the load the verdict holds for.
+
 Engines move fast: `specbench.cli.engine_checks` validates the vLLM configs in
 ``.venv-vllm`` and the SGLang command lines with SGLang's own parser where those are installed
 (``specbench recommend`` does it); otherwise the output names the versions above.
@@ -38,13 +44,17 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from specbench.analysis.llamacpp_flags import spec_flags as llamacpp_spec_flags
 from specbench.analysis.vllm_speculative import speculative_config as vllm_speculative_config
 from specbench.catalogue import drafters as catalogue
+from specbench.errors import SpecbenchError
 
-ENGINES = ("vllm", "sglang", "transformers")
+ENGINES = ("vllm", "sglang", "transformers", "llamacpp")
+GGUF_KEY = "gguf:"  # ``hub_ids`` entries naming a model spec's GGUF file (specbench.models.gguf_files.gguf_names)
 NGRAM = "NGRAM"  # SGLang's prompt-lookup algorithm: it takes BFS-breadth flags, no top-k tree
 CHECKED_AGAINST = {"vllm": "vLLM 0.32.0 (SpeculativeConfig)", "sglang": "SGLang server_args.py at commit 001067ff",
-                   "transformers": "transformers 5.19.0 (GenerationConfig)"}
+                   "transformers": "transformers 5.19.0 (GenerationConfig)",
+                   "llamacpp": "llama.cpp@0c1e57098 (common/arg.cpp, llama-cpp-python 0.3.36's vendored tree)"}
 
 
 @dataclass
@@ -217,7 +227,44 @@ def _transformers(drafter: str, params: dict, tree: str, gamma: int, target: str
     return EngineSetting("transformers", supported, kwargs, snippet, notes)
 
 
-_BUILDERS = {"vllm": _vllm, "sglang": _sglang, "transformers": _transformers}
+def gguf_name(spec: str | None, hub_ids: Mapping[str, str] | None = None) -> str:
+    """A model spec → the GGUF file a pasted llama-server line names: the file ``hub_ids`` lists for it under
+    `GGUF_KEY`, a ``.gguf`` path as given, else a placeholder naming the spec."""
+    if not spec:
+        return "<draft.gguf>"
+    found = (hub_ids or {}).get(GGUF_KEY + spec)
+    if found:
+        return found
+    return spec if spec.endswith(".gguf") else f"<{spec}.gguf>"
+
+
+def _llamacpp(drafter: str, params: dict, tree: str, gamma: int, target: str,
+              hub_ids: Mapping[str, str] | None) -> EngineSetting:
+    kind = _kind(drafter)
+    try:
+        flags = llamacpp_spec_flags(drafter, params, gamma, model_file=lambda spec: gguf_name(spec, hub_ids))
+    except SpecbenchError as exc:
+        return EngineSetting("llamacpp", False, {}, "", [str(exc)])
+    if not flags:
+        return EngineSetting("llamacpp", False, {}, "", ["γ = 0 is target-only decoding: start llama-server without "
+                                                          "--spec-type"])
+    notes = []
+    if kind.llamacpp_weights == "model":
+        notes.append("the draft GGUF must share the target's vocabulary; -np N serves N requests at once (the "
+                     "verdict at each load says where speculation pays)")
+    if kind.adapts is None and kind.llamacpp_type.startswith("draft-"):
+        notes.append("--spec-draft-p-min 0 and --spec-draft-n-min 0 keep every round at γ, as measured (llama.cpp's "
+                     "adaptive length is the drafter draft-simple: sweep its p_min to compare)")
+    supported = tree == "chain"
+    if not supported:
+        notes.append(f"tree '{tree}' is not expressible on llama.cpp (its speculation drafts chains): the flags use "
+                     f"a chain of depth {gamma}")
+    target_file = target if target.endswith(".gguf") else "<target.gguf>"
+    snippet = " ".join(shlex.quote(word) for word in ["llama-server", "-m", target_file, "--metrics", *flags])
+    return EngineSetting("llamacpp", supported, {"flags": flags}, snippet, notes)
+
+
+_BUILDERS = {"vllm": _vllm, "sglang": _sglang, "transformers": _transformers, "llamacpp": _llamacpp}
 
 
 def engine_settings(drafter: str, params: dict | str, tree: str, gamma: int, *, target: str = "<target>",
@@ -227,5 +274,6 @@ def engine_settings(drafter: str, params: dict | str, tree: str, gamma: int, *, 
     ``hub_ids`` maps model specs (specbench aliases) to the Hugging Face ids the snippets name.
     """
     values = json.loads(params or "{}") if isinstance(params, str) else params
-    return {engine: _BUILDERS[engine](drafter, values, tree, int(gamma), hub_name(target, hub_ids), hub_ids)
+    return {engine: _BUILDERS[engine](drafter, values, tree, int(gamma), gguf_name(target, hub_ids) if engine == "llamacpp" else hub_name(target, hub_ids),
+                                       hub_ids)
             for engine in engines}

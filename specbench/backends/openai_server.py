@@ -139,7 +139,14 @@ def load_tokenizer(location: str):
 class OpenAIClient:
     """Completions, /metrics and /health of one OpenAI-compatible server, through the hardened
     `specbench.backends.http_client` (total deadlines, capped bodies, cancellation) with every answer
-    checked by `specbench.backends.server_schema`."""
+    checked by `specbench.backends.server_schema`.
+
+    Another completion dialect (llama.cpp's native ``/completions``) is a subclass that says its path
+    (`completion_path`), its request body (`body`), how a chunk is taken (`_take`: True for the closing one)
+    and what closes a stream (`stream_end`); the streaming itself — bounded, capped, cancelled — is this one."""
+
+    completion_path = "/v1/completions"
+    stream_end = "its closing [DONE]"
 
     def __init__(self, url: str, *, model: str | None = None, api_key: str | None = None,
                  timeout: float = DEFAULT_TIMEOUT_S, alive=None):
@@ -237,7 +244,8 @@ class OpenAIClient:
     async def _complete(self, session, body: dict) -> dict:
         out = {"token_ids": [], "text": "", "chunk_times": [], "metrics": None, "meta_info": None,
                "finish_reason": None, "usage": None, "has_token_ids": False, "sent": time.perf_counter()}
-        path = "/v1/completions"
+        path = self.completion_path
+        max_tokens = self.max_tokens(body)
 
         async def opened(response) -> None:
             if response.status_code != 200:
@@ -264,20 +272,31 @@ class OpenAIClient:
             except (ValueError, RecursionError) as exc:
                 raise ServerError(f"server {self.url}: stream chunk {state['chunks']} is not JSON "
                                   f"({one_line(str(exc), 80)})") from None
-            self._take_chunk(server_schema.completion_chunk(payload, self.url, state["chunks"], body["max_tokens"]),
-                             out, body["max_tokens"])
+            if self._take(payload, out, state["chunks"], max_tokens):
+                state["done"] = True
+                return False
             return True
 
         async def read() -> None:
-            await self.http.stream_lines(session, path, body, max_bytes=stream_cap(body["max_tokens"]),
+            await self.http.stream_lines(session, path, body, max_bytes=stream_cap(max_tokens),
                                          on_open=opened, on_line=line)
             if not state["done"]:
-                raise ServerError(f"server {self.url}: the stream of {path} ended without its closing [DONE] "
+                raise ServerError(f"server {self.url}: the stream of {path} ended without {self.stream_end} "
                                   f"after {state['chunks']} chunk(s) (the connection closed mid-stream)")
 
         await self.http.bounded(read(), path, self.timeout)
-        self._check_stream(out, body["max_tokens"])
+        self._check_stream(out, max_tokens)
         return out
+
+    @staticmethod
+    def max_tokens(body: dict) -> int:
+        """The tokens a request body asks for."""
+        return int(body["max_tokens"])
+
+    def _take(self, payload, out: dict, index: int, max_tokens: int) -> bool:
+        """Take one parsed chunk into ``out``; True when it closes the stream (here ``[DONE]`` does)."""
+        self._take_chunk(server_schema.completion_chunk(payload, self.url, index, max_tokens), out, max_tokens)
+        return False
 
     def _check_stream(self, out: dict, max_tokens: int) -> None:
         """A stream that measured something: tokens arrived, as many as the usage says."""
@@ -316,6 +335,13 @@ class OpenAIClient:
 
 # ----------------------------------------------------------------------------- the backend
 
+def request_clock(request: Request, out: dict, started: float) -> tuple[float, float]:
+    """A request's arrival within its batch (s after ``started``) and how long it waited to be sent after
+    arriving (open loop: held back by the in-flight cap; 0 in a closed loop)."""
+    arrival = request.arrival_s if request.arrival_s is not None else out["sent"] - started
+    return arrival, out["sent"] - started - arrival
+
+
 def _ms(value) -> float:
     return value / 1000.0 if isinstance(value, (int, float)) else math.nan
 
@@ -336,6 +362,7 @@ class OpenAIServerBackend(ServingBackend):
     ``warmup`` — checked by `specbench.backends.options`."""
 
     name = "openai"
+    client_class = OpenAIClient  # the dialect this backend speaks (`LlamaCppClient` for llama.cpp's own API)
 
     def __init__(self, options: dict, *, target: str, device: str, dtype: str, seed: int):
         self._setup(check_backend_options(self.name, options), target=target, device=device, dtype=dtype, seed=seed)
@@ -368,7 +395,8 @@ class OpenAIServerBackend(ServingBackend):
         self._load_tokenizer()
 
     def _connect(self, url: str, model: str | None, alive=None) -> OpenAIClient:
-        client = OpenAIClient(url, model=model, api_key=self.options.get("api_key"), timeout=self.timeout, alive=alive)
+        client = self.client_class(url, model=model, api_key=self.options.get("api_key"), timeout=self.timeout,
+                                   alive=alive)
         self._status(f"connecting to {url}")
         client.check_reachable()
         client.model = client.model or client.served_model()
@@ -484,8 +512,7 @@ class OpenAIServerBackend(ServingBackend):
             rounds = rounds_from_steps([], [], len(tokens), catalogue.TARGET_ONLY)  # one token per target step
         finish = out.get("finish_reason")
         queue_s = _ms(metrics.get("queue_time_ms"))
-        arrival = request.arrival_s if request.arrival_s is not None else out["sent"] - started
-        waited = out["sent"] - started - arrival  # open loop: held back by the in-flight cap
+        arrival, waited = request_clock(request, out, started)
         ttft_s = prefill_s + (queue_s if timing == "server" and not math.isnan(queue_s) else 0.0) + waited
         itl_s = _ms(metrics.get("mean_itl_ms"))
         if math.isnan(itl_s) and len(tokens) > 1:
@@ -497,9 +524,12 @@ class OpenAIServerBackend(ServingBackend):
             timing_source=timing, spec_source=spec_source, server_spec=spec if isinstance(spec, dict) else None,
             arrival_s=arrival, finish_s=(times[-1] - started) if times else None)
 
-    def _reported_config(self, client: OpenAIClient) -> dict | None:
+    REPORTED_KEYS = ("vllm_speculative_config", "sglang_speculative", "llamacpp_spec_flags", "llamacpp_speculative")
+
+    def _reported_config(self, client: OpenAIClient):
+        """What the server runs, as it reported it (or as launched), under the first key it has."""
         reported = self.server_configs.get(client.url) or {}
-        return reported.get("vllm_speculative_config") or reported.get("sglang_speculative") or None
+        return next((reported[key] for key in self.REPORTED_KEYS if reported.get(key)), None)
 
     def _check_gamma(self, config, spec: dict) -> None:
         server_gamma = spec.get("num_spec_tokens")
@@ -526,5 +556,5 @@ class OpenAIServerBackend(ServingBackend):
     @staticmethod
     def _no_spec_error(client: OpenAIClient) -> SpecbenchError:
         return SpecbenchError(f"the server at {client.url} reports no speculative-decoding metrics "
-                              "(no vllm:spec_decode_* or sglang:spec_accept_* series in /metrics): "
+                              "(no vllm:spec_decode_*, llamacpp:spec_decode_* or sglang:spec_accept_* series in /metrics): "
                               "was it started with a speculative config?")

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from specbench.bounds import BOUNDS, violation
+from specbench.catalogue import drafters as catalogue
 from specbench.engine.layout_probe import parse_layout_setting
 from specbench.engine.threads import parse_thread_setting
 from specbench.errors import SpecbenchError, check_keys, did_you_mean
@@ -238,12 +239,54 @@ BACKEND_OPTIONS: dict[str, dict[str, Option]] = {
             "a kept server instead of starting it again; each holds its own memory (not with a fixed port)",
         ),
     },
+    "llamacpp-server": {
+        "url": Option(url, "a running llama-server to measure as it is (instead of launching one per configuration)"),
+        "baseline_url": Option(url, "with url: a llama-server without speculation for the γ = 0 units"),
+        "api_key": Option(secret, "with url: sent as 'Authorization: Bearer KEY'"),
+        "model": Option(text, "the target GGUF llama.cpp loads (default: the sweep's target: an alias's GGUF)"),
+        "tokenizer": _TOKENIZER,
+        "binary": Option(path, "the llama-server executable (default: $SPECBENCH_LLAMACPP/bin, else .llamacpp/bin)"),
+        "port": Option(number("port"), "the server's port on 127.0.0.1 (default: a free one)"),
+        "parallel": Option(
+            number("slots"), "slots: requests decoded at once, -np (default: the sweep's largest concurrency)"
+        ),
+        "ctx_size": Option(number("max_model_len"), "context per slot in tokens (-c is this × parallel; default 4096)"),
+        "threads": Option(number("threads"), "CPU threads, -t (default: llama.cpp's own choice)"),
+        "cache_prompt": Option(flag, "let requests reuse a cached prompt prefix (default false: every prefill runs)"),
+        "weights": Option(
+            choice("gguf", "dtype"),
+            "gguf: the GGUF's own tensor types (default); dtype: the GGUFs dequantized once to the sweep's dtype "
+            "(fp32 or bf16), the weights the other engines run",
+        ),
+        "startup_timeout_s": Option(number("startup_timeout_s"), "seconds to wait for /health (default 900)"),
+        "extra_args": Option(words, "more llama-server flags, as a list"),
+        "env": Option(environment, "environment variables for the server"),
+        "log_dir": Option(path, "folder of the server logs (default: a temporary folder)"),
+        "timeout_s": _TIMEOUT,
+        "server_command": Option(command, "replaces the llama-server executable (tests use it)"),
+        "warmup": _WARMUP,
+        "stop_grace_s": Option(number("stop_grace_s"), "SIGTERM to SIGKILL when stopping a server (default 15)"),
+        "engines_kept": Option(
+            number("engines_kept"),
+            "servers kept running between configurations (default 1): a later look of an adaptive sweep reuses "
+            "a kept server instead of starting it again; each holds its own memory (not with a fixed port)",
+        ),
+    },
 }
 
 
 def check_own_sweep(options: dict, configs: list, where: str) -> None:
-    """The own engine's check of a sweep (its registry entry's ``check``): its options."""
+    """The own engine's check of a sweep (its registry entry's ``check``): its options, and drafters it can build
+    (a kind only serving engines run, llama.cpp's ngram-mod say, is refused in one line)."""
     check_backend_options("own", options, f"{where}: backend own")
+    for config in configs:
+        kind = None if config.drafter is None else catalogue.get(config.drafter.type)
+        if kind is not None and not kind.buildable:
+            engines = " or ".join(catalogue.serving_engines(kind.name)) or "no engine"
+            raise SpecbenchError(
+                f"{where}: drafter {kind.name} runs on {engines} only, not on specbench's own engine "
+                "(choose that engine's backend)"
+            )
 
 
 def check_openai_sweep(options: dict, configs: list, where: str) -> None:

@@ -20,6 +20,13 @@ labels ``engine`` and ``model_name``, summed here over label sets):
 They are counters since the server started (warm-up included), so a measurement is the
 difference of a scrape after and a scrape before.
 
+llama.cpp (checked against the llama-server of llama.cpp@0c1e57098, ``tools/server/server-task.cpp``
+``to_metrics``; the server needs ``--metrics``): ``llamacpp:spec_decode_num_drafts_total`` (verification steps,
+i.e. steps whose draft was not empty), ``…_num_draft_tokens_total``, ``…_num_accepted_tokens_total`` and
+``llamacpp:spec_decode_num_accepted_tokens_per_pos_total{position="i"}`` — the same four figures under the same
+meaning as vLLM's. A request's figures are added when its slot is released (after its last token is sent, before
+the server takes its next task), so a scrape after a batch sees all of them.
+
 SGLang (read from sgl-project/sglang ``python/sglang/srt/metrics/collector.py``; not run here,
 SGLang is not installed on this machine): ``sglang:spec_accept_length`` (mean accepted drafts
 + 1 per verify step) and ``sglang:spec_accept_rate`` (accepted ÷ drafted) are *gauges* of the
@@ -44,7 +51,34 @@ VLLM_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 VLLM_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 SGLANG_ACCEPT_LENGTH = "sglang:spec_accept_length"
 SGLANG_ACCEPT_RATE = "sglang:spec_accept_rate"
-SPEC_SERIES = (VLLM_DRAFTS, VLLM_DRAFT_TOKENS, VLLM_ACCEPTED, VLLM_PER_POS, SGLANG_ACCEPT_LENGTH, SGLANG_ACCEPT_RATE)
+
+
+@dataclass(frozen=True)
+class CounterNames:
+    """An engine's four speculative-decoding counters (vLLM's and llama.cpp's share their meaning)."""
+
+    source: str  # what `SpecCounts.source` says
+    drafts: str
+    draft_tokens: str
+    accepted: str
+    per_pos: str
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.drafts, self.draft_tokens, self.accepted, self.per_pos)
+
+
+VLLM = CounterNames("vllm-counters", VLLM_DRAFTS, VLLM_DRAFT_TOKENS, VLLM_ACCEPTED, VLLM_PER_POS)
+LLAMACPP = CounterNames(
+    "llamacpp-counters",
+    "llamacpp:spec_decode_num_drafts_total",
+    "llamacpp:spec_decode_num_draft_tokens_total",
+    "llamacpp:spec_decode_num_accepted_tokens_total",
+    "llamacpp:spec_decode_num_accepted_tokens_per_pos_total",
+)
+COUNTER_ENGINES = (VLLM, LLAMACPP)
+PER_POS_SERIES = tuple(engine.per_pos for engine in COUNTER_ENGINES)
+SPEC_SERIES = (*VLLM.names, *LLAMACPP.names, SGLANG_ACCEPT_LENGTH, SGLANG_ACCEPT_RATE)
 
 Labels = tuple[tuple[str, str], ...]  # sorted (name, value) pairs
 
@@ -132,7 +166,7 @@ def _check_spec_series(scrape: Scrape, server: str | None) -> None:
         if not math.isfinite(value) or value < 0 or value > 2**53:
             raise SpecbenchError(f"{where}: {name} must be a count (finite, >= 0), got {value:g}")
         position = dict(labels).get("position")
-        if name == VLLM_PER_POS and position is not None and not (position.isascii() and position.isdigit()
+        if name in PER_POS_SERIES and position is not None and not (position.isascii() and position.isdigit()
                                                                    and len(position) <= 4):
             raise SpecbenchError(f"{where}: {name} has position label {position[:20]!r}, not a draft position")
 
@@ -243,28 +277,42 @@ def has_vllm_spec(scrape: Scrape) -> bool:
     return VLLM_DRAFTS in scrape.names()
 
 
+def has_llamacpp_spec(scrape: Scrape) -> bool:
+    return LLAMACPP.drafts in scrape.names()
+
+
 def has_sglang_spec(scrape: Scrape) -> bool:
     return SGLANG_ACCEPT_LENGTH in scrape.names()
 
 
 def has_spec_metrics(scrape: Scrape) -> bool:
     """Whether the page exposes any speculative-decoding series specbench can read."""
-    return has_vllm_spec(scrape) or has_sglang_spec(scrape)
+    return has_vllm_spec(scrape) or has_llamacpp_spec(scrape) or has_sglang_spec(scrape)
 
 
-def vllm_counts(delta: Scrape) -> SpecCounts | None:
-    """vLLM's spec-decode counters of a diffed window (None when the server has none)."""
-    if not has_vllm_spec(delta):
+def engine_counts(delta: Scrape, engine: CounterNames) -> SpecCounts | None:
+    """An engine's spec-decode counters of a diffed window (None when the server has none)."""
+    if engine.drafts not in delta.names():
         return None
     per_pos: dict[int, float] = {}
-    for labels, value in delta.series(VLLM_PER_POS).items():
+    for labels, value in delta.series(engine.per_pos).items():
         position = dict(labels).get("position")
         if position is not None:
             per_pos[int(position)] = per_pos.get(int(position), 0.0) + value
     positions = [int(per_pos.get(i, 0)) for i in range(max(per_pos) + 1)] if per_pos else []
-    return SpecCounts("vllm-counters", drafts=int(delta.total(VLLM_DRAFTS) or 0),
-                      draft_tokens=int(delta.total(VLLM_DRAFT_TOKENS) or 0),
-                      accepted=int(delta.total(VLLM_ACCEPTED) or 0), per_position=positions)
+    return SpecCounts(engine.source, drafts=int(delta.total(engine.drafts) or 0),
+                      draft_tokens=int(delta.total(engine.draft_tokens) or 0),
+                      accepted=int(delta.total(engine.accepted) or 0), per_position=positions)
+
+
+def vllm_counts(delta: Scrape) -> SpecCounts | None:
+    """vLLM's spec-decode counters of a diffed window (None when the server has none)."""
+    return engine_counts(delta, VLLM)
+
+
+def llamacpp_counts(delta: Scrape) -> SpecCounts | None:
+    """llama.cpp's spec-decode counters of a diffed window (None when the server has none)."""
+    return engine_counts(delta, LLAMACPP)
 
 
 def sglang_gauges(after: Scrape) -> SpecCounts | None:
@@ -280,8 +328,9 @@ def sglang_gauges(after: Scrape) -> SpecCounts | None:
 
 
 def window_counts(before: Scrape, after: Scrape) -> SpecCounts | None:
-    """Acceptance over the window between two scrapes: vLLM counters, else SGLang gauges."""
-    return vllm_counts(diff(before, after)) or sglang_gauges(after)
+    """Acceptance over the window between two scrapes: vLLM's or llama.cpp's counters, else SGLang gauges."""
+    delta = diff(before, after)
+    return vllm_counts(delta) or llamacpp_counts(delta) or sglang_gauges(after)
 
 
 def sglang_request_counts(meta: dict, completion_tokens: int) -> SpecCounts | None:

@@ -89,6 +89,13 @@ BACKENDS: Registry[BackendKind] = Registry(
             start_s=DeviceSeconds(cpu=40.0, cuda=200.0),  # SmolLM2-135M on a 2-core CPU: ~30 s to ready
             check="specbench.backends.vllm_config:check_server_sweep",
         ),
+        BackendKind(
+            "llamacpp-server",
+            "specbench.backends.llamacpp_server:LlamaCppServerBackend",
+            concurrent=True,
+            check="specbench.backends.llamacpp_server:check_sweep",
+            batch_option="parallel",
+        ),
     ),
 )
 

@@ -175,3 +175,58 @@ def metrics_block(value, check: Check, max_tokens: int) -> dict | None:
 def server_info(data, server: str, path: str) -> dict | None:
     """A ``/server_info`` answer: an object, or None (ignored) when it is not one."""
     return data if isinstance(data, dict) else None
+
+
+# ----------------------------------------------------------------------------- llama.cpp's own API
+
+LLAMACPP_TIMINGS = ("prompt_ms", "predicted_ms")
+LLAMACPP_COUNTS = ("prompt_n", "predicted_n", "draft_n", "draft_n_accepted", "cache_n")
+
+
+@dataclass
+class LlamaCppChunk:
+    """One streamed chunk of llama.cpp's native ``POST /completions``, checked: the token it carries (none in the
+    final chunk), the generated count so far (``tokens_predicted``) and the cumulative ``timings``."""
+
+    content: str = ""
+    tokens: list[int] = field(default_factory=list)
+    stop: bool = False
+    stop_type: str | None = None
+    tokens_predicted: int | None = None
+    timings: dict | None = None
+
+
+def llamacpp_chunk(data, server: str, index: int, max_tokens: int) -> LlamaCppChunk:
+    """A ``data:`` payload of llama.cpp's native completion stream (tools/server/server-task.cpp,
+    ``to_json_non_oaicompat``), checked field by field: ``content`` a string, ``tokens`` token ids, ``stop`` a
+    boolean, ``tokens_predicted`` a count <= max_tokens, ``timings`` an object whose times are finite ms >= 0 and
+    whose counts are integers >= 0 with ``draft_n_accepted`` <= ``draft_n``."""
+    check = Check(server, f"stream chunk {index}")
+    data = check.mapping(data, "the chunk")
+    if data.get("error") is not None:
+        error = data["error"]
+        message = error.get("message") if isinstance(error, dict) else error
+        raise ServerError(f"server {server} reported an error mid-stream: {one_line(str(message), 300)}")
+    chunk = LlamaCppChunk()
+    chunk.content = check.optional(data, "content", str, "", "must be a string") or ""
+    if data.get("tokens") is not None:
+        chunk.tokens = list(check.counts(data["tokens"], "tokens", MAX_TOKEN_ID))
+    stop = data.get("stop", False)
+    if not isinstance(stop, bool):
+        raise check.fail("stop", "must be true or false", stop)
+    chunk.stop = stop
+    chunk.stop_type = check.optional(data, "stop_type", str, "", "must be a string")
+    if data.get("tokens_predicted") is not None:
+        chunk.tokens_predicted = check.count(data["tokens_predicted"], "tokens_predicted", max(max_tokens, 0))
+    timings = check.optional(data, "timings", dict, "", "must be an object")
+    if timings is not None:
+        for key in LLAMACPP_TIMINGS:
+            check.seconds_ms(timings.get(key), f"timings.{key}")
+        for key in LLAMACPP_COUNTS:
+            if timings.get(key) is not None:
+                check.count(timings[key], f"timings.{key}")
+        drafted, accepted = timings.get("draft_n", 0), timings.get("draft_n_accepted", 0)
+        if accepted > drafted:
+            raise check.fail("timings.draft_n_accepted", f"is {accepted} but only {drafted} tokens were drafted")
+    chunk.timings = timings
+    return chunk

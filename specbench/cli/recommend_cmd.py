@@ -35,13 +35,13 @@ from specbench.cli.operating_view import print_goodput, print_operating
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt, plain
 from specbench.errors import SpecbenchError, did_you_mean
-from specbench.models.resolve import hub_ids
+from specbench.models.gguf_files import paste_names
 from specbench.records.adaptive_history import planned_looks, read_history
 from specbench.records.profile_file import load_profile
 from specbench.records.store import load_run_info
 from specbench.records.jsonable import json_ready
 
-ENGINE_CHOICES = ("vllm", "sglang", "transformers", "all")
+ENGINE_CHOICES = ("vllm", "sglang", "transformers", "llamacpp", "all")
 
 
 def _interval(option) -> str:
@@ -238,7 +238,7 @@ def recommend_command(
     max_gamma: int = typer.Option(MAX_GAMMA, "--max-gamma", callback=bounded("max_gamma"),
                                   help="Largest γ the model predicts (measured or not)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
-    engine: str = typer.Option("all", "--engine", help="Engine settings to export: vllm, sglang, transformers or all."),
+    engine: str = typer.Option("all", "--engine", help="Engine settings to export: vllm, sglang, transformers, llamacpp (llama-server flags) or all."),
     n_boot: int = typer.Option(N_BOOT, "--bootstrap", callback=bounded("bootstrap"),
                                help="Bootstrap replicates over prompts."),
     seed: int = typer.Option(0, "--seed", callback=bounded("seed"), help="Seed of the bootstrap."),
@@ -264,6 +264,8 @@ def recommend_command(
       specbench recommend results/demo
 
       specbench recommend results/mt-bench --objective latency --engine vllm
+
+      specbench recommend results/llamacpp-qwen --engine llamacpp
 
       specbench recommend results/demo --max-gamma 8 --json > recommendation.json
 
@@ -297,7 +299,7 @@ def recommend_command(
     costs = _cost_source(cost_profile, batch, context)
     history = read_history(results_dir)  # an adaptive sweep: judge its records the way it stopped on them
     plans = {name: LookPlan(looks) for name, looks in planned_looks(history).items()}
-    hubs = hub_ids()
+    hubs = paste_names()  # Hugging Face ids, and GGUF files for llama-server lines
     recs = recommend(records, costs, objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed,
                      engines=engines, hub_ids=hubs, plans=plans)
     load = (load_summary(records, recs, hub_ids=hubs, n_boot=n_boot, seed=seed)

@@ -92,6 +92,7 @@ def run_info(
     device: dict | None = None,
     executor: dict | None = None,
     energy: dict | None = None,
+    engine: dict | None = None,
 ) -> dict:
     """run.json's contents; ``threads``: the backend's CPU thread report (`OwnEngineBackend.thread_report`);
     ``cpu_layout``: its CPU dtype and weight layout choice (`OwnEngineBackend.layout_report`); ``device``: the
@@ -119,6 +120,8 @@ def run_info(
         info["executor"] = executor
     if energy is not None:
         info["energy"] = energy
+    if engine:
+        info["engine"] = engine  # a serving engine's build (llama.cpp: its commit, the GGUF it ran)
     if previous and previous.get("spec_hash") != spec.spec_hash:
         info["previous_specs"] = previous.get("previous_specs", []) + [previous.get("sweep")]
     return info
@@ -311,4 +314,5 @@ class SweepRunner:
             device,
             self.executor.info(),
             report.get("energy"),
+            report.get("engine"),
         )

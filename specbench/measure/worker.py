@@ -97,7 +97,9 @@ class PieceWorker:
         if hasattr(self.backend, "check_configs"):  # e.g. γ deeper than a Medusa checkpoint's heads
             self.backend.check_configs([u.config for u in todo if u.mode == "live"])
         check_unit_lengths(self.backend, self.spec.target, todo)
-        threads, layout = (getattr(self.backend, name, None) for name in ("thread_report", "layout_report"))
+        threads, layout, engine = (
+            getattr(self.backend, name, None) for name in ("thread_report", "layout_report", "engine_report")
+        )
         return {
             "model_hashes": dict(self.spec.model_hashes),
             "dtype_used": self.spec.dtype_used,
@@ -105,6 +107,7 @@ class PieceWorker:
             "threads": threads() if threads is not None else None,
             "cpu_layout": layout() if layout is not None else None,
             "energy": meter().describe() if any(u.mode == "live" for u in todo) else None,
+            "engine": engine() if engine is not None else None,
         }
 
     def describe(self) -> dict | None:

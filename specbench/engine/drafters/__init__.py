@@ -16,8 +16,9 @@ from specbench.errors import check_keys
 
 
 def check_params(name: str, params: dict) -> None:
-    """Reject parameters the drafter does not take, before any model loads."""
-    accepted = list(catalogue.buildable(name).params)
+    """Reject parameters the drafter does not take, before any model loads (any catalogue kind: one that only
+    serving engines run is refused by the sweep's backend, or by `make_drafter`)."""
+    accepted = list(catalogue.get(name).params)
     check_keys(params, accepted, f"drafter '{name}' has no parameter '{{key}}'", listing="it takes")
 
 

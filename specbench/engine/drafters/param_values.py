@@ -28,6 +28,11 @@ def _checked(value, param: catalogue.Param, label: str):
     elif param.kind == "float":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise SpecbenchError(f"{label} must be a finite number, got {value!r}")
+        low = -math.inf if param.low is None else param.low
+        high = math.inf if param.high is None else param.high
+        if not low <= value <= high:
+            raise SpecbenchError(f"{label} must be in [{low:g}, {high:g}], got {value!r}")
+        value = float(value)
     elif param.kind == "str":
         if isinstance(value, (dict, list, bool)) or value is None or not str(value).strip():
             raise SpecbenchError(f"{label} must be a non-empty name, got {value!r}")
@@ -37,7 +42,7 @@ def _checked(value, param: catalogue.Param, label: str):
 
 def check_param_values(drafter: str, params: dict, where: str = "drafter") -> dict:
     """``params`` with each value of the type the drafter takes (ints stay ints); else one-line error."""
-    declared = catalogue.buildable(drafter).params
+    declared = catalogue.get(drafter).params
     checked = {
         key: value
         if key not in declared
