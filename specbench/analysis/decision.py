@@ -51,7 +51,7 @@ from specbench.analysis.speedup_interval import (
     speedup_words,
     too_few,
 )
-from specbench.records.timing import DISTURBED, timing_usable
+from specbench.records.timing import DISTURBED, paired_note
 
 CANDIDATE_KEYS = ("drafter_label", "tree", "gamma", "schedule")  # one option of a scenario
 
@@ -171,7 +171,7 @@ def decide_scenario(scenario: pd.DataFrame, measured_options: list, n_prompts: i
 
     predicted, more = predicted_table(scenario, level)
     if predicted.empty:  # measured evidence: were its live timings all taken under interference?
-        more = more + [n for n in [timing_usable(scenario[scenario["mode"] == "live"])[1]] if n]
+        more = more + [n for n in [paired_note(scenario[scenario["mode"] == "live"])] if n]
     if notes is not None:
         notes.extend(more)
     if plan.alpha != 1 - level:

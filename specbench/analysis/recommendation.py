@@ -175,7 +175,8 @@ def recommendation_lines(rec: Recommendation) -> list[str]:
         return [f"recommended: {rec.headline()}"]
     if final is not None:
         rule = decision.rule.get("configurations") if isinstance(decision.rule, dict) else None
-        among = f" and for picking among {rule} configurations" if rule else " and for picking among the configurations"
+        among = (f" and for picking among {rule} configurations" if rule and rule > 1 else "" if rule == 1
+                 else " and for picking among the configurations")
         lines = [f"recommended: {final.describe()} at {speedup_words(final.speedup, final.lo, final.hi)} (interval "
                  f"adjusted for the looks{among})"]
         if rec.flat_range:

@@ -73,6 +73,17 @@ def paired_timing(config: pd.DataFrame, base: pd.DataFrame) -> PairedUnits:
                        right.iloc[used["_right"].to_numpy()].reset_index(drop=True), disturbed, len(used), len(index))
 
 
+def paired_note(records: pd.DataFrame) -> str | None:
+    """What rule 6 did to a scenario's paired comparisons, in a sentence (None: nothing was disturbed); a
+    note that begins with `DISTURBED` when every unit was."""
+    kept, note = timing_usable(records)
+    if note is None or note.startswith(DISTURBED):
+        return note
+    return (f"{int(len(records) - len(kept))} of {len(records)} timed units ran under interference: each speedup "
+            "uses the (configuration, baseline) pairs timed undisturbed on both sides, and a configuration with no "
+            "such pair is marked disturbed and left out of the verdict while others have one")
+
+
 NO_ROUND_TIMINGS = ("no per-round timings in these records (a serving engine measures whole requests, not "
                     "draft and verify steps): no cost model and no predicted speedups; decisions use the "
                     "measured speedups")
