@@ -143,12 +143,15 @@ def _describe(c: Crossover, unit: str, what: str, fails: str) -> str:
                     f"{c.lo:.3g} {unit} on (point estimates above 1 up to {c.largest:g})")
         return (f"{what} with confidence at {_loads(above)} {unit} only; its interval includes 1 at "
                 f"{_loads(unsure)} (point estimates above 1 at every load)")
-    low = f"≤{c.loads[0]:g}" if c.lo_at_first else "?" if c.lo is None else f"{c.lo:.3g}"
     high = f">{c.largest:g}" if c.hi is None else f"{c.hi:.3g}"
+    if c.lo_at_first or c.lo is not None:
+        bracket = f"[95 %: {f'≤{c.loads[0]:g}' if c.lo_at_first else f'{c.lo:.3g}'}–{high}]"
+    else:  # no lower end crosses 1 (missing there): only the upper end is known
+        bracket = f"[95 %: up to {high}; no lower end]"
     if not above:
         return (f"cannot tell where it stops: no interval lies above 1, its point estimate crosses 1 at about "
-                f"{c.point:.3g} {unit} [95 %: {low}–{high}]")
-    return f"{what} up to about {c.point:.3g} {unit} [95 %: {low}–{high}]"
+                f"{c.point:.3g} {unit} {bracket}")
+    return f"{what} up to about {c.point:.3g} {unit} {bracket}"
 
 
 def _verb(what: str) -> str:

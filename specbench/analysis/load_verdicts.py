@@ -47,7 +47,7 @@ from specbench.analysis.decision import describe_best
 from specbench.analysis.engine_settings import EngineSetting, engine_settings, hub_name, vllm_snippet
 from specbench.analysis.intervals import LEVEL, N_BOOT
 from specbench.analysis.load import AXES, CLOSED_LOOP, axis_of, load_label, normalised, serving_table
-from specbench.analysis.speedup_interval import says_no
+from specbench.analysis.speedup_interval import says_no, speedup_words
 from specbench.analysis.stopping_report import interval_text
 from specbench.records.summary import BASELINE_KEYS
 
@@ -232,8 +232,8 @@ def _entry(row: dict, label: str) -> dict:
     if row["confident"] and says_no(row["answer"]):
         return {**base, "K": 0, "why": "confident no: speculation does not pay at this load"}
     if row["confident"] and o is not None and o["drafter_label"] == label and o["tree"] == "chain":
-        return {**base, "K": int(o["gamma"]), "why": f"confident yes: γ={o['gamma']} at {o['speedup']:.2f}× "
-                                                     f"[{o['lo']:.2f}, {o['hi']:.2f}] (adjusted)"}
+        return {**base, "K": int(o["gamma"]), "why": f"confident yes: γ={o['gamma']} at "
+                                                     f"{speedup_words(o['speedup'], o['lo'], o['hi'])} (adjusted)"}
     if row["confident"] and o is not None:
         return {**base, "K": None, "why": f"the verdict here chose {o['drafter_label']} γ={o['gamma']}"}
     return {**base, "K": None, "why": f"no confident verdict ({row['short']})"}
