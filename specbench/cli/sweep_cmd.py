@@ -74,7 +74,8 @@ def sweep(
     top_p: float = typer.Option(None, "--top-p"),
     top_k: int = typer.Option(None, "--top-k"),
     workload: list[str] = typer.Option(None, "--workload", "-w", help="Workload (repeatable)."),
-    prompts: int = typer.Option(None, "--prompts", help="Prompts per workload."),
+    prompts: int = typer.Option(None, "--prompts", help="Prompts per workload (an adaptive sweep: its cap, said in a "
+                                                        "note when below max_prompts)."),
     max_new_tokens: int = typer.Option(None, "--max-new-tokens", "-n"),
     repeats: int = typer.Option(None, "--repeats"),
     seed: int = typer.Option(None, "--seed"),
@@ -113,7 +114,8 @@ def sweep(
     budget: str = typer.Option(None, "--budget", help="Wall-time budget of an adaptive sweep: 90s, 20m, 1.5h "
                                                       "(implies --until-decided)."),
     max_prompts: int = typer.Option(None, "--max-prompts", help="Prompts per workload an adaptive sweep may "
-                                                                       "use at most (implies --until-decided)."),
+                                                                       "use at most (implies --until-decided; not "
+                                                                       "with a different --prompts)."),
     batch: int = typer.Option(None, "--batch", help="Prompts added per look of an adaptive sweep "
                                                            "(implies --until-decided)."),
     executor: str = typer.Option(None, "--executor", help="Who runs the pieces of work: inprocess (default, one "
@@ -135,6 +137,7 @@ def sweep(
     from specbench.measure.spec import (  # lazy: loads torch; keeps `specbench --help` fast
         SweepFlags,
         build_spec,
+        capped_workloads,
         load_spec_file,
     )
     from specbench.measure.units import (  # lazy: loads torch; keeps `specbench --help` fast
@@ -158,6 +161,8 @@ def sweep(
     shard_pair = parse_shard(shard)
     out_dir = out or Path("results") / spec.name
     console = wide_console(stderr=True, wide=False)
+    for note in capped_workloads(spec):  # a workload's count caps an adaptive sweep: said before anything runs
+        console.print(Text(f"note: {note}"))
     if dry_run:
         from specbench.measure.validate import check_grid_size  # lazy: loads torch; keeps `specbench --help` fast
 

@@ -361,6 +361,12 @@ class SweepFlags:
 
     def _adaptive_over(self, raw: dict) -> None:
         knobs = {k: getattr(self, k) for k in ("budget", "max_prompts", "batch") if getattr(self, k) is not None}
+        if self.prompts is not None and self.max_prompts is not None and self.prompts != self.max_prompts:
+            # both say how many prompts a workload gets: one of them would silently cap the other (docs/fit.md)
+            raise SpecbenchError(f"--prompts {self.prompts} and --max-prompts {self.max_prompts} contradict each other: "
+                                 "an adaptive sweep measures up to --max-prompts prompts per workload, in looks; give "
+                                 f"--max-prompts {self.max_prompts} alone to measure up to {self.max_prompts}, or "
+                                 f"--prompts {self.prompts} --fixed-grid to measure exactly {self.prompts}")
         if self.until_decided is False:
             if knobs:
                 raise SpecbenchError("--fixed-grid cannot take --budget, --max-prompts or --batch (they belong to "
@@ -369,6 +375,23 @@ class SweepFlags:
         elif self.until_decided or knobs:
             base = raw.get("adaptive")
             raw["adaptive"] = {**(base if isinstance(base, dict) else {}), **knobs} or True
+
+
+def capped_workloads(spec) -> list[str]:
+    """One note per workload of an adaptive sweep whose prompt count (``count``, or ``--prompts``) is below the
+    plan's ``max_prompts``: the count wins, so that workload gets fewer looks than the plan reads — said, not
+    silent."""
+    plan = getattr(spec, "adaptive", None)
+    if plan is None:
+        return []
+    notes = []
+    for choice in spec.workloads:
+        if choice.count is not None and choice.count < plan.max_prompts:
+            looks = plan.looks_for(choice.count)
+            notes.append(f"{choice.name}: its prompt count {choice.count} (the workload's count, or --prompts) caps "
+                         f"this adaptive sweep below max_prompts {plan.max_prompts}: {len(looks)} look"
+                         f"{'s' if len(looks) > 1 else ''} at {', '.join(map(str, looks))} prompts")
+    return notes
 
 
 # ----------------------------------------------------------------------------- parsing
