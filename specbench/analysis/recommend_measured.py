@@ -228,8 +228,8 @@ def decision_verdict(decision: Decision, model: Pick) -> str:
                 else f"no speculation — {decision.text}")
     m = model.choice
     if m is not None and not m.measured and (option is None or m.speedup > option.hi):
-        text += (f"; the model predicts {m.describe()} at {speedup_words(m.speedup, m.lo, m.hi)} "
-                 "— not measured, sweep it to confirm")
+        text += (f" (supporting detail, not a recommendation: the model predicts the unmeasured {m.describe()} at "
+                 f"{speedup_words(m.speedup, m.lo, m.hi)} — sweep that γ to check it)")
     return text
 
 
