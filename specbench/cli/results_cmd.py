@@ -72,10 +72,8 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
             table.to_csv(csv, index=False)
     replayed = (records["mode"] == "replay").any()  # a mode column only where replayed rows exist
     several_t = records["temperature"].nunique() > 1
-    rows = show_rows(records, table)
     history = read_history(folder)
-    recs = verdicts_of(records, history)
-    mark_recommended(rows, recs)
+    rows, recs = rows_and_verdicts(records, table, history)
     if json_out:
         head = {"sweep": info.get("sweep", {}).get("name", str(folder)), "target": info["sweep"]["target"],
                 "device": info.get("device_name"), "dtype": info.get("dtype"), "records": len(records)}
@@ -137,6 +135,14 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
             for line in recommendation_lines(rec):
                 out.print(Text(f"{workload}{where}: {line}", style="bold" if line.startswith("recommended") else ""))
     print_history(history, out)
+
+
+def rows_and_verdicts(records, table, history: dict | None) -> tuple[list[dict], list]:
+    """The rows `results show` prints (`show_rows`), each with ``recommended`` (the ★: the configuration its
+    scenario's verdict recommends), and the verdicts; `sweep --json` ends with the same rows."""
+    rows, recs = show_rows(records, table), verdicts_of(records, history)
+    mark_recommended(rows, recs)
+    return rows, recs
 
 
 def verdicts_of(records, history: dict | None) -> list:

@@ -20,7 +20,7 @@ from specbench.cli.params import folder_path
 from specbench.cli.progress_lines import LineProgress
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt, plain, styled, text_column
-from specbench.cli.results_cmd import show_rows, summary_table
+from specbench.cli.results_cmd import rows_and_verdicts, summary_table
 from specbench.errors import SpecbenchError
 from specbench.records.adaptive_history import read_history
 from specbench.records.jsonable import json_ready
@@ -261,9 +261,9 @@ def print_json_summary(out_dir: Path, measured: int, total: int) -> None:
 
     records = load_records(out_dir)
     records, table = summary_table(records)
-    out = {"out": str(out_dir), "measured_now": measured, "units": total, "timing": timing_summary(out_dir),
-           "rows": show_rows(records, table)}
     history = read_history(out_dir)
+    out = {"out": str(out_dir), "measured_now": measured, "units": total, "timing": timing_summary(out_dir),
+           "rows": rows_and_verdicts(records, table, history)[0]}
     if history:
         out["adaptive"] = history
     if (records["mode"] == "replay").any():
