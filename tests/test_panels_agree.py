@@ -4,9 +4,9 @@ A synthetic vLLM concurrency sweep (MT-Bench, 8 prompts × 2 turns, γ 2 and 4, 
 timed batches (one per configuration, load and turn: 24) were 16 times disturbed, in the patterns that made
 the panels disagree before: a configuration disturbed at one load and clean at another, a baseline
 disturbed at a whole load, pairs whose clean units fall on different turns. For every load, the main verdict,
-the per-load table, the per-load verdict, the crossover line, the stopping history's last line, the JSON and the
-figures must name the same configuration with the same answer; every number the table shows for a
-configuration is the one the verdict judged. The last test replaces the one selection
+the per-load table, the per-load verdict, the crossover line, the stopping history's last line, `results show`,
+the JSON and the figures must name the same configuration with the same answer; every speedup the table and
+`results show` print for a configuration is the one the verdict judged. The last test replaces the one selection
 (`specbench.records.timing.paired_timing`) in one panel by a selection of its own, and checks that the
 agreement check then fails.
 """
@@ -84,6 +84,17 @@ def check_agreement(frame: pd.DataFrame) -> dict:
         assert v["headline"] == rec.headline() == decision.headline()
         assert describe_best(decision.best) in rec.verdict and describe_best(decision.best) in v["short"]
         assert "nothing to compare" not in rec.verdict
+    # `results show` (its speedup column and its ★) reads the same pairs and names the same configuration
+    from specbench.cli.results_cmd import mark_recommended, show_rows, summary_table
+    from specbench.records.summary import with_config_defaults
+
+    shown = show_rows(*summary_table(with_config_defaults(frame)))  # as load_records gives them
+    mark_recommended(shown, recs)
+    for row in (r for r in shown if r["gamma"] > 0):
+        rec = next(r for r in recs if r.keys["concurrency"] == row["concurrency"])
+        c = next(c for c in rec.decision.candidates if c["gamma"] == row["gamma"])
+        assert row["speedup"] == pytest.approx(c["speedup"], rel=1e-9), (row["concurrency"], row["gamma"])
+        assert row["recommended"] == (rec.final is not None and rec.final.gamma == row["gamma"])
     # the crossover line follows the configuration the verdict at the lowest load names
     (line,) = load["lines"]
     assert (line["drafter_label"], line["tree"], line["gamma"]) == named(recs[0])
@@ -159,10 +170,11 @@ def test_figures_read_the_same_verdicts(agreed, tmp_path):
 
 
 def test_the_check_fails_when_one_panel_selects_its_own_records(monkeypatch):
-    """Give the per-load table (then the verdict) a selection of its own — each side's undisturbed units, as the
-    panels had before — and the agreement check must fail."""
+    """Give the per-load table (then the verdict, then `results show`'s table) a selection of its own — each side's
+    undisturbed units, as the panels had before — and the agreement check must fail."""
     import specbench.analysis.load as load_module
     import specbench.analysis.recommend_measured as measured_module
+    import specbench.records.timing as summary_module  # `results show`'s table imports it from here when it runs
     from specbench.records.timing import PairedUnits, paired_timing
 
     def own_selection(config, base):
@@ -172,7 +184,7 @@ def test_the_check_fails_when_one_panel_selects_its_own_records(monkeypatch):
         return paired_timing(config.assign(timing_ok=True), base.assign(timing_ok=True))
 
     frame = disturbed_sweep()
-    for module in (load_module, measured_module):
+    for module in (load_module, measured_module, summary_module):
         with monkeypatch.context() as patch:
             patch.setattr(module, "paired_timing", own_selection)
             with pytest.raises(AssertionError):

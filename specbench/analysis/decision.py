@@ -94,6 +94,8 @@ class Decision:
         'cannot tell (best so far ngram γ=3)', 'too few prompts (P = 2)'; 'not decided (disturbed timing)' when
         the numbers would say yes or no but the timing was disturbed."""
         name = describe_best(self.best)
+        if self.timing_disturbed and says_no(self.answer):
+            return "not decided (disturbed timing): speculation looked not to pay"
         if self.timing_disturbed and is_decisive(self.answer):
             return "not decided (disturbed timing)" + (f": {name} looked best" if name else "")
         if says_yes(self.answer):

@@ -80,11 +80,11 @@ def _named(data, scenario: dict) -> tuple | None:
     return None
 
 
-def verdict_caption(data, scenario: dict) -> str:
-    """The verdict at each load of a workload, in the words of the verdict table ('1: confident yes: ngram γ=2 ·
-    4: cannot tell (best so far ngram γ=2)')."""
+def verdict_caption(data, scenario: dict) -> list[str]:
+    """The verdict at each load of a workload, one line each, in the words of the verdict table ('1: confident
+    yes: ngram γ=2', '4: cannot tell (best so far ngram γ=2)')."""
     rows = [v for v in data.load.get("verdicts", []) if all(v.get(k) == val for k, val in scenario.items() if k in v)]
-    return " · ".join(f"{v['load']:g}: {v['headline']}" for v in sorted(rows, key=lambda v: v["load"]))
+    return [f"{v['load']:g}: {v['headline']}" for v in sorted(rows, key=lambda v: v["load"])]
 
 
 def _style(data, part: pd.DataFrame, label: str, tree: str, gamma: int) -> dict:
@@ -168,7 +168,7 @@ def figure_speedup_vs_load(data) -> Figure:
         _speedup_panel(ax_sys, data, part, scenario, axis, "system", handles)
         for ax in (ax_req, ax_sys):
             _log_axis(ax, part[axis], label)
-        panel_title(ax_req, scenario_title(scenario, panels), verdict_caption(data, scenario), fontsize=10)
+        panel_title(ax_req, scenario_title(scenario, panels), *verdict_caption(data, scenario), fontsize=10)
     handles["target only (1×)"] = Line2D([], [], color="0.35", linestyle="--")
     handles["crossover: where the speedup crosses 1 (interpolated)"] = Line2D(
         [], [], marker="v", color="0.3", markeredgecolor="black", linestyle="none", markersize=9)

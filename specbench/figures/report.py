@@ -249,16 +249,19 @@ def load_section(data: PlotData) -> Html:
                     + ["/".join(num(r.get(f"{m}_p{p}_s") * 1e3 if r.get(f"{m}_p{p}_s") is not None else None, 0)
                                 for p in (50, 90, 99)) for m in ("ttft", "itl", "latency")]
                     + [" / ".join(num(r.get(f"{m}_p90_speedup"), 2, "×") for m in ("ttft", "itl", "latency"))
-                       if r["gamma"] else "–"])
+                       if r["gamma"] else "–", "yes" if r.get("timing_disturbed") else ""])
     parts = [paragraph(f"Load axis: {load['axis_label']}. Every speedup is against the target-only run at the same "
                        "load, on the same prompts; intervals 95 % (docs/results-schema.md, 'Load').", "note"),
              bullet_list(lines, ""),
              Html("<h3>The verdict at each load</h3>"),
              table(["workload", "load", "verdict", "confident"], verdicts),
              Html("<h3>Per load and configuration</h3>"),
+             paragraph("Each row reads the (configuration, baseline) pairs its load's verdict reads: those timed "
+                       "undisturbed on both sides, else all (disturbed: yes); requests: the requests used. "
+                       "(the verdict's): the configuration the verdict at that load names.", "note"),
              table(["workload", "load", "configuration", "requests", "per-request tok/s", "speedup [95% CI]",
                     "system tok/s", "system speedup [95% CI]", "TTFT ms p50/p90/p99", "ITL ms p50/p90/p99",
-                    "latency ms p50/p90/p99", "p90 speedup TTFT / ITL / latency"], rows, {3, 4, 6})]
+                    "latency ms p50/p90/p99", "p90 speedup TTFT / ITL / latency", "disturbed"], rows, {3, 4, 6})]
     for s in load["schedules"]:
         setting = s["setting"]
         levels = [f"concurrency {e['concurrency']}: " + (f"K = {e['K']} — {e['why']}" if e["K"] is not None
