@@ -28,23 +28,34 @@ from tests.synthetic_results import SyntheticDrafter
 from tests.synthetic_serving import as_dicts, serving_records
 
 LOADS = (1, 2, 4, 8)
-NGRAM = SyntheticDrafter(name="ngram", params={"n_max": 3, "n_min": 1}, alpha=0.7, gammas=(2, 4), model_free=True,
-                         draft_fixed_s=0.0005)
+NGRAM = SyntheticDrafter(
+    name="ngram", params={"n_max": 3, "n_min": 1}, alpha=0.7, gammas=(2, 4), model_free=True, draft_fixed_s=0.0005
+)
 # (load, γ, turn) batches timed beside a busy process: 16 of the 24
-DISTURBED = {(1, 0, 2), (1, 4, 1), (1, 4, 2),  # γ 4 never clean at 1; γ 2 clean on turn 1 only
-             (2, 0, 1), (2, 0, 2), (2, 2, 1), (2, 2, 2),  # the baseline disturbed at the whole load
-             (4, 0, 2), (4, 2, 1), (4, 4, 2),  # γ 2's clean turn meets a disturbed baseline turn
-             *((8, g, t) for g in (0, 2, 4) for t in (1, 2))}  # everything at 8
+DISTURBED = {
+    (1, 0, 2),
+    (1, 4, 1),
+    (1, 4, 2),  # γ 4 never clean at 1; γ 2 clean on turn 1 only
+    (2, 0, 1),
+    (2, 0, 2),
+    (2, 2, 1),
+    (2, 2, 2),  # the baseline disturbed at the whole load
+    (4, 0, 2),
+    (4, 2, 1),
+    (4, 4, 2),  # γ 2's clean turn meets a disturbed baseline turn
+    *((8, g, t) for g in (0, 2, 4) for t in (1, 2)),
+}  # everything at 8
 
 
 def truth(load, gamma):
-    return {2: 1.35, 4: 1.25}[gamma] * load ** -0.2
+    return {2: 1.35, 4: 1.25}[gamma] * load**-0.2
 
 
 def disturbed_sweep(seed: int = 3) -> pd.DataFrame:
     frame = serving_records(LOADS, truth, drafters=(NGRAM,), n_prompts=8, turns=2, seed=seed, noise=0.08)
-    hit = [(int(c), int(g), int(t)) in DISTURBED for c, g, t in zip(frame["concurrency"], frame["gamma"],
-                                                                      frame["turn"])]
+    hit = [
+        (int(c), int(g), int(t)) in DISTURBED for c, g, t in zip(frame["concurrency"], frame["gamma"], frame["turn"])
+    ]
     frame.loc[hit, "timing_ok"] = False
     assert frame.groupby("batch_id")["timing_ok"].first().value_counts().to_dict() == {False: 16, True: 8}
     return frame
@@ -72,8 +83,12 @@ def check_agreement(frame: pd.DataFrame) -> dict:
             assert key in candidates, f"{level} in flight: the table shows {key}, the verdict never judged it"
             c = candidates[key]
             assert bool(row["timing_disturbed"]) == bool(c["timing_disturbed"]), (level, key)
-            np.testing.assert_allclose([row["speedup"], row["speedup_lo"], row["speedup_hi"]],
-                                       [c["speedup"], c["lo"], c["hi"]], rtol=1e-9, err_msg=f"{level} {key}")
+            np.testing.assert_allclose(
+                [row["speedup"], row["speedup_lo"], row["speedup_hi"]],
+                [c["speedup"], c["lo"], c["hi"]],
+                rtol=1e-9,
+                err_msg=f"{level} {key}",
+            )
         assert len(candidates) == len(rows), f"{level} in flight: the verdict judged what the table does not show"
         # one configuration named per load, the same in every panel, with the same answer
         marked = rows[rows["verdict_named"]]
@@ -108,9 +123,20 @@ def check_agreement(frame: pd.DataFrame) -> dict:
         assert line["text"].split(" per request")[0].count("cannot tell") == 1
     # the stopping history's last line: each load's answer beside its own interval, the load named
     scenarios = [{"keys": {k: v for k, v in r.keys.items() if k != "workload"}, **r.decision.as_dict()} for r in recs]
-    entry = {"status": "budget", "planned": [8], "looks": [{"look": 1, "prompts": 8, "answer": "mixed",
-                                                            "best": scenarios[0]["best"], "scenarios": scenarios,
-                                                            "prompts_needed": None}]}
+    entry = {
+        "status": "budget",
+        "planned": [8],
+        "looks": [
+            {
+                "look": 1,
+                "prompts": 8,
+                "answer": "mixed",
+                "best": scenarios[0]["best"],
+                "scenarios": scenarios,
+                "prompts_needed": None,
+            }
+        ],
+    }
     last = workload_line("mt-bench", entry)
     body = last.split(" — ", 1)[1].rsplit("; ", 1)[0]  # after the status, before what would settle it
     parts = dict(re.match(r"at (\d+) in flight: (.*)", p).groups() for p in re.split(r"; (?=at \d+ in flight: )", body))
@@ -124,8 +150,9 @@ def check_agreement(frame: pd.DataFrame) -> dict:
     for d, rec in zip(data, recs):
         assert d["headline"] == rec.headline() and d["load"]["verdicts"][0]["headline"] == rec.headline()
         if d["recommended"] is not None:
-            assert (d["recommended"]["drafter_label"], d["recommended"]["tree"], d["recommended"]["gamma"]) == \
-                named(rec)
+            assert (d["recommended"]["drafter_label"], d["recommended"]["tree"], d["recommended"]["gamma"]) == named(
+                rec
+            )
     return {"recs": recs, "load": load}
 
 

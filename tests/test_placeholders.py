@@ -23,8 +23,9 @@ from specbench.analysis.recommendation import Recommendation, recommendation_lin
 from specbench.analysis.speedup_interval import NO, TOO_FEW, UNSURE, YES, speedup_words
 from specbench.analysis.stopping_report import look_rows, summary_lines
 
-SETTINGS = settings(deadline=None, derandomize=True, database=None, max_examples=150,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    deadline=None, derandomize=True, database=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow]
+)
 PLACEHOLDER = re.compile(r"(^|[\s=(\[:,])[-–?]($|[\s×,\])];])|\b(nan|NaN|None|inf)\b|γ=(-|–|None|\?)|×\s*\[[-–]")
 
 
@@ -43,9 +44,16 @@ def best_dicts(draw):
     """A verdict's best option as stored in adaptive.json / Decision.best, any field missing or absent."""
     if draw(st.booleans()) and draw(st.booleans()):
         return None
-    fields = {"drafter_label": st.one_of(st.none(), st.just("ngram(n_max=3)")), "tree": st.sampled_from(["chain", None]),
-              "gamma": st.one_of(st.none(), st.integers(1, 6)), "speedup": number, "lo_adj": number, "hi_adj": number,
-              "hi_sim": number, "timing_disturbed": st.booleans()}
+    fields = {
+        "drafter_label": st.one_of(st.none(), st.just("ngram(n_max=3)")),
+        "tree": st.sampled_from(["chain", None]),
+        "gamma": st.one_of(st.none(), st.integers(1, 6)),
+        "speedup": number,
+        "lo_adj": number,
+        "hi_adj": number,
+        "hi_sim": number,
+        "timing_disturbed": st.booleans(),
+    }
     keep = draw(st.sets(st.sampled_from(sorted(fields))))
     return {k: draw(fields[k]) for k in keep}
 
@@ -53,21 +61,42 @@ def best_dicts(draw):
 @st.composite
 def histories(draw):
     workloads = {}
-    for name in draw(st.lists(st.sampled_from(["humaneval", "mt-bench", "sharegpt"]), min_size=1, max_size=3,
-                              unique=True)):
+    for name in draw(
+        st.lists(st.sampled_from(["humaneval", "mt-bench", "sharegpt"]), min_size=1, max_size=3, unique=True)
+    ):
         looks = []
         for i in range(draw(st.integers(0, 3))):
-            scenarios = [{"keys": draw(st.sampled_from([{}, {"concurrency": c}, {"request_rate": 2.0},
-                                                        {"concurrency": c, "backend": "vllm"}])),
-                          "answer": draw(answers), "best": draw(best_dicts()),
-                          "timing_disturbed": draw(st.booleans())} for c in draw(st.lists(st.integers(1, 8),
-                                                                                           max_size=3))]
-            looks.append({"look": i + 1, "prompts": 8 * (i + 1), "calibration_prompts": draw(st.none() | st.just(4)),
-                          "answer": draw(answers), "best": draw(best_dicts()), "scenarios": scenarios,
-                          "prompts_needed": draw(st.none() | st.integers(1, 500)), "dropped": []})
-        workloads[name] = {"status": draw(st.sampled_from(["decided", "open", "budget", "prompts exhausted",
-                                                           "futile"])),
-                           "planned": [8, 16, 24], "looks": looks, "seconds": draw(st.none() | st.floats(0, 500))}
+            scenarios = [
+                {
+                    "keys": draw(
+                        st.sampled_from(
+                            [{}, {"concurrency": c}, {"request_rate": 2.0}, {"concurrency": c, "backend": "vllm"}]
+                        )
+                    ),
+                    "answer": draw(answers),
+                    "best": draw(best_dicts()),
+                    "timing_disturbed": draw(st.booleans()),
+                }
+                for c in draw(st.lists(st.integers(1, 8), max_size=3))
+            ]
+            looks.append(
+                {
+                    "look": i + 1,
+                    "prompts": 8 * (i + 1),
+                    "calibration_prompts": draw(st.none() | st.just(4)),
+                    "answer": draw(answers),
+                    "best": draw(best_dicts()),
+                    "scenarios": scenarios,
+                    "prompts_needed": draw(st.none() | st.integers(1, 500)),
+                    "dropped": [],
+                }
+            )
+        workloads[name] = {
+            "status": draw(st.sampled_from(["decided", "open", "budget", "prompts exhausted", "futile"])),
+            "planned": [8, 16, 24],
+            "looks": looks,
+            "seconds": draw(st.none() | st.floats(0, 500)),
+        }
     return {"workloads": workloads, "elapsed_s": 10.0}
 
 
@@ -107,15 +136,30 @@ def _option(speedup, lo, hi) -> Option:
 
 
 @SETTINGS
-@given(answers.filter(lambda a: a is not None and a != "mixed"), best_dicts(), number, number, number, st.booleans(),
-       st.integers(0, 40))
+@given(
+    answers.filter(lambda a: a is not None and a != "mixed"),
+    best_dicts(),
+    number,
+    number,
+    number,
+    st.booleans(),
+    st.integers(0, 40),
+)
 def test_verdict_words_say_what_is_missing(answer, best, speedup, lo, hi, disturbed, prompts):
     option = _option(speedup, lo, hi) if answer == YES else None
-    decision = Decision(answer, "measured", option, best, None, prompts, "text", timing_disturbed=disturbed,
-                        rule={"configurations": 2})
+    decision = Decision(
+        answer, "measured", option, best, None, prompts, "text", timing_disturbed=disturbed, rule={"configurations": 2}
+    )
     keys = {"workload": "w", "target": "t", "temperature": 0.0, "top_p": 1.0, "top_k": 0, "concurrency": 2}
-    rec = Recommendation(keys=keys, cost_source="own", objective="throughput",
-                         n_prompts=prompts, max_new_tokens=64, verdict="v", decision=decision)
+    rec = Recommendation(
+        keys=keys,
+        cost_source="own",
+        objective="throughput",
+        n_prompts=prompts,
+        max_new_tokens=64,
+        verdict="v",
+        decision=decision,
+    )
     for text in (decision.headline(), _short(decision), *recommendation_lines(rec), rec.headline()):
         assert_no_placeholder(text)
     (row,) = verdicts([rec], "concurrency", "vllm")
@@ -127,7 +171,7 @@ def test_verdict_words_say_what_is_missing(answer, best, speedup, lo, hi, distur
 @given(st.lists(st.tuples(number, number, number), min_size=1, max_size=5))
 def test_crossover_words_say_what_is_missing(levels):
     ratios, lows, highs = (list(v) for v in zip(*levels))
-    loads = [2 ** i for i in range(len(levels))]
+    loads = [2**i for i in range(len(levels))]
     with np.errstate(invalid="ignore", divide="ignore"):
         curve = crossover(loads, ratios, lows, highs)
     assert_no_placeholder(describe(curve, "requests in flight"))
@@ -136,9 +180,18 @@ def test_crossover_words_say_what_is_missing(levels):
 
 def test_the_detector_finds_the_placeholders_that_leaked():
     """The cases of the report: each would have passed before only if the detector missed it."""
-    for leaked in ("mt-bench: cannot tell within the budget (look 1 of 3, 8 prompts) — best - -",
-                   "- γ=-", "–× [–, –]", "best ngram γ=2 at nan× [nan, nan]", "best None γ=None"):
+    for leaked in (
+        "mt-bench: cannot tell within the budget (look 1 of 3, 8 prompts) — best - -",
+        "- γ=-",
+        "–× [–, –]",
+        "best ngram γ=2 at nan× [nan, nan]",
+        "best None γ=None",
+    ):
         assert PLACEHOLDER.search(leaked), leaked
-    for fine in ("γ 2–4 within the interval", "pays up to about 2 requests in flight [95 %: ≤1–>4]",
-                 "ngram(n_max=3,n_min=1) γ=2 — confident yes", "1.25× [1.08, 1.45]"):
+    for fine in (
+        "γ 2–4 within the interval",
+        "pays up to about 2 requests in flight [95 %: ≤1–>4]",
+        "ngram(n_max=3,n_min=1) γ=2 — confident yes",
+        "1.25× [1.08, 1.45]",
+    ):
         assert PLACEHOLDER.search(fine) is None, fine

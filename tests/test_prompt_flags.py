@@ -12,8 +12,9 @@ from tests.cli_helpers import assert_user_error, invoke
 
 
 def test_contradictory_prompt_flags_are_refused_in_one_line(tmp_path):
-    result = invoke("sweep", "sweeps/demo.yaml", "--prompts", 8, "--max-prompts", 16, "--dry-run",
-                    "--out", tmp_path / "out")
+    result = invoke(
+        "sweep", "sweeps/demo.yaml", "--prompts", 8, "--max-prompts", 16, "--dry-run", "--out", tmp_path / "out"
+    )
     assert_user_error(result, "--prompts 8 and --max-prompts 16 contradict each other", "--fixed-grid")
     assert not (tmp_path / "out").exists()
 
@@ -32,6 +33,7 @@ def test_a_count_below_max_prompts_is_honoured_and_said():
     notes = capped_workloads(spec)
     assert len(notes) == 3 and notes[0].startswith("humaneval: its prompt count 8")
     assert all("below max_prompts 48: 1 look at 8 prompts" in n for n in notes)
-    fixed = build_spec(SweepFlags(prompts=8, until_decided=False).over(load_spec_file("sweeps/demo.yaml")),
-                       where="flags")
+    fixed = build_spec(
+        SweepFlags(prompts=8, until_decided=False).over(load_spec_file("sweeps/demo.yaml")), where="flags"
+    )
     assert fixed.adaptive is None and capped_workloads(fixed) == []
