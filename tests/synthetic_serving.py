@@ -6,8 +6,8 @@ the target-only baseline decodes at ``base_rate / (1 + slowdown · (load − 1))
 a configuration at that times ``truth(load, gamma)`` — the known speedup — each times a per-prompt
 factor (shared by every configuration: prompts differ in length and difficulty) and a per-request
 log-normal noise. Per-round timings are NaN (a serving engine does not report them); the batch
-columns hold one batch per (configuration, load) whose wall time is Σ latency ÷ min(load, requests)
-(every slot kept busy).
+columns hold one batch per (configuration, load, turn) — as `specbench.measure.groups` forms them —
+whose wall time is Σ latency ÷ min(load, requests) (every slot kept busy).
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ NGRAM = SyntheticDrafter(name="ngram", params={"n_max": 3, "n_min": 1}, alpha=0.
 def serving_records(levels, truth, *, drafters=(NGRAM,), n_prompts: int = 12, axis: str = "concurrency",
                     base_rate: float = 30.0, slowdown: float = 0.1, noise: float = 0.1, prompt_spread: float = 0.2,
                     max_new_tokens: int = 32, seed: int = 0, workload: str = "mt-bench", backend: str = "vllm",
-                    timing_ok: bool = True) -> pd.DataFrame:
+                    timing_ok: bool = True, turns: int = 1) -> pd.DataFrame:
     """Records at every load in ``levels``; ``truth(load, gamma)`` is the true per-request speedup."""
     rng = np.random.default_rng(seed)
     skeleton = make_records(list(drafters), n_prompts=n_prompts, max_new_tokens=max_new_tokens, seed=seed,
-                            workload=workload, costs=SyntheticCosts(noise=0.0))
+                            workload=workload, costs=SyntheticCosts(noise=0.0), turns=turns)
     factor = {f"q{p:03d}": float(np.exp(prompt_spread * rng.standard_normal())) for p in range(n_prompts)}
     rows = []
     for level in levels:
@@ -49,7 +49,7 @@ def serving_records(levels, truth, *, drafters=(NGRAM,), n_prompts: int = 12, ax
                    "round_verify_s": [np.nan] * len(r["round_drafted"]),
                    "ttft_s": ttft, "itl_s": decode_s / max(r["new_tokens"] - 1, 1), "latency_s": ttft + decode_s,
                    "timing_ok": timing_ok}
-            batches.setdefault(f"{r['drafter_label']}-{r['gamma']}-{level}", []).append(new)
+            batches.setdefault(f"{r['drafter_label']}-{r['gamma']}-{level}-t{r['turn']}", []).append(new)
         for batch_id, requests in batches.items():
             slots = min(level, len(requests)) if axis == "concurrency" else len(requests)
             wall = sum(q["latency_s"] for q in requests) / slots

@@ -61,9 +61,15 @@ def test_crossover_cases_pays_everywhere_never_and_again():
 def test_a_curve_above_1_says_where_its_interval_stops_being_sure():
     unsure_later = crossover([1, 4, 16], [1.5, 1.3, 1.2], [1.2, 0.9, 0.8], [1.8, 1.7, 1.6])
     text = describe(unsure_later, "requests in flight")
-    assert unsure_later.point is None and "its interval includes 1 from about" in text and "with confidence" not in text
+    assert unsure_later.point is None and text.startswith("pays with confidence up to about")
+    assert "its interval includes 1 from about" in text and "at every load" not in text
+    # the words follow the intervals: every one includes 1, so it never says "pays at every load measured"
     unsure_throughout = crossover([1, 4], [1.2, 1.1], [0.9, 0.8], [1.5, 1.4])
-    assert "its interval includes 1 at every one" in describe(unsure_throughout, "requests in flight")
+    text = describe(unsure_throughout, "requests in flight")
+    assert text.startswith("cannot tell whether it pays at any load measured") and "every interval includes 1" in text
+    crossing_unsure = crossover([1, 4], [1.21, 1 / 1.21], [0.9, 0.8], [1.3, 1.1])
+    text = describe(crossing_unsure, "requests in flight")
+    assert text.startswith("cannot tell where it stops") and "pays up to" not in text
 
 
 # ----------------------------------------------------------------------------- the per-load table

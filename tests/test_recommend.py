@@ -55,7 +55,7 @@ def test_unmeasured_optimum_found_by_the_model():
                                                costs=KNEE, n_prompts=12, seed=2)), n_boot=300)[0]
     assert rec.final.gamma in (2, 4)  # the best the sweep measured
     assert rec.model.choice.gamma == 3 and not rec.model.choice.measured
-    assert "not measured" in rec.verdict
+    assert "the unmeasured" in rec.verdict and "not a recommendation" in rec.verdict
     curve = rec.curves
     assert set(curve["gamma"]) == set(range(1, 17)) and curve["measured"].sum() == 5
     assert (curve["paper_factor"] > curve["speedup"]).all()  # the paper ignores the verify cost's growth
@@ -136,7 +136,7 @@ def test_timing_outliers_are_reported():
 def _all_finite(rec, measured_interval: bool = True) -> None:
     data = recommendation_dict(rec)
     for pick in ("measured", "model"):
-        best = data[pick]["best"]
+        best = data["supporting"][pick]["best"]
         keys = ("speedup", "lo", "hi") if measured_interval or pick == "model" else ("speedup",)
         assert best is not None and all(math.isfinite(best[k]) for k in keys)
     json.dumps(data, allow_nan=False)  # strict JSON: no NaN anywhere
@@ -327,22 +327,24 @@ def test_to_json_is_strict(results_folder):
     assert np.isfinite(json.loads(text)[0]["baseline_tokens_per_s"])
 
 
-def test_best_option_by_path_stars_the_configuration_the_verdict_names(results_folder):
-    """The per-path table shows unadjusted picks; the ★ there marks only the configuration `recommended` names
-    (so a path whose best is another γ is visibly not the verdict)."""
+def test_one_configuration_to_read_and_the_paths_as_supporting_detail(results_folder):
+    """The printed recommendation names one configuration (the verdict's) and how flat the optimum is; each path's
+    own best is supporting detail under it, never starred or worded as a recommendation."""
     from specbench.cli import app
 
-    recommended = json.loads(_invoke("recommend", results_folder, "--json", "--bootstrap", "50").stdout)[0]["recommended"]
+    data = json.loads(_invoke("recommend", results_folder, "--json", "--bootstrap", "50").stdout)[0]
+    recommended = data["recommended"]
+    assert "measured" not in data and set(data["supporting"]) == {"measured", "model"}
     text = CliRunner().invoke(app, ["recommend", str(results_folder), "--bootstrap", "50"], env={"COLUMNS": "250"}).stdout
-    table = text[text.index("Best option by path"):text.index("Measured configurations")]
+    assert text.count("recommended: ") == 1
+    table = text[text.index("Supporting detail"):text.index("Measured configurations")]
     rows = [line for line in table.splitlines() if line.startswith(("│ measured", "│ model", "│ verdict"))]
     assert len(rows) >= 2, table
     starred = [row for row in rows if "★" in row]
     if recommended is None:
-        assert not starred, table
+        assert not starred and data["flat_range"] is None, table
     else:
-        wanted = f"{recommended['drafter_label']} γ={recommended['gamma']} ★"
-        assert starred and all(wanted in row for row in starred), table
-        assert all(wanted not in row for row in rows if row not in starred)
-        # the verdict row, where the sweep has a decision, names the same configuration with its adjusted interval
-        assert all(wanted in row for row in rows if row.startswith("│ verdict"))
+        wanted = f"{recommended['drafter_label']} γ={recommended['gamma']}"
+        assert f"recommended: {wanted} at " in text
+        assert [row for row in rows if row.startswith("│ verdict")] == starred and f"{wanted} ★" in starred[0], table
+        assert recommended["gamma"] in data["flat_range"]["gammas"] and "how flat: " in text

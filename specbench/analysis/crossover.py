@@ -17,6 +17,10 @@ cannot tell on which side of 1 the ratio lies, not a simultaneous band. A curve 
 crosses beyond the largest load measured (``None`` with ``above`` set); one below 1 at the smallest
 load crosses below it. A curve that rises above 1 again after crossing is reported as such: the
 first crossing stands, with a note.
+
+The words (`describe`) follow the intervals, not the point estimates: "pays at every load measured" only
+when every interval lies above 1; where every interval includes 1 they say the data cannot tell; where
+some do, they name the loads that are sure.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ class Crossover:
     again: list[float] = field(default_factory=list)  # loads past the first crossing where it is ≥ 1 again
     intervals: bool = True  # whether any level had an interval (none without a bootstrap)
     notes: list[str] = field(default_factory=list)
+    lows: list[float] = field(default_factory=list)  # the interval's lower end at each load (NaN: none)
+    highs: list[float] = field(default_factory=list)
 
     @property
     def largest(self) -> float:
@@ -49,8 +55,18 @@ class Crossover:
     def as_dict(self) -> dict:
         return {"point": self.point, "lo": self.lo, "hi": self.hi, "loads": self.loads, "ratios": self.ratios,
                 "below_all": self.below_all, "lo_at_first": self.lo_at_first, "again": list(self.again),
-                "intervals": self.intervals,
+                "intervals": self.intervals, "lows": self.lows, "highs": self.highs,
                 "notes": list(self.notes)}
+
+    def sure(self) -> tuple[list[float], list[float], list[float]]:
+        """(loads whose interval lies above 1, loads whose interval includes 1, loads whose interval lies below 1);
+        loads without an interval are in none."""
+        above, unsure, below = [], [], []
+        for load, lo, hi in zip(self.loads, self.lows, self.highs):
+            if not (math.isfinite(lo) and math.isfinite(hi)):
+                continue
+            (above if lo > 1 else below if hi < 1 else unsure).append(load)
+        return above, unsure, below
 
 
 def _first_crossing(x: np.ndarray, y: np.ndarray) -> tuple[float | None, bool]:
@@ -83,7 +99,8 @@ def crossover(loads, ratios, lo, hi) -> Crossover:
                     lo=None if at_lo is None else float(np.exp(at_lo)),
                     hi=None if at_hi is None else float(np.exp(at_hi)),
                     loads=[float(v) for v in x], ratios=[float(v) for v in r], below_all=below,
-                    lo_at_first=lo_first, intervals=bool(np.isfinite(loglo).any() or np.isfinite(loghi).any()))
+                    lo_at_first=lo_first, intervals=bool(np.isfinite(loglo).any() or np.isfinite(loghi).any()),
+                    lows=[float(v) for v in lo_], highs=[float(v) for v in hi_])
     if point is not None:
         crossed = np.isfinite(logr) & (logx > point)
         out.again = [float(v) for v, y in zip(x[crossed], logr[crossed]) if y >= 0]
@@ -107,16 +124,36 @@ def describe(c: Crossover, unit: str, what: str = "pays", fails: str = "below 1"
 
 
 def _describe(c: Crossover, unit: str, what: str, fails: str) -> str:
+    above, unsure, below = c.sure()
     if c.below_all:
-        return f"{what} at no load measured ({fails} already at {c.loads[0]:g} {unit})"
+        sure = ("with confidence" if c.loads[0] in below
+                else "its interval includes 1 there" if c.loads[0] in unsure else "no interval")
+        return f"{what} at no load measured ({fails} already at {c.loads[0]:g} {unit}; {sure})"
     if not c.intervals:
-        return (f"{what} at every load measured (up to {c.largest:g} {unit}; no interval)" if c.point is None
-                else f"{what} up to about {c.point:.3g} {unit} (no interval)")
+        return (f"{what} at every load measured on its point estimates (up to {c.largest:g} {unit}; no interval)"
+                if c.point is None else f"{what} up to about {c.point:.3g} {unit} on its point estimates (no interval)")
     if c.point is None:
-        sure = ("with confidence at every one" if c.lo is None
-                else "its interval includes 1 at every one" if c.lo_at_first
-                else f"its interval includes 1 from about {c.lo:.3g} {unit} on")
-        return f"{what} at every load measured (up to {c.largest:g} {unit}; {sure})"
-    low = f"≤{c.loads[0]:g}" if c.lo_at_first else "?" if c.lo is None else f"{c.lo:.3g}"
+        if not unsure and not below and len(above) == len(c.loads):
+            return f"{what} at every load measured (up to {c.largest:g} {unit}; with confidence at every one)"
+        if not above:
+            return (f"cannot tell whether it {_verb(what)} at any load measured (up to {c.largest:g} {unit}): every "
+                    "interval includes 1, though every point estimate is above 1")
+        if c.lo is not None and not c.lo_at_first:
+            return (f"{what} with confidence up to about {c.lo:.3g} {unit}; its interval includes 1 from about "
+                    f"{c.lo:.3g} {unit} on (point estimates above 1 up to {c.largest:g})")
+        return (f"{what} with confidence at {_loads(above)} {unit} only; its interval includes 1 at "
+                f"{_loads(unsure)} (point estimates above 1 at every load)")
     high = f">{c.largest:g}" if c.hi is None else f"{c.hi:.3g}"
-    return f"{what} up to about {c.point:.3g} {unit} [95 %: {low}–{high}]"
+    if c.lo_at_first or c.lo is not None:
+        bracket = f"[95 %: {f'≤{c.loads[0]:g}' if c.lo_at_first else f'{c.lo:.3g}'}–{high}]"
+    else:  # no lower end crosses 1 (missing there): only the upper end is known
+        bracket = f"[95 %: up to {high}; no lower end]"
+    if not above:
+        return (f"cannot tell where it stops: no interval lies above 1, its point estimate crosses 1 at about "
+                f"{c.point:.3g} {unit} {bracket}")
+    return f"{what} up to about {c.point:.3g} {unit} {bracket}"
+
+
+def _verb(what: str) -> str:
+    """'pays' → 'pays', 'kept' → 'is kept' (the verb phrase after 'whether it')."""
+    return what if what.endswith("s") else f"is {what}"

@@ -15,8 +15,17 @@ option's look-adjusted upper end lies below 1; *too few prompts to tell (P = n)*
 has an interval; *cannot tell* otherwise, with the prompts that would settle the best option at
 its observed per-prompt spread under the same rule.
 
+Measured evidence reads each configuration's units by rule 6 of the timing protocol for a paired
+comparison (`specbench.records.timing.paired_timing`, the rule every panel uses): a configuration none of
+whose pairs with the baseline ran undisturbed is *timed under interference*. Such configurations are
+listed but left out of the answer while any other configuration was timed undisturbed (the text names
+them); when every one was disturbed they are the answer's evidence, and the answer is not confident.
+
 Each candidate keeps its adjusted ends (``Decision.candidates``), so an adaptive sweep can also
-drop the options that are confidently below the best (`dominated`).
+drop the options that are confidently below the best (`dominated`), and the answer says how flat the
+optimum is (`flat_range`): the configurations *within* the chosen one's interval are those not
+confidently below it by the same rule — their simultaneous upper end is not under its simultaneous
+lower end (docs/fit.md, "How flat the optimum is").
 """
 
 from __future__ import annotations
@@ -30,9 +39,19 @@ from specbench.analysis.intervals import LEVEL
 from specbench.analysis.options import Option
 from specbench.analysis.predicted_speedup import predicted_table
 from specbench.analysis.sequential import FIXED, LookPlan, VerdictRule, prompts_to_settle
-from specbench.analysis.speedup_interval import MIN_PROMPTS, NO, TOO_FEW, UNSURE, YES, speedup_words
-from specbench.catalogue.drafters import TARGET_ONLY
-from specbench.records.timing import DISTURBED, timing_usable
+from specbench.analysis.speedup_interval import (
+    MIN_PROMPTS,
+    NO,
+    TOO_FEW,
+    UNSURE,
+    YES,
+    is_decisive,
+    says_no,
+    says_yes,
+    speedup_words,
+    too_few,
+)
+from specbench.records.timing import DISTURBED, paired_note
 
 CANDIDATE_KEYS = ("drafter_label", "tree", "gamma", "schedule")  # one option of a scenario
 
@@ -49,16 +68,43 @@ class Decision:
     timing_disturbed: bool = False  # every timed unit ran under interference (the text says so too)
     rule: dict = field(default_factory=dict)  # the VerdictRule the answer used (sequential.VerdictRule.as_dict)
     candidates: list[dict] = field(default_factory=list)  # every option with its adjusted ends
+    flat: dict | None = None  # how flat the optimum is around ``best`` (`flat_range`); None: no reference option
 
     def as_dict(self) -> dict:
         return {"answer": self.answer, "evidence": self.evidence, "best": self.best,
                 "prompts_needed": self.prompts_needed, "n_prompts": self.n_prompts, "text": self.text,
-                "timing_disturbed": self.timing_disturbed, "rule": self.rule,
+                "timing_disturbed": self.timing_disturbed, "rule": self.rule, "flat_range": self.flat,
                 "candidates": [{k: v for k, v in c.items() if k != "option"} for c in self.candidates]}
 
     @property
     def confident(self) -> bool:
-        return self.answer in (YES, NO) and not self.timing_disturbed
+        return is_decisive(self.answer) and not self.timing_disturbed
+
+    @property
+    def says_yes(self) -> bool:
+        """A confident yes on its numbers (disturbed timing or not: see `confident`)."""
+        return says_yes(self.answer)
+
+    @property
+    def says_no(self) -> bool:
+        return says_no(self.answer)
+
+    def headline(self) -> str:
+        """The answer in a few words, for a panel or a figure title: 'confident yes: ngram γ=2', 'confident no',
+        'cannot tell (best so far ngram γ=3)', 'too few prompts (P = 2)'; 'not decided (disturbed timing)' when
+        the numbers would say yes or no but the timing was disturbed."""
+        name = describe_best(self.best)
+        if self.timing_disturbed and says_no(self.answer):
+            return "not decided (disturbed timing): speculation looked not to pay"
+        if self.timing_disturbed and is_decisive(self.answer):
+            return "not decided (disturbed timing)" + (f": {name} looked best" if name else "")
+        if says_yes(self.answer):
+            return f"confident yes: {name}" if name else "confident yes"
+        if says_no(self.answer):
+            return "confident no: no speculation"
+        if too_few(self.answer):
+            return f"too few prompts to tell (P = {self.n_prompts})"
+        return f"cannot tell (best so far {name})" if name else "cannot tell"
 
 
 def _candidates_predicted(predicted: pd.DataFrame) -> list[dict]:
@@ -73,7 +119,7 @@ def _candidates_predicted(predicted: pd.DataFrame) -> list[dict]:
 def _candidates_measured(options: list) -> list[dict]:
     return [{"drafter": o.drafter, "drafter_label": o.drafter_label, "tree": o.tree, "gamma": o.gamma,
              "schedule": o.schedule, "speedup": o.speedup, "lo": o.lo, "hi": o.hi, "log_se": o.log_se,
-             "dof": o.dof, "option": o} for o in options]
+             "dof": o.dof, "timing_disturbed": bool(o.timing_disturbed), "option": o} for o in options]
 
 
 def _adjust(candidates: list[dict], rule: VerdictRule) -> None:
@@ -86,10 +132,17 @@ def _adjust(candidates: list[dict], rule: VerdictRule) -> None:
 
 
 def _describe(c: dict) -> str:
-    tree = "" if c["tree"] == "chain" else f" tree {c['tree']}"
+    tree = "" if c.get("tree", "chain") in ("chain", None) else f" tree {c['tree']}"
     schedule = c.get("schedule", "fixed")
     schedule = "" if not isinstance(schedule, str) or schedule == "fixed" else f" schedule {schedule}"
     return f"{c['drafter_label']}{tree} γ={c['gamma']}{schedule}"
+
+
+def describe_best(best: dict | None) -> str:
+    """A decision's best (or chosen) configuration by name — '' when there is none or it lacks a name."""
+    if not best or best.get("drafter_label") is None or best.get("gamma") is None:
+        return ""
+    return _describe(best)
 
 
 def _ci(c: dict, side: str = "yes") -> str:
@@ -106,7 +159,8 @@ def _option_for(c: dict, options: list, scenario: pd.DataFrame):
     for o in options:
         if (o.drafter_label, o.tree, o.gamma, o.schedule) == (c["drafter_label"], c["tree"], c["gamma"], schedule):
             return Option(o.drafter, o.drafter_label, o.drafter_params, o.tree, o.gamma, c["speedup"], c["lo_adj"],
-                          c["hi_sim"], o.tokens_per_s, True, schedule, c.get("log_se", np.nan), c.get("dof", np.nan))
+                          c["hi_sim"], o.tokens_per_s, True, schedule, c.get("log_se", np.nan), c.get("dof", np.nan),
+                          timing_disturbed=o.timing_disturbed)
     rows = scenario[(scenario["drafter_label"] == c["drafter_label"]) & (scenario["tree"] == c["tree"])]
     params = str(rows["drafter_params"].iloc[0]) if len(rows) else "{}"
     return Option(c["drafter"], c["drafter_label"], params, c["tree"], c["gamma"], c["speedup"], c["lo_adj"],
@@ -119,31 +173,19 @@ def decide_scenario(scenario: pd.DataFrame, measured_options: list, n_prompts: i
 
     predicted, more = predicted_table(scenario, level)
     if predicted.empty:  # measured evidence: were its live timings all taken under interference?
-        more = more + [n for n in [timing_usable(scenario[scenario["mode"] == "live"])[1]] if n]
+        more = more + [n for n in [paired_note(scenario[scenario["mode"] == "live"])] if n]
     if notes is not None:
         notes.extend(more)
     if plan.alpha != 1 - level:
         plan = LookPlan(plan.prompts, 1 - level)
     decision = _decide(scenario, predicted, measured_options, n_prompts, plan)
-    if any(n.startswith(DISTURBED) for n in more) or _rests_on_disturbed(decision, scenario):
+    rests_on_disturbed = decision.best is not None and bool(decision.best.get("timing_disturbed"))
+    if any(n.startswith(DISTURBED) for n in more) or rests_on_disturbed:
         decision.timing_disturbed = True
-        decision.text += (" — but the timing was disturbed (every timed unit ran beside other busy processes): "
-                          "rerun on a quieter machine before acting on it")
+        decision.text += (" — but the timing was disturbed (no configuration was timed undisturbed beside its "
+                          "baseline: every comparison ran beside other busy processes): rerun on a quieter machine "
+                          "before acting on it")
     return decision, predicted
-
-
-def _rests_on_disturbed(decision: Decision, scenario: pd.DataFrame) -> bool:
-    """Measured evidence whose baseline, or whose chosen (or best) configuration, has no undisturbed unit: its
-    speedup was timed under interference (a serving batch is flagged as a whole, so this happens per load)."""
-    if decision.evidence != "measured" or decision.best is None or "timing_ok" not in scenario:
-        return False
-    live = scenario[scenario["mode"] == "live"]
-    ok = live["timing_ok"].fillna(True).astype(bool)
-    best = decision.best
-    chosen = ((live["drafter_label"] == best.get("drafter_label")) & (live["tree"] == best.get("tree"))
-              & (live["gamma"] == best.get("gamma")))
-    base = (live["gamma"] == 0) & (live["drafter"] == TARGET_ONLY)
-    return any(part.any() and not ok[part].any() for part in (chosen, base))
 
 
 def _decide(scenario: pd.DataFrame, predicted: pd.DataFrame, measured_options: list, n_prompts: int,
@@ -158,18 +200,26 @@ def _decide(scenario: pd.DataFrame, predicted: pd.DataFrame, measured_options: l
         count = n_prompts
         source = f"measured on {count} prompts"
     if not candidates:
-        return Decision(TOO_FEW, evidence, None, None, None, count, "cannot tell: nothing to compare")
+        return Decision(TOO_FEW, evidence, None, None, None, count,
+                        "too few prompts to tell: no configuration has a unit paired with the baseline (nothing to "
+                        "compare)")
+    clean = [c for c in candidates if not c.get("timing_disturbed")]
+    left_out = [c for c in candidates if c.get("timing_disturbed")] if clean else []
+    candidates = clean or candidates  # disturbed ones answer only when nothing else can (then not confidently)
     with_interval = [c for c in candidates if np.isfinite(c["lo"]) and np.isfinite(c["hi"])]
     rule = VerdictRule(plan, max(len(with_interval), 1))
     _adjust(candidates, rule)
     best = max(candidates, key=lambda c: c["speedup"] if np.isfinite(c["speedup"]) else -np.inf)
     best_dict = _summary(best)
-    kept = [{k: v for k, v in c.items() if k != "option"} for c in candidates]
+    kept = [{k: v for k, v in c.items() if k != "option"} for c in candidates + left_out]
+    aside = ("" if not left_out else "; left out, no pair with the baseline timed undisturbed: "
+             + ", ".join(_describe(c) for c in left_out))
     if not with_interval or count < MIN_PROMPTS:
+        point = (f"{best['speedup']:.2f}×" if np.isfinite(best["speedup"]) else "no finite speedup")
         text = (f"too few prompts to tell (P = {count}); best point estimate {_describe(best)} at "
-                f"{best['speedup']:.2f}× — measure ≥ {MIN_PROMPTS} prompts (≥ 10 for a useful interval)")
+                f"{point} — measure ≥ {MIN_PROMPTS} prompts (≥ 10 for a useful interval){aside}")
         return Decision(TOO_FEW, evidence, None, best_dict, None, count, text, rule=rule.as_dict(), candidates=kept)
-    how = f"{source}; {rule.describe()}"
+    how = f"{source}; {rule.describe()}{aside}"
     above = [c for c in with_interval if c["lo_adj"] > 1.0]
     if above:
         pick = max(above, key=lambda c: c["speedup"])
@@ -177,7 +227,7 @@ def _decide(scenario: pd.DataFrame, predicted: pd.DataFrame, measured_options: l
         text = (f"confident yes: speculate with {_describe(pick)}, {_ci(pick)} ({how}; the best of "
                 f"{len(above)} option(s) whose adjusted interval lies above 1)")
         return Decision(YES, evidence, option, _summary(pick), None, count, text, rule=rule.as_dict(),
-                        candidates=kept)
+                        candidates=kept, flat=flat_range(pick, with_interval))
     if all(c["hi_adj"] < 1.0 for c in with_interval):
         text = (f"confident no: no option's interval lies above 1, every one lies below 1 ({how}); best "
                 f"{_describe(best)} at {_ci(best, 'no')}")
@@ -188,12 +238,19 @@ def _decide(scenario: pd.DataFrame, predicted: pd.DataFrame, measured_options: l
     settle = (f"about {needed} prompts would settle it at the observed per-prompt spread" if needed
               else "no practical number of prompts would settle it: the speedup is too close to 1")
     text = f"cannot tell: best {_describe(ref)} at {_ci(ref, side)} ({how}); its interval contains 1 — {settle}"
-    return Decision(UNSURE, evidence, None, _summary(ref), needed, count, text, rule=rule.as_dict(), candidates=kept)
+    return Decision(UNSURE, evidence, None, _summary(ref), needed, count, text, rule=rule.as_dict(), candidates=kept,
+                    flat=flat_range(ref, with_interval))
 
 
 def _summary(c: dict) -> dict:
     return {k: c.get(k) for k in ("drafter_label", "tree", "gamma", "schedule", "speedup", "lo", "hi", "lo_adj",
-                                  "hi_adj", "hi_sim")}
+                                  "hi_adj", "hi_sim", "timing_disturbed")}
+
+
+def _confidently_below(c: dict, floor: float) -> bool:
+    """The one rule for "confidently below": ``c``'s simultaneous upper end lies under ``floor`` (another option's
+    simultaneous lower end)."""
+    return bool(np.isfinite(c.get("hi_sim", np.nan)) and c["hi_sim"] < floor)
 
 
 def dominated(decision: Decision) -> list[tuple]:
@@ -203,4 +260,36 @@ def dominated(decision: Decision) -> list[tuple]:
     if len(usable) < 2:
         return []
     floor = max(c["lo_adj"] for c in usable)
-    return [tuple(c[k] for k in CANDIDATE_KEYS) for c in usable if c["hi_sim"] < floor]
+    return [tuple(c[k] for k in CANDIDATE_KEYS) for c in usable if _confidently_below(c, floor)]
+
+
+def _same_group(a: dict, b: dict) -> bool:
+    return all(a.get(k) == b.get(k) for k in ("drafter_label", "tree", "schedule"))
+
+
+def gamma_span(gammas: list[int]) -> str:
+    """'γ 2–4' for a run, 'γ 2, 3, 5' otherwise, 'γ 2' for one."""
+    gammas = sorted(set(int(g) for g in gammas))
+    if len(gammas) > 1 and gammas == list(range(gammas[0], gammas[-1] + 1)):
+        return f"γ {gammas[0]}–{gammas[-1]}"
+    return "γ " + ", ".join(str(g) for g in gammas)
+
+
+def flat_range(chosen: dict, candidates: list[dict]) -> dict:
+    """How flat the optimum is around ``chosen``: the candidates (with an interval) *within* its interval — not
+    confidently below it by the rule `dominated` races with — as data and in words. ``gammas``: those of the
+    chosen's own drafter, tree and schedule (the chosen γ among them); ``others``: other drafters' within."""
+    floor = chosen.get("lo_adj", np.nan)
+    within = [c for c in candidates if not _confidently_below(c, floor)] if np.isfinite(floor) else [chosen]
+    gammas = sorted({int(c["gamma"]) for c in within if _same_group(c, chosen)} | {int(chosen["gamma"])})
+    others = [_describe(c) for c in within if not _same_group(c, chosen)]
+    group = [c for c in candidates if _same_group(c, chosen)]
+    if len(gammas) > 1:
+        text = f"{gamma_span(gammas)} within the interval (none of them confidently below γ={chosen['gamma']})"
+    elif len(group) > 1:
+        text = f"a sharp optimum: every other γ measured is confidently below γ={chosen['gamma']}"
+    else:
+        text = f"only γ={chosen['gamma']} was compared for this drafter"
+    if others:
+        text += "; also within: " + ", ".join(others)
+    return {"gammas": gammas, "others": others, "configurations": [_summary(c) for c in within], "text": text}

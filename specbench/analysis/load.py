@@ -24,8 +24,10 @@ Per (scenario, backend, load, configuration) `serving_table` gives, with 95 % in
   (`specbench.analysis.intervals.bootstrap_interval`, small-sample stretched; at a dozen prompts p99 is
   nearly the largest request, so its interval is wide).
 
-Units timed under interference (``timing_ok`` false) are left out when both sides keep undisturbed
-units at that load; otherwise all are used and ``timing_disturbed`` says so.
+Which units a row uses is rule 6 of the timing protocol for a paired comparison
+(`specbench.records.timing.paired_timing`, the rule the verdicts use too): the (configuration,
+baseline) pairs whose both units ran undisturbed at that load; where no pair did, every pair, and
+``timing_disturbed`` says so. ``requests`` and ``prompts`` count the units used.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from specbench.analysis.intervals import LEVEL, N_BOOT, bootstrap_interval, boot
 from specbench.analysis.speedup_interval import speedup_interval
 from specbench.catalogue.drafters import TARGET_ONLY
 from specbench.records.rounds import cluster_codes, prompt_clusters
-from specbench.records.summary import BASELINE_KEYS, PERCENTILES, UNIT_KEYS, is_baseline
+from specbench.records.summary import BASELINE_KEYS, PERCENTILES, is_baseline
+from specbench.records.timing import paired_timing
 
 LOAD_KEYS = ["concurrency", "request_rate"]
 CLOSED_LOOP = 0.0  # the request_rate of closed-loop records once normalised (null in the records)
@@ -187,31 +190,23 @@ def _system(frame: pd.DataFrame) -> tuple[float, float]:
     return float(batches["tokens"].sum()) / wall, float(inside["latency_s"].sum()) / wall
 
 
-def undisturbed(config: pd.DataFrame, base: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
-    """Undisturbed units of both sides when each keeps some; else all, flagged."""
-    ok_c = config["timing_ok"].fillna(True).astype(bool) if "timing_ok" in config else pd.Series(True, config.index)
-    ok_b = base["timing_ok"].fillna(True).astype(bool) if "timing_ok" in base else pd.Series(True, base.index)
-    if ok_c.any() and (ok_b.any() or base.empty):
-        return config[ok_c], base[ok_b], False
-    return config, base, True
-
-
 def _row(keys: dict, config: pd.DataFrame, base: pd.DataFrame, level: float, n_boot: int,
          rng: np.random.Generator) -> dict:
-    config, base, disturbed = undisturbed(config, base)
+    pairs = paired_timing(config, base)  # the one rule every panel reads a comparison by (records.timing)
+    config = pairs.config
     tokens_per_s = float(config["decode_tokens"].sum() / config["decode_s"].sum()) if config["decode_s"].sum() > 0 \
         else float("nan")
     system, in_flight = _system(config)
     row = {**keys, "requests": len(config), "prompts": int(config["prompt_id"].nunique()),
            "tokens_per_s": tokens_per_s, "system_tokens_per_s": system, "in_flight": in_flight,
-           "timing_disturbed": disturbed, **_percentiles(config, level, n_boot, rng)}
+           "timing_disturbed": pairs.disturbed, **_percentiles(config, level, n_boot, rng)}
     if keys["drafter"] == TARGET_ONLY:
         return row
     columns = list(dict.fromkeys(["decode_tokens", "decode_s", "new_tokens", *LATENCY_METRICS.values()]))
-    paired = config.merge(base[UNIT_KEYS + columns], on=UNIT_KEYS, suffixes=("", "_base"))
+    paired = pd.concat([config, pairs.base[columns].add_suffix("_base")], axis=1)
     row["baseline_tokens_per_s"] = (float(paired["decode_tokens_base"].sum() / paired["decode_s_base"].sum())
                                     if len(paired) and paired["decode_s_base"].sum() > 0 else float("nan"))
-    base_system, base_in_flight = _system(base)
+    base_system, base_in_flight = _system(pairs.base)
     row.update(baseline_system_tokens_per_s=base_system, baseline_in_flight=base_in_flight, paired=len(paired))
     if paired.empty:
         return row

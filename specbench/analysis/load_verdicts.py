@@ -10,7 +10,12 @@ A serving sweep measures every configuration and its target-only baseline at sev
   timing as the main verdict. No γ is ever picked here from a point estimate.
 * **the crossover** per (workload, configuration): the load where the speedup's interval crosses 1,
   per request and for the system's output tokens/s (`specbench.analysis.crossover`); one line per
-  workload names the configuration that is fastest at the lowest load.
+  workload follows the configuration the verdict names at the lowest load (its choice, or its best
+  estimate when it cannot tell), so the line, the verdicts and the table name the same configuration.
+
+Every part reads the same records by the same rule: the per-load table's rows, the verdicts' options and
+so the crossovers are built from the (configuration, baseline) pairs `specbench.records.timing.paired_timing`
+selects. Each table row says whether it is the configuration its load's verdict names (``verdict_named``).
 * **vLLM's per-batch-size schedule** (``num_speculative_tokens_per_batch_size``: ranges
   ``[first_batch, last_batch, K]``), for a concurrency axis only (a request rate sets no batch size).
   A drafter gets one when some load's verdict is a confident yes for it. A load enters with K = γ
@@ -38,10 +43,11 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis.crossover import Crossover, crossover, describe
+from specbench.analysis.decision import describe_best
 from specbench.analysis.engine_settings import EngineSetting, engine_settings, hub_name, vllm_snippet
 from specbench.analysis.intervals import LEVEL, N_BOOT
 from specbench.analysis.load import AXES, CLOSED_LOOP, axis_of, load_label, normalised, serving_table
-from specbench.analysis.speedup_interval import NO, YES
+from specbench.analysis.speedup_interval import says_no, speedup_words
 from specbench.analysis.stopping_report import interval_text
 from specbench.records.summary import BASELINE_KEYS
 
@@ -69,10 +75,14 @@ def verdicts(recs: list, axis: str, backend: str, concurrency: int = 1) -> list[
         in_flight = int(rec.keys.get("concurrency", concurrency))
         rate = float(rec.keys.get("request_rate", CLOSED_LOOP))
         d = rec.decision
-        option = d.option if d.answer == YES else None
+        option = d.option if d.says_yes else None
+        best = d.best or {}
+        named = None if best.get("gamma") is None else {
+            "drafter_label": best.get("drafter_label"), "tree": best.get("tree"), "gamma": int(best["gamma"])}
         rows.append({**keys, "backend": rec.keys.get("backend", backend), "concurrency": in_flight,
                      "request_rate": rate, "load": rate if axis == "request_rate" else in_flight,
                      "answer": d.answer, "confident": d.confident, "text": d.text, "short": _short(d),
+                     "headline": d.headline(), "named": named,
                      "option": None if option is None else {
                          "drafter": option.drafter, "drafter_label": option.drafter_label,
                          "drafter_params": option.drafter_params, "tree": option.tree, "gamma": int(option.gamma),
@@ -85,8 +95,8 @@ def _short(d) -> str:
     disturbed timing 'not decided (disturbed timing; on its numbers alone: …)')."""
     text = d.answer
     b = d.best or {}
-    if b.get("speedup") is not None and np.isfinite(b.get("speedup", np.nan)):  # the adjusted interval it rests on
-        text += f": best {b.get('drafter_label')} γ={b.get('gamma')} at {interval_text(b, d.answer)}"
+    if describe_best(b) and b.get("speedup") is not None and np.isfinite(b["speedup"]):  # the adjusted interval
+        text += f": best {describe_best(b)} at {interval_text(b, d.answer)}"
     if d.timing_disturbed:  # the same words as the main verdict's: a disturbed yes is no verdict
         text = f"not decided (disturbed timing; on its numbers alone: {text})"
     return text
@@ -115,27 +125,63 @@ def _values(c: Crossover, axis: str) -> str:
                      if np.isfinite(r))
 
 
-def crossover_lines(found: list[dict], axis: str) -> list[dict]:
-    """One line per workload scenario: the configuration fastest (per request) at the lowest load, where it
-    stops paying per request and for the system, with its speedup at every load."""
+def _named_first(rows: list[dict], verdicts: list[dict]) -> tuple[dict | None, str]:
+    """The crossover row of the configuration the verdict at the lowest load names, and the words saying so."""
+    scenario = rows[0]
+    own = sorted((v for v in verdicts if all(_same(v.get(k), scenario[k]) for k in GROUP_KEYS)),
+                 key=lambda v: v["load"])
+    for verdict in own:
+        named = verdict.get("named")
+        if named is None:
+            continue
+        for row in rows:
+            if (row["drafter_label"], row["tree"], int(row["gamma"])) == (named["drafter_label"], named["tree"],
+                                                                          named["gamma"]):
+                return row, f"the verdict's configuration at {load_label(verdict['axis'], verdict['load'])}"
+        break
+    return None, ""
+
+
+def crossover_lines(found: list[dict], axis: str, verdict_rows: list[dict] | None = None) -> list[dict]:
+    """One line per workload scenario: the configuration the verdict at the lowest load names (module docstring;
+    without verdicts, or when it names none measured at two loads, the one fastest per request at the lowest
+    load), where it stops paying per request and for the system, with its speedup at every load."""
     out = []
     by_scenario: dict[tuple, list[dict]] = {}
     for row in found:
         by_scenario.setdefault(tuple(row[k] for k in GROUP_KEYS), []).append(row)
     unit = UNITS[axis]
+    verdict_rows = [{**v, "axis": axis} for v in verdict_rows or []]
     for key, rows in by_scenario.items():
         def first(row):
             value = row["per_request"].ratios[0] if row["per_request"].ratios else float("nan")
             return value if np.isfinite(value) else -np.inf
 
-        best = max(rows, key=first)
+        best, why = _named_first(rows, verdict_rows)
+        if best is None:
+            best, why = max(rows, key=first), "the fastest per request at the lowest load"
         name = f"{best['drafter_label']} γ={int(best['gamma'])}"
         per_request, system = best["per_request"], best["system"]
-        text = (f"{name} {describe(per_request, unit)} per request ({_values(per_request, axis)}); "
+        text = (f"{name} ({why}) {describe(per_request, unit)} per request ({_values(per_request, axis)}); "
                 f"system output tokens/s: {describe(system, unit)}")
-        out.append({**dict(zip(GROUP_KEYS, key)), "drafter_label": best["drafter_label"], "gamma": int(best["gamma"]),
-                    "text": text})
+        out.append({**dict(zip(GROUP_KEYS, key)), "drafter_label": best["drafter_label"], "tree": best["tree"],
+                    "gamma": int(best["gamma"]), "text": text})
     return out
+
+
+def mark_named(table: pd.DataFrame, rows: list[dict], axis: str) -> pd.DataFrame:
+    """``verdict_named``: whether a table row is the configuration its load's verdict names."""
+    if table.empty:
+        return table
+    named = set()
+    for v in rows:
+        if v.get("named") is not None:
+            n = v["named"]
+            named.add((*(str(v[k]) for k in GROUP_KEYS), float(v["load"]), n["drafter_label"], n["tree"],
+                       int(n["gamma"])))
+    keys = [(*(str(r[k]) for k in GROUP_KEYS), float(r[axis]), r["drafter_label"], r["tree"], int(r["gamma"]))
+            for _, r in table.iterrows()]
+    return table.assign(verdict_named=[k in named for k in keys])
 
 
 # ----------------------------------------------------------------------------- vLLM's per-batch-size schedule
@@ -183,11 +229,11 @@ def schedules(rows: list[dict], target: str, hub_ids: Mapping[str, str] | None) 
 def _entry(row: dict, label: str) -> dict:
     o = row["option"]
     base = {"concurrency": row["concurrency"], "answer": row["answer"], "confident": row["confident"]}
-    if row["confident"] and row["answer"] == NO:
+    if row["confident"] and says_no(row["answer"]):
         return {**base, "K": 0, "why": "confident no: speculation does not pay at this load"}
     if row["confident"] and o is not None and o["drafter_label"] == label and o["tree"] == "chain":
-        return {**base, "K": int(o["gamma"]), "why": f"confident yes: γ={o['gamma']} at {o['speedup']:.2f}× "
-                                                     f"[{o['lo']:.2f}, {o['hi']:.2f}] (adjusted)"}
+        return {**base, "K": int(o["gamma"]), "why": f"confident yes: γ={o['gamma']} at "
+                                                     f"{speedup_words(o['speedup'], o['lo'], o['hi'])} (adjusted)"}
     if row["confident"] and o is not None:
         return {**base, "K": None, "why": f"the verdict here chose {o['drafter_label']} γ={o['gamma']}"}
     return {**base, "K": None, "why": f"no confident verdict ({row['short']})"}
@@ -224,6 +270,7 @@ def summary(records: pd.DataFrame, recs: list, *, hub_ids: Mapping[str, str] | N
     backend = str(frame["backend"].iloc[0]) if len(frame) else "own"
     table = serving_table(records, level=level, n_boot=n_boot, seed=seed) if table is None else table
     rows = verdicts(recs, axis, backend, int(frame["concurrency"].iloc[0]) if len(frame) else 1)
+    table = mark_named(table, rows, axis)
     found = crossovers(table, axis) if len(table) else []
     target = str(frame["target"].iloc[0]) if len(frame) else "<target>"
     notes = _short_batches(frame)
@@ -237,7 +284,7 @@ def summary(records: pd.DataFrame, recs: list, *, hub_ids: Mapping[str, str] | N
             "verdicts": rows, "crossovers": [{**{k: v for k, v in r.items() if k not in ("per_request", "system")},
                                               "per_request": r["per_request"].as_dict(),
                                               "system": r["system"].as_dict()} for r in found],
-            "lines": crossover_lines(found, axis), "schedules": plans, "notes": notes}
+            "lines": crossover_lines(found, axis, rows), "schedules": plans, "notes": notes}
 
 
 def _short_batches(frame: pd.DataFrame) -> list[str]:

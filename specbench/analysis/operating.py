@@ -44,10 +44,11 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis.intervals import LEVEL, N_BOOT, bootstrap_interval, bootstrap_weights
-from specbench.analysis.load import CONFIG, LATENCY_METRICS, LEVEL_KEYS, load_label, normalised, undisturbed
+from specbench.analysis.load import CONFIG, LATENCY_METRICS, LEVEL_KEYS, load_label, normalised
 from specbench.analysis.slo import Slo
 from specbench.records.rounds import cluster_codes, prompt_clusters
 from specbench.records.summary import BASELINE_KEYS, is_baseline
+from specbench.records.timing import paired_timing
 
 SUMS = ("good", "latency_s", "new_tokens", "energy_j", "accepted")  # per-prompt sums a replicate re-weights
 GOOD, LATENCY, TOKENS, ENERGY, ACCEPTED = range(len(SUMS))
@@ -327,7 +328,9 @@ def operating(
         weights = bootstrap_weights(len(clusters), n_boot if len(clusters) >= 2 else 0, rng)  # [B, P]
         sides: dict[tuple, _Side] = {}
         for config_key, config in at_level.groupby(CONFIG, dropna=False, sort=True):
-            used, _, disturbed = undisturbed(config, base if len(base) else config)
+            # the one rule every panel reads a comparison by (records.timing, docs/results-schema.md rule 6)
+            pairs = paired_timing(config, base if len(base) else config)
+            used, disturbed = pairs.config, pairs.disturbed
             sides[config_key] = _side(
                 {**keys, **dict(zip(CONFIG, config_key))},
                 used,

@@ -33,6 +33,7 @@ class Option:
     schedule: str = "fixed"  # verify-length schedule (specbench.engine.schedule); γ is its cap
     log_se: float = float("nan")  # standard error of log speedup (t-interval), when the option has one
     dof: float = float("nan")  # its degrees of freedom
+    timing_disturbed: bool = False  # measured: no (configuration, baseline) pair ran undisturbed (records.timing)
 
     @property
     def group(self) -> tuple[str, str, str]:

@@ -53,8 +53,8 @@ from specbench.analysis.sequential import FIXED, LookPlan
 from specbench.analysis.speedup_interval import speedup_interval, speedup_words, t_quantile
 from specbench.errors import SpecbenchError
 from specbench.records.rounds import cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
-from specbench.records.summary import CONFIG_KEYS, UNIT_KEYS, fixed_schedule, is_baseline, prefer_live
-from specbench.records.timing import has_round_timings, timing_usable
+from specbench.records.summary import CONFIG_KEYS, fixed_schedule, is_baseline, prefer_live
+from specbench.records.timing import has_round_timings, paired_timing, timing_usable
 
 
 # ----------------------------------------------------------------------------- objective
@@ -82,9 +82,10 @@ def _measured_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index
     options, sums = [], []
     for key, group in spec.groupby(CONFIG_KEYS, dropna=False, sort=True):
         row = dict(zip(CONFIG_KEYS, key))
-        paired = group.merge(base[UNIT_KEYS + list(PAIRED)], on=UNIT_KEYS, suffixes=("", "_base"))
-        if paired.empty:
+        pairs = paired_timing(group, base)  # the one rule every panel reads a comparison by (records.timing)
+        if not pairs.pairs:
             continue
+        paired = pd.concat([pairs.config, pairs.base[list(PAIRED)].add_suffix("_base")], axis=1)
         codes = cluster_codes(paired, clusters)
         ones = np.ones(len(paired))
         sums.append(cluster_sums(codes, len(clusters), paired["decode_tokens"], paired["decode_s"],
@@ -92,7 +93,8 @@ def _measured_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index
                                  paired["prefill_s_base"], ones))
         schedule = row["schedule"] if isinstance(row["schedule"], str) else "fixed"
         options.append(Option(row["drafter"], row["drafter_label"], str(group["drafter_params"].iloc[0]), row["tree"],
-                              int(row["gamma"]), 0.0, 0.0, 0.0, 0.0, measured=True, schedule=schedule))
+                              int(row["gamma"]), 0.0, 0.0, 0.0, 0.0, measured=True, schedule=schedule,
+                              timing_disturbed=pairs.disturbed))
     if not options:
         return [], np.zeros((len(weights), 0))
     stacked = np.stack(sums)  # [C, P, 8]
@@ -203,8 +205,9 @@ def _pick(source: str, options: list[Option], reps: np.ndarray, n_prompts: int, 
         winners = np.argmax(finite, axis=1)
         share = float(np.mean([options[w].group == ref.group for w in winners]))
     if choice is not None:
-        reason = (f"{objective} speedup {speedup_words(choice.speedup, choice.lo, choice.hi)}, the best of the "
-                  f"{len(above)} option(s) whose interval lies above 1")
+        reason = (f"this path's best {objective} speedup {speedup_words(choice.speedup, choice.lo, choice.hi)} "
+                  f"(unadjusted; {len(above)} of its {len(options)} options lie above 1 before adjusting for the "
+                  "choice — the verdict's interval is the adjusted one)")
     elif n_prompts < 2:
         reason = (f"intervals need ≥ 2 prompts (this scenario has {n_prompts}); best point estimate "
                   f"{best.describe()} at {best.speedup:.2f}×")
@@ -225,8 +228,8 @@ def decision_verdict(decision: Decision, model: Pick) -> str:
                 else f"no speculation — {decision.text}")
     m = model.choice
     if m is not None and not m.measured and (option is None or m.speedup > option.hi):
-        text += (f"; the model predicts {m.describe()} at {speedup_words(m.speedup, m.lo, m.hi)} "
-                 "— not measured, sweep it to confirm")
+        text += (f" (supporting detail, not a recommendation: the model predicts the unmeasured {m.describe()} at "
+                 f"{speedup_words(m.speedup, m.lo, m.hi)} — sweep that γ to check it)")
     return text
 
 
@@ -256,7 +259,8 @@ def timing_outlier_notes(live: pd.DataFrame) -> list[str]:
 
 def _options_frame(options: list[Option]) -> pd.DataFrame:
     return pd.DataFrame([{k: getattr(o, k) for k in ("drafter", "drafter_label", "tree", "gamma", "schedule",
-                                                      "tokens_per_s", "speedup", "lo", "hi")} for o in options])
+                                                      "tokens_per_s", "speedup", "lo", "hi", "timing_disturbed")}
+                         for o in options])
 
 
 # ----------------------------------------------------------------------------- entry point
@@ -316,9 +320,8 @@ def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, 
         notes.append(few_prompts_note(n_prompts))
     live_spec = spec[spec["mode"] == "live"]
     notes.extend(timing_outlier_notes(pd.concat([base, live_spec])))
-    timed_spec, timed_base = timing_usable(live_spec)[0], timing_usable(base)[0]
-    measured_options, measured_reps = _measured_options(timed_spec, timed_base, clusters, weights, objective, n_tokens,
-                                                        level)
+    timed_spec = timing_usable(live_spec)[0]
+    measured_options, measured_reps = _measured_options(live_spec, base, clusters, weights, objective, n_tokens, level)
     # the acceptance and cost model describe rounds of a fixed γ: dynamic schedules are measured options only
     model_options, model_reps, curves, fitted = _model_options(prefer_live(spec[fixed_schedule(spec)]), base, clusters,
                                                                 weights, costs, objective, n_tokens, max_gamma, level,

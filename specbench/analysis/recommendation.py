@@ -3,8 +3,10 @@
 One `Recommendation` per scenario (target, workload, sampling), whatever the cost source
 (`specbench.analysis.cost_source`):
 
-* with the sweep's own costs (`MeasuredCosts`, batch 1): the measured and the model path's picks
-  (`Pick`), the options, the model curves, the fitted costs, the decision and the engine settings;
+* with the sweep's own costs (`MeasuredCosts`, batch 1): the decision (the one configuration to deploy,
+  `final`, and how flat the optimum is around it, `flat_range`), the measured and the model path's own
+  bests (`Pick`: supporting detail, never a second recommendation), the options, the model curves, the
+  fitted costs and the engine settings;
 * with a hardware profile's costs (`ProfiledCosts`): ``per_batch`` — γ (or none) per batch size,
   one `DrafterPlan` per drafter, and vLLM's per-batch-size schedule.
 
@@ -20,7 +22,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from specbench.analysis.decision import Decision
+from specbench.analysis.decision import Decision, describe_best
+from specbench.analysis.speedup_interval import cannot_tell, is_decisive, speedup_words
 from specbench.analysis.engine_settings import EngineSetting
 from specbench.analysis.options import Option
 from specbench.records.jsonable import json_ready
@@ -78,6 +81,24 @@ class BatchPlan:
     vllm: dict | None  # {"drafter_label", "config", "snippet", "supported", "notes"}; None: no batch speculates
 
     @property
+    def flat_range(self) -> dict | None:
+        """How flat the optimum is around the recommended configuration (`specbench.analysis.decision.flat_range`:
+        the configurations not confidently below it); None when nothing is recommended."""
+        if self.final is None or self.decision is None:
+            return None
+        return self.decision.flat
+
+    def headline(self) -> str:
+        """What to deploy, in a few words, the same in every panel and figure title: the verdict's configuration,
+        or why there is none ('cannot tell (best so far …)', 'confident no: no speculation', …)."""
+        if self.decision is not None:
+            return self.decision.headline()
+        if self.per_batch is not None:
+            return "γ per batch size" if self.per_batch.speculates else "no speculation at any batch size"
+        final = self.final
+        return f"recommended: {final.describe()}" if final is not None else "no speculation"
+
+    @property
     def speculates(self) -> bool:
         return bool(len(self.table)) and bool((self.table["gamma"] > 0).any())
 
@@ -120,9 +141,64 @@ class Recommendation:
         return None if self.measured is None else self.measured.choice
 
     @property
+    def flat_range(self) -> dict | None:
+        """How flat the optimum is around the recommended configuration (`specbench.analysis.decision.flat_range`:
+        the configurations not confidently below it); None when nothing is recommended."""
+        if self.final is None or self.decision is None:
+            return None
+        return self.decision.flat
+
+    def headline(self) -> str:
+        """What to deploy, in a few words, the same in every panel and figure title: the verdict's configuration,
+        or why there is none ('cannot tell (best so far …)', 'confident no: no speculation', …)."""
+        if self.decision is not None:
+            return self.decision.headline()
+        if self.per_batch is not None:
+            return "γ per batch size" if self.per_batch.speculates else "no speculation at any batch size"
+        final = self.final
+        return f"recommended: {final.describe()}" if final is not None else "no speculation"
+
+    @property
     def speculates(self) -> bool:
         """Whether the answer is to speculate anywhere (at batch 1 of the sweep, or at some batch size)."""
         return self.final is not None or (self.per_batch is not None and self.per_batch.speculates)
+
+
+# ----------------------------------------------------------------------------- words
+
+def recommendation_lines(rec: Recommendation) -> list[str]:
+    """The printed recommendation, the same in `recommend`, `results show` and the HTML report: one line naming
+    the one configuration to deploy (or why there is none), and one saying how flat the optimum is."""
+    decision = rec.decision
+    final = rec.final
+    if decision is None:  # a profile's costs: the answer is per batch size
+        return [f"recommended: {rec.headline()}"]
+    if final is not None:
+        rule = decision.rule.get("configurations") if isinstance(decision.rule, dict) else None
+        among = (f" and for picking among {rule} configurations" if rule and rule > 1 else "" if rule == 1
+                 else " and for picking among the configurations")
+        lines = [f"recommended: {final.describe()} at {speedup_words(final.speedup, final.lo, final.hi)} (interval "
+                 f"adjusted for the looks{among})"]
+        if rec.flat_range:
+            lines.append(f"how flat: {rec.flat_range['text']}")
+        return lines
+    best = decision.best or {}
+    name = describe_best(best)
+    if decision.timing_disturbed and is_decisive(decision.answer):
+        return [f"recommended: nothing yet — {decision.headline()}; rerun on a quieter machine"]
+    if decision.says_no:
+        return ["recommended: no speculation — confident no"]
+    if not name:
+        return [f"recommended: no speculation — {decision.headline()}"]
+    point = best.get("speedup")
+    lo = best.get("lo_adj")
+    hi = point ** 2 / lo if point is not None and lo is not None and lo > 0 else float("nan")
+    words = speedup_words(point if point is not None else float("nan"), lo if lo is not None else float("nan"), hi)
+    what = "cannot tell" if cannot_tell(decision.answer) else decision.headline()
+    lines = [f"recommended: no speculation until it is settled — {what}; best so far {name} at {words}"]
+    if decision.flat and cannot_tell(decision.answer):
+        lines.append(f"how flat, around the best so far: {decision.flat['text']}")
+    return lines
 
 
 # ----------------------------------------------------------------------------- JSON
@@ -134,7 +210,7 @@ def _option_dict(option: Option | None) -> dict | None:
 def _pick_dict(pick: Pick | None) -> dict | None:
     if pick is None:
         return None
-    return {"source": pick.source, "choice": _option_dict(pick.choice), "best": _option_dict(pick.best),
+    return {"source": pick.source, "best_above_1": _option_dict(pick.choice), "best": _option_dict(pick.best),
             "gamma_interval": [pick.gamma_lo, pick.gamma_hi], "win_share": pick.win_share, "reason": pick.reason}
 
 
@@ -165,10 +241,11 @@ def recommendation_dict(rec: Recommendation) -> dict:
     return json_ready({
         **rec.keys, "cost_source": rec.cost_source, "objective": rec.objective, "n_prompts": rec.n_prompts,
         "max_new_tokens": rec.max_new_tokens, "baseline_tokens_per_s": rec.baseline_tokens_per_s,
-        "verdict": rec.verdict,
-        # what the table's ★ marks: the decision's option (a confident yes), the one to deploy
-        "recommended": _option_dict(rec.final),
-        "measured": _pick_dict(rec.measured), "model": _pick_dict(rec.model),
+        "verdict": rec.verdict, "headline": rec.headline(),
+        # the one configuration to deploy (the decision's option on a confident yes; the ★ everywhere) and how flat
+        # the optimum is around it; each path's own best is supporting detail, never a second recommendation
+        "recommended": _option_dict(rec.final), "flat_range": rec.flat_range,
+        "supporting": {"measured": _pick_dict(rec.measured), "model": _pick_dict(rec.model)},
         "options": rec.options.to_dict("records"), "predictions": rec.curves.to_dict("records"),
         "costs": rec.costs.to_dict("records"),
         "engine_settings": {name: s.as_dict() for name, s in rec.settings.items()}, "notes": rec.notes,

@@ -69,8 +69,20 @@ def ratio_end(value: float) -> str:
 
 
 def speedup_words(point: float, lo: float, hi: float) -> str:
-    """``1.43× [1.004, 2.03]``."""
+    """``1.43× [1.004, 2.03]``; what is missing in words — ``1.43× (no interval)``, ``no speedup measured`` —
+    never a placeholder or 'nan' inside a sentence."""
+    if not _finite(point):
+        return "no speedup measured"
+    if not (_finite(lo) and _finite(hi)):
+        return f"{point:.2f}× (no interval)"
     return f"{point:.2f}× [{ratio_end(lo)}, {ratio_end(hi)}]"
+
+
+def _finite(value) -> bool:
+    try:
+        return value is not None and bool(np.isfinite(float(value)))
+    except (TypeError, ValueError):
+        return False
 
 
 def t_quantile(dof: float, level: float = LEVEL) -> float:
@@ -127,6 +139,31 @@ def combined_interval(point: float, parts: list[tuple[float, float]], n_prompts:
 # ----------------------------------------------------------------------------- the answer
 
 YES, NO, UNSURE, TOO_FEW = "confident yes", "confident no", "cannot tell", "too few prompts"
+
+
+def says_yes(answer: str) -> bool:
+    """Whether an answer (a decision's, or one stored as text) is a confident yes on its numbers."""
+    return answer == YES
+
+
+def says_no(answer: str) -> bool:
+    """Whether an answer is a confident no on its numbers."""
+    return answer == NO
+
+
+def cannot_tell(answer: str) -> bool:
+    """Whether an answer is "cannot tell" (an interval that contains 1; not "too few prompts")."""
+    return answer == UNSURE
+
+
+def too_few(answer: str) -> bool:
+    """Whether an answer is "too few prompts" (no interval at all)."""
+    return answer == TOO_FEW
+
+
+def is_decisive(answer: str) -> bool:
+    """A confident yes or no on its numbers (disturbed timing aside: `Decision.confident` adds that)."""
+    return answer in (YES, NO)
 
 
 def prompts_to_settle(interval: SpeedupInterval, level: float = LEVEL) -> int | None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 
-from specbench.analysis.speedup_interval import speedup_words
+from specbench.analysis.decision import describe_best
+from specbench.analysis.speedup_interval import is_decisive, says_no, speedup_words
 
 STATUS_WORDS = {
     "decided": "decided",
@@ -20,25 +21,63 @@ STATUS_WORDS = {
 
 
 def interval_text(best: dict | None, answer: str) -> str:
-    if not best or best.get("speedup") is None:
-        return "-"
+    """The point and the adjusted interval a verdict rests on, '1.25× [1.08, 1.45]'; '1.25× (no interval)' without
+    adjusted ends; '' when there is no finite speedup (callers then say what is missing: `best_phrase`)."""
+    if not best or not _finite(best.get("speedup")):
+        return ""
     point = best["speedup"]
-    if answer == "confident no" and _finite(best.get("hi_adj")):
+    if says_no(answer) and _finite(best.get("hi_adj")) and best["hi_adj"] > 0:
         return speedup_words(point, point**2 / best["hi_adj"], best["hi_adj"])
     if _finite(best.get("lo_adj")) and best["lo_adj"] > 0:
         return speedup_words(point, best["lo_adj"], point**2 / best["lo_adj"])
-    return f"{point:.2f}×"
+    return speedup_words(point, float("nan"), float("nan"))
 
 
 def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def best_label(best: dict | None) -> str:
-    if not best:
-        return "-"
-    tree = "" if best.get("tree") in (None, "chain") else f" tree {best['tree']}"
-    return f"{best.get('drafter_label')}{tree} γ={best.get('gamma')}"
+    """The best configuration's name, or what is missing: 'none compared yet'."""
+    return describe_best(best) or "none compared yet"
+
+
+def best_phrase(best: dict | None, answer: str) -> str:
+    """'best ngram γ=2 at 1.25× [1.08, 1.45]', or a phrase that says what is missing (no configuration compared
+    yet; no speedup for it yet) — never a placeholder."""
+    name = describe_best(best)
+    if not name:
+        return "no configuration compared yet"
+    interval = interval_text(best, answer)
+    return f"best {name} at {interval}" if interval else f"best {name} (no speedup measured for it yet)"
+
+
+def _answer_words(verdict: dict) -> str:
+    """A scenario's answer, as the main verdict words it: a confident answer on disturbed timing is none."""
+    answer = str(verdict.get("answer") or "no verdict yet")
+    if verdict.get("timing_disturbed") and is_decisive(answer):
+        return f"not decided (disturbed timing; on its numbers alone: {answer})"
+    return answer
+
+
+def _load_name(keys: dict) -> str:
+    """'at 4 in flight', 'at 2 req/s', or '' for a scenario without a load level."""
+    if keys.get("request_rate") not in (None, 0, 0.0) and _finite(keys.get("request_rate")):
+        return f"at {keys['request_rate']:g} req/s"
+    if keys.get("concurrency") is not None and _finite(keys.get("concurrency")):
+        return f"at {int(keys['concurrency'])} in flight"
+    return ""
+
+
+def _scenario_parts(look: dict) -> list[str]:
+    """One phrase per scenario of a look that has several (loads, backends): its load, answer and best — each
+    interval beside the load it belongs to."""
+    parts = []
+    for i, scenario in enumerate(look.get("scenarios") or []):
+        keys = scenario.get("keys") or {}
+        where = _load_name(keys) or (f"backend {keys['backend']}" if keys.get("backend") else f"scenario {i + 1}")
+        parts.append(f"{where}: {_answer_words(scenario)}, {best_phrase(scenario.get('best'), scenario.get('answer'))}")
+    return parts
 
 
 def needed_text(entry: dict, look: dict) -> str:
@@ -62,19 +101,61 @@ def duration(seconds: float) -> str:
 
 
 def workload_line(name: str, entry: dict) -> str:
-    """One line: how a workload ended (or stands), at which look, on how many prompts."""
+    """One line: how a workload ended (or stands), at which look, on how many prompts; a workload measured at
+    several loads (or backends) names each one's answer and best beside it, so no interval is read against
+    another load's answer."""
     looks = entry.get("looks") or []
     status = entry.get("status", "open")
     if not looks:
         return f"{name}: no look finished yet"
     last = looks[-1]
     where = f"look {last['look']} of {len(entry.get('planned', []))}, {last['prompts']} prompts"
-    best = f"best {best_label(last.get('best'))} {interval_text(last.get('best'), last.get('answer', ''))}"
+    scenarios = last.get("scenarios") or []
+    if len(scenarios) > 1:
+        best = "; ".join(_scenario_parts(last))
+        if status == "decided":
+            return f"{name}: decided at every load at {where} — {best}"
+        if status == "open":
+            return f"{name}: still open after {where} — {best}"
+        return f"{name}: {STATUS_WORDS.get(status, status)} at some load ({where}) — {best}; {needed_text(entry, last)}"
+    answer = _answer_words(scenarios[0] if scenarios else last)
+    best = best_phrase(last.get("best"), last.get("answer", ""))
     if status == "decided":
-        return f"{name}: {last['answer']} at {where} — {best}"
+        return f"{name}: {answer} at {where} — {best}"
     if status == "open":
-        return f"{name}: {last['answer']} after {where} — {best}"
+        return f"{name}: {answer} after {where} — {best}"
+    if answer.startswith("not decided"):  # a yes or no on disturbed timing: say so beside its interval
+        best = f"{answer}, {best}"
     return f"{name}: {STATUS_WORDS.get(status, status)} ({where}) — {best}; {needed_text(entry, last)}"
+
+
+def look_rows(history: dict) -> list[dict]:
+    """The stopping history as table rows (the text and the HTML tables both read these): one per look, or per
+    scenario of a look that has several (each load's answer beside its own best and interval). Missing values
+    are said in words ('none compared yet', 'no speedup yet'), never a placeholder."""
+    rows = []
+    for name, entry in history.get("workloads", {}).items():
+        for look in entry.get("looks") or []:
+            scenarios = look.get("scenarios") or []
+            each = scenarios if len(scenarios) > 1 else [None]
+            for scenario in each:
+                source = scenario if scenario is not None else (scenarios[0] if scenarios else look)
+                best = source.get("best") if scenario is not None else look.get("best")
+                answer = source.get("answer") if scenario is not None else look.get("answer")
+                where = _load_name(scenario.get("keys") or {}) if scenario is not None else ""
+                rows.append(
+                    {
+                        "workload": f"{name} {where}".strip(),
+                        "look": look.get("look"),
+                        "prompts": look.get("prompts"),
+                        "timed": look.get("calibration_prompts"),
+                        "answer": _answer_words({**source, "answer": answer}),
+                        "best": best_label(best),
+                        "interval": interval_text(best, str(answer or "")) or "no speedup yet",
+                        "dropped": ", ".join(look.get("dropped") or []) or "none",
+                    }
+                )
+    return rows
 
 
 def summary_lines(history: dict) -> list[str]:

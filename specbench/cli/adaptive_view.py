@@ -5,11 +5,12 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from specbench.analysis.stopping_report import best_label, duration, interval_text
+from specbench.analysis.stopping_report import duration, look_rows
 
 
 def history_table(history: dict) -> Table:
-    """Look by look: prompts (and calibration prompts), the answer, the best option and its adjusted interval."""
+    """Look by look (and load by load, where a look judged several): prompts (and calibration prompts), the
+    answer, the best option and its adjusted interval (`specbench.analysis.stopping_report.look_rows`)."""
     table = Table(
         title="adaptive sweep: stopping history",
         caption=f"intervals adjusted for the planned looks and for picking the best configuration "
@@ -17,17 +18,15 @@ def history_table(history: dict) -> Table:
     )
     for col in ("workload", "look", "prompts", "timed", "answer", "best", "speedup [adjusted]", "dropped"):
         table.add_column(col, overflow="fold")
-    for name, entry in history.get("workloads", {}).items():
-        for look in entry.get("looks") or []:
-            timed = look.get("calibration_prompts")
-            table.add_row(
-                Text(name),
-                str(look["look"]),
-                str(look["prompts"]),
-                "-" if timed is None else str(timed),
-                Text(str(look.get("answer"))),
-                Text(best_label(look.get("best"))),
-                interval_text(look.get("best"), look.get("answer", "")),
-                Text(", ".join(look.get("dropped") or []) or "-"),
-            )
+    for row in look_rows(history):
+        table.add_row(
+            Text(row["workload"]),
+            str(row["look"]),
+            str(row["prompts"]),
+            "-" if row["timed"] is None else str(row["timed"]),
+            Text(row["answer"]),
+            Text(row["best"]),
+            row["interval"],
+            Text(row["dropped"]),
+        )
     return table

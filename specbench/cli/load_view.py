@@ -41,14 +41,19 @@ def load_table(summary: dict) -> Table:
     and the speedups against the target-only run at the same load."""
     axis = summary["axis"]
     table = Table(title=f"Per load ({summary['axis_label']}): speedups against target only at the same load, "
-                        "95% intervals", caption="tok/s: per request = decode tokens ÷ decode time of each request; "
+                        "95% intervals (unadjusted)",
+                  caption="rows read the same (configuration, baseline) pairs as the verdicts: those timed "
+                          "undisturbed on both sides, else all (disturbed: yes); req: requests used; (the verdict's): "
+                          "the configuration the verdict at that load names. "
+                          "tok/s: per request = decode tokens ÷ decode time of each request; "
                                                  "system = output tokens ÷ wall time of the whole batch. Latencies "
                                                  "in ms, p50/p90/p99 over requests; ITL: each request's mean gap")
     for c in ("workload", "load", "configuration", "req", "per-request tok/s", "speedup", "system tok/s",
               "system speedup", "TTFT ms", "ITL ms", "latency ms", "disturbed"):
         table.add_column(c, overflow="fold")
     for r in summary["table"]:
-        text_row(table, r["workload"], load_label(axis, r[axis]), _label(r), str(r["requests"]),
+        named = " (the verdict's)" if r.get("verdict_named") else ""
+        text_row(table, r["workload"], load_label(axis, r[axis]), _label(r) + named, str(r["requests"]),
                  _tokens(r["tokens_per_s"]), _ci(r.get("speedup"), r.get("speedup_lo"), r.get("speedup_hi")),
                  _tokens(r["system_tokens_per_s"]),
                  _ci(r.get("system_speedup"), r.get("system_speedup_lo"), r.get("system_speedup_hi")),

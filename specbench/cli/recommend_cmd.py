@@ -23,6 +23,9 @@ from specbench.analysis.intervals import N_BOOT
 from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommend import MeasuredCosts, ProfiledCosts, recommend
 from specbench.analysis.recommend import to_json as recommendations_json
+from specbench.analysis.decision import describe_best
+from specbench.analysis.recommendation import recommendation_lines
+from specbench.analysis.speedup_interval import speedup_words
 from specbench.analysis.sequential import LookPlan
 from specbench.bounds import int_list
 from specbench.cli.engine_checks import check_engine_settings, local_model_folder
@@ -45,9 +48,9 @@ ENGINE_CHOICES = ("vllm", "sglang", "transformers", "llamacpp", "all")
 
 
 def _interval(option) -> str:
-    if option.lo != option.lo:
+    if option.lo != option.lo and option.speedup == option.speedup:
         return f"{option.speedup:.2f}× (too few prompts to tell)"
-    return f"{option.speedup:.2f}× [{option.lo:.2f}, {option.hi:.2f}]"
+    return speedup_words(option.speedup, option.lo, option.hi)
 
 
 def _print_recommendation(rec, console) -> None:
@@ -62,7 +65,8 @@ def _print_recommendation(rec, console) -> None:
     title += "".join(f" · {name} {k[name]:g}" if isinstance(k[name], float) else f" · {name} {k[name]}"
                      for name in ("backend", "concurrency", "request_rate") if name in k)
     style = "green" if rec.speculates else "yellow"
-    console.print(Panel(plain(rec.verdict), title=plain(title), border_style=style))
+    body = "\n".join(recommendation_lines(rec)) + f"\n\n{rec.verdict}"
+    console.print(Panel(plain(body), title=plain(title), border_style=style))
     if rec.schedules is not None:
         console.print(plain(rec.schedules["text"], style="bold"))
     if rec.online is not None:
@@ -83,36 +87,36 @@ def _print_recommendation(rec, console) -> None:
 
 
 def _print_batch_one(rec, console) -> None:
-    """The sweep's own costs: picks by path, measured configurations, the model curve, the predictions."""
-    picks = Table(title="Best option by path", caption="speedup: 95% interval of that path's best, unadjusted; the "
-                                                       "verdict row's is adjusted for the looks and for picking among "
-                                                       "the configurations, so it can name another γ (★: what the "
-                                                       "verdict recommends); γ interval: argmax γ of the chosen drafter "
-                                                       "over bootstrap replicates; wins: share of replicates its "
-                                                       "drafter is best")
-    for c in ("path", "choice", "speedup [95% CI]", "γ interval", "wins", "reason"):
+    """The sweep's own costs: the supporting detail under the one recommendation — each path's own best, the
+    measured configurations, the model curve, the predictions."""
+    picks = Table(title="Supporting detail: each path's own best (not a recommendation: the verdict row is)",
+                  caption="verdict: the configuration the recommendation names (★ when it is recommended), its "
+                          "interval adjusted for the looks and for picking among the configurations; measured / "
+                          "model: that path's best point estimate with its unadjusted 95% interval, so it can name "
+                          "another γ; γ interval: argmax γ of that drafter over bootstrap replicates; wins: share of "
+                          "replicates its drafter is best")
+    for c in ("path", "best", "speedup [95% CI]", "γ interval", "wins", "reason"):
         picks.add_column(c, overflow="fold")
     final = rec.final
-    for pick in (rec.measured, rec.model):
-        option = pick.choice or pick.best
-        if option is None:
-            text_row(picks, pick.source, "-", "-", "-", "-", pick.reason)
-            continue
-        name = option.describe() if pick.choice is not None else f"none (best: {option.describe()})"
-        if final is not None and (option.group, option.gamma) == (final.group, final.gamma):
-            name += " ★"
-        text_row(picks, pick.source, name, _interval(option), f"[{pick.gamma_lo}, {pick.gamma_hi}]",
-                 "-" if pick.win_share is None else f"{pick.win_share:.0%}", pick.reason)
     decision = rec.decision
-    if decision is not None and (decision.option is not None or decision.best):
+    if decision is not None:
         if decision.option is not None:
             name, speedup = decision.option.describe(), _interval(decision.option)
-            name += " ★" if final is not None else ""
+            name += " ★" if final is not None else " (not recommended: disturbed timing)"
+        elif describe_best(decision.best):
+            name, speedup = f"none (best so far: {describe_best(decision.best)})", "not recommended"
         else:
-            name, speedup = f"none (best: {decision.best['drafter_label']} γ={decision.best['gamma']})", "-"
+            name, speedup = "none", "nothing compared"
         text_row(picks, f"verdict ({decision.evidence})", name, speedup, "-", "-",
-                 f"{decision.answer}; intervals adjusted for the looks and the {len(decision.candidates)} "
+                 f"{decision.headline()}; intervals adjusted for the looks and the {len(decision.candidates)} "
                  "configurations")
+    for pick in (rec.measured, rec.model):
+        option = pick.best
+        if option is None:
+            text_row(picks, pick.source, "none", "nothing compared", "-", "-", pick.reason)
+            continue
+        text_row(picks, pick.source, option.describe(), _interval(option), f"[{pick.gamma_lo}, {pick.gamma_hi}]",
+                 "-" if pick.win_share is None else f"{pick.win_share:.0%}", pick.reason)
     console.print(picks)
 
     if not rec.options.empty:
@@ -123,6 +127,7 @@ def _print_batch_one(rec, console) -> None:
         for _, r in rec.options.sort_values("speedup", ascending=False).iterrows():
             mark = " ★" if chosen is not None and (r["drafter_label"], r["tree"], r["gamma"], r["schedule"]) == \
                 (chosen.drafter_label, chosen.tree, chosen.gamma, chosen.schedule) else ""
+            mark += " (timing disturbed)" if r.get("timing_disturbed") else ""
             text_row(measured, f"{group_label(r)}{mark}", str(r["gamma"]), fmt(r["tokens_per_s"], 1),
                      _ci(r["speedup"], r["lo"], r["hi"], rec.n_prompts))
         console.print(measured)

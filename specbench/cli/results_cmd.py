@@ -6,6 +6,7 @@ from specbench.catalogue.drafters import TARGET_ONLY
 import json
 from pathlib import Path
 
+import pandas as pd
 import typer
 from rich.table import Table
 from rich.text import Text
@@ -13,6 +14,9 @@ from rich.text import Text
 from specbench.backends import registry as backends
 from specbench.analysis.load import CLOSED_LOOP, LOAD_KEYS, load_keys
 from specbench.analysis.predicted_speedup import predicted_by_scenario
+from specbench.analysis.recommend import recommend
+from specbench.analysis.recommendation import recommendation_lines
+from specbench.analysis.sequential import LookPlan
 from specbench.analysis.stopping_report import summary_lines
 from specbench.cli.adaptive_view import history_table
 from specbench.cli.params import folder_path
@@ -21,7 +25,7 @@ from specbench.cli.render import console as wide_console
 from specbench.errors import SpecbenchError
 from specbench.records.jsonable import json_ready
 from specbench.records.merge import merge_folders
-from specbench.records.adaptive_history import read_history
+from specbench.records.adaptive_history import planned_looks, read_history
 from specbench.records.store import load_records, load_run_info
 from specbench.safe_files import writing
 from specbench.records.summary import (
@@ -69,18 +73,19 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
             table.to_csv(csv, index=False)
     replayed = (records["mode"] == "replay").any()  # a mode column only where replayed rows exist
     several_t = records["temperature"].nunique() > 1
-    rows = show_rows(records, table)
+    history = read_history(folder)
+    rows, recs = rows_and_verdicts(records, table, history)
     if json_out:
         head = {"sweep": info.get("sweep", {}).get("name", str(folder)), "target": info["sweep"]["target"],
                 "device": info.get("device_name"), "dtype": info.get("dtype"), "records": len(records)}
-        history = read_history(folder)
-        typer.echo(json.dumps(json_ready({**head, "rows": rows, **({"adaptive": history} if history else {})}),
-                              indent=2))
+        typer.echo(json.dumps(json_ready({**head, "rows": rows, "recommendations": [_recommendation(r) for r in recs],
+                                          **({"adaptive": history} if history else {})}), indent=2))
         return
     out = console()
     sweep_spec = info["sweep"] if isinstance(info.get("sweep"), dict) else {}
-    out.print(styled((str(sweep_spec.get("name", folder)), "bold"), f" · target {sweep_spec.get('target', '?')} · "
-                     f"{info.get('device_name')} · {info.get('dtype')} · {len(records)} records"))
+    facts = [f"target {sweep_spec['target']}" if sweep_spec.get("target") else "target not recorded",
+             info.get("device_name"), info.get("dtype"), f"{len(records)} records"]  # a missing fact is left out
+    out.print(styled((str(sweep_spec.get("name", folder)), "bold"), "".join(f" · {f}" for f in facts if f)))
     load_columns = {"concurrency": "in flight", "request_rate": "req/s"}
     columns = ["γ"] + (["T"] if several_t else []) + [load_columns[k] for k in levels] + (
         ["mode"] if replayed else []) + ["prompts", "α", "τ"] + (["vLLM MAL"] if served(records) else []) + [
@@ -114,7 +119,7 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
                     cells.append(milliseconds([r[f"{LATENCY_CELLS[col]}_p{p}_s"] for p in PERCENTILES]))
                 else:
                     cells.append(str(v))
-            body.append((r["configuration"], cells))
+            body.append((r["configuration"] + (" ★" if r.get("recommended") else ""), cells))
         t = Table(title=f"workload {workload}")
         # a narrow console wraps the configuration names and folds the latency triples, never a number
         t.add_column("configuration", overflow="fold")
@@ -126,7 +131,58 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
         for configuration, cells in body:
             t.add_row(configuration, *cells)
         out.print(t)
-    print_history(read_history(folder), out)
+        for rec in (r for r in recs if r.keys["workload"] == workload):
+            where = scenario_words(rec.keys)
+            for line in recommendation_lines(rec):
+                out.print(Text(f"{workload}{where}: {line}", style="bold" if line.startswith("recommended") else ""))
+    print_history(history, out)
+
+
+def rows_and_verdicts(records, table, history: dict | None) -> tuple[list[dict], list]:
+    """The rows `results show` prints (`show_rows`), each with ``recommended`` (the ★: the configuration its
+    scenario's verdict recommends), and the verdicts; `sweep --json` ends with the same rows."""
+    rows, recs = show_rows(records, table), verdicts_of(records, history)
+    mark_recommended(rows, recs)
+    return rows, recs
+
+
+def verdicts_of(records, history: dict | None) -> list:
+    """The recommender's verdict per scenario (no bootstrap: a verdict rests on t-intervals; an adaptive sweep's
+    looks as it planned them), so `results show` names the configuration `recommend` names; none where the
+    records cannot be decided (no baseline, nothing speculative)."""
+    plans = {name: LookPlan(looks) for name, looks in planned_looks(history).items()}
+    usable = records[pd.to_numeric(records["decode_tokens"], errors="coerce").fillna(0) > 0]
+    try:
+        return recommend(usable, n_boot=0, plans=plans)
+    except SpecbenchError:
+        return []
+
+
+def scenario_words(keys: dict) -> str:
+    """' · 4 in flight' for a scenario measured at one load of several; '' otherwise."""
+    load = [f"{keys['concurrency']} in flight"] if "concurrency" in keys else []
+    load += [f"{keys['request_rate']:g} req/s"] if keys.get("request_rate") not in (None, CLOSED_LOOP) else []
+    return "".join(f" · {part}" for part in load)
+
+
+def mark_recommended(rows: list[dict], recs: list) -> None:
+    """``recommended`` on each row of the configuration its scenario's verdict recommends (the ★)."""
+    chosen = {}
+    for rec in recs:
+        if rec.final is not None:
+            load = (rec.keys.get("concurrency"), rec.keys.get("request_rate"))
+            chosen[(rec.keys["workload"], *load)] = rec.final
+    for row in rows:
+        final = chosen.get((row["workload"], row.get("concurrency"), row.get("request_rate")))
+        name = None if final is None else final.drafter_label + ("" if final.tree == "chain" else f" · tree {final.tree}")
+        row["recommended"] = final is not None and (row["configuration"], row["gamma"]) == (name, final.gamma)
+
+
+def _recommendation(rec) -> dict:
+    return {**rec.keys, "headline": rec.headline(), "recommended": None if rec.final is None else {
+        "drafter_label": rec.final.drafter_label, "tree": rec.final.tree, "gamma": rec.final.gamma,
+        "schedule": rec.final.schedule, "speedup": rec.final.speedup, "lo": rec.final.lo, "hi": rec.final.hi},
+        "flat_range": rec.flat_range, "lines": recommendation_lines(rec)}
 
 
 def print_history(history: dict | None, out) -> None:

@@ -20,7 +20,7 @@ from specbench.cli.flag_options import flag_command
 from specbench.cli.progress_lines import LineProgress
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt, plain, styled, text_column
-from specbench.cli.results_cmd import show_rows, summary_table
+from specbench.cli.results_cmd import rows_and_verdicts, summary_table
 from specbench.records.adaptive_history import read_history
 from specbench.records.jsonable import json_ready
 from specbench.measure.sweep_flags import FLAGS, SweepFlags
@@ -62,7 +62,11 @@ def sweep(values: dict) -> None:
     trajectory and runs only the calibration units live (YAML key calibration: {gammas, prompts});
     --mode both runs everything live and replayed and prints their agreement (docs/replay.md).
     """
-    from specbench.measure.spec import build_spec, load_spec_file  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.spec import (  # lazy: loads torch; keeps `specbench --help` fast
+        build_spec,
+        capped_workloads,
+        load_spec_file,
+    )
     from specbench.measure.units import parse_shard  # lazy: loads torch; keeps `specbench --help` fast
 
     flags = SweepFlags.from_command(values)
@@ -71,6 +75,8 @@ def sweep(values: dict) -> None:
     spec = build_spec(raw, where=str(spec_file) if spec_file is not None else "sweep flags")
     shard = parse_shard(values["shard"])
     out_dir = values["out"] or Path("results") / spec.name
+    for note in capped_workloads(spec):  # a workload's count caps an adaptive sweep: said before anything runs
+        wide_console(stderr=True, wide=False).print(Text(f"note: {note}"))
     if values["dry_run"]:
         _dry_run(spec, shard)
         return
@@ -187,9 +193,9 @@ def print_json_summary(out_dir: Path, measured: int, total: int) -> None:
 
     records = load_records(out_dir)
     records, table = summary_table(records)
-    out = {"out": str(out_dir), "measured_now": measured, "units": total, "timing": timing_summary(out_dir),
-           "rows": show_rows(records, table)}
     history = read_history(out_dir)
+    out = {"out": str(out_dir), "measured_now": measured, "units": total, "timing": timing_summary(out_dir),
+           "rows": rows_and_verdicts(records, table, history)[0]}
     if history:
         out["adaptive"] = history
     if (records["mode"] == "replay").any():

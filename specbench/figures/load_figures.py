@@ -7,11 +7,13 @@ per second (open loop) — on a log scale, ticked at the measured levels; nothin
 
 * ``speedup_vs_load``: top, the per-request decode speedup; bottom, the system output tokens/s speedup;
   one line per configuration (colour: drafter, line style: γ) with its 95 % interval, the 1× line, each
-  configuration's crossover as a ▼ on the 1× line, and the crossover range of the configuration fastest
-  at the lowest load shaded. A quantity the backend did not measure (system tokens/s of records measured
+  configuration's crossover as a ▼ on the 1× line, and the crossover range of the configuration the
+  verdict at the lowest load names (the crossover line's) shaded; each column's title gives the verdict
+  at every load, in the verdict table's words. A quantity the backend did not measure (system tokens/s of records measured
   one request at a time) is not drawn: the panel says so.
 * ``latency_vs_load``: TTFT (top) and ITL (bottom) at p50 (dotted), p90 (solid, with its interval) and p99
-  (dashed), for the target-only run and the three configurations fastest at the lowest load.
+  (dashed), for the target-only run, the verdict's configuration and the configurations fastest at the
+  lowest load (three in all).
 * ``cost_vs_load`` (reads ``data.operating``, `specbench.analysis.operating`): cost per million output tokens
   (with a price) and joules per output token above idle (with an energy counter) against load, target only in
   black and every configuration, each with its 95 % prompt-bootstrap interval.
@@ -61,15 +63,32 @@ def _scenarios(table: pd.DataFrame) -> list[dict]:
     return [dict(zip(keys, row)) for row in unique.itertuples(index=False)]
 
 
-def _configurations(part: pd.DataFrame, axis: str) -> list[tuple[str, str, int]]:
-    """(drafter_label, tree, γ) of the scenario's speculative rows, fastest at the lowest load first."""
+def _configurations(part: pd.DataFrame, axis: str, first: tuple | None = None) -> list[tuple[str, str, int]]:
+    """(drafter_label, tree, γ) of the scenario's speculative rows: ``first`` (the configuration the crossover line
+    and the verdict at the lowest load name) first, then the rest fastest at the lowest load first."""
     spec = part[part["gamma"] > 0]
     if spec.empty:
         return []
     lowest = spec[spec[axis] == spec[axis].min()].sort_values("speedup", ascending=False, na_position="last")
     order = [tuple(r) for r in lowest[["drafter_label", "tree", "gamma"]].itertuples(index=False)]
     rest = [tuple(r) for r in spec[["drafter_label", "tree", "gamma"]].drop_duplicates().itertuples(index=False)]
-    return list(dict.fromkeys(order + rest))
+    named = [first] if first is not None and first in order + rest else []
+    return list(dict.fromkeys(named + order + rest))
+
+
+def _named(data, scenario: dict) -> tuple | None:
+    """The configuration the workload's crossover line follows (the verdict's at the lowest load)."""
+    for line in data.load.get("lines", []):
+        if all(line.get(k) == v for k, v in scenario.items() if k in line):
+            return line["drafter_label"], line.get("tree", "chain"), int(line["gamma"])
+    return None
+
+
+def verdict_caption(data, scenario: dict) -> list[str]:
+    """The verdict at each load of a workload, one line each, in the words of the verdict table ('1: confident
+    yes: ngram γ=2', '4: cannot tell (best so far ngram γ=2)')."""
+    rows = [v for v in data.load.get("verdicts", []) if all(v.get(k) == val for k, val in scenario.items() if k in v)]
+    return [f"{v['load']:g}: {v['headline']}" for v in sorted(rows, key=lambda v: v["load"])]
 
 
 def _style(data, part: pd.DataFrame, label: str, tree: str, gamma: int) -> dict:
@@ -100,7 +119,7 @@ def _crossover(data, scenario: dict, label: str, tree: str, gamma: int, which: s
 def _speedup_panel(ax, data, part: pd.DataFrame, scenario: dict, axis: str, which: str, handles: dict) -> None:
     column = "speedup" if which == "per_request" else "system_speedup"
     ax.axhline(1.0, color="0.35", linestyle="--", linewidth=1.1, zorder=1)
-    configs = _configurations(part, axis)
+    configs = _configurations(part, axis, _named(data, scenario))
     measured = part[part["gamma"] > 0][column].notna().any() if len(part) else False
     if not measured:
         ax.text(0.5, 0.5, "not measured by this backend\n(no batch wall time in the records)", ha="center",
@@ -121,7 +140,7 @@ def _speedup_panel(ax, data, part: pd.DataFrame, scenario: dict, axis: str, whic
         if found and found.get("point") and not found.get("below_all"):
             ax.plot([np.log(found["point"])], [1.0], marker="v", markersize=10, color=style["color"],
                     markeredgecolor="black", linestyle="none", zorder=5)
-            if i == 0:  # the configuration fastest at the lowest load: its crossover range
+            if i == 0:  # the configuration the verdict at the lowest load names: its crossover range
                 lo = found["lo"] if found.get("lo") else part[axis].min()
                 hi = found["hi"] if found.get("hi") else part[axis].max() * 1.25
                 ax.axvspan(np.log(lo), np.log(hi), color=style["color"], alpha=0.10, zorder=0)
@@ -153,11 +172,12 @@ def figure_speedup_vs_load(data) -> Figure:
         _speedup_panel(ax_sys, data, part, scenario, axis, "system", handles)
         for ax in (ax_req, ax_sys):
             _log_axis(ax, part[axis], label)
-        panel_title(ax_req, scenario_title(scenario, panels))
+        panel_title(ax_req, scenario_title(scenario, panels), *verdict_caption(data, scenario), fontsize=10)
     handles["target only (1×)"] = Line2D([], [], color="0.35", linestyle="--")
     handles["crossover: where the speedup crosses 1 (interpolated)"] = Line2D(
         [], [], marker="v", color="0.3", markeredgecolor="black", linestyle="none", markersize=9)
-    handles["95% range of the crossover (first configuration)"] = Patch(color="0.3", alpha=0.15)
+    handles["95% range of the crossover (the verdict's configuration at the lowest load)"] = Patch(color="0.3",
+                                                                                                   alpha=0.15)
     _suptitle(fig, table, "Speedup against load: per request (top) and for the system (bottom)")
     legend_below(fig, handles)
     return fig
@@ -173,9 +193,7 @@ def figure_latency_vs_load(data) -> Figure:
     drawn = False
     for ax_ttft, ax_itl, scenario in zip(upper, lower, panels):
         part = select(table, scenario)
-        spec = part[part["gamma"] > 0][["drafter_label", "tree", "gamma"]].drop_duplicates().sort_values(
-            ["drafter_label", "tree", "gamma"])
-        shown = [(BASELINE, "chain", 0)] + [tuple(r) for r in spec.itertuples(index=False)][:SHOWN_CONFIGURATIONS]
+        shown = [(BASELINE, "chain", 0)] + _configurations(part, axis, _named(data, scenario))[:SHOWN_CONFIGURATIONS]
         for ax, metric in ((ax_ttft, "ttft"), (ax_itl, "itl")):
             for i, (name, tree, gamma) in enumerate(shown):
                 rows = select(part, {"drafter_label": name, "tree": tree, "gamma": gamma}).sort_values(axis)

@@ -33,6 +33,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from specbench.analysis.context_bins import fit_by_context_bin
+from specbench.analysis.decision import gamma_span
 from specbench.analysis.cost import fit_group_costs, group_cost_fits, predict_arrays
 from specbench.analysis.fit import (
     AcceptanceModel,
@@ -394,11 +395,15 @@ def speedup_panel(ax, data: PlotData, rec, top: int) -> None:
 
 
 def recommendation_caption(rec) -> str:
+    """The panel's answer in the words of every other panel (`Recommendation.headline`): the verdict's
+    configuration and how flat the optimum is, or 'cannot tell (best so far …)', 'confident no: …'."""
     if rec is None:
         return "no baseline"
-    if rec.final is None:
-        return "recommended: no speculation"
-    return f"recommended: {series_name(rec.final.drafter_label, rec.final.tree)} γ={rec.final.gamma}"
+    text = rec.headline()
+    flat = rec.flat_range
+    if flat and len(flat["gammas"]) > 1:
+        text += f" ({gamma_span(flat['gammas'])} within its interval)"
+    return text
 
 
 def figure_throughput(data: PlotData) -> Figure:
@@ -839,7 +844,9 @@ FIGURES: tuple[FigureSpec, ...] = (
                "Top: measured decode tokens/s, the dashed grey line the target-only baseline. Bottom: speedup over "
                "the baseline on the same prompts with its interval, dashed the model's prediction for every γ. "
                "The star marks the recommendation; a configuration is recommended only when its interval lies "
-               "above 1×.", figure_throughput),
+               "above 1× (adjusted for the looks and for picking among the configurations). Each panel's title "
+               "gives the verdict — the one configuration, and the γ within its interval — or 'cannot tell'.",
+               figure_throughput),
     FigureSpec("acceptance_by_position", "Acceptance per draft position",
                "Points: P(position i accepted | all earlier positions accepted) with exact intervals; line and "
                "band: the constant α̂ the model assumes. Points falling with i mean acceptance decays along the "
@@ -910,12 +917,14 @@ LOAD_FIGURES: tuple[tuple[FigureSpec, Callable[[PlotData], bool]], ...] = (
                 "(what one user feels); bottom: the system's output tokens/s over the target-only system's (what the "
                 "engine delivers; Σ output tokens ÷ the batch's wall time). Error bars: 95% intervals over prompts. "
                 "▼ on the 1× line: where a configuration's speedup crosses 1 (log–log interpolation between measured "
-                "loads); shaded: the load range where the first configuration's interval includes 1. Left of it "
-                "speculation pays, right of it it does not.", figure_speedup_vs_load),
+                "loads); shaded: the load range where the interval of the configuration the verdict at the lowest "
+                "load names (the crossover line's) includes 1. Left of it speculation pays, right of it it does not. "
+                "Each column's title gives the verdict at every load.", figure_speedup_vs_load),
      lambda data: data.load is not None),
     (FigureSpec("latency_vs_load", "Latency against load",
                 "Time to first token (top) and inter-token latency (bottom; each request's mean gap between tokens) "
-                "against load, for the target-only run and the three configurations fastest at the lowest load: p90 "
+                "against load, for the target-only run, the verdict's configuration and the next fastest at the "
+                "lowest load: p90 "
                 "with its 95% prompt-bootstrap interval (solid), p50 (dotted), p99 (dashed). Speculation can lower "
                 "ITL and still raise TTFT; `recommend --objective slo --itl-p90 50ms` reads the highest load that "
                 "keeps a target.", figure_latency_vs_load),

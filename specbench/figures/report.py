@@ -23,7 +23,9 @@ import pandas as pd
 
 from specbench.analysis.intervals import N_BOOT
 from specbench.analysis.load import load_label
-from specbench.analysis.stopping_report import summary_lines
+from specbench.analysis.decision import gamma_span
+from specbench.analysis.recommendation import recommendation_lines
+from specbench.analysis.stopping_report import look_rows, summary_lines
 from specbench.analysis.online import WINDOW, per_prompt, recovery_table, window_table
 from specbench.analysis.slo import Slo
 from specbench.analysis.strategies import strategy_table
@@ -81,7 +83,20 @@ def num(value, digits: int = 3, suffix: str = "") -> str:
     return str(value)
 
 
+def _finite(value) -> bool:
+    try:
+        return value is not None and math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
 def interval(point, lo, hi, digits: int = 3, suffix: str = "") -> str:
+    """'1.23× [1.05, 1.44]' for a table cell; what is missing in words ('1.23× (no interval)', 'not measured'),
+    never a placeholder inside the figure."""
+    if not _finite(point):
+        return "not measured"
+    if not (_finite(lo) and _finite(hi)):
+        return f"{num(point, digits)}{suffix} (no interval)"
     return f"{num(point, digits)}{suffix} [{num(lo, digits)}, {num(hi, digits)}]"
 
 
@@ -143,25 +158,26 @@ def scenario_name(keys: dict) -> str:
 
 
 def recommendation_section(data: PlotData) -> Html:
+    """One row per scenario: the one configuration to deploy (or the verdict's words when there is none), its
+    adjusted interval and the γ within it; then each scenario's recommendation and verdict in words."""
     if not data.recommendations:
         return section("recommendation", "Recommendation",
                        paragraph("No recommendation could be made."), bullet_list(data.notes))
     rows = []
     for rec in data.recommendations:
         k, choice = rec.keys, rec.final
-        best = rec.measured.best
-        shown = choice or best
+        flat = rec.flat_range
         rows.append([
             scenario_name(k), k["target"], num(k["temperature"], 2),
-            Html(f'<span class="verdict-{"yes" if choice else "no"}">'
-                 f'{esc(choice.describe() if choice else "no speculation")}</span>'),
-            interval(shown.speedup, shown.lo, shown.hi, 2, "×") if shown else "–",
-            f"[{rec.measured.gamma_lo}, {rec.measured.gamma_hi}]" if choice else "–",
+            Html(f'<span class="verdict-{"yes" if choice else "no"}">{esc(rec.headline())}</span>'),
+            interval(choice.speedup, choice.lo, choice.hi, 2, "×") if choice else "none recommended",
+            gamma_span(flat["gammas"]) if flat else "none recommended",
             num(rec.baseline_tokens_per_s, 1), rec.n_prompts,
         ])
-    headers = ["workload", "target", "T", "recommended", "speedup [95% CI] (best measured)", "γ interval",
+    headers = ["workload", "target", "T", "verdict", "speedup [adjusted 95% CI]", "γ within the interval",
                "baseline tokens/s", "prompts"]
-    verdicts = [f"{scenario_name(rec.keys)}: {rec.verdict}" for rec in data.recommendations]
+    verdicts = [f"{scenario_name(rec.keys)}: " + "; ".join(recommendation_lines(rec)) + f" — {rec.verdict}"
+                for rec in data.recommendations]
     verdicts += [f"{rec.keys['workload']}: {rec.schedules['text']}" for rec in data.recommendations
                  if getattr(rec, "schedules", None) is not None]
     notes = sorted({n for rec in data.recommendations for n in rec.notes} | set(data.notes))
@@ -170,21 +186,16 @@ def recommendation_section(data: PlotData) -> Html:
 
 
 def stopping_section(data: PlotData) -> Html:
-    """An adaptive sweep's looks per workload: prompts, answer, best option and its adjusted interval."""
+    """An adaptive sweep's looks per workload (and load): prompts, answer, best option and its adjusted interval
+    (`specbench.analysis.stopping_report.look_rows`, the rows the text table prints)."""
     if not data.history:
         return section("stopping", "Stopping history",
                        paragraph("A fixed grid: every prompt was measured, then judged once. A verdict picks the best "
                                  "of the configurations, so its interval is adjusted for that choice (docs/fit.md, "
                                  "'Sweeps that decide'); `specbench sweep --until-decided` measures until each "
                                  "workload is decided instead."))
-    rows = []
-    for name, entry in data.history.get("workloads", {}).items():
-        for look in entry.get("looks") or []:
-            best = look.get("best") or {}
-            rows.append([name, look["look"], look["prompts"], look.get("calibration_prompts") or "-",
-                         look.get("answer"), f"{best.get('drafter_label', '-')} γ={best.get('gamma', '-')}",
-                         interval(best.get("speedup"), best.get("lo_adj"), best.get("hi_sim"), 2, "×"),
-                         ", ".join(look.get("dropped") or []) or "-"])
+    rows = [[r["workload"], r["look"], r["prompts"], "–" if r["timed"] is None else r["timed"], r["answer"], r["best"],
+             r["interval"], r["dropped"]] for r in look_rows(data.history)]
     outcome = bullet_list([esc(line) for line in summary_lines(data.history)], cls="")
     return section("stopping", "Adaptive sweep: stopping history",
                    paragraph("Each workload was measured look by look until its verdict was confident; intervals "
@@ -228,7 +239,9 @@ def load_section(data: PlotData) -> Html:
                 for r in load["verdicts"]]
     rows = []
     for r in load["table"]:
-        rows.append([r["workload"], load_label(axis, r[axis]), configuration_name(r), r["requests"], num(r["tokens_per_s"], 1),
+        named = " (the verdict's)" if r.get("verdict_named") else ""
+        rows.append([r["workload"], load_label(axis, r[axis]), configuration_name(r) + named, r["requests"],
+                     num(r["tokens_per_s"], 1),
                      interval(r.get("speedup"), r.get("speedup_lo"), r.get("speedup_hi"), 2, "×")
                      if r["gamma"] else "–", num(r["system_tokens_per_s"], 1),
                      interval(r.get("system_speedup"), r.get("system_speedup_lo"), r.get("system_speedup_hi"), 2, "×")
@@ -236,16 +249,19 @@ def load_section(data: PlotData) -> Html:
                     + ["/".join(num(r.get(f"{m}_p{p}_s") * 1e3 if r.get(f"{m}_p{p}_s") is not None else None, 0)
                                 for p in (50, 90, 99)) for m in ("ttft", "itl", "latency")]
                     + [" / ".join(num(r.get(f"{m}_p90_speedup"), 2, "×") for m in ("ttft", "itl", "latency"))
-                       if r["gamma"] else "–"])
+                       if r["gamma"] else "–", "yes" if r.get("timing_disturbed") else ""])
     parts = [paragraph(f"Load axis: {load['axis_label']}. Every speedup is against the target-only run at the same "
                        "load, on the same prompts; intervals 95 % (docs/results-schema.md, 'Load').", "note"),
              bullet_list(lines, ""),
              Html("<h3>The verdict at each load</h3>"),
              table(["workload", "load", "verdict", "confident"], verdicts),
              Html("<h3>Per load and configuration</h3>"),
+             paragraph("Each row reads the (configuration, baseline) pairs its load's verdict reads: those timed "
+                       "undisturbed on both sides, else all (disturbed: yes); requests: the requests used. "
+                       "(the verdict's): the configuration the verdict at that load names.", "note"),
              table(["workload", "load", "configuration", "requests", "per-request tok/s", "speedup [95% CI]",
                     "system tok/s", "system speedup [95% CI]", "TTFT ms p50/p90/p99", "ITL ms p50/p90/p99",
-                    "latency ms p50/p90/p99", "p90 speedup TTFT / ITL / latency"], rows, {3, 4, 6})]
+                    "latency ms p50/p90/p99", "p90 speedup TTFT / ITL / latency", "disturbed"], rows, {3, 4, 6})]
     for s in load["schedules"]:
         setting = s["setting"]
         levels = [f"concurrency {e['concurrency']}: " + (f"K = {e['K']} — {e['why']}" if e["K"] is not None

@@ -299,6 +299,23 @@ class SweepSpec:
         return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def capped_workloads(spec) -> list[str]:
+    """One note per workload of an adaptive sweep whose prompt count (``count``, or ``--prompts``) is below the
+    plan's ``max_prompts``: the count wins, so that workload gets fewer looks than the plan reads — said, not
+    silent."""
+    plan = getattr(spec, "adaptive", None)
+    if plan is None:
+        return []
+    notes = []
+    for choice in spec.workloads:
+        if choice.count is not None and choice.count < plan.max_prompts:
+            looks = plan.looks_for(choice.count)
+            notes.append(f"{choice.name}: its prompt count {choice.count} (the workload's count, or --prompts) caps "
+                         f"this adaptive sweep below max_prompts {plan.max_prompts}: {len(looks)} look"
+                         f"{'s' if len(looks) > 1 else ''} at {', '.join(map(str, looks))} prompts")
+    return notes
+
+
 # ----------------------------------------------------------------------------- parsing
 
 def parse_params(items: list[str]) -> dict:

@@ -78,7 +78,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag("top_p", ("--top-p",), float, "top_p", bound="top_p"),
     Flag("top_k", ("--top-k",), int, "top_k", bound="top_k"),
     Flag("workloads", ("--workload", "-w"), list[str], "workloads", "Workload (repeatable)."),
-    Flag("prompts", ("--prompts",), int, "workloads[].count", "Prompts per workload.", bound="prompts"),
+    Flag("prompts", ("--prompts",), int, "workloads[].count",
+         "Prompts per workload (an adaptive sweep: its cap, said in a note when below max_prompts).", bound="prompts"),
     Flag("max_new_tokens", ("--max-new-tokens", "-n"), int, "max_new_tokens", bound="max_new_tokens"),
     Flag("repeats", ("--repeats",), int, "repeats", bound="repeats"),
     Flag("seed", ("--seed",), int, "seed", bound="seed"),
@@ -187,7 +188,8 @@ FLAGS: tuple[Flag, ...] = (
         ("--max-prompts",),
         int,
         "adaptive.max_prompts",
-        "Prompts per workload an adaptive sweep may use at most (implies --until-decided).",
+        "Prompts per workload an adaptive sweep may use at most (implies --until-decided; not with a different "
+        "--prompts).",
         bound="prompts",
     ),
     Flag(
@@ -284,6 +286,7 @@ class SweepFlags:
     def over(self, raw: dict) -> dict:
         """The sweep file's mapping ``raw`` (may be empty) with the given flags put over it."""
         raw = dict(raw)
+        _check_prompt_counts(self.given.get("prompts"), self.given.get("max_prompts"))
         flags = spec_flags()
         for flag in flags:
             if flag.name in self.given and flag.top not in _MERGED:
@@ -325,6 +328,17 @@ def _workloads_over(raw: dict, workloads: list[str] | None, prompts: int | None)
         raw["workloads"] = [
             {**(w if isinstance(w, dict) else {"name": w}), "count": prompts} for w in raw.get("workloads") or []
         ]
+
+
+def _check_prompt_counts(prompts: int | None, max_prompts: int | None) -> None:
+    """``--prompts`` and ``--max-prompts`` both say how many prompts a workload gets: different values would let one
+    silently cap the other (docs/fit.md)."""
+    if prompts is not None and max_prompts is not None and prompts != max_prompts:
+        raise SpecbenchError(
+            f"--prompts {prompts} and --max-prompts {max_prompts} contradict each other: an adaptive sweep measures "
+            f"up to --max-prompts prompts per workload, in looks; give --max-prompts {max_prompts} alone to measure up "
+            f"to {max_prompts}, or --prompts {prompts} --fixed-grid to measure exactly {prompts}"
+        )
 
 
 def _adaptive_over(raw: dict, until_decided: bool | None, budget, max_prompts, batch) -> None:

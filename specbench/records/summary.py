@@ -102,8 +102,12 @@ def configuration_table(records: pd.DataFrame, by: list[str] | None = None) -> p
     Columns: the keys (``mode`` among them), n_prompts, alpha (Σ accepted / Σ drafted), tau (Σ tokens /
     Σ rounds), mean_acceptance_length (vLLM's: 1 + Σ accepted / drafted rounds), tokens_per_s, baseline_tokens_per_s, speedup, draft_share (draft time ÷ decode time),
     `LATENCY_COLUMNS` (TTFT and ITL percentiles over the row's requests; NaN for replayed rows). For
-    replayed rows tokens_per_s and speedup come from modelled timings.
+    replayed rows tokens_per_s and speedup come from modelled timings. The speedup reads the (configuration,
+    baseline) pairs every comparison reads (`specbench.records.timing.paired_timing`: timed undisturbed on both
+    sides, else all); the other columns describe every unit of the row.
     """
+    from specbench.records.timing import paired_timing  # timing reads this module's UNIT_KEYS: imported here
+
     if records.empty:
         return pd.DataFrame()
     records = with_config_defaults(records)
@@ -130,7 +134,8 @@ def configuration_table(records: pd.DataFrame, by: list[str] | None = None) -> p
         match = base
         for k in BASELINE_KEYS + list(by or []):
             match = match[match[k] == row[k]]
-        paired = group.merge(match[UNIT_KEYS + ["decode_tokens", "decode_s"]], on=UNIT_KEYS, suffixes=("", "_base"))
+        pairs = paired_timing(group, match)  # the pairs every comparison reads (rule 6 for a paired speedup)
+        paired = pd.concat([pairs.config, pairs.base[["decode_tokens", "decode_s"]].add_suffix("_base")], axis=1)
         if len(paired):
             row["baseline_tokens_per_s"] = _ratio(paired["decode_tokens_base"].sum(), paired["decode_s_base"].sum())
             row["speedup"] = _ratio(_ratio(paired["decode_tokens"].sum(), paired["decode_s"].sum()),
