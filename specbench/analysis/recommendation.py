@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from specbench.analysis.decision import Decision
+from specbench.analysis.stopping_history import History
+from specbench.analysis.verdict import Decision
 from specbench.analysis.engine_settings import EngineSetting
 from specbench.analysis.options import Option
 from specbench.records.jsonable import json_ready
@@ -178,15 +179,16 @@ def recommendation_dict(rec: Recommendation) -> dict:
     })
 
 
-def to_json(recs: list[Recommendation], load: list[dict] | None = None, history: dict | None = None) -> str:
+def to_json(recs: list[Recommendation], load: list[dict] | None = None, history: History | None = None) -> str:
     """The recommendations as a JSON list; ``load`` (one per recommendation, from a serving sweep with a load
     axis — `specbench.analysis.load_verdicts.for_scenario`: the per-load table, the verdicts, the crossovers,
     vLLM's per-batch-size schedules) goes under each one's ``load`` key (null otherwise); ``history`` (an
-    adaptive sweep's ``adaptive.json``) gives each its workload's looks under ``stopping_history`` (null for a
+    adaptive sweep's stopping history) gives each its workload's looks under ``stopping_history`` (null for a
     fixed grid)."""
     dicts = [recommendation_dict(r) for r in recs]
-    looks = (history or {}).get("workloads", {})
+    looks = history.workloads if history is not None else {}
     for d, c, r in zip(dicts, load or [None] * len(dicts), recs):
         d["load"] = None if c is None else json_ready(c)
-        d["stopping_history"] = json_ready(looks.get(str(r.keys.get("workload")))) if looks else None
+        entry = looks.get(str(r.keys.get("workload")))
+        d["stopping_history"] = (json_ready(entry.as_dict()) if entry is not None else None) if looks else None
     return json.dumps(dicts, indent=2)

@@ -6,9 +6,8 @@ The history is ``adaptive.json`` (`specbench.records.adaptive_history`). `sweep`
 
 from __future__ import annotations
 
-import math
-
-from specbench.analysis.speedup_interval import speedup_words
+from specbench.analysis.stopping_history import History, Look, WorkloadHistory
+from specbench.analysis.verdict import Answer, Candidate
 
 STATUS_WORDS = {
     "decided": "decided",
@@ -19,36 +18,22 @@ STATUS_WORDS = {
 }
 
 
-def interval_text(best: dict | None, answer: str) -> str:
-    if not best or best.get("speedup") is None:
-        return "-"
-    point = best["speedup"]
-    if answer == "confident no" and _finite(best.get("hi_adj")):
-        return speedup_words(point, point**2 / best["hi_adj"], best["hi_adj"])
-    if _finite(best.get("lo_adj")) and best["lo_adj"] > 0:
-        return speedup_words(point, best["lo_adj"], point**2 / best["lo_adj"])
-    return f"{point:.2f}×"
+def interval_text(best: Candidate | None, answer: Answer) -> str:
+    """The best option's point and the adjusted interval ``answer`` rests on (``-`` without an option)."""
+    return "-" if best is None else best.interval_text(answer)
 
 
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
+def best_label(best: Candidate | None) -> str:
+    return "-" if best is None else best.describe(schedule=False)
 
 
-def best_label(best: dict | None) -> str:
-    if not best:
-        return "-"
-    tree = "" if best.get("tree") in (None, "chain") else f" tree {best['tree']}"
-    return f"{best.get('drafter_label')}{tree} γ={best.get('gamma')}"
-
-
-def needed_text(entry: dict, look: dict) -> str:
+def needed_text(entry: WorkloadHistory, look: Look) -> str:
     """What would settle a workload still unsure: prompts and, from its pace so far, time."""
-    needed = look.get("prompts_needed")
+    needed = look.prompts_needed
     if not needed:
         return "no practical number of prompts would settle it (the speedup sits at 1)"
-    more = max(int(needed) - int(look["prompts"]), 0)
-    seconds = float(entry.get("seconds") or 0.0)
-    pace = seconds / look["prompts"] if look.get("prompts") else 0.0
+    more = max(int(needed) - int(look.prompts), 0)
+    pace = entry.seconds / look.prompts if look.prompts else 0.0
     time = f", about {duration(more * pace)} more at this pace" if pace > 0 and more else ""
     return f"about {needed} prompts in all would settle it ({more} more{time})"
 
@@ -61,21 +46,19 @@ def duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def workload_line(name: str, entry: dict) -> str:
+def workload_line(name: str, entry: WorkloadHistory) -> str:
     """One line: how a workload ended (or stands), at which look, on how many prompts."""
-    looks = entry.get("looks") or []
-    status = entry.get("status", "open")
-    if not looks:
+    last = entry.last
+    if last is None:
         return f"{name}: no look finished yet"
-    last = looks[-1]
-    where = f"look {last['look']} of {len(entry.get('planned', []))}, {last['prompts']} prompts"
-    best = f"best {best_label(last.get('best'))} {interval_text(last.get('best'), last.get('answer', ''))}"
-    if status == "decided":
-        return f"{name}: {last['answer']} at {where} — {best}"
-    if status == "open":
-        return f"{name}: {last['answer']} after {where} — {best}"
-    return f"{name}: {STATUS_WORDS.get(status, status)} ({where}) — {best}; {needed_text(entry, last)}"
+    where = f"look {last.look} of {len(entry.planned)}, {last.prompts} prompts"
+    best = f"best {best_label(last.best)} {interval_text(last.best, last.answer)}"
+    if entry.status == "decided":
+        return f"{name}: {last.answer} at {where} — {best}"
+    if entry.status == "open":
+        return f"{name}: {last.answer} after {where} — {best}"
+    return f"{name}: {STATUS_WORDS.get(entry.status, entry.status)} ({where}) — {best}; {needed_text(entry, last)}"
 
 
-def summary_lines(history: dict) -> list[str]:
-    return [workload_line(name, entry) for name, entry in history.get("workloads", {}).items()]
+def summary_lines(history: History) -> list[str]:
+    return [workload_line(name, entry) for name, entry in history.workloads.items()]

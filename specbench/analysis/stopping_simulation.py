@@ -32,7 +32,8 @@ import pandas as pd
 from specbench.analysis.decision import _decide
 from specbench.analysis.options import Option
 from specbench.analysis.sequential import FIXED, LookPlan
-from specbench.analysis.speedup_interval import NO, YES, speedup_interval
+from specbench.analysis.speedup_interval import speedup_interval
+from specbench.analysis.verdict import NO, UNSURE, YES, Decision
 from specbench.analysis.stopping import OPEN, look_outcome
 
 TRUTHS = {  # K = 6 configurations (think γ = 1..6 of one drafter)
@@ -114,8 +115,7 @@ def run_sweep(
                 counts[i] = n
         options = _options(tokens, base, seconds, counts)
         decision = _decide(_EMPTY, _EMPTY, options, n, plan) if adjusted else _plain(options, n)
-        verdict = {**decision.as_dict(), "candidates": decision.candidates}
-        status, newly = look_outcome([verdict], look, looks)
+        status, newly = look_outcome([decision], look, looks)
         dropped |= newly
         if status != OPEN:
             break
@@ -125,23 +125,14 @@ def run_sweep(
 _EMPTY = pd.DataFrame()
 
 
-class _PlainDecision:
+def _plain(options: list[Option], n: int) -> Decision:
     """The former rule, for comparison: yes if any plain 95 % interval lies above 1, no if all lie below."""
-
-    def __init__(self, answer, option):
-        self.answer, self.option, self.candidates = answer, option, []
-
-    def as_dict(self):
-        return {"answer": self.answer, "timing_disturbed": False, "prompts_needed": None}
-
-
-def _plain(options: list[Option], n: int) -> _PlainDecision:
     above = [o for o in options if o.lo > 1]
     if above:
-        return _PlainDecision(YES, max(above, key=lambda o: o.speedup))
+        return Decision(YES, "measured", max(above, key=lambda o: o.speedup), None, None, n, "")
     if all(o.hi < 1 for o in options):
-        return _PlainDecision(NO, None)
-    return _PlainDecision("cannot tell", None)
+        return Decision(NO, "measured", None, None, None, n, "")
+    return Decision(UNSURE, "measured", None, None, None, n, "")
 
 
 def _score(decision, truth: tuple[float, ...], prompts: int) -> dict:

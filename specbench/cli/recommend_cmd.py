@@ -20,7 +20,7 @@ from specbench.analysis.intervals import N_BOOT
 from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommend import MeasuredCosts, ProfiledCosts, recommend
 from specbench.analysis.recommend import to_json as recommendations_json
-from specbench.analysis.sequential import LookPlan
+from specbench.analysis.stopping_history import load_history
 from specbench.bounds import int_list
 from specbench.cli.engine_checks import check_engine_settings, local_model_folder
 from specbench.cli.fit_cmd import group_label, text_row
@@ -32,7 +32,6 @@ from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt, plain
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models.resolve import hub_ids
-from specbench.records.adaptive_history import planned_looks, read_history
 from specbench.records.profile_file import load_profile
 from specbench.records.jsonable import json_ready
 
@@ -104,7 +103,7 @@ def _print_batch_one(rec, console) -> None:
             name, speedup = decision.option.describe(), _interval(decision.option)
             name += " ★" if final is not None else ""
         else:
-            name, speedup = f"none (best: {decision.best['drafter_label']} γ={decision.best['gamma']})", "-"
+            name, speedup = f"none (best: {decision.best.describe(schedule=False)})", "-"
         text_row(picks, f"verdict ({decision.evidence})", name, speedup, "-", "-",
                  f"{decision.answer}; intervals adjusted for the looks and the {len(decision.candidates)} "
                  "configurations")
@@ -275,8 +274,8 @@ def recommend_command(
     engines = ENGINE_CHOICES[:-1] if engine == "all" else (engine,)
     records = load_results(results_dir)
     costs = _cost_source(cost_profile, batch, context)
-    history = read_history(results_dir)  # an adaptive sweep: judge its records the way it stopped on them
-    plans = {name: LookPlan(looks) for name, looks in planned_looks(history).items()}
+    history = load_history(results_dir)  # an adaptive sweep: judge its records the way it stopped on them
+    plans = history.plans() if history else {}
     hubs = hub_ids()
     recs = recommend(records, costs, objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed,
                      engines=engines, hub_ids=hubs, plans=plans)

@@ -20,7 +20,7 @@ from specbench.cli.render import console as wide_console
 from specbench.errors import SpecbenchError
 from specbench.records.jsonable import json_ready
 from specbench.records.merge import merge_folders
-from specbench.records.adaptive_history import read_history
+from specbench.analysis.stopping_history import History, load_history
 from specbench.records.store import load_records, load_run_info
 from specbench.safe_files import writing
 from specbench.records.summary import (
@@ -72,8 +72,9 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
     if json_out:
         head = {"sweep": info.get("sweep", {}).get("name", str(folder)), "target": info["sweep"]["target"],
                 "device": info.get("device_name"), "dtype": info.get("dtype"), "records": len(records)}
-        history = read_history(folder)
-        typer.echo(json.dumps(json_ready({**head, "rows": rows, **({"adaptive": history} if history else {})}),
+        history = load_history(folder)
+        adaptive = {"adaptive": history.as_dict()} if history else {}
+        typer.echo(json.dumps(json_ready({**head, "rows": rows, **adaptive}),
                               indent=2))
         return
     out = console()
@@ -125,10 +126,10 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
         for configuration, cells in body:
             t.add_row(configuration, *cells)
         out.print(t)
-    print_history(read_history(folder), out)
+    print_history(load_history(folder), out)
 
 
-def print_history(history: dict | None, out) -> None:
+def print_history(history: History | None, out) -> None:
     """An adaptive sweep's stopping history: the look-by-look table and one line per workload."""
     if not history:
         return

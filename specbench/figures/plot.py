@@ -69,8 +69,7 @@ from specbench.figures.palette import BASELINE_LABEL, CHAIN, Palette
 from specbench.figures.online import figure_online, has_online_records
 from specbench.figures.schedules import figure_schedules, schedule_panels
 from specbench.figures.skipped import FigureSkipped  # re-exported: the figures' one skip type
-from specbench.analysis.sequential import LookPlan
-from specbench.records.adaptive_history import planned_looks, read_history
+from specbench.analysis.stopping_history import History, load_history
 from specbench.records.store import load_run_info
 from specbench.records.timing import has_round_timings
 from specbench.records.summary import (BASELINE_KEYS, configuration_table, fixed_schedule, is_baseline, lossless_check,
@@ -117,7 +116,7 @@ class PlotData:
     objective: str
     notes: list[str] = field(default_factory=list)
     context_bins: pd.DataFrame = field(default_factory=pd.DataFrame)  # context_bins.fit_by_context_bin
-    history: dict | None = None  # an adaptive sweep's stopping history (records.adaptive_history)
+    history: History | None = None  # an adaptive sweep's stopping history (analysis.stopping_history)
     load: dict | None = None  # a serving sweep with a load axis: analysis.load_verdicts.summary (None: one load)
 
 
@@ -164,8 +163,8 @@ def load_plot_data(folder: str | Path, *, n_boot: int = N_BOOT, seed: int = 0, m
         if with_categories:
             subset = records[records["workload"].isin(with_categories)]
             category_fits = fits_frame(fit_acceptance(subset, by=["category"], n_boot=n_boot, seed=seed))
-    history = read_history(folder)  # an adaptive sweep is judged the way it stopped (analysis.sequential)
-    plans = {name: LookPlan(looks) for name, looks in planned_looks(history).items()}
+    history = load_history(folder)  # an adaptive sweep is judged the way it stopped (analysis.sequential)
+    plans = history.plans() if history else {}
     try:
         recommendations = recommend(records, objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed,
                                     plans=plans, hub_ids=hub_ids)

@@ -178,13 +178,13 @@ def stopping_section(data: PlotData) -> Html:
                                  "'Sweeps that decide'); `specbench sweep --until-decided` measures until each "
                                  "workload is decided instead."))
     rows = []
-    for name, entry in data.history.get("workloads", {}).items():
-        for look in entry.get("looks") or []:
-            best = look.get("best") or {}
-            rows.append([name, look["look"], look["prompts"], look.get("calibration_prompts") or "-",
-                         look.get("answer"), f"{best.get('drafter_label', '-')} γ={best.get('gamma', '-')}",
-                         interval(best.get("speedup"), best.get("lo_adj"), best.get("hi_sim"), 2, "×"),
-                         ", ".join(look.get("dropped") or []) or "-"])
+    for name, entry in data.history.workloads.items():
+        for look in entry.looks:
+            best = look.best
+            rows.append([name, look.look, look.prompts, look.calibration_prompts or "-", str(look.answer),
+                         look.best_label(),
+                         "-" if best is None else interval(best.speedup, best.lo_adj, best.hi_sim, 2, "×"),
+                         ", ".join(look.dropped) or "-"])
     outcome = bullet_list([esc(line) for line in summary_lines(data.history)], cls="")
     return section("stopping", "Adaptive sweep: stopping history",
                    paragraph("Each workload was measured look by look until its verdict was confident; intervals "
@@ -224,8 +224,8 @@ def load_section(data: PlotData) -> Html:
         return Html("")
     axis = load["axis"]
     lines = [f"{r['workload']}: {r['text']}" for r in load["lines"]]
-    verdicts = [[r["workload"], load_label(axis, r["load"]), r["short"], "yes" if r["confident"] else "no"]
-                for r in load["verdicts"]]
+    verdicts = [[v.workload, load_label(axis, v.load), v.short, "yes" if v.confident else "no"]
+                for v in load["verdicts"]]
     rows = []
     for r in load["table"]:
         rows.append([r["workload"], load_label(axis, r[axis]), configuration_name(r), r["requests"], num(r["tokens_per_s"], 1),
