@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from specbench.analysis.confirmation import Report
 from specbench.analysis.stopping_history import History
 from specbench.analysis.verdict import Decision
 from specbench.analysis.engine_settings import EngineSetting
@@ -179,16 +180,24 @@ def recommendation_dict(rec: Recommendation) -> dict:
     })
 
 
-def to_json(recs: list[Recommendation], load: list[dict] | None = None, history: History | None = None) -> str:
+def to_json(recs: list[Recommendation], load: list[dict] | None = None, history: History | None = None,
+            confirmation: Report | None = None) -> str:
     """The recommendations as a JSON list; ``load`` (one per recommendation, from a serving sweep with a load
     axis — `specbench.analysis.load_verdicts.for_scenario`: the per-load table, the verdicts, the crossovers,
     vLLM's per-batch-size schedules) goes under each one's ``load`` key (null otherwise); ``history`` (an
     adaptive sweep's stopping history) gives each its workload's looks under ``stopping_history`` (null for a
-    fixed grid)."""
+    fixed grid); ``confirmation`` (`specbench confirm`'s report) gives each its workload's targets — predicted
+    against realized, held or missed, the regret — under ``confirmation`` (null when not confirmed)."""
     dicts = [recommendation_dict(r) for r in recs]
     looks = history.workloads if history is not None else {}
     for d, c, r in zip(dicts, load or [None] * len(dicts), recs):
         d["load"] = None if c is None else json_ready(c)
         entry = looks.get(str(r.keys.get("workload")))
         d["stopping_history"] = (json_ready(entry.as_dict()) if entry is not None else None) if looks else None
+        if confirmation is not None:
+            mine = confirmation.for_workload(str(r.keys.get("workload")))
+            d["confirmation"] = json_ready({"targets": [t.as_dict() for t in mine], "lines": [t.line() for t in mine],
+                                            "absent": confirmation.absent, "notes": confirmation.notes})
+        else:
+            d["confirmation"] = None
     return json.dumps(dicts, indent=2)

@@ -15,6 +15,7 @@ import typer
 import typer.core
 
 from specbench.cli import (
+    confirm_cmd,
     exit_codes,
     export_cmd,
     fit_cmd,
@@ -107,6 +108,7 @@ def _register() -> None:
     workloads_cmd.register(app)
     fit_cmd.register(app)
     recommend_cmd.register(app)
+    confirm_cmd.register(app)
     plot_cmd.register(app)
     profile_cmd.register(app)
     train_cmd.register(app)

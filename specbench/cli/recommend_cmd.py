@@ -20,7 +20,9 @@ from specbench.analysis.intervals import N_BOOT
 from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommend import MeasuredCosts, ProfiledCosts, recommend
 from specbench.analysis.recommend import to_json as recommendations_json
+from specbench.analysis.confirmation import load_report
 from specbench.analysis.stopping_history import load_history
+from specbench.cli.confirm_view import print_confirmation
 from specbench.bounds import int_list
 from specbench.cli.engine_checks import check_engine_settings, local_model_folder
 from specbench.cli.fit_cmd import group_label, text_row
@@ -288,7 +290,7 @@ def recommend_command(
     if json_out:
         typer.echo(recommendations_json(recs, None if load is None else
                                         [load_for_scenario(load, rec.keys) for rec in recs],
-                                        history))
+                                        history, load_report(results_dir)))
         return
     console = wide_console()
     for rec in recs:
@@ -296,6 +298,7 @@ def recommend_command(
     if load is not None:
         print_load(load, console)
     print_history(history, console)
+    print_confirmation(load_report(results_dir), console, detail=False)
 
 
 def _slo_command(results_dir: Path, slos: list[Slo], n_boot: int, seed: int, json_out: bool) -> None:

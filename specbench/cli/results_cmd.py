@@ -20,7 +20,9 @@ from specbench.cli.render import console as wide_console
 from specbench.errors import SpecbenchError
 from specbench.records.jsonable import json_ready
 from specbench.records.merge import merge_folders
+from specbench.analysis.confirmation import load_report
 from specbench.analysis.stopping_history import History, load_history
+from specbench.cli.confirm_view import print_confirmation
 from specbench.records.store import load_records, load_run_info
 from specbench.safe_files import writing
 from specbench.records.summary import (
@@ -74,6 +76,9 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
                 "device": info.get("device_name"), "dtype": info.get("dtype"), "records": len(records)}
         history = load_history(folder)
         adaptive = {"adaptive": history.as_dict()} if history else {}
+        confirmation = load_report(folder)
+        if confirmation is not None:
+            adaptive["confirmation"] = confirmation.as_dict()
         typer.echo(json.dumps(json_ready({**head, "rows": rows, **adaptive}),
                               indent=2))
         return
@@ -127,6 +132,7 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
             t.add_row(configuration, *cells)
         out.print(t)
     print_history(load_history(folder), out)
+    print_confirmation(load_report(folder), out, detail=False)
 
 
 def print_history(history: History | None, out) -> None:
