@@ -42,6 +42,7 @@ from specbench.measure.prompt import Prompt
 from specbench.measure.spec import DrafterConfig, RunConfig
 from specbench.measure.workloads import load_workload
 from specbench.records.store import load_records
+from tests.cli_helpers import assert_user_error, invoke
 from tests.confirm_helpers import decided_results
 from tests.synthetic_results import SyntheticCosts, SyntheticDrafter, make_records, records_frame
 
@@ -344,7 +345,25 @@ def test_serving_schedules_become_vllm_settings_and_own_schedules_are_refused_th
     assert speculative_config(config) == {
         k: v for k, v in built.items() if k != "num_speculative_tokens_per_batch_size"
     }
-    with pytest.raises(SpecbenchError, match="own engine only"):
+    with pytest.raises(SpecbenchError, match="own engine, live"):
         speculative_config(replace(config, schedule=ScheduleSpec("heuristic")))
     with pytest.raises(SpecbenchError, match="serving engine"):
         make_schedule(batch_size_schedule(ranges), 4)
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--budget", "soon"], "budget must be a duration"),
+        (["--first", "0"], "'--first' must be an integer from 1"),
+        (["--max-prompts", "-3"], "'--max-prompts' must be an integer from 1"),
+        (["--workload", "nope"], "--workload nope: not in"),
+    ],
+)
+def test_bad_confirm_flags_are_one_line(tmp_path, args, needle):
+    results = decided_results(tmp_path / "sweep")
+    assert_user_error(invoke("confirm", results, *args, "--dry-run"), needle)
+
+
+def test_confirming_a_folder_that_is_not_a_sweep_is_one_line(tmp_path):
+    assert_user_error(invoke("confirm", tmp_path / "nothing", "--dry-run"), "results folder not found")

@@ -160,7 +160,8 @@ def with_schedule(built: dict, schedule) -> dict:
     if schedule is None or schedule.is_fixed:
         return built
     if schedule.name not in SERVING_SCHEDULES:
-        raise SpecbenchError(f"schedule '{schedule.label}' runs in specbench's own engine only, not in vLLM")
+        raise SpecbenchError(f"schedule '{schedule.label}' cannot run in vLLM: schedules other than fixed run in "
+                             "specbench's own engine, live (vLLM takes its own: batch-size, adaptive-k)")
     out = dict(built)
     if schedule.name == BATCH_SIZE:
         out["num_speculative_tokens_per_batch_size"] = schedule_ranges(schedule)
