@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/adaptive_simulation.py                 # 2000 sweeps per cell (~15 min on 2 cores)
     .venv/bin/python scripts/adaptive_simulation.py --sims 300      # quicker
+    .venv/bin/python scripts/adaptive_simulation.py --confirm --sims 500   # held / missed of `specbench confirm`
     make simulate-stopping                                          # the documented run
 
 Model, truths and scoring: `specbench.analysis.stopping_simulation`. Every row judges the same kind of
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-from specbench.analysis.stopping_simulation import TRUTHS, error_table
+from specbench.analysis.stopping_simulation import TRUTHS, confirmation_table, error_table
 
 
 def main() -> None:
@@ -23,7 +24,11 @@ def main() -> None:
     parser.add_argument("--looks", default="8,16,24,32,40,48,56,64", help="the adaptive plan: prompts per look")
     parser.add_argument("--fixed", default="12,64", help="fixed-grid sizes to compare with")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--confirm", action="store_true", help="the confirmation's held / missed rates instead")
     args = parser.parse_args()
+    if args.confirm:
+        print_confirmation_table(args.sims, args.seed)
+        return
     looks = tuple(int(x) for x in args.looks.split(","))
     fixed = tuple(int(x) for x in args.fixed.split(",") if x)
     table = error_table(TRUTHS, planned=looks, fixed_sizes=fixed, sims=args.sims, seed=args.seed)
@@ -47,6 +52,28 @@ def main() -> None:
         f"\n{args.sims} synthetic sweeps per row; truths (true speedups of the 6 configurations): "
         + "; ".join(f"{k}: {', '.join(f'{v:g}' for v in t)}" for k, t in TRUTHS.items())
     )
+
+
+def print_confirmation_table(sims: int, seed: int) -> None:
+    """Of the synthetic sweeps that said yes, what `specbench confirm` says on fresh prompts (looks 4, 8, ... 24)."""
+    table = confirmation_table(sims=sims, seed=seed)
+
+    def pct(x: float) -> str:
+        return "-" if x != x else f"{100 * x:.1f} %"
+
+    print(
+        "| truth | how the sweep picked | confirmed | held | missed | not settled | prediction right: missed | "
+        "direction wrong: held | size wrong: missed | fresh prompts (mean) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in table.itertuples():
+        print(
+            f"| {r.truth} | {r.sweep} | {r.confirmed} | {pct(r.held)} | {pct(r.missed)} | {pct(r.open)} | "
+            f"{pct(r.missed_when_right)} ({pct(r.right)} of them) | {pct(r.held_when_direction_wrong)} "
+            f"({pct(r.direction_wrong)}) | {pct(r.missed_when_size_wrong)} ({pct(r.size_wrong)}) | "
+            f"{r.mean_prompts:.1f} |"
+        )
+    print(f"\n{sims} synthetic sweeps per row; only those that said a confident yes are confirmed.")
 
 
 if __name__ == "__main__":

@@ -122,6 +122,10 @@ BOUNDS: dict[str, Bound] = {
     "adaptive.budget_s": Bound(
         0, 30 * 24 * 3600, False, "an adaptive sweep's wall-time budget: 30 days", open_low=True
     ),
+    "confirm.first": Bound(1, MAX_PROMPTS, True, "fresh prompts of a confirmation's first look, per target"),
+    "confirm.batch": Bound(1, MAX_PROMPTS, True, "fresh prompts a confirmation adds per look"),
+    "confirm.max_prompts": Bound(1, MAX_PROMPTS, True, "fresh prompts a confirmation may use per target"),
+    "confirm.budget_s": Bound(0, 30 * 24 * 3600, False, "a confirmation's wall-time budget: 30 days", open_low=True),
     # ---- analysis (fit, recommend, plot)
     "bootstrap": Bound(
         0,

@@ -20,7 +20,8 @@ from specbench.cli import app
 from specbench.analysis.options import Option
 from specbench.analysis.recommend import recommend
 from specbench.analysis.sequential import FIXED, LookPlan, VerdictRule, pocock_constant
-from specbench.analysis.speedup_interval import NO, YES, speedup_interval
+from specbench.analysis.speedup_interval import speedup_interval
+from specbench.analysis.verdict import NO, UNSURE, YES
 from specbench.analysis.stopping import DECIDED, OPEN, look_outcome
 from specbench.analysis.stopping_simulation import TRUTHS, error_table
 from specbench.errors import SpecbenchError
@@ -90,7 +91,7 @@ def test_one_option_and_one_look_is_the_plain_95_percent_interval():
 
 def _verdicts(frame, planned):
     recs = recommend(frame, n_boot=0, plans={"mt-bench": LookPlan(planned)})
-    return [{**r.decision.as_dict(), "candidates": r.decision.candidates} for r in recs]
+    return [r.decision for r in recs]
 
 
 @pytest.mark.parametrize(
@@ -103,7 +104,7 @@ def _verdicts(frame, planned):
 def test_the_rule_stops_when_the_truth_is_clear(drafter, answer):
     frame = records_frame(make_records([drafter], n_prompts=12, seed=0, costs=SyntheticCosts(noise=0.05)))
     verdicts = _verdicts(frame, (12, 24, 36))
-    assert [v["answer"] for v in verdicts] == [answer]
+    assert [v.answer for v in verdicts] == [answer]
     assert look_outcome(verdicts, 1, (12, 24, 36)) == (DECIDED, set())
 
 
@@ -117,7 +118,7 @@ def test_the_rule_drops_a_configuration_confidently_below_the_best_and_goes_on()
     frame = records_frame(make_records(drafters, n_prompts=8, seed=0, costs=SyntheticCosts(noise=0.15)))
     verdicts = _verdicts(frame, (8, 16, 24))
     status, dropped = look_outcome(verdicts, 1, (8, 16, 24))
-    assert status == OPEN and verdicts[0]["answer"] == "cannot tell"
+    assert status == OPEN and verdicts[0].answer == UNSURE
     assert dropped == {("draft-model(model=qwen2.5-coder-0.5b)", "chain", 2, "fixed")}
     assert look_outcome(verdicts, 3, (8, 16, 24))[0] == "prompts exhausted"  # the last planned look
 
@@ -125,7 +126,7 @@ def test_the_rule_drops_a_configuration_confidently_below_the_best_and_goes_on()
 def test_a_disturbed_timing_never_decides():
     frame = records_frame(make_records([SyntheticDrafter(alpha=0.9, gammas=(2, 4))], n_prompts=12, seed=0))
     verdicts = _verdicts(frame, (12, 24))
-    verdicts[0]["timing_disturbed"] = True
+    verdicts[0].timing_disturbed = True
     assert look_outcome(verdicts, 1, (12, 24))[0] == OPEN
 
 
@@ -155,7 +156,7 @@ def test_a_yes_names_its_adjusted_interval():
 
 
 def decision_quantile(decision):
-    return stats.t.isf(decision.rule["p_yes"], 20.0)
+    return stats.t.isf(decision.rule.p_yes, 20.0)
 
 
 # ----------------------------------------------------------------------------- the driver, end to end
@@ -253,9 +254,9 @@ def test_a_look_that_does_not_fit_the_budget_left_ends_as_budget_not_as_prompts_
 ):
     """Budget left, but the next look is estimated to overrun it: the workloads end "cannot tell within the
     budget" (with what is needed), not "its prompts ran out" — they had prompts left."""
-    from specbench.measure.adaptive import AdaptiveSweep
+    from specbench.measure.adaptive import AdaptivePolicy
 
-    monkeypatch.setattr(AdaptiveSweep, "_look_seconds", lambda self, state: None if state.look == 0 else 1e9)
+    monkeypatch.setattr(AdaptivePolicy, "_look_seconds", lambda self, state: None if state.look == 0 else 1e9)
     spec, out = adaptive_yaml(tmp_path, prompts_file, adaptive={**ADAPTIVE, "budget": "1h"}), tmp_path / "res"
     result = invoke("sweep", spec, "--out", out)
     assert result.exit_code == 0, result.output

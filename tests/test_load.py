@@ -15,6 +15,7 @@ from specbench.analysis.load import has_load_axis, load_keys, scenario_keys, ser
 from specbench.analysis.load_verdicts import for_scenario, summary
 from specbench.analysis.recommend import recommend, to_json
 from specbench.analysis.slo import make_slo, parse_latency, slo_answers
+from specbench.analysis.verdict import NO, YES
 from specbench.errors import SpecbenchError
 from tests.synthetic_serving import as_dicts, serving_records
 
@@ -141,13 +142,13 @@ def falling_sweep():
 
 def test_per_load_verdicts_come_from_the_decision(falling_sweep):
     _, recs, load = falling_sweep
-    by_level = {v["load"]: v for v in load["verdicts"]}
+    by_level = {v.load: v for v in load["verdicts"]}
     assert sorted(by_level) == list(LEVELS)
     for rec in recs:
         v = by_level[rec.keys["concurrency"]]
-        assert v["answer"] == rec.decision.answer and v["confident"] == rec.decision.confident
-    assert by_level[1]["answer"] == "confident yes" and by_level[16]["answer"] == "confident no"
-    assert any(not v["confident"] for v in by_level.values())  # near the crossover it cannot tell
+        assert v.decision is rec.decision and v.confident == rec.decision.confident
+    assert by_level[1].decision.answer == YES and by_level[16].decision.answer == NO
+    assert any(not v.confident for v in by_level.values())  # near the crossover it cannot tell
 
 
 def test_the_crossover_line_states_where_speculation_stops(falling_sweep):
@@ -163,10 +164,10 @@ def test_schedule_holds_confident_loads_only_and_says_why_others_are_absent(fall
     (plan,) = load["schedules"]
     levels = {e["concurrency"]: e for e in plan["levels"]}
     for level, entry in levels.items():
-        verdict = next(v for v in load["verdicts"] if v["load"] == level)
-        if verdict["answer"] == "confident yes":
-            assert entry["K"] == verdict["option"]["gamma"]
-        elif verdict["answer"] == "confident no":
+        verdict = next(v for v in load["verdicts"] if v.load == level)
+        if verdict.decision.answer == YES:
+            assert entry["K"] == verdict.option.gamma
+        elif verdict.decision.answer == NO:
             assert entry["K"] == 0
         else:
             assert entry["K"] is None and entry["why"].startswith("no confident verdict")
@@ -364,9 +365,9 @@ def test_a_load_whose_baseline_batch_was_disturbed_is_not_decided():
     disturbed = (frame["concurrency"] == 1) & (frame["gamma"] == 0)
     frame.loc[disturbed, "timing_ok"] = False
     by_level = {r.keys["concurrency"]: r for r in recommend(frame, n_boot=0)}
-    assert by_level[1].decision.answer == "confident yes" and not by_level[1].decision.confident
+    assert by_level[1].decision.answer == YES and not by_level[1].decision.confident
     assert by_level[1].final is None and by_level[1].verdict.startswith("not decided (disturbed timing)")
     assert by_level[4].decision.confident and by_level[4].final is not None
-    rows = {v["load"]: v for v in summary(frame, list(by_level.values()), n_boot=0)["verdicts"]}
-    assert rows[1]["short"].startswith("not decided (disturbed timing; on its numbers alone: confident yes")
-    assert rows[4]["short"].startswith("confident yes")
+    rows = {v.load: v for v in summary(frame, list(by_level.values()), n_boot=0)["verdicts"]}
+    assert rows[1].short.startswith("not decided (disturbed timing; on its numbers alone: confident yes")
+    assert rows[4].short.startswith("confident yes")

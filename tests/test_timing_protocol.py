@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from scripts.interval_coverage import coverage, t_method, z_method
-from specbench.analysis.speedup_interval import NO, TOO_FEW, UNSURE, YES, decide, prompts_to_settle, speedup_interval
+from specbench.analysis.speedup_interval import prompts_to_settle, speedup_interval
+from specbench.analysis.verdict import NO, TOO_FEW, UNSURE, YES, decide
 from specbench.errors import SpecbenchError
 from specbench.measure.machine_state import MachineProbe, MachineState
 from specbench.measure.timing_protocol import (

@@ -12,7 +12,9 @@ import pytest
 import yaml
 
 from specbench.analysis.engine_settings import engine_settings
-from specbench.analysis.load_verdicts import schedules
+from specbench.analysis.load_verdicts import LoadVerdict, schedules
+from specbench.analysis.options import Option
+from specbench.analysis.verdict import YES, Decision
 from specbench.analysis.vllm_speculative import speculative_config as build
 from specbench.backends import vllm_config, vllm_server
 from specbench.training.vllm_export import serving_config
@@ -26,11 +28,10 @@ def run_config(kind: str, params: dict, gamma: int, tree: str = "chain") -> RunC
 
 def _schedule(kind: str, params: dict, gamma: int) -> dict:
     """The per-load schedule (`analysis.load_verdicts.schedules`) of one confident yes at concurrency 1."""
-    option = {"drafter": kind, "drafter_params": json.dumps(params), "drafter_label": kind, "tree": "chain",
-              "gamma": gamma, "speedup": 1.5, "lo": 1.2, "hi": 1.8}
-    row = {"target": "t", "temperature": 0.0, "top_p": 1.0, "top_k": 0, "workload": "w", "backend": "vllm",
-           "concurrency": 1, "answer": "confident yes", "confident": True, "option": option, "short": ""}
-    (plan,) = schedules([row], "t", None)
+    option = Option(kind, kind, json.dumps(params), "chain", gamma, 1.5, 1.2, 1.8, float("nan"), True)
+    decision = Decision(YES, "measured", option, None, None, 12, "")
+    keys = {"target": "t", "temperature": 0.0, "top_p": 1.0, "top_k": 0, "workload": "w"}
+    (plan,) = schedules([LoadVerdict(keys, "vllm", 1, 0.0, 1, decision)], "t", None)
     return plan
 
 

@@ -21,16 +21,15 @@ whose pairs with the baseline ran undisturbed is *timed under interference*. Suc
 listed but left out of the answer while any other configuration was timed undisturbed (the text names
 them); when every one was disturbed they are the answer's evidence, and the answer is not confident.
 
-Each candidate keeps its adjusted ends (``Decision.candidates``), so an adaptive sweep can also
-drop the options that are confidently below the best (`dominated`), and the answer says how flat the
-optimum is (`flat_range`): the configurations *within* the chosen one's interval are those not
-confidently below it by the same rule — their simultaneous upper end is not under its simultaneous
-lower end (docs/fit.md, "How flat the optimum is").
+Each candidate keeps its adjusted ends (``Decision.candidates``, `specbench.analysis.verdict.Candidate`), so an
+adaptive sweep can also drop the options that are confidently below the best (`dominated`), and the answer says
+how flat the optimum is (`flat_range`): the configurations *within* the chosen one's interval are those not
+confidently below it by the same rule — their simultaneous upper end is not under its simultaneous lower end
+(docs/fit.md, "How flat the optimum is"). The verdict's types (`Answer`, `Candidate`, `Decision`) are in
+`specbench.analysis.verdict`.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -39,132 +38,53 @@ from specbench.analysis.intervals import LEVEL
 from specbench.analysis.options import Option
 from specbench.analysis.predicted_speedup import predicted_table
 from specbench.analysis.sequential import FIXED, LookPlan, VerdictRule, prompts_to_settle
-from specbench.analysis.speedup_interval import (
-    MIN_PROMPTS,
-    NO,
-    TOO_FEW,
-    UNSURE,
-    YES,
-    is_decisive,
-    says_no,
-    says_yes,
-    speedup_words,
-    too_few,
-)
+from specbench.analysis.speedup_interval import MIN_PROMPTS, speedup_words
+from specbench.analysis.verdict import NO, TOO_FEW, UNSURE, YES, Candidate, Decision, three_way
 from specbench.records.timing import DISTURBED, paired_note
 
-CANDIDATE_KEYS = ("drafter_label", "tree", "gamma", "schedule")  # one option of a scenario
+__all__ = ["Candidate", "Decision", "decide_scenario", "describe_best", "dominated", "flat_range"]
 
 
-@dataclass
-class Decision:
-    answer: str  # YES, NO, UNSURE or TOO_FEW
-    evidence: str  # 'predicted' or 'measured'
-    option: object | None  # the recommended Option (confident yes only)
-    best: dict | None  # the best point estimate: label, gamma, speedup, lo, hi (adjusted ends: lo_adj, hi_adj)
-    prompts_needed: int | None
-    n_prompts: int
-    text: str
-    timing_disturbed: bool = False  # every timed unit ran under interference (the text says so too)
-    rule: dict = field(default_factory=dict)  # the VerdictRule the answer used (sequential.VerdictRule.as_dict)
-    candidates: list[dict] = field(default_factory=list)  # every option with its adjusted ends
-    flat: dict | None = None  # how flat the optimum is around ``best`` (`flat_range`); None: no reference option
-
-    def as_dict(self) -> dict:
-        return {"answer": self.answer, "evidence": self.evidence, "best": self.best,
-                "prompts_needed": self.prompts_needed, "n_prompts": self.n_prompts, "text": self.text,
-                "timing_disturbed": self.timing_disturbed, "rule": self.rule, "flat_range": self.flat,
-                "candidates": [{k: v for k, v in c.items() if k != "option"} for c in self.candidates]}
-
-    @property
-    def confident(self) -> bool:
-        return is_decisive(self.answer) and not self.timing_disturbed
-
-    @property
-    def says_yes(self) -> bool:
-        """A confident yes on its numbers (disturbed timing or not: see `confident`)."""
-        return says_yes(self.answer)
-
-    @property
-    def says_no(self) -> bool:
-        return says_no(self.answer)
-
-    def headline(self) -> str:
-        """The answer in a few words, for a panel or a figure title: 'confident yes: ngram γ=2', 'confident no',
-        'cannot tell (best so far ngram γ=3)', 'too few prompts (P = 2)'; 'not decided (disturbed timing)' when
-        the numbers would say yes or no but the timing was disturbed."""
-        name = describe_best(self.best)
-        if self.timing_disturbed and says_no(self.answer):
-            return "not decided (disturbed timing): speculation looked not to pay"
-        if self.timing_disturbed and is_decisive(self.answer):
-            return "not decided (disturbed timing)" + (f": {name} looked best" if name else "")
-        if says_yes(self.answer):
-            return f"confident yes: {name}" if name else "confident yes"
-        if says_no(self.answer):
-            return "confident no: no speculation"
-        if too_few(self.answer):
-            return f"too few prompts to tell (P = {self.n_prompts})"
-        return f"cannot tell (best so far {name})" if name else "cannot tell"
+def _candidates_predicted(predicted: pd.DataFrame) -> list[Candidate]:
+    return [Candidate(r["drafter"], r["drafter_label"], r["tree"], int(r["gamma"]), r.get("schedule", "fixed"),
+                      float(r["predicted"]), float(r["lo"]), float(r["hi"]),
+                      float(np.hypot(r["acceptance_log_se"], r["cost_log_se"] if r["cost_log_se"] == r["cost_log_se"]
+                                     else 0.0)),
+                      float(r["dof"]), int(r["n_prompts"])) for _, r in predicted.iterrows()]
 
 
-def _candidates_predicted(predicted: pd.DataFrame) -> list[dict]:
-    return [{"drafter": r["drafter"], "drafter_label": r["drafter_label"], "tree": r["tree"], "gamma": int(r["gamma"]),
-             "schedule": r.get("schedule", "fixed"),
-             "speedup": float(r["predicted"]), "lo": float(r["lo"]), "hi": float(r["hi"]),
-             "log_se": float(np.hypot(r["acceptance_log_se"], r["cost_log_se"] if r["cost_log_se"] == r["cost_log_se"]
-                                      else 0.0)),
-             "n": int(r["n_prompts"]), "dof": float(r["dof"])} for _, r in predicted.iterrows()]
+def _candidates_measured(options: list) -> list[Candidate]:
+    return [Candidate(o.drafter, o.drafter_label, o.tree, o.gamma, o.schedule, o.speedup, o.lo, o.hi, o.log_se,
+                      o.dof, option=o, timing_disturbed=bool(o.timing_disturbed)) for o in options]
 
 
-def _candidates_measured(options: list) -> list[dict]:
-    return [{"drafter": o.drafter, "drafter_label": o.drafter_label, "tree": o.tree, "gamma": o.gamma,
-             "schedule": o.schedule, "speedup": o.speedup, "lo": o.lo, "hi": o.hi, "log_se": o.log_se,
-             "dof": o.dof, "timing_disturbed": bool(o.timing_disturbed), "option": o} for o in options]
-
-
-def _adjust(candidates: list[dict], rule: VerdictRule) -> None:
-    """Each candidate's ends under ``rule``: lo_adj / hi_sim at the yes level (simultaneous over the K
-    options), hi_adj at the no level."""
-    for c in candidates:
-        args = (c["speedup"], c.get("log_se", float("nan")), c.get("dof", float("nan")))
-        c["lo_adj"], c["hi_adj"] = rule.lower(*args), rule.upper(*args)
-        c["hi_sim"] = c["speedup"] ** 2 / c["lo_adj"] if c["lo_adj"] > 0 else float("nan")
-
-
-def _describe(c: dict) -> str:
-    tree = "" if c.get("tree", "chain") in ("chain", None) else f" tree {c['tree']}"
-    schedule = c.get("schedule", "fixed")
-    schedule = "" if not isinstance(schedule, str) or schedule == "fixed" else f" schedule {schedule}"
-    return f"{c['drafter_label']}{tree} γ={c['gamma']}{schedule}"
-
-
-def describe_best(best: dict | None) -> str:
+def describe_best(best: Candidate | None) -> str:
     """A decision's best (or chosen) configuration by name — '' when there is none or it lacks a name."""
-    if not best or best.get("drafter_label") is None or best.get("gamma") is None:
+    if best is None or best.drafter_label is None or best.gamma is None:
         return ""
-    return _describe(best)
+    return best.describe()
 
 
-def _ci(c: dict, side: str = "yes") -> str:
+def _ci(c: Candidate, side: str = "yes") -> str:
     """The point and the adjusted interval used for ``side`` (symmetric on the log scale)."""
-    point = c["speedup"]
-    lo, hi = (c["lo_adj"], point ** 2 / c["lo_adj"]) if side == "yes" else (point ** 2 / c["hi_adj"], c["hi_adj"])
+    point = c.speedup
+    lo, hi = (c.lo_adj, point ** 2 / c.lo_adj) if side == "yes" else (point ** 2 / c.hi_adj, c.hi_adj)
     return speedup_words(point, lo, hi)
 
 
-def _option_for(c: dict, options: list, scenario: pd.DataFrame):
+def _option_for(c: Candidate, options: list, scenario: pd.DataFrame):
     """An `Option` (recommend's) for a candidate: the measured one when it exists, else a new one."""
 
-    schedule = c.get("schedule", "fixed") if isinstance(c.get("schedule", "fixed"), str) else "fixed"
+    schedule = c.schedule if isinstance(c.schedule, str) else "fixed"
     for o in options:
-        if (o.drafter_label, o.tree, o.gamma, o.schedule) == (c["drafter_label"], c["tree"], c["gamma"], schedule):
-            return Option(o.drafter, o.drafter_label, o.drafter_params, o.tree, o.gamma, c["speedup"], c["lo_adj"],
-                          c["hi_sim"], o.tokens_per_s, True, schedule, c.get("log_se", np.nan), c.get("dof", np.nan),
+        if (o.drafter_label, o.tree, o.gamma, o.schedule) == (c.drafter_label, c.tree, c.gamma, schedule):
+            return Option(o.drafter, o.drafter_label, o.drafter_params, o.tree, o.gamma, c.speedup, c.lo_adj,
+                          c.hi_sim, o.tokens_per_s, True, schedule, c.log_se, c.dof,
                           timing_disturbed=o.timing_disturbed)
-    rows = scenario[(scenario["drafter_label"] == c["drafter_label"]) & (scenario["tree"] == c["tree"])]
+    rows = scenario[(scenario["drafter_label"] == c.drafter_label) & (scenario["tree"] == c.tree)]
     params = str(rows["drafter_params"].iloc[0]) if len(rows) else "{}"
-    return Option(c["drafter"], c["drafter_label"], params, c["tree"], c["gamma"], c["speedup"], c["lo_adj"],
-                  c["hi_sim"], float("nan"), False, schedule, c.get("log_se", np.nan), c.get("dof", np.nan))
+    return Option(c.drafter, c.drafter_label, params, c.tree, c.gamma, c.speedup, c.lo_adj, c.hi_sim, float("nan"),
+                  False, schedule, c.log_se, c.dof)
 
 
 def decide_scenario(scenario: pd.DataFrame, measured_options: list, n_prompts: int, level: float = LEVEL,
@@ -179,7 +99,7 @@ def decide_scenario(scenario: pd.DataFrame, measured_options: list, n_prompts: i
     if plan.alpha != 1 - level:
         plan = LookPlan(plan.prompts, 1 - level)
     decision = _decide(scenario, predicted, measured_options, n_prompts, plan)
-    rests_on_disturbed = decision.best is not None and bool(decision.best.get("timing_disturbed"))
+    rests_on_disturbed = decision.best is not None and decision.best.timing_disturbed
     if any(n.startswith(DISTURBED) for n in more) or rests_on_disturbed:
         decision.timing_disturbed = True
         decision.text += (" — but the timing was disturbed (no configuration was timed undisturbed beside its "
@@ -203,68 +123,63 @@ def _decide(scenario: pd.DataFrame, predicted: pd.DataFrame, measured_options: l
         return Decision(TOO_FEW, evidence, None, None, None, count,
                         "too few prompts to tell: no configuration has a unit paired with the baseline (nothing to "
                         "compare)")
-    clean = [c for c in candidates if not c.get("timing_disturbed")]
-    left_out = [c for c in candidates if c.get("timing_disturbed")] if clean else []
+    clean = [c for c in candidates if not c.timing_disturbed]
+    left_out = [c for c in candidates if c.timing_disturbed] if clean else []
     candidates = clean or candidates  # disturbed ones answer only when nothing else can (then not confidently)
-    with_interval = [c for c in candidates if np.isfinite(c["lo"]) and np.isfinite(c["hi"])]
+    with_interval = [c for c in candidates if c.has_interval]
     rule = VerdictRule(plan, max(len(with_interval), 1))
-    _adjust(candidates, rule)
-    best = max(candidates, key=lambda c: c["speedup"] if np.isfinite(c["speedup"]) else -np.inf)
-    best_dict = _summary(best)
-    kept = [{k: v for k, v in c.items() if k != "option"} for c in candidates + left_out]
+    for c in candidates + left_out:
+        c.adjust(rule)
+    kept = candidates + left_out
+    best = max(candidates, key=lambda c: c.speedup if c.has_point else -np.inf)
     aside = ("" if not left_out else "; left out, no pair with the baseline timed undisturbed: "
-             + ", ".join(_describe(c) for c in left_out))
+             + ", ".join(c.describe() for c in left_out))
     if not with_interval or count < MIN_PROMPTS:
-        point = (f"{best['speedup']:.2f}×" if np.isfinite(best["speedup"]) else "no finite speedup")
-        text = (f"too few prompts to tell (P = {count}); best point estimate {_describe(best)} at "
+        point = f"{best.speedup:.2f}×" if best.has_point else "no finite speedup"
+        text = (f"too few prompts to tell (P = {count}); best point estimate {best.describe()} at "
                 f"{point} — measure ≥ {MIN_PROMPTS} prompts (≥ 10 for a useful interval){aside}")
-        return Decision(TOO_FEW, evidence, None, best_dict, None, count, text, rule=rule.as_dict(), candidates=kept)
+        return Decision(TOO_FEW, evidence, None, best, None, count, text, rule=rule, candidates=kept)
     how = f"{source}; {rule.describe()}{aside}"
-    above = [c for c in with_interval if c["lo_adj"] > 1.0]
-    if above:
-        pick = max(above, key=lambda c: c["speedup"])
+    answer, pick = three_way(candidates)
+    if answer == YES:
         option = _option_for(pick, measured_options, scenario)
-        text = (f"confident yes: speculate with {_describe(pick)}, {_ci(pick)} ({how}; the best of "
-                f"{len(above)} option(s) whose adjusted interval lies above 1)")
-        return Decision(YES, evidence, option, _summary(pick), None, count, text, rule=rule.as_dict(),
-                        candidates=kept, flat=flat_range(pick, with_interval))
-    if all(c["hi_adj"] < 1.0 for c in with_interval):
+        above = sum(c.lo_adj > 1.0 for c in with_interval)
+        text = (f"confident yes: speculate with {pick.describe()}, {_ci(pick)} ({how}; the best of "
+                f"{above} option(s) whose adjusted interval lies above 1)")
+        return Decision(YES, evidence, option, pick, None, count, text, rule=rule, candidates=kept,
+                        flat=flat_range(pick, with_interval))
+    if answer == NO:
         text = (f"confident no: no option's interval lies above 1, every one lies below 1 ({how}); best "
-                f"{_describe(best)} at {_ci(best, 'no')}")
-        return Decision(NO, evidence, None, best_dict, None, count, text, rule=rule.as_dict(), candidates=kept)
-    ref = max(with_interval, key=lambda c: c["speedup"])
-    side = "yes" if ref["speedup"] > 1 else "no"
-    needed = prompts_to_settle(ref["speedup"], ref["log_se"], count, lambda dof: rule.quantile(dof, side))
+                f"{best.describe()} at {_ci(best, 'no')}")
+        return Decision(NO, evidence, None, best, None, count, text, rule=rule, candidates=kept)
+    ref = pick
+    side = "yes" if ref.speedup > 1 else "no"
+    needed = prompts_to_settle(ref.speedup, ref.log_se, count, lambda dof: rule.quantile(dof, side))
     settle = (f"about {needed} prompts would settle it at the observed per-prompt spread" if needed
               else "no practical number of prompts would settle it: the speedup is too close to 1")
-    text = f"cannot tell: best {_describe(ref)} at {_ci(ref, side)} ({how}); its interval contains 1 — {settle}"
-    return Decision(UNSURE, evidence, None, _summary(ref), needed, count, text, rule=rule.as_dict(), candidates=kept,
+    text = f"cannot tell: best {ref.describe()} at {_ci(ref, side)} ({how}); its interval contains 1 — {settle}"
+    return Decision(UNSURE, evidence, None, ref, needed, count, text, rule=rule, candidates=kept,
                     flat=flat_range(ref, with_interval))
 
 
-def _summary(c: dict) -> dict:
-    return {k: c.get(k) for k in ("drafter_label", "tree", "gamma", "schedule", "speedup", "lo", "hi", "lo_adj",
-                                  "hi_adj", "hi_sim", "timing_disturbed")}
-
-
-def _confidently_below(c: dict, floor: float) -> bool:
+def _confidently_below(c: Candidate, floor: float) -> bool:
     """The one rule for "confidently below": ``c``'s simultaneous upper end lies under ``floor`` (another option's
     simultaneous lower end)."""
-    return bool(np.isfinite(c.get("hi_sim", np.nan)) and c["hi_sim"] < floor)
+    return bool(np.isfinite(c.hi_sim) and c.hi_sim < floor)
 
 
 def dominated(decision: Decision) -> list[tuple]:
     """Options confidently below the best (racing): their simultaneous upper end lies under the best
-    simultaneous lower end. Keys are `CANDIDATE_KEYS` tuples."""
-    usable = [c for c in decision.candidates if np.isfinite(c.get("lo_adj", np.nan))]
+    simultaneous lower end. Keys are `Candidate.key` tuples (drafter label, tree, γ, schedule)."""
+    usable = [c for c in decision.candidates if np.isfinite(c.lo_adj)]
     if len(usable) < 2:
         return []
-    floor = max(c["lo_adj"] for c in usable)
-    return [tuple(c[k] for k in CANDIDATE_KEYS) for c in usable if _confidently_below(c, floor)]
+    floor = max(c.lo_adj for c in usable)
+    return [c.key for c in usable if _confidently_below(c, floor)]
 
 
-def _same_group(a: dict, b: dict) -> bool:
-    return all(a.get(k) == b.get(k) for k in ("drafter_label", "tree", "schedule"))
+def _same_group(a: Candidate, b: Candidate) -> bool:
+    return (a.drafter_label, a.tree, a.schedule) == (b.drafter_label, b.tree, b.schedule)
 
 
 def gamma_span(gammas: list[int]) -> str:
@@ -275,21 +190,21 @@ def gamma_span(gammas: list[int]) -> str:
     return "γ " + ", ".join(str(g) for g in gammas)
 
 
-def flat_range(chosen: dict, candidates: list[dict]) -> dict:
+def flat_range(chosen: Candidate, candidates: list[Candidate]) -> dict:
     """How flat the optimum is around ``chosen``: the candidates (with an interval) *within* its interval — not
     confidently below it by the rule `dominated` races with — as data and in words. ``gammas``: those of the
     chosen's own drafter, tree and schedule (the chosen γ among them); ``others``: other drafters' within."""
-    floor = chosen.get("lo_adj", np.nan)
+    floor = chosen.lo_adj
     within = [c for c in candidates if not _confidently_below(c, floor)] if np.isfinite(floor) else [chosen]
-    gammas = sorted({int(c["gamma"]) for c in within if _same_group(c, chosen)} | {int(chosen["gamma"])})
-    others = [_describe(c) for c in within if not _same_group(c, chosen)]
+    gammas = sorted({int(c.gamma) for c in within if _same_group(c, chosen)} | {int(chosen.gamma)})
+    others = [c.describe() for c in within if not _same_group(c, chosen)]
     group = [c for c in candidates if _same_group(c, chosen)]
     if len(gammas) > 1:
-        text = f"{gamma_span(gammas)} within the interval (none of them confidently below γ={chosen['gamma']})"
+        text = f"{gamma_span(gammas)} within the interval (none of them confidently below γ={chosen.gamma})"
     elif len(group) > 1:
-        text = f"a sharp optimum: every other γ measured is confidently below γ={chosen['gamma']}"
+        text = f"a sharp optimum: every other γ measured is confidently below γ={chosen.gamma}"
     else:
-        text = f"only γ={chosen['gamma']} was compared for this drafter"
+        text = f"only γ={chosen.gamma} was compared for this drafter"
     if others:
         text += "; also within: " + ", ".join(others)
-    return {"gammas": gammas, "others": others, "configurations": [_summary(c) for c in within], "text": text}
+    return {"gammas": gammas, "others": others, "configurations": [c.summary_dict() for c in within], "text": text}

@@ -178,7 +178,7 @@ def _percentiles(frame: pd.DataFrame, level: float, n_boot: int, rng: np.random.
     return out
 
 
-def _system(frame: pd.DataFrame) -> tuple[float, float]:
+def system_rate(frame: pd.DataFrame) -> tuple[float, float]:
     """(system output tokens/s, mean requests in flight) over the distinct batches of ``frame``; NaN
     without batch columns (records measured one request at a time)."""
     batches = frame.dropna(subset=["batch_id"]).groupby("batch_id").agg(
@@ -196,7 +196,7 @@ def _row(keys: dict, config: pd.DataFrame, base: pd.DataFrame, level: float, n_b
     config = pairs.config
     tokens_per_s = float(config["decode_tokens"].sum() / config["decode_s"].sum()) if config["decode_s"].sum() > 0 \
         else float("nan")
-    system, in_flight = _system(config)
+    system, in_flight = system_rate(config)
     row = {**keys, "requests": len(config), "prompts": int(config["prompt_id"].nunique()),
            "tokens_per_s": tokens_per_s, "system_tokens_per_s": system, "in_flight": in_flight,
            "timing_disturbed": pairs.disturbed, **_percentiles(config, level, n_boot, rng)}
@@ -206,7 +206,7 @@ def _row(keys: dict, config: pd.DataFrame, base: pd.DataFrame, level: float, n_b
     paired = pd.concat([config, pairs.base[columns].add_suffix("_base")], axis=1)
     row["baseline_tokens_per_s"] = (float(paired["decode_tokens_base"].sum() / paired["decode_s_base"].sum())
                                     if len(paired) and paired["decode_s_base"].sum() > 0 else float("nan"))
-    base_system, base_in_flight = _system(pairs.base)
+    base_system, base_in_flight = system_rate(pairs.base)
     row.update(baseline_system_tokens_per_s=base_system, baseline_in_flight=base_in_flight, paired=len(paired))
     if paired.empty:
         return row

@@ -38,17 +38,17 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from specbench.analysis.crossover import Crossover, crossover, describe
-from specbench.analysis.decision import describe_best
 from specbench.analysis.engine_settings import EngineSetting, engine_settings, hub_name, vllm_snippet
 from specbench.analysis.intervals import LEVEL, N_BOOT
 from specbench.analysis.load import AXES, CLOSED_LOOP, axis_of, load_label, normalised, serving_table
-from specbench.analysis.speedup_interval import says_no, speedup_words
-from specbench.analysis.stopping_report import interval_text
+from specbench.analysis.speedup_interval import speedup_words
+from specbench.analysis.verdict import Decision
 from specbench.records.summary import BASELINE_KEYS
 
 GROUP_KEYS = [*BASELINE_KEYS, "backend"]  # a workload's scenario across loads
@@ -64,42 +64,73 @@ def _same(a, b) -> bool:
 
 # ----------------------------------------------------------------------------- verdicts per load
 
-def verdicts(recs: list, axis: str, backend: str, concurrency: int = 1) -> list[dict]:
-    """One row per recommendation (a load's scenario): its load, answer, confidence and option
-    (``backend``, ``concurrency``: the records' own where the scenario keys leave them out)."""
+@dataclass
+class LoadVerdict:
+    """The verdict at one load of one workload scenario: the recommender's `Decision` there, and the load."""
+
+    keys: dict  # the scenario (`BASELINE_KEYS`)
+    backend: str
+    concurrency: int
+    request_rate: float
+    load: float  # the axis' value: the request rate or the requests in flight
+    decision: Decision
+
+    @property
+    def workload(self) -> str:
+        return str(self.keys.get("workload"))
+
+    @property
+    def confident(self) -> bool:
+        return self.decision.confident
+
+    @property
+    def short(self) -> str:
+        return self.decision.short()
+
+    @property
+    def headline(self) -> str:
+        return self.decision.headline()
+
+    @property
+    def named(self) -> dict | None:
+        """The configuration this load's verdict names (its choice, or its best estimate), or None."""
+        best = self.decision.best
+        if best is None or best.gamma is None:
+            return None
+        return {"drafter_label": best.drafter_label, "tree": best.tree, "gamma": int(best.gamma)}
+
+    @property
+    def option(self):
+        """The configuration a yes here names (`Option`), None otherwise."""
+        return self.decision.option if self.decision.says_yes else None
+
+    @property
+    def scenario(self) -> tuple:
+        return (*(self.keys[k] for k in BASELINE_KEYS), self.backend)
+
+    def as_dict(self) -> dict:
+        o = self.option
+        return {**self.keys, "backend": self.backend, "concurrency": self.concurrency,
+                "request_rate": self.request_rate, "load": self.load, "answer": self.decision.answer,
+                "confident": self.confident, "text": self.decision.text, "short": self.short,
+                "headline": self.headline, "named": self.named,
+                "option": None if o is None else {
+                    "drafter": o.drafter, "drafter_label": o.drafter_label, "drafter_params": o.drafter_params,
+                    "tree": o.tree, "gamma": int(o.gamma), "speedup": o.speedup, "lo": o.lo, "hi": o.hi}}
+
+
+def verdicts(recs: list, axis: str, backend: str, concurrency: int = 1) -> list[LoadVerdict]:
+    """One per recommendation (a load's scenario): its load and decision (``backend``, ``concurrency``: the
+    records' own where the scenario keys leave them out)."""
     rows = []
     for rec in recs:
         if rec.decision is None:
             continue
-        keys = {k: rec.keys[k] for k in BASELINE_KEYS}
         in_flight = int(rec.keys.get("concurrency", concurrency))
         rate = float(rec.keys.get("request_rate", CLOSED_LOOP))
-        d = rec.decision
-        option = d.option if d.says_yes else None
-        best = d.best or {}
-        named = None if best.get("gamma") is None else {
-            "drafter_label": best.get("drafter_label"), "tree": best.get("tree"), "gamma": int(best["gamma"])}
-        rows.append({**keys, "backend": rec.keys.get("backend", backend), "concurrency": in_flight,
-                     "request_rate": rate, "load": rate if axis == "request_rate" else in_flight,
-                     "answer": d.answer, "confident": d.confident, "text": d.text, "short": _short(d),
-                     "headline": d.headline(), "named": named,
-                     "option": None if option is None else {
-                         "drafter": option.drafter, "drafter_label": option.drafter_label,
-                         "drafter_params": option.drafter_params, "tree": option.tree, "gamma": int(option.gamma),
-                         "speedup": option.speedup, "lo": option.lo, "hi": option.hi}})
+        rows.append(LoadVerdict({k: rec.keys[k] for k in BASELINE_KEYS}, rec.keys.get("backend", backend), in_flight,
+                                rate, rate if axis == "request_rate" else in_flight, rec.decision))
     return rows
-
-
-def _short(d) -> str:
-    """'cannot tell: best ngram γ=2 at 1.06× [0.95, 1.18]' (the decision's answer and best estimate; on
-    disturbed timing 'not decided (disturbed timing; on its numbers alone: …)')."""
-    text = d.answer
-    b = d.best or {}
-    if describe_best(b) and b.get("speedup") is not None and np.isfinite(b["speedup"]):  # the adjusted interval
-        text += f": best {describe_best(b)} at {interval_text(b, d.answer)}"
-    if d.timing_disturbed:  # the same words as the main verdict's: a disturbed yes is no verdict
-        text = f"not decided (disturbed timing; on its numbers alone: {text})"
-    return text
 
 
 # ----------------------------------------------------------------------------- crossovers
@@ -200,20 +231,20 @@ def _ranges(levels: list[int], ks: list[int]) -> list[list[int]]:
     return out
 
 
-def schedules(rows: list[dict], target: str, hub_ids: Mapping[str, str] | None) -> list[dict]:
+def schedules(rows: list[LoadVerdict], target: str, hub_ids: Mapping[str, str] | None) -> list[dict]:
     """Per (scenario, backend, drafter a confident yes chose): the levels, K or why absent, the ranges and
     the vLLM setting carrying them (module docstring)."""
     out = []
-    by_scenario: dict[tuple, list[dict]] = {}
+    by_scenario: dict[tuple, list[LoadVerdict]] = {}
     for row in rows:
-        by_scenario.setdefault(tuple(row[k] for k in GROUP_KEYS), []).append(row)
+        by_scenario.setdefault(row.scenario, []).append(row)
     for key, levels in by_scenario.items():
-        levels = sorted(levels, key=lambda r: r["concurrency"])
+        levels = sorted(levels, key=lambda r: r.concurrency)
         chosen = {}
         for r in levels:
-            o = r["option"]
-            if r["confident"] and o is not None and o["tree"] == "chain":
-                chosen.setdefault((o["drafter"], o["drafter_params"], o["drafter_label"]), o)
+            o = r.option
+            if r.confident and o is not None and o.tree == "chain":
+                chosen.setdefault((o.drafter, o.drafter_params, o.drafter_label), o)
         for (drafter, params, label), _ in chosen.items():
             entries = [_entry(r, label) for r in levels]
             ks = [e["K"] if e["K"] is not None else 0 for e in entries]
@@ -226,17 +257,17 @@ def schedules(rows: list[dict], target: str, hub_ids: Mapping[str, str] | None) 
     return out
 
 
-def _entry(row: dict, label: str) -> dict:
-    o = row["option"]
-    base = {"concurrency": row["concurrency"], "answer": row["answer"], "confident": row["confident"]}
-    if row["confident"] and says_no(row["answer"]):
+def _entry(row: LoadVerdict, label: str) -> dict:
+    o = row.option
+    base = {"concurrency": row.concurrency, "answer": row.decision.answer, "confident": row.confident}
+    if row.confident and row.decision.says_no:
         return {**base, "K": 0, "why": "confident no: speculation does not pay at this load"}
-    if row["confident"] and o is not None and o["drafter_label"] == label and o["tree"] == "chain":
-        return {**base, "K": int(o["gamma"]), "why": f"confident yes: γ={o['gamma']} at "
-                                                     f"{speedup_words(o['speedup'], o['lo'], o['hi'])} (adjusted)"}
-    if row["confident"] and o is not None:
-        return {**base, "K": None, "why": f"the verdict here chose {o['drafter_label']} γ={o['gamma']}"}
-    return {**base, "K": None, "why": f"no confident verdict ({row['short']})"}
+    if row.confident and o is not None and o.drafter_label == label and o.tree == "chain":
+        return {**base, "K": int(o.gamma), "why": f"confident yes: γ={o.gamma} at "
+                                                  f"{speedup_words(o.speedup, o.lo, o.hi)} (adjusted)"}
+    if row.confident and o is not None:
+        return {**base, "K": None, "why": f"the verdict here chose {o.drafter_label} γ={o.gamma}"}
+    return {**base, "K": None, "why": f"no confident verdict ({row.short})"}
 
 
 def _with_ranges(setting: EngineSetting, ranges: list[list[int]], entries: list[dict], target: str) -> EngineSetting:
@@ -270,7 +301,7 @@ def summary(records: pd.DataFrame, recs: list, *, hub_ids: Mapping[str, str] | N
     backend = str(frame["backend"].iloc[0]) if len(frame) else "own"
     table = serving_table(records, level=level, n_boot=n_boot, seed=seed) if table is None else table
     rows = verdicts(recs, axis, backend, int(frame["concurrency"].iloc[0]) if len(frame) else 1)
-    table = mark_named(table, rows, axis)
+    table = mark_named(table, [r.as_dict() for r in rows], axis)
     found = crossovers(table, axis) if len(table) else []
     target = str(frame["target"].iloc[0]) if len(frame) else "<target>"
     notes = _short_batches(frame)
@@ -284,7 +315,7 @@ def summary(records: pd.DataFrame, recs: list, *, hub_ids: Mapping[str, str] | N
             "verdicts": rows, "crossovers": [{**{k: v for k, v in r.items() if k not in ("per_request", "system")},
                                               "per_request": r["per_request"].as_dict(),
                                               "system": r["system"].as_dict()} for r in found],
-            "lines": crossover_lines(found, axis, rows), "schedules": plans, "notes": notes}
+            "lines": crossover_lines(found, axis, [r.as_dict() for r in rows]), "schedules": plans, "notes": notes}
 
 
 def _short_batches(frame: pd.DataFrame) -> list[str]:
@@ -314,7 +345,8 @@ def for_scenario(summary_data: dict, keys: dict) -> dict:
     def matches(row: dict) -> bool:
         return all(_same(row[k], v) for k, v in keys.items() if k in row)
 
+    plain = {**summary_data, "verdicts": [v.as_dict() for v in summary_data["verdicts"]]}
     part = {name: [row for row in rows if matches(row)] if isinstance(rows, list) and name != "notes" else rows
-            for name, rows in summary_data.items()}
+            for name, rows in plain.items()}
     part["schedules"] = [{**s, "setting": s["setting"].as_dict()} for s in part["schedules"]]
     return json.loads(json.dumps(part, default=str))

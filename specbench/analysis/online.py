@@ -47,7 +47,8 @@ from scipy import stats
 
 from specbench.analysis.intervals import LEVEL
 from specbench.analysis.sequential import LookPlan, VerdictRule, prompts_to_settle
-from specbench.analysis.speedup_interval import MIN_PROMPTS, NO, TOO_FEW, UNSURE, YES, speedup_interval
+from specbench.analysis.speedup_interval import MIN_PROMPTS, speedup_interval
+from specbench.analysis.verdict import NO, TOO_FEW, UNSURE, YES
 from specbench.records.summary import BASELINE_KEYS, is_baseline
 
 WINDOW = 8  # prompts per window
@@ -473,7 +474,7 @@ def _verdict(name: str, what: str, candidates: list, level: float, disturbed: bo
                 f"{head}: cannot tell — best {best['configuration']} at {best['ratio']:.2f}× the static drafter "
                 f"[{best['lo']:.2f}, {best['hi']:.2f}]; {settle}"
             )
-    if disturbed and answer in (YES, NO):
+    if disturbed and answer.decided:
         text += (
             f" — but fewer than {MIN_PROMPTS} prompts were timed without interference: rerun on a quiet machine "
             "before acting on it"
@@ -482,10 +483,21 @@ def _verdict(name: str, what: str, candidates: list, level: float, disturbed: bo
         "deployment": name,
         "what": what,
         "answer": answer,
-        "confident": answer in (YES, NO) and not disturbed,
+        "confident": answer.decided and not disturbed,
         "best": best["configuration"],
         "ratio": best["ratio"],
         "prompts_needed": needed,
         "text": text,
         "candidates": rows,
     }
+
+
+def answer_label(deployment: dict) -> str:
+    """A deployment verdict's answer (`online_verdict`'s ``deployments``), flagged when it came from disturbed timing
+    (never confident then)."""
+    answer = deployment["answer"]
+    return f"{answer} (timing disturbed)" if answer in (YES, NO) and not deployment["confident"] else str(answer)
+
+
+def is_confident(deployment: dict) -> bool:
+    return bool(deployment["confident"])

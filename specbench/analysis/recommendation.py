@@ -22,8 +22,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from specbench.analysis.decision import Decision, describe_best
-from specbench.analysis.speedup_interval import cannot_tell, is_decisive, speedup_words
+from specbench.analysis.confirmation import Report
+from specbench.analysis.decision import describe_best
+from specbench.analysis.speedup_interval import speedup_words
+from specbench.analysis.stopping_history import History
+from specbench.analysis.verdict import UNSURE, Decision
 from specbench.analysis.engine_settings import EngineSetting
 from specbench.analysis.options import Option
 from specbench.records.jsonable import json_ready
@@ -79,24 +82,6 @@ class BatchPlan:
     plans: list[DrafterPlan]
     table: pd.DataFrame  # per asked batch: the best drafter's choice (or none)
     vllm: dict | None  # {"drafter_label", "config", "snippet", "supported", "notes"}; None: no batch speculates
-
-    @property
-    def flat_range(self) -> dict | None:
-        """How flat the optimum is around the recommended configuration (`specbench.analysis.decision.flat_range`:
-        the configurations not confidently below it); None when nothing is recommended."""
-        if self.final is None or self.decision is None:
-            return None
-        return self.decision.flat
-
-    def headline(self) -> str:
-        """What to deploy, in a few words, the same in every panel and figure title: the verdict's configuration,
-        or why there is none ('cannot tell (best so far …)', 'confident no: no speculation', …)."""
-        if self.decision is not None:
-            return self.decision.headline()
-        if self.per_batch is not None:
-            return "γ per batch size" if self.per_batch.speculates else "no speculation at any batch size"
-        final = self.final
-        return f"recommended: {final.describe()}" if final is not None else "no speculation"
 
     @property
     def speculates(self) -> bool:
@@ -174,7 +159,8 @@ def recommendation_lines(rec: Recommendation) -> list[str]:
     if decision is None:  # a profile's costs: the answer is per batch size
         return [f"recommended: {rec.headline()}"]
     if final is not None:
-        rule = decision.rule.get("configurations") if isinstance(decision.rule, dict) else None
+        rule = decision.rule.get("configurations") if isinstance(decision.rule, dict) else getattr(
+            decision.rule, "configurations", None)
         among = (f" and for picking among {rule} configurations" if rule and rule > 1 else "" if rule == 1
                  else " and for picking among the configurations")
         lines = [f"recommended: {final.describe()} at {speedup_words(final.speedup, final.lo, final.hi)} (interval "
@@ -182,21 +168,21 @@ def recommendation_lines(rec: Recommendation) -> list[str]:
         if rec.flat_range:
             lines.append(f"how flat: {rec.flat_range['text']}")
         return lines
-    best = decision.best or {}
+    best = decision.best
     name = describe_best(best)
-    if decision.timing_disturbed and is_decisive(decision.answer):
+    if decision.timing_disturbed and decision.answer.decided:
         return [f"recommended: nothing yet — {decision.headline()}; rerun on a quieter machine"]
     if decision.says_no:
         return ["recommended: no speculation — confident no"]
     if not name:
         return [f"recommended: no speculation — {decision.headline()}"]
-    point = best.get("speedup")
-    lo = best.get("lo_adj")
-    hi = point ** 2 / lo if point is not None and lo is not None and lo > 0 else float("nan")
-    words = speedup_words(point if point is not None else float("nan"), lo if lo is not None else float("nan"), hi)
-    what = "cannot tell" if cannot_tell(decision.answer) else decision.headline()
+    point, lo = best.speedup, best.lo_adj
+    hi = point ** 2 / lo if lo > 0 else float("nan")
+    words = speedup_words(point, lo, hi)
+    unsure = decision.answer == UNSURE
+    what = str(UNSURE) if unsure else decision.headline()
     lines = [f"recommended: no speculation until it is settled — {what}; best so far {name} at {words}"]
-    if decision.flat and cannot_tell(decision.answer):
+    if decision.flat and unsure:
         lines.append(f"how flat, around the best so far: {decision.flat['text']}")
     return lines
 
@@ -255,18 +241,27 @@ def recommendation_dict(rec: Recommendation) -> dict:
     })
 
 
-def to_json(recs: list[Recommendation], load: list[dict] | None = None, history: dict | None = None,
-            operating: list[dict] | None = None) -> str:
+def to_json(recs: list[Recommendation], load: list[dict] | None = None, history: History | None = None,
+            operating: list[dict] | None = None, confirmation: Report | None = None) -> str:
     """The recommendations as a JSON list; ``load`` (one per recommendation, from a serving sweep with a load
     axis — `specbench.analysis.load_verdicts.for_scenario`: the per-load table, the verdicts, the crossovers,
     vLLM's per-batch-size schedules) goes under each one's ``load`` key (null otherwise); ``history`` (an
-    adaptive sweep's ``adaptive.json``) gives each its workload's looks under ``stopping_history`` (null for a
+    adaptive sweep's stopping history) gives each its workload's looks under ``stopping_history`` (null for a
     fixed grid); ``operating`` (one per recommendation: `specbench.analysis.operating.for_scenario`: goodput, cost
-    and energy per load, the energy- and throughput-optimal γ) under ``operating`` (null otherwise)."""
+    and energy per load, the energy- and throughput-optimal γ) under ``operating`` (null otherwise);
+    ``confirmation`` (`specbench confirm`'s report) gives each its workload's targets — predicted against
+    realized, held or missed, the regret — under ``confirmation`` (null when not confirmed)."""
     dicts = [recommendation_dict(r) for r in recs]
-    looks = (history or {}).get("workloads", {})
+    looks = history.workloads if history is not None else {}
     for d, c, r, o in zip(dicts, load or [None] * len(dicts), recs, operating or [None] * len(dicts)):
         d["load"] = None if c is None else json_ready(c)
         d["operating"] = None if o is None else json_ready(o)
-        d["stopping_history"] = json_ready(looks.get(str(r.keys.get("workload")))) if looks else None
+        entry = looks.get(str(r.keys.get("workload")))
+        d["stopping_history"] = (json_ready(entry.as_dict()) if entry is not None else None) if looks else None
+        if confirmation is not None:
+            mine = confirmation.for_workload(str(r.keys.get("workload")))
+            d["confirmation"] = json_ready({"targets": [t.as_dict() for t in mine], "lines": [t.line() for t in mine],
+                                            "absent": confirmation.absent, "notes": confirmation.notes})
+        else:
+            d["confirmation"] = None
     return json.dumps(dicts, indent=2)

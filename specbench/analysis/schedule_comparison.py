@@ -23,6 +23,7 @@ import pandas as pd
 
 from specbench.analysis.intervals import LEVEL
 from specbench.analysis.speedup_interval import MIN_PROMPTS, speedup_interval
+from specbench.analysis.verdict import NO, YES, decide
 from specbench.records.rounds import cluster_codes, cluster_sums
 from specbench.records.summary import CONFIG_KEYS, fixed_schedule
 
@@ -66,16 +67,13 @@ def compare_schedules(spec: pd.DataFrame, clusters: pd.Index, level: float = LEV
     (f_row, f_sums), (d_row, d_sums) = best_fixed, best_dynamic
     interval = speedup_interval(d_sums[common, 0], d_sums[common, 1], f_sums[common, 0], f_sums[common, 1],
                                 level=level)
+    answer, _ = decide(interval)
     if not interval.has_interval:
-        answer = "cannot tell"
         why = f"too few prompts to tell (P = {interval.n_prompts}; ≥ {MIN_PROMPTS} needed)"
-    elif interval.lo > 1:
-        answer, why = "yes", "its interval lies above 1"
-    elif interval.hi < 1:
-        answer, why = "no", "its interval lies below 1"
     else:
-        answer, why = "cannot tell", "its interval contains 1"
-    verb = {"yes": "beats", "no": "loses to", "cannot tell": "vs"}[answer]
+        why = {YES: "its interval lies above 1", NO: "its interval lies below 1"}.get(answer, "its interval contains 1")
+    verb = {YES: "beats", NO: "loses to"}.get(answer, "vs")
+    answer = answer.word
     ratio = interval.text() if interval.has_interval else f"{interval.point:.2f}×"
     text = (f"dynamic schedule {answer}: best dynamic {_describe(d_row)} {verb} best fixed {_describe(f_row)}: "
             f"tokens/s ratio {ratio} — {why}")
@@ -83,3 +81,8 @@ def compare_schedules(spec: pd.DataFrame, clusters: pd.Index, level: float = LEV
             "dynamic_schedule": d_row["schedule"], "dynamic_gamma": int(d_row["gamma"]),
             "fixed_gamma": int(f_row["gamma"]), "ratio": interval.point, "lo": interval.lo, "hi": interval.hi,
             "n_prompts": interval.n_prompts, "level": level, "method": interval.method, "text": text}
+
+
+def answer_word(comparison: dict) -> str:
+    """The comparison's answer (`compare_schedules`): yes, no or cannot tell."""
+    return str(comparison["answer"])

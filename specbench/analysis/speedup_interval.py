@@ -19,7 +19,7 @@ synthetic data with a known truth is in docs/fit.md (`scripts/interval_coverage.
 Below `MIN_PROMPTS` prompts no interval is given: with P = 2 the t quantile is 12.7 and the
 interval says nothing a reader can use; the answer is "too few prompts to tell (P = 2)".
 
-`decide` turns an interval into *confident yes* (lower end above 1), *confident no* (upper end
+`specbench.analysis.verdict.decide` turns an interval into *confident yes* (lower end above 1), *confident no* (upper end
 below 1) or *cannot tell*, and estimates how many prompts would settle a "cannot tell" at the
 observed per-prompt spread: the smallest n with t_{n−1} · sd / √n < |log Ŝ|, sd = se · √P.
 """
@@ -136,50 +136,9 @@ def combined_interval(point: float, parts: list[tuple[float, float]], n_prompts:
     return _interval(point, se, dof, n_prompts, level, method)
 
 
-# ----------------------------------------------------------------------------- the answer
-
-YES, NO, UNSURE, TOO_FEW = "confident yes", "confident no", "cannot tell", "too few prompts"
-
-
-def says_yes(answer: str) -> bool:
-    """Whether an answer (a decision's, or one stored as text) is a confident yes on its numbers."""
-    return answer == YES
-
-
-def says_no(answer: str) -> bool:
-    """Whether an answer is a confident no on its numbers."""
-    return answer == NO
-
-
-def cannot_tell(answer: str) -> bool:
-    """Whether an answer is "cannot tell" (an interval that contains 1; not "too few prompts")."""
-    return answer == UNSURE
-
-
-def too_few(answer: str) -> bool:
-    """Whether an answer is "too few prompts" (no interval at all)."""
-    return answer == TOO_FEW
-
-
-def is_decisive(answer: str) -> bool:
-    """A confident yes or no on its numbers (disturbed timing aside: `Decision.confident` adds that)."""
-    return answer in (YES, NO)
-
-
 def prompts_to_settle(interval: SpeedupInterval, level: float = LEVEL) -> int | None:
     """Prompts at which an interval of the observed per-prompt spread would exclude 1 (None: none do)."""
     if not interval.has_interval:
         return None
     return settle_count(interval.point, interval.log_se, interval.n_prompts, lambda dof: t_quantile(dof, level),
                         limit=MAX_PROMPTS_ADVICE)
-
-
-def decide(interval: SpeedupInterval, level: float = LEVEL) -> tuple[str, int | None]:
-    """(answer, prompts that would settle it) for one speedup interval."""
-    if not interval.has_interval:
-        return TOO_FEW, None
-    if interval.lo > 1.0:
-        return YES, None
-    if interval.hi < 1.0:
-        return NO, None
-    return UNSURE, prompts_to_settle(interval, level)

@@ -18,47 +18,38 @@ After look k of a workload (n_k prompts of the planned n_1 < … < n_L), each of
 from __future__ import annotations
 
 from specbench.analysis.decision import dominated
-from specbench.analysis.speedup_interval import NO, UNSURE, YES
+from specbench.analysis.verdict import UNSURE, Decision
 
 OPEN, DECIDED, EXHAUSTED, BUDGET, FUTILE = "open", "decided", "prompts exhausted", "budget", "futile"
 FUTILITY_LOOKS = 2
 FUTILITY_FACTOR = 2.0
 
 
-class _Candidates:
-    """`dominated` reads ``candidates`` only: a verdict kept as a dict offers them."""
-
-    def __init__(self, verdict: dict):
-        self.candidates = verdict.get("candidates", [])
-
-
-def look_outcome(verdicts: list[dict], look: int, planned: tuple[int, ...]) -> tuple[str, set[tuple]]:
+def look_outcome(verdicts: list[Decision], look: int, planned: tuple[int, ...]) -> tuple[str, set[tuple]]:
     """(status after look ``look``, configurations confidently below the best in every scenario).
 
-    ``verdicts``: one dict per scenario with ``answer``, ``timing_disturbed``, ``prompts_needed`` and
-    ``candidates`` (`Decision.as_dict` plus its candidates).
+    ``verdicts``: one `Decision` per scenario of the workload.
     """
-    answers = {v["answer"] for v in verdicts}
-    if verdicts and answers <= {YES, NO} and not any(v.get("timing_disturbed") for v in verdicts):
+    if verdicts and all(v.answer.decided for v in verdicts) and not any(v.timing_disturbed for v in verdicts):
         return DECIDED, set()
     if look >= len(planned):
         return EXHAUSTED, set()
     if _futile(verdicts, look, planned[-1]):
         return FUTILE, set()
-    out = [set(dominated(_Candidates(v))) for v in verdicts]
+    out = [set(dominated(v)) for v in verdicts]
     return OPEN, set.intersection(*out) if out else set()
 
 
-def _futile(verdicts: list[dict], look: int, cap: int) -> bool:
+def _futile(verdicts: list[Decision], look: int, cap: int) -> bool:
     if look < FUTILITY_LOOKS or not verdicts:
         return False
     for v in verdicts:
-        if v.get("timing_disturbed"):  # a quieter machine may settle it
+        if v.timing_disturbed:  # a quieter machine may settle it
             return False
-        if v["answer"] in (YES, NO):
+        if v.answer.decided:
             continue
-        needed = v.get("prompts_needed")
-        if v["answer"] == UNSURE and (needed is None or needed > FUTILITY_FACTOR * cap):
+        needed = v.prompts_needed
+        if v.answer == UNSURE and (needed is None or needed > FUTILITY_FACTOR * cap):
             continue
         return False
     return True

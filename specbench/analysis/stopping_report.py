@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 
 from specbench.analysis.decision import describe_best
-from specbench.analysis.speedup_interval import is_decisive, says_no, speedup_words
+from specbench.analysis.stopping_history import History, Look, WorkloadHistory
+from specbench.analysis.verdict import Answer, Candidate
 
 STATUS_WORDS = {
     "decided": "decided",
@@ -20,29 +21,18 @@ STATUS_WORDS = {
 }
 
 
-def interval_text(best: dict | None, answer: str) -> str:
+def interval_text(best: Candidate | None, answer: Answer | None) -> str:
     """The point and the adjusted interval a verdict rests on, '1.25× [1.08, 1.45]'; '1.25× (no interval)' without
     adjusted ends; '' when there is no finite speedup (callers then say what is missing: `best_phrase`)."""
-    if not best or not _finite(best.get("speedup")):
-        return ""
-    point = best["speedup"]
-    if says_no(answer) and _finite(best.get("hi_adj")) and best["hi_adj"] > 0:
-        return speedup_words(point, point**2 / best["hi_adj"], best["hi_adj"])
-    if _finite(best.get("lo_adj")) and best["lo_adj"] > 0:
-        return speedup_words(point, best["lo_adj"], point**2 / best["lo_adj"])
-    return speedup_words(point, float("nan"), float("nan"))
+    return "" if best is None else best.interval_text(Answer.of(answer))
 
 
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def best_label(best: dict | None) -> str:
+def best_label(best: Candidate | None) -> str:
     """The best configuration's name, or what is missing: 'none compared yet'."""
     return describe_best(best) or "none compared yet"
 
 
-def best_phrase(best: dict | None, answer: str) -> str:
+def best_phrase(best: Candidate | None, answer: Answer | None) -> str:
     """'best ngram γ=2 at 1.25× [1.08, 1.45]', or a phrase that says what is missing (no configuration compared
     yet; no speedup for it yet) — never a placeholder."""
     name = describe_best(best)
@@ -52,12 +42,17 @@ def best_phrase(best: dict | None, answer: str) -> str:
     return f"best {name} at {interval}" if interval else f"best {name} (no speedup measured for it yet)"
 
 
-def _answer_words(verdict: dict) -> str:
+def _answer_words(answer: Answer | None, disturbed: bool) -> str:
     """A scenario's answer, as the main verdict words it: a confident answer on disturbed timing is none."""
-    answer = str(verdict.get("answer") or "no verdict yet")
-    if verdict.get("timing_disturbed") and is_decisive(answer):
+    if answer is None:
+        return "no verdict yet"
+    if disturbed and answer.decided:
         return f"not decided (disturbed timing; on its numbers alone: {answer})"
-    return answer
+    return str(answer)
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _load_name(keys: dict) -> str:
@@ -69,25 +64,28 @@ def _load_name(keys: dict) -> str:
     return ""
 
 
-def _scenario_parts(look: dict) -> list[str]:
+def _scenario_parts(look: Look) -> list[str]:
     """One phrase per scenario of a look that has several (loads, backends): its load, answer and best — each
     interval beside the load it belongs to."""
     parts = []
-    for i, scenario in enumerate(look.get("scenarios") or []):
-        keys = scenario.get("keys") or {}
+    for i, scenario in enumerate(look.scenarios):
+        keys, d = scenario.keys or {}, scenario.decision
         where = _load_name(keys) or (f"backend {keys['backend']}" if keys.get("backend") else f"scenario {i + 1}")
-        parts.append(f"{where}: {_answer_words(scenario)}, {best_phrase(scenario.get('best'), scenario.get('answer'))}")
+        parts.append(f"{where}: {_answer_words(d.answer, d.timing_disturbed)}, {best_phrase(d.best, d.answer)}")
     return parts
 
 
-def needed_text(entry: dict, look: dict) -> str:
+def _look_disturbed(look: Look) -> bool:
+    return bool(look.scenarios) and look.scenarios[0].decision.timing_disturbed
+
+
+def needed_text(entry: WorkloadHistory, look: Look) -> str:
     """What would settle a workload still unsure: prompts and, from its pace so far, time."""
-    needed = look.get("prompts_needed")
+    needed = look.prompts_needed
     if not needed:
         return "no practical number of prompts would settle it (the speedup sits at 1)"
-    more = max(int(needed) - int(look["prompts"]), 0)
-    seconds = float(entry.get("seconds") or 0.0)
-    pace = seconds / look["prompts"] if look.get("prompts") else 0.0
+    more = max(int(needed) - int(look.prompts), 0)
+    pace = entry.seconds / look.prompts if look.prompts else 0.0
     time = f", about {duration(more * pace)} more at this pace" if pace > 0 and more else ""
     return f"about {needed} prompts in all would settle it ({more} more{time})"
 
@@ -100,26 +98,24 @@ def duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def workload_line(name: str, entry: dict) -> str:
+def workload_line(name: str, entry: WorkloadHistory) -> str:
     """One line: how a workload ended (or stands), at which look, on how many prompts; a workload measured at
     several loads (or backends) names each one's answer and best beside it, so no interval is read against
     another load's answer."""
-    looks = entry.get("looks") or []
-    status = entry.get("status", "open")
-    if not looks:
+    last = entry.last
+    if last is None:
         return f"{name}: no look finished yet"
-    last = looks[-1]
-    where = f"look {last['look']} of {len(entry.get('planned', []))}, {last['prompts']} prompts"
-    scenarios = last.get("scenarios") or []
-    if len(scenarios) > 1:
+    status = entry.status
+    where = f"look {last.look} of {len(entry.planned)}, {last.prompts} prompts"
+    if len(last.scenarios) > 1:
         best = "; ".join(_scenario_parts(last))
         if status == "decided":
             return f"{name}: decided at every load at {where} — {best}"
         if status == "open":
             return f"{name}: still open after {where} — {best}"
         return f"{name}: {STATUS_WORDS.get(status, status)} at some load ({where}) — {best}; {needed_text(entry, last)}"
-    answer = _answer_words(scenarios[0] if scenarios else last)
-    best = best_phrase(last.get("best"), last.get("answer", ""))
+    answer = _answer_words(last.answer, _look_disturbed(last))
+    best = best_phrase(last.best, last.answer)
     if status == "decided":
         return f"{name}: {answer} at {where} — {best}"
     if status == "open":
@@ -129,34 +125,35 @@ def workload_line(name: str, entry: dict) -> str:
     return f"{name}: {STATUS_WORDS.get(status, status)} ({where}) — {best}; {needed_text(entry, last)}"
 
 
-def look_rows(history: dict) -> list[dict]:
+def look_rows(history: History) -> list[dict]:
     """The stopping history as table rows (the text and the HTML tables both read these): one per look, or per
     scenario of a look that has several (each load's answer beside its own best and interval). Missing values
     are said in words ('none compared yet', 'no speedup yet'), never a placeholder."""
     rows = []
-    for name, entry in history.get("workloads", {}).items():
-        for look in entry.get("looks") or []:
-            scenarios = look.get("scenarios") or []
-            each = scenarios if len(scenarios) > 1 else [None]
-            for scenario in each:
-                source = scenario if scenario is not None else (scenarios[0] if scenarios else look)
-                best = source.get("best") if scenario is not None else look.get("best")
-                answer = source.get("answer") if scenario is not None else look.get("answer")
-                where = _load_name(scenario.get("keys") or {}) if scenario is not None else ""
+    for name, entry in history.workloads.items():
+        for look in entry.looks:
+            several = len(look.scenarios) > 1
+            for scenario in look.scenarios if several else [None]:
+                if scenario is not None:
+                    d = scenario.decision
+                    best, answer, disturbed = d.best, d.answer, d.timing_disturbed
+                    where = _load_name(scenario.keys or {})
+                else:
+                    best, answer, disturbed, where = look.best, look.answer, _look_disturbed(look), ""
                 rows.append(
                     {
                         "workload": f"{name} {where}".strip(),
-                        "look": look.get("look"),
-                        "prompts": look.get("prompts"),
-                        "timed": look.get("calibration_prompts"),
-                        "answer": _answer_words({**source, "answer": answer}),
+                        "look": look.look,
+                        "prompts": look.prompts,
+                        "timed": look.calibration_prompts,
+                        "answer": _answer_words(answer, disturbed),
                         "best": best_label(best),
-                        "interval": interval_text(best, str(answer or "")) or "no speedup yet",
-                        "dropped": ", ".join(look.get("dropped") or []) or "none",
+                        "interval": interval_text(best, answer) or "no speedup yet",
+                        "dropped": ", ".join(look.dropped) or "none",
                     }
                 )
     return rows
 
 
-def summary_lines(history: dict) -> list[str]:
-    return [workload_line(name, entry) for name, entry in history.get("workloads", {}).items()]
+def summary_lines(history: History) -> list[str]:
+    return [workload_line(name, entry) for name, entry in history.workloads.items()]

@@ -31,8 +31,10 @@ import pandas as pd
 
 from specbench.analysis.decision import _decide
 from specbench.analysis.options import Option
-from specbench.analysis.sequential import FIXED, LookPlan
-from specbench.analysis.speedup_interval import NO, YES, speedup_interval
+from specbench.analysis.sequential import FIXED, LookPlan, VerdictRule
+from specbench.analysis.speedup_interval import speedup_interval
+from specbench.analysis.confirmation import Comparison, Outcome, Prediction, check_prediction
+from specbench.analysis.verdict import NO, UNSURE, YES, Candidate, Decision
 from specbench.analysis.stopping import OPEN, look_outcome
 
 TRUTHS = {  # K = 6 configurations (think γ = 1..6 of one drafter)
@@ -101,6 +103,19 @@ def run_sweep(
 ) -> dict:
     """One sweep: the adaptive rule over ``planned`` looks, or a fixed grid of ``planned[-1]`` prompts
     (``adjusted=False``: the plain 95 % rule, no adjustment for picking the best)."""
+    decision, n = sweep_decision(truth, planned, rng, noise, adaptive, adjusted)
+    return _score(decision, truth, n)
+
+
+def sweep_decision(
+    truth: tuple[float, ...],
+    planned: tuple[int, ...],
+    rng: np.random.Generator,
+    noise: Noise = Noise(),
+    adaptive: bool = True,
+    adjusted: bool = True,
+) -> tuple[Decision, int]:
+    """The verdict one synthetic sweep ends with, and the prompts it used (`run_sweep`'s rule)."""
     tokens, base, seconds = simulate_workload(truth, planned[-1], rng, noise)
     k = len(truth)
     looks = planned if adaptive else (planned[-1],)
@@ -114,34 +129,40 @@ def run_sweep(
                 counts[i] = n
         options = _options(tokens, base, seconds, counts)
         decision = _decide(_EMPTY, _EMPTY, options, n, plan) if adjusted else _plain(options, n)
-        verdict = {**decision.as_dict(), "candidates": decision.candidates}
-        status, newly = look_outcome([verdict], look, looks)
+        status, newly = look_outcome([decision], look, looks)
         dropped |= newly
         if status != OPEN:
             break
-    return _score(decision, truth, int(n))
+    return decision, int(n)
 
 
 _EMPTY = pd.DataFrame()
 
 
-class _PlainDecision:
+def _plain(options: list[Option], n: int) -> Decision:
     """The former rule, for comparison: yes if any plain 95 % interval lies above 1, no if all lie below."""
-
-    def __init__(self, answer, option):
-        self.answer, self.option, self.candidates = answer, option, []
-
-    def as_dict(self):
-        return {"answer": self.answer, "timing_disturbed": False, "prompts_needed": None}
-
-
-def _plain(options: list[Option], n: int) -> _PlainDecision:
     above = [o for o in options if o.lo > 1]
     if above:
-        return _PlainDecision(YES, max(above, key=lambda o: o.speedup))
+        pick = max(above, key=lambda o: o.speedup)
+        best = Candidate(
+            pick.drafter,
+            pick.drafter_label,
+            pick.tree,
+            pick.gamma,
+            "fixed",
+            pick.speedup,
+            pick.lo,
+            pick.hi,
+            pick.log_se,
+            pick.dof,
+            lo_adj=pick.lo,
+            hi_adj=pick.hi,
+            hi_sim=pick.hi,
+        )
+        return Decision(YES, "measured", pick, best, None, n, "")
     if all(o.hi < 1 for o in options):
-        return _PlainDecision(NO, None)
-    return _PlainDecision("cannot tell", None)
+        return Decision(NO, "measured", None, None, None, n, "")
+    return Decision(UNSURE, "measured", None, None, None, n, "")
 
 
 def _score(decision, truth: tuple[float, ...], prompts: int) -> dict:
@@ -199,3 +220,98 @@ def error_table(
                 }
             )
     return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------- confirmations
+
+
+CONFIRM_ROWS = (  # (truth, how the sweep decided: looks, adaptive, adjusted)
+    ("best 1.3", (8, 16, 24, 32, 40, 48, 56, 64), True, True),
+    ("best 1.1", (8, 16, 24, 32, 40, 48, 56, 64), True, True),
+    ("best 1.1", (12,), False, False),
+    ("every speedup 1.0", (12,), False, False),
+)
+
+
+def confirm_once(
+    prediction: Prediction,
+    truth_of_pick: float,
+    looks: tuple[int, ...],
+    rng: np.random.Generator,
+    noise: Noise = Noise(),
+) -> tuple[Outcome, int]:
+    """A confirmation of ``prediction`` on fresh synthetic prompts whose true speedup is ``truth_of_pick``, looked
+    at after each of ``looks`` prompts until held or missed (`specbench.analysis.confirmation.check_prediction`)."""
+    tokens, base, seconds = simulate_workload((truth_of_pick,), looks[-1], rng, noise)
+    rule = VerdictRule(LookPlan(tuple(looks)), 1)
+    check = None
+    for n in looks:
+        iv = speedup_interval(tokens[:n], seconds[0, :n], tokens[:n], base[:n])
+        lo = rule.lower(iv.point, iv.log_se, iv.dof) if iv.has_interval else float("nan")
+        hi = rule.upper(iv.point, iv.log_se, iv.dof) if iv.has_interval else float("nan")
+        check = check_prediction(prediction, Comparison("pick", "base", iv.point, lo, hi, iv.log_se, iv.dof, n), rule)
+        if check.outcome.settled:
+            return check.outcome, n
+    return check.outcome, looks[-1]
+
+
+def confirmation_table(
+    rows=CONFIRM_ROWS,
+    looks: tuple[int, ...] = (4, 8, 12, 16, 20, 24),
+    sims: int = 2000,
+    seed: int = 0,
+    noise: Noise = Noise(),
+) -> pd.DataFrame:
+    """Per (truth, sweep rule): of the sweeps that said a confident yes, how often the confirmation on fresh
+    prompts says held, missed or not settled — overall; among the predictions that were right (the picked
+    configuration's true speedup above 1 and inside the predicted interval), how often "missed"; among those wrong
+    in direction (true speedup ≤ 1), how often "held"; among those wrong in size only, how often "missed"."""
+    out = []
+    for i, (name, planned, adaptive, adjusted) in enumerate(rows):
+        truth = TRUTHS[name]
+        rng = np.random.default_rng([seed, 1000 + i])
+        results = []
+        for _ in range(sims):
+            decision, _ = sweep_decision(truth, planned, rng, noise, adaptive, adjusted)
+            prediction = Prediction.of(decision)
+            if prediction is None or decision.answer != YES:
+                continue
+            pick = truth[decision.best.gamma - 1]
+            outcome, used = confirm_once(prediction, pick, looks, rng, noise)
+            inside = prediction.lo <= pick <= prediction.hi
+            kind = "right" if inside and pick > 1.0 else ("direction" if pick <= 1.0 else "size")
+            results.append({"outcome": outcome, "prompts": used, "kind": kind})
+        frame = pd.DataFrame(results, columns=["outcome", "prompts", "kind"])
+        method = (
+            "adaptive (adjusted)"
+            if adaptive
+            else f"fixed grid, {planned[-1]} prompts, "
+            + ("adjusted" if adjusted else "plain 95 % (picks on a lucky subset)")
+        )
+
+        def rate(kind: str | None, outcome: Outcome) -> float:
+            part = frame if kind is None else frame[frame["kind"] == kind]
+            return float((part["outcome"] == outcome).mean()) if len(part) else float("nan")
+
+        def share(kind: str) -> float:
+            return float((frame["kind"] == kind).mean()) if len(frame) else float("nan")
+
+        out.append(
+            {
+                "truth": name,
+                "sweep": method,
+                "sims": sims,
+                "confirmed": len(frame),
+                "held": rate(None, Outcome.HELD),
+                "missed": rate(None, Outcome.MISSED),
+                "open": rate(None, Outcome.OPEN),
+                "right": share("right"),
+                "missed_when_right": rate("right", Outcome.MISSED),
+                "direction_wrong": share("direction"),
+                "held_when_direction_wrong": rate("direction", Outcome.HELD),
+                "size_wrong": share("size"),
+                "missed_when_size_wrong": rate("size", Outcome.MISSED),
+                "mean_prompts": float(frame["prompts"].mean()) if len(frame) else np.nan,
+            }
+        )
+    return pd.DataFrame(out)

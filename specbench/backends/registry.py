@@ -51,6 +51,20 @@ class BackendKind:
     # "module:function"(options, configs, where): refuses, before anything starts, what the backend cannot run
     check: str | None = None
     batch_option: str | None = None  # the option sized from the sweep's largest concurrency unless given
+    # "module:function"(options, drafter, gamma) -> [Mechanism]: the adaptive mechanisms the engine ships, each
+    # present (a schedule to run) or absent (why), for `specbench confirm`'s contenders
+    adaptive: str | None = None
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """One adaptive mechanism of an engine, at a configuration's γ: the schedule that runs it (the
+    `specbench.engine.schedule` name and parameters, γ its cap), or the one line that says why it cannot."""
+
+    name: str  # what the tables call it: "heuristic schedule", "vLLM adaptive K"
+    schedule: str | None = None  # the schedule's name (None: absent)
+    params: tuple[tuple[str, float], ...] = ()
+    absent: str | None = None  # why it cannot run here
 
 
 BACKENDS: Registry[BackendKind] = Registry(
@@ -63,6 +77,7 @@ BACKENDS: Registry[BackendKind] = Registry(
             own_engine=True,
             load_s=DeviceSeconds(cpu=5.0, cuda=20.0),  # converted weights from the cache, once
             check="specbench.backends.options:check_own_sweep",
+            adaptive="specbench.backends.adaptive_mechanisms:own_mechanisms",
         ),
         BackendKind(
             "vllm",
@@ -74,6 +89,7 @@ BACKENDS: Registry[BackendKind] = Registry(
             start_s=DeviceSeconds(cpu=35.0, cuda=180.0),
             check="specbench.backends.vllm_config:check_engine_sweep",
             batch_option="max_num_seqs",
+            adaptive="specbench.backends.adaptive_mechanisms:vllm_mechanisms",
         ),
         BackendKind(
             "openai",
@@ -88,6 +104,7 @@ BACKENDS: Registry[BackendKind] = Registry(
             keeps_engines=True,
             start_s=DeviceSeconds(cpu=40.0, cuda=200.0),  # SmolLM2-135M on a 2-core CPU: ~30 s to ready
             check="specbench.backends.vllm_config:check_server_sweep",
+            adaptive="specbench.backends.adaptive_mechanisms:vllm_mechanisms",
         ),
         BackendKind(
             "llamacpp-server",
@@ -120,6 +137,15 @@ def check_sweep(name: str, options: dict, configs: list, where: str) -> None:
     kind = get(name)
     if kind.check is not None:
         resolve(kind.check, f"backend {name}")(options, configs, where)
+
+
+def adaptive_mechanisms(name: str, options: dict, drafter: str, gamma: int) -> list[Mechanism]:
+    """The adaptive mechanisms backend ``name`` ships for ``drafter`` at γ ``gamma`` (present or absent, each
+    with its reason); none for a backend whose entry declares none."""
+    kind = get(name)
+    if kind.adaptive is None:
+        return [Mechanism(f"{name}'s own adaptivity", absent=f"backend {name} declares no adaptive mechanism")]
+    return list(resolve(kind.adaptive, f"backend {name}")(options, drafter, gamma))
 
 
 def make_backend(

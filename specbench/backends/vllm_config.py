@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from specbench.analysis.vllm_speculative import draft_model_spec
+from specbench.engine.schedule import ADAPTIVE_K, BATCH_SIZE, SERVING_SCHEDULES, schedule_ranges
 from specbench.analysis.vllm_speculative import speculative_config as build_speculative_config
 from specbench.backends.options import check_backend_options
 from specbench.catalogue import drafters as catalogue
@@ -147,5 +148,23 @@ def speculative_config(config, resolve_model: Callable[[str], str] | None = None
     check_runnable(config)
     resolve = resolve_model or str
     parallel = (options or {}).get("draft_tensor_parallel_size")
-    return build_speculative_config(config.drafter.type, config.drafter.params_dict, int(config.gamma),
-                                    model_name=lambda spec: resolve(str(spec)), draft_tensor_parallel_size=parallel)
+    built = build_speculative_config(config.drafter.type, config.drafter.params_dict, int(config.gamma),
+                                     model_name=lambda spec: resolve(str(spec)), draft_tensor_parallel_size=parallel)
+    return with_schedule(built, config.schedule)
+
+
+def with_schedule(built: dict, schedule) -> dict:
+    """A configuration's schedule (`specbench.engine.schedule`) in vLLM's speculative_config: the per-batch-size
+    ranges (``num_speculative_tokens_per_batch_size``) and the acceptance-adaptive K
+    (``enable_adaptive_verification``); the own engine's schedules cannot run in vLLM."""
+    if schedule is None or schedule.is_fixed:
+        return built
+    if schedule.name not in SERVING_SCHEDULES:
+        raise SpecbenchError(f"schedule '{schedule.label}' cannot run in vLLM: schedules other than fixed run in "
+                             "specbench's own engine, live (vLLM takes its own: batch-size, adaptive-k)")
+    out = dict(built)
+    if schedule.name == BATCH_SIZE:
+        out["num_speculative_tokens_per_batch_size"] = schedule_ranges(schedule)
+    if schedule.name == ADAPTIVE_K or schedule.params_dict.get("adaptive"):
+        out["enable_adaptive_verification"] = True
+    return out

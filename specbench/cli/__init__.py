@@ -16,6 +16,7 @@ import typer.core
 
 from specbench.cli import (
     compare_cmd,
+    confirm_cmd,
     exit_codes,
     export_cmd,
     fit_cmd,
@@ -108,6 +109,7 @@ def _register() -> None:
     workloads_cmd.register(app)
     fit_cmd.register(app)
     recommend_cmd.register(app)
+    confirm_cmd.register(app)
     plot_cmd.register(app)
     compare_cmd.register(app)
     profile_cmd.register(app)

@@ -5,16 +5,17 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
+from specbench.analysis.stopping_history import History
 from specbench.analysis.stopping_report import duration, look_rows
 
 
-def history_table(history: dict) -> Table:
+def history_table(history: History) -> Table:
     """Look by look (and load by load, where a look judged several): prompts (and calibration prompts), the
     answer, the best option and its adjusted interval (`specbench.analysis.stopping_report.look_rows`)."""
     table = Table(
         title="adaptive sweep: stopping history",
         caption=f"intervals adjusted for the planned looks and for picking the best configuration "
-        f"(docs/fit.md); wall time {duration(float(history.get('elapsed_s') or 0))}",
+        f"(docs/fit.md); wall time {duration(history.elapsed_s)}",
     )
     for col in ("workload", "look", "prompts", "timed", "answer", "best", "speedup [adjusted]", "dropped"):
         table.add_column(col, overflow="fold")

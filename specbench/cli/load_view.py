@@ -83,8 +83,8 @@ def verdict_table(summary: dict) -> Table:
     table = Table(title="The verdict at each load (the same decision rule as the main verdict)")
     for c in ("workload", "load", "verdict", "confident"):
         table.add_column(c, overflow="fold")
-    for r in summary["verdicts"]:
-        text_row(table, r["workload"], load_label(axis, r["load"]), r["short"], "yes" if r["confident"] else "no")
+    for v in summary["verdicts"]:
+        text_row(table, v.workload, load_label(axis, v.load), v.short, "yes" if v.confident else "no")
     return table
 
 

@@ -9,7 +9,7 @@ import pandas as pd
 from rich.table import Table
 from rich.text import Text
 
-from specbench.analysis.online import WINDOW, per_prompt, recovery_table, window_table
+from specbench.analysis.online import WINDOW, is_confident, per_prompt, recovery_table, window_table
 from specbench.cli.render import fmt, plain
 
 
@@ -116,7 +116,7 @@ def _count(value, missing: str = "-") -> str:
 def print_online_verdict(verdict: dict, console) -> None:
     """`recommend`'s lines: does online adaptation pay, without and with its training cost, and the τ ratio."""
     for line in verdict["deployments"]:
-        console.print(Text(line["text"], style="bold" if line["confident"] else ""))
+        console.print(Text(line["text"], style="bold" if is_confident(line) else ""))
     for tau in verdict["tau_ratio"]:
         console.print(
             Text(

@@ -13,7 +13,6 @@ import sys
 import threading
 import time
 
-from specbench.analysis.stopping_report import workload_line
 
 MIN_GAP_S = 2.0
 HEARTBEAT_S = 30.0
@@ -86,9 +85,9 @@ class LineProgress:
         if time.monotonic() - self.last_line >= self.min_gap_s or self.done >= self.total:
             self._write(self._line())
 
-    def looks_done(self, history: dict) -> None:
+    def looks_done(self, lines: list[str]) -> None:
         with self._lock:
-            self.verdicts = [workload_line(n, e) for n, e in history.get("workloads", {}).items()]
+            self.verdicts = list(lines)
         for line in self.verdicts:
             self._write(f"verdict · {line}")
 

@@ -23,10 +23,12 @@ from specbench.analysis.intervals import N_BOOT
 from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommend import MeasuredCosts, ProfiledCosts, recommend
 from specbench.analysis.recommend import to_json as recommendations_json
+from specbench.analysis.confirmation import load_report
 from specbench.analysis.decision import describe_best
 from specbench.analysis.recommendation import recommendation_lines
 from specbench.analysis.speedup_interval import speedup_words
-from specbench.analysis.sequential import LookPlan
+from specbench.analysis.stopping_history import load_history
+from specbench.cli.confirm_view import print_confirmation
 from specbench.bounds import int_list
 from specbench.cli.engine_checks import check_engine_settings, local_model_folder
 from specbench.cli.fit_cmd import group_label, text_row
@@ -39,7 +41,6 @@ from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt, plain
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models.gguf_files import paste_names
-from specbench.records.adaptive_history import planned_looks, read_history
 from specbench.records.profile_file import load_profile
 from specbench.records.store import load_run_info
 from specbench.records.jsonable import json_ready
@@ -302,8 +303,8 @@ def recommend_command(
     engines = ENGINE_CHOICES[:-1] if engine == "all" else (engine,)
     records = load_results(results_dir)
     costs = _cost_source(cost_profile, batch, context)
-    history = read_history(results_dir)  # an adaptive sweep: judge its records the way it stopped on them
-    plans = {name: LookPlan(looks) for name, looks in planned_looks(history).items()}
+    history = load_history(results_dir)  # an adaptive sweep: judge its records the way it stopped on them
+    plans = history.plans() if history else {}
     hubs = paste_names()  # Hugging Face ids, and GGUF files for llama-server lines
     recs = recommend(records, costs, objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed,
                      engines=engines, hub_ids=hubs, plans=plans)
@@ -318,7 +319,8 @@ def recommend_command(
         typer.echo(recommendations_json(recs, None if load is None else
                                         [load_for_scenario(load, rec.keys) for rec in recs],
                                         history, None if costs_data is None else
-                                        [operating_for_scenario(costs_data, rec.keys) for rec in recs]))
+                                        [operating_for_scenario(costs_data, rec.keys) for rec in recs],
+                                        load_report(results_dir)))
         return
     console = wide_console()
     for rec in recs:
@@ -328,6 +330,7 @@ def recommend_command(
     if costs_data is not None:
         print_operating(costs_data, axis_of(normalised(records)), console)
     print_history(history, console)
+    print_confirmation(load_report(results_dir), console, detail=False)
 
 
 def _operating(records, results_dir: Path, price_flag: float | None, load_axis: bool, n_boot: int,

@@ -16,7 +16,6 @@ from specbench.analysis.load import CLOSED_LOOP, LOAD_KEYS, load_keys
 from specbench.analysis.predicted_speedup import predicted_by_scenario
 from specbench.analysis.recommend import recommend
 from specbench.analysis.recommendation import recommendation_lines
-from specbench.analysis.sequential import LookPlan
 from specbench.analysis.stopping_report import summary_lines
 from specbench.cli.adaptive_view import history_table
 from specbench.cli.params import folder_path
@@ -25,7 +24,9 @@ from specbench.cli.render import console as wide_console
 from specbench.errors import SpecbenchError
 from specbench.records.jsonable import json_ready
 from specbench.records.merge import merge_folders
-from specbench.records.adaptive_history import planned_looks, read_history
+from specbench.analysis.confirmation import load_report
+from specbench.analysis.stopping_history import History, load_history
+from specbench.cli.confirm_view import print_confirmation
 from specbench.records.store import load_records, load_run_info
 from specbench.safe_files import writing
 from specbench.records.summary import (
@@ -73,13 +74,17 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
             table.to_csv(csv, index=False)
     replayed = (records["mode"] == "replay").any()  # a mode column only where replayed rows exist
     several_t = records["temperature"].nunique() > 1
-    history = read_history(folder)
+    history = load_history(folder)
     rows, recs = rows_and_verdicts(records, table, history)
     if json_out:
         head = {"sweep": info.get("sweep", {}).get("name", str(folder)), "target": info["sweep"]["target"],
                 "device": info.get("device_name"), "dtype": info.get("dtype"), "records": len(records)}
+        adaptive = {"adaptive": history.as_dict()} if history else {}
+        confirmation = load_report(folder)
+        if confirmation is not None:
+            adaptive["confirmation"] = confirmation.as_dict()
         typer.echo(json.dumps(json_ready({**head, "rows": rows, "recommendations": [_recommendation(r) for r in recs],
-                                          **({"adaptive": history} if history else {})}), indent=2))
+                                          **adaptive}), indent=2))
         return
     out = console()
     sweep_spec = info["sweep"] if isinstance(info.get("sweep"), dict) else {}
@@ -136,9 +141,10 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
             for line in recommendation_lines(rec):
                 out.print(Text(f"{workload}{where}: {line}", style="bold" if line.startswith("recommended") else ""))
     print_history(history, out)
+    print_confirmation(load_report(folder), out, detail=False)
 
 
-def rows_and_verdicts(records, table, history: dict | None) -> tuple[list[dict], list]:
+def rows_and_verdicts(records, table, history: History | None) -> tuple[list[dict], list]:
     """The rows `results show` prints (`show_rows`), each with ``recommended`` (the ★: the configuration its
     scenario's verdict recommends), and the verdicts; `sweep --json` ends with the same rows."""
     rows, recs = show_rows(records, table), verdicts_of(records, history)
@@ -146,11 +152,11 @@ def rows_and_verdicts(records, table, history: dict | None) -> tuple[list[dict],
     return rows, recs
 
 
-def verdicts_of(records, history: dict | None) -> list:
+def verdicts_of(records, history: History | None) -> list:
     """The recommender's verdict per scenario (no bootstrap: a verdict rests on t-intervals; an adaptive sweep's
     looks as it planned them), so `results show` names the configuration `recommend` names; none where the
     records cannot be decided (no baseline, nothing speculative)."""
-    plans = {name: LookPlan(looks) for name, looks in planned_looks(history).items()}
+    plans = history.plans() if history else {}
     usable = records[pd.to_numeric(records["decode_tokens"], errors="coerce").fillna(0) > 0]
     try:
         return recommend(usable, n_boot=0, plans=plans)
@@ -185,7 +191,7 @@ def _recommendation(rec) -> dict:
         "flat_range": rec.flat_range, "lines": recommendation_lines(rec)}
 
 
-def print_history(history: dict | None, out) -> None:
+def print_history(history: History | None, out) -> None:
     """An adaptive sweep's stopping history: the look-by-look table and one line per workload."""
     if not history:
         return

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 from rich.table import Table
 from rich.text import Text
 
+from specbench.analysis.stopping_history import load_history
 from specbench.analysis.stopping_report import summary_lines
 from specbench.cli.exit_codes import INTERRUPTED, TERMINATED, Terminated, say
 from specbench.cli.flag_options import flag_command
@@ -21,7 +22,6 @@ from specbench.cli.progress_lines import LineProgress
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt, plain, styled, text_column
 from specbench.cli.results_cmd import rows_and_verdicts, summary_table
-from specbench.records.adaptive_history import read_history
 from specbench.records.jsonable import json_ready
 from specbench.measure.sweep_flags import FLAGS, SweepFlags
 from specbench.records.store import load_records
@@ -114,7 +114,7 @@ def _print_done(spec, out_dir: Path, measured: int, units: int) -> None:
     wide_console().print(styled(("done", "green"), f": {measured} unit(s) measured now, {units} in the "
                                 f"grid -> {out_dir}\nnext: specbench results show {out_dir}"))
     wide_console().print(timing_line(timing_summary(out_dir)))
-    history = read_history(out_dir) if spec.adaptive is not None else None
+    history = load_history(out_dir) if spec.adaptive is not None else None
     if history:
         for line in summary_lines(history):
             wide_console().print(Text(line))
@@ -193,11 +193,11 @@ def print_json_summary(out_dir: Path, measured: int, total: int) -> None:
 
     records = load_records(out_dir)
     records, table = summary_table(records)
-    history = read_history(out_dir)
+    history = load_history(out_dir)
     out = {"out": str(out_dir), "measured_now": measured, "units": total, "timing": timing_summary(out_dir),
            "rows": rows_and_verdicts(records, table, history)[0]}
     if history:
-        out["adaptive"] = history
+        out["adaptive"] = history.as_dict()
     if (records["mode"] == "replay").any():
         from specbench.measure.replay_units import folder_summary  # lazy: loads torch; keeps `specbench --help` fast
 
@@ -333,8 +333,8 @@ class SweepProgress:
     def unit_done(self, unit, record) -> None:
         self.progress.advance(self.task)
 
-    def looks_done(self, history: dict) -> None:
-        for line in summary_lines(history):
+    def looks_done(self, lines: list[str]) -> None:
+        for line in lines:
             self.progress.console.print(Text(f"verdict · {line}"))
 
 

@@ -45,6 +45,11 @@ PARAMS: dict[str, dict[str, float | None]] = {
     "dspark": {"warmup": 2, "calibrate": 1},
 }
 NEEDS_CONFIDENCE = ("threshold", "dspark")
+# Schedules a serving engine runs, not this one (`make_schedule` refuses them; `specbench confirm` runs them as
+# contenders): vLLM's per-batch-size K (``num_speculative_tokens_per_batch_size``; params "FIRST-LAST" → K for
+# each range of batch sizes, and ``adaptive: 1`` to add vLLM's acceptance-adaptive K) and that adaptive K alone.
+BATCH_SIZE, ADAPTIVE_K = "batch-size", "adaptive-k"
+SERVING_SCHEDULES = (BATCH_SIZE, ADAPTIVE_K)
 
 KeepDrafting = Callable[[list[float]], bool]
 
@@ -71,6 +76,20 @@ class ScheduleSpec(NamedParams):
         if not self.params:
             return self.name
         return f"{self.name}(" + ", ".join(f"{k}={v:g}" for k, v in self.params) + ")"
+
+
+def batch_size_schedule(ranges, adaptive: bool = False) -> ScheduleSpec:
+    """vLLM's per-batch-size schedule as a configuration's schedule: ``[[first, last, K], ...]``."""
+    params = {f"{int(first)}-{int(last)}": float(k) for first, last, k in ranges}
+    if adaptive:
+        params["adaptive"] = 1.0
+    return ScheduleSpec(BATCH_SIZE, tuple(sorted(params.items())))
+
+
+def schedule_ranges(spec: ScheduleSpec) -> list[list[int]]:
+    """The ``[[first, last, K], ...]`` ranges of a `batch_size_schedule`, by first batch size."""
+    ranges = [[*map(int, key.split("-")), int(k)] for key, k in spec.params if key != "adaptive"]
+    return sorted(ranges)
 
 
 def parse_schedule(item, where: str = "schedule") -> ScheduleSpec:
@@ -283,4 +302,6 @@ def make_schedule(spec: ScheduleSpec, cap: int) -> Schedule:
         return Threshold(cap, float(params["threshold"]))
     if spec.name == "dspark":
         return DSpark(cap, **params)
+    if spec.name in SERVING_SCHEDULES:
+        raise SpecbenchError(f"schedule '{spec.label}' is a serving engine's (vLLM), not specbench's own engine's")
     raise SpecbenchError(f"unknown schedule '{spec.name}'{did_you_mean(spec.name, list(PARAMS))}")

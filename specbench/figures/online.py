@@ -16,7 +16,15 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from specbench.analysis.online import WINDOW, has_online, online_verdict, per_prompt, shift_points, window_rows
+from specbench.analysis.online import (
+    WINDOW,
+    answer_label,
+    has_online,
+    online_verdict,
+    per_prompt,
+    shift_points,
+    window_rows,
+)
 from specbench.figures.skipped import FigureSkipped
 from specbench.records.summary import BASELINE_KEYS
 
@@ -81,7 +89,7 @@ def figure_online(data) -> Figure:
         verdict = online_verdict(prompts, scenario)
         title = str(scenario["workload"])
         if verdict is not None:
-            answers = {v["deployment"]: _answer(v) for v in verdict["deployments"]}
+            answers = {v["deployment"]: answer_label(v) for v in verdict["deployments"]}
             title += (
                 f"\nonline vs static — training elsewhere: {answers['separate']}; training here: {answers['shared']}"
             )
@@ -92,12 +100,6 @@ def figure_online(data) -> Figure:
     )
     fig.suptitle(f"Online adaptation over the stream (lines: trailing {WINDOW}-prompt windows; dashed: shift points)")
     return fig
-
-
-def _answer(verdict: dict) -> str:
-    """The verdict's answer, flagged when it came from disturbed timing (never confident then)."""
-    flagged = verdict["answer"] in ("confident yes", "confident no") and not verdict["confident"]
-    return f"{verdict['answer']} (timing disturbed)" if flagged else verdict["answer"]
 
 
 def _select(frame: pd.DataFrame, scenario: dict) -> pd.DataFrame:

@@ -72,8 +72,10 @@ from specbench.figures.palette import BASELINE_LABEL, CHAIN, Palette
 from specbench.figures.online import figure_online, has_online_records
 from specbench.figures.schedules import figure_schedules, schedule_panels
 from specbench.figures.skipped import FigureSkipped  # re-exported: the figures' one skip type
-from specbench.analysis.sequential import LookPlan
-from specbench.records.adaptive_history import planned_looks, read_history
+from specbench.analysis.confirmation import Report as ConfirmationReport
+from specbench.analysis.confirmation import load_report as load_confirmation
+from specbench.analysis.stopping_history import History, load_history
+from specbench.figures.confirmation import figure_confirmation
 from specbench.records.store import load_run_info
 from specbench.records.timing import has_round_timings
 from specbench.records.summary import (BASELINE_KEYS, configuration_table, fixed_schedule, is_baseline, lossless_check,
@@ -120,11 +122,12 @@ class PlotData:
     objective: str
     notes: list[str] = field(default_factory=list)
     context_bins: pd.DataFrame = field(default_factory=pd.DataFrame)  # context_bins.fit_by_context_bin
-    history: dict | None = None  # an adaptive sweep's stopping history (records.adaptive_history)
+    history: History | None = None  # an adaptive sweep's stopping history (analysis.stopping_history)
     load: dict | None = None  # a serving sweep with a load axis: analysis.load_verdicts.summary (None: one load)
     # goodput, cost and energy per load (analysis.operating.Operating.as_dict, with "goodput": the goodput
     # objective's answers); None without live records or with nothing to say (one load, no price, no energy)
     operating: dict | None = None
+    confirmation: ConfirmationReport | None = None  # `specbench confirm`'s report (None: not confirmed)
 
 
 def default_max_gamma(records: pd.DataFrame) -> int:
@@ -171,8 +174,8 @@ def load_plot_data(folder: str | Path, *, n_boot: int = N_BOOT, seed: int = 0, m
         if with_categories:
             subset = records[records["workload"].isin(with_categories)]
             category_fits = fits_frame(fit_acceptance(subset, by=["category"], n_boot=n_boot, seed=seed))
-    history = read_history(folder)  # an adaptive sweep is judged the way it stopped (analysis.sequential)
-    plans = {name: LookPlan(looks) for name, looks in planned_looks(history).items()}
+    history = load_history(folder)  # an adaptive sweep is judged the way it stopped (analysis.sequential)
+    plans = history.plans() if history else {}
     try:
         recommendations = recommend(records, objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed,
                                     plans=plans, hub_ids=hub_ids)
@@ -203,7 +206,8 @@ def load_plot_data(folder: str | Path, *, n_boot: int = N_BOOT, seed: int = 0, m
                     cost_fits=group_cost_fits(records), recommendations=recommendations,
                     lossless=lossless_check(records), palette=Palette(records["drafter_label"], records["tree"]),
                     max_gamma=max_gamma, objective=objective, notes=notes,
-                    context_bins=fit_by_context_bin(records, n_boot=n_boot, seed=seed), history=history)
+                    context_bins=fit_by_context_bin(records, n_boot=n_boot, seed=seed), history=history,
+                    confirmation=load_confirmation(folder))
 
 
 # ----------------------------------------------------------------------------- scenarios and series
@@ -907,6 +911,15 @@ STRATEGY_FIGURES: tuple[tuple[FigureSpec, Callable[[PlotData], bool]], ...] = (
                 "solid one does not (training on hardware of its own). The title says whether online adaptation "
                 "pays either way (`specbench recommend`).", figure_online),
      has_online_records),
+    (FigureSpec("confirmation", "The recommendation on fresh prompts: predicted against realized",
+                "Per target of `specbench confirm`: the sweep's predicted speedup for the configuration its verdict "
+                "named, with the adjusted interval it rests on (grey square), and the speedup realized on prompts the "
+                "sweep never used, with its interval adjusted for the confirmation's looks (circle: green held, red "
+                "missed, orange not settled yet). Below, each contender — the engine's own adaptive mechanisms and "
+                "the other γ the sweep named — realized over the target alone (open diamonds). Held: the realized "
+                "interval lies on the verdict's side of 1 and meets the predicted one (docs/fit.md).",
+                lambda data: figure_confirmation(data.confirmation)),
+     lambda data: data.confirmation is not None),
 )
 
 

@@ -194,7 +194,7 @@ def stopping_section(data: PlotData) -> Html:
                                  "of the configurations, so its interval is adjusted for that choice (docs/fit.md, "
                                  "'Sweeps that decide'); `specbench sweep --until-decided` measures until each "
                                  "workload is decided instead."))
-    rows = [[r["workload"], r["look"], r["prompts"], "–" if r["timed"] is None else r["timed"], r["answer"], r["best"],
+    rows = [[r["workload"], r["look"], r["prompts"], "none" if r["timed"] is None else r["timed"], r["answer"], r["best"],
              r["interval"], r["dropped"]] for r in look_rows(data.history)]
     outcome = bullet_list([esc(line) for line in summary_lines(data.history)], cls="")
     return section("stopping", "Adaptive sweep: stopping history",
@@ -203,6 +203,35 @@ def stopping_section(data: PlotData) -> Html:
                              "(docs/fit.md, 'Sweeps that decide')."), outcome,
                    table(["workload", "look", "prompts", "timed prompts", "answer", "best", "speedup [adjusted]",
                           "dropped from timing"], rows, numeric={1, 2, 3}))
+
+
+def confirmation_section(data: PlotData) -> Html:
+    """`specbench confirm`'s report: per target the prediction against what fresh prompts realized, held or
+    missed, the regret against the best contender, losslessness; nothing when the folder was not confirmed."""
+    report = data.confirmation
+    if report is None:
+        return Html("")
+    rows = []
+    for state in report.targets.values():
+        target, last = state.target, state.last
+        prediction = target.prediction
+        check = last.check if last else None
+        rows.append([target.name, target.chosen.name, prediction.interval_text if prediction else "–",
+                     check.realized.text if check else "–", str(check.outcome) if check else "–",
+                     f"{last.regret.best} at {last.regret.ratio_text}" if last and last.regret.best else "–",
+                     last.regret.answer.word if last else "–", last.n_prompts if last else 0,
+                     (last.cliff or "–") if last else "–", (last.lossless or "–") if last else "–"])
+    return section("confirmation", "Confirmation on fresh prompts",
+                   paragraph("The recommendation was run again, live, on prompts the sweep never used, beside the "
+                             "target alone and its contenders (the engine's own adaptive mechanisms, the other γ the "
+                             "sweep named), under the sweep's timing protocol (`specbench confirm`). Held: the "
+                             "realized interval lies on the verdict's side of 1 and meets the predicted one; regret: "
+                             "the best contender's tokens/s ÷ the recommendation's (docs/fit.md, 'Recommendations "
+                             "that prove themselves')."),
+                   table(["target", "configuration", "predicted", "realized", "prediction", "best contender",
+                          "beats it", "fresh prompts", "cliff", "lossless"], rows, numeric={7}),
+                   bullet_list(report.lines(), cls=""),
+                   bullet_list([f"absent: {line}" for line in report.absent] + [f"note: {line}" for line in report.notes]))
 
 
 def settings_section(data: PlotData) -> Html:
@@ -235,8 +264,8 @@ def load_section(data: PlotData) -> Html:
         return Html("")
     axis = load["axis"]
     lines = [f"{r['workload']}: {r['text']}" for r in load["lines"]]
-    verdicts = [[r["workload"], load_label(axis, r["load"]), r["short"], "yes" if r["confident"] else "no"]
-                for r in load["verdicts"]]
+    verdicts = [[v.workload, load_label(axis, v.load), v.short, "yes" if v.confident else "no"]
+                for v in load["verdicts"]]
     rows = []
     for r in load["table"]:
         named = " (the verdict's)" if r.get("verdict_named") else ""
@@ -575,8 +604,8 @@ def spec_section(data: PlotData) -> Html:
     return section("spec", "Sweep spec", body)
 
 
-NAV = (("recommendation", "Recommendation"), ("stopping", "Stopping history"), ("settings", "Engine settings"),
-       ("load", "Load"), ("operating", "Cost"), ("figures", "Figures"),
+NAV = (("recommendation", "Recommendation"), ("stopping", "Stopping history"), ("confirmation", "Confirmation"),
+       ("settings", "Engine settings"), ("load", "Load"), ("operating", "Cost"), ("figures", "Figures"),
        ("acceptance", "Acceptance"), ("costs", "Costs"), ("lossless", "Lossless check"),
        ("environment", "Environment"), ("spec", "Sweep spec"))
 
@@ -584,10 +613,12 @@ NAV = (("recommendation", "Recommendation"), ("stopping", "Stopping history"), (
 def render_html(data: PlotData, figures: list[RenderedFigure], out_dir: Path, generated: str) -> str:
     """The whole page as a string."""
     nav = Html("<nav>" + "".join(f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t in NAV
-                                 if (a != "load" or data.load) and (a != "operating" or data.operating))
+                                 if (a != "load" or data.load) and (a != "operating" or data.operating)
+                                 and (a != "confirmation" or data.confirmation))
                + "</nav>")
-    body = [header(data, generated), nav, recommendation_section(data), stopping_section(data), settings_section(data),
-            load_section(data), operating_section(data), figures_section(figures, out_dir), acceptance_section(data), costs_section(data),
+    body = [header(data, generated), nav, recommendation_section(data), stopping_section(data),
+            confirmation_section(data), settings_section(data), load_section(data), operating_section(data),
+            figures_section(figures, out_dir), acceptance_section(data), costs_section(data),
             strategies_section(data), online_section(data), lossless_section(data),
             environment_section(data), spec_section(data)]
     title = esc(f"specbench report — {data.folder.name}")

@@ -16,6 +16,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from specbench.analysis.schedule_comparison import answer_word
 from specbench.figures.skipped import FigureSkipped
 
 FIXED_COLOUR = "#9A9A9A"
@@ -87,7 +88,7 @@ def figure_schedules(data) -> Figure:
         ratio = f"{verdict['ratio']:.2f}×" + (f" [{verdict['lo']:.2f}, {verdict['hi']:.2f}]"
                                               if np.isfinite(verdict["lo"]) else "")
         ax.set_title(f"{rec.keys['workload']} · T={rec.keys['temperature']:g}\nbest dynamic vs best fixed γ: "
-                     f"{ratio} — {verdict['answer']}", fontsize=11)
+                     f"{ratio} — {answer_word(verdict)}", fontsize=11)
         ax.grid(axis="y", visible=False)
     handles = {"fixed γ": Patch(color=FIXED_COLOUR)}
     handles.update({name: Patch(color=schedule_colour(name)) for name in sorted(used) if name != "fixed"})

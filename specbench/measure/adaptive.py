@@ -14,9 +14,10 @@ A fixed grid spends its budget evenly and stops where it was told. An adaptive s
    wall-time budget is spent; otherwise configurations confidently below the best are dropped
    from timing (racing: `specbench.analysis.decision.dominated`) and the next look follows.
 
-Open workloads run their next looks together, one *round* at a time, through the runner's own
-unit machinery (timing protocol, replay, serving groups), so every record is written the moment
-it is measured; records carry their look in ``stage``. When the next round would overrun the
+Open workloads run their next looks together, one *round* at a time: `AdaptivePolicy` is a policy
+the runner drives (`specbench.measure.policy`): it proposes each round's units, the runner measures
+them through its own unit machinery (timing protocol, replay, serving groups), writes every record
+the moment it is measured and hands the records back; records carry their look in ``stage``. When the next round would overrun the
 budget, the workloads closest to a verdict (fewest prompts still needed) go first.
 
 Resume. A look's units are a function of the plan and of the verdicts of the earlier looks, and
@@ -27,59 +28,36 @@ time spent (``elapsed_s`` in ``adaptive.json``, `specbench.records.adaptive_hist
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field, replace
 
-import numpy as np
 import pandas as pd
 
-from specbench.analysis.decision import CANDIDATE_KEYS
 from specbench.analysis.recommend import recommend
-from specbench.analysis.sequential import LookPlan
-from specbench.analysis.speedup_interval import UNSURE
 from specbench.analysis.stopping import BUDGET, DECIDED, EXHAUSTED, FUTILE, OPEN, look_outcome
+from specbench.analysis.stopping_history import History, Look, ScenarioVerdict, WorkloadHistory
+from specbench.analysis.stopping_report import summary_lines
 from specbench.errors import SpecbenchError
+from specbench.measure.policy import Proposal, choose_round, share_time
 from specbench.measure.units import Unit, expand_units
 from specbench.records.adaptive_history import read_history, write_history
-from specbench.records.store import load_records
 
 
 @dataclass
-class WorkloadLooks:
-    """One workload's plan and what its looks found so far."""
+class WorkloadLooks(WorkloadHistory):
+    """One workload's plan and what its looks found so far, with the configurations out of the race as keys."""
 
-    name: str
-    planned: tuple[int, ...]  # prompts per look
-    calibration: tuple[int, ...]  # calibration prompts per look (mode replay; () otherwise)
-    looks: list[dict] = field(default_factory=list)
-    dropped: set[tuple] = field(default_factory=set)  # CANDIDATE_KEYS of configurations out of the race
-    status: str = OPEN
-    seconds: float = 0.0  # wall seconds its looks took (its share of each round)
-
-    @property
-    def look(self) -> int:
-        return len(self.looks)
-
-    @property
-    def plan(self) -> LookPlan:
-        return LookPlan(self.planned)
+    out_of_race: set[tuple] = field(default_factory=set)  # `Candidate.key` of configurations dropped from timing
 
     def seconds_per_prompt(self) -> float | None:
         measured = self.planned[self.look - 1] if self.look else 0
         return self.seconds / measured if measured and self.seconds > 0 else None
 
-    def prompts_needed(self) -> int | None:
-        return self.looks[-1].get("prompts_needed") if self.looks else None
-
-    def to_dict(self) -> dict:
-        return {
-            "planned": list(self.planned),
-            "calibration": list(self.calibration),
-            "status": self.status,
-            "dropped": [_key_label(k) for k in sorted(self.dropped, key=str)],
-            "seconds": self.seconds,
-            "looks": self.looks,
-        }
+    def drop(self, keys: set[tuple]) -> list[str]:
+        """Take ``keys`` out of the race; returns the labels of those newly dropped."""
+        newly = keys - self.out_of_race
+        self.out_of_race |= newly
+        self.dropped = [_key_label(k) for k in sorted(self.out_of_race, key=str)]
+        return [_key_label(k) for k in sorted(newly, key=str)]
 
 
 def _key_label(key: tuple) -> str:
@@ -154,9 +132,9 @@ class LookPlanner:
         """A live configuration dropped by racing; in mode replay a calibration unit only once every γ of its
         (drafter, tree) is dropped (the cost model of the γ still racing needs the calibration γ)."""
         if self.spec.calibration is None:
-            return config_key(unit) in state.dropped
+            return config_key(unit) in state.out_of_race
         label, tree, _, schedule = config_key(unit)
-        return all((label, tree, g, schedule) in state.dropped for g in self.spec.gammas if g > 0)
+        return all((label, tree, g, schedule) in state.out_of_race for g in self.spec.gammas if g > 0)
 
     def _stage_of(self, state: WorkloadLooks, unit: Unit) -> int:
         """The first look whose units include ``unit``."""
@@ -166,70 +144,64 @@ class LookPlanner:
         return next(k for k, n in enumerate(bounds, start=1) if position < n)
 
 
-class AdaptiveSweep:
-    """The look-by-look driver over a `specbench.measure.runner.SweepRunner` (duck-typed: spec, store,
-    observer, workloads, shard, ``_run_units``, backend)."""
+class AdaptivePolicy:
+    """The look-by-look policy of an adaptive sweep (`specbench.measure.policy.Policy`): rounds of looks until
+    every workload is settled, each verdict recomputed from the records the runner hands back."""
 
-    def __init__(self, runner):
-        self.runner, self.spec, self.plan = runner, runner.spec, runner.spec.adaptive
-        self.planner = LookPlanner(runner.spec, runner.workloads, runner.shard)
+    def __init__(self, spec, workloads, shard: tuple[int, int], folder):
+        self.spec, self.plan, self.folder = spec, spec.adaptive, folder
+        self.planner = LookPlanner(spec, workloads, shard)
+        self.units = self.planner.units
         self.states = self.planner.states
         self.units_for = self.planner.units_for
-        previous = read_history(runner.store.folder) or {}
+        previous = read_history(folder) or {}
         self.elapsed_before = float(previous.get("elapsed_s") or 0.0)
+        self.previous = History.from_dict(previous)
         self.budget_stopped = False  # the last round was refused for want of budget, not of prompts
+        self._round: dict[str, list[Unit]] = {}  # the round the runner is measuring
 
-    # ------------------------------------------------------------------ running
-    def run(self, finished: set[str]) -> int:
-        """Every look until each workload is settled; returns the units measured now."""
-        measured = 0
-        self._replay_history(finished)
-        self._save()
-        while True:
-            todo = self._next_round(finished)
-            if not todo:
-                break
-            units = [u for batch in todo.values() for u in batch]
-            started = time.monotonic()
-            self.runner.observer.status(self._round_title(todo))
-            fresh = [u for u in units if u.unit_id not in finished]
-            self._announce_look(len(fresh))
-            count = self.runner._run_units(fresh) if fresh else 0
-            finished.update(u.unit_id for u in fresh)
-            measured += count
-            seconds = time.monotonic() - started
-            self._share_time(todo, seconds)
-            self.elapsed_before += seconds
-            records = load_records(self.runner.store.folder)
-            for name in todo:
-                self._judge(self.states[name], records)
-            self._save()
-            self._report()
-        self._close_open(BUDGET if self._budget_spent() or self.budget_stopped else EXHAUSTED)
-        self._save(finished_all=True)
-        self._report()
-        return measured
-
-    def _replay_history(self, finished: set[str]) -> None:
+    # ------------------------------------------------------------------ the policy
+    def resume(self, records: pd.DataFrame | None, finished: set[str]) -> None:
         """Rebuild every workload's looks from the records of a resumed sweep (verdicts are recomputed)."""
-        records = None
         for state in self.states.values():
             while state.status == OPEN and state.look < len(state.planned):
                 units = self.units_for(state, state.look + 1)
-                if any(u.unit_id not in finished for u in units):
+                if records is None or any(u.unit_id not in finished for u in units):
                     break
-                if records is None:
-                    records = load_records(self.runner.store.folder)
                 self._judge(state, records)
-        previous = read_history(self.runner.store.folder) or {}
-        for name, entry in previous.get("workloads", {}).items():
+        for name, entry in self.previous.workloads.items():
             if name in self.states:
-                self.states[name].seconds = float(entry.get("seconds") or 0.0)
-                if entry.get("status") == BUDGET and self.states[name].status == OPEN and self._budget_spent():
+                self.states[name].seconds = entry.seconds
+                if entry.status == BUDGET and self.states[name].status == OPEN and self._budget_spent():
                     self.states[name].status = BUDGET
+        self._save()
 
-    def _next_round(self, finished: set[str]) -> dict[str, list[Unit]]:
-        """Open workloads' next looks that fit the budget (closest to a verdict first)."""
+    def propose(self, finished: set[str]) -> Proposal | None:
+        """The next round: the open workloads' next looks that fit the budget (closest to a verdict first)."""
+        self._round = self._next_round()
+        if not self._round:
+            return None
+        left = None if self.plan.budget_s is None else max(self.plan.budget_s - self.elapsed_before, 0.0)
+        units = [u for batch in self._round.values() for u in batch]
+        return Proposal(units, self._round_title(self._round), left)
+
+    def observe(self, records: pd.DataFrame, seconds: float) -> None:
+        """The round's records are in: each of its workloads is judged on the records of its looks so far."""
+        self._share_time(self._round, seconds)
+        self.elapsed_before += seconds
+        for name in self._round:
+            self._judge(self.states[name], records)
+        self._save()
+
+    def close(self) -> None:
+        self._close_open(BUDGET if self._budget_spent() or self.budget_stopped else EXHAUSTED)
+        self._save(finished_all=True)
+
+    def progress_lines(self) -> list[str]:
+        return summary_lines(self.history())
+
+    # ------------------------------------------------------------------ rounds and budget
+    def _next_round(self) -> dict[str, list[Unit]]:
         candidates = {}
         for state in self.states.values():
             if state.status != OPEN:
@@ -243,14 +215,9 @@ class AdaptiveSweep:
         if self._budget_spent():
             self.budget_stopped = True
             return {}
-        left = self.plan.budget_s - self.elapsed_before
-        order = sorted(candidates, key=lambda n: (self.states[n].prompts_needed() or np.inf, n))
-        chosen, planned_s = {}, 0.0
-        for name in order:
-            cost = self._look_seconds(self.states[name])
-            if cost is None or planned_s + cost <= left or not chosen and cost <= left:
-                chosen[name] = candidates[name]
-                planned_s += cost or 0.0
+        costs = {name: self._look_seconds(self.states[name]) for name in candidates}
+        needed = {name: self.states[name].prompts_needed() for name in candidates}
+        chosen = choose_round(candidates, costs, needed, self.plan.budget_s - self.elapsed_before)
         self.budget_stopped = not chosen  # looks remain, but none fits the budget left
         return chosen
 
@@ -264,11 +231,8 @@ class AdaptiveSweep:
         return self.plan.budget_s is not None and self.elapsed_before >= self.plan.budget_s
 
     def _share_time(self, todo: dict[str, list[Unit]], seconds: float) -> None:
-        """A round's wall time split between its workloads by the tokens their units could generate."""
-        weights = {name: sum(u.max_new_tokens for u in units if u.mode == "live") or 1 for name, units in todo.items()}
-        total = sum(weights.values())
-        for name, weight in weights.items():
-            self.states[name].seconds += seconds * weight / total
+        for name, share in share_time(todo, seconds).items():
+            self.states[name].seconds += share
 
     # ------------------------------------------------------------------ judging
     def _judge(self, state: WorkloadLooks, records: pd.DataFrame) -> None:
@@ -277,84 +241,35 @@ class AdaptiveSweep:
         mine = records[(records["workload"] == state.name) & records["stage"].notna()]
         mine = mine[mine["stage"].astype(int) <= look]
         scenarios = self._verdicts(mine, state)
-        answers = {s["answer"] for s in scenarios}
-        head = (
-            scenarios[0]
-            if scenarios
-            else {
-                "answer": UNSURE,
-                "text": "no verdict: no baseline and speculative records to compare yet",
-                "best": None,
-                "prompts_needed": None,
-                "candidates": [],
-            }
-        )
-        entry = {
-            "look": look,
-            "prompts": state.planned[look - 1],
-            "calibration_prompts": state.calibration[look - 1] if state.calibration else None,
-            "answer": head["answer"] if len(answers) <= 1 else "mixed",
-            "text": head["text"],
-            "best": head.get("best"),
-            "prompts_needed": max((s["prompts_needed"] or 0 for s in scenarios), default=0) or None,
-            "seconds": round(state.seconds, 3),
-            "elapsed_s": round(self.elapsed_before, 3),
-            "scenarios": [{k: v for k, v in s.items() if k != "candidates"} for s in scenarios],
-        }
+        calibration = state.calibration[look - 1] if state.calibration else None
+        entry = Look.of(look, state.planned[look - 1], calibration, scenarios, state.seconds, self.elapsed_before)
         state.looks.append(entry)
-        state.status, newly = look_outcome(scenarios, look, state.planned)
-        newly -= state.dropped
-        if newly:
-            entry["dropped"] = [_key_label(k) for k in sorted(newly, key=str)]
-            state.dropped |= newly
+        state.status, newly = look_outcome([s.decision for s in scenarios], look, state.planned)
+        entry.dropped = state.drop(newly)
 
-    def _verdicts(self, records: pd.DataFrame, state: WorkloadLooks) -> list[dict]:
+    def _verdicts(self, records: pd.DataFrame, state: WorkloadLooks) -> list[ScenarioVerdict]:
         """One verdict per scenario of the workload (sampling, backend, concurrency)."""
         try:
             recs = recommend(records, n_boot=0, plans={state.name: state.plan})
         except SpecbenchError:
             return []
-        out = []
-        for rec in recs:
-            decision = rec.decision
-            if decision is None:
-                continue
-            out.append(
-                {
-                    "keys": {k: v for k, v in rec.keys.items() if k != "workload"},
-                    **decision.as_dict(),
-                    "candidates": decision.candidates,
-                }
-            )
-        return out
+        return [
+            ScenarioVerdict({k: v for k, v in rec.keys.items() if k != "workload"}, rec.decision)
+            for rec in recs
+            if rec.decision is not None
+        ]
 
-    # ------------------------------------------------------------------ history and progress
+    # ------------------------------------------------------------------ history
     def _close_open(self, status: str) -> None:
         for state in self.states.values():
             if state.status == OPEN:
                 state.status = status
 
-    def history(self, finished_all: bool = False) -> dict:
-        return {
-            "plan": self.plan.to_dict(),
-            "elapsed_s": round(self.elapsed_before, 3),
-            "finished": finished_all,
-            "workloads": {name: state.to_dict() for name, state in self.states.items()},
-        }
+    def history(self, finished_all: bool = False) -> History:
+        return History(self.plan.to_dict(), self.elapsed_before, finished_all, dict(self.states))
 
     def _save(self, finished_all: bool = False) -> None:
-        write_history(self.runner.store.folder, self.history(finished_all))
-
-    def _announce_look(self, units: int) -> None:
-        announce = getattr(self.runner.observer, "look_started", None)
-        if announce is not None:
-            left = None if self.plan.budget_s is None else max(self.plan.budget_s - self.elapsed_before, 0.0)
-            announce(units, left)
-
-    def _report(self) -> None:
-        report = getattr(self.runner.observer, "looks_done", None)
-        if report is not None:
-            report(self.history())
+        write_history(self.folder, self.history(finished_all).as_dict())
 
     def _round_title(self, todo: dict[str, list[Unit]]) -> str:
         parts = [
@@ -365,9 +280,8 @@ class AdaptiveSweep:
 
 
 __all__ = [
-    "AdaptiveSweep",
+    "AdaptivePolicy",
     "LookPlanner",
-    "CANDIDATE_KEYS",
     "config_key",
     "pool_units",
     "OPEN",

@@ -17,6 +17,8 @@ or flagged.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -25,10 +27,11 @@ from specbench.engine.device import device_info
 from specbench.measure.environment import git_commit, now_utc, package_versions
 from specbench.catalogue.drafters import TARGET_ONLY
 from specbench.errors import SpecbenchError, note
-from specbench.measure.adaptive import AdaptiveSweep, pool_units
+from specbench.measure.adaptive import AdaptivePolicy
 from specbench.measure.executor import InProcessExecutor, RecordWriter, raise_failures
 from specbench.measure.online_resume import catch_up_units
 from specbench.measure.online_spec import check_shard
+from specbench.measure.policy import Policy
 from specbench.measure.pieces import live_blocks, live_pieces, replay_pieces  # noqa: F401 (live_blocks: re-export)
 from specbench.measure.ray_executor import RayExecutor
 from specbench.measure.replay_units import cost_key, replay_inputs, write_summary
@@ -49,8 +52,8 @@ class SweepObserver(Protocol):
     def unit_started(self, unit: Unit) -> None: ...
     def round_done(self, unit: Unit, result) -> None: ...
     def unit_done(self, unit: Unit, record: dict) -> None: ...
-    def looks_done(self, history: dict) -> None: ...  # adaptive sweeps: after every round of looks
-    def look_started(self, units: int, budget_left_s: float | None) -> None: ...  # adaptive: a round begins
+    def looks_done(self, lines: list[str]) -> None: ...  # a policy's news in words, after each of its steps
+    def look_started(self, units: int, budget_left_s: float | None) -> None: ...  # a policy's step begins
 
 
 def check_folder(store: ResultsStore, spec: SweepSpec, force: bool) -> dict | None:
@@ -144,7 +147,12 @@ class SweepRunner:
         shard: tuple[int, int] = (0, 1),
         observer: SweepObserver | None = None,
         yes: bool = False,
+        workloads: list | None = None,
+        policy: Callable[..., Policy] | None = None,
     ):
+        """``workloads``: the prompts to measure (default: the spec's, loaded); ``policy``: what decides the units
+        look by look, built as ``policy(spec, workloads, shard, folder)`` (default: `AdaptivePolicy` for an
+        adaptive spec; none for a fixed grid: every unit, once)."""
         self.spec, self.shard, self.force = spec, shard, force
         check_writable_folder(Path(out_dir))
         if not spec.executor.is_ray:  # Ray workers check their own node's device (the driver may have none)
@@ -159,13 +167,12 @@ class SweepRunner:
             )
         self.previous = check_folder(self.store, spec, force)
         check_shard(spec, shard)
-        self.workloads = load_workloads(spec)
+        self.workloads = load_workloads(spec) if workloads is None else workloads
         check_grid_size(spec, self.workloads, shard, yes=yes, in_shard=in_shard)
-        self.units = (
-            pool_units(spec, self.workloads, shard)
-            if spec.adaptive is not None
-            else expand_units(spec, self.workloads, shard)
-        )
+        if policy is None and spec.adaptive is not None:
+            policy = AdaptivePolicy
+        self.policy = None if policy is None else policy(spec, self.workloads, shard, self.store.folder)
+        self.units = expand_units(spec, self.workloads, shard) if self.policy is None else self.policy.units
         if not self.units and shard[1] == 1:
             raise SpecbenchError("empty grid")  # a shard may hold no prompt: it runs nothing and says so
         self.backend: Backend | None = None  # in-process: the sweep's backend; Ray: each worker builds its own
@@ -249,11 +256,34 @@ class SweepRunner:
             if forcing:
                 self._set_aside()
             self.store.write_run_info(self._run_info())  # spec valid, models loaded
-            if self.spec.adaptive is not None:  # looks until each workload is decided (measure.adaptive)
-                return AdaptiveSweep(self).run(finished)
+            if self.policy is not None:  # looks until the policy is done (measure.adaptive, measure.confirm)
+                return self.drive(self.policy, finished)
             return self._run_units(todo)
         finally:
             self.executor.close()
+
+    def drive(self, policy: Policy, finished: set[str]) -> int:
+        """Every step ``policy`` proposes, measured (`specbench.measure.policy`); returns the units measured now."""
+        policy.resume(load_records(self.store.folder) if self.store.has_records() else None, finished)
+        measured = 0
+        while (step := policy.propose(finished)) is not None:
+            fresh = [u for u in step.units if u.unit_id not in finished]
+            self.observer.status(step.title)
+            self._notify("look_started", len(fresh), step.budget_left_s)
+            started = time.monotonic()
+            measured += self._run_units(fresh) if fresh else 0
+            finished.update(u.unit_id for u in fresh)
+            policy.observe(load_records(self.store.folder), time.monotonic() - started)
+            self._notify("looks_done", policy.progress_lines())
+        policy.close()
+        self._notify("looks_done", policy.progress_lines())
+        return measured
+
+    def _notify(self, event: str, *args) -> None:
+        """Tell the observer about a policy's step, when it listens (the two hooks are optional)."""
+        hook = getattr(self.observer, event, None)
+        if hook is not None:
+            hook(*args)
 
     def _set_aside(self) -> None:
         """--force: another spec's records to records/old-SPECHASH/; another kind's content (a cost

@@ -45,7 +45,7 @@ class SilentObserver:
     def unit_done(self, unit, record):
         pass
 
-    def looks_done(self, history):
+    def looks_done(self, lines):
         pass
 
     def look_started(self, units, budget_left_s):

@@ -12,8 +12,8 @@ Written by `specbench.measure.adaptive` after every look, read by `results show`
                           "looks": [{look, prompts, calibration_prompts, answer, text, best, prompts_needed,
                                      seconds, scenarios: [...]}, ...]}}}
 
-The planned looks are what `recommend` needs to judge the records the way the sweep did
-(`specbench.analysis.sequential.LookPlan`).
+Its typed form is `specbench.analysis.stopping_history.History` (the planned looks are what `recommend`
+needs to judge the records the way the sweep did: `History.plans`).
 """
 
 from __future__ import annotations
@@ -50,10 +50,3 @@ def read_history(folder: str | Path) -> dict | None:
 
 def write_history(folder: str | Path, history: dict) -> None:
     atomic_write_json(Path(folder) / HISTORY_FILE, history)
-
-
-def planned_looks(history: dict | None) -> dict[str, tuple[int, ...]]:
-    """Workload → the prompts planned per look (empty for a fixed grid)."""
-    if not history:
-        return {}
-    return {name: tuple(entry["planned"]) for name, entry in history.get("workloads", {}).items()}

@@ -1,0 +1,166 @@
+"""Rules the code keeps that an import contract cannot state, checked by scanning the syntax tree.
+
+* No private member of another class is called across modules: ``obj._name`` where ``_name`` is a
+  private member (method or attribute) of one of specbench's classes is read only in a module that
+  defines a member of that name (``self._name`` and ``cls._name`` are always the object's own).
+* A verdict's answer words ("confident yes", ...) are spelled only in `specbench.analysis.verdict`, and a
+  verdict's keys ("answer", "candidates", ...) are read from a mapping only in the module that writes that
+  verdict (its ``as_dict`` / ``from_dict``): everything else reads the typed verdict's attributes.
+
+Each rule's scanner is checked on a planted offender too, so that a rule that can no longer fail is noticed.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from specbench.analysis.verdict import Answer
+
+PACKAGE = Path(__file__).resolve().parents[1] / "specbench"
+
+ANSWER_WORDS = {a.value for a in Answer if a is not Answer.MIXED}
+VERDICT_KEYS = {"answer", "candidates", "prompts_needed", "lo_adj", "hi_adj", "hi_sim", "confident"}
+# the modules that write a verdict (and so may read its keys back)
+VERDICT_MODULES = {
+    "specbench/analysis/verdict.py",  # Answer, Candidate, Decision
+    "specbench/analysis/stopping_history.py",  # the adaptive look (adaptive.json)
+    "specbench/analysis/online.py",  # online adaptation's verdict per deployment
+    "specbench/analysis/schedule_comparison.py",  # best dynamic schedule vs best fixed γ
+    "specbench/analysis/confirmation.py",  # a recommendation confirmed on fresh prompts (confirm.json)
+}
+
+
+# the packages that see verdicts (the engine, models, training and the catalogue never do)
+VERDICT_READERS = ("analysis", "cli", "figures", "measure", "records", "backends")
+
+
+def _modules(packages: tuple[str, ...] | None = None) -> dict[str, ast.Module]:
+    return {
+        str(path.relative_to(PACKAGE.parent)): ast.parse(path.read_text(encoding="utf-8"))
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if packages is None or path.relative_to(PACKAGE).parts[0] in packages
+    }
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def class_private_members(tree: ast.Module) -> set[str]:
+    """Private names a module's classes define: methods, class attributes and ``self._x = ...`` attributes."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for item in ast.walk(node):
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and _private(item.name):
+                names.add(item.name)
+            elif isinstance(item, ast.Attribute) and isinstance(item.ctx, ast.Store) and _private(item.attr):
+                names.add(item.attr)
+            elif isinstance(item, (ast.Assign, ast.AnnAssign)):
+                targets = item.targets if isinstance(item, ast.Assign) else [item.target]
+                names.update(t.id for t in targets if isinstance(t, ast.Name) and _private(t.id))
+    return names
+
+
+def foreign_private_uses(tree: ast.Module, ours: set[str], theirs: set[str]) -> list[tuple[int, str]]:
+    """(line, name) of ``obj._name`` reads where ``_name`` is a private member of some class of the package
+    (``theirs``) that this module's own classes do not define (``ours``), and ``obj`` is not self or cls."""
+    hits = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not _private(node.attr) or node.attr not in theirs:
+            continue
+        owner = node.value
+        if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+            continue
+        if isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super":
+            continue
+        if node.attr in ours:
+            continue
+        hits.append((node.lineno, node.attr))
+    return hits
+
+
+def answer_word_uses(tree: ast.Module) -> list[tuple[int, str]]:
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in ANSWER_WORDS
+    ]
+
+
+def verdict_key_reads(tree: ast.Module) -> list[tuple[int, str]]:
+    """``x["answer"]`` (read) and ``x.get("answer")`` for the verdict keys."""
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            key = node.slice
+            if isinstance(key, ast.Constant) and key.value in VERDICT_KEYS:
+                hits.append((node.lineno, key.value))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("get", "pop", "setdefault")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and node.args[0].value in VERDICT_KEYS
+        ):
+            hits.append((node.lineno, node.args[0].value))
+    return hits
+
+
+def test_no_private_member_of_another_class_is_used_across_modules():
+    modules = _modules()
+    defined = {name: class_private_members(tree) for name, tree in modules.items()}
+    everywhere = set().union(*defined.values())
+    found = [
+        f"{name}:{line}: .{attr}"
+        for name, tree in modules.items()
+        for line, attr in foreign_private_uses(tree, defined[name], everywhere)
+    ]
+    assert not found, "private members of another module's class used:\n" + "\n".join(found)
+
+
+def test_answer_words_are_spelled_only_where_the_verdict_is_defined():
+    found = [
+        f"{name}:{line}: {word!r}"
+        for name, tree in _modules().items()
+        if name != "specbench/analysis/verdict.py"
+        for line, word in answer_word_uses(tree)
+    ]
+    assert not found, "verdict answer words outside specbench/analysis/verdict.py:\n" + "\n".join(found)
+
+
+def test_verdict_keys_are_read_only_by_the_modules_that_write_them():
+    found = [
+        f"{name}:{line}: [{key!r}]"
+        for name, tree in _modules(VERDICT_READERS).items()
+        if name not in VERDICT_MODULES
+        for line, key in verdict_key_reads(tree)
+    ]
+    assert not found, "verdict keys read outside the verdicts' own modules:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "source,scanner,expected",
+    [
+        ("def f(runner):\n    return runner._run_units([])\n", "private", [(2, "_run_units")]),
+        ("class A:\n    def _run_units(self):\n        return other._run_units()\n", "private", []),
+        ("def f(v):\n    return v['answer'] == 'confident yes'\n", "keys", [(2, "answer")]),
+        ("def f(v):\n    return v.get('prompts_needed')\n", "keys", [(2, "prompts_needed")]),
+        ("def f(v):\n    return v.answer == 'cannot tell'\n", "words", [(2, "cannot tell")]),
+        ("def f(v):\n    return f'cannot tell: {v}'\n", "words", []),  # prose, not a compared word
+    ],
+)
+def test_each_scanner_finds_a_planted_offender(source, scanner, expected):
+    tree = ast.parse(source)
+    if scanner == "private":
+        found = foreign_private_uses(tree, class_private_members(tree), {"_run_units"})
+    elif scanner == "keys":
+        found = verdict_key_reads(tree)
+    else:
+        found = answer_word_uses(tree)
+    assert found == expected
