@@ -87,13 +87,18 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def function_level_imports() -> list[tuple[str, int, str, str]]:
-    """(module, line, imported module, the line's text) for every import inside a function or class."""
+    """(module, line, imported module, the line's text) for every import inside a function or class (an
+    ``if TYPE_CHECKING`` block's are for type checkers only and never run)."""
     out = []
     for name, path in module_files().items():
         source = path.read_text()
         lines = source.splitlines()
-        for node in ast.walk(ast.parse(source)):
-            if isinstance(node, (ast.Import, ast.ImportFrom)) and node.col_offset > 0:
+        tree = ast.parse(source)
+        typing_only = {id(n) for block in ast.walk(tree)
+                       if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+                       for n in ast.walk(block)}  # imports for type checkers only: never run
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and node.col_offset > 0 and id(node) not in typing_only:
                 target = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
                 out.append((name, node.lineno, target or "", lines[node.lineno - 1]))
     return out

@@ -23,6 +23,7 @@ import pytest
 from specbench.analysis.decision import describe_best
 from specbench.analysis.load_verdicts import for_scenario, summary
 from specbench.analysis.recommend import recommend, to_json
+from specbench.analysis.stopping_history import WorkloadHistory
 from specbench.analysis.stopping_report import interval_text, workload_line
 from tests.synthetic_results import SyntheticDrafter
 from tests.synthetic_serving import as_dicts, serving_records
@@ -62,8 +63,8 @@ def disturbed_sweep(seed: int = 3) -> pd.DataFrame:
 
 
 def named(rec) -> tuple:
-    best = rec.decision.best or {}
-    return best.get("drafter_label"), best.get("tree"), best.get("gamma")
+    best = rec.decision.best
+    return (None, None, None) if best is None else (best.drafter_label, best.tree, best.gamma)
 
 
 def check_agreement(frame: pd.DataFrame) -> dict:
@@ -71,21 +72,21 @@ def check_agreement(frame: pd.DataFrame) -> dict:
     recs = sorted(recommend(frame, n_boot=0), key=lambda r: r.keys["concurrency"])
     load = summary(frame, recs, n_boot=0)
     table = pd.DataFrame(load["table"])
-    verdicts = {v["load"]: v for v in load["verdicts"]}
+    verdicts = {v.load: v.as_dict() for v in load["verdicts"]}
     assert sorted(verdicts) == list(LOADS)
     for rec in recs:
         level, decision = rec.keys["concurrency"], rec.decision
         rows = table[(table["concurrency"] == level) & (table["gamma"] > 0)]
         # the table shows each configuration with the numbers the verdict judged (same pairs, same rule)
-        candidates = {(c["drafter_label"], c["tree"], c["gamma"]): c for c in decision.candidates}
+        candidates = {(c.drafter_label, c.tree, c.gamma): c for c in decision.candidates}
         for _, row in rows.iterrows():
             key = (row["drafter_label"], row["tree"], row["gamma"])
             assert key in candidates, f"{level} in flight: the table shows {key}, the verdict never judged it"
             c = candidates[key]
-            assert bool(row["timing_disturbed"]) == bool(c["timing_disturbed"]), (level, key)
+            assert bool(row["timing_disturbed"]) == bool(c.timing_disturbed), (level, key)
             np.testing.assert_allclose(
                 [row["speedup"], row["speedup_lo"], row["speedup_hi"]],
-                [c["speedup"], c["lo"], c["hi"]],
+                [c.speedup, c.lo, c.hi],
                 rtol=1e-9,
                 err_msg=f"{level} {key}",
             )
@@ -107,8 +108,8 @@ def check_agreement(frame: pd.DataFrame) -> dict:
     mark_recommended(shown, recs)
     for row in (r for r in shown if r["gamma"] > 0):
         rec = next(r for r in recs if r.keys["concurrency"] == row["concurrency"])
-        c = next(c for c in rec.decision.candidates if c["gamma"] == row["gamma"])
-        assert row["speedup"] == pytest.approx(c["speedup"], rel=1e-9), (row["concurrency"], row["gamma"])
+        c = next(c for c in rec.decision.candidates if c.gamma == row["gamma"])
+        assert row["speedup"] == pytest.approx(c.speedup, rel=1e-9), (row["concurrency"], row["gamma"])
         assert row["recommended"] == (rec.final is not None and rec.final.gamma == row["gamma"])
     # the crossover line follows the configuration the verdict at the lowest load names
     (line,) = load["lines"]
@@ -137,7 +138,7 @@ def check_agreement(frame: pd.DataFrame) -> dict:
             }
         ],
     }
-    last = workload_line("mt-bench", entry)
+    last = workload_line("mt-bench", WorkloadHistory.from_dict("mt-bench", entry))
     body = last.split(" — ", 1)[1].rsplit("; ", 1)[0]  # after the status, before what would settle it
     parts = dict(re.match(r"at (\d+) in flight: (.*)", p).groups() for p in re.split(r"; (?=at \d+ in flight: )", body))
     assert sorted(map(int, parts)) == list(LOADS), last
@@ -170,7 +171,7 @@ def test_every_panel_names_the_same_configuration_with_the_same_answer(agreed):
     assert not by_level[2].decision.confident  # its baseline ran beside a busy process throughout
     # γ 4 was never timed clean at 1 in flight: it is listed, left out of the answer, and the verdict says so
     one = by_level[1].decision
-    assert any(c["gamma"] == 4 and c["timing_disturbed"] for c in one.candidates) and named(by_level[1])[2] == 2
+    assert any(c.gamma == 4 and c.timing_disturbed for c in one.candidates) and named(by_level[1])[2] == 2
     assert "left out" in one.text
 
 
@@ -201,7 +202,7 @@ def test_the_check_fails_when_one_panel_selects_its_own_records(monkeypatch):
     undisturbed units, as the panels had before — and the agreement check must fail."""
     import specbench.analysis.load as load_module
     import specbench.analysis.recommend_measured as measured_module
-    import specbench.records.timing as summary_module  # `results show`'s table imports it from here when it runs
+    import specbench.records.summary as summary_module  # `results show`'s table
     from specbench.records.timing import PairedUnits, paired_timing
 
     def own_selection(config, base):

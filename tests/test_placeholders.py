@@ -16,12 +16,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from specbench.analysis.crossover import crossover, describe
-from specbench.analysis.decision import Decision
-from specbench.analysis.load_verdicts import _short, verdicts
+from specbench.analysis.load_verdicts import verdicts
 from specbench.analysis.options import Option
 from specbench.analysis.recommendation import Recommendation, recommendation_lines
-from specbench.analysis.speedup_interval import NO, TOO_FEW, UNSURE, YES, speedup_words
+from specbench.analysis.speedup_interval import speedup_words
+from specbench.analysis.stopping_history import History
 from specbench.analysis.stopping_report import look_rows, summary_lines
+from specbench.analysis.verdict import NO, TOO_FEW, UNSURE, YES, Candidate, Decision
 
 SETTINGS = settings(
     deadline=None, derandomize=True, database=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow]
@@ -41,7 +42,8 @@ answers = st.sampled_from([YES, NO, UNSURE, TOO_FEW, "mixed", None])
 
 @st.composite
 def best_dicts(draw):
-    """A verdict's best option as stored in adaptive.json / Decision.best, any field missing or absent."""
+    """A verdict's best option as stored in adaptive.json (`Candidate.from_dict` reads it), any field missing or
+    absent."""
     if draw(st.booleans()) and draw(st.booleans()):
         return None
     fields = {
@@ -103,6 +105,7 @@ def histories(draw):
 @SETTINGS
 @given(histories())
 def test_stopping_history_words_say_what_is_missing(history):
+    history = History.from_dict(history)  # adaptive.json as written, read back typed
     for line in summary_lines(history):
         assert_no_placeholder(line)
     for row in look_rows(history):
@@ -117,7 +120,7 @@ def test_the_html_stopping_section_says_what_is_missing(history):
 
     from specbench.figures.report import stopping_section
 
-    html = stopping_section(SimpleNamespace(history=history))
+    html = stopping_section(SimpleNamespace(history=History.from_dict(history)))
     for cell in re.findall(r"<td[^>]*>(.*?)</td>|<li>(.*?)</li>", html):
         assert_no_placeholder(" ".join(cell))
 
@@ -148,7 +151,7 @@ def _option(speedup, lo, hi) -> Option:
 def test_verdict_words_say_what_is_missing(answer, best, speedup, lo, hi, disturbed, prompts):
     option = _option(speedup, lo, hi) if answer == YES else None
     decision = Decision(
-        answer, "measured", option, best, None, prompts, "text", timing_disturbed=disturbed, rule={"configurations": 2}
+        answer, "measured", option, Candidate.from_dict(best), None, prompts, "text", timing_disturbed=disturbed, rule={"configurations": 2}
     )
     keys = {"workload": "w", "target": "t", "temperature": 0.0, "top_p": 1.0, "top_k": 0, "concurrency": 2}
     rec = Recommendation(
@@ -160,11 +163,11 @@ def test_verdict_words_say_what_is_missing(answer, best, speedup, lo, hi, distur
         verdict="v",
         decision=decision,
     )
-    for text in (decision.headline(), _short(decision), *recommendation_lines(rec), rec.headline()):
+    for text in (decision.headline(), decision.short(), *recommendation_lines(rec), rec.headline()):
         assert_no_placeholder(text)
     (row,) = verdicts([rec], "concurrency", "vllm")
-    assert_no_placeholder(row["short"])
-    assert_no_placeholder(row["headline"])
+    assert_no_placeholder(row.short)
+    assert_no_placeholder(row.headline)
 
 
 @SETTINGS

@@ -162,7 +162,7 @@ def _print_plan(plan, out) -> None:
         arms = ", ".join(
             f"{a.name}" + ("" if a.role in ("baseline", "contender") else f" ({a.role})") for a in target.arms
         )
-        looks = plan.looks(target.workload)
+        looks = plan.looks(target)
         table.add_row(
             Text(target.name),
             Text(said),

@@ -87,7 +87,8 @@ def _named(data, scenario: dict) -> tuple | None:
 def verdict_caption(data, scenario: dict) -> list[str]:
     """The verdict at each load of a workload, one line each, in the words of the verdict table ('1: confident
     yes: ngram γ=2', '4: cannot tell (best so far ngram γ=2)')."""
-    rows = [v for v in data.load.get("verdicts", []) if all(v.get(k) == val for k, val in scenario.items() if k in v)]
+    rows = [v for v in (v.as_dict() for v in data.load.get("verdicts", []))
+            if all(v.get(k) == val for k, val in scenario.items() if k in v)]
     return [f"{v['load']:g}: {v['headline']}" for v in sorted(rows, key=lambda v: v["load"])]
 
 

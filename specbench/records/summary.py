@@ -19,13 +19,13 @@ from __future__ import annotations
 from specbench.catalogue.drafters import TARGET_ONLY
 import numpy as np
 import pandas as pd
+from specbench.records.timing import UNIT_KEYS, paired_timing  # noqa: F401  (UNIT_KEYS: read from here too)
 
 CONFIG_KEYS = ["target", "drafter", "drafter_label", "tree", "tree_nodes", "gamma", "temperature", "top_p", "top_k",
                "mode", "schedule"]
 BASELINE_KEYS = ["target", "temperature", "top_p", "top_k", "workload"]
 # configuration keys added after schema 1: a frame made before they existed (or by hand) lacks them
 CONFIG_DEFAULTS = {"schedule": "fixed"}
-UNIT_KEYS = ["prompt_id", "turn", "repeat"]
 PERCENTILES = (50, 90, 99)
 LATENCIES = {"ttft": "ttft_s", "itl": "itl_s"}  # name in the derived columns -> record column
 LATENCY_COLUMNS = [f"{name}_p{p}_s" for name in LATENCIES for p in PERCENTILES]
@@ -106,8 +106,6 @@ def configuration_table(records: pd.DataFrame, by: list[str] | None = None) -> p
     baseline) pairs every comparison reads (`specbench.records.timing.paired_timing`: timed undisturbed on both
     sides, else all); the other columns describe every unit of the row.
     """
-    from specbench.records.timing import paired_timing  # timing reads this module's UNIT_KEYS: imported here
-
     if records.empty:
         return pd.DataFrame()
     records = with_config_defaults(records)

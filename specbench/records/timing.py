@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from specbench.records.summary import UNIT_KEYS
+UNIT_KEYS = ["prompt_id", "turn", "repeat"]  # one unit of a configuration: a prompt's turn, one repeat
+
 
 
 DISTURBED = "timing disturbed"  # how the note on a folder whose every timed unit was disturbed begins
