@@ -228,7 +228,7 @@ class Target:
             Prediction.from_dict(data.get("prediction")),
             tuple(Arm.from_dict(a) for a in data.get("arms") or []),
             float(data.get("temperature") or 0.0),
-            tuple(tuple(int(x) for x in r) for r in data.get("schedule_ranges") or []),
+            tuple((int(r[0]), int(r[1]), int(r[2])) for r in data.get("schedule_ranges") or []),
         )
 
 

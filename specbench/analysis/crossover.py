@@ -61,7 +61,9 @@ class Crossover:
     def sure(self) -> tuple[list[float], list[float], list[float]]:
         """(loads whose interval lies above 1, loads whose interval includes 1, loads whose interval lies below 1);
         loads without an interval are in none."""
-        above, unsure, below = [], [], []
+        above: list[float] = []
+        unsure: list[float] = []
+        below: list[float] = []
         for load, lo, hi in zip(self.loads, self.lows, self.highs):
             if not (math.isfinite(lo) and math.isfinite(hi)):
                 continue

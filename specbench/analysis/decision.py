@@ -83,8 +83,8 @@ def _option_for(c: Candidate, options: list, scenario: pd.DataFrame):
                           timing_disturbed=o.timing_disturbed)
     rows = scenario[(scenario["drafter_label"] == c.drafter_label) & (scenario["tree"] == c.tree)]
     params = str(rows["drafter_params"].iloc[0]) if len(rows) else "{}"
-    return Option(c.drafter, c.drafter_label, params, c.tree, c.gamma, c.speedup, c.lo_adj, c.hi_sim, float("nan"),
-                  False, schedule, c.log_se, c.dof)
+    return Option(str(c.drafter), str(c.drafter_label), params, str(c.tree), int(c.gamma or 0), c.speedup, c.lo_adj,
+                  c.hi_sim, float("nan"), False, schedule, c.log_se, c.dof)
 
 
 def decide_scenario(scenario: pd.DataFrame, measured_options: list, n_prompts: int, level: float = LEVEL,
@@ -141,6 +141,7 @@ def _decide(scenario: pd.DataFrame, predicted: pd.DataFrame, measured_options: l
         return Decision(TOO_FEW, evidence, None, best, None, count, text, rule=rule, candidates=kept)
     how = f"{source}; {rule.describe()}{aside}"
     answer, pick = three_way(candidates)
+    assert pick is not None  # some candidate has an interval here, so the answer names one
     if answer == YES:
         option = _option_for(pick, measured_options, scenario)
         above = sum(c.lo_adj > 1.0 for c in with_interval)
@@ -196,7 +197,7 @@ def flat_range(chosen: Candidate, candidates: list[Candidate]) -> dict:
     chosen's own drafter, tree and schedule (the chosen γ among them); ``others``: other drafters' within."""
     floor = chosen.lo_adj
     within = [c for c in candidates if not _confidently_below(c, floor)] if np.isfinite(floor) else [chosen]
-    gammas = sorted({int(c.gamma) for c in within if _same_group(c, chosen)} | {int(chosen.gamma)})
+    gammas = sorted({int(c.gamma or 0) for c in within if _same_group(c, chosen)} | {int(chosen.gamma or 0)})
     others = [c.describe() for c in within if not _same_group(c, chosen)]
     group = [c for c in candidates if _same_group(c, chosen)]
     if len(gammas) > 1:

@@ -245,7 +245,7 @@ def _llamacpp(drafter: str, params: dict, tree: str, gamma: int, target: str,
         flags = llamacpp_spec_flags(drafter, params, gamma, model_file=lambda spec: gguf_name(spec, hub_ids))
     except SpecbenchError as exc:
         return EngineSetting("llamacpp", False, {}, "", [str(exc)])
-    if not flags:
+    if not flags or kind is None or kind.llamacpp_type is None:
         return EngineSetting("llamacpp", False, {}, "", ["γ = 0 is target-only decoding: start llama-server without "
                                                           "--spec-type"])
     notes = []

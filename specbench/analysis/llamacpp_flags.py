@@ -85,7 +85,7 @@ def spec_flags(
     ``gamma`` tokens per round; [] for target-only decoding (no drafter, or γ = 0). ``model_file`` turns the
     drafter's model spec into the GGUF path written (default: the spec as given). A kind llama.cpp cannot run,
     or a draft kind without its GGUF, is one `SpecbenchError` line."""
-    if catalogue.is_target_only(drafter) or int(gamma) == 0:
+    if drafter is None or catalogue.is_target_only(drafter) or int(gamma) == 0:
         return []
     kind = catalogue.get(drafter)
     if kind.llamacpp_type is None:

@@ -124,7 +124,7 @@ def _interval(point: float, reps: np.ndarray, n_clusters: int, level: float, pos
         return math.nan, math.nan
     with np.errstate(all="ignore"):
         lo, hi = bootstrap_interval(point, reps, n_clusters, level, positive=positive and point > 0)
-    return float(max(lo, 0.0)), float(hi)
+    return max(float(lo), 0.0), float(hi)
 
 
 def _ratio(a: float, b: float) -> float:
@@ -150,7 +150,7 @@ def _side(
             good_requests(config, slos),
             pd.to_numeric(config["latency_s"], errors="coerce").fillna(0.0).to_numpy(float),
             config["new_tokens"].to_numpy(float),
-            energy.to_numpy(float) if has_energy else np.zeros(len(config)),
+            energy.to_numpy(float) if has_energy and energy is not None else np.zeros(len(config)),
             pd.to_numeric(config["accepted"], errors="coerce").fillna(0).to_numpy(float),
         ]
     )  # [n, len(SUMS)]

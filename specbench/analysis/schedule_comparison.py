@@ -73,11 +73,11 @@ def compare_schedules(spec: pd.DataFrame, clusters: pd.Index, level: float = LEV
     else:
         why = {YES: "its interval lies above 1", NO: "its interval lies below 1"}.get(answer, "its interval contains 1")
     verb = {YES: "beats", NO: "loses to"}.get(answer, "vs")
-    answer = answer.word
+    word = answer.word
     ratio = interval.text() if interval.has_interval else f"{interval.point:.2f}×"
-    text = (f"dynamic schedule {answer}: best dynamic {_describe(d_row)} {verb} best fixed {_describe(f_row)}: "
+    text = (f"dynamic schedule {word}: best dynamic {_describe(d_row)} {verb} best fixed {_describe(f_row)}: "
             f"tokens/s ratio {ratio} — {why}")
-    return {"answer": answer, "best_dynamic": _describe(d_row), "best_fixed": _describe(f_row),
+    return {"answer": word, "best_dynamic": _describe(d_row), "best_fixed": _describe(f_row),
             "dynamic_schedule": d_row["schedule"], "dynamic_gamma": int(d_row["gamma"]),
             "fixed_gamma": int(f_row["gamma"]), "ratio": interval.point, "lo": interval.lo, "hi": interval.hi,
             "n_prompts": interval.n_prompts, "level": level, "method": interval.method, "text": text}

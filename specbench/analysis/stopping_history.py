@@ -72,7 +72,7 @@ class Look:
         )
 
     def as_dict(self) -> dict:
-        out = {
+        out: dict[str, object] = {
             "look": self.look,
             "prompts": self.prompts,
             "calibration_prompts": self.calibration_prompts,

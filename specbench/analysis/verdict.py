@@ -156,7 +156,7 @@ class Candidate:
         for k in ("drafter", "drafter_label", "tree", "gamma"):
             values.setdefault(k, None)
         values["timing_disturbed"] = bool(values.get("timing_disturbed"))
-        return cls(**values)
+        return cls(**values)  # type: ignore[arg-type]  # the file's values, typed by the dataclass's reading
 
 
 _FLOATS = ("speedup", "lo", "hi", "log_se", "dof", "lo_adj", "hi_adj", "hi_sim")
@@ -196,7 +196,7 @@ class Decision:
         text = self.answer.value
         best = self.best
         if best is not None and best.has_point and best.drafter_label is not None and best.gamma is not None:
-            text += f": best {self.best.describe(schedule=False)} at {self.best.interval_text(self.answer)}"
+            text += f": best {best.describe(schedule=False)} at {best.interval_text(self.answer)}"
         if self.timing_disturbed:  # the same words as the main verdict's: a disturbed yes is no verdict
             text = f"not decided (disturbed timing; on its numbers alone: {text})"
         return text
@@ -220,7 +220,7 @@ class Decision:
         return f"cannot tell (best so far {name})" if name else "cannot tell"
 
     def as_dict(self, candidates: bool = True) -> dict:
-        rule = {} if self.rule is None else (self.rule if isinstance(self.rule, dict) else self.rule.as_dict())
+        rule = self.rule if isinstance(self.rule, dict) else ({} if self.rule is None else self.rule.as_dict())  # type: ignore[attr-defined]
         out = {
             "answer": self.answer,
             "evidence": self.evidence,
