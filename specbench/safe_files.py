@@ -1,4 +1,4 @@
-"""Reading files a user hands us: bounded in size, strict UTF-8 text, YAML without aliases; and
+"""Reading files a user hands us: bounded in size, strict UTF-8 text, YAML (1.2 core schema) without aliases; and
 writing checkpoints and caches so that a full disk is one line, not a traceback.
 
 Every failure is a `SpecbenchError` naming the file: missing, a directory, a symlink loop,
@@ -60,8 +60,41 @@ def read_text_file(path: str | Path, what: str = "file", max_bytes: int = TEXT_M
                              f"{data[exc.start:exc.start + 1]!r})") from None
 
 
-class _NoAliasLoader(yaml.SafeLoader):
-    """SafeLoader that refuses anchors and aliases and very deep nesting."""
+class WrittenInt(int):
+    """An integer read from YAML that remembers how it was written (``0x1F``, ``+5``, ``007``), for messages."""
+
+    written: str
+
+
+class WrittenFloat(float):
+    """A float read from YAML that remembers how it was written (``1e3``, ``.5``, ``.inf``), for messages."""
+
+    written: str
+
+
+def _written(cls, value, text: str):
+    number = cls(value)
+    number.written = text
+    return number
+
+
+# YAML 1.2 core schema (yaml.org/spec/1.2.2 §10.3.2): the only implicit types. YAML 1.1's yes/no/on/off/y/n
+# booleans, sexagesimal numbers, 0b / 017 / 1_000 integers, timestamps and '=' are plain text here.
+_CORE_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
+_CORE_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_CORE_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_CORE_FLOAT = re.compile(
+    r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
+_TAG = "tag:yaml.org,2002:"
+
+
+class CoreSchemaLoader(yaml.SafeLoader):
+    """The one YAML loader of specbench (`load_yaml_text`): safe types, YAML 1.2 core-schema implicit types, no
+    tags beyond str/int/float/bool/null/seq/map, no anchors or aliases, no very deep nesting."""
+
+    yaml_implicit_resolvers: dict = {}
+    yaml_constructors: dict = {}
 
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
@@ -79,11 +112,53 @@ class _NoAliasLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
+    def construct_core_int(self, node):
+        text = self.construct_scalar(node)
+        base = 8 if text.startswith("0o") else 16 if text.startswith("0x") else 10
+        return _written(WrittenInt, int(text[2:] if base != 10 else text, base), text)
+
+    def construct_core_float(self, node):
+        text = self.construct_scalar(node)
+        return _written(WrittenFloat, float(text.lower().replace(".inf", "inf").replace(".nan", "nan")), text)
+
+    def construct_core_bool(self, node):
+        return self.construct_scalar(node).lower() == "true"
+
+    def construct_other_tag(self, node):
+        raise yaml.constructor.ConstructorError(
+            None, None, f"the tag {node.tag.replace(_TAG, '!!')} is not allowed (text, numbers, true/false, "
+            "null, lists and mappings only)", node.start_mark)
+
+
+for _tag, _pattern, _first in (
+    ("null", _CORE_NULL, ["~", "n", "N", ""]),
+    ("bool", _CORE_BOOL, list("tTfF")),
+    ("int", _CORE_INT, list("-+0123456789")),
+    ("float", _CORE_FLOAT, list("-+0123456789.")),
+):
+    CoreSchemaLoader.add_implicit_resolver(_TAG + _tag, _pattern, _first)
+for _tag, _constructor in (
+    ("null", yaml.SafeLoader.construct_yaml_null),
+    ("bool", CoreSchemaLoader.construct_core_bool),
+    ("int", CoreSchemaLoader.construct_core_int),
+    ("float", CoreSchemaLoader.construct_core_float),
+    ("str", yaml.SafeLoader.construct_yaml_str),
+    ("seq", yaml.SafeLoader.construct_yaml_seq),
+    ("map", yaml.SafeLoader.construct_yaml_map),
+):
+    CoreSchemaLoader.add_constructor(_TAG + _tag, _constructor)
+CoreSchemaLoader.add_constructor(None, CoreSchemaLoader.construct_other_tag)
+# a value read here and written out again (a sweep echoed to YAML) is the number it stands for
+yaml.SafeDumper.add_representer(WrittenInt, yaml.SafeDumper.represent_int)
+yaml.SafeDumper.add_representer(WrittenFloat, yaml.SafeDumper.represent_float)
+
 
 def load_yaml_text(text: str, where: str):
-    """Parse YAML strictly (safe types, no aliases); errors become one line naming ``where``."""
+    """Parse YAML strictly (`CoreSchemaLoader`: YAML 1.2 core-schema types, no aliases); errors become one line
+    naming ``where``. Every YAML file specbench reads (sweeps, workloads, streams, trees, drafter configs, the
+    model aliases) comes through here."""
     try:
-        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=CoreSchemaLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" at line {mark.line + 1}" if mark else ""
@@ -131,3 +206,4 @@ def writing(path: str | Path, what: str, remove: str | Path | None = None):
             target = Path(remove)
             shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
         raise SpecbenchError(f"cannot write {what} {path}: {reason}") from None
+

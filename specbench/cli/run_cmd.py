@@ -85,7 +85,7 @@ def run(
     if drafter is None:
         drafter = "draft-model" if drafter_model else "ngram"
 
-    params = parse_params(drafter_param)
+    params = parse_params(drafter_param, drafter)
     if drafter_model:
         params["model"] = drafter_model
     if drafter == TARGET_ONLY:

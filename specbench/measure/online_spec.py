@@ -21,7 +21,7 @@ from dataclasses import fields, replace
 
 from specbench.catalogue import drafters as catalogue
 from specbench.engine.online import LOSSES, STARTS, OnlinePlan
-from specbench.errors import SpecbenchError, check_keys, did_you_mean
+from specbench.errors import SpecbenchError, check_keys, check_text, did_you_mean
 
 DEFAULT = OnlinePlan()
 KEYS = ("name",) + tuple(f.name for f in fields(OnlinePlan))
@@ -35,7 +35,7 @@ def parse_online(value: dict, where: str) -> OnlinePlan:
     plan = DEFAULT
     for key, choices in (("start", STARTS), ("loss", LOSSES)):
         if key in value:
-            text = str(value[key])
+            text = check_text(value[key], key, f"{where}: strategy online")
             if text not in choices:
                 raise SpecbenchError(
                     f"{where}: strategy online: unknown {key} '{text}'{did_you_mean(text, list(choices))}"

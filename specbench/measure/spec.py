@@ -72,7 +72,7 @@ from specbench.engine.layout_probe import check_cpu_settings, parse_layout_setti
 from specbench.engine.threads import parse_thread_setting
 from specbench.engine.tree import parse_tree, shape_for, tree_depth_limit
 from specbench.engine.named_params import NamedParams
-from specbench.errors import SpecbenchError, check_keys, did_you_mean
+from specbench.errors import SpecbenchError, check_keys, check_text, did_you_mean
 from specbench.measure.adaptive_spec import AdaptivePlan, parse_adaptive
 from specbench.measure.executor_spec import INPROCESS, ExecutorChoice, executor_over, parse_executor
 from specbench.measure.online_spec import check_online
@@ -373,13 +373,18 @@ class SweepFlags:
 
 # ----------------------------------------------------------------------------- parsing
 
-def parse_params(items: list[str]) -> dict:
-    """KEY=VALUE strings -> dict (numbers become int/float)."""
+def parse_params(items: list[str], drafter: str | None = None) -> dict:
+    """KEY=VALUE strings -> dict (numbers become int/float, except for the text parameters of ``drafter``'s
+    catalogue entry: ``model=007`` stays the text '007')."""
+    declared = catalogue.get(drafter).params if drafter is not None and drafter in catalogue.names() else {}
     params = {}
     for item in items:
         if "=" not in item:
             raise SpecbenchError(f"--drafter-param expects KEY=VALUE, got '{item}'")
         key, value = item.split("=", 1)
+        if key.strip() in declared and declared[key.strip()].kind == "str":
+            params[key.strip()] = value
+            continue
         for cast in (int, float):
             try:
                 value = cast(value)
@@ -410,8 +415,8 @@ def _number(value, where: str, key: str, bound: str):
 
 
 def _drafter(item, where: str) -> DrafterConfig:
-    if isinstance(item, str):
-        item = parse_drafter_flag(item)
+    if not isinstance(item, dict):
+        item = parse_drafter_flag(check_text(item, "drafters", where))
     if not isinstance(item, dict) or "type" not in item:
         _fail(where, f"each drafter needs a 'type' (e.g. {{type: ngram}}), got {item!r}")
     extra = set(item) - {"type", "params"}
@@ -420,31 +425,32 @@ def _drafter(item, where: str) -> DrafterConfig:
     params = item.get("params") or {}
     if not isinstance(params, dict):
         _fail(where, f"'params' of drafter {item['type']} must be a mapping")
-    check_params(str(item["type"]), params)
-    params = check_param_values(str(item["type"]), params, where)
-    return DrafterConfig(type=str(item["type"]), params=tuple(sorted(params.items())))
+    kind = check_text(item["type"], "drafters: type", where)
+    check_params(kind, params)
+    params = check_param_values(kind, params, where)
+    return DrafterConfig(type=kind, params=tuple(sorted(params.items())))
 
 
 def parse_drafter_flag(text: str) -> dict:
     """``TYPE`` or ``TYPE:key=value,key=value`` -> {type, params}."""
 
     kind, _, rest = text.partition(":")
-    params = parse_params([p for p in rest.split(",") if p]) if rest else {}
+    params = parse_params([p for p in rest.split(",") if p], kind.strip()) if rest else {}
     return {"type": kind.strip(), "params": params}
 
 
 def _workload(item, where: str) -> WorkloadChoice:
-    if isinstance(item, str):
-        item = {"name": item}
-    if not isinstance(item, dict) or "name" not in item:
+    if not isinstance(item, dict):
+        item = {"name": check_text(item, "workloads", where)}
+    if "name" not in item:
         _fail(where, f"each workload needs a 'name', got {item!r}")
     extra = set(item) - {"name", "count", "split", "max_new_tokens"}
     if extra:
         _fail(where, f"workload entries take name, count, split and max_new_tokens, not {sorted(map(str, extra))}")
     count, max_new = item.get("count"), item.get("max_new_tokens")
-    return WorkloadChoice(name=str(item["name"]),
+    return WorkloadChoice(name=check_text(item["name"], "workloads: name", where),
                           count=None if count is None else _number(count, where, "count", "prompts"),
-                          split=str(item.get("split", "eval")),
+                          split=check_text(item.get("split", "eval"), "workloads: split", where),
                           max_new_tokens=None if max_new is None else _number(max_new, where, "max_new_tokens",
                                                                                "max_new_tokens"))
 
@@ -490,6 +496,7 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
         _fail(where, "a sweep file must be a mapping of keys (name, target, drafters, gammas, ...)")
     check_keys(raw, TOP_LEVEL_KEYS, f"{where}: unknown key '{{key}}'")
     data = {**DEFAULTS, **{k: v for k, v in raw.items() if v is not None or k == "max_new_tokens"}}
+    data["name"] = check_text(data["name"], "name", where, nullable=True)
     if not data["name"]:
         _fail(where, "the sweep needs a name (results go to results/<name>/)")
     check_name(data["name"], where)
@@ -499,13 +506,14 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     gammas = sorted({_number(g, where, "gammas", "gamma") for g in _as_list(data["gammas"], where, "gammas")})
     temperatures = sorted({_number(t, where, "temperatures", "temperature")
                            for t in _as_list(data["temperatures"], where, "temperatures")})
-    trees = [str(t) for t in _as_list(data["trees"], where, "trees")]
+    trees = [check_text(t, "trees", where) for t in _as_list(data["trees"], where, "trees")]
     for tree in trees:
         parse_tree(tree)  # raises a one-line error for a bad shape
     top_p = _number(data["top_p"], where, "top_p", "top_p")
     spec = SweepSpec(
-        name=str(data["name"]), description=str(data["description"] or ""), target=str(data["target"]),
-        device=str(data["device"]), dtype=str(data["dtype"]), seed=_number(data["seed"], where, "seed", "seed"),
+        name=data["name"], description=check_text(data["description"], "description", where, nullable=True) or "",
+        target=check_text(data["target"], "target", where), device=check_text(data["device"], "device", where),
+        dtype=check_text(data["dtype"], "dtype", where), seed=_number(data["seed"], where, "seed", "seed"),
         repeats=_number(data["repeats"], where, "repeats", "repeats"),
         max_new_tokens=None if data["max_new_tokens"] is None else _number(data["max_new_tokens"], where,
                                                                             "max_new_tokens", "max_new_tokens"),
@@ -522,7 +530,7 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     spec.schedules = _schedules(data["schedules"], spec, where)
     spec.compile = strict_bool(data["compile"], where, "compile")
     spec.strategies = parse_strategies(data["strategy"], where)
-    spec.kernels = str(data["kernels"])
+    spec.kernels = check_text(data["kernels"], "kernels", where)
     if spec.kernels not in ("auto", "triton", "torch"):
         _fail(where, f"'kernels' must be auto, triton or torch, got '{spec.kernels}'")
     spec.timing = parse_timing(data["timing"], where)
@@ -530,7 +538,7 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     spec.threads = parse_thread_setting(data["threads"], where)
     spec.layout = parse_layout_setting(data["layout"], where)
     spec.executor = parse_executor(data["executor"], where)
-    spec.mode = str(data["mode"])
+    spec.mode = check_text(data["mode"], "mode", where)
     if spec.mode not in MODES:
         _fail(where, f"unknown mode '{spec.mode}'{did_you_mean(spec.mode, list(MODES))} (choose from: "
                      f"{', '.join(MODES)})")
@@ -590,7 +598,7 @@ def _backend(spec: SweepSpec, value, concurrency, where: str) -> None:
     if not isinstance(value, dict):
         _fail(where, "'backend' must be a name (own, vllm, ...) or a mapping {name: vllm, ...options}")
     options = dict(value)
-    backend = backends.get(str(options.pop("name", DEFAULT_BACKEND)))
+    backend = backends.get(check_text(options.pop("name", DEFAULT_BACKEND), "backend: name", where))
     spec.backend = backend.name
     spec.backend_options = options
     concurrency = [1] if concurrency is None else concurrency
@@ -619,7 +627,7 @@ def _request_rates(spec: SweepSpec, rates, arrivals, concurrency, where: str) ->
                      f"({', '.join(backends.names(concurrent=True))})")
     if spec.mode != "live":
         _fail(where, f"request_rates time live requests: mode '{spec.mode}' cannot replay them")
-    spec.arrivals = str(arrivals or "poisson")
+    spec.arrivals = check_text(arrivals, "arrivals", where, nullable=True) or "poisson"
     if spec.arrivals not in ARRIVALS:
         _fail(where, f"unknown arrivals '{spec.arrivals}'{did_you_mean(spec.arrivals, list(ARRIVALS))} (choose from: "
                      f"{', '.join(ARRIVALS)})")

@@ -21,7 +21,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models import cache as model_cache
@@ -29,7 +28,7 @@ from specbench.models import integrity
 from specbench.models.byte_tokenizer import byte_tokenizer
 from specbench.models.fetch import fetch_split_gguf, installed_package_file, sha256_of
 from specbench.models.moe_upcycle import upcycle
-from specbench.safe_files import writing
+from specbench.safe_files import load_yaml_text, writing
 
 # The one dtype table: specbench's dtype names -> torch's attribute names, which are also the names vLLM
 # takes (``--dtype``, ``LLM(dtype=...)``). "auto" (the checkpoint's own dtype) exists for vLLM only.
@@ -62,7 +61,7 @@ class LoadedModel:
 @lru_cache(maxsize=1)
 def aliases() -> dict[str, dict]:
     text = resources.files("specbench.models").joinpath("aliases.yaml").read_text()
-    return yaml.safe_load(text)
+    return load_yaml_text(text, "specbench/models/aliases.yaml")  # the one YAML loader (1.2 core schema)
 
 
 def hub_ids() -> dict[str, str]:
