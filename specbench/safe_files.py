@@ -11,9 +11,11 @@ RuntimeError ("PytorchStreamWriter failed writing file") — into one line namin
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -207,3 +209,85 @@ def writing(path: str | Path, what: str, remove: str | Path | None = None):
             shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
         raise SpecbenchError(f"cannot write {what} {path}: {reason}") from None
 
+
+# ----------------------------------------------------------------------------- writing without following symlinks
+#
+# Every file specbench creates, truncates or replaces inside a results folder, a cache or a report folder (the
+# folder lock, run.json, records, adaptive.json, figures, index.html, cache entries) is written by one of the two
+# helpers below. Neither follows a symlink at the file's name: a `.specbench.lock` or `run.json` that is a
+# symlink to a file elsewhere (another user's, or ~/.bashrc) is refused in one line, and that file is never
+# opened, truncated or replaced.
+
+
+def _symlink_refusal(path: Path) -> SpecbenchError:
+    return SpecbenchError(
+        f"{path} is a symlink: specbench does not write through symlinks inside results, cache or report "
+        "folders (remove it, or choose another folder)"
+    )
+
+
+def refuse_symlink(path: str | Path) -> None:
+    """One line (`SpecbenchError`) when ``path`` itself is a symlink (dangling or not)."""
+    if os.path.islink(path):
+        raise _symlink_refusal(Path(path))
+
+
+def open_no_follow(path: str | Path, flags: int, mode: int = 0o666) -> int:
+    """``os.open(path, flags | O_NOFOLLOW)``: a descriptor of ``path`` itself, never of what a symlink there points
+    to (refused in one line); other failures raise their OSError."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK, errno.EEXIST) and os.path.islink(path):
+            raise _symlink_refusal(Path(path)) from None
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextmanager
+def replacing(path: str | Path, *, text: bool = False):
+    """A new file (binary; ``text``: UTF-8 text) that replaces ``path`` whole when the block ends well: created
+    exclusively beside it (`mkstemp`), synced, then renamed over ``path``. Readers see the old file or the new
+    one, never half of one; a failed block leaves ``path`` as it was. A symlink at ``path`` is refused in one
+    line (a rename would replace the link, not follow it, but a results folder holding one was tampered with or
+    mis-made, and the user is told rather than having it silently replaced)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    refuse_symlink(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; results are ordinary files
+        with os.fdopen(fd, "w" if text else "wb", **({"encoding": "utf-8"} if text else {})) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_atomic(path: str | Path, data: bytes | str) -> None:
+    """``data`` (bytes, or text written as UTF-8) at ``path``, whole (`replacing`)."""
+    with replacing(path, text=isinstance(data, str)) as handle:
+        handle.write(data)
+
+
+def open_appending(path: str | Path, *, text: bool = False):
+    """A file object appending to ``path`` (created when absent), opened without following a symlink there:
+    a server's log, a growing corpus. Binary unless ``text`` (UTF-8)."""
+    fd = open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    return os.fdopen(fd, "a" if text else "ab", **({"encoding": "utf-8"} if text else {}))
+
+
+def create_new(path: str | Path, data: bytes | str) -> None:
+    """Write ``data`` into a file that must not exist yet (``O_EXCL``: never an existing file or a symlink planted
+    at a predictable name, such as a crash log in the shared temporary folder)."""
+    fd = open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data.encode() if isinstance(data, str) else data)

@@ -24,6 +24,7 @@ import traceback
 from pathlib import Path
 
 from specbench.models.cache import cache_root
+from specbench.safe_files import create_new
 
 OK = 0
 INTERNAL = 1
@@ -80,7 +81,7 @@ def write_crash_log(exc: BaseException, argv: list[str] | None) -> Path | None:
         try:
             path = folder() / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            create_new(path, text)  # a new file: never one a symlink at this predictable name points to
             return path
         except Exception:  # noqa: BLE001 - try the next place
             continue

@@ -73,6 +73,7 @@ from specbench.analysis.sequential import LookPlan
 from specbench.records.adaptive_history import planned_looks, read_history
 from specbench.records.store import load_run_info
 from specbench.records.timing import has_round_timings
+from specbench.safe_files import replacing
 from specbench.records.summary import (BASELINE_KEYS, configuration_table, fixed_schedule, is_baseline, lossless_check,
                                        prefer_live)
 
@@ -942,7 +943,8 @@ def save_figure(fig: Figure, out_dir: Path, name: str, formats) -> dict[str, Pat
     files = {}
     for fmt in formats:
         path = Path(out_dir) / f"{name}.{fmt}"
-        fig.savefig(path, format=fmt, dpi=DPI, metadata=_METADATA[fmt], bbox_inches="tight", pad_inches=0.2)
+        with replacing(path) as handle:  # whole, never through a symlink (`specbench.safe_files`)
+            fig.savefig(handle, format=fmt, dpi=DPI, metadata=_METADATA[fmt], bbox_inches="tight", pad_inches=0.2)
         files[fmt] = path
     return files
 
