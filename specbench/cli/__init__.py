@@ -81,7 +81,7 @@ class SpecbenchGroup(typer.core.TyperGroup):
 
 
 def _fail(message: str) -> None:
-    message = " ".join(str(message).split())  # one line, whatever the source wrote
+    message = exit_codes.one_line(message)  # one line, whatever the source wrote; no control characters
     click.echo(f"specbench: error: {message}", err=True)
     sys.exit(2)
 

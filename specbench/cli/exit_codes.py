@@ -25,6 +25,7 @@ from pathlib import Path
 
 from specbench.models.cache import cache_root
 from specbench.safe_files import create_new
+from specbench.text_sinks import for_terminal
 
 OK = 0
 INTERNAL = 1
@@ -36,8 +37,9 @@ PREFIX = "specbench"
 
 
 def one_line(message: str) -> str:
-    """``message`` squeezed onto one line, whatever the source wrote."""
-    return " ".join(str(message).split())
+    """``message`` squeezed onto one line, whatever the source wrote, safe for a terminal
+    (`specbench.text_sinks.for_terminal`: a control character or escape sequence from data is written as its escape)."""
+    return for_terminal(" ".join(str(message).split()))
 
 
 def say(message: str) -> None:
