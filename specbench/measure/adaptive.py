@@ -39,7 +39,7 @@ from specbench.analysis.sequential import LookPlan
 from specbench.analysis.speedup_interval import UNSURE
 from specbench.analysis.stopping import BUDGET, DECIDED, EXHAUSTED, FUTILE, OPEN, look_outcome
 from specbench.errors import SpecbenchError
-from specbench.measure.units import Unit, expand_units
+from specbench.measure.units import Unit, expand_units, in_shard
 from specbench.records.adaptive_history import read_history, write_history
 from specbench.records.store import load_records
 
@@ -52,6 +52,7 @@ class WorkloadLooks:
     planned: tuple[int, ...]  # prompts per look
     calibration: tuple[int, ...]  # calibration prompts per look (mode replay; () otherwise)
     looks: list[dict] = field(default_factory=list)
+    planned_whole: tuple[int, ...] = ()  # a shard's: the unsharded sweep's prompts per look (its merge's plan)
     dropped: set[tuple] = field(default_factory=set)  # CANDIDATE_KEYS of configurations out of the race
     status: str = OPEN
     seconds: float = 0.0  # wall seconds its looks took (its share of each round)
@@ -74,6 +75,7 @@ class WorkloadLooks:
     def to_dict(self) -> dict:
         return {
             "planned": list(self.planned),
+            **({"planned_whole": list(self.planned_whole)} if self.planned_whole else {}),
             "calibration": list(self.calibration),
             "status": self.status,
             "dropped": [_key_label(k) for k in sorted(self.dropped, key=str)],
@@ -102,6 +104,16 @@ def pool_units(spec, workloads, shard: tuple[int, int]) -> list[Unit]:
     return expand_units(spec, workloads, shard)
 
 
+def shard_looks(whole: tuple[int, ...], workload, shard: tuple[int, int]) -> tuple[int, ...]:
+    """A shard's prompts per look: of the first n prompts of each look of the unsharded sweep (``whole``, in the
+    workload's sample order), those in the shard — so that the shards' looks together are the unsharded sweep's
+    looks, and their merge is judged for the looks the unsharded sweep would have planned. Looks that add no
+    prompt of the shard are left out."""
+    mine = [i for i, p in enumerate(workload.prompts) if in_shard(p.prompt_id, workload.name, shard)]
+    counts = [sum(1 for i in mine if i < n) for n in whole]
+    return tuple(sorted({c for c in counts if c > 0}))
+
+
 class LookPlanner:
     """Which units each look of each workload needs (no model, no folder: the dry run uses it too)."""
 
@@ -122,9 +134,12 @@ class LookPlanner:
         for workload in workloads:
             if not counts.get(workload.name):
                 continue
-            planned = self.plan.looks_for(counts[workload.name])
+            whole = self.plan.looks_for(len(workload.prompts))  # the unsharded sweep's looks over this pool
+            planned = shard_looks(whole, workload, shard)
             calibration = self.plan.calibration_for(planned, first_cal) if spec.calibration is not None else ()
-            self.states[workload.name] = WorkloadLooks(workload.name, planned, calibration)
+            self.states[workload.name] = WorkloadLooks(
+                workload.name, planned, calibration, planned_whole=whole if shard[1] > 1 else ()
+            )
 
     def units_for(self, state: WorkloadLooks, look: int) -> list[Unit]:
         """The units of ``state``'s look ``look`` (1-based), each stamped with the look it first belongs to;
