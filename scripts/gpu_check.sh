@@ -8,10 +8,14 @@
 #      architecture (scripts/gpu_configs/), the 8B one with the 1B one and n-gram lookup as drafters
 #   5. GPU busy time per step of the own decoder (scripts/gpu_busy.py, Llama-3.2-1B shape): decode and
 #      verify(5), eager and compiled with CUDA graphs (torch.compile mode="reduce-overhead")
+#   6. energy per token (scripts/energy_check.py): a small own-engine sweep on the GPU whose records carry NVML's
+#      energy above idle power (energy_j, joules_per_token, joules_per_accepted), and the energy-optimal γ beside
+#      the throughput-optimal one; needs nvidia-ml-py (pip install 'specbench[energy]', or WHEELS=DIR holding its
+#      wheel for an offline machine)
 #
 # Everything lands in $OUT (default /tmp/specbench-gpu-check): summary.md (environment, each step's
 # result and time, the profiles as tables, what γ a constant α would get per batch size), gpu_check.log
-# (all output), kernels.json, and the profile folders profile-1b/ and profile-8b/ (run.json +
+# (all output), kernels.json, energy.json (step 6), and the profile folders profile-1b/ and profile-8b/ (run.json +
 # profile.parquet, usable with `specbench recommend RESULTS --cost-profile $OUT/profile-8b` anywhere).
 #
 # Needs: a CUDA GPU, python3 with torch (CUDA build), transformers, triton, pandas, pyarrow, scipy,
@@ -67,12 +71,11 @@ if ! importable; then
     "$PY" -m pip install -q --no-deps --no-index --no-build-isolation -e "$ROOT" >>"$LOG" 2>&1 || true
 fi
 if ! importable; then
-    # the package maps kernels/, workloads/ and trees/ into specbench.*: links in this checkout do the same
-    say "pip could not install it: linking kernels/, workloads/ and trees/ into specbench/ instead"
-    ln -sfn ../kernels specbench/kernels
+    # the package maps workloads/ and trees/ into specbench.*: links in this checkout do the same
+    say "pip could not install it: linking workloads/ and trees/ into specbench/ instead"
     ln -sfn ../workloads specbench/builtin_workloads
     ln -sfn ../trees specbench/builtin_trees
-    trap 'rm -rf "$STEPS" "$WORK"; rm -f specbench/kernels specbench/builtin_workloads specbench/builtin_trees' EXIT
+    trap 'rm -rf "$STEPS" "$WORK"; rm -f specbench/builtin_workloads specbench/builtin_trees' EXIT
     export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 fi
 if ! importable; then
@@ -110,6 +113,13 @@ step profile-8b 100 "$PY" -m specbench profile --target scripts/gpu_configs/llam
     --drafter scripts/gpu_configs/llama-3.2-1b --drafter ngram "${PROFILE_GRID[@]}" --out "$OUT/profile-8b"
 
 step gpu-busy 75 "$PY" scripts/gpu_busy.py scripts/gpu_configs/llama-3.2-1b --compile
+
+# energy per token needs NVML's Python bindings: installed from WHEELS=DIR when the machine has no index
+if ! "$PY" -c "import pynvml" >/dev/null 2>&1 && [ -n "${WHEELS:-}" ]; then
+    say "installing nvidia-ml-py from $WHEELS"
+    "$PY" -m pip install -q --no-index --find-links "$WHEELS" nvidia-ml-py >>"$LOG" 2>&1 || true
+fi
+step energy 120 "$PY" scripts/energy_check.py --out "$WORK/energy-check" --summary "$OUT/energy.json" --device cuda
 
 # the profile folders' lock files are not results, and the device tool brings back at most 8 files
 find "$OUT" -name .specbench.lock -delete

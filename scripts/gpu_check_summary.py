@@ -72,6 +72,7 @@ def summary(out: Path, work: Path, steps_file: Path, elapsed: int) -> str:
     lines += ["", "## Triton kernel tests on the GPU (tests/test_kernels.py)", ""] + tail(work, "kernel-tests", 8)
     lines += ["", "## Kernel benchmark (scripts/bench_kernels.py --quick)", ""] + tail(work, "kernel-bench", 60)
     lines += ["", "## GPU busy time per step of the own decoder (scripts/gpu_busy.py)", ""] + tail(work, "gpu-busy", 12)
+    lines += ["", "## Energy per token (scripts/energy_check.py: NVML above idle power)", ""] + tail(work, "energy", 10)
     lines += ["", "## Cost profiles (random weights, bf16)", ""]
     for name in PROFILES:
         try:

@@ -130,6 +130,14 @@ BOUNDS: dict[str, Bound] = {
         "replicates hold replicates × prompts floats (10,000 × 17,671 prompts "
         "is 1.4 GB); beyond 10,000 the Monte-Carlo error is far below the interval's own",
     ),
+    "price_per_hour": Bound(
+        0,
+        1_000_000,
+        False,
+        "the machine's price per hour (any currency): a million an hour is beyond any machine's rent",
+        open_low=True,
+    ),
+    "margin": Bound(0, 1, False, "a relative margin: 0.05 is 5 %; 1 would call a halving equivalent", open_low=True),
     "max_gamma": Bound(1, GAMMA_LIMIT, True, "the largest γ predicted: no sweep may measure γ above 128"),
     "batch": Bound(
         1,

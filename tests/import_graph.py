@@ -11,11 +11,11 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE_DIRS = {"specbench": ROOT / "specbench", "specbench_kernels": ROOT / "kernels"}
+PACKAGE_DIRS = {"specbench": ROOT / "specbench", "specbench_kernels": ROOT / "specbench_kernels"}
 
 
 def module_files() -> dict[str, Path]:
-    """Dotted module name → source file, for specbench and the top-level kernels folder."""
+    """Dotted module name → source file, for specbench and the top-level kernels package."""
     modules = {}
     for prefix, folder in PACKAGE_DIRS.items():
         for path in sorted(folder.rglob("*.py")):

@@ -16,7 +16,7 @@ from tests.import_graph import ROOT, find_cycle, function_level_imports, module_
 
 LINT = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
 LAZY_ALLOWED = ("torch", "transformers", "matplotlib", "vllm", "triton", "datasets", "tokenizers", "accelerate",
-                "sglang", "ray")
+                "sglang", "ray", "pynvml")
 
 
 def _lint(*args: str) -> subprocess.CompletedProcess:
@@ -109,3 +109,22 @@ def test_measure_contract_forbids_every_backend_module_but_the_seam():
     modules = {f"specbench.backends.{p.stem}" for p in (ROOT / "specbench" / "backends").glob("*.py")}
     assert set(contract["forbidden_modules"]) == modules - {"specbench.backends.__init__", "specbench.backends.base",
                                                             "specbench.backends.registry"}
+
+
+def shadowed_packages(root: Path, owners: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Top-level folders of ``root`` named as a package another installed distribution provides.
+
+    pytest and ``python -m`` put the checkout first on ``sys.path``, so such a folder is imported in
+    place of that distribution's package by everything that imports it (transformers imports PyPI's
+    ``kernels``)."""
+    return {folder.name: others for folder in sorted(root.iterdir())
+            if folder.is_dir() and (others := [d for d in owners.get(folder.name, []) if d != "specbench"])}
+
+
+def test_no_folder_of_the_checkout_shadows_an_installed_package():
+    from importlib.metadata import packages_distributions
+
+    owners = packages_distributions()
+    assert shadowed_packages(ROOT, owners) == {}
+    planted = {**owners, "workloads": ["someone-elses-workloads"]}  # the check can fail
+    assert shadowed_packages(ROOT, planted) == {"workloads": ["someone-elses-workloads"]}

@@ -187,7 +187,7 @@ def _system(frame: pd.DataFrame) -> tuple[float, float]:
     return float(batches["tokens"].sum()) / wall, float(inside["latency_s"].sum()) / wall
 
 
-def _usable(config: pd.DataFrame, base: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
+def undisturbed(config: pd.DataFrame, base: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, bool]:
     """Undisturbed units of both sides when each keeps some; else all, flagged."""
     ok_c = config["timing_ok"].fillna(True).astype(bool) if "timing_ok" in config else pd.Series(True, config.index)
     ok_b = base["timing_ok"].fillna(True).astype(bool) if "timing_ok" in base else pd.Series(True, base.index)
@@ -198,7 +198,7 @@ def _usable(config: pd.DataFrame, base: pd.DataFrame) -> tuple[pd.DataFrame, pd.
 
 def _row(keys: dict, config: pd.DataFrame, base: pd.DataFrame, level: float, n_boot: int,
          rng: np.random.Generator) -> dict:
-    config, base, disturbed = _usable(config, base)
+    config, base, disturbed = undisturbed(config, base)
     tokens_per_s = float(config["decode_tokens"].sum() / config["decode_s"].sum()) if config["decode_s"].sum() > 0 \
         else float("nan")
     system, in_flight = _system(config)

@@ -178,15 +178,18 @@ def recommendation_dict(rec: Recommendation) -> dict:
     })
 
 
-def to_json(recs: list[Recommendation], load: list[dict] | None = None, history: dict | None = None) -> str:
+def to_json(recs: list[Recommendation], load: list[dict] | None = None, history: dict | None = None,
+            operating: list[dict] | None = None) -> str:
     """The recommendations as a JSON list; ``load`` (one per recommendation, from a serving sweep with a load
     axis — `specbench.analysis.load_verdicts.for_scenario`: the per-load table, the verdicts, the crossovers,
     vLLM's per-batch-size schedules) goes under each one's ``load`` key (null otherwise); ``history`` (an
     adaptive sweep's ``adaptive.json``) gives each its workload's looks under ``stopping_history`` (null for a
-    fixed grid)."""
+    fixed grid); ``operating`` (one per recommendation: `specbench.analysis.operating.for_scenario`: goodput, cost
+    and energy per load, the energy- and throughput-optimal γ) under ``operating`` (null otherwise)."""
     dicts = [recommendation_dict(r) for r in recs]
     looks = (history or {}).get("workloads", {})
-    for d, c, r in zip(dicts, load or [None] * len(dicts), recs):
+    for d, c, r, o in zip(dicts, load or [None] * len(dicts), recs, operating or [None] * len(dicts)):
         d["load"] = None if c is None else json_ready(c)
+        d["operating"] = None if o is None else json_ready(o)
         d["stopping_history"] = json_ready(looks.get(str(r.keys.get("workload")))) if looks else None
     return json.dumps(dicts, indent=2)

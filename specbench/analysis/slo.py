@@ -68,13 +68,17 @@ def make_slo(metric: str, percentile: int, text: str) -> Slo:
     return Slo(metric, percentile, parse_duration(text, f"--{metric}-p{percentile}"))
 
 
-def slos_from_flags(itl_p90: str | None, ttft_p90: str | None, generic: list[str]) -> list[Slo]:
-    """The latency targets of ``--itl-p90``, ``--ttft-p90`` and ``--slo METRIC-pNN=DURATION`` (recommend, plot)."""
+def slos_from_flags(itl_p90: str | None, ttft_p90: str | None, generic: list[str],
+                    latency_p90: str | None = None) -> list[Slo]:
+    """The latency targets of ``--itl-p90``, ``--ttft-p90``, ``--latency-p90`` (end to end: arrival to last token)
+    and ``--slo METRIC-pNN=DURATION`` (recommend, plot)."""
     out = []
     if itl_p90 is not None:
         out.append(make_slo("itl", 90, itl_p90))
     if ttft_p90 is not None:
         out.append(make_slo("ttft", 90, ttft_p90))
+    if latency_p90 is not None:
+        out.append(make_slo("latency", 90, latency_p90))
     for item in generic:
         name, _, duration = item.partition("=")
         metric, _, percentile = name.strip().lower().partition("-p")

@@ -15,6 +15,7 @@ import typer
 import typer.core
 
 from specbench.cli import (
+    compare_cmd,
     exit_codes,
     export_cmd,
     fit_cmd,
@@ -108,6 +109,7 @@ def _register() -> None:
     fit_cmd.register(app)
     recommend_cmd.register(app)
     plot_cmd.register(app)
+    compare_cmd.register(app)
     profile_cmd.register(app)
     train_cmd.register(app)
     export_cmd.register(app)

@@ -3,6 +3,9 @@
 * 0   — done;
 * 2   — bad input: a flag, a file, a model name, a folder that is busy, read-only or of another
         spec. One line on stderr, ``specbench: error: ...``; nothing was changed;
+* 3   — `specbench compare`: NEW regressed beyond the margin (one line per regression on stderr);
+* 4   — `specbench compare`: inconclusive — no regression shown, but not every quantity shown within the
+        margin (docs/compare.md);
 * 130 — interrupted (Ctrl-C / SIGINT; SIGTERM gives 143): every finished unit's records are safe
         and the same command resumes;
 * 1   — an internal error (a bug): the traceback goes to a log file and one line on stderr names it.
@@ -30,6 +33,8 @@ from specbench.text_sinks import for_terminal
 OK = 0
 INTERNAL = 1
 BAD_INPUT = 2
+REGRESSED_CODE = 3  # specbench compare: NEW regressed beyond the margin
+INCONCLUSIVE_CODE = 4  # specbench compare: neither equivalent nor regressed
 INTERRUPTED = 130
 TERMINATED = 143
 

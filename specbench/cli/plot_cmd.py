@@ -27,6 +27,8 @@ EPILOG = """Examples:
   specbench plot results/mt-bench --objective latency --max-gamma 12
 
   specbench plot results/vllm-load --itl-p90 50ms --slo latency-p99=4s   # + latency targets against load
+
+  specbench plot results/vllm-load --price-per-hour 2.50 --itl-p90 50ms   # + cost, goodput, energy per load
 """
 
 
@@ -47,8 +49,14 @@ def plot_command(
     itl_p90: str = typer.Option(None, "--itl-p90", help="A serving sweep's latency target for the report: the p90 "
                                                         "inter-token latency to keep, e.g. 50ms."),
     ttft_p90: str = typer.Option(None, "--ttft-p90", help="The p90 time to first token to keep, e.g. 2s."),
+    latency_p90: str = typer.Option(None, "--latency-p90", help="The p90 request latency (arrival to last token) "
+                                                                "to keep, e.g. 4s."),
     slo: list[str] = typer.Option(None, "--slo", help="METRIC-pNN=DURATION (metric ttft, itl or latency; p50, p90 "
                                                       "or p99), e.g. itl-p99=80ms (repeatable)."),
+    price_per_hour: float = typer.Option(None, "--price-per-hour", callback=bounded("price_per_hour"),
+                                         help="The machine's price per hour (any currency; default: the sweep's "
+                                              "price_per_hour key): the report's cost per million output tokens "
+                                              "and its cost-against-load figure."),
 ):
     """Draw the figures of a sweep and write an HTML report that opens offline.
 
@@ -58,7 +66,8 @@ def plot_command(
     no categories, no baseline) is skipped with a note. The report adds the recommendation, the
     engine settings to paste, the α and cost tables, the environment and the sweep spec; for a serving
     sweep (a load axis) the verdict per load, the crossovers and, with --itl-p90 / --ttft-p90 / --slo,
-    how far each configuration keeps each latency target.
+    how far each configuration keeps each latency target, and goodput, cost per million output tokens
+    (--price-per-hour) and energy per token at every load, with the cost-against-load figure.
     Reading the figures: docs/plots.md.
     """
 
@@ -66,7 +75,7 @@ def plot_command(
     from specbench.figures.report import build_report  # lazy: loads matplotlib; keeps `specbench --help` fast
 
     chosen = parse_formats(formats)  # bad formats and latency targets fail before any work
-    slos = slos_from_flags(itl_p90, ttft_p90, slo or [])
+    slos = slos_from_flags(itl_p90, ttft_p90, slo or [], latency_p90=latency_p90)
     out_dir = out if out is not None else Path(results_dir) / "report"
 
     check_writable_folder(out_dir)  # a file or a read-only folder: refused before any figure is drawn
@@ -86,7 +95,7 @@ def plot_command(
         report = build_report(results_dir, out_dir, formats=chosen, n_boot=n_boot, seed=seed, max_gamma=max_gamma,
                               objective=objective, status=lambda message: progress.update(task, description=message),
                               on_figure=on_figure, hub_ids=hub_ids(), check_settings=check_report_settings,
-                              slos=slos)
+                              slos=slos, price_per_hour=price_per_hour)
     for note in report.data.notes:
         console.print(plain(f"note: {note}", "dim"))
     typer.echo(f"report: {report.index}")

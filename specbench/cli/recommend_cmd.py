@@ -16,6 +16,9 @@ from specbench.analysis.load_verdicts import settings_of
 from specbench.analysis.load_verdicts import summary as load_summary
 from specbench.analysis.load import AXES as AXIS_LABELS
 from specbench.analysis.slo import Slo, slo_answers, slos_from_flags
+from specbench.analysis.goodput import goodput_answers
+from specbench.analysis.operating import for_scenario as operating_for_scenario
+from specbench.analysis.operating import operating, price_of
 from specbench.analysis.intervals import N_BOOT
 from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommend import MeasuredCosts, ProfiledCosts, recommend
@@ -28,12 +31,14 @@ from specbench.cli.params import bounded
 from specbench.cli.online_view import print_online_verdict
 from specbench.cli.results_cmd import print_history
 from specbench.cli.load_view import print_load, print_slo
+from specbench.cli.operating_view import print_goodput, print_operating
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt, plain
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models.resolve import hub_ids
 from specbench.records.adaptive_history import planned_looks, read_history
 from specbench.records.profile_file import load_profile
+from specbench.records.store import load_run_info
 from specbench.records.jsonable import json_ready
 
 ENGINE_CHOICES = ("vllm", "sglang", "transformers", "all")
@@ -216,13 +221,20 @@ def recommend_command(
     objective: str = typer.Option("throughput", "--objective",
                                   help="throughput: decode tokens/s; latency: mean time of one request of the "
                                        "workload's max new tokens, prefill included; slo: the highest load that "
-                                       "keeps a latency target (with --itl-p90 50ms or the like)."),
+                                       "keeps a latency target (with --itl-p90 50ms or the like); goodput: the most "
+                                       "requests per second that meet the latency targets, at each load."),
     itl_p90: str = typer.Option(None, "--itl-p90", help="With --objective slo: the p90 inter-token latency to keep, "
                                                         "e.g. 50ms."),
     ttft_p90: str = typer.Option(None, "--ttft-p90", help="With --objective slo: the p90 time to first token to keep, "
                                                           "e.g. 2s."),
-    slo: list[str] = typer.Option(None, "--slo", help="With --objective slo: METRIC-pNN=DURATION (metric ttft, itl "
-                                                      "or latency; p50, p90 or p99), e.g. itl-p99=80ms (repeatable)."),
+    latency_p90: str = typer.Option(None, "--latency-p90", help="With --objective slo or goodput: the p90 request "
+                                                                "latency (arrival to last token) to keep, e.g. 4s."),
+    slo: list[str] = typer.Option(None, "--slo", help="With --objective slo or goodput: METRIC-pNN=DURATION (metric "
+                                                      "ttft, itl or latency; p50, p90 or p99), e.g. itl-p99=80ms "
+                                                      "(repeatable)."),
+    price_per_hour: float = typer.Option(None, "--price-per-hour", callback=bounded("price_per_hour"),
+                                         help="The machine's price per hour (any currency; default: the sweep's "
+                                              "price_per_hour key): cost per million output tokens at each load."),
     max_gamma: int = typer.Option(MAX_GAMMA, "--max-gamma", callback=bounded("max_gamma"),
                                   help="Largest γ the model predicts (measured or not)."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
@@ -257,6 +269,9 @@ def recommend_command(
 
       specbench recommend results/mt-bench --cost-profile profiles/h100 --batch 1,8,32
 
+      specbench recommend results/vllm-load --objective goodput --itl-p90 100ms --latency-p90 4s \
+          --price-per-hour 2.50
+
     With --cost-profile the acceptance comes from the results and the cost from the profile: γ (or
     none) per workload and batch size, and vLLM's num_speculative_tokens_per_batch_size
     (docs/profile.md).
@@ -264,13 +279,18 @@ def recommend_command(
     if engine not in ENGINE_CHOICES:
         raise SpecbenchError(f"unknown engine '{engine}'{did_you_mean(engine, list(ENGINE_CHOICES))} "
                              f"(choose from: {', '.join(ENGINE_CHOICES)})")
-    slos = slos_from_flags(itl_p90, ttft_p90, slo or [])
-    if objective == "slo" or slos:
-        if objective != "slo":
-            raise SpecbenchError("--itl-p90, --ttft-p90 and --slo set a latency target: they need --objective slo")
+    slos = slos_from_flags(itl_p90, ttft_p90, slo or [], latency_p90=latency_p90)
+    if objective in ("slo", "goodput") or slos:
+        if objective not in ("slo", "goodput"):
+            raise SpecbenchError("--itl-p90, --ttft-p90, --latency-p90 and --slo set a latency target: they need "
+                                 "--objective slo or --objective goodput")
         if not slos:
-            raise SpecbenchError("--objective slo needs a latency target, e.g. --itl-p90 50ms (or --ttft-p90, --slo)")
-        _slo_command(results_dir, slos, n_boot, seed, json_out)
+            raise SpecbenchError(f"--objective {objective} needs a latency target, e.g. --itl-p90 50ms (or --ttft-p90, "
+                                 "--latency-p90, --slo)")
+        if objective == "slo":
+            _slo_command(results_dir, slos, n_boot, seed, json_out)
+        else:
+            _goodput_command(results_dir, slos, price_per_hour, n_boot, seed, json_out)
         return
     engines = ENGINE_CHOICES[:-1] if engine == "all" else (engine,)
     records = load_results(results_dir)
@@ -282,6 +302,7 @@ def recommend_command(
                      engines=engines, hub_ids=hubs, plans=plans)
     load = (load_summary(records, recs, hub_ids=hubs, n_boot=n_boot, seed=seed)
             if has_load_axis(records) and isinstance(costs, MeasuredCosts) else None)
+    costs_data = _operating(records, results_dir, price_per_hour, load is not None, n_boot, seed)
     target_folder = local_model_folder(str(recs[0].keys["target"])) if recs else None
     check_engine_settings([(rec.settings, local_model_folder(str(rec.keys["target"]))) for rec in recs]
                           + [({"vllm": s}, target_folder) for s in (settings_of(load) if load and "vllm" in engines
@@ -289,14 +310,50 @@ def recommend_command(
     if json_out:
         typer.echo(recommendations_json(recs, None if load is None else
                                         [load_for_scenario(load, rec.keys) for rec in recs],
-                                        history))
+                                        history, None if costs_data is None else
+                                        [operating_for_scenario(costs_data, rec.keys) for rec in recs]))
         return
     console = wide_console()
     for rec in recs:
         _print_recommendation(rec, console)
     if load is not None:
         print_load(load, console)
+    if costs_data is not None:
+        print_operating(costs_data, axis_of(normalised(records)), console)
     print_history(history, console)
+
+
+def _operating(records, results_dir: Path, price_flag: float | None, load_axis: bool, n_boot: int,
+               seed: int) -> dict | None:
+    """Cost and energy per load (`specbench.analysis.operating`) when there is something to say: a load axis, a
+    price, or energy readings; None otherwise (and for records with no live unit)."""
+    price = price_of(price_flag, load_run_info(results_dir))
+    live = records[records["mode"] == "live"]
+    measured = "energy_j" in live and live["energy_j"].notna().any()
+    if live.empty or not (load_axis or price is not None or measured):
+        return None
+    return operating(records, price_per_hour=price, n_boot=n_boot, seed=seed).as_dict()
+
+
+def _goodput_command(results_dir: Path, slos: list[Slo], price_flag: float | None, n_boot: int, seed: int,
+                     json_out: bool) -> None:
+    """`recommend --objective goodput`: per workload, the configuration serving the most requests/s within the
+    targets, against target only, with goodput, cost and energy at every load."""
+    records = load_results(results_dir)
+    if records[records["mode"] == "live"].empty:
+        raise SpecbenchError("no live records: goodput needs requests that were timed (replayed units have no latency)")
+    price = price_of(price_flag, load_run_info(results_dir))
+    axis = axis_of(normalised(records))
+    op = operating(records, slos=slos, price_per_hour=price, n_boot=n_boot, seed=seed)
+    answers = goodput_answers(op, axis)
+    if not answers:
+        raise SpecbenchError("no request of these records has the latencies the targets name (TTFT, ITL, latency)")
+    data = op.as_dict()
+    if json_out:
+        typer.echo(json.dumps(json_ready({"objective": "goodput", "axis": axis, "answers": answers, **data}),
+                              indent=2))
+        return
+    print_goodput(answers, data, axis, wide_console())
 
 
 def _slo_command(results_dir: Path, slos: list[Slo], n_boot: int, seed: int, json_out: bool) -> None:

@@ -12,6 +12,9 @@ per second (open loop) — on a log scale, ticked at the measured levels; nothin
   one request at a time) is not drawn: the panel says so.
 * ``latency_vs_load``: TTFT (top) and ITL (bottom) at p50 (dotted), p90 (solid, with its interval) and p99
   (dashed), for the target-only run and the three configurations fastest at the lowest load.
+* ``cost_vs_load`` (reads ``data.operating``, `specbench.analysis.operating`): cost per million output tokens
+  (with a price) and joules per output token above idle (with an energy counter) against load, target only in
+  black and every configuration, each with its 95 % prompt-bootstrap interval.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from specbench.figures.drawing import (
     scenario_title,
     select,
 )
+from specbench.analysis.load import AXES as AXES_LABELS
 from specbench.figures.skipped import FigureSkipped
 
 GROUP_KEYS = ["target", "temperature", "top_p", "top_k", "workload", "backend"]
@@ -169,7 +173,9 @@ def figure_latency_vs_load(data) -> Figure:
     drawn = False
     for ax_ttft, ax_itl, scenario in zip(upper, lower, panels):
         part = select(table, scenario)
-        shown = [(BASELINE, "chain", 0)] + _configurations(part, axis)[:SHOWN_CONFIGURATIONS]
+        spec = part[part["gamma"] > 0][["drafter_label", "tree", "gamma"]].drop_duplicates().sort_values(
+            ["drafter_label", "tree", "gamma"])
+        shown = [(BASELINE, "chain", 0)] + [tuple(r) for r in spec.itertuples(index=False)][:SHOWN_CONFIGURATIONS]
         for ax, metric in ((ax_ttft, "ttft"), (ax_itl, "itl")):
             for i, (name, tree, gamma) in enumerate(shown):
                 rows = select(part, {"drafter_label": name, "tree": tree, "gamma": gamma}).sort_values(axis)
@@ -196,5 +202,65 @@ def figure_latency_vs_load(data) -> Figure:
     handles["p50"] = Line2D([], [], color="0.3", linestyle=":")
     handles["p99"] = Line2D([], [], color="0.3", linestyle="--")
     _suptitle(fig, table, "Latency against load: time to first token (top), inter-token latency (bottom)")
+    legend_below(fig, handles)
+    return fig
+
+
+# (quantity column, y label, what the panel needs) of the cost figure's rows
+COST_ROWS = (("cost_per_mtok", "cost per M output tokens", "a price: --price-per-hour or the sweep key "
+              "price_per_hour"),
+             ("joules_per_token", "J per output token (above idle)", "an energy counter on the machine"))
+
+
+def _operating_table(data) -> pd.DataFrame:
+    operating = getattr(data, "operating", None)
+    if not operating or not operating.get("table"):
+        raise FigureSkipped("no live records to price")
+    table = pd.DataFrame(operating["table"])
+    axis = "request_rate" if (table["request_rate"].fillna(0) > 0).any() else "concurrency"
+    if table[axis].nunique() < 2:
+        raise FigureSkipped("the records hold one load level only: nothing to draw against load")
+    return table
+
+
+def figure_cost_vs_load(data) -> Figure:
+    """Cost per million output tokens (and, where measured, joules per token) against load: target only and every
+    configuration, with 95% intervals; one column per workload."""
+    table = _operating_table(data)
+    axis = "request_rate" if (table["request_rate"].fillna(0) > 0).any() else "concurrency"
+    rows = [r for r in COST_ROWS if r[0] in table and table[r[0]].notna().any()]
+    if not rows:
+        raise FigureSkipped("nothing to draw: cost needs " + COST_ROWS[0][2] + "; energy needs " + COST_ROWS[1][2])
+    panels = _scenarios(table)
+    fig, grid = new_panels(len(panels), nrows_per=len(rows), size=(5.6, 3.6), sharex=False)
+    handles: dict[str, object] = {}
+    for column, scenario in enumerate(panels):
+        part = select(table, scenario)
+        spec = part[part["gamma"] > 0][["drafter_label", "tree", "gamma"]].drop_duplicates().sort_values(
+            ["drafter_label", "tree", "gamma"])
+        shown = [(BASELINE, "chain", 0)] + [tuple(r) for r in spec.itertuples(index=False)]
+        for row, (quantity, ylabel, _) in enumerate(rows):
+            ax = grid[row][column]
+            for i, (name, tree, gamma) in enumerate(shown):
+                points = select(part, {"drafter_label": name, "tree": tree, "gamma": gamma}).sort_values(axis)
+                points = points[points[quantity].notna()]
+                if points.empty:
+                    continue
+                style = _style(data, part, name, tree, gamma) if gamma else {"color": "0.2", "linestyle": "-",
+                                                                             "marker": "o"}
+                x = np.log(points[axis].to_numpy(float)) + dodge(i, len(shown), 0.12)
+                measured_points(ax, x, points[quantity], points[f"{quantity}_lo"], points[f"{quantity}_hi"],
+                                style=style)
+                handles["target only" if not gamma else f"{name} γ={gamma}"] = Line2D(
+                    [], [], color=style["color"], marker=style["marker"], linestyle=style["linestyle"])
+            ax.set_ylabel(ylabel)
+            ax.set_ylim(bottom=0)
+            _log_axis(ax, part[axis], AXES_LABELS[axis])
+        panel_title(grid[0][column], scenario_title(scenario, panels))
+    missing = [r for r in COST_ROWS if r not in rows]
+    price = (data.operating or {}).get("price_per_hour")
+    title = "What a million output tokens cost against load" + (f" at {price:g} per hour" if price else "") + "".join(
+        f"\n({r[0].replace('_', ' ')} not drawn: it needs {r[2]})" for r in missing)
+    _suptitle(fig, table, title)
     legend_below(fig, handles)
     return fig

@@ -52,6 +52,8 @@ from specbench.analysis.load_verdicts import summary as load_summary
 from specbench.analysis.moe_cost import expert_aware_table, is_moe
 from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommend import OBJECTIVES, recommend
+from specbench.analysis.goodput import goodput_answers
+from specbench.analysis.operating import operating, price_of
 from specbench.analysis.slo import Slo, slo_answers
 from specbench.analysis.strategies import strategy_table
 from specbench.errors import SpecbenchError
@@ -66,7 +68,7 @@ from specbench.figures.drawing import (
     panel_title,
     series_handle,
 )
-from specbench.figures.load_figures import figure_latency_vs_load, figure_speedup_vs_load
+from specbench.figures.load_figures import figure_cost_vs_load, figure_latency_vs_load, figure_speedup_vs_load
 from specbench.figures.palette import BASELINE_LABEL, CHAIN, Palette
 from specbench.figures.online import figure_online, has_online_records
 from specbench.figures.schedules import figure_schedules, schedule_panels
@@ -123,6 +125,9 @@ class PlotData:
     context_bins: pd.DataFrame = field(default_factory=pd.DataFrame)  # context_bins.fit_by_context_bin
     history: dict | None = None  # an adaptive sweep's stopping history (records.adaptive_history)
     load: dict | None = None  # a serving sweep with a load axis: analysis.load_verdicts.summary (None: one load)
+    # goodput, cost and energy per load (analysis.operating.Operating.as_dict, with "goodput": the goodput
+    # objective's answers); None without live records or with nothing to say (one load, no price, no energy)
+    operating: dict | None = None
 
 
 def default_max_gamma(records: pd.DataFrame) -> int:
@@ -139,10 +144,11 @@ def category_workloads(spec: pd.DataFrame) -> list[str]:
 
 def load_plot_data(folder: str | Path, *, n_boot: int = N_BOOT, seed: int = 0, max_gamma: int | None = None,
                    objective: str = "throughput", hub_ids: Mapping[str, str] | None = None,
-                   slos: Sequence[Slo] = ()) -> PlotData:
+                   slos: Sequence[Slo] = (), price_per_hour: float | None = None) -> PlotData:
     """Load a results folder and compute every table the figures use (``hub_ids``: model spec → Hugging Face
     id, how the engine settings name models; ``slos``: latency targets whose answers a serving sweep's load
-    summary carries, `specbench.analysis.slo`).
+    summary carries, `specbench.analysis.slo`, and whose goodput `specbench.analysis.operating` measures;
+    ``price_per_hour``: the machine's price, for the cost per token (default: the sweep's key)).
 
     Raises `SpecbenchError` for a missing folder, a folder without run.json or without records.
     Missing parts (no speculative records, no baseline) leave empty tables and a note: the
@@ -185,8 +191,15 @@ def load_plot_data(folder: str | Path, *, n_boot: int = N_BOOT, seed: int = 0, m
         load["slo"] = [answer for slo in slos for answer in slo_answers(table, slo, load["axis"])]
     elif slos:
         notes.append("latency targets need a sweep with a load axis (--concurrency or --request-rate): no SLO section")
+    price = price_of(price_per_hour, run_info)
+    costs = None
+    live_records = records[records["mode"] == "live"]
+    measured = "energy_j" in live_records and live_records["energy_j"].notna().any()
+    if len(live_records) and (load is not None or price is not None or measured):
+        op = operating(records, slos=slos if load is not None else (), price_per_hour=price, n_boot=n_boot, seed=seed)
+        costs = {**op.as_dict(), "goodput": goodput_answers(op, load["axis"]) if load is not None else []}
     return PlotData(folder=folder, run_info=run_info, records=records,
-                    configs=configuration_table(live, by=levels or None), load=load,
+                    configs=configuration_table(live, by=levels or None), load=load, operating=costs,
                     taus=tau_intervals(prefer_live(records), n_boot=n_boot, seed=seed), fits=fits,
                     positions=positions,
                     goodness=goodness, category_fits=category_fits, costs=fit_group_costs(records),
@@ -911,6 +924,14 @@ LOAD_FIGURES: tuple[tuple[FigureSpec, Callable[[PlotData], bool]], ...] = (
                 "ITL and still raise TTFT; `recommend --objective slo --itl-p90 50ms` reads the highest load that "
                 "keeps a target.", figure_latency_vs_load),
      lambda data: data.load is not None),
+    (FigureSpec("cost_vs_load", "Cost against load",
+                "Top: what a million output tokens cost at each load (the machine's price per hour ÷ the system's "
+                "output tokens/s), target only in black and every configuration; bottom, where the machine has an "
+                "energy counter: joules per output token above idle power. Error bars: 95% prompt-bootstrap "
+                "intervals. Speculation pays for itself where its line lies below target only's: at low load it "
+                "usually does, at high load the drafting and the rejected tokens can make each token dearer "
+                "(docs/operating-cost.md).", figure_cost_vs_load),
+     lambda data: data.load is not None and data.operating is not None),
 )
 
 

@@ -279,6 +279,68 @@ def slo_parts(answers: list[dict], axis_label: str) -> list[Html]:
     return parts
 
 
+def _ratio_cell(row: dict, name: str) -> str:
+    point = row.get(name)
+    if point is None:
+        return "–"
+    if row.get(f"{name}_lo") is None:
+        return num(point, 2, "×")
+    return interval(point, row.get(f"{name}_lo"), row.get(f"{name}_hi"), 2, "×")
+
+
+def _value_cell(row: dict, name: str, digits: int) -> str:
+    if row.get(name) is None:
+        return "–"
+    if row.get(f"{name}_lo") is None:
+        return num(row[name], digits)
+    return interval(row[name], row.get(f"{name}_lo"), row.get(f"{name}_hi"), digits)
+
+
+def operating_section(data: PlotData) -> Html:
+    """Goodput, cost per million output tokens and energy per token at every load (`specbench.analysis.operating`),
+    the energy- and throughput-optimal γ, and the goodput objective's answers; nothing without them."""
+    op = data.operating
+    if not op or not op["table"]:
+        return Html("")
+    rows = op["table"]
+    axis = "request_rate" if any((r.get("request_rate") or 0) > 0 for r in rows) else "concurrency"
+    price, slos = op["price_per_hour"], op["slos"]
+    energy = any(r.get("joules_per_token") is not None for r in rows)
+    headers = ["workload", "load", "configuration", "system tok/s [95% CI]"]
+    if slos:
+        headers += ["goodput req/s [95% CI]", "good", "targets kept", "goodput × target only"]
+    if price is not None:
+        headers += [f"cost per million output tokens (at {price:g}/hour)", "cost × target only"]
+    if energy:
+        headers += ["J per output token", "J per accepted token", "energy × target only"]
+    cells = []
+    for r in rows:
+        row = [r["workload"], load_label(axis, r[axis]), configuration_name(r), _value_cell(r, "system_tokens_per_s", 1)]
+        if slos:
+            kept = r.get("targets_kept")
+            row += [_value_cell(r, "goodput", 3), num(r.get("attainment"), 0) if r.get("attainment") is None
+                    else f"{r['attainment']:.0%}", "–" if kept is None else ("yes" if kept else "no"),
+                    _ratio_cell(r, "goodput_ratio")]
+        if price is not None:
+            row += [_value_cell(r, "cost_per_mtok", 2), _ratio_cell(r, "cost_ratio")]
+        if energy:
+            row += [_value_cell(r, "joules_per_token", 3), _value_cell(r, "joules_per_accepted", 3),
+                    _ratio_cell(r, "energy_ratio")]
+        cells.append(row)
+    targets = "; ".join(f"{s['metric']} p{s['percentile']} ≤ {s['limit_s'] * 1e3:g} ms" for s in slos)
+    parts = [paragraph("System output tokens/s = output tokens ÷ the wall time of the batches; goodput = requests per "
+                       "second meeting every latency target" + (f" ({targets})" if targets else "") + "; cost = the "
+                       "price per hour ÷ 3600 ÷ system tokens/s × 10⁶"
+                       + (f"; energy above idle power ({op['energy_counter']})" if energy else "") + ". Intervals: 95 % "
+                       "prompt bootstrap; × target only: paired against the target-only run at the same load "
+                       "(docs/operating-cost.md).", "note"),
+             table(headers, cells, {3}),
+             bullet_list([f"{e['workload']}: {e['text']}" for e in op["optimal"]], ""),
+             bullet_list([f"{a['workload']}: {a['text']}" for a in op.get("goodput", [])], ""),
+             bullet_list(op.get("notes", []))]
+    return section("operating", "What serving costs", *parts)
+
+
 def image_for(files: dict[str, Path]) -> Path | None:
     return next((files[f] for f in IMAGE_PREFERENCE if f in files), None)
 
@@ -499,7 +561,7 @@ def spec_section(data: PlotData) -> Html:
 
 
 NAV = (("recommendation", "Recommendation"), ("stopping", "Stopping history"), ("settings", "Engine settings"),
-       ("load", "Load"), ("figures", "Figures"),
+       ("load", "Load"), ("operating", "Cost"), ("figures", "Figures"),
        ("acceptance", "Acceptance"), ("costs", "Costs"), ("lossless", "Lossless check"),
        ("environment", "Environment"), ("spec", "Sweep spec"))
 
@@ -507,9 +569,10 @@ NAV = (("recommendation", "Recommendation"), ("stopping", "Stopping history"), (
 def render_html(data: PlotData, figures: list[RenderedFigure], out_dir: Path, generated: str) -> str:
     """The whole page as a string."""
     nav = Html("<nav>" + "".join(f'<a href="#{esc(a)}">{esc(t)}</a>' for a, t in NAV
-                                 if a != "load" or data.load) + "</nav>")
+                                 if (a != "load" or data.load) and (a != "operating" or data.operating))
+               + "</nav>")
     body = [header(data, generated), nav, recommendation_section(data), stopping_section(data), settings_section(data),
-            load_section(data), figures_section(figures, out_dir), acceptance_section(data), costs_section(data),
+            load_section(data), operating_section(data), figures_section(figures, out_dir), acceptance_section(data), costs_section(data),
             strategies_section(data), online_section(data), lossless_section(data),
             environment_section(data), spec_section(data)]
     title = esc(f"specbench report — {data.folder.name}")
@@ -553,17 +616,19 @@ def build_report(folder: str | Path, out_dir: str | Path, *, formats=DEFAULT_FOR
                  status: Callable[[str], None] | None = None,
                  on_figure: Callable[[RenderedFigure], None] | None = None,
                  hub_ids: Mapping[str, str] | None = None,
-                 check_settings: Callable[[PlotData], None] | None = None, slos: Sequence[Slo] = ()) -> Report:
+                 check_settings: Callable[[PlotData], None] | None = None, slos: Sequence[Slo] = (),
+                 price_per_hour: float | None = None) -> Report:
     """Results folder → figures + index.html in ``out_dir``.
 
     ``status`` hears what is being done; ``on_figure`` each figure as it is rendered or skipped; ``hub_ids``
     names models in the engine settings; ``check_settings`` checks them with the engines (marks ``checked``);
-    ``slos``: latency targets answered in the load section (a serving sweep).
+    ``slos``: latency targets answered in the load section (a serving sweep), and whose goodput the cost section
+    shows; ``price_per_hour``: the machine's price (default: the sweep's key), for the cost per token.
     """
     status = status or (lambda message: None)
     status("fitting acceptance and costs")
     data = load_plot_data(folder, n_boot=n_boot, seed=seed, max_gamma=max_gamma, objective=objective,
-                          hub_ids=hub_ids, slos=slos)
+                          hub_ids=hub_ids, slos=slos, price_per_hour=price_per_hour)
     if check_settings is not None:
         status("checking the engine settings")
         check_settings(data)

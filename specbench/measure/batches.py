@@ -15,7 +15,12 @@ them. Here a batch
    tokens/s is Σ output tokens ÷ wall time — and the machine-state columns of the timing protocol.
    Interference is judged by rule 4 with the cores the engine itself keeps busy; a disturbed batch
    is flagged (``timing_ok`` false), not re-timed: repeating a whole batch under sustained load
-   would meet the same load (docs/results-schema.md, "Timing protocol").
+   would meet the same load (docs/results-schema.md, "Timing protocol");
+5. shares the batch's energy above idle (`specbench.measure.energy`; none without a counter) among its
+   requests by their time in flight, E_i = E · latency_i ÷ Σ latency (`share_batch_energy`): the
+   shares add up to the batch's energy, and a ratio of sums over any set of prompts,
+   Σ E_i ÷ Σ tokens_i = [E ÷ Σ latency] · [Σ latency_i ÷ Σ tokens_i], varies with the prompts as the
+   system tokens/s does (docs/results-schema.md, "Energy").
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import uuid
 
 from specbench.backends.base import Request
 from specbench.measure.arrivals import arrival_offsets, batch_seed
+from specbench.measure.energy import energy_columns, meter
 from specbench.measure.machine_state import MachineProbe
 from specbench.measure.timing_protocol import Attempt, TimingProtocol, disturbed, machine_columns
 
@@ -60,4 +66,14 @@ def run_batch(backend, config, requests: list[Request], concurrency: int, protoc
     machine = machine_columns([attempt], [attempt], not hit)
     machine["timing_flag"] = (f"disturbed: the batch ran beside other processes ({state.other_cores:.2f} cores busy)"
                               if hit else "")
-    return results, {**columns, **machine}
+    return results, {**columns, **machine, "energy_j": state.energy_j}
+
+
+def share_batch_energy(records: list[dict], batch_joules: float) -> None:
+    """Give each record of one batch its energy columns: the batch's joules above idle shared by time in
+    flight (module docstring, step 5); null columns without a counter."""
+    latencies = [r.get("latency_s") for r in records]
+    ok = all(v is not None and math.isfinite(v) and v >= 0 for v in latencies) and sum(latencies) > 0
+    for record, latency in zip(records, latencies):
+        share = batch_joules * (latency / sum(latencies) if ok else 1 / len(records))
+        record.update(energy_columns(share, record["new_tokens"], record["accepted"], meter()))

@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from specbench.measure.batches import batch_requests, run_batch
+from specbench.measure.batches import batch_requests, run_batch, share_batch_energy
 from specbench.measure.spec import RunConfig, SweepSpec
 from specbench.measure.units import Unit, UnitOutput, make_record
 from specbench.records.store import atomic_write_json
@@ -88,9 +88,13 @@ def group_outputs(worker, piece):
     for unit in group.units:
         worker.observer.unit_started(unit)
     results, shared = run_batch(worker.backend, group.config, requests, group.concurrency, spec.timing)
+    records = []
     for unit, result in zip(group.units, results):
         record = make_record(unit, result, spec, worker.device_name)
         record.update(shared, attempt_decode_s=[record["decode_s"]])
+        records.append(record)
+    share_batch_energy(records, shared["energy_j"])
+    for unit, record in zip(group.units, records):
         yield UnitOutput(unit, record)
 
 

@@ -12,7 +12,9 @@ A `MachineProbe` is started before a timed generation and stopped after it. It r
   utime + stime + the reaped children's cutime + cstime) counts as the sweep's own, not as
   interference;
 * the mean current CPU clock over all cores (``/sys/.../cpufreq/scaling_cur_freq`` or
-  ``/proc/cpuinfo``), where the OS exposes one.
+  ``/proc/cpuinfo``), where the OS exposes one;
+* the energy the machine's counters measured above idle (`specbench.measure.energy`: NVML on NVIDIA
+  GPUs, RAPL on CPUs that expose it), NaN where it has none.
 
 Where a source is missing (no ``/proc`` on macOS, no cpufreq in many containers) the figure is
 NaN and the interference rule (`specbench.measure.timing_protocol`) falls back to what is known.
@@ -26,6 +28,8 @@ import resource
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from specbench.measure.energy import meter
 
 PROC_STAT = Path("/proc/stat")
 CPUFREQ = Path("/sys/devices/system/cpu")
@@ -104,6 +108,7 @@ class MachineState:
     own_cpu_s: float  # CPU seconds this process (and children) used
     cpu_mhz: float  # mean core clock at the end (NaN: unknown)
     n_cpus: int
+    energy_j: float = float("nan")  # joules above idle the energy counters measured (NaN: no counter)
 
     @property
     def other_cores(self) -> float:
@@ -126,8 +131,10 @@ class MachineProbe:
 
     def __init__(self, sessions=()):
         self._sessions = set(sessions)
+        self._meter = meter()  # the first probe of a process finds the counters and measures idle power
         self._busy = _busy_ticks()
         self._own = self._own_now()
+        self._energy = self._meter.start()
         self._wall = time.perf_counter()
 
     def _own_now(self) -> float:
@@ -135,6 +142,7 @@ class MachineProbe:
 
     def stop(self) -> MachineState:
         wall = time.perf_counter() - self._wall
+        energy = self._meter.joules_since(self._energy)
         own = self._own_now() - self._own
         busy = _busy_ticks()
         if busy is None or self._busy is None:
@@ -142,4 +150,4 @@ class MachineProbe:
         else:
             other = (busy - self._busy) / _ticks_per_s() - own
         return MachineState(wall_s=wall, load_1m=load_average(), other_cpu_s=other, own_cpu_s=own,
-                            cpu_mhz=cpu_mhz(), n_cpus=os.cpu_count() or 1)
+                            cpu_mhz=cpu_mhz(), n_cpus=os.cpu_count() or 1, energy_j=energy)

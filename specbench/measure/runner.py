@@ -24,7 +24,7 @@ from specbench.backends.base import Backend
 from specbench.engine.device import device_info
 from specbench.measure.environment import git_commit, now_utc, package_versions
 from specbench.catalogue.drafters import TARGET_ONLY
-from specbench.errors import SpecbenchError
+from specbench.errors import SpecbenchError, note
 from specbench.measure.adaptive import AdaptiveSweep, pool_units
 from specbench.measure.executor import InProcessExecutor, RecordWriter, raise_failures
 from specbench.measure.online_resume import catch_up_units
@@ -91,11 +91,12 @@ def run_info(
     cpu_layout: dict | None = None,
     device: dict | None = None,
     executor: dict | None = None,
+    energy: dict | None = None,
 ) -> dict:
     """run.json's contents; ``threads``: the backend's CPU thread report (`OwnEngineBackend.thread_report`);
     ``cpu_layout``: its CPU dtype and weight layout choice (`OwnEngineBackend.layout_report`); ``device``: the
     device the units ran on (default: this machine's ``spec.device``); ``executor``: the Ray executor's workers
-    (their nodes, devices and processes)."""
+    (their nodes, devices and processes); ``energy``: the energy counters and idle power (`measure.energy`)."""
     info = {
         "schema_version": SCHEMA_VERSION,
         "kind": "sweep",
@@ -116,6 +117,8 @@ def run_info(
         info["cpu_layout"] = cpu_layout
     if executor is not None:
         info["executor"] = executor
+    if energy is not None:
+        info["energy"] = energy
     if previous and previous.get("spec_hash") != spec.spec_hash:
         info["previous_specs"] = previous.get("previous_specs", []) + [previous.get("sweep")]
     return info
@@ -180,6 +183,9 @@ class SweepRunner:
         """Everything that can fail on bad input, before run.json is written: models, drafters, lengths (on every
         worker: the executor starts them)."""
         self._report = self.executor.prepare(todo)
+        energy = self._report.get("energy") or {}
+        if energy.get("reason"):  # the one line that says why the energy columns stay null
+            note(f"energy columns left null: {energy['reason']}")
 
     def _restore_answers(self) -> None:
         """Turn-1 answers of finished baseline units (for turn 2 after a resume)."""
@@ -304,4 +310,5 @@ class SweepRunner:
             report.get("cpu_layout"),
             device,
             self.executor.info(),
+            report.get("energy"),
         )

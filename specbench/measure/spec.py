@@ -85,13 +85,15 @@ from specbench.safe_files import load_yaml_file
 TOP_LEVEL_KEYS = ("name", "description", "target", "device", "dtype", "seed", "repeats", "max_new_tokens",
                   "ignore_eos", "drafters", "gammas", "trees", "temperatures", "top_p", "top_k", "workloads",
                   "mode", "calibration", "compile", "kernels", "timing", "backend", "concurrency", "strategy",
-                  "schedules", "threads", "adaptive", "layout", "request_rates", "arrivals", "executor")
+                  "schedules", "threads", "adaptive", "layout", "request_rates", "arrivals", "executor",
+                  "price_per_hour")
 DEFAULTS = {"name": None, "description": "", "target": "smollm2-135m", "device": "cpu", "dtype": "fp32", "seed": 0,
             "repeats": 1, "max_new_tokens": None, "ignore_eos": False, "drafters": [], "gammas": [1, 2, 4],
             "trees": ["chain"], "temperatures": [0.0], "top_p": 1.0, "top_k": 0, "workloads": [], "mode": "live",
             "calibration": None, "compile": False, "kernels": "auto", "timing": None, "backend": None,
             "concurrency": None, "strategy": None, "schedules": ["fixed"], "threads": None, "adaptive": None,
-            "layout": None, "request_rates": None, "arrivals": None, "executor": None}
+            "layout": None, "request_rates": None, "arrivals": None, "executor": None,
+            "price_per_hour": None}
 MODES = ("live", "replay", "both")
 ARRIVALS = ("poisson", "constant")  # open-loop arrival processes (specbench.measure.arrivals)
 OPEN_LOOP_MAX_IN_FLIGHT = 64  # requests in flight at most under request_rates, unless concurrency says otherwise
@@ -207,6 +209,7 @@ class SweepSpec:
     layout: str | None = None  # own engine, CPU: weight layout (None: the dtype's default), "auto" (measured) or a name
     dtype_used: str | None = None  # filled once the target loads (not hashed): the dtype it runs in (dtype auto: chosen)
     executor: ExecutorChoice = INPROCESS  # who runs the pieces of work (measure.executor); not in the hash
+    price_per_hour: float | None = None  # the machine's price, for cost per token (analysis.operating); not hashed
 
     @property
     def runs_live(self) -> bool:
@@ -250,6 +253,8 @@ class SweepSpec:
             data["layout"] = self.layout
         if self.executor.is_ray:
             data["executor"] = self.executor.to_dict()
+        if self.price_per_hour is not None:
+            data["price_per_hour"] = self.price_per_hour
         return data
 
     @property
@@ -288,7 +293,7 @@ class SweepSpec:
         """Identity of what is measured (the name and description do not count)."""
         data = self.to_dict()
         for key in ("name", "description", "mode", "calibration", "timing", "concurrency", "adaptive", "request_rates",
-                    "arrivals", "executor"):
+                    "arrivals", "executor", "price_per_hour"):
             data.pop(key, None)
         return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -538,6 +543,8 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     spec.threads = parse_thread_setting(data["threads"], where)
     spec.layout = parse_layout_setting(data["layout"], where)
     spec.executor = parse_executor(data["executor"], where)
+    if data["price_per_hour"] is not None:
+        spec.price_per_hour = float(_number(data["price_per_hour"], where, "price_per_hour", "price_per_hour"))
     spec.mode = check_text(data["mode"], "mode", where)
     if spec.mode not in MODES:
         _fail(where, f"unknown mode '{spec.mode}'{did_you_mean(spec.mode, list(MODES))} (choose from: "

@@ -44,6 +44,7 @@ import numpy as np
 
 from specbench.bounds import check
 from specbench.errors import SpecbenchError
+from specbench.measure.energy import energy_columns, meter
 from specbench.measure.machine_state import MachineState
 
 ORDERS = ("once", "bracket", "abba")
@@ -165,7 +166,19 @@ def combine(attempts: list[Attempt]) -> dict:
     record["tokens_per_s"] = record["decode_tokens"] / record["decode_s"] if record["decode_s"] > 0 else 0.0
     ok = any(not a.disturbed for a in attempts)
     record.update(machine_columns(attempts, kept, ok))
+    record.update(energy_columns(float(np.mean([timed_energy(a) for a in kept])), record.get("new_tokens", 0),
+                                 record.get("accepted", 0), meter()))
     return record
+
+
+def timed_energy(attempt: Attempt) -> float:
+    """Joules above idle of an attempt's timed generation: the power above idle averaged over the probed call ×
+    its timed seconds (prefill + decode). The call also builds a configuration's engine the first time, which its
+    timings leave out; so does its energy."""
+    state, timed = attempt.state, attempt.record.get("prefill_s", 0.0) + attempt.record["decode_s"]
+    if not state.wall_s > 0 or not timed >= 0:
+        return state.energy_j
+    return state.energy_j * min(1.0, timed / state.wall_s)
 
 
 def machine_columns(attempts: list[Attempt], kept: list[Attempt], ok: bool) -> dict:
@@ -191,7 +204,8 @@ def machine_columns(attempts: list[Attempt], kept: list[Attempt], ok: bool) -> d
 def untimed_columns(flag: str = "modelled") -> dict:
     """Machine-state columns of a record whose timings are not measured (replayed units)."""
     nan = float("nan")
-    return {"timing_ok": True, "timing_flag": flag, "timing_attempts": 0, "timing_kept": 0, "attempt_decode_s": [],
+    return {"energy_j": None, "idle_w": None, "energy_counter": None, "joules_per_token": None,
+            "joules_per_accepted": None, "timing_ok": True, "timing_flag": flag, "timing_attempts": 0, "timing_kept": 0, "attempt_decode_s": [],
             "attempt_other_cores": [], "load_1m": nan, "other_cpu_s": nan, "other_cores": nan, "cpu_mhz": nan}
 
 

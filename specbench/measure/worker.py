@@ -14,6 +14,7 @@ from typing import Iterator
 
 from specbench.backends.registry import make_backend
 from specbench.errors import SpecbenchError
+from specbench.measure.energy import meter
 from specbench.measure.groups import group_outputs
 from specbench.measure.machine_state import MachineProbe
 from specbench.measure.pieces import BLOCK, GROUP, REPLAY, Piece, answer_key
@@ -91,7 +92,8 @@ class PieceWorker:
 
     def check(self, todo: list[Unit]) -> dict:
         """Check what can fail on bad input before anything is measured (γ the drafters can run, prompt lengths); returns the models'
-        hashes, the dtype the target runs in, the device's name and the backend's thread and CPU layout reports."""
+        hashes, the dtype the target runs in, the device's name, the backend's thread and CPU layout reports and the
+        energy counters (found here, their idle power measured before any unit runs: `specbench.measure.energy`)."""
         if hasattr(self.backend, "check_configs"):  # e.g. γ deeper than a Medusa checkpoint's heads
             self.backend.check_configs([u.config for u in todo if u.mode == "live"])
         check_unit_lengths(self.backend, self.spec.target, todo)
@@ -102,6 +104,7 @@ class PieceWorker:
             "device_name": self.device_name,
             "threads": threads() if threads is not None else None,
             "cpu_layout": layout() if layout is not None else None,
+            "energy": meter().describe() if any(u.mode == "live" for u in todo) else None,
         }
 
     def describe(self) -> dict | None:

@@ -157,6 +157,13 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "batch_requests": (pa.int64(), "requests in that batch"),
     "batch_output_tokens": (pa.int64(), "output tokens of the whole batch (Σ new_tokens of its requests)"),
     "batch_wall_s": (pa.float64(), "wall time of the whole batch: its first arrival to its last token, s"),
+    # energy (docs/results-schema.md "Energy"): null where the machine has no energy counter and in older records
+    "energy_j": (pa.float64(), "joules above idle the machine's energy counters measured while the unit ran (the "
+                               "kept attempts' mean; a serving record: its share of the batch's, by time in flight)"),
+    "idle_w": (pa.float64(), "idle power measured before the first timed unit and subtracted, W"),
+    "energy_counter": (pa.string(), "the counters read: 'nvml: <GPU> (GPU i), ...', 'rapl: package-0, ...'"),
+    "joules_per_token": (pa.float64(), "energy_j ÷ new_tokens: joules per output token"),
+    "joules_per_accepted": (pa.float64(), "energy_j ÷ accepted: joules per accepted draft token (null: none accepted)"),
     # executors (docs/scale-out.md); null for units run in the sweep's own process and in older records
     "node": (pa.string(), "Ray executor: IP address of the node whose worker ran the unit (null: in-process)"),
     "node_device": (pa.string(), "Ray executor: the worker's device on its node, 'cpu' or 'GPU 0,1' (Ray's GPU ids; "
@@ -182,7 +189,9 @@ LATER_DEFAULTS = {"weights_sha256": None, "backend": None, "concurrency": None, 
                   "update_tokens": [], "update_loss": [], "update_reject_loss": [],
                   "request_rate": None, "arrival_s": None, "finish_s": None, "latency_s": None, "batch_id": None,
                   "batch_requests": None, "batch_output_tokens": None, "batch_wall_s": None,
-                  "node": None, "node_device": None, "node_groups": None}
+                  "node": None, "node_device": None, "node_groups": None,
+                  "energy_j": None, "idle_w": None, "energy_counter": None, "joules_per_token": None,
+                  "joules_per_accepted": None}
 
 SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])
 # what identifies a record and its configuration: never empty in a record specbench wrote (a file whose
