@@ -157,12 +157,16 @@ def _decide(scenario: pd.DataFrame, predicted: pd.DataFrame, measured_options: l
         evidence, candidates = "measured", _candidates_measured(measured_options)
         count = n_prompts
         source = f"measured on {count} prompts"
+    # an option whose speedup is unknown (its acceptance or timing was not measured) is no candidate: it is
+    # neither best nor worst, and its NaN would reach the verdict as "nan×"
+    candidates = [c for c in candidates if np.isfinite(c["speedup"])]
     if not candidates:
-        return Decision(TOO_FEW, evidence, None, None, None, count, "cannot tell: nothing to compare")
+        return Decision(TOO_FEW, evidence, None, None, None, count,
+                        "cannot tell: nothing to compare (no option's speedup is known)")
     with_interval = [c for c in candidates if np.isfinite(c["lo"]) and np.isfinite(c["hi"])]
     rule = VerdictRule(plan, max(len(with_interval), 1))
     _adjust(candidates, rule)
-    best = max(candidates, key=lambda c: c["speedup"] if np.isfinite(c["speedup"]) else -np.inf)
+    best = max(candidates, key=lambda c: c["speedup"])
     best_dict = _summary(best)
     kept = [{k: v for k, v in c.items() if k != "option"} for c in candidates]
     if not with_interval or count < MIN_PROMPTS:

@@ -68,8 +68,9 @@ WARMUP_TOKENS = 8
 class ServerGenerationResult(GenerationResult):
     """A `GenerationResult` measured through a server.
 
-    When the server gave no per-round figures the rounds are empty; the decode tokens then
-    come from the stream (every generated token after the first), so tokens/s stays right.
+    When the server gave no per-round figures the rounds are unobserved (`RoundLog.unobserved`: counts
+    None, round seconds NaN); the decode tokens then come from the stream (every generated token after
+    the first), so tokens/s stays right.
     """
 
     ttft_s: float = math.nan  # time to first token: server queue + prefill (server), or send → first chunk (client)
@@ -79,12 +80,6 @@ class ServerGenerationResult(GenerationResult):
     timing_source: str = "client"  # 'server' (per-request metrics block) or 'client' (stream clock)
     spec_source: str = "none"  # 'per-request' or 'none' (aggregate only, see describe)
     server_spec: dict | None = None  # the per-request speculative_decoding block as the server sent it
-
-    @property
-    def decode_tokens(self) -> int:
-        if len(self.rounds):
-            return int(sum(self.rounds.emitted))
-        return max(len(self.tokens) - 1, 0)
 
 
 def rounds_from_steps(accepted: list[int], drafted: list[int], n_tokens: int, drafter_type: str) -> RoundLog:
@@ -469,7 +464,7 @@ class OpenAIServerBackend(ServingBackend):
             decode_s = times[-1] - times[0] if len(times) > 1 else math.nan
             timing = "client"
         spec = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
-        rounds, spec_source = RoundLog(), "none"
+        rounds, spec_source = RoundLog.unobserved(), "none"
         per_step = isinstance(spec, dict) and None not in (spec.get("per_step_accepted"), spec.get("per_step_drafted"))
         if per_step:
             rounds = rounds_from_steps(spec["per_step_accepted"], spec["per_step_drafted"], len(tokens),

@@ -70,6 +70,23 @@ def fmt(value, digits: int = 3) -> str:
     return str(value)
 
 
+def ms(seconds, digits: int = 2) -> str:
+    """Seconds as milliseconds for a table cell; '-' for an unknown (None, NaN) value, never 'nan'."""
+    return fmt(None if seconds is None else 1e3 * float(seconds), digits)
+
+
+def signed(value, digits: int = 3) -> str:
+    """'+0.012' / '-0.300'; '-' for an unknown (None, NaN) value, never '+nan'."""
+    return "-" if fmt(value, digits) == "-" else f"{float(value):+.{digits}f}"
+
+
+def estimate(point, lo, hi, digits: int = 3) -> str:
+    """'0.712 [0.690, 0.731]'; '-' for an unknown point, '-' for an unknown end."""
+    if fmt(point, digits) == "-":
+        return "-"
+    return f"{fmt(point, digits)} [{fmt(lo, digits)}, {fmt(hi, digits)}]"
+
+
 def milliseconds(values) -> str:
     """Seconds as 'a/b/c' in ms with one decimal (percentiles p50/p90/p99); '-' for a missing value, and
     for all of them missing."""
