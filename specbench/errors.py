@@ -8,6 +8,8 @@ fails, so that a failing command's one error line stays its only line.
 
 import difflib
 
+TEXT_MAX_CHARS = 65_536  # the bounds table's "text" row (`specbench.bounds.TEXT_BOUNDS`): a text key's longest value
+
 
 class SpecbenchError(Exception):
     """A user-facing error: the message is the whole explanation, one line."""
@@ -69,6 +71,11 @@ def check_text(value, key: str, where: str, *, nullable: bool = False) -> str | 
     ``name: 0x1F`` as the number 31 and ``name: true`` as a boolean, and turning them back into text (``str``)
     would name a sweep ``31`` or ``True``. ``nullable``: None (the key left empty) passes as None."""
     if isinstance(value, str):
+        if len(value) > TEXT_MAX_CHARS:
+            raise SpecbenchError(
+                f"{where + ': ' if where else ''}'{key}' must be text of at most {TEXT_MAX_CHARS:,} characters, "
+                f"got {len(value):,} (the bounds table's row 'text')"
+            )
         return value
     if value is None and nullable:
         return None

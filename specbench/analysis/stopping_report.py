@@ -42,7 +42,13 @@ def best_label(best: dict | None) -> str:
 
 
 def needed_text(entry: dict, look: dict) -> str:
-    """What would settle a workload still unsure: prompts and, from its pace so far, time."""
+    """What would settle a workload still unsure: prompts and, from its pace so far, time — or, when its timing
+    was taken beside other busy processes, a quieter machine (more prompts timed the same way would not)."""
+    if any(s.get("timing_disturbed") for s in look.get("scenarios") or []):
+        return (
+            "the timing was disturbed (other processes kept the machine busy while units were timed): rerun on a "
+            "quieter machine; more prompts timed the same way would not settle it"
+        )
     needed = look.get("prompts_needed")
     if not needed:
         return "no practical number of prompts would settle it (the speedup sits at 1)"

@@ -29,6 +29,7 @@ from specbench.cli import (
     train_cmd,
     workloads_cmd,
 )
+from specbench.cli.params import bind_rows
 from specbench.errors import SpecbenchError, take_notes
 
 # Typer vendors its own copy of click; accept both its exceptions and plain click's.
@@ -50,6 +51,7 @@ class SpecbenchGroup(typer.core.TyperGroup):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         take_notes()  # notes of an earlier command in this process (tests) are not this one's
         quiet_numpy_warnings()  # here, not in main(): a command run in-process (the tests) prints what a user sees
+        bind_rows(self)  # every flag checked against its row of the bounds table (specbench.bounds.FLAG_ROWS)
         try:
             returned = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             # with standalone_mode=False click *returns* the code of a typer.Exit raised in a command

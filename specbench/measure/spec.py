@@ -79,7 +79,7 @@ from specbench.measure.online_spec import check_online
 from specbench.measure.strategy import SEQUENTIAL, Strategy, check_nested, parse_strategies
 from specbench.measure.timing_protocol import TimingProtocol, parse_timing
 from specbench.measure.values import check_config_count, check_name, strict_bool
-from specbench.models.resolve import torch_dtype
+from specbench.models.resolve import dtype_setting
 from specbench.safe_files import load_yaml_file
 
 TOP_LEVEL_KEYS = ("name", "description", "target", "device", "dtype", "seed", "repeats", "max_new_tokens",
@@ -94,6 +94,9 @@ DEFAULTS = {"name": None, "description": "", "target": "smollm2-135m", "device":
             "concurrency": None, "strategy": None, "schedules": ["fixed"], "threads": None, "adaptive": None,
             "layout": None, "request_rates": None, "arrivals": None, "executor": None,
             "price_per_hour": None}
+DRAFTER_KEYS = ("type", "params")  # one entry of 'drafters'
+WORKLOAD_KEYS = ("name", "count", "split", "max_new_tokens")  # one entry of 'workloads'
+CALIBRATION_KEYS = ("gammas", "prompts")
 MODES = ("live", "replay", "both")
 ARRIVALS = ("poisson", "constant")  # open-loop arrival processes (specbench.measure.arrivals)
 OPEN_LOOP_MAX_IN_FLIGHT = 64  # requests in flight at most under request_rates, unless concurrency says otherwise
@@ -400,6 +403,30 @@ def parse_params(items: list[str], drafter: str | None = None) -> dict:
     return params
 
 
+def _empty_grid_reason(spec: SweepSpec) -> str:
+    """Why `expand_configs` left no speculative configuration: the axis combination that removed them all."""
+    drafted = [g for g in spec.gammas if g > 0]
+    if not spec.drafters or not drafted:
+        return "empty grid: no drafter with a draft length γ > 0 (give drafters and gammas)"
+    if "chain" not in spec.trees and all(s.nested for s in spec.strategies):
+        return (f"empty grid: strategy nested speculates on chains, and trees {spec.trees} hold no chain "
+                "(add 'chain' to 'trees', or a sequential strategy for the trees)")
+    if "chain" not in spec.trees and all(not s.is_fixed for s in spec.schedules):
+        return (f"empty grid: schedules other than fixed choose a chain's length, and trees {spec.trees} hold no "
+                "chain (add 'chain' to 'trees', or the schedule fixed)")
+    limits = {t: tree_depth_limit(t) for t in spec.trees}
+    if all(limit is not None and min(drafted) > limit for limit in limits.values()):
+        deepest = max(limits.values())
+        return (f"empty grid: the trees {spec.trees} draft at most {deepest} deep, and every γ in {drafted} is deeper "
+                f"(give gammas up to {deepest})")
+    return "empty grid: no drafter, γ, tree, strategy and schedule combine into a speculative configuration"
+
+
+def _distinct(items: list) -> int:
+    """How many different values ``items`` holds (mappings compared by their content)."""
+    return len({json.dumps(item, sort_keys=True, default=str) for item in items})
+
+
 def _fail(where: str, message: str) -> None:
     raise SpecbenchError(f"{where}: {message}")
 
@@ -424,7 +451,7 @@ def _drafter(item, where: str) -> DrafterConfig:
         item = parse_drafter_flag(check_text(item, "drafters", where))
     if not isinstance(item, dict) or "type" not in item:
         _fail(where, f"each drafter needs a 'type' (e.g. {{type: ngram}}), got {item!r}")
-    extra = set(item) - {"type", "params"}
+    extra = set(item) - set(DRAFTER_KEYS)
     if extra:
         _fail(where, f"drafter entries take 'type' and 'params', not {sorted(map(str, extra))}")
     params = item.get("params") or {}
@@ -449,7 +476,7 @@ def _workload(item, where: str) -> WorkloadChoice:
         item = {"name": check_text(item, "workloads", where)}
     if "name" not in item:
         _fail(where, f"each workload needs a 'name', got {item!r}")
-    extra = set(item) - {"name", "count", "split", "max_new_tokens"}
+    extra = set(item) - set(WORKLOAD_KEYS)
     if extra:
         _fail(where, f"workload entries take name, count, split and max_new_tokens, not {sorted(map(str, extra))}")
     count, max_new = item.get("count"), item.get("max_new_tokens")
@@ -466,7 +493,7 @@ def _calibration(value, gammas: list[int], where: str) -> Calibration:
     value = {} if value is None else value
     if not isinstance(value, dict):
         _fail(where, "'calibration' must be a mapping, e.g. {gammas: [1, 8], prompts: 2}")
-    extra = set(value) - {"gammas", "prompts"}
+    extra = set(value) - set(CALIBRATION_KEYS)
     if extra:
         _fail(where, f"'calibration' takes gammas and prompts, not {sorted(map(str, extra))}")
     chosen = value.get("gammas")
@@ -505,7 +532,7 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     if not data["name"]:
         _fail(where, "the sweep needs a name (results go to results/<name>/)")
     check_name(data["name"], where)
-    axes = {k: len(_as_list(data[k], where, k))
+    axes = {k: _distinct(_as_list(data[k], where, k))  # repeats collapse: 400,000 × γ 2 is one γ, not a huge grid
             for k in ("drafters", "gammas", "trees", "temperatures", "schedules")}
     check_config_count(axes, where)  # before anything is expanded
     gammas = sorted({_number(g, where, "gammas", "gamma") for g in _as_list(data["gammas"], where, "gammas")})
@@ -553,13 +580,12 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     if spec.mode == "replay":  # mode both measures every unit live: calibration is checked, then unused
         spec.calibration = calibration
 
-    if spec.dtype != "auto":
-        torch_dtype(spec.dtype)
+    spec.dtype = dtype_setting(spec.dtype, f"{where}: dtype")
     if not spec.workloads:
         _fail(where, "no workloads: give at least one (e.g. workloads: [mt-bench])")
     spec.configs = expand_configs(spec)
     if not any(not c.is_baseline for c in spec.configs):
-        _fail(where, "empty grid: no drafter with a draft length γ > 0 (give drafters and gammas)")
+        _fail(where, _empty_grid_reason(spec))
     if spec.replays:
         _check_replayable(spec, where)
     _backend(spec, data["backend"], data["concurrency"], where)

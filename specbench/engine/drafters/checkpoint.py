@@ -33,6 +33,7 @@ from safetensors.torch import save as safetensors_bytes
 from specbench.engine.drafters.checkpoint_location import (fetch_hub_checkpoint, looks_like_hub_id, shipped_names,
                                                          shipped_root)
 from specbench.errors import SpecbenchError, did_you_mean
+from specbench.models.limits import check_config_sizes
 from specbench.safe_files import write_atomic, writing
 
 __all__ = ["shipped_names", "shipped_root"]  # re-exported: where the shipped checkpoints are
@@ -164,6 +165,7 @@ def read_checkpoint(folder: Path, expected_type: str | None = None) -> Checkpoin
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         raise SpecbenchError(f"drafter checkpoint {folder}: {CONFIG} is not a specbench drafter config "
                              "(for Medusa or EAGLE folders use the drafter type's load_published)")
+    check_config_sizes(config, f"drafter checkpoint {folder}")  # before any tensor of these sizes is made
     if config.get("format_version", 0) > FORMAT_VERSION:
         raise SpecbenchError(f"drafter checkpoint {folder}: format version {config['format_version']} is newer "
                              f"than this specbench reads ({FORMAT_VERSION})")

@@ -38,6 +38,7 @@ from specbench.engine.drafters import registry
 from specbench.engine.drafters.checkpoint_location import SPECULATORS, is_speculators
 from specbench.engine.drafters.feature_layers import LayerShape
 from specbench.errors import SpecbenchError
+from specbench.models.limits import check_config_sizes
 from specbench.safe_files import replacing, write_atomic, writing
 
 
@@ -46,6 +47,14 @@ def read_json(path: Path) -> dict:
         return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise SpecbenchError(f"cannot read {path}: {exc}") from None
+
+
+def read_config(path: Path) -> dict:
+    """A drafter's config.json, its sizes checked against the bounds table with the memory they imply
+    (`specbench.models.limits.check_config_sizes`) before any weight is allocated."""
+    config = read_json(path)
+    check_config_sizes(config, str(path))
+    return config
 
 
 def write_json(path: Path, data: dict) -> None:
