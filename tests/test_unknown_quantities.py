@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 import numpy as np
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from specbench.engine.stats import GenerationResult, RoundLog
@@ -167,6 +167,10 @@ def _property(kind: str):
 
 
 test_own_engine_records_with_unknowns_stay_unknown, test_own_engine_unknowns_long = _property("own")
+# a case that printed "nan×" (the verdict's best point estimate had an unknown speedup): always run
+test_own_engine_records_with_unknowns_stay_unknown = example(("own", ["alpha", "tau", "rounds"], 0.5, 0))(
+    test_own_engine_records_with_unknowns_stay_unknown
+)
 test_vllm_records_with_unknowns_stay_unknown, test_vllm_unknowns_long = _property("vllm")
 test_openai_records_without_rounds_stay_unknown, test_openai_unknowns_long = _property("openai")
 
