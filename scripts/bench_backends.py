@@ -61,19 +61,15 @@ def sweep_spec(engine: str, concurrency: list[int], prompts: int, tokens: int) -
 
 
 def run(raw: dict, out: Path) -> tuple[float, object]:
+    from specbench.cli.progress_lines import LineProgress
     from specbench.measure.runner import SweepRunner
     from specbench.measure.spec import build_spec
     from specbench.records.store import load_records
 
-    class Say:
-        def status(self, message): print(f"  [{raw['backend']['name']}] {message}", flush=True)
-        def begin(self, total, done): print(f"  [{raw['backend']['name']}] {total} units", flush=True)
-        def unit_started(self, unit): pass
-        def round_done(self, unit, result): pass
-        def unit_done(self, unit, record): pass
-
     start = time.perf_counter()
-    SweepRunner(build_spec(raw), out, observer=Say()).run()
+    print(f"  [{raw['backend']['name']}] sweep into {out}", flush=True)
+    with LineProgress(sys.stdout) as progress:  # a line per unit while it runs, a heartbeat on a long one
+        SweepRunner(build_spec(raw), out, observer=progress).run()
     return time.perf_counter() - start, load_records(out)
 
 

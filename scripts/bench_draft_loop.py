@@ -27,6 +27,7 @@ import time
 
 import torch
 
+from specbench.cli.progress_lines import Steps
 from specbench.engine.decoder import DecoderOutput
 from specbench.engine.drafters import make_drafter
 from specbench.engine.drafters.base import RoundOutcome
@@ -116,28 +117,32 @@ def main() -> None:
     print(f"{'drafter':<20}" + "".join(f"{p + ' ms/tok':>22}" for p in paths)
           + "".join(f"{p + '/generic':>22}" for p in paths[1:]) + "  same drafts"
           + f"{'loop µs/tok generic':>22}{'fast':>8}")
-    for name in DRAFTERS:
-        drafters = {path: make_drafter("draft-model", target, {"model": name}, dtype=args.dtype) for path in paths}
-        drafters["generic"].fast_chain = False
-        if args.compile:
-            drafters["fast compiled"].compile_steps()
-        times: dict[str, list[float]] = {path: [] for path in paths}
-        overhead: dict[str, list[float]] = {path: [] for path in paths[:2]}
-        drafts: dict[str, list] = {}
-        for repeat in range(args.repeats + 1):  # block 0 of each path: untimed warm-up (and compilation)
-            order = paths if repeat % 2 else paths[::-1]  # who goes first alternates
-            for path in order:
-                per_token, drafts[path] = block(drafters[path], prompt, args.gamma, args.rounds, sampling, seed=repeat)
-                if repeat:
-                    times[path].append(per_token * 1e3)
-                if repeat and path in overhead:
-                    loop = loop_overhead(drafters[path], prompt, args.gamma, 4 * args.rounds, sampling, seed=repeat)
-                    overhead[path].append(loop * 1e6)
-        median = {path: statistics.median(times[path]) for path in paths}
-        same = all(drafts[path] == drafts["generic"] for path in paths[:2])  # compiled numbers may differ in last bits
-        print(f"{name:<20}" + "".join(f"{median[p]:>22.2f}" for p in paths)
-              + "".join(f"{median[p] / median['generic']:>22.3f}" for p in paths[1:]) + f"  {str(same):<11}"
-              + f"{statistics.median(overhead['generic']):>22.0f}{statistics.median(overhead['fast']):>8.0f}")
+    # a line per timed block on stderr while it runs (piped: where it is and its pace), a bar on a terminal
+    with Steps("bench-draft-loop", total=len(DRAFTERS) * (args.repeats + 1) * len(paths)) as steps:
+        for name in DRAFTERS:
+            drafters = {path: make_drafter("draft-model", target, {"model": name}, dtype=args.dtype) for path in paths}
+            drafters["generic"].fast_chain = False
+            if args.compile:
+                drafters["fast compiled"].compile_steps()
+            times: dict[str, list[float]] = {path: [] for path in paths}
+            overhead: dict[str, list[float]] = {path: [] for path in paths[:2]}
+            drafts: dict[str, list] = {}
+            for repeat in range(args.repeats + 1):  # block 0 of each path: untimed warm-up (and compilation)
+                order = paths if repeat % 2 else paths[::-1]  # who goes first alternates
+                for path in order:
+                    steps.update(None, f"{name}: block {repeat}/{args.repeats} · {path}")
+                    per_token, drafts[path] = block(drafters[path], prompt, args.gamma, args.rounds, sampling, seed=repeat)
+                    if repeat:
+                        times[path].append(per_token * 1e3)
+                    if repeat and path in overhead:
+                        loop = loop_overhead(drafters[path], prompt, args.gamma, 4 * args.rounds, sampling, seed=repeat)
+                        overhead[path].append(loop * 1e6)
+            median = {path: statistics.median(times[path]) for path in paths}
+            same = all(drafts[path] == drafts["generic"] for path in paths[:2])  # compiled numbers may differ in last bits
+            print(f"{name:<20}" + "".join(f"{median[p]:>22.2f}" for p in paths)
+                  + "".join(f"{median[p] / median['generic']:>22.3f}" for p in paths[1:]) + f"  {str(same):<11}"
+                  + f"{statistics.median(overhead['generic']):>22.0f}{statistics.median(overhead['fast']):>8.0f}")
+
 
 if __name__ == "__main__":
     main()

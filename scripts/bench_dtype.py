@@ -25,10 +25,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 
 import torch
 
+from specbench.cli.progress_lines import Steps
 from specbench.engine.decoder import NativeDecoder
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
@@ -171,20 +173,30 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     load_before = os.getloadavg()
     names = ["fp32", "bf16"] + (["bf16 before"] if args.before else [])
-    loaded = {name: make_variant(name, args.model) for name in names}
-    targets = {name: t for name, (t, _) in loaded.items()}
-    decoders = {name: d for name, (_, d) in loaded.items()}
-    tokenizer = targets["fp32"].tokenizer
-    prompt_ids = encode_conversation(tokenizer, [PROMPT])
-    ks = {name: ((1, 4) if name == "bf16 before" else K_VALUES) for name in names}
-    repeats = {name: (2 if name == "bf16 before" else args.repeats) for name in names}
-    step = steps(decoders, ks, repeats)
-    prefill = prefills(decoders, prompt_ids, max(1, args.repeats // 2))
-    head = heads(decoders, args.repeats)
-    humaneval = load_workload("humaneval", count=2, seed=3)
-    prompts = [prompt_ids] + [encode_conversation(tokenizer, list(p.turns[:1]), chat=False) for p in humaneval.prompts]
-    fast = {n: targets[n] for n in names if n != "bf16 before"}
-    e2e = end_to_end(fast, decoders, prompts, args.new_tokens)
+    # a line per phase while it runs (piped: `make bench-dtype > log` shows where it is), a bar on a terminal
+    with Steps("bench-dtype", total=len(names) + 4, stream=sys.stdout) as progress:
+        loaded = {}
+        for name in names:
+            progress.update(None, f"loading {args.model} ({name})")
+            loaded[name] = make_variant(name, args.model)
+        targets = {name: t for name, (t, _) in loaded.items()}
+        decoders = {name: d for name, (_, d) in loaded.items()}
+        tokenizer = targets["fp32"].tokenizer
+        prompt_ids = encode_conversation(tokenizer, [PROMPT])
+        ks = {name: ((1, 4) if name == "bf16 before" else K_VALUES) for name in names}
+        repeats = {name: (2 if name == "bf16 before" else args.repeats) for name in names}
+        progress.update(None, "verify(k) steps")
+        step = steps(decoders, ks, repeats)
+        progress.update(None, "prefills")
+        prefill = prefills(decoders, prompt_ids, max(1, args.repeats // 2))
+        progress.update(None, "LM heads")
+        head = heads(decoders, args.repeats)
+        humaneval = load_workload("humaneval", count=2, seed=3)
+        prompts = [prompt_ids] + [encode_conversation(tokenizer, list(p.turns[:1]), chat=False)
+                                  for p in humaneval.prompts]
+        fast = {n: targets[n] for n in names if n != "bf16 before"}
+        progress.update(None, "end to end")
+        e2e = end_to_end(fast, decoders, prompts, args.new_tokens)
     load_after = os.getloadavg()
 
     print(f"{args.model}, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}, "

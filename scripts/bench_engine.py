@@ -38,6 +38,7 @@ writes, Python and dispatch).
 from __future__ import annotations
 
 import argparse
+import sys
 import os
 import statistics
 import time
@@ -45,6 +46,7 @@ import time
 import torch
 
 from specbench.catalogue import drafters as catalogue
+from specbench.cli.progress_lines import Steps
 from specbench.engine.cpu_info import describe_cpu
 from specbench.engine.decoder import NativeDecoder
 from specbench.engine.drafters import make_drafter
@@ -138,15 +140,20 @@ def step_profile(target, decoder, ours_layout, hf_layout: str, ids: list[int], k
 
 
 def bench_pair(name: str, gamma: int, new_tokens: int, prompts: int, repeats: int, dtype: str,
-               profile_steps: bool = False) -> dict:
+               profile_steps: bool = False, steps: Steps | None = None) -> dict:
+    """One pair in one dtype; ``steps`` hears of each phase and of every timed call (the progress lines)."""
     target_name, drafter_name, draft_model_name = PAIRS[name]
+    say = steps.say if steps is not None else (lambda text: None)
+    say(f"{name} {dtype}: loading {target_name}")
     target = load_model(target_name, dtype=dtype)
     workload = load_workload("humaneval", count=prompts, seed=1)
     prompt_ids = [encode_conversation(target.tokenizer, list(p.turns[:1]), chat=False) for p in workload.prompts]
     # specbench: the layout probe on this machine, for verify steps of γ + 1 tokens (fresh, not from the cache)
     decoder = NativeDecoder(target.model)
+    say(f"{name} {dtype}: measuring specbench's CPU layouts (the layout probe)")
     choice = choose_layout({dtype: decoder}, gamma + 1, target.weights_sha256 or target_name, use_cache=False)
     ours_layout = choice.layout
+    say(f"{name} {dtype}: transformers' faster layout")
     hf_layout, hf_speeds = fastest_hf_layout(target.model, prompt_ids[0][:32], 16)
     if catalogue.get(drafter_name).transformers == "assistant":  # transformers runs it as an assistant model
         draft = load_model(draft_model_name, dtype=dtype)
@@ -182,7 +189,8 @@ def bench_pair(name: str, gamma: int, new_tokens: int, prompts: int, repeats: in
         else:
             apply_layout(target.model, ours_layout)
 
-    for fn, engine in methods.values():  # one untimed call per method
+    for label, (fn, engine) in methods.items():  # one untimed call per method
+        say(f"{name} {dtype}: untimed first call · {label}")
         relayout(engine)
         fn(prompt_ids[0])
     labels = list(methods)
@@ -196,6 +204,8 @@ def bench_pair(name: str, gamma: int, new_tokens: int, prompts: int, repeats: in
         for ids in prompt_ids:
             outputs = {}
             for label in order:  # interleaved per prompt
+                if steps is not None:
+                    steps.update(None, f"{name} {dtype}: repeat {repeat + 1}/{repeats} · {label}")
                 fn, engine = methods[label]
                 relayout(engine)
                 start = time.perf_counter()
@@ -208,6 +218,8 @@ def bench_pair(name: str, gamma: int, new_tokens: int, prompts: int, repeats: in
                 identical[label] &= outputs[label] == outputs[labels[0]]
                 same_engine[label] &= outputs[label] == outputs[labels[0 if i < 2 else 2]]
     speeds = {label: [t / s for t, s in zip(tokens[label], seconds[label])] for label in labels}
+    if profile_steps:
+        say(f"{name} {dtype}: profiling decode and verify steps")
     profiled = step_profile(target, decoder, ours_layout, hf_layout, prompt_ids[0], gamma + 1) if profile_steps else []
     return {"pair": name, "dtype": dtype, "labels": labels, "speeds": speeds, "identical": identical, "taus": taus,
             "profile": profiled,
@@ -286,19 +298,24 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     started, load_before = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), load_average()
     results = []
-    for name in args.pairs.split(","):
-        for dtype in args.dtypes.split(","):
+    runs = [(name, dtype) for name in args.pairs.split(",") for dtype in args.dtypes.split(",")]
+    timed_calls = len(runs) * args.repeats * args.prompts * 4  # four methods per prompt and repeat
+    # progress while it runs (a line per call when piped: `make bench-engine > log` shows its pace), each
+    # pair's table on stdout as soon as it is measured
+    with Steps("bench-engine", total=timed_calls, stream=sys.stdout) as steps:
+        for name, dtype in runs:
             try:
                 results.append(bench_pair(name, args.gamma, args.new_tokens, args.prompts, args.repeats, dtype,
-                                          args.profile))
+                                          args.profile, steps))
             except SpecbenchError as exc:
-                print(f"skipping {name} {dtype}: {exc}")
+                print(f"skipping {name} {dtype}: {exc}", flush=True)
+                continue
+            print_result(results[-1], args.repeats)
+            print(flush=True)
     print(f"\nCPU: {describe_cpu()}; torch {torch.__version__}, {torch.get_num_threads()} threads")
     print(f"{started}; load average (1, 5, 15 min) before {load_before}, after {load_average()}")
     print(f"{args.prompts} HumanEval prompts × {args.new_tokens} new tokens, greedy, γ = {args.gamma}, "
           f"{args.repeats} interleaved repeats; tokens/s include prefill")
-    for result in results:
-        print_result(result, args.repeats)
 
 
 if __name__ == "__main__":

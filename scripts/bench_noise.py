@@ -27,6 +27,7 @@ HOG = "import time\nt = time.time()\nwhile time.time() - t < {seconds}: pass\n"
 
 def run_sweep(out: Path, prompts: int, workload: str, hog_procs: int) -> tuple[float, float, object, list[str], dict]:
     from specbench.analysis.predicted_speedup import predicted_table
+    from specbench.cli.progress_lines import LineProgress
     from specbench.measure.runner import SweepRunner
     from specbench.measure.spec import build_spec
     from specbench.records.store import load_records
@@ -39,7 +40,8 @@ def run_sweep(out: Path, prompts: int, workload: str, hog_procs: int) -> tuple[f
     hogs = [subprocess.Popen([sys.executable, "-c", HOG.format(seconds=900)]) for _ in range(hog_procs)]
     start = time.perf_counter()
     try:
-        SweepRunner(build_spec(raw), out).run()
+        with LineProgress(sys.stderr) as progress:  # a line per unit while the sweep runs
+            SweepRunner(build_spec(raw), out, observer=progress).run()
     finally:
         for h in hogs:
             h.kill()

@@ -28,31 +28,27 @@ import tempfile
 import time
 from pathlib import Path
 
+from specbench.cli.progress_lines import LineProgress
 
-class PhaseClock:
+
+class PhaseClock(LineProgress):
     """A sweep observer: wall time of baseline units, live speculative units (per configuration) and
     the replay phase (from the last live unit's end to the last replayed unit's end: trajectories,
-    traces, walks, cost fits and writing)."""
+    traces, walks, cost fits and writing); and, as `LineProgress`, a line per unit on stderr while it runs."""
 
     def __init__(self):
+        super().__init__(sys.stderr)
         self.seconds = {"baseline": 0.0, "live": 0.0, "replay": 0.0}
         self.per_config: dict[str, float] = {}
         self._started: dict[str, float] = {}
         self._last_live: float | None = None
 
-    def status(self, message):
-        pass
-
-    def begin(self, total, done):
-        pass
-
     def unit_started(self, unit):
+        super().unit_started(unit)
         self._started[unit.unit_id] = time.perf_counter()
 
-    def round_done(self, unit, result):
-        pass
-
     def unit_done(self, unit, record):
+        super().unit_done(unit, record)
         now = time.perf_counter()
         if unit.mode == "replay":
             self.seconds["replay"] = now - self._last_live
@@ -72,7 +68,8 @@ def run_sweep(raw: dict, folder: Path) -> tuple[float, PhaseClock]:
     clock = PhaseClock()
     runner = SweepRunner(build_spec(raw), folder, observer=clock)
     start = time.perf_counter()
-    runner.run()
+    with clock:  # the heartbeat while a unit runs long
+        runner.run()
     return time.perf_counter() - start, clock
 
 

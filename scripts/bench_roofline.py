@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from specbench.cli.progress_lines import Steps
 from specbench.engine.decoder import NativeDecoder
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
@@ -133,7 +134,9 @@ def end_to_end(target, drafters: dict, prompts: list[list[int]], new_tokens: int
     return {label: tokens / seconds for label, (tokens, seconds) in totals.items()}
 
 
-def bench_model(name: str, drafter_specs: list[tuple], device: str, bandwidth: float, args) -> dict:
+def bench_model(name: str, drafter_specs: list[tuple], device: str, bandwidth: float, args, say=lambda text: None) -> dict:
+    """One model's roofline rows; ``say`` hears of each phase (the progress lines)."""
+    say(f"{name}: loading")
     target = load_model(name, device=device)
     clock = DeviceClock(device)
     decoder = NativeDecoder(target.model)
@@ -141,6 +144,7 @@ def bench_model(name: str, drafter_specs: list[tuple], device: str, bandwidth: f
     decoder.forward(torch.randint(100, 1000, (1, CONTEXT), device=decoder.device), logits="none")
     nbytes = weight_bytes(target.model)
     bound_ms = 1000 * nbytes / bandwidth
+    say(f"{name}: decode and verify steps, LM head, linear products")
     steps = {k: step_ms(decoder, k, args.repeats, clock) for k in K_VALUES}
     head_ms = head_row_ms(decoder, args.repeats, clock)
     gemv_ms = products_ms(target.model, args.repeats, clock)
@@ -151,6 +155,7 @@ def bench_model(name: str, drafter_specs: list[tuple], device: str, bandwidth: f
         drafter = make_drafter(kind, target, params, device=device)
         for gamma in gammas:
             drafters[f"{kind} γ={gamma}"] = (drafter, gamma)
+    say(f"{name}: end to end over {len(prompts)} prompts")
     speeds = end_to_end(target, drafters, prompts, args.new_tokens)
     best = max((k for k in speeds if k != "target only"), key=speeds.get)
     return {"model": name, "weight_gb": nbytes / 1e9, "bound_ms": bound_ms, "steps": steps, "head_ms": head_ms, "products_ms": gemv_ms,
@@ -207,11 +212,14 @@ def main() -> None:
             ("qwen2.5-coder-1.5b", [("draft-model", {"model": "qwen2.5-coder-0.5b"}, (2, 3, 4, 5)),
                                     ("ngram", {}, (4,))])]
     results = []
-    for name, drafters in plan:
-        try:
-            results.append(bench_model(name, drafters, args.device, bandwidth, args))
-        except SpecbenchError as exc:
-            print(f"skipping {name}: {exc}", file=sys.stderr)
+    # a line per phase on stderr while it runs (piped: where it is and its pace), a bar on a terminal
+    with Steps("bench-roofline", total=len(plan)) as progress:
+        for name, drafters in plan:
+            try:
+                results.append(bench_model(name, drafters, args.device, bandwidth, args, progress.say))
+            except SpecbenchError as exc:
+                print(f"skipping {name}: {exc}", file=sys.stderr)
+            progress.update()
     command = "make bench-roofline"
     text = render(results, bandwidth, args.device, f"{load:.2f}", command)
     print(text)

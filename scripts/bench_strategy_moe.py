@@ -88,6 +88,7 @@ def table_text(records) -> str:
 
 def run(args: argparse.Namespace) -> str:
     """Run the sweep (unless ``--results``) and return the printed table."""
+    from specbench.cli.progress_lines import LineProgress
     from specbench.measure.runner import SweepRunner
     from specbench.measure.spec import build_spec
     from specbench.records.store import load_records
@@ -98,7 +99,8 @@ def run(args: argparse.Namespace) -> str:
         if folder is None:
             folder = args.out or Path(tmp) / "strategies-moe"
             start = time.perf_counter()
-            SweepRunner(build_spec(sweep_spec(args)), folder).run()
+            with LineProgress(sys.stderr) as progress:  # a line per unit while the sweep runs
+                SweepRunner(build_spec(sweep_spec(args)), folder, observer=progress).run()
             lines.append(f"sweep {args.sweep.name} into {folder}: {time.perf_counter() - start:.0f} s")
         records = load_records(folder)
         lines.append(f"target {records['target'].iloc[0]}: {int(records['moe_experts'].iloc[0])} experts per layer, "

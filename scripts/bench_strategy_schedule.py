@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from specbench.analysis.recommend import recommend
+from specbench.cli.progress_lines import LineProgress
 from specbench.measure.runner import SweepRunner
 from specbench.measure.spec import build_spec, load_spec_file
 from specbench.records.store import load_records
@@ -77,7 +79,8 @@ def run(args) -> str:
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="bench-schedule-"))
     load_before = os.getloadavg()
     spec = schedule_spec(args.prompts, args.new_tokens)
-    SweepRunner(spec, out).run()
+    with LineProgress(sys.stderr) as progress:  # a line per unit while the sweep runs
+        SweepRunner(spec, out, observer=progress).run()
     load_after = os.getloadavg()
     records = load_records(out)
     title = (f"SmolLM2-135M + EAGLE chain, greedy; {args.prompts} prompts per workload, {args.new_tokens} new tokens; "

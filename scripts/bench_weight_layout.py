@@ -19,10 +19,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 
 import torch
 
+from specbench.cli.progress_lines import Steps
 from specbench.engine.decoder import NativeDecoder
 from specbench.engine.weight_layout import apply_cpu_layout, prefer_column_major, prefer_row_major
 from specbench.models.resolve import load_model
@@ -53,15 +55,18 @@ def prefill_ms(decoder: NativeDecoder, prompt: torch.Tensor) -> float:
     return 1000 * elapsed
 
 
-def measure(model, decoder: NativeDecoder, repeats: int) -> dict[str, dict]:
-    """{layout: {k: median ms, "prefill 512": median ms}}, layouts interleaved per repeat."""
+def measure(model, decoder: NativeDecoder, repeats: int, steps: Steps | None = None) -> dict[str, dict]:
+    """{layout: {k: median ms, "prefill 512": median ms}}, layouts interleaved per repeat; ``steps`` hears of
+    each (repeat, layout) block."""
     ids = {k: torch.randint(100, 1000, (1, k)) for k in K_VALUES}
     prompt = torch.randint(100, 1000, (1, 512))
     decoder.reset(1, 640)
     decoder.forward(torch.randint(100, 1000, (1, CONTEXT)), logits="none")
     times = {name: {k: [] for k in (*K_VALUES, "prefill 512")} for name in LAYOUTS}
-    for _ in range(repeats):
+    for repeat in range(repeats):
         for name, store in LAYOUTS.items():
+            if steps is not None:
+                steps.update(None, f"repeat {repeat + 1}/{repeats} · {name}")
             store(model)
             for k in K_VALUES:
                 step_ms(decoder, ids[k])  # warm-up after the re-layout
@@ -94,14 +99,18 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    model = load_model(args.model).model
-    decoder = NativeDecoder(model)
-    rows = measure(model, decoder, args.repeats)
-    profiles = {}
-    if args.profile:
-        for name, store in LAYOUTS.items():
-            store(model)
-            profiles[name] = profile_step(decoder)
+    with Steps("bench-layout", total=args.repeats * len(LAYOUTS) + (len(LAYOUTS) if args.profile else 0),
+               stream=sys.stdout) as steps:
+        steps.say(f"loading {args.model}")
+        model = load_model(args.model).model
+        decoder = NativeDecoder(model)
+        rows = measure(model, decoder, args.repeats, steps)
+        profiles = {}
+        if args.profile:
+            for name, store in LAYOUTS.items():
+                steps.update(None, f"profiling verify(5) · {name}")
+                store(model)
+                profiles[name] = profile_step(decoder)
     keys = list(rows["row-major, no copies"])
     print(f"{args.model}, {torch.get_num_threads()} thread(s), context {CONTEXT}; ms (ratio to k=1)")
     print("| weights | " + " | ".join(f"k={k}" if isinstance(k, int) else k for k in keys) + " |")

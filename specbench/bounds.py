@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from specbench.errors import SpecbenchError
+from specbench.errors import TEXT_MAX_CHARS, SpecbenchError
 
 GAMMA_LIMIT = 128  # the largest γ anywhere: sweep gammas, run --gamma, recommend/plot --max-gamma
 MAX_TOKENS = 2**20  # new tokens per turn, context lengths: no model's window is longer
@@ -91,6 +91,12 @@ BOUNDS: dict[str, Bound] = {
     "top_p": Bound(0, 1, False, "a probability mass", open_low=True),
     "top_k": Bound(0, 2**31 - 1, True, "0 is off; a cut beyond the vocabulary is off too, and must fit a 32-bit index"),
     "seed": Bound(-(2**63), 2**63 - 1, True, "a 64-bit seed (torch's generator takes 64 bits)"),
+    "seed_unsigned": Bound(
+        0,
+        2**63 - 1,
+        True,
+        "a seed of 0 or more (64 bits): numpy's generators (the bootstrap's, the online trainer's) take none below 0",
+    ),
     "threads": Bound(1, 1024, True, "torch starts one CPU thread per count; more threads than cores only contend"),
     # ---- the sweep grid
     "prompts": Bound(
@@ -175,6 +181,25 @@ BOUNDS: dict[str, Bound] = {
     "train.intermediate": Bound(
         1, 65_536, True, "MLP width of the drafter layer: the largest open models use about 30,000"
     ),
+    # ---- online adaptation (strategy: {name: online, ...})
+    "online.steps": Bound(1, 1000, True, "optimizer steps per update: each is a drafter forward and backward pass"),
+    "online.window": Bound(1, 100_000, True, "recent sequences an update trains on: each is kept in memory"),
+    "online.reject_weight": Bound(0, 100, False, "weight of the rejected-draft term against the accepted one"),
+    # ---- sizes read from checkpoints and configs (checked before any tensor is allocated)
+    "model.hidden_size": Bound(1, 65_536, True, "the widest open models are 16,384 wide"),
+    "model.intermediate_size": Bound(1, 262_144, True, "the widest open MLPs are about 50,000 wide"),
+    "model.vocab_size": Bound(1, MAX_TOKENS, True, "no tokenizer has 2^20 tokens"),
+    "model.layers": Bound(1, 1024, True, "the deepest open models have about 130 layers"),
+    "model.heads": Bound(1, 1024, True, "attention heads (and key/value heads) of one layer"),
+    "model.experts": Bound(1, 4096, True, "experts of one MoE layer: the largest open models have 256"),
+    "memory_gib": Bound(
+        0,
+        1 << 20,
+        False,
+        "memory a model, a drafter or a profile grid implies, estimated before it is allocated (raise the "
+        "limit with SPECBENCH_MAX_MEMORY_GIB, default: the machine's memory)",
+        open_low=True,
+    ),
     # ---- serving backends (backend: {name: ..., option: value})
     "timeout_s": Bound(0, 86_400, False, _SECONDS, open_low=True),
     "startup_timeout_s": Bound(0, 86_400, False, _SECONDS, open_low=True),
@@ -188,6 +213,291 @@ BOUNDS: dict[str, Bound] = {
     "warmup_tokens": Bound(0, 1024, True, "untimed tokens when an engine starts"),
     "engines_kept": Bound(1, 16, True, "vLLM engines kept alive at once: each holds its own copy of the model"),
     "slots": Bound(1, MAX_BATCH, True, "llama-server's parallel slots (-np): requests it decodes at once"),
+    # ---- workload files
+    "train_percent": Bound(0, 100, True, "the share of a workload's prompts kept for training drafters"),
+    "chars": Bound(1, 2**30, True, "characters of one prompt: a prompt file holds at most 4 MiB"),
+    "fraction": Bound(0, 1, False, "a share of something: from 0 to 1"),
+}
+
+
+# ----------------------------------------------------------------------------- rows that are not numbers
+
+
+@dataclass(frozen=True)
+class TextBound:
+    """Text of at most ``max_chars`` characters, no NUL (a path: at most ``max_chars`` bytes)."""
+
+    max_chars: int
+    reason: str
+
+    def describe(self) -> str:
+        return f"text of at most {_show(self.max_chars)} characters"
+
+
+TEXT_BOUNDS: dict[str, TextBound] = {
+    "text": TextBound(
+        TEXT_MAX_CHARS,
+        "a name, a label, a model spec, a description or a template: anything longer is a file pasted by mistake",
+    ),
+    "path": TextBound(4096, "the longest path Linux opens (PATH_MAX)"),
+    "prompt": TextBound(4 * 2**20, "a prompt, as long as a prompt file may be (4 MiB)"),
+}
+# rows whose values have nothing to bound but their form
+KINDS: dict[str, str] = {
+    "switch": "true or false",
+    "choice": "one of the names the command lists (refused with the list otherwise)",
+    "mapping": "a mapping whose keys have rows of their own",
+    "list": "a list: its length is bounded by the grid's limit (20,000 configurations) or the file's size (1 MiB)",
+}
+
+
+def row_exists(name: str) -> bool:
+    """Whether ``name`` is a row of the bounds table (a number's, a text's or a kind's)."""
+    return name in BOUNDS or name in TEXT_BOUNDS or name in KINDS
+
+
+def text_violation(name: str, value) -> str | None:
+    """What is wrong with the text ``value`` for the row ``name`` (too long, a NUL), or None."""
+    bound = TEXT_BOUNDS[name]
+    text = str(value)
+    size = len(text.encode("utf-8", "surrogateescape")) if name == "path" else len(text)
+    if size > bound.max_chars:
+        return f"must be {bound.describe()}, got {_show(size)} ({bound.reason})"
+    if "\x00" in text:
+        return "must not contain a NUL character"
+    return None
+
+
+# ----------------------------------------------------------------------------- every flag and every file key
+
+# The row of every flag of every command: "--flag" for a flag that means the same in every command, "command
+# --flag" where one command's flag means something of its own (a positional argument: "command NAME").
+# tests/test_bounds_everywhere.py introspects the command line and fails on a flag without a row here. A flag
+# whose value is a list or a range of numbers ("1,4,16", "1..8") has its numbers' row: each is checked
+# where it is parsed (`int_list`, the sweep spec); the text of the flag itself is held to the "text" row.
+FLAG_ROWS: dict[str, str] = {
+    "--address": "text",
+    "--arrivals": "choice",
+    "--backend": "choice",
+    "--baseline": "switch",
+    "--batch": "batch",
+    "sweep --batch": "prompts",
+    "--batch-tokens": "train.batch_tokens",
+    "--bootstrap": "bootstrap",
+    "--budget": "adaptive.budget_s",
+    "--by": "choice",
+    "--chat": "switch",
+    "--checkpoint": "path",
+    "--compile": "switch",
+    "--concurrency": "concurrency",
+    "--context": "context",
+    "--cost-profile": "path",
+    "--count": "prompts",
+    "--csv": "path",
+    "--dense-twin": "switch",
+    "--device": "text",
+    "--draft-vocab": "train.draft_vocab",
+    "--drafter": "text",
+    "--drafter-model": "text",
+    "--drafter-param": "text",
+    "--dry-run": "switch",
+    "--dtype": "choice",
+    "--engine": "choice",
+    "--epochs": "train.epochs",
+    "--executor": "choice",
+    "--force": "switch",
+    "--format": "choice",
+    "--gamma": "gamma",
+    "--heads": "train.heads",
+    "--ignore-eos": "switch",
+    "--intermediate": "train.intermediate",
+    "--itl-p90": "text",
+    "--json": "switch",
+    "--kernels": "choice",
+    "--latency-p90": "text",
+    "--layout": "choice",
+    "--lr": "train.lr",
+    "--margin": "margin",
+    "--max-gamma": "max_gamma",
+    "--max-minutes": "train.max_minutes",
+    "--max-new-tokens": "max_new_tokens",
+    "--max-prompts": "prompts",
+    "--mode": "choice",
+    "--modules": "train.modules",
+    "--name": "text",
+    "--objective": "choice",
+    "--out": "path",
+    "--prompt": "prompt",
+    "--prompt-file": "path",
+    "--price-per-hour": "price_per_hour",
+    "--prompts": "prompts",
+    "train-drafter --prompts": "text",
+    "--quantities": "text",
+    "--repeats": "repeats",
+    "profile --repeats": "profile.repeats",
+    "--request-rate": "request_rate",
+    "--seed": "seed",
+    "fit --seed": "seed_unsigned",
+    "recommend --seed": "seed_unsigned",
+    "plot --seed": "seed_unsigned",
+    "--shard": "text",
+    "--slo": "text",
+    "--split": "text",
+    "--steps": "train.steps",
+    "--target": "text",
+    "--temperature": "temperature",
+    "--threads": "threads",
+    "--tokens": "train.tokens",
+    "--top-k": "top_k",
+    "--top-p": "top_p",
+    "--tree": "text",
+    "--ttft-p90": "text",
+    "--type": "choice",
+    "--until-decided": "switch",
+    "--verifier": "text",
+    "--verify-tokens": "verify_tokens",
+    "--warmup": "profile.warmup",
+    "--workers": "parallel_size",
+    "--workload": "text",
+    "--yes": "switch",
+    "results show FOLDER": "path",
+    "compare OLD": "path",
+    "compare NEW": "path",
+    "results merge FOLDERS": "path",
+    "export-drafter KIND": "choice",
+    "models pull NAME": "text",
+    "workloads show NAME": "text",
+    "fit RESULTS_DIR": "path",
+    "plot RESULTS_DIR": "path",
+    "recommend RESULTS_DIR": "path",
+    "sweep SPEC_FILE": "path",
+}
+
+# The row of every key of every YAML file specbench reads, as "KIND: KEY" (nested keys "KIND: SECTION.KEY").
+# tests/test_bounds_everywhere.py reads the keys each parser accepts and fails on one without a row here.
+KEY_ROWS: dict[str, str] = {
+    # a sweep file (specbench.measure.spec and the sections it hands on)
+    "sweep: name": "text",
+    "sweep: description": "text",
+    "sweep: target": "text",
+    "sweep: device": "text",
+    "sweep: dtype": "choice",
+    "sweep: seed": "seed",
+    "sweep: repeats": "repeats",
+    "sweep: max_new_tokens": "max_new_tokens",
+    "sweep: ignore_eos": "switch",
+    "sweep: drafters": "list",
+    "sweep: gammas": "gamma",
+    "sweep: trees": "list",
+    "sweep: temperatures": "temperature",
+    "sweep: top_p": "top_p",
+    "sweep: top_k": "top_k",
+    "sweep: workloads": "list",
+    "sweep: mode": "choice",
+    "sweep: calibration": "mapping",
+    "sweep: compile": "switch",
+    "sweep: kernels": "choice",
+    "sweep: timing": "mapping",
+    "sweep: backend": "mapping",
+    "sweep: concurrency": "concurrency",
+    "sweep: strategy": "list",
+    "sweep: schedules": "list",
+    "sweep: threads": "threads",
+    "sweep: adaptive": "mapping",
+    "sweep: layout": "choice",
+    "sweep: request_rates": "request_rate",
+    "sweep: arrivals": "choice",
+    "sweep: executor": "mapping",
+    "sweep: price_per_hour": "price_per_hour",
+    "sweep: drafters.type": "choice",
+    "sweep: drafters.params": "mapping",
+    "sweep: workloads.name": "text",
+    "sweep: workloads.count": "prompts",
+    "sweep: workloads.split": "text",
+    "sweep: workloads.max_new_tokens": "max_new_tokens",
+    "sweep: calibration.gammas": "gamma",
+    "sweep: calibration.prompts": "prompts",
+    "sweep: timing.order": "choice",
+    "sweep: timing.warmup_s": "timing.warmup_s",
+    "sweep: timing.max_other_cores": "timing.max_other_cores",
+    "sweep: timing.retries": "timing.retries",
+    "sweep: adaptive.batch": "prompts",
+    "sweep: adaptive.first": "prompts",
+    "sweep: adaptive.max_prompts": "prompts",
+    "sweep: adaptive.budget": "adaptive.budget_s",
+    "sweep: adaptive.calibration_batch": "adaptive.calibration_batch",
+    "sweep: executor.name": "choice",
+    "sweep: executor.address": "text",
+    "sweep: executor.workers": "parallel_size",
+    "sweep: executor.retries": "timing.retries",
+    "sweep: executor.replay_per_gpu": "parallel_size",
+    "sweep: strategy.name": "choice",
+    "sweep: strategy.start": "choice",
+    "sweep: strategy.loss": "choice",
+    "sweep: strategy.every_prompts": "prompts",
+    "sweep: strategy.every_tokens": "max_new_tokens",
+    "sweep: strategy.steps": "online.steps",
+    "sweep: strategy.lr": "train.lr",
+    "sweep: strategy.reject_weight": "online.reject_weight",
+    "sweep: strategy.window": "online.window",
+    "sweep: strategy.batch_tokens": "train.batch_tokens",
+    "sweep: strategy.seed": "seed_unsigned",
+    # a workload file (specbench.measure.workload_spec and the kinds it hands on)
+    "workload: name": "text",
+    "workload: description": "text",
+    "workload: chat": "switch",
+    "workload: max_new_tokens": "max_new_tokens",
+    "workload: sampling": "mapping",
+    "workload: train_percent": "train_percent",
+    "workload: category": "text",
+    "workload: id_format": "text",
+    "workload: filter": "mapping",
+    "workload: fields": "mapping",
+    "workload: sources": "list",
+    "workload: long_context": "mapping",
+    "workload: prepared": "mapping",
+    "workload: stream": "list",
+    "workload: sampling.count": "prompts",
+    "workload: sampling.seed": "seed",
+    "workload: filter.min_chars": "chars",
+    "workload: filter.max_chars": "chars",
+    "workload: fields.id": "text",
+    "workload: fields.turns": "text",
+    "workload: fields.category": "text",
+    "workload: sources.package": "text",
+    "workload: sources.file": "path",
+    "workload: sources.path": "path",
+    "workload: sources.hf": "text",
+    "workload: sources.split": "text",
+    "workload: sources.format": "choice",
+    "workload: stream.workload": "text",
+    "workload: stream.count": "prompts",
+    "workload: stream.label": "text",
+    "workload: prepared.layout": "choice",
+    "workload: prepared.folder_variable": "text",
+    "workload: prepared.hub": "mapping",
+    "workload: prepared.get": "text",
+    "workload: prepared.configs": "mapping",
+    "workload: prepared.categories": "list",
+    "workload: prepared.configs.bin": "text",
+    "workload: prepared.configs.categories": "list",
+    "workload: prepared.hub.dataset": "text",
+    "workload: prepared.hub.split": "text",
+    "workload: long_context.tolerance": "fraction",
+    "workload: long_context.bins": "mapping",
+    "workload: long_context.tasks": "mapping",
+    "workload: long_context.documents": "list",
+    "workload: long_context.documents.source": "choice",
+    "workload: long_context.documents.count": "prompts",
+    "workload: long_context.documents.seed": "seed",
+    "workload: long_context.documents.min_chars": "chars",
+    "workload: long_context.documents.exclude": "list",
+    "workload: long_context.documents.package": "text",
+    "workload: long_context.documents.file": "path",
+    "workload: long_context.documents.path": "path",
+    "workload: long_context.documents.min_ascii": "fraction",
+    # a tree file (specbench.engine.tree)
+    "tree: paths": "list",
 }
 
 

@@ -1,4 +1,4 @@
-"""Reading files a user hands us: bounded in size, strict UTF-8 text, YAML without aliases; and
+"""Reading files a user hands us: bounded in size, strict UTF-8 text, YAML (1.2 core schema) without aliases; and
 writing checkpoints and caches so that a full disk is one line, not a traceback.
 
 Every failure is a `SpecbenchError` naming the file: missing, a directory, a symlink loop,
@@ -11,9 +11,11 @@ RuntimeError ("PytorchStreamWriter failed writing file") — into one line namin
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -60,8 +62,41 @@ def read_text_file(path: str | Path, what: str = "file", max_bytes: int = TEXT_M
                              f"{data[exc.start:exc.start + 1]!r})") from None
 
 
-class _NoAliasLoader(yaml.SafeLoader):
-    """SafeLoader that refuses anchors and aliases and very deep nesting."""
+class WrittenInt(int):
+    """An integer read from YAML that remembers how it was written (``0x1F``, ``+5``, ``007``), for messages."""
+
+    written: str
+
+
+class WrittenFloat(float):
+    """A float read from YAML that remembers how it was written (``1e3``, ``.5``, ``.inf``), for messages."""
+
+    written: str
+
+
+def _written(cls, value, text: str):
+    number = cls(value)
+    number.written = text
+    return number
+
+
+# YAML 1.2 core schema (yaml.org/spec/1.2.2 §10.3.2): the only implicit types. YAML 1.1's yes/no/on/off/y/n
+# booleans, sexagesimal numbers, 0b / 017 / 1_000 integers, timestamps and '=' are plain text here.
+_CORE_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
+_CORE_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_CORE_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_CORE_FLOAT = re.compile(
+    r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
+_TAG = "tag:yaml.org,2002:"
+
+
+class CoreSchemaLoader(yaml.SafeLoader):
+    """The one YAML loader of specbench (`load_yaml_text`): safe types, YAML 1.2 core-schema implicit types, no
+    tags beyond str/int/float/bool/null/seq/map, no anchors or aliases, no very deep nesting."""
+
+    yaml_implicit_resolvers: dict = {}
+    yaml_constructors: dict = {}
 
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
@@ -79,11 +114,53 @@ class _NoAliasLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
+    def construct_core_int(self, node):
+        text = self.construct_scalar(node)
+        base = 8 if text.startswith("0o") else 16 if text.startswith("0x") else 10
+        return _written(WrittenInt, int(text[2:] if base != 10 else text, base), text)
+
+    def construct_core_float(self, node):
+        text = self.construct_scalar(node)
+        return _written(WrittenFloat, float(text.lower().replace(".inf", "inf").replace(".nan", "nan")), text)
+
+    def construct_core_bool(self, node):
+        return self.construct_scalar(node).lower() == "true"
+
+    def construct_other_tag(self, node):
+        raise yaml.constructor.ConstructorError(
+            None, None, f"the tag {node.tag.replace(_TAG, '!!')} is not allowed (text, numbers, true/false, "
+            "null, lists and mappings only)", node.start_mark)
+
+
+for _tag, _pattern, _first in (
+    ("null", _CORE_NULL, ["~", "n", "N", ""]),
+    ("bool", _CORE_BOOL, list("tTfF")),
+    ("int", _CORE_INT, list("-+0123456789")),
+    ("float", _CORE_FLOAT, list("-+0123456789.")),
+):
+    CoreSchemaLoader.add_implicit_resolver(_TAG + _tag, _pattern, _first)
+for _tag, _constructor in (
+    ("null", yaml.SafeLoader.construct_yaml_null),
+    ("bool", CoreSchemaLoader.construct_core_bool),
+    ("int", CoreSchemaLoader.construct_core_int),
+    ("float", CoreSchemaLoader.construct_core_float),
+    ("str", yaml.SafeLoader.construct_yaml_str),
+    ("seq", yaml.SafeLoader.construct_yaml_seq),
+    ("map", yaml.SafeLoader.construct_yaml_map),
+):
+    CoreSchemaLoader.add_constructor(_TAG + _tag, _constructor)
+CoreSchemaLoader.add_constructor(None, CoreSchemaLoader.construct_other_tag)
+# a value read here and written out again (a sweep echoed to YAML) is the number it stands for
+yaml.SafeDumper.add_representer(WrittenInt, yaml.SafeDumper.represent_int)
+yaml.SafeDumper.add_representer(WrittenFloat, yaml.SafeDumper.represent_float)
+
 
 def load_yaml_text(text: str, where: str):
-    """Parse YAML strictly (safe types, no aliases); errors become one line naming ``where``."""
+    """Parse YAML strictly (`CoreSchemaLoader`: YAML 1.2 core-schema types, no aliases); errors become one line
+    naming ``where``. Every YAML file specbench reads (sweeps, workloads, streams, trees, drafter configs, the
+    model aliases) comes through here."""
     try:
-        return yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+        return yaml.load(text, Loader=CoreSchemaLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" at line {mark.line + 1}" if mark else ""
@@ -131,3 +208,86 @@ def writing(path: str | Path, what: str, remove: str | Path | None = None):
             target = Path(remove)
             shutil.rmtree(target, ignore_errors=True) if target.is_dir() else target.unlink(missing_ok=True)
         raise SpecbenchError(f"cannot write {what} {path}: {reason}") from None
+
+
+# ----------------------------------------------------------------------------- writing without following symlinks
+#
+# Every file specbench creates, truncates or replaces inside a results folder, a cache or a report folder (the
+# folder lock, run.json, records, adaptive.json, figures, index.html, cache entries) is written by one of the two
+# helpers below. Neither follows a symlink at the file's name: a `.specbench.lock` or `run.json` that is a
+# symlink to a file elsewhere (another user's, or ~/.bashrc) is refused in one line, and that file is never
+# opened, truncated or replaced.
+
+
+def _symlink_refusal(path: Path) -> SpecbenchError:
+    return SpecbenchError(
+        f"{path} is a symlink: specbench does not write through symlinks inside results, cache or report "
+        "folders (remove it, or choose another folder)"
+    )
+
+
+def refuse_symlink(path: str | Path) -> None:
+    """One line (`SpecbenchError`) when ``path`` itself is a symlink (dangling or not)."""
+    if os.path.islink(path):
+        raise _symlink_refusal(Path(path))
+
+
+def open_no_follow(path: str | Path, flags: int, mode: int = 0o666) -> int:
+    """``os.open(path, flags | O_NOFOLLOW)``: a descriptor of ``path`` itself, never of what a symlink there points
+    to (refused in one line); other failures raise their OSError."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK, errno.EEXIST) and os.path.islink(path):
+            raise _symlink_refusal(Path(path)) from None
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextmanager
+def replacing(path: str | Path, *, text: bool = False):
+    """A new file (binary; ``text``: UTF-8 text) that replaces ``path`` whole when the block ends well: created
+    exclusively beside it (`mkstemp`), synced, then renamed over ``path``. Readers see the old file or the new
+    one, never half of one; a failed block leaves ``path`` as it was. A symlink at ``path`` is refused in one
+    line (a rename would replace the link, not follow it, but a results folder holding one was tampered with or
+    mis-made, and the user is told rather than having it silently replaced)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    refuse_symlink(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; results are ordinary files
+        with os.fdopen(fd, "w" if text else "wb", **({"encoding": "utf-8"} if text else {})) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_atomic(path: str | Path, data: bytes | str) -> None:
+    """``data`` (bytes, or text written as UTF-8) at ``path``, whole (`replacing`)."""
+    with replacing(path, text=isinstance(data, str)) as handle:
+        handle.write(data)
+
+
+def open_appending(path: str | Path, *, text: bool = False):
+    """A file object appending to ``path`` (created when absent), opened without following a symlink there:
+    a server's log, a growing corpus. Binary unless ``text`` (UTF-8)."""
+    fd = open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    return os.fdopen(fd, "a" if text else "ab", **({"encoding": "utf-8"} if text else {}))
+
+
+def create_new(path: str | Path, data: bytes | str) -> None:
+    """Write ``data`` into a file that must not exist yet (``O_EXCL``: never an existing file or a symlink planted
+    at a predictable name, such as a crash log in the shared temporary folder)."""
+    fd = open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data.encode() if isinstance(data, str) else data)

@@ -119,10 +119,13 @@ def _decide(scenario: pd.DataFrame, predicted: pd.DataFrame, measured_options: l
         evidence, candidates = "measured", _candidates_measured(measured_options)
         count = n_prompts
         source = f"measured on {count} prompts"
+    # an option whose speedup is unknown (its acceptance or timing was not measured) is no candidate: it is
+    # neither best nor worst, and its NaN would reach the verdict as "nan×"
+    candidates = [c for c in candidates if c.has_point]
     if not candidates:
         return Decision(TOO_FEW, evidence, None, None, None, count,
-                        "too few prompts to tell: no configuration has a unit paired with the baseline (nothing to "
-                        "compare)")
+                        "too few prompts to tell: no configuration has a unit paired with the baseline and a known "
+                        "speedup (nothing to compare)")
     clean = [c for c in candidates if not c.timing_disturbed]
     left_out = [c for c in candidates if c.timing_disturbed] if clean else []
     candidates = clean or candidates  # disturbed ones answer only when nothing else can (then not confidently)

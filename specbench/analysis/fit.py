@@ -450,7 +450,10 @@ def goodness_of_fit(group: pd.DataFrame, rounds: Rounds, model: AcceptanceModel)
         n = int(mask.sum())
         if n == 0:
             continue
-        observed = float(part["decode_tokens"].sum() / part["rounds"].sum())
+        counted = pd.to_numeric(part["rounds"], errors="coerce")
+        seen = counted.notna() & (counted > 0)  # records whose rounds were observed
+        observed = (float(part.loc[seen, "decode_tokens"].sum() / counted[seen].sum()) if seen.any()
+                    else float("nan"))  # unknown stays unknown, never a division by an empty sum
         predicted = float(mean_by_gamma[rounds.round_gamma[mask]].mean())
         se = float(np.sqrt(var_by_gamma[rounds.round_gamma[mask]].sum()) / n)
         residual = observed - predicted

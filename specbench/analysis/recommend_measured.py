@@ -188,8 +188,11 @@ def _pick(source: str, options: list[Option], reps: np.ndarray, n_prompts: int, 
           level: float = LEVEL) -> Pick:
     if not options:
         return Pick(source, None, None, reason="nothing to compare")
-    values = np.array([o.speedup for o in options])
-    best = options[int(np.argmax(values))]
+    known = [o for o in options if np.isfinite(o.speedup)]  # unknown stays unknown: never the "best" NaN
+    if not known:
+        return Pick(source, None, None, reason=f"no option's {objective} speedup is known (a quantity it needs "
+                                               "was not measured)")
+    best = max(known, key=lambda o: o.speedup)
     above = [o for o in options if o.lo > 1.0] if n_prompts >= 2 else []
     choice = max(above, key=lambda o: o.speedup) if above else None
     ref = choice or best

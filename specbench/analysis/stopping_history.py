@@ -123,6 +123,7 @@ class WorkloadHistory:
     dropped: list[str] = field(default_factory=list)  # configurations out of the race, as labels
     status: str = OPEN
     seconds: float = 0.0  # wall seconds its looks took (its share of each round)
+    planned_whole: tuple[int, ...] = ()  # a shard's: the unsharded sweep's prompts per look (its merge's plan)
 
     @property
     def look(self) -> int:
@@ -142,6 +143,7 @@ class WorkloadHistory:
     def as_dict(self) -> dict:
         return {
             "planned": list(self.planned),
+            **({"planned_whole": list(self.planned_whole)} if self.planned_whole else {}),
             "calibration": list(self.calibration),
             "status": self.status,
             "dropped": list(self.dropped),
@@ -159,6 +161,7 @@ class WorkloadHistory:
             list(data.get("dropped") or []),
             str(data.get("status") or OPEN),
             float(data.get("seconds") or 0.0),
+            tuple(data.get("planned_whole") or ()),
         )
 
 

@@ -80,7 +80,13 @@ def _look_disturbed(look: Look) -> bool:
 
 
 def needed_text(entry: WorkloadHistory, look: Look) -> str:
-    """What would settle a workload still unsure: prompts and, from its pace so far, time."""
+    """What would settle a workload still unsure: prompts and, from its pace so far, time — or, when its timing
+    was taken beside other busy processes, a quieter machine (more prompts timed the same way would not)."""
+    if any(s.decision.timing_disturbed for s in look.scenarios):
+        return (
+            "the timing was disturbed (other processes kept the machine busy while units were timed): rerun on a "
+            "quieter machine; more prompts timed the same way would not settle it"
+        )
     needed = look.prompts_needed
     if not needed:
         return "no practical number of prompts would settle it (the speedup sits at 1)"

@@ -63,13 +63,16 @@ from specbench.models.resolve import alias_status, aliases, pull
 DEFAULT_TIMEOUT_S = 600.0
 WARMUP_TOKENS = 8
 
+CHARS_PER_TOKEN = 64  # re-encoded server text: characters kept per token asked for (no token is longer)
+
 
 @dataclass
 class ServerGenerationResult(GenerationResult):
     """A `GenerationResult` measured through a server.
 
-    When the server gave no per-round figures the rounds are empty; the decode tokens then
-    come from the stream (every generated token after the first), so tokens/s stays right.
+    When the server gave no per-round figures the rounds are unobserved (`RoundLog.unobserved`: counts
+    None, round seconds NaN); the decode tokens then come from the stream (every generated token after
+    the first), so tokens/s stays right.
     """
 
     ttft_s: float = math.nan  # time to first token: server queue + prefill (server), or send → first chunk (client)
@@ -79,12 +82,6 @@ class ServerGenerationResult(GenerationResult):
     timing_source: str = "client"  # 'server' (per-request metrics block) or 'client' (stream clock)
     spec_source: str = "none"  # 'per-request' or 'none' (aggregate only, see describe)
     server_spec: dict | None = None  # the per-request speculative_decoding block as the server sent it
-
-    @property
-    def decode_tokens(self) -> int:
-        if len(self.rounds):
-            return int(sum(self.rounds.emitted))
-        return max(len(self.tokens) - 1, 0)
 
 
 def rounds_from_steps(accepted: list[int], drafted: list[int], n_tokens: int, drafter_type: str) -> RoundLog:
@@ -476,17 +473,28 @@ class OpenAIServerBackend(ServingBackend):
         client.complete(request.prompt_ids, WARMUP_TOKENS, config=config, seed=request.seed, stop_at_eos=False)
         self._warm.add(client.url)
 
-    def _tokens(self, out: dict) -> list[int]:
+    def _tokens(self, out: dict, max_new_tokens: int) -> list[int]:
+        """The answer's token ids: the server's, or its text re-encoded — at most ``max_new_tokens`` either way (a
+        server that streams more than it was asked for is cut, with a note: 200,001 re-encoded tokens once came
+        back for -n 8), and the text cut before it is encoded (`CHARS_PER_TOKEN` characters a token at most)."""
         if out["has_token_ids"]:
-            return out["token_ids"]
-        with self._lock:
-            self.notes.append("the server streamed no token ids: output ids are the streamed text re-encoded")
-            return list(self.tokenizer.encode(out["text"], add_special_tokens=False)) if out["text"] else []
+            ids = list(out["token_ids"])
+        else:
+            with self._lock:
+                self.notes.append("the server streamed no token ids: output ids are the streamed text re-encoded")
+            text = (out["text"] or "")[: max_new_tokens * CHARS_PER_TOKEN]
+            ids = list(self.tokenizer.encode(text, add_special_tokens=False)) if text else []
+        if len(ids) > max_new_tokens:
+            with self._lock:
+                self.notes.append(f"the server answered with more than the {max_new_tokens} tokens asked for: "
+                                  "the answer is cut there")
+            ids = ids[:max_new_tokens]
+        return ids
 
     def _result(self, config, request: Request, out: dict, started: float | None = None,
                 client: OpenAIClient | None = None) -> ServerGenerationResult:
         started = out["sent"] if started is None else started
-        tokens = self._tokens(out)
+        tokens = self._tokens(out, request.max_new_tokens)
         times = out["chunk_times"]
         metrics = out.get("metrics") or {}
         ttft_ms, gen_ms = metrics.get("time_to_first_token_ms"), metrics.get("generation_time_ms")
@@ -497,7 +505,7 @@ class OpenAIServerBackend(ServingBackend):
             decode_s = times[-1] - times[0] if len(times) > 1 else math.nan
             timing = "client"
         spec = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
-        rounds, spec_source = RoundLog(), "none"
+        rounds, spec_source = RoundLog.unobserved(), "none"
         per_step = isinstance(spec, dict) and None not in (spec.get("per_step_accepted"), spec.get("per_step_drafted"))
         if per_step:
             rounds = rounds_from_steps(spec["per_step_accepted"], spec["per_step_drafted"], len(tokens),

@@ -86,7 +86,17 @@ def url(value, label: str) -> str:
     text(value, label)
     if any(c.isspace() for c in value):
         raise _fail(label, "must not contain spaces", value)
-    parts = urlsplit(value)
+    try:  # urllib's parse raises ValueError for a malformed bracketed host ("[::1:8000", "[zz]")
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - parses (and checks) the host and port
+    except ValueError as exc:
+        if "port" in str(exc).lower():
+            raise _fail(label, "has a port outside 1-65535", value) from None
+        raise _fail(
+            label,
+            f"is not a valid URL ({str(exc).rstrip('.')}; an IPv6 host goes in brackets, e.g. http://[::1]:8000)",
+            value,
+        ) from None
     if parts.scheme not in ("http", "https"):
         raise _fail(label, "must start with http:// or https://", value)
     try:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from specbench.backends.http_client import HEALTH_S, HttpClient, ServerError
 from specbench.errors import SpecbenchError
+from specbench.safe_files import open_appending
 
 HOST = "127.0.0.1"
 STOP_GRACE_S = 15.0
@@ -142,7 +143,7 @@ class ServerProcess:
 
     def start(self) -> None:
         _install_handlers()
-        log = open(self.log_path, "ab")
+        log = open_appending(self.log_path)  # never through a symlink (`specbench.safe_files`)
         try:
             self.proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                          env=self.env, start_new_session=True,

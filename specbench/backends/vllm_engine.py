@@ -48,6 +48,7 @@ from specbench.backends.vllm_env import vllm_python
 from specbench.backends.vllm_results import check_counters, result_from_output
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import model_folder
+from specbench.safe_files import open_appending
 
 WORKER = Path(__file__).with_name("vllm_worker.py")
 STOP_WAIT_S = 20.0
@@ -66,7 +67,7 @@ class WorkerProcess:
 
     def __init__(self, python: Path, env: dict, log_path: Path):
         self.log_path = log_path
-        self._log = open(log_path, "ab")
+        self._log = open_appending(log_path)  # never through a symlink (`specbench.safe_files`)
         self.proc = subprocess.Popen([str(python), str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self._log, env={**os.environ, **env}, start_new_session=True,
                                      text=True, bufsize=1)

@@ -30,6 +30,7 @@ from specbench.cli import (
     train_cmd,
     workloads_cmd,
 )
+from specbench.cli.params import bind_rows
 from specbench.errors import SpecbenchError, take_notes
 
 # Typer vendors its own copy of click; accept both its exceptions and plain click's.
@@ -38,11 +39,20 @@ _ABORT = (typer.Abort, click.Abort, KeyboardInterrupt)
 _CLICK_ERRORS = (typer.TyperException, click.ClickException)
 
 
+def quiet_numpy_warnings() -> None:
+    """numpy's reductions over groups that are all missing (a serving backend's NaN round timings, say) are
+    handled where they are read (unknown stays unknown); their warnings would only clutter the tables."""
+    for message in ("All-NaN slice encountered", "Mean of empty slice", "Degrees of freedom <= 0"):
+        warnings.filterwarnings("ignore", message=message, category=RuntimeWarning)
+
+
 class SpecbenchGroup(typer.core.TyperGroup):
     """Top-level group: every outcome becomes the exit code `specbench.cli.exit_codes` documents."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         take_notes()  # notes of an earlier command in this process (tests) are not this one's
+        quiet_numpy_warnings()  # here, not in main(): a command run in-process (the tests) prints what a user sees
+        bind_rows(self)  # every flag checked against its row of the bounds table (specbench.bounds.FLAG_ROWS)
         try:
             returned = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             # with standalone_mode=False click *returns* the code of a typer.Exit raised in a command
@@ -83,7 +93,7 @@ class SpecbenchGroup(typer.core.TyperGroup):
 
 
 def _fail(message: str) -> None:
-    message = " ".join(str(message).split())  # one line, whatever the source wrote
+    message = exit_codes.one_line(message)  # one line, whatever the source wrote; no control characters
     click.echo(f"specbench: error: {message}", err=True)
     sys.exit(2)
 
@@ -123,10 +133,6 @@ _register()
 def main(argv: list[str] | None = None) -> int:
     """Console entry point."""
     exit_codes.install_signal_handlers()
-    # numpy's reductions over groups that are all missing (a serving backend's NaN round timings, say)
-    # are handled where they are read; their warnings would only clutter the tables
-    for message in ("All-NaN slice encountered", "Mean of empty slice", "Degrees of freedom <= 0"):
-        warnings.filterwarnings("ignore", message=message, category=RuntimeWarning)
     try:
         app(args=argv, prog_name="specbench")
     except SystemExit as exc:

@@ -38,6 +38,7 @@ from specbench.backends.vllm_env import default_venv
 from specbench.errors import SpecbenchError
 from specbench.models.cache import cache_root
 from specbench.models.resolve import model_folder
+from specbench.safe_files import write_atomic
 
 SKIP_ENV = "SPECBENCH_NO_ENGINE_CHECK"
 CHECK_TIMEOUT_S = 300
@@ -117,10 +118,7 @@ def _load_cache() -> dict:
 
 def _save_cache(cache: dict) -> None:
     try:
-        _cache_file().parent.mkdir(parents=True, exist_ok=True)
-        tmp = _cache_file().with_suffix(".tmp")
-        tmp.write_text(json.dumps(cache))
-        tmp.replace(_cache_file())
+        write_atomic(_cache_file(), json.dumps(cache))
     except OSError:
         pass
 

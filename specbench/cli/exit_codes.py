@@ -27,6 +27,8 @@ import traceback
 from pathlib import Path
 
 from specbench.models.cache import cache_root
+from specbench.safe_files import create_new
+from specbench.text_sinks import for_terminal
 
 OK = 0
 INTERNAL = 1
@@ -40,8 +42,9 @@ PREFIX = "specbench"
 
 
 def one_line(message: str) -> str:
-    """``message`` squeezed onto one line, whatever the source wrote."""
-    return " ".join(str(message).split())
+    """``message`` squeezed onto one line, whatever the source wrote, safe for a terminal
+    (`specbench.text_sinks.for_terminal`: a control character or escape sequence from data is written as its escape)."""
+    return for_terminal(" ".join(str(message).split()))
 
 
 def say(message: str) -> None:
@@ -85,7 +88,7 @@ def write_crash_log(exc: BaseException, argv: list[str] | None) -> Path | None:
         try:
             path = folder() / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            create_new(path, text)  # a new file: never one a symlink at this predictable name points to
             return path
         except Exception:  # noqa: BLE001 - try the next place
             continue

@@ -15,7 +15,7 @@ from specbench.analysis.intervals import N_BOOT
 from specbench.cli.params import bounded
 from specbench.cli.online_view import online_frames, print_online
 from specbench.cli.render import console as wide_console
-from specbench.cli.render import fmt, plain
+from specbench.cli.render import estimate, fmt, ms, plain, signed
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.records.jsonable import json_ready
 from specbench.records.store import COLUMNS
@@ -50,7 +50,7 @@ def _print_tables(acceptance, positions, goodness, costs, by: list[str]) -> None
     for _, r in acceptance.iterrows():
         cells = ([str(r["target"])] if many_targets else []) + [str(r["workload"])] + [str(r[b]) for b in by]
         cells += [group_label(r), fmt(r["temperature"], 2), r["gammas"], str(r["n_prompts"]), str(r["n_rounds"]),
-                  f"{r['alpha']:.3f} [{r['alpha_lo']:.3f}, {r['alpha_hi']:.3f}]", fmt(r["alpha_observed"]),
+                  estimate(r["alpha"], r["alpha_lo"], r["alpha_hi"]), fmt(r["alpha_observed"]),
                   r["model"], fmt(r["decay"]), fmt(r["p_constant_vs_free"], 3),
                   "; ".join(x for x in (r["flag"], r["notes"]) if x)]
         text_row(table, *cells)
@@ -83,7 +83,7 @@ def _print_tables(acceptance, positions, goodness, costs, by: list[str]) -> None
         for _, r in goodness.iterrows():
             text_row(gtable, str(r["workload"]), *[str(r[b]) for b in by], group_label(r), str(r["gamma"]),
                      str(r["rounds"]),
-                           fmt(r["tau_observed"]), fmt(r["tau_predicted"]), f"{r['residual']:+.3f}", fmt(r["z"], 2))
+                           fmt(r["tau_observed"]), fmt(r["tau_predicted"]), signed(r["residual"]), fmt(r["z"], 2))
         console.print(gtable)
 
     if not costs.empty:
@@ -97,12 +97,12 @@ def _print_tables(acceptance, positions, goodness, costs, by: list[str]) -> None
             if "verify_a_s" not in r or r.get("verify_a_s") != r.get("verify_a_s"):
                 text_row(ctable, str(r["workload"]), group_label(r), *["-"] * 7, str(r["cost_notes"]))
                 continue
-            line = f"{1e3 * r['verify_a_s']:.2f} + {1e3 * r['verify_b_s']:.3f}·k"
+            line = f"{ms(r['verify_a_s'])} + {ms(r['verify_b_s'], 3)}·k"
             if r["verify_model"] == "knee":
-                line += f" + {1e3 * r['verify_b2_s']:.3f}·(k−{r['verify_knee']:.0f})₊"
+                line += f" + {ms(r['verify_b2_s'], 3)}·(k−{fmt(r['verify_knee'], 0)})₊"
             step = "per proposal " if r["model_free"] else ""
-            text_row(ctable, str(r["workload"]), group_label(r), line, f"{1e3 * r['target_step_s']:.2f}",
-                           f"{step}{1e3 * r['draft_step_s']:.2f}", fmt(r["c"]), f"{1e3 * r['overhead_s']:.2f}",
+            text_row(ctable, str(r["workload"]), group_label(r), line, ms(r["target_step_s"]),
+                           f"{step}{ms(r['draft_step_s'])}", fmt(r["c"]), ms(r["overhead_s"]),
                            fmt(r["propose_rate"], 2), fmt(r["baseline_tokens_per_s"], 1), str(r["cost_notes"] or ""))
         console.print(ctable)
 
@@ -120,8 +120,8 @@ def _print_context_bins(table) -> None:
     for _, r in table.iterrows():
         text_row(ctable, *([str(r["workload"])] if many_workloads else []), group_label(r), fmt(r["temperature"], 2),
                  str(r["gamma"]), str(r["context_bin"]), f"{r['prompt_tokens']:,.0f}", str(r["n_prompts"]),
-                 f"{r['alpha']:.3f} [{r['alpha_lo']:.3f}, {r['alpha_hi']:.3f}]", fmt(r["alpha_observed"]),
-                 f"{r['tau']:.2f} [{r['tau_lo']:.2f}, {r['tau_hi']:.2f}]")
+                 estimate(r["alpha"], r["alpha_lo"], r["alpha_hi"]), fmt(r["alpha_observed"]),
+                 estimate(r["tau"], r["tau_lo"], r["tau_hi"], 2))
     wide_console().print(ctable)
 
 
@@ -154,9 +154,13 @@ def fit_command(
     """
 
 
+    groupable = [name for name, (kind, _) in COLUMNS.items() if not str(kind).startswith(("list", "large_list"))]
     for column in by:
         if column not in COLUMNS:
-            raise SpecbenchError(f"--by: unknown column '{column}'{did_you_mean(column, list(COLUMNS))}")
+            raise SpecbenchError(f"--by: unknown column '{column}'{did_you_mean(column, groupable)}")
+        if column not in groupable:
+            raise SpecbenchError(f"--by: column '{column}' holds a list per record (every token or round), nothing "
+                                 f"to group by; choose a column with one value per record, e.g. category")
     records = load_results(results_dir)
     fits = fit_acceptance(records, by=by, n_boot=n_boot, seed=seed)
     acceptance, positions, goodness = fits_frame(fits), positions_frame(fits), goodness_frame(fits)

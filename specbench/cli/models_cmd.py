@@ -6,11 +6,11 @@ import json
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TimeRemainingColumn
 from rich.table import Table
 
+from specbench.cli.progress_lines import Steps
 from specbench.cli.render import console as wide_console
-from specbench.cli.render import styled, text_column
+from specbench.cli.render import styled
 from specbench.models.fetch import fetch_split_gguf
 from specbench.models.gguf_files import alias_gguf, gguf_file
 from specbench.models.resolve import alias_entry, alias_status, aliases, pull, pulled_gguf_path
@@ -55,12 +55,10 @@ def pull_model(name: str = typer.Argument(..., help="Alias to fetch, e.g. qwen2.
 
 
     alias_entry(name)  # unknown alias -> one-line error before anything starts
-    with Progress(text_column("{task.description}"), BarColumn(), TaskProgressColumn(), TimeRemainingColumn(),
-                  console=wide_console(stderr=True, wide=False), transient=True) as progress:
-        task = progress.add_task(f"pulling {name}", total=None)
+    with Steps(f"pulling {name}") as steps:  # a bar on a terminal, a line per part when piped
 
         def report(done: int, total: int, label: str) -> None:
-            progress.update(task, completed=done, total=total, description=label)
+            steps.update(done, label, total)
 
         path = gguf_file_of(name, report) if gguf_only else pull(name, progress=report)
     wide_console().print(styled(("ready", "green"), f" {name} -> {path}"))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from specbench.bounds import violation
+from specbench.bounds import BOUNDS, FLAG_ROWS, KINDS, TEXT_BOUNDS, text_violation, violation
 
 
 def bounded(name: str):
@@ -38,3 +38,58 @@ def folder_path(text: str) -> Path:
     if "\x00" in str(text):
         raise typer.BadParameter("a path cannot contain a NUL character")
     return Path(text)
+
+
+def flag_key(command_path: str, param) -> str:
+    """How `specbench.bounds.FLAG_ROWS` names ``param`` of the command ``command_path`` ('results show'): its
+    first option ('--seed') or, for a positional argument, 'COMMAND NAME' ('plot RESULTS_DIR')."""
+    if getattr(param, "param_type_name", "") == "argument" or not param.opts or not param.opts[0].startswith("-"):
+        return f"{command_path} {param.name.upper()}"
+    return param.opts[0]
+
+
+def flag_row(command_path: str, param) -> str | None:
+    """The bounds-table row of ``param``: the command's own ('sweep --batch'), else the flag's ('--batch')."""
+    key = flag_key(command_path, param)
+    return FLAG_ROWS.get(f"{command_path} {key}", FLAG_ROWS.get(key))
+
+
+def commands(group, path: tuple[str, ...] = ()):
+    """(command path, command) for every command under the click ``group``."""
+    for name, command in getattr(group, "commands", {}).items():
+        if hasattr(command, "commands"):
+            yield from commands(command, (*path, name))
+        else:
+            yield " ".join((*path, name)), command
+
+
+def _row_check(row: str, value) -> str | None:
+    """What is wrong with one value of a flag whose row is ``row`` (None: nothing)."""
+    if value is None or isinstance(value, bool) or row in KINDS:
+        return None
+    if row in BOUNDS and isinstance(value, (int, float)):
+        return violation(row, value)
+    # text, paths, and the text of a list or range of numbers ("1,4,16": each number is checked where it is parsed)
+    return text_violation(row if row in TEXT_BOUNDS else "text", value)
+
+
+def bind_rows(group) -> None:
+    """Every flag of every command under ``group`` checked against its row of the bounds table where click parses
+    it (a one-line error naming the flag, exit 2), before the flag's own callback. The command line's one place
+    for bounds: a flag without a row is a failing test (tests/test_bounds_everywhere.py), not an unchecked value."""
+    for path, command in commands(group):
+        for param in command.params:
+            row = flag_row(path, param)
+            if row is None or getattr(param, "_specbench_row", None) == row:
+                continue
+            original = param.callback
+
+            def checked(ctx, param, value, _row=row, _original=original):
+                for item in value if isinstance(value, (list, tuple)) else [value]:
+                    problem = _row_check(_row, item)
+                    if problem is not None:
+                        raise typer.BadParameter(problem, ctx=ctx, param=param)
+                return _original(ctx, param, value) if _original is not None else value
+
+            param.callback = checked
+            param._specbench_row = row

@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
 from specbench.analysis.moe_cost import moe_verify_table
@@ -14,8 +13,9 @@ from specbench.analysis.options import MAX_GAMMA
 from specbench.bounds import int_list
 from specbench.cli.exit_codes import say
 from specbench.cli.params import bounded, folder_path
+from specbench.cli.progress_lines import Steps
 from specbench.cli.render import console as wide_console
-from specbench.cli.render import fmt, styled, text_column
+from specbench.cli.render import fmt, styled
 from specbench.errors import SpecbenchError
 from specbench.records.jsonable import json_ready
 from specbench.records.archive import set_aside_folder
@@ -96,13 +96,11 @@ def profile_command(
             import torch  # lazy: loads torch; keeps `specbench --help` fast
 
             torch.set_num_threads(threads)
-        columns = (text_column("profile", "bold"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   text_column("{task.description}"))
-        with Progress(*columns, console=wide_console(stderr=True, wide=False), transient=True) as progress:
-            task = progress.add_task("measuring read bandwidth", total=plan.cells)
+        with Steps("profile", total=plan.cells) as steps:  # a bar on a terminal, a line per cell when piped
+            steps.say("measuring read bandwidth")
 
             def report(done: int, total: int, what: str) -> None:
-                progress.update(task, completed=done, total=total, description=what)
+                steps.update(done, what, total)
 
             profile = measure_profile(plan, report)
         set_aside_other_kind(out)

@@ -13,6 +13,10 @@ import sys
 import threading
 import time
 
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+from specbench.cli.render import console, plain, text_column
+from specbench.text_sinks import for_terminal
 
 MIN_GAP_S = 2.0
 HEARTBEAT_S = 30.0
@@ -130,8 +134,111 @@ class LineProgress:
     def _write(self, text: str) -> None:
         stamp = time.strftime("%H:%M:%S")
         try:
-            self.stream.write(f"[{stamp}] {' '.join(text.split())}\n")
+            self.stream.write(f"[{stamp}] {for_terminal(' '.join(text.split()))}\n")
             self.stream.flush()
         except (OSError, ValueError):  # a closed pipe must not stop the sweep
+            pass
+        self.last_line = time.monotonic()
+
+
+class Steps:
+    """Progress of any long command or script, in one place: a bar on a terminal, plain lines otherwise.
+
+    ``with Steps("profile", total=N) as steps: steps.update(done, description)`` — on a terminal a Rich bar
+    (transient, on ``stream``); piped or redirected, a line per step (at most one every ``min_gap_s``) and a
+    heartbeat every ``heartbeat_s`` while one step runs long, each with the steps done of the total, elapsed
+    time, an ETA from this run's pace and what runs now. ``total`` may be unknown (None) or change."""
+
+    def __init__(
+        self,
+        title: str,
+        total: int | None = None,
+        stream=None,
+        *,
+        heartbeat_s: float = HEARTBEAT_S,
+        min_gap_s: float = MIN_GAP_S,
+        bar: bool | None = None,
+    ):
+        self.title, self.total, self.stream = title, total, stream or sys.stderr
+        self.heartbeat_s, self.min_gap_s = heartbeat_s, min_gap_s
+        self.done, self.current = 0, "starting"
+        self.started = self.last_line = time.monotonic()
+        try:
+            tty = self.stream.isatty()
+        except (AttributeError, ValueError):
+            tty = False
+        self.bar = tty if bar is None else bar
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._progress = self._task = None
+
+    def __enter__(self):
+        if self.bar:
+            self._progress = Progress(
+                text_column(f"{self.title}", "bold"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                text_column("{task.description}"),
+                console=console(stderr=self.stream is sys.stderr, wide=False),
+                transient=True,
+            )
+            self._progress.__enter__()
+            self._task = self._progress.add_task(plain(self.current), total=self.total)
+        else:
+            self._thread = threading.Thread(target=self._beat, name="specbench-steps", daemon=True)
+            self._thread.start()
+            self._write(self._line())
+        return self
+
+    def __exit__(self, *exc):
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+        else:
+            self._stop.set()
+            if self._thread is not None:
+                self._thread.join(timeout=2)
+            if exc[0] is None:
+                self._write(self._line(final=True))
+        return False
+
+    def update(self, done: int | None = None, description: str | None = None, total: int | None = None) -> None:
+        """Steps done so far (None: one more), what runs now, and the total when it changed."""
+        with self._lock:
+            self.done = self.done + 1 if done is None else done
+            self.current = description if description is not None else self.current
+            self.total = total if total is not None else self.total
+        if self._progress is not None:
+            self._progress.update(self._task, completed=self.done, total=self.total, description=plain(self.current))
+        elif time.monotonic() - self.last_line >= self.min_gap_s or (self.total and self.done >= self.total):
+            self._write(self._line())
+
+    def say(self, description: str) -> None:
+        """What runs now, without a step done (a phase: loading, probing)."""
+        self.update(self.done, description)
+
+    def _line(self, final: bool = False) -> str:
+        with self._lock:
+            elapsed = time.monotonic() - self.started
+            count = f"{self.done}/{self.total}" if self.total else f"{self.done}"
+            left = (self.total - self.done) if self.total else None
+            eta = _clock(elapsed / self.done * left) if self.done and left else "-"
+            what = "done" if final else self.current
+            return (
+                f"{self.title}: {count} · elapsed {_clock(elapsed)}" + ("" if final else f" · eta {eta}") + f" · {what}"
+            )
+
+    def _beat(self) -> None:
+        while not self._stop.wait(1.0):
+            if time.monotonic() - self.last_line >= self.heartbeat_s:
+                self._write(self._line() + " · still working")
+
+    def _write(self, text: str) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        try:
+            self.stream.write(f"[{stamp}] {for_terminal(' '.join(text.split()))}\n")
+            self.stream.flush()
+        except (OSError, ValueError):  # a closed pipe must not stop the work
             pass
         self.last_line = time.monotonic()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import typer
@@ -38,7 +39,7 @@ from specbench.cli.results_cmd import print_history
 from specbench.cli.load_view import print_load, print_slo
 from specbench.cli.operating_view import print_goodput, print_operating
 from specbench.cli.render import console as wide_console
-from specbench.cli.render import fmt, plain
+from specbench.cli.render import fmt, ms, plain
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models.gguf_files import paste_names
 from specbench.records.profile_file import load_profile
@@ -137,7 +138,7 @@ def _print_batch_one(rec, console) -> None:
     if ref is not None and not rec.curves.empty:
         curve = rec.curves[(rec.curves["drafter_label"] == ref.drafter_label) & (rec.curves["tree"] == ref.tree)]
         first = curve.iloc[0]
-        table = Table(title=plain(f"Model prediction for {ref.drafter_label} (α̂={first['alpha']:.3f}, "
+        table = Table(title=plain(f"Model prediction for {ref.drafter_label} (α̂={fmt(first['alpha'])}, "
                                    f"{first['acceptance_model']} model)"),
                       caption="E[tok]: expected tokens per round; speedup: measured-cost model vs the "
                                      "measured baseline; paper: Leviathan et al. "
@@ -146,8 +147,8 @@ def _print_batch_one(rec, console) -> None:
             table.add_column(c, justify="right")
         for _, r in curve.iterrows():
             text_row(table, f"{r['gamma']}{'*' if r['measured'] else ''}", fmt(r["expected_tokens"], 2),
-                     f"{1e3 * r['round_s']:.2f}", fmt(r["tokens_per_s"], 1),
-                     f"{r['objective_speedup']:.2f}× [{r['lo']:.2f}, {r['hi']:.2f}]", f"{r['paper_factor']:.2f}×")
+                     ms(r["round_s"]), fmt(r["tokens_per_s"], 1), _ci(r["objective_speedup"], r["lo"], r["hi"]),
+                     _times(r["paper_factor"]))
         console.print(table)
 
     if not rec.predicted.empty:
@@ -207,18 +208,25 @@ def predicted_table(predicted):
         table.add_column(c, justify="left" if c == "drafter" else "right", overflow="fold")
     for _, r in predicted.sort_values(["drafter_label", "tree", "gamma"]).iterrows():
         label = r["drafter_label"] + ("" if r["tree"] == "chain" else f" tree {r['tree']}")
-        measured = "-" if r["n_measured"] == 0 else (
-            f"{r['measured']:.2f}× [{r['measured_lo']:.2f}, {r['measured_hi']:.2f}]" if r["measured_lo"] == r["measured_lo"]
-            else f"{r['measured']:.2f}× (P = {int(r['n_measured'])})")
-        ratio = "-" if r["realized_over_predicted"] != r["realized_over_predicted"] else f"{r['realized_over_predicted']:.2f}"
-        text_row(table, label, str(r["gamma"]), f"{r['tau']:.2f}", _ci(r["predicted"], r["lo"], r["hi"], r["n_prompts"]),
-                 measured, ratio)
+        measured = "-" if r["n_measured"] == 0 else _ci(r["measured"], r["measured_lo"], r["measured_hi"],
+                                                         r["n_measured"])
+        text_row(table, label, str(r["gamma"]), fmt(r["tau"], 2), _ci(r["predicted"], r["lo"], r["hi"], r["n_prompts"]),
+                 measured, fmt(r["realized_over_predicted"], 2))
     return table
 
 
-def _ci(point, lo, hi, n) -> str:
-    if lo != lo:
-        return f"{point:.2f}× (too few prompts to tell, P = {int(n)})"
+def _times(value) -> str:
+    """'1.42×'; '-' for an unknown factor."""
+    return "-" if fmt(value, 2) == "-" else f"{fmt(value, 2)}×"
+
+
+def _ci(point, lo, hi, n=None) -> str:
+    """'1.42× [1.30, 1.55]'; without an interval '1.42× (too few prompts to tell, P = n)'; '-' for an unknown
+    speedup (a quantity it needs was not measured), never 'nan×'."""
+    if point is None or not math.isfinite(point):
+        return "-"
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        return f"{point:.2f}× (too few prompts to tell{'' if n is None else f', P = {int(n)}'})"
     return f"{point:.2f}× [{lo:.2f}, {hi:.2f}]"
 
 

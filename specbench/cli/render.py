@@ -23,24 +23,36 @@ from rich.progress import TextColumn
 from rich.table import Table
 from rich.text import Text
 
+from specbench.text_sinks import for_terminal
+
 _LITERAL = {"markup": False, "emoji": False, "highlight": False}
 
 
+class LiteralConsole(Console):
+    """A console whose strings (cells, titles, captions, column headers: everything Rich turns into Text
+    itself) reach the terminal through `for_terminal`: an ESC or NUL from data is printed as its escape."""
+
+    def render_str(self, text: str, **kwargs) -> Text:
+        return super().render_str(for_terminal(text), **kwargs)
+
+
 def console(stderr: bool = False, wide: bool = True) -> Console:
-    """A console that prints text as written (no markup, no emoji codes); ``wide``: it does not squeeze
-    tables to 80 columns when output goes to a file or pipe."""
-    probe = Console(stderr=stderr, **_LITERAL)
-    return probe if probe.is_terminal or not wide else Console(stderr=stderr, width=160, **_LITERAL)
+    """A console that prints text as written (no markup, no emoji codes, no control characters from data);
+    ``wide``: it does not squeeze tables to 80 columns when output goes to a file or pipe."""
+    probe = LiteralConsole(stderr=stderr, **_LITERAL)
+    return probe if probe.is_terminal or not wide else LiteralConsole(stderr=stderr, width=160, **_LITERAL)
 
 
 def plain(value, style: str = "") -> Text:
-    """``value`` as literal text (never parsed as markup), optionally styled."""
-    return Text(str(value), style=style)
+    """``value`` as literal text (never parsed as markup, control characters escaped), optionally styled."""
+    return Text(for_terminal(value), style=style)
 
 
 def styled(*parts) -> Text:
     """Literal pieces joined, each a str or a (text, style) pair: ``styled(("done", "green"), ": 3 units")``."""
-    return Text.assemble(*((str(p[0]), p[1]) if isinstance(p, tuple) else str(p) for p in parts))
+    return Text.assemble(
+        *((for_terminal(p[0]), p[1]) if isinstance(p, tuple) else for_terminal(p) for p in parts)
+    )
 
 
 def text_column(template: str, style: str = "") -> TextColumn:
@@ -56,6 +68,23 @@ def fmt(value, digits: int = 3) -> str:
             return "-"
         return f"{value:.{digits}f}"
     return str(value)
+
+
+def ms(seconds, digits: int = 2) -> str:
+    """Seconds as milliseconds for a table cell; '-' for an unknown (None, NaN) value, never 'nan'."""
+    return fmt(None if seconds is None else 1e3 * float(seconds), digits)
+
+
+def signed(value, digits: int = 3) -> str:
+    """'+0.012' / '-0.300'; '-' for an unknown (None, NaN) value, never '+nan'."""
+    return "-" if fmt(value, digits) == "-" else f"{float(value):+.{digits}f}"
+
+
+def estimate(point, lo, hi, digits: int = 3) -> str:
+    """'0.712 [0.690, 0.731]'; '-' for an unknown point, '-' for an unknown end."""
+    if fmt(point, digits) == "-":
+        return "-"
+    return f"{fmt(point, digits)} [{fmt(lo, digits)}, {fmt(hi, digits)}]"
 
 
 def milliseconds(values) -> str:

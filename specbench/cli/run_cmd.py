@@ -67,7 +67,7 @@ def run(
     from specbench.engine.tree import tree_depth_limit  # lazy: loads torch; keeps `specbench --help` fast
     from specbench.measure.spec import parse_params  # lazy: loads torch; keeps `specbench --help` fast
     from specbench.engine.layout_probe import parse_layout_setting  # lazy: loads torch
-    from specbench.models.resolve import torch_dtype  # lazy: loads torch
+    from specbench.models.resolve import dtype_setting  # lazy: loads torch
 
     depth = tree_depth_limit(tree)  # a bad shape fails before any model loads
     if depth is not None and gamma > depth and drafter != TARGET_ONLY:
@@ -76,8 +76,7 @@ def run(
     if prompt_file is not None and prompt is not None:
         raise SpecbenchError("give the prompt once: --prompt TEXT or --prompt-file FILE, not both")
     parse_layout_setting(layout, "--layout")
-    if dtype != "auto":
-        torch_dtype(dtype)
+    dtype = dtype_setting(dtype, "--dtype")
     if prompt_file is not None:
         prompt = read_text_file(prompt_file, "prompt file")  # size-limited UTF-8 text
     if prompt is None or not prompt.strip():
@@ -85,7 +84,7 @@ def run(
     if drafter is None:
         drafter = "draft-model" if drafter_model else "ngram"
 
-    params = parse_params(drafter_param)
+    params = parse_params(drafter_param, drafter)
     if drafter_model:
         params["model"] = drafter_model
     if drafter == TARGET_ONLY:

@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 from rich.table import Table
 
 from specbench.cli.params import bounded, folder_path
+from specbench.cli.progress_lines import Steps
 from specbench.cli.render import console as wide_console
-from specbench.cli.render import plain, text_column
+from specbench.cli.render import plain
 from specbench.engine.drafters import registry
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import load_model
@@ -96,28 +96,30 @@ def train_drafter(
 
 
 class _Reporter:
-    """Rich progress bars for the three phases, with loss and held-out top-1 per head / step."""
+    """Progress of the three phases (`specbench.cli.progress_lines.Steps`: a bar on a terminal, a line per step
+    when piped), with loss and held-out top-1 per head / step."""
 
     def __enter__(self):
         self.console = wide_console(stderr=True, wide=False)
-        self.progress = Progress(text_column("{task.description}", "bold"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), text_column("{task.fields[info]}"), console=self.console)
-        self.progress.__enter__()
-        self.tasks: dict[str, int] = {}
+        self.steps: Steps | None = None
+        self.phase = ""
         self.last_eval = ""
         return self
 
     def __exit__(self, *exc):
-        self.progress.__exit__(*exc)
+        if self.steps is not None:
+            self.steps.__exit__(*exc)
         return False
 
     def note(self, text: str) -> None:
-        self.progress.console.print(plain(text, "dim"))
+        self.console.print(plain(text, "dim"))
 
-    def _task(self, name: str, total: int) -> int:
-        if name not in self.tasks:
-            self.tasks[name] = self.progress.add_task(name, total=total, info="")
-        return self.tasks[name]
+    def _phase(self, name: str, total: int) -> Steps:
+        if self.phase != name:
+            if self.steps is not None:
+                self.steps.__exit__(None, None, None)
+            self.steps, self.phase = Steps(name, total=total).__enter__(), name
+        return self.steps
 
     def event(self, e: dict) -> None:
         kind = e["event"]
@@ -130,21 +132,18 @@ class _Reporter:
             elif e["phase"] == "saved":
                 self.note(f"wrote {e['folder']}")
         elif kind == "generate":
-            task = self._task("target answers (tokens)", e["total"])
-            self.progress.update(task, completed=min(e["done"], e["total"]), info=f"{e['prompts']} prompts")
+            self._phase("target answers (tokens)", e["total"]).update(min(e["done"], e["total"]),
+                                                                       f"{e['prompts']} prompts")
         elif kind == "features":
-            task = self._task("target features (sequences)", e["total"])
-            self.progress.update(task, completed=e["done"])
+            self._phase("target features (sequences)", e["total"]).update(e["done"], "hidden states")
         elif kind == "step":
-            task = self._task("training (steps)", e["total"])
-            self.progress.update(task, completed=e["step"],
-                                 info=f"epoch {e['epoch']} loss {e['loss']:.3f} {self.last_eval}")
+            self._phase("training (steps)", e["total"]).update(
+                e["step"], f"epoch {e['epoch']} loss {e['loss']:.3f} {self.last_eval}")
         elif kind == "eval":
             top1 = " ".join(f"{a:.2f}" for a in e["top1"])
             self.last_eval = f"held-out top-1 [{top1}]"
-            task = self._task("training (steps)", e["total"])
-            self.progress.update(task, info=self.last_eval)
-            self.progress.console.print(f"step {e['step']:>5}: held-out loss {e['loss']:.3f}, top-1 per head/step "
+            self._phase("training (steps)", e["total"]).say(self.last_eval)
+            self.console.print(f"step {e['step']:>5}: held-out loss {e['loss']:.3f}, top-1 per head/step "
                                         f"[{top1}] on {e['positions']} answer tokens")
 
 

@@ -59,6 +59,7 @@ from specbench.engine.weight_layout import (
 )
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models.cache import cache_root
+from specbench.safe_files import write_atomic
 
 PROBE_VERSION = 2  # part of the cache key: a change to what the probe measures re-measures every machine
 PROBE_CONTEXT = 64  # cached tokens the probed steps attend over (and the probed prefill's length)
@@ -496,13 +497,10 @@ def load_cached(key: dict) -> LayoutChoice | None:
 
 
 def store(key: dict, choice: LayoutChoice) -> None:
-    """Write the choice for ``key`` (temporary file, then rename); a cache that cannot be written is skipped."""
-    path = cache_file(key)
+    """Write the choice for ``key`` (whole, never through a symlink: `safe_files.write_atomic`); a cache that cannot
+    be written is skipped."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_suffix(f".tmp{os.getpid()}")
-        temporary.write_text(json.dumps({"key": key, "choice": choice.to_dict()}, indent=1))
-        temporary.replace(path)
+        write_atomic(cache_file(key), json.dumps({"key": key, "choice": choice.to_dict()}, indent=1))
     except OSError:
         pass
 

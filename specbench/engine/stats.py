@@ -8,6 +8,11 @@ Definitions (the same everywhere in specbench):
 * τ = tokens emitted per target forward, bonus/correction token included = Σ emitted / rounds;
 * per-position acceptance at position i = P(position i accepted | positions < i accepted) =
   (rounds accepting > i) / (rounds accepting ≥ i that drafted > i).
+
+Unknown stays unknown. A backend that cannot see the rounds (a server that streams text without
+per-step counts) hands over `RoundLog.unobserved()`: every quantity made of rounds is then None
+(counts) or NaN (rates, seconds), never the 0 an empty sum would give; the decode tokens still come
+from the output (every token after the first).
 """
 
 from __future__ import annotations
@@ -33,6 +38,12 @@ class RoundLog:
     # per layer (mean over layers), and the expert weight bytes it read (Σ over layers distinct × one expert)
     experts: list[float] = field(default_factory=list)
     expert_bytes: list[int] = field(default_factory=list)
+    observed: bool = True  # False: the backend could not see the rounds (the lists stay empty, and mean unknown)
+
+    @classmethod
+    def unobserved(cls) -> RoundLog:
+        """The rounds of a generation nobody could see: none recorded, and none claimed."""
+        return cls(observed=False)
 
     def add(self, *, drafted: int, depth: int, accepted: int, emitted: int, draft_steps: int,
             draft_s: float, verify_s: float, round_s: float, experts: float | None = None,
@@ -87,29 +98,33 @@ class GenerationResult:
 
     @property
     def decode_tokens(self) -> int:
-        """Tokens produced by the rounds (everything after the prefill's first token)."""
+        """Tokens produced by the rounds (everything after the prefill's first token; from the output itself
+        when the rounds were not observed)."""
+        if not self.rounds.observed:
+            return max(len(self.tokens) - 1, 0)
         return int(sum(self.rounds.emitted))
 
     @property
-    def target_forwards(self) -> int:
-        return len(self.rounds)
+    def target_forwards(self) -> int | None:
+        """Target forwards of the decode phase (None: not observed)."""
+        return len(self.rounds) if self.rounds.observed else None
 
     @property
-    def drafted(self) -> int:
-        return int(sum(self.rounds.drafted))
+    def drafted(self) -> int | None:
+        return int(sum(self.rounds.drafted)) if self.rounds.observed else None
 
     @property
-    def accepted(self) -> int:
-        return int(sum(self.rounds.accepted))
+    def accepted(self) -> int | None:
+        return int(sum(self.rounds.accepted)) if self.rounds.observed else None
 
     @property
     def alpha(self) -> float:
-        """Observed acceptance rate, accepted ÷ drafted (NaN when nothing was drafted)."""
+        """Observed acceptance rate, accepted ÷ drafted (NaN when nothing was drafted, or nothing observed)."""
         return self.accepted / self.drafted if self.drafted else float("nan")
 
     @property
     def tau(self) -> float:
-        """Tokens per target forward in the decode phase, bonus token included."""
+        """Tokens per target forward in the decode phase, bonus token included (NaN: not observed)."""
         return self.decode_tokens / self.target_forwards if self.target_forwards else float("nan")
 
     @property
@@ -119,15 +134,16 @@ class GenerationResult:
 
     @property
     def draft_s(self) -> float:
-        return float(sum(self.rounds.draft_s))
+        return float(sum(self.rounds.draft_s)) if self.rounds.observed else float("nan")
 
     @property
     def verify_s(self) -> float:
-        return float(sum(self.rounds.verify_s))
+        return float(sum(self.rounds.verify_s)) if self.rounds.observed else float("nan")
 
     @property
     def overhead_s(self) -> float:
-        return max(self.decode_s - self.draft_s - self.verify_s, 0.0)
+        rest = self.decode_s - self.draft_s - self.verify_s
+        return max(rest, 0.0) if np.isfinite(rest) else float("nan")
 
     @property
     def experts_per_verify(self) -> float:
@@ -147,7 +163,9 @@ class GenerationResult:
         return float(sum(self.rounds.expert_bytes)) / self.decode_tokens
 
     def accepted_length_histogram(self, gamma: int) -> np.ndarray:
-        """hist[j] = rounds that accepted exactly j draft tokens, j = 0..γ."""
+        """hist[j] = rounds that accepted exactly j draft tokens, j = 0..γ (empty: not observed)."""
+        if not self.rounds.observed:
+            return np.zeros(0, dtype=np.int64)
         return np.bincount(np.asarray(self.rounds.accepted, dtype=np.int64), minlength=gamma + 1)[: gamma + 1]
 
     def position_counts(self, gamma: int) -> tuple[np.ndarray, np.ndarray]:
@@ -156,6 +174,8 @@ class GenerationResult:
         A round reaches position i when it drafted deeper than i and accepted all positions < i;
         it accepts position i when it accepted more than i tokens.
         """
+        if not self.rounds.observed:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         acc = np.asarray(self.rounds.accepted, dtype=np.int64)[:, None]
         depth = np.asarray(self.rounds.depth, dtype=np.int64)[:, None]
         pos = np.arange(gamma)[None, :]

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Callable
 
 import matplotlib
+import matplotlib.text
+import matplotlib.ticker
 import numpy as np
 import pandas as pd
 from matplotlib.colors import LogNorm
@@ -78,6 +80,8 @@ from specbench.analysis.stopping_history import History, load_history
 from specbench.figures.confirmation import figure_confirmation
 from specbench.records.store import load_run_info
 from specbench.records.timing import has_round_timings
+from specbench.safe_files import replacing
+from specbench.text_sinks import for_label
 from specbench.records.summary import (BASELINE_KEYS, configuration_table, fixed_schedule, is_baseline, lossless_check,
                                        prefer_live)
 
@@ -980,12 +984,58 @@ def parse_formats(text: str | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
+class _LabelFormatter(matplotlib.ticker.Formatter):
+    """A tick formatter whose every label goes through `for_label` (the formatter it wraps makes the text)."""
+
+    def __init__(self, inner: matplotlib.ticker.Formatter):
+        self.inner = inner
+
+    def __call__(self, x, pos=None):
+        return for_label(self.inner(x, pos))
+
+    def format_ticks(self, values):
+        return [for_label(label) for label in self.inner.format_ticks(values)]
+
+    def get_offset(self):
+        return for_label(self.inner.get_offset())
+
+    def set_locs(self, locs):
+        self.inner.set_locs(locs)
+
+    def set_axis(self, axis):
+        super().set_axis(axis)
+        self.inner.set_axis(axis)
+
+    def format_data(self, value):
+        return for_label(self.inner.format_data(value))
+
+    def format_data_short(self, value):
+        return for_label(self.inner.format_data_short(value))
+
+
+def sanitise_labels(fig: Figure) -> None:
+    """Every text of ``fig`` through `specbench.text_sinks.for_label` (the figures' one label sink): titles, axis
+    labels, legend entries, annotations, and the tick labels of every axis (made by its formatters when the
+    figure is drawn: each is wrapped), so that a control character from the data never reaches the SVG."""
+    for text in fig.findobj(matplotlib.text.Text):
+        text.set_text(for_label(text.get_text()))
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for get, put in ((axis.get_major_formatter, axis.set_major_formatter),
+                             (axis.get_minor_formatter, axis.set_minor_formatter)):
+                formatter = get()
+                if not isinstance(formatter, (_LabelFormatter, matplotlib.ticker.NullFormatter)):
+                    put(_LabelFormatter(formatter))
+
+
 def save_figure(fig: Figure, out_dir: Path, name: str, formats) -> dict[str, Path]:
-    """Write ``fig`` as ``out_dir/name.<format>`` for each format; returns format → path."""
+    """Write ``fig`` as ``out_dir/name.<format>`` for each format, its labels sanitised; returns format → path."""
+    sanitise_labels(fig)
     files = {}
     for fmt in formats:
         path = Path(out_dir) / f"{name}.{fmt}"
-        fig.savefig(path, format=fmt, dpi=DPI, metadata=_METADATA[fmt], bbox_inches="tight", pad_inches=0.2)
+        with replacing(path) as handle:  # whole, never through a symlink (`specbench.safe_files`)
+            fig.savefig(handle, format=fmt, dpi=DPI, metadata=_METADATA[fmt], bbox_inches="tight", pad_inches=0.2)
         files[fmt] = path
     return files
 

@@ -11,7 +11,6 @@ of fit, costs, the lossless check, the environment from run.json and the sweep s
 from __future__ import annotations
 
 import datetime as dt
-import html
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -40,6 +39,7 @@ from specbench.figures.plot import (
     series_name,
 )
 from specbench.records.store import atomic_write_bytes
+from specbench.text_sinks import for_html
 
 INDEX = "index.html"
 IMAGE_PREFERENCE = ("png", "svg")  # what an <img> shows; PDF is linked only
@@ -67,8 +67,9 @@ class Html(str):
 
 
 def esc(value) -> str:
-    """Text → HTML-escaped text (Html passes through)."""
-    return value if isinstance(value, Html) else html.escape(str(value), quote=True)
+    """Text → HTML-escaped text, control characters written as escapes (`specbench.text_sinks.for_html`, the
+    report's one HTML sink); Html passes through."""
+    return value if isinstance(value, Html) else for_html(value)
 
 
 def num(value, digits: int = 3, suffix: str = "") -> str:

@@ -38,7 +38,7 @@ from specbench.analysis.stopping_history import History, Look, ScenarioVerdict, 
 from specbench.analysis.stopping_report import summary_lines
 from specbench.errors import SpecbenchError
 from specbench.measure.policy import Proposal, choose_round, share_time
-from specbench.measure.units import Unit, expand_units
+from specbench.measure.units import Unit, expand_units, in_shard
 from specbench.records.adaptive_history import read_history, write_history
 
 
@@ -80,6 +80,16 @@ def pool_units(spec, workloads, shard: tuple[int, int]) -> list[Unit]:
     return expand_units(spec, workloads, shard)
 
 
+def shard_looks(whole: tuple[int, ...], workload, shard: tuple[int, int]) -> tuple[int, ...]:
+    """A shard's prompts per look: of the first n prompts of each look of the unsharded sweep (``whole``, in the
+    workload's sample order), those in the shard — so that the shards' looks together are the unsharded sweep's
+    looks, and their merge is judged for the looks the unsharded sweep would have planned. Looks that add no
+    prompt of the shard are left out."""
+    mine = [i for i, p in enumerate(workload.prompts) if in_shard(p.prompt_id, workload.name, shard)]
+    counts = [sum(1 for i in mine if i < n) for n in whole]
+    return tuple(sorted({c for c in counts if c > 0}))
+
+
 class LookPlanner:
     """Which units each look of each workload needs (no model, no folder: the dry run uses it too)."""
 
@@ -100,9 +110,12 @@ class LookPlanner:
         for workload in workloads:
             if not counts.get(workload.name):
                 continue
-            planned = self.plan.looks_for(counts[workload.name])
+            whole = self.plan.looks_for(len(workload.prompts))  # the unsharded sweep's looks over this pool
+            planned = shard_looks(whole, workload, shard)
             calibration = self.plan.calibration_for(planned, first_cal) if spec.calibration is not None else ()
-            self.states[workload.name] = WorkloadLooks(workload.name, planned, calibration)
+            self.states[workload.name] = WorkloadLooks(
+                workload.name, planned, calibration, planned_whole=whole if shard[1] > 1 else ()
+            )
 
     def units_for(self, state: WorkloadLooks, look: int) -> list[Unit]:
         """The units of ``state``'s look ``look`` (1-based), each stamped with the look it first belongs to;

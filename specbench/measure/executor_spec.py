@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from specbench.errors import SpecbenchError, check_keys
+from specbench.errors import SpecbenchError, check_keys, check_text
 
 EXECUTORS = ("inprocess", "ray")
 KEYS = ("name", "address", "workers", "retries", "replay_per_gpu")
@@ -53,7 +53,7 @@ def _count(value, key: str, where: str, low: int) -> int:
 
 
 def check_address(address, where: str) -> str:
-    text = str(address).strip()
+    text = check_text(address, "executor: address", where).strip()
     if text != "auto" and not _ADDRESS.match(text):
         raise SpecbenchError(f"{where}: the Ray address is 'auto' or HOST:PORT (e.g. 10.0.0.5:6379), got '{text}'")
     if text != "auto" and not 0 < int(text.rsplit(":", 1)[1]) < 65536:
@@ -73,7 +73,9 @@ def parse_executor(value, where: str) -> ExecutorChoice:
             f"{where}: 'executor' is a name ({', '.join(EXECUTORS)}) or a mapping, e.g. {{name: ray, address: auto}}"
         )
     check_keys(value, KEYS, f"{where}: unknown executor key '{{key}}'")
-    name = str(value.get("name", "ray" if {"address", "workers"} & set(value) else "inprocess"))
+    name = check_text(
+        value.get("name", "ray" if {"address", "workers"} & set(value) else "inprocess"), "executor: name", where
+    )
     if name not in EXECUTORS:
         raise SpecbenchError(f"{where}: executor must be one of {', '.join(EXECUTORS)}, got '{name}'")
     extra = sorted(set(value) - {"name"})

@@ -105,7 +105,7 @@ def _bins(section: Reader) -> tuple[tuple[str, int], ...]:
     for label, tokens in raw.items():
         if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 16:
             section.fail(f"bin '{label}' must be a token count of at least 16, got {tokens!r}")
-        bins.append((str(label), tokens))
+        bins.append((section.text_key(label, "bins"), tokens))
     return tuple(sorted(bins, key=lambda b: b[1]))
 
 
@@ -114,9 +114,10 @@ def _tasks(section: Reader) -> tuple[tuple[str, str], ...]:
     if not raw:
         section.fail("'tasks' is empty")
     for task, template in raw.items():
+        section.text_key(task, "tasks")
         if not isinstance(template, str) or template.count(PLACEHOLDER) != 1:
             section.fail(f"task '{task}' must be a text holding {PLACEHOLDER} exactly once")
-    return tuple((str(task), template) for task, template in raw.items())
+    return tuple((task, template) for task, template in raw.items())
 
 
 def _document_source(entry: Any, origin: str, index: int, base_dir: Path | None) -> DocumentSource:

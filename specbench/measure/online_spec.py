@@ -16,17 +16,27 @@ runs on the own engine, live, unsharded and as a fixed grid, with trained drafte
 
 from __future__ import annotations
 
-import math
 from dataclasses import fields, replace
 
 from specbench.backends import registry as backends
+from specbench.bounds import check as check_bound
 from specbench.catalogue import drafters as catalogue
 from specbench.engine.online import LOSSES, STARTS, OnlinePlan
-from specbench.errors import SpecbenchError, check_keys, did_you_mean
+from specbench.errors import SpecbenchError, check_keys, check_text, did_you_mean
 
 DEFAULT = OnlinePlan()
 KEYS = ("name",) + tuple(f.name for f in fields(OnlinePlan))
-INTEGERS = {"every_prompts": 1, "every_tokens": 1, "steps": 1, "window": 1, "batch_tokens": 16, "seed": 0}  # minimum
+# key -> its row of the bounds table (specbench.bounds): seed 10^23 overflowed, steps 10^9 trained for ever
+ROWS = {
+    "every_prompts": "prompts",
+    "every_tokens": "max_new_tokens",
+    "steps": "online.steps",
+    "window": "online.window",
+    "batch_tokens": "train.batch_tokens",
+    "seed": "seed_unsigned",
+    "lr": "train.lr",
+    "reject_weight": "online.reject_weight",
+}
 SHORT_LOSS = {"accepted": "acc", "accepted+rejected": "acc+rej"}
 
 
@@ -36,7 +46,7 @@ def parse_online(value: dict, where: str) -> OnlinePlan:
     plan = DEFAULT
     for key, choices in (("start", STARTS), ("loss", LOSSES)):
         if key in value:
-            text = str(value[key])
+            text = check_text(value[key], key, f"{where}: strategy online")
             if text not in choices:
                 raise SpecbenchError(
                     f"{where}: strategy online: unknown {key} '{text}'{did_you_mean(text, list(choices))}"
@@ -47,27 +57,10 @@ def parse_online(value: dict, where: str) -> OnlinePlan:
         raise SpecbenchError(f"{where}: strategy online: give every_prompts or every_tokens, not both")
     if "every_tokens" in value:
         plan = replace(plan, every_prompts=None)
-    for key, low in INTEGERS.items():
+    for key, row in ROWS.items():  # every number against its row of the bounds table (upper bounds included)
         if key in value:
-            number = value[key]
-            if isinstance(number, bool) or not isinstance(number, int) or number < low:
-                raise SpecbenchError(f"{where}: strategy online: '{key}' must be an integer >= {low}, got {number!r}")
-            plan = replace(plan, **{key: number})
-    for key in ("lr", "reject_weight"):
-        if key in value:
-            number = value[key]
-            if (
-                isinstance(number, bool)
-                or not isinstance(number, (int, float))
-                or not math.isfinite(number)
-                or number < 0
-                or (key == "lr" and number == 0)
-            ):
-                raise SpecbenchError(
-                    f"{where}: strategy online: '{key}' must be a finite number "
-                    f"{'> 0' if key == 'lr' else '>= 0'}, got {number!r}"
-                )
-            plan = replace(plan, **{key: float(number)})
+            number = check_bound(row, value[key], f"{where}: strategy online", key)
+            plan = replace(plan, **{key: float(number) if key in ("lr", "reject_weight") else number})
     if "reject_weight" in value and not plan.uses_rejections:
         raise SpecbenchError(
             f"{where}: strategy online: reject_weight weighs the rejected-draft term, which "

@@ -60,7 +60,10 @@ def turns_of(value, where: str) -> tuple[str, ...]:
     elif isinstance(value, (list, tuple)) and all(isinstance(t, str) for t in value):
         turns = tuple(value)
     elif isinstance(value, (list, tuple)) and all(isinstance(m, dict) for m in value):
-        turns = tuple(str(m.get("content", "")) for m in value if m.get("role", "user") == "user")
+        # a message without text (content null, or a list of parts) is no turn, never the text "None"
+        turns = tuple(
+            m["content"] for m in value if m.get("role", "user") == "user" and isinstance(m.get("content"), str)
+        )
     else:
         raise SpecbenchError(
             f"{where}: the prompt must be a text, a list of texts or chat messages, got {type(value).__name__}"

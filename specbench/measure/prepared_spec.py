@@ -120,7 +120,11 @@ def parse_prepared(data: dict, *, origin: str) -> PreparedSpec:
                 ("categories", "bin"),
             )
             configs.append(
-                PreparedConfig(str(config), _names(part, "categories", ""), part.get("bin", str, None, nullable=True))
+                PreparedConfig(
+                    section.text_key(config, "configs"),
+                    _names(part, "categories", ""),
+                    part.get("bin", str, None, nullable=True),
+                )
             )
         configs = tuple(configs)
     else:

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from specbench.models import cache as model_cache
+from specbench.safe_files import replacing
 
 USER_ROLES = ("human", "user")
 CACHE_VERSION = 1  # bump when the extraction changes
@@ -127,14 +126,7 @@ def _load(path: str, size: int, mtime_ns: int, cache_root: str) -> ShareGPTExtra
 def write_json_atomically(dest: Path, payload: dict) -> None:
     """Write JSON to ``dest`` via a temporary sibling and a rename; a cache that cannot be written is skipped."""
     try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
-    except OSError:
-        return
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with replacing(dest, text=True) as fh:  # never through a symlink (`specbench.safe_files`)
             json.dump(payload, fh, ensure_ascii=False)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; the cache is as readable as the models beside it
-        os.replace(tmp, dest)
     except OSError:
-        Path(tmp).unlink(missing_ok=True)
+        pass

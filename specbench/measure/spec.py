@@ -72,7 +72,7 @@ from specbench.engine.layout_probe import check_cpu_settings, parse_layout_setti
 from specbench.engine.threads import parse_thread_setting
 from specbench.engine.tree import parse_tree, shape_for, tree_depth_limit
 from specbench.engine.named_params import NamedParams
-from specbench.errors import SpecbenchError, check_keys, did_you_mean
+from specbench.errors import SpecbenchError, check_keys, check_text, did_you_mean
 from specbench.measure.adaptive_spec import AdaptivePlan, parse_adaptive
 from specbench.measure.executor_spec import INPROCESS, ExecutorChoice, parse_executor
 from specbench.measure.online_spec import check_online
@@ -80,7 +80,7 @@ from specbench.measure.sweep_flags import bound_of
 from specbench.measure.strategy import SEQUENTIAL, Strategy, check_nested, parse_strategies
 from specbench.measure.timing_protocol import TimingProtocol, parse_timing
 from specbench.measure.values import check_config_count, check_name, strict_bool
-from specbench.models.resolve import torch_dtype
+from specbench.models.resolve import dtype_setting
 from specbench.safe_files import load_yaml_file
 
 TOP_LEVEL_KEYS = ("name", "description", "target", "device", "dtype", "seed", "repeats", "max_new_tokens",
@@ -95,6 +95,9 @@ DEFAULTS = {"name": None, "description": "", "target": "smollm2-135m", "device":
             "concurrency": None, "strategy": None, "schedules": ["fixed"], "threads": None, "adaptive": None,
             "layout": None, "request_rates": None, "arrivals": None, "executor": None,
             "price_per_hour": None}
+DRAFTER_KEYS = ("type", "params")  # one entry of 'drafters'
+WORKLOAD_KEYS = ("name", "count", "split", "max_new_tokens")  # one entry of 'workloads'
+CALIBRATION_KEYS = ("gammas", "prompts")
 MODES = ("live", "replay", "both")
 ARRIVALS = ("poisson", "constant")  # open-loop arrival processes (specbench.measure.arrivals)
 OPEN_LOOP_MAX_IN_FLIGHT = 64  # requests in flight at most under request_rates, unless concurrency says otherwise
@@ -318,13 +321,18 @@ def capped_workloads(spec) -> list[str]:
 
 # ----------------------------------------------------------------------------- parsing
 
-def parse_params(items: list[str]) -> dict:
-    """KEY=VALUE strings -> dict (numbers become int/float)."""
+def parse_params(items: list[str], drafter: str | None = None) -> dict:
+    """KEY=VALUE strings -> dict (numbers become int/float, except for the text parameters of ``drafter``'s
+    catalogue entry: ``model=007`` stays the text '007')."""
+    declared = catalogue.get(drafter).params if drafter is not None and drafter in catalogue.names() else {}
     params = {}
     for item in items:
         if "=" not in item:
             raise SpecbenchError(f"--drafter-param expects KEY=VALUE, got '{item}'")
         key, value = item.split("=", 1)
+        if key.strip() in declared and declared[key.strip()].kind == "str":
+            params[key.strip()] = value
+            continue
         for cast in (int, float):
             try:
                 value = cast(value)
@@ -333,6 +341,30 @@ def parse_params(items: list[str]) -> dict:
                 continue
         params[key.strip()] = value
     return params
+
+
+def _empty_grid_reason(spec: SweepSpec) -> str:
+    """Why `expand_configs` left no speculative configuration: the axis combination that removed them all."""
+    drafted = [g for g in spec.gammas if g > 0]
+    if not spec.drafters or not drafted:
+        return "empty grid: no drafter with a draft length γ > 0 (give drafters and gammas)"
+    if "chain" not in spec.trees and all(s.nested for s in spec.strategies):
+        return (f"empty grid: strategy nested speculates on chains, and trees {spec.trees} hold no chain "
+                "(add 'chain' to 'trees', or a sequential strategy for the trees)")
+    if "chain" not in spec.trees and all(not s.is_fixed for s in spec.schedules):
+        return (f"empty grid: schedules other than fixed choose a chain's length, and trees {spec.trees} hold no "
+                "chain (add 'chain' to 'trees', or the schedule fixed)")
+    limits = {t: tree_depth_limit(t) for t in spec.trees}
+    if all(limit is not None and min(drafted) > limit for limit in limits.values()):
+        deepest = max(limits.values())
+        return (f"empty grid: the trees {spec.trees} draft at most {deepest} deep, and every γ in {drafted} is deeper "
+                f"(give gammas up to {deepest})")
+    return "empty grid: no drafter, γ, tree, strategy and schedule combine into a speculative configuration"
+
+
+def _distinct(items: list) -> int:
+    """How many different values ``items`` holds (mappings compared by their content)."""
+    return len({json.dumps(item, sort_keys=True, default=str) for item in items})
 
 
 def _fail(where: str, message: str) -> None:
@@ -355,41 +387,42 @@ def _number(value, where: str, key: str, bound: str):
 
 
 def _drafter(item, where: str) -> DrafterConfig:
-    if isinstance(item, str):
-        item = parse_drafter_flag(item)
+    if not isinstance(item, dict):
+        item = parse_drafter_flag(check_text(item, "drafters", where))
     if not isinstance(item, dict) or "type" not in item:
         _fail(where, f"each drafter needs a 'type' (e.g. {{type: ngram}}), got {item!r}")
-    extra = set(item) - {"type", "params"}
+    extra = set(item) - set(DRAFTER_KEYS)
     if extra:
         _fail(where, f"drafter entries take 'type' and 'params', not {sorted(map(str, extra))}")
     params = item.get("params") or {}
     if not isinstance(params, dict):
         _fail(where, f"'params' of drafter {item['type']} must be a mapping")
-    check_params(str(item["type"]), params)
-    params = check_param_values(str(item["type"]), params, where)
-    return DrafterConfig(type=str(item["type"]), params=tuple(sorted(params.items())))
+    kind = check_text(item["type"], "drafters: type", where)
+    check_params(kind, params)
+    params = check_param_values(kind, params, where)
+    return DrafterConfig(type=kind, params=tuple(sorted(params.items())))
 
 
 def parse_drafter_flag(text: str) -> dict:
     """``TYPE`` or ``TYPE:key=value,key=value`` -> {type, params}."""
 
     kind, _, rest = text.partition(":")
-    params = parse_params([p for p in rest.split(",") if p]) if rest else {}
+    params = parse_params([p for p in rest.split(",") if p], kind.strip()) if rest else {}
     return {"type": kind.strip(), "params": params}
 
 
 def _workload(item, where: str) -> WorkloadChoice:
-    if isinstance(item, str):
-        item = {"name": item}
-    if not isinstance(item, dict) or "name" not in item:
+    if not isinstance(item, dict):
+        item = {"name": check_text(item, "workloads", where)}
+    if "name" not in item:
         _fail(where, f"each workload needs a 'name', got {item!r}")
-    extra = set(item) - {"name", "count", "split", "max_new_tokens"}
+    extra = set(item) - set(WORKLOAD_KEYS)
     if extra:
         _fail(where, f"workload entries take name, count, split and max_new_tokens, not {sorted(map(str, extra))}")
     count, max_new = item.get("count"), item.get("max_new_tokens")
-    return WorkloadChoice(name=str(item["name"]),
+    return WorkloadChoice(name=check_text(item["name"], "workloads: name", where),
                           count=None if count is None else _number(count, where, "count", bound_of("workloads[].count")),
-                          split=str(item.get("split", "eval")),
+                          split=check_text(item.get("split", "eval"), "workloads: split", where),
                           max_new_tokens=None if max_new is None else _flagged(max_new, where, "max_new_tokens"))
 
 
@@ -399,7 +432,7 @@ def _calibration(value, gammas: list[int], where: str) -> Calibration:
     value = {} if value is None else value
     if not isinstance(value, dict):
         _fail(where, "'calibration' must be a mapping, e.g. {gammas: [1, 8], prompts: 2}")
-    extra = set(value) - {"gammas", "prompts"}
+    extra = set(value) - set(CALIBRATION_KEYS)
     if extra:
         _fail(where, f"'calibration' takes gammas and prompts, not {sorted(map(str, extra))}")
     chosen = value.get("gammas")
@@ -433,13 +466,12 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     data = _with_defaults(raw, where)
     spec = _grid_axes(data, where)
     _run_settings(spec, data, where)
-    if spec.dtype != "auto":
-        torch_dtype(spec.dtype)
+    spec.dtype = dtype_setting(spec.dtype, f"{where}: dtype")
     if not spec.workloads:
         _fail(where, "no workloads: give at least one (e.g. workloads: [mt-bench])")
     spec.configs = expand_configs(spec)
     if not any(not c.is_baseline for c in spec.configs):
-        _fail(where, "empty grid: no drafter with a draft length γ > 0 (give drafters and gammas)")
+        _fail(where, _empty_grid_reason(spec))
     if spec.replays:
         _check_replayable(spec, where)
     _backend(spec, data["backend"], data["concurrency"], where)
@@ -455,11 +487,13 @@ def _with_defaults(raw, where: str) -> dict:
         _fail(where, "a sweep file must be a mapping of keys (name, target, drafters, gammas, ...)")
     check_keys(raw, TOP_LEVEL_KEYS, f"{where}: unknown key '{{key}}'")
     data = {**DEFAULTS, **{k: v for k, v in raw.items() if v is not None or k == "max_new_tokens"}}
+    data["name"] = check_text(data["name"], "name", where, nullable=True)
     if not data["name"]:
         _fail(where, "the sweep needs a name (results go to results/<name>/)")
     check_name(data["name"], where)
-    axes = {k: len(_as_list(data[k], where, k)) for k in ("drafters", "gammas", "trees", "temperatures", "schedules")}
-    check_config_count(axes, where)
+    axes = {k: _distinct(_as_list(data[k], where, k))  # repeats collapse: 400,000 × γ 2 is one γ, not a huge grid
+            for k in ("drafters", "gammas", "trees", "temperatures", "schedules")}
+    check_config_count(axes, where)  # before anything is expanded
     return data
 
 
@@ -473,14 +507,15 @@ def _grid_axes(data: dict, where: str) -> SweepSpec:
     gammas = sorted({_flagged(g, where, "gammas") for g in _as_list(data["gammas"], where, "gammas")})
     temperatures = sorted({_flagged(t, where, "temperatures")
                            for t in _as_list(data["temperatures"], where, "temperatures")})
-    trees = [str(t) for t in _as_list(data["trees"], where, "trees")]
+    trees = [check_text(t, "trees", where) for t in _as_list(data["trees"], where, "trees")]
     for tree in trees:
         parse_tree(tree)  # raises a one-line error for a bad shape
     top_p = _flagged(data["top_p"], where, "top_p")
     max_new_tokens = data["max_new_tokens"]
     spec = SweepSpec(
-        name=str(data["name"]), description=str(data["description"] or ""), target=str(data["target"]),
-        device=str(data["device"]), dtype=str(data["dtype"]), seed=_flagged(data["seed"], where, "seed"),
+        name=data["name"], description=check_text(data["description"], "description", where, nullable=True) or "",
+        target=check_text(data["target"], "target", where), device=check_text(data["device"], "device", where),
+        dtype=check_text(data["dtype"], "dtype", where), seed=_flagged(data["seed"], where, "seed"),
         repeats=_flagged(data["repeats"], where, "repeats"),
         max_new_tokens=None if max_new_tokens is None else _flagged(max_new_tokens, where, "max_new_tokens"),
         ignore_eos=strict_bool(data["ignore_eos"], where, "ignore_eos"),
@@ -501,7 +536,7 @@ def _run_settings(spec: SweepSpec, data: dict, where: str) -> None:
     spec.schedules = _schedules(data["schedules"], spec, where)
     spec.compile = strict_bool(data["compile"], where, "compile")
     spec.strategies = parse_strategies(data["strategy"], where)
-    spec.kernels = str(data["kernels"])
+    spec.kernels = check_text(data["kernels"], "kernels", where)
     if spec.kernels not in ("auto", "triton", "torch"):
         _fail(where, f"'kernels' must be auto, triton or torch, got '{spec.kernels}'")
     spec.timing = parse_timing(data["timing"], where)
@@ -511,7 +546,7 @@ def _run_settings(spec: SweepSpec, data: dict, where: str) -> None:
     spec.executor = parse_executor(data["executor"], where)
     if data["price_per_hour"] is not None:
         spec.price_per_hour = float(_number(data["price_per_hour"], where, "price_per_hour", "price_per_hour"))
-    spec.mode = str(data["mode"])
+    spec.mode = check_text(data["mode"], "mode", where)
     if spec.mode not in MODES:
         _fail(where, f"unknown mode '{spec.mode}'{did_you_mean(spec.mode, list(MODES))} (choose from: "
                      f"{', '.join(MODES)})")
@@ -564,7 +599,7 @@ def _backend(spec: SweepSpec, value, concurrency, where: str) -> None:
     if not isinstance(value, dict):
         _fail(where, "'backend' must be a name (own, vllm, ...) or a mapping {name: vllm, ...options}")
     options = dict(value)
-    backend = backends.get(str(options.pop("name", DEFAULT_BACKEND)))
+    backend = backends.get(check_text(options.pop("name", DEFAULT_BACKEND), "backend: name", where))
     spec.backend = backend.name
     spec.backend_options = options
     concurrency = [1] if concurrency is None else concurrency
@@ -593,7 +628,7 @@ def _request_rates(spec: SweepSpec, rates, arrivals, concurrency, where: str) ->
                      f"({', '.join(backends.names(concurrent=True))})")
     if spec.mode != "live":
         _fail(where, f"request_rates time live requests: mode '{spec.mode}' cannot replay them")
-    spec.arrivals = str(arrivals or "poisson")
+    spec.arrivals = check_text(arrivals, "arrivals", where, nullable=True) or "poisson"
     if spec.arrivals not in ARRIVALS:
         _fail(where, f"unknown arrivals '{spec.arrivals}'{did_you_mean(spec.arrivals, list(ARRIVALS))} (choose from: "
                      f"{', '.join(ARRIVALS)})")

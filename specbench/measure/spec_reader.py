@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from specbench.bounds import violation
-from specbench.errors import SpecbenchError, check_keys
+from specbench.errors import SpecbenchError, check_keys, check_text, written
 
 
 class Reader:
@@ -28,9 +28,21 @@ class Reader:
         if value is None and nullable:
             return None
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            if kind is str:  # YAML's 0x1F is the number 31: refused as written, never turned into text
+                try:
+                    check_text(value, key, "")
+                except SpecbenchError as exc:
+                    self.fail(str(exc))
             names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-            self.fail(f"'{key}' must be {names}, got {value!r}")
+            self.fail(f"'{key}' must be {names}, got {written(value)}")
         return value
+
+    def text_key(self, name, key: str) -> str:
+        """A key of the mapping under ``key`` (a bin label, a task, a config name): text, or one line naming it as
+        written (YAML reads ``0x10:`` as the number 16)."""
+        if not isinstance(name, str):
+            self.fail(f"the keys of '{key}' must be text, got {written(name)} (quote it for the text: '{written(name)}':)")
+        return name
 
     def int_in(self, key: str, default: int | None, low: int, high: int | None = None, *,
                nullable: bool = False) -> int | None:

@@ -32,6 +32,7 @@ from typing import Callable
 from specbench.errors import SpecbenchError
 from specbench.measure.prompt import Prompt
 from specbench.measure.spec_reader import Reader, workload_fields
+from specbench.safe_files import load_yaml_file
 
 _TOP_KEYS = ("name", "description", "max_new_tokens", "sampling", "stream")
 _SEGMENT_KEYS = ("workload", "count", "label")
@@ -130,6 +131,15 @@ def stream_prompts(
     taken: dict[str, int] = {}
     prompts: list[Prompt] = []
     sources = []
+    for segment in spec.segments:  # before any segment loads: a stream naming itself would load it for ever
+        if segment.workload.endswith((".yaml", ".yml")) and Path(segment.workload).is_file():
+            if is_stream(load_yaml_file(segment.workload, "workload file")):
+                itself = Path(segment.workload).resolve() == Path(spec.origin).resolve()
+                raise SpecbenchError(
+                    f"workload {spec.name}: segment '{segment.label}' is "
+                    + ("this stream itself" if itself else f"a stream itself ({segment.workload})")
+                    + "; streams hold workloads, not streams"
+                )
     for segment, n in zip(spec.segments, segment_counts(spec, count)):
         start = taken.get(segment.workload, 0)
         workload = load(segment.workload, count=start + n, seed=spec.seed if seed is None else seed, split=split)

@@ -151,7 +151,7 @@ def make_record(unit: Unit, result, spec: SweepSpec, device_name: str) -> dict:
         "device": device_name, "dtype": spec.dtype_used or spec.dtype,
         "prompt_tokens": result.prompt_tokens, "new_tokens": result.new_tokens, "decode_tokens": result.decode_tokens,
         "rounds": result.target_forwards, "drafted": result.drafted, "accepted": result.accepted,
-        "draft_steps": int(sum(rounds.draft_steps)), "alpha": result.alpha, "tau": result.tau,
+        "draft_steps": int(sum(rounds.draft_steps)) if rounds.observed else None, "alpha": result.alpha, "tau": result.tau,
         "accept_hist": result.accepted_length_histogram(c.gamma).tolist(),
         "pos_attempts": attempts.tolist()[: c.gamma], "pos_accepts": accepts.tolist()[: c.gamma],
         "round_drafted": list(rounds.drafted), "round_depth": list(rounds.depth),

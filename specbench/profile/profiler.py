@@ -71,9 +71,11 @@ from specbench.engine.timing import DeviceClock
 from specbench.engine.tree import shape_for
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models import cache as model_cache
+from specbench.models.limits import check_config_sizes, check_memory, implied_parameters
 from specbench.models.resolve import (
     alias_entry,
     aliases,
+    dtype_setting,
     hub_reachable,
     quiet_transformers,
     resolve_device,
@@ -563,6 +565,33 @@ class ProfilePlan:
         return self.grid.cells(["target"] * (2 if self.twin else 1) + ["drafter"] * len(self.drafters))
 
 
+def grid_memory_bytes(arch: Architecture, grid: ProfileGrid, element_size: int) -> float:
+    """Memory the grid's largest cell needs, before it is allocated: the weights, the KV cache of B sequences of
+    c + n positions, and the verify forward's activations (B · n rows of hidden states through the MLP and of
+    float32 logits over the vocabulary), for the largest B, c and n of the grid."""
+    config = arch.config
+    batch, positions = max(grid.batches), max(grid.contexts) + max(grid.verify_tokens)
+    rows = batch * max(grid.verify_tokens)
+    hidden = int(getattr(config, "hidden_size", 0) or 0)
+    mlp = int(getattr(config, "intermediate_size", 0) or 4 * hidden)
+    vocab = int(getattr(config, "vocab_size", 0) or 0)
+    weights = implied_parameters(config.to_dict()) * element_size
+    kv = kv_bytes_per_position(config, element_size) * batch * positions
+    activations = rows * ((2 * hidden + 2 * mlp) * element_size + vocab * 4)
+    return float(weights + kv + activations)
+
+
+def check_grid_memory(arch: Architecture, grid: ProfileGrid, element_size: int) -> None:
+    """Refuse a grid whose largest cell needs more memory than the limit, in one line naming the cell (batch ×
+    context × verify tokens, each within its own bound, can multiply to terabytes)."""
+    check_config_sizes(arch.config.to_dict(), f"architecture {arch.spec}")
+    check_memory(
+        grid_memory_bytes(arch, grid, element_size),
+        f"profile --batch {max(grid.batches)} --context {max(grid.contexts)} --verify-tokens "
+        f"{max(grid.verify_tokens)} on {arch.spec} (weights, KV cache and the verify forward's activations)",
+    )
+
+
 def plan_profile(target: str, drafters: Sequence[str] = (), *, device: str = "cpu", dtype: str = "auto",
                  grid: ProfileGrid = ProfileGrid(), kernels: str = "auto", seed: int = 0,
                  with_dense_twin: bool = False) -> ProfilePlan:
@@ -570,13 +599,14 @@ def plan_profile(target: str, drafters: Sequence[str] = (), *, device: str = "cp
 
     grid.validate()
     device = resolve_device(device)
+    dtype = dtype_setting(dtype, "--dtype")
     dtype = default_dtype(device) if dtype == "auto" else dtype
-    torch_dtype(dtype)
     if kernels not in ("auto", "torch", "triton"):
         raise SpecbenchError(f"unknown kernels choice '{kernels}' (auto, triton or torch)")
     target_arch = resolve_architecture(target)
     _check_positions(target_arch, max(grid.contexts) + max(grid.verify_tokens),
                      f"context {max(grid.contexts)} + verify tokens {max(grid.verify_tokens)}")
+    check_grid_memory(target_arch, grid, torch_dtype(dtype).itemsize)
     resolved: list = []
     for name in dict.fromkeys(d.strip() for d in drafters if d and d.strip()):
         if name in catalogue.names(model_free=True):  # proposals timed, no forward

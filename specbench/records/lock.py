@@ -2,7 +2,8 @@
 
 `FolderLock` takes ``fcntl.flock`` on ``FOLDER/.specbench.lock`` for as long as a sweep, a
 profile or a merge writes there; the file holds the writer's PID for the message a second
-writer gets ("FOLDER is in use by PID N"). The kernel drops the lock when the process ends,
+writer gets ("FOLDER is in use by PID N"); it is opened without following a symlink
+(`specbench.safe_files.open_no_follow`): a lock file that is a symlink is refused, its target untouched. The kernel drops the lock when the process ends,
 however it ends (SIGKILL included), so a stale lock cannot outlive its writer. On release —
 every exit path of the writer, success or failure — the lock file is removed (while still
 locked; a writer that locked a file just unlinked sees its inode gone and locks the new one),
@@ -26,6 +27,7 @@ import threading
 from pathlib import Path
 
 from specbench.errors import SpecbenchError
+from specbench.safe_files import open_no_follow
 
 LOCK_FILE = ".specbench.lock"
 
@@ -104,7 +106,7 @@ class FolderLock:
         """An open, exclusively locked descriptor of ``path`` holding our PID."""
         for _ in range(100):
             try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+                fd = open_no_follow(path, os.O_RDWR | os.O_CREAT)  # a symlink here is refused, never truncated
             except OSError as exc:
                 raise SpecbenchError(f"{self.folder} is not writable ({exc.strerror or exc})") from None
             try:
@@ -176,8 +178,8 @@ def lock_holder(folder: str | Path) -> int | None:
     try:
         if str(Path(folder).resolve()) in _held:
             return None  # this process is the writer
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
+        fd = open_no_follow(path, os.O_RDONLY)
+    except (OSError, SpecbenchError):
         return None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)

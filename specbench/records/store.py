@@ -14,8 +14,6 @@ A results folder (``results/<sweep-name>/``) holds
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +25,7 @@ from specbench.errors import SpecbenchError
 from specbench.records.archive import archive_records, check_run_info, note_set_aside
 from specbench.records.jsonable import json_ready
 from specbench.records.lock import interrupts_deferred
+from specbench.safe_files import write_atomic
 
 SCHEMA_VERSION = 1
 
@@ -207,25 +206,9 @@ RECORDS = "records"
 
 # ----------------------------------------------------------------------------- atomic files
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; results are ordinary files
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """``data`` written whole at ``path`` (`specbench.safe_files.write_atomic`: never through a symlink)."""
+    write_atomic(path, data)
 
 
 def atomic_write_json(path: Path, obj) -> None:

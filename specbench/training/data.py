@@ -31,7 +31,8 @@ from typing import Callable
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+from safetensors.torch import save as safetensors_bytes
 
 from specbench.engine.decoder import make_decoder
 from specbench.engine.drafters.ngram import NgramDrafter
@@ -39,7 +40,7 @@ from specbench.engine.loop import SpeculativeEngine
 from specbench.errors import SpecbenchError
 from specbench.measure.workloads import encode_turn, load_workload
 from specbench.models.cache import cache_root
-from specbench.safe_files import writing
+from specbench.safe_files import open_appending, write_atomic, writing
 
 GENERATION = {"decoding": "greedy", "drafter": "ngram", "n_min": 1, "n_max": 3, "gamma": 4}
 MAX_PROMPT_TOKENS = 1024
@@ -181,21 +182,21 @@ def generate_corpus(target, spec: CorpusSpec, answer_tokens: int,
 @contextlib.contextmanager
 def _exclusive(path: Path):
     """One generator per corpus at a time (others wait, then reuse what it wrote)."""
-    with path.open("w") as handle:
+    with open_appending(path) as handle:  # never through a symlink (`specbench.safe_files`)
         fcntl.flock(handle, fcntl.LOCK_EX)  # POSIX, like the engine's `resource`
         yield
 
 
 def _extend(target, spec: CorpusSpec, corpus: Corpus, answer_tokens: int, on_progress) -> Corpus:
-    (corpus.folder / "spec.json").write_text(json.dumps({**asdict(spec), "generation": GENERATION}, indent=2))
+    write_atomic(corpus.folder / "spec.json", json.dumps({**asdict(spec), "generation": GENERATION}, indent=2))
     path = corpus.folder / "sequences.jsonl"
     # rewrite what was read, dropping a half-written last line if there was one
-    path.write_text("".join(json.dumps(asdict(s)) + "\n" for s in corpus.sequences))
+    write_atomic(path, "".join(json.dumps(asdict(s)) + "\n" for s in corpus.sequences))
     done = {s.prompt_id for s in corpus.sequences}
     engine = SpeculativeEngine(target, NgramDrafter(GENERATION["n_min"], GENERATION["n_max"]),
                                gamma=GENERATION["gamma"])
     total = corpus.answer_tokens
-    with path.open("a") as out:
+    with open_appending(path, text=True) as out:
         for workload, prompt in training_prompts(spec.workloads, spec.split, spec.seed):
             if total >= answer_tokens:
                 break
@@ -256,10 +257,8 @@ def ensure_features(target, corpus: Corpus, indices: list[int], layers: tuple[in
         for name, value in tensors.items():
             value = value.float().cpu()
             stored[name] = value.half() if value.abs().max() < 6e4 else value
-        tmp = path.with_suffix(".tmp")
-        with writing(path, "training features", remove=tmp):
-            save_file(stored, str(tmp))
-            tmp.replace(path)
+        with writing(path, "training features"):
+            write_atomic(path, safetensors_bytes(stored))
         if on_progress is not None:
             on_progress(n + 1, len(indices))
 

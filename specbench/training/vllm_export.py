@@ -32,7 +32,7 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import save as safetensors_bytes
 
 from specbench.analysis.vllm_speculative import speculative_config
 from specbench.catalogue import drafters as catalogue
@@ -41,7 +41,7 @@ from specbench.engine.drafters import make_drafter
 from specbench.engine.drafters.speculators_format import speculative_tokens
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import load_model
-from specbench.safe_files import writing
+from specbench.safe_files import write_atomic, writing
 from specbench.training.draft_layer_config import draft_llama_config
 from specbench.training.speculators_export import export_speculators
 
@@ -163,11 +163,10 @@ def write_export(kind: str, drafter, target, out: Path, fmt: str = "vllm", verif
     created = not out.exists()
     with writing(out, "exported checkpoint", remove=out if created else out / "model.safetensors"):
         out.mkdir(parents=True, exist_ok=True)
-        save_file(_cpu(tensors), str(out / "model.safetensors"), metadata={"format": "pt"})
-        (out / "model.safetensors").chmod(0o644)  # safetensors creates the file readable by its owner only
-        (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        write_atomic(out / "model.safetensors", safetensors_bytes(_cpu(tensors), metadata={"format": "pt"}))
+        write_atomic(out / "config.json", json.dumps(config, indent=2) + "\n")
     speculative = serving_config(kind, out, config)
     report = {"kind": kind, "format": fmt, "folder": str(out), "target": target.name, "tensors": sorted(tensors),
               "notes": notes, "speculative_config": speculative}
-    (out / "specbench-export.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_atomic(out / "specbench-export.json", json.dumps(report, indent=2) + "\n")
     return report

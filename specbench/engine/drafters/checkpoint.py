@@ -27,12 +27,14 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+from safetensors.torch import save as safetensors_bytes
 
 from specbench.engine.drafters.checkpoint_location import (fetch_hub_checkpoint, looks_like_hub_id, shipped_names,
                                                          shipped_root)
 from specbench.errors import SpecbenchError, did_you_mean
-from specbench.safe_files import writing
+from specbench.models.limits import check_config_sizes
+from specbench.safe_files import write_atomic, writing
 
 __all__ = ["shipped_names", "shipped_root"]  # re-exported: where the shipped checkpoints are
 
@@ -163,6 +165,7 @@ def read_checkpoint(folder: Path, expected_type: str | None = None) -> Checkpoin
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         raise SpecbenchError(f"drafter checkpoint {folder}: {CONFIG} is not a specbench drafter config "
                              "(for Medusa or EAGLE folders use the drafter type's load_published)")
+    check_config_sizes(config, f"drafter checkpoint {folder}")  # before any tensor of these sizes is made
     if config.get("format_version", 0) > FORMAT_VERSION:
         raise SpecbenchError(f"drafter checkpoint {folder}: format version {config['format_version']} is newer "
                              f"than this specbench reads ({FORMAT_VERSION})")
@@ -191,7 +194,6 @@ def write_checkpoint(folder: Path, config: dict, tensors: dict[str, torch.Tensor
     config = {"format": FORMAT, "format_version": FORMAT_VERSION, **config,
               "dtype": str(dtype).replace("torch.", "") if dtype is not None else "as trained"}
     with writing(folder, "drafter checkpoint", remove=folder / WEIGHTS):  # a full disk: one line
-        save_file(out, str(folder / WEIGHTS))
-        (folder / WEIGHTS).chmod(0o644)  # safetensors creates the file readable by its owner only
-        (folder / CONFIG).write_text(json.dumps(config, indent=2) + "\n")
+        write_atomic(folder / WEIGHTS, safetensors_bytes(out))
+        write_atomic(folder / CONFIG, json.dumps(config, indent=2) + "\n")
     return folder

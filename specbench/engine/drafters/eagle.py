@@ -380,7 +380,7 @@ class _FeatureType(TrainedType):
 
     @staticmethod
     def _read(folder: Path, target, attn_factor: int, what: str) -> tuple[dict, LayerShape, dict]:
-        config = published.read_json(folder / "config.json")
+        config = published.read_config(folder / "config.json")
         shape = published.layer_shape(config, attn_factor)
         published.check_shapes(f"{what} checkpoint {folder}", shape.hidden,
                                int(config.get("vocab_size", target.vocab_size)), target)

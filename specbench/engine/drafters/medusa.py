@@ -165,7 +165,7 @@ class MedusaType(TrainedType):
     def load_published(self, folder: Path, target):
         """(MedusaHeads, None, per-head output weights or None when they are the target's LM head)."""
         folder = Path(folder)
-        config = published.read_json(folder / "config.json")
+        config = published.read_config(folder / "config.json")
         heads_n, layers = int(config["medusa_num_heads"]), int(config.get("medusa_num_layers", 1))
         tensors = published.read_tensors(folder, MEDUSA_WEIGHTS)
         if "0.0.linear.weight" not in tensors:

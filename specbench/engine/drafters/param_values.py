@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from specbench.catalogue import drafters as catalogue
-from specbench.errors import SpecbenchError
+from specbench.errors import SpecbenchError, written
 
 INT64 = (-(2**63), 2**63 - 1)
 
@@ -34,9 +34,10 @@ def _checked(value, param: catalogue.Param, label: str):
             raise SpecbenchError(f"{label} must be in [{low:g}, {high:g}], got {value!r}")
         value = float(value)
     elif param.kind == "str":
-        if isinstance(value, (dict, list, bool)) or value is None or not str(value).strip():
+        if not isinstance(value, str):  # YAML's 0x1F is the number 31: refused as written, never turned into text
+            raise SpecbenchError(f"{label} must be text, got {written(value)}")
+        if not value.strip():
             raise SpecbenchError(f"{label} must be a non-empty name, got {value!r}")
-        value = str(value)
     return value
 
 

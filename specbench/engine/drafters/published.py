@@ -31,13 +31,15 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+from safetensors.torch import save as safetensors_bytes
 
 from specbench.engine.drafters import registry
 from specbench.engine.drafters.checkpoint_location import SPECULATORS, is_speculators
 from specbench.engine.drafters.feature_layers import LayerShape
 from specbench.errors import SpecbenchError
-from specbench.safe_files import writing
+from specbench.models.limits import check_config_sizes
+from specbench.safe_files import replacing, write_atomic, writing
 
 
 def read_json(path: Path) -> dict:
@@ -47,9 +49,17 @@ def read_json(path: Path) -> dict:
         raise SpecbenchError(f"cannot read {path}: {exc}") from None
 
 
+def read_config(path: Path) -> dict:
+    """A drafter's config.json, its sizes checked against the bounds table with the memory they imply
+    (`specbench.models.limits.check_config_sizes`) before any weight is allocated."""
+    config = read_json(path)
+    check_config_sizes(config, str(path))
+    return config
+
+
 def write_json(path: Path, data: dict) -> None:
     with writing(path, "checkpoint file", remove=path):
-        path.write_text(json.dumps(data, indent=2) + "\n")
+        write_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
 def read_tensors(folder: Path, names: tuple[str, ...]) -> dict[str, torch.Tensor]:
@@ -73,9 +83,10 @@ def write_tensors(path: Path, tensors: dict[str, torch.Tensor]) -> None:
     tensors = {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
     with writing(path, "checkpoint weights", remove=path):  # a full disk: one line, no partial file
         if path.suffix == ".safetensors":
-            save_file(tensors, str(path))
+            write_atomic(path, safetensors_bytes(tensors))
         else:
-            torch.save(tensors, str(path))
+            with replacing(path) as handle:
+                torch.save(tensors, handle)
 
 
 def detect(folder: Path) -> str | None:

@@ -68,7 +68,7 @@ LAYER_REQUIREMENTS = {
 
 
 def read_config(folder: Path) -> dict:
-    config = published.read_json(Path(folder) / "config.json")
+    config = published.read_config(Path(folder) / "config.json")
     if not is_speculators(config):
         raise SpecbenchError(f"{folder}/config.json is not in the speculators format (no {TYPE_KEY})")
     return config
