@@ -99,8 +99,9 @@ def _merge_locked(sources: list[Path], out: Path, force: bool) -> int:
     info["merged_from"] = sorted({str(s) for s in sources} | set((existing or {}).get("merged_from", [])))
     store.write_run_info(info)
     store.replace_records(merged)
-    if histories and histories[0] is not None:
-        write_history(out, merge_histories(histories))
+    found = [h for h in histories if h is not None]
+    if histories and len(found) == len(histories):  # adaptive shards (a mix is refused before anything is written)
+        write_history(out, merge_histories(found))
     return len(merged)
 
 
