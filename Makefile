@@ -71,25 +71,25 @@ demo: install
 FORMATTED := specbench/catalogue specbench/backends/registry.py specbench/engine/device.py \
              specbench/measure/environment.py specbench/engine/drafters/registry.py \
              specbench/engine/drafters/param_values.py tests/test_catalogue.py tests/test_repository.py \
-             scripts/compare_records.py specbench/analysis/sequential.py specbench/analysis/stopping.py \
-             specbench/analysis/stopping_report.py specbench/analysis/stopping_simulation.py \
-             specbench/measure/adaptive.py specbench/measure/adaptive_spec.py specbench/measure/estimate.py \
+             scripts/compare_records.py specbench/analysis/statistics/sequential.py specbench/analysis/verdicts/stopping.py \
+             specbench/analysis/verdicts/stopping_report.py specbench/analysis/simulation.py \
+             specbench/measure/execution/adaptive.py specbench/measure/spec/adaptive.py specbench/measure/spec/estimate.py \
              specbench/records/adaptive_history.py specbench/cli/progress_lines.py specbench/cli/adaptive_view.py \
              scripts/adaptive_simulation.py tests/test_adaptive.py specbench/engine/cpu_info.py \
              specbench/engine/layout_probe.py scripts/gpu_busy.py tests/test_layout_probe.py \
              specbench/engine/drafters/speculators_format.py specbench/engine/drafters/checkpoint_location.py \
              specbench/training/speculators_export.py specbench/training/draft_layer_config.py \
-             specbench/measure/prepared_spec.py specbench/measure/prepared_rows.py \
-             specbench/measure/workload_prepared.py specbench/measure/workload_speed_bench.py \
-             specbench/measure/workload_speculator_benchmarks.py tests/test_speculators_format.py \
+             specbench/workloads/prepared_spec.py specbench/workloads/prepared_rows.py \
+             specbench/workloads/prepared.py specbench/workloads/speed_bench.py \
+             specbench/workloads/speculator_benchmarks.py tests/test_speculators_format.py \
              tests/test_prepared_workloads.py tests/test_vllm_speculators.py tests/speculators_checkpoints.py \
              tests/speculators_reference.py \
-             specbench/backends/kept_engines.py specbench/measure/executor.py specbench/measure/executor_spec.py specbench/measure/pieces.py \
-             specbench/measure/worker.py specbench/measure/ray_executor.py scripts/bench_scale.py \
+             specbench/backends/kept_engines.py specbench/measure/execution/executor.py specbench/measure/spec/executor.py specbench/measure/execution/pieces.py \
+             specbench/measure/execution/worker.py specbench/measure/execution/ray_executor.py scripts/bench_scale.py \
              tests/test_executor.py tests/test_ray_executor.py \
-             specbench/engine/online.py specbench/training/online.py specbench/measure/online_spec.py \
-             specbench/measure/online_resume.py specbench/measure/stream.py specbench/analysis/online.py \
-             specbench/figures/online.py specbench/cli/online_view.py tests/test_online.py \
+             specbench/engine/online_drafting.py specbench/training/online_learning.py specbench/measure/spec/online_strategy.py \
+             specbench/measure/execution/online_resume.py specbench/workloads/stream.py specbench/analysis/stream_adaptation.py \
+             specbench/figures/stream_figures.py specbench/cli/online_view.py tests/test_online.py \
              tests/test_online_sweep.py tests/test_stream_workload.py tests/test_online_analysis.py \
              specbench/bounds.py specbench/cli/params.py specbench/backends/http_client.py \
              specbench/backends/options.py specbench/backends/server_schema.py tests/test_fuzz.py

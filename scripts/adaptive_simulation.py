@@ -5,7 +5,7 @@
     .venv/bin/python scripts/adaptive_simulation.py --confirm --sims 500   # held / missed of `specbench confirm`
     make simulate-stopping                                          # the documented run
 
-Model, truths and scoring: `specbench.analysis.stopping_simulation`. Every row judges the same kind of
+Model, truths and scoring: `specbench.analysis.simulation`. Every row judges the same kind of
 synthetic workload (6 configurations, per-prompt spread of log speedup 0.25, correlation 0.8 across
 configurations); "confidently wrong" is a yes when no configuration beats 1 (or for one that does not),
 or a no when one does.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-from specbench.analysis.stopping_simulation import TRUTHS, confirmation_table, error_table
+from specbench.analysis.simulation import TRUTHS, confirmation_table, error_table
 
 
 def main() -> None:

@@ -62,8 +62,8 @@ def sweep_spec(engine: str, concurrency: list[int], prompts: int, tokens: int) -
 
 def run(raw: dict, out: Path) -> tuple[float, object]:
     from specbench.cli.progress_lines import LineProgress
-    from specbench.measure.runner import SweepRunner
-    from specbench.measure.spec import build_spec
+    from specbench.measure.execution.runner import SweepRunner
+    from specbench.measure.spec.sweep import build_spec
     from specbench.records.store import load_records
 
     start = time.perf_counter()

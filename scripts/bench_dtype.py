@@ -35,7 +35,7 @@ from specbench.engine.decoder import NativeDecoder
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.weight_layout import prefer_column_major
-from specbench.measure.workloads import load_workload
+from specbench.workloads.catalog import load_workload
 from specbench.models.prompting import encode_conversation
 from specbench.models.resolve import load_model
 

@@ -54,7 +54,7 @@ from specbench.engine.layout_probe import choose_layout
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.weight_layout import apply_layout, prefer_column_major, prefer_row_major
 from specbench.errors import SpecbenchError
-from specbench.measure.workloads import load_workload
+from specbench.workloads.catalog import load_workload
 from specbench.models.prompting import encode_conversation
 from specbench.models.resolve import load_model
 

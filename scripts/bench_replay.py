@@ -5,7 +5,7 @@
     python scripts/bench_replay.py --prompts 2 --max-new-tokens 48  # quicker
     python scripts/bench_replay.py --json bench-replay.json
 
-Two real sweeps (`specbench.measure.runner.SweepRunner`) in temporary folders, greedy, the same prompts:
+Two real sweeps (`specbench.measure.execution.runner.SweepRunner`) in temporary folders, greedy, the same prompts:
 
 * live: the baseline and every drafter at γ = 1..8 through the engine;
 * replay: the baseline, the calibration units (``--calibration-gammas`` on
@@ -62,8 +62,8 @@ class PhaseClock(LineProgress):
 
 
 def run_sweep(raw: dict, folder: Path) -> tuple[float, PhaseClock]:
-    from specbench.measure.runner import SweepRunner
-    from specbench.measure.spec import build_spec
+    from specbench.measure.execution.runner import SweepRunner
+    from specbench.measure.spec.sweep import build_spec
 
     clock = PhaseClock()
     runner = SweepRunner(build_spec(raw), folder, observer=clock)

@@ -31,7 +31,7 @@ from specbench.engine.weight_layout import linear, single_row_weight
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import load_model
 from specbench.models.prompting import encode_conversation
-from specbench.measure.workloads import load_workload
+from specbench.workloads.catalog import load_workload
 
 CONTEXT = 256
 K_VALUES = (1, 2, 4, 5, 8)

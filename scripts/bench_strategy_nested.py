@@ -28,7 +28,7 @@ from specbench.cli.progress_lines import Steps
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.nested import NestedDriver
-from specbench.measure.workloads import load_workload
+from specbench.workloads.catalog import load_workload
 from specbench.models.prompting import encode_conversation
 from specbench.models.resolve import load_model
 

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from specbench.analysis.recommend import recommend
+from specbench.analysis.recommendation.recommend import recommend
 from specbench.cli.progress_lines import LineProgress
-from specbench.measure.runner import SweepRunner
-from specbench.measure.spec import build_spec, load_spec_file
+from specbench.measure.execution.runner import SweepRunner
+from specbench.measure.spec.sweep import build_spec, load_spec_file
 from specbench.records.store import load_records
 from specbench.records.summary import configuration_table
 

@@ -33,7 +33,7 @@ from specbench.engine.drafters.checkpoint import read_checkpoint, resolve_checkp
 from specbench.engine.drafters.feature_layers import VocabHead
 from specbench.engine.drafters.ngram import NgramDrafter
 from specbench.engine.loop import SpeculativeEngine
-from specbench.measure.workloads import encode_turn
+from specbench.workloads.catalog import encode_turn
 from specbench.models.resolve import load_model
 from specbench.training.data import (
     GENERATION,

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from specbench.analysis.cost_profile import fit_profile, markdown_summary, what_if
+from specbench.analysis.cost.profile import fit_profile, markdown_summary, what_if
 from specbench.measure.environment import git_commit, package_versions
 from specbench.records.profile_file import load_profile
 

@@ -25,8 +25,8 @@ import argparse
 import numpy as np
 from scipy import stats
 
-from specbench.analysis.intervals import bootstrap_interval, bootstrap_weights, percentile_interval
-from specbench.analysis.speedup_interval import log_ratio_contributions, speedup_interval
+from specbench.analysis.statistics.intervals import bootstrap_interval, bootstrap_weights, percentile_interval
+from specbench.analysis.statistics.speedup_interval import log_ratio_contributions, speedup_interval
 
 
 def simulate(n_prompts: int, rng: np.random.Generator, mu: float = np.log(1.5), sigma_s: float = 0.3,

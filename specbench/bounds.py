@@ -376,7 +376,7 @@ FLAG_ROWS: dict[str, str] = {
 # The row of every key of every YAML file specbench reads, as "KIND: KEY" (nested keys "KIND: SECTION.KEY").
 # tests/test_bounds_everywhere.py reads the keys each parser accepts and fails on one without a row here.
 KEY_ROWS: dict[str, str] = {
-    # a sweep file (specbench.measure.spec and the sections it hands on)
+    # a sweep file (specbench.measure.spec.sweep and the sections it hands on)
     "sweep: name": "text",
     "sweep: description": "text",
     "sweep: target": "text",
@@ -442,7 +442,7 @@ KEY_ROWS: dict[str, str] = {
     "sweep: strategy.window": "online.window",
     "sweep: strategy.batch_tokens": "train.batch_tokens",
     "sweep: strategy.seed": "seed_unsigned",
-    # a workload file (specbench.measure.workload_spec and the kinds it hands on)
+    # a workload file (specbench.workloads.spec and the kinds it hands on)
     "workload: name": "text",
     "workload: description": "text",
     "workload: chat": "switch",

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import yaml
 
-from specbench.measure.runner import run_info
-from specbench.measure.spec import build_spec
-from specbench.measure.workloads import load_workload
+from specbench.measure.execution.runner import run_info
+from specbench.measure.spec.sweep import build_spec
+from specbench.workloads.catalog import load_workload
 from tests.synthetic_results import SyntheticCosts, SyntheticDrafter, make_records, write_results
 
 SWEEP_PROMPTS = 8

@@ -15,17 +15,17 @@ import pytest
 from scipy import stats
 from typer.testing import CliRunner
 
-from specbench.analysis.decision import _decide
+from specbench.analysis.verdicts.decision import _decide
 from specbench.cli import app
 from specbench.analysis.options import Option
-from specbench.analysis.recommend import recommend
-from specbench.analysis.sequential import FIXED, LookPlan, VerdictRule, pocock_constant
-from specbench.analysis.speedup_interval import speedup_interval
-from specbench.analysis.verdict import NO, UNSURE, YES
-from specbench.analysis.stopping import DECIDED, OPEN, look_outcome
-from specbench.analysis.stopping_simulation import TRUTHS, error_table
+from specbench.analysis.recommendation.recommend import recommend
+from specbench.analysis.statistics.sequential import FIXED, LookPlan, VerdictRule, pocock_constant
+from specbench.analysis.statistics.speedup_interval import speedup_interval
+from specbench.analysis.verdicts.verdict import NO, UNSURE, YES
+from specbench.analysis.verdicts.stopping import DECIDED, OPEN, look_outcome
+from specbench.analysis.simulation import TRUTHS, error_table
 from specbench.errors import SpecbenchError
-from specbench.measure.adaptive_spec import AdaptivePlan, parse_adaptive, parse_budget
+from specbench.measure.spec.adaptive import AdaptivePlan, parse_adaptive, parse_budget
 from specbench.records.adaptive_history import read_history
 from specbench.records.store import load_records
 from tests.cli_helpers import assert_user_error, invoke, jsonl_workload, tiny_sweep_yaml
@@ -254,7 +254,7 @@ def test_a_look_that_does_not_fit_the_budget_left_ends_as_budget_not_as_prompts_
 ):
     """Budget left, but the next look is estimated to overrun it: the workloads end "cannot tell within the
     budget" (with what is needed), not "its prompts ran out" — they had prompts left."""
-    from specbench.measure.adaptive import AdaptivePolicy
+    from specbench.measure.execution.adaptive import AdaptivePolicy
 
     monkeypatch.setattr(AdaptivePolicy, "_look_seconds", lambda self, state: None if state.look == 0 else 1e9)
     spec, out = adaptive_yaml(tmp_path, prompts_file, adaptive={**ADAPTIVE, "budget": "1h"}), tmp_path / "res"
@@ -310,8 +310,8 @@ def test_serving_backend_keeps_engines_and_runs_the_warm_ones_first(monkeypatch)
     the last two configurations are still running, and run first) — against 8 without kept engines."""
     from specbench.backends.base import Request
     from specbench.backends.registry import make_backend
-    from specbench.measure.groups import Group, warm_first
-    from specbench.measure.spec import build_spec
+    from specbench.measure.execution.groups import Group, warm_first
+    from specbench.measure.spec.sweep import build_spec
 
     monkeypatch.setenv("SPECBENCH_VLLM_WORKER_ENGINE", "tests.fake_vllm_engine:FakeEngine")
     monkeypatch.setenv("PYTHONPATH", os.getcwd())
@@ -337,7 +337,7 @@ def test_serving_backend_keeps_engines_and_runs_the_warm_ones_first(monkeypatch)
 
 
 def test_an_interval_end_that_rounds_to_one_shows_its_side_of_one():
-    from specbench.analysis.speedup_interval import ratio_end, speedup_words
+    from specbench.analysis.statistics.speedup_interval import ratio_end, speedup_words
 
     assert speedup_words(1.43, 1.0042, 2.03) == "1.43× [1.004, 2.03]"
     assert ratio_end(0.9981) == "0.998" and ratio_end(1.0) == "1.00" and ratio_end(1.2345) == "1.23"

@@ -41,6 +41,8 @@ def _lint_broken(tmp_path, roots: list[str], name: str, source: str, forbidden: 
 @pytest.mark.parametrize("roots, source, forbidden", [
     (["specbench"], "specbench.measure", "specbench.records"),  # measure writes records
     (["specbench", "specbench_kernels"], "specbench.engine", "specbench_kernels"),  # the walls see the kernels
+    (["specbench"], "specbench.measure.execution", "specbench.measure.spec"),  # the runner runs the spec
+    (["specbench"], "specbench.analysis.recommendation", "specbench.analysis.verdicts"),  # it reads verdicts
 ])
 def test_a_broken_contract_fails(tmp_path, roots, source, forbidden):
     """The check can fail: a contract forbidding an import the code makes is reported broken."""
@@ -128,3 +130,10 @@ def test_no_folder_of_the_checkout_shadows_an_installed_package():
     assert shadowed_packages(ROOT, owners) == {}
     planted = {**owners, "workloads": ["someone-elses-workloads"]}  # the check can fail
     assert shadowed_packages(ROOT, planted) == {"workloads": ["someone-elses-workloads"]}
+
+
+@pytest.mark.parametrize("package", ["measure", "analysis"])
+def test_measure_and_analysis_keep_their_top_level_small(package):
+    """Each cluster is a sub-package (docs/architecture.md): at most 12 modules stay at the package's top level."""
+    top = sorted(p.stem for p in (ROOT / "specbench" / package).glob("*.py") if p.stem != "__init__")
+    assert len(top) <= 12, top

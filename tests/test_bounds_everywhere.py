@@ -35,9 +35,11 @@ def _cli_params() -> list[tuple[str, object, str]]:
 
 
 def _sweep_keys() -> set[str]:
-    from specbench.engine.online import OnlinePlan
-    from specbench.measure import adaptive_spec, executor_spec, spec
-    from specbench.measure.timing_protocol import DEFAULT as TIMING
+    from specbench.engine.online_drafting import OnlinePlan
+    from specbench.measure.spec.sweep import adaptive as adaptive_spec
+    from specbench.measure.spec.sweep import executor as executor_spec
+    from specbench.measure.spec.sweep import sweep as spec
+    from specbench.measure.spec.timing import DEFAULT as TIMING
 
     keys = {f"sweep: {k}" for k in spec.TOP_LEVEL_KEYS}
     sections = {
@@ -62,7 +64,8 @@ def _normalised(where: str) -> str:
 
 
 def _workload_keys(monkeypatch) -> set[str]:
-    from specbench.measure import spec_reader, workload_spec
+    from specbench.workloads import spec_reader
+    from specbench.workloads import spec as workload_spec
 
     seen: set[str] = set()
     real = spec_reader.Reader.__init__
@@ -176,7 +179,7 @@ NUMERIC_KEYS = sorted(k for k, row in KEY_ROWS.items() if k.startswith("sweep: "
 
 @fuzz(st.tuples(st.sampled_from(NUMERIC_KEYS), st.sampled_from([0, 1, 2])), short=40, long=400)
 def _sweep_keys_enforced(case):
-    from specbench.measure.spec import build_spec
+    from specbench.measure.spec.sweep import build_spec
 
     key, side = case
     row = KEY_ROWS[key]

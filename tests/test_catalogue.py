@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from specbench.analysis.engine_settings import ENGINES, engine_settings
-from specbench.analysis.vllm_speculative import speculative_config
+from specbench.analysis.settings.engine_settings import ENGINES, engine_settings
+from specbench.analysis.settings.vllm_speculative import speculative_config
 from specbench.backends import registry as backends
 from specbench.catalogue import drafters as catalogue
 from specbench.catalogue.drafters import DrafterKind, Param
@@ -26,8 +26,8 @@ from specbench.engine.drafters.registry import BUILD_ARGUMENTS
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.sampling import SamplingParams
 from specbench.errors import SpecbenchError
-from specbench.measure.replay import Replayer, replay_chain
-from specbench.measure.spec import build_spec
+from specbench.measure.replay.replayer import Replayer, replay_chain
+from specbench.measure.spec.sweep import build_spec
 from specbench.training.vllm_export import exporter, write_export
 
 ROOT = Path(__file__).resolve().parents[1]

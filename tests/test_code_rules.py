@@ -3,7 +3,7 @@
 * No private member of another class is called across modules: ``obj._name`` where ``_name`` is a
   private member (method or attribute) of one of specbench's classes is read only in a module that
   defines a member of that name (``self._name`` and ``cls._name`` are always the object's own).
-* A verdict's answer words ("confident yes", ...) are spelled only in `specbench.analysis.verdict`, and a
+* A verdict's answer words ("confident yes", ...) are spelled only in `specbench.analysis.verdicts.verdict`, and a
   verdict's keys ("answer", "candidates", ...) are read from a mapping only in the module that writes that
   verdict (its ``as_dict`` / ``from_dict``): everything else reads the typed verdict's attributes.
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.analysis.verdict import Answer
+from specbench.analysis.verdicts.verdict import Answer
 
 PACKAGE = Path(__file__).resolve().parents[1] / "specbench"
 
@@ -25,11 +25,11 @@ ANSWER_WORDS = {a.value for a in Answer if a is not Answer.MIXED}
 VERDICT_KEYS = {"answer", "candidates", "prompts_needed", "lo_adj", "hi_adj", "hi_sim", "confident"}
 # the modules that write a verdict (and so may read its keys back)
 VERDICT_MODULES = {
-    "specbench/analysis/verdict.py",  # Answer, Candidate, Decision
-    "specbench/analysis/stopping_history.py",  # the adaptive look (adaptive.json)
-    "specbench/analysis/online.py",  # online adaptation's verdict per deployment
-    "specbench/analysis/schedule_comparison.py",  # best dynamic schedule vs best fixed γ
-    "specbench/analysis/confirmation.py",  # a recommendation confirmed on fresh prompts (confirm.json)
+    "specbench/analysis/verdicts/verdict.py",  # Answer, Candidate, Decision
+    "specbench/analysis/verdicts/stopping_history.py",  # the adaptive look (adaptive.json)
+    "specbench/analysis/stream_adaptation.py",  # online adaptation's verdict per deployment
+    "specbench/analysis/recommendation/schedule_comparison.py",  # best dynamic schedule vs best fixed γ
+    "specbench/analysis/recommendation/confirmation.py",  # a recommendation confirmed on fresh prompts (confirm.json)
 }
 
 
@@ -128,10 +128,10 @@ def test_answer_words_are_spelled_only_where_the_verdict_is_defined():
     found = [
         f"{name}:{line}: {word!r}"
         for name, tree in _modules().items()
-        if name != "specbench/analysis/verdict.py"
+        if name != "specbench/analysis/verdicts/verdict.py"
         for line, word in answer_word_uses(tree)
     ]
-    assert not found, "verdict answer words outside specbench/analysis/verdict.py:\n" + "\n".join(found)
+    assert not found, "verdict answer words outside specbench/analysis/verdicts/verdict.py:\n" + "\n".join(found)
 
 
 def test_verdict_keys_are_read_only_by_the_modules_that_write_them():

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specbench.analysis.confirmation import (
+from specbench.analysis.recommendation.confirmation import (
     BASELINE,
     CONTENDER,
     RECOMMENDED,
@@ -31,16 +31,16 @@ from specbench.analysis.confirmation import (
     threshold_at,
     threshold_loads,
 )
-from specbench.analysis.recommend import recommend
-from specbench.analysis.sequential import LookPlan
-from specbench.analysis.verdict import NO, YES
+from specbench.analysis.recommendation.recommend import recommend
+from specbench.analysis.statistics.sequential import LookPlan
+from specbench.analysis.verdicts.verdict import NO, YES
 from specbench.backends.vllm_config import speculative_config
 from specbench.engine.schedule import ScheduleSpec, batch_size_schedule, make_schedule
 from specbench.errors import SpecbenchError
-from specbench.measure.confirm import ConfirmSettings, draw_fresh, fresh_prompts, plan_confirmation
-from specbench.measure.prompt import Prompt
-from specbench.measure.spec import DrafterConfig, RunConfig
-from specbench.measure.workloads import load_workload
+from specbench.measure.execution.confirm import ConfirmSettings, draw_fresh, fresh_prompts, plan_confirmation
+from specbench.workloads.prompt import Prompt
+from specbench.measure.spec.sweep import DrafterConfig, RunConfig
+from specbench.workloads.catalog import load_workload
 from specbench.records.store import load_records
 from tests.cli_helpers import assert_user_error, invoke
 from tests.confirm_helpers import decided_results

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specbench.analysis.cost import (CostModel, DraftFit, MeasuredCost, VerifyFit, cost_stats, fit_costs, fit_group_costs,
+from specbench.analysis.cost.round_cost import (CostModel, DraftFit, MeasuredCost, VerifyFit, cost_stats, fit_costs, fit_group_costs,
                             fit_verify, predict_curve, round_s)
 from specbench.errors import SpecbenchError
 from specbench.analysis.fit import AcceptanceModel, expected_tokens, improvement_factor

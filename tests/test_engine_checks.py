@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from specbench.analysis.engine_settings import engine_settings
+from specbench.analysis.settings.engine_settings import engine_settings
 from specbench.cli import engine_checks
 from specbench.cli.engine_checks import check_sglang_flags, validate_settings
 

@@ -109,7 +109,7 @@ def test_alpha_recovered_within_interval_over_seeds():
 def test_heterogeneous_prompts_widen_the_prompt_bootstrap():
     """Prompts of unequal difficulty: the prompt bootstrap is wider than the binomial interval that
     treats every draft position as independent."""
-    from specbench.analysis.intervals import clopper_pearson
+    from specbench.analysis.statistics.intervals import clopper_pearson
 
     fit = _fit(SyntheticDrafter(alpha=0.6, alpha_spread=0.2, gammas=(2, 4)), n_prompts=30, seed=4)
     lo, hi = clopper_pearson(fit.accepted, fit.trials)

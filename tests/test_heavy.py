@@ -24,7 +24,7 @@ def qwen_pair():
 
 @pytest.fixture(scope="module")
 def code_prompts(qwen_pair):
-    from specbench.measure.workloads import load_workload
+    from specbench.workloads.catalog import load_workload
 
     workload = load_workload("humaneval", count=2, seed=5)
     return [encode_conversation(qwen_pair.tokenizer, list(p.turns[:1]), chat=False) for p in workload.prompts]

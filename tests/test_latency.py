@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specbench.analysis.load import serving_table
+from specbench.analysis.load.table import serving_table
 from specbench.records.summary import LATENCY_COLUMNS, configuration_table, latency_percentiles
 from tests.cli_helpers import invoke
 from tests.synthetic_results import SyntheticDrafter, make_records, records_frame, write_results

@@ -14,15 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specbench.analysis.engine_settings import engine_settings
-from specbench.analysis.llamacpp_flags import spec_flags
+from specbench.analysis.settings.engine_settings import engine_settings
+from specbench.analysis.settings.llamacpp_flags import spec_flags
 from specbench.backends import llamacpp_server, prometheus
 from specbench.backends.base import Request
 from specbench.backends.llamacpp_rounds import Mark, rebuild
 from specbench.backends.llamacpp_server import LlamaCppServerBackend, check_sweep
 from specbench.backends.server_process import group_alive
 from specbench.errors import SpecbenchError
-from specbench.measure.spec import DrafterConfig, RunConfig
+from specbench.measure.spec.sweep import DrafterConfig, RunConfig
 from specbench.models import gguf_files
 from tests.fake_openai_server import FakeServer
 

@@ -44,14 +44,14 @@ def binary() -> Path:
 
 
 def _drafted_config(drafter: str, gamma: int, **params):
-    from specbench.measure.spec import DrafterConfig, RunConfig
+    from specbench.measure.spec.sweep import DrafterConfig, RunConfig
 
     d = DrafterConfig(drafter, tuple(sorted(params.items()))) if drafter else None
     return RunConfig(d, gamma if d else 0, "chain", 0.0, 1.0, 0)
 
 
 def _prompts(n: int) -> list[list[int]]:
-    from specbench.measure.workloads import load_workload
+    from specbench.workloads.catalog import load_workload
     from specbench.models.gguf_files import load_gguf_tokenizer
 
     tokenizer = load_gguf_tokenizer("smollm2-135m")

@@ -10,12 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specbench.analysis.crossover import crossover, describe
-from specbench.analysis.load import has_load_axis, load_keys, scenario_keys, serving_table
-from specbench.analysis.load_verdicts import for_scenario, summary
-from specbench.analysis.recommend import recommend, to_json
-from specbench.analysis.slo import make_slo, parse_latency, slo_answers
-from specbench.analysis.verdict import NO, YES
+from specbench.analysis.load.crossover import crossover, describe
+from specbench.analysis.load.table import has_load_axis, load_keys, scenario_keys, serving_table
+from specbench.analysis.load.verdicts import for_scenario, summary
+from specbench.analysis.recommendation.recommend import recommend, to_json
+from specbench.analysis.load.slo import make_slo, parse_latency, slo_answers
+from specbench.analysis.verdicts.verdict import NO, YES
 from specbench.errors import SpecbenchError
 from tests.synthetic_serving import as_dicts, serving_records
 

@@ -117,8 +117,8 @@ def test_speedup_vs_load_marks_the_crossover(served):
 def test_the_report_answers_latency_targets_against_load(served, tmp_path):
     """`plot --itl-p90 …`: the load section states, per workload and target, how far each configuration keeps it
     (the same answers `recommend --objective slo` gives); bad targets are one-line errors, exit 2."""
-    from specbench.analysis.load import serving_table
-    from specbench.analysis.slo import make_slo, slo_answers
+    from specbench.analysis.load.table import serving_table
+    from specbench.analysis.load.slo import make_slo, slo_answers
     from specbench.figures.report import esc
     from tests.cli_helpers import invoke
 

@@ -13,18 +13,18 @@ from specbench.analysis.context_bins import fit_by_context_bin
 from specbench.analysis.fit import fit_acceptance, fits_frame
 from specbench.errors import SpecbenchError
 from specbench.figures.plot import FIGURES, load_plot_data, render_figure
-from specbench.measure import long_context
-from specbench.measure.long_context_documents import (
+from specbench.workloads import long_context
+from specbench.workloads.long_context_documents import (
     select_conversations,
     sharegpt_documents,
     stdlib_documents,
     stdlib_files,
     transcript,
 )
-from specbench.measure.long_context_spec import DocumentSource
-from specbench.measure.prompt import ContextDocument, Prompt
-from specbench.measure.workload_spec import builtin_spec
-from specbench.measure.workloads import encode_turn, load_workload, resolve_spec
+from specbench.workloads.long_context_spec import DocumentSource
+from specbench.workloads.prompt import ContextDocument, Prompt
+from specbench.workloads.spec import builtin_spec
+from specbench.workloads.catalog import encode_turn, load_workload, resolve_spec
 from specbench.models.byte_tokenizer import byte_tokenizer
 from specbench.records.store import load_records
 from tests.cli_helpers import assert_user_error, invoke, write_sweep_yaml

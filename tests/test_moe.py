@@ -100,7 +100,7 @@ def test_upcycled_smollm2_generates_what_smollm2_generates(smollm2, smollm2_prom
 # ----------------------------------------------------------------------------- the expert-aware cost model
 
 def test_expected_distinct_experts_matches_uniform_routing_by_simulation():
-    from specbench.analysis.moe_cost import expected_distinct_experts
+    from specbench.analysis.cost.moe import expected_distinct_experts
 
     rng = np.random.default_rng(0)
     experts, top_k = 16, 4
@@ -114,7 +114,7 @@ def test_expected_distinct_experts_matches_uniform_routing_by_simulation():
 
 
 def test_effective_expert_count_is_recovered_from_concentrated_routing():
-    from specbench.analysis.moe_cost import (
+    from specbench.analysis.cost.moe import (
         expected_distinct_experts,
         fit_effective_experts,
     )
@@ -125,9 +125,9 @@ def test_effective_expert_count_is_recovered_from_concentrated_routing():
 
 
 def test_moe_sweep_records_expert_traffic_and_recommend_prices_it(tmp_path, prompts_file):
-    from specbench.analysis.cost_source import MeasuredCosts
-    from specbench.analysis.moe_cost import ExpertAwareCosts, is_moe, moe_traffic
-    from specbench.analysis.recommend import recommend
+    from specbench.analysis.cost.source import MeasuredCosts
+    from specbench.analysis.cost.moe import ExpertAwareCosts, is_moe, moe_traffic
+    from specbench.analysis.recommendation.recommend import recommend
     from specbench.records.store import load_records
     from tests.cli_helpers import invoke, tiny_sweep_yaml
 
@@ -187,7 +187,7 @@ def test_dense_twin_has_the_moe_shapes_active_size_and_is_refused_for_dense_targ
 
 
 def test_profile_times_an_moe_shape_beside_its_dense_twin(tmp_path):
-    from specbench.analysis.moe_cost import moe_verify_table
+    from specbench.analysis.cost.moe import moe_verify_table
     from specbench.profile.profiler import (
         ProfileGrid,
         forward_weight_bytes,

@@ -23,8 +23,8 @@ from specbench.engine.loop import SpeculativeEngine, Verifier
 from specbench.engine.nested import NestedDriver, likeliest_outcomes
 from specbench.engine.sampling import SamplingParams
 from specbench.errors import SpecbenchError
-from specbench.measure.spec import build_spec
-from specbench.measure.units import expand_units, load_workloads
+from specbench.measure.spec.sweep import build_spec
+from specbench.measure.spec.units import expand_units, load_workloads
 from specbench.models.resolve import load_model
 from specbench.records.store import load_records
 from tests.cli_helpers import (

@@ -105,7 +105,7 @@ def _server_log(folder: Path) -> str:
 
 
 def _sharegpt_cache(folder: Path) -> str:
-    from specbench.measure.sharegpt_format import write_json_atomically
+    from specbench.workloads.sharegpt_format import write_json_atomically
 
     write_json_atomically(folder / "sharegpt.json", {"records": []})
     return "sharegpt.json"
@@ -214,7 +214,7 @@ ALLOWED = {
     "specbench/backends/vllm_engine.py": "mkdtemp: a private new log folder",
     "specbench/engine/drafters/published.py": "torch.save into a `replacing` handle",
     "specbench/figures/plot.py": "savefig into a `replacing` handle",
-    "specbench/measure/replay_units.py": "to_csv into memory, written by atomic_write_bytes",
+    "specbench/measure/replay/units.py": "to_csv into memory, written by atomic_write_bytes",
 }
 
 

@@ -1,4 +1,4 @@
-"""specbench.analysis.online on synthetic per-prompt tables with a known truth: the verdict's three answers with
+"""specbench.analysis.stream_adaptation on synthetic per-prompt tables with a known truth: the verdict's three answers with
 and without the training seconds, disturbed timing never confident, windows cut at shift points, recovery."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specbench.analysis.online import online_verdict, recovery_table, shift_points, window_table
+from specbench.analysis.stream_adaptation import online_verdict, recovery_table, shift_points, window_table
 
 SCENARIO = {"target": "t", "temperature": 0.0, "top_p": 1.0, "top_k": 0, "workload": "stream"}
 SEGMENTS = ["code"] * 10 + ["chat"] * 10

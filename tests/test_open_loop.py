@@ -21,13 +21,13 @@ from specbench.backends.openai_server import OpenAIServerBackend
 from specbench.backends.vllm_worker import VLLMEngine
 from specbench.cli.sweep_cmd import timing_line
 from specbench.errors import SpecbenchError
-from specbench.measure.arrivals import arrival_offsets, batch_seed
-from specbench.measure.batches import batch_requests
-from specbench.measure.groups import group_units
-from specbench.measure.machine_state import MachineProbe
-from specbench.measure.spec import OPEN_LOOP_MAX_IN_FLIGHT, build_spec
-from specbench.measure.sweep_flags import SweepFlags
-from specbench.measure.units import expand_units, load_workloads
+from specbench.measure.execution.arrivals import arrival_offsets, batch_seed
+from specbench.measure.execution.batches import batch_requests
+from specbench.measure.execution.groups import group_units
+from specbench.measure.execution.machine_state import MachineProbe
+from specbench.measure.spec.sweep import OPEN_LOOP_MAX_IN_FLIGHT, build_spec
+from specbench.measure.spec.flags import SweepFlags
+from specbench.measure.spec.units import expand_units, load_workloads
 from tests.fake_openai_server import FakeServer
 from tests.test_server_backends import chain
 
@@ -182,7 +182,7 @@ def test_openai_client_sends_at_arrival_times_and_records_them(no_models):
 # ----------------------------------------------------------------------------- a sweep under request rates
 
 def test_sweep_under_request_rates_writes_load_batch_and_machine_columns(prompts_file, tmp_path, monkeypatch):
-    from specbench.measure.runner import SweepRunner
+    from specbench.measure.execution.runner import SweepRunner
     from specbench.records.store import load_records
 
     monkeypatch.setenv("SPECBENCH_VLLM_WORKER_ENGINE", FAKE)
@@ -255,7 +255,7 @@ def test_target_only_tau_is_one_on_a_server_without_speculation(no_models):
 def test_the_shipped_load_sweeps_parse():
     from pathlib import Path
 
-    from specbench.measure.spec import load_spec_file
+    from specbench.measure.spec.sweep import load_spec_file
 
     root = Path(__file__).resolve().parents[1] / "sweeps"
     rates = build_spec(load_spec_file(root / "vllm-server-rates.yaml"))

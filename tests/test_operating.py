@@ -1,5 +1,5 @@
-"""Goodput, cost per million output tokens and energy per token at every load (`specbench.analysis.operating`),
-the goodput objective (`specbench.analysis.goodput`), and where they show: `recommend` (text, --json), the
+"""Goodput, cost per million output tokens and energy per token at every load (`specbench.analysis.load.operating`),
+the goodput objective (`specbench.analysis.load.goodput`), and where they show: `recommend` (text, --json), the
 report and its cost-against-load figure."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specbench.analysis.goodput import goodput_answers
-from specbench.analysis.load import serving_table
-from specbench.analysis.operating import good_requests, operating, price_of, targets_kept, wall_time
-from specbench.analysis.slo import make_slo, slos_from_flags
-from specbench.measure.spec import build_spec
+from specbench.analysis.load.goodput import goodput_answers
+from specbench.analysis.load.table import serving_table
+from specbench.analysis.load.operating import good_requests, operating, price_of, targets_kept, wall_time
+from specbench.analysis.load.slo import make_slo, slos_from_flags
+from specbench.measure.spec.sweep import build_spec
 from specbench.records.store import ResultsStore
 from tests.cli_helpers import invoke
 from tests.synthetic_results import SyntheticDrafter

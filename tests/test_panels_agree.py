@@ -20,11 +20,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specbench.analysis.decision import describe_best
-from specbench.analysis.load_verdicts import for_scenario, summary
-from specbench.analysis.recommend import recommend, to_json
-from specbench.analysis.stopping_history import WorkloadHistory
-from specbench.analysis.stopping_report import interval_text, workload_line
+from specbench.analysis.verdicts.decision import describe_best
+from specbench.analysis.load.verdicts import for_scenario, summary
+from specbench.analysis.recommendation.recommend import recommend, to_json
+from specbench.analysis.verdicts.stopping_history import WorkloadHistory
+from specbench.analysis.verdicts.stopping_report import interval_text, workload_line
 from tests.synthetic_results import SyntheticDrafter
 from tests.synthetic_serving import as_dicts, serving_records
 
@@ -200,8 +200,8 @@ def test_figures_read_the_same_verdicts(agreed, tmp_path):
 def test_the_check_fails_when_one_panel_selects_its_own_records(monkeypatch):
     """Give the per-load table (then the verdict, then `results show`'s table) a selection of its own — each side's
     undisturbed units, as the panels had before — and the agreement check must fail."""
-    import specbench.analysis.load as load_module
-    import specbench.analysis.recommend_measured as measured_module
+    import specbench.analysis.load.table as load_module
+    import specbench.analysis.recommendation.measured as measured_module
     import specbench.records.summary as summary_module  # `results show`'s table
     from specbench.records.timing import PairedUnits, paired_timing
 

@@ -15,14 +15,14 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specbench.analysis.crossover import crossover, describe
-from specbench.analysis.load_verdicts import verdicts
+from specbench.analysis.load.crossover import crossover, describe
+from specbench.analysis.load.verdicts import verdicts
 from specbench.analysis.options import Option
-from specbench.analysis.recommendation import Recommendation, recommendation_lines
-from specbench.analysis.speedup_interval import speedup_words
-from specbench.analysis.stopping_history import History
-from specbench.analysis.stopping_report import look_rows, summary_lines
-from specbench.analysis.verdict import NO, TOO_FEW, UNSURE, YES, Candidate, Decision
+from specbench.analysis.recommendation.result import Recommendation, recommendation_lines
+from specbench.analysis.statistics.speedup_interval import speedup_words
+from specbench.analysis.verdicts.stopping_history import History
+from specbench.analysis.verdicts.stopping_report import look_rows, summary_lines
+from specbench.analysis.verdicts.verdict import NO, TOO_FEW, UNSURE, YES, Candidate, Decision
 
 SETTINGS = settings(
     deadline=None, derandomize=True, database=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow]

@@ -21,7 +21,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from specbench.analysis.cost import fit_group_costs, group_cost_fits
+from specbench.analysis.cost.round_cost import fit_group_costs, group_cost_fits
 from specbench.analysis.fit import tau_intervals
 from specbench.errors import SpecbenchError
 from specbench.figures.palette import BASELINE_COLOUR, Palette
@@ -126,8 +126,8 @@ REAL_PROMPTS = [("Tell me about tea.", "writing"), ("Count to ten please.", "mat
 def real_results(tmp_path_factory) -> Path:
     """A real sweep on tiny random models: baseline, n-gram and a draft model at γ 1 and 3 on 4 short
     categorised prompts (a JSON-lines workload; short prompts keep the byte-level prefill cheap)."""
-    from specbench.measure.runner import SweepRunner
-    from specbench.measure.spec import build_spec
+    from specbench.measure.execution.runner import SweepRunner
+    from specbench.measure.spec.sweep import build_spec
 
     base = tmp_path_factory.mktemp("real")
     prompts = base / "prompts.jsonl"

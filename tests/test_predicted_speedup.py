@@ -61,7 +61,7 @@ def test_live_units_carry_machine_state_and_the_baseline_is_bracketed(replay_fol
 
 
 def test_predicted_speedup_with_both_uncertainties_and_a_decision(replay_folder):
-    from specbench.analysis.predicted_speedup import predicted_table
+    from specbench.analysis.cost.predicted_speedup import predicted_table
 
     out, _ = replay_folder
     table, notes = predicted_table(load_records(out))

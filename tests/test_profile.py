@@ -18,11 +18,11 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from specbench.analysis.cost import round_s
-from specbench.analysis.cost_profile import fit_profile, markdown_summary, what_if
-from specbench.analysis.recommend import ProfiledCosts, recommend
-from specbench.analysis.recommend_profiled import workload_context
-from specbench.analysis.recommendation import ranges
+from specbench.analysis.cost.round_cost import round_s
+from specbench.analysis.cost.profile import fit_profile, markdown_summary, what_if
+from specbench.analysis.recommendation.recommend import ProfiledCosts, recommend
+from specbench.analysis.recommendation.profiled import workload_context
+from specbench.analysis.recommendation.result import ranges
 from specbench.analysis.fit import expected_tokens
 from specbench.cli import app
 from specbench.errors import SpecbenchError
@@ -270,7 +270,7 @@ def test_fit_is_monotone_even_when_noise_inverts_cells():
 
 
 def test_profiled_cost_is_a_cost_model():
-    from specbench.analysis.cost import CostModel
+    from specbench.analysis.cost.round_cost import CostModel
 
     cost = fit_profile(synthetic_profile(lambda k, b, c: 0.01 + 0.001 * k, lambda b, c: 0.002))
     assert isinstance(cost, CostModel)

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from specbench.analysis.engine_settings import engine_settings, sglang_token_limit, tree_paths
+from specbench.analysis.settings.engine_settings import engine_settings, sglang_token_limit, tree_paths
 from specbench.analysis.fit import expected_tokens
-from specbench.analysis.recommend import MeasuredCosts, recommend, recommendation_dict, to_json
+from specbench.analysis.recommendation.recommend import MeasuredCosts, recommend, recommendation_dict, to_json
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import hub_ids
 from specbench.records.summary import configuration_table, is_baseline

@@ -1,4 +1,4 @@
-"""Offline replay (`specbench.measure.replay`, `specbench.measure.replay_units`, `specbench sweep --mode`).
+"""Offline replay (`specbench.measure.replay.replayer`, `specbench.measure.replay.units`, `specbench sweep --mode`).
 
 * the round walk against a direct simulation of the live loop's rules, and its moments against
   Monte Carlo;
@@ -20,12 +20,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specbench.measure.replay import ChainTrace, Replayer, Trajectory, replay_chain, round_law, walk_rounds
+from specbench.measure.replay.replayer import ChainTrace, Replayer, Trajectory, replay_chain, round_law, walk_rounds
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.sampling import SamplingParams
 from specbench.errors import SpecbenchError
-from specbench.measure.replay_units import predict
+from specbench.measure.replay.units import predict
 from specbench.records.store import load_records
 from tests.cli_helpers import assert_user_error, invoke, tiny_sweep_yaml
 
@@ -86,7 +86,7 @@ def test_fractional_walk_moments_match_monte_carlo():
 
 
 def walk_one(law, g, rng):
-    from specbench.measure.replay import _realise
+    from specbench.measure.replay.replayer import _realise
 
     return _realise(law, g, rng)
 
@@ -309,7 +309,7 @@ def test_bad_replay_settings(tmp_path, prompts_file, extra, flags, needles):
 
 
 def test_mode_does_not_change_the_spec_hash():
-    from specbench.measure.spec import build_spec
+    from specbench.measure.spec.sweep import build_spec
 
     raw = {"name": "h", "drafters": ["ngram"], "gammas": [1, 2], "workloads": ["mt-bench"]}
     hashes = {build_spec({**raw, "mode": m}).spec_hash for m in ("live", "replay", "both")}
@@ -318,8 +318,8 @@ def test_mode_does_not_change_the_spec_hash():
 
 
 def test_a_workload_entry_sets_its_own_output_length():
-    from specbench.measure.spec import build_spec
-    from specbench.measure.units import expand_units, load_workloads
+    from specbench.measure.spec.sweep import build_spec
+    from specbench.measure.spec.units import expand_units, load_workloads
 
     raw = {"name": "h", "drafters": ["ngram"], "gammas": [1], "max_new_tokens": 16,
            "workloads": [{"name": "mt-bench", "count": 1}, {"name": "humaneval", "count": 1, "max_new_tokens": 40}]}
@@ -367,7 +367,7 @@ def test_tables_keep_replayed_rows_apart(synthetic):
 
 def test_fit_and_recommend_count_a_unit_once_and_measure_live_only(synthetic):
     from specbench.analysis.fit import fit_acceptance
-    from specbench.analysis.recommend import recommend
+    from specbench.analysis.recommendation.recommend import recommend
 
     both = with_replayed_copies(synthetic)
     alone, doubled = fit_acceptance(synthetic, n_boot=0), fit_acceptance(both, n_boot=0)

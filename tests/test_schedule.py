@@ -21,9 +21,9 @@ from specbench.engine.schedule import (
     parse_schedule,
 )
 from specbench.errors import SpecbenchError
-from specbench.measure.spec import build_spec
-from specbench.measure.units import Unit
-from specbench.measure.workloads import Prompt, Workload
+from specbench.measure.spec.sweep import build_spec
+from specbench.measure.spec.units import Unit
+from specbench.workloads.catalog import Prompt, Workload
 
 
 def verdict(drafted, accepted, confidences=None, draft_s=0.0, verify_s=0.0, round_s=0.0):
@@ -284,8 +284,8 @@ def _with_dynamic(speed: float, n_prompts: int = 12) -> list[dict]:
 
 @pytest.mark.parametrize("speed, answer", [(1.3, "yes"), (0.7, "no")])
 def test_recommend_says_whether_a_dynamic_schedule_beats_the_best_fixed_gamma(speed, answer):
-    from specbench.analysis.recommend import recommend
-    from specbench.analysis.recommendation import recommendation_dict
+    from specbench.analysis.recommendation.recommend import recommend
+    from specbench.analysis.recommendation.result import recommendation_dict
     from tests.synthetic_results import records_frame
 
     rec = recommend(records_frame(_with_dynamic(speed)), n_boot=20)[0]
@@ -303,7 +303,7 @@ def test_recommend_says_whether_a_dynamic_schedule_beats_the_best_fixed_gamma(sp
 
 
 def test_no_schedule_comparison_without_dynamic_schedules():
-    from specbench.analysis.recommend import recommend
+    from specbench.analysis.recommendation.recommend import recommend
     from tests.synthetic_results import SyntheticDrafter, make_records, records_frame
 
     rec = recommend(records_frame(make_records([SyntheticDrafter(gammas=(2, 4))], n_prompts=4)), n_boot=10)[0]

@@ -27,7 +27,7 @@ from specbench.backends.openai_server import OpenAIServerBackend, rounds_from_st
 from specbench.backends.server_process import free_port, group_alive
 from specbench.backends.vllm_server import VLLMServerBackend, speculative_config
 from specbench.errors import SpecbenchError
-from specbench.measure.spec import DrafterConfig, RunConfig
+from specbench.measure.spec.sweep import DrafterConfig, RunConfig
 from tests.fake_openai_server import FakeServer, steps_for
 
 FAKE_SCRIPT = Path(__file__).with_name("fake_openai_server.py")
@@ -355,7 +355,7 @@ LAUNCH_AND_WAIT = textwrap.dedent("""\
     from specbench.backends import openai_server, vllm_server
     openai_server.load_tokenizer = vllm_server.load_tokenizer = lambda location: None
     openai_server.resolve_model_location = vllm_server.resolve_model_location = lambda spec: spec
-    from specbench.measure.spec import DrafterConfig, RunConfig
+    from specbench.measure.spec.sweep import DrafterConfig, RunConfig
     backend = vllm_server.VLLMServerBackend(
         {{"server_command": [sys.executable, {script!r}], "log_dir": {logs!r}, "stop_grace_s": 1.0}},
         target="t", device="cpu", dtype="fp32", seed=0)

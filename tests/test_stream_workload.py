@@ -1,4 +1,4 @@
-"""Stream workloads (specbench.measure.stream): other workloads' prompts in a fixed order, with positions and
+"""Stream workloads (specbench.workloads.stream): other workloads' prompts in a fixed order, with positions and
 segments, each prompt encoded with its own workload's chat setting."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import json
 import pytest
 
 from specbench.errors import SpecbenchError
-from specbench.measure.stream import segment_counts
-from specbench.measure.workload_spec import builtin_spec
-from specbench.measure.workloads import encode_turn, load_workload
+from specbench.workloads.stream import segment_counts
+from specbench.workloads.spec import builtin_spec
+from specbench.workloads.catalog import encode_turn, load_workload
 from specbench.models.byte_tokenizer import byte_tokenizer
 from tests.cli_helpers import assert_user_error, invoke
 

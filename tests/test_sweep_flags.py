@@ -1,4 +1,4 @@
-"""The flag table of `specbench sweep` (`specbench.measure.sweep_flags.FLAGS`): each flag declared once.
+"""The flag table of `specbench sweep` (`specbench.measure.spec.flags.FLAGS`): each flag declared once.
 
 The table generates the command's options (in its order, with its spellings and help) and the overlay of the
 sweep file (`SweepFlags.over`); the spec reads a flagged key's bounds row from it. The worked example of
@@ -17,9 +17,9 @@ from specbench.bounds import BOUNDS
 from specbench.cli import app
 from specbench.cli.flag_options import flag_command
 from specbench.errors import SpecbenchError
-from specbench.measure import sweep_flags
-from specbench.measure.spec import TOP_LEVEL_KEYS, build_spec
-from specbench.measure.sweep_flags import FLAGS, Flag, SweepFlags, bound_of
+from specbench.measure.spec.sweep import flags as sweep_flags
+from specbench.measure.spec.sweep import TOP_LEVEL_KEYS, build_spec
+from specbench.measure.spec.flags import FLAGS, Flag, SweepFlags, bound_of
 
 
 def _sweep_command():

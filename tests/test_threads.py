@@ -13,7 +13,7 @@ from specbench.engine.decoder import NativeDecoder
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.threads import RoleThreads, ThreadProbe, probe_threads, using_threads
-from specbench.measure.spec import build_spec
+from specbench.measure.spec.sweep import build_spec
 from tests.cli_helpers import (TINY_SWEEP, assert_user_error, invoke, jsonl_workload, one_prompt_sweep,
                                write_sweep_yaml)
 

@@ -13,18 +13,12 @@ import numpy as np
 import pytest
 
 from scripts.interval_coverage import coverage, t_method, z_method
-from specbench.analysis.speedup_interval import prompts_to_settle, speedup_interval
-from specbench.analysis.verdict import NO, TOO_FEW, UNSURE, YES, decide
+from specbench.analysis.statistics.speedup_interval import prompts_to_settle, speedup_interval
+from specbench.analysis.verdicts.verdict import NO, TOO_FEW, UNSURE, YES, decide
 from specbench.errors import SpecbenchError
-from specbench.measure.machine_state import MachineProbe, MachineState
-from specbench.measure.timing_protocol import (
-    TimingProtocol,
-    combine,
-    disturbed,
-    parse_timing,
-    run_block,
-    schedule,
-)
+from specbench.measure.execution.machine_state import MachineProbe, MachineState
+from specbench.measure.execution.timing_protocol import combine, disturbed, run_block, schedule
+from specbench.measure.spec.timing import TimingProtocol, parse_timing
 from specbench.records.timing import timing_usable
 
 # ----------------------------------------------------------------------------- protocol, no model
@@ -175,8 +169,8 @@ def test_units_timed_beside_a_cpu_hog_are_flagged(tmp_path):
     unit timed while it ran is flagged and left out of timing fits; acceptance is unaffected."""
     if not Path("/proc/stat").exists():
         pytest.skip("no /proc/stat: interference cannot be observed")
-    from specbench.measure.runner import SweepRunner
-    from specbench.measure.spec import build_spec
+    from specbench.measure.execution.runner import SweepRunner
+    from specbench.measure.spec.sweep import build_spec
     from specbench.records.store import load_records
 
     prompts = tmp_path / "p.jsonl"
@@ -208,7 +202,7 @@ def test_units_timed_beside_a_cpu_hog_are_flagged(tmp_path):
     kept, note = timing_usable(live)
     assert "disturbed" in note
     assert (live["accepted"] <= live["drafted"]).all() and live["tau"].notna().all()
-    from specbench.analysis.decision import decide_scenario
+    from specbench.analysis.verdicts.decision import decide_scenario
 
     decision, _ = decide_scenario(df, [], n_prompts=2)  # the headline itself says so, not only a note
     assert decision.timing_disturbed and "timing was disturbed" in decision.text

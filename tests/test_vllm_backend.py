@@ -22,9 +22,9 @@ from specbench.backends.registry import make_backend
 from specbench.backends.vllm_config import speculative_config
 from specbench.backends.vllm_results import check_counters, counter_delta, result_from_output, rounds_from_output
 from specbench.errors import SpecbenchError
-from specbench.measure.groups import group_units
-from specbench.measure.spec import build_spec
-from specbench.measure.units import expand_units, load_workloads
+from specbench.measure.execution.groups import group_units
+from specbench.measure.spec.sweep import build_spec
+from specbench.measure.spec.units import expand_units, load_workloads
 from tests.fake_vllm_engine import FakeEngine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,7 +135,7 @@ def test_spec_backend_and_concurrency_keys(prompts_file):
 
 
 def test_spec_hash_of_existing_specs_is_unchanged():
-    from specbench.measure.spec import load_spec_file
+    from specbench.measure.spec.sweep import load_spec_file
 
     # sweeps/demo-live.yaml is the former demo (its name aside, which the hash leaves out)
     spec = build_spec(load_spec_file(ROOT / "sweeps" / "demo-live.yaml"))
@@ -178,7 +178,7 @@ def test_unit_ids_unchanged_for_own_concurrency_1_and_distinct_otherwise(prompts
     assert len(served_units) == 2 * len(units)
     ids = {u.unit_id for u in served_units}
     assert len(ids) == len(served_units) and not ids & {u.unit_id for u in units}
-    from specbench.measure.units import Unit
+    from specbench.measure.spec.units import Unit
 
     u = units[0]
     assert u.unit_id == Unit(u.config, u.workload, u.prompt, u.turn, u.repeat, u.max_new_tokens, u.base_seed).unit_id
@@ -234,7 +234,7 @@ def fake_worker_env(monkeypatch):
 
 
 def _run_sweep(prompts_file, out, options):
-    from specbench.measure.runner import SweepRunner
+    from specbench.measure.execution.runner import SweepRunner
 
     spec = _spec(prompts_file, backend={"name": "vllm", **options}, concurrency=[1, 2],
                  drafters=["ngram", "draft-model:model=smollm2-135m"], gammas=[2], ignore_eos=True)

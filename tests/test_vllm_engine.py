@@ -26,8 +26,8 @@ PROMPTS = ["The quick brown fox jumps over the lazy dog. The quick brown fox jum
 
 @pytest.fixture(scope="module")
 def vllm_sweep(tmp_path_factory):
-    from specbench.measure.runner import SweepRunner
-    from specbench.measure.spec import build_spec
+    from specbench.measure.execution.runner import SweepRunner
+    from specbench.measure.spec.sweep import build_spec
     from specbench.records.store import load_records
 
     folder = tmp_path_factory.mktemp("vllm")
@@ -72,9 +72,9 @@ def test_records_carry_vllm_timings_and_rounds(vllm_sweep):
 def test_per_load_settings_are_built_and_their_schedule_checked_by_vllm(tmp_path, monkeypatch):
     """Every per-load config `recommend` emits (a confident-yes-only schedule) is built by vLLM's SpeculativeConfig
     and its num_speculative_tokens_per_batch_size passes vLLM's own schedule check; a malformed schedule fails."""
-    from specbench.analysis.engine_settings import EngineSetting
-    from specbench.analysis.load_verdicts import settings_of, summary
-    from specbench.analysis.recommend import recommend
+    from specbench.analysis.settings.engine_settings import EngineSetting
+    from specbench.analysis.load.verdicts import settings_of, summary
+    from specbench.analysis.recommendation.recommend import recommend
     from specbench.cli import engine_checks
     from tests.synthetic_serving import serving_records
 

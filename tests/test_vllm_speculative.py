@@ -1,4 +1,4 @@
-"""One drafter → vLLM speculative_config mapping (`specbench.analysis.vllm_speculative`): the in-process
+"""One drafter → vLLM speculative_config mapping (`specbench.analysis.settings.vllm_speculative`): the in-process
 vLLM backend, the vllm-server backend, `recommend --engine vllm`, the per-concurrency schedule and
 `export-drafter` give the same config for the same drafter, γ and model."""
 
@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specbench.analysis.engine_settings import engine_settings
-from specbench.analysis.load_verdicts import LoadVerdict, schedules
+from specbench.analysis.settings.engine_settings import engine_settings
+from specbench.analysis.load.verdicts import LoadVerdict, schedules
 from specbench.analysis.options import Option
-from specbench.analysis.verdict import YES, Decision
-from specbench.analysis.vllm_speculative import speculative_config as build
+from specbench.analysis.verdicts.verdict import YES, Decision
+from specbench.analysis.settings.vllm_speculative import speculative_config as build
 from specbench.backends import vllm_config, vllm_server
 from specbench.training.vllm_export import serving_config
 from specbench.errors import SpecbenchError
-from specbench.measure.spec import DrafterConfig, RunConfig, build_spec
+from specbench.measure.spec.sweep import DrafterConfig, RunConfig, build_spec
 
 
 def run_config(kind: str, params: dict, gamma: int, tree: str = "chain") -> RunConfig:
@@ -27,7 +27,7 @@ def run_config(kind: str, params: dict, gamma: int, tree: str = "chain") -> RunC
 
 
 def _schedule(kind: str, params: dict, gamma: int) -> dict:
-    """The per-load schedule (`analysis.load_verdicts.schedules`) of one confident yes at concurrency 1."""
+    """The per-load schedule (`analysis.load.verdicts.schedules`) of one confident yes at concurrency 1."""
     option = Option(kind, kind, json.dumps(params), "chain", gamma, 1.5, 1.2, 1.8, float("nan"), True)
     decision = Decision(YES, "measured", option, None, None, 12, "")
     keys = {"target": "t", "temperature": 0.0, "top_p": 1.0, "top_k": 0, "workload": "w"}

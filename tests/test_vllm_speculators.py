@@ -49,8 +49,8 @@ def _prompts(folder: Path) -> str:
 
 
 def _sweep(folder: Path, target: str, drafter: str, backend) -> "pd.DataFrame":  # noqa: F821
-    from specbench.measure.runner import SweepRunner
-    from specbench.measure.spec import build_spec
+    from specbench.measure.execution.runner import SweepRunner
+    from specbench.measure.spec.sweep import build_spec
     from specbench.records.store import load_records
 
     raw = {

@@ -140,11 +140,11 @@ def _written_at(data, position, scalar: str, tmp: Path, kind: str) -> Path:
 
 def _parse(kind: str, path: Path):
     if kind == "sweep":
-        from specbench.measure.spec import build_spec, load_spec_file
+        from specbench.measure.spec.sweep import build_spec, load_spec_file
 
         return build_spec(load_spec_file(path), where=str(path))
     if kind == "workload":
-        from specbench.measure.workload_spec import read_spec_file
+        from specbench.workloads.spec import read_spec_file
 
         return read_spec_file(path)
     from specbench.engine.tree import parse_tree

@@ -18,7 +18,7 @@ Per configuration, at each load, three ratios NEW ÷ OLD:
 
 The equivalence test (two one-sided tests, each at 5 %: the 90 % interval of the ratio from a prompt
 bootstrap, replicates drawing the common prompts with the same weights on both sides, small-sample
-stretched as everywhere: `specbench.analysis.intervals`) with a stated margin m (default 5 %) gives one of
+stretched as everywhere: `specbench.analysis.statistics.intervals`) with a stated margin m (default 5 %) gives one of
 
 * ``equivalent``: the interval lies inside [1 − m, 1 + m];
 * ``regressed``: it lies wholly below 1 − m (NEW worse by more than the margin, with confidence);
@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from specbench.analysis.intervals import bootstrap_interval, bootstrap_weights
-from specbench.analysis.load import normalised
+from specbench.analysis.statistics.intervals import bootstrap_interval, bootstrap_weights
+from specbench.analysis.load.table import normalised
 from specbench.errors import SpecbenchError
 from specbench.records.summary import UNIT_KEYS
 

@@ -23,7 +23,7 @@ from specbench.analysis.fit import (
     fits_frame,
     tau_intervals,
 )
-from specbench.analysis.intervals import LEVEL, N_BOOT
+from specbench.analysis.statistics.intervals import LEVEL, N_BOOT
 from specbench.records.summary import is_baseline, prefer_live, with_config_defaults
 
 BIN = "context_bin"

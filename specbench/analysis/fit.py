@@ -50,7 +50,7 @@ and for per-position rates 1 + Σ_{j=1}^{γ} Π_{i<j} α_i. Leviathan et al.'s w
 factor, with c = draft step time ÷ target step time and verification costing one target step:
 (1 − α^{γ+1}) / ((1 − α)(γc + 1)).
 
-Confidence intervals for α resample prompts (`specbench.analysis.intervals`). Goodness of fit compares, per
+Confidence intervals for α resample prompts (`specbench.analysis.statistics.intervals`). Goodness of fit compares, per
 γ, the observed τ (decode tokens ÷ rounds) with the model's mean E[tokens | γ_r] over the same
 rounds, with a z-score from the model's variance (rounds treated as independent).
 """
@@ -64,7 +64,7 @@ import numpy as np
 import pandas as pd
 from scipy import special, stats
 
-from specbench.analysis.intervals import (
+from specbench.analysis.statistics.intervals import (
     LEVEL,
     N_BOOT,
     bootstrap_interval,
@@ -569,7 +569,7 @@ def tau_intervals(records: pd.DataFrame, *, by: list[str] | None = None, n_boot:
     """Measured τ per configuration × workload (or × the ``by`` columns) with a prompt-bootstrap interval.
 
     τ = Σ decode tokens ÷ Σ rounds over the configuration's records (bonus token included, as in
-    `specbench.records.summary.configuration_table`); a replicate re-weights prompts (`specbench.analysis.intervals`).
+    `specbench.records.summary.configuration_table`); a replicate re-weights prompts (`specbench.analysis.statistics.intervals`).
     Below two prompts, or with ``n_boot`` 0, the interval collapses to the point. Columns: the
     configuration keys, workload (or the ``by`` keys), n_prompts, tau, tau_lo, tau_hi.
     """

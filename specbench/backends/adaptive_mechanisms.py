@@ -13,7 +13,7 @@ at the recommended γ, every mechanism the installed engine has — as a verify-
   acceptance estimator sizing each request's verification), detected in the installed vLLM's
   ``SpeculativeConfig``; vLLM 0.32 documents it for ``method: dspark`` only, so any other method
   gets the absent line. (vLLM's per-batch-size schedule is built from the sweep's verdicts by the
-  confirmation itself: `specbench.measure.confirm`.)
+  confirmation itself: `specbench.measure.execution.confirm`.)
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ path), each configuration's server runs
     llama-server -m <target GGUF> --host 127.0.0.1 --port <free port> --metrics -np <parallel>
         -c <ctx_size × parallel> --seed <seed> [-t <threads>] <speculation flags> <extra_args>
 
-with the speculation flags of `specbench.analysis.llamacpp_flags` (the mapping ``recommend --engine llamacpp``
+with the speculation flags of `specbench.analysis.settings.llamacpp_flags` (the mapping ``recommend --engine llamacpp``
 prints: draft model → ``--spec-type draft-simple --model-draft <GGUF> --spec-draft-n-max γ``, llama.cpp's n-gram
 kinds, ...); the γ = 0 baseline runs the same server without them. Requests go to llama.cpp's own
 ``POST /completions`` (token-id prompts, streamed, ``return_tokens`` and ``timings_per_token``: every token comes
@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 import time
 
-from specbench.analysis.llamacpp_flags import spec_flags
+from specbench.analysis.settings.llamacpp_flags import spec_flags
 from specbench.backends import prometheus, server_schema
 from specbench.backends.base import Request, RoundLog, StatusCallback, cpu_engine_cores
 from specbench.backends.http_client import ServerError, one_line, stream_cap, strict_json

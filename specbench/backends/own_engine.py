@@ -3,7 +3,7 @@
 `OwnEngineBackend` is the sweep's default backend (``backend: own``): it loads the target once,
 builds one drafter per drafter setting and one engine per configuration (each warmed up,
 untimed, on its first prompt), and measures every round (draft and verify time, accepted
-tokens). It also offers replay (`specbench.measure.replay`), which needs the engine's
+tokens). It also offers replay (`specbench.measure.replay.replayer`), which needs the engine's
 drafters and the target's decoder. `run_prompt` is the work behind ``specbench run``.
 
 CPU threads (option ``threads``): unset, torch's count serves everything; a number, the process
@@ -40,7 +40,7 @@ from specbench.engine.layout_probe import (LayoutChoice, auto_dtypes, check_cpu_
                                            forced_choice)
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.nested import NestedDriver
-from specbench.engine.online import OnlineDriver
+from specbench.engine.online_drafting import OnlineDriver
 from specbench.engine.tree import shape_for
 from specbench.engine.sampling import SamplingParams
 from specbench.engine.threads import RoleThreads, ThreadProbe, available_cores, probe_threads

@@ -3,7 +3,7 @@
 No vLLM import here: the mapping is checked when the spec is built, before any engine starts,
 so a drafter or tree that vLLM cannot run fails in one line (exit 2) instead of after minutes.
 Both vLLM backends (in process, and ``vllm-server``) take their config from `speculative_config`
-here; the drafter → config mapping itself is `specbench.analysis.vllm_speculative`, the one that
+here; the drafter → config mapping itself is `specbench.analysis.settings.vllm_speculative`, the one that
 ``specbench recommend --engine vllm`` prints and ``export-drafter`` writes.
 
 * ngram → ``{"method": "ngram", "num_speculative_tokens": γ, "prompt_lookup_min": n_min,
@@ -22,9 +22,9 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from specbench.analysis.vllm_speculative import draft_model_spec
+from specbench.analysis.settings.vllm_speculative import draft_model_spec
 from specbench.engine.schedule import ADAPTIVE_K, BATCH_SIZE, SERVING_SCHEDULES, schedule_ranges
-from specbench.analysis.vllm_speculative import speculative_config as build_speculative_config
+from specbench.analysis.settings.vllm_speculative import speculative_config as build_speculative_config
 from specbench.backends.options import check_backend_options
 from specbench.catalogue import drafters as catalogue
 from specbench.engine.drafters.checkpoint_location import is_shipped, is_speculators, looks_like_hub_id
@@ -137,7 +137,7 @@ def check_server_sweep(options: dict, configs: list, where: str) -> None:
 def speculative_config(config, resolve_model: Callable[[str], str] | None = None,
                        options: dict | None = None) -> dict | None:
     """vLLM's ``speculative_config`` for a `RunConfig` (None for the target-only baseline), as both
-    vLLM backends run it: `check_runnable`, then the one mapping (`analysis.vllm_speculative`).
+    vLLM backends run it: `check_runnable`, then the one mapping (`analysis.settings.vllm_speculative`).
 
     ``resolve_model`` turns a model spec (alias, checkpoint folder) into what vLLM loads (a local
     folder); without it the spec is sent as given (enough for validation). ``options``: the

@@ -9,7 +9,7 @@ alive (default 1): when a configuration needs an engine that is not running, the
 used one is stopped (the target-only engine, which every look of an adaptive sweep needs first,
 is kept while another can go) and a new one started. The runner orders units so that this
 happens once per configuration in a fixed grid, and runs the engines still alive first in each
-look of an adaptive sweep (`specbench.measure.groups`); ``engine_starts`` counts the starts. Requests of a (configuration, concurrency) group go to the worker together,
+look of an adaptive sweep (`specbench.measure.execution.groups`); ``engine_starts`` counts the starts. Requests of a (configuration, concurrency) group go to the worker together,
 and the worker keeps ``concurrency`` of them in flight. Results are mapped onto specbench's
 `GenerationResult` by `specbench.backends.vllm_results`; per-request acceptance is checked
 against vLLM's aggregate ``vllm:spec_decode_*`` counters after every batch.

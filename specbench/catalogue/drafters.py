@@ -29,7 +29,7 @@ from specbench.errors import SpecbenchError
 
 TARGET_ONLY = "none"  # the records' drafter for target-only decoding (γ = 0): no kind
 
-REPLAY_METHODS = ("prompt-lookup", "teacher-forced")  # specbench.measure.replay: how a kind's rounds are derived
+REPLAY_METHODS = ("prompt-lookup", "teacher-forced")  # specbench.measure.replay.replayer: how a kind's rounds are derived
 VLLM_WEIGHTS = ("model", "checkpoint", "target")  # where vLLM loads the drafter from (see DrafterKind)
 TRANSFORMERS_MODES = ("prompt-lookup", "assistant")  # transformers generate's assisted modes
 PARAM_KINDS = ("int", "float", "str")
@@ -79,7 +79,7 @@ class DrafterKind:
     # it from another kind of the same type (EAGLE-3.1 is speculators' eagle3 with fc_norm and norm_output set)
     speculators: str | None = None
     speculators_flags: Mapping[str, bool] = field(default_factory=dict)
-    # llama.cpp's llama-server (`specbench.analysis.llamacpp_flags`): its ``--spec-type``; where its drafter comes
+    # llama.cpp's llama-server (`specbench.analysis.settings.llamacpp_flags`): its ``--spec-type``; where its drafter comes
     # from (the VLLM_WEIGHTS words: "model" a draft GGUF, "checkpoint" a head's GGUF, both --model-draft; "target"
     # layers inside the target's GGUF); the flag γ sets; specbench param -> llama-server flag
     llamacpp_type: str | None = None

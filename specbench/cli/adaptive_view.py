@@ -1,17 +1,17 @@
-"""An adaptive sweep's stopping history as a Rich table (the words: `specbench.analysis.stopping_report`)."""
+"""An adaptive sweep's stopping history as a Rich table (the words: `specbench.analysis.verdicts.stopping_report`)."""
 
 from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
 
-from specbench.analysis.stopping_history import History
-from specbench.analysis.stopping_report import duration, look_rows
+from specbench.analysis.verdicts.stopping_history import History
+from specbench.analysis.verdicts.stopping_report import duration, look_rows
 
 
 def history_table(history: History) -> Table:
     """Look by look (and load by load, where a look judged several): prompts (and calibration prompts), the
-    answer, the best option and its adjusted interval (`specbench.analysis.stopping_report.look_rows`)."""
+    answer, the best option and its adjusted interval (`specbench.analysis.verdicts.stopping_report.look_rows`)."""
     table = Table(
         title="adaptive sweep: stopping history",
         caption=f"intervals adjusted for the planned looks and for picking the best configuration "

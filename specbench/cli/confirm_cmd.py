@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from specbench.analysis.confirmation import CONFIRM_DIR, load_report
+from specbench.analysis.recommendation.confirmation import CONFIRM_DIR, load_report
 from specbench.bounds import check as check_bound
 from specbench.cli.confirm_view import print_confirmation
 from specbench.cli.exit_codes import INTERRUPTED, TERMINATED, Terminated, say
@@ -68,13 +68,13 @@ def confirm(
     prediction has held or missed and the regret is settled, or the budget is spent. Records go to
     RESULTS/confirm/; `results show`, `recommend` and `plot` show them beside the prediction.
     """
-    from specbench.measure.adaptive_spec import parse_budget  # lazy: loads torch; keeps `specbench --help` fast
-    from specbench.measure.confirm import (  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.spec.adaptive import parse_budget  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.execution.confirm import (  # lazy: loads torch; keeps `specbench --help` fast
         ConfirmSettings,
         plan_confirmation,
         policy_for,
     )
-    from specbench.measure.runner import SweepRunner  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.execution.runner import SweepRunner  # lazy: loads torch; keeps `specbench --help` fast
 
     settings = ConfirmSettings(
         first=check_bound("confirm.first", first, key="--first"),

@@ -1,13 +1,13 @@
 """A confirmation as Rich tables (`specbench confirm`, `results show`, `recommend`): predicted against realized,
-held or missed, the regret, and every contender (`specbench.analysis.confirmation`)."""
+held or missed, the regret, and every contender (`specbench.analysis.recommendation.confirmation`)."""
 
 from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
 
-from specbench.analysis.confirmation import Report, TargetLooks
-from specbench.analysis.stopping_report import duration
+from specbench.analysis.recommendation.confirmation import Report, TargetLooks
+from specbench.analysis.verdicts.stopping_report import duration
 
 
 def confirmation_table(report: Report) -> Table:

@@ -2,7 +2,7 @@
 (``specbench recommend``'s last step: it starts processes and finds model folders, so it lives
 with the command, not in analysis or among the backends).
 
-`specbench.analysis.engine_settings` writes the settings (analysis stays pure: no processes,
+`specbench.analysis.settings.engine_settings` writes the settings (analysis stays pure: no processes,
 no engines). Here they are checked:
 
 * vLLM: every ``speculative_config`` is built as vLLM's ``SpeculativeConfig`` by the

@@ -9,9 +9,9 @@ import typer
 from rich.table import Table
 
 from specbench.analysis.context_bins import fit_by_context_bin
-from specbench.analysis.cost import fit_group_costs
+from specbench.analysis.cost.round_cost import fit_group_costs
 from specbench.analysis.fit import fit_acceptance, fits_frame, goodness_frame, load_results, positions_frame
-from specbench.analysis.intervals import N_BOOT
+from specbench.analysis.statistics.intervals import N_BOOT
 from specbench.cli.params import bounded
 from specbench.cli.online_view import online_frames, print_online
 from specbench.cli.render import console as wide_console

@@ -1,4 +1,4 @@
-"""Typer options generated from a table of flag descriptors (`specbench.measure.sweep_flags.Flag`).
+"""Typer options generated from a table of flag descriptors (`specbench.measure.spec.flags.Flag`).
 
 `flag_command(flags, body)` returns the function Typer registers: its signature holds one
 ``typer.Option`` (or ``typer.Argument``) per descriptor, in table order, so the help lists the flags as
@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 import typer
 
 from specbench.cli.params import folder_path
-from specbench.measure.sweep_flags import Flag
+from specbench.measure.spec.flags import Flag
 
 
 def typer_parameter(flag: Flag) -> inspect.Parameter:

@@ -1,4 +1,4 @@
-"""What `specbench recommend` prints about load (`specbench.analysis.load_verdicts`, `specbench.analysis.slo`):
+"""What `specbench recommend` prints about load (`specbench.analysis.load.verdicts`, `specbench.analysis.load.slo`):
 the per-load table, the verdict at each load, the crossover line per workload, vLLM's per-batch-size
 schedules, and the SLO answers."""
 
@@ -8,7 +8,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from specbench.analysis.load import load_label
+from specbench.analysis.load.table import load_label
 from specbench.catalogue.drafters import TARGET_ONLY
 from specbench.cli.fit_cmd import text_row
 from specbench.records.summary import PERCENTILES

@@ -1,5 +1,5 @@
 """Online adaptation over a stream as Rich tables: windows of the stream, recovery after each shift, the verdict
-(the numbers: `specbench.analysis.online`)."""
+(the numbers: `specbench.analysis.stream_adaptation`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 from rich.table import Table
 from rich.text import Text
 
-from specbench.analysis.online import WINDOW, is_confident, per_prompt, recovery_table, window_table
+from specbench.analysis.stream_adaptation import WINDOW, is_confident, per_prompt, recovery_table, window_table
 from specbench.cli.render import fmt, plain
 
 

@@ -1,5 +1,5 @@
-"""What `specbench recommend` prints about what serving costs (`specbench.analysis.operating`,
-`specbench.analysis.goodput`): goodput, cost per million output tokens and energy per token at every load, with
+"""What `specbench recommend` prints about what serving costs (`specbench.analysis.load.operating`,
+`specbench.analysis.load.goodput`): goodput, cost per million output tokens and energy per token at every load, with
 and without speculation; the energy- and throughput-optimal γ; the goodput objective's answers."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from specbench.analysis.load import load_label
+from specbench.analysis.load.table import load_label
 from specbench.cli.fit_cmd import text_row
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-from specbench.analysis.intervals import N_BOOT
-from specbench.analysis.load_verdicts import settings_of
+from specbench.analysis.statistics.intervals import N_BOOT
+from specbench.analysis.load.verdicts import settings_of
 from specbench.analysis.options import MAX_GAMMA
-from specbench.analysis.slo import slos_from_flags
+from specbench.analysis.load.slo import slos_from_flags
 from specbench.cli.params import bounded, folder_path
 from specbench.cli.render import console as make_console
 from specbench.cli.render import plain, styled, text_column

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from specbench.analysis.moe_cost import moe_verify_table
+from specbench.analysis.cost.moe import moe_verify_table
 from specbench.analysis.options import MAX_GAMMA
 from specbench.bounds import int_list
 from specbench.cli.exit_codes import say
@@ -181,7 +181,7 @@ def _print_profile(profile, out: Path) -> None:
 
 
 def _print_moe_verify(console, profile) -> None:
-    """t_verify(n) of the MoE target beside its dense twin (`specbench.analysis.moe_cost.moe_verify_table`)."""
+    """t_verify(n) of the MoE target beside its dense twin (`specbench.analysis.cost.moe.moe_verify_table`)."""
     frame = moe_verify_table(profile)
     table = Table(caption="MoE ÷ dense: verify time of the MoE shape over its dense twin of equal active "
                           "parameters; D: expected distinct experts per layer for the B·n tokens (uniform "

@@ -29,7 +29,7 @@ def _clock(seconds: float) -> str:
 
 
 class LineProgress:
-    """A `specbench.measure.runner.SweepObserver` that writes plain lines to ``stream``."""
+    """A `specbench.measure.execution.runner.SweepObserver` that writes plain lines to ``stream``."""
 
     def __init__(self, stream=None, heartbeat_s: float = HEARTBEAT_S, min_gap_s: float = MIN_GAP_S):
         self.stream = stream or sys.stdout

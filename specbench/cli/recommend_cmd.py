@@ -11,24 +11,24 @@ from rich.panel import Panel
 from rich.table import Table
 
 from specbench.analysis.fit import load_results
-from specbench.analysis.load import axis_of, has_load_axis, normalised, serving_table
-from specbench.analysis.load_verdicts import for_scenario as load_for_scenario
-from specbench.analysis.load_verdicts import settings_of
-from specbench.analysis.load_verdicts import summary as load_summary
-from specbench.analysis.load import AXES as AXIS_LABELS
-from specbench.analysis.slo import Slo, slo_answers, slos_from_flags
-from specbench.analysis.goodput import goodput_answers
-from specbench.analysis.operating import for_scenario as operating_for_scenario
-from specbench.analysis.operating import operating, price_of
-from specbench.analysis.intervals import N_BOOT
+from specbench.analysis.load.table import axis_of, has_load_axis, normalised, serving_table
+from specbench.analysis.load.verdicts import for_scenario as load_for_scenario
+from specbench.analysis.load.verdicts import settings_of
+from specbench.analysis.load.verdicts import summary as load_summary
+from specbench.analysis.load.table import AXES as AXIS_LABELS
+from specbench.analysis.load.slo import Slo, slo_answers, slos_from_flags
+from specbench.analysis.load.goodput import goodput_answers
+from specbench.analysis.load.operating import for_scenario as operating_for_scenario
+from specbench.analysis.load.operating import operating, price_of
+from specbench.analysis.statistics.intervals import N_BOOT
 from specbench.analysis.options import MAX_GAMMA
-from specbench.analysis.recommend import MeasuredCosts, ProfiledCosts, recommend
-from specbench.analysis.recommend import to_json as recommendations_json
-from specbench.analysis.confirmation import load_report
-from specbench.analysis.decision import describe_best
-from specbench.analysis.recommendation import recommendation_lines
-from specbench.analysis.speedup_interval import speedup_words
-from specbench.analysis.stopping_history import load_history
+from specbench.analysis.recommendation.recommend import MeasuredCosts, ProfiledCosts, recommend
+from specbench.analysis.recommendation.recommend import to_json as recommendations_json
+from specbench.analysis.recommendation.confirmation import load_report
+from specbench.analysis.verdicts.decision import describe_best
+from specbench.analysis.recommendation.result import recommendation_lines
+from specbench.analysis.statistics.speedup_interval import speedup_words
+from specbench.analysis.verdicts.stopping_history import load_history
 from specbench.cli.confirm_view import print_confirmation
 from specbench.bounds import int_list
 from specbench.cli.engine_checks import check_engine_settings, local_model_folder
@@ -196,7 +196,7 @@ def _print_per_batch(plan, console) -> None:
 
 
 def predicted_table(predicted):
-    """The acceptance × cost predictions with the measured check (`specbench.analysis.predicted_speedup`)."""
+    """The acceptance × cost predictions with the measured check (`specbench.analysis.cost.predicted_speedup`)."""
 
 
     first = predicted.iloc[0]
@@ -343,7 +343,7 @@ def recommend_command(
 
 def _operating(records, results_dir: Path, price_flag: float | None, load_axis: bool, n_boot: int,
                seed: int) -> dict | None:
-    """Cost and energy per load (`specbench.analysis.operating`) when there is something to say: a load axis, a
+    """Cost and energy per load (`specbench.analysis.load.operating`) when there is something to say: a load axis, a
     price, or energy readings; None otherwise (and for records with no live unit)."""
     price = price_of(price_flag, load_run_info(results_dir))
     live = records[records["mode"] == "live"]

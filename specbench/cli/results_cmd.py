@@ -12,11 +12,11 @@ from rich.table import Table
 from rich.text import Text
 
 from specbench.backends import registry as backends
-from specbench.analysis.load import CLOSED_LOOP, LOAD_KEYS, load_keys
-from specbench.analysis.predicted_speedup import predicted_by_scenario
-from specbench.analysis.recommend import recommend
-from specbench.analysis.recommendation import recommendation_lines
-from specbench.analysis.stopping_report import summary_lines
+from specbench.analysis.load.table import CLOSED_LOOP, LOAD_KEYS, load_keys
+from specbench.analysis.cost.predicted_speedup import predicted_by_scenario
+from specbench.analysis.recommendation.recommend import recommend
+from specbench.analysis.recommendation.result import recommendation_lines
+from specbench.analysis.verdicts.stopping_report import summary_lines
 from specbench.cli.adaptive_view import history_table
 from specbench.cli.params import folder_path
 from specbench.cli.render import console, fmt, milliseconds, styled
@@ -24,8 +24,8 @@ from specbench.cli.render import console as wide_console
 from specbench.errors import SpecbenchError
 from specbench.records.jsonable import json_ready
 from specbench.records.merge import merge_folders
-from specbench.analysis.confirmation import load_report
-from specbench.analysis.stopping_history import History, load_history
+from specbench.analysis.recommendation.confirmation import load_report
+from specbench.analysis.verdicts.stopping_history import History, load_history
 from specbench.cli.confirm_view import print_confirmation
 from specbench.records.store import load_records, load_run_info
 from specbench.safe_files import writing
@@ -59,7 +59,7 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
 
 
     if csv is not None:
-        from specbench.measure.validate import check_output_file  # lazy: loads torch; keeps `specbench --help` fast
+        from specbench.measure.spec.validate import check_output_file  # lazy: loads torch; keeps `specbench --help` fast
 
         check_output_file(csv, "--csv")  # before any work: not a directory, a writable place
     info = load_run_info(folder)
@@ -219,7 +219,7 @@ PREDICTED_KEYS = BASELINE_KEYS + ["drafter_label", "tree", "gamma"]  # a scenari
 
 def with_predicted_speedups(records, table):
     """Replayed rows' speedup: the predicted one (acceptance × cost, baseline modelled by the same
-    cost fit; `specbench.analysis.predicted_speedup`), with its interval in speedup_lo / speedup_hi.
+    cost fit; `specbench.analysis.cost.predicted_speedup`), with its interval in speedup_lo / speedup_hi.
 
     Dividing a replayed row's modelled tokens/s by the baseline measured over all prompts would mix
     a model with timings taken at other moments (the baselines of non-calibration prompts).

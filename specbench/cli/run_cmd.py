@@ -65,7 +65,7 @@ def run(
     from specbench.backends.own_engine import run_prompt  # lazy: loads torch; keeps `specbench --help` fast
     from specbench.engine.sampling import SamplingParams  # lazy: loads torch; keeps `specbench --help` fast
     from specbench.engine.tree import tree_depth_limit  # lazy: loads torch; keeps `specbench --help` fast
-    from specbench.measure.spec import parse_params  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.spec.sweep import parse_params  # lazy: loads torch; keeps `specbench --help` fast
     from specbench.engine.layout_probe import parse_layout_setting  # lazy: loads torch
     from specbench.models.resolve import dtype_setting  # lazy: loads torch
 

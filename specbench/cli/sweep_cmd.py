@@ -14,8 +14,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedCo
 from rich.table import Table
 from rich.text import Text
 
-from specbench.analysis.stopping_history import load_history
-from specbench.analysis.stopping_report import summary_lines
+from specbench.analysis.verdicts.stopping_history import load_history
+from specbench.analysis.verdicts.stopping_report import summary_lines
 from specbench.cli.exit_codes import INTERRUPTED, TERMINATED, Terminated, say
 from specbench.cli.flag_options import flag_command
 from specbench.cli.progress_lines import LineProgress
@@ -23,7 +23,7 @@ from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt, plain, styled, text_column
 from specbench.cli.results_cmd import rows_and_verdicts, summary_table
 from specbench.records.jsonable import json_ready
-from specbench.measure.sweep_flags import FLAGS, SweepFlags
+from specbench.measure.spec.flags import FLAGS, SweepFlags
 from specbench.records.store import load_records
 
 EPILOG = """Examples:
@@ -62,12 +62,12 @@ def sweep(values: dict) -> None:
     trajectory and runs only the calibration units live (YAML key calibration: {gammas, prompts});
     --mode both runs everything live and replayed and prints their agreement (docs/replay.md).
     """
-    from specbench.measure.spec import (  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.spec.sweep import (  # lazy: loads torch; keeps `specbench --help` fast
         build_spec,
         capped_workloads,
         load_spec_file,
     )
-    from specbench.measure.units import parse_shard  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.spec.units import parse_shard  # lazy: loads torch; keeps `specbench --help` fast
 
     flags = SweepFlags.from_command(values)
     spec_file = values["spec_file"]
@@ -92,7 +92,7 @@ def sweep(values: dict) -> None:
 
 def _measure(spec, out_dir: Path, shard, values: dict) -> tuple[int, int]:
     """Run the sweep with progress; (units measured now, units in the grid). Ctrl-C keeps what is measured."""
-    from specbench.measure.runner import SweepRunner  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.execution.runner import SweepRunner  # lazy: loads torch; keeps `specbench --help` fast
 
     console = wide_console(stderr=True, wide=False)
     observer = (SweepProgress(console) if sys.stdout.isatty()
@@ -119,15 +119,15 @@ def _print_done(spec, out_dir: Path, measured: int, units: int) -> None:
         for line in summary_lines(history):
             wide_console().print(Text(line))
     if spec.replays:
-        from specbench.measure.replay_units import folder_summary  # lazy: loads torch; keeps `specbench --help` fast
+        from specbench.measure.replay.units import folder_summary  # lazy: loads torch; keeps `specbench --help` fast
 
         print_replay_summary(folder_summary(out_dir), wide_console())
 
 
 def _dry_run(spec, shard) -> None:
     """The grid and its cost estimate; no model loads."""
-    from specbench.measure.units import expand_units, in_shard, load_workloads  # lazy: loads torch
-    from specbench.measure.validate import check_grid_size  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.spec.units import expand_units, in_shard, load_workloads  # lazy: loads torch
+    from specbench.measure.spec.validate import check_grid_size  # lazy: loads torch; keeps `specbench --help` fast
 
     workloads = load_workloads(spec)
     check_grid_size(spec, workloads, shard, yes=True, in_shard=in_shard)  # the hard limit only
@@ -199,19 +199,19 @@ def print_json_summary(out_dir: Path, measured: int, total: int) -> None:
     if history:
         out["adaptive"] = history.as_dict()
     if (records["mode"] == "replay").any():
-        from specbench.measure.replay_units import folder_summary  # lazy: loads torch; keeps `specbench --help` fast
+        from specbench.measure.replay.units import folder_summary  # lazy: loads torch; keeps `specbench --help` fast
 
         out["replay_summary"] = folder_summary(out_dir).to_dict("records")
     typer.echo(json.dumps(json_ready(out), indent=2))
 
 
 def _print_dry_run(spec, units, workloads, shard) -> None:
-    from specbench.measure.estimate import describe, estimate  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.spec.estimate import describe, estimate  # lazy: loads torch; keeps `specbench --help` fast
 
     console = wide_console()
     planner = None
     if spec.adaptive is not None:
-        from specbench.measure.adaptive import LookPlanner  # lazy: loads torch; keeps `specbench --help` fast
+        from specbench.measure.execution.adaptive import LookPlanner  # lazy: loads torch; keeps `specbench --help` fast
 
         planner = LookPlanner(spec, workloads, shard)
         units = planner.worst_case()
@@ -253,7 +253,7 @@ def _print_dry_run(spec, units, workloads, shard) -> None:
 def print_replay_summary(summary, console: Console) -> None:
     """Replayed τ and α per configuration, with live-vs-replay agreement where live units exist."""
 
-    from specbench.measure.replay_units import (  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.replay.units import (  # lazy: loads torch; keeps `specbench --help` fast
         SUMMARY_FILE,
         agreement_fraction,
     )  # lazy: loads torch; keeps `specbench --help` fast

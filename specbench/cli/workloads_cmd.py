@@ -12,7 +12,7 @@ from specbench.cli.params import bounded
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import plain
 from specbench.errors import SpecbenchError
-from specbench.measure.workloads import load_workload, workload_names
+from specbench.workloads.catalog import load_workload, workload_names
 
 SAMPLE_CHARS = 600  # how much of each sample turn `show` prints
 

@@ -87,7 +87,7 @@ class GenerationResult:
     prepared_drafts: int | None = None  # next-round drafts prepared while the target verified
     prepared_hits: int | None = None  # rounds whose draft was one of them (draft latency hidden)
     draft_hidden_s: float | None = None  # drafting time of those rounds, spent during verification
-    # Online adaptation (specbench.engine.online); None otherwise: {"version": the drafter's version at the start,
+    # Online adaptation (specbench.engine.online_drafting); None otherwise: {"version": the drafter's version at the start,
     # "updates": [{version, at_round, seconds, tokens, loss, reject_loss, rejections}, ...] during or after it}
     online: dict | None = None
 

@@ -1,4 +1,4 @@
-"""Predicted against realized: one row per target of `specbench confirm` (`specbench.analysis.confirmation`).
+"""Predicted against realized: one row per target of `specbench confirm` (`specbench.analysis.recommendation.confirmation`).
 
 For the configuration the verdict named, the sweep's predicted speedup with its adjusted interval (grey) and the
 speedup realized on fresh prompts with its look-adjusted interval (green: held, red: missed, orange: not settled
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from specbench.analysis.confirmation import Report
+from specbench.analysis.recommendation.confirmation import Report
 from specbench.figures.skipped import FigureSkipped
 
 COLOURS = {"held": "#2CA02C", "missed": "#D62728"}

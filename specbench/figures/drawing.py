@@ -14,7 +14,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from specbench.analysis.load import LOAD_KEYS, load_label
+from specbench.analysis.load.table import LOAD_KEYS, load_label
 
 MIN_WIDTH = 8.0  # inches: room for the legend below a single panel
 TITLE_WIDTH = 50  # characters per line of a panel title

@@ -1,7 +1,7 @@
 """Figures against load: speedup vs load (per request and for the system), latency vs load.
 
-Both read `specbench.analysis.load_verdicts.summary` (``data.load``): the per-load table of
-`specbench.analysis.load.serving_table` and the crossovers of `specbench.analysis.crossover`. One column
+Both read `specbench.analysis.load.verdicts.summary` (``data.load``): the per-load table of
+`specbench.analysis.load.table.serving_table` and the crossovers of `specbench.analysis.load.crossover`. One column
 of panels per workload scenario; the x axis is the load — requests in flight (closed loop) or requests
 per second (open loop) — on a log scale, ticked at the measured levels; nothing is pooled across loads.
 
@@ -14,7 +14,7 @@ per second (open loop) — on a log scale, ticked at the measured levels; nothin
 * ``latency_vs_load``: TTFT (top) and ITL (bottom) at p50 (dotted), p90 (solid, with its interval) and p99
   (dashed), for the target-only run, the verdict's configuration and the configurations fastest at the
   lowest load (three in all).
-* ``cost_vs_load`` (reads ``data.operating``, `specbench.analysis.operating`): cost per million output tokens
+* ``cost_vs_load`` (reads ``data.operating``, `specbench.analysis.load.operating`): cost per million output tokens
   (with a price) and joules per output token above idle (with an energy counter) against load, target only in
   black and every configuration, each with its 95 % prompt-bootstrap interval.
 """
@@ -36,7 +36,7 @@ from specbench.figures.drawing import (
     scenario_title,
     select,
 )
-from specbench.analysis.load import AXES as AXES_LABELS
+from specbench.analysis.load.table import AXES as AXES_LABELS
 from specbench.figures.skipped import FigureSkipped
 
 GROUP_KEYS = ["target", "temperature", "top_p", "top_k", "workload", "backend"]

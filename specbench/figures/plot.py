@@ -2,8 +2,8 @@
 
 Everything plotted comes from the project's own estimators — `specbench.records.summary`
 (measured throughput, time shares), `specbench.analysis.fit` (α̂ and its interval, per-position rates,
-measured τ with its interval), `specbench.analysis.cost` (the measured cost model) and
-`specbench.analysis.recommend` (speedups with intervals, model curves, the recommendation); nothing is
+measured τ with its interval), `specbench.analysis.cost.round_cost` (the measured cost model) and
+`specbench.analysis.recommendation.recommend` (speedups with intervals, model curves, the recommendation); nothing is
 re-fitted here. Definitions as in DESIGN.md: γ draft length (tree: depth), α̂ the fitted α of the
 geometric model, τ tokens per target forward with the bonus token, speedup tokens/s ÷ target-only
 tokens/s on the same prompts.
@@ -35,8 +35,8 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from specbench.analysis.context_bins import fit_by_context_bin
-from specbench.analysis.decision import gamma_span
-from specbench.analysis.cost import fit_group_costs, group_cost_fits, predict_arrays
+from specbench.analysis.verdicts.decision import gamma_span
+from specbench.analysis.cost.round_cost import fit_group_costs, group_cost_fits, predict_arrays
 from specbench.analysis.fit import (
     AcceptanceModel,
     expected_tokens,
@@ -47,15 +47,15 @@ from specbench.analysis.fit import (
     positions_frame,
     tau_intervals,
 )
-from specbench.analysis.intervals import LEVEL, N_BOOT
-from specbench.analysis.load import LOAD_KEYS, has_load_axis, load_keys, normalised, serving_table
-from specbench.analysis.load_verdicts import summary as load_summary
-from specbench.analysis.moe_cost import expert_aware_table, is_moe
+from specbench.analysis.statistics.intervals import LEVEL, N_BOOT
+from specbench.analysis.load.table import LOAD_KEYS, has_load_axis, load_keys, normalised, serving_table
+from specbench.analysis.load.verdicts import summary as load_summary
+from specbench.analysis.cost.moe import expert_aware_table, is_moe
 from specbench.analysis.options import MAX_GAMMA
-from specbench.analysis.recommend import OBJECTIVES, recommend
-from specbench.analysis.goodput import goodput_answers
-from specbench.analysis.operating import operating, price_of
-from specbench.analysis.slo import Slo, slo_answers
+from specbench.analysis.recommendation.recommend import OBJECTIVES, recommend
+from specbench.analysis.load.goodput import goodput_answers
+from specbench.analysis.load.operating import operating, price_of
+from specbench.analysis.load.slo import Slo, slo_answers
 from specbench.analysis.strategies import strategy_table
 from specbench.errors import SpecbenchError
 from specbench.figures.drawing import (
@@ -71,12 +71,12 @@ from specbench.figures.drawing import (
 )
 from specbench.figures.load_figures import figure_cost_vs_load, figure_latency_vs_load, figure_speedup_vs_load
 from specbench.figures.palette import BASELINE_LABEL, CHAIN, Palette
-from specbench.figures.online import figure_online, has_online_records
+from specbench.figures.stream_figures import figure_online, has_online_records
 from specbench.figures.schedules import figure_schedules, schedule_panels
 from specbench.figures.skipped import FigureSkipped  # re-exported: the figures' one skip type
-from specbench.analysis.confirmation import Report as ConfirmationReport
-from specbench.analysis.confirmation import load_report as load_confirmation
-from specbench.analysis.stopping_history import History, load_history
+from specbench.analysis.recommendation.confirmation import Report as ConfirmationReport
+from specbench.analysis.recommendation.confirmation import load_report as load_confirmation
+from specbench.analysis.verdicts.stopping_history import History, load_history
 from specbench.figures.confirmation import figure_confirmation
 from specbench.records.store import load_run_info
 from specbench.records.timing import has_round_timings
@@ -126,9 +126,9 @@ class PlotData:
     objective: str
     notes: list[str] = field(default_factory=list)
     context_bins: pd.DataFrame = field(default_factory=pd.DataFrame)  # context_bins.fit_by_context_bin
-    history: History | None = None  # an adaptive sweep's stopping history (analysis.stopping_history)
-    load: dict | None = None  # a serving sweep with a load axis: analysis.load_verdicts.summary (None: one load)
-    # goodput, cost and energy per load (analysis.operating.Operating.as_dict, with "goodput": the goodput
+    history: History | None = None  # an adaptive sweep's stopping history (analysis.verdicts.stopping_history)
+    load: dict | None = None  # a serving sweep with a load axis: analysis.load.verdicts.summary (None: one load)
+    # goodput, cost and energy per load (analysis.load.operating.Operating.as_dict, with "goodput": the goodput
     # objective's answers); None without live records or with nothing to say (one load, no price, no energy)
     operating: dict | None = None
     confirmation: ConfirmationReport | None = None  # `specbench confirm`'s report (None: not confirmed)
@@ -151,7 +151,7 @@ def load_plot_data(folder: str | Path, *, n_boot: int = N_BOOT, seed: int = 0, m
                    slos: Sequence[Slo] = (), price_per_hour: float | None = None) -> PlotData:
     """Load a results folder and compute every table the figures use (``hub_ids``: model spec → Hugging Face
     id, how the engine settings name models; ``slos``: latency targets whose answers a serving sweep's load
-    summary carries, `specbench.analysis.slo`, and whose goodput `specbench.analysis.operating` measures;
+    summary carries, `specbench.analysis.load.slo`, and whose goodput `specbench.analysis.load.operating` measures;
     ``price_per_hour``: the machine's price, for the cost per token (default: the sweep's key)).
 
     Raises `SpecbenchError` for a missing folder, a folder without run.json or without records.
@@ -178,7 +178,7 @@ def load_plot_data(folder: str | Path, *, n_boot: int = N_BOOT, seed: int = 0, m
         if with_categories:
             subset = records[records["workload"].isin(with_categories)]
             category_fits = fits_frame(fit_acceptance(subset, by=["category"], n_boot=n_boot, seed=seed))
-    history = load_history(folder)  # an adaptive sweep is judged the way it stopped (analysis.sequential)
+    history = load_history(folder)  # an adaptive sweep is judged the way it stopped (analysis.statistics.sequential)
     plans = history.plans() if history else {}
     try:
         recommendations = recommend(records, objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed,
@@ -801,7 +801,7 @@ def figure_heatmap(data: PlotData) -> Figure:
 
 def figure_moe_experts(data: PlotData) -> Figure:
     """τ and the expert-aware model's predicted speedup against distinct experts per verify, per configuration
-    (`specbench.analysis.moe_cost.expert_aware_table`): the trade an MoE target's drafting makes."""
+    (`specbench.analysis.cost.moe.expert_aware_table`): the trade an MoE target's drafting makes."""
     if not is_moe(data.records):
         raise FigureSkipped("not an MoE target (no expert counts in the records)")
     try:

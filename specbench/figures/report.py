@@ -20,13 +20,13 @@ from typing import Callable
 
 import pandas as pd
 
-from specbench.analysis.intervals import N_BOOT
-from specbench.analysis.load import load_label
-from specbench.analysis.decision import gamma_span
-from specbench.analysis.recommendation import recommendation_lines
-from specbench.analysis.stopping_report import look_rows, summary_lines
-from specbench.analysis.online import WINDOW, per_prompt, recovery_table, window_table
-from specbench.analysis.slo import Slo
+from specbench.analysis.statistics.intervals import N_BOOT
+from specbench.analysis.load.table import load_label
+from specbench.analysis.verdicts.decision import gamma_span
+from specbench.analysis.recommendation.result import recommendation_lines
+from specbench.analysis.verdicts.stopping_report import look_rows, summary_lines
+from specbench.analysis.stream_adaptation import WINDOW, per_prompt, recovery_table, window_table
+from specbench.analysis.load.slo import Slo
 from specbench.analysis.strategies import strategy_table
 from specbench.errors import SpecbenchError
 from specbench.figures.plot import (
@@ -188,7 +188,7 @@ def recommendation_section(data: PlotData) -> Html:
 
 def stopping_section(data: PlotData) -> Html:
     """An adaptive sweep's looks per workload (and load): prompts, answer, best option and its adjusted interval
-    (`specbench.analysis.stopping_report.look_rows`, the rows the text table prints)."""
+    (`specbench.analysis.verdicts.stopping_report.look_rows`, the rows the text table prints)."""
     if not data.history:
         return section("stopping", "Stopping history",
                        paragraph("A fixed grid: every prompt was measured, then judged once. A verdict picks the best "
@@ -259,7 +259,7 @@ def configuration_name(row: dict) -> str:
 
 def load_section(data: PlotData) -> Html:
     """A serving sweep's load axis: the crossover per workload, the verdict at every load, the per-load table
-    and vLLM's per-batch-size schedules (`specbench.analysis.load_verdicts`); nothing for one load level."""
+    and vLLM's per-batch-size schedules (`specbench.analysis.load.verdicts`); nothing for one load level."""
     load = data.load
     if not load:
         return Html("")
@@ -308,7 +308,7 @@ def load_section(data: PlotData) -> Html:
 
 
 def slo_parts(answers: list[dict], axis_label: str) -> list[Html]:
-    """Per workload and latency target (`specbench.analysis.slo.slo_answers`): how far each configuration keeps
+    """Per workload and latency target (`specbench.analysis.load.slo.slo_answers`): how far each configuration keeps
     it, and the one line comparing the best with target-only decoding."""
     parts = []
     for answer in answers:
@@ -342,7 +342,7 @@ def _value_cell(row: dict, name: str, digits: int) -> str:
 
 
 def operating_section(data: PlotData) -> Html:
-    """Goodput, cost per million output tokens and energy per token at every load (`specbench.analysis.operating`),
+    """Goodput, cost per million output tokens and energy per token at every load (`specbench.analysis.load.operating`),
     the energy- and throughput-optimal γ, and the goodput objective's answers; nothing without them."""
     op = data.operating
     if not op or not op["table"]:

@@ -6,7 +6,7 @@ speedup with its interval (`Recommendation.options`), grey for fixed γ, a colou
 the label gives γ (a dynamic schedule's cap) and the mean draft length its rounds chose
 (Σ drafted ÷ Σ rounds). The dashed line is the best fixed γ; the panel title carries the
 recommendation's verdict on the best dynamic schedule against it
-(`specbench.analysis.schedule_comparison`).
+(`specbench.analysis.recommendation.schedule_comparison`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from specbench.analysis.schedule_comparison import answer_word
+from specbench.analysis.recommendation.schedule_comparison import answer_word
 from specbench.figures.skipped import FigureSkipped
 
 FIXED_COLOUR = "#9A9A9A"

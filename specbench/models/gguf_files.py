@@ -18,7 +18,7 @@ from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models import resolve
 from specbench.models.fetch import fetch_split_gguf, installed_package_file, sha256_of
 
-GGUF_KEY = "gguf:"  # `gguf_names` keys: the prefix + a model spec (`specbench.analysis.engine_settings` reads them)
+GGUF_KEY = "gguf:"  # `gguf_names` keys: the prefix + a model spec (`specbench.analysis.settings.engine_settings` reads them)
 
 
 def alias_gguf(alias: str, *, fetch: bool = True) -> Path | None:

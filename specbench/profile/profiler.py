@@ -15,7 +15,7 @@ no weights are downloaded) and times, for every B in the grid and every c:
 * ``verify`` of the *dense twin* (role ``dense_twin``, with ``--dense-twin``): for an MoE target
   (qwen3_moe, mixtral, qwen2_moe), the dense model of equal active parameters — same attention, one
   MLP of width top_k × the expert's — timed like the target, so t_verify(n) of the MoE shape and of
-  the dense shape sit side by side (`specbench.analysis.moe_cost.moe_verify_table`);
+  the dense shape sit side by side (`specbench.analysis.cost.moe.moe_verify_table`);
 * ``propose`` (a model-free drafter, ``ngram``): the proposal for B sequences of c random tokens
   (no earlier match exists, so every n-gram length is searched: the lookup's worst case), of
   γ = the largest n draft tokens (the ``tokens`` column of these rows holds that γ).
@@ -41,7 +41,7 @@ vendor datasheet bandwidths (`PEAK_BANDWIDTH`), else — and on the CPU — a me
 A profile folder holds ``run.json`` (what was measured, where: device, versions, grid, peak
 bandwidth, load average) and ``profile.parquet`` (one row per cell, `COLUMNS`), written
 atomically like results, so a profile taken on a GPU machine is used anywhere
-(`specbench.analysis.cost_profile` fits it; ``specbench recommend --cost-profile``).
+(`specbench.analysis.cost.profile` fits it; ``specbench recommend --cost-profile``).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from specbench.analysis.moe_cost import expected_distinct_experts
+from specbench.analysis.cost.moe import expected_distinct_experts
 from specbench.analysis.options import MAX_GAMMA
 from specbench.catalogue import drafters as catalogue
 from specbench.engine.device import device_info

@@ -1,6 +1,6 @@
 """``adaptive.json``: the stopping history of an adaptive sweep, beside its records.
 
-Written by `specbench.measure.adaptive` after every look, read by `results show`, `recommend`,
+Written by `specbench.measure.execution.adaptive` after every look, read by `results show`, `recommend`,
 `plot` and ``sweep --json``. Layout (docs/results-schema.md, "Adaptive sweeps")::
 
     {"plan": {batch, first, max_prompts, budget_s, calibration_batch},
@@ -12,7 +12,7 @@ Written by `specbench.measure.adaptive` after every look, read by `results show`
                           "looks": [{look, prompts, calibration_prompts, answer, text, best, prompts_needed,
                                      seconds, scenarios: [...]}, ...]}}}
 
-Its typed form is `specbench.analysis.stopping_history.History` (the planned looks are what `recommend`
+Its typed form is `specbench.analysis.verdicts.stopping_history.History` (the planned looks are what `recommend`
 needs to judge the records the way the sweep did: `History.plans`).
 """
 

@@ -3,7 +3,7 @@
 A profile folder holds ``run.json`` (what was measured and where: device, versions, grid, peak
 bandwidth, load average; ``kind`` = `PROFILE_KIND`) and ``profile.parquet`` (one row per cell,
 `COLUMNS`), written atomically like results, so a profile taken on a GPU machine is read
-anywhere. `specbench.profile.profiler` measures one; `specbench.analysis.cost_profile` fits it.
+anywhere. `specbench.profile.profiler` measures one; `specbench.analysis.cost.profile` fits it.
 """
 
 from __future__ import annotations

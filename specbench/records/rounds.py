@@ -5,7 +5,7 @@ A record (one configuration × prompt × turn × repeat) carries per-round lists
 The acceptance and cost fits need those flat, each round tagged with the prompt it belongs to
 (its *cluster*), and reduced to per-prompt sufficient statistics: then a point estimate sums over
 prompts with weight 1 and a bootstrap replicate with multinomial weights (see
-`specbench.analysis.intervals`).
+`specbench.analysis.statistics.intervals`).
 """
 
 from __future__ import annotations

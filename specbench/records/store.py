@@ -84,7 +84,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "timestamp": (pa.string(), "UTC time the unit finished, ISO 8601"),
     "weights_sha256": (pa.string(), "sha256 of the target's weights that produced the record (the model cache's "
                                     "proven content hash; null in records written before it existed)"),
-    # timing protocol (specbench.measure.timing_protocol; docs/results-schema.md "Timing protocol")
+    # timing protocol (specbench.measure.execution.timing_protocol; docs/results-schema.md "Timing protocol")
     "timing_ok": (pa.bool_(), "false: every timed attempt ran under interference; timings left out of timing fits"),
     "timing_flag": (pa.string(), "'' clean; what disturbed the timing; 'modelled' for replayed units"),
     "timing_attempts": (pa.int64(), "times this unit was timed (0 for replayed units)"),

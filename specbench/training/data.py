@@ -38,7 +38,7 @@ from specbench.engine.decoder import make_decoder
 from specbench.engine.drafters.ngram import NgramDrafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.errors import SpecbenchError
-from specbench.measure.workloads import encode_turn, load_workload
+from specbench.workloads.catalog import encode_turn, load_workload
 from specbench.models.cache import cache_root
 from specbench.safe_files import open_appending, write_atomic, writing
 

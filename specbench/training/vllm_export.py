@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save as safetensors_bytes
 
-from specbench.analysis.vllm_speculative import speculative_config
+from specbench.analysis.settings.vllm_speculative import speculative_config
 from specbench.catalogue import drafters as catalogue
 from specbench.catalogue.registry import resolve
 from specbench.engine.drafters import make_drafter
@@ -51,7 +51,7 @@ EAGLE_STEPS = 3  # the num_speculative_tokens printed for an exported EAGLE / EA
 
 def serving_config(kind: str, folder: Path, config: dict) -> dict:
     """The speculative_config that serves an export in ``folder`` (its ``config.json`` is ``config``): the
-    one mapping (`analysis.vllm_speculative`) with the folder as the checkpoint; γ = the head count of
+    one mapping (`analysis.settings.vllm_speculative`) with the folder as the checkpoint; γ = the head count of
     a layout that has one (Medusa's ``num_heads``), the speculators format's proposal length, else
     `EAGLE_STEPS`."""
     gamma = speculative_tokens(config) or int(config.get("num_heads", EAGLE_STEPS))

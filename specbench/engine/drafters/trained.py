@@ -48,9 +48,9 @@ class TrainedType(registry.DrafterType):
     objective_args: dict = {}  # fixed keyword arguments of the objective
     unrolled_steps: int | None = None  # default unrolled training steps (train-drafter --steps); None: not unrolled
     published: str | None = None  # name of a published layout this type reads and writes, if any
-    # what trains a served drafter on its traffic (online adaptation, `specbench.engine.online`): a
+    # what trains a served drafter on its traffic (online adaptation, `specbench.engine.online_drafting`): a
     # "module:Class" reference into specbench.training, like ``objective``, so the engine never imports it
-    learner: str = "specbench.training.online:OnlineLearner"
+    learner: str = "specbench.training.online_learning:OnlineLearner"
 
     # ------------------------------------------------------------------ hooks
     def architecture(self, target_config, **options) -> dict:

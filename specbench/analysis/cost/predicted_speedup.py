@@ -1,0 +1,188 @@
+"""Predicted speedup: acceptance from many prompts × cost per round from interleaved timings.
+
+Two separate measurements, combined per configuration (drafter, tree, γ) of a scenario:
+
+* **acceptance** — the rounds each prompt needs at this γ (how many tokens each round drafted
+  and accepted), from every record of the configuration: replayed units (cheap, so many
+  prompts) or live ones. Acceptance does not depend on time, so every prompt counts, also one
+  whose timing was disturbed;
+* **cost** — the cost model (`specbench.analysis.cost.round_cost`: t_verify(k), t_draft, overhead) fitted on
+  the *calibration prompts*: those where the configuration group's live units and the baseline
+  were timed together in one block (`specbench.measure.execution.timing_protocol`), undisturbed units only.
+
+Every prompt's decode time is then modelled, for the configuration (Σ over its rounds of
+draft + verify(drafted + 1) + overhead) and for the baseline (its rounds × (verify(1) +
+baseline overhead)); the predicted speedup is the ratio of sums over prompts. It no longer
+depends on when each baseline happened to be timed.
+
+Interval (log scale, t with Welch–Satterthwaite degrees of freedom), carrying both parts:
+
+* acceptance: the per-prompt t-interval of `specbench.analysis.statistics.speedup_interval` on the modelled
+  per-prompt times (costs held at their fit): se_a with P − 1 df;
+* cost: the cost model refitted on each calibration prompt alone gives one predicted speedup per
+  prompt, S_q; se_c = sd(log S_q) ÷ √Q with Q − 1 df (one calibration prompt: not measured, a
+  note says so).
+
+The measured end-to-end speedup on the calibration prompts (live units, paired with the
+baseline) is the check on the model: ``realized_over_predicted`` = measured ÷ predicted on
+exactly those prompts.
+"""
+
+from __future__ import annotations
+
+from specbench.catalogue.drafters import TARGET_ONLY
+import numpy as np
+import pandas as pd
+
+from specbench.analysis.cost.round_cost import CostFit, cost_stats, fit_costs
+from specbench.analysis.statistics.intervals import LEVEL
+from specbench.analysis.statistics.speedup_interval import combined_interval, speedup_interval
+from specbench.records.rounds import cluster_codes, cluster_sums, prompt_clusters
+from specbench.records.summary import BASELINE_KEYS, UNIT_KEYS, is_baseline, prefer_live, with_config_defaults
+from specbench.records.timing import NO_ROUND_TIMINGS, has_round_timings, timing_usable
+
+GROUP = ["drafter", "drafter_label", "tree", "schedule"]  # the cost model prices each round as drafted: any schedule
+
+
+def modelled_decode_s(records: pd.DataFrame, fit: CostFit) -> np.ndarray:
+    """Each record's decode seconds as the cost model prices its rounds."""
+    cost = fit.cost
+    out = np.zeros(len(records))
+    for i, r in enumerate(records.itertuples()):
+        drafted = np.asarray(r.round_drafted, dtype=float)
+        if r.gamma == 0 or r.drafter == TARGET_ONLY:
+            out[i] = r.rounds * (float(cost.verify(1)) + cost.baseline_overhead_s)
+            continue
+        if cost.draft.model_free:
+            draft = np.full(len(drafted), cost.draft.fixed_s)
+        else:
+            steps = np.asarray(r.round_draft_steps, dtype=float)
+            draft = np.where(steps > 0, cost.draft.fixed_s + cost.draft.step_s * steps, 0.0)
+        out[i] = float(np.sum(draft + cost.verify(drafted + 1)) + len(drafted) * cost.round_overhead_s)
+    return out
+
+
+def _per_prompt(config: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, fit: CostFit):
+    """Per-prompt (tokens, modelled s, base tokens, modelled base s) on the prompts both cover."""
+    paired = config.merge(base[UNIT_KEYS + ["decode_tokens", "rounds", "round_drafted", "round_draft_steps",
+                                            "gamma", "drafter"]],
+                          on=UNIT_KEYS, suffixes=("", "_base"))
+    if paired.empty:
+        return None
+    base_view = pd.DataFrame({"round_drafted": paired["round_drafted_base"], "round_draft_steps":
+                              paired["round_draft_steps_base"], "gamma": 0, "drafter": "none",
+                              "rounds": paired["rounds_base"]})
+    codes = cluster_codes(paired, clusters)
+    sums = cluster_sums(codes, len(clusters), paired["decode_tokens"], modelled_decode_s(paired, fit),
+                        paired["decode_tokens_base"], modelled_decode_s(base_view, fit))
+    present = sums[:, 0] > 0
+    return sums[present].T
+
+
+def _calibration(group_live: pd.DataFrame, base: pd.DataFrame) -> list[str]:
+    """Prompts where the group and the baseline have undisturbed live timings."""
+    return sorted(set(group_live["prompt_id"].astype(str)) & set(base["prompt_id"].astype(str)))
+
+
+def _fit(group_live: pd.DataFrame, base: pd.DataFrame, prompts: list[str]) -> CostFit | None:
+    g = group_live[group_live["prompt_id"].astype(str).isin(prompts)]
+    b = base[base["prompt_id"].astype(str).isin(prompts)]
+    if g.empty or b.empty:
+        return None
+    clusters = prompt_clusters(pd.concat([g[["prompt_id"]], b[["prompt_id"]]]))
+    return fit_costs(cost_stats(g, b, clusters))
+
+
+def predicted_table(scenario: pd.DataFrame, level: float = LEVEL) -> tuple[pd.DataFrame, list[str]]:
+    """One row per configuration of a scenario (one workload and sampling): predicted speedup with
+    its interval, the measured speedup on the calibration prompts, and their ratio."""
+    notes: list[str] = []
+    live_base = scenario[is_baseline(scenario) & (scenario["mode"] == "live")]
+    if live_base.empty:
+        return pd.DataFrame(), notes
+    base_timed, note = timing_usable(live_base)
+    spec = prefer_live(scenario[~is_baseline(scenario) & (scenario["gamma"] > 0)])
+    spec = with_config_defaults(spec)
+    if not spec.empty and not has_round_timings(spec):
+        return pd.DataFrame(), [NO_ROUND_TIMINGS]
+    live_spec, note2 = timing_usable(spec[spec["mode"] == "live"])
+    notes.extend(n for n in dict.fromkeys([note, note2]) if n)
+    clusters = prompt_clusters(scenario)
+    rows = []
+    for key, group in spec.groupby(GROUP, dropna=False, sort=True):
+        keys = dict(zip(GROUP, key))
+        group_live = live_spec
+        for k, v in keys.items():
+            group_live = group_live[group_live[k] == v]
+        prompts = _calibration(group_live, base_timed)
+        fit = _fit(group_live, base_timed, prompts)
+        if fit is None:
+            notes.append(f"{keys['drafter_label']}: no prompt with live timings of both it and the baseline: "
+                         "no predicted speedup")
+            continue
+        per_prompt_fits = [f for f in (_fit(group_live, base_timed, [p]) for p in prompts) if f is not None]
+        if len(per_prompt_fits) < 2:
+            notes.append(f"{keys['drafter_label']}: costs timed on one prompt: the predicted interval leaves the "
+                         "cost uncertainty out")
+        for gamma, config in group.groupby("gamma", sort=True):
+            sums = _per_prompt(config, live_base, clusters, fit)
+            if sums is None:
+                continue
+            acceptance = speedup_interval(*sums, level=level)
+            parts = [(acceptance.log_se, acceptance.dof)]
+            cost_se, cost_dof = float("nan"), 0
+            if len(per_prompt_fits) >= 2:
+                logs = []
+                for f in per_prompt_fits:
+                    s = _per_prompt(config, live_base, clusters, f)
+                    t, sec, bt, bs = (x.sum() for x in s)
+                    logs.append(np.log((t / sec) / (bt / bs)))
+                cost_se, cost_dof = float(np.std(logs, ddof=1) / np.sqrt(len(logs))), len(logs) - 1
+                parts.append((cost_se, cost_dof))
+            interval = combined_interval(acceptance.point, parts, acceptance.n_prompts, level,
+                                         method="acceptance (per-prompt t) + cost (per-calibration-prompt refits)")
+            row = {**keys, "gamma": int(gamma), "n_prompts": acceptance.n_prompts, "n_calibration": len(prompts),
+                   "predicted": interval.point, "lo": interval.lo, "hi": interval.hi, "dof": interval.dof,
+                   "acceptance_log_se": acceptance.log_se, "cost_log_se": cost_se,
+                   "tau": float(config["decode_tokens"].sum() / max(config["rounds"].sum(), 1))}
+            row.update(_realized(config, group_live, base_timed, prompts, clusters, fit, level))
+            rows.append(row)
+    return pd.DataFrame(rows), notes
+
+
+def _realized(config: pd.DataFrame, group_live: pd.DataFrame, base: pd.DataFrame, prompts: list[str],
+              clusters: pd.Index, fit: CostFit, level: float) -> dict:
+    """Measured speedup on the calibration prompts, the prediction on the same prompts, their ratio."""
+    nan = float("nan")
+    live = group_live[(group_live["gamma"] == config["gamma"].iloc[0])]
+    paired = live.merge(base[UNIT_KEYS + ["decode_tokens", "decode_s"]], on=UNIT_KEYS, suffixes=("", "_base"))
+    if paired.empty:
+        return {"measured": nan, "measured_lo": nan, "measured_hi": nan, "n_measured": 0,
+                "predicted_same_prompts": nan, "realized_over_predicted": nan}
+    codes = cluster_codes(paired, clusters)
+    sums = cluster_sums(codes, len(clusters), paired["decode_tokens"], paired["decode_s"],
+                        paired["decode_tokens_base"], paired["decode_s_base"])
+    sums = sums[sums[:, 0] > 0].T
+    measured = speedup_interval(*sums, level=level)
+    same = _per_prompt(config[config["prompt_id"].astype(str).isin(set(paired["prompt_id"].astype(str)))],
+                       base, clusters, fit)
+    t, s, bt, bs = (x.sum() for x in same)
+    predicted = (t / s) / (bt / bs)
+    return {"measured": measured.point, "measured_lo": measured.lo, "measured_hi": measured.hi,
+            "n_measured": measured.n_prompts, "predicted_same_prompts": float(predicted),
+            "realized_over_predicted": float(measured.point / predicted)}
+
+
+def predicted_by_scenario(records: pd.DataFrame) -> pd.DataFrame:
+    """`predicted_table` for every scenario (target, sampling, workload) of a folder, keys included.
+
+    What `results show` prints for replayed rows: their speedup is acceptance × cost with the
+    baseline *modelled* by the same cost fit, not the modelled speed over a baseline timed at
+    other moments.
+    """
+    frames = []
+    for key, scenario in records.groupby(BASELINE_KEYS, dropna=False, sort=True):
+        table, _ = predicted_table(scenario)
+        if not table.empty:
+            frames.append(table.assign(**dict(zip(BASELINE_KEYS, key))))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -1,0 +1,214 @@
+"""The per-workload answer: confident yes, confident no, or cannot tell — and on what evidence.
+
+Evidence, in order of preference:
+
+1. the **predicted** speedups (`specbench.analysis.cost.predicted_speedup`: acceptance over every prompt
+   × costs timed interleaved with the baseline), when the scenario has them;
+2. otherwise the **measured** speedups (live units paired with the baseline, t-interval of
+   `specbench.analysis.statistics.speedup_interval`).
+
+Answer (`specbench.analysis.statistics.sequential.VerdictRule`: the ends below are adjusted for picking the
+best of the K options and, in an adaptive sweep, for its planned looks): *confident yes* when
+some option's selection-adjusted lower end lies above 1 (the one with the highest point estimate
+among those is recommended, and its interval is the adjusted one); *confident no* when every
+option's look-adjusted upper end lies below 1; *too few prompts to tell (P = n)* when no option
+has an interval; *cannot tell* otherwise, with the prompts that would settle the best option at
+its observed per-prompt spread under the same rule.
+
+Measured evidence reads each configuration's units by rule 6 of the timing protocol for a paired
+comparison (`specbench.records.timing.paired_timing`, the rule every panel uses): a configuration none of
+whose pairs with the baseline ran undisturbed is *timed under interference*. Such configurations are
+listed but left out of the answer while any other configuration was timed undisturbed (the text names
+them); when every one was disturbed they are the answer's evidence, and the answer is not confident.
+
+Each candidate keeps its adjusted ends (``Decision.candidates``, `specbench.analysis.verdicts.verdict.Candidate`), so an
+adaptive sweep can also drop the options that are confidently below the best (`dominated`), and the answer says
+how flat the optimum is (`flat_range`): the configurations *within* the chosen one's interval are those not
+confidently below it by the same rule — their simultaneous upper end is not under its simultaneous lower end
+(docs/fit.md, "How flat the optimum is"). The verdict's types (`Answer`, `Candidate`, `Decision`) are in
+`specbench.analysis.verdicts.verdict`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from specbench.analysis.statistics.intervals import LEVEL
+from specbench.analysis.options import Option
+from specbench.analysis.cost.predicted_speedup import predicted_table
+from specbench.analysis.statistics.sequential import FIXED, LookPlan, VerdictRule, prompts_to_settle
+from specbench.analysis.statistics.speedup_interval import MIN_PROMPTS, speedup_words
+from specbench.analysis.verdicts.verdict import NO, TOO_FEW, UNSURE, YES, Candidate, Decision, three_way
+from specbench.records.timing import DISTURBED, paired_note
+
+__all__ = ["Candidate", "Decision", "decide_scenario", "describe_best", "dominated", "flat_range"]
+
+
+def _candidates_predicted(predicted: pd.DataFrame) -> list[Candidate]:
+    return [Candidate(r["drafter"], r["drafter_label"], r["tree"], int(r["gamma"]), r.get("schedule", "fixed"),
+                      float(r["predicted"]), float(r["lo"]), float(r["hi"]),
+                      float(np.hypot(r["acceptance_log_se"], r["cost_log_se"] if r["cost_log_se"] == r["cost_log_se"]
+                                     else 0.0)),
+                      float(r["dof"]), int(r["n_prompts"])) for _, r in predicted.iterrows()]
+
+
+def _candidates_measured(options: list) -> list[Candidate]:
+    return [Candidate(o.drafter, o.drafter_label, o.tree, o.gamma, o.schedule, o.speedup, o.lo, o.hi, o.log_se,
+                      o.dof, option=o, timing_disturbed=bool(o.timing_disturbed)) for o in options]
+
+
+def describe_best(best: Candidate | None) -> str:
+    """A decision's best (or chosen) configuration by name — '' when there is none or it lacks a name."""
+    if best is None or best.drafter_label is None or best.gamma is None:
+        return ""
+    return best.describe()
+
+
+def _ci(c: Candidate, side: str = "yes") -> str:
+    """The point and the adjusted interval used for ``side`` (symmetric on the log scale)."""
+    point = c.speedup
+    lo, hi = (c.lo_adj, point ** 2 / c.lo_adj) if side == "yes" else (point ** 2 / c.hi_adj, c.hi_adj)
+    return speedup_words(point, lo, hi)
+
+
+def _option_for(c: Candidate, options: list, scenario: pd.DataFrame):
+    """An `Option` (recommend's) for a candidate: the measured one when it exists, else a new one."""
+
+    schedule = c.schedule if isinstance(c.schedule, str) else "fixed"
+    for o in options:
+        if (o.drafter_label, o.tree, o.gamma, o.schedule) == (c.drafter_label, c.tree, c.gamma, schedule):
+            return Option(o.drafter, o.drafter_label, o.drafter_params, o.tree, o.gamma, c.speedup, c.lo_adj,
+                          c.hi_sim, o.tokens_per_s, True, schedule, c.log_se, c.dof,
+                          timing_disturbed=o.timing_disturbed)
+    rows = scenario[(scenario["drafter_label"] == c.drafter_label) & (scenario["tree"] == c.tree)]
+    params = str(rows["drafter_params"].iloc[0]) if len(rows) else "{}"
+    return Option(str(c.drafter), str(c.drafter_label), params, str(c.tree), int(c.gamma or 0), c.speedup, c.lo_adj,
+                  c.hi_sim, float("nan"), False, schedule, c.log_se, c.dof)
+
+
+def decide_scenario(scenario: pd.DataFrame, measured_options: list, n_prompts: int, level: float = LEVEL,
+                    notes: list[str] | None = None, plan: LookPlan = FIXED) -> tuple[Decision, pd.DataFrame]:
+    """The answer for one scenario; ``plan``: the looks an adaptive sweep planned for it (one: a fixed grid)."""
+
+    predicted, more = predicted_table(scenario, level)
+    if predicted.empty:  # measured evidence: were its live timings all taken under interference?
+        more = more + [n for n in [paired_note(scenario[scenario["mode"] == "live"])] if n]
+    if notes is not None:
+        notes.extend(more)
+    if plan.alpha != 1 - level:
+        plan = LookPlan(plan.prompts, 1 - level)
+    decision = _decide(scenario, predicted, measured_options, n_prompts, plan)
+    rests_on_disturbed = decision.best is not None and decision.best.timing_disturbed
+    if any(n.startswith(DISTURBED) for n in more) or rests_on_disturbed:
+        decision.timing_disturbed = True
+        decision.text += (" — but the timing was disturbed (no configuration was timed undisturbed beside its "
+                          "baseline: every comparison ran beside other busy processes): rerun on a quieter machine "
+                          "before acting on it")
+    return decision, predicted
+
+
+def _decide(scenario: pd.DataFrame, predicted: pd.DataFrame, measured_options: list, n_prompts: int,
+            plan: LookPlan) -> Decision:
+    if not predicted.empty:
+        evidence, candidates = "predicted", _candidates_predicted(predicted)
+        count = int(predicted["n_prompts"].max())
+        source = (f"predicted: acceptance on {count} prompts × costs timed on "
+                  f"{int(predicted['n_calibration'].max())}")
+    else:
+        evidence, candidates = "measured", _candidates_measured(measured_options)
+        count = n_prompts
+        source = f"measured on {count} prompts"
+    # an option whose speedup is unknown (its acceptance or timing was not measured) is no candidate: it is
+    # neither best nor worst, and its NaN would reach the verdict as "nan×"
+    candidates = [c for c in candidates if c.has_point]
+    if not candidates:
+        return Decision(TOO_FEW, evidence, None, None, None, count,
+                        "too few prompts to tell: no configuration has a unit paired with the baseline and a known "
+                        "speedup (nothing to compare)")
+    clean = [c for c in candidates if not c.timing_disturbed]
+    left_out = [c for c in candidates if c.timing_disturbed] if clean else []
+    candidates = clean or candidates  # disturbed ones answer only when nothing else can (then not confidently)
+    with_interval = [c for c in candidates if c.has_interval]
+    rule = VerdictRule(plan, max(len(with_interval), 1))
+    for c in candidates + left_out:
+        c.adjust(rule)
+    kept = candidates + left_out
+    best = max(candidates, key=lambda c: c.speedup if c.has_point else -np.inf)
+    aside = ("" if not left_out else "; left out, no pair with the baseline timed undisturbed: "
+             + ", ".join(c.describe() for c in left_out))
+    if not with_interval or count < MIN_PROMPTS:
+        point = f"{best.speedup:.2f}×" if best.has_point else "no finite speedup"
+        text = (f"too few prompts to tell (P = {count}); best point estimate {best.describe()} at "
+                f"{point} — measure ≥ {MIN_PROMPTS} prompts (≥ 10 for a useful interval){aside}")
+        return Decision(TOO_FEW, evidence, None, best, None, count, text, rule=rule, candidates=kept)
+    how = f"{source}; {rule.describe()}{aside}"
+    answer, pick = three_way(candidates)
+    assert pick is not None  # some candidate has an interval here, so the answer names one
+    if answer == YES:
+        option = _option_for(pick, measured_options, scenario)
+        above = sum(c.lo_adj > 1.0 for c in with_interval)
+        text = (f"confident yes: speculate with {pick.describe()}, {_ci(pick)} ({how}; the best of "
+                f"{above} option(s) whose adjusted interval lies above 1)")
+        return Decision(YES, evidence, option, pick, None, count, text, rule=rule, candidates=kept,
+                        flat=flat_range(pick, with_interval))
+    if answer == NO:
+        text = (f"confident no: no option's interval lies above 1, every one lies below 1 ({how}); best "
+                f"{best.describe()} at {_ci(best, 'no')}")
+        return Decision(NO, evidence, None, best, None, count, text, rule=rule, candidates=kept)
+    ref = pick
+    side = "yes" if ref.speedup > 1 else "no"
+    needed = prompts_to_settle(ref.speedup, ref.log_se, count, lambda dof: rule.quantile(dof, side))
+    settle = (f"about {needed} prompts would settle it at the observed per-prompt spread" if needed
+              else "no practical number of prompts would settle it: the speedup is too close to 1")
+    text = f"cannot tell: best {ref.describe()} at {_ci(ref, side)} ({how}); its interval contains 1 — {settle}"
+    return Decision(UNSURE, evidence, None, ref, needed, count, text, rule=rule, candidates=kept,
+                    flat=flat_range(ref, with_interval))
+
+
+def _confidently_below(c: Candidate, floor: float) -> bool:
+    """The one rule for "confidently below": ``c``'s simultaneous upper end lies under ``floor`` (another option's
+    simultaneous lower end)."""
+    return bool(np.isfinite(c.hi_sim) and c.hi_sim < floor)
+
+
+def dominated(decision: Decision) -> list[tuple]:
+    """Options confidently below the best (racing): their simultaneous upper end lies under the best
+    simultaneous lower end. Keys are `Candidate.key` tuples (drafter label, tree, γ, schedule)."""
+    usable = [c for c in decision.candidates if np.isfinite(c.lo_adj)]
+    if len(usable) < 2:
+        return []
+    floor = max(c.lo_adj for c in usable)
+    return [c.key for c in usable if _confidently_below(c, floor)]
+
+
+def _same_group(a: Candidate, b: Candidate) -> bool:
+    return (a.drafter_label, a.tree, a.schedule) == (b.drafter_label, b.tree, b.schedule)
+
+
+def gamma_span(gammas: list[int]) -> str:
+    """'γ 2–4' for a run, 'γ 2, 3, 5' otherwise, 'γ 2' for one."""
+    gammas = sorted(set(int(g) for g in gammas))
+    if len(gammas) > 1 and gammas == list(range(gammas[0], gammas[-1] + 1)):
+        return f"γ {gammas[0]}–{gammas[-1]}"
+    return "γ " + ", ".join(str(g) for g in gammas)
+
+
+def flat_range(chosen: Candidate, candidates: list[Candidate]) -> dict:
+    """How flat the optimum is around ``chosen``: the candidates (with an interval) *within* its interval — not
+    confidently below it by the rule `dominated` races with — as data and in words. ``gammas``: those of the
+    chosen's own drafter, tree and schedule (the chosen γ among them); ``others``: other drafters' within."""
+    floor = chosen.lo_adj
+    within = [c for c in candidates if not _confidently_below(c, floor)] if np.isfinite(floor) else [chosen]
+    gammas = sorted({int(c.gamma or 0) for c in within if _same_group(c, chosen)} | {int(chosen.gamma or 0)})
+    others = [c.describe() for c in within if not _same_group(c, chosen)]
+    group = [c for c in candidates if _same_group(c, chosen)]
+    if len(gammas) > 1:
+        text = f"{gamma_span(gammas)} within the interval (none of them confidently below γ={chosen.gamma})"
+    elif len(group) > 1:
+        text = f"a sharp optimum: every other γ measured is confidently below γ={chosen.gamma}"
+    else:
+        text = f"only γ={chosen.gamma} was compared for this drafter"
+    if others:
+        text += "; also within: " + ", ".join(others)
+    return {"gammas": gammas, "others": others, "configurations": [c.summary_dict() for c in within], "text": text}
