@@ -10,7 +10,7 @@ export PYTHONUNBUFFERED := 1
 help:
 	@echo "make demo          set up (first run) and run the demo sweep on SmolLM2-135M"
 	@echo "make test          set up (first run) and run the test suite (CPU, no GPU needed)"
-	@echo "make lint          ruff (lint every file, check the format of FORMATTED) and mypy (pyproject.toml)"
+	@echo "make lint          ruff (lint and format check, every file) and mypy (pyproject.toml)"
 	@echo "make test-heavy    tests on the Qwen2.5-Coder 1.5B/0.5B pair (pulls ~1.5 GB once)"
 	@echo "make test-fuzz     the long fuzz run (Hypothesis, about 10 minutes; FUZZ_SCALE=0.1 for a tenth): spec parser, loaders, records, HTTP client"
 	@echo "make bench-engine  specbench engine vs transformers generate / assisted generation"
@@ -66,37 +66,9 @@ demo: install
 	$(VENV)/bin/specbench recommend results/demo
 	$(VENV)/bin/specbench plot results/demo --out results/demo/report
 
-# Files whose format `make lint` enforces (`ruff format`); the rest keeps its hand wrapping until it is
-# rewritten (pyproject.toml, [tool.ruff.format]).
-FORMATTED := specbench/catalogue specbench/backends/registry.py specbench/engine/device.py \
-             specbench/measure/environment.py specbench/engine/drafters/registry.py \
-             specbench/engine/drafters/param_values.py tests/test_catalogue.py tests/test_repository.py \
-             scripts/compare_records.py specbench/analysis/statistics/sequential.py specbench/analysis/verdicts/stopping.py \
-             specbench/analysis/verdicts/stopping_report.py specbench/analysis/simulation.py \
-             specbench/measure/execution/adaptive.py specbench/measure/spec/adaptive.py specbench/measure/spec/estimate.py \
-             specbench/records/adaptive_history.py specbench/cli/progress_lines.py specbench/cli/adaptive_view.py \
-             scripts/adaptive_simulation.py tests/test_adaptive.py specbench/engine/cpu_info.py \
-             specbench/engine/layout_probe.py scripts/gpu_busy.py tests/test_layout_probe.py \
-             specbench/engine/drafters/speculators_format.py specbench/engine/drafters/checkpoint_location.py \
-             specbench/training/speculators_export.py specbench/training/draft_layer_config.py \
-             specbench/workloads/prepared_spec.py specbench/workloads/prepared_rows.py \
-             specbench/workloads/prepared.py specbench/workloads/speed_bench.py \
-             specbench/workloads/speculator_benchmarks.py tests/test_speculators_format.py \
-             tests/test_prepared_workloads.py tests/test_vllm_speculators.py tests/speculators_checkpoints.py \
-             tests/speculators_reference.py \
-             specbench/backends/kept_engines.py specbench/measure/execution/executor.py specbench/measure/spec/executor.py specbench/measure/execution/pieces.py \
-             specbench/measure/execution/worker.py specbench/measure/execution/ray_executor.py scripts/bench_scale.py \
-             tests/test_executor.py tests/test_ray_executor.py \
-             specbench/engine/online_drafting.py specbench/training/online_learning.py specbench/measure/spec/online_strategy.py \
-             specbench/measure/execution/online_resume.py specbench/workloads/stream.py specbench/analysis/stream_adaptation.py \
-             specbench/figures/stream_figures.py specbench/cli/online_view.py tests/test_online.py \
-             tests/test_online_sweep.py tests/test_stream_workload.py tests/test_online_analysis.py \
-             specbench/bounds.py specbench/cli/params.py specbench/backends/http_client.py \
-             specbench/backends/options.py specbench/backends/server_schema.py tests/test_fuzz.py
-
 lint: install
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check $(FORMATTED)
+	$(VENV)/bin/ruff format --check .
 	$(PY) -m mypy
 
 test: install

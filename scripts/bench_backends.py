@@ -35,7 +35,6 @@ import tempfile
 import time
 from pathlib import Path
 
-
 # engine label -> (backend name, backend options): the rows of the table
 ENGINES = {
     "own": ("own", {}),
@@ -49,15 +48,27 @@ ANCHOR = "llamacpp-fp32"
 
 def sweep_spec(engine: str, concurrency: list[int], prompts: int, tokens: int) -> dict:
     backend, options = ENGINES[engine]
-    ngram = ({"type": "ngram-simple", "params": {"size_n": 3}} if backend == "llamacpp-server"
-             else {"type": "ngram", "params": {"n_min": 1, "n_max": 3}})
+    ngram = (
+        {"type": "ngram-simple", "params": {"size_n": 3}}
+        if backend == "llamacpp-server"
+        else {"type": "ngram", "params": {"n_min": 1, "n_max": 3}}
+    )
     if backend == "llamacpp-server":
         options = {**options, "parallel": max(concurrency)}
-    return {"name": f"bench-backends-{engine}", "target": "smollm2-135m", "dtype": "fp32", "seed": 0,
-            "max_new_tokens": tokens, "ignore_eos": True, "gammas": [2, 4], "temperatures": [0.0],
-            "drafters": [ngram, {"type": "draft-model", "params": {"model": "smollm2-135m"}}],
-            "workloads": [{"name": "mt-bench", "count": prompts}, {"name": "humaneval", "count": prompts}],
-            "backend": {"name": backend, **options}, "concurrency": concurrency}
+    return {
+        "name": f"bench-backends-{engine}",
+        "target": "smollm2-135m",
+        "dtype": "fp32",
+        "seed": 0,
+        "max_new_tokens": tokens,
+        "ignore_eos": True,
+        "gammas": [2, 4],
+        "temperatures": [0.0],
+        "drafters": [ngram, {"type": "draft-model", "params": {"model": "smollm2-135m"}}],
+        "workloads": [{"name": "mt-bench", "count": prompts}, {"name": "humaneval", "count": prompts}],
+        "backend": {"name": backend, **options},
+        "concurrency": concurrency,
+    }
 
 
 def run(raw: dict, out: Path) -> tuple[float, object]:
@@ -98,11 +109,18 @@ def main() -> int:
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--concurrency", default="1,8", help="vLLM concurrency levels")
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--backends", default="own,vllm,llamacpp",
-                        help="which to run: own, vllm, llamacpp (its fp32 and Q4 rows), e.g. llamacpp alone")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="keep the results folders here (DIR/own, DIR/vllm, DIR/llamacpp-fp32, ...; a rerun "
-                             "resumes and the table covers every engine found there) instead of a temporary folder")
+    parser.add_argument(
+        "--backends",
+        default="own,vllm,llamacpp",
+        help="which to run: own, vllm, llamacpp (its fp32 and Q4 rows), e.g. llamacpp alone",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="keep the results folders here (DIR/own, DIR/vllm, DIR/llamacpp-fp32, ...; a rerun "
+        "resumes and the table covers every engine found there) instead of a temporary folder",
+    )
     args = parser.parse_args()
     import pandas as pd
 
@@ -117,33 +135,55 @@ def main() -> int:
         for engine in wanted:
             concurrency = [1] if engine == "own" else levels
             print(f"{engine}: concurrency {concurrency}", flush=True)
-            walls[engine], frame = run(sweep_spec(engine, concurrency, args.prompts, args.max_new_tokens),
-                                       root / engine)
+            walls[engine], frame = run(
+                sweep_spec(engine, concurrency, args.prompts, args.max_new_tokens), root / engine
+            )
             frames.append(frame.assign(backend=engine))
         if args.out is not None:  # the other engines' folders, run separately
             from specbench.records.store import load_records
 
-            frames += [load_records(root / e).assign(backend=e) for e in ENGINES
-                       if e not in wanted and (root / e / "records").exists()]
+            frames += [
+                load_records(root / e).assign(backend=e)
+                for e in ENGINES
+                if e not in wanted and (root / e / "records").exists()
+            ]
     rows = table(pd.concat(frames, ignore_index=True))
     load_after = os.getloadavg()[0]
-    print(f"\nSmolLM2-135M fp32 CPU, greedy, {args.prompts} prompts × 2 workloads (mt-bench, humaneval), "
-          f"{args.max_new_tokens} tokens; own engine: concurrency 1 only; llamacpp-q4: the shipped Q4_1 GGUF")
+    print(
+        f"\nSmolLM2-135M fp32 CPU, greedy, {args.prompts} prompts × 2 workloads (mt-bench, humaneval), "
+        f"{args.max_new_tokens} tokens; own engine: concurrency 1 only; llamacpp-q4: the shipped Q4_1 GGUF"
+    )
     print(f"{'engine':13} {'conc':>4}  {'configuration':34} {'γ':>2} {'α':>6} {'τ':>6} {'tok/s':>8} {'speedup':>7}")
     for r in rows:
-        print(f"{r['backend']:13} {r['concurrency']:>4}  {r['drafter_label'][:34]:34} {r['gamma']:>2} "
-              f"{'-' if r['alpha'] != r['alpha'] else format(r['alpha'], '.3f'):>6} {r['tau']:6.3f} {r['tokens_per_s']:8.2f} {r['speedup']:7.2f}")
+        print(
+            f"{r['backend']:13} {r['concurrency']:>4}  {r['drafter_label'][:34]:34} {r['gamma']:>2} "
+            f"{'-' if r['alpha'] != r['alpha'] else format(r['alpha'], '.3f'):>6} {r['tau']:6.3f} {r['tokens_per_s']:8.2f} {r['speedup']:7.2f}"
+        )
     anchors = {r["backend"]: r["tokens_per_s"] for r in rows if r["gamma"] == 0 and r["concurrency"] == 1}
     if ANCHOR in anchors:
         ratios = ", ".join(f"{engine} {tps / anchors[ANCHOR]:.2f}×" for engine, tps in anchors.items())
         print(f"target-only tokens/s at concurrency 1 ÷ llama.cpp fp32's ({anchors[ANCHOR]:.2f} tok/s): {ratios}")
     print(f"CPU: {describe_cpu()}")
-    print("wall: " + ", ".join(f"{b} {s:.0f} s" for b, s in walls.items())
-          + f"; load average (1 min) {load_before:.1f} before, {load_after:.1f} after")
+    print(
+        "wall: "
+        + ", ".join(f"{b} {s:.0f} s" for b, s in walls.items())
+        + f"; load average (1 min) {load_before:.1f} before, {load_after:.1f} after"
+    )
     if args.json:
         finite = [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()} for r in rows]
-        args.json.write_text(json.dumps({"rows": finite, "wall_s": walls, "load_before": load_before,
-                                         "load_after": load_after, "argv": sys.argv[1:]}, indent=1, default=str))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "rows": finite,
+                    "wall_s": walls,
+                    "load_before": load_before,
+                    "load_after": load_after,
+                    "argv": sys.argv[1:],
+                },
+                indent=1,
+                default=str,
+            )
+        )
     return 0
 
 

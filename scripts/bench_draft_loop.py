@@ -40,8 +40,9 @@ PROMPT = "Write a python function that sorts a list of integers using merge sort
 DRAFTERS = ("smollm2-135m", "smollm2-135m-exit8")
 
 
-def block(drafter, prompt: list[int], gamma: int, rounds: int, sampling: SamplingParams,
-          seed: int) -> tuple[float, list[list[int]]]:
+def block(
+    drafter, prompt: list[int], gamma: int, rounds: int, sampling: SamplingParams, seed: int
+) -> tuple[float, list[list[int]]]:
     """Seconds spent in propose() per drafted token over ``rounds`` fully accepted rounds, and the drafts."""
     context = torch.tensor([prompt])
     drafter.start(context[:, :-1], context.shape[1] + rounds * (gamma + 1) + 8)
@@ -56,8 +57,14 @@ def block(drafter, prompt: list[int], gamma: int, rounds: int, sampling: Samplin
         drafted += len(tokens)
         drafts.append(tokens)
         next_token = tokens[-1]  # a stand-in for the target's bonus token
-        drafter.observe(RoundOutcome(context_length=context.shape[1], accepted=len(tokens), next_token=next_token,
-                                     accepted_nodes=list(range(len(tokens)))))
+        drafter.observe(
+            RoundOutcome(
+                context_length=context.shape[1],
+                accepted=len(tokens),
+                next_token=next_token,
+                accepted_nodes=list(range(len(tokens))),
+            )
+        )
         context = torch.cat([context, torch.tensor([tokens + [next_token]])], dim=1)
     return seconds / drafted, drafts
 
@@ -77,8 +84,9 @@ class ForwardFree:
 
     def forward(self, ids, *, tree=None, logits="all", hidden_layers=()):
         new = ids.shape[1]
-        return DecoderOutput(logits=None if logits == "none" else self.out.logits[:, -new:],
-                             hidden=self.out.hidden[:, -new:])
+        return DecoderOutput(
+            logits=None if logits == "none" else self.out.logits[:, -new:], hidden=self.out.hidden[:, -new:]
+        )
 
 
 def loop_overhead(drafter, prompt: list[int], gamma: int, rounds: int, sampling: SamplingParams, seed: int) -> float:
@@ -104,19 +112,28 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--dtype", default="fp32")
-    parser.add_argument("--compile", action="store_true",
-                        help="add a third path: the fast chain with the drafter's steps through torch.compile")
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="add a third path: the fast chain with the drafter's steps through torch.compile",
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     sampling = SamplingParams(temperature=args.temperature)
     target = load_model("smollm2-135m", dtype=args.dtype)
     prompt = encode_conversation(target.tokenizer, [PROMPT])
     paths = ["generic", "fast"] + (["fast compiled"] if args.compile else [])
-    print(f"draft model chain, γ {args.gamma}, {args.rounds} rounds x {args.repeats} interleaved blocks, "
-          f"{torch.get_num_threads()} thread(s), {args.dtype}, temperature {args.temperature:g}")
-    print(f"{'drafter':<20}" + "".join(f"{p + ' ms/tok':>22}" for p in paths)
-          + "".join(f"{p + '/generic':>22}" for p in paths[1:]) + "  same drafts"
-          + f"{'loop µs/tok generic':>22}{'fast':>8}")
+    print(
+        f"draft model chain, γ {args.gamma}, {args.rounds} rounds x {args.repeats} interleaved blocks, "
+        f"{torch.get_num_threads()} thread(s), {args.dtype}, temperature {args.temperature:g}"
+    )
+    print(
+        f"{'drafter':<20}"
+        + "".join(f"{p + ' ms/tok':>22}" for p in paths)
+        + "".join(f"{p + '/generic':>22}" for p in paths[1:])
+        + "  same drafts"
+        + f"{'loop µs/tok generic':>22}{'fast':>8}"
+    )
     # a line per timed block on stderr while it runs (piped: where it is and its pace), a bar on a terminal
     with Steps("bench-draft-loop", total=len(DRAFTERS) * (args.repeats + 1) * len(paths)) as steps:
         for name in DRAFTERS:
@@ -131,17 +148,25 @@ def main() -> None:
                 order = paths if repeat % 2 else paths[::-1]  # who goes first alternates
                 for path in order:
                     steps.update(None, f"{name}: block {repeat}/{args.repeats} · {path}")
-                    per_token, drafts[path] = block(drafters[path], prompt, args.gamma, args.rounds, sampling, seed=repeat)
+                    per_token, drafts[path] = block(
+                        drafters[path], prompt, args.gamma, args.rounds, sampling, seed=repeat
+                    )
                     if repeat:
                         times[path].append(per_token * 1e3)
                     if repeat and path in overhead:
                         loop = loop_overhead(drafters[path], prompt, args.gamma, 4 * args.rounds, sampling, seed=repeat)
                         overhead[path].append(loop * 1e6)
             median = {path: statistics.median(times[path]) for path in paths}
-            same = all(drafts[path] == drafts["generic"] for path in paths[:2])  # compiled numbers may differ in last bits
-            print(f"{name:<20}" + "".join(f"{median[p]:>22.2f}" for p in paths)
-                  + "".join(f"{median[p] / median['generic']:>22.3f}" for p in paths[1:]) + f"  {str(same):<11}"
-                  + f"{statistics.median(overhead['generic']):>22.0f}{statistics.median(overhead['fast']):>8.0f}")
+            same = all(
+                drafts[path] == drafts["generic"] for path in paths[:2]
+            )  # compiled numbers may differ in last bits
+            print(
+                f"{name:<20}"
+                + "".join(f"{median[p]:>22.2f}" for p in paths)
+                + "".join(f"{median[p] / median['generic']:>22.3f}" for p in paths[1:])
+                + f"  {str(same):<11}"
+                + f"{statistics.median(overhead['generic']):>22.0f}{statistics.median(overhead['fast']):>8.0f}"
+            )
 
 
 if __name__ == "__main__":

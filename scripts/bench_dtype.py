@@ -35,9 +35,9 @@ from specbench.engine.decoder import NativeDecoder
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.weight_layout import prefer_column_major
-from specbench.workloads.catalog import load_workload
 from specbench.models.prompting import encode_conversation
 from specbench.models.resolve import load_model
+from specbench.workloads.catalog import load_workload
 
 CONTEXT = 256
 K_VALUES = (1, 2, 4, 8)
@@ -85,8 +85,11 @@ def steps(decoders: dict, ks: dict, repeats: dict) -> dict:
         for name in names:
             fill_context(decoders[name])
         reps = min(repeats[n] for n in names)
-        ms = interleaved_ms({n: (lambda d=decoders[n], ids=ids: d.forward(ids, logits="all")) for n in names}, reps,
-                            {n: (lambda d=decoders[n]: d.truncate(CONTEXT)) for n in names})
+        ms = interleaved_ms(
+            {n: (lambda d=decoders[n], ids=ids: d.forward(ids, logits="all")) for n in names},
+            reps,
+            {n: (lambda d=decoders[n]: d.truncate(CONTEXT)) for n in names},
+        )
         for name in names:
             out[name][k] = ms[name]
     return out
@@ -100,7 +103,7 @@ def heads(decoders: dict, repeats: int) -> dict:
         fns = {}
         for n in out:
             fns[(n, "together")] = lambda d=decoders[n], h=hidden[n]: d.head(h)
-            fns[(n, "one by one")] = lambda d=decoders[n], h=hidden[n], k=k: [d.head(h[:, i:i + 1]) for i in range(k)]
+            fns[(n, "one by one")] = lambda d=decoders[n], h=hidden[n], k=k: [d.head(h[:, i : i + 1]) for i in range(k)]
         ms = interleaved_ms(fns, repeats, {key: (lambda: None) for key in fns})
         for (n, how), value in ms.items():
             out[n].setdefault(how, {})[k] = value
@@ -109,11 +112,16 @@ def heads(decoders: dict, repeats: int) -> dict:
 
 def prefills(decoders: dict, prompt_ids: list[int], repeats: int) -> dict:
     out = {name: {} for name in decoders}
-    for label, ids in ((f"prompt ({len(prompt_ids)} tokens)", torch.tensor([prompt_ids])),
-                       (f"{CONTEXT} tokens", torch.randint(100, 1000, (1, CONTEXT)))):
+    for label, ids in (
+        (f"prompt ({len(prompt_ids)} tokens)", torch.tensor([prompt_ids])),
+        (f"{CONTEXT} tokens", torch.randint(100, 1000, (1, CONTEXT))),
+    ):
         # "bf16 before": the prompt only, once (its 16-bit prefill takes seconds per 40 tokens)
         names = [n for n in decoders if n != "bf16 before" or label.startswith("prompt")]
-        fns = {n: (lambda d=decoders[n], ids=ids: (d.reset(1, ids.shape[1] + 8), d.forward(ids, logits="last"))) for n in names}
+        fns = {
+            n: (lambda d=decoders[n], ids=ids: (d.reset(1, ids.shape[1] + 8), d.forward(ids, logits="last")))
+            for n in names
+        }
         reps = 1 if "bf16 before" in names else repeats
         ms = interleaved_ms(fns, reps, {n: (lambda: None) for n in names})
         for name in names:
@@ -129,8 +137,10 @@ def end_to_end(targets: dict, decoders: dict, prompts: list[list[int]], new_toke
         base.generate(prompts[0], 8)
         spec.generate(prompts[0], 8)
         engines[name] = (base, spec)
-    stats = {name: {"target only": [0, 0.0, 0.0], "ngram γ=4": [0, 0.0, 0.0], "identical": 0, "outputs": []}
-             for name in targets}
+    stats = {
+        name: {"target only": [0, 0.0, 0.0], "ngram γ=4": [0, 0.0, 0.0], "identical": 0, "outputs": []}
+        for name in targets
+    }
     for ids in prompts:
         for name, (base, spec) in engines.items():
             results = {}
@@ -192,17 +202,20 @@ def main() -> None:
         progress.update(None, "LM heads")
         head = heads(decoders, args.repeats)
         humaneval = load_workload("humaneval", count=2, seed=3)
-        prompts = [prompt_ids] + [encode_conversation(tokenizer, list(p.turns[:1]), chat=False)
-                                  for p in humaneval.prompts]
+        prompts = [prompt_ids] + [
+            encode_conversation(tokenizer, list(p.turns[:1]), chat=False) for p in humaneval.prompts
+        ]
         fast = {n: targets[n] for n in names if n != "bf16 before"}
         progress.update(None, "end to end")
         e2e = end_to_end(fast, decoders, prompts, args.new_tokens)
     load_after = os.getloadavg()
 
-    print(f"{args.model}, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}, "
-          f"CPU capability {torch.backends.cpu.get_cpu_capability()}; load average "
-          f"{load_before[0]:.2f} before, {load_after[0]:.2f} after; layouts: "
-          + ", ".join(f"{n} {'column-major' if n == 'bf16 before' else decoders[n].layout}" for n in names))
+    print(
+        f"{args.model}, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}, "
+        f"CPU capability {torch.backends.cpu.get_cpu_capability()}; load average "
+        f"{load_before[0]:.2f} before, {load_after[0]:.2f} after; layouts: "
+        + ", ".join(f"{n} {'column-major' if n == 'bf16 before' else decoders[n].layout}" for n in names)
+    )
     print("\nverify(k): ms per forward over k new tokens after 256 cached (ratio to k = 1 of the same variant)\n")
     print("| variant | " + " | ".join(f"k={k}" for k in K_VALUES) + " | " + " | ".join(prefill["fp32"]) + " |")
     print("|---|" + "---:|" * (len(K_VALUES) + len(prefill["fp32"])))
@@ -211,30 +224,44 @@ def main() -> None:
         cells = [f"{s[k]:.1f} ({s[k] / s[1]:.2f}×)" if k in s else "–" for k in K_VALUES]
         cells += [f"{prefill[name][label]:.0f} ms" if label in prefill[name] else "–" for label in prefill["fp32"]]
         print(f"| {name} | " + " | ".join(cells) + " |")
-    print("\nbf16 ÷ fp32 time: " + ", ".join(f"k={k} {step['bf16'][k] / step['fp32'][k]:.2f}" for k in K_VALUES)
-          + ", " + ", ".join(f"prefill {label} {prefill['bf16'][label] / prefill['fp32'][label]:.2f}"
-                             for label in prefill["fp32"]))
+    print(
+        "\nbf16 ÷ fp32 time: "
+        + ", ".join(f"k={k} {step['bf16'][k] / step['fp32'][k]:.2f}" for k in K_VALUES)
+        + ", "
+        + ", ".join(
+            f"prefill {label} {prefill['bf16'][label] / prefill['fp32'][label]:.2f}" for label in prefill["fp32"]
+        )
+    )
     print("\nLM head alone (ms) over k rows: one call for all rows / k calls of one row\n")
     print("| variant | " + " | ".join(f"k={k}" for k in K_VALUES) + " |")
     print("|---|" + "---:|" * len(K_VALUES))
     for name, row in head.items():
-        print(f"| {name} | " + " | ".join(f"{row['together'][k]:.1f} / {row['one by one'][k]:.1f}" for k in K_VALUES)
-              + " |")
-    print(f"\nend to end, greedy, {len(prompts)} prompts × {args.new_tokens} tokens (decode tokens/s; prefill s "
-          "summed over the prompts)\n")
+        print(
+            f"| {name} | "
+            + " | ".join(f"{row['together'][k]:.1f} / {row['one by one'][k]:.1f}" for k in K_VALUES)
+            + " |"
+        )
+    print(
+        f"\nend to end, greedy, {len(prompts)} prompts × {args.new_tokens} tokens (decode tokens/s; prefill s "
+        "summed over the prompts)\n"
+    )
     print("| variant | target only tok/s | ngram γ=4 tok/s | speedup | prefill s | ngram output = target-only |")
     print("|---|---:|---:|---:|---:|---|")
     for name, row in e2e.items():
         base, spec = row["target only"], row["ngram γ=4"]
         base_tps, spec_tps = base[0] / base[1], spec[0] / spec[1]
-        print(f"| {name} | {base_tps:.1f} | {spec_tps:.1f} | {spec_tps / base_tps:.2f}× | {base[2]:.2f} | "
-              f"{row['identical']}/{len(prompts)} |")
+        print(
+            f"| {name} | {base_tps:.1f} | {spec_tps:.1f} | {spec_tps / base_tps:.2f}× | {base[2]:.2f} | "
+            f"{row['identical']}/{len(prompts)} |"
+        )
     same = sum(a == b for a, b in zip(e2e["fp32"]["outputs"], e2e["bf16"]["outputs"]))
-    print(f"\nbf16 target-only output = fp32 target-only output on {same}/{len(prompts)} prompts "
-          "(not expected: different rounding)")
+    print(
+        f"\nbf16 target-only output = fp32 target-only output on {same}/{len(prompts)} prompts "
+        "(not expected: different rounding)"
+    )
     if args.profile:
         for name in names:
-            for k in ((1,) if name == "bf16 before" else (1, 4)):
+            for k in (1,) if name == "bf16 before" else (1, 4):
                 print(f"\n{name}, {'decode' if k == 1 else f'verify({k})'}, 5 steps, top ops by self CPU time:")
                 print(profile_table(decoders[name], k))
 

@@ -38,9 +38,9 @@ writes, Python and dispatch).
 from __future__ import annotations
 
 import argparse
-import sys
 import os
 import statistics
+import sys
 import time
 
 import torch
@@ -54,13 +54,16 @@ from specbench.engine.layout_probe import choose_layout
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.weight_layout import apply_layout, prefer_column_major, prefer_row_major
 from specbench.errors import SpecbenchError
-from specbench.workloads.catalog import load_workload
 from specbench.models.prompting import encode_conversation
 from specbench.models.resolve import load_model
+from specbench.workloads.catalog import load_workload
 
 PRODUCT_OPS = ("aten::mm", "aten::addmm", "aten::bmm")
-ATTENTION_OPS = ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_attention_math",
-                 "aten::_scaled_dot_product_efficient_attention")
+ATTENTION_OPS = (
+    "aten::_scaled_dot_product_flash_attention_for_cpu",
+    "aten::_scaled_dot_product_attention_math",
+    "aten::_scaled_dot_product_efficient_attention",
+)
 
 PAIRS = {
     "smollm2": ("smollm2-135m", "ngram", None),
@@ -75,7 +78,7 @@ def load_average() -> str:
 
 def hf_generate(model, ids, new_tokens, **kwargs):
     out = model.generate(torch.tensor([ids]), max_new_tokens=new_tokens, do_sample=False, **kwargs)
-    return out[0, len(ids):].tolist()
+    return out[0, len(ids) :].tolist()
 
 
 def fastest_hf_layout(model, ids, new_tokens: int) -> tuple[str, dict[str, float]]:
@@ -98,7 +101,7 @@ def step_profile(target, decoder, ours_layout, hf_layout: str, ids: list[int], k
     from transformers import DynamicCache
 
     model, prompt = target.model, torch.tensor([ids[:64]])
-    step = torch.tensor([ids[64:64 + k] if len(ids) >= 64 + k else ids[:k]])  # [1, k]
+    step = torch.tensor([ids[64 : 64 + k] if len(ids) >= 64 + k else ids[:k]])  # [1, k]
     apply_layout(model, ours_layout)
     decoder.reset(1, 128)
     decoder.forward(prompt, logits="none")
@@ -134,13 +137,30 @@ def step_profile(target, decoder, ours_layout, hf_layout: str, ids: list[int], k
             total = sum(self_ms.values())
             products = sum(self_ms.get(op, 0.0) for op in PRODUCT_OPS)
             attention = sum(self_ms.get(op, 0.0) for op in ATTENTION_OPS)
-            rows.append({"engine": engine, "k": n, "wall_ms": wall * 1e3, "total_ms": total, "products_ms": products,
-                         "attention_ms": attention, "calls": sum(e.count for e in events) / 5})
+            rows.append(
+                {
+                    "engine": engine,
+                    "k": n,
+                    "wall_ms": wall * 1e3,
+                    "total_ms": total,
+                    "products_ms": products,
+                    "attention_ms": attention,
+                    "calls": sum(e.count for e in events) / 5,
+                }
+            )
     return rows
 
 
-def bench_pair(name: str, gamma: int, new_tokens: int, prompts: int, repeats: int, dtype: str,
-               profile_steps: bool = False, steps: Steps | None = None) -> dict:
+def bench_pair(
+    name: str,
+    gamma: int,
+    new_tokens: int,
+    prompts: int,
+    repeats: int,
+    dtype: str,
+    profile_steps: bool = False,
+    steps: Steps | None = None,
+) -> dict:
     """One pair in one dtype; ``steps`` hears of each phase and of every timed call (the progress lines)."""
     target_name, drafter_name, draft_model_name = PAIRS[name]
     say = steps.say if steps is not None else (lambda text: None)
@@ -168,17 +188,21 @@ def bench_pair(name: str, gamma: int, new_tokens: int, prompts: int, repeats: in
         ours = make_drafter("ngram", target, {"n_min": 1, "n_max": 3})
     base_engine = SpeculativeEngine(target, None, gamma=0, decoder=decoder)
     spec_engine = SpeculativeEngine(target, ours, gamma=gamma, decoder=decoder)
+
     def ours(engine):
         def run(ids):
             result = engine.generate(ids, new_tokens)
             run.tau = result.tau  # tokens per target forward, for the table
             return result.tokens
+
         return run
 
     methods = {
         "transformers generate": (lambda ids: hf_generate(target.model, ids, new_tokens), "hf"),
         f"transformers assisted ({drafter_name}, γ={gamma})": (
-            lambda ids: hf_generate(target.model, ids, new_tokens, **hf_spec), "hf"),
+            lambda ids: hf_generate(target.model, ids, new_tokens, **hf_spec),
+            "hf",
+        ),
         "specbench target-only": (ours(base_engine), "ours"),
         f"specbench {drafter_name} γ={gamma}": (ours(spec_engine), "ours"),
     }
@@ -200,7 +224,7 @@ def bench_pair(name: str, gamma: int, new_tokens: int, prompts: int, repeats: in
     taus = {label: [] for label in labels}
     same_engine = dict.fromkeys(labels, True)
     for repeat in range(repeats):
-        order = labels[repeat % len(labels):] + labels[:repeat % len(labels)]  # rotated per repeat
+        order = labels[repeat % len(labels) :] + labels[: repeat % len(labels)]  # rotated per repeat
         for ids in prompt_ids:
             outputs = {}
             for label in order:  # interleaved per prompt
@@ -221,11 +245,22 @@ def bench_pair(name: str, gamma: int, new_tokens: int, prompts: int, repeats: in
     if profile_steps:
         say(f"{name} {dtype}: profiling decode and verify steps")
     profiled = step_profile(target, decoder, ours_layout, hf_layout, prompt_ids[0], gamma + 1) if profile_steps else []
-    return {"pair": name, "dtype": dtype, "labels": labels, "speeds": speeds, "identical": identical, "taus": taus,
-            "profile": profiled,
-            "same_engine": same_engine, "ours_layout": choice.summary(), "probe_s": choice.probe_s,
-            "candidates": choice.candidates, "verify_tokens": gamma + 1,
-            "hf_layout": hf_layout, "hf_speeds": hf_speeds}
+    return {
+        "pair": name,
+        "dtype": dtype,
+        "labels": labels,
+        "speeds": speeds,
+        "identical": identical,
+        "taus": taus,
+        "profile": profiled,
+        "same_engine": same_engine,
+        "ours_layout": choice.summary(),
+        "probe_s": choice.probe_s,
+        "candidates": choice.candidates,
+        "verify_tokens": gamma + 1,
+        "hf_layout": hf_layout,
+        "hf_speeds": hf_speeds,
+    }
 
 
 def spread(values: list[float]) -> str:
@@ -235,20 +270,25 @@ def spread(values: list[float]) -> str:
 def print_candidates(candidates, k: int) -> None:
     """The layout probe's measurements: what each candidate costs here and whether its verify rows are
     bit-identical to decode rows (required in 16 bits; not checked in float32)."""
+
     def ms(value) -> str:
         return "-" if value is None else f"{value * 1e3:.1f}"
 
     def flag(value) -> str:
         return "-" if value is None else ("yes" if value else "no")
 
-    print(f"| layout probe: dtype · layout | decode ms | verify({k}) ms | head 1 row / {k} rows ms | prefill "
-          "16-bit / fp32 ms | rows exact | k-row head exact | score ms | note |")
+    print(
+        f"| layout probe: dtype · layout | decode ms | verify({k}) ms | head 1 row / {k} rows ms | prefill "
+        "16-bit / fp32 ms | rows exact | k-row head exact | score ms | note |"
+    )
     print("|---|---:|---:|---:|---:|---|---|---:|---|")
     for c in candidates:
         score = c.score(k)
-        print(f"| {c.dtype} · {c.layout} | {ms(c.decode_s)} | {ms(c.verify_s)} | {ms(c.head_row_s)} / "
-              f"{ms(c.head_rows_s)} | {ms(c.prefill_s)} / {ms(c.prefill_upcast_s)} | {flag(c.exact_rows)} | "
-              f"{flag(c.exact_head)} | {'-' if score == float('inf') else f'{score * 1e3:.1f}'} | {c.dropped or ''} |")
+        print(
+            f"| {c.dtype} · {c.layout} | {ms(c.decode_s)} | {ms(c.verify_s)} | {ms(c.head_row_s)} / "
+            f"{ms(c.head_rows_s)} | {ms(c.prefill_s)} / {ms(c.prefill_upcast_s)} | {flag(c.exact_rows)} | "
+            f"{flag(c.exact_head)} | {'-' if score == float('inf') else f'{score * 1e3:.1f}'} | {c.dropped or ''} |"
+        )
     print()
 
 
@@ -260,25 +300,33 @@ def print_result(result: dict, repeats: int) -> None:
     hf = ", ".join(f"{n} {v:.1f} tok/s" for n, v in result["hf_speeds"].items())
     print(f"transformers' layout: {result['hf_layout']} (warm-up: {hf})\n")
     print_candidates(result["candidates"], result["verify_tokens"])
-    print(f"| method | tokens/s, median [min–max] of {repeats} | vs assisted | vs generate | τ | = transformers "
-          "| = own target-only |")
+    print(
+        f"| method | tokens/s, median [min–max] of {repeats} | vs assisted | vs generate | τ | = transformers "
+        "| = own target-only |"
+    )
     print("|---|---:|---:|---:|---:|---|---|")
     for label in labels:
         mine = speeds[label]
         vs_assisted = [a / b for a, b in zip(mine, assisted)]
         vs_plain = [a / b for a, b in zip(mine, plain)]
         tau = f"{statistics.mean(result['taus'][label]):.2f}" if result["taus"][label] else "-"
-        print(f"| {label} | {spread(mine)} | {spread(vs_assisted)}× | {spread(vs_plain)}× | {tau} | "
-              f"{'yes' if result['identical'][label] else 'NO'} | {'yes' if result['same_engine'][label] else 'NO'} |")
+        print(
+            f"| {label} | {spread(mine)} | {spread(vs_assisted)}× | {spread(vs_plain)}× | {tau} | "
+            f"{'yes' if result['identical'][label] else 'NO'} | {'yes' if result['same_engine'][label] else 'NO'} |"
+        )
     if result["profile"]:
-        print("\n| profiled step (5 each) | ms per step | products ms | attention ms | rest ms | profiler events per step |")
+        print(
+            "\n| profiled step (5 each) | ms per step | products ms | attention ms | rest ms | profiler events per step |"
+        )
         print("|---|---:|---:|---:|---:|---:|")
         for row in result["profile"]:
             step = "decode" if row["k"] == 1 else f"verify({row['k']})"
             rest = row["total_ms"] - row["products_ms"] - row["attention_ms"]
-            print(f"| {row['engine']} {step} | {row['wall_ms']:.1f} | {row['products_ms']:.1f} "
-                  f"({row['products_ms'] / row['total_ms']:.0%}) | {row['attention_ms']:.1f} | {rest:.1f} | "
-                  f"{row['calls']:.0f} |")
+            print(
+                f"| {row['engine']} {step} | {row['wall_ms']:.1f} | {row['products_ms']:.1f} "
+                f"({row['products_ms'] / row['total_ms']:.0%}) | {row['attention_ms']:.1f} | {rest:.1f} | "
+                f"{row['calls']:.0f} |"
+            )
 
 
 def main() -> None:
@@ -305,8 +353,11 @@ def main() -> None:
     with Steps("bench-engine", total=timed_calls, stream=sys.stdout) as steps:
         for name, dtype in runs:
             try:
-                results.append(bench_pair(name, args.gamma, args.new_tokens, args.prompts, args.repeats, dtype,
-                                          args.profile, steps))
+                results.append(
+                    bench_pair(
+                        name, args.gamma, args.new_tokens, args.prompts, args.repeats, dtype, args.profile, steps
+                    )
+                )
             except SpecbenchError as exc:
                 print(f"skipping {name} {dtype}: {exc}", flush=True)
                 continue
@@ -314,8 +365,10 @@ def main() -> None:
             print(flush=True)
     print(f"\nCPU: {describe_cpu()}; torch {torch.__version__}, {torch.get_num_threads()} threads")
     print(f"{started}; load average (1, 5, 15 min) before {load_before}, after {load_average()}")
-    print(f"{args.prompts} HumanEval prompts × {args.new_tokens} new tokens, greedy, γ = {args.gamma}, "
-          f"{args.repeats} interleaved repeats; tokens/s include prefill")
+    print(
+        f"{args.prompts} HumanEval prompts × {args.new_tokens} new tokens, greedy, γ = {args.gamma}, "
+        f"{args.repeats} interleaved repeats; tokens/s include prefill"
+    )
 
 
 if __name__ == "__main__":

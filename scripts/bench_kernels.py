@@ -45,15 +45,22 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kernel", choices=("tree", "sampling", "all"), default="all")
     parser.add_argument("--dtype", choices=tuple(DTYPES), default="bf16", help="attention dtype (default bf16)")
-    parser.add_argument("--probs-dtype", choices=tuple(DTYPES), default="fp32",
-                        help="probability dtype for rejection sampling (default fp32, as the engine's softmax)")
+    parser.add_argument(
+        "--probs-dtype",
+        choices=tuple(DTYPES),
+        default="fp32",
+        help="probability dtype for rejection sampling (default fp32, as the engine's softmax)",
+    )
     parser.add_argument("--quick", action="store_true", help="a few shapes only")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--reps", type=int, default=50)
     parser.add_argument("--no-flush", action="store_true", help="do not flush the L2 cache before each timed run")
     parser.add_argument("--json", type=Path, help="also write the records and the environment to this file")
-    parser.add_argument("--smoke", action="store_true",
-                        help="run a tiny check of both kernels and exit (under TRITON_INTERPRET=1 without CUDA)")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="run a tiny check of both kernels and exit (under TRITON_INTERPRET=1 without CUDA)",
+    )
     return parser.parse_args(argv)
 
 
@@ -86,8 +93,12 @@ class Timer:
 def environment(torch) -> dict:
     import triton
 
-    env = {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,
-           "cuda": torch.version.cuda}
+    env = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "cuda": torch.version.cuda,
+    }
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         env.update(gpu=props.name, gpu_memory_gib=round(props.total_memory / 2**30, 1), sms=props.multi_processor_count)
@@ -120,24 +131,40 @@ def bench_tree(args, torch, timer) -> list[dict]:
         q = torch.randn(bsz, heads, t, dim, device=DEVICE, dtype=dtype, generator=gen)
         k = torch.randn(bsz, kv_heads, s_max, dim, device=DEVICE, dtype=dtype, generator=gen)
         v = torch.randn(bsz, kv_heads, s_max, dim, device=DEVICE, dtype=dtype, generator=gen)
-        lens = torch.tensor([prefix - (37 * b) % max(1, prefix // 4) for b in range(bsz)], device=DEVICE,
-                            dtype=torch.int32)  # ragged, at most `prefix`
+        lens = torch.tensor(
+            [prefix - (37 * b) % max(1, prefix // 4) for b in range(bsz)], device=DEVICE, dtype=torch.int32
+        )  # ragged, at most `prefix`
         tree = _binary_tree_mask(t, torch)
         mask = tree_attention_mask(lens, tree, s_max)  # [B, 1, T, S]
 
-        def kernel():
+        def kernel(q=q, k=k, v=v, lens=lens, tree=tree, prefix=prefix):
             return tree_attention_triton(q, k, v, lens, tree, max_prefix_len=prefix)
 
-        def reference():
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=heads != kv_heads)
+        def reference(q=q, k=k, v=v, mask=mask, gqa=heads != kv_heads):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
 
         err = (kernel().float() - reference().float()).abs().max().item()
         ms_kernel, ms_ref = timer(kernel), timer(reference)
         moved = (int(lens.sum()) + bsz * t) * kv_heads * dim * 2 * elsize + 2 * q.numel() * elsize + tree.numel()
-        records.append(dict(kernel="tree_attention", model=name, heads=heads, kv_heads=kv_heads, head_dim=dim,
-                            batch=bsz, prefix=prefix, nodes=t, dtype=args.dtype, ms_triton=ms_kernel,
-                            ms_torch=ms_ref, gbps_triton=moved / ms_kernel / 1e6, gbps_torch=moved / ms_ref / 1e6,
-                            speedup=ms_ref / ms_kernel, max_abs_diff=err))
+        records.append(
+            dict(
+                kernel="tree_attention",
+                model=name,
+                heads=heads,
+                kv_heads=kv_heads,
+                head_dim=dim,
+                batch=bsz,
+                prefix=prefix,
+                nodes=t,
+                dtype=args.dtype,
+                ms_triton=ms_kernel,
+                ms_torch=ms_ref,
+                gbps_triton=moved / ms_kernel / 1e6,
+                gbps_torch=moved / ms_ref / 1e6,
+                speedup=ms_ref / ms_kernel,
+                max_abs_diff=err,
+            )
+        )
         _print_row(records[-1])
     return records
 
@@ -162,8 +189,8 @@ def sampling_shapes(quick: bool):
 
 
 def bench_sampling(args, torch, timer) -> list[dict]:
-    from specbench_kernels.rejection_sampling_reference import verify_sampling
     from specbench_kernels.rejection_sampling import rejection_sampling_triton
+    from specbench_kernels.rejection_sampling_reference import verify_sampling
 
     vocab = 152064
     dtype = getattr(torch, DTYPES[args.probs_dtype])
@@ -180,13 +207,25 @@ def bench_sampling(args, torch, timer) -> list[dict]:
 
         got, ref = rejection_sampling_triton(*args_), verify_sampling(*args_)
         match = bool(torch.equal(got.accepted, ref.accepted) and torch.equal(got.next_token, ref.next_token))
-        ms_kernel = timer(lambda: rejection_sampling_triton(*args_))
-        ms_ref = timer(lambda: verify_sampling(*args_))
+        ms_kernel = timer(lambda args_=args_: rejection_sampling_triton(*args_))
+        ms_ref = timer(lambda args_=args_: verify_sampling(*args_))
         moved = bsz * vocab * ((3 if has_q else 2) * elsize) + bsz * k * 40
-        records.append(dict(kernel="rejection_sampling", batch=bsz, draft_len=k, vocab=vocab,
-                            draft_probs=has_q, dtype=args.probs_dtype, ms_triton=ms_kernel, ms_torch=ms_ref,
-                            gbps_triton=moved / ms_kernel / 1e6, gbps_torch=moved / ms_ref / 1e6,
-                            speedup=ms_ref / ms_kernel, tokens_match=match))
+        records.append(
+            dict(
+                kernel="rejection_sampling",
+                batch=bsz,
+                draft_len=k,
+                vocab=vocab,
+                draft_probs=has_q,
+                dtype=args.probs_dtype,
+                ms_triton=ms_kernel,
+                ms_torch=ms_ref,
+                gbps_triton=moved / ms_kernel / 1e6,
+                gbps_torch=moved / ms_ref / 1e6,
+                speedup=ms_ref / ms_kernel,
+                tokens_match=match,
+            )
+        )
         _print_row(records[-1])
     return records
 
@@ -211,8 +250,11 @@ def _print_row(rec: dict) -> None:
         _printed_header.add(rec["kernel"])
         print(f"\n{rec['kernel']} ({rec['dtype']})")
         print(f"{head}{'triton ms':>11}{'torch ms':>11}{'triton GB/s':>13}{'torch GB/s':>12}{'speedup':>9}{check_head}")
-    print(f"{left}{rec['ms_triton']:>11.4f}{rec['ms_torch']:>11.4f}{rec['gbps_triton']:>13.1f}"
-          f"{rec['gbps_torch']:>12.1f}{rec['speedup']:>8.2f}x{check}", flush=True)
+    print(
+        f"{left}{rec['ms_triton']:>11.4f}{rec['ms_torch']:>11.4f}{rec['gbps_triton']:>13.1f}"
+        f"{rec['gbps_torch']:>12.1f}{rec['speedup']:>8.2f}x{check}",
+        flush=True,
+    )
 
 
 # ------------------------------------------------------------------------------------------ smoke
@@ -220,9 +262,9 @@ def smoke() -> int:
     """Tiny run of both kernels against their references: on the GPU, else interpreted (a few seconds)."""
     import torch
 
-    from specbench_kernels.rejection_sampling_reference import verify_sampling
     from specbench_kernels._triton import triton_available
     from specbench_kernels.rejection_sampling import rejection_sampling_triton
+    from specbench_kernels.rejection_sampling_reference import verify_sampling
     from specbench_kernels.tree_attention import tree_attention_reference, tree_attention_triton
 
     if not triton_available():
@@ -233,7 +275,7 @@ def smoke() -> int:
     q = torch.randn(2, 4, 5, 32, generator=gen).to(device)
     k, v = torch.randn(2, 2, 24, 32, generator=gen).to(device), torch.randn(2, 2, 24, 32, generator=gen).to(device)
     lens, tree = torch.tensor([3, 19], device=device), torch.ones(5, 5, dtype=torch.bool, device=device).tril()
-    err = (tree_attention_triton(q, k, v, lens, tree, num_splits=2) - tree_attention_reference(q, k, v, lens, tree))
+    err = tree_attention_triton(q, k, v, lens, tree, num_splits=2) - tree_attention_reference(q, k, v, lens, tree)
     print(f"tree attention: max |triton − torch| = {err.abs().max().item():.2e}")
     target = torch.softmax(torch.randn(3, 4, 500, generator=gen), -1)
     draft = torch.softmax(torch.randn(3, 3, 500, generator=gen), -1)

@@ -32,10 +32,17 @@ def run_sweep(out: Path, prompts: int, workload: str, hog_procs: int) -> tuple[f
     from specbench.measure.spec.sweep import build_spec
     from specbench.records.store import load_records
 
-    raw = {"name": "noise", "target": "smollm2-135m", "max_new_tokens": 64, "mode": "replay",
-           "calibration": {"gammas": [1, 4], "prompts": 3}, "timing": {"order": "bracket", "warmup_s": 2},
-           "drafters": [{"type": "ngram", "params": {"n_min": 1, "n_max": 3}}], "gammas": [1, 2, 3, 4],
-           "workloads": [{"name": workload, "count": prompts}]}
+    raw = {
+        "name": "noise",
+        "target": "smollm2-135m",
+        "max_new_tokens": 64,
+        "mode": "replay",
+        "calibration": {"gammas": [1, 4], "prompts": 3},
+        "timing": {"order": "bracket", "warmup_s": 2},
+        "drafters": [{"type": "ngram", "params": {"n_min": 1, "n_max": 3}}],
+        "gammas": [1, 2, 3, 4],
+        "workloads": [{"name": workload, "count": prompts}],
+    }
     load_before = os.getloadavg()[0]
     hogs = [subprocess.Popen([sys.executable, "-c", HOG.format(seconds=900)]) for _ in range(hog_procs)]
     start = time.perf_counter()
@@ -50,8 +57,12 @@ def run_sweep(out: Path, prompts: int, workload: str, hog_procs: int) -> tuple[f
     records = load_records(out)
     table, notes = predicted_table(records)
     live = records[records["mode"] == "live"]
-    state = {"disturbed": int((~live["timing_ok"]).sum()), "live": len(live),
-             "other_cores": float(live["other_cores"].median()), "load_end": os.getloadavg()[0]}
+    state = {
+        "disturbed": int((~live["timing_ok"]).sum()),
+        "live": len(live),
+        "other_cores": float(live["other_cores"].median()),
+        "load_end": os.getloadavg()[0],
+    }
     return load_before, seconds, table, notes, state
 
 
@@ -71,20 +82,26 @@ def main() -> None:
         for name, procs in (("quiet", 0), ("loaded", args.hog_procs)):
             runs[name] = run_sweep(work / name, args.prompts, args.workload, procs)
             load, seconds, _, notes, state = runs[name]
-            print(f"{name}: load average {load:.2f} before, {state['load_end']:.2f} after; {seconds:.0f} s; "
-                  f"{state['disturbed']} of {state['live']} live units disturbed; other processes kept "
-                  f"{state['other_cores']:.2f} cores busy (median)" + (f" [{procs} hog processes]" if procs else ""))
+            print(
+                f"{name}: load average {load:.2f} before, {state['load_end']:.2f} after; {seconds:.0f} s; "
+                f"{state['disturbed']} of {state['live']} live units disturbed; other processes kept "
+                f"{state['other_cores']:.2f} cores busy (median)" + (f" [{procs} hog processes]" if procs else "")
+            )
             for note in notes:
                 print(f"  note: {note}")
         quiet, loaded = runs["quiet"][2], runs["loaded"][2]
-        print(f"\n{args.workload}, {args.prompts} prompts, prompt lookup; predicted = acceptance (replay, every prompt) "
-              "× cost (timed on 3 prompts); measured = end-to-end on the 3 calibration prompts\n")
+        print(
+            f"\n{args.workload}, {args.prompts} prompts, prompt lookup; predicted = acceptance (replay, every prompt) "
+            "× cost (timed on 3 prompts); measured = end-to-end on the 3 calibration prompts\n"
+        )
         print("| γ | predicted, quiet | predicted, loaded | measured, quiet | measured, loaded |")
         print("|---|---|---|---|---|")
         for (_, q), (_, ld) in zip(quiet.iterrows(), loaded.iterrows()):
-            print(f"| {q['gamma']} | {cell(q['predicted'], q['lo'], q['hi'])} | {cell(ld['predicted'], ld['lo'], ld['hi'])} "
-                  f"| {cell(q['measured'], q['measured_lo'], q['measured_hi'])} "
-                  f"| {cell(ld['measured'], ld['measured_lo'], ld['measured_hi'])} |")
+            print(
+                f"| {q['gamma']} | {cell(q['predicted'], q['lo'], q['hi'])} | {cell(ld['predicted'], ld['lo'], ld['hi'])} "
+                f"| {cell(q['measured'], q['measured_lo'], q['measured_hi'])} "
+                f"| {cell(ld['measured'], ld['measured_lo'], ld['measured_hi'])} |"
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -36,8 +36,12 @@ def shapes_of(config) -> dict[str, tuple[int, int]]:
     hidden, heads = config.hidden_size, config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or hidden // heads
     kv = (getattr(config, "num_key_value_heads", None) or heads) * head_dim
-    return {"q/o": (heads * head_dim, hidden), "k/v": (kv, hidden),
-            "gate/up": (config.intermediate_size, hidden), "down": (hidden, config.intermediate_size)}
+    return {
+        "q/o": (heads * head_dim, hidden),
+        "k/v": (kv, hidden),
+        "gate/up": (config.intermediate_size, hidden),
+        "down": (hidden, config.intermediate_size),
+    }
 
 
 def pass_ms(weights: list[torch.Tensor], product, x: torch.Tensor, repeats: int) -> float:
@@ -62,17 +66,23 @@ def main() -> None:
     config = load_model(args.model).model.config  # the weights are dropped at once: only the shapes matter
     layers = config.num_hidden_layers
     # form name -> (how its weights are stored from a row-major W, the product)
-    forms = {"x·Wᵀ row-major": (lambda w: w, lambda x, w: F.linear(x, w)),
-             "x·Wᵀ column-major": (to_column_major, lambda x, w: F.linear(x, w)),
-             "weight-first": (lambda w: w, lambda x, w: torch.mm(w, x.t()).t().contiguous())}
+    forms = {
+        "x·Wᵀ row-major": (lambda w: w, lambda x, w: F.linear(x, w)),
+        "x·Wᵀ column-major": (to_column_major, lambda x, w: F.linear(x, w)),
+        "weight-first": (lambda w: w, lambda x, w: torch.mm(w, x.t()).t().contiguous()),
+    }
     if onednn_packing():
         forms["oneDNN packed"] = (pack_for_onednn, lambda x, w: linear(x, None, packed=w))
-    print(f"{args.model}: {layers} copies of each layer shape, {torch.get_num_threads()} thread(s); ms per pass "
-          f"({' / '.join(forms)}), fastest in bold")
+    print(
+        f"{args.model}: {layers} copies of each layer shape, {torch.get_num_threads()} thread(s); ms per pass "
+        f"({' / '.join(forms)}), fastest in bold"
+    )
     print("| shape | MB | " + " | ".join(f"N={n}" for n in ROWS) + " |")
     print("|---|---:|" + "---|" * len(ROWS))
-    shapes = {**{name: (shape, layers) for name, shape in shapes_of(config).items()},
-              "LM head": ((config.vocab_size, config.hidden_size), 1)}
+    shapes = {
+        **{name: (shape, layers) for name, shape in shapes_of(config).items()},
+        "LM head": ((config.vocab_size, config.hidden_size), 1),
+    }
     for name, ((out, inp), copies) in shapes.items():
         plain = [torch.randn(out, inp) for _ in range(copies)]
         cells = []

@@ -89,8 +89,12 @@ def largest_tau_difference(live_folder: Path, replay_folder: Path) -> tuple[floa
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="smollm2-135m")
-    parser.add_argument("--drafter", action="append", default=None,
-                        help="TYPE or TYPE:key=value (repeatable; default ngram and the early-exit draft model)")
+    parser.add_argument(
+        "--drafter",
+        action="append",
+        default=None,
+        help="TYPE or TYPE:key=value (repeatable; default ngram and the early-exit draft model)",
+    )
     parser.add_argument("--workload", default="humaneval")
     parser.add_argument("--prompts", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=64)
@@ -106,13 +110,22 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     drafters = args.drafter or ["ngram", "draft-model:model=smollm2-135m-exit8"]
     gammas = list(range(1, args.max_gamma + 1))
-    raw = {"name": "bench-replay", "target": args.target, "max_new_tokens": args.max_new_tokens, "drafters": drafters,
-           "gammas": gammas, "temperatures": [0.0], "workloads": [{"name": args.workload, "count": args.prompts}]}
+    raw = {
+        "name": "bench-replay",
+        "target": args.target,
+        "max_new_tokens": args.max_new_tokens,
+        "drafters": drafters,
+        "gammas": gammas,
+        "temperatures": [0.0],
+        "workloads": [{"name": args.workload, "count": args.prompts}],
+    }
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         live_wall, live = run_sweep({**raw, "mode": "live"}, Path(tmp) / "live")
-        calibration = {"gammas": [int(g) for g in args.calibration_gammas.split(",")],
-                       "prompts": args.calibration_prompts}
+        calibration = {
+            "gammas": [int(g) for g in args.calibration_gammas.split(",")],
+            "prompts": args.calibration_prompts,
+        }
         replay_wall, replay = run_sweep({**raw, "mode": "replay", "calibration": calibration}, Path(tmp) / "replay")
         tau_diff, where = largest_tau_difference(Path(tmp) / "live", Path(tmp) / "replay")
     load_after = os.getloadavg()[0]
@@ -120,28 +133,47 @@ def main(argv=None) -> int:
     single = sum(live.per_config.values()) / len(live.per_config)
     proper = replay.seconds["baseline"] + replay.seconds["replay"]
     figures = {
-        "target": args.target, "drafters": drafters, "workload": args.workload, "prompts": args.prompts,
-        "max_new_tokens": args.max_new_tokens, "gammas": gammas, "threads": args.threads,
-        "load_1min_before": load_before, "load_1min_after": load_after,
-        "live_sweep_wall_s": live_wall, "live_baseline_s": live.seconds["baseline"],
-        "live_speculative_s": live.seconds["live"], "single_live_gamma_run_s": single,
-        "replay_sweep_wall_s": replay_wall, "replay_baseline_s": replay.seconds["baseline"],
-        "replay_calibration_s": replay.seconds["live"], "replay_compute_s": replay.seconds["replay"],
-        "replay_vs_single_run": proper / single, "replay_with_calibration_vs_single_run":
-            (proper + replay.seconds["live"]) / single,
-        "max_tau_difference": tau_diff, "max_tau_difference_at": where,
+        "target": args.target,
+        "drafters": drafters,
+        "workload": args.workload,
+        "prompts": args.prompts,
+        "max_new_tokens": args.max_new_tokens,
+        "gammas": gammas,
+        "threads": args.threads,
+        "load_1min_before": load_before,
+        "load_1min_after": load_after,
+        "live_sweep_wall_s": live_wall,
+        "live_baseline_s": live.seconds["baseline"],
+        "live_speculative_s": live.seconds["live"],
+        "single_live_gamma_run_s": single,
+        "replay_sweep_wall_s": replay_wall,
+        "replay_baseline_s": replay.seconds["baseline"],
+        "replay_calibration_s": replay.seconds["live"],
+        "replay_compute_s": replay.seconds["replay"],
+        "replay_vs_single_run": proper / single,
+        "replay_with_calibration_vs_single_run": (proper + replay.seconds["live"]) / single,
+        "max_tau_difference": tau_diff,
+        "max_tau_difference_at": where,
     }
-    print(f"target {args.target}, {args.workload} × {args.prompts} prompts, {args.max_new_tokens} new tokens, "
-          f"greedy, γ 1..{args.max_gamma}, drafters: {', '.join(drafters)}; {args.threads} threads; "
-          f"load {load_before:.2f} → {load_after:.2f}")
-    print(f"live sweep    {live_wall:8.1f} s wall: baseline {live.seconds['baseline']:.1f} s, "
-          f"{len(live.per_config)} speculative configurations {live.seconds['live']:.1f} s")
-    print(f"replay sweep  {replay_wall:8.1f} s wall: baseline {replay.seconds['baseline']:.1f} s, calibration "
-          f"{replay.seconds['live']:.1f} s, replay of {len(live.per_config)} configurations "
-          f"{replay.seconds['replay']:.1f} s")
+    print(
+        f"target {args.target}, {args.workload} × {args.prompts} prompts, {args.max_new_tokens} new tokens, "
+        f"greedy, γ 1..{args.max_gamma}, drafters: {', '.join(drafters)}; {args.threads} threads; "
+        f"load {load_before:.2f} → {load_after:.2f}"
+    )
+    print(
+        f"live sweep    {live_wall:8.1f} s wall: baseline {live.seconds['baseline']:.1f} s, "
+        f"{len(live.per_config)} speculative configurations {live.seconds['live']:.1f} s"
+    )
+    print(
+        f"replay sweep  {replay_wall:8.1f} s wall: baseline {replay.seconds['baseline']:.1f} s, calibration "
+        f"{replay.seconds['live']:.1f} s, replay of {len(live.per_config)} configurations "
+        f"{replay.seconds['replay']:.1f} s"
+    )
     print(f"one live γ run (mean over configurations): {single:.1f} s")
-    print(f"replay (baseline + replay) ÷ one live γ run: {figures['replay_vs_single_run']:.2f}× "
-          f"(target ≤ 1.5×); with calibration: {figures['replay_with_calibration_vs_single_run']:.2f}×")
+    print(
+        f"replay (baseline + replay) ÷ one live γ run: {figures['replay_vs_single_run']:.2f}× "
+        f"(target ≤ 1.5×); with calibration: {figures['replay_with_calibration_vs_single_run']:.2f}×"
+    )
     print(f"largest |τ live − τ replay|: {tau_diff:.3g} at {where}")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")

@@ -29,8 +29,8 @@ from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.timing import DeviceClock
 from specbench.engine.weight_layout import linear, single_row_weight
 from specbench.errors import SpecbenchError
-from specbench.models.resolve import load_model
 from specbench.models.prompting import encode_conversation
+from specbench.models.resolve import load_model
 from specbench.workloads.catalog import load_workload
 
 CONTEXT = 256
@@ -94,8 +94,9 @@ def products_ms(model, repeats: int, clock: DeviceClock) -> float:
     order, over one row, through the engine's own product (`weight_layout.linear`, with the single-row
     copies) — the step's floor with this machine's kernels, whatever the rest of the step costs."""
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    inputs = {m.in_features: torch.randn(1, m.in_features, device=m.weight.device, dtype=m.weight.dtype)
-              for m in linears}
+    inputs = {
+        m.in_features: torch.randn(1, m.in_features, device=m.weight.device, dtype=m.weight.dtype) for m in linears
+    }
     times = []
     with torch.inference_mode():
         for _ in range(repeats + 2):
@@ -134,7 +135,9 @@ def end_to_end(target, drafters: dict, prompts: list[list[int]], new_tokens: int
     return {label: tokens / seconds for label, (tokens, seconds) in totals.items()}
 
 
-def bench_model(name: str, drafter_specs: list[tuple], device: str, bandwidth: float, args, say=lambda text: None) -> dict:
+def bench_model(
+    name: str, drafter_specs: list[tuple], device: str, bandwidth: float, args, say=lambda text: None
+) -> dict:
     """One model's roofline rows; ``say`` hears of each phase (the progress lines)."""
     say(f"{name}: loading")
     target = load_model(name, device=device)
@@ -158,22 +161,37 @@ def bench_model(name: str, drafter_specs: list[tuple], device: str, bandwidth: f
     say(f"{name}: end to end over {len(prompts)} prompts")
     speeds = end_to_end(target, drafters, prompts, args.new_tokens)
     best = max((k for k in speeds if k != "target only"), key=speeds.get)
-    return {"model": name, "weight_gb": nbytes / 1e9, "bound_ms": bound_ms, "steps": steps, "head_ms": head_ms, "products_ms": gemv_ms,
-            "target_only": speeds["target only"], "best": best, "best_tps": speeds[best], "all": speeds}
+    return {
+        "model": name,
+        "weight_gb": nbytes / 1e9,
+        "bound_ms": bound_ms,
+        "steps": steps,
+        "head_ms": head_ms,
+        "products_ms": gemv_ms,
+        "target_only": speeds["target only"],
+        "best": best,
+        "best_tps": speeds[best],
+        "all": speeds,
+    }
 
 
 def render(results: list[dict], bandwidth: float, device: str, load: str, command: str) -> str:
-    lines = [f"Machine: {platform.processor() or platform.machine()} ({device}), read bandwidth "
-             f"{bandwidth / 1e9:.1f} GB/s measured; load average before the run: {load}.", "",
-             f"Command: `{command}`", "",
-             "A step = the forward over k new tokens after 256 cached, plus the LM head over its first row "
-             "(decode's only row; a chain verification computes one more head row per accepted draft, "
-             "the \"head row\" column). ms (ratio to decode). \"products alone\": a decode step's matrix "
-             "products and nothing else, every linear layer once over one row in the engine's own form: "
-             "the floor these kernels set for a decode step.", "",
-             "| model | weights | bound/step | products alone | decode k=1 | verify k=2 | verify k=4 | verify k=5 | verify k=8 | head row | "
-             "k=1 of bound | target-only tok/s | best speculative | tok/s | speedup |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Machine: {platform.processor() or platform.machine()} ({device}), read bandwidth "
+        f"{bandwidth / 1e9:.1f} GB/s measured; load average before the run: {load}.",
+        "",
+        f"Command: `{command}`",
+        "",
+        "A step = the forward over k new tokens after 256 cached, plus the LM head over its first row "
+        "(decode's only row; a chain verification computes one more head row per accepted draft, "
+        'the "head row" column). ms (ratio to decode). "products alone": a decode step\'s matrix '
+        "products and nothing else, every linear layer once over one row in the engine's own form: "
+        "the floor these kernels set for a decode step.",
+        "",
+        "| model | weights | bound/step | products alone | decode k=1 | verify k=2 | verify k=4 | verify k=5 | verify k=8 | head row | "
+        "k=1 of bound | target-only tok/s | best speculative | tok/s | speedup |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         s = r["steps"]
         lines.append(
@@ -181,7 +199,8 @@ def render(results: list[dict], bandwidth: float, device: str, load: str, comman
             f"({r['bound_ms'] / r['products_ms']:.0%} of bound) | {s[1]:.1f} ms | "
             f"{s[2]:.1f} ms ({s[2] / s[1]:.2f}×) | {s[4]:.1f} ms ({s[4] / s[1]:.2f}×) | {s[5]:.1f} ms ({s[5] / s[1]:.2f}×) | "
             f"{s[8]:.1f} ms ({s[8] / s[1]:.2f}×) | {r['head_ms']:.1f} ms | {r['bound_ms'] / s[1]:.0%} | {r['target_only']:.1f} | "
-            f"{r['best']} | {r['best_tps']:.1f} | {r['best_tps'] / r['target_only']:.2f}× |")
+            f"{r['best']} | {r['best_tps']:.1f} | {r['best_tps'] / r['target_only']:.2f}× |"
+        )
     lines += ["", "All configurations (tokens/s, decode only, greedy, HumanEval prompts):", ""]
     for r in results:
         lines.append(f"* {r['model']}: " + ", ".join(f"{k} {v:.1f}" for k, v in r["all"].items()))
@@ -208,9 +227,10 @@ def main() -> None:
     load = os.getloadavg()[0]
     device = torch.device(args.device)
     bandwidth = read_bandwidth(device)
-    plan = [("smollm2-135m", [("ngram", {}, (2, 4, 6))]),
-            ("qwen2.5-coder-1.5b", [("draft-model", {"model": "qwen2.5-coder-0.5b"}, (2, 3, 4, 5)),
-                                    ("ngram", {}, (4,))])]
+    plan = [
+        ("smollm2-135m", [("ngram", {}, (2, 4, 6))]),
+        ("qwen2.5-coder-1.5b", [("draft-model", {"model": "qwen2.5-coder-0.5b"}, (2, 3, 4, 5)), ("ngram", {}, (4,))]),
+    ]
     results = []
     # a line per phase on stderr while it runs (piped: where it is and its pace), a bar on a terminal
     with Steps("bench-roofline", total=len(plan)) as progress:

@@ -47,8 +47,12 @@ def command(part: str, prompts: int | None, new_tokens: int | None) -> list[str]
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--parts", default=",".join(PARTS), help=f"which, comma-separated ({', '.join(PARTS)})")
-    parser.add_argument("--prompts", type=int, default=None, help="prompts per workload for every part (default: each part's)")
-    parser.add_argument("--new-tokens", type=int, default=None, help="new tokens per turn for every part (default: each part's)")
+    parser.add_argument(
+        "--prompts", type=int, default=None, help="prompts per workload for every part (default: each part's)"
+    )
+    parser.add_argument(
+        "--new-tokens", type=int, default=None, help="new tokens per turn for every part (default: each part's)"
+    )
     args = parser.parse_args()
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = [p for p in parts if p not in PARTS]
@@ -61,8 +65,10 @@ def main() -> int:
         print(f"\n=== {part}: {' '.join(Path(a).name if i < 2 else a for i, a in enumerate(argv))}", flush=True)
         start = time.perf_counter()
         code = subprocess.call(argv)
-        print(f"=== {part}: {'done' if code == 0 else f'FAILED (exit {code})'} in {time.perf_counter() - start:.0f} s",
-              flush=True)
+        print(
+            f"=== {part}: {'done' if code == 0 else f'FAILED (exit {code})'} in {time.perf_counter() - start:.0f} s",
+            flush=True,
+        )
         if code != 0:
             failed.append(part)
     return 1 if failed else 0

@@ -37,9 +37,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--prompts", type=int, default=None, help="prompts per workload (default: the sweep's)")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="new tokens per turn (default: the sweep's)")
     parser.add_argument("--target", default=None, help="override the sweep's target")
-    parser.add_argument("--drafters", default=None,
-                        help='override the sweep\'s drafters, a JSON list like [{"type": "draft-model", '
-                             '"params": {"model": "smollm2-135m-exit8"}}]')
+    parser.add_argument(
+        "--drafters",
+        default=None,
+        help='override the sweep\'s drafters, a JSON list like [{"type": "draft-model", '
+        '"params": {"model": "smollm2-135m-exit8"}}]',
+    )
     return parser.parse_args(argv)
 
 
@@ -75,14 +78,18 @@ def table_text(records) -> str:
     from specbench.analysis.cost.moe import expert_aware_table
 
     frame = expert_aware_table(records)
-    header = (f"{'drafter':<38} {'tree':<34} {'γ':>2} {'τ':>5} {'experts/verify':>14} {'MB/verify':>9} "
-              f"{'MB/token':>8} {'tok/s here':>10} {'tok/s MoE':>9} {'speedup MoE':>11}")
+    header = (
+        f"{'drafter':<38} {'tree':<34} {'γ':>2} {'τ':>5} {'experts/verify':>14} {'MB/verify':>9} "
+        f"{'MB/token':>8} {'tok/s here':>10} {'tok/s MoE':>9} {'speedup MoE':>11}"
+    )
     lines = [header, "-" * len(header)]
     for _, r in frame.iterrows():
-        lines.append(f"{r['drafter'][:38]:<38} {r['tree'][:34]:<34} {r['gamma']:>2} {r['tau']:>5.2f} "
-                     f"{r['experts_per_verify']:>14.2f} {r['expert_mb_per_verify']:>9.1f} "
-                     f"{r['expert_mb_per_token']:>8.1f} {r['tokens_per_s']:>10.2f} "
-                     f"{r['predicted_tokens_per_s']:>9.2f} {r['predicted_speedup']:>10.2f}x")
+        lines.append(
+            f"{r['drafter'][:38]:<38} {r['tree'][:34]:<34} {r['gamma']:>2} {r['tau']:>5.2f} "
+            f"{r['experts_per_verify']:>14.2f} {r['expert_mb_per_verify']:>9.1f} "
+            f"{r['expert_mb_per_token']:>8.1f} {r['tokens_per_s']:>10.2f} "
+            f"{r['predicted_tokens_per_s']:>9.2f} {r['predicted_speedup']:>10.2f}x"
+        )
     return "\n".join(lines)
 
 
@@ -103,9 +110,11 @@ def run(args: argparse.Namespace) -> str:
                 SweepRunner(build_spec(sweep_spec(args)), folder, observer=progress).run()
             lines.append(f"sweep {args.sweep.name} into {folder}: {time.perf_counter() - start:.0f} s")
         records = load_records(folder)
-        lines.append(f"target {records['target'].iloc[0]}: {int(records['moe_experts'].iloc[0])} experts per layer, "
-                     f"top-{int(records['moe_top_k'].iloc[0])}; {records['prompt_id'].nunique()} prompts, "
-                     f"{int(records['new_tokens'].max())} new tokens")
+        lines.append(
+            f"target {records['target'].iloc[0]}: {int(records['moe_experts'].iloc[0])} experts per layer, "
+            f"top-{int(records['moe_top_k'].iloc[0])}; {records['prompt_id'].nunique()} prompts, "
+            f"{int(records['new_tokens'].max())} new tokens"
+        )
         lines.append(table_text(records))
         lines.append(f"greedy output identical to target-only in every configuration: {greedy_identical(records)}")
     lines.append(f"load average {os.getloadavg()[0]:.2f} after")

@@ -28,9 +28,9 @@ from specbench.cli.progress_lines import Steps
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.nested import NestedDriver
-from specbench.workloads.catalog import load_workload
 from specbench.models.prompting import encode_conversation
 from specbench.models.resolve import load_model
+from specbench.workloads.catalog import load_workload
 
 PAIRS = {  # target, drafter type, drafter params
     "light": ("smollm2-135m", "eagle", {}),
@@ -64,17 +64,25 @@ def run(args) -> str:
     base.generate(prompts[0], 8, stop_at_eos=False)  # warm-up
     load_before = os.getloadavg()[0]
     reference = {}
-    title = (f"{target_name} + {drafter_type}{params or ''}, {args.workload} × {len(prompts)} prompts, "
-             f"{args.new_tokens} new tokens, greedy, P = {args.prepared}, torch threads {torch.get_num_threads()}")
-    header = (f"{'γ':>2} {'target':>8} {'seq':>8} {'nested':>8} {'nest/seq':>8} {'hit rate':>8} {'hidden':>7} "
-              f"{'on path':>7} {'seq draft':>9} {'verify n/s':>10} {'identical':>9}")
+    title = (
+        f"{target_name} + {drafter_type}{params or ''}, {args.workload} × {len(prompts)} prompts, "
+        f"{args.new_tokens} new tokens, greedy, P = {args.prepared}, torch threads {torch.get_num_threads()}"
+    )
+    header = (
+        f"{'γ':>2} {'target':>8} {'seq':>8} {'nested':>8} {'nest/seq':>8} {'hit rate':>8} {'hidden':>7} "
+        f"{'on path':>7} {'seq draft':>9} {'verify n/s':>10} {'identical':>9}"
+    )
     lines = [title, header]
     # a line per prompt on stderr while it runs (piped: where it is and its pace), a bar on a terminal
     with Steps("bench-strategy-nested", total=len(args.gammas) * len(prompts)) as steps:
         for gamma in args.gammas:
-            engines = {"target": base, "seq": SpeculativeEngine(target, drafter, gamma=gamma, decoder=base.decoder),
-                       "nested": SpeculativeEngine(target, drafter, gamma=gamma, decoder=base.decoder,
-                                                   driver=NestedDriver(prepared=args.prepared))}
+            engines = {
+                "target": base,
+                "seq": SpeculativeEngine(target, drafter, gamma=gamma, decoder=base.decoder),
+                "nested": SpeculativeEngine(
+                    target, drafter, gamma=gamma, decoder=base.decoder, driver=NestedDriver(prepared=args.prepared)
+                ),
+            }
             for engine in engines.values():
                 engine.generate(prompts[0], 8, stop_at_eos=False)  # warm-up
             runs = {name: [] for name in engines}
@@ -89,13 +97,17 @@ def run(args) -> str:
             nested, seq = t["nested"], t["seq"]
             hit_rate = nested["hits"] / max(1, nested["rounds"] - len(prompts))
             identical = all(r.tokens == reference[i] for name in ("seq", "nested") for i, r in enumerate(runs[name]))
-            lines.append(f"{gamma:>2} {tps['target']:>8.2f} {tps['seq']:>8.2f} {tps['nested']:>8.2f} "
-                         f"{tps['nested'] / tps['seq']:>8.3f} {hit_rate:>8.2f} {nested['hidden_s'] / nested['decode_s']:>7.2f} "
-                         f"{nested['draft_s'] / nested['decode_s']:>7.2f} {seq['draft_s'] / seq['decode_s']:>9.2f} "
-                         f"{(nested['verify_s'] / nested['rounds']) / (seq['verify_s'] / seq['rounds']):>10.2f} "
-                         f"{'yes' if identical else 'NO':>9}")
-    lines.append(f"load average (1 min) {load_before:.2f} before, {os.getloadavg()[0]:.2f} after; "
-                 f"{os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d %H:%M:%S')}")
+            lines.append(
+                f"{gamma:>2} {tps['target']:>8.2f} {tps['seq']:>8.2f} {tps['nested']:>8.2f} "
+                f"{tps['nested'] / tps['seq']:>8.3f} {hit_rate:>8.2f} {nested['hidden_s'] / nested['decode_s']:>7.2f} "
+                f"{nested['draft_s'] / nested['decode_s']:>7.2f} {seq['draft_s'] / seq['decode_s']:>9.2f} "
+                f"{(nested['verify_s'] / nested['rounds']) / (seq['verify_s'] / seq['rounds']):>10.2f} "
+                f"{'yes' if identical else 'NO':>9}"
+            )
+    lines.append(
+        f"load average (1 min) {load_before:.2f} before, {os.getloadavg()[0]:.2f} after; "
+        f"{os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d %H:%M:%S')}"
+    )
     return "\n".join(lines)
 
 

@@ -35,8 +35,7 @@ SWEEP = Path(__file__).resolve().parents[1] / "sweeps" / "strategies-schedule.ya
 def schedule_spec(prompts: int, new_tokens: int, name: str = "bench-strategy-schedule"):
     """The shipped sweep, cut down: fewer prompts and tokens, dynamic schedules at the cap γ only."""
     raw = load_spec_file(SWEEP)
-    raw.update(name=name, max_new_tokens=new_tokens,
-               workloads=[{**w, "count": prompts} for w in raw["workloads"]])
+    raw.update(name=name, max_new_tokens=new_tokens, workloads=[{**w, "count": prompts} for w in raw["workloads"]])
     spec = build_spec(raw, str(SWEEP))
     cap = max(spec.gammas)
     spec.configs = [c for c in spec.configs if c.is_baseline or c.schedule.is_fixed or c.gamma == cap]
@@ -54,11 +53,17 @@ def table(records) -> str:
             name = f"fixed γ={row['gamma']}"
         else:
             name = f"{row['schedule']} (cap γ={row['gamma']})"
-        rounds = records[(records["workload"] == row["workload"]) & (records["gamma"] == row["gamma"])
-                         & (records["schedule"] == row["schedule"]) & (records["mode"] == "live")]
+        rounds = records[
+            (records["workload"] == row["workload"])
+            & (records["gamma"] == row["gamma"])
+            & (records["schedule"] == row["schedule"])
+            & (records["mode"] == "live")
+        ]
         mean = rounds["drafted"].sum() / max(rounds["rounds"].sum(), 1)
-        lines.append(f"{row['workload']:<10} {name:<34} {row['tokens_per_s']:>7.2f} {row['speedup']:>7.2f}× "
-                     f"{row['tau']:>5.2f} {mean:>13.2f}")
+        lines.append(
+            f"{row['workload']:<10} {name:<34} {row['tokens_per_s']:>7.2f} {row['speedup']:>7.2f}× "
+            f"{row['tau']:>5.2f} {mean:>13.2f}"
+        )
     return "\n".join(lines)
 
 
@@ -69,8 +74,11 @@ def verify_costs(records) -> str:
     drafted = np.concatenate([np.asarray(v, dtype=int) for v in live["round_drafted"]])
     verify = np.concatenate([np.asarray(v, dtype=float) for v in live["round_verify_s"]])
     draft = np.concatenate([np.asarray(v, dtype=float) for v in live["round_draft_s"]])
-    parts = [f"k={k}: verify {1e3 * verify[drafted == k].mean():.1f} ms, draft {1e3 * draft[drafted == k].mean():.1f} ms"
-             f" ({int((drafted == k).sum())} rounds)" for k in sorted(set(drafted.tolist()))]
+    parts = [
+        f"k={k}: verify {1e3 * verify[drafted == k].mean():.1f} ms, draft {1e3 * draft[drafted == k].mean():.1f} ms"
+        f" ({int((drafted == k).sum())} rounds)"
+        for k in sorted(set(drafted.tolist()))
+    ]
     return "per round by drafted tokens k: " + "; ".join(parts)
 
 
@@ -83,14 +91,18 @@ def run(args) -> str:
         SweepRunner(spec, out, observer=progress).run()
     load_after = os.getloadavg()
     records = load_records(out)
-    title = (f"SmolLM2-135M + EAGLE chain, greedy; {args.prompts} prompts per workload, {args.new_tokens} new tokens; "
-             f"results in {out}")
+    title = (
+        f"SmolLM2-135M + EAGLE chain, greedy; {args.prompts} prompts per workload, {args.new_tokens} new tokens; "
+        f"results in {out}"
+    )
     lines = [title, table(records), verify_costs(records), ""]
     for rec in recommend(records, n_boot=200):
         verdict = rec.schedules["text"] if rec.schedules is not None else "no dynamic schedule measured"
         lines.append(f"{rec.keys['workload']}: {verdict}")
-    lines.append(f"load average (1, 5, 15 min) before {load_before[0]:.1f} {load_before[1]:.1f} {load_before[2]:.1f}, "
-                 f"after {load_after[0]:.1f} {load_after[1]:.1f} {load_after[2]:.1f} on {os.cpu_count()} cores")
+    lines.append(
+        f"load average (1, 5, 15 min) before {load_before[0]:.1f} {load_before[1]:.1f} {load_before[2]:.1f}, "
+        f"after {load_after[0]:.1f} {load_after[1]:.1f} {load_after[2]:.1f} on {os.cpu_count()} cores"
+    )
     return "\n".join(lines)
 
 

@@ -31,8 +31,11 @@ from specbench.models.resolve import load_model
 
 CONTEXT = 256
 K_VALUES = (1, 2, 3, 5, 8)
-LAYOUTS = {"row-major, no copies": prefer_row_major, "column-major (previous)": prefer_column_major,
-           "engine (apply_cpu_layout)": apply_cpu_layout}
+LAYOUTS = {
+    "row-major, no copies": prefer_row_major,
+    "column-major (previous)": prefer_column_major,
+    "engine (apply_cpu_layout)": apply_cpu_layout,
+}
 
 
 def step_ms(decoder: NativeDecoder, ids: torch.Tensor) -> float:
@@ -99,8 +102,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    with Steps("bench-layout", total=args.repeats * len(LAYOUTS) + (len(LAYOUTS) if args.profile else 0),
-               stream=sys.stdout) as steps:
+    with Steps(
+        "bench-layout", total=args.repeats * len(LAYOUTS) + (len(LAYOUTS) if args.profile else 0), stream=sys.stdout
+    ) as steps:
         steps.say(f"loading {args.model}")
         model = load_model(args.model).model
         decoder = NativeDecoder(model)

@@ -33,7 +33,6 @@ from specbench.engine.drafters.checkpoint import read_checkpoint, resolve_checkp
 from specbench.engine.drafters.feature_layers import VocabHead
 from specbench.engine.drafters.ngram import NgramDrafter
 from specbench.engine.loop import SpeculativeEngine
-from specbench.workloads.catalog import encode_turn
 from specbench.models.resolve import load_model
 from specbench.training.data import (
     GENERATION,
@@ -50,6 +49,7 @@ from specbench.training.train import (
     load_examples,
     make_batches,
 )
+from specbench.workloads.catalog import encode_turn
 
 SHIPPED_PROMPTS, HELDOUT = 300, 15  # the shipped drafters' corpus and its held-out tail
 MAX_NEW_TOKENS = 160
@@ -72,16 +72,22 @@ def generate(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     path = out / "sequences.jsonl"
     done = {json.loads(line)["prompt_id"] for line in path.read_text().splitlines()} if path.is_file() else set()
-    engine = SpeculativeEngine(target, NgramDrafter(GENERATION["n_min"], GENERATION["n_max"]),
-                               gamma=GENERATION["gamma"])
+    engine = SpeculativeEngine(
+        target, NgramDrafter(GENERATION["n_min"], GENERATION["n_max"]), gamma=GENERATION["gamma"]
+    )
     with path.open("a") as handle:
         for _, prompt, ids in heldout_prompts(target):
             if prompt.prompt_id in done:
                 continue
             start = time.perf_counter()
             result = engine.generate(ids, MAX_NEW_TOKENS)
-            seq = Sequence(prompt_id=prompt.prompt_id, ids=list(ids) + list(result.tokens), prompt_len=len(ids),
-                           stop=result.stop_reason, seconds=round(time.perf_counter() - start, 3))
+            seq = Sequence(
+                prompt_id=prompt.prompt_id,
+                ids=list(ids) + list(result.tokens),
+                prompt_len=len(ids),
+                stop=result.stop_reason,
+                seconds=round(time.perf_counter() - start, 3),
+            )
             handle.write(json.dumps(asdict(seq)) + "\n")
             handle.flush()
             print(f"{prompt.prompt_id}: {seq.answer_len} answer tokens in {seq.seconds:.0f} s", flush=True)
@@ -95,18 +101,23 @@ def evaluate_types(folder: Path, types: list[str], count: int | None, drafters: 
     layers = corpus_feature_layers(target.model.config)
     ensure_features(target, corpus, indices, layers)
     examples = load_examples(corpus, indices, layers, 512)
-    print(f"{len(examples)} held-out sequences, {sum(s.answer_len for s in corpus.sequences[:len(examples)])} "
-          "answer tokens")
+    print(
+        f"{len(examples)} held-out sequences, {sum(s.answer_len for s in corpus.sequences[: len(examples)])} "
+        "answer tokens"
+    )
     print("| type | held-out top-1 per head / step / module | positions |")
     print("|---|---|---:|")
     for kind in types:
         drafter_type = registry.get(kind, trained=True)
-        checkpoint = resolve_checkpoint(None if drafters is None else str(drafters / target.name / kind), kind,
-                                        target.name)
+        checkpoint = resolve_checkpoint(
+            None if drafters is None else str(drafters / target.name / kind), kind, target.name
+        )
         net, vocab = drafter_type.load(read_checkpoint(checkpoint, kind), target)
         head = VocabHead(target.model.get_output_embeddings(), target.vocab_size, vocab).float()
-        batches = [collate([examples[i] for i in group], target.model, head, full_top=True)
-                   for group in make_batches(examples, 2048, None)]
+        batches = [
+            collate([examples[i] for i in group], target.model, head, full_top=True)
+            for group in make_batches(examples, 2048, None)
+        ]
         with torch.no_grad():
             result = evaluate(kind, net.float(), batches, head, None)
         print(f"| `{kind}` | {', '.join(f'{a:.3f}' for a in result['top1'])} | {result['positions']} |", flush=True)
@@ -121,8 +132,12 @@ def main() -> None:
     ev.add_argument("--heldout", type=Path, required=True)
     ev.add_argument("--types", default=",".join(registry.names(trained=True)))
     ev.add_argument("--count", type=int, default=None, help="only the first N held-out sequences")
-    ev.add_argument("--drafters", type=Path, default=None,
-                    help="a folder of <target>/<type>/ checkpoints (default: the shipped ones)")
+    ev.add_argument(
+        "--drafters",
+        type=Path,
+        default=None,
+        help="a folder of <target>/<type>/ checkpoints (default: the shipped ones)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.command == "generate":

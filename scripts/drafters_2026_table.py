@@ -57,8 +57,10 @@ def main() -> int:
     prompt_tokens = long.groupby("context_bin")["prompt_tokens"].first()
     print("\nprompt tokens per bin: " + ", ".join(f"{b} {int(prompt_tokens[b])}" for b in bins))
 
-    print("\n| drafter | accept pos 1 / 2 / 3 (short prompts) | drafter forwards per round | draft ms per round "
-          "| verify ms per round | prompts (short / long) |")
+    print(
+        "\n| drafter | accept pos 1 / 2 / 3 (short prompts) | drafter forwards per round | draft ms per round "
+        "| verify ms per round | prompts (short / long) |"
+    )
     print("|---|---|---:|---:|---:|---|")
     for label in order:
         rows = short[short["label"] == label]

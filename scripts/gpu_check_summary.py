@@ -28,13 +28,19 @@ def device_line() -> str:
     if not torch.cuda.is_available():
         return "- device: no CUDA device visible to torch"
     try:
-        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                capture_output=True, text=True, timeout=20).stdout.strip()
+        driver = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        ).stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
         driver = "?"
     props = torch.cuda.get_device_properties(0)
-    return (f"- device: {props.name}, {props.total_memory / 2**30:.0f} GiB, {props.multi_processor_count} SMs, "
-            f"driver {driver}, CUDA {torch.version.cuda}")
+    return (
+        f"- device: {props.name}, {props.total_memory / 2**30:.0f} GiB, {props.multi_processor_count} SMs, "
+        f"driver {driver}, CUDA {torch.version.cuda}"
+    )
 
 
 def tail(work: Path, name: str, n: int) -> list[str]:
@@ -51,11 +57,18 @@ def profile_section(folder: Path) -> list[str]:
     lines = [markdown_summary(profile)]
     for drafter in profile.drafters:
         table = what_if(fit_profile(profile, drafter), list(WHAT_IF_ALPHAS), list(WHAT_IF_BATCHES), context=1024)
-        lines += [f"What γ a constant acceptance α would get with drafter {drafter} (context 1024; speedup = "
-                  "E[tokens] · target-only round ÷ speculative round):", "",
-                  "| α | batch | best γ | speedup | at γ=1 | at γ=4 |", "|---:|---:|---:|---:|---:|---:|"]
-        lines += [f"| {r.alpha:g} | {r.batch} | {r.gamma} | {r.speedup:.2f}× | {r.speedup_gamma_1:.2f}× | "
-                  f"{r.speedup_gamma_4:.2f}× |" for r in table.itertuples()]
+        lines += [
+            f"What γ a constant acceptance α would get with drafter {drafter} (context 1024; speedup = "
+            "E[tokens] · target-only round ÷ speculative round):",
+            "",
+            "| α | batch | best γ | speedup | at γ=1 | at γ=4 |",
+            "|---:|---:|---:|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {r.alpha:g} | {r.batch} | {r.gamma} | {r.speedup:.2f}× | {r.speedup_gamma_1:.2f}× | "
+            f"{r.speedup_gamma_4:.2f}× |"
+            for r in table.itertuples()
+        ]
         lines += [""]
     return lines
 
@@ -63,10 +76,17 @@ def profile_section(folder: Path) -> list[str]:
 def summary(out: Path, work: Path, steps_file: Path, elapsed: int) -> str:
     steps = [line.split("\t") for line in steps_file.read_text().splitlines() if line] if steps_file.exists() else []
     versions = package_versions()
-    lines = ["# specbench GPU check", "", device_line(),
-             f"- python {versions['python']}, torch {versions['torch']}, transformers {versions['transformers']}, "
-             f"triton {versions['triton']}; specbench commit {git_commit()}",
-             f"- total {elapsed} s", "", "| step | result | seconds |", "|---|---|---:|"]
+    lines = [
+        "# specbench GPU check",
+        "",
+        device_line(),
+        f"- python {versions['python']}, torch {versions['torch']}, transformers {versions['transformers']}, "
+        f"triton {versions['triton']}; specbench commit {git_commit()}",
+        f"- total {elapsed} s",
+        "",
+        "| step | result | seconds |",
+        "|---|---|---:|",
+    ]
     lines += [f"| {name} | {result} | {seconds} |" for name, result, seconds in steps]
     lines += ["", "## CUDA tests (pytest -m cuda)", ""] + tail(work, "cuda-tests", 8)
     lines += ["", "## Triton kernel tests on the GPU (tests/test_kernels.py)", ""] + tail(work, "kernel-tests", 8)

@@ -57,9 +57,7 @@ def main() -> int:
                         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                             model(step, past_key_values=cache, use_cache=True)
                             torch.cuda.synchronize()
-                        kernel.append(
-                            sum(e.self_device_time_total for e in prof.key_averages()) / 1000.0
-                        )
+                        kernel.append(sum(e.self_device_time_total for e in prof.key_averages()) / 1000.0)
                         continue
                     start.record()
                     model(step, past_key_values=cache, use_cache=True)
@@ -69,7 +67,10 @@ def main() -> int:
                         wall.append(start.elapsed_time(end))
             wall_ms = statistics.median(wall)
             row = {
-                "model": folder, "k": k, "wall_ms": round(wall_ms, 3), "kernel_ms": round(kernel[0], 3),
+                "model": folder,
+                "k": k,
+                "wall_ms": round(wall_ms, 3),
+                "kernel_ms": round(kernel[0], 3),
                 "busy": round(kernel[0] / wall_ms, 3),
                 "bandwidth_bound_ms": round(weight_bytes / (copy_gbs * 1e9) * 1e3, 3),
             }

@@ -29,14 +29,20 @@ from specbench.analysis.statistics.intervals import bootstrap_interval, bootstra
 from specbench.analysis.statistics.speedup_interval import log_ratio_contributions, speedup_interval
 
 
-def simulate(n_prompts: int, rng: np.random.Generator, mu: float = np.log(1.5), sigma_s: float = 0.3,
-             sigma_n: float = 0.05, sigma_b: float = 0.25):
+def simulate(
+    n_prompts: int,
+    rng: np.random.Generator,
+    mu: float = np.log(1.5),
+    sigma_s: float = 0.3,
+    sigma_n: float = 0.05,
+    sigma_b: float = 0.25,
+):
     """One synthetic sweep: per-prompt (tokens, seconds, base tokens, base seconds), and the truth."""
     tokens = rng.integers(24, 129, n_prompts).astype(float)
     base = tokens * 0.05 * np.exp(sigma_b * rng.standard_normal(n_prompts))
     speedup = np.exp(mu + sigma_s * rng.standard_normal(n_prompts))
     noise_c, noise_b = np.exp(sigma_n * rng.standard_normal((2, n_prompts)))
-    truth = float(np.exp(mu - sigma_s ** 2 / 2))  # noise of equal law on both sides cancels
+    truth = float(np.exp(mu - sigma_s**2 / 2))  # noise of equal law on both sides cancels
     return (tokens, base / speedup * noise_c, tokens, base * noise_b), truth
 
 
@@ -48,7 +54,7 @@ def t_method(data, level):
 def z_method(data, level):
     """Deliberately wrong: the same linearisation with a normal quantile and no small-sample factor."""
     point, u = log_ratio_contributions(*data)
-    se = float(np.sqrt(np.sum(u ** 2)))
+    se = float(np.sqrt(np.sum(u**2)))
     z = stats.norm.ppf((1 + level) / 2)
     return point * np.exp(-z * se), point * np.exp(z * se)
 
@@ -74,8 +80,12 @@ def bootstrap_plain(data, level, rng=None, n_boot=400):
     return float(lo), float(hi)
 
 
-METHODS = {"t (specbench)": t_method, "bootstrap, stretched (former)": bootstrap_stretched,
-           "bootstrap, percentile": bootstrap_plain, "z, no small-sample factor (wrong)": z_method}
+METHODS = {
+    "t (specbench)": t_method,
+    "bootstrap, stretched (former)": bootstrap_stretched,
+    "bootstrap, percentile": bootstrap_plain,
+    "z, no small-sample factor (wrong)": z_method,
+}
 
 
 def coverage(method, n_prompts: int, sims: int = 2000, level: float = 0.95, seed: int = 0, **sim_args) -> dict:
@@ -89,12 +99,12 @@ def coverage(method, n_prompts: int, sims: int = 2000, level: float = 0.95, seed
         hits += bool(lo <= truth <= hi)
         upper_ratio.append(hi / point)
         widths.append(np.log(hi / lo))
-    return {"coverage": hits / sims, "median_hi_over_point": float(np.median(upper_ratio)),
-            "max_hi_over_point": float(np.max(upper_ratio)), "median_log_width": float(np.median(widths))}
-
-
-
-
+    return {
+        "coverage": hits / sims,
+        "median_hi_over_point": float(np.median(upper_ratio)),
+        "max_hi_over_point": float(np.max(upper_ratio)),
+        "median_log_width": float(np.median(widths)),
+    }
 
 
 def main() -> None:
@@ -111,11 +121,15 @@ def main() -> None:
         cells = []
         for p in sizes:
             c = coverage(method, p, sims=sims, seed=p)
-            cells.append(f"{100 * c['coverage']:.1f} % (hi/point {c['median_hi_over_point']:.2f}, "
-                         f"max {c['max_hi_over_point']:.1f})")
+            cells.append(
+                f"{100 * c['coverage']:.1f} % (hi/point {c['median_hi_over_point']:.2f}, "
+                f"max {c['max_hi_over_point']:.1f})"
+            )
         print(f"| {name} | " + " | ".join(cells) + " |")
-    print(f"\nnominal 95 %; {args.sims} synthetic sweeps per cell ({args.boot_sims} for the bootstrap rows); "
-          "hi/point: median (and largest) upper end ÷ point estimate")
+    print(
+        f"\nnominal 95 %; {args.sims} synthetic sweeps per cell ({args.boot_sims} for the bootstrap rows); "
+        "hi/point: median (and largest) upper end ÷ point estimate"
+    )
 
 
 if __name__ == "__main__":

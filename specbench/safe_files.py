@@ -58,8 +58,9 @@ def read_text_file(path: str | Path, what: str = "file", max_bytes: int = TEXT_M
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise SpecbenchError(f"{what} {path} is not valid UTF-8 text (byte {exc.start}: "
-                             f"{data[exc.start:exc.start + 1]!r})") from None
+        raise SpecbenchError(
+            f"{what} {path} is not valid UTF-8 text (byte {exc.start}: {data[exc.start : exc.start + 1]!r})"
+        ) from None
 
 
 class WrittenInt(int):
@@ -101,8 +102,7 @@ class CoreSchemaLoader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            raise yaml.YAMLError(f"YAML aliases (*{event.anchor}) are not allowed "
-                                 f"(line {event.start_mark.line + 1})")
+            raise yaml.YAMLError(f"YAML aliases (*{event.anchor}) are not allowed (line {event.start_mark.line + 1})")
         event = self.peek_event()
         if getattr(event, "anchor", None):
             raise yaml.YAMLError(f"YAML anchors (&{event.anchor}) are not allowed (line {event.start_mark.line + 1})")
@@ -128,8 +128,12 @@ class CoreSchemaLoader(yaml.SafeLoader):
 
     def construct_other_tag(self, node):
         raise yaml.constructor.ConstructorError(
-            None, None, f"the tag {node.tag.replace(_TAG, '!!')} is not allowed (text, numbers, true/false, "
-            "null, lists and mappings only)", node.start_mark)
+            None,
+            None,
+            f"the tag {node.tag.replace(_TAG, '!!')} is not allowed (text, numbers, true/false, "
+            "null, lists and mappings only)",
+            node.start_mark,
+        )
 
 
 for _tag, _pattern, _first in (
@@ -175,8 +179,13 @@ def load_yaml_file(path: str | Path, what: str = "YAML file", max_bytes: int = Y
 
 
 _ERRNO = re.compile(r"(?:os error|errno)\s*(\d+)", re.IGNORECASE)
-_WRITE_FAILED = ("PytorchStreamWriter failed", "file write failed", "No space left on device", "Disk quota exceeded",
-                 "Read-only file system")
+_WRITE_FAILED = (
+    "PytorchStreamWriter failed",
+    "file write failed",
+    "No space left on device",
+    "Disk quota exceeded",
+    "Read-only file system",
+)
 
 
 def write_failure_reason(exc: BaseException) -> str | None:

@@ -17,6 +17,7 @@ import torch
 try:  # pragma: no cover - depends on the environment
     import triton
     import triton.language as tl
+
     _IMPORT_ERROR: BaseException | None = None
 except Exception as exc:  # ImportError, or a Triton build that fails to initialise
     triton = None
@@ -46,13 +47,17 @@ def interpreter_enabled() -> bool:
 def require_triton(*tensors: torch.Tensor) -> None:
     """Raise a clear `KernelUnavailable` unless the Triton kernels can run on ``tensors``."""
     if triton is None:
-        raise KernelUnavailable(f"the Triton kernels need the 'triton' package, which could not be imported "
-                                f"({_IMPORT_ERROR!r}); install it (`pip install 'triton>=3.0'`) or use impl='torch'")
+        raise KernelUnavailable(
+            f"the Triton kernels need the 'triton' package, which could not be imported "
+            f"({_IMPORT_ERROR!r}); install it (`pip install 'triton>=3.0'`) or use impl='torch'"
+        )
     on_cuda = all(t.is_cuda for t in tensors)
     if not on_cuda and not interpreter_enabled():
         devices = sorted({str(t.device) for t in tensors})
-        raise KernelUnavailable(f"the Triton kernels run on CUDA tensors (got {', '.join(devices)}); on the CPU set "
-                                "TRITON_INTERPRET=1 before importing them (tests only) or use impl='torch'")
+        raise KernelUnavailable(
+            f"the Triton kernels run on CUDA tensors (got {', '.join(devices)}); on the CPU set "
+            "TRITON_INTERPRET=1 before importing them (tests only) or use impl='torch'"
+        )
 
 
 def resolve_impl(impl: str, *tensors: torch.Tensor) -> str:

@@ -43,8 +43,14 @@ from specbench_kernels._triton import (
 )
 from specbench_kernels.rejection_sampling_reference import Verdict, verify_sampling
 
-__all__ = ["rejection_sampling", "rejection_sampling_triton", "verify_sampling", "Verdict", "KernelUnavailable",
-           "triton_available"]
+__all__ = [
+    "rejection_sampling",
+    "rejection_sampling_triton",
+    "verify_sampling",
+    "Verdict",
+    "KernelUnavailable",
+    "triton_available",
+]
 
 rejection_sampling_reference = verify_sampling  # the torch reference, also the engine's own rule
 
@@ -68,19 +74,38 @@ if triton is not None:
         return x
 
     @triton.jit
-    def _accepted_count(DraftTokens, DraftProbs, TargetProbs, Uniform, b64, K,
-                        stride_db, stride_dk, stride_qb, stride_qk, stride_qv,
-                        stride_pb, stride_pk, stride_pv, stride_ub, stride_uk,
-                        HAS_Q: tl.constexpr, ACC_CODE: tl.constexpr, BLOCK_K: tl.constexpr):
+    def _accepted_count(
+        DraftTokens,
+        DraftProbs,
+        TargetProbs,
+        Uniform,
+        b64,
+        K,
+        stride_db,
+        stride_dk,
+        stride_qb,
+        stride_qk,
+        stride_qv,
+        stride_pb,
+        stride_pk,
+        stride_pv,
+        stride_ub,
+        stride_uk,
+        HAS_Q: tl.constexpr,
+        ACC_CODE: tl.constexpr,
+        BLOCK_K: tl.constexpr,
+    ):
         """Leading accepted draft positions of sequence b: first i with not (u_i·q_i(x_i) < p_i(x_i)), else K."""
         ks = tl.arange(0, BLOCK_K)  # [BLOCK_K]
         valid = ks < K
         tokens = tl.load(DraftTokens + b64 * stride_db + ks * stride_dk, mask=valid, other=0).to(tl.int64)
-        p_x = tl.load(TargetProbs + b64 * stride_pb + ks * stride_pk + tokens * stride_pv, mask=valid,
-                      other=0.0).to(tl.float32)
+        p_x = tl.load(TargetProbs + b64 * stride_pb + ks * stride_pk + tokens * stride_pv, mask=valid, other=0.0).to(
+            tl.float32
+        )
         if HAS_Q:
-            q_x = tl.load(DraftProbs + b64 * stride_qb + ks * stride_qk + tokens * stride_qv, mask=valid,
-                          other=1.0).to(tl.float32)
+            q_x = tl.load(DraftProbs + b64 * stride_qb + ks * stride_qk + tokens * stride_qv, mask=valid, other=1.0).to(
+                tl.float32
+            )
         else:
             q_x = tl.full([BLOCK_K], 1.0, dtype=tl.float32)
         u = tl.load(Uniform + b64 * stride_ub + ks * stride_uk, mask=valid, other=1.0).to(tl.float32)
@@ -89,13 +114,39 @@ if triton is not None:
 
     @triton.jit
     def _rejection_scan_kernel(
-        DraftTokens, DraftProbs, TargetProbs, Uniform, Expo, Accepted,
-        BestRes, BestResIdx, BestP, BestPIdx, HasMass,
-        K, V, v_chunk,
-        stride_db, stride_dk, stride_qb, stride_qk, stride_qv,
-        stride_pb, stride_pk, stride_pv, stride_ub, stride_uk, stride_eb, stride_ev,
-        NUM_SPLITS: tl.constexpr, HAS_Q: tl.constexpr, ACC_CODE: tl.constexpr, RES_CODE: tl.constexpr,
-        RATIO_CODE: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_V: tl.constexpr,
+        DraftTokens,
+        DraftProbs,
+        TargetProbs,
+        Uniform,
+        Expo,
+        Accepted,
+        BestRes,
+        BestResIdx,
+        BestP,
+        BestPIdx,
+        HasMass,
+        K,
+        V,
+        v_chunk,
+        stride_db,
+        stride_dk,
+        stride_qb,
+        stride_qk,
+        stride_qv,
+        stride_pb,
+        stride_pk,
+        stride_pv,
+        stride_ub,
+        stride_uk,
+        stride_eb,
+        stride_ev,
+        NUM_SPLITS: tl.constexpr,
+        HAS_Q: tl.constexpr,
+        ACC_CODE: tl.constexpr,
+        RES_CODE: tl.constexpr,
+        RATIO_CODE: tl.constexpr,
+        BLOCK_K: tl.constexpr,
+        BLOCK_V: tl.constexpr,
     ):
         """Grid (B, NUM_SPLITS): program (b, s) scans vocabulary [s·v_chunk, min((s+1)·v_chunk, V)).
 
@@ -106,10 +157,27 @@ if triton is not None:
         b = tl.program_id(0)
         split = tl.program_id(1)
         b64 = b.to(tl.int64)
-        accepted = _accepted_count(DraftTokens, DraftProbs, TargetProbs, Uniform, b64, K,
-                                   stride_db, stride_dk, stride_qb, stride_qk, stride_qv,
-                                   stride_pb, stride_pk, stride_pv, stride_ub, stride_uk,
-                                   HAS_Q, ACC_CODE, BLOCK_K)
+        accepted = _accepted_count(
+            DraftTokens,
+            DraftProbs,
+            TargetProbs,
+            Uniform,
+            b64,
+            K,
+            stride_db,
+            stride_dk,
+            stride_qb,
+            stride_qk,
+            stride_qv,
+            stride_pb,
+            stride_pk,
+            stride_pv,
+            stride_ub,
+            stride_uk,
+            HAS_Q,
+            ACC_CODE,
+            BLOCK_K,
+        )
         if split == 0:
             tl.store(Accepted + b, accepted.to(tl.int64))
         rejected = accepted < K
@@ -165,8 +233,18 @@ if triton is not None:
         tl.store(HasMass + slot, tl.max(mass, 0))
 
     @triton.jit
-    def _rejection_pick_kernel(Accepted, BestRes, BestResIdx, BestP, BestPIdx, HasMass, NextToken, K,
-                               NUM_SPLITS: tl.constexpr, BLOCK_S: tl.constexpr):
+    def _rejection_pick_kernel(
+        Accepted,
+        BestRes,
+        BestResIdx,
+        BestP,
+        BestPIdx,
+        HasMass,
+        NextToken,
+        K,
+        NUM_SPLITS: tl.constexpr,
+        BLOCK_S: tl.constexpr,
+    ):
         """Grid (B,): merge the splits (first index among equal ratios) and choose residual or p."""
         b64 = tl.program_id(0).to(tl.int64)
         splits = tl.arange(0, BLOCK_S)
@@ -188,19 +266,22 @@ if triton is not None:
 # ------------------------------------------------------------------------------------------ wrapper
 def _check(draft_tokens, draft_probs, target_probs, uniform, exponential) -> None:
     if draft_tokens.dim() != 2 or draft_tokens.dtype not in (torch.int64, torch.int32):
-        raise ValueError(f"draft_tokens must be [B, K] int64/int32, got {tuple(draft_tokens.shape)} "
-                         f"{draft_tokens.dtype}")
+        raise ValueError(
+            f"draft_tokens must be [B, K] int64/int32, got {tuple(draft_tokens.shape)} {draft_tokens.dtype}"
+        )
     bsz, k = draft_tokens.shape
     if target_probs.dim() != 3 or target_probs.shape[:2] != (bsz, k + 1):
         raise ValueError(f"target_probs must be [B, K+1, V] = [{bsz}, {k + 1}, V], got {tuple(target_probs.shape)}")
     vocab = target_probs.shape[2]
     if draft_probs is not None:
         if draft_probs.shape != (bsz, k, vocab):
-            raise ValueError(f"draft_probs must be [B, K, V] = [{bsz}, {k}, {vocab}] or None, got "
-                             f"{tuple(draft_probs.shape)}")
+            raise ValueError(
+                f"draft_probs must be [B, K, V] = [{bsz}, {k}, {vocab}] or None, got {tuple(draft_probs.shape)}"
+            )
         if draft_probs.dtype != target_probs.dtype:
-            raise ValueError(f"draft_probs ({draft_probs.dtype}) and target_probs ({target_probs.dtype}) must share a "
-                             "dtype")
+            raise ValueError(
+                f"draft_probs ({draft_probs.dtype}) and target_probs ({target_probs.dtype}) must share a dtype"
+            )
     if uniform.shape != (bsz, k):
         raise ValueError(f"uniform must be [B, K] = [{bsz}, {k}], got {tuple(uniform.shape)}")
     if exponential.shape != (bsz, vocab):
@@ -216,9 +297,16 @@ def _check(draft_tokens, draft_probs, target_probs, uniform, exponential) -> Non
         raise ValueError(f"vocabulary of {vocab} entries is beyond the kernel's int32 indices")
 
 
-def rejection_sampling_triton(draft_tokens: torch.Tensor, draft_probs: torch.Tensor | None,
-                              target_probs: torch.Tensor, uniform: torch.Tensor, exponential: torch.Tensor, *,
-                              num_splits: int | None = None, block_v: int | None = None) -> Verdict:
+def rejection_sampling_triton(
+    draft_tokens: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    target_probs: torch.Tensor,
+    uniform: torch.Tensor,
+    exponential: torch.Tensor,
+    *,
+    num_splits: int | None = None,
+    block_v: int | None = None,
+) -> Verdict:
     """Triton speculative-sampling verification; arguments and result as `verify_sampling`.
 
     draft_tokens [B, K] long; draft_probs [B, K, V] or None (one-hot drafts); target_probs
@@ -259,25 +347,62 @@ def rejection_sampling_triton(draft_tokens: torch.Tensor, draft_probs: torch.Ten
     dp_strides = draft_probs.stride() if has_q else (0, 0, 0)
 
     _rejection_scan_kernel[(bsz, num_splits)](
-        draft_tokens, dp, target_probs, uniform, exponential, accepted,
-        best_res, best_res_idx, best_p, best_p_idx, has_mass,
-        k, vocab, v_chunk,
-        *draft_tokens.stride(), *dp_strides, *target_probs.stride(), *uniform.stride(), *exponential.stride(),
-        NUM_SPLITS=num_splits, HAS_Q=has_q, ACC_CODE=acc_code, RES_CODE=res_code, RATIO_CODE=ratio_code,
-        BLOCK_K=max(2, next_power_of_2(k)), BLOCK_V=block_v, num_warps=8 if block_v >= 2048 else 4,
+        draft_tokens,
+        dp,
+        target_probs,
+        uniform,
+        exponential,
+        accepted,
+        best_res,
+        best_res_idx,
+        best_p,
+        best_p_idx,
+        has_mass,
+        k,
+        vocab,
+        v_chunk,
+        *draft_tokens.stride(),
+        *dp_strides,
+        *target_probs.stride(),
+        *uniform.stride(),
+        *exponential.stride(),
+        NUM_SPLITS=num_splits,
+        HAS_Q=has_q,
+        ACC_CODE=acc_code,
+        RES_CODE=res_code,
+        RATIO_CODE=ratio_code,
+        BLOCK_K=max(2, next_power_of_2(k)),
+        BLOCK_V=block_v,
+        num_warps=8 if block_v >= 2048 else 4,
         enable_fp_fusion=False,  # no fused multiply-add: every step rounds as torch does
     )
     _rejection_pick_kernel[(bsz,)](
-        accepted, best_res, best_res_idx, best_p, best_p_idx, has_mass, next_token, k,
-        NUM_SPLITS=num_splits, BLOCK_S=max(2, next_power_of_2(num_splits)), num_warps=1,
+        accepted,
+        best_res,
+        best_res_idx,
+        best_p,
+        best_p_idx,
+        has_mass,
+        next_token,
+        k,
+        NUM_SPLITS=num_splits,
+        BLOCK_S=max(2, next_power_of_2(num_splits)),
+        num_warps=1,
     )
     return Verdict(accepted, next_token)
 
 
 # ------------------------------------------------------------------------------------------ switch
-def rejection_sampling(draft_tokens: torch.Tensor, draft_probs: torch.Tensor | None, target_probs: torch.Tensor,
-                       uniform: torch.Tensor, exponential: torch.Tensor, *, impl: str = "auto",
-                       **triton_options) -> Verdict:
+def rejection_sampling(
+    draft_tokens: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    target_probs: torch.Tensor,
+    uniform: torch.Tensor,
+    exponential: torch.Tensor,
+    *,
+    impl: str = "auto",
+    **triton_options,
+) -> Verdict:
     """Speculative-sampling verification by the Triton kernel or `verify_sampling`.
 
     impl: "auto" (Triton on CUDA tensors when Triton is installed and the dtypes are float32,
@@ -289,6 +414,7 @@ def rejection_sampling(draft_tokens: torch.Tensor, draft_probs: torch.Tensor | N
     if impl == "auto" and any(t.dtype not in DTYPE_CODES for t in (target_probs, uniform, exponential)):
         choice = "torch"  # e.g. float64 probabilities: only the reference handles them
     if choice == "triton":
-        return rejection_sampling_triton(draft_tokens, draft_probs, target_probs, uniform, exponential,
-                                         **triton_options)
+        return rejection_sampling_triton(
+            draft_tokens, draft_probs, target_probs, uniform, exponential, **triton_options
+        )
     return verify_sampling(draft_tokens, draft_probs, target_probs, uniform, exponential)

@@ -30,8 +30,13 @@ def draw_exponential_race(weights: torch.Tensor, exponential: torch.Tensor) -> t
     return (weights / exponential).argmax(-1)
 
 
-def verify_sampling(draft_tokens: torch.Tensor, draft_probs: torch.Tensor | None, target_probs: torch.Tensor,
-                    uniform: torch.Tensor, exponential: torch.Tensor) -> Verdict:
+def verify_sampling(
+    draft_tokens: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    target_probs: torch.Tensor,
+    uniform: torch.Tensor,
+    exponential: torch.Tensor,
+) -> Verdict:
     """Speculative sampling of a chain.
 
     draft_tokens [B, K] long; draft_probs [B, K, V] or None (one-hot drafts);

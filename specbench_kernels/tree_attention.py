@@ -45,8 +45,14 @@ from specbench_kernels._triton import (
     triton_available,
 )
 
-__all__ = ["tree_attention", "tree_attention_triton", "tree_attention_reference", "tree_attention_mask",
-           "KernelUnavailable", "triton_available"]
+__all__ = [
+    "tree_attention",
+    "tree_attention_triton",
+    "tree_attention_reference",
+    "tree_attention_mask",
+    "KernelUnavailable",
+    "triton_available",
+]
 
 _FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -79,16 +85,45 @@ if triton is not None:
 
     @triton.jit
     def _tree_attention_kernel(
-        Q, K, V, Out, PrefixLens, Mask, PartOut, PartLse,
+        Q,
+        K,
+        V,
+        Out,
+        PrefixLens,
+        Mask,
+        PartOut,
+        PartLse,
         qk_scale,  # softmax scale · log2(e)
-        T, H_kv, S_max, chunk,  # chunk: prefix positions per split, a multiple of BLOCK_N
-        stride_qb, stride_qh, stride_qt, stride_qd,
-        stride_kb, stride_kh, stride_ks, stride_kd,
-        stride_vb, stride_vh, stride_vs, stride_vd,
-        stride_ob, stride_oh, stride_ot, stride_od,
-        stride_mb, stride_mi, stride_mj,
-        GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-        NUM_SPLITS: tl.constexpr, PRECISION: tl.constexpr, UPCAST: tl.constexpr,
+        T,
+        H_kv,
+        S_max,
+        chunk,  # chunk: prefix positions per split, a multiple of BLOCK_N
+        stride_qb,
+        stride_qh,
+        stride_qt,
+        stride_qd,
+        stride_kb,
+        stride_kh,
+        stride_ks,
+        stride_kd,
+        stride_vb,
+        stride_vh,
+        stride_vs,
+        stride_vd,
+        stride_ob,
+        stride_oh,
+        stride_ot,
+        stride_od,
+        stride_mb,
+        stride_mi,
+        stride_mj,
+        GROUP: tl.constexpr,
+        HEAD_DIM: tl.constexpr,
+        BLOCK_M: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        NUM_SPLITS: tl.constexpr,
+        PRECISION: tl.constexpr,
+        UPCAST: tl.constexpr,
     ):
         """One program: rows (g, i) of one key/value head, over one split of the prefix.
 
@@ -114,8 +149,7 @@ if triton is not None:
         dims = tl.arange(0, HEAD_DIM)  # [D]
         cols = tl.arange(0, BLOCK_N)  # [BLOCK_N]
 
-        q_ptrs = (Q + b64 * stride_qb + head[:, None] * stride_qh + node[:, None] * stride_qt
-                  + dims[None, :] * stride_qd)
+        q_ptrs = Q + b64 * stride_qb + head[:, None] * stride_qh + node[:, None] * stride_qt + dims[None, :] * stride_qd
         q = tl.load(q_ptrs, mask=row_ok[:, None], other=0.0)  # [BLOCK_M, D]
         if UPCAST:  # interpreter: products of 16-bit blocks in fp32
             q = q.to(tl.float32)
@@ -136,10 +170,12 @@ if triton is not None:
         for j0 in range(start, end, BLOCK_N):
             pos = j0 + cols  # [BLOCK_N]
             visible = pos < end
-            k = tl.load(k_base + pos[None, :] * stride_ks + dims[:, None] * stride_kd,
-                        mask=visible[None, :], other=0.0)  # [D, BLOCK_N]
-            v = tl.load(v_base + pos[:, None] * stride_vs + dims[None, :] * stride_vd,
-                        mask=visible[:, None], other=0.0)  # [BLOCK_N, D]
+            k = tl.load(
+                k_base + pos[None, :] * stride_ks + dims[:, None] * stride_kd, mask=visible[None, :], other=0.0
+            )  # [D, BLOCK_N]
+            v = tl.load(
+                v_base + pos[:, None] * stride_vs + dims[None, :] * stride_vd, mask=visible[:, None], other=0.0
+            )  # [BLOCK_N, D]
             if UPCAST:
                 k = k.to(tl.float32)
             scores = tl.dot(q, k, input_precision=PRECISION) * qk_scale  # [BLOCK_M, BLOCK_N]
@@ -153,13 +189,18 @@ if triton is not None:
                 n = n0 + cols  # [BLOCK_N]
                 pos = prefix_len + n
                 in_range = (n < T) & (pos < S_max)
-                ancestor = tl.load(m_base + node[:, None] * stride_mi + n[None, :] * stride_mj,
-                                   mask=row_ok[:, None] & in_range[None, :], other=0)  # [BLOCK_M, BLOCK_N]
+                ancestor = tl.load(
+                    m_base + node[:, None] * stride_mi + n[None, :] * stride_mj,
+                    mask=row_ok[:, None] & in_range[None, :],
+                    other=0,
+                )  # [BLOCK_M, BLOCK_N]
                 visible = (ancestor != 0) & in_range[None, :]
-                k = tl.load(k_base + pos[None, :] * stride_ks + dims[:, None] * stride_kd,
-                            mask=in_range[None, :], other=0.0)
-                v = tl.load(v_base + pos[:, None] * stride_vs + dims[None, :] * stride_vd,
-                            mask=in_range[:, None], other=0.0)
+                k = tl.load(
+                    k_base + pos[None, :] * stride_ks + dims[:, None] * stride_kd, mask=in_range[None, :], other=0.0
+                )
+                v = tl.load(
+                    v_base + pos[:, None] * stride_vs + dims[None, :] * stride_vd, mask=in_range[:, None], other=0.0
+                )
                 if UPCAST:
                     k = k.to(tl.float32)
                 scores = tl.dot(q, k, input_precision=PRECISION) * qk_scale
@@ -169,8 +210,13 @@ if triton is not None:
         l_safe = tl.where(l_i == 0.0, 1.0, l_i)  # a row that saw nothing outputs 0
         out = acc / l_safe[:, None]
         if NUM_SPLITS == 1:
-            o_ptrs = (Out + b64 * stride_ob + head[:, None] * stride_oh + node[:, None] * stride_ot
-                      + dims[None, :] * stride_od)
+            o_ptrs = (
+                Out
+                + b64 * stride_ob
+                + head[:, None] * stride_oh
+                + node[:, None] * stride_ot
+                + dims[None, :] * stride_od
+            )
             tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=row_ok[:, None])
         else:
             part_row = ((b64 * (H_kv * GROUP) + head) * NUM_SPLITS + pid_s) * T + node  # [BLOCK_M]
@@ -180,9 +226,18 @@ if triton is not None:
 
     @triton.jit
     def _merge_splits_kernel(
-        PartOut, PartLse, Out, T,
-        stride_ob, stride_oh, stride_ot, stride_od,
-        H: tl.constexpr, HEAD_DIM: tl.constexpr, NUM_SPLITS: tl.constexpr, BLOCK_T: tl.constexpr,
+        PartOut,
+        PartLse,
+        Out,
+        T,
+        stride_ob,
+        stride_oh,
+        stride_ot,
+        stride_od,
+        H: tl.constexpr,
+        HEAD_DIM: tl.constexpr,
+        NUM_SPLITS: tl.constexpr,
+        BLOCK_T: tl.constexpr,
     ):
         """out = Σ_p 2^(lse_p − M) · out_p / Σ_p 2^(lse_p − M) with M = max_p lse_p.
 
@@ -205,13 +260,15 @@ if triton is not None:
         den = tl.zeros([BLOCK_T], dtype=tl.float32)
         for p in range(NUM_SPLITS):
             w = tl.math.exp2(tl.load(PartLse + base + p * T + node, mask=ok, other=float("-inf")) - m_ref)
-            part = tl.load(PartOut + (base + p * T + node)[:, None] * HEAD_DIM + dims[None, :], mask=ok[:, None],
-                           other=0.0)
+            part = tl.load(
+                PartOut + (base + p * T + node)[:, None] * HEAD_DIM + dims[None, :], mask=ok[:, None], other=0.0
+            )
             acc += w[:, None] * part
             den += w
         out = acc / tl.where(den == 0.0, 1.0, den)[:, None]
-        o_ptrs = (Out + b.to(tl.int64) * stride_ob + h * stride_oh + node[:, None] * stride_ot
-                  + dims[None, :] * stride_od)
+        o_ptrs = (
+            Out + b.to(tl.int64) * stride_ob + h * stride_oh + node[:, None] * stride_ot + dims[None, :] * stride_od
+        )
         tl.store(o_ptrs, out.to(Out.dtype.element_ty), mask=ok[:, None])
 
 
@@ -223,15 +280,19 @@ def _as_prefix_lens(prefix_lens: torch.Tensor | Sequence[int] | int, batch: int,
     if not isinstance(prefix_lens, torch.Tensor):
         prefix_lens = torch.tensor(list(prefix_lens), dtype=torch.int32)
     if prefix_lens.dtype.is_floating_point or prefix_lens.dtype == torch.bool or prefix_lens.shape != (batch,):
-        raise ValueError(f"prefix_lens must be {batch} integers (one per sequence), got dtype {prefix_lens.dtype} "
-                         f"and shape {tuple(prefix_lens.shape)}")
+        raise ValueError(
+            f"prefix_lens must be {batch} integers (one per sequence), got dtype {prefix_lens.dtype} "
+            f"and shape {tuple(prefix_lens.shape)}"
+        )
     return prefix_lens.to(device)
 
 
 def _check(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, tree_mask: torch.Tensor) -> None:
     if q.dim() != 4 or k_cache.dim() != 4 or v_cache.dim() != 4:
-        raise ValueError("expected q [B, H, T, D], k_cache and v_cache [B, H_kv, S_max, D]; got "
-                         f"{tuple(q.shape)}, {tuple(k_cache.shape)}, {tuple(v_cache.shape)}")
+        raise ValueError(
+            "expected q [B, H, T, D], k_cache and v_cache [B, H_kv, S_max, D]; got "
+            f"{tuple(q.shape)}, {tuple(k_cache.shape)}, {tuple(v_cache.shape)}"
+        )
     bsz, heads, nodes, dim = q.shape
     if k_cache.shape != v_cache.shape:
         raise ValueError(f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} differ in shape")
@@ -245,11 +306,15 @@ def _check(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, tree_m
     if tree_mask.dtype != torch.bool:
         raise ValueError(f"tree_mask must be a boolean tensor (True = may attend), got {tree_mask.dtype}")
     if tree_mask.shape not in ((nodes, nodes), (bsz, nodes, nodes)):
-        raise ValueError(f"tree_mask must be [T, T] or [B, T, T] = [{nodes}, {nodes}] or [{bsz}, {nodes}, {nodes}], "
-                         f"got {tuple(tree_mask.shape)}")
+        raise ValueError(
+            f"tree_mask must be [T, T] or [B, T, T] = [{nodes}, {nodes}] or [{bsz}, {nodes}, {nodes}], "
+            f"got {tuple(tree_mask.shape)}"
+        )
     if q.dtype not in _FLOAT_DTYPES or k_cache.dtype != q.dtype or v_cache.dtype != q.dtype:
-        raise ValueError(f"q, k_cache, v_cache must share one dtype among float32/float16/bfloat16, got "
-                         f"{q.dtype}, {k_cache.dtype}, {v_cache.dtype}")
+        raise ValueError(
+            f"q, k_cache, v_cache must share one dtype among float32/float16/bfloat16, got "
+            f"{q.dtype}, {k_cache.dtype}, {v_cache.dtype}"
+        )
     devices = {q.device, k_cache.device, v_cache.device, tree_mask.device}
     if len(devices) != 1:
         raise ValueError(f"all tensors must be on one device, got {sorted(str(d) for d in devices)}")
@@ -274,9 +339,14 @@ def tree_attention_mask(prefix_lens: torch.Tensor, tree_mask: torch.Tensor, s_ma
     return mask[:, None]  # [B, 1, T, S]
 
 
-def tree_attention_reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                             prefix_lens: torch.Tensor | Sequence[int] | int, tree_mask: torch.Tensor,
-                             scale: float | None = None) -> torch.Tensor:
+def tree_attention_reference(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    prefix_lens: torch.Tensor | Sequence[int] | int,
+    tree_mask: torch.Tensor,
+    scale: float | None = None,
+) -> torch.Tensor:
     """Torch reference: ``scaled_dot_product_attention`` with the boolean mask of `tree_attention_mask`.
 
     q [B, H, T, D]; k_cache, v_cache [B, H_kv, S_max, D]; prefix_lens [B]; tree_mask [T, T] or
@@ -286,13 +356,15 @@ def tree_attention_reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: to
     _check(q, k_cache, v_cache, tree_mask)
     lens = _as_prefix_lens(prefix_lens, q.shape[0], q.device)
     mask = tree_attention_mask(lens, tree_mask, k_cache.shape[2])  # [B, 1, T, S]
-    return F.scaled_dot_product_attention(q, k_cache, v_cache, attn_mask=mask, scale=scale,
-                                          enable_gqa=q.shape[1] != k_cache.shape[1])
+    return F.scaled_dot_product_attention(
+        q, k_cache, v_cache, attn_mask=mask, scale=scale, enable_gqa=q.shape[1] != k_cache.shape[1]
+    )
 
 
 # ------------------------------------------------------------------------------------------ triton
-def _default_splits(programs: int, prefix_len: int, block_n: int, group: int, nodes: int, elsize: int,
-                    device: torch.device) -> int:
+def _default_splits(
+    programs: int, prefix_len: int, block_n: int, group: int, nodes: int, elsize: int, device: torch.device
+) -> int:
     """Prefix splits when batch × heads × row blocks alone cannot fill the GPU (≈ 2 programs per SM).
 
     Each split writes and the merge reads a partial output of 8·H·T·D bytes per sequence (fp32),
@@ -306,11 +378,19 @@ def _default_splits(programs: int, prefix_len: int, block_n: int, group: int, no
     return max(1, min(cdiv(target, programs), cdiv(prefix_len, block_n), by_traffic, 32))
 
 
-def tree_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                          prefix_lens: torch.Tensor | Sequence[int] | int, tree_mask: torch.Tensor,
-                          scale: float | None = None, *, max_prefix_len: int | None = None,
-                          num_splits: int | None = None, block_m: int | None = None,
-                          block_n: int | None = None) -> torch.Tensor:
+def tree_attention_triton(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    prefix_lens: torch.Tensor | Sequence[int] | int,
+    tree_mask: torch.Tensor,
+    scale: float | None = None,
+    *,
+    max_prefix_len: int | None = None,
+    num_splits: int | None = None,
+    block_m: int | None = None,
+    block_n: int | None = None,
+) -> torch.Tensor:
     """Triton tree attention; arguments and result as `tree_attention_reference`.
 
     max_prefix_len: an upper bound of prefix_lens known on the host (default S_max − T); it only
@@ -345,8 +425,9 @@ def tree_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch
     prefix_bound = s_max - nodes if max_prefix_len is None else max(0, min(int(max_prefix_len), s_max))
     m_blocks = cdiv(rows, block_m)
     if num_splits is None:
-        num_splits = _default_splits(bsz * kv_heads * m_blocks, prefix_bound, block_n, group, nodes,
-                                     q.element_size(), q.device)
+        num_splits = _default_splits(
+            bsz * kv_heads * m_blocks, prefix_bound, block_n, group, nodes, q.element_size(), q.device
+        )
     num_splits = max(1, int(num_splits))
     chunk = max(1, cdiv(cdiv(max(prefix_bound, 1), num_splits), block_n)) * block_n
 
@@ -359,28 +440,65 @@ def tree_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch
     precision = "ieee" if q.dtype == torch.float32 else "tf32"
     grid = (m_blocks, bsz * kv_heads, num_splits)
     _tree_attention_kernel[grid](
-        q, k_cache, v_cache, out, lens, mask_u8, part_out, part_lse,
+        q,
+        k_cache,
+        v_cache,
+        out,
+        lens,
+        mask_u8,
+        part_out,
+        part_lse,
         scale * math.log2(math.e),
-        nodes, kv_heads, s_max, chunk,
-        *q.stride(), *k_cache.stride(), *v_cache.stride(), *out.stride(),
-        stride_mb, stride_mi, stride_mj,
-        GROUP=group, HEAD_DIM=dim, BLOCK_M=block_m, BLOCK_N=block_n, NUM_SPLITS=num_splits, PRECISION=precision,
+        nodes,
+        kv_heads,
+        s_max,
+        chunk,
+        *q.stride(),
+        *k_cache.stride(),
+        *v_cache.stride(),
+        *out.stride(),
+        stride_mb,
+        stride_mi,
+        stride_mj,
+        GROUP=group,
+        HEAD_DIM=dim,
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        NUM_SPLITS=num_splits,
+        PRECISION=precision,
         UPCAST=interpreter_enabled() and q.dtype != torch.float32,
-        num_warps=4 if dim <= 64 else 8, num_stages=2,
+        num_warps=4 if dim <= 64 else 8,
+        num_stages=2,
     )
     if num_splits > 1:
         block_t = min(32, max(2, next_power_of_2(nodes)))
         _merge_splits_kernel[(cdiv(nodes, block_t), bsz * heads)](
-            part_out, part_lse, out, nodes, *out.stride(),
-            H=heads, HEAD_DIM=dim, NUM_SPLITS=num_splits, BLOCK_T=block_t, num_warps=4,
+            part_out,
+            part_lse,
+            out,
+            nodes,
+            *out.stride(),
+            H=heads,
+            HEAD_DIM=dim,
+            NUM_SPLITS=num_splits,
+            BLOCK_T=block_t,
+            num_warps=4,
         )
     return out
 
 
 # ------------------------------------------------------------------------------------------ switch
-def tree_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                   prefix_lens: torch.Tensor | Sequence[int] | int, tree_mask: torch.Tensor,
-                   scale: float | None = None, *, impl: str = "auto", **triton_options) -> torch.Tensor:
+def tree_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    prefix_lens: torch.Tensor | Sequence[int] | int,
+    tree_mask: torch.Tensor,
+    scale: float | None = None,
+    *,
+    impl: str = "auto",
+    **triton_options,
+) -> torch.Tensor:
     """Tree attention [B, H, T, D] by the Triton kernel or the torch reference.
 
     impl: "auto" (Triton on CUDA tensors when Triton is installed, torch otherwise), "triton" or

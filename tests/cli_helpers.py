@@ -32,9 +32,15 @@ def write_sweep_yaml(folder, spec: dict, **overrides):
     return path
 
 
-TINY_SWEEP = {"name": "tiny", "target": "tiny-random-llama", "max_new_tokens": 24, "ignore_eos": True,
-              "drafters": [{"type": "ngram"}, {"type": "draft-model", "params": {"model": "tiny-random-llama-draft"}}],
-              "gammas": [1, 3], "temperatures": [0.0]}
+TINY_SWEEP = {
+    "name": "tiny",
+    "target": "tiny-random-llama",
+    "max_new_tokens": 24,
+    "ignore_eos": True,
+    "drafters": [{"type": "ngram"}, {"type": "draft-model", "params": {"model": "tiny-random-llama-draft"}}],
+    "gammas": [1, 3],
+    "temperatures": [0.0],
+}
 
 
 def jsonl_workload(prompts_file, count: int = 3) -> dict:
@@ -45,8 +51,14 @@ def jsonl_workload(prompts_file, count: int = 3) -> dict:
 def one_prompt_sweep(prompts_file, drafter: int) -> dict:
     """The tiny sweep cut to one prompt, γ 2, 6 tokens and one of its drafters (0: ngram, 1: draft model),
     timed once without warm-up: the smallest sweep that runs every part of the own engine."""
-    return {**TINY_SWEEP, "workloads": [jsonl_workload(prompts_file, 1)], "gammas": [2], "max_new_tokens": 6,
-            "drafters": [TINY_SWEEP["drafters"][drafter]], "timing": {"warmup_s": 0, "order": "once", "retries": 0}}
+    return {
+        **TINY_SWEEP,
+        "workloads": [jsonl_workload(prompts_file, 1)],
+        "gammas": [2],
+        "max_new_tokens": 6,
+        "drafters": [TINY_SWEEP["drafters"][drafter]],
+        "timing": {"warmup_s": 0, "order": "once", "retries": 0},
+    }
 
 
 def tiny_sweep_yaml(folder, prompts_file, **overrides):

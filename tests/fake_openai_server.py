@@ -56,10 +56,23 @@ def steps_for(n_tokens: int, k: int) -> list[int]:
 
 
 class FakeState:
-    def __init__(self, *, spec: bool = True, per_request: bool = True, k: int = 2, hold: int = 1,
-                 token_ids: bool = True, delay_s: float = 0.01, hostile: dict | None = None,
-                 script: dict | None = None, drip_s: float = 0.2, max_s: float = 20.0, dialect: str = "openai",
-                 held_back: tuple[int, ...] = (), miscount: int = 0):
+    def __init__(
+        self,
+        *,
+        spec: bool = True,
+        per_request: bool = True,
+        k: int = 2,
+        hold: int = 1,
+        token_ids: bool = True,
+        delay_s: float = 0.01,
+        hostile: dict | None = None,
+        script: dict | None = None,
+        drip_s: float = 0.2,
+        max_s: float = 20.0,
+        dialect: str = "openai",
+        held_back: tuple[int, ...] = (),
+        miscount: int = 0,
+    ):
         self.spec, self.per_request, self.k, self.hold = spec, per_request, k, hold
         self.dialect = dialect  # "openai" (vLLM-style) or "llamacpp" (llama-server's own /completions, /metrics)
         self.held_back = set(held_back)  # llamacpp: token positions (1-based) sent without a chunk of their own
@@ -82,34 +95,52 @@ class FakeState:
     def metrics_text(self) -> str:
         if self.dialect == "llamacpp":
             return self.llamacpp_metrics()
-        lines = ["# HELP vllm:num_requests_running Running requests.", "# TYPE vllm:num_requests_running gauge",
-                 f'vllm:num_requests_running{{engine="0",model_name="fake"}} {self.in_flight}.0']
+        lines = [
+            "# HELP vllm:num_requests_running Running requests.",
+            "# TYPE vllm:num_requests_running gauge",
+            f'vllm:num_requests_running{{engine="0",model_name="fake"}} {self.in_flight}.0',
+        ]
         if self.spec:
-            for name, value in (("num_drafts", self.drafts), ("num_draft_tokens", self.draft_tokens),
-                                ("num_accepted_tokens", self.accepted)):
-                lines += [f"# TYPE vllm:spec_decode_{name} counter",
-                          f'vllm:spec_decode_{name}_total{{engine="0",model_name="fake"}} {value}.0',
-                          f'vllm:spec_decode_{name}_created{{engine="0",model_name="fake"}} 1.7e9']
+            for name, value in (
+                ("num_drafts", self.drafts),
+                ("num_draft_tokens", self.draft_tokens),
+                ("num_accepted_tokens", self.accepted),
+            ):
+                lines += [
+                    f"# TYPE vllm:spec_decode_{name} counter",
+                    f'vllm:spec_decode_{name}_total{{engine="0",model_name="fake"}} {value}.0',
+                    f'vllm:spec_decode_{name}_created{{engine="0",model_name="fake"}} 1.7e9',
+                ]
             lines.append("# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter")
             for i, value in enumerate(self.per_pos):
-                lines.append(f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="fake",'
-                             f'position="{i}"}} {value}.0')
+                lines.append(
+                    f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",model_name="fake",'
+                    f'position="{i}"}} {value}.0'
+                )
         return "\n".join(lines) + "\n"
-
 
     def llamacpp_metrics(self) -> str:
         """llama-server's page (tools/server/server-task.cpp ``to_metrics``): ``llamacpp:`` counters, the
         per-position series only once a position was counted."""
         lines = []
-        for name, value in (("spec_decode_num_draft_tokens_total", self.draft_tokens + self.miscount * self.requests),
-                            ("spec_decode_num_accepted_tokens_total", self.accepted),
-                            ("spec_decode_num_drafts_total", self.drafts), ("n_decode_total", self.requests)):
-            lines += [f"# HELP llamacpp:{name} a counter", f"# TYPE llamacpp:{name} counter", f"llamacpp:{name} {value}"]
+        for name, value in (
+            ("spec_decode_num_draft_tokens_total", self.draft_tokens + self.miscount * self.requests),
+            ("spec_decode_num_accepted_tokens_total", self.accepted),
+            ("spec_decode_num_drafts_total", self.drafts),
+            ("n_decode_total", self.requests),
+        ):
+            lines += [
+                f"# HELP llamacpp:{name} a counter",
+                f"# TYPE llamacpp:{name} counter",
+                f"llamacpp:{name} {value}",
+            ]
         lines += ["# TYPE llamacpp:requests_processing gauge", f"llamacpp:requests_processing {self.in_flight}"]
         if self.spec and any(self.per_pos):
             lines.append("# TYPE llamacpp:spec_decode_num_accepted_tokens_per_pos_total counter")
-            lines += [f'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {v}'
-                      for i, v in enumerate(self.per_pos)]
+            lines += [
+                f'llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {v}'
+                for i, v in enumerate(self.per_pos)
+            ]
         return "\n".join(lines) + "\n"
 
 
@@ -138,29 +169,45 @@ def llamacpp_events(state: FakeState, body: dict):
         return f"data: {json.dumps(payload)}\n\n".encode()
 
     def timings(done: int, d: int, a: int) -> dict:
-        out = {"prompt_n": len(prompt), "prompt_ms": 4.0, "predicted_n": done, "predicted_ms": 2.0 * done,
-               "cache_n": 0}
+        out = {"prompt_n": len(prompt), "prompt_ms": 4.0, "predicted_n": done, "predicted_ms": 2.0 * done, "cache_n": 0}
         if d:
             out.update(draft_n=d, draft_n_accepted=a)
         return out
 
     events, done, d_total, a_total = [], 0, 0, 0
     sizes = [a + 1 for a in accepted] + [1] * (n - 1 - sum(a + 1 for a in accepted))
-    steps = [(0, 0, 1)] + [(drafted[j] if j < len(drafted) else 0, accepted[j] if j < len(accepted) else 0, size)
-                           for j, size in enumerate(sizes)]
+    steps = [(0, 0, 1)] + [
+        (drafted[j] if j < len(drafted) else 0, accepted[j] if j < len(accepted) else 0, size)
+        for j, size in enumerate(sizes)
+    ]
     for d, a, size in steps:
         d_total, a_total = d_total + d, a_total + a
         for _ in range(size):
             done += 1
             if done in state.held_back:
                 continue
-            chunk = {"index": 0, "content": f"<{tokens[done - 1]}>", "tokens": [tokens[done - 1]], "stop": False,
-                     "id_slot": 0, "tokens_predicted": done, "tokens_evaluated": len(prompt)}
+            chunk = {
+                "index": 0,
+                "content": f"<{tokens[done - 1]}>",
+                "tokens": [tokens[done - 1]],
+                "stop": False,
+                "id_slot": 0,
+                "tokens_predicted": done,
+                "tokens_evaluated": len(prompt),
+            }
             if body.get("timings_per_token"):
                 chunk["timings"] = timings(done, d_total, a_total)
             events.append((event(chunk), state.delay_s / 4))
-    final = {"index": 0, "content": "", "tokens": [], "stop": True, "stop_type": "limit", "tokens_predicted": n,
-             "tokens_evaluated": len(prompt), "timings": timings(n, d_total, a_total)}
+    final = {
+        "index": 0,
+        "content": "",
+        "tokens": [],
+        "stop": True,
+        "stop_type": "limit",
+        "tokens_predicted": n,
+        "tokens_evaluated": len(prompt),
+        "timings": timings(n, d_total, a_total),
+    }
     return events, event(final), accepted, drafted, tokens
 
 
@@ -184,19 +231,31 @@ def completion_events(state: FakeState, body: dict):
 
     events = [(piece(tokens[:1]), state.delay_s)]
     pos = 1
-    for size in ([a + 1 for a in accepted] if accepted else [1] * (n - 1)):
-        ids = tokens[pos:pos + size]
+    for size in [a + 1 for a in accepted] if accepted else [1] * (n - 1):
+        ids = tokens[pos : pos + size]
         pos += len(ids)
         events.append((piece(ids, "length" if pos >= n else None), state.delay_s / 4))
-    final = {"id": "cmpl-1", "object": "text_completion", "choices": [],
-             "usage": {"prompt_tokens": len(prompt), "completion_tokens": n, "total_tokens": len(prompt) + n}}
+    final = {
+        "id": "cmpl-1",
+        "object": "text_completion",
+        "choices": [],
+        "usage": {"prompt_tokens": len(prompt), "completion_tokens": n, "total_tokens": len(prompt) + n},
+    }
     if state.per_request:
-        final["metrics"] = {"time_to_first_token_ms": 5.0, "generation_time_ms": 20.0, "queue_time_ms": 1.0,
-                            "mean_itl_ms": 1.0, "tokens_per_second": 100.0}
+        final["metrics"] = {
+            "time_to_first_token_ms": 5.0,
+            "generation_time_ms": 20.0,
+            "queue_time_ms": 1.0,
+            "mean_itl_ms": 1.0,
+            "tokens_per_second": 100.0,
+        }
         if state.spec:
             final["metrics"]["speculative_decoding"] = {
-                "num_spec_tokens": state.k, "per_step_accepted": accepted,
-                "per_step_drafted": [state.k] * len(accepted), "num_spec_steps": len(accepted)}
+                "num_spec_tokens": state.k,
+                "per_step_accepted": accepted,
+                "per_step_drafted": [state.k] * len(accepted),
+                "num_spec_steps": len(accepted),
+            }
     return events, event(final), accepted
 
 
@@ -261,18 +320,30 @@ def make_handler(state: FakeState):
                     while self._alive(until):
                         time.sleep(0.05)
                 elif behaviour in ("wrong-json", "bad-chunk"):
-                    payload = "{not json" if behaviour == "wrong-json" else (
-                        json.dumps({"choices": [1]}) if stream else json.dumps({"data": [1]}))
+                    payload = (
+                        "{not json"
+                        if behaviour == "wrong-json"
+                        else (json.dumps({"choices": [1]}) if stream else json.dumps({"data": [1]}))
+                    )
                     self._headers(kind)
                     self.wfile.write((f"data: {payload}\n\n" if stream else payload).encode())
                 elif behaviour == "no-stream":
-                    self._send(200, json.dumps({"id": "cmpl-1", "object": "text_completion",
-                                                "choices": [{"index": 0, "text": "", "finish_reason": "length"}],
-                                                "usage": {"prompt_tokens": 3, "completion_tokens": 0}}))
+                    self._send(
+                        200,
+                        json.dumps(
+                            {
+                                "id": "cmpl-1",
+                                "object": "text_completion",
+                                "choices": [{"index": 0, "text": "", "finish_reason": "length"}],
+                                "usage": {"prompt_tokens": 3, "completion_tokens": 0},
+                            }
+                        ),
+                    )
                 elif behaviour == "endless":
                     self._headers(kind)
-                    filler = (b'data: {"choices": [{"text": "a", "token_ids": [11]}]}\n\n' if stream
-                              else b"[" + b"0," * 32767)
+                    filler = (
+                        b'data: {"choices": [{"text": "a", "token_ids": [11]}]}\n\n' if stream else b"[" + b"0," * 32767
+                    )
                     while self._alive(until):
                         self.wfile.write(filler)
                 elif behaviour == "drip":
@@ -281,12 +352,15 @@ def make_handler(state: FakeState):
                     for i in range(len(answer)):
                         if not self._alive(until):
                             break
-                        self.wfile.write(answer[i:i + 1])
+                        self.wfile.write(answer[i : i + 1])
                         self.wfile.flush()
                         time.sleep(state.drip_s)
                 elif behaviour == "reset":
-                    events = (llamacpp_events(state, body or {"n_predict": 8}) if path == "/completions"
-                              else completion_events(state, body or {"max_tokens": 8}))[0]
+                    events = (
+                        llamacpp_events(state, body or {"n_predict": 8})
+                        if path == "/completions"
+                        else completion_events(state, body or {"max_tokens": 8})
+                    )[0]
                     self._headers(kind)
                     for data, _ in events[:2]:
                         self.wfile.write(data)
@@ -317,10 +391,21 @@ def make_handler(state: FakeState):
             if path == "/health":
                 self._send(200, "")
             elif path == "/props" and state.dialect == "llamacpp":
-                self._send(200, json.dumps({"build_info": "b0-fake", "total_slots": state.hold, "model_path": "fake",
-                                            "model_ftype": "Q4_1",
-                                            "default_generation_settings": {"n_ctx": 4096, "params": {
-                                                "speculative.types": "draft-simple" if state.spec else "none"}}}))
+                self._send(
+                    200,
+                    json.dumps(
+                        {
+                            "build_info": "b0-fake",
+                            "total_slots": state.hold,
+                            "model_path": "fake",
+                            "model_ftype": "Q4_1",
+                            "default_generation_settings": {
+                                "n_ctx": 4096,
+                                "params": {"speculative.types": "draft-simple" if state.spec else "none"},
+                            },
+                        }
+                    ),
+                )
             elif path in ("/v1/models", "/metrics"):
                 kind = "application/json" if path == "/v1/models" else "text/plain; version=0.0.4"
                 self._send(200, self._answer_bytes(path, None).decode(), kind)
@@ -384,8 +469,18 @@ def make_handler(state: FakeState):
             if not body.get("stream"):
                 self._count(accepted, drafted)
                 finish()
-                self._send(200, json.dumps({"content": "", "tokens": tokens, "stop": True, "tokens_predicted":
-                                            len(tokens), "timings": {"predicted_n": len(tokens)}}))
+                self._send(
+                    200,
+                    json.dumps(
+                        {
+                            "content": "",
+                            "tokens": tokens,
+                            "stop": True,
+                            "tokens_predicted": len(tokens),
+                            "timings": {"predicted_n": len(tokens)},
+                        }
+                    ),
+                )
                 return
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -450,8 +545,13 @@ def main(argv: list[str]) -> None:
         signal.signal(signal.SIGTERM, on_term)
     child = None
     if os.environ.get("FAKE_SPAWN_CHILD"):
-        child = subprocess.Popen([sys.executable, "-c", "import signal, time\n"
-                                  "signal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(600)"])
+        child = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(600)",
+            ]
+        )
     if os.environ.get("FAKE_PID_FILE"):
         with open(os.environ["FAKE_PID_FILE"], "w") as f:
             json.dump({"pid": os.getpid(), "child": child.pid if child else None}, f)
@@ -459,8 +559,15 @@ def main(argv: list[str]) -> None:
         threading.Timer(float(os.environ["FAKE_EXIT_AFTER_S"]), lambda: os._exit(3)).start()
     if "--metrics" in argv:  # launched as llama-server: its speculation flags, its dialect
         spec = "--spec-type" in argv
-        gamma_flag = next((a for a in argv if a in ("--spec-draft-n-max", "--spec-ngram-mod-n-max")
-                           or (a.startswith("--spec-ngram-") and a.endswith("-size-m"))), None)
+        gamma_flag = next(
+            (
+                a
+                for a in argv
+                if a in ("--spec-draft-n-max", "--spec-ngram-mod-n-max")
+                or (a.startswith("--spec-ngram-") and a.endswith("-size-m"))
+            ),
+            None,
+        )
         k = int(argv[argv.index(gamma_flag) + 1]) if gamma_flag else 2
         dialect, path = "llamacpp", "/completions"
     else:

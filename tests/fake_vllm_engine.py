@@ -30,9 +30,12 @@ class FakeEngine:
         if not self.spec:
             return {"vllm:generation_tokens": 0}
         t = self.totals
-        return {"vllm:spec_decode_num_drafts": t["drafts"], "vllm:spec_decode_num_draft_tokens": t["draft_tokens"],
-                "vllm:spec_decode_num_accepted_tokens": t["accepted"],
-                "vllm:spec_decode_num_accepted_tokens_per_pos": list(t["per_pos"])}
+        return {
+            "vllm:spec_decode_num_drafts": t["drafts"],
+            "vllm:spec_decode_num_draft_tokens": t["draft_tokens"],
+            "vllm:spec_decode_num_accepted_tokens": t["accepted"],
+            "vllm:spec_decode_num_accepted_tokens_per_pos": list(t["per_pos"]),
+        }
 
     def generate(self, requests: list[dict], concurrency: int) -> list[dict]:
         self.calls += 1
@@ -64,10 +67,24 @@ class FakeEngine:
                 counts.append(got)
             spec = None
             if self.gamma:
-                spec = {"num_spec_steps": len(accepted_steps), "num_draft_tokens": sum(drafted_steps),
-                        "num_accepted_draft_tokens": sum(accepted_steps), "num_spec_tokens": self.gamma,
-                        "per_step_accepted": accepted_steps, "per_step_drafted": drafted_steps}
+                spec = {
+                    "num_spec_steps": len(accepted_steps),
+                    "num_draft_tokens": sum(drafted_steps),
+                    "num_accepted_draft_tokens": sum(accepted_steps),
+                    "num_spec_tokens": self.gamma,
+                    "per_step_accepted": accepted_steps,
+                    "per_step_drafted": drafted_steps,
+                }
             arrival = float(r.get("arrival_s") or 0.0)
-            outputs.append({"token_ids": tokens, "finish_reason": "length", "spec": spec, "submit_s": arrival,
-                            "arrival_s": arrival, "token_times_s": times, "token_counts": counts})
+            outputs.append(
+                {
+                    "token_ids": tokens,
+                    "finish_reason": "length",
+                    "spec": spec,
+                    "submit_s": arrival,
+                    "arrival_s": arrival,
+                    "token_times_s": times,
+                    "token_counts": counts,
+                }
+            )
         return outputs

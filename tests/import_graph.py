@@ -52,7 +52,7 @@ def module_level_graph() -> dict[str, set[str]]:
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
                 continue
-            for inner in ([node] if not isinstance(node, (ast.Try, ast.If)) else ast.walk(node)):
+            for inner in [node] if not isinstance(node, (ast.Try, ast.If)) else ast.walk(node):
                 edges |= _targets(inner, modules, name)
         # a submodule's import runs its package's __init__ first
         graph[name] = edges
@@ -69,7 +69,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state:
                 cycle = visit(nxt)
                 if cycle:
@@ -94,9 +94,12 @@ def function_level_imports() -> list[tuple[str, int, str, str]]:
         source = path.read_text()
         lines = source.splitlines()
         tree = ast.parse(source)
-        typing_only = {id(n) for block in ast.walk(tree)
-                       if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
-                       for n in ast.walk(block)}  # imports for type checkers only: never run
+        typing_only = {
+            id(n)
+            for block in ast.walk(tree)
+            if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+            for n in ast.walk(block)
+        }  # imports for type checkers only: never run
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)) and node.col_offset > 0 and id(node) not in typing_only:
                 target = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
@@ -104,7 +107,9 @@ def function_level_imports() -> list[tuple[str, int, str, str]]:
     return out
 
 
-def heavy_modules(graph: dict[str, set[str]], heavy_external=("torch", "transformers", "matplotlib", "vllm")) -> set[str]:
+def heavy_modules(
+    graph: dict[str, set[str]], heavy_external=("torch", "transformers", "matplotlib", "vllm")
+) -> set[str]:
     """specbench modules whose module-level imports reach one of ``heavy_external``."""
     direct = set()
     for name, path in module_files().items():

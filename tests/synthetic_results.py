@@ -78,12 +78,18 @@ def _prompt_alpha(drafter: SyntheticDrafter, rng: np.random.Generator) -> float:
     if drafter.alpha_spread <= 0 or drafter.alpha in (0.0, 1.0):
         return drafter.alpha
     a = drafter.alpha
-    concentration = max(a * (1 - a) / drafter.alpha_spread ** 2 - 1, 1e-3)
+    concentration = max(a * (1 - a) / drafter.alpha_spread**2 - 1, 1e-3)
     return float(rng.beta(a * concentration, (1 - a) * concentration))
 
 
-def _generate(drafter: SyntheticDrafter | None, gamma: int, alpha: float, max_new_tokens: int, costs: SyntheticCosts,
-              rng: np.random.Generator) -> dict:
+def _generate(
+    drafter: SyntheticDrafter | None,
+    gamma: int,
+    alpha: float,
+    max_new_tokens: int,
+    costs: SyntheticCosts,
+    rng: np.random.Generator,
+) -> dict:
     """Rounds of one generation: per-round lists and their timings."""
     r = {k: [] for k in ("drafted", "depth", "accepted", "steps", "draft_s", "verify_s", "overhead_s")}
     tokens = 1  # the prefill's token
@@ -114,9 +120,24 @@ def _generate(drafter: SyntheticDrafter | None, gamma: int, alpha: float, max_ne
     return r
 
 
-def _record(*, drafter: SyntheticDrafter | None, gamma: int, rounds: dict, prompt: int, turn: int, repeat: int,
-            output_ids: list[int], target: str, workload: str, category: str, temperature: float, sweep: str,
-            prefill_s: float, prompt_tokens: int, seed: int) -> dict:
+def _record(
+    *,
+    drafter: SyntheticDrafter | None,
+    gamma: int,
+    rounds: dict,
+    prompt: int,
+    turn: int,
+    repeat: int,
+    output_ids: list[int],
+    target: str,
+    workload: str,
+    category: str,
+    temperature: float,
+    sweep: str,
+    prefill_s: float,
+    prompt_tokens: int,
+    seed: int,
+) -> dict:
     accepted = np.asarray(rounds["accepted"], dtype=np.int64)
     depth = np.asarray(rounds["depth"], dtype=np.int64)
     n_rounds = len(accepted)
@@ -128,39 +149,89 @@ def _record(*, drafter: SyntheticDrafter | None, gamma: int, rounds: dict, promp
     name = "none" if drafter is None else drafter.name
     params = {} if drafter is None else drafter.params
     tree = "chain" if drafter is None else drafter.tree
-    config = dict(target=target, drafter=name, params=params, tree=tree, gamma=gamma, temperature=temperature,
-                  workload=workload, prompt=prompt, turn=turn, repeat=repeat)
+    config = dict(
+        target=target,
+        drafter=name,
+        params=params,
+        tree=tree,
+        gamma=gamma,
+        temperature=temperature,
+        workload=workload,
+        prompt=prompt,
+        turn=turn,
+        repeat=repeat,
+    )
     return {
         "unit_id": hashlib.sha1(json.dumps(config, sort_keys=True).encode()).hexdigest()[:16],
-        "sweep": sweep, "mode": "live", "target": target, "drafter": name,
+        "sweep": sweep,
+        "mode": "live",
+        "target": target,
+        "drafter": name,
         "drafter_params": json.dumps(params, sort_keys=True),
         "drafter_label": "none" if drafter is None else drafter.label,
-        "tree": tree, "tree_nodes": gamma * (1 if drafter is None else drafter.nodes_per_depth), "gamma": gamma,
-        "temperature": temperature, "top_p": 1.0, "top_k": 0, "workload": workload, "prompt_id": f"q{prompt:03d}",
-        "category": category, "turn": turn, "repeat": repeat, "seed": seed, "device": "cpu", "dtype": "fp32",
-        "prompt_tokens": prompt_tokens, "new_tokens": decode_tokens + 1, "decode_tokens": decode_tokens,
-        "rounds": n_rounds, "drafted": drafted, "accepted": int(accepted.sum()),
+        "tree": tree,
+        "tree_nodes": gamma * (1 if drafter is None else drafter.nodes_per_depth),
+        "gamma": gamma,
+        "temperature": temperature,
+        "top_p": 1.0,
+        "top_k": 0,
+        "workload": workload,
+        "prompt_id": f"q{prompt:03d}",
+        "category": category,
+        "turn": turn,
+        "repeat": repeat,
+        "seed": seed,
+        "device": "cpu",
+        "dtype": "fp32",
+        "prompt_tokens": prompt_tokens,
+        "new_tokens": decode_tokens + 1,
+        "decode_tokens": decode_tokens,
+        "rounds": n_rounds,
+        "drafted": drafted,
+        "accepted": int(accepted.sum()),
         "draft_steps": int(np.sum(rounds["steps"])),
         "alpha": float(accepted.sum() / drafted) if drafted else float("nan"),
         "tau": decode_tokens / n_rounds if n_rounds else float("nan"),
         "accept_hist": np.bincount(accepted, minlength=gamma + 1)[: gamma + 1].tolist(),
         "pos_attempts": ((depth[:, None] > pos) & (accepted[:, None] >= pos)).sum(0).tolist(),
         "pos_accepts": (accepted[:, None] > pos).sum(0).tolist(),
-        "round_drafted": list(map(int, rounds["drafted"])), "round_depth": depth.tolist(),
-        "round_accepted": accepted.tolist(), "round_draft_steps": list(map(int, rounds["steps"])),
-        "round_draft_s": list(map(float, rounds["draft_s"])), "round_verify_s": list(map(float, rounds["verify_s"])),
-        "prefill_s": prefill_s, "decode_s": decode_s, "draft_s": draft_s, "verify_s": verify_s,
-        "overhead_s": overhead_s, "tokens_per_s": decode_tokens / decode_s if decode_s > 0 else float("nan"),
-        "peak_memory_bytes": 1 << 28, "memory_kind": "cpu_max_rss", "stop_reason": "length",
+        "round_drafted": list(map(int, rounds["drafted"])),
+        "round_depth": depth.tolist(),
+        "round_accepted": accepted.tolist(),
+        "round_draft_steps": list(map(int, rounds["steps"])),
+        "round_draft_s": list(map(float, rounds["draft_s"])),
+        "round_verify_s": list(map(float, rounds["verify_s"])),
+        "prefill_s": prefill_s,
+        "decode_s": decode_s,
+        "draft_s": draft_s,
+        "verify_s": verify_s,
+        "overhead_s": overhead_s,
+        "tokens_per_s": decode_tokens / decode_s if decode_s > 0 else float("nan"),
+        "peak_memory_bytes": 1 << 28,
+        "memory_kind": "cpu_max_rss",
+        "stop_reason": "length",
         "output_sha1": hashlib.sha1(np.asarray(output_ids, dtype=np.int64).tobytes()).hexdigest(),
-        "output_ids": list(output_ids), "timestamp": "2026-01-01T00:00:00+00:00",
+        "output_ids": list(output_ids),
+        "timestamp": "2026-01-01T00:00:00+00:00",
     }
 
 
-def make_records(drafters: list[SyntheticDrafter], *, costs: SyntheticCosts | None = None, n_prompts: int = 20,
-                 max_new_tokens: int = 64, workload: str = "mt-bench", categories=MT_BENCH_CATEGORIES,
-                 target: str = "synthetic-target", temperature: float = 0.0, turns: int = 1, repeats: int = 1,
-                 baseline: bool = True, seed: int = 0, sweep: str = "synthetic") -> list[dict]:
+def make_records(
+    drafters: list[SyntheticDrafter],
+    *,
+    costs: SyntheticCosts | None = None,
+    n_prompts: int = 20,
+    max_new_tokens: int = 64,
+    workload: str = "mt-bench",
+    categories=MT_BENCH_CATEGORIES,
+    target: str = "synthetic-target",
+    temperature: float = 0.0,
+    turns: int = 1,
+    repeats: int = 1,
+    baseline: bool = True,
+    seed: int = 0,
+    sweep: str = "synthetic",
+) -> list[dict]:
     """Records of a synthetic sweep: each drafter at each of its γ, plus the γ = 0 baseline, on
     every prompt × turn × repeat."""
     costs = costs or SyntheticCosts()
@@ -174,14 +245,29 @@ def make_records(drafters: list[SyntheticDrafter], *, costs: SyntheticCosts | No
             for repeat in range(repeats):
                 output_ids = rng.integers(0, 1000, size=max_new_tokens).tolist()
                 configs = ([(None, 0, 0.0)] if baseline else []) + [
-                    (d, g, a) for d, a in zip(drafters, alphas) for g in d.gammas]
+                    (d, g, a) for d, a in zip(drafters, alphas) for g in d.gammas
+                ]
                 for drafter, gamma, alpha in configs:
                     rounds = _generate(drafter, gamma, alpha, max_new_tokens, costs, rng)
-                    records.append(_record(
-                        drafter=drafter, gamma=gamma, rounds=rounds, prompt=prompt, turn=turn, repeat=repeat,
-                        output_ids=output_ids, target=target, workload=workload, category=category,
-                        temperature=temperature, sweep=sweep, prompt_tokens=prompt_tokens, seed=seed,
-                        prefill_s=costs.prefill_s * float(_noise(rng, costs.noise))))
+                    records.append(
+                        _record(
+                            drafter=drafter,
+                            gamma=gamma,
+                            rounds=rounds,
+                            prompt=prompt,
+                            turn=turn,
+                            repeat=repeat,
+                            output_ids=output_ids,
+                            target=target,
+                            workload=workload,
+                            category=category,
+                            temperature=temperature,
+                            sweep=sweep,
+                            prompt_tokens=prompt_tokens,
+                            seed=seed,
+                            prefill_s=costs.prefill_s * float(_noise(rng, costs.noise)),
+                        )
+                    )
     return records
 
 
@@ -205,23 +291,38 @@ def write_synthetic_results(folder: str | Path, drafters: list[SyntheticDrafter]
     """`make_records` + `write_results`: a complete synthetic results folder."""
     drafters = drafters if drafters is not None else [SyntheticDrafter()]
     records = make_records(drafters, **kwargs)
-    info = {"sweep": kwargs.get("sweep", "synthetic"), "synthetic": True,
-            "spec": {"max_new_tokens": kwargs.get("max_new_tokens", 64),
-                     "drafters": [{"name": d.name, "params": d.params, "gammas": list(d.gammas)} for d in drafters]}}
+    info = {
+        "sweep": kwargs.get("sweep", "synthetic"),
+        "synthetic": True,
+        "spec": {
+            "max_new_tokens": kwargs.get("max_new_tokens", 64),
+            "drafters": [{"name": d.name, "params": d.params, "gammas": list(d.gammas)} for d in drafters],
+        },
+    }
     return write_results(folder, records, info)
 
 
-def make_context_bin_records(bins: dict[str, tuple[int, list[SyntheticDrafter]]], *, n_prompts: int = 8,
-                             workload: str = "long-context", seed: int = 0, **kwargs) -> list[dict]:
+def make_context_bin_records(
+    bins: dict[str, tuple[int, list[SyntheticDrafter]]],
+    *,
+    n_prompts: int = 8,
+    workload: str = "long-context",
+    seed: int = 0,
+    **kwargs,
+) -> list[dict]:
     """Records of a long-context sweep: per bin label, (prompt tokens, the drafters with their true α
     in that bin). The same prompts appear in every bin (ids ``<workload>/<bin>/q<n>``), as the
     long-context workload asks the same (document, task) pairs at every length."""
     records = []
     for i, (label, (tokens, drafters)) in enumerate(bins.items()):
-        for record in make_records(drafters, n_prompts=n_prompts, workload=workload, categories=("stdlib/summarise",),
-                                   seed=seed + i, **kwargs):
-            record.update(prompt_id=f"{workload}/{label}/{record['prompt_id']}", context_bin=label,
-                          prompt_tokens=tokens - int(record["prompt_tokens"]) % 50,
-                          unit_id=hashlib.sha1(f"{record['unit_id']}:{label}".encode()).hexdigest()[:16])
+        for record in make_records(
+            drafters, n_prompts=n_prompts, workload=workload, categories=("stdlib/summarise",), seed=seed + i, **kwargs
+        ):
+            record.update(
+                prompt_id=f"{workload}/{label}/{record['prompt_id']}",
+                context_bin=label,
+                prompt_tokens=tokens - int(record["prompt_tokens"]) % 50,
+                unit_id=hashlib.sha1(f"{record['unit_id']}:{label}".encode()).hexdigest()[:16],
+            )
             records.append(record)
     return records

@@ -15,15 +15,15 @@ import pytest
 from scipy import stats
 from typer.testing import CliRunner
 
-from specbench.analysis.verdicts.decision import _decide
-from specbench.cli import app
 from specbench.analysis.options import Option
 from specbench.analysis.recommendation.recommend import recommend
+from specbench.analysis.simulation import TRUTHS, error_table
 from specbench.analysis.statistics.sequential import FIXED, LookPlan, VerdictRule, pocock_constant
 from specbench.analysis.statistics.speedup_interval import speedup_interval
-from specbench.analysis.verdicts.verdict import NO, UNSURE, YES
+from specbench.analysis.verdicts.decision import _decide
 from specbench.analysis.verdicts.stopping import DECIDED, OPEN, look_outcome
-from specbench.analysis.simulation import TRUTHS, error_table
+from specbench.analysis.verdicts.verdict import NO, UNSURE, YES
+from specbench.cli import app
 from specbench.errors import SpecbenchError
 from specbench.measure.spec.adaptive import AdaptivePlan, parse_adaptive, parse_budget
 from specbench.records.adaptive_history import read_history

@@ -6,17 +6,28 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import grimp
 import pytest
+import tomllib
 
 from tests.import_graph import ROOT, find_cycle, function_level_imports, module_level_graph
 
 LINT = shutil.which("lint-imports") or str(Path(sys.executable).with_name("lint-imports"))
-LAZY_ALLOWED = ("torch", "transformers", "matplotlib", "vllm", "triton", "datasets", "tokenizers", "accelerate",
-                "sglang", "ray", "pynvml")
+LAZY_ALLOWED = (
+    "torch",
+    "transformers",
+    "matplotlib",
+    "vllm",
+    "triton",
+    "datasets",
+    "tokenizers",
+    "accelerate",
+    "sglang",
+    "ray",
+    "pynvml",
+)
 
 
 def _lint(*args: str) -> subprocess.CompletedProcess:
@@ -32,18 +43,23 @@ def test_import_linter_contracts_hold():
 def _lint_broken(tmp_path, roots: list[str], name: str, source: str, forbidden: str) -> subprocess.CompletedProcess:
     """`lint-imports` on one forbidden contract that the code breaks on purpose."""
     config = tmp_path / "broken.toml"
-    config.write_text(f'[tool.importlinter]\nroot_packages = {roots!r}\n\n'.replace("'", '"')
-                      + f'[[tool.importlinter.contracts]]\nname = "{name} (false on purpose)"\ntype = "forbidden"\n'
-                      f'source_modules = ["{source}"]\nforbidden_modules = ["{forbidden}"]\n')
+    config.write_text(
+        f"[tool.importlinter]\nroot_packages = {roots!r}\n\n".replace("'", '"')
+        + f'[[tool.importlinter.contracts]]\nname = "{name} (false on purpose)"\ntype = "forbidden"\n'
+        f'source_modules = ["{source}"]\nforbidden_modules = ["{forbidden}"]\n'
+    )
     return _lint("--config", str(config))
 
 
-@pytest.mark.parametrize("roots, source, forbidden", [
-    (["specbench"], "specbench.measure", "specbench.records"),  # measure writes records
-    (["specbench", "specbench_kernels"], "specbench.engine", "specbench_kernels"),  # the walls see the kernels
-    (["specbench"], "specbench.measure.execution", "specbench.measure.spec"),  # the runner runs the spec
-    (["specbench"], "specbench.analysis.recommendation", "specbench.analysis.verdicts"),  # it reads verdicts
-])
+@pytest.mark.parametrize(
+    "roots, source, forbidden",
+    [
+        (["specbench"], "specbench.measure", "specbench.records"),  # measure writes records
+        (["specbench", "specbench_kernels"], "specbench.engine", "specbench_kernels"),  # the walls see the kernels
+        (["specbench"], "specbench.measure.execution", "specbench.measure.spec"),  # the runner runs the spec
+        (["specbench"], "specbench.analysis.recommendation", "specbench.analysis.verdicts"),  # it reads verdicts
+    ],
+)
 def test_a_broken_contract_fails(tmp_path, roots, source, forbidden):
     """The check can fail: a contract forbidding an import the code makes is reported broken."""
     result = _lint_broken(tmp_path, roots, f"{source} may not import {forbidden}", source, forbidden)
@@ -54,8 +70,11 @@ def test_a_broken_contract_fails(tmp_path, roots, source, forbidden):
 def test_kernels_import_only_torch_triton_and_the_standard_library():
     """What contract 'kernels import nothing but torch and triton' cannot list: every outside import."""
     graph = grimp.build_graph("specbench", "specbench_kernels", include_external_packages=True)
-    imported = {target.split(".")[0] for module in graph.find_children("specbench_kernels") | {"specbench_kernels"}
-                for target in graph.find_modules_directly_imported_by(module)}
+    imported = {
+        target.split(".")[0]
+        for module in graph.find_children("specbench_kernels") | {"specbench_kernels"}
+        for target in graph.find_modules_directly_imported_by(module)
+    }
     outside = imported - {"specbench_kernels", "torch", "triton"} - set(sys.stdlib_module_names) - {"__future__"}
     assert not outside, f"kernels import {sorted(outside)}"
     assert graph.find_modules_that_directly_import("specbench_kernels.tree_attention")  # the graph sees importers
@@ -71,8 +90,18 @@ def test_find_cycle_finds_one():
 
 
 def test_every_package_says_what_it_owns():
-    for package in ("cli", "measure", "backends", "engine", "models", "records", "analysis", "figures", "profile",
-                    "training"):
+    for package in (
+        "cli",
+        "measure",
+        "backends",
+        "engine",
+        "models",
+        "records",
+        "analysis",
+        "figures",
+        "profile",
+        "training",
+    ):
         init = ROOT / "specbench" / package / "__init__.py"
         assert init.exists(), package
         assert len(init.read_text().strip()) > 80, f"specbench/{package}/__init__.py needs its docstring"
@@ -94,10 +123,12 @@ def test_imports_inside_functions_are_lazy_heavy_imports_with_a_reason():
 
 @pytest.mark.parametrize("package", ["specbench.analysis", "specbench.figures", "specbench.records"])
 def test_result_readers_do_not_load_torch(package):
-    code = (f"import importlib, pkgutil, sys, {package} as p\n"
-            "for m in pkgutil.walk_packages(p.__path__, p.__name__ + '.'):\n"
-            "    importlib.import_module(m.name)\n"
-            "print('torch' in sys.modules)")
+    code = (
+        f"import importlib, pkgutil, sys, {package} as p\n"
+        "for m in pkgutil.walk_packages(p.__path__, p.__name__ + '.'):\n"
+        "    importlib.import_module(m.name)\n"
+        "print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "False"
@@ -109,8 +140,11 @@ def test_measure_contract_forbids_every_backend_module_but_the_seam():
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
     contract = next(c for c in config if c["name"].startswith("Measure reaches backends only"))
     modules = {f"specbench.backends.{p.stem}" for p in (ROOT / "specbench" / "backends").glob("*.py")}
-    assert set(contract["forbidden_modules"]) == modules - {"specbench.backends.__init__", "specbench.backends.base",
-                                                            "specbench.backends.registry"}
+    assert set(contract["forbidden_modules"]) == modules - {
+        "specbench.backends.__init__",
+        "specbench.backends.base",
+        "specbench.backends.registry",
+    }
 
 
 def shadowed_packages(root: Path, owners: dict[str, list[str]]) -> dict[str, list[str]]:
@@ -119,8 +153,11 @@ def shadowed_packages(root: Path, owners: dict[str, list[str]]) -> dict[str, lis
     pytest and ``python -m`` put the checkout first on ``sys.path``, so such a folder is imported in
     place of that distribution's package by everything that imports it (transformers imports PyPI's
     ``kernels``)."""
-    return {folder.name: others for folder in sorted(root.iterdir())
-            if folder.is_dir() and (others := [d for d in owners.get(folder.name, []) if d != "specbench"])}
+    return {
+        folder.name: others
+        for folder in sorted(root.iterdir())
+        if folder.is_dir() and (others := [d for d in owners.get(folder.name, []) if d != "specbench"])
+    }
 
 
 def test_no_folder_of_the_checkout_shadows_an_installed_package():

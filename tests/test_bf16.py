@@ -10,17 +10,28 @@ from __future__ import annotations
 import pytest
 import torch
 
+from specbench.engine.cpu_info import onednn_16bit
 from specbench.engine.decoder import NativeDecoder, TreeLayout
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.verify import verify_greedy, verify_greedy_rows
-from specbench.engine.cpu_info import onednn_16bit
-from specbench.engine.weight_layout import (LAYOUTS, MIXED, candidate_layouts, cpu_layout_for, default_layout,
-                                            is_column_major, prefer_column_major, single_row_weight)
+from specbench.engine.weight_layout import (
+    LAYOUTS,
+    MIXED,
+    candidate_layouts,
+    cpu_layout_for,
+    default_layout,
+    is_column_major,
+    prefer_column_major,
+    single_row_weight,
+)
 
 NEW_TOKENS = 48
-PROMPTS = ["Speculative decoding keeps the output distribution.", "def merge_sort(xs):\n    if len(xs) <= 1:",
-           "One two three, one two three, one two"]
+PROMPTS = [
+    "Speculative decoding keeps the output distribution.",
+    "def merge_sort(xs):\n    if len(xs) <= 1:",
+    "One two three, one two three, one two",
+]
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -47,7 +58,9 @@ def test_weight_layout_follows_the_dtype():
 
     model = load_model("tiny-random-llama").model
     decoder = NativeDecoder(model)
-    assert decoder.cpu_layout == default_layout(torch.float32) == MIXED and decoder.layout == cpu_layout_for(torch.float32)
+    assert decoder.cpu_layout == default_layout(torch.float32) == MIXED and decoder.layout == cpu_layout_for(
+        torch.float32
+    )
     head = model.get_output_embeddings()
     assert is_column_major(head.weight)
     assert all(m.weight.is_contiguous() for m in _linears(model) if m is not head)
@@ -71,7 +84,7 @@ def _decode_then_verify(model, prompt: torch.Tensor, tokens: torch.Tensor, layou
     decoder.reset(1, prompt.shape[1] + tokens.shape[1] + 8)
     decoder.forward(prompt, logits="last")
     start = decoder.length
-    singles = [decoder.forward(tokens[:, i:i + 1]) for i in range(tokens.shape[1])]
+    singles = [decoder.forward(tokens[:, i : i + 1]) for i in range(tokens.shape[1])]
     decoder.truncate(start)
     together = decoder.forward(tokens)
     return decoder, start, together, singles
@@ -113,8 +126,10 @@ def _rows_exact(model, layout, seeds=(0, 1, 2)) -> bool:
         gen = torch.Generator().manual_seed(seed)
         prompt, tokens = torch.randint(4, vocab, (1, 20), generator=gen), torch.randint(4, vocab, (1, 8), generator=gen)
         _, _, together, singles = _decode_then_verify(model, prompt, tokens, layout)
-        if not (torch.equal(together.hidden, torch.cat([s.hidden for s in singles], 1))
-                and torch.equal(together.logits, torch.cat([s.logits for s in singles], 1))):
+        if not (
+            torch.equal(together.hidden, torch.cat([s.hidden for s in singles], 1))
+            and torch.equal(together.logits, torch.cat([s.logits for s in singles], 1))
+        ):
             return False
     return True
 
@@ -168,8 +183,16 @@ def _drafter(name: str, target):
     return make_drafter(name, target)
 
 
-@pytest.mark.parametrize("name,tree,gamma", [("ngram", "chain", 4), ("draft-model", "chain", 3),
-                                             ("eagle", "chain", 3), ("eagle", "2x2", 2), ("ngram", "3x2x1", 3)])
+@pytest.mark.parametrize(
+    "name,tree,gamma",
+    [
+        ("ngram", "chain", 4),
+        ("draft-model", "chain", 3),
+        ("eagle", "chain", 3),
+        ("eagle", "2x2", 2),
+        ("ngram", "3x2x1", 3),
+    ],
+)
 def test_bf16_speculative_greedy_equals_bf16_target_only(tiny16, name, tree, gamma):
     drafter = _drafter(name, tiny16)
     base = SpeculativeEngine(tiny16, None, gamma=0)

@@ -64,8 +64,8 @@ def _normalised(where: str) -> str:
 
 
 def _workload_keys(monkeypatch) -> set[str]:
-    from specbench.workloads import spec_reader
     from specbench.workloads import spec as workload_spec
+    from specbench.workloads import spec_reader
 
     seen: set[str] = set()
     real = spec_reader.Reader.__init__

@@ -99,7 +99,9 @@ def test_every_kind_is_an_entry_with_its_facts_and_only_served_kinds_lack_a_clas
     for name in every:
         kind = catalogue.get(name)
         assert isinstance(kind, DrafterKind) and kind.summary
-        assert kind.buildable or kind.vllm_method or kind.sglang_algorithm or kind.llamacpp_type, f"{name}: no one runs it"
+        assert kind.buildable or kind.vllm_method or kind.sglang_algorithm or kind.llamacpp_type, (
+            f"{name}: no one runs it"
+        )
     assert catalogue.replayable() == ["ngram", "draft-model"]
     assert catalogue.nestable() == ["draft-model", "eagle", "eagle3"]
     assert catalogue.names(trained=True) == registry.names(trained=True)

@@ -9,13 +9,23 @@ import pytest
 from tests.cli_helpers import assert_user_error, invoke
 
 
-
-
-
-
 def test_run_json_reports_consistent_metrics():
-    result = invoke("run", "--target", "tiny-random-llama", "--drafter-model", "tiny-random-llama-draft",
-                    "--gamma", "3", "--prompt", "hello there", "-n", "40", "--ignore-eos", "--baseline", "--json")
+    result = invoke(
+        "run",
+        "--target",
+        "tiny-random-llama",
+        "--drafter-model",
+        "tiny-random-llama-draft",
+        "--gamma",
+        "3",
+        "--prompt",
+        "hello there",
+        "-n",
+        "40",
+        "--ignore-eos",
+        "--baseline",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     m = report["metrics"]
@@ -35,17 +45,20 @@ def test_run_table_output_on_the_real_model():
         assert label in result.stdout
 
 
-@pytest.mark.parametrize("args,needles", [
-    (["--gamma", "-1"], ["--gamma", "from 0 to 128"]),
-    (["--drafter", "ngramm"], ["unknown drafter 'ngramm'", "did you mean 'ngram'"]),
-    (["--drafter", "none", "--gamma", "2", "--target", "no/such-model-folder-here"], ["no/such-model-folder-here"]),
-    (["--target", "./missing-model-dir"], ["./missing-model-dir"]),
-    (["--prompt", "   "], ["empty prompt"]),
-    (["--drafter", "ngram", "--drafter-param", "n_max"], ["KEY=VALUE"]),
-    (["--drafter", "ngram", "--drafter-param", "nmax=3"], ["no parameter 'nmax'", "n_max"]),
-    (["--temperature", "0.5", "--top-p", "1.5"], ["top-p"]),
-    (["--no-such-flag"], ["--no-such-flag"]),
-])
+@pytest.mark.parametrize(
+    "args,needles",
+    [
+        (["--gamma", "-1"], ["--gamma", "from 0 to 128"]),
+        (["--drafter", "ngramm"], ["unknown drafter 'ngramm'", "did you mean 'ngram'"]),
+        (["--drafter", "none", "--gamma", "2", "--target", "no/such-model-folder-here"], ["no/such-model-folder-here"]),
+        (["--target", "./missing-model-dir"], ["./missing-model-dir"]),
+        (["--prompt", "   "], ["empty prompt"]),
+        (["--drafter", "ngram", "--drafter-param", "n_max"], ["KEY=VALUE"]),
+        (["--drafter", "ngram", "--drafter-param", "nmax=3"], ["no parameter 'nmax'", "n_max"]),
+        (["--temperature", "0.5", "--top-p", "1.5"], ["top-p"]),
+        (["--no-such-flag"], ["--no-such-flag"]),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(args, needles):
     base = ["run", "--target", "tiny-random-llama", "--prompt", "hi", "-n", "4"]
     if "--prompt" in args:
@@ -54,8 +67,9 @@ def test_bad_input_is_one_line_exit_2(args, needles):
 
 
 def test_mismatched_tokenizers_name_both_models():
-    result = invoke("run", "--target", "tiny-random-llama", "--drafter-model", "smollm2-135m", "--prompt", "hi",
-                    "-n", "4")
+    result = invoke(
+        "run", "--target", "tiny-random-llama", "--drafter-model", "smollm2-135m", "--prompt", "hi", "-n", "4"
+    )
     assert_user_error(result, "smollm2-135m", "tiny-random-llama", "vocabulary")
 
 

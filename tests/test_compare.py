@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specbench.cli.exit_codes import BAD_INPUT, INCONCLUSIVE_CODE, OK, REGRESSED_CODE
-from tests.cli_helpers import TINY_SWEEP, invoke, jsonl_workload, write_sweep_yaml
 from specbench.records.store import ResultsStore
+from tests.cli_helpers import TINY_SWEEP, invoke, jsonl_workload, write_sweep_yaml
 from tests.synthetic_results import SyntheticDrafter, make_records, records_frame
 
 DRAFTER = SyntheticDrafter(alpha=0.7, gammas=(3,), draft_step_s=0.002)

@@ -38,10 +38,10 @@ from specbench.backends.vllm_config import speculative_config
 from specbench.engine.schedule import ScheduleSpec, batch_size_schedule, make_schedule
 from specbench.errors import SpecbenchError
 from specbench.measure.execution.confirm import ConfirmSettings, draw_fresh, fresh_prompts, plan_confirmation
-from specbench.workloads.prompt import Prompt
 from specbench.measure.spec.sweep import DrafterConfig, RunConfig
-from specbench.workloads.catalog import load_workload
 from specbench.records.store import load_records
+from specbench.workloads.catalog import load_workload
+from specbench.workloads.prompt import Prompt
 from tests.cli_helpers import assert_user_error, invoke
 from tests.confirm_helpers import decided_results
 from tests.synthetic_results import SyntheticCosts, SyntheticDrafter, make_records, records_frame

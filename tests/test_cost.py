@@ -6,10 +6,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specbench.analysis.cost.round_cost import (CostModel, DraftFit, MeasuredCost, VerifyFit, cost_stats, fit_costs, fit_group_costs,
-                            fit_verify, predict_curve, round_s)
-from specbench.errors import SpecbenchError
+from specbench.analysis.cost.round_cost import (
+    CostModel,
+    DraftFit,
+    MeasuredCost,
+    VerifyFit,
+    cost_stats,
+    fit_costs,
+    fit_group_costs,
+    fit_verify,
+    predict_curve,
+    round_s,
+)
 from specbench.analysis.fit import AcceptanceModel, expected_tokens, improvement_factor
+from specbench.errors import SpecbenchError
 from specbench.records.rounds import prompt_clusters
 from specbench.records.summary import is_baseline
 from tests.synthetic_results import SyntheticCosts, SyntheticDrafter, make_records, records_frame
@@ -25,8 +35,9 @@ def _group_fit(drafter: SyntheticDrafter, costs: SyntheticCosts, **kwargs):
 
 def test_linear_verify_draft_step_and_c_recovered():
     costs = SyntheticCosts(verify_a_s=0.020, verify_b_s=0.0015, overhead_s=0.0004, noise=0.05)
-    _, _, fit = _group_fit(SyntheticDrafter(alpha=0.7, gammas=(1, 2, 4, 6), draft_step_s=0.003), costs,
-                           n_prompts=10, seed=1)
+    _, _, fit = _group_fit(
+        SyntheticDrafter(alpha=0.7, gammas=(1, 2, 4, 6), draft_step_s=0.003), costs, n_prompts=10, seed=1
+    )
     verify = fit.cost.verify
     assert verify.kind == "linear"  # no knee invented in linear data
     assert verify.a == pytest.approx(0.020, rel=0.03) and verify.b == pytest.approx(0.0015, rel=0.05)
@@ -52,7 +63,7 @@ def test_knee_search_on_exact_aggregates():
     truth = 0.01 + 0.001 * x + 0.01 * np.maximum(x - 4, 0)
     n = np.full(7, 50.0)
     noise_ss = 50 * 1e-8  # a little within-size spread
-    totals = np.stack([n, n * truth, n * truth ** 2 + noise_ss], axis=-1)
+    totals = np.stack([n, n * truth, n * truth**2 + noise_ss], axis=-1)
     fit, _ = fit_verify(x, totals)
     assert (fit.kind, fit.knee) == ("knee", 4.0)
     np.testing.assert_allclose([fit.a, fit.b, fit.b2], [0.01, 0.001, 0.01], rtol=1e-6)
@@ -66,10 +77,11 @@ def test_verify_fit_never_falls_with_tokens():
     x = np.array([1, 2, 3, 4, 5, 6, 7.0])
     t = 0.01 + 0.004 * x - 0.005 * np.maximum(x - 5, 0)  # rises, then dips: the line still rises
     n = np.full(7, 40.0)
-    fit, _ = fit_verify(x, np.stack([n, n * t, n * t ** 2 + 1e-9], axis=-1))
+    fit, _ = fit_verify(x, np.stack([n, n * t, n * t**2 + 1e-9], axis=-1))
     assert np.all(np.diff(fit(np.arange(1, 30))) >= -1e-12)
-    replicate, _ = fit_verify(x, np.stack([n, n * t, n * t ** 2 + 1e-9], axis=-1),
-                              like=VerifyFit(0.01, 0.004, "knee", 5.0, 0.0))
+    replicate, _ = fit_verify(
+        x, np.stack([n, n * t, n * t**2 + 1e-9], axis=-1), like=VerifyFit(0.01, 0.004, "knee", 5.0, 0.0)
+    )
     assert replicate.kind == "knee" and np.all(np.diff(replicate(np.arange(1, 30))) >= -1e-12)
 
 
@@ -82,8 +94,15 @@ def test_degenerate_verify_fits_are_flat_and_explained():
 
 
 def test_model_free_drafter_proposal_time_and_match_rate():
-    drafter = SyntheticDrafter(name="ngram", params={"n_min": 1, "n_max": 3}, model_free=True, draft_fixed_s=0.0008,
-                               no_match_rate=0.4, gammas=(2, 4), alpha=0.6)
+    drafter = SyntheticDrafter(
+        name="ngram",
+        params={"n_min": 1, "n_max": 3},
+        model_free=True,
+        draft_fixed_s=0.0008,
+        no_match_rate=0.4,
+        gammas=(2, 4),
+        alpha=0.6,
+    )
     _, _, fit = _group_fit(drafter, SyntheticCosts(noise=0.03), n_prompts=12, seed=3)
     assert fit.cost.draft.model_free and fit.cost.draft.step_s == 0.0
     assert fit.draft_step_s == pytest.approx(0.0008, rel=0.03)
@@ -119,8 +138,9 @@ class ProfileLike:
 
 def test_prediction_uses_only_the_interface():
     profile = ProfileLike()
-    assert isinstance(profile, CostModel) and isinstance(MeasuredCost(VerifyFit(0.01, 0.001), DraftFit(0, 0.001, False),
-                                                                      0.0, 0.0), CostModel)
+    assert isinstance(profile, CostModel) and isinstance(
+        MeasuredCost(VerifyFit(0.01, 0.001), DraftFit(0, 0.001, False), 0.0, 0.0), CostModel
+    )
     curve = predict_curve(AcceptanceModel(0.8), profile, range(1, 7), baseline_tokens_per_s=50.0)
     g = np.arange(1, 7)
     seconds = 0.001 * g + (0.01 + 0.002 * (g + 1)) + 0.0005
@@ -153,8 +173,13 @@ def test_tree_verifies_its_nodes():
 def test_predicted_tokens_per_s_matches_measured_at_measured_gamma():
     drafter = SyntheticDrafter(alpha=0.75, gammas=(2, 5), draft_step_s=0.002)
     records, stats, fit = _group_fit(drafter, SyntheticCosts(noise=0.03), n_prompts=16, seed=5, max_new_tokens=96)
-    curve = predict_curve(AcceptanceModel(0.75), fit.cost, [2, 5], propose_rate=fit.propose_rate,
-                          baseline_tokens_per_s=fit.baseline_tokens_per_s)
+    curve = predict_curve(
+        AcceptanceModel(0.75),
+        fit.cost,
+        [2, 5],
+        propose_rate=fit.propose_rate,
+        baseline_tokens_per_s=fit.baseline_tokens_per_s,
+    )
     for gamma, predicted in zip([2, 5], curve["tokens_per_s"]):
         part = records[records["gamma"] == gamma]
         measured = part["decode_tokens"].sum() / part["decode_s"].sum()

@@ -18,8 +18,11 @@ from specbench.engine.tree import shape_for
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 GAMMA = 4
-SAMPLINGS = {"greedy": SamplingParams(), "T=1": SamplingParams(temperature=1.0),
-             "T=0.7 top-k 5 top-p 0.9": SamplingParams(temperature=0.7, top_k=5, top_p=0.9)}
+SAMPLINGS = {
+    "greedy": SamplingParams(),
+    "T=1": SamplingParams(temperature=1.0),
+    "T=0.7 top-k 5 top-p 0.9": SamplingParams(temperature=0.7, top_k=5, top_p=0.9),
+}
 # a confidence below which the tiny drafter's chains are sometimes cut, per sampling mode (its
 # confidences: greedy ~0.05-0.4, T=1 ~0.001-0.2, T=0.7 top-k 5 ~0.1-0.8)
 CUT_BELOW = {"greedy": 0.1, "T=1": 0.02, "T=0.7 top-k 5 top-p 0.9": 0.2}
@@ -48,8 +51,14 @@ def _rounds(drafter, prompt: list[int], sampling: SamplingParams, keep_drafting=
         proposal = drafter.propose(context, shape_for("chain", GAMMA), sampling, generator, keep_drafting)
         accepted = min(r % (GAMMA + 1), proposal.tree_nodes)
         next_token = (int(proposal.tokens[0, 0]) + 1 + r) % 200 + 4  # some token of "the target's"
-        drafter.observe(RoundOutcome(context_length=context.shape[1], accepted=accepted, next_token=next_token,
-                                     accepted_nodes=list(range(accepted))))
+        drafter.observe(
+            RoundOutcome(
+                context_length=context.shape[1],
+                accepted=accepted,
+                next_token=next_token,
+                accepted_nodes=list(range(accepted)),
+            )
+        )
         new = proposal.tokens[0, :accepted].tolist() + [next_token]
         context = torch.cat([context, torch.tensor([new])], dim=1)
         proposals.append(proposal)
@@ -95,8 +104,9 @@ def test_engine_output_unchanged_by_the_fast_path(tiny, mode):
 
 def test_a_schedule_still_cuts_fast_chains(tiny):
     """The engine with a threshold schedule drafts fewer than γ tokens in some rounds on the fast path."""
-    engine = SpeculativeEngine(tiny, _drafter(tiny, True), gamma=GAMMA,
-                               schedule=parse_schedule({"name": "threshold", "threshold": 0.3}))
+    engine = SpeculativeEngine(
+        tiny, _drafter(tiny, True), gamma=GAMMA, schedule=parse_schedule({"name": "threshold", "threshold": 0.3})
+    )
     ids = tiny.tokenizer("Schedules read confidences")["input_ids"]
     result = engine.generate(ids, 30, stop_at_eos=False)
     assert min(result.rounds.drafted) < GAMMA

@@ -50,9 +50,17 @@ def tiny():
 @pytest.fixture()
 def lookahead():
     example = docs_example()
-    catalogue.register(DrafterKind("lookahead", "a linear layer on the last hidden state guesses the token after next",
-                                   example.LookaheadType, params={"checkpoint": Param("str"), "seed": Param("int", 0)},
-                                   trained=True, confident=True, forwards=(1, 0)))
+    catalogue.register(
+        DrafterKind(
+            "lookahead",
+            "a linear layer on the last hidden state guesses the token after next",
+            example.LookaheadType,
+            params={"checkpoint": Param("str"), "seed": Param("int", 0)},
+            trained=True,
+            confident=True,
+            forwards=(1, 0),
+        )
+    )
     yield registry.get("lookahead")
     catalogue.unregister("lookahead")
 
@@ -82,9 +90,13 @@ def test_the_docs_example_registers_builds_and_is_greedy_lossless(tiny, lookahea
     seq = torch.tensor([prompts[0] + base[:8]])
     final = torch.randn(1, seq.shape[1], tiny.model.config.hidden_size)
     head = VocabHead(tiny.model.get_output_embeddings(), tiny.vocab_size)
-    batch = Batch(ids=seq, features={"final": final}, valid=torch.ones_like(seq, dtype=torch.bool),
-                  answer=torch.ones_like(seq, dtype=torch.bool),
-                  teacher=head.sub_logits(final).softmax(-1).detach())
+    batch = Batch(
+        ids=seq,
+        features={"final": final},
+        valid=torch.ones_like(seq, dtype=torch.bool),
+        answer=torch.ones_like(seq, dtype=torch.bool),
+        teacher=head.sub_logits(final).softmax(-1).detach(),
+    )
     net = lookahead.new_net(lookahead.architecture(tiny.model.config))
     result = fn(net, batch, head, **kwargs)
     result.loss.backward()

@@ -80,8 +80,13 @@ def test_without_engines_the_versions_are_named(tmp_path, monkeypatch):
 
 def test_sglang_command_lines_through_a_parser():
     parser = argparse.ArgumentParser(exit_on_error=False)
-    for flag in ("--model-path", "--speculative-algorithm", "--speculative-num-draft-tokens",
-                 "--speculative-ngram-min-bfs-breadth", "--speculative-ngram-max-bfs-breadth"):
+    for flag in (
+        "--model-path",
+        "--speculative-algorithm",
+        "--speculative-num-draft-tokens",
+        "--speculative-ngram-min-bfs-breadth",
+        "--speculative-ngram-max-bfs-breadth",
+    ):
         parser.add_argument(flag)
     ngram = engine_settings("ngram", {"n_min": 1, "n_max": 3}, "chain", 4)["sglang"]
     assert check_sglang_flags(ngram.snippet, parser) == (True, "")

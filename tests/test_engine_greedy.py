@@ -39,8 +39,9 @@ def test_engine_baseline_matches_transformers_generate(smollm2, smollm2_prompt_i
 
 @pytest.mark.parametrize("gamma", [1, 3, 6])
 @pytest.mark.parametrize("drafter_name", ["ngram", "draft-model"])
-def test_speculative_greedy_is_lossless(smollm2, smollm2_prompt_ids, greedy_reference, early_exit_drafter,
-                                        drafter_name, gamma):
+def test_speculative_greedy_is_lossless(
+    smollm2, smollm2_prompt_ids, greedy_reference, early_exit_drafter, drafter_name, gamma
+):
     drafter = early_exit_drafter if drafter_name == "draft-model" else make_drafter("ngram", smollm2)
     engine = SpeculativeEngine(smollm2, drafter, gamma=gamma)
     drafted = accepted = 0

@@ -56,7 +56,7 @@ def reference_warp(logits: torch.Tensor, temperature: float, top_k: int) -> torc
     """Written independently of specbench.engine.sampling: softmax(logits / T) over the top k."""
     scaled = logits.double() / temperature
     if top_k:
-        cut = scaled.sort(-1, descending=True).values[..., top_k - 1: top_k]
+        cut = scaled.sort(-1, descending=True).values[..., top_k - 1 : top_k]
         scaled = torch.where(scaled >= cut, scaled, torch.full_like(scaled, -torch.inf))
     return scaled.softmax(-1)
 
@@ -67,8 +67,8 @@ def exact_distributions(model, temperature: float, top_k: int) -> tuple[np.ndarr
     with torch.inference_mode():
         logits = model(seqs).logits  # [V^3, P+3, V]
     n = len(PROMPT)
-    probs = reference_warp(logits[:, n - 1: n + 3], temperature, top_k)  # p(t1|x), p(t2|x,t1), p(t3|..), p(t4|..)
-    t = seqs[:, n: n + 3]  # [V^3, 3]
+    probs = reference_warp(logits[:, n - 1 : n + 3], temperature, top_k)  # p(t1|x), p(t2|x,t1), p(t3|..), p(t4|..)
+    t = seqs[:, n : n + 3]  # [V^3, 3]
     p1 = probs[:, 0].gather(1, t[:, :1]).squeeze(1)
     p2 = probs[:, 1].gather(1, t[:, 1:2]).squeeze(1)
     p3 = probs[:, 2].gather(1, t[:, 2:3]).squeeze(1)
@@ -102,8 +102,9 @@ def count_head_calls(engine: SpeculativeEngine) -> list[int]:
     return calls
 
 
-def sample_counts(engine: SpeculativeEngine, samples: int = SAMPLES,
-                  lazy: bool | None = None) -> tuple[np.ndarray, np.ndarray, float]:
+def sample_counts(
+    engine: SpeculativeEngine, samples: int = SAMPLES, lazy: bool | None = None
+) -> tuple[np.ndarray, np.ndarray, float]:
     """Counts of (t2, t3) and t4 over ``samples`` generations, and the observed α. ``lazy`` True: check
     that every round computed exactly accepted + 1 rows of the LM head, one at a time (the row-by-row
     rule ran); False: that the head never ran alone (the batched rule ran); None: no check."""
@@ -124,8 +125,14 @@ def sample_counts(engine: SpeculativeEngine, samples: int = SAMPLES,
     return joint23, marginal4, accepted / drafted if drafted else float("nan")
 
 
-def sampled_pvalues(engine: SpeculativeEngine, model, samples: int = SAMPLES, temperature: float = 1.0,
-                    top_k: int = 0, lazy: bool | None = None) -> tuple[float, float, float]:
+def sampled_pvalues(
+    engine: SpeculativeEngine,
+    model,
+    samples: int = SAMPLES,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    lazy: bool | None = None,
+) -> tuple[float, float, float]:
     """Chi-square p-values of ``samples`` generations through ``engine`` against the exact target
     distribution of ``model``: (joint of tokens 2-3, marginal of token 4, observed α); ``lazy``: see
     `sample_counts`."""
@@ -151,8 +158,13 @@ def _engine(tiny_v8, drafter_name, sampling, verifier=None):
 @pytest.mark.parametrize("case", list(CASES))
 def test_speculative_sampling_matches_target_distribution(tiny_v8, case):
     drafter_name, sampling = CASES[case]
-    p23, p4, alpha = sampled_pvalues(_engine(tiny_v8, drafter_name, sampling), tiny_v8[0].model,
-                                     temperature=sampling.temperature, top_k=sampling.top_k, lazy=True)
+    p23, p4, alpha = sampled_pvalues(
+        _engine(tiny_v8, drafter_name, sampling),
+        tiny_v8[0].model,
+        temperature=sampling.temperature,
+        top_k=sampling.top_k,
+        lazy=True,
+    )
     assert 0.05 < alpha < 0.95, "drafts must be both accepted and rejected for the test to mean anything"
     assert p23 > 1e-3
     assert p4 > 1e-3
@@ -163,8 +175,9 @@ def test_broken_acceptance_rule_is_detected(tiny_v8, case):
     """The broken row-by-row rule (the engine's path on the CPU) is caught."""
     drafter_name, sampling = CASES[case]
     engine = _engine(tiny_v8, drafter_name, sampling, verifier=Verifier(sampling_rows=broken_sampling_rows))
-    p23, p4, _ = sampled_pvalues(engine, tiny_v8[0].model, SAMPLES_SMALL, sampling.temperature, sampling.top_k,
-                                 lazy=True)
+    p23, p4, _ = sampled_pvalues(
+        engine, tiny_v8[0].model, SAMPLES_SMALL, sampling.temperature, sampling.top_k, lazy=True
+    )
     assert min(p23, p4) < 1e-6
 
 
@@ -179,13 +192,15 @@ def test_broken_batched_rule_is_detected(tiny_v8):
 def test_target_only_sampling_matches_exact_distribution(tiny_v8):
     """The reference itself: γ = 0 sampling through the engine against the enumeration."""
     sampling = SamplingParams(temperature=1.0)
-    p23, p4, _ = sampled_pvalues(SpeculativeEngine(tiny_v8[0], None, gamma=0, sampling=sampling), tiny_v8[0].model,
-                                 SAMPLES_SMALL)
+    p23, p4, _ = sampled_pvalues(
+        SpeculativeEngine(tiny_v8[0], None, gamma=0, sampling=sampling), tiny_v8[0].model, SAMPLES_SMALL
+    )
     assert p23 > 1e-3
     assert p4 > 1e-3
 
 
 # ---------------------------------------------------------------------------------------- rule level
+
 
 def _chain_samples(verifier, draft_is_one_hot: bool, rows: int = 200_000, k: int = 3, seed: int = 0):
     """Many independent rounds of one fixed (p, q) problem, vectorised over the batch."""
@@ -200,8 +215,9 @@ def _chain_samples(verifier, draft_is_one_hot: bool, rows: int = 200_000, k: int
     else:
         drafts = torch.multinomial(q.reshape(-1, VOCAB), 1, generator=g).reshape(rows, k)
         probs = q
-    verdict = verifier(drafts, probs, p, torch.rand(rows, k, generator=g),
-                       torch.empty(rows, VOCAB).exponential_(generator=g))
+    verdict = verifier(
+        drafts, probs, p, torch.rand(rows, k, generator=g), torch.empty(rows, VOCAB).exponential_(generator=g)
+    )
     first = torch.where(verdict.accepted > 0, drafts[:, 0], verdict.next_token)
     second = torch.where(verdict.accepted > 1, drafts[:, 1], verdict.next_token)
     emitted_two = verdict.accepted >= 1

@@ -7,10 +7,22 @@ import pandas as pd
 import pytest
 from scipy import optimize
 
+from specbench.analysis.fit import (
+    AcceptanceModel,
+    alpha_mle,
+    expected_tokens,
+    fit_acceptance,
+    fit_decay,
+    fit_decay_batch,
+    fits_frame,
+    goodness_frame,
+    goodness_of_fit,
+    improvement_factor,
+    position_counts,
+    positions_frame,
+    tokens_from_rates,
+)
 from specbench.errors import SpecbenchError
-from specbench.analysis.fit import (AcceptanceModel, alpha_mle, expected_tokens, fit_acceptance, fit_decay, fit_decay_batch,
-                           fits_frame, goodness_frame, goodness_of_fit, improvement_factor, position_counts,
-                           positions_frame, tokens_from_rates)
 from specbench.records.rounds import flatten_rounds, prompt_clusters
 from tests.synthetic_results import SyntheticDrafter, make_records, records_frame
 
@@ -29,9 +41,10 @@ def _finite_numbers(row: dict) -> None:
 
 # ----------------------------------------------------------------------------- plain formulas
 
+
 def test_expected_tokens_hand_computed():
     assert expected_tokens(0.6, 3) == pytest.approx(1 + 0.6 + 0.36 + 0.216)  # 2.176
-    assert expected_tokens(0.8, 4) == pytest.approx((1 - 0.8 ** 5) / 0.2)  # 3.3616
+    assert expected_tokens(0.8, 4) == pytest.approx((1 - 0.8**5) / 0.2)  # 3.3616
     assert expected_tokens(0.8, 4) == pytest.approx(3.3616)
     assert expected_tokens(1.0, 4) == 5.0  # the limit γ + 1
     assert expected_tokens(1.0 - 1e-13, 4) == pytest.approx(5.0)
@@ -59,6 +72,7 @@ def test_per_position_expectation_matches_constant_and_decaying_by_hand():
 
 # ----------------------------------------------------------------------------- the estimator
 
+
 def test_closed_form_mle_maximises_the_truncated_geometric_likelihood():
     rng = np.random.default_rng(3)
     k = rng.integers(0, 7, size=400)  # mixed draft lengths, some rounds draft nothing
@@ -68,8 +82,7 @@ def test_closed_form_mle_maximises_the_truncated_geometric_likelihood():
         full = j == k
         return -(np.sum(j * np.log(a)) + np.sum(np.where(full | (k == 0), 0.0, np.log(1 - a))))
 
-    numeric = optimize.minimize_scalar(negloglik, bounds=(1e-6, 1 - 1e-6), method="bounded",
-                                       options={"xatol": 1e-10}).x
+    numeric = optimize.minimize_scalar(negloglik, bounds=(1e-6, 1 - 1e-6), method="bounded", options={"xatol": 1e-10}).x
     s, f = j[k > 0].sum(), np.sum((j < k) & (k > 0))
     assert alpha_mle(s, f) == pytest.approx(numeric, abs=1e-6)
     assert 0.55 < alpha_mle(s, f) < 0.75
@@ -95,8 +108,13 @@ def test_alpha_recovered_within_interval_over_seeds():
     for alpha in (0.3, 0.6, 0.9):
         hits, widths = 0, []
         for seed in range(40):
-            fit = _fit(SyntheticDrafter(alpha=alpha, gammas=(1, 2, 3, 5, 8)), n_prompts=12, max_new_tokens=40,
-                       seed=100 + seed, n_boot=500)
+            fit = _fit(
+                SyntheticDrafter(alpha=alpha, gammas=(1, 2, 3, 5, 8)),
+                n_prompts=12,
+                max_new_tokens=40,
+                seed=100 + seed,
+                n_boot=500,
+            )
             hits += fit.estimate.lo <= alpha <= fit.estimate.hi
             widths.append(fit.estimate.hi - fit.estimate.lo)
             assert fit.gammas == [1, 2, 3, 5, 8]
@@ -117,6 +135,7 @@ def test_heterogeneous_prompts_widen_the_prompt_bootstrap():
 
 
 # ----------------------------------------------------------------------------- per-position test, decay
+
 
 def test_decaying_acceptance_is_flagged_and_the_decaying_model_preferred():
     fit = _fit(SyntheticDrafter(alpha=0.9, decay=0.85, gammas=(2, 4, 8)), n_prompts=24, seed=1)
@@ -157,8 +176,9 @@ def test_decay_fit_matches_a_numerical_optimum_and_vectorises():
             return 1e18
         return -np.sum(accepts * np.log(rates) + (attempts - accepts) * np.log(1 - rates))
 
-    best = optimize.minimize(negloglik, [np.log(0.8), 0.0], method="Nelder-Mead",
-                             options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 5000})
+    best = optimize.minimize(
+        negloglik, [np.log(0.8), 0.0], method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 5000}
+    )
     assert model.alpha == pytest.approx(np.exp(best.x[0]), rel=1e-5)
     assert model.decay == pytest.approx(np.exp(best.x[1]), rel=1e-5)
     assert loglik == pytest.approx(-best.fun, rel=1e-9)
@@ -169,9 +189,11 @@ def test_decay_fit_matches_a_numerical_optimum_and_vectorises():
 
 # ----------------------------------------------------------------------------- goodness of fit
 
+
 def test_goodness_of_fit_small_for_the_right_model_large_for_the_wrong_one():
-    records = records_frame(make_records([SyntheticDrafter(alpha=0.9, decay=0.85, gammas=(1, 4, 8))],
-                                         n_prompts=24, seed=2, baseline=False))
+    records = records_frame(
+        make_records([SyntheticDrafter(alpha=0.9, decay=0.85, gammas=(1, 4, 8))], n_prompts=24, seed=2, baseline=False)
+    )
     fit = fit_acceptance(records, n_boot=100)[0]
     assert (fit.goodness["z"].abs() < 3.5).all()  # the preferred (decaying) model
     clusters = prompt_clusters(records)
@@ -182,15 +204,19 @@ def test_goodness_of_fit_small_for_the_right_model_large_for_the_wrong_one():
 
 
 def test_tree_uses_depth_as_draft_length():
-    fit = _fit(SyntheticDrafter(name="draft-model", alpha=0.75, gammas=(2, 4), tree="3x1x1x1", nodes_per_depth=3),
-               n_prompts=16, seed=5)
+    fit = _fit(
+        SyntheticDrafter(name="draft-model", alpha=0.75, gammas=(2, 4), tree="3x1x1x1", nodes_per_depth=3),
+        n_prompts=16,
+        seed=5,
+    )
     assert fit.estimate.lo <= 0.75 <= fit.estimate.hi
     assert fit.alpha_observed < 0.5  # accepted ÷ tree nodes: far below the per-depth α
 
 
 def test_by_category_splits_groups():
-    records = records_frame(make_records([SyntheticDrafter(alpha=0.7, gammas=(2, 4))], n_prompts=16, seed=6,
-                                         baseline=False))
+    records = records_frame(
+        make_records([SyntheticDrafter(alpha=0.7, gammas=(2, 4))], n_prompts=16, seed=6, baseline=False)
+    )
     fits = fit_acceptance(records, by=["category"], n_boot=100)
     frame = fits_frame(fits)
     assert len(frame) == 8 and set(frame["category"]) == set(records["category"])
@@ -199,6 +225,7 @@ def test_by_category_splits_groups():
 
 
 # ----------------------------------------------------------------------------- degenerate data
+
 
 def test_everything_accepted_is_finite_and_explained():
     fit = _fit(SyntheticDrafter(alpha=1.0, gammas=(2, 4)), n_prompts=6, seed=7)
@@ -221,8 +248,14 @@ def test_nothing_accepted_is_finite_and_explained():
 
 
 def test_nothing_drafted_is_finite_and_explained():
-    drafter = SyntheticDrafter(name="ngram", params={"n_min": 1, "n_max": 3}, model_free=True, no_match_rate=1.0,
-                               draft_fixed_s=1e-4, gammas=(4,))
+    drafter = SyntheticDrafter(
+        name="ngram",
+        params={"n_min": 1, "n_max": 3},
+        model_free=True,
+        no_match_rate=1.0,
+        draft_fixed_s=1e-4,
+        gammas=(4,),
+    )
     row = _fit(drafter, n_prompts=4, seed=9).summary()
     assert row["alpha"] == 0.0 and (row["alpha_lo"], row["alpha_hi"]) == (0.0, 1.0)
     assert "no round drafted" in row["notes"]

@@ -46,6 +46,5 @@ def test_qwen_pair_shares_a_vocabulary_and_is_lossless(qwen_pair, code_prompts):
 def test_qwen_tree_is_lossless(qwen_pair, code_prompts):
     drafter = make_drafter("draft-model", qwen_pair, {"model": "qwen2.5-coder-0.5b"})
     base = SpeculativeEngine(qwen_pair, None, gamma=0).generate(code_prompts[0], 48, stop_at_eos=False)
-    tree = SpeculativeEngine(qwen_pair, drafter, gamma=3, tree="2x2x1").generate(code_prompts[0], 48,
-                                                                                  stop_at_eos=False)
+    tree = SpeculativeEngine(qwen_pair, drafter, gamma=3, tree="2x2x1").generate(code_prompts[0], 48, stop_at_eos=False)
     assert tree.tokens == base.tokens

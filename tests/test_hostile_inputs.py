@@ -31,11 +31,18 @@ from tests.cli_helpers import invoke
 
 FAKE_PID = 424242
 TINY = ["--target", "tiny-random-llama", "--drafter", "ngram", "--gamma", "1", "--prompts", "2", "-n", "6"]
-PROMPTS = ["Tell me about tea.", "Count to ten please.", "Why is the sky blue?", "Name a prime number.",
-           "Write a haiku.", "Say hello in French."]
+PROMPTS = [
+    "Tell me about tea.",
+    "Count to ten please.",
+    "Why is the sky blue?",
+    "Name a prime number.",
+    "Write a haiku.",
+    "Say hello in French.",
+]
 
 
 # ----------------------------------------------------------------------------- fixtures
+
 
 def _write_prompts(path: Path, n: int = 4) -> Path:
     path.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(PROMPTS[:n])))
@@ -48,8 +55,7 @@ def done_folder(tmp_path_factory):
     base = tmp_path_factory.mktemp("hostile")
     prompts = _write_prompts(base / "prompts.jsonl")
     out = base / "done"
-    result = invoke("sweep", "--name", "done", *TINY, "--workload", f"jsonl:{prompts}:field=text:id=id",
-                    "--out", out)
+    result = invoke("sweep", "--name", "done", *TINY, "--workload", f"jsonl:{prompts}:field=text:id=id", "--out", out)
     assert result.exit_code == 0, result.output
     return out, prompts
 
@@ -73,7 +79,8 @@ def env(tmp_path, done_folder):
     (tmp_path / "huge.txt").write_text("tea " * (5 * 2**20 // 4 + 10))
     (tmp_path / "laughs.yaml").write_text(
         "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n"
-        "c: &c [*b, *b, *b, *b, *b, *b, *b, *b]\nname: laughs\n")
+        "c: &c [*b, *b, *b, *b, *b, *b, *b, *b]\nname: laughs\n"
+    )
     (tmp_path / "deep.yaml").write_text("name: x\ngammas: " + "[" * 200 + "]" * 200 + "\n")
     (tmp_path / "list.yaml").write_text("- a\n- b\n")
     os.symlink(tmp_path / "loop_b", tmp_path / "loop_a")
@@ -86,8 +93,13 @@ def env(tmp_path, done_folder):
     shutil.copytree(src, ro_results)
     ro_results.chmod(0o555)
     bad = {}
-    for name, text in {"list": "[]\n", "empty": "{}\n", "scalar": "7\n", "nan": '{"sweep": NaN}\n',
-                       "nohash": '{"kind": "sweep", "sweep": {"name": "x"}}\n'}.items():
+    for name, text in {
+        "list": "[]\n",
+        "empty": "{}\n",
+        "scalar": "7\n",
+        "nan": '{"sweep": NaN}\n',
+        "nohash": '{"kind": "sweep", "sweep": {"name": "x"}}\n',
+    }.items():
         folder = tmp_path / f"R_{name}"
         shutil.copytree(src, folder)
         (folder / "run.json").write_text(text)
@@ -97,10 +109,21 @@ def env(tmp_path, done_folder):
     part = sorted((broken / "records").glob("*.parquet"))[0]
     part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])  # a truncated parquet file
     spec_yaml = tmp_path / "spec.yaml"
-    spec_yaml.write_text(f"name: y\ntarget: tiny-random-llama\ndrafters: [ngram]\ngammas: [1]\nmax_new_tokens: 6\n"
-                         f"workloads: [{{name: 'jsonl:{prompts}:field=text:id=id', count: 2}}]\n")
-    paths = {"tmp": tmp_path, "R": R, "prompts": prompts, "W": f"jsonl:{prompts}:field=text:id=id",
-             "ro": ro, "R_ro": ro_results, "R_broken": broken, "spec": spec_yaml, **bad}
+    spec_yaml.write_text(
+        f"name: y\ntarget: tiny-random-llama\ndrafters: [ngram]\ngammas: [1]\nmax_new_tokens: 6\n"
+        f"workloads: [{{name: 'jsonl:{prompts}:field=text:id=id', count: 2}}]\n"
+    )
+    paths = {
+        "tmp": tmp_path,
+        "R": R,
+        "prompts": prompts,
+        "W": f"jsonl:{prompts}:field=text:id=id",
+        "ro": ro,
+        "R_ro": ro_results,
+        "R_broken": broken,
+        "spec": spec_yaml,
+        **bad,
+    }
     yield {k: str(v) for k, v in paths.items()}
     ro.chmod(0o755)
     ro_results.chmod(0o755)
@@ -150,8 +173,11 @@ except ImportError:  # pragma: no cover
 # (id, argv with {placeholders}, needles in the one line)
 CASES = [
     # sweep: names and values (dry runs: nothing loads)
-    ("sweep-name-traversal", ["sweep", "--name", "../../escape", *TINY, "--workload", "{W}", "--dry-run"],
-     ["not allowed"]),
+    (
+        "sweep-name-traversal",
+        ["sweep", "--name", "../../escape", *TINY, "--workload", "{W}", "--dry-run"],
+        ["not allowed"],
+    ),
     ("sweep-name-slash", ["sweep", "--name", "a/b", *TINY, "--workload", "{W}", "--dry-run"], ["not allowed"]),
     ("sweep-name-dot", ["sweep", "--name", ".hidden", *TINY, "--workload", "{W}", "--dry-run"], ["not allowed"]),
     ("sweep-name-space", ["sweep", "--name", "a b", *TINY, "--workload", "{W}", "--dry-run"], ["not allowed"]),
@@ -171,10 +197,26 @@ CASES = [
     ("sweep-shard", [*DRY, "--shard", "3/2"], ["--shard"]),
     ("sweep-mode", [*DRY, "--mode", "sideways"], ["unknown mode"]),
     ("sweep-dtype", [*DRY, "--dtype", "fp8"], ["dtype"]),
-    ("sweep-configs-over-limit", ["sweep", "--name", "h", "--target", "tiny-random-llama", "--drafter", "ngram",
-                                  "--gamma", ",".join(map(str, range(1, 129))),
-                                  "--temperature", ",".join(f"0.{i:03d}" for i in range(1, 200)),
-                                  "--workload", "{W}", "--dry-run"], ["configurations", "limit"]),
+    (
+        "sweep-configs-over-limit",
+        [
+            "sweep",
+            "--name",
+            "h",
+            "--target",
+            "tiny-random-llama",
+            "--drafter",
+            "ngram",
+            "--gamma",
+            ",".join(map(str, range(1, 129))),
+            "--temperature",
+            ",".join(f"0.{i:03d}" for i in range(1, 200)),
+            "--workload",
+            "{W}",
+            "--dry-run",
+        ],
+        ["configurations", "limit"],
+    ),
     # sweep: folders and real runs that must stop before measuring
     ("sweep-out-is-file", [*SW, "--out", "{tmp}/afile"], ["is a file"]),
     ("sweep-out-under-file", [*SW, "--out", "{tmp}/afile/sub"], ["is a file"]),
@@ -184,10 +226,29 @@ CASES = [
     ("sweep-device-unknown", [*SW, "--device", "tpu", "--out", "{tmp}/new"], ["unknown device"]),
     ("sweep-target-typo", [*SW, "--target", "tiny-random-lama", "--out", "{tmp}/new"], ["tiny-random-llama"]),
     ("sweep-context-window", [*SW, "-n", "100000", "--out", "{tmp}/new"], ["context window", "by"]),
-    ("sweep-grid-needs-yes", ["sweep", "--name", "h", "--target", "tiny-random-llama", "--drafter", "ngram",
-                              "--gamma", ",".join(map(str, range(1, 101))),
-                              "--temperature", ",".join(f"0.{i:02d}" for i in range(1, 31)), "--prompts", "2",
-                              "--workload", "{W}", "--out", "{tmp}/new"], ["--yes", "units"]),
+    (
+        "sweep-grid-needs-yes",
+        [
+            "sweep",
+            "--name",
+            "h",
+            "--target",
+            "tiny-random-llama",
+            "--drafter",
+            "ngram",
+            "--gamma",
+            ",".join(map(str, range(1, 101))),
+            "--temperature",
+            ",".join(f"0.{i:02d}" for i in range(1, 31)),
+            "--prompts",
+            "2",
+            "--workload",
+            "{W}",
+            "--out",
+            "{tmp}/new",
+        ],
+        ["--yes", "units"],
+    ),
     ("sweep-different-spec", [*SW, "--gamma", "2", "--out", "{R}"], ["different sweep spec"]),
     ("sweep-run-json-list", [*SW, "--out", "{R_list}"], ["not a specbench run.json"]),
     ("sweep-run-json-empty", [*SW, "--out", "{R_empty}"], ["lacks sweep"]),
@@ -222,8 +283,11 @@ CASES = [
     ("run-temperature-nan", [*RUN, "--prompt", "hi", "--temperature", "nan"], ["--temperature"]),
     ("run-top-p", [*RUN, "--prompt", "hi", "--top-p", "2"], ["top-p"]),
     ("run-drafter-param-text", [*RUN, "--prompt", "hi", "--drafter-param", "n_min=abc"], ["n_min", "integer"]),
-    ("run-context-window", ["run", "--target", "tiny-random-llama", "--prompt", "hi", "-n", "100000"],
-     ["context window", "by"]),
+    (
+        "run-context-window",
+        ["run", "--target", "tiny-random-llama", "--prompt", "hi", "-n", "100000"],
+        ["context window", "by"],
+    ),
     ("run-target-unknown", [*RUN, "--prompt", "hi", "--target", "no-such-model"], ["no-such-model"]),
     ("run-tree-unknown", [*RUN, "--prompt", "hi", "--tree", "pyramid"], ["pyramid"]),
     ("run-empty-prompt", [*RUN, "--prompt", "   "], ["empty prompt"]),
@@ -243,18 +307,76 @@ CASES = [
     ("merge-broken-source", ["results", "merge", "{R_list}", "--out", "{tmp}/merged"], ["run.json"]),
     ("merge-in-use", ["results", "merge", "{R_empty}", "--out", "{R}"], [f"in use by PID {FAKE_PID}"]),
     # profile
-    ("profile-out-is-file", ["profile", "--target", "tiny-random-llama", "--batch", "1", "--context", "8",
-                             "--verify-tokens", "1", "--repeats", "1", "--warmup", "0", "--out", "{tmp}/afile"],
-     ["is a file"]),
-    ("profile-out-read-only", ["profile", "--target", "tiny-random-llama", "--batch", "1", "--context", "8",
-                               "--verify-tokens", "1", "--out", "{ro}/p"], ["read-only"]),
-    ("profile-in-use", ["profile", "--target", "tiny-random-llama", "--batch", "1", "--context", "8",
-                        "--verify-tokens", "1", "--repeats", "1", "--warmup", "0", "--out", "{tmp}/p", "--force"],
-     [f"in use by PID {FAKE_PID}"]),
-    ("profile-batch-zero", ["profile", "--target", "tiny-random-llama", "--batch", "0", "--out", "{tmp}/p"],
-     ["--batch"]),
-    ("profile-verify-tokens-text", ["profile", "--target", "tiny-random-llama", "--verify-tokens", "abc", "--out",
-                                    "{tmp}/p"], ["--verify-tokens"]),
+    (
+        "profile-out-is-file",
+        [
+            "profile",
+            "--target",
+            "tiny-random-llama",
+            "--batch",
+            "1",
+            "--context",
+            "8",
+            "--verify-tokens",
+            "1",
+            "--repeats",
+            "1",
+            "--warmup",
+            "0",
+            "--out",
+            "{tmp}/afile",
+        ],
+        ["is a file"],
+    ),
+    (
+        "profile-out-read-only",
+        [
+            "profile",
+            "--target",
+            "tiny-random-llama",
+            "--batch",
+            "1",
+            "--context",
+            "8",
+            "--verify-tokens",
+            "1",
+            "--out",
+            "{ro}/p",
+        ],
+        ["read-only"],
+    ),
+    (
+        "profile-in-use",
+        [
+            "profile",
+            "--target",
+            "tiny-random-llama",
+            "--batch",
+            "1",
+            "--context",
+            "8",
+            "--verify-tokens",
+            "1",
+            "--repeats",
+            "1",
+            "--warmup",
+            "0",
+            "--out",
+            "{tmp}/p",
+            "--force",
+        ],
+        [f"in use by PID {FAKE_PID}"],
+    ),
+    (
+        "profile-batch-zero",
+        ["profile", "--target", "tiny-random-llama", "--batch", "0", "--out", "{tmp}/p"],
+        ["--batch"],
+    ),
+    (
+        "profile-verify-tokens-text",
+        ["profile", "--target", "tiny-random-llama", "--verify-tokens", "abc", "--out", "{tmp}/p"],
+        ["--verify-tokens"],
+    ),
     # other commands
     ("workloads-unknown", ["workloads", "show", "nosuch"], ["nosuch"]),
     ("models-pull-random", ["models", "pull", "tiny-random-llama"], ["random"]),
@@ -336,8 +458,9 @@ SPEC_EDITS = {
     "sweep-yaml-tree-topk-huge": {"trees": ["dynamic:topk=99999999999,nodes=8"]},
     "sweep-yaml-openai-timeout-text": {"backend": {"name": "openai", "url": "http://127.0.0.1:9", "timeout_s": "abc"}},
     "sweep-yaml-openai-timeout-zero": {"backend": {"name": "openai", "url": "http://127.0.0.1:9", "timeout_s": 0}},
-    "sweep-yaml-openai-api-key-crlf": {"backend": {"name": "openai", "url": "http://127.0.0.1:9",
-                                                   "api_key": "sk-1\r\nX-Injected: yes"}},
+    "sweep-yaml-openai-api-key-crlf": {
+        "backend": {"name": "openai", "url": "http://127.0.0.1:9", "api_key": "sk-1\r\nX-Injected: yes"}
+    },
     "sweep-yaml-openai-warmup-string": {"backend": {"name": "openai", "url": "http://127.0.0.1:9", "warmup": "false"}},
     "sweep-yaml-openai-url-port": {"backend": {"name": "openai", "url": "http://127.0.0.1:99999"}},
     "sweep-yaml-openai-url-scheme": {"backend": {"name": "openai", "url": "127.0.0.1:8000"}},
@@ -384,8 +507,23 @@ PER_COMMAND = [
     ("recommend", ["recommend", "{R}"], "specbench.cli.recommend_cmd.recommend"),
     ("plot", ["plot", "{R}", "--out", "{tmp}/plots"], "specbench.figures.report.build_report"),
     ("compare", ["compare", "{R}", "{R}"], "specbench.cli.compare_cmd.compare"),
-    ("profile", ["profile", "--target", "tiny-random-llama", "--batch", "1", "--context", "8", "--verify-tokens",
-                 "1", "--out", "{tmp}/p"], "specbench.profile.profiler.plan_profile"),
+    (
+        "profile",
+        [
+            "profile",
+            "--target",
+            "tiny-random-llama",
+            "--batch",
+            "1",
+            "--context",
+            "8",
+            "--verify-tokens",
+            "1",
+            "--out",
+            "{tmp}/p",
+        ],
+        "specbench.profile.profiler.plan_profile",
+    ),
     ("workloads-list", ["workloads", "list"], "specbench.cli.workloads_cmd.workload_names"),
     ("models-list", ["models", "list"], "specbench.cli.models_cmd.alias_status"),
 ]
@@ -421,8 +559,7 @@ def test_interrupt_is_exit_130(env, monkeypatch, name, argv, target):
 
 
 def test_good_commands_exit_0_and_json_is_strict(env):
-    result = invoke("run", "--target", "tiny-random-llama", "--prompt", "hi", "-n", "4", "--drafter", "none",
-                    "--json")
+    result = invoke("run", "--target", "tiny-random-llama", "--prompt", "hi", "-n", "4", "--drafter", "none", "--json")
     assert result.exit_code == 0, result.output
     text = result.stdout
     assert "NaN" not in text and "Infinity" not in text
@@ -432,6 +569,7 @@ def test_good_commands_exit_0_and_json_is_strict(env):
 
 
 # ----------------------------------------------------------------------------- validation order
+
 
 def test_typo_in_target_does_not_block_the_corrected_command(env):
     out = Path(env["tmp"]) / "typo"
@@ -462,12 +600,20 @@ def test_force_sets_old_records_aside(env):
 
 def test_grid_limit_counts_without_expanding_and_yes_lifts_it(env):
     from specbench.errors import SpecbenchError
-    from specbench.measure.spec.units import expand_units, load_workloads
     from specbench.measure.spec.sweep import build_spec
+    from specbench.measure.spec.units import expand_units, load_workloads
     from specbench.measure.spec.validate import MAX_UNITS, check_grid_size, count_units
 
-    spec = build_spec({"name": "g", "target": "tiny-random-llama", "drafters": ["ngram"], "gammas": list(range(1, 101)),
-                       "temperatures": [i / 100 for i in range(1, 31)], "workloads": [{"name": env["W"], "count": 2}]})
+    spec = build_spec(
+        {
+            "name": "g",
+            "target": "tiny-random-llama",
+            "drafters": ["ngram"],
+            "gammas": list(range(1, 101)),
+            "temperatures": [i / 100 for i in range(1, 31)],
+            "workloads": [{"name": env["W"], "count": 2}],
+        }
+    )
     workloads = load_workloads(spec)
     units, _ = count_units(spec, workloads)
     assert units == len(expand_units(spec, workloads)) == 2 * 30 * 101 > MAX_UNITS
@@ -477,6 +623,7 @@ def test_grid_limit_counts_without_expanding_and_yes_lifts_it(env):
 
 
 # ----------------------------------------------------------------------------- the model cache
+
 
 def _tiny_entry(cache: Path, key: str = "tiny-entry") -> Path:
     """A real cache entry (manifest with hashes) holding a tiny random Llama."""
@@ -514,12 +661,15 @@ def test_cache_entry_proves_its_content(tmp_path, monkeypatch):
     weights = entry / "model.safetensors"
     data = bytearray(weights.read_bytes())
     middle = len(data) // 2
-    data[middle:middle + 64] = os.urandom(64)
+    data[middle : middle + 64] = os.urandom(64)
     weights.write_bytes(bytes(data))
     assert "model.safetensors" in model_cache.damage(entry)
     # the CLI refuses the damaged folder in one line, exit 2
-    assert_one_line(invoke("run", "--target", str(entry), "--prompt", "hi", "-n", "2", "--drafter", "none"), 2,
-                    "does not match its cache manifest")
+    assert_one_line(
+        invoke("run", "--target", str(entry), "--prompt", "hi", "-n", "2", "--drafter", "none"),
+        2,
+        "does not match its cache manifest",
+    )
     # building the entry again replaces the damaged one
     rebuilt = _tiny_entry(tmp_path)
     assert rebuilt == entry and model_cache.is_valid(entry)
@@ -551,20 +701,42 @@ def test_damaged_alias_entry_is_rebuilt_from_its_source(tmp_path, monkeypatch):
     (entry / "config.json").write_text((entry / "config.json").read_text() + " ")
     built = []
     monkeypatch.setattr(resolve, "installed_package_file", lambda *a: tmp_path / "fake.gguf")
-    monkeypatch.setattr(resolve, "gguf_cache_entry",
-                        lambda path, key=None: built.append(key) or _tiny_entry(tmp_path, key=key))
+    monkeypatch.setattr(
+        resolve, "gguf_cache_entry", lambda path, key=None: built.append(key) or _tiny_entry(tmp_path, key=key)
+    )
     folder = resolve._alias_folder("fake-alias", {"source": "pypi-gguf", "package": "x", "file": "y"})
     assert built == ["fake-alias"] and model_cache.is_valid(Path(folder))
 
 
 # ----------------------------------------------------------------------------- processes: lock, SIGINT, SIGKILL
 
+
 def _slow_sweep(tmp_path: Path, out: Path, n_prompts: int = 4) -> list[str]:
     """A sweep of 3 × n_prompts units, each long enough (64 forced tokens) to be interrupted between units."""
     prompts = _write_prompts(tmp_path / "slow.jsonl", n_prompts)
-    return [sys.executable, "-m", "specbench", "sweep", "--name", "slow", "--target", "tiny-random-llama",
-            "--drafter", "ngram", "--gamma", "1,2", "--workload", f"jsonl:{prompts}:field=text:id=id",
-            "--prompts", str(n_prompts), "-n", "64", "--ignore-eos", "--out", str(out)]
+    return [
+        sys.executable,
+        "-m",
+        "specbench",
+        "sweep",
+        "--name",
+        "slow",
+        "--target",
+        "tiny-random-llama",
+        "--drafter",
+        "ngram",
+        "--gamma",
+        "1,2",
+        "--workload",
+        f"jsonl:{prompts}:field=text:id=id",
+        "--prompts",
+        str(n_prompts),
+        "-n",
+        "64",
+        "--ignore-eos",
+        "--out",
+        str(out),
+    ]
 
 
 def _wait_for_units(out: Path, n: int, proc, timeout: float = 240) -> None:
@@ -586,9 +758,17 @@ def _expected_units(cmd: list[str]) -> set[str]:
 
     workload = next(a for a in cmd if a.startswith("jsonl:"))
     count = int(cmd[cmd.index("--prompts") + 1])
-    spec = build_spec({"name": "slow", "target": "tiny-random-llama", "gammas": [1, 2], "ignore_eos": True,
-                       "drafters": ["ngram"], "max_new_tokens": 64,
-                       "workloads": [{"name": workload, "count": count}]})
+    spec = build_spec(
+        {
+            "name": "slow",
+            "target": "tiny-random-llama",
+            "gammas": [1, 2],
+            "ignore_eos": True,
+            "drafters": ["ngram"],
+            "max_new_tokens": 64,
+            "workloads": [{"name": workload, "count": count}],
+        }
+    )
     return {u.unit_id for u in expand_units(spec, load_workloads(spec))}
 
 
@@ -618,8 +798,9 @@ def test_second_writer_is_refused_then_sigint_exits_130_and_resume_completes(tmp
     final = load_records(out)
     assert final["unit_id"].is_unique and set(final["unit_id"]) == _expected_units(cmd)
     kept = final.set_index("unit_id").loc[list(partial["unit_id"])]
-    assert (kept["timestamp"].values == partial.set_index("unit_id")["timestamp"].values).all(), \
+    assert (kept["timestamp"].values == partial.set_index("unit_id")["timestamp"].values).all(), (
         "units measured before the interrupt were kept, not measured again"
+    )
 
 
 def test_sigkill_then_resume_loses_nothing_and_duplicates_nothing(tmp_path):
@@ -659,10 +840,16 @@ def _evil_folder(env) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("command", [["results", "show"], ["fit", "--by", "category"],
-                                     ["recommend", "--bootstrap", "20"],
-                                     ["plot", "--bootstrap", "20", "--out", "{tmp}/evil-plots"]],
-                         ids=["show", "fit", "recommend", "plot"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["results", "show"],
+        ["fit", "--by", "category"],
+        ["recommend", "--bootstrap", "20"],
+        ["plot", "--bootstrap", "20", "--out", "{tmp}/evil-plots"],
+    ],
+    ids=["show", "fit", "recommend", "plot"],
+)
 def test_markup_in_results_is_printed_as_written(env, command):
     folder = _evil_folder(env)
     result = invoke(command[0], *[c.format(**env) for c in command[1:]], folder)
@@ -694,8 +881,11 @@ def test_sweep_progress_prints_data_literally():
 
     buffer = io.StringIO()
     progress = SweepProgress(Console(file=buffer, force_terminal=True, width=200))  # a console with markup on
-    unit = SimpleNamespace(config=SimpleNamespace(label="ngram(n_max=[/]) γ=2 T=0"),
-                           prompt=SimpleNamespace(prompt_id="evil/[link=x]p1"), turn=1)
+    unit = SimpleNamespace(
+        config=SimpleNamespace(label="ngram(n_max=[/]) γ=2 T=0"),
+        prompt=SimpleNamespace(prompt_id="evil/[link=x]p1"),
+        turn=1,
+    )
     with progress:
         progress.status("loading target [bold]x")
         progress.begin(total=2, done=1)
@@ -723,13 +913,17 @@ def test_one_escaping_path_in_the_cli():
                     offences.append(f"{path.name}:{node.lineno} {name}(...)")
             if isinstance(node, ast.ImportFrom) and node.module == "rich.markup":
                 offences.append(f"{path.name}:{node.lineno} imports rich.markup")
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and any(
-                    tag in node.value for tag in ("[bold]", "[green]", "[yellow]", "[dim]", "[/")):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and any(tag in node.value for tag in ("[bold]", "[green]", "[yellow]", "[dim]", "[/"))
+            ):
                 offences.append(f"{path.name}:{node.lineno} markup in {node.value[:30]!r}")
     assert not offences, offences
 
 
 # ----------------------------------------------------------------------------- round 3: records hold the γ that ran
+
 
 def test_medusa_gamma_beyond_its_heads_is_refused_by_run():
     result = invoke("run", "--prompt", "hi", "--drafter", "medusa", "--gamma", "10", "-n", "4")
@@ -738,8 +932,25 @@ def test_medusa_gamma_beyond_its_heads_is_refused_by_run():
 
 def test_medusa_gamma_beyond_its_heads_is_refused_by_a_sweep_before_run_json(env):
     out = Path(env["tmp"]) / "medusa"
-    result = invoke("sweep", "--name", "m", "--target", "smollm2-135m", "--drafter", "medusa", "--gamma", "2,10",
-                    "--prompts", "1", "-n", "4", "--workload", env["W"], "--out", out)
+    result = invoke(
+        "sweep",
+        "--name",
+        "m",
+        "--target",
+        "smollm2-135m",
+        "--drafter",
+        "medusa",
+        "--gamma",
+        "2,10",
+        "--prompts",
+        "1",
+        "-n",
+        "4",
+        "--workload",
+        env["W"],
+        "--out",
+        out,
+    )
     assert_one_line(result, 2, "medusa", "at most 4", "γ = 10")
     assert not out.exists(), "nothing written: not run.json, not a lock file"
 
@@ -764,8 +975,9 @@ def _zero_token_folder(env, which: str) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("command", [["fit"], ["recommend"], ["plot", "--out", "{tmp}/zero-plots"]],
-                         ids=["fit", "recommend", "plot"])
+@pytest.mark.parametrize(
+    "command", [["fit"], ["recommend"], ["plot", "--out", "{tmp}/zero-plots"]], ids=["fit", "recommend", "plot"]
+)
 def test_zero_token_records_are_one_line_not_a_division_by_zero(env, command):
     folder = _zero_token_folder(env, "all")
     result = invoke(command[0], folder, *[c.format(**env) for c in command[1:]])
@@ -786,9 +998,12 @@ def test_zero_token_records_are_left_out_with_a_note(env):
 
 # ----------------------------------------------------------------------------- round 3: folder lifecycle
 
-@pytest.mark.parametrize("mistake", [["--target", "tiny-random-lama"],
-                                     ["--drafter", "draft-model:model=tiny-random-v512"]],
-                         ids=["target-typo", "tokenizer-mismatch"])
+
+@pytest.mark.parametrize(
+    "mistake",
+    [["--target", "tiny-random-lama"], ["--drafter", "draft-model:model=tiny-random-v512"]],
+    ids=["target-typo", "tokenizer-mismatch"],
+)
 def test_a_failed_sweep_leaves_no_lock_and_no_folder(env, mistake):
     """The lock is released on every failure path — also after it was taken (the models load under it)
     — and the lock file and a folder the sweep created are removed again."""
@@ -815,8 +1030,24 @@ def test_lock_file_is_removed_after_a_finished_sweep_and_a_merge(env):
 def test_profile_force_over_a_sweep_sets_the_sweep_aside(env):
     R = Path(env["R"])
     before = _snapshot(R)
-    result = invoke("profile", "--target", "tiny-random-llama", "--batch", "1", "--context", "8", "--verify-tokens",
-                    "1", "--repeats", "1", "--warmup", "0", "--out", env["R"], "--force")
+    result = invoke(
+        "profile",
+        "--target",
+        "tiny-random-llama",
+        "--batch",
+        "1",
+        "--context",
+        "8",
+        "--verify-tokens",
+        "1",
+        "--repeats",
+        "1",
+        "--warmup",
+        "0",
+        "--out",
+        env["R"],
+        "--force",
+    )
     assert result.exit_code == 0, result.output
     aside = [p for p in R.iterdir() if p.name.startswith("old-sweep-")]
     assert len(aside) == 1 and _snapshot(aside[0]) == before, "the sweep's run.json and records, unchanged"
@@ -826,8 +1057,26 @@ def test_profile_force_over_a_sweep_sets_the_sweep_aside(env):
 
 def test_sweep_force_over_a_profile_sets_the_profile_aside(env):
     P = Path(env["tmp"]) / "prof"
-    assert invoke("profile", "--target", "tiny-random-llama", "--batch", "1", "--context", "8", "--verify-tokens", "1",
-                  "--repeats", "1", "--warmup", "0", "--out", P).exit_code == 0
+    assert (
+        invoke(
+            "profile",
+            "--target",
+            "tiny-random-llama",
+            "--batch",
+            "1",
+            "--context",
+            "8",
+            "--verify-tokens",
+            "1",
+            "--repeats",
+            "1",
+            "--warmup",
+            "0",
+            "--out",
+            P,
+        ).exit_code
+        == 0
+    )
     profile = (P / "run.json").read_bytes()
     refused = invoke(*[a.format(**env) for a in SW], "--out", P)
     assert_one_line(refused, 2, "cost-profile", "--force")
@@ -840,6 +1089,7 @@ def test_sweep_force_over_a_profile_sets_the_profile_aside(env):
 
 
 # ----------------------------------------------------------------------------- round 3: leftovers
+
 
 def test_a_shard_without_prompts_runs_nothing_like_its_dry_run_and_merges(env, tmp_path):
     """--dry-run says 0 units for a shard that gets no prompt; the run agrees (exit 0, a run.json that
@@ -872,8 +1122,13 @@ def _export_under_a_file_size_limit(out: Path, limit: int) -> subprocess.Complet
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    return subprocess.run([sys.executable, "-m", "specbench", "export-drafter", "eagle3", "--out", str(out)],
-                          capture_output=True, text=True, timeout=600, preexec_fn=limit_writes)
+    return subprocess.run(
+        [sys.executable, "-m", "specbench", "export-drafter", "eagle3", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        preexec_fn=limit_writes,
+    )
 
 
 def test_a_full_disk_during_export_is_one_line(tmp_path, smollm2):

@@ -19,10 +19,10 @@ import torch
 import torch.nn.functional as F
 
 from specbench.engine.decoder import NativeDecoder, TreeLayout
-from specbench_kernels.rejection_sampling_reference import verify_sampling
 from specbench_kernels import rejection_sampling as rs
 from specbench_kernels import tree_attention as ta
 from specbench_kernels._triton import KernelUnavailable, interpreter_enabled, resolve_impl, triton_available
+from specbench_kernels.rejection_sampling_reference import verify_sampling
 
 
 def _kernel_devices():
@@ -31,14 +31,26 @@ def _kernel_devices():
         return [pytest.param("cpu", marks=pytest.mark.skip(reason="triton is not installed"))]
     if interpreter_enabled():
         if type(ta._tree_attention_kernel).__name__ != "InterpretedFunction":
-            return [pytest.param("cpu", marks=pytest.mark.skip(
-                reason="TRITON_INTERPRET=1 was set after the kernels were imported; set it before starting pytest"))]
+            return [
+                pytest.param(
+                    "cpu",
+                    marks=pytest.mark.skip(
+                        reason="TRITON_INTERPRET=1 was set after the kernels were imported; set it before starting pytest"
+                    ),
+                )
+            ]
         return ["cpu"]
     if torch.cuda.is_available():
         return [pytest.param("cuda", marks=pytest.mark.cuda)]
-    return [pytest.param("cpu", marks=pytest.mark.skip(
-        reason="no CUDA device and TRITON_INTERPRET is not set: run `TRITON_INTERPRET=1 pytest tests/test_kernels.py` "
-               "to test the Triton kernels on the CPU"))]
+    return [
+        pytest.param(
+            "cpu",
+            marks=pytest.mark.skip(
+                reason="no CUDA device and TRITON_INTERPRET is not set: run `TRITON_INTERPRET=1 pytest tests/test_kernels.py` "
+                "to test the Triton kernels on the CPU"
+            ),
+        )
+    ]
 
 
 KERNEL_DEVICES = _kernel_devices()
@@ -61,15 +73,16 @@ def _random_tree(nodes: int, gen: torch.Generator) -> torch.Tensor:
     return mask
 
 
-def _attention_inputs(bsz, heads, kv_heads, nodes, dim, lens, s_max, seed, per_seq_mask=False, chain=False,
-                      pad_value=1e4):
+def _attention_inputs(
+    bsz, heads, kv_heads, nodes, dim, lens, s_max, seed, per_seq_mask=False, chain=False, pad_value=1e4
+):
     gen = _gen(seed)
     q = torch.randn(bsz, heads, nodes, dim, generator=gen)
     k = torch.randn(bsz, kv_heads, s_max, dim, generator=gen)
     v = torch.randn(bsz, kv_heads, s_max, dim, generator=gen)
     for b, length in enumerate(lens):  # padding past the nodes must never count
-        k[b, :, length + nodes:] = pad_value
-        v[b, :, length + nodes:] = pad_value
+        k[b, :, length + nodes :] = pad_value
+        v[b, :, length + nodes :] = pad_value
     if chain:
         mask = torch.ones(nodes, nodes, dtype=torch.bool).tril()
     elif per_seq_mask:
@@ -95,9 +108,10 @@ def test_tree_attention_matches_reference_fp32(case, device):
     bsz, heads, kv_heads, nodes, dim, lens, s_max, opts = ATTENTION_CASES[case]
     opts = dict(opts)
     build = {key: opts.pop(key) for key in ("per_seq_mask", "chain") if key in opts}
-    q, k, v, lens_t, mask = (t.to(device) for t in
-                             _attention_inputs(bsz, heads, kv_heads, nodes, dim, lens, s_max, seed=len(case), **build))
-    scale = 0.7 / dim ** 0.5
+    q, k, v, lens_t, mask = (
+        t.to(device) for t in _attention_inputs(bsz, heads, kv_heads, nodes, dim, lens, s_max, seed=len(case), **build)
+    )
+    scale = 0.7 / dim**0.5
     ref = ta.tree_attention_reference(q, k, v, lens_t, mask, scale)
     out = ta.tree_attention_triton(q, k, v, lens_t, mask, scale, **opts)
     assert out.shape == (bsz, heads, nodes, dim) and out.dtype == q.dtype
@@ -127,8 +141,8 @@ def test_tree_attention_engine_layout_views_and_unread_padding(device):
     lens = torch.tensor([4, 21], device=device)
     k_clean, v_clean = k.clone(), v.clone()
     for b in range(bsz):
-        k[b, :, lens[b] + nodes:] = float("nan")
-        v[b, :, lens[b] + nodes:] = float("nan")
+        k[b, :, lens[b] + nodes :] = float("nan")
+        v[b, :, lens[b] + nodes :] = float("nan")
     mask = _random_tree(nodes, gen).to(device)
     out = ta.tree_attention_triton(q, k, v, lens, mask, num_splits=2)
     ref = ta.tree_attention_reference(q, k_clean, v_clean, lens, mask)
@@ -145,8 +159,9 @@ def test_tree_attention_reference_is_the_engine_attention(tree):
     engine = SimpleNamespace(cache=SimpleNamespace(length=length), device=torch.device("cpu"), window=None)
     engine_mask = NativeDecoder._mask(engine, nodes, layout)  # [T, L + T]
     end = length + nodes
-    expected = F.scaled_dot_product_attention(q, k[:, :, :end], v[:, :, :end], attn_mask=engine_mask, scale=0.2,
-                                              enable_gqa=True)
+    expected = F.scaled_dot_product_attention(
+        q, k[:, :, :end], v[:, :, :end], attn_mask=engine_mask, scale=0.2, enable_gqa=True
+    )
     tree_mask = mask if tree else torch.ones(nodes, nodes, dtype=torch.bool).tril()
     got = ta.tree_attention_reference(q, k, v, length, tree_mask, scale=0.2)
     torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-6)
@@ -155,8 +170,9 @@ def test_tree_attention_reference_is_the_engine_attention(tree):
 def test_tree_attention_switch_and_checks(monkeypatch):
     q, k, v, lens, mask = _attention_inputs(2, 4, 2, 3, 16, [2, 5], 10, seed=1)
     assert resolve_impl("auto", q, k, v) == "torch"  # CPU tensors: never the interpreter
-    torch.testing.assert_close(ta.tree_attention(q, k, v, lens, mask, impl="auto"),
-                               ta.tree_attention_reference(q, k, v, lens, mask))
+    torch.testing.assert_close(
+        ta.tree_attention(q, k, v, lens, mask, impl="auto"), ta.tree_attention_reference(q, k, v, lens, mask)
+    )
     with pytest.raises(ValueError, match="unknown kernel impl"):
         ta.tree_attention(q, k, v, lens, mask, impl="cuda")
     with pytest.raises(ValueError, match="boolean"):
@@ -217,7 +233,7 @@ def test_rejection_sampling_every_acceptance_length(has_q, device):
             target[b, b, x] = 0.1 * draft[b, b, x]
             target[b, b] /= target[b, b].sum()
         uniform[b, b] = 0.999
-        uniform[b, b + 1:] = 0.0
+        uniform[b, b + 1 :] = 0.0
         if not has_q:
             target[b, b, x] = min(float(target[b, b, x]), 0.5)
             target[b, b] /= target[b, b].sum()
@@ -254,8 +270,9 @@ def test_rejection_sampling_empty_residual_falls_back_to_p(has_q, device):
 @pytest.mark.parametrize("device", KERNEL_DEVICES)
 def test_rejection_sampling_no_draft_and_full_vocabulary(device):
     _assert_same_verdict(_sampling_inputs(3, 0, 97, seed=9), device, num_splits=2, block_v=16)  # K = 0
-    _assert_same_verdict(_sampling_inputs(2, 2, 152064, seed=10, sharp=1.0), device, num_splits=2,
-                         block_v=8192)  # Qwen2.5 vocabulary
+    _assert_same_verdict(
+        _sampling_inputs(2, 2, 152064, seed=10, sharp=1.0), device, num_splits=2, block_v=8192
+    )  # Qwen2.5 vocabulary
 
 
 def test_rejection_sampling_switch_and_checks(monkeypatch):

@@ -29,9 +29,13 @@ def served_records(seed: int = 0) -> list[dict]:
     for concurrency in LEVELS:
         batch = make_records([NGRAM], n_prompts=12, repeats=2, seed=seed + concurrency)
         for r in batch:
-            r.update(backend="vllm", concurrency=concurrency, unit_id=f"{r['unit_id']}-c{concurrency}",
-                     ttft_s=float(rng.lognormal(np.log(0.05 * concurrency), 0.8)),
-                     itl_s=float(rng.lognormal(np.log(0.01 * concurrency), 0.5)))
+            r.update(
+                backend="vllm",
+                concurrency=concurrency,
+                unit_id=f"{r['unit_id']}-c{concurrency}",
+                ttft_s=float(rng.lognormal(np.log(0.05 * concurrency), 0.8)),
+                itl_s=float(rng.lognormal(np.log(0.01 * concurrency), 0.5)),
+            )
         records += batch
     records[3]["itl_s"] = None
     records[7]["ttft_s"] = float("nan")
@@ -95,8 +99,9 @@ def test_serving_table_percentiles_per_level_with_the_baseline():
         assert row["requests"] == 24
         for name in ("ttft", "itl"):
             np.testing.assert_allclose(got(row, name), expected[key][name], rtol=1e-12)
-            assert all(row[f"{name}_p{p}_lo_s"] <= row[f"{name}_p{p}_s"] <= row[f"{name}_p{p}_hi_s"]
-                       for p in (50, 90, 99))
+            assert all(
+                row[f"{name}_p{p}_lo_s"] <= row[f"{name}_p{p}_s"] <= row[f"{name}_p{p}_hi_s"] for p in (50, 90, 99)
+            )
     json.dumps(table.replace({np.nan: None}).to_dict("records"))  # plain data
 
 
@@ -109,9 +114,11 @@ def test_no_latency_columns_no_latency_percentiles():
 
 def test_results_show_reports_the_percentiles(tmp_path):
     records = served_records(seed=5)
-    folder = write_results(tmp_path / "served", records,
-                           {"sweep": {"name": "served", "target": "synthetic-target"}, "device_name": "cpu",
-                            "dtype": "fp32"})
+    folder = write_results(
+        tmp_path / "served",
+        records,
+        {"sweep": {"name": "served", "target": "synthetic-target"}, "device_name": "cpu", "dtype": "fp32"},
+    )
     shown = invoke("results", "show", folder, "--json")
     assert shown.exit_code == 0, shown.output
     rows = json.loads(shown.stdout)["rows"]

@@ -24,8 +24,9 @@ def _problem(seed: int, one_hot: bool, k: int = K):
     q = 0.5 * p[:, :k] + 0.5 * torch.rand(1, k, VOCAB, generator=g).pow(4)
     q = q / q.sum(-1, keepdim=True)  # [1, K, V], close to p so that drafts get accepted
     if one_hot:  # prompt-lookup style: a fixed proposal, often the target's likeliest token
-        drafts = torch.where(torch.rand(1, k, generator=g) < 0.7, p[:, :k].argmax(-1),
-                             torch.randint(VOCAB, (1, k), generator=g))
+        drafts = torch.where(
+            torch.rand(1, k, generator=g) < 0.7, p[:, :k].argmax(-1), torch.randint(VOCAB, (1, k), generator=g)
+        )
         probs = None
     else:
         drafts = torch.multinomial(q[0], 1, generator=g).reshape(1, k)
@@ -37,9 +38,11 @@ def _problem(seed: int, one_hot: bool, k: int = K):
 
 def _rows(table: torch.Tensor, asked: list[int]):
     """target_row over a precomputed [1, K+1, V] table, recording the rows asked for."""
+
     def row(i: int) -> torch.Tensor:
         asked.append(i)
         return table[0, i]
+
     return row
 
 
@@ -89,8 +92,9 @@ def test_greedy_rows_still_equal_verify_greedy():
     g = torch.Generator().manual_seed(5)
     for _ in range(100):
         logits = torch.randn(1, K + 1, VOCAB, generator=g)
-        drafts = torch.where(torch.rand(1, K, generator=g) < 0.8, logits[:, :K].argmax(-1),
-                             torch.randint(VOCAB, (1, K), generator=g))
+        drafts = torch.where(
+            torch.rand(1, K, generator=g) < 0.8, logits[:, :K].argmax(-1), torch.randint(VOCAB, (1, K), generator=g)
+        )
         asked: list[int] = []
         lazy, full = verify_greedy_rows(drafts, _rows(logits, asked)), verify_greedy(drafts, logits)
         assert torch.equal(lazy.accepted, full.accepted) and torch.equal(lazy.next_token, full.next_token)

@@ -48,19 +48,53 @@ def no_models(monkeypatch):
 
 def test_each_kind_maps_to_llama_servers_flags():
     assert spec_flags("draft-model", {"model": "d.gguf"}, 4) == [
-        "--spec-type", "draft-simple", "--model-draft", "d.gguf", "--spec-draft-n-max", "4",
-        "--spec-draft-n-min", "0", "--spec-draft-p-min", "0"]
-    assert spec_flags("draft-simple", {"model": "d", "p_min": 0.75, "n_min": 2}, 8,
-                      model_file=lambda s: f"/g/{s}.gguf")[2:] == [
-        "--model-draft", "/g/d.gguf", "--spec-draft-n-max", "8", "--spec-draft-n-min", "2", "--spec-draft-p-min",
-        "0.75"]
+        "--spec-type",
+        "draft-simple",
+        "--model-draft",
+        "d.gguf",
+        "--spec-draft-n-max",
+        "4",
+        "--spec-draft-n-min",
+        "0",
+        "--spec-draft-p-min",
+        "0",
+    ]
+    assert spec_flags(
+        "draft-simple", {"model": "d", "p_min": 0.75, "n_min": 2}, 8, model_file=lambda s: f"/g/{s}.gguf"
+    )[2:] == [
+        "--model-draft",
+        "/g/d.gguf",
+        "--spec-draft-n-max",
+        "8",
+        "--spec-draft-n-min",
+        "2",
+        "--spec-draft-p-min",
+        "0.75",
+    ]
     assert spec_flags("ngram-simple", {"size_n": 3}, 5) == [
-        "--spec-type", "ngram-simple", "--spec-ngram-simple-size-m", "5", "--spec-ngram-simple-size-n", "3"]
+        "--spec-type",
+        "ngram-simple",
+        "--spec-ngram-simple-size-m",
+        "5",
+        "--spec-ngram-simple-size-n",
+        "3",
+    ]
     assert spec_flags("ngram-map-k4v", {}, 2)[-4:] == [
-        "--spec-ngram-map-k4v-size-n", "12", "--spec-ngram-map-k4v-min-hits", "1"]
+        "--spec-ngram-map-k4v-size-n",
+        "12",
+        "--spec-ngram-map-k4v-min-hits",
+        "1",
+    ]
     assert spec_flags("ngram-mod", {"n_match": 8}, 16) == [
-        "--spec-type", "ngram-mod", "--spec-ngram-mod-n-max", "16", "--spec-ngram-mod-n-match", "8",
-        "--spec-ngram-mod-n-min", "0"]
+        "--spec-type",
+        "ngram-mod",
+        "--spec-ngram-mod-n-max",
+        "16",
+        "--spec-ngram-mod-n-match",
+        "8",
+        "--spec-ngram-mod-n-min",
+        "0",
+    ]
     assert "--model-draft" not in spec_flags("mtp", {}, 2)
     assert spec_flags(None, {}, 0) == [] and spec_flags("draft-model", {"model": "d"}, 0) == []
 
@@ -78,14 +112,17 @@ def test_what_llama_cpp_cannot_run_is_one_line():
         check_sweep({}, [config("ngram", 2)], "spec.yaml")
 
 
-@pytest.mark.parametrize("options, needle", [
-    ({"url": "http://127.0.0.1:9", "port": 5}, "option(s) port are for a server specbench launches"),
-    ({"baseline_url": "http://127.0.0.1:9"}, "option(s) baseline_url are for a server you run"),
-    ({"parallel": 0}, "'parallel' must be"),
-    ({"ctx_size": 4}, "'ctx_size' must be"),
-    ({"cache_prompt": "no"}, "'cache_prompt' must be true or false"),
-    ({"slots": 2}, "unknown option 'slots'"),
-])
+@pytest.mark.parametrize(
+    "options, needle",
+    [
+        ({"url": "http://127.0.0.1:9", "port": 5}, "option(s) port are for a server specbench launches"),
+        ({"baseline_url": "http://127.0.0.1:9"}, "option(s) baseline_url are for a server you run"),
+        ({"parallel": 0}, "'parallel' must be"),
+        ({"ctx_size": 4}, "'ctx_size' must be"),
+        ({"cache_prompt": "no"}, "'cache_prompt' must be true or false"),
+        ({"slots": 2}, "unknown option 'slots'"),
+    ],
+)
 def test_options_are_checked_before_anything_starts(options, needle):
     with pytest.raises(SpecbenchError) as err:
         check_sweep(options, [], "spec.yaml")
@@ -112,10 +149,12 @@ def test_a_drafter_parameter_out_of_range_is_refused_when_parsed():
 
 def test_recommend_prints_paste_ready_llama_server_flags():
     hubs = {"gguf:big": "/g/big.gguf", "gguf:small": "/g/small.gguf"}
-    setting = engine_settings("draft-model", {"model": "small"}, "chain", 5, target="big", engines=("llamacpp",),
-                              hub_ids=hubs)["llamacpp"]
-    assert setting.supported and setting.snippet.startswith("llama-server -m /g/big.gguf --metrics --spec-type "
-                                                            "draft-simple --model-draft /g/small.gguf")
+    setting = engine_settings(
+        "draft-model", {"model": "small"}, "chain", 5, target="big", engines=("llamacpp",), hub_ids=hubs
+    )["llamacpp"]
+    assert setting.supported and setting.snippet.startswith(
+        "llama-server -m /g/big.gguf --metrics --spec-type draft-simple --model-draft /g/small.gguf"
+    )
     assert setting.config["flags"][setting.config["flags"].index("--spec-draft-n-max") + 1] == "5"
     refused = engine_settings("ngram", {}, "chain", 3, engines=("llamacpp",))["llamacpp"]
     assert not refused.supported and "ngram-simple" in refused.notes[0]
@@ -181,8 +220,9 @@ def test_a_round_cut_at_a_stop_and_bad_totals():
 # ----------------------------------------------------------------------------- GGUF headers
 
 
-def write_gguf(path: Path, tokens: list[str], *, arch: str = "llama", blocks: int = 2, mtp: bool = False,
-               file_type: int = 3) -> Path:
+def write_gguf(
+    path: Path, tokens: list[str], *, arch: str = "llama", blocks: int = 2, mtp: bool = False, file_type: int = 3
+) -> Path:
     import gguf
 
     writer = gguf.GGUFWriter(str(path), arch)
@@ -205,11 +245,19 @@ def test_gguf_header_facts_and_the_vocabulary_check(tmp_path):
     b = write_gguf(tmp_path / "b.gguf", ["<s>", "a", "b"], file_type=0)
     c = write_gguf(tmp_path / "c.gguf", ["<s>", "a", "c"])
     facts = gguf_files.gguf_facts(a)
-    assert facts["tokens"] == 3 and facts["nextn_layers"] and facts["file_type"] == "Q4_1" and facts["architecture"] == "llama"
+    assert (
+        facts["tokens"] == 3
+        and facts["nextn_layers"]
+        and facts["file_type"] == "Q4_1"
+        and facts["architecture"] == "llama"
+    )
     assert not gguf_files.gguf_facts(b)["nextn_layers"] and gguf_files.gguf_facts(b)["file_type"] == "F32"
     gguf_files.check_same_gguf_vocabulary(a, b, "a", "b")
-    with pytest.raises(SpecbenchError, match="draft model 'c' and target 'a' do not share a vocabulary "
-                                             r"\(the same size, different tokens\)"):
+    with pytest.raises(
+        SpecbenchError,
+        match="draft model 'c' and target 'a' do not share a vocabulary "
+        r"\(the same size, different tokens\)",
+    ):
         gguf_files.check_same_gguf_vocabulary(a, c, "a", "c")
     (tmp_path / "bad.gguf").write_bytes(b"GGML" + b"\0" * 64)
     with pytest.raises(SpecbenchError, match="could not read GGUF file .*no GGUF magic"):
@@ -222,8 +270,7 @@ def test_gguf_header_facts_and_the_vocabulary_check(tmp_path):
 
 
 def attached(url: str, **options) -> LlamaCppServerBackend:
-    backend = LlamaCppServerBackend({"url": url, **options}, target="smollm2-135m", device="cpu", dtype="fp32",
-                                    seed=0)
+    backend = LlamaCppServerBackend({"url": url, **options}, target="smollm2-135m", device="cpu", dtype="fp32", seed=0)
     backend.start(lambda message: None)
     return backend
 
@@ -274,8 +321,14 @@ def test_held_back_tokens_are_filled_from_an_unstreamed_repeat():
 
 
 def fake_launcher(tmp_path: Path, **options) -> LlamaCppServerBackend:
-    opts = {"server_command": [sys.executable, str(FAKE_SCRIPT)], "log_dir": str(tmp_path), "stop_grace_s": 1.0,
-            "startup_timeout_s": 30, "parallel": 2, **options}
+    opts = {
+        "server_command": [sys.executable, str(FAKE_SCRIPT)],
+        "log_dir": str(tmp_path),
+        "stop_grace_s": 1.0,
+        "startup_timeout_s": 30,
+        "parallel": 2,
+        **options,
+    }
     backend = LlamaCppServerBackend(opts, target="smollm2-135m", device="cpu", dtype="fp32", seed=7)
     backend.start(lambda message: None)
     return backend

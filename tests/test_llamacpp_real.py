@@ -51,8 +51,8 @@ def _drafted_config(drafter: str, gamma: int, **params):
 
 
 def _prompts(n: int) -> list[list[int]]:
-    from specbench.workloads.catalog import load_workload
     from specbench.models.gguf_files import load_gguf_tokenizer
+    from specbench.workloads.catalog import load_workload
 
     tokenizer = load_gguf_tokenizer("smollm2-135m")
     prompts = load_workload("humaneval").prompts[: n // 2] + load_workload("mt-bench").prompts[: n - n // 2]
@@ -67,19 +67,27 @@ def prompts() -> list[list[int]]:
 def _backend(tmp_path: Path, **options):
     from specbench.backends.llamacpp_server import LlamaCppServerBackend
 
-    backend = LlamaCppServerBackend({"log_dir": str(tmp_path), "engines_kept": 2, "threads": 1, **options},
-                                    target="smollm2-135m",
-                                    device="cpu", dtype="fp32", seed=0)
+    backend = LlamaCppServerBackend(
+        {"log_dir": str(tmp_path), "engines_kept": 2, "threads": 1, **options},
+        target="smollm2-135m",
+        device="cpu",
+        dtype="fp32",
+        seed=0,
+    )
     backend.start(lambda message: print(message, flush=True))
     return backend
 
 
-@pytest.mark.parametrize("drafter, params", [
-    ("ngram-simple", {"size_n": 2}),
-    ("draft-model", {"model": "smollm2-135m"}),
-])
-def test_counters_equal_the_per_request_count_and_greedy_output_is_the_targets(binary, prompts, tmp_path, drafter,
-                                                                                params):
+@pytest.mark.parametrize(
+    "drafter, params",
+    [
+        ("ngram-simple", {"size_n": 2}),
+        ("draft-model", {"model": "smollm2-135m"}),
+    ],
+)
+def test_counters_equal_the_per_request_count_and_greedy_output_is_the_targets(
+    binary, prompts, tmp_path, drafter, params
+):
     from specbench.backends.base import Request
 
     backend = _backend(tmp_path)
@@ -97,7 +105,7 @@ def test_counters_equal_the_per_request_count_and_greedy_output_is_the_targets(b
             assert count["rounds_exact"], "a token was held back: the rebuilt rounds are not exact"
             assert window["drafts"] == count["drafts"] > 0
             assert window["per_position"] == count["per_position"][: len(window["per_position"])]
-            assert sum(count["per_position"][len(window["per_position"]):]) == 0
+            assert sum(count["per_position"][len(window["per_position"]) :]) == 0
             for result, expected in zip(results, baseline):
                 assert len(result.tokens) == 48 and sum(result.rounds.emitted) == 47
                 total += 1
@@ -116,18 +124,39 @@ def test_attach_to_a_running_server_with_url(binary, prompts, tmp_path):
     from specbench.models.gguf_files import gguf_file
 
     port = free_port()
-    server = ServerProcess([str(binary), "-m", str(gguf_file("smollm2-135m")), "--host", "127.0.0.1", "--port",
-                            str(port), "--metrics", "-np", "2", "-t", "1", "--spec-type", "ngram-simple",
-                            "--spec-ngram-simple-size-n", "2", "--spec-ngram-simple-size-m", "3"],
-                           port=port, log_dir=str(tmp_path), name="user's llama-server")
+    server = ServerProcess(
+        [
+            str(binary),
+            "-m",
+            str(gguf_file("smollm2-135m")),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--metrics",
+            "-np",
+            "2",
+            "-t",
+            "1",
+            "--spec-type",
+            "ngram-simple",
+            "--spec-ngram-simple-size-n",
+            "2",
+            "--spec-ngram-simple-size-m",
+            "3",
+        ],
+        port=port,
+        log_dir=str(tmp_path),
+        name="user's llama-server",
+    )
     server.start()
     try:
         server.wait_healthy(300)
-        backend = LlamaCppServerBackend({"url": server.url}, target="smollm2-135m", device="cpu", dtype="fp32",
-                                        seed=0)
+        backend = LlamaCppServerBackend({"url": server.url}, target="smollm2-135m", device="cpu", dtype="fp32", seed=0)
         backend.start(lambda message: None)
-        results = backend.generate_batch(_drafted_config("ngram-simple", 3, size_n=2),
-                                         [Request(ids, 32, 0, False) for ids in prompts[:4]], 2)
+        results = backend.generate_batch(
+            _drafted_config("ngram-simple", 3, size_n=2), [Request(ids, 32, 0, False) for ids in prompts[:4]], 2
+        )
         assert all(len(r.tokens) == 32 for r in results) and backend.counter_problems == []
         described = backend.describe()
         assert described["engine"]["build_info"].endswith("0c1e57098") and described["engine"]["total_slots"] == 2
@@ -141,15 +170,35 @@ def test_the_smollm2_ngram_sweep_until_decided_ends_with_verdicts_and_flags(bina
     out = tmp_path / "llamacpp-smollm2"
     env = {**os.environ, "SPECBENCH_NO_ENGINE_CHECK": ""}
     cli = [sys.executable, "-m", "specbench"]
-    done = subprocess.run([*cli, "sweep", str(ROOT / "sweeps/llamacpp-smollm2.yaml"), "--until-decided",
-                           "--batch", "4", "--max-prompts", "12", "--out", str(out)],
-                          capture_output=True, text=True, env=env, timeout=3000)
+    done = subprocess.run(
+        [
+            *cli,
+            "sweep",
+            str(ROOT / "sweeps/llamacpp-smollm2.yaml"),
+            "--until-decided",
+            "--batch",
+            "4",
+            "--max-prompts",
+            "12",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=3000,
+    )
     print(done.stdout[-3000:], done.stderr[-3000:])
     assert done.returncode == 0
     run = json.loads((out / "run.json").read_text())
     assert run["engine"]["engine"] == "llama.cpp" and run["engine"].get("llama_cpp_commit")
-    answer = subprocess.run([*cli, "recommend", str(out), "--engine", "llamacpp", "--json"], capture_output=True,
-                            text=True, env=env, timeout=600)
+    answer = subprocess.run(
+        [*cli, "recommend", str(out), "--engine", "llamacpp", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert answer.returncode == 0, answer.stderr
     recs = json.loads(answer.stdout)
     assert {r["workload"] for r in recs} == {"humaneval", "mt-bench"}
@@ -174,9 +223,11 @@ def test_greedy_identity_with_batched_slots(binary, prompts, tmp_path):
     try:
         alone = [r.tokens for r in backend.generate_batch(_drafted_config(None, 0), requests, 1)]
         rates = {}
-        for label, config in (("target only", _drafted_config(None, 0)),
-                              ("ngram-simple γ=4", _drafted_config("ngram-simple", 4, size_n=2)),
-                              ("draft-model γ=4", _drafted_config("draft-model", 4, model="smollm2-135m"))):
+        for label, config in (
+            ("target only", _drafted_config(None, 0)),
+            ("ngram-simple γ=4", _drafted_config("ngram-simple", 4, size_n=2)),
+            ("draft-model γ=4", _drafted_config("draft-model", 4, model="smollm2-135m")),
+        ):
             batched = backend.generate_batch(config, requests, 4)
             rates[label] = sum(r.tokens == a for r, a in zip(batched, alone))
         print(f"greedy identity at concurrency 4 (of {len(requests)}): {rates}")

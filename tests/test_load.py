@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 
 from specbench.analysis.load.crossover import crossover, describe
+from specbench.analysis.load.slo import make_slo, parse_latency, slo_answers
 from specbench.analysis.load.table import has_load_axis, load_keys, scenario_keys, serving_table
 from specbench.analysis.load.verdicts import for_scenario, summary
 from specbench.analysis.recommendation.recommend import recommend, to_json
-from specbench.analysis.load.slo import make_slo, parse_latency, slo_answers
 from specbench.analysis.verdicts.verdict import NO, YES
 from specbench.errors import SpecbenchError
 from tests.synthetic_serving import as_dicts, serving_records
@@ -24,13 +24,14 @@ LEVELS = (1, 2, 4, 8, 16)
 
 def falling(load, gamma):
     """The true per-request speedup: 1.6 at one request in flight, crossing 1 at 1.6⁴ ≈ 6.55."""
-    return 1.6 * load ** -0.25
+    return 1.6 * load**-0.25
 
 
-TRUE_CROSSOVER = 1.6 ** 4
+TRUE_CROSSOVER = 1.6**4
 
 
 # ----------------------------------------------------------------------------- the crossover estimator
+
 
 def test_crossover_on_records_with_a_known_crossover_covers_the_truth():
     """Over 40 synthetic sweeps the estimated crossover sits near 6.55 and its range holds it."""
@@ -75,6 +76,7 @@ def test_a_curve_above_1_says_where_its_interval_stops_being_sure():
 
 # ----------------------------------------------------------------------------- the per-load table
 
+
 def test_serving_table_speedups_system_throughput_and_percentiles():
     frame = serving_records(LEVELS, falling, seed=1)
     table = serving_table(frame, n_boot=200)
@@ -84,17 +86,27 @@ def test_serving_table_speedups_system_throughput_and_percentiles():
         at = frame[frame["concurrency"] == level]
         base, conf = at[at["gamma"] == 0], at[at["gamma"] > 0]
         per_request = (conf["decode_tokens"].sum() / conf["decode_s"].sum()) / (
-            base["decode_tokens"].sum() / base["decode_s"].sum())
+            base["decode_tokens"].sum() / base["decode_s"].sum()
+        )
         assert spec.loc[level, "speedup"] == pytest.approx(per_request)
-        system = (conf.groupby("batch_id")["batch_output_tokens"].first().sum()
-                  / conf.groupby("batch_id")["batch_wall_s"].first().sum())
-        base_system = (base.groupby("batch_id")["batch_output_tokens"].first().sum()
-                       / base.groupby("batch_id")["batch_wall_s"].first().sum())
+        system = (
+            conf.groupby("batch_id")["batch_output_tokens"].first().sum()
+            / conf.groupby("batch_id")["batch_wall_s"].first().sum()
+        )
+        base_system = (
+            base.groupby("batch_id")["batch_output_tokens"].first().sum()
+            / base.groupby("batch_id")["batch_wall_s"].first().sum()
+        )
         assert spec.loc[level, "system_speedup"] == pytest.approx(system / base_system)
-        assert spec.loc[level, "system_speedup_lo"] < spec.loc[level, "system_speedup"] < \
-            spec.loc[level, "system_speedup_hi"]
-        np.testing.assert_allclose(spec.loc[level, ["itl_p50_s", "itl_p90_s", "itl_p99_s"]].to_numpy(float),
-                                   np.percentile(conf["itl_s"], [50, 90, 99]))
+        assert (
+            spec.loc[level, "system_speedup_lo"]
+            < spec.loc[level, "system_speedup"]
+            < spec.loc[level, "system_speedup_hi"]
+        )
+        np.testing.assert_allclose(
+            spec.loc[level, ["itl_p50_s", "itl_p90_s", "itl_p99_s"]].to_numpy(float),
+            np.percentile(conf["itl_s"], [50, 90, 99]),
+        )
         ratio = np.percentile(base["latency_s"], 90) / np.percentile(conf["latency_s"], 90)
         assert spec.loc[level, "latency_p90_speedup"] == pytest.approx(ratio)
         assert spec.loc[level, "latency_p90_speedup_lo"] <= ratio <= spec.loc[level, "latency_p90_speedup_hi"]
@@ -107,8 +119,10 @@ def test_per_request_interval_covers_the_truth():
     for seed in range(30):
         spec = serving_table(serving_records((1, 8), falling, seed=seed), n_boot=0)
         spec = spec[spec["gamma"] > 0]
-        hits += sum(lo <= falling(c, 2) <= hi for c, lo, hi in spec[["concurrency", "speedup_lo", "speedup_hi"]]
-                    .itertuples(index=False))
+        hits += sum(
+            lo <= falling(c, 2) <= hi
+            for c, lo, hi in spec[["concurrency", "speedup_lo", "speedup_hi"]].itertuples(index=False)
+        )
     assert hits >= 54  # 60 intervals, nominal 95 %
 
 
@@ -132,6 +146,7 @@ def test_disturbed_units_are_left_out_and_flagged_when_nothing_else_is_left():
 
 
 # ----------------------------------------------------------------------------- verdicts, crossover line, schedule
+
 
 @pytest.fixture(scope="module")
 def falling_sweep():
@@ -209,8 +224,9 @@ def test_settings_agree_with_the_verdict_when_it_cannot_tell():
     frame = serving_records((1, 4), lambda load, g: 1.3, n_prompts=3, noise=0.6, prompt_spread=0.5)
     for rec in recommend(frame, n_boot=0):
         if not rec.decision.confident:
-            assert rec.final is None and rec.settings == {} and rec.verdict.startswith(("no speculation",
-                                                                                         "not decided"))
+            assert (
+                rec.final is None and rec.settings == {} and rec.verdict.startswith(("no speculation", "not decided"))
+            )
 
 
 def test_recommend_json_carries_each_scenarios_load_summary(falling_sweep):
@@ -230,13 +246,19 @@ def test_a_concurrency_above_the_prompts_in_a_batch_is_named_for_what_it_measure
     frame = serving_records((1, 4, 8), falling, n_prompts=4)
     notes = summary(frame, recommend(frame, n_boot=0), n_boot=0)["notes"]
     assert [n for n in notes if "had at most" in n] == [
-        n for n in notes if n.startswith("mt-bench: concurrency 8 had at most 4 requests in flight")]
+        n for n in notes if n.startswith("mt-bench: concurrency 8 had at most 4 requests in flight")
+    ]
     assert len([n for n in notes if "had at most" in n]) == 1
 
 
 def test_the_crossover_line_carries_the_curves_notes():
-    frame = serving_records((1, 2, 4, 8), lambda load, g: {1: 1.5, 2: 0.6, 4: 1.5, 8: 0.6}[load], n_prompts=12,
-                            noise=0.02, prompt_spread=0.05)
+    frame = serving_records(
+        (1, 2, 4, 8),
+        lambda load, g: {1: 1.5, 2: 0.6, 4: 1.5, 8: 0.6}[load],
+        n_prompts=12,
+        noise=0.02,
+        prompt_spread=0.05,
+    )
     load = summary(frame, recommend(frame, n_boot=0), n_boot=0)
     (line,) = load["lines"]
     assert "pays again at 4 requests in flight: the first crossing is reported" in line["text"]
@@ -247,12 +269,16 @@ def test_request_rate_sweeps_get_verdicts_but_no_batch_size_schedule():
     recs = recommend(frame, n_boot=0)
     assert sorted(r.keys["request_rate"] for r in recs) == [0.5, 1.0, 2.0]
     load = summary(frame, recs, n_boot=0)
-    assert load["axis"] == "request_rate" and load["schedules"] == [] and "request rates set no batch size" in \
-        load["notes"][0]
+    assert (
+        load["axis"] == "request_rate"
+        and load["schedules"] == []
+        and "request rates set no batch size" in load["notes"][0]
+    )
     assert "requests/s" in load["lines"][0]["text"]
 
 
 # ----------------------------------------------------------------------------- the SLO objective
+
 
 def test_slo_gives_the_highest_load_under_the_target_with_and_without_speculation():
     frame = serving_records(LEVELS, falling, slowdown=0.25, seed=2)
@@ -275,8 +301,9 @@ def test_slo_gives_the_highest_load_under_the_target_with_and_without_speculatio
 
 
 def test_slo_says_when_it_rests_on_disturbed_timing_and_when_the_promise_is_kept_again():
-    frame = serving_records((0.5, 1.0, 2.0), lambda load, g: 1.0, axis="request_rate", timing_ok=False, noise=0.01,
-                            prompt_spread=0.01)
+    frame = serving_records(
+        (0.5, 1.0, 2.0), lambda load, g: 1.0, axis="request_rate", timing_ok=False, noise=0.01, prompt_spread=0.01
+    )
     table = serving_table(frame, n_boot=0)
     itl = table[table["gamma"] == 0].sort_values("request_rate")["itl_p90_s"].to_numpy()  # rises with the rate
     (answer,) = slo_answers(table, make_slo("itl", 90, f"{(itl[0] + itl[1]) / 2 * 1e3:.3f}ms"), "request_rate")
@@ -302,18 +329,21 @@ def test_slo_cli(tmp_path):
     from tests.synthetic_results import write_results
 
     frame = serving_records((1, 4, 16), falling, slowdown=0.25)
-    folder = write_results(tmp_path / "served", as_dicts(frame),
-                           {"sweep": {"name": "served", "target": "synthetic-target"}})
+    folder = write_results(
+        tmp_path / "served", as_dicts(frame), {"sweep": {"name": "served", "target": "synthetic-target"}}
+    )
     out = invoke("recommend", folder, "--objective", "slo", "--itl-p90", "40ms", "--json")
     assert out.exit_code == 0, out.output
     (answer,) = json.loads(out.stdout)["answers"]
     assert answer["slo"] == {"metric": "itl", "percentile": 90, "limit_s": 0.04}
     text = invoke("recommend", folder, "--objective", "slo", "--slo", "latency-p99=3s")
     assert text.exit_code == 0 and "request latency p99 ≤ 3000 ms" in text.stdout
-    for flags, needle in ((["--objective", "slo"], "needs a latency target"),
-                          (["--itl-p90", "40ms"], "need --objective slo"),
-                          (["--objective", "slo", "--itl-p90", "40"], "with its unit"),
-                          (["--objective", "slo", "--slo", "itl=4ms"], "METRIC-pNN=DURATION")):
+    for flags, needle in (
+        (["--objective", "slo"], "needs a latency target"),
+        (["--itl-p90", "40ms"], "need --objective slo"),
+        (["--objective", "slo", "--itl-p90", "40"], "with its unit"),
+        (["--objective", "slo", "--slo", "itl=4ms"], "METRIC-pNN=DURATION"),
+    ):
         bad = invoke("recommend", folder, *flags)
         assert bad.exit_code == 2 and needle in bad.output, bad.output
 
@@ -323,12 +353,18 @@ def test_recommend_prints_the_load_view(tmp_path):
     from tests.synthetic_results import write_results
 
     frame = serving_records(LEVELS, falling)
-    folder = write_results(tmp_path / "served", as_dicts(frame),
-                           {"sweep": {"name": "served", "target": "synthetic-target"}})
+    folder = write_results(
+        tmp_path / "served", as_dicts(frame), {"sweep": {"name": "served", "target": "synthetic-target"}}
+    )
     out = invoke("recommend", folder, "--engine", "vllm", "--bootstrap", "50")
     assert out.exit_code == 0, out.output
-    for needle in ("Per load", "The verdict at each load", "pays up to about", "vLLM γ per batch size",
-                   "num_speculative_tokens_per_batch_size"):
+    for needle in (
+        "Per load",
+        "The verdict at each load",
+        "pays up to about",
+        "vLLM γ per batch size",
+        "num_speculative_tokens_per_batch_size",
+    ):
         assert needle in out.stdout, needle
     assert pd.notna(frame["batch_wall_s"]).all()
 
@@ -339,8 +375,9 @@ def test_results_show_keeps_rates_apart_and_names_both_taus(tmp_path):
     from tests.cli_helpers import invoke
     from tests.synthetic_results import SyntheticDrafter, write_results
 
-    misses = SyntheticDrafter(name="ngram", params={"n_max": 3, "n_min": 1}, alpha=0.7, gammas=(2,),
-                              model_free=True, no_match_rate=0.4)
+    misses = SyntheticDrafter(
+        name="ngram", params={"n_max": 3, "n_min": 1}, alpha=0.7, gammas=(2,), model_free=True, no_match_rate=0.4
+    )
     frame = serving_records((1.0, 2.0), falling, axis="request_rate", drafters=(misses,))
     folder = write_results(tmp_path / "rates", as_dicts(frame), {"sweep": {"name": "rates", "target": "t"}})
     shown = invoke("results", "show", folder, "--json")

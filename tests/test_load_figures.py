@@ -26,8 +26,9 @@ from tests.synthetic_serving import as_dicts, serving_records
 
 LEVELS = (1, 4)
 N_BOOT = 20
-NGRAM_TWO = SyntheticDrafter(name="ngram", params={"n_max": 3, "n_min": 1}, alpha=0.7, gammas=(1, 3), model_free=True,
-                             draft_fixed_s=0.0005)
+NGRAM_TWO = SyntheticDrafter(
+    name="ngram", params={"n_max": 3, "n_min": 1}, alpha=0.7, gammas=(1, 3), model_free=True, draft_fixed_s=0.0005
+)
 
 
 def different_speed(load, gamma):
@@ -37,8 +38,11 @@ def different_speed(load, gamma):
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     frame = serving_records(LEVELS, different_speed, drafters=(NGRAM_TWO,), slowdown=1.0, n_prompts=6)
-    folder = write_results(tmp_path_factory.mktemp("served") / "run", as_dicts(frame),
-                           {"sweep": {"name": "served", "target": "synthetic-target"}})
+    folder = write_results(
+        tmp_path_factory.mktemp("served") / "run",
+        as_dicts(frame),
+        {"sweep": {"name": "served", "target": "synthetic-target"}},
+    )
     return frame, folder, load_plot_data(folder, n_boot=N_BOOT)
 
 
@@ -73,16 +77,23 @@ def test_load_figures_are_drawn_and_in_the_report(served, tmp_path):
     by_name = {f.spec.name: f for f in report.figures}
     assert by_name["speedup_vs_load"].files and by_name["latency_vs_load"].files
     page = report.index.read_text()
-    for needle in ("speedup_vs_load.png", "latency_vs_load.png", "Speculation against load", "The verdict at each load",
-                   "pays"):
+    for needle in (
+        "speedup_vs_load.png",
+        "latency_vs_load.png",
+        "Speculation against load",
+        "The verdict at each load",
+        "pays",
+    ):
         assert needle in page, needle
 
 
 def test_costs_a_serving_backend_did_not_measure_are_not_drawn(served):
     """round_time_split and the heat map used to draw vLLM's whole round as 'overhead' and c = 0.00."""
     _, _, data = served
-    for build, needle in ((figure_time_split, "no per-round draft and verify times: backend vllm"),
-                          (figure_heatmap, "backend vllm reports no per-round draft and verify times")):
+    for build, needle in (
+        (figure_time_split, "no per-round draft and verify times: backend vllm"),
+        (figure_heatmap, "backend vllm reports no per-round draft and verify times"),
+    ):
         with pytest.raises(FigureSkipped, match=needle):
             build(data)
     assert data.costs["cost_notes"].str.contains("costs not fitted, never invented").all()
@@ -117,8 +128,8 @@ def test_speedup_vs_load_marks_the_crossover(served):
 def test_the_report_answers_latency_targets_against_load(served, tmp_path):
     """`plot --itl-p90 …`: the load section states, per workload and target, how far each configuration keeps it
     (the same answers `recommend --objective slo` gives); bad targets are one-line errors, exit 2."""
-    from specbench.analysis.load.table import serving_table
     from specbench.analysis.load.slo import make_slo, slo_answers
+    from specbench.analysis.load.table import serving_table
     from specbench.figures.report import esc
     from tests.cli_helpers import invoke
 
@@ -133,10 +144,13 @@ def test_the_report_answers_latency_targets_against_load(served, tmp_path):
         for entry in answer["configurations"]:
             assert esc(entry["text"]) in page, entry["text"]
         assert esc(answer["text"]) in page
-    assert "Latency target" not in build_report(folder, tmp_path / "plain", n_boot=N_BOOT, formats=("png",)
-                                                ).index.read_text()
-    out = invoke("plot", folder, "--out", tmp_path / "cli", "--format", "png", "--bootstrap", "20",
-                 "--slo", "latency-p99=3s")
+    assert (
+        "Latency target"
+        not in build_report(folder, tmp_path / "plain", n_boot=N_BOOT, formats=("png",)).index.read_text()
+    )
+    out = invoke(
+        "plot", folder, "--out", tmp_path / "cli", "--format", "png", "--bootstrap", "20", "--slo", "latency-p99=3s"
+    )
     assert out.exit_code == 0, out.output
     assert "· latency p99 ≤ 3000 ms against" in (tmp_path / "cli" / "index.html").read_text()
     bad = invoke("plot", folder, "--out", tmp_path / "bad", "--slo", "itl=4ms")

@@ -13,7 +13,10 @@ from specbench.analysis.context_bins import fit_by_context_bin
 from specbench.analysis.fit import fit_acceptance, fits_frame
 from specbench.errors import SpecbenchError
 from specbench.figures.plot import FIGURES, load_plot_data, render_figure
+from specbench.models.byte_tokenizer import byte_tokenizer
+from specbench.records.store import load_records
 from specbench.workloads import long_context
+from specbench.workloads.catalog import encode_turn, load_workload, resolve_spec
 from specbench.workloads.long_context_documents import (
     select_conversations,
     sharegpt_documents,
@@ -24,9 +27,6 @@ from specbench.workloads.long_context_documents import (
 from specbench.workloads.long_context_spec import DocumentSource
 from specbench.workloads.prompt import ContextDocument, Prompt
 from specbench.workloads.spec import builtin_spec
-from specbench.workloads.catalog import encode_turn, load_workload, resolve_spec
-from specbench.models.byte_tokenizer import byte_tokenizer
-from specbench.records.store import load_records
 from tests.cli_helpers import assert_user_error, invoke, write_sweep_yaml
 from tests.synthetic_results import (
     SyntheticDrafter,
@@ -35,20 +35,24 @@ from tests.synthetic_results import (
     write_results,
 )
 
-STDLIB_ONE = DocumentSource("python-stdlib", count=1, seed=0, min_chars=48000,
-                            exclude=builtin_spec("long-context").documents[0].exclude)
+STDLIB_ONE = DocumentSource(
+    "python-stdlib", count=1, seed=0, min_chars=48000, exclude=builtin_spec("long-context").documents[0].exclude
+)
 
 
 def _yaml(tmp_path: Path, bins: str = "{a: 200, b: 400}", documents: str | None = None) -> Path:
     documents = documents or "[{source: python-stdlib, count: 2, seed: 0, min_chars: 3000, exclude: ['test/*']}]"
     path = tmp_path / "lc.yaml"
-    path.write_text(f"name: lc\nchat: true\nmax_new_tokens: 8\nlong_context:\n  tolerance: 0.1\n  bins: {bins}\n"
-                    "  tasks: {summarise: \"{document}\\n\\nSummarise it.\", answer: \"{document}\\n\\nWhat is it?\"}\n"
-                    f"  documents: {documents}\n")
+    path.write_text(
+        f"name: lc\nchat: true\nmax_new_tokens: 8\nlong_context:\n  tolerance: 0.1\n  bins: {bins}\n"
+        '  tasks: {summarise: "{document}\\n\\nSummarise it.", answer: "{document}\\n\\nWhat is it?"}\n'
+        f"  documents: {documents}\n"
+    )
     return path
 
 
 # ----------------------------------------------------------------------------- the shipped workload
+
 
 def test_shipped_bins_hold_prompts_within_tolerance_with_smollm2s_tokenizer(smollm2):
     """Every bin of workloads/long-context.yaml, every task, one real stdlib file: prompts in [0.9·bin, bin]."""
@@ -64,7 +68,7 @@ def test_shipped_bins_hold_prompts_within_tolerance_with_smollm2s_tokenizer(smol
         assert 0.9 * target <= len(ids) <= target, (prompt.prompt_id, len(ids))
         text = smollm2.tokenizer.decode(ids)
         assert "Continue it from exactly where it stops" in text and "{document}" not in text
-        cut = prompt.context.text[: 200]
+        cut = prompt.context.text[:200]
         assert cut in text  # the document starts at its beginning
     assert len(ids) + 256 <= window
 
@@ -117,6 +121,7 @@ def test_bad_long_context_definitions(tmp_path):
 
 # ----------------------------------------------------------------------------- documents
 
+
 def test_stdlib_selection_is_a_seeded_ranking_of_a_sorted_list(tmp_path):
     root = tmp_path / "lib"
     for rel in ("a.py", "pkg/b.py", "pkg/c.py", "test/t.py", "site-packages/x/y.py", "short.py"):
@@ -136,10 +141,13 @@ def test_stdlib_selection_is_a_seeded_ranking_of_a_sorted_list(tmp_path):
 def _sharegpt_file(path: Path) -> Path:
     def turns(tag: str, n: int, text: str) -> list[dict]:
         return [{"from": "human" if i % 2 == 0 else "gpt", "value": f"{tag} message {i} {text}"} for i in range(n)]
-    records = [{"id": "long_0", "conversations": turns("first", 4, "words " * 40)},
-               {"id": "other_0", "conversations": turns("other", 2, "short")},
-               {"id": "long_4", "conversations": turns("second", 4, "words " * 40)},
-               {"id": "wide_0", "conversations": turns("wide", 6, "文字 " * 60)}]
+
+    records = [
+        {"id": "long_0", "conversations": turns("first", 4, "words " * 40)},
+        {"id": "other_0", "conversations": turns("other", 2, "short")},
+        {"id": "long_4", "conversations": turns("second", 4, "words " * 40)},
+        {"id": "wide_0", "conversations": turns("wide", 6, "文字 " * 60)},
+    ]
     path.write_text(json.dumps(records)[:-1] + ', {"id": "cut_0", "conversations": [{"from": "hu')  # cut mid-record
     return path
 
@@ -164,6 +172,7 @@ def test_sharegpt_conversations_are_rejoined_filtered_and_cached(tmp_path, monke
 
 
 # ----------------------------------------------------------------------------- fitting a document to a bin
+
 
 def _prompt(text: str, tokens: int, template: str = "{document}") -> Prompt:
     return Prompt("w", "w/x", "c", (template,), ContextDocument(text, "test document", "b", tokens, 0.1))
@@ -239,12 +248,20 @@ def test_alpha_vs_context_figure_is_drawn_for_several_bins_and_skipped_for_one(t
 
 # ----------------------------------------------------------------------------- end to end
 
+
 def test_tiny_sweep_records_prompt_tokens_and_context_bins(tmp_path):
     """Tiny random target (byte tokenizer, 4,096-token window): bins of 200 and 400 tokens."""
     workload = _yaml(tmp_path)
-    spec = {"name": "lc", "target": "tiny-random-llama", "max_new_tokens": 4, "ignore_eos": True,
-            "drafters": [{"type": "ngram"}], "gammas": [3], "timing": {"warmup_s": 0},
-            "workloads": [{"name": f"{workload}:task=answer", "count": 1}]}
+    spec = {
+        "name": "lc",
+        "target": "tiny-random-llama",
+        "max_new_tokens": 4,
+        "ignore_eos": True,
+        "drafters": [{"type": "ngram"}],
+        "gammas": [3],
+        "timing": {"warmup_s": 0},
+        "workloads": [{"name": f"{workload}:task=answer", "count": 1}],
+    }
     out = tmp_path / "res"
     result = invoke("sweep", write_sweep_yaml(tmp_path, spec), "--out", out)
     assert result.exit_code == 0, result.output
@@ -255,7 +272,11 @@ def test_tiny_sweep_records_prompt_tokens_and_context_bins(tmp_path):
         lengths = frame.loc[frame["context_bin"] == label, "prompt_tokens"]
         assert ((lengths >= 0.9 * tokens) & (lengths <= tokens)).all()
     too_long = _yaml(tmp_path / "x" if (tmp_path / "x").mkdir() is None else tmp_path, bins="{huge: 5000}")
-    result = invoke("sweep", write_sweep_yaml(tmp_path, spec, workloads=[{"name": str(too_long), "count": 1}]),
-                    "--out", tmp_path / "res2")
+    result = invoke(
+        "sweep",
+        write_sweep_yaml(tmp_path, spec, workloads=[{"name": str(too_long), "count": 1}]),
+        "--out",
+        tmp_path / "res2",
+    )
     assert_user_error(result, "bin huge", "context window")
     assert not (tmp_path / "res2" / "run.json").exists()

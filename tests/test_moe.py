@@ -87,7 +87,11 @@ def test_upcycled_smollm2_generates_what_smollm2_generates(smollm2, smollm2_prom
     dense_out = SpeculativeEngine(smollm2, None, gamma=0).generate(ids, 12, stop_at_eos=False)
     moe_out = SpeculativeEngine(moe, None, gamma=0).generate(ids, 12, stop_at_eos=False)
     assert moe_out.tokens == dense_out.tokens
-    assert {k: moe_out.moe[k] for k in ("experts", "top_k", "expert_bytes")} == {"experts": 8, "top_k": 2, "expert_bytes": 3 * 576 * 1536 * 4}
+    assert {k: moe_out.moe[k] for k in ("experts", "top_k", "expert_bytes")} == {
+        "experts": 8,
+        "top_k": 2,
+        "expert_bytes": 3 * 576 * 1536 * 4,
+    }
     assert moe_out.moe["step_bytes"] > 30 * moe_out.moe["expert_bytes"]
     layer0 = routing_log(moe.model).layers[0]
     assert layer0.shape[-1] == 2
@@ -99,6 +103,7 @@ def test_upcycled_smollm2_generates_what_smollm2_generates(smollm2, smollm2_prom
 
 # ----------------------------------------------------------------------------- the expert-aware cost model
 
+
 def test_expected_distinct_experts_matches_uniform_routing_by_simulation():
     from specbench.analysis.cost.moe import expected_distinct_experts
 
@@ -108,7 +113,9 @@ def test_expected_distinct_experts_matches_uniform_routing_by_simulation():
         chosen = rng.random((2000, n, experts)).argsort(-1)[..., :top_k]  # [trials, n, top_k]: k distinct each
         touched = np.zeros((2000, experts), dtype=bool)
         np.put_along_axis(touched, chosen.reshape(2000, -1), True, axis=1)
-        assert float(touched.sum(1).mean()) == pytest.approx(float(expected_distinct_experts(n, experts, top_k)), abs=0.1)
+        assert float(touched.sum(1).mean()) == pytest.approx(
+            float(expected_distinct_experts(n, experts, top_k)), abs=0.1
+        )
     assert float(expected_distinct_experts(1, experts, top_k)) == pytest.approx(top_k)
     assert float(expected_distinct_experts(200, experts, top_k)) == pytest.approx(experts)
 
@@ -125,15 +132,20 @@ def test_effective_expert_count_is_recovered_from_concentrated_routing():
 
 
 def test_moe_sweep_records_expert_traffic_and_recommend_prices_it(tmp_path, prompts_file):
-    from specbench.analysis.cost.source import MeasuredCosts
     from specbench.analysis.cost.moe import ExpertAwareCosts, is_moe, moe_traffic
+    from specbench.analysis.cost.source import MeasuredCosts
     from specbench.analysis.recommendation.recommend import recommend
     from specbench.records.store import load_records
     from tests.cli_helpers import invoke, tiny_sweep_yaml
 
     out = tmp_path / "res"
-    spec = tiny_sweep_yaml(tmp_path, prompts_file, target="tiny-random-llama-moe", gammas=[1, 4],
-                           drafters=[{"type": "draft-model", "params": {"model": "tiny-random-llama-draft"}}])
+    spec = tiny_sweep_yaml(
+        tmp_path,
+        prompts_file,
+        target="tiny-random-llama-moe",
+        gammas=[1, 4],
+        drafters=[{"type": "draft-model", "params": {"model": "tiny-random-llama-draft"}}],
+    )
     result = invoke("sweep", spec, "--out", out)
     assert result.exit_code == 0, result.output
     df = load_records(out)
@@ -146,6 +158,7 @@ def test_moe_sweep_records_expert_traffic_and_recommend_prices_it(tmp_path, prom
     assert set(df.groupby("prompt_id")["output_sha1"].nunique()) == {1}
     traffic = moe_traffic(df)
     assert 2 <= traffic.effective_experts <= 8 and traffic.extra_bytes(1) == 0
+
     class PlainMeasured(MeasuredCosts):  # the dense cost model, forced (recommend picks the aware one itself)
         pass
 
@@ -166,6 +179,7 @@ def test_moe_sweep_records_expert_traffic_and_recommend_prices_it(tmp_path, prom
 
 
 # ----------------------------------------------------------------------------- profiles of MoE shapes
+
 
 def test_dense_twin_has_the_moe_shapes_active_size_and_is_refused_for_dense_targets():
     from specbench.profile.profiler import (
@@ -224,6 +238,7 @@ def test_native_decoder_runs_real_moe_blocks_as_transformers_does(alias):
 
 # ----------------------------------------------------------------------------- expert-aware dynamic trees
 
+
 def test_expert_aware_tree_spec_parses_and_rejects_bad_lambda():
     from specbench.engine.tree import parse_tree
 
@@ -254,8 +269,10 @@ def test_expert_aware_selection_is_the_plain_one_at_lambda_zero_and_touches_fewe
     from specbench.engine.tree import DynamicTree
 
     def touched(chosen, experts):
-        return sum(len(set.union(set(experts.root[layer]), *(experts.nodes[n][layer] for n in chosen)))
-                   for layer in range(len(experts.root)))
+        return sum(
+            len(set.union(set(experts.root[layer]), *(experts.nodes[n][layer] for n in chosen)))
+            for layer in range(len(experts.root))
+        )
 
     fewer = 0
     for seed in range(20):
@@ -276,9 +293,11 @@ def test_expert_aware_tree_on_the_moe_target_is_lossless(tiny_pair):
     prompt = list(range(5, 25))
     base = SpeculativeEngine(moe, None, gamma=0).generate(prompt, 24, stop_at_eos=False)
     plain = SpeculativeEngine(moe, drafter, gamma=3, tree="dynamic:topk=3,nodes=4").generate(
-        prompt, 24, stop_at_eos=False)
+        prompt, 24, stop_at_eos=False
+    )
     aware = SpeculativeEngine(moe, drafter, gamma=3, tree="dynamic:topk=3,nodes=4,lambda=1").generate(
-        prompt, 24, stop_at_eos=False)
+        prompt, 24, stop_at_eos=False
+    )
     assert plain.tokens == base.tokens and aware.tokens == base.tokens
     assert max(aware.rounds.drafted) <= 4
     # the predictor's extra forward (the nodes growth never fed) is a counted draft step
@@ -292,7 +311,8 @@ def test_expert_aware_tree_with_eagle_features_is_lossless(tiny_pair, kind):
     prompt = list(range(5, 25))
     base = SpeculativeEngine(moe, None, gamma=0).generate(prompt, 16, stop_at_eos=False)
     aware = SpeculativeEngine(moe, drafter, gamma=3, tree="dynamic:topk=3,nodes=4,lambda=1").generate(
-        prompt, 16, stop_at_eos=False)
+        prompt, 16, stop_at_eos=False
+    )
     assert aware.tokens == base.tokens
     assert drafter.expert_router is routing_log(moe.model)
 
@@ -300,11 +320,19 @@ def test_expert_aware_tree_with_eagle_features_is_lossless(tiny_pair, kind):
 def test_expert_aware_tree_refuses_dense_targets_and_foreign_feature_sizes(tiny_pair):
     dense, moe = tiny_pair
     with pytest.raises(SpecbenchError, match="MoE target"):
-        SpeculativeEngine(dense, make_drafter("draft-model", dense, {"model": "tiny-random-llama-draft"}), gamma=2,
-                          tree="dynamic:topk=2,nodes=3,lambda=1")
+        SpeculativeEngine(
+            dense,
+            make_drafter("draft-model", dense, {"model": "tiny-random-llama-draft"}),
+            gamma=2,
+            tree="dynamic:topk=2,nodes=3,lambda=1",
+        )
     with pytest.raises(SpecbenchError, match="hidden size 32"):
-        SpeculativeEngine(moe, make_drafter("draft-model", moe, {"model": "tiny-random-llama-draft"}), gamma=2,
-                          tree="dynamic:topk=2,nodes=3,lambda=1")
+        SpeculativeEngine(
+            moe,
+            make_drafter("draft-model", moe, {"model": "tiny-random-llama-draft"}),
+            gamma=2,
+            tree="dynamic:topk=2,nodes=3,lambda=1",
+        )
     for name, params in (("ngram", {}), ("medusa", {"checkpoint": "random"})):
         with pytest.raises(SpecbenchError, match="cannot predict"):
             SpeculativeEngine(moe, make_drafter(name, moe, params), gamma=2, tree="dynamic:topk=2,nodes=3,lambda=1")
@@ -328,8 +356,20 @@ def test_strategies_moe_sweep_runs_tiny_end_to_end_with_greedy_identity(tmp_path
     bench = _bench_script()
     out = tmp_path / "res"
     drafters = '[{"type": "draft-model", "params": {"model": "tiny-random-llama-exit1"}}]'
-    args = bench.parse_args(["--target", "tiny-random-llama-moe", "--drafters", drafters,
-                             "--prompts", "1", "--max-new-tokens", "12", "--out", str(out)])
+    args = bench.parse_args(
+        [
+            "--target",
+            "tiny-random-llama-moe",
+            "--drafters",
+            drafters,
+            "--prompts",
+            "1",
+            "--max-new-tokens",
+            "12",
+            "--out",
+            str(out),
+        ]
+    )
     text = bench.run(args)
     records = load_records(out)
     assert set(records["tree"]) == {"chain", "dynamic:topk=4,nodes=8", "dynamic:topk=4,nodes=8,lambda=0.5"}

@@ -56,14 +56,17 @@ def tiny_llama():
     return load_model("tiny-random-llama")
 
 
-def test_greedy_identical_to_target_only_on_smollm2_with_the_early_exit_drafter(smollm2, smollm2_prompt_ids,
-                                                                                early_exit_drafter):
+def test_greedy_identical_to_target_only_on_smollm2_with_the_early_exit_drafter(
+    smollm2, smollm2_prompt_ids, early_exit_drafter
+):
     """The early-exit drafter is refused almost always: rounds end in rejections, and the prepared
     drafts for them (the drafter's second choice as the correction) are verified when they guess right."""
     ids = smollm2_prompt_ids[0]
     engine = nested_engine(smollm2, early_exit_drafter, gamma=2, prepared=3)
     result = engine.generate(ids, NEW_TOKENS, stop_at_eos=False)
-    assert result.tokens == SpeculativeEngine(smollm2, None, gamma=0).generate(ids, NEW_TOKENS, stop_at_eos=False).tokens
+    assert (
+        result.tokens == SpeculativeEngine(smollm2, None, gamma=0).generate(ids, NEW_TOKENS, stop_at_eos=False).tokens
+    )
     # the draft model's prepared drafts are the drafts it would have made: the same rounds as sequential
     sequential = SpeculativeEngine(smollm2, early_exit_drafter, gamma=2).generate(ids, NEW_TOKENS, stop_at_eos=False)
     assert result.rounds.accepted == sequential.rounds.accepted
@@ -87,11 +90,14 @@ def test_greedy_identical_with_a_feature_drafter(smollm2, smollm2_prompt_ids):
     drafter = make_drafter("eagle", smollm2, {})
     ids = smollm2_prompt_ids[0]
     result = nested_engine(smollm2, drafter, gamma=3, prepared=2).generate(ids, NEW_TOKENS, stop_at_eos=False)
-    assert result.tokens == SpeculativeEngine(smollm2, None, gamma=0).generate(ids, NEW_TOKENS, stop_at_eos=False).tokens
+    assert (
+        result.tokens == SpeculativeEngine(smollm2, None, gamma=0).generate(ids, NEW_TOKENS, stop_at_eos=False).tokens
+    )
     assert result.accepted > 0 and result.prepared_hits > 0
 
 
 # ---------------------------------------------------------------------------------------- hits
+
 
 def test_every_round_hits_when_the_drafter_is_the_target(tiny_llama):
     """Drafter = target, greedy: every draft is accepted and the bonus is the drafter's own argmax,
@@ -107,6 +113,7 @@ def test_every_round_hits_when_the_drafter_is_the_target(tiny_llama):
         assert result.prepared_drafts == sum(min(gamma + 1, d + 1) for d in result.rounds.drafted if d > 0)
         assert result.prepared_hits == rounds - 1 - (last_drafts == 0)
         assert result.draft_hidden_s > 0
+
 
 def test_outcomes_are_ranked_by_the_drafter_confidence():
     log = torch.log(torch.tensor([0.9, 0.9 * 0.8, 0.9 * 0.8 * 0.1])).tolist()  # q_1 = .9, q_2 = .8, q_3 = .1
@@ -185,7 +192,10 @@ def test_sweep_file_runs_end_to_end_at_tiny_size(tmp_path, prompts_file):
     assert result.exit_code == 0, result.output
     df = load_records(out)
     assert sorted(df["strategy"]) == ["nested", "sequential", "sequential"]  # baseline, sequential, nested
-    nested, sequential = df[df.strategy == "nested"].iloc[0], df[(df.strategy == "sequential") & (df.gamma == 2)].iloc[0]
+    nested, sequential = (
+        df[df.strategy == "nested"].iloc[0],
+        df[(df.strategy == "sequential") & (df.gamma == 2)].iloc[0],
+    )
     assert nested["prepared"] == 2 and nested["drafter_label"] == "eagle nested(P=2)"
     assert nested["prepared_drafts"] > 0 and 0 <= nested["prepared_hits"] < nested["rounds"]
     assert pd.isna(sequential["prepared_drafts"]) and sequential["drafter_label"] == "eagle"
@@ -204,11 +214,14 @@ def test_sweep_file_runs_end_to_end_at_tiny_size(tmp_path, prompts_file):
     assert "Nested speculation vs sequential" in html and (tmp_path / "report" / "nested_vs_sequential.png").exists()
 
 
-@pytest.mark.parametrize("strategy,needle", [
-    ({"name": "nestd"}, "did you mean 'nested'"),
-    ({"name": "nested", "prepared": 0}, "'prepared' must be an integer"),
-    ({"name": "nested", "depth": 2}, "not ['depth']"),
-])
+@pytest.mark.parametrize(
+    "strategy,needle",
+    [
+        ({"name": "nestd"}, "did you mean 'nested'"),
+        ({"name": "nested", "prepared": 0}, "'prepared' must be an integer"),
+        ({"name": "nested", "depth": 2}, "not ['depth']"),
+    ],
+)
 def test_bad_strategy_is_a_one_line_error(tmp_path, prompts_file, strategy, needle):
     raw = {**TINY_SWEEP, "workloads": [jsonl_workload(prompts_file, 1)], "strategy": strategy}
     assert_user_error(invoke("sweep", write_sweep_yaml(tmp_path, raw), "--dry-run"), needle)

@@ -18,7 +18,7 @@ import torch
 
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine, Verifier
-from specbench.engine.online_drafting import OnlinePlan, OnlineDriver
+from specbench.engine.online_drafting import OnlineDriver, OnlinePlan
 from specbench.engine.sampling import SamplingParams
 from specbench.errors import SpecbenchError
 from specbench.training.online_learning import OnlineLearner

@@ -25,8 +25,8 @@ from specbench.measure.execution.arrivals import arrival_offsets, batch_seed
 from specbench.measure.execution.batches import batch_requests
 from specbench.measure.execution.groups import group_units
 from specbench.measure.execution.machine_state import MachineProbe
-from specbench.measure.spec.sweep import OPEN_LOOP_MAX_IN_FLIGHT, build_spec
 from specbench.measure.spec.flags import SweepFlags
+from specbench.measure.spec.sweep import OPEN_LOOP_MAX_IN_FLIGHT, build_spec
 from specbench.measure.spec.units import expand_units, load_workloads
 from tests.fake_openai_server import FakeServer
 from tests.test_server_backends import chain
@@ -35,12 +35,20 @@ FAKE = "tests.fake_vllm_engine:FakeEngine"
 
 
 def _spec(prompts_file, **extra):
-    raw = {"name": "t", "drafters": ["ngram"], "gammas": [2], "workloads": [f"jsonl:{prompts_file}:field=text:id=id"],
-           "max_new_tokens": 8, "backend": "vllm", **extra}
+    raw = {
+        "name": "t",
+        "drafters": ["ngram"],
+        "gammas": [2],
+        "workloads": [f"jsonl:{prompts_file}:field=text:id=id"],
+        "max_new_tokens": 8,
+        "backend": "vllm",
+        **extra,
+    }
     return build_spec(raw)
 
 
 # ----------------------------------------------------------------------------- the spec
+
 
 def test_request_rates_are_a_load_axis_outside_the_hash(prompts_file, monkeypatch, tmp_path):
     monkeypatch.setenv("SPECBENCH_VLLM_VENV", str(tmp_path))
@@ -61,16 +69,19 @@ def test_request_rates_are_a_load_axis_outside_the_hash(prompts_file, monkeypatc
     assert flags["request_rates"] == [1.0, 3.0] and flags["arrivals"] == "constant"
 
 
-@pytest.mark.parametrize("extra, message", [
-    ({"request_rates": [0]}, "'request_rates' must be a number from 0.001 to 100,000"),
-    ({"request_rates": [1e-300]}, "from 0.001"),  # arrivals 1e300 s apart: a sweep that never ends
-    ({"request_rates": [float("nan")]}, "finite"),
-    ({"request_rates": [1], "concurrency": [1, 4]}, "at most one concurrency"),
-    ({"request_rates": [1], "arrivals": "poison"}, "unknown arrivals 'poison' (did you mean 'poisson'?)"),
-    ({"arrivals": "constant"}, "give request_rates"),
-    ({"request_rates": [1], "backend": "own"}, "backend own runs one request at a time"),
-    ({"request_rates": ["fast"]}, "'request_rates' must be a number"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ({"request_rates": [0]}, "'request_rates' must be a number from 0.001 to 100,000"),
+        ({"request_rates": [1e-300]}, "from 0.001"),  # arrivals 1e300 s apart: a sweep that never ends
+        ({"request_rates": [float("nan")]}, "finite"),
+        ({"request_rates": [1], "concurrency": [1, 4]}, "at most one concurrency"),
+        ({"request_rates": [1], "arrivals": "poison"}, "unknown arrivals 'poison' (did you mean 'poisson'?)"),
+        ({"arrivals": "constant"}, "give request_rates"),
+        ({"request_rates": [1], "backend": "own"}, "backend own runs one request at a time"),
+        ({"request_rates": ["fast"]}, "'request_rates' must be a number"),
+    ],
+)
 def test_bad_rates_are_one_line(prompts_file, monkeypatch, tmp_path, extra, message):
     monkeypatch.setenv("SPECBENCH_VLLM_VENV", str(tmp_path))
     with pytest.raises(SpecbenchError, match=message.replace("(", r"\(").replace(")", r"\)").replace("?", r"\?")):
@@ -78,6 +89,7 @@ def test_bad_rates_are_one_line(prompts_file, monkeypatch, tmp_path, extra, mess
 
 
 # ----------------------------------------------------------------------------- arrivals
+
 
 def test_arrivals_seeded_poisson_and_constant():
     poisson = arrival_offsets(4000, 2.0, "poisson", 7)
@@ -106,6 +118,7 @@ def test_every_configuration_meets_the_same_arrivals(prompts_file, monkeypatch, 
 
 # ----------------------------------------------------------------------------- the vLLM worker's submission loop
 
+
 class SteppedEngine:
     """vLLM's LLMEngine as the worker drives it: add_request, step (one token per running request, 10 ms),
     has_unfinished_requests; records when each request was added and how many ran at once."""
@@ -127,8 +140,17 @@ class SteppedEngine:
         for rid in list(self.running):
             self.running[rid] += 1
             done = self.running[rid] >= self.tokens
-            outs.append(SimpleNamespace(request_id=rid, finished=done, outputs=[SimpleNamespace(
-                token_ids=[1], finish_reason="length" if done else None, spec_decode_metrics=None)]))
+            outs.append(
+                SimpleNamespace(
+                    request_id=rid,
+                    finished=done,
+                    outputs=[
+                        SimpleNamespace(
+                            token_ids=[1], finish_reason="length" if done else None, spec_decode_metrics=None
+                        )
+                    ],
+                )
+            )
             if done:
                 del self.running[rid]
         return outs
@@ -159,6 +181,7 @@ def test_worker_adds_requests_at_their_arrival_and_keeps_the_cap():
 
 # ----------------------------------------------------------------------------- the OpenAI client
 
+
 @pytest.fixture()
 def no_models(monkeypatch):
     monkeypatch.setattr(openai_server, "load_tokenizer", lambda location: f"tokenizer:{location}")
@@ -167,8 +190,9 @@ def no_models(monkeypatch):
 
 def test_openai_client_sends_at_arrival_times_and_records_them(no_models):
     with FakeServer(k=2) as fake:
-        backend = OpenAIServerBackend({"url": fake.url, "warmup": False}, target="t", device="cpu", dtype="fp32",
-                                      seed=0)
+        backend = OpenAIServerBackend(
+            {"url": fake.url, "warmup": False}, target="t", device="cpu", dtype="fp32", seed=0
+        )
         backend.start(lambda message: None)
         arrivals = [0.0, 0.2, 0.4]
         requests = [Request([1, 2, 3, i], 6, i, False, a) for i, a in enumerate(arrivals)]
@@ -181,20 +205,24 @@ def test_openai_client_sends_at_arrival_times_and_records_them(no_models):
 
 # ----------------------------------------------------------------------------- a sweep under request rates
 
+
 def test_sweep_under_request_rates_writes_load_batch_and_machine_columns(prompts_file, tmp_path, monkeypatch):
     from specbench.measure.execution.runner import SweepRunner
     from specbench.records.store import load_records
 
     monkeypatch.setenv("SPECBENCH_VLLM_WORKER_ENGINE", FAKE)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path.parent), *sys.path]))
-    spec = _spec(prompts_file, request_rates=[4, 8], ignore_eos=True, backend={"name": "vllm",
-                                                                                "python": sys.executable})
+    spec = _spec(
+        prompts_file, request_rates=[4, 8], ignore_eos=True, backend={"name": "vllm", "python": sys.executable}
+    )
     assert SweepRunner(spec, tmp_path / "res").run() == 2 * 2 * 4
     frame = load_records(tmp_path / "res")
     assert sorted(frame["request_rate"].unique()) == [4.0, 8.0] and set(frame["concurrency"]) == {64}
     for _, batch in frame.groupby("batch_id"):
         assert batch["request_rate"].nunique() == 1 and batch["gamma"].nunique() == 1 and len(batch) == 4
-        assert (batch["batch_requests"] == 4).all() and (batch["batch_output_tokens"] == batch["new_tokens"].sum()).all()
+        assert (batch["batch_requests"] == 4).all() and (
+            batch["batch_output_tokens"] == batch["new_tokens"].sum()
+        ).all()
         rate = batch["request_rate"].iloc[0]
         expected = arrival_offsets(4, rate, "poisson", 0)  # the schedule's shape: first at 0
         assert sorted(batch["arrival_s"])[0] == 0.0 and len(expected) == 4
@@ -206,12 +234,16 @@ def test_sweep_under_request_rates_writes_load_batch_and_machine_columns(prompts
 
 # ----------------------------------------------------------------------------- machine state
 
+
 def test_an_engine_sessions_cpu_is_the_sweeps_own():
     """A child in its own session (how a vLLM worker or server runs) burns 0.5 CPU seconds between two probes."""
-    busy = ("import sys, time\nsys.stdin.readline()\nend = time.process_time() + 0.5\n"
-            "while time.process_time() < end: pass\nprint('done', flush=True)\nsys.stdin.read()")
-    child = subprocess.Popen([sys.executable, "-c", busy], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             start_new_session=True, text=True)
+    busy = (
+        "import sys, time\nsys.stdin.readline()\nend = time.process_time() + 0.5\n"
+        "while time.process_time() < end: pass\nprint('done', flush=True)\nsys.stdin.read()"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", busy], stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True, text=True
+    )
     try:
         ours, theirs = MachineProbe(sessions=(child.pid,)), MachineProbe()
         child.stdin.write("go\n")
@@ -225,11 +257,28 @@ def test_an_engine_sessions_cpu_is_the_sweeps_own():
 
 
 def test_timing_line_says_what_was_observed():
-    base = {"live_units": 10, "observed_units": 0, "disturbed_units": 0, "batches": 0, "disturbed_batches": 0,
-            "machine_state": None, "load_1m_min": None, "load_1m_max": None, "other_cores_median": None}
+    base = {
+        "live_units": 10,
+        "observed_units": 0,
+        "disturbed_units": 0,
+        "batches": 0,
+        "disturbed_batches": 0,
+        "machine_state": None,
+        "load_1m_min": None,
+        "load_1m_max": None,
+        "other_cores_median": None,
+    }
     assert "machine state not observed" in timing_line(base)
-    seen = {**base, "observed_units": 10, "batches": 4, "disturbed_batches": 3, "load_1m_min": 7.1, "load_1m_max": 9.8,
-            "other_cores_median": 1.4, "machine_state": "machine state of this machine, the client's side only"}
+    seen = {
+        **base,
+        "observed_units": 10,
+        "batches": 4,
+        "disturbed_batches": 3,
+        "load_1m_min": 7.1,
+        "load_1m_max": 9.8,
+        "other_cores_median": 1.4,
+        "machine_state": "machine state of this machine, the client's side only",
+    }
     line = timing_line(seen)
     assert "3 of 4 batches disturbed" in line and "7.1–9.8" in line and "client's side only" in line
     assert "no verdict resting on them is confident" in timing_line({**seen, "disturbed_batches": 4})
@@ -240,13 +289,17 @@ def test_target_only_tau_is_one_on_a_server_without_speculation(no_models):
     """`results show` printed '-' for vllm-server's target-only τ and 1.00 for vllm's: a server known to run
     without speculation (baseline_url, or vllm-server's own target-only server) now decodes one token per round."""
     with FakeServer(k=2) as spec_server, FakeServer(spec=False) as plain:
-        backend = OpenAIServerBackend({"url": spec_server.url, "baseline_url": plain.url, "warmup": False},
-                                      target="t", device="cpu", dtype="fp32", seed=0)
+        backend = OpenAIServerBackend(
+            {"url": spec_server.url, "baseline_url": plain.url, "warmup": False},
+            target="t",
+            device="cpu",
+            dtype="fp32",
+            seed=0,
+        )
         backend.start(lambda message: None)
         (base,) = backend.generate_batch(chain(None, 0), [Request([1, 2, 3], 9, 0, False)], 1)
         assert base.tau == 1.0 and base.target_forwards == 8 and base.drafted == 0
-        alone = OpenAIServerBackend({"url": plain.url, "warmup": False}, target="t", device="cpu", dtype="fp32",
-                                    seed=0)
+        alone = OpenAIServerBackend({"url": plain.url, "warmup": False}, target="t", device="cpu", dtype="fp32", seed=0)
         alone.start(lambda message: None)
         (unknown,) = alone.generate_batch(chain(None, 0), [Request([1, 2, 3], 9, 0, False)], 1)
         assert np.isnan(unknown.tau)  # a server of unknown setup: its rounds are not guessed
@@ -264,11 +317,15 @@ def test_the_shipped_load_sweeps_parse():
     assert closed.loads == [(1, None), (2, None), (4, None), (8, None)]
 
 
-@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2, reason="needs 2 cores and affinity")
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2, reason="needs 2 cores and affinity"
+)
 def test_an_engine_started_from_a_pinned_sweep_owns_only_the_pinned_cores():
     """`taskset -c 0 specbench sweep …` on 2 cores: the engine computes on 1, so the other core is not its own and
     another process busy there is not interference by the rule (it would be, with all cores counted as the engine's)."""
-    code = ("import os; os.sched_setaffinity(0, {0}); "
-            "from specbench.backends.base import cpu_engine_cores; print(cpu_engine_cores(), os.cpu_count())")
+    code = (
+        "import os; os.sched_setaffinity(0, {0}); "
+        "from specbench.backends.base import cpu_engine_cores; print(cpu_engine_cores(), os.cpu_count())"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out[0] == "1" and int(out[1]) >= 2

@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specbench.analysis.load.goodput import goodput_answers
-from specbench.analysis.load.table import serving_table
 from specbench.analysis.load.operating import good_requests, operating, price_of, targets_kept, wall_time
 from specbench.analysis.load.slo import make_slo, slos_from_flags
+from specbench.analysis.load.table import serving_table
 from specbench.measure.spec.sweep import build_spec
 from specbench.records.store import ResultsStore
 from tests.cli_helpers import invoke
@@ -115,7 +115,7 @@ def test_energy_per_token_and_the_energy_optimal_gamma_beside_the_fastest(record
     assert op.energy_counter == "fake: 1 J/token"
     table = op.table.set_index(["concurrency", "gamma"])
     covered = 0
-    for (load, gamma), row in table.iterrows():
+    for (_load, gamma), row in table.iterrows():
         assert row["joules_per_token"] == pytest.approx(JOULES[gamma], rel=0.05)
         covered += row["joules_per_token_lo"] < JOULES[gamma] < row["joules_per_token_hi"]
     assert covered >= 7  # nine 95 % intervals: 0.45 expected to miss (one does here, by chance)

@@ -20,9 +20,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specbench.analysis.verdicts.decision import describe_best
 from specbench.analysis.load.verdicts import for_scenario, summary
 from specbench.analysis.recommendation.recommend import recommend, to_json
+from specbench.analysis.verdicts.decision import describe_best
 from specbench.analysis.verdicts.stopping_history import WorkloadHistory
 from specbench.analysis.verdicts.stopping_report import interval_text, workload_line
 from tests.synthetic_results import SyntheticDrafter

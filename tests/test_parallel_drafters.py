@@ -104,8 +104,10 @@ def test_untrained_serial_head_is_medusa_and_trained_one_reads_the_path(tiny, pr
     for block in net.heads:  # random parallel heads, serial head still at its zero start
         torch.nn.init.normal_(block[0].linear.weight, std=0.05)
     medusa = registry.get("medusa").wrap(net.heads, tiny)
-    engine = {name: SpeculativeEngine(tiny, d, gamma=3, tree="2x2x1")
-              for name, d in (("semi-ar", semi.wrap(net, tiny)), ("medusa", medusa))}
+    engine = {
+        name: SpeculativeEngine(tiny, d, gamma=3, tree="2x2x1")
+        for name, d in (("semi-ar", semi.wrap(net, tiny)), ("medusa", medusa))
+    }
     runs = {name: e.generate(prompt, 16, stop_at_eos=False) for name, e in engine.items()}
     assert runs["semi-ar"].rounds.accepted == runs["medusa"].rounds.accepted
     assert runs["semi-ar"].tokens == runs["medusa"].tokens

@@ -151,7 +151,15 @@ def _option(speedup, lo, hi) -> Option:
 def test_verdict_words_say_what_is_missing(answer, best, speedup, lo, hi, disturbed, prompts):
     option = _option(speedup, lo, hi) if answer == YES else None
     decision = Decision(
-        answer, "measured", option, Candidate.from_dict(best), None, prompts, "text", timing_disturbed=disturbed, rule={"configurations": 2}
+        answer,
+        "measured",
+        option,
+        Candidate.from_dict(best),
+        None,
+        prompts,
+        "text",
+        timing_disturbed=disturbed,
+        rule={"configurations": 2},
     )
     keys = {"workload": "w", "target": "t", "temperature": 0.0, "top_p": 1.0, "top_k": 0, "concurrency": 2}
     rec = Recommendation(

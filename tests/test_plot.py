@@ -45,6 +45,7 @@ ODD_MODEL = r'<b>$\oops$</b>&"q"'  # a drafter parameter: escaped in HTML, not m
 
 # ----------------------------------------------------------------------------- helpers
 
+
 class Links(HTMLParser):
     """Collects src/href attributes, element ids, <img> sources and whether a <script> appears."""
 
@@ -91,16 +92,31 @@ def skipped(report) -> dict[str, str]:
     return {f.spec.name: f.skipped for f in report.figures if f.skipped}
 
 
-def synthetic_folder(folder: Path, drafters, workloads=(("mt-bench", MT_BENCH_CATEGORIES), ("humaneval", ("code",))),
-                     extra: list[dict] = (), **kwargs) -> Path:
+def synthetic_folder(
+    folder: Path,
+    drafters,
+    workloads=(("mt-bench", MT_BENCH_CATEGORIES), ("humaneval", ("code",))),
+    extra: list[dict] = (),
+    **kwargs,
+) -> Path:
     """A synthetic results folder over several workloads (and ``extra`` records), with a run.json like a sweep's."""
     records = list(extra)
     for i, (workload, categories) in enumerate(workloads):
         records += make_records(drafters, workload=workload, categories=categories, seed=i, **kwargs)
-    info = {"kind": "sweep", "sweep": {"name": "synthetic <test>", "target": "synthetic-target",
-                                       "drafters": [{"type": d.name, "params": d.params} for d in drafters]},
-            "versions": {"python": "3.11", "specbench": "0.1.0"}, "git_commit": "abc123", "device": "cpu",
-            "device_name": "Test CPU", "dtype": "fp32", "created": "2026-01-01T00:00:00+00:00"}
+    info = {
+        "kind": "sweep",
+        "sweep": {
+            "name": "synthetic <test>",
+            "target": "synthetic-target",
+            "drafters": [{"type": d.name, "params": d.params} for d in drafters],
+        },
+        "versions": {"python": "3.11", "specbench": "0.1.0"},
+        "git_commit": "abc123",
+        "device": "cpu",
+        "device_name": "Test CPU",
+        "dtype": "fp32",
+        "created": "2026-01-01T00:00:00+00:00",
+    }
     store = ResultsStore(folder)  # one part file: faster than a sweep's file per unit
     store.write_run_info(info)
     store.replace_records(records_frame(records))
@@ -109,17 +125,31 @@ def synthetic_folder(folder: Path, drafters, workloads=(("mt-bench", MT_BENCH_CA
 
 DRAFTERS = [
     SyntheticDrafter(alpha=0.8, gammas=(1, 2, 4)),
-    SyntheticDrafter(name="ngram", params={"n_max": 3}, alpha=0.5, model_free=True, draft_fixed_s=0.0003,
-                     no_match_rate=0.3, gammas=(1, 2, 4)),
-    SyntheticDrafter(name="eagle", params={"checkpoint": ODD_MODEL}, alpha=0.85, tree="2x2", nodes_per_depth=2,
-                     gammas=(2, 3)),
+    SyntheticDrafter(
+        name="ngram",
+        params={"n_max": 3},
+        alpha=0.5,
+        model_free=True,
+        draft_fixed_s=0.0003,
+        no_match_rate=0.3,
+        gammas=(1, 2, 4),
+    ),
+    SyntheticDrafter(
+        name="eagle", params={"checkpoint": ODD_MODEL}, alpha=0.85, tree="2x2", nodes_per_depth=2, gammas=(2, 3)
+    ),
 ]
 
 
 # ----------------------------------------------------------------------------- fixtures
 
-REAL_PROMPTS = [("Tell me about tea.", "writing"), ("Count to ten please.", "math"), ("Why is the sky blue?", "stem"),
-                ("Name a prime number.", "math"), ("Write a haiku on rain.", "writing"), ("What is 2 + 2?", "math")]
+REAL_PROMPTS = [
+    ("Tell me about tea.", "writing"),
+    ("Count to ten please.", "math"),
+    ("Why is the sky blue?", "stem"),
+    ("Name a prime number.", "math"),
+    ("Write a haiku on rain.", "writing"),
+    ("What is 2 + 2?", "math"),
+]
 
 
 @pytest.fixture(scope="session")
@@ -131,13 +161,21 @@ def real_results(tmp_path_factory) -> Path:
 
     base = tmp_path_factory.mktemp("real")
     prompts = base / "prompts.jsonl"
-    prompts.write_text("".join(json.dumps({"id": i, "text": text, "cat": cat}) + "\n"
-                               for i, (text, cat) in enumerate(REAL_PROMPTS)))
-    spec = build_spec({"name": "tiny-plot", "target": "tiny-random-llama", "max_new_tokens": 8, "ignore_eos": True,
-                       "drafters": [{"type": "ngram"},
-                                    {"type": "draft-model", "params": {"model": "tiny-random-llama-draft"}}],
-                       "gammas": [1, 3], "temperatures": [0.0],
-                       "workloads": [{"name": f"jsonl:{prompts}:field=text:id=id:category=cat", "count": 4}]})
+    prompts.write_text(
+        "".join(json.dumps({"id": i, "text": text, "cat": cat}) + "\n" for i, (text, cat) in enumerate(REAL_PROMPTS))
+    )
+    spec = build_spec(
+        {
+            "name": "tiny-plot",
+            "target": "tiny-random-llama",
+            "max_new_tokens": 8,
+            "ignore_eos": True,
+            "drafters": [{"type": "ngram"}, {"type": "draft-model", "params": {"model": "tiny-random-llama-draft"}}],
+            "gammas": [1, 3],
+            "temperatures": [0.0],
+            "workloads": [{"name": f"jsonl:{prompts}:field=text:id=id:category=cat", "count": 4}],
+        }
+    )
     SweepRunner(spec, base / "results").run()
     return base / "results"
 
@@ -150,9 +188,14 @@ def real_report(real_results, tmp_path_factory):
 @pytest.fixture(scope="session")
 def synthetic_report(tmp_path_factory):
     base = tmp_path_factory.mktemp("synthetic")
-    long_context = make_context_bin_records({label: (tokens, [SyntheticDrafter(alpha=alpha, gammas=(2,))])
-                                             for label, tokens, alpha in (("1k", 1000, 0.8), ("7k", 7000, 0.6))},
-                                            n_prompts=3, max_new_tokens=24)
+    long_context = make_context_bin_records(
+        {
+            label: (tokens, [SyntheticDrafter(alpha=alpha, gammas=(2,))])
+            for label, tokens, alpha in (("1k", 1000, 0.8), ("7k", 7000, 0.6))
+        },
+        n_prompts=3,
+        max_new_tokens=24,
+    )
     folder = synthetic_folder(base / "results", DRAFTERS, extra=long_context, n_prompts=6, max_new_tokens=24)
     return build_report(folder, base / "report", n_boot=N_BOOT, max_gamma=8)
 
@@ -160,8 +203,13 @@ def synthetic_report(tmp_path_factory):
 @pytest.fixture(scope="session")
 def small_folder(tmp_path_factory) -> Path:
     """One workload, one drafter at two γ, four prompts."""
-    return synthetic_folder(tmp_path_factory.mktemp("small") / "results", DRAFTERS[:1],
-                            workloads=(("chat", ("chat",)),), n_prompts=4, max_new_tokens=16)
+    return synthetic_folder(
+        tmp_path_factory.mktemp("small") / "results",
+        DRAFTERS[:1],
+        workloads=(("chat", ("chat",)),),
+        n_prompts=4,
+        max_new_tokens=16,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -171,22 +219,35 @@ def svg_report(small_folder, tmp_path_factory):
 
 # ----------------------------------------------------------------------------- reports
 
+
 def test_real_sweep_report(real_report):
     index = real_report.index
     assert index.name == "index.html" and index.is_file()
     links = assert_links_resolve(index)
     assert links.scripts == 0
     assert rendered(real_report) | set(skipped(real_report)) == ALL
-    assert {"tau_vs_gamma", "throughput_vs_gamma", "alpha_by_workload", "alpha_by_category",
-            "round_time_split"} <= rendered(real_report)
+    assert {
+        "tau_vs_gamma",
+        "throughput_vs_gamma",
+        "alpha_by_workload",
+        "alpha_by_category",
+        "round_time_split",
+    } <= rendered(real_report)
     for figure in real_report.figures:
         assert set(figure.files) == ({"png"} if not figure.skipped else set())
         for path in figure.files.values():
             assert path.stat().st_size > 1000
     assert len(links.images) == len(rendered(real_report))
     text = index.read_text()
-    for section in ("Recommendation", "Engine settings to paste", "Fitted acceptance", "Environment (run.json)",
-                    "Sweep spec", "tiny-random-llama", "How to read"):
+    for section in (
+        "Recommendation",
+        "Engine settings to paste",
+        "Fitted acceptance",
+        "Environment (run.json)",
+        "Sweep spec",
+        "tiny-random-llama",
+        "How to read",
+    ):
         assert section in text
     for reason in skipped(real_report).values():  # random models accept nothing: per-position has one point
         assert html.escape(reason) in text
@@ -197,8 +258,19 @@ def test_synthetic_report_has_every_figure_and_table(synthetic_report):
     links = assert_links_resolve(synthetic_report.index)
     assert sorted(Path(src).stem for src in links.images) == sorted(DENSE)
     text = synthetic_report.index.read_text()
-    for needle in ("Goodness of fit", "α̂ by prompt category", "α̂ and τ by context length", "Costs (measured, batch 1)", "Lossless check",
-                   "abc123", "Test CPU", "fp32", "vLLM", "SGLang", "transformers"):
+    for needle in (
+        "Goodness of fit",
+        "α̂ by prompt category",
+        "α̂ and τ by context length",
+        "Costs (measured, batch 1)",
+        "Lossless check",
+        "abc123",
+        "Test CPU",
+        "fp32",
+        "vLLM",
+        "SGLang",
+        "transformers",
+    ):
         assert needle in text, needle
 
 
@@ -210,23 +282,43 @@ def test_text_from_results_is_escaped(synthetic_report):
 
 
 def test_missing_data_skip_figures_with_notes(tmp_path):
-    one_gamma = synthetic_folder(tmp_path / "one", [SyntheticDrafter(alpha=0.7, gammas=(1,))],
-                                 workloads=(("humaneval", ("code",)),), n_prompts=4, max_new_tokens=16)
+    one_gamma = synthetic_folder(
+        tmp_path / "one",
+        [SyntheticDrafter(alpha=0.7, gammas=(1,))],
+        workloads=(("humaneval", ("code",)),),
+        n_prompts=4,
+        max_new_tokens=16,
+    )
     report = build_report(one_gamma, tmp_path / "one-report", n_boot=N_BOOT, formats=("png",))
-    assert set(skipped(report)) == {"tau_vs_gamma", "throughput_vs_gamma", "acceptance_by_position",
-                                    "alpha_by_category", "alpha_vs_context", "moe_experts"}
+    assert set(skipped(report)) == {
+        "tau_vs_gamma",
+        "throughput_vs_gamma",
+        "acceptance_by_position",
+        "alpha_by_category",
+        "alpha_vs_context",
+        "moe_experts",
+    }
     assert "one draft length" in skipped(report)["tau_vs_gamma"]
     assert "categories" in skipped(report)["alpha_by_category"]
     text = report.index.read_text()
     assert text.count('class="skipped"') == 6 and "skipped:" in text
     assert_links_resolve(report.index)
 
-    no_base = synthetic_folder(tmp_path / "nobase", [SyntheticDrafter(alpha=0.7, gammas=(1, 2))],
-                               workloads=(("mt-bench", MT_BENCH_CATEGORIES[:2]),), n_prompts=4, max_new_tokens=16,
-                               baseline=False)
+    no_base = synthetic_folder(
+        tmp_path / "nobase",
+        [SyntheticDrafter(alpha=0.7, gammas=(1, 2))],
+        workloads=(("mt-bench", MT_BENCH_CATEGORIES[:2]),),
+        n_prompts=4,
+        max_new_tokens=16,
+        baseline=False,
+    )
     report = build_report(no_base, tmp_path / "nobase-report", n_boot=N_BOOT, formats=("png",))
     assert set(skipped(report)) == {"throughput_vs_gamma", "speedup_heatmap", "alpha_vs_context", "moe_experts"}
-    assert all("baseline" in reason for name, reason in skipped(report).items() if name not in ("alpha_vs_context", "moe_experts"))
+    assert all(
+        "baseline" in reason
+        for name, reason in skipped(report).items()
+        if name not in ("alpha_vs_context", "moe_experts")
+    )
     assert "nothing to paste" in report.index.read_text()
     assert_links_resolve(report.index)
 
@@ -255,6 +347,7 @@ def test_parse_formats():
 
 # ----------------------------------------------------------------------------- pieces
 
+
 def test_palette_is_deterministic_and_shared():
     a = Palette(["ngram", "draft-model(model=x)", "none", "eagle"], ["chain", "2x2"])
     b = Palette(["eagle", "ngram", "draft-model(model=x)"], ["2x2", "chain"])
@@ -274,8 +367,11 @@ def test_figures_use_the_palette_colour_of_each_drafter(synthetic_report):
     data = synthetic_report.data
     for build in (figure_tau, figure_throughput):
         legend = build(data).legends[0]
-        colours = {text.get_text(): to_hex(handle.get_color())
-                   for text, handle in zip(legend.get_texts(), legend.legend_handles) if hasattr(handle, "get_color")}
+        colours = {
+            text.get_text(): to_hex(handle.get_color())
+            for text, handle in zip(legend.get_texts(), legend.legend_handles)
+            if hasattr(handle, "get_color")
+        }
         for label in data.palette.labels:
             if label in colours:
                 assert colours[label] == data.palette.colour(label).lower()
@@ -304,10 +400,12 @@ def test_group_cost_fits_match_the_cost_table():
 
 def test_rendering_does_not_use_pyplot(small_folder, tmp_path):
     """Figures are plain Figure objects: pyplot and its global figure registry are never imported."""
-    code = ("import sys; from specbench.figures.plot import FIGURES, load_plot_data, render_figure; "
-            f"data = load_plot_data({str(small_folder)!r}, n_boot=0); "
-            f"done = [render_figure(spec, data, {str(tmp_path)!r}, ('png',)) for spec in FIGURES[:2]]; "
-            "print(all(d.files for d in done), 'matplotlib.pyplot' in sys.modules)")
+    code = (
+        "import sys; from specbench.figures.plot import FIGURES, load_plot_data, render_figure; "
+        f"data = load_plot_data({str(small_folder)!r}, n_boot=0); "
+        f"done = [render_figure(spec, data, {str(tmp_path)!r}, ('png',)) for spec in FIGURES[:2]]; "
+        "print(all(d.files for d in done), 'matplotlib.pyplot' in sys.modules)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.split() == ["True", "False"], done.stderr[-2000:]
 
@@ -315,23 +413,27 @@ def test_rendering_does_not_use_pyplot(small_folder, tmp_path):
 # ----------------------------------------------------------------------------- CLI
 
 
-
-
-
-
 def test_cli_writes_the_report(small_folder, tmp_path):
     result = invoke("plot", small_folder, "--out", tmp_path / "out", "--format", "png", "--bootstrap", 10)
     assert result.exit_code == 0, result.output
     assert result.stdout.strip().splitlines()[-1] == f"report: {tmp_path / 'out' / 'index.html'}"
     assert "wrote tau_vs_gamma (png)" in result.stderr
-    written = {f"{name}.png" for name in DENSE} - {"alpha_by_category.png", "alpha_vs_context.png"}  # one category, no bins
+    written = {f"{name}.png" for name in DENSE} - {
+        "alpha_by_category.png",
+        "alpha_vs_context.png",
+    }  # one category, no bins
     assert {p.name for p in (tmp_path / "out").glob("*.png")} == written
     assert "skipped alpha_by_category" in result.stderr
 
 
 def test_cli_reports_skipped_figures(tmp_path):
-    folder = synthetic_folder(tmp_path / "res", [SyntheticDrafter(alpha=0.7, gammas=(1,))],
-                              workloads=(("chat", ("chat",)),), n_prompts=3, max_new_tokens=12)
+    folder = synthetic_folder(
+        tmp_path / "res",
+        [SyntheticDrafter(alpha=0.7, gammas=(1,))],
+        workloads=(("chat", ("chat",)),),
+        n_prompts=3,
+        max_new_tokens=12,
+    )
     result = invoke("plot", folder, "--format", "png", "--bootstrap", 0)
     assert result.exit_code == 0, result.output
     assert "skipped tau_vs_gamma: only one draft length" in result.stderr
@@ -376,18 +478,35 @@ def images_in_chromium(index: Path) -> dict:
     probe.write_text(index.read_text(encoding="utf-8").replace("</body>", CHECK_SCRIPT + "</body>"), encoding="utf-8")
     with tempfile.TemporaryDirectory() as profile:
         done = subprocess.run(
-            [chromium_binary(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}", "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()],
-            capture_output=True, text=True, timeout=90)
+            [
+                chromium_binary(),
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={profile}",
+                "--virtual-time-budget=10000",
+                "--dump-dom",
+                probe.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
     probe.unlink()
     found = re.search(r'<pre id="image-check">(.*?)</pre>', done.stdout, re.S)
     assert found, f"the check script did not run: {done.stderr[-2000:]}"
     return json.loads(html.unescape(found.group(1)))
 
 
-@pytest.mark.skipif(chromium_binary() is None,
-                    reason="Chromium not installed: run scripts/install_test_browser.sh (Debian package 'chromium')")
+@pytest.mark.skipif(
+    chromium_binary() is None,
+    reason="Chromium not installed: run scripts/install_test_browser.sh (Debian package 'chromium')",
+)
 def test_report_renders_in_chromium(synthetic_report, svg_report):
     check = images_in_chromium(synthetic_report.index)  # PNG images
     assert check["total"] == len(DENSE) and check["broken"] == [], check

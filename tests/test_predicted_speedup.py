@@ -11,8 +11,13 @@ import pytest
 from specbench.records.store import load_records
 from tests.cli_helpers import invoke, write_sweep_yaml
 
-PROMPTS = ["Tell me about tea.", "Count to ten please.", "Why is the sky blue?", "Name a prime number.",
-           "Spell the word cat."]
+PROMPTS = [
+    "Tell me about tea.",
+    "Count to ten please.",
+    "Why is the sky blue?",
+    "Name a prime number.",
+    "Spell the word cat.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -20,14 +25,23 @@ def replay_folder(tmp_path_factory) -> tuple[Path, object]:
     tmp = tmp_path_factory.mktemp("predicted")
     prompts = tmp / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(PROMPTS)))
-    spec = write_sweep_yaml(tmp, {
-        "name": "tiny-predicted", "target": "tiny-random-llama", "max_new_tokens": 16, "ignore_eos": True,
-        "drafters": [{"type": "ngram"}], "gammas": [1, 2, 3], "mode": "replay",
-        "calibration": {"gammas": [1, 3], "prompts": 3},
-        # about calibration, not interference: under xdist another test's CPU hog
-        # (test_timing_protocol) may run beside it, so no unit is set aside as disturbed
-        "timing": {"order": "bracket", "warmup_s": 0.1, "max_other_cores": 1000.0},
-        "workloads": [{"name": f"jsonl:{prompts}:field=text:id=id", "count": 5}]})
+    spec = write_sweep_yaml(
+        tmp,
+        {
+            "name": "tiny-predicted",
+            "target": "tiny-random-llama",
+            "max_new_tokens": 16,
+            "ignore_eos": True,
+            "drafters": [{"type": "ngram"}],
+            "gammas": [1, 2, 3],
+            "mode": "replay",
+            "calibration": {"gammas": [1, 3], "prompts": 3},
+            # about calibration, not interference: under xdist another test's CPU hog
+            # (test_timing_protocol) may run beside it, so no unit is set aside as disturbed
+            "timing": {"order": "bracket", "warmup_s": 0.1, "max_other_cores": 1000.0},
+            "workloads": [{"name": f"jsonl:{prompts}:field=text:id=id", "count": 5}],
+        },
+    )
     out = tmp / "res"
     result = invoke("sweep", spec, "--out", out, "--json")
     assert result.exit_code == 0, result.output
@@ -36,10 +50,21 @@ def replay_folder(tmp_path_factory) -> tuple[Path, object]:
 
 def test_sweep_json_summary_has_the_table_keys_and_timing(replay_folder):
     out, result = replay_folder
-    data = json.loads(result.stdout[result.stdout.index("{"):])
+    data = json.loads(result.stdout[result.stdout.index("{") :])
     assert data["units"] == len(load_records(out)) and data["timing"]["live_units"] > 0
-    keys = {"workload", "configuration", "gamma", "mode", "prompts", "alpha", "tau", "tokens_per_s", "speedup",
-            "greedy_identical", "disturbed_units"}
+    keys = {
+        "workload",
+        "configuration",
+        "gamma",
+        "mode",
+        "prompts",
+        "alpha",
+        "tau",
+        "tokens_per_s",
+        "speedup",
+        "greedy_identical",
+        "disturbed_units",
+    }
     assert data["rows"] and all(keys <= set(r) for r in data["rows"])
     shown = json.loads(invoke("results", "show", out, "--json").stdout)
     assert shown["rows"] == data["rows"]  # the same rows as the end-of-sweep summary
@@ -86,12 +111,31 @@ def test_predicted_speedup_with_both_uncertainties_and_a_decision(replay_folder)
 
 
 def test_profile_json_has_the_table_columns(tmp_path):
-    result = invoke("profile", "--target", "tiny-random-llama", "--drafter", "ngram", "--batch", "1", "--context", "8",
-                    "--verify-tokens", "1..2", "--repeats", "2", "--warmup", "1", "--out", tmp_path / "prof", "--json")
+    result = invoke(
+        "profile",
+        "--target",
+        "tiny-random-llama",
+        "--drafter",
+        "ngram",
+        "--batch",
+        "1",
+        "--context",
+        "8",
+        "--verify-tokens",
+        "1..2",
+        "--repeats",
+        "2",
+        "--warmup",
+        "1",
+        "--out",
+        tmp_path / "prof",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["rows"] and {"model", "what", "B", "c", "ms", "iqr_ms", "ms_tokens_max", "gb_s", "peak", "mib"} <= set(
-        data["rows"][0])
+        data["rows"][0]
+    )
     assert {r["what"] for r in data["rows"]} >= {"verify"}
 
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from specbench.errors import SpecbenchError
+from specbench.records.store import load_records
 from specbench.workloads import prepared_rows
 from specbench.workloads.catalog import load_workload
-from specbench.records.store import load_records
 from tests.cli_helpers import assert_user_error, invoke
 
 QUALITATIVE = {"coding": 3, "writing": 2, "math": 2}

@@ -18,23 +18,31 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from specbench.analysis.cost.round_cost import round_s
 from specbench.analysis.cost.profile import fit_profile, markdown_summary, what_if
-from specbench.analysis.recommendation.recommend import ProfiledCosts, recommend
-from specbench.analysis.recommendation.profiled import workload_context
-from specbench.analysis.recommendation.result import ranges
+from specbench.analysis.cost.round_cost import round_s
 from specbench.analysis.fit import expected_tokens
+from specbench.analysis.recommendation.profiled import workload_context
+from specbench.analysis.recommendation.recommend import ProfiledCosts, recommend
+from specbench.analysis.recommendation.result import ranges
+from specbench.bounds import int_list
 from specbench.cli import app
 from specbench.errors import SpecbenchError
-from specbench.bounds import int_list
 from specbench.profile.profiler import ProfileGrid, peak_bandwidth, run_profile
 from specbench.records.profile_file import COLUMNS, PROFILE_KIND, Profile, load_profile, summary_frame, write_profile
 from tests.synthetic_results import SyntheticDrafter, make_records, records_frame, write_results
 
 DRAFT = "qwen2.5-coder-0.5b"  # the synthetic sweep's drafter model (SyntheticDrafter's default params)
-SMALL = {"model_type": "llama", "vocab_size": 1024, "hidden_size": 128, "intermediate_size": 384,
-         "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
-         "max_position_embeddings": 1024, "tie_word_embeddings": False}
+SMALL = {
+    "model_type": "llama",
+    "vocab_size": 1024,
+    "hidden_size": 128,
+    "intermediate_size": 384,
+    "num_hidden_layers": 3,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 1024,
+    "tie_word_embeddings": False,
+}
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -53,6 +61,7 @@ def _one_line_error(result, *needles) -> None:
 
 
 # ----------------------------------------------------------------------------- measuring
+
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory):
@@ -78,8 +87,12 @@ def test_profile_grid_runs_and_records_everything(measured, tmp_path):
     assert info["kind"] == PROFILE_KIND and info["target"]["source"].endswith("config.json")
     # weights streamed per forward: everything but the (untied) input embedding table
     n = SMALL
-    layer = (2 * n["hidden_size"] * n["hidden_size"] + 2 * n["hidden_size"] * 64 + 3 * n["hidden_size"]
-             * n["intermediate_size"] + 2 * n["hidden_size"])
+    layer = (
+        2 * n["hidden_size"] * n["hidden_size"]
+        + 2 * n["hidden_size"] * 64
+        + 3 * n["hidden_size"] * n["intermediate_size"]
+        + 2 * n["hidden_size"]
+    )
     expected = 4 * (n["num_hidden_layers"] * layer + n["hidden_size"] + n["vocab_size"] * n["hidden_size"])
     assert info["target"]["weight_bytes"] == expected
     assert (verify["weight_bytes"] == expected).all()
@@ -138,8 +151,23 @@ def test_markdown_summary_and_gpu_check_summary(measured, tmp_path):
     steps = tmp_path / "steps.tsv"
     steps.write_text("cuda-tests\tok\t12\nprofile-8b\ttimed out after 100s\t100\n")
     script = Path(__file__).resolve().parent.parent / "scripts" / "gpu_check_summary.py"
-    result = subprocess.run([sys.executable, str(script), "--out", str(out), "--work", str(work), "--steps",
-                             str(steps), "--elapsed", "112"], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(script),
+            "--out",
+            str(out),
+            "--work",
+            str(work),
+            "--steps",
+            str(steps),
+            "--elapsed",
+            "112",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     summary = (out / "summary.md").read_text()
     assert "| cuda-tests | ok | 12 |" in summary and "| profile-8b | timed out after 100s | 100 |" in summary
@@ -149,8 +177,25 @@ def test_markdown_summary_and_gpu_check_summary(measured, tmp_path):
 
 def test_cli_profile_writes_a_profile(tmp_path):
     out = tmp_path / "prof"
-    result = _invoke("profile", "--target", "tiny-random-llama", "--drafter", "ngram", "--batch", "1,2",
-                     "--context", "8", "--verify-tokens", "1..3", "--repeats", "2", "--warmup", "1", "--out", out)
+    result = _invoke(
+        "profile",
+        "--target",
+        "tiny-random-llama",
+        "--drafter",
+        "ngram",
+        "--batch",
+        "1,2",
+        "--context",
+        "8",
+        "--verify-tokens",
+        "1..3",
+        "--repeats",
+        "2",
+        "--warmup",
+        "1",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     assert "Cost profile" in result.stdout and "verify" in result.stdout and "propose" in result.stdout
     profile = load_profile(out)
@@ -163,19 +208,23 @@ def test_cli_profile_bad_inputs_exit_2(tmp_path):
     out = tmp_path / "x"
     _one_line_error(_invoke("profile", "--target", "no-such-model", "--out", out), "unknown architecture")
     _one_line_error(_invoke("profile", "--target", "tiny-random-lama", "--out", out), "did you mean")
-    _one_line_error(_invoke("profile", "--target", "tiny-random-llama", "--drafter", "nope", "--out", out),
-                    "unknown architecture 'nope'")
+    _one_line_error(
+        _invoke("profile", "--target", "tiny-random-llama", "--drafter", "nope", "--out", out),
+        "unknown architecture 'nope'",
+    )
     _one_line_error(_invoke("profile", "--target", "tiny-random-llama", "--batch", "0,4", "--out", out), "--batch")
-    _one_line_error(_invoke("profile", "--target", "tiny-random-llama", "--verify-tokens", "4..1", "--out", out),
-                    "--verify-tokens")
+    _one_line_error(
+        _invoke("profile", "--target", "tiny-random-llama", "--verify-tokens", "4..1", "--out", out), "--verify-tokens"
+    )
     _one_line_error(_invoke("profile", "--target", "tiny-random-llama", "--context", "x", "--out", out), "--context")
     # tiny-random-v8 has 512 positions: a cache of 510 plus 4 new tokens does not fit
-    _one_line_error(_invoke("profile", "--target", "tiny-random-v8", "--context", "510", "--verify-tokens", "1..4",
-                            "--out", out),
-                    "512")
+    _one_line_error(
+        _invoke("profile", "--target", "tiny-random-v8", "--context", "510", "--verify-tokens", "1..4", "--out", out),
+        "512",
+    )
     _one_line_error(_invoke("profile", "--target", "tiny-random-llama", "--dtype", "int3", "--out", out), "dtype")
     bad = tmp_path / "bad.json"
-    bad.write_text("{\"hidden_size\": 8}")
+    bad.write_text('{"hidden_size": 8}')
     _one_line_error(_invoke("profile", "--target", bad, "--out", out), "model_type")
     assert not out.exists()
 
@@ -199,8 +248,18 @@ def test_parse_int_list_and_peak_table():
 
 # ----------------------------------------------------------------------------- synthetic profiles
 
-def synthetic_profile(verify, draft, *, batches=(1, 4, 16, 64), contexts=(256, 1024), ks=tuple(range(1, 17)),
-                      drafter=DRAFT, noise=0.0, seed=0) -> Profile:
+
+def synthetic_profile(
+    verify,
+    draft,
+    *,
+    batches=(1, 4, 16, 64),
+    contexts=(256, 1024),
+    ks=tuple(range(1, 17)),
+    drafter=DRAFT,
+    noise=0.0,
+    seed=0,
+) -> Profile:
     """A profile with known times: verify(k, b, c) and draft(b, c) seconds (× log-normal noise)."""
     rng = np.random.default_rng(seed)
     rows = []
@@ -208,22 +267,48 @@ def synthetic_profile(verify, draft, *, batches=(1, 4, 16, 64), contexts=(256, 1
     def row(role, model, measure, b, c, k, t):
         times = t * np.exp(noise * rng.standard_normal(5))
         q1, med, q3 = np.percentile(times, [25, 50, 75])
-        rows.append({"role": role, "model": model, "measure": measure, "batch": b, "context": c, "tokens": k,
-                     "repeats": 5, "median_s": med, "q1_s": q1, "q3_s": q3, "iqr_s": q3 - q1, "min_s": times.min(),
-                     "mean_s": times.mean(), "times_s": list(times), "weight_bytes": 10**9, "kv_bytes": 0,
-                     "weight_gb_s": 1e9 / med / 1e9, "effective_gb_s": 1e9 / med / 1e9, "peak_fraction": np.nan,
-                     "memory_bytes": 1, "memory_kind": "cuda_max_allocated", "device_name": "NVIDIA H100 80GB HBM3",
-                     "dtype": "bf16"})
+        rows.append(
+            {
+                "role": role,
+                "model": model,
+                "measure": measure,
+                "batch": b,
+                "context": c,
+                "tokens": k,
+                "repeats": 5,
+                "median_s": med,
+                "q1_s": q1,
+                "q3_s": q3,
+                "iqr_s": q3 - q1,
+                "min_s": times.min(),
+                "mean_s": times.mean(),
+                "times_s": list(times),
+                "weight_bytes": 10**9,
+                "kv_bytes": 0,
+                "weight_gb_s": 1e9 / med / 1e9,
+                "effective_gb_s": 1e9 / med / 1e9,
+                "peak_fraction": np.nan,
+                "memory_bytes": 1,
+                "memory_kind": "cuda_max_allocated",
+                "device_name": "NVIDIA H100 80GB HBM3",
+                "dtype": "bf16",
+            }
+        )
 
     for b in batches:
         for c in contexts:
             for k in ks:
                 row("target", "synthetic-target", "verify", b, c, k, verify(k, b, c))
             row("drafter", drafter, "draft_step", b, c, 1, draft(b, c))
-    info = {"kind": PROFILE_KIND, "schema_version": 1, "target": {"name": "synthetic-target"},
-            "drafters": [{"name": drafter, "model_free": False}], "device": {"device_name": "NVIDIA H100 80GB HBM3"},
-            "dtype": "bf16", "grid": {"batches": list(batches), "contexts": list(contexts), "tokens": list(ks),
-                                       "repeats": 5, "warmup": 0}}
+    info = {
+        "kind": PROFILE_KIND,
+        "schema_version": 1,
+        "target": {"name": "synthetic-target"},
+        "drafters": [{"name": drafter, "model_free": False}],
+        "device": {"device_name": "NVIDIA H100 80GB HBM3"},
+        "dtype": "bf16",
+        "grid": {"batches": list(batches), "contexts": list(contexts), "tokens": list(ks), "repeats": 5, "warmup": 0},
+    }
     return Profile(frame=pd.DataFrame(rows, columns=list(COLUMNS)), info=info)
 
 
@@ -248,19 +333,20 @@ def test_fit_is_monotone_even_when_noise_inverts_cells():
     # batch 4 measured faster than batch 1 (noise), context 1024 faster than 256 at batch 16
     def verify(k, b, c):
         base = {1: 0.010, 4: 0.009, 16: 0.012, 64: 0.020}[b] * (0.95 if (b == 16 and c == 1024) else 1.0)
-        return base + 0.0003 * k * (b ** 0.5)
+        return base + 0.0003 * k * (b**0.5)
 
     profile = synthetic_profile(verify, lambda b, c: 0.001, noise=0.02)
     cost = fit_profile(profile)
-    tables = np.array([[cost.verify_s(np.arange(1, 20), b, c) for b in range(1, 100)]
-                       for c in (100, 256, 600, 1024, 4096)])  # [c, b, k]
+    tables = np.array(
+        [[cost.verify_s(np.arange(1, 20), b, c) for b in range(1, 100)] for c in (100, 256, 600, 1024, 4096)]
+    )  # [c, b, k]
     for axis in range(3):
         assert (np.diff(tables, axis=axis) >= -1e-15).all()
     assert cost.verify_s(4, 4, 256) >= cost.verify_s(4, 1, 256)
     assert cost.verify_s(4, 16, 1024) >= cost.verify_s(4, 16, 256)
     # within noise: where the data are ordered the fit follows them (2 % timing noise → within 6 %)
     verify_rows = profile.rows(measure="verify")
-    ordered = verify_rows[~verify_rows["batch"].isin([1, 4]) & ~((verify_rows["batch"] == 16))]
+    ordered = verify_rows[~verify_rows["batch"].isin([1, 4]) & ~(verify_rows["batch"] == 16)]
     fitted = np.array([float(cost.verify_s(r.tokens, r.batch, r.context)) for r in ordered.itertuples()])
     assert np.allclose(fitted, ordered["median_s"], rtol=0.06)
     # an inversion is averaged (geometric mean), not propagated from the slower cell
@@ -281,6 +367,7 @@ def test_profiled_cost_is_a_cost_model():
 
 
 # ----------------------------------------------------------------------------- recommend --cost-profile
+
 
 @pytest.fixture(scope="module")
 def sweep_list():
@@ -328,21 +415,28 @@ def test_gamma_shrinks_with_batch_size_and_exports_vllm_ranges(sweep_records):
     # a predicted speedup at batch b is its expected tokens × target-only round ÷ speculative round
     b, g = 8, chosen[1]
     cost = fit_profile(profile, DRAFT)
-    t = plan.tokens[g] * float(round_s(cost, 0, batch=b, context=rec.per_batch.context)) / float(
-        round_s(cost, g, propose_rate=plan.propose_rate, batch=b, context=rec.per_batch.context))
+    t = (
+        plan.tokens[g]
+        * float(round_s(cost, 0, batch=b, context=rec.per_batch.context))
+        / float(round_s(cost, g, propose_rate=plan.propose_rate, batch=b, context=rec.per_batch.context))
+    )
     assert np.isclose(plan.speedup[b - 1, g], t)
 
 
 def test_cli_recommend_with_cost_profile(tmp_path, sweep_list):
     results = write_results(tmp_path / "res", sweep_list)
-    flat = write_profile(tmp_path / "flat", synthetic_profile(lambda k, b, c: 0.010 + 0.00001 * k * b,
-                                                              lambda b, c: 0.0001))
+    flat = write_profile(
+        tmp_path / "flat", synthetic_profile(lambda k, b, c: 0.010 + 0.00001 * k * b, lambda b, c: 0.0001)
+    )
     result = _invoke("recommend", results, "--cost-profile", flat, "--batch", "1,8,32", "--bootstrap", "100", "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)[0]
     assert [c["batch"] for c in data["per_batch"]["choices"]] == [1, 8, 32]
     assert data["per_batch"]["vllm"]["config"]["num_speculative_tokens_per_batch_size"][-1][1] == 32
-    assert data["cost_source"] == "synthetic-target on NVIDIA H100 80GB HBM3 (bf16)" and data["supporting"]["measured"] is None
+    assert (
+        data["cost_source"] == "synthetic-target on NVIDIA H100 80GB HBM3 (bf16)"
+        and data["supporting"]["measured"] is None
+    )
     measured = json.loads(_invoke("recommend", results, "--bootstrap", "20", "--json").stdout)[0]
     assert set(measured) == set(data) and measured["per_batch"] is None  # one JSON form for both cost sources
     table = _invoke("recommend", results, "--cost-profile", flat, "--batch", "1,8", "--bootstrap", "50")
@@ -367,8 +461,10 @@ def test_cuda_greedy_is_lossless_with_tiny_models():
     from specbench.models.resolve import load_model
 
     target = load_model("tiny-random-llama", device="cuda")
-    drafters = {"ngram": make_drafter("ngram", target),
-                "draft-model": make_drafter("draft-model", target, {"model": "tiny-random-llama-draft"}, device="cuda")}
+    drafters = {
+        "ngram": make_drafter("ngram", target),
+        "draft-model": make_drafter("draft-model", target, {"model": "tiny-random-llama-draft"}, device="cuda"),
+    }
     prompts = [list(b"def fib(n): return n if n < 2 else fib(n - 1) + fib(n - 2)  # ") * 2, list(b"the cat sat " * 6)]
     base = SpeculativeEngine(target, None, gamma=0)
     for ids in prompts:
@@ -383,8 +479,9 @@ def test_cuda_greedy_is_lossless_with_tiny_models():
 @needs_cuda
 def test_cuda_profile_smoke(tmp_path):
     grid = ProfileGrid(batches=(1, 4), contexts=(32, 128), verify_tokens=(1, 2, 4, 8), warmup=2, repeats=5)
-    profile = run_profile("tiny-random-llama", ["tiny-random-llama-draft", "ngram"], device="cuda", dtype="bf16",
-                          grid=grid)
+    profile = run_profile(
+        "tiny-random-llama", ["tiny-random-llama-draft", "ngram"], device="cuda", dtype="bf16", grid=grid
+    )
     frame = profile.frame
     assert set(frame["memory_kind"]) == {"cuda_max_allocated"} and (frame["memory_bytes"] > 0).all()
     assert profile.info["device"]["device_name"] == torch.cuda.get_device_name(0)

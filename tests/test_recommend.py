@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from specbench.analysis.settings.engine_settings import engine_settings, sglang_token_limit, tree_paths
 from specbench.analysis.fit import expected_tokens
 from specbench.analysis.recommendation.recommend import MeasuredCosts, recommend, recommendation_dict, to_json
+from specbench.analysis.settings.engine_settings import engine_settings, sglang_token_limit, tree_paths
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import hub_ids
 from specbench.records.summary import configuration_table, is_baseline
@@ -37,9 +37,17 @@ def _true_speedup(alpha: float, gamma: int, step: float, costs: SyntheticCosts) 
 
 def test_known_optimum_is_picked_by_both_paths():
     assert max(range(1, 9), key=lambda g: _true_speedup(0.8, g, 0.001, KNEE)) == 3
-    rec = recommend(records_frame(make_records([SyntheticDrafter(alpha=0.8, gammas=(1, 2, 3, 4, 6, 8),
-                                                                 draft_step_s=0.001)],
-                                               costs=KNEE, n_prompts=12, seed=1)), n_boot=300)[0]
+    rec = recommend(
+        records_frame(
+            make_records(
+                [SyntheticDrafter(alpha=0.8, gammas=(1, 2, 3, 4, 6, 8), draft_step_s=0.001)],
+                costs=KNEE,
+                n_prompts=12,
+                seed=1,
+            )
+        ),
+        n_boot=300,
+    )[0]
     assert rec.final is not None and rec.final.gamma == 3
     assert rec.measured.gamma_lo <= 3 <= rec.measured.gamma_hi
     assert rec.model.choice.gamma == 3 and rec.model.gamma_lo <= 3 <= rec.model.gamma_hi
@@ -50,9 +58,17 @@ def test_known_optimum_is_picked_by_both_paths():
 
 
 def test_unmeasured_optimum_found_by_the_model():
-    rec = recommend(records_frame(make_records([SyntheticDrafter(alpha=0.8, gammas=(1, 2, 4, 6, 8),
-                                                                 draft_step_s=0.001)],
-                                               costs=KNEE, n_prompts=12, seed=2)), n_boot=300)[0]
+    rec = recommend(
+        records_frame(
+            make_records(
+                [SyntheticDrafter(alpha=0.8, gammas=(1, 2, 4, 6, 8), draft_step_s=0.001)],
+                costs=KNEE,
+                n_prompts=12,
+                seed=2,
+            )
+        ),
+        n_boot=300,
+    )[0]
     assert rec.final.gamma in (2, 4)  # the best the sweep measured
     assert rec.model.choice.gamma == 3 and not rec.model.choice.measured
     assert "the unmeasured" in rec.verdict and "not a recommendation" in rec.verdict
@@ -62,8 +78,12 @@ def test_unmeasured_optimum_found_by_the_model():
 
 
 def test_too_expensive_drafter_means_no_speculation():
-    rec = recommend(records_frame(make_records([SyntheticDrafter(alpha=0.6, gammas=(1, 2, 4), draft_step_s=0.03)],
-                                               n_prompts=12, seed=3)), n_boot=300)[0]
+    rec = recommend(
+        records_frame(
+            make_records([SyntheticDrafter(alpha=0.6, gammas=(1, 2, 4), draft_step_s=0.03)], n_prompts=12, seed=3)
+        ),
+        n_boot=300,
+    )[0]
     assert rec.final is None and rec.settings == {}
     assert rec.verdict.startswith("no speculation") and "lies above 1" in rec.verdict
     assert rec.model.choice is None and rec.model.best.speedup < 1
@@ -71,10 +91,23 @@ def test_too_expensive_drafter_means_no_speculation():
 
 
 def test_measured_speedups_equal_configuration_table():
-    records = records_frame(make_records([SyntheticDrafter(alpha=0.7, gammas=(1, 3)),
-                                          SyntheticDrafter(name="ngram", params={"n_min": 1, "n_max": 3},
-                                                           model_free=True, draft_fixed_s=5e-4, no_match_rate=0.3,
-                                                           gammas=(2,))], n_prompts=6, seed=4))
+    records = records_frame(
+        make_records(
+            [
+                SyntheticDrafter(alpha=0.7, gammas=(1, 3)),
+                SyntheticDrafter(
+                    name="ngram",
+                    params={"n_min": 1, "n_max": 3},
+                    model_free=True,
+                    draft_fixed_s=5e-4,
+                    no_match_rate=0.3,
+                    gammas=(2,),
+                ),
+            ],
+            n_prompts=6,
+            seed=4,
+        )
+    )
     rec = recommend(records, n_boot=50)[0]
     table = configuration_table(records)
     table = table[table["gamma"] > 0]
@@ -94,8 +127,15 @@ def test_measured_costs_are_the_default_cost_source():
 
 
 def test_latency_objective_counts_prefill():
-    records = records_frame(make_records([SyntheticDrafter(alpha=0.8, gammas=(2, 4))],
-                                         costs=SyntheticCosts(prefill_s=0.5), n_prompts=8, seed=5, max_new_tokens=32))
+    records = records_frame(
+        make_records(
+            [SyntheticDrafter(alpha=0.8, gammas=(2, 4))],
+            costs=SyntheticCosts(prefill_s=0.5),
+            n_prompts=8,
+            seed=5,
+            max_new_tokens=32,
+        )
+    )
     throughput = recommend(records, n_boot=50)[0]
     latency = recommend(records, objective="latency", n_boot=50)[0]
     assert latency.max_new_tokens == 32
@@ -112,10 +152,12 @@ def test_latency_objective_counts_prefill():
 
 def test_one_recommendation_per_workload():
     code = make_records([SyntheticDrafter(alpha=0.9, gammas=(2, 4))], n_prompts=6, seed=14, workload="humaneval")
-    chat = make_records([SyntheticDrafter(alpha=0.3, gammas=(2, 4), draft_step_s=0.008)], n_prompts=6, seed=15,
-                        workload="sharegpt")
-    orphan = make_records([SyntheticDrafter(alpha=0.5, gammas=(2,))], n_prompts=3, seed=16, workload="mt-bench",
-                          baseline=False)
+    chat = make_records(
+        [SyntheticDrafter(alpha=0.3, gammas=(2, 4), draft_step_s=0.008)], n_prompts=6, seed=15, workload="sharegpt"
+    )
+    orphan = make_records(
+        [SyntheticDrafter(alpha=0.5, gammas=(2,))], n_prompts=3, seed=16, workload="mt-bench", baseline=False
+    )
     recs = recommend(records_frame(code + chat + orphan), n_boot=100)
     assert [r.keys["workload"] for r in recs] == ["humaneval", "sharegpt"]
     assert recs[0].final is not None and recs[1].final is None  # easy code speculates, hard chat does not
@@ -133,6 +175,7 @@ def test_timing_outliers_are_reported():
 
 # ----------------------------------------------------------------------------- degenerate data
 
+
 def _all_finite(rec, measured_interval: bool = True) -> None:
     data = recommendation_dict(rec)
     for pick in ("measured", "model"):
@@ -143,26 +186,39 @@ def _all_finite(rec, measured_interval: bool = True) -> None:
 
 
 def test_everything_accepted_picks_the_longest_draft():
-    rec = recommend(records_frame(make_records([SyntheticDrafter(alpha=1.0, gammas=(2, 4, 8), draft_step_s=2e-4)],
-                                               n_prompts=6, seed=6, max_new_tokens=96)), n_boot=100, max_gamma=12)[0]
+    rec = recommend(
+        records_frame(
+            make_records(
+                [SyntheticDrafter(alpha=1.0, gammas=(2, 4, 8), draft_step_s=2e-4)],
+                n_prompts=6,
+                seed=6,
+                max_new_tokens=96,
+            )
+        ),
+        n_boot=100,
+        max_gamma=12,
+    )[0]
     _all_finite(rec)
     assert rec.final.gamma == 8 and rec.model.choice.gamma == 12  # the optimum sits at the largest γ allowed
 
 
 def test_nothing_accepted_means_no_speculation():
-    rec = recommend(records_frame(make_records([SyntheticDrafter(alpha=0.0, gammas=(1, 2))], n_prompts=6, seed=7)),
-                    n_boot=100)[0]
+    rec = recommend(
+        records_frame(make_records([SyntheticDrafter(alpha=0.0, gammas=(1, 2))], n_prompts=6, seed=7)), n_boot=100
+    )[0]
     _all_finite(rec)
     assert rec.final is None and rec.model.choice is None
 
 
 def test_single_gamma_and_single_prompt():
-    one_gamma = recommend(records_frame(make_records([SyntheticDrafter(alpha=0.8, gammas=(3,))], n_prompts=8, seed=8)),
-                          n_boot=100)[0]
+    one_gamma = recommend(
+        records_frame(make_records([SyntheticDrafter(alpha=0.8, gammas=(3,))], n_prompts=8, seed=8)), n_boot=100
+    )[0]
     _all_finite(one_gamma)
     assert one_gamma.final.gamma == 3
-    one_prompt = recommend(records_frame(make_records([SyntheticDrafter(alpha=0.8, gammas=(2, 4))], n_prompts=1,
-                                                      seed=9)), n_boot=100)[0]
+    one_prompt = recommend(
+        records_frame(make_records([SyntheticDrafter(alpha=0.8, gammas=(2, 4))], n_prompts=1, seed=9)), n_boot=100
+    )[0]
     _all_finite(one_prompt, measured_interval=False)  # one prompt: too few to tell, no interval printed
     assert one_prompt.final is None and "too few prompts to tell (P = 1)" in one_prompt.verdict
     assert one_prompt.measured.best.speedup > 1  # the point estimate is still shown
@@ -183,11 +239,17 @@ def test_bad_inputs_are_user_errors():
 
 # ----------------------------------------------------------------------------- engine settings
 
+
 def test_engine_settings_for_each_drafter():
-    ngram = engine_settings("ngram", '{"n_max": 4, "n_min": 2}', "chain", 5, target="qwen2.5-coder-1.5b",
-                            hub_ids=hub_ids())
-    assert ngram["vllm"].config == {"method": "ngram", "num_speculative_tokens": 5, "prompt_lookup_min": 2,
-                                    "prompt_lookup_max": 4}
+    ngram = engine_settings(
+        "ngram", '{"n_max": 4, "n_min": 2}', "chain", 5, target="qwen2.5-coder-1.5b", hub_ids=hub_ids()
+    )
+    assert ngram["vllm"].config == {
+        "method": "ngram",
+        "num_speculative_tokens": 5,
+        "prompt_lookup_min": 2,
+        "prompt_lookup_max": 4,
+    }
     assert "Qwen/Qwen2.5-Coder-1.5B-Instruct" in ngram["vllm"].snippet  # alias → hub id
     sglang_ngram = ngram["sglang"].config
     assert sglang_ngram["--speculative-algorithm"] == "NGRAM" and sglang_ngram["--speculative-num-draft-tokens"] == 6
@@ -198,8 +260,11 @@ def test_engine_settings_for_each_drafter():
     assert "vLLM 0.32.0" in ngram["vllm"].checked and "SGLang" in ngram["sglang"].checked
 
     draft = engine_settings("draft-model", {"model": "qwen2.5-coder-0.5b"}, "chain", 3, hub_ids=hub_ids())
-    assert draft["vllm"].config == {"method": "draft_model", "model": "Qwen/Qwen2.5-Coder-0.5B-Instruct",
-                                    "num_speculative_tokens": 3}
+    assert draft["vllm"].config == {
+        "method": "draft_model",
+        "model": "Qwen/Qwen2.5-Coder-0.5B-Instruct",
+        "num_speculative_tokens": 3,
+    }
     assert draft["sglang"].config["--speculative-algorithm"] == "STANDALONE"
     assert draft["sglang"].config["--speculative-num-draft-tokens"] == 4
     hf = draft["transformers"]
@@ -220,9 +285,14 @@ def test_engine_settings_for_each_drafter():
 
     # a 3x2x1 tree at γ = 2 is cut to depth 2 (3 + 6 nodes), within SGLang's 1 + topk + (steps − 1)·topk²
     cut = engine_settings("eagle", {"model": "m"}, "3x2x1", 2)["sglang"].config
-    assert (cut["--speculative-num-steps"], cut["--speculative-eagle-topk"], cut["--speculative-num-draft-tokens"]) \
-        == (2, 3, 10)
-    assert tree_paths("3x2x1", 2) == [p for p in tree_paths("3x2x1") if len(p) <= 2] and len(tree_paths("3x2x1", 2)) == 9
+    assert (cut["--speculative-num-steps"], cut["--speculative-eagle-topk"], cut["--speculative-num-draft-tokens"]) == (
+        2,
+        3,
+        10,
+    )
+    assert (
+        tree_paths("3x2x1", 2) == [p for p in tree_paths("3x2x1") if len(p) <= 2] and len(tree_paths("3x2x1", 2)) == 9
+    )
     for tree, gamma in (("3x2x1", 2), ("3x2x1", 3), ("4x4x4", 3), ("[[0], [1], [2], [3], [0, 0]]", 1)):
         flags = engine_settings("eagle3", {"model": "m"}, tree, gamma)["sglang"].config
         topk, steps = flags["--speculative-eagle-topk"], flags["--speculative-num-steps"]
@@ -236,11 +306,22 @@ def test_engine_settings_for_each_drafter():
 
 # ----------------------------------------------------------------------------- CLI
 
+
 @pytest.fixture(scope="module")
 def results_folder(tmp_path_factory):
-    drafters = [SyntheticDrafter(alpha=0.8, gammas=(1, 2, 4), draft_step_s=0.001),
-                SyntheticDrafter(name="ngram", params={"n_min": 1, "n_max": 3}, model_free=True, draft_fixed_s=3e-4,
-                                 no_match_rate=0.2, alpha=0.85, decay=0.85, gammas=(2, 4))]
+    drafters = [
+        SyntheticDrafter(alpha=0.8, gammas=(1, 2, 4), draft_step_s=0.001),
+        SyntheticDrafter(
+            name="ngram",
+            params={"n_min": 1, "n_max": 3},
+            model_free=True,
+            draft_fixed_s=3e-4,
+            no_match_rate=0.2,
+            alpha=0.85,
+            decay=0.85,
+            gammas=(2, 4),
+        ),
+    ]
     return write_synthetic_results(tmp_path_factory.mktemp("results") / "sweep", drafters, n_prompts=10, seed=11)
 
 
@@ -256,8 +337,15 @@ def test_cli_fit_tables_and_json(results_folder):
     for title in ("Acceptance", "Per-position", "Goodness of fit", "Costs"):
         assert title in result.output
     data = json.loads(_invoke("fit", results_folder, "--json", "--by", "category", "--bootstrap", "50").stdout)
-    assert set(data) == {"acceptance", "positions", "goodness_of_fit", "costs", "acceptance_by_context_bin",
-                         "online_windows", "online_recovery"}
+    assert set(data) == {
+        "acceptance",
+        "positions",
+        "goodness_of_fit",
+        "costs",
+        "acceptance_by_context_bin",
+        "online_windows",
+        "online_recovery",
+    }
     assert data["online_windows"] == data["online_recovery"] == []  # no online configuration in this sweep
     assert {row["category"] for row in data["acceptance"]} >= {"writing", "coding"}
     ngram = [r for r in data["costs"] if r["drafter"] == "ngram"][0]
@@ -268,8 +356,11 @@ def test_cli_recommend_tables_and_json(results_folder):
     result = _invoke("recommend", results_folder, "--bootstrap", "100", "--engine", "vllm")
     assert result.exit_code == 0, result.output
     assert "speculate" in result.output and "vllm settings" in result.output and "sglang settings" not in result.output
-    data = json.loads(_invoke("recommend", results_folder, "--json", "--bootstrap", "50", "--objective", "latency",
-                              "--max-gamma", "6").stdout)
+    data = json.loads(
+        _invoke(
+            "recommend", results_folder, "--json", "--bootstrap", "50", "--objective", "latency", "--max-gamma", "6"
+        ).stdout
+    )
     assert len(data) == 1 and data[0]["objective"] == "latency"
     assert data[0]["recommended"]["gamma"] in (1, 2, 4)
     decision = data[0]["decision"]
@@ -277,8 +368,10 @@ def test_cli_recommend_tables_and_json(results_folder):
         best = decision["best"]
         assert (decision["answer"] == "confident yes") == (data[0]["recommended"] is not None)
         if data[0]["recommended"] is not None:
-            assert (data[0]["recommended"]["drafter_label"], data[0]["recommended"]["gamma"]) == \
-                (best["drafter_label"], best["gamma"])
+            assert (data[0]["recommended"]["drafter_label"], data[0]["recommended"]["gamma"]) == (
+                best["drafter_label"],
+                best["gamma"],
+            )
     assert set(data[0]["engine_settings"]) == {"vllm", "sglang", "transformers", "llamacpp"}
     assert max(p["gamma"] for p in data[0]["predictions"]) == 6
 
@@ -335,9 +428,11 @@ def test_one_configuration_to_read_and_the_paths_as_supporting_detail(results_fo
     data = json.loads(_invoke("recommend", results_folder, "--json", "--bootstrap", "50").stdout)[0]
     recommended = data["recommended"]
     assert "measured" not in data and set(data["supporting"]) == {"measured", "model"}
-    text = CliRunner().invoke(app, ["recommend", str(results_folder), "--bootstrap", "50"], env={"COLUMNS": "250"}).stdout
+    text = (
+        CliRunner().invoke(app, ["recommend", str(results_folder), "--bootstrap", "50"], env={"COLUMNS": "250"}).stdout
+    )
     assert text.count("recommended: ") == 1
-    table = text[text.index("Supporting detail"):text.index("Measured configurations")]
+    table = text[text.index("Supporting detail") : text.index("Measured configurations")]
     rows = [line for line in table.splitlines() if line.startswith(("│ measured", "│ model", "│ verdict"))]
     assert len(rows) >= 2, table
     starred = [row for row in rows if "★" in row]

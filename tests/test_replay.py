@@ -20,11 +20,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from specbench.measure.replay.replayer import ChainTrace, Replayer, Trajectory, replay_chain, round_law, walk_rounds
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.sampling import SamplingParams
 from specbench.errors import SpecbenchError
+from specbench.measure.replay.replayer import ChainTrace, Replayer, Trajectory, replay_chain, round_law, walk_rounds
 from specbench.measure.replay.units import predict
 from specbench.records.store import load_records
 from tests.cli_helpers import assert_user_error, invoke, tiny_sweep_yaml
@@ -33,6 +33,7 @@ GREEDY = SamplingParams()
 
 
 # ----------------------------------------------------------------------------- the walk
+
 
 def simulate_live_rules(accept: np.ndarray, available: np.ndarray, gamma: int, n_stop: int, max_new: int):
     """The live loop's bookkeeping written out plainly, for deterministic coins (test oracle)."""
@@ -52,8 +53,13 @@ def simulate_live_rules(accept: np.ndarray, available: np.ndarray, gamma: int, n
 def test_deterministic_walk_follows_the_live_rules(n_stop, max_new):
     rng = np.random.default_rng(n_stop)
     starts, depth = max(n_stop - 1, 0), 6
-    trace = ChainTrace("test", (rng.random((starts, depth)) < 0.6).astype(float),
-                       rng.integers(0, depth + 1, starts), model_steps=False, exact=True)
+    trace = ChainTrace(
+        "test",
+        (rng.random((starts, depth)) < 0.6).astype(float),
+        rng.integers(0, depth + 1, starts),
+        model_steps=False,
+        exact=True,
+    )
     for replay in replay_chain(trace, Trajectory((1,), tuple(range(max_new)), n_stop, max_new), [1, 2, 4, 6]):
         expected = simulate_live_rules(trace.accept, trace.available, replay.gamma, n_stop, max_new)
         r = replay.rounds
@@ -69,8 +75,9 @@ def test_fractional_walk_moments_match_monte_carlo():
     """Forward expectations = backward first moments; covariance and histogram agree with sampled paths."""
     rng = np.random.default_rng(1)
     n_stop, max_new, depth = 25, 25, 4
-    trace = ChainTrace("test", rng.uniform(0.2, 0.9, (n_stop - 1, depth)), np.full(n_stop - 1, depth),
-                       model_steps=True, exact=False)
+    trace = ChainTrace(
+        "test", rng.uniform(0.2, 0.9, (n_stop - 1, depth)), np.full(n_stop - 1, depth), model_steps=True, exact=False
+    )
     law = round_law(trace, [1, 4], n_stop, max_new)
     replays = walk_rounds(law, np.random.default_rng(0))
     draws = 4000
@@ -108,11 +115,20 @@ def greedy_replays(smollm2, smollm2_prompt_ids, early_exit_drafter):
     for index in EXACT_PROMPTS:
         ids = smollm2_prompt_ids[index]
         base = baseline.generate(ids, EXACT_TOKENS)
-        trajectory = replayer.trajectory(ids, base.tokens, stop_reason=base.stop_reason, max_new_tokens=EXACT_TOKENS,
-                                         max_gamma=max(EXACT_GAMMAS), sampling=GREEDY, seed=0)
+        trajectory = replayer.trajectory(
+            ids,
+            base.tokens,
+            stop_reason=base.stop_reason,
+            max_new_tokens=EXACT_TOKENS,
+            max_gamma=max(EXACT_GAMMAS),
+            sampling=GREEDY,
+            seed=0,
+        )
         for name, drafter in drafters.items():
             trace = replayer.trace(drafter, trajectory, max(EXACT_GAMMAS), GREEDY)
-            cases.append((ids, base, name, drafter, {r.gamma: r for r in replay_chain(trace, trajectory, EXACT_GAMMAS)}))
+            cases.append(
+                (ids, base, name, drafter, {r.gamma: r for r in replay_chain(trace, trajectory, EXACT_GAMMAS)})
+            )
     return cases
 
 
@@ -139,11 +155,14 @@ def test_greedy_replay_reproduces_live_rounds_exactly(smollm2, greedy_replays, g
 
 # ----------------------------------------------------------------------------- sampling
 
+
 @pytest.fixture(scope="module")
 def v8_models(tiny_v8):
     target, _ = tiny_v8
-    return target, {"ngram": make_drafter("ngram", target),
-                    "draft-model": make_drafter("draft-model", target, {"model": "tiny-random-v8-draft"})}
+    return target, {
+        "ngram": make_drafter("ngram", target),
+        "draft-model": make_drafter("draft-model", target, {"model": "tiny-random-v8-draft"}),
+    }
 
 
 def test_sampling_live_tau_inside_replay_interval(v8_models, record_property):
@@ -160,8 +179,15 @@ def test_sampling_live_tau_inside_replay_interval(v8_models, record_property):
         for name, drafter in drafters.items():
             moments = {g: [] for g in gammas}
             for i, (prompt, output) in enumerate(zip(prompts, outputs)):
-                trajectory = replayer.trajectory(prompt, output, stop_reason="length", max_new_tokens=new,
-                                                 max_gamma=max(gammas), sampling=sampling, seed=i)
+                trajectory = replayer.trajectory(
+                    prompt,
+                    output,
+                    stop_reason="length",
+                    max_new_tokens=new,
+                    max_gamma=max(gammas),
+                    sampling=sampling,
+                    seed=i,
+                )
                 trace = replayer.trace(drafter, trajectory, max(gammas), sampling)
                 assert trace.exact == (name == "ngram")
                 for r in replay_chain(trace, trajectory, gammas, seed=i):
@@ -188,10 +214,12 @@ def test_prompt_lookup_replay_of_a_sampled_live_output_is_its_rounds(v8_models):
         engine = SpeculativeEngine(target, drafters["ngram"], gamma=gamma, sampling=sampling)
         for seed in range(15):
             live = engine.generate(prompt, 24, seed=seed, stop_at_eos=False)
-            trajectory = replayer.trajectory(prompt, live.tokens, stop_reason="length", max_new_tokens=24,
-                                             max_gamma=gamma, sampling=sampling, seed=0)
-            rounds = replay_chain(replayer.trace(drafters["ngram"], trajectory, gamma, sampling), trajectory,
-                                  [gamma])[0].rounds
+            trajectory = replayer.trajectory(
+                prompt, live.tokens, stop_reason="length", max_new_tokens=24, max_gamma=gamma, sampling=sampling, seed=0
+            )
+            rounds = replay_chain(replayer.trace(drafters["ngram"], trajectory, gamma, sampling), trajectory, [gamma])[
+                0
+            ].rounds
             assert rounds.accepted == live.rounds.accepted and rounds.drafted == live.rounds.drafted
             accepted += live.accepted
     assert accepted > 0
@@ -208,8 +236,9 @@ def test_coupled_coins_are_unbiased_for_live_rounds(v8_models):
     for name, drafter in drafters.items():
         replayed, coin_minus_expected = [], []
         for s, output in enumerate(outputs):
-            trajectory = replayer.trajectory(prompt, output, stop_reason="length", max_new_tokens=new, max_gamma=gamma,
-                                             sampling=sampling, seed=s)
+            trajectory = replayer.trajectory(
+                prompt, output, stop_reason="length", max_new_tokens=new, max_gamma=gamma, sampling=sampling, seed=s
+            )
             trace = replayer.trace(drafter, trajectory, gamma, sampling)
             replayed.append(replay_chain(trace, trajectory, [gamma], seed=s)[0].mean[:2])
             if trace.expected is not None:  # w_t − Σ min(p_t, q_t) has mean 0 given y_<t
@@ -218,8 +247,13 @@ def test_coupled_coins_are_unbiased_for_live_rounds(v8_models):
             d = np.asarray(coin_minus_expected)
             assert abs(d.mean()) < 4 * d.std() / np.sqrt(len(d))
         engine = SpeculativeEngine(target, drafter, gamma=gamma, sampling=sampling)
-        live = np.array([(r.target_forwards, r.accepted) for r in
-                         (engine.generate(prompt, new, seed=10_000 + s, stop_at_eos=False) for s in range(runs))], float)
+        live = np.array(
+            [
+                (r.target_forwards, r.accepted)
+                for r in (engine.generate(prompt, new, seed=10_000 + s, stop_at_eos=False) for s in range(runs))
+            ],
+            float,
+        )
         replayed = np.array(replayed)
         se = np.sqrt(live.var(0) / runs + replayed.var(0) / runs)
         assert np.all(np.abs(live.mean(0) - replayed.mean(0)) < 4 * se), (name, live.mean(0), replayed.mean(0), se)
@@ -227,11 +261,21 @@ def test_coupled_coins_are_unbiased_for_live_rounds(v8_models):
 
 # ----------------------------------------------------------------------------- the CLI
 
+
 def sweep_yaml(tmp_path: Path, prompts_file: Path, **overrides) -> Path:
     # These tests are about replay, not interference: a calibration unit set aside as disturbed (another xdist
     # worker's CPU-heavy test beside it) would leave the replayed rows without a cost model, by design.
-    return tiny_sweep_yaml(tmp_path, prompts_file, **{"name": "tiny-replay", "max_new_tokens": 16, "gammas": [1, 2, 4],
-                                                      "timing": {"max_other_cores": 1000}, **overrides})
+    return tiny_sweep_yaml(
+        tmp_path,
+        prompts_file,
+        **{
+            "name": "tiny-replay",
+            "max_new_tokens": 16,
+            "gammas": [1, 2, 4],
+            "timing": {"max_other_cores": 1000},
+            **overrides,
+        },
+    )
 
 
 def test_mode_replay_runs_calibration_live_and_replays_every_gamma(tmp_path, prompts_file):
@@ -250,8 +294,9 @@ def test_mode_replay_runs_calibration_live_and_replays_every_gamma(tmp_path, pro
     assert replay[["decode_s", "prefill_s", "tokens_per_s"]].notna().all().all()  # timings from the cost model
     assert (replay["round_verify_s"].map(len) == replay["rounds"]).all()
     # calibration units were also replayed: greedy replay equals them exactly
-    paired = calibration.merge(replay, on=["drafter_label", "gamma", "prompt_id", "turn", "repeat"],
-                               suffixes=("", "_r"))
+    paired = calibration.merge(
+        replay, on=["drafter_label", "gamma", "prompt_id", "turn", "repeat"], suffixes=("", "_r")
+    )
     assert len(paired) == 4 and (paired["round_accepted"].map(list) == paired["round_accepted_r"].map(list)).all()
     assert "identical τ for 4/4 configurations" in result.stdout
     summary = pd.read_csv(out / "replay-summary.csv")
@@ -295,17 +340,21 @@ def test_dry_run_counts_replayed_units(tmp_path, prompts_file):
     assert "18 replayed units" in result.stdout and "mode replay" in result.stdout
 
 
-@pytest.mark.parametrize("extra,flags,needles", [
-    ({}, ["--mode", "replya"], ["unknown mode 'replya'", "replay"]),
-    ({"calibration": {"gammas": [3]}}, ["--mode", "replay"], ["calibration γ [3]", "[1, 2, 4]"]),
-    ({"calibration": {"gamas": [1]}}, ["--mode", "replay"], ["calibration", "gammas and prompts"]),
-    ({"calibration": {"prompts": 0}}, ["--mode", "replay"], ["calibration.prompts", "an integer from 1"]),
-    ({"mode": "both", "calibration": [1]}, [], ["'calibration' must be a mapping"]),
-    ({"trees": ["chain", "2x1"]}, ["--mode", "both"], ["replays chains only", "2x1"]),
-])
+@pytest.mark.parametrize(
+    "extra,flags,needles",
+    [
+        ({}, ["--mode", "replya"], ["unknown mode 'replya'", "replay"]),
+        ({"calibration": {"gammas": [3]}}, ["--mode", "replay"], ["calibration γ [3]", "[1, 2, 4]"]),
+        ({"calibration": {"gamas": [1]}}, ["--mode", "replay"], ["calibration", "gammas and prompts"]),
+        ({"calibration": {"prompts": 0}}, ["--mode", "replay"], ["calibration.prompts", "an integer from 1"]),
+        ({"mode": "both", "calibration": [1]}, [], ["'calibration' must be a mapping"]),
+        ({"trees": ["chain", "2x1"]}, ["--mode", "both"], ["replays chains only", "2x1"]),
+    ],
+)
 def test_bad_replay_settings(tmp_path, prompts_file, extra, flags, needles):
-    assert_user_error(invoke("sweep", sweep_yaml(tmp_path, prompts_file, **extra), *flags, "--out", tmp_path / "o"),
-                      *needles)
+    assert_user_error(
+        invoke("sweep", sweep_yaml(tmp_path, prompts_file, **extra), *flags, "--out", tmp_path / "o"), *needles
+    )
 
 
 def test_mode_does_not_change_the_spec_hash():
@@ -321,8 +370,13 @@ def test_a_workload_entry_sets_its_own_output_length():
     from specbench.measure.spec.sweep import build_spec
     from specbench.measure.spec.units import expand_units, load_workloads
 
-    raw = {"name": "h", "drafters": ["ngram"], "gammas": [1], "max_new_tokens": 16,
-           "workloads": [{"name": "mt-bench", "count": 1}, {"name": "humaneval", "count": 1, "max_new_tokens": 40}]}
+    raw = {
+        "name": "h",
+        "drafters": ["ngram"],
+        "gammas": [1],
+        "max_new_tokens": 16,
+        "workloads": [{"name": "mt-bench", "count": 1}, {"name": "humaneval", "count": 1, "max_new_tokens": 40}],
+    }
     spec = build_spec(raw)
     lengths = {(u.workload.name, u.max_new_tokens) for u in expand_units(spec, load_workloads(spec))}
     assert lengths == {("mt-bench", 16), ("humaneval", 40)}
@@ -334,6 +388,7 @@ def test_a_workload_entry_sets_its_own_output_length():
 
 
 # ----------------------------------------------------------------------------- downstream code
+
 
 def with_replayed_copies(records: pd.DataFrame, speed: float = 100.0) -> pd.DataFrame:
     """Every speculative record again as a 'replay' row whose timings claim ``speed``× faster decoding."""

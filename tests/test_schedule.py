@@ -32,6 +32,7 @@ def verdict(drafted, accepted, confidences=None, draft_s=0.0, verify_s=0.0, roun
 
 # ----------------------------------------------------------------------------- decision rules
 
+
 def test_fixed_drafts_the_cap_without_asking():
     schedule = make_schedule(ScheduleSpec(), 5)
     schedule.observe(verdict(5, 0))
@@ -44,8 +45,12 @@ def test_heuristic_matches_transformers_update_rule():
 
     cap, rng = 6, random.Random(0)
     ours = Heuristic(cap)
-    theirs = SimpleNamespace(num_assistant_tokens=cap, assistant_generation_config=SimpleNamespace(
-        num_assistant_tokens_schedule="heuristic", assistant_confidence_threshold=None))
+    theirs = SimpleNamespace(
+        num_assistant_tokens=cap,
+        assistant_generation_config=SimpleNamespace(
+            num_assistant_tokens_schedule="heuristic", assistant_confidence_threshold=None
+        ),
+    )
     ours.start()
     for _ in range(200):
         drafted = min(ours.round_gamma(), int(theirs.num_assistant_tokens))  # transformers cuts n at its limit too
@@ -86,8 +91,16 @@ def test_dspark_drafts_while_gain_pays_cost():
     schedule = DSpark(6, warmup=2, calibrate=0)
     assert schedule.keep_drafting([0.01])  # warm-up: γ whatever the confidence
     for drafted, accepted in ((2, 1), (4, 1)):
-        schedule.observe(verdict(drafted, accepted, [0.5] * drafted, draft_s=0.01 * drafted,
-                                 verify_s=0.05 + 0.02 * (drafted + 1), round_s=0.1 * (accepted + 1)))
+        schedule.observe(
+            verdict(
+                drafted,
+                accepted,
+                [0.5] * drafted,
+                draft_s=0.01 * drafted,
+                verify_s=0.05 + 0.02 * (drafted + 1),
+                round_s=0.1 * (accepted + 1),
+            )
+        )
     assert schedule.marginal_cost() == pytest.approx(0.03)
     assert schedule.seconds_per_token == pytest.approx(0.1)
     # continue iff P_{i+1} · 0.1 ≥ 0.03, P_{i+1} = Π c_j · c_i (the forecast of the next confidence)
@@ -106,11 +119,17 @@ def test_dspark_calibrates_confidence_to_observed_acceptance():
     assert schedule.kappa == pytest.approx((1 + 3) / (1 + 2.0 + 0.9))  # a first-position miss tests one draft
 
 
-@pytest.mark.parametrize("item, needle", [
-    ("dspak", "did you mean 'dspark'"), ({"name": "threshold"}, "needs threshold"),
-    ({"name": "threshold", "threshold": 1.5}, "(0, 1]"), ({"name": "heuristic", "x": 1}, "takes no parameters"),
-    ({"name": "dspark", "warmup": "two"}, "must be a number"), (["fixed"], "a name or"),
-])
+@pytest.mark.parametrize(
+    "item, needle",
+    [
+        ("dspak", "did you mean 'dspark'"),
+        ({"name": "threshold"}, "needs threshold"),
+        ({"name": "threshold", "threshold": 1.5}, "(0, 1]"),
+        ({"name": "heuristic", "x": 1}, "takes no parameters"),
+        ({"name": "dspark", "warmup": "two"}, "must be a number"),
+        (["fixed"], "a name or"),
+    ],
+)
 def test_bad_schedule_entries(item, needle):
     with pytest.raises(SpecbenchError, match=None) as error:
         parse_schedule(item)
@@ -124,9 +143,14 @@ def test_one_schedule_one_identity():
 
 # ----------------------------------------------------------------------------- the sweep axis
 
-RAW = {"name": "ids", "target": "tiny-random-llama", "max_new_tokens": 16, "workloads": ["mt-bench"],
-       "drafters": [{"type": "ngram"}, {"type": "draft-model", "params": {"model": "tiny-random-llama-draft"}}],
-       "gammas": [2, 4]}
+RAW = {
+    "name": "ids",
+    "target": "tiny-random-llama",
+    "max_new_tokens": 16,
+    "workloads": ["mt-bench"],
+    "drafters": [{"type": "ngram"}, {"type": "draft-model", "params": {"model": "tiny-random-llama-draft"}}],
+    "gammas": [2, 4],
+}
 
 
 def test_fixed_schedule_keeps_existing_hashes_and_unit_ids():
@@ -137,8 +161,12 @@ def test_fixed_schedule_keeps_existing_hashes_and_unit_ids():
         workload = Workload("mt-bench", "", "", True, 16, [])
         prompt = Prompt("mt-bench", "mt-bench/81", "writing", ("hi",))
         assert [Unit(c, workload, prompt, 1, 0, 16, 0).unit_id for c in spec.configs] == [
-            "ff39a851ed96d49072bd", "2f51df9ffa57ba5be383", "7667fc14d4ba98cf8016", "a1172c2f7a99af955a6b",
-            "d369c730a8beb23e64e3"]
+            "ff39a851ed96d49072bd",
+            "2f51df9ffa57ba5be383",
+            "7667fc14d4ba98cf8016",
+            "a1172c2f7a99af955a6b",
+            "d369c730a8beb23e64e3",
+        ]
 
 
 def test_schedules_axis_crosses_the_grid_and_enters_the_hash():
@@ -151,14 +179,17 @@ def test_schedules_axis_crosses_the_grid_and_enters_the_hash():
     assert len({Unit(c, workload, prompt, 1, 0, 16, 0).unit_id for c in spec.configs}) == len(spec.configs)
 
 
-@pytest.mark.parametrize("overrides, needle", [
-    ({"schedules": ["dspark"]}, "drafter 'ngram' does not have"),
-    ({"schedules": [{"name": "threshold", "threshold": 0.5}]}, "drafter 'ngram' does not have"),
-    ({"schedules": ["heuristic"], "trees": ["2x2"]}, "add 'chain'"),
-    ({"schedules": ["heuristic"], "mode": "replay"}, "own engine, live"),
-    ({"schedules": ["heuristic"], "backend": "vllm"}, "own engine, live"),
-    ({"schedules": []}, "at least one"),
-])
+@pytest.mark.parametrize(
+    "overrides, needle",
+    [
+        ({"schedules": ["dspark"]}, "drafter 'ngram' does not have"),
+        ({"schedules": [{"name": "threshold", "threshold": 0.5}]}, "drafter 'ngram' does not have"),
+        ({"schedules": ["heuristic"], "trees": ["2x2"]}, "add 'chain'"),
+        ({"schedules": ["heuristic"], "mode": "replay"}, "own engine, live"),
+        ({"schedules": ["heuristic"], "backend": "vllm"}, "own engine, live"),
+        ({"schedules": []}, "at least one"),
+    ],
+)
 def test_sweep_refuses_schedules_that_cannot_run(overrides, needle):
     with pytest.raises(SpecbenchError) as error:
         build_spec({**RAW, **overrides})
@@ -166,8 +197,9 @@ def test_sweep_refuses_schedules_that_cannot_run(overrides, needle):
 
 
 def test_trees_beside_a_schedule_run_the_fixed_schedule():
-    spec = build_spec({**RAW, "drafters": RAW["drafters"][1:], "schedules": ["fixed", "heuristic"],
-                       "trees": ["chain", "2x2"]})
+    spec = build_spec(
+        {**RAW, "drafters": RAW["drafters"][1:], "schedules": ["fixed", "heuristic"], "trees": ["chain", "2x2"]}
+    )
     trees = {(c.tree, c.schedule.label) for c in spec.configs if not c.is_baseline}
     assert ("2x2", "fixed") in trees and ("chain", "heuristic") in trees and ("2x2", "heuristic") not in trees
 
@@ -228,8 +260,13 @@ def test_threshold_schedule_keeps_the_sampling_distribution(tiny_v8):
 
     target, _ = tiny_v8
     drafter = make_drafter("draft-model", target, {"model": "tiny-random-v8-draft"})
-    engine = SpeculativeEngine(target, drafter, gamma=2, sampling=SamplingParams(temperature=1.0),
-                               schedule=parse_schedule({"name": "threshold", "threshold": 0.3}))
+    engine = SpeculativeEngine(
+        target,
+        drafter,
+        gamma=2,
+        sampling=SamplingParams(temperature=1.0),
+        schedule=parse_schedule({"name": "threshold", "threshold": 0.3}),
+    )
     cut = engine.generate([3, 1, 4, 1, 5], 60, seed=1, stop_at_eos=False).rounds.drafted[:-1]
     assert 1 in cut and 2 in cut, "the threshold must cut some chains and not others"
     p23, p4, alpha = sampled_pvalues(engine, target.model, 500)  # few samples: a gross bias only, kept fast
@@ -238,6 +275,7 @@ def test_threshold_schedule_keeps_the_sampling_distribution(tiny_v8):
 
 
 # ----------------------------------------------------------------------------- the shipped sweep, end to end
+
 
 def test_strategies_schedule_sweep_runs_tiny_and_is_greedy_lossless(tmp_path, prompts_file):
     """sweeps/strategies-schedule.yaml on SmolLM2 + EAGLE, cut to one γ, one prompt and a few tokens."""
@@ -249,9 +287,15 @@ def test_strategies_schedule_sweep_runs_tiny_and_is_greedy_lossless(tmp_path, pr
 
     shipped = load_yaml_file(Path(__file__).resolve().parents[1] / "sweeps" / "strategies-schedule.yaml", "sweep")
     assert {parse_schedule(s).name for s in shipped["schedules"]} == {"fixed", "heuristic", "threshold", "dspark"}
-    path = write_sweep_yaml(tmp_path, shipped, gammas=[4], max_new_tokens=12, ignore_eos=True,
-                            workloads=[jsonl_workload(prompts_file, count=1)],
-                            timing={"warmup_s": 0, "order": "once", "retries": 0})
+    path = write_sweep_yaml(
+        tmp_path,
+        shipped,
+        gammas=[4],
+        max_new_tokens=12,
+        ignore_eos=True,
+        workloads=[jsonl_workload(prompts_file, count=1)],
+        timing={"warmup_s": 0, "order": "once", "retries": 0},
+    )
     out = tmp_path / "res"
     result = invoke("sweep", path, "--out", out)
     assert result.exit_code == 0, result.output
@@ -266,6 +310,7 @@ def test_strategies_schedule_sweep_runs_tiny_and_is_greedy_lossless(tmp_path, pr
 
 # ----------------------------------------------------------------------------- analysis
 
+
 def _with_dynamic(speed: float, n_prompts: int = 12) -> list[dict]:
     """Synthetic fixed-γ records plus a 'dspark' copy of the γ = 4 configuration ``speed`` × as fast,
     with its own per-prompt noise."""
@@ -275,9 +320,17 @@ def _with_dynamic(speed: float, n_prompts: int = 12) -> list[dict]:
 
     records = make_records([SyntheticDrafter(alpha=0.7, gammas=(1, 2, 4, 6))], n_prompts=n_prompts)
     rng = np.random.default_rng(1)
-    dynamic = [{**r, "schedule": "dspark", "schedule_params": "{}", "unit_id": r["unit_id"] + "-d",
-                "decode_s": r["decode_s"] / speed * float(np.exp(rng.normal(0, 0.02)))}
-               for r in records if r["gamma"] == 4]
+    dynamic = [
+        {
+            **r,
+            "schedule": "dspark",
+            "schedule_params": "{}",
+            "unit_id": r["unit_id"] + "-d",
+            "decode_s": r["decode_s"] / speed * float(np.exp(rng.normal(0, 0.02))),
+        }
+        for r in records
+        if r["gamma"] == 4
+    ]
     fixed = [{**r, "schedule": "fixed", "schedule_params": "{}"} for r in records]
     return fixed + dynamic
 
@@ -324,6 +377,7 @@ def test_plot_draws_the_schedule_figure_and_tables_show_the_schedule(tmp_path):
     assert figure.skipped is None and figure.files["png"].stat().st_size > 10_000
     assert "dynamic schedule yes" in recommendation_section(data)
     assert "schedule dspark" in acceptance_section(data) and "schedule dspark" in lossless_section(data)
-    plain = load_plot_data(write_results(tmp_path / "plain", [r for r in records if r["schedule"] == "fixed"]),
-                           n_boot=0)
+    plain = load_plot_data(
+        write_results(tmp_path / "plain", [r for r in records if r["schedule"] == "fixed"]), n_boot=0
+    )
     assert [s.name for s in figures_for(plain)] == [s.name for s in FIGURES]  # no schedules: not drawn, not skipped

@@ -49,10 +49,19 @@ VLLM_BEFORE = textwrap.dedent("""\
     # TYPE vllm:num_requests_running gauge
     vllm:num_requests_running{engine="0",model_name="/tmp/vllmwork/smollm2"} 0.0
     """)
-VLLM_AFTER = (VLLM_BEFORE.replace("} 10.0", "} 46.0").replace("} 40.0", "} 184.0").replace("} 12.0", "} 53.0")
-              .replace('"0"} 6.0', '"0"} 27.0').replace('"1"} 3.0', '"1"} 12.0').replace('"2"} 2.0', '"2"} 8.0')
-              .replace('"3"} 1.0', '"3"} 6.0').replace("running{engine=\"0\",model_name=\"/tmp/vllmwork/smollm2\"} 0.0",
-                                                        "running{engine=\"0\",model_name=\"/tmp/vllmwork/smollm2\"} 2.0"))
+VLLM_AFTER = (
+    VLLM_BEFORE.replace("} 10.0", "} 46.0")
+    .replace("} 40.0", "} 184.0")
+    .replace("} 12.0", "} 53.0")
+    .replace('"0"} 6.0', '"0"} 27.0')
+    .replace('"1"} 3.0', '"1"} 12.0')
+    .replace('"2"} 2.0', '"2"} 8.0')
+    .replace('"3"} 1.0', '"3"} 6.0')
+    .replace(
+        'running{engine="0",model_name="/tmp/vllmwork/smollm2"} 0.0',
+        'running{engine="0",model_name="/tmp/vllmwork/smollm2"} 2.0',
+    )
+)
 SGLANG = textwrap.dedent("""\
     # TYPE sglang:spec_accept_length gauge
     sglang:spec_accept_length{model_name="m",engine_type="unified",tp_rank="0",pp_rank="0"} 2.75
@@ -72,11 +81,13 @@ def no_models(monkeypatch):
     monkeypatch.setattr(openai_server, "load_tokenizer", lambda location: f"tokenizer:{location}")
     monkeypatch.setattr(openai_server, "resolve_model_location", lambda spec: f"/models/{spec}")
     import specbench.backends.vllm_server as vs
+
     monkeypatch.setattr(vs, "load_tokenizer", lambda location: f"tokenizer:{location}")
     monkeypatch.setattr(vs, "resolve_model_location", lambda spec: f"/models/{spec}")
 
 
 # ----------------------------------------------------------------------------- Prometheus
+
 
 def test_parse_labels_types_and_created():
     scrape = prometheus.parse(VLLM_BEFORE + 'odd{a="x\\"y,z",b="\\\\n"} 1.5 1700000000000\nplain 3\nnan_one NaN\n')
@@ -119,8 +130,9 @@ def test_sglang_gauges_and_request_meta():
     assert counts.source == "sglang-gauges"
     assert counts.mean_acceptance_length == pytest.approx(2.75) and counts.alpha == pytest.approx(0.4375)
     assert prometheus.sglang_gauges(prometheus.parse(SGLANG.replace("2.75", "0"))) is None  # no spec step yet
-    meta = prometheus.sglang_request_counts({"spec_verify_ct": 10, "spec_accept_token_num": 14,
-                                             "spec_draft_token_num": 30}, 25)
+    meta = prometheus.sglang_request_counts(
+        {"spec_verify_ct": 10, "spec_accept_token_num": 14, "spec_draft_token_num": 30}, 25
+    )
     assert meta.alpha == pytest.approx(14 / 30) and meta.mean_acceptance_length == pytest.approx(2.4)
     old = prometheus.sglang_request_counts({"spec_verify_ct": 10}, 25)
     assert old.mean_acceptance_length == pytest.approx(2.5) and math.isnan(old.alpha)
@@ -137,6 +149,7 @@ def test_rounds_from_steps_cut_at_the_end_and_draftless_steps():
 
 
 # ----------------------------------------------------------------------------- the OpenAI client
+
 
 def backend_for(url: str, **options) -> OpenAIServerBackend:
     backend = OpenAIServerBackend({"url": url, **options}, target="smollm2-135m", device="cpu", dtype="fp32", seed=0)
@@ -224,9 +237,15 @@ def test_gamma_mismatch_with_a_running_server():
 
 # ----------------------------------------------------------------------------- the launcher
 
+
 def fake_launcher(tmp_path: Path, **options) -> VLLMServerBackend:
-    opts = {"server_command": [sys.executable, str(FAKE_SCRIPT)], "log_dir": str(tmp_path), "stop_grace_s": 1.0,
-            "startup_timeout_s": 30, **options}
+    opts = {
+        "server_command": [sys.executable, str(FAKE_SCRIPT)],
+        "log_dir": str(tmp_path),
+        "stop_grace_s": 1.0,
+        "startup_timeout_s": 30,
+        **options,
+    }
     backend = VLLMServerBackend(opts, target="smollm2-135m", device="cpu", dtype="fp32", seed=0)
     backend.start(lambda message: None)
     return backend
@@ -292,8 +311,13 @@ def test_launcher_keeps_servers_between_configurations(monkeypatch, tmp_path):
 
 def test_a_fixed_port_holds_one_server(tmp_path):
     with pytest.raises(SpecbenchError, match="engines_kept must be 1 with port"):
-        VLLMServerBackend({"port": free_port(), "engines_kept": 2, "server_command": ["true"]}, target="t",
-                          device="cpu", dtype="fp32", seed=0)
+        VLLMServerBackend(
+            {"port": free_port(), "engines_kept": 2, "server_command": ["true"]},
+            target="t",
+            device="cpu",
+            dtype="fp32",
+            seed=0,
+        )
 
 
 def test_launcher_stops_the_group_after_an_exception(monkeypatch, tmp_path):
@@ -331,8 +355,9 @@ def test_port_in_use_is_one_line(tmp_path):
         sock.listen()
         port = sock.getsockname()[1]
         with pytest.raises(SpecbenchError) as err:
-            VLLMServerBackend({"port": port, "server_command": ["true"]}, target="t", device="cpu", dtype="fp32",
-                              seed=0)
+            VLLMServerBackend(
+                {"port": port, "server_command": ["true"]}, target="t", device="cpu", dtype="fp32", seed=0
+            )
     assert f"port {port}" in str(err.value) and "in use" in str(err.value) and "\n" not in str(err.value)
 
 
@@ -376,8 +401,13 @@ def test_signal_to_a_launcher_process_leaves_no_server(monkeypatch, tmp_path, si
     script = tmp_path / "launch.py"
     root = str(Path(__file__).resolve().parents[1])
     script.write_text(LAUNCH_AND_WAIT.format(root=root, script=str(FAKE_SCRIPT), logs=str(tmp_path)))
-    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env={**os.environ, "PYTHONPATH": root})
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONPATH": root},
+    )
     group = None
     try:
         deadline = time.monotonic() + 120
@@ -404,13 +434,22 @@ def test_signal_to_a_launcher_process_leaves_no_server(monkeypatch, tmp_path, si
 # ----------------------------------------------------------------------------- hostile servers
 
 HOSTILE_EXPECTED = {  # behaviour -> what the one error line says (per path where it differs)
-    "raw-bytes": "did not answer valid HTTP", "no-stream": "did not stream", "drip": "within 2 s",
-    "hang": "within 2 s", "reset": "connection broke",
+    "raw-bytes": "did not answer valid HTTP",
+    "no-stream": "did not stream",
+    "drip": "within 2 s",
+    "hang": "within 2 s",
+    "reset": "connection broke",
     "wrong-json": {"/v1/completions": "is not JSON", "/v1/models": "not valid JSON", "/metrics": "malformed"},
-    "bad-chunk": {"/v1/completions": "choices[0] must be an object", "/v1/models": "data[0] must be an object",
-                  "/metrics": "malformed"},
-    "endless": {"/v1/completions": "more than max_tokens", "/v1/models": "more than 1,048,576 bytes",
-                "/metrics": "more than 16,777,216 bytes"},
+    "bad-chunk": {
+        "/v1/completions": "choices[0] must be an object",
+        "/v1/models": "data[0] must be an object",
+        "/metrics": "malformed",
+    },
+    "endless": {
+        "/v1/completions": "more than max_tokens",
+        "/v1/models": "more than 1,048,576 bytes",
+        "/metrics": "more than 16,777,216 bytes",
+    },
 }
 
 
@@ -462,29 +501,41 @@ def test_a_drip_feed_hits_the_total_deadline_not_a_socket_timeout():
         assert 1.4 < time.monotonic() - started < 5
 
 
-@pytest.mark.parametrize("chunk,field", [
-    ({"choices": [1]}, "choices[0] must be an object"),
-    ({"choices": [{"text": 5}]}, "choices[0].text must be a string"),
-    ({"choices": [{"token_ids": [1, -4]}]}, "choices[0].token_ids[1]"),
-    ({"choices": [], "usage": {"completion_tokens": "many"}}, "usage.completion_tokens"),
-    ({"choices": [], "metrics": {"time_to_first_token_ms": -1}}, "metrics.time_to_first_token_ms"),
-    ({"choices": [], "metrics": {"speculative_decoding": {"per_step_accepted": [3], "per_step_drafted": [2]}}},
-     "accepts 3 of 2"),
-    ({"error": {"message": "model overloaded"}}, "model overloaded"),
-])
+@pytest.mark.parametrize(
+    "chunk,field",
+    [
+        ({"choices": [1]}, "choices[0] must be an object"),
+        ({"choices": [{"text": 5}]}, "choices[0].text must be a string"),
+        ({"choices": [{"token_ids": [1, -4]}]}, "choices[0].token_ids[1]"),
+        ({"choices": [], "usage": {"completion_tokens": "many"}}, "usage.completion_tokens"),
+        ({"choices": [], "metrics": {"time_to_first_token_ms": -1}}, "metrics.time_to_first_token_ms"),
+        (
+            {"choices": [], "metrics": {"speculative_decoding": {"per_step_accepted": [3], "per_step_drafted": [2]}}},
+            "accepts 3 of 2",
+        ),
+        ({"error": {"message": "model overloaded"}}, "model overloaded"),
+    ],
+)
 def test_every_chunk_is_checked_and_the_error_names_the_field(chunk, field):
     body = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
-    answer = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + body)
+    answer = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + body
     with FakeServer(script={"/v1/completions": answer}) as fake:
         with pytest.raises(SpecbenchError) as err:
             backend_for(fake.url, warmup=False).generate(chain("ngram", 2), [1, 2], 8, seed=0, stop_at_eos=True)
     assert field in str(err.value) and fake.url in str(err.value) and "\n" not in str(err.value)
 
 
-@pytest.mark.parametrize("options,needle", [
-    ({"timeout_s": "abc"}, "timeout_s"), ({"timeout_s": 0}, "timeout_s"), ({"api_key": "a\r\nb"}, "line breaks"),
-    ({"warmup": "false"}, "true or false"), ({"url": "http://127.0.0.1:99999"}, "port"), ({"bogus": 1}, "bogus"),
-])
+@pytest.mark.parametrize(
+    "options,needle",
+    [
+        ({"timeout_s": "abc"}, "timeout_s"),
+        ({"timeout_s": 0}, "timeout_s"),
+        ({"api_key": "a\r\nb"}, "line breaks"),
+        ({"warmup": "false"}, "true or false"),
+        ({"url": "http://127.0.0.1:99999"}, "port"),
+        ({"bogus": 1}, "bogus"),
+    ],
+)
 def test_backend_options_are_checked_before_anything_connects(options, needle):
     with pytest.raises(SpecbenchError, match=needle):
         OpenAIServerBackend({"url": "http://127.0.0.1:9", **options}, target="t", device="cpu", dtype="fp32", seed=0)
@@ -492,12 +543,23 @@ def test_backend_options_are_checked_before_anything_connects(options, needle):
 
 # ----------------------------------------------------------------------------- cancellation with hung requests
 
+
 def _hung_sweep(tmp_path: Path, prompts_file: Path, backend: dict) -> Path:
     spec = tmp_path / "hung.yaml"
-    spec.write_text(yaml.safe_dump({
-        "name": "hung", "target": "smollm2-135m", "drafters": ["ngram"], "gammas": [2], "max_new_tokens": 8,
-        "concurrency": [2], "workloads": [{"name": f"jsonl:{prompts_file}:field=text:id=id", "count": 2}],
-        "backend": backend}))
+    spec.write_text(
+        yaml.safe_dump(
+            {
+                "name": "hung",
+                "target": "smollm2-135m",
+                "drafters": ["ngram"],
+                "gammas": [2],
+                "max_new_tokens": 8,
+                "concurrency": [2],
+                "workloads": [{"name": f"jsonl:{prompts_file}:field=text:id=id", "count": 2}],
+                "backend": backend,
+            }
+        )
+    )
     return spec
 
 
@@ -521,8 +583,13 @@ def test_interrupt_with_hung_requests_exits_within_5_s(tmp_path, prompts_file, s
     cancels the requests in flight and exits 130 / 143 within 5 s, leaving no process."""
     with FakeServer(hostile={"/v1/completions": "hang"}, max_s=120) as fake:
         spec = _hung_sweep(tmp_path, prompts_file, {"name": "openai", "url": fake.url, "warmup": False})
-        proc = subprocess.Popen([sys.executable, "-m", "specbench", "sweep", str(spec), "--out", str(tmp_path / "o")],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "specbench", "sweep", str(spec), "--out", str(tmp_path / "o")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         try:
             elapsed = _interrupt_when(proc, lambda: fake.state.hostile_seen >= 2, signum)
         finally:
@@ -535,20 +602,39 @@ def test_interrupt_with_hung_requests_exits_within_5_s(tmp_path, prompts_file, s
     assert not group_alive(proc.pid), "a process of the sweep's group is still running"
 
 
-def test_interrupt_with_hung_requests_stops_a_launched_server_that_ignores_sigterm(tmp_path, prompts_file, smollm2,
-                                                                                   monkeypatch):
+def test_interrupt_with_hung_requests_stops_a_launched_server_that_ignores_sigterm(
+    tmp_path, prompts_file, smollm2, monkeypatch
+):
     """vllm-server: the server hangs on every request and ignores SIGTERM for 30 s (stop_grace_s 15):
     Ctrl-C still exits within 5 s (the interrupt's grace is 2 s, then SIGKILL) and the server's whole
     group is gone."""
     pid_file, seen = tmp_path / "pids.json", tmp_path / "seen.txt"
-    env = {**os.environ, "FAKE_PID_FILE": str(pid_file), "FAKE_SPAWN_CHILD": "1", "FAKE_IGNORE_TERM_S": "30",
-           "FAKE_HOSTILE": "hang", "FAKE_SEEN_FILE": str(seen)}
-    spec = _hung_sweep(tmp_path, prompts_file, {"name": "vllm-server", "log_dir": str(tmp_path / "logs"),
-                                                "server_command": [sys.executable, str(FAKE_SCRIPT)],
-                                                "warmup": False})
-    proc = subprocess.Popen([sys.executable, "-m", "specbench", "sweep", str(spec), "--out", str(tmp_path / "o")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
+    env = {
+        **os.environ,
+        "FAKE_PID_FILE": str(pid_file),
+        "FAKE_SPAWN_CHILD": "1",
+        "FAKE_IGNORE_TERM_S": "30",
+        "FAKE_HOSTILE": "hang",
+        "FAKE_SEEN_FILE": str(seen),
+    }
+    spec = _hung_sweep(
+        tmp_path,
+        prompts_file,
+        {
+            "name": "vllm-server",
+            "log_dir": str(tmp_path / "logs"),
+            "server_command": [sys.executable, str(FAKE_SCRIPT)],
+            "warmup": False,
+        },
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "specbench", "sweep", str(spec), "--out", str(tmp_path / "o")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
 
     try:
         elapsed = _interrupt_when(proc, lambda: seen.exists() and len(seen.read_text().split()) >= 2, signal.SIGINT)

@@ -23,8 +23,8 @@ def results(tmp_path_factory) -> Path:
 
 def test_a_chat_message_without_text_is_no_turn_and_empty_rows_are_counted(tmp_path):
     """SPEED-Bench: ``content: null`` was the prompt "None", and rows left without text vanished unannounced."""
-    from specbench.workloads.prepared_rows import turns_of
     from specbench.workloads.catalog import load_workload
+    from specbench.workloads.prepared_rows import turns_of
 
     assert turns_of([{"role": "user", "content": None}, {"role": "user", "content": "hi"}], "w") == ("hi",)
     assert turns_of([{"role": "user", "content": None}], "w") == ()

@@ -48,8 +48,7 @@ def test_layouts_do_not_change_outputs_when_not_compiled():
 
 
 def test_compiled_engine_sampling_matches_target_distribution(tiny_v8):
-    from tests.test_engine_sampling import (SAMPLES_SMALL, chi_square_pvalue, exact_distributions,
-                                            sample_counts)
+    from tests.test_engine_sampling import SAMPLES_SMALL, chi_square_pvalue, exact_distributions, sample_counts
 
     target, _ = tiny_v8
     drafter = make_drafter("draft-model", target, {"model": "tiny-random-v8-draft"})

@@ -8,10 +8,10 @@ import json
 import pytest
 
 from specbench.errors import SpecbenchError
-from specbench.workloads.stream import segment_counts
-from specbench.workloads.spec import builtin_spec
-from specbench.workloads.catalog import encode_turn, load_workload
 from specbench.models.byte_tokenizer import byte_tokenizer
+from specbench.workloads.catalog import encode_turn, load_workload
+from specbench.workloads.spec import builtin_spec
+from specbench.workloads.stream import segment_counts
 from tests.cli_helpers import assert_user_error, invoke
 
 STREAM = "stream-code-chat-mtbench"

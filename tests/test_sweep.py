@@ -39,8 +39,11 @@ def test_small_grid_end_to_end(tmp_path, prompts_file):
     base = df[df.gamma == 0]
     assert (base["drafted"] == 0).all() and (base["tau"] == 1).all()
     # greedy is lossless: every configuration reproduces the baseline's tokens
-    merged = df.merge(base[["workload", "prompt_id", "turn", "output_sha1"]], on=["workload", "prompt_id", "turn"],
-                      suffixes=("", "_base"))
+    merged = df.merge(
+        base[["workload", "prompt_id", "turn", "output_sha1"]],
+        on=["workload", "prompt_id", "turn"],
+        suffixes=("", "_base"),
+    )
     assert (merged["output_sha1"] == merged["output_sha1_base"]).all()
     info = load_run_info(out)
     assert info["sweep"]["target"] == "tiny-random-llama" and info["versions"]["torch"]
@@ -69,9 +72,25 @@ def test_dry_run_loads_no_model(tmp_path, prompts_file):
 
 def test_flags_alone_make_a_sweep(tmp_path, prompts_file):
     out = tmp_path / "flags"
-    result = invoke("sweep", "--name", "f", "--target", "tiny-random-llama", "--drafter", "ngram:n_max=2",
-                    "--gamma", "2", "--workload", f"jsonl:{prompts_file}:field=text", "--prompts", "2", "-n", "8",
-                    "--out", out)
+    result = invoke(
+        "sweep",
+        "--name",
+        "f",
+        "--target",
+        "tiny-random-llama",
+        "--drafter",
+        "ngram:n_max=2",
+        "--gamma",
+        "2",
+        "--workload",
+        f"jsonl:{prompts_file}:field=text",
+        "--prompts",
+        "2",
+        "-n",
+        "8",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     df = load_records(out)
     assert len(df) == 4 and set(df["drafter_label"]) == {"none", "ngram(n_max=2)"}
@@ -88,8 +107,10 @@ def test_shards_merge_into_the_full_grid(tmp_path, prompts_file):
     assert result.exit_code == 0, result.output
     assert set(load_records(merged)["unit_id"]) == set(load_records(full)["unit_id"])
     other = tmp_path / "other"
-    assert invoke("sweep", sweep_yaml(tmp_path, prompts_file, gammas=[1]), "--out", other,
-                  "--drafter", "ngram").exit_code == 0
+    assert (
+        invoke("sweep", sweep_yaml(tmp_path, prompts_file, gammas=[1]), "--out", other, "--drafter", "ngram").exit_code
+        == 0
+    )
     assert_user_error(invoke("results", "merge", merged, other, "--out", tmp_path / "bad"), "different sweep specs")
 
 
@@ -120,17 +141,20 @@ def test_kill_and_resume_loses_nothing(tmp_path, prompts_file):
     assert (both["output_sha1"] == both["output_sha1_ref"]).all()
 
 
-@pytest.mark.parametrize("content,needles", [
-    ("name: x\ngammas: [1, 2\n", ["malformed YAML"]),
-    ("- just\n- a list\n", ["mapping"]),
-    ("name: x\ngamas: [1]\nworkloads: [mt-bench]\ndrafters: [ngram]\n", ["unknown key 'gamas'", "gammas"]),
-    ("name: x\nworkloads: [mt-bench]\ndrafters: [{type: ngram}]\ngammas: [0]\n", ["empty grid"]),
-    ("name: x\nworkloads: [mt-bench]\ngammas: [2]\n", ["empty grid"]),
-    ("name: x\nworkloads: [mt-bnch]\ndrafters: [ngram]\n", ["unknown workload 'mt-bnch'", "mt-bench"]),
-    ("name: x\nworkloads: [mt-bench]\ndrafters: [{type: medusaa}]\n", ["unknown drafter"]),
-    ("name: x\nworkloads: [mt-bench]\ndrafters: [ngram]\ngammas: [-1]\n", ["gammas", "from 0 to 128"]),
-    ("name: x\nworkloads: [mt-bench]\ndrafters: [ngram]\ntrees: [pyramid]\n", ["tree shape 'pyramid'"]),
-])
+@pytest.mark.parametrize(
+    "content,needles",
+    [
+        ("name: x\ngammas: [1, 2\n", ["malformed YAML"]),
+        ("- just\n- a list\n", ["mapping"]),
+        ("name: x\ngamas: [1]\nworkloads: [mt-bench]\ndrafters: [ngram]\n", ["unknown key 'gamas'", "gammas"]),
+        ("name: x\nworkloads: [mt-bench]\ndrafters: [{type: ngram}]\ngammas: [0]\n", ["empty grid"]),
+        ("name: x\nworkloads: [mt-bench]\ngammas: [2]\n", ["empty grid"]),
+        ("name: x\nworkloads: [mt-bnch]\ndrafters: [ngram]\n", ["unknown workload 'mt-bnch'", "mt-bench"]),
+        ("name: x\nworkloads: [mt-bench]\ndrafters: [{type: medusaa}]\n", ["unknown drafter"]),
+        ("name: x\nworkloads: [mt-bench]\ndrafters: [ngram]\ngammas: [-1]\n", ["gammas", "from 0 to 128"]),
+        ("name: x\nworkloads: [mt-bench]\ndrafters: [ngram]\ntrees: [pyramid]\n", ["tree shape 'pyramid'"]),
+    ],
+)
 def test_bad_sweep_files(tmp_path, content, needles):
     path = tmp_path / "bad.yaml"
     path.write_text(content)
@@ -140,12 +164,20 @@ def test_bad_sweep_files(tmp_path, content, needles):
 def test_missing_file_and_conflicting_folder(tmp_path, prompts_file):
     assert_user_error(invoke("sweep", tmp_path / "nope.yaml"), "not found")
     out = tmp_path / "c"
-    assert invoke("sweep", sweep_yaml(tmp_path, prompts_file, gammas=[1], drafters=["ngram"]), "--out", out,
-                  "-n", "4").exit_code == 0
-    assert_user_error(invoke("sweep", sweep_yaml(tmp_path, prompts_file, gammas=[2], drafters=["ngram"]),
-                             "--out", out, "-n", "4"), "different sweep spec", "--force")
-    forced = invoke("sweep", sweep_yaml(tmp_path, prompts_file, gammas=[2], drafters=["ngram"]), "--out", out,
-                    "-n", "4", "--force")
+    assert (
+        invoke(
+            "sweep", sweep_yaml(tmp_path, prompts_file, gammas=[1], drafters=["ngram"]), "--out", out, "-n", "4"
+        ).exit_code
+        == 0
+    )
+    assert_user_error(
+        invoke("sweep", sweep_yaml(tmp_path, prompts_file, gammas=[2], drafters=["ngram"]), "--out", out, "-n", "4"),
+        "different sweep spec",
+        "--force",
+    )
+    forced = invoke(
+        "sweep", sweep_yaml(tmp_path, prompts_file, gammas=[2], drafters=["ngram"]), "--out", out, "-n", "4", "--force"
+    )
     assert forced.exit_code == 0
     assert set(load_records(out)["gamma"]) == {0, 2}, "forcing sets the old spec's records aside"
     assert list((out / "records").glob("old-*/*.parquet")), "... in records/old-SPECHASH/"

@@ -51,7 +51,7 @@ FIELDS = ("prompt_id", "category", "workload", "target", "drafter_label")
 
 def _folder(tmp: Path, names: dict) -> Path:
     records = make_records([SyntheticDrafter(gammas=(1, 2, 4))], n_prompts=6, max_new_tokens=24)
-    for i, record in enumerate(records):
+    for record in records:
         for field, value in names.items():
             if field == "prompt_id":
                 record[field] = f"{value}{int(record[field][1:]) % 6}"

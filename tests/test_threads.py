@@ -14,8 +14,7 @@ from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.threads import RoleThreads, ThreadProbe, probe_threads, using_threads
 from specbench.measure.spec.sweep import build_spec
-from tests.cli_helpers import (TINY_SWEEP, assert_user_error, invoke, jsonl_workload, one_prompt_sweep,
-                               write_sweep_yaml)
+from tests.cli_helpers import TINY_SWEEP, assert_user_error, invoke, jsonl_workload, one_prompt_sweep, write_sweep_yaml
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -63,8 +62,9 @@ def test_probe_drops_a_hopeless_count_and_keeps_to_its_budget(tiny, monkeypatch,
         assert (2, 3) not in calls and calls.count((2, 1)) == 1
     else:
         assert probe.best(3) == 2 and calls.count((2, 3)) == 4  # the untimed round and 3 timed ones
-    budgeted = probe_threads(NativeDecoder(tiny.model), verify_tokens=3, max_threads=1, repeats=3, context=8,
-                             budget_s=0.0)
+    budgeted = probe_threads(
+        NativeDecoder(tiny.model), verify_tokens=3, max_threads=1, repeats=3, context=8, budget_s=0.0
+    )
     assert budgeted.decode_s == {1: 0.010} and calls[-4:] == [(1, 1), (1, 3), (1, 1), (1, 3)]  # one timed round
 
 
@@ -112,8 +112,10 @@ def test_threads_in_a_sweep_spec_is_checked_and_hashed_only_when_set(tmp_path, p
     assert build_spec({**raw, "threads": "2"}).threads == 2
     for bad, needle in [(0, "from 1 to 1024"), ("many", "count >= 1 or auto"), (True, "count >= 1 or auto")]:
         assert_user_error(invoke("sweep", write_sweep_yaml(tmp_path, {**raw, "threads": bad}), "--dry-run"), needle)
-    assert_user_error(invoke("sweep", write_sweep_yaml(tmp_path, {**raw, "backend": "vllm", "threads": "auto"}),
-                             "--dry-run"), "own engine")
+    assert_user_error(
+        invoke("sweep", write_sweep_yaml(tmp_path, {**raw, "backend": "vllm", "threads": "auto"}), "--dry-run"),
+        "own engine",
+    )
     own = {**raw, "backend": {"name": "own", "threads": "many"}}  # the backend option is checked alike
     assert_user_error(invoke("sweep", write_sweep_yaml(tmp_path, own), "--out", tmp_path / "own"), "count >= 1 or auto")
 
@@ -127,8 +129,10 @@ def test_sweep_with_threads_auto_records_the_counts_in_run_json(tmp_path, prompt
     assert threads["setting"] == "auto"
     assert set(threads["target"]) == {"1", "3"}  # the baseline's decode and verify(γ + 1)
     assert list(threads["drafters"]) == ["draft-model(model=tiny-random-llama-draft)"]
-    assert all(1 <= n <= len(threads["probes"]["target 3"]["decode_ms"])
-               for n in [*threads["target"].values(), *threads["drafters"].values()])
+    assert all(
+        1 <= n <= len(threads["probes"]["target 3"]["decode_ms"])
+        for n in [*threads["target"].values(), *threads["drafters"].values()]
+    )
     assert set(threads["probes"]) == {"target 1", "target 3", "draft-model(model=tiny-random-llama-draft)"}
 
     default = tmp_path / "default"

@@ -23,6 +23,7 @@ from specbench.records.timing import timing_usable
 
 # ----------------------------------------------------------------------------- protocol, no model
 
+
 def test_schedules():
     assert schedule(4, True, "once") == [0, 1, 2, 3]
     assert schedule(4, True, "bracket") == [0, 1, 2, 3, 0]
@@ -32,8 +33,9 @@ def test_schedules():
 
 
 def _state(other_cores: float, n_cpus: int = 2, wall: float = 1.0) -> MachineState:
-    return MachineState(wall_s=wall, load_1m=1.0, other_cpu_s=other_cores * wall, own_cpu_s=wall, cpu_mhz=float("nan"),
-                        n_cpus=n_cpus)
+    return MachineState(
+        wall_s=wall, load_1m=1.0, other_cpu_s=other_cores * wall, own_cpu_s=wall, cpu_mhz=float("nan"), n_cpus=n_cpus
+    )
 
 
 def test_interference_rule_counts_idle_cores():
@@ -52,9 +54,18 @@ class FakeUnit:
 
 
 def _record(decode_s: float, rounds=(1, 2)) -> dict:
-    return {"decode_s": decode_s, "decode_tokens": 10, "round_drafted": list(rounds), "prefill_s": 0.1,
-            "draft_s": 0.0, "verify_s": decode_s, "overhead_s": 0.0, "round_draft_s": [0.0, 0.0],
-            "round_verify_s": [decode_s / 2, decode_s / 2], "tokens_per_s": 10 / decode_s}
+    return {
+        "decode_s": decode_s,
+        "decode_tokens": 10,
+        "round_drafted": list(rounds),
+        "prefill_s": 0.1,
+        "draft_s": 0.0,
+        "verify_s": decode_s,
+        "overhead_s": 0.0,
+        "round_draft_s": [0.0, 0.0],
+        "round_verify_s": [decode_s / 2, decode_s / 2],
+        "tokens_per_s": 10 / decode_s,
+    }
 
 
 def test_run_block_retimes_a_disturbed_unit_and_averages_clean_attempts():
@@ -72,7 +83,9 @@ def test_run_block_retimes_a_disturbed_unit_and_averages_clean_attempts():
     records = {u.name: combine(attempts) for u, attempts in out}
     assert records["base"]["decode_s"] == pytest.approx(1.05) and records["base"]["timing_kept"] == 2
     assert records["a"]["decode_s"] == pytest.approx(0.6)  # the disturbed 3.0 s attempt is left out
-    assert records["a"]["timing_ok"] and records["a"]["timing_attempts"] == 2 and "re-timed" in records["a"]["timing_flag"]
+    assert (
+        records["a"]["timing_ok"] and records["a"]["timing_attempts"] == 2 and "re-timed" in records["a"]["timing_flag"]
+    )
     assert records["b"]["timing_flag"] == ""
 
 
@@ -112,8 +125,9 @@ def test_probe_sees_another_process_burn_cpu():
     probe = MachineProbe()
     # the busy loop runs in a grandchild that outlives its parent: never reaped by this process, so
     # its CPU time is another process's (a reaped child's time is counted as this process's own)
-    launcher = subprocess.Popen([sys.executable, "-c",
-                                 f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {busy!r}])"])
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {busy!r}])"]
+    )
     launcher.wait(timeout=30)
     time.sleep(1.6)
     state = probe.stop()
@@ -122,6 +136,7 @@ def test_probe_sees_another_process_burn_cpu():
 
 
 # ----------------------------------------------------------------------------- intervals
+
 
 def test_t_interval_covers_at_small_p_and_the_check_rejects_a_wrong_method():
     def covers(method, p):
@@ -152,12 +167,17 @@ def test_two_prompts_give_no_interval_and_decisions():
     assert decide(wider)[0] == UNSURE
     needed = prompts_to_settle(wider)
     assert needed is not None and 12 < needed < 200
-    more = speedup_interval(np.full(needed, 64.0), np.resize(base / 1.15 * np.exp(0.4 * signs), needed),
-                            np.full(needed, 64.0), np.resize(base, needed))
+    more = speedup_interval(
+        np.full(needed, 64.0),
+        np.resize(base / 1.15 * np.exp(0.4 * signs), needed),
+        np.full(needed, 64.0),
+        np.resize(base, needed),
+    )
     assert more.lo > 1.0  # at the advised size, the same spread settles it
 
 
 # ----------------------------------------------------------------------------- under interference
+
 
 def _hog(n: int, seconds: float) -> list[subprocess.Popen]:
     code = f"import time\nt=time.time()\nwhile time.time()-t<{seconds}: pass"
@@ -174,12 +194,19 @@ def test_units_timed_beside_a_cpu_hog_are_flagged(tmp_path):
     from specbench.records.store import load_records
 
     prompts = tmp_path / "p.jsonl"
-    prompts.write_text("".join(json.dumps({"id": i, "text": t}) + "\n"
-                               for i, t in enumerate(["one two three", "tea time"])))
-    raw = {"name": "hog", "target": "tiny-random-llama", "max_new_tokens": 12, "ignore_eos": True,
-           "drafters": [{"type": "ngram"}], "gammas": [2],
-           "workloads": [{"name": f"jsonl:{prompts}:field=text:id=id", "count": 2}],
-           "timing": {"order": "bracket", "warmup_s": 0.2}}
+    prompts.write_text(
+        "".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(["one two three", "tea time"]))
+    )
+    raw = {
+        "name": "hog",
+        "target": "tiny-random-llama",
+        "max_new_tokens": 12,
+        "ignore_eos": True,
+        "drafters": [{"type": "ngram"}],
+        "gammas": [2],
+        "workloads": [{"name": f"jsonl:{prompts}:field=text:id=id", "count": 2}],
+        "timing": {"order": "bracket", "warmup_s": 0.2},
+    }
     spec = build_spec(raw)
     runner = SweepRunner(spec, tmp_path / "res")
     runner.backend.start(lambda message: None)  # load before the hog starts: it overlaps the timed units only

@@ -26,8 +26,15 @@ from specbench.errors import SpecbenchError
 
 FIRST_FOUR = ["medusa", "eagle", "eagle3", "mtp"]
 KINDS = [*FIRST_FOUR, "eagle3.1", "semi-ar", "parallel-tree"]
-TREES = {"medusa": "3x2x1", "eagle": "dynamic:topk=3,nodes=10", "eagle3": "dynamic:topk=3,nodes=10", "mtp": "3x2",
-         "eagle3.1": "dynamic:topk=3,nodes=10", "semi-ar": "3x2x1", "parallel-tree": "3x2x1"}
+TREES = {
+    "medusa": "3x2x1",
+    "eagle": "dynamic:topk=3,nodes=10",
+    "eagle3": "dynamic:topk=3,nodes=10",
+    "mtp": "3x2",
+    "eagle3.1": "dynamic:topk=3,nodes=10",
+    "semi-ar": "3x2x1",
+    "parallel-tree": "3x2x1",
+}
 NEW_TOKENS = 24
 
 
@@ -42,6 +49,7 @@ def tiny():
 
 
 # ------------------------------------------------------------------------------ greedy, real model
+
 
 @pytest.fixture(scope="module")
 def greedy_baseline(smollm2, smollm2_prompt_ids):
@@ -66,16 +74,24 @@ def test_shipped_drafters_are_greedy_lossless_chain_and_tree(smollm2, smollm2_pr
 
 # ------------------------------------------------------------------------------ sampling, exact distribution
 
-SAMPLING_CASES = {"medusa": "3x1", "eagle": "chain", "eagle3": "dynamic:topk=2,nodes=4", "mtp": "chain",
-                  "eagle3.1": "3x1", "semi-ar": "3x1", "parallel-tree": "3x1"}
+SAMPLING_CASES = {
+    "medusa": "3x1",
+    "eagle": "chain",
+    "eagle3": "dynamic:topk=2,nodes=4",
+    "mtp": "chain",
+    "eagle3.1": "3x1",
+    "semi-ar": "3x1",
+    "parallel-tree": "3x1",
+}
 SAMPLES = 1000
 
 
 def _v8_engine(tiny_v8, kind, tree, verifier=None):
     target = tiny_v8[0]
     drafter = make_drafter(kind, target, {"checkpoint": "random", "seed": 1})
-    return SpeculativeEngine(target, drafter, gamma=2, tree=tree, sampling=SamplingParams(temperature=1.0),
-                             verifier=verifier)
+    return SpeculativeEngine(
+        target, drafter, gamma=2, tree=tree, sampling=SamplingParams(temperature=1.0), verifier=verifier
+    )
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -97,6 +113,7 @@ def test_broken_rule_is_caught_with_a_feature_drafter(tiny_v8):
 
 
 # ------------------------------------------------------------------------------ drafting == training
+
 
 def _features(target, ids: torch.Tensor, layers: tuple) -> dict:
     from specbench.engine.decoder import make_decoder
@@ -130,8 +147,12 @@ def test_drafting_computes_what_training_computes(tiny, kind):
     for head in set(heads):
         del head.logits
     seq = torch.cat([context, proposal.tokens], dim=1)
-    batch = Batch(ids=seq, features=_features(tiny, seq, layers), valid=torch.ones_like(seq, dtype=torch.bool),
-                  answer=torch.ones_like(seq, dtype=torch.bool))
+    batch = Batch(
+        ids=seq,
+        features=_features(tiny, seq, layers),
+        valid=torch.ones_like(seq, dtype=torch.bool),
+        answer=torch.ones_like(seq, dtype=torch.bool),
+    )
     batch.embeds = embed(tiny.model, seq).float()
     batch.teacher = torch.zeros(1, seq.shape[1], heads[0].weight.shape[0])
     seen = []
@@ -169,6 +190,7 @@ def test_depth_beyond_heads_and_modules_is_refused_and_up_to_them_runs(tiny):
 
 
 # ------------------------------------------------------------------------------ checkpoints
+
 
 def _proposals(target, drafter, ids, rounds: int = 3) -> list[list[int]]:
     depth = min(3, getattr(drafter, "max_gamma", None) or 3)  # within the checkpoint's heads or modules
@@ -223,7 +245,7 @@ def test_shipped_checkpoints_are_named_and_small():
     names = shipped_names()
     assert {f"smollm2-135m/{k}" for k in KINDS} <= set(names)
     for folder in shipped_root().glob("*/*"):
-        assert sum(p.stat().st_size for p in folder.glob("*") if p.is_file()) <= 15 * 2 ** 20, folder
+        assert sum(p.stat().st_size for p in folder.glob("*") if p.is_file()) <= 15 * 2**20, folder
     for kind in KINDS:
         config = json.loads((shipped_root() / "smollm2-135m" / kind / "config.json").read_text())
         training = config["training"]
@@ -252,6 +274,7 @@ def test_missing_and_unknown_checkpoints_are_one_line_errors(tiny, tmp_path):
 
 # ------------------------------------------------------------------------------ published layouts
 
+
 def test_published_layouts_round_trip(tmp_path, tiny):
     from specbench.engine.drafters import published
 
@@ -269,15 +292,26 @@ def test_published_layouts_round_trip(tmp_path, tiny):
         elif kind == "eagle":
             drafter_type.export_published(folder, drafter.net, tiny)
             keys = torch.load(folder / "pytorch_model.bin", weights_only=True)
-            assert {"fc.weight", "fc.bias", "layers.0.self_attn.q_proj.weight",
-                    "layers.0.post_attention_layernorm.weight"} <= set(keys)
+            assert {
+                "fc.weight",
+                "fc.bias",
+                "layers.0.self_attn.q_proj.weight",
+                "layers.0.post_attention_layernorm.weight",
+            } <= set(keys)
             assert "layers.0.input_layernorm.weight" not in keys
             reference = drafter
         else:
             drafter_type.export_published(folder, drafter.net, tiny, vocab)
             keys = torch.load(folder / "pytorch_model.bin", weights_only=True)
-            assert {"fc.weight", "midlayer.hidden_norm.weight", "midlayer.input_layernorm.weight", "norm.weight",
-                    "lm_head.weight", "d2t", "t2d"} <= set(keys)
+            assert {
+                "fc.weight",
+                "midlayer.hidden_norm.weight",
+                "midlayer.input_layernorm.weight",
+                "norm.weight",
+                "lm_head.weight",
+                "d2t",
+                "t2d",
+            } <= set(keys)
             assert keys["midlayer.self_attn.q_proj.weight"].shape[1] == 2 * tiny.model.config.hidden_size
             reference = drafter_type.wrap(drafter.net, tiny, vocab)
         assert published.detect(folder) == kind
@@ -304,6 +338,7 @@ def test_published_medusa_with_its_own_projections(tmp_path, tiny):
 
 
 # ------------------------------------------------------------------------------ training
+
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_few_training_steps_lower_the_loss(tiny, kind):
@@ -344,8 +379,27 @@ def test_train_drafter_cli_end_to_end(tmp_path, monkeypatch):
 
     monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "eagle3"
-    args = ["train-drafter", "--target", "tiny-random-llama", "--type", "eagle3", "--out", str(out), "--tokens", "300",
-            "--max-new-tokens", "24", "--epochs", "2", "--draft-vocab", "128", "--intermediate", "64", "--threads", "1"]
+    args = [
+        "train-drafter",
+        "--target",
+        "tiny-random-llama",
+        "--type",
+        "eagle3",
+        "--out",
+        str(out),
+        "--tokens",
+        "300",
+        "--max-new-tokens",
+        "24",
+        "--epochs",
+        "2",
+        "--draft-vocab",
+        "128",
+        "--intermediate",
+        "64",
+        "--threads",
+        "1",
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     config = json.loads((out / "config.json").read_text())
@@ -365,21 +419,25 @@ def test_train_drafter_cli_end_to_end(tmp_path, monkeypatch):
     assert second["data"]["corpus"] == training["data"]["corpus"] and second["time"]["generation_s_this_run"] < 5
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--type", "eagel"], "unknown drafter type 'eagel'"),
-    (["--type", "eagle", "--tokens", "0"], "'--tokens': must be an integer from 2"),
-    (["--type", "eagle", "--prompts", "mt-bench"], "evaluation-only"),
-    (["--type", "eagle", "--prompts", "nope"], "unknown workload"),
-    (["--type", "mtp", "--modules", "0"], "'--modules': must be an integer from 1"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--type", "eagel"], "unknown drafter type 'eagel'"),
+        (["--type", "eagle", "--tokens", "0"], "'--tokens': must be an integer from 2"),
+        (["--type", "eagle", "--prompts", "mt-bench"], "evaluation-only"),
+        (["--type", "eagle", "--prompts", "nope"], "unknown workload"),
+        (["--type", "mtp", "--modules", "0"], "'--modules': must be an integer from 1"),
+    ],
+)
 def test_train_drafter_bad_input_is_one_line_exit_2(tmp_path, monkeypatch, args, needle):
     from typer.testing import CliRunner
 
     from specbench.cli import app
 
     monkeypatch.setenv("SPECBENCH_CACHE", str(tmp_path / "cache"))
-    result = CliRunner().invoke(app, ["train-drafter", "--target", "tiny-random-llama", "--out", str(tmp_path / "o"),
-                                      *args])
+    result = CliRunner().invoke(
+        app, ["train-drafter", "--target", "tiny-random-llama", "--out", str(tmp_path / "o"), *args]
+    )
     assert result.exit_code == 2, result.output
     assert needle in result.stderr and len(result.stderr.strip().splitlines()) == 1
 

@@ -9,7 +9,7 @@ from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine, Verifier
 from specbench.engine.sampling import SamplingParams
 from specbench.engine.tree import DynamicTree, StaticTree, ancestor_mask, leaf_paths, parse_tree, shape_for
-from specbench.engine.verify import (TreeVerdict, draw_exponential_race, verify_greedy, verify_tree_greedy)
+from specbench.engine.verify import TreeVerdict, draw_exponential_race, verify_greedy, verify_tree_greedy
 from specbench.errors import SpecbenchError
 
 NEW_TOKENS = 32
@@ -17,6 +17,7 @@ PROMPTS = 3  # tree rounds through the early-exit drafter are the slowest part o
 
 
 # ------------------------------------------------------------------------------------- shapes
+
 
 def test_branching_spec_and_truncation():
     tree = parse_tree("3x2x1")
@@ -44,14 +45,17 @@ def test_buffers_mask_positions_and_paths():
     assert leaf_paths(parents).tolist() == [[1, -1, -1], [0, 3, -1], [0, 2, 4]]
 
 
-@pytest.mark.parametrize("content,needle", [
-    ("[]", "empty tree"),
-    ("[[0], [0, 1]]", "ranks below [0] must be 0..k-1"),
-    ("[[0], [2, 0]]", "has no parent path"),
-    ("[[0], []]", "depth 0"),
-    ("[[0], [-1]]", "negative rank"),
-    ("[[0], ['x']]", "integer ranks"),
-])
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        ("[]", "empty tree"),
+        ("[[0], [0, 1]]", "ranks below [0] must be 0..k-1"),
+        ("[[0], [2, 0]]", "has no parent path"),
+        ("[[0], []]", "depth 0"),
+        ("[[0], [-1]]", "negative rank"),
+        ("[[0], ['x']]", "integer ranks"),
+    ],
+)
 def test_bad_path_files(tmp_path, content, needle):
     f = tmp_path / "bad.json"
     f.write_text(content)
@@ -59,9 +63,18 @@ def test_bad_path_files(tmp_path, content, needle):
         parse_tree(f"paths:{f}")
 
 
-@pytest.mark.parametrize("spec,needle", [("", "empty tree"), ("3x0", "at least one child"), ("pyramid", "unknown"),
-                                         ("dynamic:topk=0", ">= 1"), ("@nope", "unknown named tree"),
-                                         ("paths:/no/such.json", "not found"), ("dynamic:width=3", "unknown parameter")])
+@pytest.mark.parametrize(
+    "spec,needle",
+    [
+        ("", "empty tree"),
+        ("3x0", "at least one child"),
+        ("pyramid", "unknown"),
+        ("dynamic:topk=0", ">= 1"),
+        ("@nope", "unknown named tree"),
+        ("paths:/no/such.json", "not found"),
+        ("dynamic:width=3", "unknown parameter"),
+    ],
+)
 def test_bad_tree_specs(spec, needle):
     with pytest.raises(SpecbenchError, match=needle):
         parse_tree(spec)
@@ -90,6 +103,7 @@ def test_ranks_beyond_the_vocabulary_are_refused():
 
 
 # ------------------------------------------------------------------------------------- verification rules
+
 
 def test_tree_greedy_on_a_chain_equals_the_chain_rule():
     g = torch.Generator().manual_seed(0)
@@ -159,6 +173,7 @@ def test_tree_accepts_at_least_as_much_as_the_chain(smollm2, prompt_ids, early_e
 
 # ------------------------------------------------------------------------------------- sampling distribution
 
+
 def broken_tree_sampling(tokens, parents, draft_probs, target_probs, generator):
     """The bug to catch: siblings are tested against p itself, the residual is never updated."""
     children = [i for i, p in enumerate(parents) if p == -1]
@@ -167,8 +182,14 @@ def broken_tree_sampling(tokens, parents, draft_probs, target_probs, generator):
         x = int(tokens[child])
         q_x = float(draft_probs[child][x]) if draft_probs is not None else 1.0
         if float(torch.rand((), generator=generator)) * q_x < float(p[x]):
-            return TreeVerdict([child], int(draw_exponential_race(target_probs[child + 1],
-                                                                  torch.empty_like(p).exponential_(generator=generator))))
+            return TreeVerdict(
+                [child],
+                int(
+                    draw_exponential_race(
+                        target_probs[child + 1], torch.empty_like(p).exponential_(generator=generator)
+                    )
+                ),
+            )
     return TreeVerdict([], int(draw_exponential_race(p, torch.empty_like(p).exponential_(generator=generator))))
 
 
@@ -183,8 +204,9 @@ def _tree_engine(tiny_v8, drafter_name, tree, verifier=None):
     from tests.test_engine_sampling import _engine
 
     engine = _engine(tiny_v8, drafter_name, SamplingParams(temperature=1.0), verifier)
-    return SpeculativeEngine(tiny_v8[0], engine.drafter, gamma=2, tree=tree, sampling=SamplingParams(temperature=1.0),
-                             verifier=verifier)
+    return SpeculativeEngine(
+        tiny_v8[0], engine.drafter, gamma=2, tree=tree, sampling=SamplingParams(temperature=1.0), verifier=verifier
+    )
 
 
 @pytest.mark.parametrize("case", list(TREE_CASES))

@@ -32,21 +32,40 @@ FAKE = "tests.fake_vllm_engine:FakeEngine"
 
 
 def _spec(prompts_file, **extra):
-    raw = {"name": "t", "drafters": ["ngram"], "gammas": [2], "workloads": [f"jsonl:{prompts_file}:field=text:id=id"],
-           "max_new_tokens": 8, **extra}
+    raw = {
+        "name": "t",
+        "drafters": ["ngram"],
+        "gammas": [2],
+        "workloads": [f"jsonl:{prompts_file}:field=text:id=id"],
+        "max_new_tokens": 8,
+        **extra,
+    }
     return build_spec(raw)
 
 
 # ----------------------------------------------------------------------------- worker protocol
 
+
 def test_worker_handles_start_generate_shutdown_with_a_fake_engine():
     worker = vllm_worker.Worker(FakeEngine)
     assert worker.handle({"op": "generate", "requests": []})["error"] == "generate before start"
-    started = worker.handle({"op": "start", "model": "/m", "engine": {}, "speculative_config":
-                             {"method": "ngram", "num_speculative_tokens": 2}, "warmup_tokens": 4})
+    started = worker.handle(
+        {
+            "op": "start",
+            "model": "/m",
+            "engine": {},
+            "speculative_config": {"method": "ngram", "num_speculative_tokens": 2},
+            "warmup_tokens": 4,
+        }
+    )
     assert started["ok"] and started["vllm_version"] == "fake-0"
-    answer = worker.handle({"op": "generate", "concurrency": 2, "requests": [
-        {"prompt_token_ids": [5, 6], "max_tokens": 6}, {"prompt_token_ids": [9], "max_tokens": 3}]})
+    answer = worker.handle(
+        {
+            "op": "generate",
+            "concurrency": 2,
+            "requests": [{"prompt_token_ids": [5, 6], "max_tokens": 6}, {"prompt_token_ids": [9], "max_tokens": 3}],
+        }
+    )
     assert answer["ok"] and [len(o["token_ids"]) for o in answer["outputs"]] == [6, 3]
     assert check_counters(answer["outputs"], answer["counters_before"], answer["counters_after"]) == []
     assert worker.handle({"op": "start", "model": "/m"})["kind"] == "protocol"  # one engine per worker
@@ -73,15 +92,22 @@ def test_worker_serve_reads_and_writes_json_lines():
 
 def test_worker_subprocess_keeps_stdout_for_the_protocol():
     env = {**os.environ, "SPECBENCH_VLLM_WORKER_ENGINE": FAKE, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, str(ROOT / "specbench/backends/vllm_worker.py")], cwd=ROOT, env=env,
-                          input='{"op": "start", "model": "/m"}\n{"op": "shutdown"}\n', capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "specbench/backends/vllm_worker.py")],
+        cwd=ROOT,
+        env=env,
+        input='{"op": "start", "model": "/m"}\n{"op": "shutdown"}\n',
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert [json.loads(x)["ok"] for x in proc.stdout.splitlines()] == [True, True]  # the engine's print went to stderr
     assert "must not reach the protocol" in proc.stderr
 
 
 # ----------------------------------------------------------------------------- counters → records
+
 
 def test_rounds_map_drafted_steps_undrafted_steps_and_the_length_cut():
     out = {"token_ids": list(range(10)), "spec": {"per_step_accepted": [2, 0, 3], "per_step_drafted": [3, 3, 3]}}
@@ -96,8 +122,13 @@ def test_rounds_map_drafted_steps_undrafted_steps_and_the_length_cut():
 
 
 def test_result_from_output_timings_and_metrics():
-    out = {"token_ids": [1, 2, 3, 4, 5], "finish_reason": "length", "token_times_s": [0.5, 0.7, 0.9],
-           "token_counts": [1, 3, 1], "spec": {"per_step_accepted": [2, 0], "per_step_drafted": [2, 2]}}
+    out = {
+        "token_ids": [1, 2, 3, 4, 5],
+        "finish_reason": "length",
+        "token_times_s": [0.5, 0.7, 0.9],
+        "token_counts": [1, 3, 1],
+        "spec": {"per_step_accepted": [2, 0], "per_step_drafted": [2, 2]},
+    }
     result = result_from_output(out, prompt_tokens=7, speculative=True, draft_steps_per_round=2)
     assert result.ttft_s == 0.5 and result.prefill_s == 0.5
     assert result.decode_s == pytest.approx(0.4) and result.itl_s == pytest.approx(0.1)
@@ -107,21 +138,39 @@ def test_result_from_output_timings_and_metrics():
 
 
 def test_check_counters_agree_and_disagree():
-    outputs = [{"spec": {"num_spec_steps": 2, "num_draft_tokens": 4, "num_accepted_draft_tokens": 3,
-                         "per_step_accepted": [2, 1]}}]
-    before = {"vllm:spec_decode_num_drafts": 10, "vllm:spec_decode_num_draft_tokens": 20,
-              "vllm:spec_decode_num_accepted_tokens": 5, "vllm:spec_decode_num_accepted_tokens_per_pos": [3, 2]}
-    after = {"vllm:spec_decode_num_drafts": 12, "vllm:spec_decode_num_draft_tokens": 24,
-             "vllm:spec_decode_num_accepted_tokens": 8, "vllm:spec_decode_num_accepted_tokens_per_pos": [5, 3]}
+    outputs = [
+        {
+            "spec": {
+                "num_spec_steps": 2,
+                "num_draft_tokens": 4,
+                "num_accepted_draft_tokens": 3,
+                "per_step_accepted": [2, 1],
+            }
+        }
+    ]
+    before = {
+        "vllm:spec_decode_num_drafts": 10,
+        "vllm:spec_decode_num_draft_tokens": 20,
+        "vllm:spec_decode_num_accepted_tokens": 5,
+        "vllm:spec_decode_num_accepted_tokens_per_pos": [3, 2],
+    }
+    after = {
+        "vllm:spec_decode_num_drafts": 12,
+        "vllm:spec_decode_num_draft_tokens": 24,
+        "vllm:spec_decode_num_accepted_tokens": 8,
+        "vllm:spec_decode_num_accepted_tokens_per_pos": [5, 3],
+    }
     assert counter_delta(before, after)["vllm:spec_decode_num_accepted_tokens_per_pos"] == [2, 1]
     assert check_counters(outputs, before, after) == []
     after["vllm:spec_decode_num_accepted_tokens"] = 9
-    assert check_counters(outputs, before, after) == ["vllm:spec_decode_num_accepted_tokens: counter +4, "
-                                                      "per-request sum 3"]
+    assert check_counters(outputs, before, after) == [
+        "vllm:spec_decode_num_accepted_tokens: counter +4, per-request sum 3"
+    ]
     assert check_counters([{}], {}, {"vllm:generation_tokens": 4}) == []  # no speculation, nothing to check
 
 
 # ----------------------------------------------------------------------------- spec, units, groups
+
 
 def test_spec_backend_and_concurrency_keys(prompts_file):
     plain = _spec(prompts_file)
@@ -142,16 +191,22 @@ def test_spec_hash_of_existing_specs_is_unchanged():
     assert spec.spec_hash == DEMO_HASH_BEFORE_BACKENDS
 
 
-@pytest.mark.parametrize("extra, message", [
-    ({"backend": "vlm"}, "unknown backend 'vlm' (did you mean 'vllm'?)"),
-    ({"concurrency": [1, 4]}, "backend own runs one request at a time"),
-    ({"backend": {"name": "vllm", "max_num_seq": 4}}, "unknown option 'max_num_seq' (did you mean 'max_num_seqs'?)"),
-    ({"backend": "vllm", "trees": ["chain", "2x2"]}, "tree '2x2' cannot run on vLLM"),
-    ({"backend": "vllm", "drafters": ["mtp"]}, "drafter mtp cannot run on vLLM"),
-    ({"backend": "vllm", "drafters": ["eagle"]}, "drafter eagle cannot run on vLLM"),
-    ({"backend": "vllm", "mode": "replay"}, "needs mode: live"),
-    ({"backend": "vllm", "concurrency": [0]}, "'concurrency' must be an integer from 1 to 4096"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ({"backend": "vlm"}, "unknown backend 'vlm' (did you mean 'vllm'?)"),
+        ({"concurrency": [1, 4]}, "backend own runs one request at a time"),
+        (
+            {"backend": {"name": "vllm", "max_num_seq": 4}},
+            "unknown option 'max_num_seq' (did you mean 'max_num_seqs'?)",
+        ),
+        ({"backend": "vllm", "trees": ["chain", "2x2"]}, "tree '2x2' cannot run on vLLM"),
+        ({"backend": "vllm", "drafters": ["mtp"]}, "drafter mtp cannot run on vLLM"),
+        ({"backend": "vllm", "drafters": ["eagle"]}, "drafter eagle cannot run on vLLM"),
+        ({"backend": "vllm", "mode": "replay"}, "needs mode: live"),
+        ({"backend": "vllm", "concurrency": [0]}, "'concurrency' must be an integer from 1 to 4096"),
+    ],
+)
 def test_spec_rejects_what_the_backend_cannot_run(prompts_file, extra, message):
     with pytest.raises(SpecbenchError, match=None) as err:
         _spec(prompts_file, **extra)
@@ -159,14 +214,22 @@ def test_spec_rejects_what_the_backend_cannot_run(prompts_file, extra, message):
 
 
 def test_speculative_config_mapping(prompts_file):
-    spec = _spec(prompts_file, backend="vllm", drafters=["ngram:n_min=2,n_max=4", "draft-model:model=smollm2-135m"],
-                 gammas=[3])
+    spec = _spec(
+        prompts_file, backend="vllm", drafters=["ngram:n_min=2,n_max=4", "draft-model:model=smollm2-135m"], gammas=[3]
+    )
     configs = {c.drafter.type: c for c in spec.configs if c.drafter}
-    assert speculative_config(configs["ngram"]) == {"method": "ngram", "num_speculative_tokens": 3,
-                                                    "prompt_lookup_min": 2, "prompt_lookup_max": 4}
+    assert speculative_config(configs["ngram"]) == {
+        "method": "ngram",
+        "num_speculative_tokens": 3,
+        "prompt_lookup_min": 2,
+        "prompt_lookup_max": 4,
+    }
     assert speculative_config(configs["draft-model"], lambda m: f"/cache/{m}", {"draft_tensor_parallel_size": 2}) == {
-        "method": "draft_model", "model": "/cache/smollm2-135m", "num_speculative_tokens": 3,
-        "draft_tensor_parallel_size": 2}
+        "method": "draft_model",
+        "model": "/cache/smollm2-135m",
+        "num_speculative_tokens": 3,
+        "draft_tensor_parallel_size": 2,
+    }
     assert speculative_config(spec.configs[0]) is None  # the baseline
 
 
@@ -197,6 +260,7 @@ def test_group_units_runs_baselines_first_then_each_configuration_once(prompts_f
 
 # ----------------------------------------------------------------------------- registry
 
+
 def test_registry_errors_are_one_line():
     with pytest.raises(SpecbenchError, match="unknown backend 'owm' \\(did you mean 'own'\\?\\)"):
         make_backend("owm", {}, target="x", device="cpu", dtype="fp32", seed=0)
@@ -205,8 +269,9 @@ def test_registry_errors_are_one_line():
     import specbench.backends.registry as registry
 
     original = registry.get("openai")
-    registry.BACKENDS.register(dataclasses.replace(original, cls="specbench.backends.no_such_module:Backend"),
-                               replace=True)
+    registry.BACKENDS.register(
+        dataclasses.replace(original, cls="specbench.backends.no_such_module:Backend"), replace=True
+    )
     try:
         with pytest.raises(SpecbenchError, match="^backend openai is not available"):
             make_backend("openai", {}, target="x", device="cpu", dtype="fp32", seed=0)
@@ -220,11 +285,13 @@ def test_missing_vllm_environment_is_one_line(monkeypatch, tmp_path):
     monkeypatch.delenv("SPECBENCH_VLLM_PYTHON", raising=False)
     monkeypatch.delenv("SPECBENCH_VLLM_VENV", raising=False)
     with pytest.raises(SpecbenchError, match="vLLM is not installed .* run `make install-vllm`"):
-        make_backend("vllm", {"python": str(tmp_path / "nope" / "python")}, target="x", device="cpu", dtype="fp32",
-                     seed=0)
+        make_backend(
+            "vllm", {"python": str(tmp_path / "nope" / "python")}, target="x", device="cpu", dtype="fp32", seed=0
+        )
 
 
 # ----------------------------------------------------------------------------- the backend and a sweep, fake engine
+
 
 @pytest.fixture()
 def fake_worker_env(monkeypatch):
@@ -236,14 +303,19 @@ def fake_worker_env(monkeypatch):
 def _run_sweep(prompts_file, out, options):
     from specbench.measure.execution.runner import SweepRunner
 
-    spec = _spec(prompts_file, backend={"name": "vllm", **options}, concurrency=[1, 2],
-                 drafters=["ngram", "draft-model:model=smollm2-135m"], gammas=[2], ignore_eos=True)
+    spec = _spec(
+        prompts_file,
+        backend={"name": "vllm", **options},
+        concurrency=[1, 2],
+        drafters=["ngram", "draft-model:model=smollm2-135m"],
+        gammas=[2],
+        ignore_eos=True,
+    )
     runner = SweepRunner(spec, out)
     return runner, runner.run()
 
 
-def test_sweep_through_the_worker_resumes_after_the_worker_dies(prompts_file, tmp_path, fake_worker_env,
-                                                                 monkeypatch):
+def test_sweep_through_the_worker_resumes_after_the_worker_dies(prompts_file, tmp_path, fake_worker_env, monkeypatch):
     from specbench.records.store import load_records
 
     out = tmp_path / "res"
@@ -260,14 +332,17 @@ def test_sweep_through_the_worker_resumes_after_the_worker_dies(prompts_file, tm
     ngram = frame[frame["drafter"] == "ngram"].iloc[0]
     assert ngram["decode_tokens"] == 7 and ngram["rounds"] == len(ngram["round_accepted"])
     assert math.isnan(ngram["draft_s"]) and ngram["ttft_s"] == pytest.approx(0.01) and ngram["itl_s"] > 0
-    assert list(ngram["accept_hist"]) == list(
-        __import__("numpy").bincount(ngram["round_accepted"], minlength=3)[:3])
+    assert list(ngram["accept_hist"]) == list(__import__("numpy").bincount(ngram["round_accepted"], minlength=3)[:3])
     assert runner.backend._worker is None  # closed: no worker left behind
     ran = json.loads((out / "backend.json").read_text())
     assert ran["vllm_version"] == "fake-0" and ran["engine"]["max_num_seqs"] == 2
     assert ran["configs"]["target only T=0"] is None
-    assert ran["configs"]["ngram γ=2 T=0"] == {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 1,
-                                              "prompt_lookup_max": 3}
+    assert ran["configs"]["ngram γ=2 T=0"] == {
+        "method": "ngram",
+        "num_speculative_tokens": 2,
+        "prompt_lookup_min": 1,
+        "prompt_lookup_max": 3,
+    }
     assert ran["configs"]["draft-model(model=smollm2-135m) γ=2 T=0"]["model"].endswith("smollm2-135m")
 
 
@@ -280,8 +355,11 @@ def test_an_engine_that_cannot_start_is_one_line_with_its_log(prompts_file, fake
     backend = make_backend("vllm", fake_worker_env, target="smollm2-135m", device="cpu", dtype="fp32", seed=0)
     backend.start(lambda message: None)
     try:
-        with pytest.raises(SpecbenchError, match=r"^vLLM could not start target only T=0: ValueError: fake engine "
-                                                 r"refused to start \(log: .*worker-000.log\)$"):
+        with pytest.raises(
+            SpecbenchError,
+            match=r"^vLLM could not start target only T=0: ValueError: fake engine "
+            r"refused to start \(log: .*worker-000.log\)$",
+        ):
             backend.generate_batch(spec.configs[0], [Request([1, 2, 3], 4, 0, False)], 1)
     finally:
         backend.close()
@@ -296,12 +374,15 @@ def test_an_engine_that_cannot_start_is_one_line_with_its_log(prompts_file, fake
     assert result.new_tokens == 6 and result.drafted > 0 and not ok.log_dir.exists()
 
 
-@pytest.mark.parametrize("flags, needles", [
-    (["--backend", "vllm"], ["vLLM is not installed", "make install-vllm"]),
-    (["--backend", "vllm", "--tree", "chain,2x2"], ["tree '2x2' cannot run on vLLM"]),
-    (["--concurrency", "1,4"], ["backend own runs one request at a time"]),
-    (["--backend", "vlm"], ["unknown backend 'vlm' (did you mean 'vllm'?)"]),
-])
+@pytest.mark.parametrize(
+    "flags, needles",
+    [
+        (["--backend", "vllm"], ["vLLM is not installed", "make install-vllm"]),
+        (["--backend", "vllm", "--tree", "chain,2x2"], ["tree '2x2' cannot run on vLLM"]),
+        (["--concurrency", "1,4"], ["backend own runs one request at a time"]),
+        (["--backend", "vlm"], ["unknown backend 'vlm' (did you mean 'vllm'?)"]),
+    ],
+)
 def test_cli_bad_backend_input_is_one_line_exit_2(tmp_path, prompts_file, monkeypatch, flags, needles):
     from tests.cli_helpers import TINY_SWEEP, assert_user_error, invoke, jsonl_workload, write_sweep_yaml
 
@@ -321,9 +402,12 @@ def test_records_written_before_backends_read_back_with_null_backend_and_concurr
     records = make_records([SyntheticDrafter()], n_prompts=2, max_new_tokens=8)
     old = [c for c in store.COLUMNS if c not in store.LATER_DEFAULTS]
     (tmp_path / "records").mkdir()
-    pq.write_table(pa.Table.from_pylist([{c: r[c] for c in old} for r in records],
-                                        schema=pa.schema([pa.field(c, store.COLUMNS[c][0]) for c in old])),
-                   tmp_path / "records" / "part-0001.parquet")
+    pq.write_table(
+        pa.Table.from_pylist(
+            [{c: r[c] for c in old} for r in records], schema=pa.schema([pa.field(c, store.COLUMNS[c][0]) for c in old])
+        ),
+        tmp_path / "records" / "part-0001.parquet",
+    )
     store.ResultsStore(tmp_path).write_unit({**records[0], "unit_id": "new"})  # a writer that omits them too
     frame = store.load_records(tmp_path)
     assert len(frame) == len(records) + 1

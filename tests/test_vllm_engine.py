@@ -16,12 +16,17 @@ from specbench.backends.vllm_env import default_venv
 
 VLLM_PYTHON = default_venv() / "bin" / "python"  # $SPECBENCH_VLLM_VENV, else .venv-vllm
 
-pytestmark = [pytest.mark.vllm,
-              pytest.mark.skipif(not VLLM_PYTHON.is_file(),
-                                 reason=f"needs the vLLM environment {VLLM_PYTHON} (make install-vllm)")]
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.skipif(
+        not VLLM_PYTHON.is_file(), reason=f"needs the vLLM environment {VLLM_PYTHON} (make install-vllm)"
+    ),
+]
 
-PROMPTS = ["The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog. The quick",
-           "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):\n"]
+PROMPTS = [
+    "The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog. The quick",
+    "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):\n",
+]
 
 
 @pytest.fixture(scope="module")
@@ -33,11 +38,18 @@ def vllm_sweep(tmp_path_factory):
     folder = tmp_path_factory.mktemp("vllm")
     prompts = folder / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(PROMPTS)))
-    spec = build_spec({"name": "vllm-e2e", "target": "smollm2-135m", "gammas": [2], "max_new_tokens": 16,
-                       "ignore_eos": True, "workloads": [f"jsonl:{prompts}:field=text:id=id"],
-                       "drafters": ["ngram", "draft-model:model=smollm2-135m"],
-                       "backend": {"name": "vllm", "python": str(VLLM_PYTHON), "max_model_len": 512,
-                                   "kv_cache_gib": 1}})
+    spec = build_spec(
+        {
+            "name": "vllm-e2e",
+            "target": "smollm2-135m",
+            "gammas": [2],
+            "max_new_tokens": 16,
+            "ignore_eos": True,
+            "workloads": [f"jsonl:{prompts}:field=text:id=id"],
+            "drafters": ["ngram", "draft-model:model=smollm2-135m"],
+            "backend": {"name": "vllm", "python": str(VLLM_PYTHON), "max_model_len": 512, "kv_cache_gib": 1},
+        }
+    )
     runner = SweepRunner(spec, folder / "results")
     assert runner.run() == 6
     return runner, load_records(folder / "results")
@@ -72,15 +84,15 @@ def test_records_carry_vllm_timings_and_rounds(vllm_sweep):
 def test_per_load_settings_are_built_and_their_schedule_checked_by_vllm(tmp_path, monkeypatch):
     """Every per-load config `recommend` emits (a confident-yes-only schedule) is built by vLLM's SpeculativeConfig
     and its num_speculative_tokens_per_batch_size passes vLLM's own schedule check; a malformed schedule fails."""
-    from specbench.analysis.settings.engine_settings import EngineSetting
     from specbench.analysis.load.verdicts import settings_of, summary
     from specbench.analysis.recommendation.recommend import recommend
+    from specbench.analysis.settings.engine_settings import EngineSetting
     from specbench.cli import engine_checks
     from tests.synthetic_serving import serving_records
 
     monkeypatch.setattr(engine_checks, "cache_root", lambda: tmp_path / "cache")
     monkeypatch.delenv(engine_checks.SKIP_ENV, raising=False)
-    frame = serving_records((1, 2, 4, 8, 16), lambda load, g: 1.6 * load ** -0.25, n_prompts=12)
+    frame = serving_records((1, 2, 4, 8, 16), lambda load, g: 1.6 * load**-0.25, n_prompts=12)
     load = summary(frame, recommend(frame, n_boot=0), n_boot=0)
     (setting,) = settings_of(load)
     bad = EngineSetting("vllm", True, {**setting.config, "num_speculative_tokens_per_batch_size": [[2, 4, 2]]}, "")

@@ -11,9 +11,9 @@ from safetensors.torch import load_file
 from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaDecoderLayer, LlamaRotaryEmbedding
 
-from specbench.training.vllm_export import export_drafter, write_export
 from specbench.engine.drafters import make_drafter
 from specbench.errors import SpecbenchError
+from specbench.training.vllm_export import export_drafter, write_export
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +23,12 @@ def exported(smollm2, tmp_path_factory):
     for kind in ("eagle", "eagle3", "medusa"):
         drafter = make_drafter(kind, smollm2)
         report = write_export(kind, drafter, smollm2, root / kind)
-        out[kind] = (report, json.loads((root / kind / "config.json").read_text()),
-                     load_file(str(root / kind / "model.safetensors")), drafter)
+        out[kind] = (
+            report,
+            json.loads((root / kind / "config.json").read_text()),
+            load_file(str(root / kind / "model.safetensors")),
+            drafter,
+        )
     return out
 
 
@@ -33,8 +37,12 @@ def test_eagle3_layout(exported, smollm2):
     assert config["architectures"] == ["LlamaForCausalLMEagle3"] and config["num_hidden_layers"] == 1
     assert config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [2, 15, 27]
     assert tensors["fc.weight"].shape == (576, 3 * 576)
-    assert {"midlayer.hidden_norm.weight", "midlayer.input_layernorm.weight", "norm.weight",
-            "midlayer.self_attn.q_proj.weight"} <= set(tensors)
+    assert {
+        "midlayer.hidden_norm.weight",
+        "midlayer.input_layernorm.weight",
+        "norm.weight",
+        "midlayer.self_attn.q_proj.weight",
+    } <= set(tensors)
     ids = drafter.head.ids
     assert config["draft_vocab_size"] == ids.numel() == tensors["lm_head.weight"].shape[0]
     assert torch.equal(torch.arange(ids.numel()) + tensors["d2t"], ids)  # vLLM: target id = draft id + d2t
@@ -54,7 +62,7 @@ def test_medusa_layout(exported, smollm2):
 
 def _layer(config: LlamaConfig, weights: dict) -> LlamaDecoderLayer:
     layer = LlamaDecoderLayer(config, layer_idx=0)
-    state = {k[len("layers.0."):]: v for k, v in weights.items() if k.startswith("layers.0.")}
+    state = {k[len("layers.0.") :]: v for k, v in weights.items() if k.startswith("layers.0.")}
     state["input_layernorm.weight"] = torch.ones(config.hidden_size)
     missing, unexpected = layer.load_state_dict(state, strict=False)
     assert not unexpected and not missing
@@ -77,8 +85,9 @@ def test_eagle_layout_and_exact_bias_fold(exported):
     mask = torch.full((7, 7), float("-inf")).triu(1)[None, None]
     with torch.no_grad():
         z = torch.cat((e, f), -1) @ sd["fc.weight"].T
-        reference = _layer(plain, sd)(z + sd["fc.bias"], attention_mask=mask, position_ids=position_ids,
-                                      position_embeddings=cos_sin)
+        reference = _layer(plain, sd)(
+            z + sd["fc.bias"], attention_mask=mask, position_ids=position_ids, position_embeddings=cos_sin
+        )
         folded = _layer(biased, tensors)(z, attention_mask=mask, position_ids=position_ids, position_embeddings=cos_sin)
     reference = reference[0] if isinstance(reference, tuple) else reference
     folded = folded[0] if isinstance(folded, tuple) else folded

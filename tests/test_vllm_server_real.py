@@ -12,17 +12,19 @@ import os
 import pytest
 
 from specbench.backends.base import Request
-from specbench.cli.engine_checks import check_vllm_configs
 from specbench.backends.server_process import group_alive
 from specbench.backends.vllm_env import default_venv
 from specbench.backends.vllm_server import VLLMServerBackend
+from specbench.cli.engine_checks import check_vllm_configs
 from specbench.measure.spec.sweep import DrafterConfig, RunConfig
 
 pytestmark = pytest.mark.vllm
 
 VENV = default_venv()
-needs_venv = pytest.mark.skipif(not (VENV / "bin" / "python").exists(),
-                                reason=f"no vLLM environment at {VENV} (make install-vllm, or set SPECBENCH_VLLM_VENV)")
+needs_venv = pytest.mark.skipif(
+    not (VENV / "bin" / "python").exists(),
+    reason=f"no vLLM environment at {VENV} (make install-vllm, or set SPECBENCH_VLLM_VENV)",
+)
 
 
 def _model() -> str:
@@ -32,11 +34,28 @@ def _model() -> str:
 @needs_venv
 def test_settings_check_builds_speculative_config():
     version, results = check_vllm_configs(
-        [{"config": {"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 1, "prompt_lookup_max": 3},
-          "target": None},
-         {"config": {"method": "eagle", "num_speculative_tokens": 6, "model": "m",
-                     "speculative_token_tree": "[(0,), (1,)]"}, "target": None}],
-        VENV / "bin" / "python")
+        [
+            {
+                "config": {
+                    "method": "ngram",
+                    "num_speculative_tokens": 2,
+                    "prompt_lookup_min": 1,
+                    "prompt_lookup_max": 3,
+                },
+                "target": None,
+            },
+            {
+                "config": {
+                    "method": "eagle",
+                    "num_speculative_tokens": 6,
+                    "model": "m",
+                    "speculative_token_tree": "[(0,), (1,)]",
+                },
+                "target": None,
+            },
+        ],
+        VENV / "bin" / "python",
+    )
     assert version
     assert results[0]["ok"] is True
     assert results[1]["ok"] is False and "speculative_token_tree" in results[1]["error"]
@@ -44,8 +63,13 @@ def test_settings_check_builds_speculative_config():
 
 @needs_venv
 def test_real_server_ngram_counters_move(tmp_path):
-    backend = VLLMServerBackend({"model": _model(), "max_model_len": 1024, "startup_timeout_s": 900,
-                                 "log_dir": str(tmp_path)}, target=_model(), device="cpu", dtype="fp32", seed=0)
+    backend = VLLMServerBackend(
+        {"model": _model(), "max_model_len": 1024, "startup_timeout_s": 900, "log_dir": str(tmp_path)},
+        target=_model(),
+        device="cpu",
+        dtype="fp32",
+        seed=0,
+    )
     backend.start(print)
     try:
         text = "Repeat after me: the quick brown fox jumps over the lazy dog. The quick brown fox"
@@ -77,8 +101,13 @@ def test_exported_drafter_is_served_by_vllm(tmp_path, kind):
 
     folder = tmp_path / kind
     export_drafter(kind, folder, target="smollm2-135m")
-    backend = VLLMServerBackend({"model": _model(), "max_model_len": 1024, "startup_timeout_s": 900,
-                                 "log_dir": str(tmp_path)}, target=_model(), device="cpu", dtype="fp32", seed=0)
+    backend = VLLMServerBackend(
+        {"model": _model(), "max_model_len": 1024, "startup_timeout_s": 900, "log_dir": str(tmp_path)},
+        target=_model(),
+        device="cpu",
+        dtype="fp32",
+        seed=0,
+    )
     backend.start(print)
     try:
         ids = backend.tokenizer.encode("Write a short poem about the sea.")

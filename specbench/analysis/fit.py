@@ -83,6 +83,7 @@ SIGNIFICANCE = 0.01  # level of the constant-α tests
 
 # ----------------------------------------------------------------------------- plain formulas
 
+
 def expected_tokens(alpha, gamma):
     """E[tokens per target forward] = (1 − α^(γ+1)) / (1 − α), γ + 1 at α = 1 (bonus included)."""
     a = np.asarray(alpha, dtype=float)
@@ -109,7 +110,7 @@ def tokens_variance_from_rates(rates: np.ndarray) -> np.ndarray:
     reach = np.cumprod(np.asarray(rates, dtype=float), axis=-1)
     j = np.arange(1, reach.shape[-1] + 1)
     mean = reach.sum(axis=-1)
-    return np.maximum((reach * (2 * j - 1)).sum(axis=-1) - mean ** 2, 0.0)
+    return np.maximum((reach * (2 * j - 1)).sum(axis=-1) - mean**2, 0.0)
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,7 @@ class AcceptanceModel:
 
 
 # ----------------------------------------------------------------------------- sufficient statistics
+
 
 @dataclass
 class PositionCounts:
@@ -187,6 +189,7 @@ def bernoulli_loglik(accepts: np.ndarray, attempts: np.ndarray, rates: np.ndarra
 
 # ----------------------------------------------------------------------------- the decaying model
 
+
 def _decay_loglik(theta: np.ndarray, attempts: np.ndarray, accepts: np.ndarray) -> np.ndarray:
     """log L of α_i = exp(θ₀ + θ₁·i) for θ [..., 2] against counts [..., m]; −inf where some
     attempted position would have α_i ≥ 1."""
@@ -235,8 +238,10 @@ def replicate_models(point: AcceptanceModel, counts: PositionCounts, weights: np
     """The point model's form refitted on every bootstrap replicate (prompt weights [B, P]):
     α̂_b = S_b / (S_b + F_b) for the constant model, the decaying model's (α, d) otherwise."""
     if point.decay == 1.0:
-        return [AcceptanceModel(float(a)) for a in np.atleast_1d(alpha_mle(weights @ counts.successes,
-                                                                           weights @ counts.failures))]
+        return [
+            AcceptanceModel(float(a))
+            for a in np.atleast_1d(alpha_mle(weights @ counts.successes, weights @ counts.failures))
+        ]
     theta, _ = fit_decay_batch(weights @ counts.attempts, weights @ counts.accepts)
     return [AcceptanceModel(float(np.exp(a)), float(np.exp(b))) for a, b in theta]
 
@@ -280,8 +285,9 @@ def _chi2_p(lr: float, df: int) -> float:
     return float(stats.chi2.sf(max(lr, 0.0), df)) if df > 0 else 1.0
 
 
-def position_test(attempts: np.ndarray, accepts: np.ndarray, constant: AcceptanceModel,
-                  decay: tuple[AcceptanceModel, float] | None) -> PositionTest:
+def position_test(
+    attempts: np.ndarray, accepts: np.ndarray, constant: AcceptanceModel, decay: tuple[AcceptanceModel, float] | None
+) -> PositionTest:
     m = int((attempts > 0).sum())
     attempts, accepts = attempts[:m], accepts[:m]
     ll_const = bernoulli_loglik(accepts, attempts, constant.rates(m))
@@ -306,13 +312,25 @@ def position_test(attempts: np.ndarray, accepts: np.ndarray, constant: Acceptanc
             flag += f"; acceptance decays along the draft (d={decay[0].decay:.3f})"
         if p_df is not None and p_df < SIGNIFICANCE:
             flag += f"; α·d^i does not explain the rates either (p={p_df:.2g})"
-    return PositionTest(positions=m, loglik_constant=ll_const, loglik_decay=ll_decay, loglik_free=ll_free,
-                        lr_constant_vs_free=lr_free, p_constant_vs_free=p_free, p_constant_vs_decay=p_cd,
-                        p_decay_vs_free=p_df, aic_constant=2 - 2 * ll_const, aic_decay=aic_decay,
-                        aic_free=2 * m - 2 * ll_free, preferred=preferred, flag=flag)
+    return PositionTest(
+        positions=m,
+        loglik_constant=ll_const,
+        loglik_decay=ll_decay,
+        loglik_free=ll_free,
+        lr_constant_vs_free=lr_free,
+        p_constant_vs_free=p_free,
+        p_constant_vs_decay=p_cd,
+        p_decay_vs_free=p_df,
+        aic_constant=2 - 2 * ll_const,
+        aic_decay=aic_decay,
+        aic_free=2 * m - 2 * ll_free,
+        preferred=preferred,
+        flag=flag,
+    )
 
 
 # ----------------------------------------------------------------------------- one group
+
 
 @dataclass
 class AcceptanceEstimate:
@@ -329,8 +347,9 @@ class AcceptanceEstimate:
     notes: list[str] = field(default_factory=list)
 
 
-def estimate_acceptance(counts: PositionCounts, *, n_boot: int = N_BOOT, level: float = LEVEL,
-                        rng: np.random.Generator | None = None) -> AcceptanceEstimate:
+def estimate_acceptance(
+    counts: PositionCounts, *, n_boot: int = N_BOOT, level: float = LEVEL, rng: np.random.Generator | None = None
+) -> AcceptanceEstimate:
     """α̂, its interval (prompt bootstrap; exact binomial where the bootstrap cannot work; none
     when ``n_boot`` is 0), the position test and the model predictions use."""
     rng = rng if rng is not None else np.random.default_rng(0)
@@ -373,10 +392,13 @@ def estimate_acceptance(counts: PositionCounts, *, n_boot: int = N_BOOT, level: 
         if decay_fit[0].decay < 1:
             model = decay_fit[0]
         else:
-            notes.append("α·d^i with d > 1 fits better (rates rise along the draft), but rising rates extrapolate "
-                         "badly: predictions use constant α")
-    return AcceptanceEstimate(alpha, float(lo), float(hi), method, model, constant,
-                              None if decay_fit is None else decay_fit[0], test, notes)
+            notes.append(
+                "α·d^i with d > 1 fits better (rates rise along the draft), but rising rates extrapolate "
+                "badly: predictions use constant α"
+            )
+    return AcceptanceEstimate(
+        alpha, float(lo), float(hi), method, model, constant, None if decay_fit is None else decay_fit[0], test, notes
+    )
 
 
 @dataclass
@@ -403,10 +425,20 @@ class AcceptanceFit:
         e, t = self.estimate, self.estimate.test
         row = dict(self.keys)
         row.update(
-            n_prompts=self.n_prompts, n_units=self.n_units, n_rounds=self.n_rounds,
-            gammas=",".join(map(str, self.gammas)), accepted=self.accepted, trials=self.trials,
-            alpha=e.alpha, alpha_lo=e.lo, alpha_hi=e.hi, ci_method=e.ci_method, alpha_observed=self.alpha_observed,
-            model=e.model.name, model_alpha=e.model.alpha, decay=None if e.decay is None else e.decay.decay,
+            n_prompts=self.n_prompts,
+            n_units=self.n_units,
+            n_rounds=self.n_rounds,
+            gammas=",".join(map(str, self.gammas)),
+            accepted=self.accepted,
+            trials=self.trials,
+            alpha=e.alpha,
+            alpha_lo=e.lo,
+            alpha_hi=e.hi,
+            ci_method=e.ci_method,
+            alpha_observed=self.alpha_observed,
+            model=e.model.name,
+            model_alpha=e.model.alpha,
+            decay=None if e.decay is None else e.decay.decay,
             decay_alpha=None if e.decay is None else e.decay.alpha,
             n_positions=None if t is None else t.positions,
             p_constant_vs_free=None if t is None else t.p_constant_vs_free,
@@ -426,9 +458,17 @@ def _positions_frame(counts: PositionCounts, model: AcceptanceModel, level: floa
     m = int((attempts > 0).sum())
     attempts, accepts = attempts[:m], accepts[:m]
     lo, hi = clopper_pearson(accepts, attempts, level)
-    return pd.DataFrame({"position": np.arange(m), "attempts": attempts.astype(int), "accepts": accepts.astype(int),
-                         "alpha_i": accepts / np.maximum(attempts, 1), "lo": lo, "hi": hi,
-                         "predicted": model.rates(m)})
+    return pd.DataFrame(
+        {
+            "position": np.arange(m),
+            "attempts": attempts.astype(int),
+            "accepts": accepts.astype(int),
+            "alpha_i": accepts / np.maximum(attempts, 1),
+            "lo": lo,
+            "hi": hi,
+            "predicted": model.rates(m),
+        }
+    )
 
 
 def goodness_of_fit(group: pd.DataFrame, rounds: Rounds, model: AcceptanceModel) -> pd.DataFrame:
@@ -452,21 +492,33 @@ def goodness_of_fit(group: pd.DataFrame, rounds: Rounds, model: AcceptanceModel)
             continue
         counted = pd.to_numeric(part["rounds"], errors="coerce")
         seen = counted.notna() & (counted > 0)  # records whose rounds were observed
-        observed = (float(part.loc[seen, "decode_tokens"].sum() / counted[seen].sum()) if seen.any()
-                    else float("nan"))  # unknown stays unknown, never a division by an empty sum
+        observed = (
+            float(part.loc[seen, "decode_tokens"].sum() / counted[seen].sum()) if seen.any() else float("nan")
+        )  # unknown stays unknown, never a division by an empty sum
         predicted = float(mean_by_gamma[rounds.round_gamma[mask]].mean())
         se = float(np.sqrt(var_by_gamma[rounds.round_gamma[mask]].sum()) / n)
         residual = observed - predicted
         # a model without variance (α̂ = 1 or 0: every round's tokens are fixed) has no z: NaN, shown as '-'
         z = residual / se if se > 0 else (0.0 if abs(residual) < 1e-9 else float("nan"))
-        rows.append(dict(gamma=int(config_gamma), rounds=n, tau_observed=observed, tau_predicted=predicted,
-                         residual=residual, z=z, tau_nominal=model.expected_tokens(int(config_gamma))))
-    return pd.DataFrame(rows, columns=["gamma", "rounds", "tau_observed", "tau_predicted", "residual", "z",
-                                       "tau_nominal"])
+        rows.append(
+            dict(
+                gamma=int(config_gamma),
+                rounds=n,
+                tau_observed=observed,
+                tau_predicted=predicted,
+                residual=residual,
+                z=z,
+                tau_nominal=model.expected_tokens(int(config_gamma)),
+            )
+        )
+    return pd.DataFrame(
+        rows, columns=["gamma", "rounds", "tau_observed", "tau_predicted", "residual", "z", "tau_nominal"]
+    )
 
 
-def fit_group(group: pd.DataFrame, keys: dict, *, n_boot: int = N_BOOT, level: float = LEVEL,
-              seed: int = 0) -> AcceptanceFit:
+def fit_group(
+    group: pd.DataFrame, keys: dict, *, n_boot: int = N_BOOT, level: float = LEVEL, seed: int = 0
+) -> AcceptanceFit:
     """Fit one group's records (speculative records only, any number of γ)."""
     clusters = prompt_clusters(group)
     rounds = flatten_rounds(group, clusters)
@@ -477,18 +529,23 @@ def fit_group(group: pd.DataFrame, keys: dict, *, n_boot: int = N_BOOT, level: f
         estimate.notes.append(f"{replayed} of {len(group)} units replayed from target trajectories (docs/replay.md)")
     drafted = int(group["drafted"].sum())
     return AcceptanceFit(
-        keys=keys, n_prompts=len(clusters), n_units=len(group), n_rounds=int((rounds.round_gamma > 0).sum()),
-        gammas=sorted(int(g) for g in group["gamma"].unique()), accepted=int(counts.successes.sum()),
+        keys=keys,
+        n_prompts=len(clusters),
+        n_units=len(group),
+        n_rounds=int((rounds.round_gamma > 0).sum()),
+        gammas=sorted(int(g) for g in group["gamma"].unique()),
+        accepted=int(counts.successes.sum()),
         trials=int(counts.successes.sum() + counts.failures.sum()),
         alpha_observed=float(group["accepted"].sum() / drafted) if drafted else 0.0,
-        estimate=estimate, positions=_positions_frame(counts, estimate.model, level),
-        goodness=goodness_of_fit(group, rounds, estimate.model))
+        estimate=estimate,
+        positions=_positions_frame(counts, estimate.model, level),
+        goodness=goodness_of_fit(group, rounds, estimate.model),
+    )
 
 
 def load_results(folder) -> pd.DataFrame:
     """The records of a results folder, refusing what is not one: a missing folder, no run.json,
     no records (each a one-line SpecbenchError)."""
-
 
     folder = Path(folder)
     if not folder.is_dir():
@@ -507,11 +564,15 @@ def measured_records(records: pd.DataFrame, folder) -> pd.DataFrame:
     nothing else is one error line."""
     empty = ~(pd.to_numeric(records["decode_tokens"], errors="coerce").fillna(0) > 0)
     if empty.all():
-        raise SpecbenchError(f"{folder}: none of its {len(records)} records generated a decode token "
-                             "(0 tokens after the first): there is nothing to fit or plot")
+        raise SpecbenchError(
+            f"{folder}: none of its {len(records)} records generated a decode token "
+            "(0 tokens after the first): there is nothing to fit or plot"
+        )
     if empty.any():
-        note(f"{int(empty.sum())} record(s) of {folder} generated no decode token and are left out of fits, "
-             "recommendations and figures")
+        note(
+            f"{int(empty.sum())} record(s) of {folder} generated no decode token and are left out of fits, "
+            "recommendations and figures"
+        )
     return records[~empty].reset_index(drop=True)
 
 
@@ -528,8 +589,9 @@ def speculative_records(records: pd.DataFrame) -> pd.DataFrame:
     return spec
 
 
-def fit_acceptance(records: pd.DataFrame, by: list[str] | None = None, *, n_boot: int = N_BOOT,
-                   level: float = LEVEL, seed: int = 0) -> list[AcceptanceFit]:
+def fit_acceptance(
+    records: pd.DataFrame, by: list[str] | None = None, *, n_boot: int = N_BOOT, level: float = LEVEL, seed: int = 0
+) -> list[AcceptanceFit]:
     """One `AcceptanceFit` per (target, drafter, tree, workload, sampling) [× ``by`` keys], pooled over γ."""
     keys = ACCEPT_KEYS + list(by or [])
     records = with_config_defaults(records)  # frames made before schedules existed: every round drafted γ
@@ -564,8 +626,9 @@ def goodness_frame(fits: list[AcceptanceFit]) -> pd.DataFrame:
     return _keyed(fits, "goodness")
 
 
-def tau_intervals(records: pd.DataFrame, *, by: list[str] | None = None, n_boot: int = N_BOOT, level: float = LEVEL,
-                  seed: int = 0) -> pd.DataFrame:
+def tau_intervals(
+    records: pd.DataFrame, *, by: list[str] | None = None, n_boot: int = N_BOOT, level: float = LEVEL, seed: int = 0
+) -> pd.DataFrame:
     """Measured τ per configuration × workload (or × the ``by`` columns) with a prompt-bootstrap interval.
 
     τ = Σ decode tokens ÷ Σ rounds over the configuration's records (bonus token included, as in

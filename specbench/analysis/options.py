@@ -20,6 +20,7 @@ MAX_GAMMA = 16  # the default largest γ the acceptance and cost models predict 
 @dataclass
 class Option:
     """One candidate: a measured configuration or a (drafter, tree, γ) the model predicts."""
+
     drafter: str
     drafter_label: str
     drafter_params: str

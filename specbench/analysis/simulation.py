@@ -29,13 +29,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from specbench.analysis.verdicts.decision import _decide
 from specbench.analysis.options import Option
+from specbench.analysis.recommendation.confirmation import Comparison, Outcome, Prediction, check_prediction
 from specbench.analysis.statistics.sequential import FIXED, LookPlan, VerdictRule
 from specbench.analysis.statistics.speedup_interval import speedup_interval
-from specbench.analysis.recommendation.confirmation import Comparison, Outcome, Prediction, check_prediction
-from specbench.analysis.verdicts.verdict import NO, UNSURE, YES, Candidate, Decision
+from specbench.analysis.verdicts.decision import _decide
 from specbench.analysis.verdicts.stopping import OPEN, look_outcome
+from specbench.analysis.verdicts.verdict import NO, UNSURE, YES, Candidate, Decision
 
 TRUTHS = {  # K = 6 configurations (think γ = 1..6 of one drafter)
     "every speedup 1.0": (1.0, 1.0, 1.0, 1.0, 1.0, 1.0),
@@ -125,7 +125,7 @@ def sweep_decision(
     decision = None
     for look, n in enumerate(looks, start=1):
         for i in range(k):
-            if ("config%d" % i, "chain", i + 1, "fixed") not in dropped:
+            if (f"config{i}", "chain", i + 1, "fixed") not in dropped:
                 counts[i] = n
         options = _options(tokens, base, seconds, counts)
         decision = _decide(_EMPTY, _EMPTY, options, n, plan) if adjusted else _plain(options, n)
@@ -289,11 +289,11 @@ def confirmation_table(
             + ("adjusted" if adjusted else "plain 95 % (picks on a lucky subset)")
         )
 
-        def rate(kind: str | None, outcome: Outcome) -> float:
+        def rate(kind: str | None, outcome: Outcome, frame: pd.DataFrame = frame) -> float:
             part = frame if kind is None else frame[frame["kind"] == kind]
             return float((part["outcome"] == outcome).mean()) if len(part) else float("nan")
 
-        def share(kind: str) -> float:
+        def share(kind: str, frame: pd.DataFrame = frame) -> float:
             return float((frame["kind"] == kind).mean()) if len(frame) else float("nan")
 
         out.append(

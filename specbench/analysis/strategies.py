@@ -19,16 +19,26 @@ import pandas as pd
 from specbench.records.summary import BASELINE_KEYS, UNIT_KEYS
 
 KEYS = BASELINE_KEYS + ["drafter", "drafter_params", "tree", "gamma"]
-COLUMNS = KEYS + ["drafter_label", "strategy", "prepared", "units", "tokens_per_s", "vs_sequential", "hit_rate",
-                  "draft_hidden_share", "draft_share"]
+COLUMNS = KEYS + [
+    "drafter_label",
+    "strategy",
+    "prepared",
+    "units",
+    "tokens_per_s",
+    "vs_sequential",
+    "hit_rate",
+    "draft_hidden_share",
+    "draft_share",
+]
 
 
 def strategy_table(records: pd.DataFrame) -> pd.DataFrame:
     """One row per strategy of every configuration that has a nested run (empty frame when none)."""
     if records.empty or "strategy" not in records or not (records["strategy"] == "nested").any():
         return pd.DataFrame(columns=COLUMNS)
-    live = records[(records["mode"] == "live") & (records["gamma"] > 0)
-                   & records["strategy"].isin(["sequential", "nested"])].copy()  # online: docs/strategies.md
+    live = records[
+        (records["mode"] == "live") & (records["gamma"] > 0) & records["strategy"].isin(["sequential", "nested"])
+    ].copy()  # online: docs/strategies.md
     live["prepared"] = live["prepared"].fillna(0).astype(int)
     nested_keys = live.loc[live["strategy"] == "nested", KEYS].drop_duplicates()
     live = live.merge(nested_keys, on=KEYS)  # configurations measured nested (and their sequential twins)
@@ -40,16 +50,25 @@ def strategy_table(records: pd.DataFrame) -> pd.DataFrame:
         tps = part["decode_tokens"].sum() / part["decode_s"].sum()
         ratio = float("nan")
         if len(twin) and strategy == "nested":
-            ratio = (same["decode_tokens"].sum() / same["decode_s"].sum()) / \
-                (twin["decode_tokens"].sum() / twin["decode_s"].sum())
+            ratio = (same["decode_tokens"].sum() / same["decode_s"].sum()) / (
+                twin["decode_tokens"].sum() / twin["decode_s"].sum()
+            )
         later_rounds = (part["rounds"] - 1).clip(lower=0).sum()
         nested = strategy == "nested"
-        rows.append({**keys, "drafter_label": part["drafter_label"].iloc[0], "strategy": strategy,
-                     "prepared": prepared, "units": len(part), "tokens_per_s": tps, "vs_sequential": ratio,
-                     "hit_rate": part["prepared_hits"].sum() / later_rounds if nested and later_rounds else float("nan"),
-                     "draft_hidden_share": part["draft_hidden_s"].sum() / part["decode_s"].sum() if nested
-                     else float("nan"),
-                     "draft_share": part["draft_s"].sum() / part["decode_s"].sum()})
+        rows.append(
+            {
+                **keys,
+                "drafter_label": part["drafter_label"].iloc[0],
+                "strategy": strategy,
+                "prepared": prepared,
+                "units": len(part),
+                "tokens_per_s": tps,
+                "vs_sequential": ratio,
+                "hit_rate": part["prepared_hits"].sum() / later_rounds if nested and later_rounds else float("nan"),
+                "draft_hidden_share": part["draft_hidden_s"].sum() / part["decode_s"].sum() if nested else float("nan"),
+                "draft_share": part["draft_s"].sum() / part["decode_s"].sum(),
+            }
+        )
     table = pd.DataFrame(rows, columns=COLUMNS)
     order = table.assign(_nested=table["strategy"] == "nested").sort_values(KEYS + ["_nested", "prepared"])
     return order.drop(columns="_nested").reset_index(drop=True)

@@ -10,14 +10,23 @@ engine, say) is left empty in the result and becomes null in the record, never i
 from __future__ import annotations
 
 import os
-
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 from specbench.engine.stats import GenerationResult, RoundLog
 
-__all__ = ["Backend", "GenerationResult", "OwnDrafterBackend", "Request", "RoundLog", "RoundCallback", "ServingBackend",
-           "StatusCallback", "TimingScope"]
+__all__ = [
+    "Backend",
+    "GenerationResult",
+    "OwnDrafterBackend",
+    "Request",
+    "RoundLog",
+    "RoundCallback",
+    "ServingBackend",
+    "StatusCallback",
+    "TimingScope",
+]
 
 RoundCallback = Callable[[object], None]  # called after every round with the running result
 StatusCallback = Callable[[str], None]  # one-line status messages while starting
@@ -76,8 +85,16 @@ class Backend(Protocol):
         """sha256 of the weights that will run: the target's (under its spec) and each drafter's (under its
         label) where the backend can prove them; builds the drafters, so bad drafter settings fail here."""
 
-    def generate(self, config, prompt_ids: list[int], max_new_tokens: int, *, seed: int, stop_at_eos: bool,
-                 on_round: RoundCallback | None = None) -> GenerationResult:
+    def generate(
+        self,
+        config,
+        prompt_ids: list[int],
+        max_new_tokens: int,
+        *,
+        seed: int,
+        stop_at_eos: bool,
+        on_round: RoundCallback | None = None,
+    ) -> GenerationResult:
         """Generate with ``config`` (a `specbench.measure.spec.sweep.RunConfig`) and measure it."""
 
     def generate_batch(self, config, requests: list[Request], concurrency: int) -> list[GenerationResult]:
@@ -123,5 +140,6 @@ class ServingBackend:
 
     def timing_scope(self) -> TimingScope:
         """What the machine state of a batch covers: by default the client alone (the engine runs elsewhere)."""
-        return TimingScope((), 1, "machine state of this machine, the client's side only: the engine's own "
-                                  "machine was not observed")
+        return TimingScope(
+            (), 1, "machine state of this machine, the client's side only: the engine's own machine was not observed"
+        )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from typing import Callable
+from collections.abc import Callable
 
 TARGET_ONLY_KEY = json.dumps(None)  # the key of the engine without speculation
 

@@ -132,7 +132,12 @@ class LaunchedServers:
         self._servers[key] = (self.server, self.client)
         self._warm.discard(self.client.url)
         self.launched.append(
-            {"config": getattr(config, "label", ""), self.spec_name: spec, "port": port, "log": str(self.server.log_path)}
+            {
+                "config": getattr(config, "label", ""),
+                self.spec_name: spec,
+                "port": port,
+                "log": str(self.server.log_path),
+            }
         )
         self.server_configs[self.client.url] = {self.server_config_name: spec}
         if spec is None:

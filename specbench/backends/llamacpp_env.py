@@ -21,8 +21,10 @@ from specbench.errors import SpecbenchError
 
 FOLDER_ENV = "SPECBENCH_LLAMACPP"
 REPO = Path(__file__).resolve().parents[2]
-INSTALL_HINT = (f"run `make install-llamacpp` in the specbench checkout, or set {FOLDER_ENV} to a folder holding "
-                "bin/llama-server (or the backend option binary)")
+INSTALL_HINT = (
+    f"run `make install-llamacpp` in the specbench checkout, or set {FOLDER_ENV} to a folder holding "
+    "bin/llama-server (or the backend option binary)"
+)
 
 
 def install_folders() -> list[Path]:
@@ -34,8 +36,9 @@ def install_folders() -> list[Path]:
 
 def server_binary(binary: str | Path | None = None) -> Path:
     """The ``llama-server`` executable, or a one-line error saying how to get one."""
-    candidates = [Path(binary).expanduser()] if binary else [folder / "bin" / "llama-server" for folder in
-                                                             install_folders()]
+    candidates = (
+        [Path(binary).expanduser()] if binary else [folder / "bin" / "llama-server" for folder in install_folders()]
+    )
     for path in candidates:
         if path.is_file() and os.access(path, os.X_OK):
             return path.resolve()

@@ -67,8 +67,22 @@ from specbench.models.gguf_convert import dequantized
 from specbench.models.gguf_files import check_same_gguf_vocabulary, gguf_facts, gguf_file, load_gguf_tokenizer
 
 DEFAULT_CTX = 4096
-LAUNCH_ONLY = ("binary", "port", "parallel", "ctx_size", "threads", "startup_timeout_s", "extra_args", "env",
-               "log_dir", "server_command", "stop_grace_s", "engines_kept", "model", "weights")
+LAUNCH_ONLY = (
+    "binary",
+    "port",
+    "parallel",
+    "ctx_size",
+    "threads",
+    "startup_timeout_s",
+    "extra_args",
+    "env",
+    "log_dir",
+    "server_command",
+    "stop_grace_s",
+    "engines_kept",
+    "model",
+    "weights",
+)
 ATTACH_ONLY = ("url", "baseline_url", "api_key")
 
 
@@ -87,17 +101,34 @@ class LlamaCppClient(OpenAIClient):
     def max_tokens(body: dict) -> int:
         return int(body["n_predict"])
 
-    def body(self, prompt_ids: list[int], max_new_tokens: int, *, config, seed: int, stop_at_eos: bool,
-             stream: bool = True) -> dict:
+    def body(
+        self, prompt_ids: list[int], max_new_tokens: int, *, config, seed: int, stop_at_eos: bool, stream: bool = True
+    ) -> dict:
         """The request: the sweep's sampling exactly (temperature, top-p, top-k; llama.cpp's other samplers —
         min-p 0.05 and top-k 40 by default — switched off), ids back, running totals per token."""
-        return {"prompt": list(prompt_ids), "n_predict": int(max_new_tokens), "seed": int(seed),
-                "temperature": float(config.temperature), "top_p": float(config.top_p),
-                "top_k": int(config.top_k or 0), "min_p": 0.0, "typical_p": 1.0, "top_n_sigma": -1.0,
-                "xtc_probability": 0.0, "repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0,
-                "dry_multiplier": 0.0, "mirostat": 0, "n_probs": 0, "ignore_eos": not stop_at_eos,
-                "stream": stream, "return_tokens": True, "timings_per_token": stream,
-                "cache_prompt": bool(self.cache_prompt)}
+        return {
+            "prompt": list(prompt_ids),
+            "n_predict": int(max_new_tokens),
+            "seed": int(seed),
+            "temperature": float(config.temperature),
+            "top_p": float(config.top_p),
+            "top_k": int(config.top_k or 0),
+            "min_p": 0.0,
+            "typical_p": 1.0,
+            "top_n_sigma": -1.0,
+            "xtc_probability": 0.0,
+            "repeat_penalty": 1.0,
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
+            "dry_multiplier": 0.0,
+            "mirostat": 0,
+            "n_probs": 0,
+            "ignore_eos": not stop_at_eos,
+            "stream": stream,
+            "return_tokens": True,
+            "timings_per_token": stream,
+            "cache_prompt": bool(self.cache_prompt),
+        }
 
     def _take(self, payload, out: dict, index: int, max_tokens: int) -> bool:
         chunk = server_schema.llamacpp_chunk(payload, self.url, index, max_tokens)
@@ -110,8 +141,13 @@ class LlamaCppClient(OpenAIClient):
                 raise ServerError(f"server {self.url}: streamed more than n_predict {max_tokens} token ids")
             out["chunk_times"].append(now)
             if chunk.timings is not None and chunk.tokens_predicted is not None:
-                marks.append(Mark(chunk.tokens_predicted, int(chunk.timings.get("draft_n", 0)),
-                                  int(chunk.timings.get("draft_n_accepted", 0))))
+                marks.append(
+                    Mark(
+                        chunk.tokens_predicted,
+                        int(chunk.timings.get("draft_n", 0)),
+                        int(chunk.timings.get("draft_n_accepted", 0)),
+                    )
+                )
         out["text"] += chunk.content
         if chunk.stop:
             out["final"] = chunk
@@ -123,16 +159,21 @@ class LlamaCppClient(OpenAIClient):
         final = out["final"]
         generated = final.tokens_predicted if final.tokens_predicted is not None else len(out["token_ids"])
         if len(out["token_ids"]) > generated:
-            raise ServerError(f"server {self.url}: streamed {len(out['token_ids'])} token ids but its closing chunk "
-                              f"counts {generated}")
+            raise ServerError(
+                f"server {self.url}: streamed {len(out['token_ids'])} token ids but its closing chunk "
+                f"counts {generated}"
+            )
         if generated == 0:
-            raise ServerError(f"server {self.url}: generated no tokens for a request of n_predict {max_tokens} "
-                              f"(stop_type {final.stop_type!r}): nothing to measure")
+            raise ServerError(
+                f"server {self.url}: generated no tokens for a request of n_predict {max_tokens} "
+                f"(stop_type {final.stop_type!r}): nothing to measure"
+            )
         out["generated"], out["missing"] = generated, generated - len(out["token_ids"])
         out["usage"] = {"completion_tokens": generated}
 
-    def complete_whole(self, prompt_ids: list[int], max_new_tokens: int, *, config, seed: int,
-                       stop_at_eos: bool) -> list[int]:
+    def complete_whole(
+        self, prompt_ids: list[int], max_new_tokens: int, *, config, seed: int, stop_at_eos: bool
+    ) -> list[int]:
         """The token ids of one unstreamed completion (untimed: fills the ids a stream held back)."""
         body = self.body(prompt_ids, max_new_tokens, config=config, seed=seed, stop_at_eos=stop_at_eos, stream=False)
         path, lines = self.completion_path, []
@@ -144,19 +185,28 @@ class LlamaCppClient(OpenAIClient):
 
         async def one() -> None:
             async with self.http.session(self.timeout) as session:
-                await self.http.bounded(self.http.stream_lines(
-                    session, path, body, max_bytes=stream_cap(max_new_tokens), on_open=opened,
-                    on_line=lambda line: lines.append(line) is None), path, self.timeout)
+                await self.http.bounded(
+                    self.http.stream_lines(
+                        session,
+                        path,
+                        body,
+                        max_bytes=stream_cap(max_new_tokens),
+                        on_open=opened,
+                        on_line=lambda line: lines.append(line) is None,
+                    ),
+                    path,
+                    self.timeout,
+                )
 
         run_http(one())
         try:
             data = strict_json(b"\n".join(lines).decode("utf-8"))
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-            raise ServerError(f"server {self.url}: {path} (not streamed) is not JSON ({one_line(str(exc), 80)})") \
-                from None
+            raise ServerError(
+                f"server {self.url}: {path} (not streamed) is not JSON ({one_line(str(exc), 80)})"
+            ) from None
         check = server_schema.Check(self.url, f"{path} (not streamed)")
-        return list(check.counts(check.mapping(data, "the answer").get("tokens"), "tokens",
-                                 server_schema.MAX_TOKEN_ID))
+        return list(check.counts(check.mapping(data, "the answer").get("tokens"), "tokens", server_schema.MAX_TOKEN_ID))
 
     def server_config(self) -> dict:
         """What ``/props`` says about the server: its build, slots, context, model file and weight type. (Its
@@ -164,16 +214,23 @@ class LlamaCppClient(OpenAIClient):
         ``--spec-type``, llama.cpp@0c1e57098: the speculation is what the server was started with, not read here.)"""
         try:
             answer = self.http.get("/props", deadline_s=self.probe_s)
-            info = server_schema.server_info(answer.json("/props", self.url), self.url, "/props") \
-                if answer.status == 200 else None
+            info = (
+                server_schema.server_info(answer.json("/props", self.url), self.url, "/props")
+                if answer.status == 200
+                else None
+            )
         except ServerError:
             return {}
         if not info:
             return {}
         settings = info.get("default_generation_settings")
-        found = {"build_info": info.get("build_info"), "total_slots": info.get("total_slots"),
-                 "model_path": info.get("model_path"), "weights": info.get("model_ftype"),
-                 "n_ctx": settings.get("n_ctx") if isinstance(settings, dict) else None}
+        found = {
+            "build_info": info.get("build_info"),
+            "total_slots": info.get("total_slots"),
+            "model_path": info.get("model_path"),
+            "weights": info.get("model_ftype"),
+            "n_ctx": settings.get("n_ctx") if isinstance(settings, dict) else None,
+        }
         return {"llamacpp_speculative": {k: v for k, v in found.items() if isinstance(v, (str, int, float))}}
 
 
@@ -201,13 +258,17 @@ def _check_option_mode(options: dict, where: str) -> None:
     if "url" in options:
         wrong = [key for key in given if key in LAUNCH_ONLY]
         if wrong:
-            raise SpecbenchError(f"{where}: option(s) {', '.join(wrong)} are for a server specbench launches; with url "
-                                 "the server is the one running there (leave them out, or leave url out)")
+            raise SpecbenchError(
+                f"{where}: option(s) {', '.join(wrong)} are for a server specbench launches; with url "
+                "the server is the one running there (leave them out, or leave url out)"
+            )
     else:
         wrong = [key for key in given if key in ATTACH_ONLY]
         if wrong:
-            raise SpecbenchError(f"{where}: option(s) {', '.join(wrong)} are for a server you run (with url); "
-                                 "without url specbench launches the servers itself")
+            raise SpecbenchError(
+                f"{where}: option(s) {', '.join(wrong)} are for a server you run (with url); "
+                "without url specbench launches the servers itself"
+            )
 
 
 def _flags(config, model_file) -> list[str]:
@@ -215,8 +276,10 @@ def _flags(config, model_file) -> list[str]:
     if config.drafter is None or config.gamma == 0:
         return []
     if config.tree != "chain":
-        raise SpecbenchError(f"tree '{config.tree}' cannot run on llama.cpp: its speculation drafts chains only "
-                             "(use trees: [chain] with backend llamacpp-server)")
+        raise SpecbenchError(
+            f"tree '{config.tree}' cannot run on llama.cpp: its speculation drafts chains only "
+            "(use trees: [chain] with backend llamacpp-server)"
+        )
     return spec_flags(config.drafter.type, config.drafter.params_dict, int(config.gamma), model_file=model_file)
 
 
@@ -233,8 +296,13 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
         options = check_backend_options(self.name, options)
         _check_option_mode(options, f"backend {self.name}")
         shared = ("url", "baseline_url", "api_key", "timeout_s", "warmup", "tokenizer")
-        self._setup({key: options[key] for key in shared if key in options}, target=target, device=device,
-                    dtype=dtype, seed=seed)
+        self._setup(
+            {key: options[key] for key in shared if key in options},
+            target=target,
+            device=device,
+            dtype=dtype,
+            seed=seed,
+        )
         self._launcher(options)
         self.attached = "url" in options
         self.parallel = int(options.get("parallel", 1))
@@ -251,10 +319,14 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
             for client in (self.client, self.baseline_client):
                 if client is not None:
                     client.cache_prompt = bool(self.server_options.get("cache_prompt", False))
-            self.engine.update(attached=self.options["url"], **(self.server_configs.get(self.client.url) or {}).get(
-                "llamacpp_speculative", {}))
-            self.notes.append("an attached server runs the speculation it was started with; start it with --metrics "
-                              "for llama.cpp's own counters")
+            self.engine.update(
+                attached=self.options["url"],
+                **(self.server_configs.get(self.client.url) or {}).get("llamacpp_speculative", {}),
+            )
+            self.notes.append(
+                "an attached server runs the speculation it was started with; start it with --metrics "
+                "for llama.cpp's own counters"
+            )
             return
         binary = None if self.server_options.get("server_command") else server_binary(self.server_options.get("binary"))
         self.target_file = self._gguf(self.server_options.get("model") or self.target_spec)
@@ -276,8 +348,9 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
 
     def describe(self) -> dict:
         info = super().describe()
-        info.update(engine=dict(self.engine), counter_problems=list(self.counter_problems),
-                    repaired_requests=self.repaired)
+        info.update(
+            engine=dict(self.engine), counter_problems=list(self.counter_problems), repaired_requests=self.repaired
+        )
         return info
 
     run_info = describe
@@ -294,11 +367,14 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
             kind = catalogue.get(config.drafter.type)
             if kind.llamacpp_weights == "model":
                 draft = flags[flags.index("--model-draft") + 1]
-                check_same_gguf_vocabulary(self.target_file, draft, self.target_spec,
-                                           config.drafter.params_dict.get("model", draft))
+                check_same_gguf_vocabulary(
+                    self.target_file, draft, self.target_spec, config.drafter.params_dict.get("model", draft)
+                )
             elif kind.llamacpp_weights == "target" and not gguf_facts(self.target_file)["nextn_layers"]:
-                raise SpecbenchError(f"drafter {kind.name} cannot run on llama.cpp with target '{self.target_spec}': "
-                                     "its GGUF has no MTP (nextn) layers")
+                raise SpecbenchError(
+                    f"drafter {kind.name} cannot run on llama.cpp with target '{self.target_spec}': "
+                    "its GGUF has no MTP (nextn) layers"
+                )
 
     # ------------------------------------------------------------------ attached or launched
     def client_for(self, config):
@@ -331,8 +407,21 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
         opts = self.server_options
         prefix = list(opts["server_command"]) if opts.get("server_command") else [str(self._binary)]
         ctx = int(opts.get("ctx_size", DEFAULT_CTX)) * self.parallel
-        args = ["-m", str(self.target_file), "--host", "127.0.0.1", "--port", str(port), "--metrics",
-                "-np", str(self.parallel), "-c", str(ctx), "--seed", str(self.seed)]
+        args = [
+            "-m",
+            str(self.target_file),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--metrics",
+            "-np",
+            str(self.parallel),
+            "-c",
+            str(ctx),
+            "--seed",
+            str(self.seed),
+        ]
         if opts.get("threads") is not None:
             args += ["-t", str(int(opts["threads"]))]
         return prefix + args + list(spec or []) + [str(a) for a in opts.get("extra_args", [])]
@@ -346,14 +435,17 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
     # ------------------------------------------------------------------ measuring
     def generate_batch(self, config, requests: list[Request], concurrency: int) -> list:
         if concurrency > self.parallel and not self.attached:
-            self.notes.append(f"concurrency {concurrency} above the server's {self.parallel} slots: requests queue "
-                              "in the server (set parallel)")
+            self.notes.append(
+                f"concurrency {concurrency} above the server's {self.parallel} slots: requests queue "
+                "in the server (set parallel)"
+            )
         results = super().generate_batch(config, requests, concurrency)
         self._check_counters(config, results)
         return results
 
-    def _result(self, config, request: Request, out: dict, started: float | None = None,
-                client: OpenAIClient | None = None) -> ServerGenerationResult:
+    def _result(
+        self, config, request: Request, out: dict, started: float | None = None, client: OpenAIClient | None = None
+    ) -> ServerGenerationResult:
         started = out["sent"] if started is None else started
         tokens = list(out["token_ids"])
         if out.get("missing"):
@@ -365,35 +457,56 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
         rounds = _round_log(steps, _drafter_type(config), len(tokens))
         prefill_ms, decode_ms = timings.get("prompt_ms"), timings.get("predicted_ms")
         prefill_s = prefill_ms / 1000.0 if prefill_ms is not None else (times[0] - out["sent"] if times else math.nan)
-        decode_s = decode_ms / 1000.0 if decode_ms is not None else (
-            times[-1] - times[0] if len(times) > 1 else math.nan)
+        decode_s = (
+            decode_ms / 1000.0 if decode_ms is not None else (times[-1] - times[0] if len(times) > 1 else math.nan)
+        )
         arrival, waited = request_clock(request, out, started)
         ttft_s = (times[0] - out["sent"] if times else prefill_s) + waited
         depth = max([d for d, _, _ in steps.rounds] + [int(config.gamma)])
-        server_spec = {"draft_n": final.drafted, "draft_n_accepted": final.accepted,
-                       "verify_steps": steps.verify_steps, "per_position": steps.per_position(depth),
-                       "rounds_exact": steps.exact}
+        server_spec = {
+            "draft_n": final.drafted,
+            "draft_n_accepted": final.accepted,
+            "verify_steps": steps.verify_steps,
+            "per_position": steps.per_position(depth),
+            "rounds_exact": steps.exact,
+        }
         return ServerGenerationResult(
-            prompt_tokens=len(request.prompt_ids), tokens=tokens, rounds=rounds, prefill_s=prefill_s,
-            decode_s=decode_s, stop_reason="length" if out.get("finish_reason") == "length" else "eos",
-            ttft_s=ttft_s, itl_s=decode_s / (len(tokens) - 1) if len(tokens) > 1 else math.nan,
-            chunk_gaps_s=[b - a for a, b in zip(times, times[1:])], timing_source="server" if decode_ms is not None
-            else "client", spec_source="per-request", server_spec=server_spec, arrival_s=arrival,
-            finish_s=(times[-1] - started) if times else None)
+            prompt_tokens=len(request.prompt_ids),
+            tokens=tokens,
+            rounds=rounds,
+            prefill_s=prefill_s,
+            decode_s=decode_s,
+            stop_reason="length" if out.get("finish_reason") == "length" else "eos",
+            ttft_s=ttft_s,
+            itl_s=decode_s / (len(tokens) - 1) if len(tokens) > 1 else math.nan,
+            chunk_gaps_s=[b - a for a, b in zip(times, times[1:])],
+            timing_source="server" if decode_ms is not None else "client",
+            spec_source="per-request",
+            server_spec=server_spec,
+            arrival_s=arrival,
+            finish_s=(times[-1] - started) if times else None,
+        )
 
     def _repaired(self, config, request: Request, out: dict, client: LlamaCppClient) -> list[int]:
         """The full ids of a request whose stream held tokens back: an unstreamed repeat, which must agree with
         every id that was streamed (else one line)."""
-        whole = client.complete_whole(request.prompt_ids, request.max_new_tokens, config=config, seed=request.seed,
-                                      stop_at_eos=request.stop_at_eos)
+        whole = client.complete_whole(
+            request.prompt_ids,
+            request.max_new_tokens,
+            config=config,
+            seed=request.seed,
+            stop_at_eos=request.stop_at_eos,
+        )
         streamed, at = out["token_ids"], 0
         for token in whole:  # the streamed ids are the whole answer with the held-back ones left out
             if at < len(streamed) and streamed[at] == token:
                 at += 1
         if len(whole) != out["generated"] or at != len(streamed):
-            raise SpecbenchError(f"server {client.url}: the stream held back {out['missing']} token(s) and an "
-                                 "unstreamed repeat of the request does not agree with the streamed ones (the "
-                                 "server is not deterministic here: use temperature 0 and one slot)")
+            raise SpecbenchError(
+                f"server {client.url}: the stream held back {out['missing']} token(s) and an "
+                "unstreamed repeat of the request does not agree with the streamed ones (the "
+                "server is not deterministic here: use temperature 0 and one slot)"
+            )
         with self._lock:
             self.repaired += 1
         return list(whole)
@@ -406,21 +519,31 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
         if window is None or window.get("source") != prometheus.LLAMACPP.source:
             return
         specs = [r.server_spec or {} for r in results]
-        count = {"drafts": sum(s.get("verify_steps", 0) for s in specs),
-                 "draft_tokens": sum(s.get("draft_n", 0) for s in specs),
-                 "accepted": sum(s.get("draft_n_accepted", 0) for s in specs)}
+        count = {
+            "drafts": sum(s.get("verify_steps", 0) for s in specs),
+            "draft_tokens": sum(s.get("draft_n", 0) for s in specs),
+            "accepted": sum(s.get("draft_n_accepted", 0) for s in specs),
+        }
         depth = max([len(window.get("per_position") or [])] + [len(s.get("per_position", [])) for s in specs])
-        per_position = [sum((s.get("per_position") or [])[i] if i < len(s.get("per_position") or []) else 0
-                            for s in specs) for i in range(depth)]
+        per_position = [
+            sum((s.get("per_position") or [])[i] if i < len(s.get("per_position") or []) else 0 for s in specs)
+            for i in range(depth)
+        ]
         counters = list(window.get("per_position") or []) + [0] * (depth - len(window.get("per_position") or []))
         count["per_position"] = per_position
         exact = all(s.get("rounds_exact", True) for s in specs)
         entry["per_request_count"] = {**count, "rounds_exact": exact}
-        problems = [f"{key}: counters {window.get(key)} vs requests {count[key]}"
-                    for key in ("draft_tokens", "accepted") if window.get(key) != count[key]]
+        problems = [
+            f"{key}: counters {window.get(key)} vs requests {count[key]}"
+            for key in ("draft_tokens", "accepted")
+            if window.get(key) != count[key]
+        ]
         if exact:
-            problems += [f"{key}: counters {value} vs requests {count[key]}" for key, value in
-                         (("drafts", window.get("drafts")), ("per_position", counters)) if value != count[key]]
+            problems += [
+                f"{key}: counters {value} vs requests {count[key]}"
+                for key, value in (("drafts", window.get("drafts")), ("per_position", counters))
+                if value != count[key]
+            ]
         if problems:
             line = f"{_config_label(config)} at concurrency {entry.get('concurrency')}: " + "; ".join(problems)
             self.counter_problems.append(line)
@@ -432,9 +555,19 @@ def _round_log(steps: Steps, drafter_type: str, n_tokens: int) -> RoundLog:
     tokens it emitted (its accepted count cut to them at a stop)."""
     log = RoundLog()
     for drafted, accepted, emitted in steps.rounds:
-        draft_steps = 0 if drafted == 0 or catalogue.is_target_only(drafter_type) else \
-            catalogue.get(drafter_type).forwards_per_round(drafted)
-        log.add(drafted=drafted, depth=drafted, accepted=min(accepted, emitted), emitted=emitted,
-                draft_steps=draft_steps, draft_s=math.nan, verify_s=math.nan, round_s=math.nan)
+        draft_steps = (
+            0
+            if drafted == 0 or catalogue.is_target_only(drafter_type)
+            else catalogue.get(drafter_type).forwards_per_round(drafted)
+        )
+        log.add(
+            drafted=drafted,
+            depth=drafted,
+            accepted=min(accepted, emitted),
+            emitted=emitted,
+            draft_steps=draft_steps,
+            draft_s=math.nan,
+            verify_s=math.nan,
+            round_s=math.nan,
+        )
     return log
-

@@ -51,9 +51,11 @@ from specbench.backends.http_client import (
     HttpClient,
     ServerError,
     one_line,
+    run_all,
+    stream_cap,
+    strict_json,
 )
 from specbench.backends.http_client import run as run_http
-from specbench.backends.http_client import run_all, stream_cap, strict_json
 from specbench.backends.options import check_backend_options
 from specbench.catalogue import drafters as catalogue
 from specbench.catalogue.drafters import is_target_only
@@ -99,12 +101,27 @@ def rounds_from_steps(accepted: list[int], drafted: list[int], n_tokens: int, dr
         emitted = min(int(acc) + 1, left)
         left -= emitted
         steps = 0 if is_target_only(drafter_type) else catalogue.get(drafter_type).forwards_per_round(int(gamma))
-        log.add(drafted=int(gamma), depth=int(gamma), accepted=min(int(acc), emitted), emitted=emitted,
-                draft_steps=steps,
-                draft_s=math.nan, verify_s=math.nan, round_s=math.nan)
+        log.add(
+            drafted=int(gamma),
+            depth=int(gamma),
+            accepted=min(int(acc), emitted),
+            emitted=emitted,
+            draft_steps=steps,
+            draft_s=math.nan,
+            verify_s=math.nan,
+            round_s=math.nan,
+        )
     for _ in range(left):  # decode steps without a draft
-        log.add(drafted=0, depth=0, accepted=0, emitted=1, draft_steps=0,
-                draft_s=math.nan, verify_s=math.nan, round_s=math.nan)
+        log.add(
+            drafted=0,
+            depth=0,
+            accepted=0,
+            emitted=1,
+            draft_steps=0,
+            draft_s=math.nan,
+            verify_s=math.nan,
+            round_s=math.nan,
+        )
     return log
 
 
@@ -114,8 +131,10 @@ def resolve_model_location(spec: str) -> str:
     if spec in aliases():
         entry = aliases()[spec]
         if entry["source"] in ("random", "early-exit"):
-            raise SpecbenchError(f"model '{spec}' is built in memory by specbench ({entry['source']}); "
-                                 "a serving engine needs a model folder or a hub id")
+            raise SpecbenchError(
+                f"model '{spec}' is built in memory by specbench ({entry['source']}); "
+                "a serving engine needs a model folder or a hub id"
+            )
         status = alias_status(spec)
         return status["path"] if status["cached"] else str(pull(spec))
     path = Path(spec).expanduser()
@@ -133,6 +152,7 @@ def load_tokenizer(location: str):
 
 # ----------------------------------------------------------------------------- the client
 
+
 class OpenAIClient:
     """Completions, /metrics and /health of one OpenAI-compatible server, through the hardened
     `specbench.backends.http_client` (total deadlines, capped bodies, cancellation) with every answer
@@ -145,8 +165,15 @@ class OpenAIClient:
     completion_path = "/v1/completions"
     stream_end = "its closing [DONE]"
 
-    def __init__(self, url: str, *, model: str | None = None, api_key: str | None = None,
-                 timeout: float = DEFAULT_TIMEOUT_S, alive=None):
+    def __init__(
+        self,
+        url: str,
+        *,
+        model: str | None = None,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        alive=None,
+    ):
         self.url, self.model, self.timeout = url.rstrip("/"), model, timeout
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.alive = alive  # optional callable raising SpecbenchError when the server process died
@@ -155,8 +182,10 @@ class OpenAIClient:
 
     def _json(self, path: str, answer):
         if answer.status != 200:
-            raise ServerError(f"server {self.url}: {path} answered HTTP {answer.status}: "
-                              f"{one_line(answer.text(), 200)} (is this an OpenAI-compatible server?)")
+            raise ServerError(
+                f"server {self.url}: {path} answered HTTP {answer.status}: "
+                f"{one_line(answer.text(), 200)} (is this an OpenAI-compatible server?)"
+            )
         return answer.json(path, self.url)
 
     def check_reachable(self) -> None:
@@ -175,8 +204,9 @@ class OpenAIClient:
     def scrape(self) -> prometheus.Scrape:
         answer = self.http.get("/metrics", deadline_s=min(METRICS_S, self.timeout), max_bytes=MAX_METRICS_BYTES)
         if answer.status != 200:
-            raise ServerError(f"server {self.url}: /metrics answered HTTP {answer.status}: start the server with "
-                              "its metrics on")
+            raise ServerError(
+                f"server {self.url}: /metrics answered HTTP {answer.status}: start the server with its metrics on"
+            )
         return prometheus.parse(answer.text(), server=self.url)
 
     def server_config(self) -> dict:
@@ -185,8 +215,11 @@ class OpenAIClient:
         for path in ("/server_info?config_format=json", "/get_server_info"):  # vLLM (dev mode), SGLang
             try:
                 answer = self.http.get(path, deadline_s=self.probe_s)
-                info = server_schema.server_info(answer.json(path, self.url), self.url, path) \
-                    if answer.status == 200 else None
+                info = (
+                    server_schema.server_info(answer.json(path, self.url), self.url, path)
+                    if answer.status == 200
+                    else None
+                )
             except ServerError:
                 continue
             if info is None:
@@ -203,10 +236,18 @@ class OpenAIClient:
         return found
 
     def body(self, prompt_ids: list[int], max_new_tokens: int, *, config, seed: int, stop_at_eos: bool) -> dict:
-        body = {"model": self.model, "prompt": list(prompt_ids), "max_tokens": int(max_new_tokens),
-                "temperature": float(config.temperature), "top_p": float(config.top_p), "seed": int(seed),
-                "stream": True, "stream_options": {"include_usage": True}, "return_token_ids": True,
-                "ignore_eos": not stop_at_eos}
+        body = {
+            "model": self.model,
+            "prompt": list(prompt_ids),
+            "max_tokens": int(max_new_tokens),
+            "temperature": float(config.temperature),
+            "top_p": float(config.top_p),
+            "seed": int(seed),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "return_token_ids": True,
+            "ignore_eos": not stop_at_eos,
+        }
         if config.top_k and config.top_k > 0:
             body["top_k"] = int(config.top_k)
         return body
@@ -215,7 +256,9 @@ class OpenAIClient:
         """One streamed completion (see `complete_all`)."""
         return self.complete_all([(prompt_ids, max_new_tokens, seed, stop_at_eos, None)], 1, config=config)[0]
 
-    def complete_all(self, requests: list[tuple], concurrency: int, *, config, started: float | None = None) -> list[dict]:
+    def complete_all(
+        self, requests: list[tuple], concurrency: int, *, config, started: float | None = None
+    ) -> list[dict]:
         """Streamed completions of (prompt ids, max new tokens, seed, stop at eos, arrival s or None), in the
         order given, at most ``concurrency`` in flight, each under the total deadline ``timeout``; the first
         failure cancels the rest. Open loop: a request with an arrival time is sent no earlier than
@@ -239,8 +282,17 @@ class OpenAIClient:
         return raw
 
     async def _complete(self, session, body: dict) -> dict:
-        out = {"token_ids": [], "text": "", "chunk_times": [], "metrics": None, "meta_info": None,
-               "finish_reason": None, "usage": None, "has_token_ids": False, "sent": time.perf_counter()}
+        out = {
+            "token_ids": [],
+            "text": "",
+            "chunk_times": [],
+            "metrics": None,
+            "meta_info": None,
+            "finish_reason": None,
+            "usage": None,
+            "has_token_ids": False,
+            "sent": time.perf_counter(),
+        }
         path = self.completion_path
         max_tokens = self.max_tokens(body)
 
@@ -250,8 +302,10 @@ class OpenAIClient:
                 raise ServerError(f"server {self.url}: {path} answered HTTP {response.status_code}: {detail}")
             kind = response.headers.get("content-type", "")
             if not kind.lower().startswith("text/event-stream"):
-                raise ServerError(f"server {self.url}: {path} did not stream (Content-Type "
-                                  f"'{one_line(kind, 60) or 'none'}', not text/event-stream): it ignored stream=true")
+                raise ServerError(
+                    f"server {self.url}: {path} did not stream (Content-Type "
+                    f"'{one_line(kind, 60) or 'none'}', not text/event-stream): it ignored stream=true"
+                )
 
         state = {"chunks": 0, "done": False}
 
@@ -267,19 +321,23 @@ class OpenAIClient:
             try:
                 payload = strict_json(data)
             except (ValueError, RecursionError) as exc:
-                raise ServerError(f"server {self.url}: stream chunk {state['chunks']} is not JSON "
-                                  f"({one_line(str(exc), 80)})") from None
+                raise ServerError(
+                    f"server {self.url}: stream chunk {state['chunks']} is not JSON ({one_line(str(exc), 80)})"
+                ) from None
             if self._take(payload, out, state["chunks"], max_tokens):
                 state["done"] = True
                 return False
             return True
 
         async def read() -> None:
-            await self.http.stream_lines(session, path, body, max_bytes=stream_cap(max_tokens),
-                                         on_open=opened, on_line=line)
+            await self.http.stream_lines(
+                session, path, body, max_bytes=stream_cap(max_tokens), on_open=opened, on_line=line
+            )
             if not state["done"]:
-                raise ServerError(f"server {self.url}: the stream of {path} ended without {self.stream_end} "
-                                  f"after {state['chunks']} chunk(s) (the connection closed mid-stream)")
+                raise ServerError(
+                    f"server {self.url}: the stream of {path} ended without {self.stream_end} "
+                    f"after {state['chunks']} chunk(s) (the connection closed mid-stream)"
+                )
 
         await self.http.bounded(read(), path, self.timeout)
         self._check_stream(out, max_tokens)
@@ -301,11 +359,14 @@ class OpenAIClient:
         usage = out.get("usage") or {}
         reported = usage.get("completion_tokens")
         if n is not None and reported is not None and reported != n:
-            raise ServerError(f"server {self.url}: usage.completion_tokens is {reported} but {n} token ids were "
-                              "streamed")
+            raise ServerError(
+                f"server {self.url}: usage.completion_tokens is {reported} but {n} token ids were streamed"
+            )
         if not out["chunk_times"]:
-            raise ServerError(f"server {self.url}: streamed no tokens for a request of max_tokens {max_tokens} "
-                              f"(finish_reason {out['finish_reason']!r}): nothing to measure")
+            raise ServerError(
+                f"server {self.url}: streamed no tokens for a request of max_tokens {max_tokens} "
+                f"(finish_reason {out['finish_reason']!r}): nothing to measure"
+            )
 
     def _take_chunk(self, chunk: server_schema.Chunk, out: dict, max_tokens: int) -> None:
         now = time.perf_counter()
@@ -331,6 +392,7 @@ class OpenAIClient:
 
 
 # ----------------------------------------------------------------------------- the backend
+
 
 def request_clock(request: Request, out: dict, started: float) -> tuple[float, float]:
     """A request's arrival within its batch (s after ``started``) and how long it waited to be sent after
@@ -392,8 +454,9 @@ class OpenAIServerBackend(ServingBackend):
         self._load_tokenizer()
 
     def _connect(self, url: str, model: str | None, alive=None) -> OpenAIClient:
-        client = self.client_class(url, model=model, api_key=self.options.get("api_key"), timeout=self.timeout,
-                                   alive=alive)
+        client = self.client_class(
+            url, model=model, api_key=self.options.get("api_key"), timeout=self.timeout, alive=alive
+        )
         self._status(f"connecting to {url}")
         client.check_reachable()
         client.model = client.model or client.served_model()
@@ -414,8 +477,13 @@ class OpenAIServerBackend(ServingBackend):
         configuration label the speculative settings the server reported (None: not reported),
         the servers' reported settings, and the batch-level acceptance of every measured batch —
         the only acceptance figure when the server gives none per request."""
-        return {"backend": self.name, "configs": dict(self.ran_configs), "servers": dict(self.server_configs),
-                "aggregates": list(self.aggregates), "notes": sorted(set(self.notes))}
+        return {
+            "backend": self.name,
+            "configs": dict(self.ran_configs),
+            "servers": dict(self.server_configs),
+            "aggregates": list(self.aggregates),
+            "notes": sorted(set(self.notes)),
+        }
 
     run_info = describe
 
@@ -424,12 +492,22 @@ class OpenAIServerBackend(ServingBackend):
         if config.is_baseline and self.baseline_client is not None:
             return self.baseline_client
         if config.is_baseline:
-            self.notes.append("γ = 0 units were sent to the speculative server (no baseline_url): "
-                              "they measure that server's speculative setup, not the target alone")
+            self.notes.append(
+                "γ = 0 units were sent to the speculative server (no baseline_url): "
+                "they measure that server's speculative setup, not the target alone"
+            )
         return self.client
 
-    def generate(self, config, prompt_ids: list[int], max_new_tokens: int, *, seed: int, stop_at_eos: bool,
-                 on_round: RoundCallback | None = None) -> GenerationResult:
+    def generate(
+        self,
+        config,
+        prompt_ids: list[int],
+        max_new_tokens: int,
+        *,
+        seed: int,
+        stop_at_eos: bool,
+        on_round: RoundCallback | None = None,
+    ) -> GenerationResult:
         result = self.generate_batch(config, [Request(list(prompt_ids), max_new_tokens, seed, stop_at_eos)], 1)[0]
         if on_round is not None:
             on_round(result)
@@ -442,9 +520,13 @@ class OpenAIServerBackend(ServingBackend):
             self._warm_up(client, config, requests[0])
 
     def timing_scope(self) -> TimingScope:
-        return TimingScope((), 1, f"machine state of this machine, the client's side only: the server at "
-                                  f"{self.options['url']} was not observed (if it runs here, its CPU counts as other "
-                                  "processes')")
+        return TimingScope(
+            (),
+            1,
+            f"machine state of this machine, the client's side only: the server at "
+            f"{self.options['url']} was not observed (if it runs here, its CPU counts as other "
+            "processes')",
+        )
 
     def generate_batch(self, config, requests: list[Request], concurrency: int) -> list[GenerationResult]:
         if concurrency < 1:
@@ -457,8 +539,12 @@ class OpenAIServerBackend(ServingBackend):
             raise self._no_spec_error(client)
         started = time.perf_counter()
         # one event loop, at most `concurrency` requests in flight; a failure or Ctrl-C cancels them all
-        raw = client.complete_all([(r.prompt_ids, r.max_new_tokens, r.seed, r.stop_at_eos, r.arrival_s)
-                                   for r in requests], concurrency, config=config, started=started)
+        raw = client.complete_all(
+            [(r.prompt_ids, r.max_new_tokens, r.seed, r.stop_at_eos, r.arrival_s) for r in requests],
+            concurrency,
+            config=config,
+            started=started,
+        )
         wall = time.perf_counter() - started
         after = client.scrape()
         results = [self._result(config, r, out, started, client) for r, out in zip(requests, raw)]
@@ -486,13 +572,15 @@ class OpenAIServerBackend(ServingBackend):
             ids = list(self.tokenizer.encode(text, add_special_tokens=False)) if text else []
         if len(ids) > max_new_tokens:
             with self._lock:
-                self.notes.append(f"the server answered with more than the {max_new_tokens} tokens asked for: "
-                                  "the answer is cut there")
+                self.notes.append(
+                    f"the server answered with more than the {max_new_tokens} tokens asked for: the answer is cut there"
+                )
             ids = ids[:max_new_tokens]
         return ids
 
-    def _result(self, config, request: Request, out: dict, started: float | None = None,
-                client: OpenAIClient | None = None) -> ServerGenerationResult:
+    def _result(
+        self, config, request: Request, out: dict, started: float | None = None, client: OpenAIClient | None = None
+    ) -> ServerGenerationResult:
         started = out["sent"] if started is None else started
         tokens = self._tokens(out, request.max_new_tokens)
         times = out["chunk_times"]
@@ -508,14 +596,17 @@ class OpenAIServerBackend(ServingBackend):
         rounds, spec_source = RoundLog.unobserved(), "none"
         per_step = isinstance(spec, dict) and None not in (spec.get("per_step_accepted"), spec.get("per_step_drafted"))
         if per_step:
-            rounds = rounds_from_steps(spec["per_step_accepted"], spec["per_step_drafted"], len(tokens),
-                                       _drafter_type(config))
+            rounds = rounds_from_steps(
+                spec["per_step_accepted"], spec["per_step_drafted"], len(tokens), _drafter_type(config)
+            )
             spec_source = "per-request"
             self._check_gamma(config, spec)
         elif isinstance(spec, dict):
             with self._lock:
-                self.notes.append("the server reports per-request acceptance without per-step counts "
-                                  "(start vLLM with --per-request-spec-decode-metrics detailed)")
+                self.notes.append(
+                    "the server reports per-request acceptance without per-step counts "
+                    "(start vLLM with --per-request-spec-decode-metrics detailed)"
+                )
         elif config.is_baseline and client is not None and client.url in self.target_only_urls:
             rounds = rounds_from_steps([], [], len(tokens), catalogue.TARGET_ONLY)  # one token per target step
         finish = out.get("finish_reason")
@@ -526,11 +617,22 @@ class OpenAIServerBackend(ServingBackend):
         if math.isnan(itl_s) and len(tokens) > 1:
             itl_s = decode_s / (len(tokens) - 1)
         return ServerGenerationResult(
-            prompt_tokens=len(request.prompt_ids), tokens=tokens, rounds=rounds, prefill_s=prefill_s,
-            decode_s=decode_s, stop_reason="length" if finish == "length" else "eos",
-            ttft_s=ttft_s, itl_s=itl_s, queue_s=queue_s, chunk_gaps_s=[b - a for a, b in zip(times, times[1:])],
-            timing_source=timing, spec_source=spec_source, server_spec=spec if isinstance(spec, dict) else None,
-            arrival_s=arrival, finish_s=(times[-1] - started) if times else None)
+            prompt_tokens=len(request.prompt_ids),
+            tokens=tokens,
+            rounds=rounds,
+            prefill_s=prefill_s,
+            decode_s=decode_s,
+            stop_reason="length" if finish == "length" else "eos",
+            ttft_s=ttft_s,
+            itl_s=itl_s,
+            queue_s=queue_s,
+            chunk_gaps_s=[b - a for a, b in zip(times, times[1:])],
+            timing_source=timing,
+            spec_source=spec_source,
+            server_spec=spec if isinstance(spec, dict) else None,
+            arrival_s=arrival,
+            finish_s=(times[-1] - started) if times else None,
+        )
 
     REPORTED_KEYS = ("vllm_speculative_config", "sglang_speculative", "llamacpp_spec_flags", "llamacpp_speculative")
 
@@ -543,19 +645,27 @@ class OpenAIServerBackend(ServingBackend):
         server_gamma = spec.get("num_spec_tokens")
         if server_gamma is None or config.is_baseline or int(server_gamma) == int(config.gamma):
             return
-        raise SpecbenchError(f"the server at {self.client.url} drafts {server_gamma} tokens per step but the sweep "
-                             f"asks γ = {config.gamma}: a running server's γ is what it is (set gammas: "
-                             f"[{server_gamma}])")
+        raise SpecbenchError(
+            f"the server at {self.client.url} drafts {server_gamma} tokens per step but the sweep "
+            f"asks γ = {config.gamma}: a running server's γ is what it is (set gammas: "
+            f"[{server_gamma}])"
+        )
 
-    def _record_aggregate(self, config, client: OpenAIClient, concurrency: int, results: list, before, after,
-                          wall: float) -> None:
+    def _record_aggregate(
+        self, config, client: OpenAIClient, concurrency: int, results: list, before, after, wall: float
+    ) -> None:
         counts = prometheus.window_counts(before, after)
         per_request = all(r.spec_source == "per-request" for r in results)
-        entry = {"config": _config_label(config), "server": client.url, "concurrency": concurrency,
-                 "requests": len(results), "wall_s": wall,
-                 "generated_tokens": int(sum(len(r.tokens) for r in results)),
-                 "per_request_rounds": per_request,
-                 "window": counts.as_dict() if counts is not None else None}
+        entry = {
+            "config": _config_label(config),
+            "server": client.url,
+            "concurrency": concurrency,
+            "requests": len(results),
+            "wall_s": wall,
+            "generated_tokens": int(sum(len(r.tokens) for r in results)),
+            "per_request_rounds": per_request,
+            "window": counts.as_dict() if counts is not None else None,
+        }
         with self._lock:
             self.aggregates.append(entry)
         if counts is None and not per_request and not config.is_baseline:
@@ -563,6 +673,8 @@ class OpenAIServerBackend(ServingBackend):
 
     @staticmethod
     def _no_spec_error(client: OpenAIClient) -> SpecbenchError:
-        return SpecbenchError(f"the server at {client.url} reports no speculative-decoding metrics "
-                              "(no vllm:spec_decode_*, llamacpp:spec_decode_* or sglang:spec_accept_* series in /metrics): "
-                              "was it started with a speculative config?")
+        return SpecbenchError(
+            f"the server at {client.url} reports no speculative-decoding metrics "
+            "(no vllm:spec_decode_*, llamacpp:spec_decode_* or sglang:spec_accept_* series in /metrics): "
+            "was it started with a speculative config?"
+        )

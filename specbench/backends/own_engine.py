@@ -25,25 +25,31 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
 from specbench.backends.base import GenerationResult, Request, RoundCallback, StatusCallback
 from specbench.backends.options import check_backend_options
 from specbench.catalogue.drafters import TARGET_ONLY
-from specbench.engine.device import device_info
 from specbench.engine.decoder import NativeDecoder, make_decoder
+from specbench.engine.device import device_info
 from specbench.engine.drafters import check_params, make_drafter
 from specbench.engine.drafters.base import check_draft_depth
-from specbench.engine.layout_probe import (LayoutChoice, auto_dtypes, check_cpu_settings, choose_layout, default_choice,
-                                           forced_choice)
+from specbench.engine.layout_probe import (
+    LayoutChoice,
+    auto_dtypes,
+    check_cpu_settings,
+    choose_layout,
+    default_choice,
+    forced_choice,
+)
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.nested import NestedDriver
 from specbench.engine.online_drafting import OnlineDriver
-from specbench.engine.tree import shape_for
 from specbench.engine.sampling import SamplingParams
 from specbench.engine.threads import RoleThreads, ThreadProbe, available_cores, probe_threads
+from specbench.engine.tree import shape_for
 from specbench.errors import SpecbenchError
 from specbench.models import limits
 from specbench.models.prompting import encode_conversation
@@ -53,17 +59,27 @@ WARMUP_TOKENS = 8
 PROBE_VERIFY_TOKENS = 5  # the verify size the layout probe measures when the caller names none (γ = 4)
 
 
-def cpu_target_decoder(target, *, dtype: str, layout: str | None, verify_tokens: int, kernels: str = "auto",
-                       compile: bool = False, thread_counts: tuple[int, ...] | None = None,
-                       status: StatusCallback = lambda message: None) -> tuple:
+def cpu_target_decoder(
+    target,
+    *,
+    dtype: str,
+    layout: str | None,
+    verify_tokens: int,
+    kernels: str = "auto",
+    compile: bool = False,
+    thread_counts: tuple[int, ...] | None = None,
+    status: StatusCallback = lambda message: None,
+) -> tuple:
     """The target's decoder in the CPU layout (and, for ``dtype`` auto, the dtype) the settings ask for, and
     the `LayoutChoice` (None off the CPU or on a non-native architecture). ``target`` (a `LoadedModel`,
     loaded in float32 for dtype auto) is switched to the chosen dtype's model."""
     decoder = make_decoder(target.model, kernels=kernels, compile=compile and dtype != "auto" and layout is None)
     if not isinstance(decoder, NativeDecoder) or decoder.device.type != "cpu":
         if dtype == "auto" or layout is not None:
-            raise SpecbenchError(f"dtype auto and layout need specbench's native decoder on the CPU; '{target.name}' "
-                                 "runs through the generic one")
+            raise SpecbenchError(
+                f"dtype auto and layout need specbench's native decoder on the CPU; '{target.name}' "
+                "runs through the generic one"
+            )
         return decoder, None
     if layout is None and dtype != "auto":
         return decoder, default_choice(decoder.dtype, verify_tokens)
@@ -72,11 +88,12 @@ def cpu_target_decoder(target, *, dtype: str, layout: str | None, verify_tokens:
         decoder.use_layout(choice.layout)
     else:
         decoders = {target.dtype: decoder}
-        for name in (auto_dtypes() if dtype == "auto" else []):
+        for name in auto_dtypes() if dtype == "auto" else []:
             if name not in decoders:  # a 16-bit copy of the float32 weights, as loading in that dtype gives
                 decoders[name] = make_decoder(copy.deepcopy(target.model).to(torch_dtype(name)), kernels=kernels)
-        choice = choose_layout(decoders, verify_tokens, target.weights_sha256 or target.name,
-                               thread_counts=thread_counts, status=status)
+        choice = choose_layout(
+            decoders, verify_tokens, target.weights_sha256 or target.name, thread_counts=thread_counts, status=status
+        )
         decoder = decoders[choice.dtype]
         target.model, target.dtype = decoder.model, choice.dtype
     if compile:
@@ -89,9 +106,19 @@ class OwnEngineBackend:
 
     name = "own"
 
-    def __init__(self, *, target: str, device: str, dtype: str, kernels: str = "auto", compile: bool = False,
-                 seed: int = 0, threads: int | str | None = None, layout: str | None = None,
-                 verify_tokens: int = PROBE_VERIFY_TOKENS):
+    def __init__(
+        self,
+        *,
+        target: str,
+        device: str,
+        dtype: str,
+        kernels: str = "auto",
+        compile: bool = False,
+        seed: int = 0,
+        threads: int | str | None = None,
+        layout: str | None = None,
+        verify_tokens: int = PROBE_VERIFY_TOKENS,
+    ):
         check_cpu_settings(device, dtype, layout, "backend own")
         self.target_spec, self.device, self.dtype = target, device, dtype
         self.layout_setting, self.verify_tokens = layout, verify_tokens
@@ -115,7 +142,9 @@ class OwnEngineBackend:
         if isinstance(self.thread_setting, int):
             torch.set_num_threads(self.thread_setting)
         status(f"loading target {self.target_spec}")
-        self.target = load_model(self.target_spec, device=self.device, dtype="fp32" if self.dtype == "auto" else self.dtype)
+        self.target = load_model(
+            self.target_spec, device=self.device, dtype="fp32" if self.dtype == "auto" else self.dtype
+        )
         if self.target.tokenizer is None:
             raise SpecbenchError(f"target '{self.target_spec}' has no tokenizer; sweeps need text prompts")
         counts = None
@@ -124,8 +153,15 @@ class OwnEngineBackend:
         elif isinstance(self.thread_setting, int):
             counts = (self.thread_setting,)
         self.decoder, self.layout_choice = cpu_target_decoder(
-            self.target, dtype=self.dtype, layout=self.layout_setting, verify_tokens=self.verify_tokens,
-            kernels=self.kernels, compile=self.compile, thread_counts=counts, status=status)
+            self.target,
+            dtype=self.dtype,
+            layout=self.layout_setting,
+            verify_tokens=self.verify_tokens,
+            kernels=self.kernels,
+            compile=self.compile,
+            thread_counts=counts,
+            status=status,
+        )
         if self.layout_choice is not None and self.layout_choice.setting != "default":
             status(f"CPU: {self.layout_choice.summary()}")
         self.device_name = device_info(self.device)["device_name"]
@@ -181,8 +217,11 @@ class OwnEngineBackend:
         with, and (auto) the probes' timings. None off the CPU."""
         if self.device != "cpu":
             return None
-        report = {"setting": "default" if self.thread_setting is None else self.thread_setting,
-                  "target": dict(self._used["target"]), "drafters": dict(self._used["drafters"])}
+        report = {
+            "setting": "default" if self.thread_setting is None else self.thread_setting,
+            "target": dict(self._used["target"]),
+            "drafters": dict(self._used["drafters"]),
+        }
         if self._probes:
             report["probes"] = {key: probe.to_dict() for key, probe in self._probes.items()}
         return report
@@ -210,8 +249,9 @@ class OwnEngineBackend:
         """The drafter of a `DrafterSetting`, built once per sweep."""
         if setting not in self._drafters:
             self._status(f"preparing drafter {setting.label}")
-            self._drafters[setting] = make_drafter(setting.type, self.target, setting.params_dict,
-                                                   device=self.device, dtype=self.dtype_used)
+            self._drafters[setting] = make_drafter(
+                setting.type, self.target, setting.params_dict, device=self.device, dtype=self.dtype_used
+            )
             if self.compile:
                 self._drafters[setting].compile_steps()
         return self._drafters[setting]
@@ -220,16 +260,27 @@ class OwnEngineBackend:
         if config not in self._engines:
             strategy = getattr(config, "strategy", None)
             online = strategy is not None and strategy.is_online
-            drafter = None if config.is_baseline else (self._own_drafter(config.drafter) if online
-                                                       else self.drafter(config.drafter))
+            drafter = (
+                None
+                if config.is_baseline
+                else (self._own_drafter(config.drafter) if online else self.drafter(config.drafter))
+            )
             sampling = SamplingParams(config.temperature, config.top_k, config.top_p)
             driver = None  # sequential rounds
             if strategy is not None and strategy.nested:
                 driver = NestedDriver(prepared=strategy.prepared)
             elif online:
                 driver = OnlineDriver(strategy.online)
-            engine = SpeculativeEngine(self.target, drafter, gamma=config.gamma, tree=config.tree, sampling=sampling,
-                                       decoder=self.decoder, schedule=config.schedule, driver=driver)
+            engine = SpeculativeEngine(
+                self.target,
+                drafter,
+                gamma=config.gamma,
+                tree=config.tree,
+                sampling=sampling,
+                decoder=self.decoder,
+                schedule=config.schedule,
+                driver=driver,
+            )
             engine.threads = self._role_threads(engine, config.drafter)
             engine.generate(warmup_ids, WARMUP_TOKENS, seed=0, stop_at_eos=False)  # untimed warm-up
             if online:
@@ -242,17 +293,29 @@ class OwnEngineBackend:
         self._status(f"preparing drafter {setting.label} (online: a copy of its own)")
         return make_drafter(setting.type, self.target, setting.params_dict, device=self.device, dtype=self.dtype_used)
 
-    def generate(self, config, prompt_ids: list[int], max_new_tokens: int, *, seed: int, stop_at_eos: bool,
-                 on_round: RoundCallback | None = None) -> GenerationResult:
+    def generate(
+        self,
+        config,
+        prompt_ids: list[int],
+        max_new_tokens: int,
+        *,
+        seed: int,
+        stop_at_eos: bool,
+        on_round: RoundCallback | None = None,
+    ) -> GenerationResult:
         engine = self._engine(config, prompt_ids)
         return engine.generate(prompt_ids, max_new_tokens, seed=seed, stop_at_eos=stop_at_eos, on_round=on_round)
 
     def generate_batch(self, config, requests: list[Request], concurrency: int) -> list[GenerationResult]:
         if concurrency != 1:
-            raise SpecbenchError(f"the own engine runs one request at a time (concurrency {concurrency} asked): "
-                                 "measure concurrency with a serving-engine backend (backend: vllm)")
-        return [self.generate(config, r.prompt_ids, r.max_new_tokens, seed=r.seed, stop_at_eos=r.stop_at_eos)
-                for r in requests]
+            raise SpecbenchError(
+                f"the own engine runs one request at a time (concurrency {concurrency} asked): "
+                "measure concurrency with a serving-engine backend (backend: vllm)"
+            )
+        return [
+            self.generate(config, r.prompt_ids, r.max_new_tokens, seed=r.seed, stop_at_eos=r.stop_at_eos)
+            for r in requests
+        ]
 
     def close(self) -> None:
         self._engines.clear()
@@ -263,24 +326,48 @@ def own_backend(options: dict, *, target: str, device: str, dtype: str, seed: in
     """The own engine through the registry's common constructor (options: kernels, compile, threads, layout,
     verify_tokens: the verify size the layout probe measures; checked by `specbench.backends.options`)."""
     options = check_backend_options("own", options)
-    return OwnEngineBackend(target=target, device=device, dtype=dtype, seed=seed,
-                            kernels=options.get("kernels", "auto"), compile=options.get("compile", False),
-                            threads=options.get("threads"), layout=options.get("layout"),
-                            verify_tokens=options.get("verify_tokens", PROBE_VERIFY_TOKENS))
+    return OwnEngineBackend(
+        target=target,
+        device=device,
+        dtype=dtype,
+        seed=seed,
+        kernels=options.get("kernels", "auto"),
+        compile=options.get("compile", False),
+        threads=options.get("threads"),
+        layout=options.get("layout"),
+        verify_tokens=options.get("verify_tokens", PROBE_VERIFY_TOKENS),
+    )
 
 
-def timed_generation(engine: SpeculativeEngine, prompt_ids: list[int], max_new_tokens: int, *, seed: int,
-                     stop_at_eos: bool):
+def timed_generation(
+    engine: SpeculativeEngine, prompt_ids: list[int], max_new_tokens: int, *, seed: int, stop_at_eos: bool
+):
     """A short untimed warm-up on the same prompt, then the measured generation."""
     engine.generate(prompt_ids, min(WARMUP_TOKENS, max_new_tokens), seed=seed, stop_at_eos=stop_at_eos)
     return engine.generate(prompt_ids, max_new_tokens, seed=seed, stop_at_eos=stop_at_eos)
 
 
-def run_prompt(*, target: str, drafter: str, params: dict, gamma: int, sampling: SamplingParams, prompt: str,
-               tree: str = "chain", kernels: str = "auto", compile: bool = False,
-               max_new_tokens: int, seed: int = 0, baseline: bool = False, chat: bool = True,
-               stop_at_eos: bool = True, device: str = "cpu", dtype: str = "fp32", layout: str | None = None,
-               status: Callable[[str], None] | None = None) -> dict:
+def run_prompt(
+    *,
+    target: str,
+    drafter: str,
+    params: dict,
+    gamma: int,
+    sampling: SamplingParams,
+    prompt: str,
+    tree: str = "chain",
+    kernels: str = "auto",
+    compile: bool = False,
+    max_new_tokens: int,
+    seed: int = 0,
+    baseline: bool = False,
+    chat: bool = True,
+    stop_at_eos: bool = True,
+    device: str = "cpu",
+    dtype: str = "fp32",
+    layout: str | None = None,
+    status: Callable[[str], None] | None = None,
+) -> dict:
     """Run ``prompt`` with the given drafter (and optionally the γ=0 baseline); return a report dict."""
     say = status or (lambda message: None)
     if drafter != TARGET_ONLY:
@@ -293,22 +380,43 @@ def run_prompt(*, target: str, drafter: str, params: dict, gamma: int, sampling:
     prompt_ids = encode_conversation(target_model.tokenizer, [prompt], chat=chat)
     limits.check_context(target_model.model, target, len(prompt_ids), max_new_tokens)
     verify_tokens = 1 if gamma == 0 else 1 + shape_for(tree, gamma).num_nodes
-    decoder, choice = cpu_target_decoder(target_model, dtype=dtype, layout=layout, verify_tokens=min(verify_tokens, 64),
-                                         kernels=kernels, compile=compile, status=say)
+    decoder, choice = cpu_target_decoder(
+        target_model,
+        dtype=dtype,
+        layout=layout,
+        verify_tokens=min(verify_tokens, 64),
+        kernels=kernels,
+        compile=compile,
+        status=say,
+    )
     dtype = target_model.dtype
     draft = None
     if gamma > 0:
         say(f"preparing drafter {drafter}")
         draft = make_drafter(drafter, target_model, params, device=device, dtype=dtype)
     say("generating")
-    engine = SpeculativeEngine(target_model, draft, gamma=gamma, tree=tree, sampling=sampling, kernels=kernels,
-                               compile=compile, decoder=decoder)
+    engine = SpeculativeEngine(
+        target_model,
+        draft,
+        gamma=gamma,
+        tree=tree,
+        sampling=sampling,
+        kernels=kernels,
+        compile=compile,
+        decoder=decoder,
+    )
     result = timed_generation(engine, prompt_ids, max_new_tokens, seed=seed, stop_at_eos=stop_at_eos)
     report = {
-        "target": target, "drafter": drafter if gamma > 0 else TARGET_ONLY, "drafter_params": params, "gamma": gamma,
+        "target": target,
+        "drafter": drafter if gamma > 0 else TARGET_ONLY,
+        "drafter_params": params,
+        "gamma": gamma,
         "tree": tree if gamma > 0 else "chain",
-        "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k,
-        "device": str(engine.device), "dtype": dtype,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k,
+        "device": str(engine.device),
+        "dtype": dtype,
         "layout": None if choice is None else choice.summary(),
         "cpu_layout": None if choice is None else choice.to_dict(),
         "text": target_model.tokenizer.decode(result.tokens, skip_special_tokens=True),

@@ -103,7 +103,7 @@ class Scrape:
         return float(sum(values)) if values else None
 
     def is_counter(self, name: str) -> bool:
-        family = name[:-len("_total")] if name.endswith("_total") else name
+        family = name[: -len("_total")] if name.endswith("_total") else name
         kind = self.types.get(name) or self.types.get(family)
         return kind == "counter" if kind else name.endswith("_total")
 
@@ -166,8 +166,11 @@ def _check_spec_series(scrape: Scrape, server: str | None) -> None:
         if not math.isfinite(value) or value < 0 or value > 2**53:
             raise SpecbenchError(f"{where}: {name} must be a count (finite, >= 0), got {value:g}")
         position = dict(labels).get("position")
-        if name in PER_POS_SERIES and position is not None and not (position.isascii() and position.isdigit()
-                                                                   and len(position) <= 4):
+        if (
+            name in PER_POS_SERIES
+            and position is not None
+            and not (position.isascii() and position.isdigit() and len(position) <= 4)
+        ):
             raise SpecbenchError(f"{where}: {name} has position label {position[:20]!r}, not a draft position")
 
 
@@ -214,8 +217,10 @@ def diff(before: Scrape, after: Scrape) -> Scrape:
         if after.is_counter(name):
             old = before.samples.get(key, 0.0)
             if value < old:
-                raise SpecbenchError(f"counter {name} went down between two scrapes ({old:g} → {value:g}): "
-                                     "the server restarted while measuring")
+                raise SpecbenchError(
+                    f"counter {name} went down between two scrapes ({old:g} → {value:g}): "
+                    "the server restarted while measuring"
+                )
             out.samples[key] = value - old
         else:
             out.samples[key] = value
@@ -223,6 +228,7 @@ def diff(before: Scrape, after: Scrape) -> Scrape:
 
 
 # ----------------------------------------------------------------------------- acceptance figures
+
 
 @dataclass
 class SpecCounts:
@@ -262,11 +268,18 @@ class SpecCounts:
         return [a / n if n else math.nan for a, n in zip(self.per_position, reached)]
 
     def as_dict(self) -> dict:
-        return {"source": self.source, "drafts": self.drafts, "draft_tokens": self.draft_tokens,
-                "accepted": self.accepted, "per_position": list(self.per_position),
-                "alpha": _finite(self.alpha), "mean_acceptance_length": _finite(self.mean_acceptance_length),
-                "position_acceptance": [_finite(x) for x in self.position_acceptance()],
-                "accept_length": self.accept_length, "accept_rate": self.accept_rate}
+        return {
+            "source": self.source,
+            "drafts": self.drafts,
+            "draft_tokens": self.draft_tokens,
+            "accepted": self.accepted,
+            "per_position": list(self.per_position),
+            "alpha": _finite(self.alpha),
+            "mean_acceptance_length": _finite(self.mean_acceptance_length),
+            "position_acceptance": [_finite(x) for x in self.position_acceptance()],
+            "accept_length": self.accept_length,
+            "accept_rate": self.accept_rate,
+        }
 
 
 def _finite(x: float) -> float | None:
@@ -300,9 +313,13 @@ def engine_counts(delta: Scrape, engine: CounterNames) -> SpecCounts | None:
         if position is not None:
             per_pos[int(position)] = per_pos.get(int(position), 0.0) + value
     positions = [int(per_pos.get(i, 0)) for i in range(max(per_pos) + 1)] if per_pos else []
-    return SpecCounts(engine.source, drafts=int(delta.total(engine.drafts) or 0),
-                      draft_tokens=int(delta.total(engine.draft_tokens) or 0),
-                      accepted=int(delta.total(engine.accepted) or 0), per_position=positions)
+    return SpecCounts(
+        engine.source,
+        drafts=int(delta.total(engine.drafts) or 0),
+        draft_tokens=int(delta.total(engine.draft_tokens) or 0),
+        accepted=int(delta.total(engine.accepted) or 0),
+        per_position=positions,
+    )
 
 
 def vllm_counts(delta: Scrape) -> SpecCounts | None:
@@ -323,8 +340,11 @@ def sglang_gauges(after: Scrape) -> SpecCounts | None:
     if not after.total(SGLANG_ACCEPT_LENGTH):
         return None  # SGLang always declares the gauge; 0 means no speculative step was logged
     n_series = max(len(after.series(SGLANG_ACCEPT_LENGTH)), 1)  # several DP ranks: report the mean
-    return SpecCounts("sglang-gauges", accept_length=after.total(SGLANG_ACCEPT_LENGTH) / n_series,
-                      accept_rate=None if rate is None else rate / max(len(after.series(SGLANG_ACCEPT_RATE)), 1))
+    return SpecCounts(
+        "sglang-gauges",
+        accept_length=after.total(SGLANG_ACCEPT_LENGTH) / n_series,
+        accept_rate=None if rate is None else rate / max(len(after.series(SGLANG_ACCEPT_RATE)), 1),
+    )
 
 
 def window_counts(before: Scrape, after: Scrape) -> SpecCounts | None:
@@ -340,9 +360,12 @@ def sglang_request_counts(meta: dict, completion_tokens: int) -> SpecCounts | No
     verify = int(meta["spec_verify_ct"])
     accepted = meta.get("spec_accept_token_num")
     drafted = meta.get("spec_draft_token_num")
-    counts = SpecCounts("sglang-meta", drafts=verify,
-                        accepted=None if accepted is None else int(accepted),
-                        draft_tokens=None if drafted is None else int(drafted))
+    counts = SpecCounts(
+        "sglang-meta",
+        drafts=verify,
+        accepted=None if accepted is None else int(accepted),
+        draft_tokens=None if drafted is None else int(drafted),
+    )
     if counts.accepted is None and verify:
         counts.accept_length = completion_tokens / verify  # SGLang's own definition, bonus included
         counts.drafts = None

@@ -45,8 +45,10 @@ def check_port_free(port: int, host: str = HOST) -> None:
         try:
             sock.bind((host, int(port)))
         except OSError:
-            raise SpecbenchError(f"port {port} on {host} is in use: choose another port or leave it out "
-                                 "(specbench then picks a free one)") from None
+            raise SpecbenchError(
+                f"port {port} on {host} is in use: choose another port or leave it out "
+                "(specbench then picks a free one)"
+            ) from None
 
 
 def group_members(pgid: int) -> list[int]:
@@ -59,7 +61,7 @@ def group_members(pgid: int) -> list[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rfind(")") + 2:].split()  # state ppid pgrp ...
+        fields = stat[stat.rfind(")") + 2 :].split()  # state ppid pgrp ...
         if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != "Z":
             members.append(int(entry.name))
     return members
@@ -90,7 +92,7 @@ class _Terminated(SystemExit):
     """SIGTERM/SIGHUP arrived: unwinds (exit code 128 + signal) so that `finally` blocks stop servers."""
 
 
-_live: set["ServerProcess"] = set()
+_live: set[ServerProcess] = set()
 _handlers_installed = False
 _previous_handlers: dict = {}
 
@@ -127,8 +129,16 @@ def _install_handlers() -> None:
 class ServerProcess:
     """One server process group: ``command`` is run with its output in ``log_path``."""
 
-    def __init__(self, command: list[str], *, port: int, env: dict | None = None, log_dir: str | None = None,
-                 name: str = "server", grace: float = STOP_GRACE_S):
+    def __init__(
+        self,
+        command: list[str],
+        *,
+        port: int,
+        env: dict | None = None,
+        log_dir: str | None = None,
+        name: str = "server",
+        grace: float = STOP_GRACE_S,
+    ):
         self.command, self.port, self.name, self.grace = command, port, name, grace
         self.env = {**os.environ, **(env or {})}
         folder = Path(log_dir or tempfile.mkdtemp(prefix="specbench-server-"))
@@ -145,9 +155,15 @@ class ServerProcess:
         _install_handlers()
         log = open_appending(self.log_path)  # never through a symlink (`specbench.safe_files`)
         try:
-            self.proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                         env=self.env, start_new_session=True,
-                                         preexec_fn=_parent_death_signal if self._death_signal_ok() else None)
+            self.proc = subprocess.Popen(
+                self.command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                start_new_session=True,
+                preexec_fn=_parent_death_signal if self._death_signal_ok() else None,
+            )
         except OSError as exc:
             raise SpecbenchError(f"could not start {self.name} ({self.command[0]}): {exc.strerror or exc}") from None
         finally:
@@ -180,8 +196,11 @@ class ServerProcess:
             code = self.proc.returncode
             last = self.last_log_line()
             self.stop()
-            raise SpecbenchError(f"{self.name} on port {self.port} exited (code {code})"
-                                 + (f": {last}" if last else "") + f" — log: {self.log_path}")
+            raise SpecbenchError(
+                f"{self.name} on port {self.port} exited (code {code})"
+                + (f": {last}" if last else "")
+                + f" — log: {self.log_path}"
+            )
 
     def wait_healthy(self, timeout: float, status=None, path: str = "/health") -> None:
         deadline = time.monotonic() + timeout
@@ -197,8 +216,10 @@ class ServerProcess:
             now = time.monotonic()
             if now > deadline:
                 self.stop()
-                raise SpecbenchError(f"{self.name} on port {self.port} was not healthy after {timeout:.0f} s "
-                                     f"(raise startup_timeout_s) — log: {self.log_path}")
+                raise SpecbenchError(
+                    f"{self.name} on port {self.port} was not healthy after {timeout:.0f} s "
+                    f"(raise startup_timeout_s) — log: {self.log_path}"
+                )
             if status is not None and now - last_report >= 15.0:
                 status(f"waiting for {self.name} on port {self.port} ({now - started:.0f} s)")
                 last_report = now

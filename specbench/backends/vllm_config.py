@@ -19,15 +19,15 @@ here; the drafter → config mapping itself is `specbench.analysis.settings.vllm
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from specbench.analysis.settings.vllm_speculative import draft_model_spec
-from specbench.engine.schedule import ADAPTIVE_K, BATCH_SIZE, SERVING_SCHEDULES, schedule_ranges
 from specbench.analysis.settings.vllm_speculative import speculative_config as build_speculative_config
 from specbench.backends.options import check_backend_options
 from specbench.catalogue import drafters as catalogue
 from specbench.engine.drafters.checkpoint_location import is_shipped, is_speculators, looks_like_hub_id
+from specbench.engine.schedule import ADAPTIVE_K, BATCH_SIZE, SERVING_SCHEDULES, schedule_ranges
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import DTYPES
 
@@ -42,12 +42,18 @@ def engine_kwargs(options: dict, *, device: str, dtype: str, seed: int, max_conc
     cpu = not str(device).startswith("cuda")
     vllm_dtype = DTYPES.get(str(options.get("dtype", dtype)), str(options.get("dtype", dtype)))
     kwargs = {
-        "dtype": vllm_dtype, "seed": int(seed), "max_model_len": int(options.get("max_model_len", 2048)),
+        "dtype": vllm_dtype,
+        "seed": int(seed),
+        "max_model_len": int(options.get("max_model_len", 2048)),
         "max_num_seqs": int(options.get("max_num_seqs", max(1, max_concurrency))),
         "enforce_eager": bool(options.get("enforce_eager", cpu)),
     }
-    for key in ("tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend",
-                "gpu_memory_utilization"):
+    for key in (
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "distributed_executor_backend",
+        "gpu_memory_utilization",
+    ):
         if key in options:
             kwargs[key] = options[key]
     if not cpu and "kv_cache_gib" in options:
@@ -69,13 +75,17 @@ def checkpoint_problem(kind: str, checkpoint: str | None) -> str | None:
     this kind (its ``speculators_model_type`` and flags name it: `catalogue.from_speculators`), or a hub id,
     passed through as given (vLLM downloads and reads it; its kind is not checked offline)."""
     entry = catalogue.get(kind)
-    formats = "a folder in vLLM's layout" + (" or the speculators format" if entry.speculators else "") + ", or a hub id"
+    formats = (
+        "a folder in vLLM's layout" + (" or the speculators format" if entry.speculators else "") + ", or a hub id"
+    )
     if not checkpoint:
         return f"it needs checkpoint=<{formats}>"
     if is_shipped(checkpoint):
         how = "speculators" if entry.speculators else "vllm"
-        return (f"checkpoint {checkpoint} is in specbench's own format, which vLLM cannot load; export it: "
-                f"specbench export-drafter {kind} --checkpoint {checkpoint} --format {how} --out DIR")
+        return (
+            f"checkpoint {checkpoint} is in specbench's own format, which vLLM cannot load; export it: "
+            f"specbench export-drafter {kind} --checkpoint {checkpoint} --format {how} --out DIR"
+        )
     folder = Path(str(checkpoint)).expanduser()
     if not folder.is_dir():
         return None if looks_like_hub_id(checkpoint) else f"checkpoint {checkpoint} is not a folder here nor a hub id"
@@ -85,8 +95,10 @@ def checkpoint_problem(kind: str, checkpoint: str | None) -> str | None:
         return f"{folder} has no readable config.json (it needs {formats})"
     if not isinstance(data, dict) or data.get("format") == "specbench-drafter":
         how = "speculators" if entry.speculators else "vllm"
-        return (f"{folder} is in specbench's own format, which vLLM cannot load; export it: "
-                f"specbench export-drafter {kind} --checkpoint {folder} --format {how} --out DIR")
+        return (
+            f"{folder} is in specbench's own format, which vLLM cannot load; export it: "
+            f"specbench export-drafter {kind} --checkpoint {folder} --format {how} --out DIR"
+        )
     if is_speculators(data):
         found = catalogue.from_speculators(data)  # one line when no kind has it
         return None if found == kind else f"{folder} holds a speculators {found} head, not {kind}"
@@ -103,12 +115,16 @@ def check_runnable(config) -> None:
     name, params = config.drafter.type, config.drafter.params_dict
     kind = catalogue.get(name)
     if config.tree != "chain":
-        raise SpecbenchError(f"tree '{config.tree}' cannot run on vLLM: vLLM 0.32's SpeculativeConfig has no token "
-                             "tree (use trees: [chain] with backend vllm)")
+        raise SpecbenchError(
+            f"tree '{config.tree}' cannot run on vLLM: vLLM 0.32's SpeculativeConfig has no token "
+            "tree (use trees: [chain] with backend vllm)"
+        )
     if kind.vllm_weights == "target":
-        raise SpecbenchError(f"drafter {name} cannot run on vLLM: vLLM's {kind.vllm_method.upper()} uses layers inside the "
-                             "target's own checkpoint (DeepSeek-V3, Qwen3-Next, ...), which specbench's targets do "
-                             "not have")
+        raise SpecbenchError(
+            f"drafter {name} cannot run on vLLM: vLLM's {kind.vllm_method.upper()} uses layers inside the "
+            "target's own checkpoint (DeepSeek-V3, Qwen3-Next, ...), which specbench's targets do "
+            "not have"
+        )
     if kind.vllm_weights == "model" and not draft_model_spec(name, params):
         raise SpecbenchError(f"drafter {name} cannot run on vLLM without a model (params: {{model: NAME}})")
     if kind.vllm_weights == "checkpoint":
@@ -134,8 +150,9 @@ def check_server_sweep(options: dict, configs: list, where: str) -> None:
         speculative_config(config)
 
 
-def speculative_config(config, resolve_model: Callable[[str], str] | None = None,
-                       options: dict | None = None) -> dict | None:
+def speculative_config(
+    config, resolve_model: Callable[[str], str] | None = None, options: dict | None = None
+) -> dict | None:
     """vLLM's ``speculative_config`` for a `RunConfig` (None for the target-only baseline), as both
     vLLM backends run it: `check_runnable`, then the one mapping (`analysis.settings.vllm_speculative`).
 
@@ -148,8 +165,13 @@ def speculative_config(config, resolve_model: Callable[[str], str] | None = None
     check_runnable(config)
     resolve = resolve_model or str
     parallel = (options or {}).get("draft_tensor_parallel_size")
-    built = build_speculative_config(config.drafter.type, config.drafter.params_dict, int(config.gamma),
-                                     model_name=lambda spec: resolve(str(spec)), draft_tensor_parallel_size=parallel)
+    built = build_speculative_config(
+        config.drafter.type,
+        config.drafter.params_dict,
+        int(config.gamma),
+        model_name=lambda spec: resolve(str(spec)),
+        draft_tensor_parallel_size=parallel,
+    )
     return with_schedule(built, config.schedule)
 
 
@@ -160,8 +182,10 @@ def with_schedule(built: dict, schedule) -> dict:
     if schedule is None or schedule.is_fixed:
         return built
     if schedule.name not in SERVING_SCHEDULES:
-        raise SpecbenchError(f"schedule '{schedule.label}' cannot run in vLLM: schedules other than fixed run in "
-                             "specbench's own engine, live (vLLM takes its own: batch-size, adaptive-k)")
+        raise SpecbenchError(
+            f"schedule '{schedule.label}' cannot run in vLLM: schedules other than fixed run in "
+            "specbench's own engine, live (vLLM takes its own: batch-size, adaptive-k)"
+        )
     out = dict(built)
     if schedule.name == BATCH_SIZE:
         out["num_speculative_tokens_per_batch_size"] = schedule_ranges(schedule)

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections import OrderedDict
 import shutil
 import signal
 import subprocess
 import tempfile
+from collections import OrderedDict
 from pathlib import Path
 
 from specbench.backends.base import (
@@ -36,8 +36,6 @@ from specbench.backends.base import (
     cpu_engine_cores,
 )
 from specbench.backends.kept_engines import make_room
-from specbench.catalogue import drafters as catalogue
-from specbench.engine.device import cpu_name
 from specbench.backends.vllm_config import (
     check_options,
     engine_kwargs,
@@ -46,6 +44,8 @@ from specbench.backends.vllm_config import (
 )
 from specbench.backends.vllm_env import vllm_python
 from specbench.backends.vllm_results import check_counters, result_from_output
+from specbench.catalogue import drafters as catalogue
+from specbench.engine.device import cpu_name
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import model_folder
 from specbench.safe_files import open_appending
@@ -68,9 +68,16 @@ class WorkerProcess:
     def __init__(self, python: Path, env: dict, log_path: Path):
         self.log_path = log_path
         self._log = open_appending(log_path)  # never through a symlink (`specbench.safe_files`)
-        self.proc = subprocess.Popen([str(python), str(WORKER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=self._log, env={**os.environ, **env}, start_new_session=True,
-                                     text=True, bufsize=1)
+        self.proc = subprocess.Popen(
+            [str(python), str(WORKER)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            env={**os.environ, **env},
+            start_new_session=True,
+            text=True,
+            bufsize=1,
+        )
 
     def log_tail(self, lines: int = 3) -> str:
         try:
@@ -91,8 +98,10 @@ class WorkerProcess:
         if not line:
             code = self.proc.wait(timeout=30) if self.proc.poll() is None else self.proc.returncode
             tail = self.log_tail()
-            raise SpecbenchError(f"the vLLM worker stopped (exit {code}) during '{message.get('op')}'"
-                                 f"{': ' + tail if tail else ''} (log: {self.log_path})")
+            raise SpecbenchError(
+                f"the vLLM worker stopped (exit {code}) during '{message.get('op')}'"
+                f"{': ' + tail if tail else ''} (log: {self.log_path})"
+            )
         try:
             return json.loads(line)
         except ValueError:
@@ -188,12 +197,23 @@ class VLLMBackend(ServingBackend):
         worker = WorkerProcess(self.python, worker_env(self.options, self.device), log)
         self._workers[key], self._worker = worker, worker
         self.engine_starts += 1
-        kwargs = engine_kwargs(self.options, device=self.device, dtype=self.dtype, seed=self.seed,
-                               max_concurrency=int(self.options.get("max_num_seqs", 1)))
+        kwargs = engine_kwargs(
+            self.options,
+            device=self.device,
+            dtype=self.dtype,
+            seed=self.seed,
+            max_concurrency=int(self.options.get("max_num_seqs", 1)),
+        )
         try:
-            answer = worker.ask({"op": "start", "model": self._folder, "engine": kwargs,
-                                 "speculative_config": spec_config,
-                                 "warmup_tokens": int(self.options.get("warmup_tokens", 8))})
+            answer = worker.ask(
+                {
+                    "op": "start",
+                    "model": self._folder,
+                    "engine": kwargs,
+                    "speculative_config": spec_config,
+                    "warmup_tokens": int(self.options.get("warmup_tokens", 8)),
+                }
+            )
         except SpecbenchError:
             self._failed = True
             raise
@@ -225,17 +245,30 @@ class VLLMBackend(ServingBackend):
     def timing_scope(self) -> TimingScope:
         """The workers' sessions are the engine's own CPU; on a CPU the engine computes on every core."""
         cores = cpu_engine_cores() if not str(self.device).startswith("cuda") else 1
-        return TimingScope(tuple(w.proc.pid for w in self._workers.values()), cores,
-                           "machine state of this machine, vLLM's worker and engine core counted as the sweep's own")
+        return TimingScope(
+            tuple(w.proc.pid for w in self._workers.values()),
+            cores,
+            "machine state of this machine, vLLM's worker and engine core counted as the sweep's own",
+        )
 
     # ------------------------------------------------------------------ generation
     def generate_batch(self, config, requests: list[Request], concurrency: int) -> list[GenerationResult]:
         if concurrency < 1:
             raise SpecbenchError(f"concurrency must be >= 1, got {concurrency}")
         self._ensure_worker(config)
-        payload = [{"prompt_token_ids": list(r.prompt_ids), "max_tokens": int(r.max_new_tokens),
-                    "temperature": config.temperature, "top_p": config.top_p, "top_k": config.top_k,
-                    "seed": int(r.seed), "ignore_eos": not r.stop_at_eos, "arrival_s": r.arrival_s} for r in requests]
+        payload = [
+            {
+                "prompt_token_ids": list(r.prompt_ids),
+                "max_tokens": int(r.max_new_tokens),
+                "temperature": config.temperature,
+                "top_p": config.top_p,
+                "top_k": config.top_k,
+                "seed": int(r.seed),
+                "ignore_eos": not r.stop_at_eos,
+                "arrival_s": r.arrival_s,
+            }
+            for r in requests
+        ]
         try:
             answer = self._worker.ask({"op": "generate", "requests": payload, "concurrency": int(concurrency)})
         except SpecbenchError:
@@ -243,36 +276,57 @@ class VLLMBackend(ServingBackend):
             raise
         if not answer.get("ok"):
             self._failed = True
-            raise SpecbenchError(f"vLLM failed on {config.label}: {answer.get('error')} "
-                                 f"(log: {self._worker.log_path})")
+            raise SpecbenchError(f"vLLM failed on {config.label}: {answer.get('error')} (log: {self._worker.log_path})")
         outputs = answer["outputs"]
         speculative = config.drafter is not None and config.gamma > 0
         if speculative:
             problems = check_counters(outputs, answer.get("counters_before") or {}, answer.get("counters_after") or {})
             if problems:
                 self.counter_problems.extend(problems)
-                self._status(f"warning: vLLM's counters disagree with per-request metrics ({config.label}): "
-                             + "; ".join(problems))
+                self._status(
+                    f"warning: vLLM's counters disagree with per-request metrics ({config.label}): "
+                    + "; ".join(problems)
+                )
         steps = _draft_steps(config)
-        return [result_from_output(out, len(r.prompt_ids), speculative, draft_steps_per_round=steps)
-                for out, r in zip(outputs, requests)]
+        return [
+            result_from_output(out, len(r.prompt_ids), speculative, draft_steps_per_round=steps)
+            for out, r in zip(outputs, requests)
+        ]
 
-    def generate(self, config, prompt_ids: list[int], max_new_tokens: int, *, seed: int, stop_at_eos: bool,
-                 on_round: RoundCallback | None = None) -> GenerationResult:
+    def generate(
+        self,
+        config,
+        prompt_ids: list[int],
+        max_new_tokens: int,
+        *,
+        seed: int,
+        stop_at_eos: bool,
+        on_round: RoundCallback | None = None,
+    ) -> GenerationResult:
         return self.generate_batch(config, [Request(list(prompt_ids), max_new_tokens, seed, stop_at_eos)], 1)[0]
 
     def describe(self) -> dict:
         """What ran, for the results folder's backend.json: versions, engine arguments and, per
         configuration label, the exact speculative_config (null: target only)."""
-        return {"backend": self.name, "vllm_version": self.vllm_version, "model": self._folder,
-                "engine": engine_kwargs(self.options, device=self.device, dtype=self.dtype, seed=self.seed,
-                                        max_concurrency=int(self.options.get("max_num_seqs", 1))),
-                "configs": dict(self.ran_configs), "counter_problems": list(self.counter_problems),
-                "engine_starts": self.engine_starts, "engines_kept": self.engines_kept}
+        return {
+            "backend": self.name,
+            "vllm_version": self.vllm_version,
+            "model": self._folder,
+            "engine": engine_kwargs(
+                self.options,
+                device=self.device,
+                dtype=self.dtype,
+                seed=self.seed,
+                max_concurrency=int(self.options.get("max_num_seqs", 1)),
+            ),
+            "configs": dict(self.ran_configs),
+            "counter_problems": list(self.counter_problems),
+            "engine_starts": self.engine_starts,
+            "engines_kept": self.engines_kept,
+        }
 
     def close(self) -> None:
         """Stop the worker; its logs are kept only when something failed (the error names them)."""
         self._stop_worker()
         if not self._failed:
             shutil.rmtree(self.log_dir, ignore_errors=True)
-

@@ -27,7 +27,9 @@ from specbench.errors import SpecbenchError
 VENV_ENV = "SPECBENCH_VLLM_VENV"  # the one name: the vLLM environment's folder
 OLD_PYTHON_ENV = "SPECBENCH_VLLM_PYTHON"  # deprecated: an interpreter path
 REPO = Path(__file__).resolve().parents[2]
-INSTALL_HINT = f"run `make install-vllm` in the specbench checkout, or set {VENV_ENV} to a virtual environment with vLLM"
+INSTALL_HINT = (
+    f"run `make install-vllm` in the specbench checkout, or set {VENV_ENV} to a virtual environment with vLLM"
+)
 
 
 _NOTED: set[str] = set()
@@ -51,8 +53,10 @@ def _from_environment() -> Path | None:
         return _interpreter(Path(venv).expanduser())
     old = os.environ.get(OLD_PYTHON_ENV)
     if old:
-        _note_once(f"note: {OLD_PYTHON_ENV} is deprecated: set {VENV_ENV} to the vLLM environment's folder instead "
-                   f"({VENV_ENV}={Path(old).expanduser().parent.parent})")
+        _note_once(
+            f"note: {OLD_PYTHON_ENV} is deprecated: set {VENV_ENV} to the vLLM environment's folder instead "
+            f"({VENV_ENV}={Path(old).expanduser().parent.parent})"
+        )
         return Path(old).expanduser()
     return None
 
@@ -72,8 +76,11 @@ def vllm_python(*, venv: str | Path | None = None, python: str | Path | None = N
         candidates = [_interpreter(Path(venv).expanduser())]
     else:
         named = _from_environment()
-        candidates = [named] if named is not None else [_interpreter(REPO / ".venv-vllm"),
-                                                        _interpreter(Path.cwd() / ".venv-vllm")]
+        candidates = (
+            [named]
+            if named is not None
+            else [_interpreter(REPO / ".venv-vllm"), _interpreter(Path.cwd() / ".venv-vllm")]
+        )
     for path in candidates:
         if path.is_file() and os.access(path, os.X_OK):
             return path

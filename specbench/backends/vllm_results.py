@@ -54,16 +54,25 @@ def rounds_from_output(output: dict, speculative: bool) -> RoundLog:
             emitted = min(int(a) + 1, remaining)
             if emitted <= 0:
                 break
-            rounds.add(drafted=int(d), depth=int(d), accepted=int(a), emitted=emitted, draft_steps=0,
-                       draft_s=NAN, verify_s=NAN, round_s=NAN)
+            rounds.add(
+                drafted=int(d),
+                depth=int(d),
+                accepted=int(a),
+                emitted=emitted,
+                draft_steps=0,
+                draft_s=NAN,
+                verify_s=NAN,
+                round_s=NAN,
+            )
             remaining -= emitted
     for _ in range(remaining):  # steps without a draft (or the baseline): one token each
         rounds.add(drafted=0, depth=0, accepted=0, emitted=1, draft_steps=0, draft_s=NAN, verify_s=NAN, round_s=NAN)
     return rounds
 
 
-def result_from_output(output: dict, prompt_tokens: int, speculative: bool, *,
-                       draft_steps_per_round: int = 0) -> GenerationResult:
+def result_from_output(
+    output: dict, prompt_tokens: int, speculative: bool, *, draft_steps_per_round: int = 0
+) -> GenerationResult:
     """One request's `GenerationResult`, with ``ttft_s`` and ``itl_s`` set."""
     tokens = [int(t) for t in output.get("token_ids") or []]
     rounds = rounds_from_output(output, speculative)
@@ -76,11 +85,18 @@ def result_from_output(output: dict, prompt_tokens: int, speculative: bool, *,
     ttft = float(times[0]) + waited if times else NAN
     decode_s = float(times[-1] - times[0]) if len(times) > 1 else 0.0
     itl = decode_s / (len(tokens) - 1) if len(tokens) > 1 and len(times) > 1 else NAN
-    result = GenerationResult(prompt_tokens=prompt_tokens, tokens=tokens, rounds=rounds, prefill_s=float(times[0])
-                              if times else NAN, decode_s=decode_s if len(times) > 1 else NAN,
-                              stop_reason="length" if output.get("finish_reason") == "length" else "eos",
-                              ttft_s=ttft, itl_s=itl, arrival_s=arrival,
-                              finish_s=submit + float(times[-1]) if times else None)
+    result = GenerationResult(
+        prompt_tokens=prompt_tokens,
+        tokens=tokens,
+        rounds=rounds,
+        prefill_s=float(times[0]) if times else NAN,
+        decode_s=decode_s if len(times) > 1 else NAN,
+        stop_reason="length" if output.get("finish_reason") == "length" else "eos",
+        ttft_s=ttft,
+        itl_s=itl,
+        arrival_s=arrival,
+        finish_s=submit + float(times[-1]) if times else None,
+    )
     return result
 
 
@@ -129,6 +145,6 @@ def check_counters(outputs: list[dict], before: dict, after: dict) -> list[str]:
     if PER_POS in delta:
         counted = list(delta[PER_POS])
         summed = sums[PER_POS] + [0] * max(len(counted) - len(sums[PER_POS]), 0)
-        if counted != summed[: len(counted)] or any(summed[len(counted):]):
+        if counted != summed[: len(counted)] or any(summed[len(counted) :]):
             problems.append(f"{PER_POS}: counter +{counted}, per-request sum {sums[PER_POS]}")
     return problems

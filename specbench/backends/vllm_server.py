@@ -62,8 +62,13 @@ class VLLMServerBackend(LaunchedServers, OpenAIServerBackend):
 
     def __init__(self, options: dict, *, target: str, device: str, dtype: str, seed: int):
         options = check_backend_options(self.name, options)  # `specbench.backends.options`
-        self._setup({key: options[key] for key in ("timeout_s", "warmup", "tokenizer") if key in options},
-                    target=target, device=device, dtype=dtype, seed=seed)
+        self._setup(
+            {key: options[key] for key in ("timeout_s", "warmup", "tokenizer") if key in options},
+            target=target,
+            device=device,
+            dtype=dtype,
+            seed=seed,
+        )
         if dtype not in DTYPES:
             raise SpecbenchError(f"backend {self.name}: dtype '{dtype}' has no vLLM name (known: {', '.join(DTYPES)})")
         self._launcher(options)
@@ -89,11 +94,26 @@ class VLLMServerBackend(LaunchedServers, OpenAIServerBackend):
 
     def command(self, port: int, spec: dict | None) -> list[str]:
         opts = self.server_options
-        prefix = list(opts["server_command"]) if opts.get("server_command") else \
-            [str(venv_python(opts.get("venv"))), "-m", "vllm.entrypoints.openai.api_server"]
-        args = ["--model", str(self.model_location), "--host", "127.0.0.1", "--port", str(port),
-                "--dtype", DTYPES[self.dtype], "--seed", str(self.seed),
-                "--max-model-len", str(int(opts.get("max_model_len", 2048))), "--enable-per-request-metrics"]
+        prefix = (
+            list(opts["server_command"])
+            if opts.get("server_command")
+            else [str(venv_python(opts.get("venv"))), "-m", "vllm.entrypoints.openai.api_server"]
+        )
+        args = [
+            "--model",
+            str(self.model_location),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dtype",
+            DTYPES[self.dtype],
+            "--seed",
+            str(self.seed),
+            "--max-model-len",
+            str(int(opts.get("max_model_len", 2048))),
+            "--enable-per-request-metrics",
+        ]
         if opts.get("enforce_eager", self.device == "cpu"):
             args.append("--enforce-eager")
         if spec is not None:

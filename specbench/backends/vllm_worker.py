@@ -37,8 +37,11 @@ import os
 import sys
 import time
 
-SPEC_COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
-                 "vllm:spec_decode_num_accepted_tokens")
+SPEC_COUNTERS = (
+    "vllm:spec_decode_num_drafts",
+    "vllm:spec_decode_num_draft_tokens",
+    "vllm:spec_decode_num_accepted_tokens",
+)
 SPEC_VECTOR = "vllm:spec_decode_num_accepted_tokens_per_pos"
 OTHER_COUNTERS = ("vllm:prompt_tokens", "vllm:generation_tokens")
 
@@ -80,8 +83,12 @@ class VLLMEngine:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
-        kwargs = dict(max_tokens=int(request["max_tokens"]), temperature=float(request.get("temperature", 0.0)),
-                      ignore_eos=bool(request.get("ignore_eos", False)), output_kind=RequestOutputKind.DELTA)
+        kwargs = dict(
+            max_tokens=int(request["max_tokens"]),
+            temperature=float(request.get("temperature", 0.0)),
+            ignore_eos=bool(request.get("ignore_eos", False)),
+            output_kind=RequestOutputKind.DELTA,
+        )
         if float(request.get("top_p", 1.0)) < 1.0:
             kwargs["top_p"] = float(request["top_p"])
         if int(request.get("top_k", 0)) > 0:
@@ -92,8 +99,18 @@ class VLLMEngine:
 
     def generate(self, requests: list[dict], concurrency: int) -> list[dict]:
         engine = self.llm.llm_engine
-        results = [{"token_ids": [], "finish_reason": None, "spec": None, "token_times_s": [], "token_counts": [],
-                    "submit_s": None, "arrival_s": None} for _ in requests]
+        results = [
+            {
+                "token_ids": [],
+                "finish_reason": None,
+                "spec": None,
+                "token_times_s": [],
+                "token_counts": [],
+                "submit_s": None,
+                "arrival_s": None,
+            }
+            for _ in requests
+        ]
         arrivals = [r.get("arrival_s") for r in requests]  # None: closed loop
         start = time.perf_counter()
         submitted: dict[str, float] = {}
@@ -111,8 +128,9 @@ class VLLMEngine:
                 submitted[rid] = time.perf_counter()
                 results[i]["submit_s"] = submitted[rid] - start
                 results[i]["arrival_s"] = results[i]["submit_s"] if arrivals[i] is None else float(arrivals[i])
-                engine.add_request(rid, {"prompt_token_ids": list(requests[i]["prompt_token_ids"])},
-                                   self._params(requests[i]))
+                engine.add_request(
+                    rid, {"prompt_token_ids": list(requests[i]["prompt_token_ids"])}, self._params(requests[i])
+                )
                 in_flight += 1
 
         submit()
@@ -167,13 +185,18 @@ class Worker:
         if self.engine is not None:
             return {"ok": False, "kind": "protocol", "error": "engine already started (one per worker)"}
         began = time.perf_counter()
-        self.engine = self.engine_factory(message["model"], message.get("engine") or {},
-                                          message.get("speculative_config"))
+        self.engine = self.engine_factory(
+            message["model"], message.get("engine") or {}, message.get("speculative_config")
+        )
         warmup = int(message.get("warmup_tokens", 0))
         if warmup:  # untimed: the first steps allocate and (on GPU) capture graphs
             self.engine.generate([{"prompt_token_ids": [1, 2, 3, 4], "max_tokens": warmup, "ignore_eos": True}], 1)
-        return {"ok": True, "op": "start", "vllm_version": getattr(self.engine, "version", None),
-                "start_s": time.perf_counter() - began}
+        return {
+            "ok": True,
+            "op": "start",
+            "vllm_version": getattr(self.engine, "version", None),
+            "start_s": time.perf_counter() - began,
+        }
 
     def _generate(self, message: dict) -> dict:
         if self.engine is None:
@@ -183,8 +206,14 @@ class Worker:
         began = time.perf_counter()
         outputs = self.engine.generate(requests, int(message.get("concurrency", 1)))
         wall = time.perf_counter() - began
-        return {"ok": True, "op": "generate", "outputs": outputs, "counters_before": before,
-                "counters_after": self.engine.counters(), "wall_s": wall}
+        return {
+            "ok": True,
+            "op": "generate",
+            "outputs": outputs,
+            "counters_before": before,
+            "counters_after": self.engine.counters(),
+            "wall_s": wall,
+        }
 
     def serve(self, reader, writer) -> None:
         for line in reader:

@@ -29,7 +29,10 @@ from specbench.errors import SpecbenchError
 
 TARGET_ONLY = "none"  # the records' drafter for target-only decoding (γ = 0): no kind
 
-REPLAY_METHODS = ("prompt-lookup", "teacher-forced")  # specbench.measure.replay.replayer: how a kind's rounds are derived
+REPLAY_METHODS = (
+    "prompt-lookup",
+    "teacher-forced",
+)  # specbench.measure.replay.replayer: how a kind's rounds are derived
 VLLM_WEIGHTS = ("model", "checkpoint", "target")  # where vLLM loads the drafter from (see DrafterKind)
 TRANSFORMERS_MODES = ("prompt-lookup", "assistant")  # transformers generate's assisted modes
 PARAM_KINDS = ("int", "float", "str")

@@ -82,7 +82,7 @@ class Registry(Generic[Entry]):
         cached = self._loaded.get(name)
         if cached is not None and cached[0] is entry:
             return cached[1]
-        target = getattr(entry, "cls")
+        target = entry.cls
         if target is None:
             raise SpecbenchError(f"{self.what} {name} has no implementation in specbench")
         if isinstance(target, str):

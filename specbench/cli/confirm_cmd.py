@@ -68,13 +68,13 @@ def confirm(
     prediction has held or missed and the regret is settled, or the budget is spent. Records go to
     RESULTS/confirm/; `results show`, `recommend` and `plot` show them beside the prediction.
     """
-    from specbench.measure.spec.adaptive import parse_budget  # lazy: loads torch; keeps `specbench --help` fast
     from specbench.measure.execution.confirm import (  # lazy: loads torch; keeps `specbench --help` fast
         ConfirmSettings,
         plan_confirmation,
         policy_for,
     )
     from specbench.measure.execution.runner import SweepRunner  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.spec.adaptive import parse_budget  # lazy: loads torch; keeps `specbench --help` fast
 
     settings = ConfirmSettings(
         first=check_bound("confirm.first", first, key="--first"),

@@ -136,14 +136,19 @@ def check_vllm_configs(items: list[dict], python: Path) -> tuple[str, list[dict]
     keys = [hashlib.sha1(json.dumps([stamp, it], sort_keys=True).encode()).hexdigest() for it in items]
     todo = [(k, it) for k, it in zip(keys, items) if k not in cache]
     if todo:
-        proc = subprocess.run([str(python), "-c", VLLM_CHECK_SCRIPT], input=json.dumps([it for _, it in todo]),
-                              capture_output=True, text=True, timeout=CHECK_TIMEOUT_S,
-                              env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"})
+        proc = subprocess.run(
+            [str(python), "-c", VLLM_CHECK_SCRIPT],
+            input=json.dumps([it for _, it in todo]),
+            capture_output=True,
+            text=True,
+            timeout=CHECK_TIMEOUT_S,
+            env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"},
+        )
         line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("SPECBENCH-CHECK ")), None)
         if line is None:
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
             return "", [{"ok": None, "how": "failed", "error": f"the vLLM check did not run: {tail}"}] * len(items)
-        answer = json.loads(line[len("SPECBENCH-CHECK "):])
+        answer = json.loads(line[len("SPECBENCH-CHECK ") :])
         for (k, _), result in zip(todo, answer["results"]):
             cache[k] = {**result, "version": answer["version"]}
         _save_cache(cache)
@@ -177,7 +182,7 @@ def check_sglang_flags(snippet: str, parser) -> tuple[bool, str]:
     """Parse the flags of a ``python -m sglang.launch_server ...`` snippet with SGLang's parser:
     (True, '') or (False, the parser's message)."""
     words = shlex.split(snippet)
-    args = words[words.index("sglang.launch_server") + 1:] if "sglang.launch_server" in words else words
+    args = words[words.index("sglang.launch_server") + 1 :] if "sglang.launch_server" in words else words
     previous = parser.error
     parser.error = _raise  # argparse would print usage and exit
     try:
@@ -208,16 +213,18 @@ def validate_settings(entries: list[tuple[dict, str | None]], *, vllm_python: Pa
         for (setting, _), result in zip(vllm_pairs, results):
             if result["ok"] is True:
                 how = result["how"]
-                schedule = how[how.index(";"):] if ";" in how else ""  # what vLLM said about a per-batch schedule
-                setting.checked = (f"built as SpeculativeConfig by vLLM {version} ({vllm_python.parent.parent.name})"
-                                   f"{schedule}")
+                schedule = how[how.index(";") :] if ";" in how else ""  # what vLLM said about a per-batch schedule
+                setting.checked = (
+                    f"built as SpeculativeConfig by vLLM {version} ({vllm_python.parent.parent.name}){schedule}"
+                )
             elif result["ok"] is False:
                 setting.checked = f"rejected by vLLM {version}'s SpeculativeConfig"
                 setting.supported = False
                 setting.notes.append(f"vLLM {version}: {result['error']}")
             else:
-                setting.checked = (f"keys checked against vLLM {version}'s SpeculativeConfig fields; "
-                                   f"not built ({result['error']})")
+                setting.checked = (
+                    f"keys checked against vLLM {version}'s SpeculativeConfig fields; not built ({result['error']})"
+                )
     llamacpp_settings = [s["llamacpp"] for s in settings_list if "llamacpp" in s and s["llamacpp"].config]
     if llamacpp_settings:
         try:
@@ -233,8 +240,11 @@ def validate_settings(entries: list[tuple[dict, str | None]], *, vllm_python: Pa
             sglang_version = package_version("sglang")
             for setting in sglang_settings:
                 ok, error = check_sglang_flags(setting.snippet, parser)
-                setting.checked = (f"parsed by SGLang {sglang_version}'s argument parser" if ok
-                                   else f"rejected by SGLang {sglang_version}'s argument parser")
+                setting.checked = (
+                    f"parsed by SGLang {sglang_version}'s argument parser"
+                    if ok
+                    else f"rejected by SGLang {sglang_version}'s argument parser"
+                )
                 if not ok:
                     setting.supported = False
                     setting.notes.append(f"SGLang {sglang_version}: {error}")
@@ -259,8 +269,13 @@ def check_llamacpp_flags(settings: list, binary: Path) -> None:
     name = f"llama-server{' (llama.cpp@' + commit + ')' if commit else ''}"
     for setting in settings:
         try:
-            done = subprocess.run([str(binary), *setting.config["flags"], "--version"], capture_output=True, text=True,
-                                  timeout=60, stdin=subprocess.DEVNULL)
+            done = subprocess.run(
+                [str(binary), *setting.config["flags"], "--version"],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                stdin=subprocess.DEVNULL,
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             setting.checked = f"not parsed: {name} did not run ({type(exc).__name__})"
             continue

@@ -79,10 +79,12 @@ def log_folder() -> Path:
 
 def write_crash_log(exc: BaseException, argv: list[str] | None) -> Path | None:
     """The traceback of ``exc`` in a new log file; its path, or None when nothing could be written."""
-    text = (f"specbench internal error, {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
-            f"command: specbench {' '.join(argv if argv is not None else sys.argv[1:])}\n"
-            f"python {sys.version.split()[0]}, pid {os.getpid()}\n\n"
-            + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    text = (
+        f"specbench internal error, {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
+        f"command: specbench {' '.join(argv if argv is not None else sys.argv[1:])}\n"
+        f"python {sys.version.split()[0]}, pid {os.getpid()}\n\n"
+        + "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    )
     name = f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     for folder in (log_folder, lambda: Path(tempfile.gettempdir())):
         try:

@@ -18,16 +18,27 @@ def _kinds() -> str:
 
 
 def export_drafter_command(
-    kind: str = typer.Argument(..., help=f"Drafter type: {_kinds()} (the catalogue's exportable kinds; "
-                                         "docs/drafters.md says why others are not)."),
+    kind: str = typer.Argument(
+        ...,
+        help=f"Drafter type: {_kinds()} (the catalogue's exportable kinds; docs/drafters.md says why others are not).",
+    ),
     out: Path = typer.Option(..., "--out", "-o", parser=folder_path, help="New folder for the exported checkpoint."),
-    fmt: str = typer.Option("vllm", "--format", help="vllm (vLLM's own layout of the kind) or speculators (the "
-                                                      f"speculators format: {', '.join(catalogue.speculators_kinds())})."),
-    checkpoint: str = typer.Option(None, "--checkpoint",
-                                   help="Checkpoint folder or shipped name (default: the one shipped for the target)."),
+    fmt: str = typer.Option(
+        "vllm",
+        "--format",
+        help="vllm (vLLM's own layout of the kind) or speculators (the "
+        f"speculators format: {', '.join(catalogue.speculators_kinds())}).",
+    ),
+    checkpoint: str = typer.Option(
+        None, "--checkpoint", help="Checkpoint folder or shipped name (default: the one shipped for the target)."
+    ),
     target: str = typer.Option("smollm2-135m", "--target", help="The target the drafter was trained for."),
-    verifier: str = typer.Option(None, "--verifier", help="--format speculators: the target the config names "
-                                                          "(default: the target's hub id, else --target as given)."),
+    verifier: str = typer.Option(
+        None,
+        "--verifier",
+        help="--format speculators: the target the config names "
+        "(default: the target's hub id, else --target as given).",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the export report as JSON."),
 ):
     """Write a trained drafter (the shipped SmolLM2 EAGLE / EAGLE-3 / Medusa heads, or your own) in

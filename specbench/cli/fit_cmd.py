@@ -12,8 +12,8 @@ from specbench.analysis.context_bins import fit_by_context_bin
 from specbench.analysis.cost.round_cost import fit_group_costs
 from specbench.analysis.fit import fit_acceptance, fits_frame, goodness_frame, load_results, positions_frame
 from specbench.analysis.statistics.intervals import N_BOOT
-from specbench.cli.params import bounded
 from specbench.cli.online_view import online_frames, print_online
+from specbench.cli.params import bounded
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import estimate, fmt, ms, plain, signed
 from specbench.errors import SpecbenchError, did_you_mean
@@ -38,21 +38,35 @@ def group_label(row) -> str:
 def _print_tables(acceptance, positions, goodness, costs, by: list[str]) -> None:
     console = wide_console()
     many_targets = acceptance["target"].nunique() > 1
-    table = Table(title="Acceptance: α by maximum likelihood (truncated geometric, pooled over γ)",
-                  caption="α̂ = accepted ÷ attempted draft positions; α obs = accepted ÷ drafted; "
-                          "model = what predictions use; "
-                          "flag = constant α rejected by the LRT against per-position rates")
-    columns = (["target"] if many_targets else []) + ["workload"] + by + ["drafter", "T", "γ", "prompts", "rounds",
-                                                                          "α̂ [95% CI]", "α obs", "model", "d",
-                                                                          "p const", "flag / notes"]
+    table = Table(
+        title="Acceptance: α by maximum likelihood (truncated geometric, pooled over γ)",
+        caption="α̂ = accepted ÷ attempted draft positions; α obs = accepted ÷ drafted; "
+        "model = what predictions use; "
+        "flag = constant α rejected by the LRT against per-position rates",
+    )
+    columns = (
+        (["target"] if many_targets else [])
+        + ["workload"]
+        + by
+        + ["drafter", "T", "γ", "prompts", "rounds", "α̂ [95% CI]", "α obs", "model", "d", "p const", "flag / notes"]
+    )
     for c in columns:
         table.add_column(c, overflow="fold")
     for _, r in acceptance.iterrows():
         cells = ([str(r["target"])] if many_targets else []) + [str(r["workload"])] + [str(r[b]) for b in by]
-        cells += [group_label(r), fmt(r["temperature"], 2), r["gammas"], str(r["n_prompts"]), str(r["n_rounds"]),
-                  estimate(r["alpha"], r["alpha_lo"], r["alpha_hi"]), fmt(r["alpha_observed"]),
-                  r["model"], fmt(r["decay"]), fmt(r["p_constant_vs_free"], 3),
-                  "; ".join(x for x in (r["flag"], r["notes"]) if x)]
+        cells += [
+            group_label(r),
+            fmt(r["temperature"], 2),
+            r["gammas"],
+            str(r["n_prompts"]),
+            str(r["n_rounds"]),
+            estimate(r["alpha"], r["alpha_lo"], r["alpha_hi"]),
+            fmt(r["alpha_observed"]),
+            r["model"],
+            fmt(r["decay"]),
+            fmt(r["p_constant_vs_free"], 3),
+            "; ".join(x for x in (r["flag"], r["notes"]) if x),
+        ]
         text_row(table, *cells)
     console.print(table)
 
@@ -75,23 +89,46 @@ def _print_tables(acceptance, positions, goodness, costs, by: list[str]) -> None
         console.print(ptable)
 
     if not goodness.empty:
-        gtable = Table(title="Goodness of fit: observed vs predicted τ (tokens per target forward) per γ",
-                       caption="predicted over each round's own draft length; z = residual ÷ model standard error "
-                               "(- where the model has no variance: α̂ = 1 or 0)")
+        gtable = Table(
+            title="Goodness of fit: observed vs predicted τ (tokens per target forward) per γ",
+            caption="predicted over each round's own draft length; z = residual ÷ model standard error "
+            "(- where the model has no variance: α̂ = 1 or 0)",
+        )
         for c in ["workload", *by, "drafter", "γ", "rounds", "τ observed", "τ predicted", "residual", "z"]:
             gtable.add_column(c, overflow="fold")
         for _, r in goodness.iterrows():
-            text_row(gtable, str(r["workload"]), *[str(r[b]) for b in by], group_label(r), str(r["gamma"]),
-                     str(r["rounds"]),
-                           fmt(r["tau_observed"]), fmt(r["tau_predicted"]), signed(r["residual"]), fmt(r["z"], 2))
+            text_row(
+                gtable,
+                str(r["workload"]),
+                *[str(r[b]) for b in by],
+                group_label(r),
+                str(r["gamma"]),
+                str(r["rounds"]),
+                fmt(r["tau_observed"]),
+                fmt(r["tau_predicted"]),
+                signed(r["residual"]),
+                fmt(r["z"], 2),
+            )
         console.print(gtable)
 
     if not costs.empty:
-        ctable = Table(title="Costs from recorded timings (batch 1)",
-                       caption="t(k): target forward over k = drafted + 1 tokens; c = draft step ÷ target step; "
-                               "ρ = share of rounds that drafted")
-        for c in ["workload", "drafter", "t(k) [ms]", "target step ms", "draft step ms", "c", "overhead ms", "ρ",
-                  "baseline tok/s", "notes"]:
+        ctable = Table(
+            title="Costs from recorded timings (batch 1)",
+            caption="t(k): target forward over k = drafted + 1 tokens; c = draft step ÷ target step; "
+            "ρ = share of rounds that drafted",
+        )
+        for c in [
+            "workload",
+            "drafter",
+            "t(k) [ms]",
+            "target step ms",
+            "draft step ms",
+            "c",
+            "overhead ms",
+            "ρ",
+            "baseline tok/s",
+            "notes",
+        ]:
             ctable.add_column(c, overflow="fold")
         for _, r in costs.iterrows():
             if "verify_a_s" not in r or r.get("verify_a_s") != r.get("verify_a_s"):
@@ -101,9 +138,19 @@ def _print_tables(acceptance, positions, goodness, costs, by: list[str]) -> None
             if r["verify_model"] == "knee":
                 line += f" + {ms(r['verify_b2_s'], 3)}·(k−{fmt(r['verify_knee'], 0)})₊"
             step = "per proposal " if r["model_free"] else ""
-            text_row(ctable, str(r["workload"]), group_label(r), line, ms(r["target_step_s"]),
-                           f"{step}{ms(r['draft_step_s'])}", fmt(r["c"]), ms(r["overhead_s"]),
-                           fmt(r["propose_rate"], 2), fmt(r["baseline_tokens_per_s"], 1), str(r["cost_notes"] or ""))
+            text_row(
+                ctable,
+                str(r["workload"]),
+                group_label(r),
+                line,
+                ms(r["target_step_s"]),
+                f"{step}{ms(r['draft_step_s'])}",
+                fmt(r["c"]),
+                ms(r["overhead_s"]),
+                fmt(r["propose_rate"], 2),
+                fmt(r["baseline_tokens_per_s"], 1),
+                str(r["cost_notes"] or ""),
+            )
         console.print(ctable)
 
 
@@ -112,26 +159,51 @@ def _print_context_bins(table) -> None:
     if table.empty:
         return
     many_workloads = table["workload"].nunique() > 1
-    ctable = Table(title="Acceptance by context length: α̂ and τ per context-length bin",
-                   caption="the same (document, task) pairs in every bin; prompt tokens = mean encoded prompt length")
-    for c in (["workload"] if many_workloads else []) + ["drafter", "T", "γ", "bin", "prompt tokens", "prompts",
-                                                          "α̂ [95% CI]", "α obs", "τ [95% CI]"]:
+    ctable = Table(
+        title="Acceptance by context length: α̂ and τ per context-length bin",
+        caption="the same (document, task) pairs in every bin; prompt tokens = mean encoded prompt length",
+    )
+    for c in (["workload"] if many_workloads else []) + [
+        "drafter",
+        "T",
+        "γ",
+        "bin",
+        "prompt tokens",
+        "prompts",
+        "α̂ [95% CI]",
+        "α obs",
+        "τ [95% CI]",
+    ]:
         ctable.add_column(c, overflow="fold")
     for _, r in table.iterrows():
-        text_row(ctable, *([str(r["workload"])] if many_workloads else []), group_label(r), fmt(r["temperature"], 2),
-                 str(r["gamma"]), str(r["context_bin"]), f"{r['prompt_tokens']:,.0f}", str(r["n_prompts"]),
-                 estimate(r["alpha"], r["alpha_lo"], r["alpha_hi"]), fmt(r["alpha_observed"]),
-                 estimate(r["tau"], r["tau_lo"], r["tau_hi"], 2))
+        text_row(
+            ctable,
+            *([str(r["workload"])] if many_workloads else []),
+            group_label(r),
+            fmt(r["temperature"], 2),
+            str(r["gamma"]),
+            str(r["context_bin"]),
+            f"{r['prompt_tokens']:,.0f}",
+            str(r["n_prompts"]),
+            estimate(r["alpha"], r["alpha_lo"], r["alpha_hi"]),
+            fmt(r["alpha_observed"]),
+            estimate(r["tau"], r["tau_lo"], r["tau_hi"], 2),
+        )
     wide_console().print(ctable)
 
 
 def fit_command(
     results_dir: Path = typer.Argument(..., help="A results folder written by `specbench sweep`."),
-    by: list[str] = typer.Option([], "--by", help="Also split groups by this record column, e.g. category "
-                                                  "(MT-Bench categories). Repeatable."),
+    by: list[str] = typer.Option(
+        [], "--by", help="Also split groups by this record column, e.g. category (MT-Bench categories). Repeatable."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print JSON (acceptance, positions, goodness_of_fit, costs)."),
-    n_boot: int = typer.Option(N_BOOT, "--bootstrap", callback=bounded("bootstrap"),
-                               help="Bootstrap replicates over prompts for the α interval."),
+    n_boot: int = typer.Option(
+        N_BOOT,
+        "--bootstrap",
+        callback=bounded("bootstrap"),
+        help="Bootstrap replicates over prompts for the α interval.",
+    ),
     seed: int = typer.Option(0, "--seed", callback=bounded("seed"), help="Seed of the bootstrap."),
 ):
     """Fit the acceptance model and the cost model of a sweep's results.
@@ -153,14 +225,15 @@ def fit_command(
       specbench fit results/demo --json > fit.json
     """
 
-
     groupable = [name for name, (kind, _) in COLUMNS.items() if not str(kind).startswith(("list", "large_list"))]
     for column in by:
         if column not in COLUMNS:
             raise SpecbenchError(f"--by: unknown column '{column}'{did_you_mean(column, groupable)}")
         if column not in groupable:
-            raise SpecbenchError(f"--by: column '{column}' holds a list per record (every token or round), nothing "
-                                 f"to group by; choose a column with one value per record, e.g. category")
+            raise SpecbenchError(
+                f"--by: column '{column}' holds a list per record (every token or round), nothing "
+                f"to group by; choose a column with one value per record, e.g. category"
+            )
     records = load_results(results_dir)
     fits = fit_acceptance(records, by=by, n_boot=n_boot, seed=seed)
     acceptance, positions, goodness = fits_frame(fits), positions_frame(fits), goodness_frame(fits)
@@ -168,8 +241,14 @@ def fit_command(
     by_context = fit_by_context_bin(records, n_boot=n_boot, seed=seed)
     online = online_frames(records)  # online adaptation over a stream: windows and recovery after shifts
     if json_out:
-        frames = {"acceptance": acceptance, "positions": positions, "goodness_of_fit": goodness, "costs": costs,
-                  "acceptance_by_context_bin": by_context, **online}
+        frames = {
+            "acceptance": acceptance,
+            "positions": positions,
+            "goodness_of_fit": goodness,
+            "costs": costs,
+            "acceptance_by_context_bin": by_context,
+            **online,
+        }
         payload = {name: frame.to_dict("records") for name, frame in frames.items()}
         typer.echo(json.dumps(json_ready(payload), indent=2))
         return

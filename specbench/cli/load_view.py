@@ -40,40 +40,77 @@ def load_table(summary: dict) -> Table:
     """Per (workload, load, configuration): tokens/s per request and for the system, latency percentiles,
     and the speedups against the target-only run at the same load."""
     axis = summary["axis"]
-    table = Table(title=f"Per load ({summary['axis_label']}): speedups against target only at the same load, "
-                        "95% intervals (unadjusted)",
-                  caption="rows read the same (configuration, baseline) pairs as the verdicts: those timed "
-                          "undisturbed on both sides, else all (disturbed: yes); req: requests used; (the verdict's): "
-                          "the configuration the verdict at that load names. "
-                          "tok/s: per request = decode tokens ÷ decode time of each request; "
-                                                 "system = output tokens ÷ wall time of the whole batch. Latencies "
-                                                 "in ms, p50/p90/p99 over requests; ITL: each request's mean gap")
-    for c in ("workload", "load", "configuration", "req", "per-request tok/s", "speedup", "system tok/s",
-              "system speedup", "TTFT ms", "ITL ms", "latency ms", "disturbed"):
+    table = Table(
+        title=f"Per load ({summary['axis_label']}): speedups against target only at the same load, "
+        "95% intervals (unadjusted)",
+        caption="rows read the same (configuration, baseline) pairs as the verdicts: those timed "
+        "undisturbed on both sides, else all (disturbed: yes); req: requests used; (the verdict's): "
+        "the configuration the verdict at that load names. "
+        "tok/s: per request = decode tokens ÷ decode time of each request; "
+        "system = output tokens ÷ wall time of the whole batch. Latencies "
+        "in ms, p50/p90/p99 over requests; ITL: each request's mean gap",
+    )
+    for c in (
+        "workload",
+        "load",
+        "configuration",
+        "req",
+        "per-request tok/s",
+        "speedup",
+        "system tok/s",
+        "system speedup",
+        "TTFT ms",
+        "ITL ms",
+        "latency ms",
+        "disturbed",
+    ):
         table.add_column(c, overflow="fold")
     for r in summary["table"]:
         named = " (the verdict's)" if r.get("verdict_named") else ""
-        text_row(table, r["workload"], load_label(axis, r[axis]), _label(r) + named, str(r["requests"]),
-                 _tokens(r["tokens_per_s"]), _ci(r.get("speedup"), r.get("speedup_lo"), r.get("speedup_hi")),
-                 _tokens(r["system_tokens_per_s"]),
-                 _ci(r.get("system_speedup"), r.get("system_speedup_lo"), r.get("system_speedup_hi")),
-                 _ms(r, "ttft"), _ms(r, "itl"), _ms(r, "latency"), "yes" if r.get("timing_disturbed") else "")
+        text_row(
+            table,
+            r["workload"],
+            load_label(axis, r[axis]),
+            _label(r) + named,
+            str(r["requests"]),
+            _tokens(r["tokens_per_s"]),
+            _ci(r.get("speedup"), r.get("speedup_lo"), r.get("speedup_hi")),
+            _tokens(r["system_tokens_per_s"]),
+            _ci(r.get("system_speedup"), r.get("system_speedup_lo"), r.get("system_speedup_hi")),
+            _ms(r, "ttft"),
+            _ms(r, "itl"),
+            _ms(r, "latency"),
+            "yes" if r.get("timing_disturbed") else "",
+        )
     return table
 
 
 def latency_speedup_table(summary: dict) -> Table:
     """Each latency percentile's speedup (baseline ÷ configuration; above 1: faster) with its interval."""
     axis = summary["axis"]
-    table = Table(title="Latency speedups against target only at the same load (baseline ÷ configuration; "
-                        "paired prompt bootstrap, 95%)")
-    for c in ("workload", "load", "configuration", "TTFT p50 / p90 / p99", "ITL p50 / p90 / p99",
-              "latency p50 / p90 / p99"):
+    table = Table(
+        title="Latency speedups against target only at the same load (baseline ÷ configuration; "
+        "paired prompt bootstrap, 95%)"
+    )
+    for c in (
+        "workload",
+        "load",
+        "configuration",
+        "TTFT p50 / p90 / p99",
+        "ITL p50 / p90 / p99",
+        "latency p50 / p90 / p99",
+    ):
         table.add_column(c, overflow="fold")
     for r in summary["table"]:
         if r["drafter"] == TARGET_ONLY:
             continue
-        cells = [" / ".join(_ci(r.get(f"{m}_p{p}_speedup"), r.get(f"{m}_p{p}_speedup_lo"),
-                                r.get(f"{m}_p{p}_speedup_hi")) for p in PERCENTILES) for m in ("ttft", "itl", "latency")]
+        cells = [
+            " / ".join(
+                _ci(r.get(f"{m}_p{p}_speedup"), r.get(f"{m}_p{p}_speedup_lo"), r.get(f"{m}_p{p}_speedup_hi"))
+                for p in PERCENTILES
+            )
+            for m in ("ttft", "itl", "latency")
+        ]
         text_row(table, r["workload"], load_label(axis, r[axis]), _label(r), *cells)
     return table
 
@@ -99,15 +136,31 @@ def print_load(summary: dict, console) -> None:
         console.print(Text(f"{line['workload']}: {line['text']}", style="bold"))
     for s in summary["schedules"]:
         setting = s["setting"]
-        levels = "\n".join(f"concurrency {e['concurrency']}: " + (f"K = {e['K']} — {e['why']}" if e["K"] is not None
-                                                                  else f"absent — {e['why']}") for e in s["levels"])
-        body = (f"{levels}\n\nnum_speculative_tokens_per_batch_size: {s['ranges']}\n\n{setting.snippet}\n\n"
-                + "\n".join(f"note: {n}" for n in setting.notes) + f"\nchecked: {setting.checked}")
-        console.print(Panel(Text(body), title=Text(f"{s['workload']} · {s['drafter_label']} · vLLM γ per batch size"),
-                            border_style="cyan" if setting.supported else "red"))
+        levels = "\n".join(
+            f"concurrency {e['concurrency']}: "
+            + (f"K = {e['K']} — {e['why']}" if e["K"] is not None else f"absent — {e['why']}")
+            for e in s["levels"]
+        )
+        body = (
+            f"{levels}\n\nnum_speculative_tokens_per_batch_size: {s['ranges']}\n\n{setting.snippet}\n\n"
+            + "\n".join(f"note: {n}" for n in setting.notes)
+            + f"\nchecked: {setting.checked}"
+        )
+        console.print(
+            Panel(
+                Text(body),
+                title=Text(f"{s['workload']} · {s['drafter_label']} · vLLM γ per batch size"),
+                border_style="cyan" if setting.supported else "red",
+            )
+        )
     if summary["axis"] == "concurrency" and summary["verdicts"] and not summary["schedules"]:
-        console.print(Text("vLLM per batch size: no schedule — no load has a confident yes on undisturbed timing (see "
-                           "the verdicts above)", style="yellow"))
+        console.print(
+            Text(
+                "vLLM per batch size: no schedule — no load has a confident yes on undisturbed timing (see "
+                "the verdicts above)",
+                style="yellow",
+            )
+        )
     for note in summary.get("notes", []):
         console.print(Text(f"note: {note}", style="dim"))
 
@@ -115,8 +168,12 @@ def print_load(summary: dict, console) -> None:
 def print_slo(answers: list[dict], axis_label: str, console) -> None:
     """Per workload and SLO: how far each configuration keeps it, and the one-line comparison."""
     for answer in answers:
-        table = Table(title=Text(f"{answer['workload']} · {answer['slo']['metric']} p{answer['slo']['percentile']} ≤ "
-                                 f"{answer['slo']['limit_s'] * 1e3:g} ms against {axis_label}"))
+        table = Table(
+            title=Text(
+                f"{answer['workload']} · {answer['slo']['metric']} p{answer['slo']['percentile']} ≤ "
+                f"{answer['slo']['limit_s'] * 1e3:g} ms against {axis_label}"
+            )
+        )
         for c in ("configuration", "kept up to (95% range)", "highest measured load that keeps it"):
             table.add_column(c, overflow="fold")
         for e in answer["configurations"]:

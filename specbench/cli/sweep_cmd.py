@@ -22,8 +22,8 @@ from specbench.cli.progress_lines import LineProgress
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt, plain, styled, text_column
 from specbench.cli.results_cmd import rows_and_verdicts, summary_table
-from specbench.records.jsonable import json_ready
 from specbench.measure.spec.flags import FLAGS, SweepFlags
+from specbench.records.jsonable import json_ready
 from specbench.records.store import load_records
 
 EPILOG = """Examples:
@@ -86,8 +86,10 @@ def sweep(values: dict) -> None:
     elif units:
         _print_done(spec, out_dir, measured, units)
     else:  # a shard that got no prompt: as --dry-run says, 0 units, and results merge takes it
-        wide_console().print(f"shard {values['shard']}: no prompt falls in this shard, 0 units to measure; "
-                             f"{out_dir}/run.json records the shard for `specbench results merge`")
+        wide_console().print(
+            f"shard {values['shard']}: no prompt falls in this shard, 0 units to measure; "
+            f"{out_dir}/run.json records the shard for `specbench results merge`"
+        )
 
 
 def _measure(spec, out_dir: Path, shard, values: dict) -> tuple[int, int]:
@@ -95,24 +97,35 @@ def _measure(spec, out_dir: Path, shard, values: dict) -> tuple[int, int]:
     from specbench.measure.execution.runner import SweepRunner  # lazy: loads torch; keeps `specbench --help` fast
 
     console = wide_console(stderr=True, wide=False)
-    observer = (SweepProgress(console) if sys.stdout.isatty()
-                else LineProgress(sys.stderr if values["json_out"] else sys.stdout))
-    runner = SweepRunner(spec, out_dir, force=values["force"], shard=shard, observer=observer,
-                         yes=values["yes"])  # validates first: folder, device, grid size
+    observer = (
+        SweepProgress(console)
+        if sys.stdout.isatty()
+        else LineProgress(sys.stderr if values["json_out"] else sys.stdout)
+    )
+    runner = SweepRunner(
+        spec, out_dir, force=values["force"], shard=shard, observer=observer, yes=values["yes"]
+    )  # validates first: folder, device, grid size
     with observer:
         try:
             measured = runner.run()
         except KeyboardInterrupt as exc:
             terminated = isinstance(exc, Terminated)
-            say(f"specbench: {'terminated' if terminated else 'interrupted'}: finished units are "
-                           f"saved in {out_dir}; run the same command to resume")
+            say(
+                f"specbench: {'terminated' if terminated else 'interrupted'}: finished units are "
+                f"saved in {out_dir}; run the same command to resume"
+            )
             raise typer.Exit(TERMINATED if terminated else INTERRUPTED) from None
     return measured, len(runner.units)
 
 
 def _print_done(spec, out_dir: Path, measured: int, units: int) -> None:
-    wide_console().print(styled(("done", "green"), f": {measured} unit(s) measured now, {units} in the "
-                                f"grid -> {out_dir}\nnext: specbench results show {out_dir}"))
+    wide_console().print(
+        styled(
+            ("done", "green"),
+            f": {measured} unit(s) measured now, {units} in the "
+            f"grid -> {out_dir}\nnext: specbench results show {out_dir}",
+        )
+    )
     wide_console().print(timing_line(timing_summary(out_dir)))
     history = load_history(out_dir) if spec.adaptive is not None else None
     if history:
@@ -146,14 +159,19 @@ def timing_summary(out_dir: Path) -> dict:
     mhz = live["cpu_mhz"].dropna()
     batches = live.dropna(subset=["batch_id"]) if "batch_id" in live else live.iloc[:0]
     batch_ok = batches.groupby("batch_id")["timing_ok"].first().fillna(True).astype(bool)
-    return {"live_units": int(len(live)), "disturbed_units": int((~ok).sum()),
-            "retimed_units": int((live["timing_attempts"] > live["timing_attempts"].min()).sum()) if len(live) else 0,
-            "observed_units": int(live["load_1m"].notna().sum()),
-            "batches": int(len(batch_ok)), "disturbed_batches": int((~batch_ok).sum()),
-            "machine_state": _backend_info(out_dir).get("machine_state"),
-            "load_1m_min": float(load.min()) if len(load) else None, "load_1m_max": float(load.max()) if len(load) else None,
-            "other_cores_median": float(busy.median()) if len(busy) else None,
-            "cpu_mhz_median": float(mhz.median()) if len(mhz) else None}
+    return {
+        "live_units": int(len(live)),
+        "disturbed_units": int((~ok).sum()),
+        "retimed_units": int((live["timing_attempts"] > live["timing_attempts"].min()).sum()) if len(live) else 0,
+        "observed_units": int(live["load_1m"].notna().sum()),
+        "batches": int(len(batch_ok)),
+        "disturbed_batches": int((~batch_ok).sum()),
+        "machine_state": _backend_info(out_dir).get("machine_state"),
+        "load_1m_min": float(load.min()) if len(load) else None,
+        "load_1m_max": float(load.max()) if len(load) else None,
+        "other_cores_median": float(busy.median()) if len(busy) else None,
+        "cpu_mhz_median": float(mhz.median()) if len(mhz) else None,
+    }
 
 
 def _backend_info(out_dir: Path) -> dict:
@@ -167,20 +185,41 @@ def _backend_info(out_dir: Path) -> dict:
 def timing_line(t: dict) -> Text:
     """One honest line: what was disturbed, the load, and what the machine state did and did not cover."""
     if t["live_units"] and not t["observed_units"]:
-        return styled("timing: ", ("machine state not observed", "yellow"), " (no load or CPU figures in these "
-                      "records): interference cannot be ruled out")
+        return styled(
+            "timing: ",
+            ("machine state not observed", "yellow"),
+            " (no load or CPU figures in these records): interference cannot be ruled out",
+        )
     load = "" if t["load_1m_min"] is None else f"; load average {t['load_1m_min']:.1f}–{t['load_1m_max']:.1f}"
-    busy = "" if t["other_cores_median"] is None else f"; other processes kept {t['other_cores_median']:.2f} cores busy (median)"
+    busy = (
+        ""
+        if t["other_cores_median"] is None
+        else f"; other processes kept {t['other_cores_median']:.2f} cores busy (median)"
+    )
     if t.get("batches"):
         every = t["disturbed_batches"] == t["batches"]
-        state = (("undisturbed", "green") if t["disturbed_batches"] == 0 else
-                 (f"{t['disturbed_batches']} of {t['batches']} batches disturbed", "yellow"))
-        note = "" if t["disturbed_batches"] == 0 else " (flagged, not " + (
-            "re-timed; none is left undisturbed, so their timings are used and no verdict resting on them is "
-            "confident)" if every else "re-timed; left out of timing fits)")
+        state = (
+            ("undisturbed", "green")
+            if t["disturbed_batches"] == 0
+            else (f"{t['disturbed_batches']} of {t['batches']} batches disturbed", "yellow")
+        )
+        note = (
+            ""
+            if t["disturbed_batches"] == 0
+            else " (flagged, not "
+            + (
+                "re-timed; none is left undisturbed, so their timings are used and no verdict resting on them is "
+                "confident)"
+                if every
+                else "re-timed; left out of timing fits)"
+            )
+        )
     else:
-        state = (("undisturbed", "green") if t["disturbed_units"] == 0 else
-                 (f"{t['disturbed_units']} of {t['live_units']} live units disturbed", "yellow"))
+        state = (
+            ("undisturbed", "green")
+            if t["disturbed_units"] == 0
+            else (f"{t['disturbed_units']} of {t['live_units']} live units disturbed", "yellow")
+        )
         note = "" if t["disturbed_units"] == 0 else " (left out of timing fits)"
     unobserved = t["live_units"] - t["observed_units"]
     gaps = f"; {unobserved} of {t['live_units']} live units without a machine state" if unobserved else ""
@@ -190,12 +229,16 @@ def timing_line(t: dict) -> Text:
 
 def print_json_summary(out_dir: Path, measured: int, total: int) -> None:
 
-
     records = load_records(out_dir)
     records, table = summary_table(records)
     history = load_history(out_dir)
-    out = {"out": str(out_dir), "measured_now": measured, "units": total, "timing": timing_summary(out_dir),
-           "rows": rows_and_verdicts(records, table, history)[0]}
+    out = {
+        "out": str(out_dir),
+        "measured_now": measured,
+        "units": total,
+        "timing": timing_summary(out_dir),
+        "rows": rows_and_verdicts(records, table, history)[0],
+    }
     if history:
         out["adaptive"] = history.as_dict()
     if (records["mode"] == "replay").any():
@@ -215,16 +258,19 @@ def _print_dry_run(spec, units, workloads, shard) -> None:
 
         planner = LookPlanner(spec, workloads, shard)
         units = planner.worst_case()
-    table = Table(title=f"sweep {spec.name}: {len(spec.configs)} configurations, mode {spec.mode}"
-                        + (" (adaptive: worst case, every look)" if planner else ""))
+    table = Table(
+        title=f"sweep {spec.name}: {len(spec.configs)} configurations, mode {spec.mode}"
+        + (" (adaptive: worst case, every look)" if planner else "")
+    )
     for col in ("configuration", "live units", "replayed units"):
         table.add_column(col)
 
     counts = Counter((u.config, u.mode) for u in units)
     for config in spec.configs:
         count = {m: str(counts[(config, m)]) for m in ("live", "replay")}
-        table.add_row(Text(config.label), count["live"],
-                      count["replay"] if spec.replays and not config.is_baseline else "-")
+        table.add_row(
+            Text(config.label), count["live"], count["replay"] if spec.replays and not config.is_baseline else "-"
+        )
     console.print(table)
     live = [u for u in units if u.mode == "live"]
     looks = max((len(s.planned) for s in planner.states.values()), default=1) if planner else 1
@@ -235,8 +281,10 @@ def _print_dry_run(spec, units, workloads, shard) -> None:
     console.print(Text("workloads: " + ", ".join(f"{w} ({len(p)} prompts)" for w, p in workloads_seen.items())))
     line = f"{est['units']} units, at most {est['max_new_tokens_total']:,} generated tokens"
     if len(live) < len(units):
-        line = (f"{est['units']} live units + {len(units) - len(live)} replayed units (no generation), at "
-                f"most {est['max_new_tokens_total']:,} generated tokens")
+        line = (
+            f"{est['units']} live units + {len(units) - len(live)} replayed units (no generation), at "
+            f"most {est['max_new_tokens_total']:,} generated tokens"
+        )
     console.print(line)
     if describe(est, spec):
         console.print(("worst case (every look, nothing dropped): " if planner else "") + describe(est, spec))
@@ -245,9 +293,14 @@ def _print_dry_run(spec, units, workloads, shard) -> None:
             cal = f"; timed prompts {', '.join(map(str, state.calibration))}" if state.calibration else ""
             console.print(Text(f"{name}: looks at {', '.join(map(str, state.planned))} prompts{cal}"))
         budget = spec.adaptive.budget_s
-        console.print("the sweep stops each workload at the first confident verdict"
-                      + (f", and everything when the budget ({budget / 60:.0f} min) is spent" if budget else
-                         " (no wall-time budget: --budget)"))
+        console.print(
+            "the sweep stops each workload at the first confident verdict"
+            + (
+                f", and everything when the budget ({budget / 60:.0f} min) is spent"
+                if budget
+                else " (no wall-time budget: --budget)"
+            )
+        )
 
 
 def print_replay_summary(summary, console: Console) -> None:
@@ -262,18 +315,27 @@ def print_replay_summary(summary, console: Console) -> None:
         return
     for workload, rows in summary.groupby("workload", sort=True):
         compare = bool((rows["n_live"] > 0).any())
-        table = Table(title=f"replay · workload {workload}",
-                      caption=f"n: prompts; τ PI: 95% prediction interval for a live run (greedy: exact); "
-                              f"Δτ = replay − live on the same (live n) units; "
-                              f"α intervals in {SUMMARY_FILE}")
+        table = Table(
+            title=f"replay · workload {workload}",
+            caption=f"n: prompts; τ PI: 95% prediction interval for a live run (greedy: exact); "
+            f"Δτ = replay − live on the same (live n) units; "
+            f"α intervals in {SUMMARY_FILE}",
+        )
         columns = ["drafter", "γ", "T", "n", "τ replay", "τ PI", "α replay"]
         columns += ["live n", "τ live", "Δτ", "agrees"] if compare else []
         for c in columns:
             table.add_column(c, overflow="fold", min_width=12 if c == "drafter" else None)
         for r in rows.sort_values(["temperature", "drafter_label", "gamma"]).itertuples():
             greedy = r.temperature == 0
-            cells = [r.drafter_label, str(r.gamma), f"{r.temperature:g}", str(r.n_prompts), fmt(r.tau, 3),
-                     "exact" if greedy else f"{fmt(r.tau_lo, 2)}–{fmt(r.tau_hi, 2)}", fmt(r.alpha, 3)]
+            cells = [
+                r.drafter_label,
+                str(r.gamma),
+                f"{r.temperature:g}",
+                str(r.n_prompts),
+                fmt(r.tau, 3),
+                "exact" if greedy else f"{fmt(r.tau_lo, 2)}–{fmt(r.tau_hi, 2)}",
+                fmt(r.alpha, 3),
+            ]
             if compare and r.n_live:
                 agrees = ("yes" if r.agrees else "NO") if greedy else ("inside" if r.agrees else "outside")
                 cells += [str(r.n_live), fmt(r.tau_live, 3), f"{r.tau_diff:+.3f}", agrees]
@@ -290,9 +352,17 @@ class SweepProgress:
     """Rich progress: an overall bar with ETA and a line for the configuration being measured."""
 
     def __init__(self, console: Console):
-        self.progress = Progress(text_column("{task.description}", "bold"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), text_column("eta"), TimeRemainingColumn(),
-                                 text_column("{task.fields[detail]}"), console=console, transient=False)
+        self.progress = Progress(
+            text_column("{task.description}", "bold"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            text_column("eta"),
+            TimeRemainingColumn(),
+            text_column("{task.fields[detail]}"),
+            console=console,
+            transient=False,
+        )
         self.task = None
         self._last = 0.0
 
@@ -327,8 +397,11 @@ class SweepProgress:
             return
         self._last = now
         alpha = f"α {result.alpha:.2f} · " if result.drafted else ""
-        self.progress.update(self.task, detail=f"{unit.config.label} · {unit.prompt.prompt_id} t{unit.turn} · "
-                                               f"{alpha}{result.tokens_per_s:.1f} tok/s")
+        self.progress.update(
+            self.task,
+            detail=f"{unit.config.label} · {unit.prompt.prompt_id} t{unit.turn} · "
+            f"{alpha}{result.tokens_per_s:.1f} tok/s",
+        )
 
     def unit_done(self, unit, record) -> None:
         self.progress.advance(self.task)

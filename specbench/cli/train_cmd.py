@@ -33,36 +33,62 @@ states are cached once under $SPECBENCH_CACHE/drafter-data and shared by every d
 
 
 def train_drafter(
-    kind: str = typer.Option(..., "--type", help="A trained drafter type: medusa, eagle, eagle3, mtp, eagle3.1, semi-ar, parallel-tree, ..."),
-    out: Path = typer.Option(..., "--out", "-o", parser=folder_path,
-                             help="Checkpoint folder to write (config.json + model.safetensors)."),
+    kind: str = typer.Option(
+        ..., "--type", help="A trained drafter type: medusa, eagle, eagle3, mtp, eagle3.1, semi-ar, parallel-tree, ..."
+    ),
+    out: Path = typer.Option(
+        ..., "--out", "-o", parser=folder_path, help="Checkpoint folder to write (config.json + model.safetensors)."
+    ),
     target: str = typer.Option("smollm2-135m", "--target", "-t", help="Target model: alias, .gguf, folder or hub id."),
-    prompts: list[str] = typer.Option(["sharegpt"], "--prompts",
-                                      help="Workloads whose train split gives the prompts (repeatable)."),
-    tokens: int = typer.Option(40_000, "--tokens", callback=bounded("train.tokens"),
-                               help="Answer tokens of the target to train on (held-out included)."),
-    epochs: int = typer.Option(4, "--epochs", callback=bounded("train.epochs"),
-                               help="Passes over the training sequences."),
-    lr: float = typer.Option(1e-3, "--lr", callback=bounded("train.lr"),
-                             help="Peak learning rate (AdamW, warm-up then cosine decay)."),
-    max_minutes: float = typer.Option(None, "--max-minutes", callback=bounded("train.max_minutes"),
-                                      help="Stop training after this long (still saves)."),
-    max_new_tokens: int = typer.Option(160, "--max-new-tokens", callback=bounded("max_new_tokens"),
-                                       help="Answer length per training prompt."),
-    draft_vocab: int = typer.Option(8192, "--draft-vocab", callback=bounded("train.draft_vocab"),
-                                    help="Draft vocabulary size (0: the full vocabulary)."),
-    steps: int = typer.Option(None, "--steps", callback=bounded("train.steps"),
-                              help="Unrolled training steps (default: eagle 1, eagle3 3)."),
+    prompts: list[str] = typer.Option(
+        ["sharegpt"], "--prompts", help="Workloads whose train split gives the prompts (repeatable)."
+    ),
+    tokens: int = typer.Option(
+        40_000,
+        "--tokens",
+        callback=bounded("train.tokens"),
+        help="Answer tokens of the target to train on (held-out included).",
+    ),
+    epochs: int = typer.Option(
+        4, "--epochs", callback=bounded("train.epochs"), help="Passes over the training sequences."
+    ),
+    lr: float = typer.Option(
+        1e-3, "--lr", callback=bounded("train.lr"), help="Peak learning rate (AdamW, warm-up then cosine decay)."
+    ),
+    max_minutes: float = typer.Option(
+        None,
+        "--max-minutes",
+        callback=bounded("train.max_minutes"),
+        help="Stop training after this long (still saves).",
+    ),
+    max_new_tokens: int = typer.Option(
+        160, "--max-new-tokens", callback=bounded("max_new_tokens"), help="Answer length per training prompt."
+    ),
+    draft_vocab: int = typer.Option(
+        8192,
+        "--draft-vocab",
+        callback=bounded("train.draft_vocab"),
+        help="Draft vocabulary size (0: the full vocabulary).",
+    ),
+    steps: int = typer.Option(
+        None, "--steps", callback=bounded("train.steps"), help="Unrolled training steps (default: eagle 1, eagle3 3)."
+    ),
     heads: int = typer.Option(None, "--heads", callback=bounded("train.heads"), help="Medusa heads (default 4)."),
     modules: int = typer.Option(None, "--modules", callback=bounded("train.modules"), help="MTP modules (default 2)."),
-    intermediate: int = typer.Option(None, "--intermediate", callback=bounded("train.intermediate"),
-                                      help="MLP width of the drafter layer (default 768)."),
-    batch_tokens: int = typer.Option(4096, "--batch-tokens", callback=bounded("train.batch_tokens"),
-                                     help="Padded positions per optimizer step."),
+    intermediate: int = typer.Option(
+        None,
+        "--intermediate",
+        callback=bounded("train.intermediate"),
+        help="MLP width of the drafter layer (default 768).",
+    ),
+    batch_tokens: int = typer.Option(
+        4096, "--batch-tokens", callback=bounded("train.batch_tokens"), help="Padded positions per optimizer step."
+    ),
     seed: int = typer.Option(0, "--seed", callback=bounded("seed")),
     device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N or auto."),
-    threads: int = typer.Option(None, "--threads", callback=bounded("threads"),
-                                help="torch CPU threads (default: torch's choice)."),
+    threads: int = typer.Option(
+        None, "--threads", callback=bounded("threads"), help="torch CPU threads (default: torch's choice)."
+    ),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing checkpoint in --out."),
 ):
     """Train a drafter for a target on the target's own answers to training prompts."""
@@ -79,19 +105,36 @@ def train_drafter(
     if threads:
         torch.set_num_threads(threads)
 
-    from specbench.training.train import TrainOptions, train_drafter as run  # lazy: imports torch
+    from specbench.training.train import TrainOptions  # lazy: imports torch
+    from specbench.training.train import train_drafter as run
 
     architecture = {"heads": heads, "modules": modules, "intermediate": intermediate}
-    opts = TrainOptions(kind=kind, tokens=tokens, epochs=epochs, lr=lr, batch_tokens=batch_tokens, steps=steps,
-                        draft_vocab=draft_vocab, seed=seed, max_minutes=max_minutes,
-                        architecture={k: v for k, v in architecture.items() if v is not None})
-    args = sys.argv[sys.argv.index("train-drafter") + 1:] if "train-drafter" in sys.argv else []
+    opts = TrainOptions(
+        kind=kind,
+        tokens=tokens,
+        epochs=epochs,
+        lr=lr,
+        batch_tokens=batch_tokens,
+        steps=steps,
+        draft_vocab=draft_vocab,
+        seed=seed,
+        max_minutes=max_minutes,
+        architecture={k: v for k, v in architecture.items() if v is not None},
+    )
+    args = sys.argv[sys.argv.index("train-drafter") + 1 :] if "train-drafter" in sys.argv else []
     command = " ".join(["specbench", "train-drafter", *(shlex.quote(a) for a in args)])
     with _Reporter() as reporter:
         reporter.note(f"loading target {target}")
         loaded = load_model(target, device=device)
-        record = run(loaded, opts, out, workloads=tuple(prompts), max_new_tokens=max_new_tokens, command=command,
-                     on_event=reporter.event)
+        record = run(
+            loaded,
+            opts,
+            out,
+            workloads=tuple(prompts),
+            max_new_tokens=max_new_tokens,
+            command=command,
+            on_event=reporter.event,
+        )
     _summary(kind, out, record)
 
 
@@ -127,34 +170,46 @@ class _Reporter:
             if e["phase"] == "generate":
                 self.note(f"corpus: {e['folder']}")
             elif e["phase"] == "train":
-                self.note(f"training {e['parameters']:,} parameters on {e['train_sequences']} sequences, "
-                          f"{e['heldout_sequences']} held out")
+                self.note(
+                    f"training {e['parameters']:,} parameters on {e['train_sequences']} sequences, "
+                    f"{e['heldout_sequences']} held out"
+                )
             elif e["phase"] == "saved":
                 self.note(f"wrote {e['folder']}")
         elif kind == "generate":
-            self._phase("target answers (tokens)", e["total"]).update(min(e["done"], e["total"]),
-                                                                       f"{e['prompts']} prompts")
+            self._phase("target answers (tokens)", e["total"]).update(
+                min(e["done"], e["total"]), f"{e['prompts']} prompts"
+            )
         elif kind == "features":
             self._phase("target features (sequences)", e["total"]).update(e["done"], "hidden states")
         elif kind == "step":
             self._phase("training (steps)", e["total"]).update(
-                e["step"], f"epoch {e['epoch']} loss {e['loss']:.3f} {self.last_eval}")
+                e["step"], f"epoch {e['epoch']} loss {e['loss']:.3f} {self.last_eval}"
+            )
         elif kind == "eval":
             top1 = " ".join(f"{a:.2f}" for a in e["top1"])
             self.last_eval = f"held-out top-1 [{top1}]"
             self._phase("training (steps)", e["total"]).say(self.last_eval)
-            self.console.print(f"step {e['step']:>5}: held-out loss {e['loss']:.3f}, top-1 per head/step "
-                                        f"[{top1}] on {e['positions']} answer tokens")
+            self.console.print(
+                f"step {e['step']:>5}: held-out loss {e['loss']:.3f}, top-1 per head/step "
+                f"[{top1}] on {e['positions']} answer tokens"
+            )
 
 
 def _summary(kind: str, out: Path, record: dict) -> None:
     t = record["time"]
     table = Table(title=f"{kind} drafter -> {out}", show_header=False)
     table.add_row("held-out top-1 per head/step", ", ".join(f"{a:.3f}" for a in record["heldout"]["top1"]))
-    table.add_row("data", f"{record['data']['prompts']} prompts, {record['data']['answer_tokens']:,} answer tokens "
-                          f"({', '.join(record['data']['workloads'])}, split {record['data']['split']})")
-    table.add_row("time", f"training {t['training_s']:.0f} s, features {t['features_s']:.0f} s, generation "
-                          f"{t['generation_s_of_the_corpus']:.0f} s (cached: {t['generation_s_this_run']:.0f} s this run)")
+    table.add_row(
+        "data",
+        f"{record['data']['prompts']} prompts, {record['data']['answer_tokens']:,} answer tokens "
+        f"({', '.join(record['data']['workloads'])}, split {record['data']['split']})",
+    )
+    table.add_row(
+        "time",
+        f"training {t['training_s']:.0f} s, features {t['features_s']:.0f} s, generation "
+        f"{t['generation_s_of_the_corpus']:.0f} s (cached: {t['generation_s_this_run']:.0f} s this run)",
+    )
     table.add_row("steps", f"{record['steps']} ({record['epochs_done']} epochs)")
     wide_console().print(table)
 

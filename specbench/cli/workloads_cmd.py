@@ -31,11 +31,18 @@ def _chat(workload) -> bool | str:
 
 
 def _summary(workload, split: str) -> dict:
-    return {"name": workload.name, "description": workload.description, "source": workload.source,
-            "chat": _chat(workload), "max_new_tokens": workload.max_new_tokens, "split": split,
-            "prompts": len(workload.prompts), "turns": workload.n_turns,
-            "categories": dict(sorted(Counter(p.category for p in workload.prompts).items())),
-            "context_bins": dict(Counter(p.context_bin for p in workload.prompts if p.context_bin))}
+    return {
+        "name": workload.name,
+        "description": workload.description,
+        "source": workload.source,
+        "chat": _chat(workload),
+        "max_new_tokens": workload.max_new_tokens,
+        "split": split,
+        "prompts": len(workload.prompts),
+        "turns": workload.n_turns,
+        "categories": dict(sorted(Counter(p.category for p in workload.prompts).items())),
+        "context_bins": dict(Counter(p.context_bin for p in workload.prompts if p.context_bin)),
+    }
 
 
 def _short_source(source: str) -> str:
@@ -71,18 +78,33 @@ def list_workloads(json_out: bool = typer.Option(False, "--json", help="Print JS
         if not r["available"]:
             table.add_row(r["name"], "-", "-", "-", "-", "-", plain(f"not here: {r['missing'].split(': ', 1)[-1]}"))
             continue
-        table.add_row(r["name"], str(r["prompts"]), str(r["eval_prompts"]), str(r["turns"]), str(len(r["categories"])),
-                      {True: "yes", False: "no"}.get(r["chat"], r["chat"]), plain(_short_source(r["source"])))
+        table.add_row(
+            r["name"],
+            str(r["prompts"]),
+            str(r["eval_prompts"]),
+            str(r["turns"]),
+            str(len(r["categories"])),
+            {True: "yes", False: "no"}.get(r["chat"], r["chat"]),
+            plain(_short_source(r["source"])),
+        )
     wide_console().print(table)
 
 
 @workloads_app.command("show")
 def show_workload(
-    name: str = typer.Argument(..., help="Built-in name, a workload .yaml file, jsonl:PATH[:field=F] or hf:DATASET[:SPLIT]."),
-    count: int | None = typer.Option(None, "--count", "-n", callback=bounded("prompts"),
-                                     help="Sample this many prompts (default: the workload's own)."),
-    seed: int | None = typer.Option(None, "--seed", callback=bounded("seed"),
-                                    help="Seed of the sample (default: the workload's own)."),
+    name: str = typer.Argument(
+        ..., help="Built-in name, a workload .yaml file, jsonl:PATH[:field=F] or hf:DATASET[:SPLIT]."
+    ),
+    count: int | None = typer.Option(
+        None,
+        "--count",
+        "-n",
+        callback=bounded("prompts"),
+        help="Sample this many prompts (default: the workload's own).",
+    ),
+    seed: int | None = typer.Option(
+        None, "--seed", callback=bounded("seed"), help="Seed of the sample (default: the workload's own)."
+    ),
     split: str = typer.Option("eval", "--split", help="eval (what sweeps use), train (drafter training) or all."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
 ):
@@ -96,8 +118,12 @@ def show_workload(
     first = workload.prompts[0]
     info["sample"] = {"prompt_id": first.prompt_id, "category": first.category, "turns": list(first.turns)}
     if first.context is not None:  # long-context: the turn's {document} is cut to the bin when encoded
-        info["sample"].update(context_bin=first.context.bin, target_tokens=first.context.target_tokens,
-                              document=first.context.origin, document_chars=len(first.context.text))
+        info["sample"].update(
+            context_bin=first.context.bin,
+            target_tokens=first.context.target_tokens,
+            document=first.context.origin,
+            document_chars=len(first.context.text),
+        )
     if json_out:
         typer.echo(json.dumps(info, indent=2, ensure_ascii=False))
         return
@@ -109,15 +135,21 @@ def show_workload(
     facts.add_row("source", plain(workload.source))
     facts.add_row("prompts", f"{info['prompts']} ({split} split), {info['turns']} turns")
     chat = {True: "chat template", False: "plain completion (no chat template)"}.get(
-        info["chat"], "each prompt as its own workload says (a stream: chat template or plain completion)")
+        info["chat"], "each prompt as its own workload says (a stream: chat template or plain completion)"
+    )
     facts.add_row("prompt", chat)
     facts.add_row("max new tokens", str(workload.max_new_tokens))
     if info["context_bins"]:
         facts.add_row("context bins", ", ".join(f"{b}: {n}" for b, n in info["context_bins"].items()))
     if first.context is not None:
-        facts.add_row("sample document", plain(f"{first.context.origin} ({len(first.context.text):,} characters), "
-                                              f"cut to bin {first.context.bin} ({first.context.target_tokens:,} "
-                                              "tokens of the target's tokenizer) when encoded"))
+        facts.add_row(
+            "sample document",
+            plain(
+                f"{first.context.origin} ({len(first.context.text):,} characters), "
+                f"cut to bin {first.context.bin} ({first.context.target_tokens:,} "
+                "tokens of the target's tokenizer) when encoded"
+            ),
+        )
     console.print(facts)
     categories = Table(title="categories")
     categories.add_column("category")

@@ -17,8 +17,15 @@ import torch
 import torch.nn.functional as F
 
 from specbench.engine.kv_cache import StaticKVCache
-from specbench.engine.weight_layout import (REDUCED_PRECISION, CpuLayout, apply_layout, default_layout, linear,
-                                            packed_weight, single_row_weight)
+from specbench.engine.weight_layout import (
+    REDUCED_PRECISION,
+    CpuLayout,
+    apply_layout,
+    default_layout,
+    linear,
+    packed_weight,
+    single_row_weight,
+)
 from specbench.errors import SpecbenchError
 from specbench_kernels._triton import interpreter_enabled, triton_available
 from specbench_kernels.tree_attention import tree_attention
@@ -55,7 +62,6 @@ class TreeLayout:
     mask: torch.Tensor
     offsets: torch.Tensor
     prior: int = 0
-
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -144,8 +150,9 @@ class NativeDecoder:
     # ---------------------------------------------------------------- cache control
     def reset(self, batch_size: int, capacity: int) -> None:
         if self.cache is None or self.cache.keys.shape[1] != batch_size or self.cache.capacity < capacity:
-            self.cache = StaticKVCache(len(self.layers), batch_size, self.kv_heads, self.head_dim, capacity,
-                                       self.cache_dtype, self.device)
+            self.cache = StaticKVCache(
+                len(self.layers), batch_size, self.kv_heads, self.head_dim, capacity, self.cache_dtype, self.device
+            )
         self.cache.length = 0
 
     @property
@@ -167,7 +174,7 @@ class NativeDecoder:
             return None
         mask = torch.ones(new, total, dtype=torch.bool, device=self.device)
         if tree is not None:
-            mask[:, start - tree.prior:] = tree.mask.to(self.device)
+            mask[:, start - tree.prior :] = tree.mask.to(self.device)
         else:
             mask[:, start:] = torch.ones(new, new, dtype=torch.bool, device=self.device).tril()
         if self.window and total > self.window:
@@ -187,8 +194,9 @@ class NativeDecoder:
         torch's 16-bit CPU product costs one weight pass per row, the float32 GEMM costs about one for all
         rows, and the copy one more."""
         if not wide:
-            return linear(x, module.weight, module.bias, single_row_weight(module), packed=packed_weight(module),
-                          **self._forms)
+            return linear(
+                x, module.weight, module.bias, single_row_weight(module), packed=packed_weight(module), **self._forms
+            )
         bias = None if module.bias is None else module.bias.float()
         return F.linear(x.float(), module.weight.float(), bias).to(x.dtype)
 
@@ -202,8 +210,19 @@ class NativeDecoder:
         gate, up = self._linear(mlp.gate_proj, x, wide), self._linear(mlp.up_proj, x, wide)
         return self._linear(mlp.down_proj, mlp.act_fn(gate) * up, wide)
 
-    def _attention(self, layer_idx: int, attn, x: torch.Tensor, cos, sin, mask, write_at: torch.Tensor, end: int,
-                   kernel: bool, wide: bool = False) -> torch.Tensor:
+    def _attention(
+        self,
+        layer_idx: int,
+        attn,
+        x: torch.Tensor,
+        cos,
+        sin,
+        mask,
+        write_at: torch.Tensor,
+        end: int,
+        kernel: bool,
+        wide: bool = False,
+    ) -> torch.Tensor:
         """Self-attention of x [B, T, H]: its keys/values go to cache positions ``write_at`` [T] and
         the queries attend over cache positions [0, end) under ``mask`` [T, end]."""
         bsz, new, _ = x.shape
@@ -225,18 +244,30 @@ class NativeDecoder:
             out = self._row_attention(layer_idx, q)
         else:
             keys, values = self.cache.keys[layer_idx, :, :, :end], self.cache.values[layer_idx, :, :, :end]
-            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, scale=self.scale,
-                                                 enable_gqa=self.kv_heads != self.num_heads)  # [B, H, T, D]
+            out = F.scaled_dot_product_attention(
+                q, keys, values, attn_mask=mask, scale=self.scale, enable_gqa=self.kv_heads != self.num_heads
+            )  # [B, H, T, D]
         out = out.transpose(1, 2).reshape(bsz, new, self.num_heads * self.head_dim).to(x.dtype)
         return self._linear(attn.o_proj, out, wide)
 
-    def _layers(self, x: torch.Tensor, cos, sin, mask, write_at: torch.Tensor, end: int, kernel: bool,
-                hidden_layers: tuple[int, ...], wide: bool = False) -> tuple[torch.Tensor, dict]:
+    def _layers(
+        self,
+        x: torch.Tensor,
+        cos,
+        sin,
+        mask,
+        write_at: torch.Tensor,
+        end: int,
+        kernel: bool,
+        hidden_layers: tuple[int, ...],
+        wide: bool = False,
+    ) -> tuple[torch.Tensor, dict]:
         """Every decoder layer over x [B, T, H]; returns the output and the requested layer outputs."""
         layer_hidden = {0: x} if 0 in hidden_layers else {}
         for i, layer in enumerate(self.layers):
-            x = x + self._attention(i, layer.self_attn, layer.input_layernorm(x), cos, sin, mask, write_at, end,
-                                    kernel, wide)
+            x = x + self._attention(
+                i, layer.self_attn, layer.input_layernorm(x), cos, sin, mask, write_at, end, kernel, wide
+            )
             x = x + self._mlp(layer.mlp, layer.post_attention_layernorm(x), wide)
             if i + 1 in hidden_layers:
                 layer_hidden[i + 1] = x
@@ -264,19 +295,33 @@ class NativeDecoder:
                 k_i, v_i = keys[:, :, :seen], values[:, :, :seen]
             else:
                 k_i, v_i = keys.index_select(2, seen), values.index_select(2, seen)
-            out.append(F.scaled_dot_product_attention(q[:, :, i:i + 1], k_i, v_i, scale=self.scale, enable_gqa=gqa))
+            out.append(F.scaled_dot_product_attention(q[:, :, i : i + 1], k_i, v_i, scale=self.scale, enable_gqa=gqa))
         return torch.cat(out, dim=2)
 
     def _kernel_attention(self, layer_idx: int, q: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """The Triton tree-attention kernel over the whole cache: prefix + [T, T] node mask."""
 
         start, new = self.cache.length, q.shape[2]
-        return tree_attention(q, self.cache.keys[layer_idx], self.cache.values[layer_idx], start,
-                              mask[:, start:start + new], self.scale, impl="triton", max_prefix_len=start)
+        return tree_attention(
+            q,
+            self.cache.keys[layer_idx],
+            self.cache.values[layer_idx],
+            start,
+            mask[:, start : start + new],
+            self.scale,
+            impl="triton",
+            max_prefix_len=start,
+        )
 
     @torch.inference_mode()
-    def forward(self, input_ids: torch.Tensor, *, tree: TreeLayout | None = None, logits: str = "all",
-                hidden_layers: tuple[int, ...] = ()) -> DecoderOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        *,
+        tree: TreeLayout | None = None,
+        logits: str = "all",
+        hidden_layers: tuple[int, ...] = (),
+    ) -> DecoderOutput:
         """Run input_ids [B, T] after the cached prefix and append them to the cache.
 
         logits: "all" (every new position), "last" (the final one only) or "none".
@@ -293,16 +338,20 @@ class NativeDecoder:
         # a 16-bit prefill into an empty cache runs in float32 (`_linear`); every later forward (decode,
         # verify, catch-up) keeps the 16-bit product, whose rows do not depend on how many run together
         wide = self.upcast_prefill and start == 0 and new >= UPCAST_PREFILL_MIN_TOKENS
-        if (self._compiled is not None and start > 0 and new <= COMPILED_MAX_TOKENS and not hidden_layers
-                and not self.window):
+        if (
+            self._compiled is not None
+            and start > 0
+            and new <= COMPILED_MAX_TOKENS
+            and not hidden_layers
+            and not self.window
+        ):
             # one static shape per T: attend over the whole preallocated cache, the tail masked off
             full = torch.zeros(new, self.cache.capacity, dtype=torch.bool, device=self.device)
             full[:, : start + new] = True if mask is None else mask
             x, layer_hidden = self._compiled(x, cos, sin, full, write_at, self.cache.capacity, False, ())
         else:
             # the kernel covers verification: whole prefix visible, a node mask among the new tokens
-            kernel = (self.use_kernel and new > 1 and start > 0 and not self.window
-                      and (tree is None or tree.prior == 0))
+            kernel = self.use_kernel and new > 1 and start > 0 and not self.window and (tree is None or tree.prior == 0)
             exact_rows = self.row_attention and new > 1 and start > 0 and not kernel
             self._row_keys = self._rows_of(mask[:, : start + new]) if exact_rows else None
             try:
@@ -311,8 +360,7 @@ class NativeDecoder:
                 self._row_keys = None
         self.cache.advance(new)
         hidden = self.body.norm(x)
-        return DecoderOutput(logits=self._logits(hidden, logits, wide), hidden=hidden,
-                             layer_hidden=layer_hidden)
+        return DecoderOutput(logits=self._logits(hidden, logits, wide), hidden=hidden, layer_hidden=layer_hidden)
 
     @torch.inference_mode()
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -340,7 +388,6 @@ def _use_attention_kernel(kernels: str, device: torch.device) -> bool:
         if not triton_available():
             raise SpecbenchError("--kernels triton needs the triton package")
         if device.type != "cuda":
-
             if not interpreter_enabled():
                 raise SpecbenchError("--kernels triton needs a CUDA device (or TRITON_INTERPRET=1 for testing)")
         return True
@@ -381,23 +428,34 @@ class HFDecoder:
         self._length = length
 
     def keep(self, start: int, offsets: torch.Tensor) -> None:
-        raise SpecbenchError("tree verification needs a natively supported architecture "
-                             f"({', '.join(NATIVE_MODEL_TYPES)})")
+        raise SpecbenchError(
+            f"tree verification needs a natively supported architecture ({', '.join(NATIVE_MODEL_TYPES)})"
+        )
 
     @torch.inference_mode()
-    def forward(self, input_ids: torch.Tensor, *, tree: TreeLayout | None = None, logits: str = "all",
-                hidden_layers: tuple[int, ...] = ()) -> DecoderOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        *,
+        tree: TreeLayout | None = None,
+        logits: str = "all",
+        hidden_layers: tuple[int, ...] = (),
+    ) -> DecoderOutput:
         if tree is not None:
             self.keep(0, torch.empty(0))
         new = input_ids.shape[1]
         positions = torch.arange(self._length, self._length + new, device=self.device)[None, :]
-        out = self.model(input_ids=input_ids, position_ids=positions, use_cache=True, output_hidden_states=True,
-                         **{self._cache_kwarg: self.past})
+        out = self.model(
+            input_ids=input_ids,
+            position_ids=positions,
+            use_cache=True,
+            output_hidden_states=True,
+            **{self._cache_kwarg: self.past},
+        )
         self._length += new
         states = out.hidden_states
         logits_t = None if logits == "none" else (out.logits[:, -1:] if logits == "last" else out.logits).float()
-        return DecoderOutput(logits=logits_t, hidden=states[-1],
-                             layer_hidden={i: states[i] for i in hidden_layers})
+        return DecoderOutput(logits=logits_t, hidden=states[-1], layer_hidden={i: states[i] for i in hidden_layers})
 
 
 IMPLEMENTATIONS = ("auto", "native", "hf")  # auto: native where the architecture allows it, else hf

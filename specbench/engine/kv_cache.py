@@ -12,8 +12,16 @@ class StaticKVCache:
     sequence of the batch. Rolling back is moving ``length``; nothing is freed or copied.
     """
 
-    def __init__(self, num_layers: int, batch_size: int, kv_heads: int, head_dim: int, capacity: int,
-                 dtype: torch.dtype, device: torch.device | str):
+    def __init__(
+        self,
+        num_layers: int,
+        batch_size: int,
+        kv_heads: int,
+        head_dim: int,
+        capacity: int,
+        dtype: torch.dtype,
+        device: torch.device | str,
+    ):
         shape = (num_layers, batch_size, kv_heads, capacity, head_dim)
         self.keys = torch.zeros(shape, dtype=dtype, device=device)
         self.values = torch.zeros(shape, dtype=dtype, device=device)
@@ -42,8 +50,8 @@ class StaticKVCache:
         itself moves only in `advance`, once every layer has been written.
         """
         end = self.length + k.shape[2]
-        self.keys[layer, :, :, self.length:end] = k
-        self.values[layer, :, :, self.length:end] = v
+        self.keys[layer, :, :, self.length : end] = k
+        self.values[layer, :, :, self.length : end] = v
         return self.keys[layer, :, :, :end], self.values[layer, :, :, :end]
 
     def write_at(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
@@ -70,6 +78,6 @@ class StaticKVCache:
         """
         n = int(offsets.numel())
         src = start + offsets.to(self.keys.device)
-        self.keys[:, :, :, start:start + n] = self.keys.index_select(3, src)
-        self.values[:, :, :, start:start + n] = self.values.index_select(3, src)
+        self.keys[:, :, :, start : start + n] = self.keys.index_select(3, src)
+        self.values[:, :, :, start : start + n] = self.values.index_select(3, src)
         self.length = start + n

@@ -15,8 +15,8 @@ How many of its γ tokens a chain drafts in a round is the schedule's choice
 from __future__ import annotations
 
 import resource
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -29,11 +29,17 @@ from specbench.engine.stats import GenerationResult, RoundLog
 from specbench.engine.threads import RoleThreads, using_threads
 from specbench.engine.timing import DeviceClock
 from specbench.engine.tree import StaticTree, shape_for, verification_layout
-from specbench.engine.verify import (verify_greedy, verify_greedy_rows, verify_sampling, verify_sampling_rows,
-                                     verify_tree_greedy, verify_tree_sampling)
+from specbench.engine.verify import (
+    verify_greedy,
+    verify_greedy_rows,
+    verify_sampling,
+    verify_sampling_rows,
+    verify_tree_greedy,
+    verify_tree_sampling,
+)
 from specbench.errors import SpecbenchError
-from specbench_kernels.rejection_sampling import rejection_sampling
 from specbench.models.moe_upcycle import RoutingLog, routing_log
+from specbench_kernels.rejection_sampling import rejection_sampling
 
 
 def eos_token_ids(model, tokenizer) -> set[int]:
@@ -73,11 +79,23 @@ class SpeculativeEngine:
     ``driver``: how rounds are drafted and verified (`specbench.engine.rounds.RoundDriver`; default sequential:
     draft, then verify). Nested speculation and online adaptation are drivers."""
 
-    def __init__(self, target, drafter: BaseDrafter | None = None, *, gamma: int = 0, tree: str = "chain",
-                 sampling: SamplingParams = SamplingParams(), implementation: str = "auto", kernels: str = "auto",
-                 compile: bool = False, verifier: Verifier | None = None, decoder=None,
-                 schedule: ScheduleSpec = ScheduleSpec(), threads: RoleThreads | None = None,
-                 driver: RoundDriver | None = None):
+    def __init__(
+        self,
+        target,
+        drafter: BaseDrafter | None = None,
+        *,
+        gamma: int = 0,
+        tree: str = "chain",
+        sampling: SamplingParams = SamplingParams(),
+        implementation: str = "auto",
+        kernels: str = "auto",
+        compile: bool = False,
+        verifier: Verifier | None = None,
+        decoder=None,
+        schedule: ScheduleSpec = ScheduleSpec(),
+        threads: RoleThreads | None = None,
+        driver: RoundDriver | None = None,
+    ):
         if gamma < 0:
             raise SpecbenchError(f"gamma must be >= 0, got {gamma}")
         if gamma > 0 and drafter is None:
@@ -95,19 +113,23 @@ class SpeculativeEngine:
         if compile and self.drafter is not None:  # a draft model compiles its steps too
             self.drafter.compile_steps()
         if self.shape is not None and not self.shape.is_chain and not self.decoder.supports_trees:
-            raise SpecbenchError(f"tree drafting needs a natively supported target architecture; "
-                                 f"'{target.name}' runs through transformers' own forward (chains only)")
+            raise SpecbenchError(
+                f"tree drafting needs a natively supported target architecture; "
+                f"'{target.name}' runs through transformers' own forward (chains only)"
+            )
         self.kernels = kernels
         if isinstance(self.shape, StaticTree) and max(self.shape.ranks) >= target.vocab_size:
-            raise SpecbenchError(f"tree rank {max(self.shape.ranks)} is beyond the vocabulary "
-                                 f"({target.vocab_size} tokens)")
+            raise SpecbenchError(
+                f"tree rank {max(self.shape.ranks)} is beyond the vocabulary ({target.vocab_size} tokens)"
+            )
         self.device = self.decoder.device
         self.clock = DeviceClock(self.device)
         self.eos_ids = eos_token_ids(target.model, target.tokenizer)
         self.verifier = verifier or Verifier()
         if self.drafter is not None:
-            check_schedule(schedule, chain=self.shape.is_chain, drafter=self.drafter.name,
-                           confident=self.drafter.confident)
+            check_schedule(
+                schedule, chain=self.shape.is_chain, drafter=self.drafter.name, confident=self.drafter.confident
+            )
         self.schedule = make_schedule(schedule if self.drafter is not None else ScheduleSpec(), gamma)
         self.routing = routing_log(target.model)  # MoE targets: the experts of each forward's tokens
         if self.shape is not None and self.shape.expert_cost > 0:
@@ -118,14 +140,20 @@ class SpeculativeEngine:
     def _predict_experts_with(self, drafter) -> None:
         """Give the drafter the target's routers for an expert-aware tree (λ > 0), or refuse the configuration."""
         if self.routing is None or not self.routing.routers:
-            raise SpecbenchError(f"an expert-aware tree (lambda > 0) needs an MoE target whose routers specbench "
-                                 f"knows (e.g. smollm2-135m-moe); '{self.target.name}' is dense")
+            raise SpecbenchError(
+                f"an expert-aware tree (lambda > 0) needs an MoE target whose routers specbench "
+                f"knows (e.g. smollm2-135m-moe); '{self.target.name}' is dense"
+            )
         if not drafter.predicts_experts:
-            raise SpecbenchError(f"drafter '{drafter.name}' cannot predict the target's experts (expert-aware "
-                                 "trees need a draft model, EAGLE or EAGLE-3)")
+            raise SpecbenchError(
+                f"drafter '{drafter.name}' cannot predict the target's experts (expert-aware "
+                "trees need a draft model, EAGLE or EAGLE-3)"
+            )
         if drafter.feature_size != self.routing.hidden_size:
-            raise SpecbenchError(f"drafter '{drafter.name}' has hidden size {drafter.feature_size}, the target's "
-                                 f"routers take {self.routing.hidden_size}: no expert prediction from its features")
+            raise SpecbenchError(
+                f"drafter '{drafter.name}' has hidden size {drafter.feature_size}, the target's "
+                f"routers take {self.routing.hidden_size}: no expert prediction from its features"
+            )
         drafter.expert_router = self.routing
 
     # ------------------------------------------------------------------ pieces
@@ -152,7 +180,6 @@ class SpeculativeEngine:
             uniform, exponential = self._chain_randomness(proposal.tokens, target_probs.shape[-1], generator)
             rule = self.verifier.sampling
             if self.kernels != "torch" and rule is verify_sampling and self.device.type == "cuda":
-
                 rule = rejection_sampling  # the fused Triton kernel, same numbers in, same tokens out
             verdict = rule(proposal.tokens, proposal.probs, target_probs, uniform, exponential)
         return int(verdict.accepted[0]), int(verdict.next_token[0])
@@ -169,17 +196,18 @@ class SpeculativeEngine:
     def _verify_chain_rows(self, proposal: Proposal, hidden: torch.Tensor, generator) -> tuple[int, int]:
         """hidden [1, K+1, H] (final-norm states over [root, drafts]) -> (accepted, next token), the LM
         head run one row at a time, only for rows whose acceptance is decided (see `verify_chain_rows`)."""
+
         def logits(i: int) -> torch.Tensor:  # [V]
-            return self.decoder.head(hidden[:, i:i + 1])[0, 0]
+            return self.decoder.head(hidden[:, i : i + 1])[0, 0]
 
         if self.sampling.greedy:
             verdict = self.verifier.greedy_rows(proposal.tokens, logits)
         else:
             vocab = self.decoder.model.get_output_embeddings().weight.shape[0]
             uniform, exponential = self._chain_randomness(proposal.tokens, vocab, generator)
-            verdict = self.verifier.sampling_rows(proposal.tokens, proposal.probs,
-                                                  lambda i: probabilities(logits(i), self.sampling), uniform,
-                                                  exponential)
+            verdict = self.verifier.sampling_rows(
+                proposal.tokens, proposal.probs, lambda i: probabilities(logits(i), self.sampling), uniform, exponential
+            )
         return int(verdict.accepted[0]), int(verdict.next_token[0])
 
     def _verify_tree(self, proposal: Proposal, logits: torch.Tensor, generator) -> tuple[list[int], int]:
@@ -189,8 +217,9 @@ class SpeculativeEngine:
             verdict = self.verifier.tree_greedy(tokens, proposal.parents, logits[0])
         else:
             probs = proposal.probs[0] if proposal.probs is not None else None
-            verdict = self.verifier.tree_sampling(tokens, proposal.parents, probs,
-                                                  probabilities(logits[0], self.sampling), generator)
+            verdict = self.verifier.tree_sampling(
+                tokens, proposal.parents, probs, probabilities(logits[0], self.sampling), generator
+            )
         return verdict.path, verdict.next_token
 
     # ------------------------------------------------------------------ the round's steps (drivers call these)
@@ -213,11 +242,15 @@ class SpeculativeEngine:
         # chains on a decoder whose LM head costs one weight pass per row: the head only for the rows
         # whose acceptance is decided (up to the first rejection), computed after the layers
         lazy = self._lazy_chain_rule(proposal)
-        out = self.decoder.forward(feed, tree=layout, logits="none" if lazy else "all",
-                                   hidden_layers=self.feature_layers)
+        out = self.decoder.forward(
+            feed, tree=layout, logits="none" if lazy else "all", hidden_layers=self.feature_layers
+        )
         if proposal.is_chain:
-            accepted, next_token = (self._verify_chain_rows(proposal, out.hidden, generator) if lazy
-                                    else self._verify_chain(proposal, out.logits, generator))
+            accepted, next_token = (
+                self._verify_chain_rows(proposal, out.hidden, generator)
+                if lazy
+                else self._verify_chain(proposal, out.logits, generator)
+            )
             path = list(range(accepted))
             self.decoder.truncate(root + 1 + accepted)
         else:
@@ -243,12 +276,26 @@ class SpeculativeEngine:
             if ends:
                 emitted, eos = emitted[: ends[0] + 1], True
         if self.drafter is not None:
-            self.drafter.observe(RoundOutcome(context_length=context.shape[1], accepted=len(verdict.path),
-                                              next_token=verdict.next_token, accepted_nodes=verdict.path,
-                                              features=verdict.features))
-        return Round(drafted=proposal.tree_nodes, depth=proposal.depth, draft_steps=proposal.draft_steps,
-                     confidences=proposal.confidences, accepted=len(verdict.path), emitted=emitted, eos=eos,
-                     draft_s=t1 - t0, verify_s=t2 - t1)
+            self.drafter.observe(
+                RoundOutcome(
+                    context_length=context.shape[1],
+                    accepted=len(verdict.path),
+                    next_token=verdict.next_token,
+                    accepted_nodes=verdict.path,
+                    features=verdict.features,
+                )
+            )
+        return Round(
+            drafted=proposal.tree_nodes,
+            depth=proposal.depth,
+            draft_steps=proposal.draft_steps,
+            confidences=proposal.confidences,
+            accepted=len(verdict.path),
+            emitted=emitted,
+            eos=eos,
+            draft_s=t1 - t0,
+            verify_s=t2 - t1,
+        )
 
     @property
     def feature_layers(self) -> tuple[int, ...]:
@@ -291,8 +338,15 @@ class SpeculativeEngine:
         return None if self.threads is None else self.threads.drafter
 
     # ------------------------------------------------------------------ generation
-    def generate(self, prompt, max_new_tokens: int, *, seed: int = 0, stop_at_eos: bool = True,
-                 on_round: Callable[[GenerationResult], None] | None = None) -> GenerationResult:
+    def generate(
+        self,
+        prompt,
+        max_new_tokens: int,
+        *,
+        seed: int = 0,
+        stop_at_eos: bool = True,
+        on_round: Callable[[GenerationResult], None] | None = None,
+    ) -> GenerationResult:
         """Generate up to max_new_tokens after prompt (list of ids or [1, T] tensor): prefill, then rounds until
         the length limit or an end-of-sequence token, each round booked in the result's round log."""
         prompt = self._checked_prompt(prompt, max_new_tokens)
@@ -310,12 +364,22 @@ class SpeculativeEngine:
         context[:, length] = first
         length += 1
         tokens = [first]
-        result = GenerationResult(prompt_tokens=prompt.shape[1], tokens=tokens, rounds=RoundLog(),
-                                  prefill_s=self.clock.now() - start, decode_s=0.0, stop_reason="length",
-                                  moe=None if self.routing is None else {
-                                      "experts": self.routing.experts, "top_k": self.routing.top_k,
-                                      "expert_bytes": self.routing.expert_bytes,
-                                      "step_bytes": self.routing.step_bytes})
+        result = GenerationResult(
+            prompt_tokens=prompt.shape[1],
+            tokens=tokens,
+            rounds=RoundLog(),
+            prefill_s=self.clock.now() - start,
+            decode_s=0.0,
+            stop_reason="length",
+            moe=None
+            if self.routing is None
+            else {
+                "experts": self.routing.experts,
+                "top_k": self.routing.top_k,
+                "expert_bytes": self.routing.expert_bytes,
+                "step_bytes": self.routing.step_bytes,
+            },
+        )
         eos = stop_at_eos and first in self.eos_ids
         if eos:
             result.stop_reason = "eos"
@@ -327,7 +391,7 @@ class SpeculativeEngine:
             # the schedule's γ for this round (fixed: the configuration's), never past the length limit
             round_gamma = min(self.schedule.round_gamma(), max_new_tokens - len(tokens) - 1)
             step = self.run_round(context[:, :length], round_gamma, generator, stop_at_eos)
-            context[0, length: length + len(step.emitted)] = torch.tensor(step.emitted, device=self.device)
+            context[0, length : length + len(step.emitted)] = torch.tensor(step.emitted, device=self.device)
             length += len(step.emitted)
             tokens.extend(step.emitted)
             if step.eos:
@@ -372,12 +436,28 @@ class SpeculativeEngine:
 
     def _book(self, log: RoundLog, step: Round, round_s: float) -> None:
         """A finished round into the generation's round log and the verify-length schedule."""
-        log.add(drafted=step.drafted, depth=step.depth, accepted=step.accepted, emitted=len(step.emitted),
-                draft_steps=step.draft_steps, draft_s=step.draft_s, verify_s=step.verify_s, round_s=round_s,
-                **expert_traffic(self.routing))
-        self.schedule.observe(RoundVerdict(drafted=step.drafted, accepted=step.accepted, emitted=len(step.emitted),
-                                           confidences=step.confidences, draft_s=step.draft_s,
-                                           verify_s=step.verify_s, round_s=round_s))
+        log.add(
+            drafted=step.drafted,
+            depth=step.depth,
+            accepted=step.accepted,
+            emitted=len(step.emitted),
+            draft_steps=step.draft_steps,
+            draft_s=step.draft_s,
+            verify_s=step.verify_s,
+            round_s=round_s,
+            **expert_traffic(self.routing),
+        )
+        self.schedule.observe(
+            RoundVerdict(
+                drafted=step.drafted,
+                accepted=step.accepted,
+                emitted=len(step.emitted),
+                confidences=step.confidences,
+                draft_s=step.draft_s,
+                verify_s=step.verify_s,
+                round_s=round_s,
+            )
+        )
 
 
 def expert_traffic(routing: RoutingLog | None) -> dict:

@@ -34,6 +34,7 @@ def named_mapping(item, where: str, kind: str, names, form: str) -> tuple[str, d
         raise SpecbenchError(f"{where}: {form}, got {item!r}")
     name = str(item["name"])
     if name not in names:
-        raise SpecbenchError(f"{where}: unknown {kind} '{name}'{did_you_mean(name, list(names))} "
-                             f"(choose from: {', '.join(names)})")
+        raise SpecbenchError(
+            f"{where}: unknown {kind} '{name}'{did_you_mean(name, list(names))} (choose from: {', '.join(names)})"
+        )
     return name, item

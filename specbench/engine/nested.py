@@ -89,10 +89,13 @@ def truncated(proposal: Proposal, gamma: int) -> Proposal:
     """A chain proposal cut to its first ``gamma`` tokens."""
     if proposal.tree_nodes <= gamma:
         return proposal
-    return Proposal(tokens=proposal.tokens[:, :gamma],
-                    probs=None if proposal.probs is None else proposal.probs[:, :gamma],
-                    parents=None, draft_steps=proposal.draft_steps,
-                    path_logq=None if proposal.path_logq is None else proposal.path_logq[:gamma])
+    return Proposal(
+        tokens=proposal.tokens[:, :gamma],
+        probs=None if proposal.probs is None else proposal.probs[:, :gamma],
+        parents=None,
+        draft_steps=proposal.draft_steps,
+        path_logq=None if proposal.path_logq is None else proposal.path_logq[:gamma],
+    )
 
 
 class NestedDriver(RoundDriver):
@@ -117,8 +120,10 @@ class NestedDriver(RoundDriver):
         if not engine.shape.is_chain:
             raise SpecbenchError("nested speculation drafts chains only (tree: chain)")
         if not engine.drafter.drafts_ahead:
-            raise SpecbenchError(f"nested speculation needs a drafter that can draft ahead of verification "
-                                 f"(draft-model, eagle, eagle3); '{engine.drafter.name}' cannot")
+            raise SpecbenchError(
+                f"nested speculation needs a drafter that can draft ahead of verification "
+                f"(draft-model, eagle, eagle3); '{engine.drafter.name}' cannot"
+            )
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="specbench-verify")
         self._stream = torch.cuda.Stream(engine.device) if engine.device.type == "cuda" else None
         self._ahead_generator = torch.Generator(device=engine.device)
@@ -136,8 +141,10 @@ class NestedDriver(RoundDriver):
         ready, self._ready = self._ready, []
         if round_gamma > 0:
             for prepared in ready:
-                if context.shape[1] == prepared.start + len(prepared.tail) and \
-                        context[0, prepared.start:].tolist() == prepared.tail:
+                if (
+                    context.shape[1] == prepared.start + len(prepared.tail)
+                    and context[0, prepared.start :].tolist() == prepared.tail
+                ):
                     self._counts[1] += 1
                     self._counts[2] += prepared.seconds
                     return truncated(prepared.proposal, round_gamma)

@@ -30,8 +30,8 @@ configuration's value (name + params, hashed into unit ids only when not ``fixed
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from specbench.engine.named_params import NamedParams, named_mapping
 from specbench.errors import SpecbenchError, did_you_mean
@@ -109,8 +109,9 @@ def parse_schedule(item, where: str = "schedule") -> ScheduleSpec:
         params[key] = value
     missing = [k for k, default in allowed.items() if default is None and k not in params]
     if missing:
-        raise SpecbenchError(f"{where}: schedule '{name}' needs {', '.join(missing)} "
-                             f"(e.g. {{name: {name}, {missing[0]}: 0.4}})")
+        raise SpecbenchError(
+            f"{where}: schedule '{name}' needs {', '.join(missing)} (e.g. {{name: {name}, {missing[0]}: 0.4}})"
+        )
     merged = {**allowed, **params}
     if name == "threshold" and not 0 < merged["threshold"] <= 1:
         raise SpecbenchError(f"{where}: threshold must be in (0, 1], got {merged['threshold']}")
@@ -128,14 +129,19 @@ def check_schedule(spec: ScheduleSpec, *, chain: bool, drafter: str, confident: 
     if spec.is_fixed:
         return
     if not chain:
-        raise SpecbenchError(f"schedule '{spec.label}' needs a chain: verify-length schedules cut a single draft "
-                             "path (use tree: chain, or schedule: fixed with trees)")
+        raise SpecbenchError(
+            f"schedule '{spec.label}' needs a chain: verify-length schedules cut a single draft "
+            "path (use tree: chain, or schedule: fixed with trees)"
+        )
     if spec.needs_confidence and not confident:
-        raise SpecbenchError(f"schedule '{spec.label}' reads the drafter's confidence, which drafter '{drafter}' "
-                             "does not have (it proposes without probabilities): use fixed or heuristic with it")
+        raise SpecbenchError(
+            f"schedule '{spec.label}' reads the drafter's confidence, which drafter '{drafter}' "
+            "does not have (it proposes without probabilities): use fixed or heuristic with it"
+        )
 
 
 # ----------------------------------------------------------------------------- the schedules
+
 
 @dataclass
 class RoundVerdict:

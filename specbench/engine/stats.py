@@ -45,9 +45,20 @@ class RoundLog:
         """The rounds of a generation nobody could see: none recorded, and none claimed."""
         return cls(observed=False)
 
-    def add(self, *, drafted: int, depth: int, accepted: int, emitted: int, draft_steps: int,
-            draft_s: float, verify_s: float, round_s: float, experts: float | None = None,
-            expert_bytes: int | None = None) -> None:
+    def add(
+        self,
+        *,
+        drafted: int,
+        depth: int,
+        accepted: int,
+        emitted: int,
+        draft_steps: int,
+        draft_s: float,
+        verify_s: float,
+        round_s: float,
+        experts: float | None = None,
+        expert_bytes: int | None = None,
+    ) -> None:
         self.drafted.append(drafted)
         self.depth.append(depth)
         self.accepted.append(accepted)
@@ -202,7 +213,14 @@ class GenerationResult:
             "overhead_s": self.overhead_s,
             "position_acceptance": [float(a) / n if n else None for a, n in zip(accepts, attempts)],
             "peak_memory_bytes": self.peak_memory_bytes,
-            **({"experts_per_verify": self.experts_per_verify, "expert_bytes_per_verify": self.expert_bytes_per_verify,
-                "expert_bytes_per_token": self.expert_bytes_per_token} if self.moe else {}),
+            **(
+                {
+                    "experts_per_verify": self.experts_per_verify,
+                    "expert_bytes_per_verify": self.expert_bytes_per_verify,
+                    "expert_bytes_per_token": self.expert_bytes_per_token,
+                }
+                if self.moe
+                else {}
+            ),
             "stop_reason": self.stop_reason,
         }

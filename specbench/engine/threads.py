@@ -108,8 +108,15 @@ def _timed(decoder, ids: torch.Tensor) -> float:
     return seconds
 
 
-def probe_threads(decoder, verify_tokens: int, max_threads: int | None = None, repeats: int = PROBE_REPEATS,
-                  context: int = PROBE_CONTEXT, seed: int = 0, budget_s: float = PROBE_BUDGET_S) -> ThreadProbe:
+def probe_threads(
+    decoder,
+    verify_tokens: int,
+    max_threads: int | None = None,
+    repeats: int = PROBE_REPEATS,
+    context: int = PROBE_CONTEXT,
+    seed: int = 0,
+    budget_s: float = PROBE_BUDGET_S,
+) -> ThreadProbe:
     """Time a decode step and a verify step of ``verify_tokens`` (γ + 1) tokens at 1..max_threads
     threads (default: `available_cores`) over a cache of ``context`` random tokens: one untimed
     round, then ``repeats`` interleaved rounds, medians per count. The decoder's cache is reset
@@ -148,6 +155,8 @@ def probe_threads(decoder, verify_tokens: int, max_threads: int | None = None, r
             with using_threads(n):
                 decode[n].append(_timed(decoder, step[:, :1]))
                 verify[n].append(_timed(decoder, step))
-    return ThreadProbe(verify_tokens,
-                       {**{n: statistics.median(s) for n, s in decode.items()}, **dropped},
-                       {**{n: statistics.median(s) for n, s in verify.items()}, **{n: math.inf for n in dropped}})
+    return ThreadProbe(
+        verify_tokens,
+        {**{n: statistics.median(s) for n, s in decode.items()}, **dropped},
+        {**{n: statistics.median(s) for n, s in verify.items()}, **{n: math.inf for n in dropped}},
+    )

@@ -53,8 +53,9 @@ class StaticTree:
         try:
             clean = {tuple(int(r) for r in p) for p in paths}
         except (TypeError, ValueError):
-            raise SpecbenchError(f"{where}: a path list must be lists of integer ranks, e.g. [[0], [1], [0, 0]]") \
-                from None
+            raise SpecbenchError(
+                f"{where}: a path list must be lists of integer ranks, e.g. [[0], [1], [0, 0]]"
+            ) from None
         if not clean:
             raise SpecbenchError(f"{where}: empty tree")
         if len(clean) > MAX_NODES:  # before the checks below, which compare paths pairwise
@@ -171,8 +172,12 @@ def _dynamic(text: str) -> DynamicTree:
             raise SpecbenchError(f"tree '{text}': {key} must be {kind}") from None
     if not 0 <= params.get("lambda", 0.0) < float("inf"):
         raise SpecbenchError(f"tree '{text}': lambda must be a finite number >= 0")
-    tree = DynamicTree(depth=params.get("depth", 64), topk=params.get("topk", 4), nodes=params.get("nodes", 32),
-                       expert_cost=params.get("lambda", 0.0))
+    tree = DynamicTree(
+        depth=params.get("depth", 64),
+        topk=params.get("topk", 4),
+        nodes=params.get("nodes", 32),
+        expert_cost=params.get("lambda", 0.0),
+    )
     if tree.topk < 1 or tree.nodes < 1 or tree.depth < 1:
         raise SpecbenchError(f"tree '{text}': topk, nodes and depth must be >= 1")
     if tree.nodes > MAX_NODES or tree.topk > MAX_NODES:
@@ -214,15 +219,18 @@ def parse_tree(spec: str) -> StaticTree | DynamicTree | None:
         return _paths_file(Path(text[6:]).expanduser(), text)
     if text.startswith("@"):
         if text[1:] not in named_trees():
-
-            raise SpecbenchError(f"unknown named tree '{text}'{did_you_mean(text[1:], named_trees())} "
-                                 f"(named trees: {', '.join(named_trees()) or 'none'})")
+            raise SpecbenchError(
+                f"unknown named tree '{text}'{did_you_mean(text[1:], named_trees())} "
+                f"(named trees: {', '.join(named_trees()) or 'none'})"
+            )
         return _paths_file(_trees_dir() / f"{text[1:]}.yaml", text)
     if text[0].isdigit():
         return StaticTree.from_branching(text)
 
-    raise SpecbenchError(f"unknown tree shape '{text}'{did_you_mean(text, ['chain', 'dynamic'])} "
-                         "(chain, a branching spec like 3x2x1, paths:FILE, @NAME or dynamic:topk=K,nodes=N[,lambda=L])")
+    raise SpecbenchError(
+        f"unknown tree shape '{text}'{did_you_mean(text, ['chain', 'dynamic'])} "
+        "(chain, a branching spec like 3x2x1, paths:FILE, @NAME or dynamic:topk=K,nodes=N[,lambda=L])"
+    )
 
 
 def shape_for(spec: str, gamma: int) -> StaticTree | DynamicTree:
@@ -244,6 +252,7 @@ def tree_depth_limit(spec: str) -> int | None:
 
 
 # ----------------------------------------------------------------------------- buffers
+
 
 def ancestor_mask(parents: list[int]) -> torch.Tensor:
     """[N+1, N+1] bool over (root, nodes): entry [i, j] is True when j is i or an ancestor of i.

@@ -22,17 +22,28 @@ probability r_i / Σ r.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
 from specbench.engine.tree import leaf_paths_cached
 from specbench_kernels.rejection_sampling_reference import Verdict, draw_exponential_race, verify_sampling
 
-__all__ = ["Verdict", "draw_exponential_race", "verify_sampling", "verify_greedy", "verify_chain_rows", "GreedyRows",
-           "SampledRows", "verify_greedy_rows", "verify_sampling_rows", "TreeVerdict", "verify_tree_greedy",
-           "verify_tree_sampling"]
+__all__ = [
+    "Verdict",
+    "draw_exponential_race",
+    "verify_sampling",
+    "verify_greedy",
+    "verify_chain_rows",
+    "GreedyRows",
+    "SampledRows",
+    "verify_greedy_rows",
+    "verify_sampling_rows",
+    "TreeVerdict",
+    "verify_tree_greedy",
+    "verify_tree_sampling",
+]
 
 
 def verify_greedy(draft_tokens: torch.Tensor, target_logits: torch.Tensor) -> Verdict:
@@ -78,8 +89,13 @@ class SampledRows:
     draft_tokens [1, K]; draft_probs [1, K, V] or None; uniform [1, K]; exponential [1, V].
     """
 
-    def __init__(self, draft_tokens: torch.Tensor, draft_probs: torch.Tensor | None, uniform: torch.Tensor,
-                 exponential: torch.Tensor):
+    def __init__(
+        self,
+        draft_tokens: torch.Tensor,
+        draft_probs: torch.Tensor | None,
+        uniform: torch.Tensor,
+        exponential: torch.Tensor,
+    ):
         self.drafts = draft_tokens[0]  # [K]
         self.probs = None if draft_probs is None else draft_probs[0]  # [K, V]
         self.uniform, self.exponential = uniform[0], exponential[0]  # [K], [V]
@@ -122,9 +138,13 @@ def verify_greedy_rows(draft_tokens: torch.Tensor, target_row: Callable[[int], t
     return verify_chain_rows(draft_tokens, target_row, GreedyRows(draft_tokens))
 
 
-def verify_sampling_rows(draft_tokens: torch.Tensor, draft_probs: torch.Tensor | None,
-                         target_row: Callable[[int], torch.Tensor], uniform: torch.Tensor,
-                         exponential: torch.Tensor) -> Verdict:
+def verify_sampling_rows(
+    draft_tokens: torch.Tensor,
+    draft_probs: torch.Tensor | None,
+    target_row: Callable[[int], torch.Tensor],
+    uniform: torch.Tensor,
+    exponential: torch.Tensor,
+) -> Verdict:
     """`verify_sampling` for one sequence with probability rows on demand (target_row(i) -> p_i [V]);
     shapes as `SampledRows`. The accept test of x_i reads p_i, the first rejection j reads p_j, all
     kept reads p_{K+1}: rows after the first rejection are never asked for."""
@@ -132,6 +152,7 @@ def verify_sampling_rows(draft_tokens: torch.Tensor, draft_probs: torch.Tensor |
 
 
 # ----------------------------------------------------------------------------------------- trees
+
 
 @dataclass
 class TreeVerdict:
@@ -156,8 +177,13 @@ def verify_tree_greedy(tokens: torch.Tensor, parents: list[int], target_logits: 
     return TreeVerdict(path, int(best[path[-1] + 1] if path else best[0]))
 
 
-def verify_tree_sampling(tokens: torch.Tensor, parents: list[int], draft_probs: torch.Tensor | None,
-                         target_probs: torch.Tensor, generator: torch.Generator | None) -> TreeVerdict:
+def verify_tree_sampling(
+    tokens: torch.Tensor,
+    parents: list[int],
+    draft_probs: torch.Tensor | None,
+    target_probs: torch.Tensor,
+    generator: torch.Generator | None,
+) -> TreeVerdict:
     """Lossless multi-candidate verification (recursive rejection sampling over siblings).
 
     Walking down from the root with the target distribution p of the current node, the

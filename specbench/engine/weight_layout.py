@@ -130,8 +130,10 @@ ROW_MAJOR = CpuLayout("row-major")
 ROW_MAJOR_TWO_ROW = CpuLayout("row-major two-row", two_row=True)
 PACKED = CpuLayout("onednn-packed", packed=True)
 PACKED_TWO_ROW = CpuLayout("onednn-packed two-row", packed=True, two_row=True)
-LAYOUTS = {layout.name: layout for layout in (MIXED, ROW_MAJOR_WEIGHT_FIRST, COLUMN_MAJOR, ROW_MAJOR,
-                                              ROW_MAJOR_TWO_ROW, PACKED, PACKED_TWO_ROW)}
+LAYOUTS = {
+    layout.name: layout
+    for layout in (MIXED, ROW_MAJOR_WEIGHT_FIRST, COLUMN_MAJOR, ROW_MAJOR, ROW_MAJOR_TWO_ROW, PACKED, PACKED_TWO_ROW)
+}
 
 
 def onednn_packing() -> bool:
@@ -166,7 +168,8 @@ def candidate_layouts(dtype: torch.dtype) -> list[CpuLayout]:
     else:
         native = onednn_16bit(DTYPE_NAMES[dtype])
         layouts = [ROW_MAJOR, ROW_MAJOR_TWO_ROW, ROW_MAJOR_WEIGHT_FIRST] + (
-            [COLUMN_MAJOR, PACKED, PACKED_TWO_ROW] if native else [])
+            [COLUMN_MAJOR, PACKED, PACKED_TWO_ROW] if native else []
+        )
     return [layout for layout in layouts if layout_refusal(layout, dtype) is None]
 
 
@@ -292,8 +295,16 @@ def apply_layout(model: torch.nn.Module, layout: CpuLayout) -> CpuLayout:
             continue
         # not a sparse MoE block's experts: they run through their own forward, which never reads a copy
         engine_run = ".experts." not in name
-        _keep_copy(module, SINGLE_ROW_ATTR, layout.single_row_copies and engine_run and module is not head
-                   and module.in_features < module.out_features and not column_major(module), to_column_major)
+        _keep_copy(
+            module,
+            SINGLE_ROW_ATTR,
+            layout.single_row_copies
+            and engine_run
+            and module is not head
+            and module.in_features < module.out_features
+            and not column_major(module),
+            to_column_major,
+        )
         _keep_copy(module, PACKED_ATTR, layout.packed and engine_run, pack_for_onednn)
     return layout
 
@@ -308,9 +319,16 @@ def apply_cpu_layout(model: torch.nn.Module) -> str:
     return apply_layout(model, default_layout(next(model.parameters()).dtype)).describe()
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None,
-           single_row: torch.Tensor | None = None, *, weight_first: bool = True,
-           two_row: bool = False, packed: torch.Tensor | None = None) -> torch.Tensor:
+def linear(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    single_row: torch.Tensor | None = None,
+    *,
+    weight_first: bool = True,
+    two_row: bool = False,
+    packed: torch.Tensor | None = None,
+) -> torch.Tensor:
     """y = x Wᵀ + b for x [..., in], W [out, in]: y [..., out], in the form a `CpuLayout` asks for.
 
     A ``packed`` copy (oneDNN's blocked W, `packed_weight`) on the CPU: oneDNN's product for any N (one
@@ -335,10 +353,17 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
             out = F.linear(torch.cat([flat, flat.new_zeros(1, flat.shape[1])]), weight, bias)[:1]  # [2, in] -> [1, out]
         else:
             out = F.linear(flat, weight, bias)
-    elif (not weight_first or rows > WEIGHT_FIRST_MAX_ROWS or x.device.type != "cpu" or weight.dim() != 2
-            or not weight.is_contiguous()):
+    elif (
+        not weight_first
+        or rows > WEIGHT_FIRST_MAX_ROWS
+        or x.device.type != "cpu"
+        or weight.dim() != 2
+        or not weight.is_contiguous()
+    ):
         out = F.linear(flat, weight, bias)
     else:
         flat_t = flat.t()  # [in, N]
-        out = (torch.mm(weight, flat_t) if bias is None else torch.addmm(bias.unsqueeze(1), weight, flat_t)).t()  # [N, out]
+        out = (
+            torch.mm(weight, flat_t) if bias is None else torch.addmm(bias.unsqueeze(1), weight, flat_t)
+        ).t()  # [N, out]
     return out.contiguous().view(*x.shape[:-1], out.shape[-1])

@@ -20,8 +20,9 @@ MIN_WIDTH = 8.0  # inches: room for the legend below a single panel
 TITLE_WIDTH = 50  # characters per line of a panel title
 
 
-def new_panels(n: int, *, ncols: int = 3, size: tuple[float, float] = (5.2, 3.8), nrows_per: int = 1,
-               sharex: bool = False):
+def new_panels(
+    n: int, *, ncols: int = 3, size: tuple[float, float] = (5.2, 3.8), nrows_per: int = 1, sharex: bool = False
+):
     """A constrained-layout Figure with ``n`` panels (× ``nrows_per`` rows each); returns (fig, axes[row][i])."""
     ncols = max(1, min(n, ncols))
     blocks = math.ceil(n / ncols)
@@ -69,8 +70,13 @@ def legend_below(fig: Figure, handles: dict[str, object], *, ncols: int = 3) -> 
     as many columns as the figure's width holds (about 4 inches per entry)."""
     if handles:
         fits = max(1, int(fig.get_figwidth() // 4.0))
-        fig.legend(list(handles.values()), list(handles.keys()), loc="outside lower center",
-                   ncols=min(ncols, fits, len(handles)), frameon=False)
+        fig.legend(
+            list(handles.values()),
+            list(handles.keys()),
+            loc="outside lower center",
+            ncols=min(ncols, fits, len(handles)),
+            frameon=False,
+        )
 
 
 def panel_title(ax, *lines: str, **kwargs) -> None:

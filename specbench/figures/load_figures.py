@@ -27,6 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from specbench.analysis.load.table import AXES as AXES_LABELS
 from specbench.figures.drawing import (
     dodge,
     legend_below,
@@ -36,7 +37,6 @@ from specbench.figures.drawing import (
     scenario_title,
     select,
 )
-from specbench.analysis.load.table import AXES as AXES_LABELS
 from specbench.figures.skipped import FigureSkipped
 
 GROUP_KEYS = ["target", "temperature", "top_p", "top_k", "workload", "backend"]
@@ -49,8 +49,10 @@ SHOWN_CONFIGURATIONS = 3  # latency_vs_load: the target-only run and this many c
 def _table(data) -> pd.DataFrame:
     load = getattr(data, "load", None)
     if not load or not load.get("table"):
-        raise FigureSkipped("the records hold one load level only (sweep with --concurrency 1,4,16 or "
-                            "--request-rate 1,2,4 on a serving backend)")
+        raise FigureSkipped(
+            "the records hold one load level only (sweep with --concurrency 1,4,16 or "
+            "--request-rate 1,2,4 on a serving backend)"
+        )
     table = pd.DataFrame(load["table"])
     if table[load["axis"]].nunique() < 2:
         raise FigureSkipped("the records hold one load level only: nothing to draw against load")
@@ -87,8 +89,11 @@ def _named(data, scenario: dict) -> tuple | None:
 def verdict_caption(data, scenario: dict) -> list[str]:
     """The verdict at each load of a workload, one line each, in the words of the verdict table ('1: confident
     yes: ngram γ=2', '4: cannot tell (best so far ngram γ=2)')."""
-    rows = [v for v in (v.as_dict() for v in data.load.get("verdicts", []))
-            if all(v.get(k) == val for k, val in scenario.items() if k in v)]
+    rows = [
+        v
+        for v in (v.as_dict() for v in data.load.get("verdicts", []))
+        if all(v.get(k) == val for k, val in scenario.items() if k in v)
+    ]
     return [f"{v['load']:g}: {v['headline']}" for v in sorted(rows, key=lambda v: v["load"])]
 
 
@@ -111,8 +116,11 @@ def _suptitle(fig, table: pd.DataFrame, text: str) -> None:
 
 def _crossover(data, scenario: dict, label: str, tree: str, gamma: int, which: str) -> dict | None:
     for c in data.load.get("crossovers", []):
-        if all(c.get(k) == v for k, v in scenario.items()) and (c["drafter_label"], c["tree"], int(c["gamma"])) == \
-                (label, tree, gamma):
+        if all(c.get(k) == v for k, v in scenario.items()) and (c["drafter_label"], c["tree"], int(c["gamma"])) == (
+            label,
+            tree,
+            gamma,
+        ):
             return c[which]
     return None
 
@@ -123,8 +131,15 @@ def _speedup_panel(ax, data, part: pd.DataFrame, scenario: dict, axis: str, whic
     configs = _configurations(part, axis, _named(data, scenario))
     measured = part[part["gamma"] > 0][column].notna().any() if len(part) else False
     if not measured:
-        ax.text(0.5, 0.5, "not measured by this backend\n(no batch wall time in the records)", ha="center",
-                va="center", transform=ax.transAxes, color="0.4")
+        ax.text(
+            0.5,
+            0.5,
+            "not measured by this backend\n(no batch wall time in the records)",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            color="0.4",
+        )
     values = [1.0]
     for i, (label, tree, gamma) in enumerate(configs if measured else []):
         rows = select(part, {"drafter_label": label, "tree": tree, "gamma": gamma}).sort_values(axis)
@@ -139,8 +154,16 @@ def _speedup_panel(ax, data, part: pd.DataFrame, scenario: dict, axis: str, whic
         handles[f"{label} γ={gamma}"] = Line2D([], [], **style, linewidth=1.8, markersize=6)
         found = _crossover(data, scenario, label, tree, gamma, which)
         if found and found.get("point") and not found.get("below_all"):
-            ax.plot([np.log(found["point"])], [1.0], marker="v", markersize=10, color=style["color"],
-                    markeredgecolor="black", linestyle="none", zorder=5)
+            ax.plot(
+                [np.log(found["point"])],
+                [1.0],
+                marker="v",
+                markersize=10,
+                color=style["color"],
+                markeredgecolor="black",
+                linestyle="none",
+                zorder=5,
+            )
             if i == 0:  # the configuration the verdict at the lowest load names: its crossover range
                 lo = found["lo"] if found.get("lo") else part[axis].min()
                 hi = found["hi"] if found.get("hi") else part[axis].max() * 1.25
@@ -176,9 +199,11 @@ def figure_speedup_vs_load(data) -> Figure:
         panel_title(ax_req, scenario_title(scenario, panels), *verdict_caption(data, scenario), fontsize=10)
     handles["target only (1×)"] = Line2D([], [], color="0.35", linestyle="--")
     handles["crossover: where the speedup crosses 1 (interpolated)"] = Line2D(
-        [], [], marker="v", color="0.3", markeredgecolor="black", linestyle="none", markersize=9)
-    handles["95% range of the crossover (the verdict's configuration at the lowest load)"] = Patch(color="0.3",
-                                                                                                   alpha=0.15)
+        [], [], marker="v", color="0.3", markeredgecolor="black", linestyle="none", markersize=9
+    )
+    handles["95% range of the crossover (the verdict's configuration at the lowest load)"] = Patch(
+        color="0.3", alpha=0.15
+    )
     _suptitle(fig, table, "Speedup against load: per request (top) and for the system (bottom)")
     legend_below(fig, handles)
     return fig
@@ -201,16 +226,26 @@ def figure_latency_vs_load(data) -> Figure:
                 if rows.empty or rows[f"{metric}_p90_s"].isna().all():
                     continue
                 drawn = True
-                style = _style(data, part, name, tree, gamma) if gamma else {"color": "0.35", "linestyle": "-",
-                                                                             "marker": "o"}
+                style = (
+                    _style(data, part, name, tree, gamma)
+                    if gamma
+                    else {"color": "0.35", "linestyle": "-", "marker": "o"}
+                )
                 x = np.log(rows[axis].to_numpy(float)) + dodge(i, len(shown), 0.12)
                 ms = 1e3
-                measured_points(ax, x, rows[f"{metric}_p90_s"] * ms, rows[f"{metric}_p90_lo_s"] * ms,
-                                rows[f"{metric}_p90_hi_s"] * ms, style={**style, "linestyle": "-"})
+                measured_points(
+                    ax,
+                    x,
+                    rows[f"{metric}_p90_s"] * ms,
+                    rows[f"{metric}_p90_lo_s"] * ms,
+                    rows[f"{metric}_p90_hi_s"] * ms,
+                    style={**style, "linestyle": "-"},
+                )
                 ax.plot(x, rows[f"{metric}_p50_s"] * ms, color=style["color"], linestyle=":", linewidth=1.2)
                 ax.plot(x, rows[f"{metric}_p99_s"] * ms, color=style["color"], linestyle="--", linewidth=1.2)
                 handles["target only" if not gamma else f"{name} γ={gamma}"] = Line2D(
-                    [], [], color=style["color"], marker=style["marker"], linestyle="-")
+                    [], [], color=style["color"], marker=style["marker"], linestyle="-"
+                )
             ax.set_ylabel(f"{'TTFT' if metric == 'ttft' else 'ITL (per-request mean)'} (ms)")
             ax.set_ylim(bottom=0)
             _log_axis(ax, part[axis], label)
@@ -226,9 +261,10 @@ def figure_latency_vs_load(data) -> Figure:
 
 
 # (quantity column, y label, what the panel needs) of the cost figure's rows
-COST_ROWS = (("cost_per_mtok", "cost per M output tokens", "a price: --price-per-hour or the sweep key "
-              "price_per_hour"),
-             ("joules_per_token", "J per output token (above idle)", "an energy counter on the machine"))
+COST_ROWS = (
+    ("cost_per_mtok", "cost per M output tokens", "a price: --price-per-hour or the sweep key price_per_hour"),
+    ("joules_per_token", "J per output token (above idle)", "an energy counter on the machine"),
+)
 
 
 def _operating_table(data) -> pd.DataFrame:
@@ -255,8 +291,11 @@ def figure_cost_vs_load(data) -> Figure:
     handles: dict[str, object] = {}
     for column, scenario in enumerate(panels):
         part = select(table, scenario)
-        spec = part[part["gamma"] > 0][["drafter_label", "tree", "gamma"]].drop_duplicates().sort_values(
-            ["drafter_label", "tree", "gamma"])
+        spec = (
+            part[part["gamma"] > 0][["drafter_label", "tree", "gamma"]]
+            .drop_duplicates()
+            .sort_values(["drafter_label", "tree", "gamma"])
+        )
         shown = [(BASELINE, "chain", 0)] + [tuple(r) for r in spec.itertuples(index=False)]
         for row, (quantity, ylabel, _) in enumerate(rows):
             ax = grid[row][column]
@@ -265,21 +304,29 @@ def figure_cost_vs_load(data) -> Figure:
                 points = points[points[quantity].notna()]
                 if points.empty:
                     continue
-                style = _style(data, part, name, tree, gamma) if gamma else {"color": "0.2", "linestyle": "-",
-                                                                             "marker": "o"}
+                style = (
+                    _style(data, part, name, tree, gamma)
+                    if gamma
+                    else {"color": "0.2", "linestyle": "-", "marker": "o"}
+                )
                 x = np.log(points[axis].to_numpy(float)) + dodge(i, len(shown), 0.12)
-                measured_points(ax, x, points[quantity], points[f"{quantity}_lo"], points[f"{quantity}_hi"],
-                                style=style)
+                measured_points(
+                    ax, x, points[quantity], points[f"{quantity}_lo"], points[f"{quantity}_hi"], style=style
+                )
                 handles["target only" if not gamma else f"{name} γ={gamma}"] = Line2D(
-                    [], [], color=style["color"], marker=style["marker"], linestyle=style["linestyle"])
+                    [], [], color=style["color"], marker=style["marker"], linestyle=style["linestyle"]
+                )
             ax.set_ylabel(ylabel)
             ax.set_ylim(bottom=0)
             _log_axis(ax, part[axis], AXES_LABELS[axis])
         panel_title(grid[0][column], scenario_title(scenario, panels))
     missing = [r for r in COST_ROWS if r not in rows]
     price = (data.operating or {}).get("price_per_hour")
-    title = "What a million output tokens cost against load" + (f" at {price:g} per hour" if price else "") + "".join(
-        f"\n({r[0].replace('_', ' ')} not drawn: it needs {r[2]})" for r in missing)
+    title = (
+        "What a million output tokens cost against load"
+        + (f" at {price:g} per hour" if price else "")
+        + "".join(f"\n({r[0].replace('_', ' ')} not drawn: it needs {r[2]})" for r in missing)
+    )
     _suptitle(fig, table, title)
     legend_below(fig, handles)
     return fig

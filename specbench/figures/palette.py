@@ -10,8 +10,7 @@ from __future__ import annotations
 
 BASELINE_LABEL = "none"
 BASELINE_COLOUR = "#555555"
-COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#8C564B", "#7F7F00",
-           "#9467BD", "#17BECF")
+COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#8C564B", "#7F7F00", "#9467BD", "#17BECF")
 TREE_STYLES = (("--", "s"), (":", "^"), ("-.", "D"), ((0, (5, 1, 1, 1)), "v"))
 CHAIN = "chain"
 

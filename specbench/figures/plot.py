@@ -18,10 +18,9 @@ into a note.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import matplotlib
 import matplotlib.text
@@ -35,7 +34,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from specbench.analysis.context_bins import fit_by_context_bin
-from specbench.analysis.verdicts.decision import gamma_span
+from specbench.analysis.cost.moe import expert_aware_table, is_moe
 from specbench.analysis.cost.round_cost import fit_group_costs, group_cost_fits, predict_arrays
 from specbench.analysis.fit import (
     AcceptanceModel,
@@ -47,43 +46,49 @@ from specbench.analysis.fit import (
     positions_frame,
     tau_intervals,
 )
-from specbench.analysis.statistics.intervals import LEVEL, N_BOOT
-from specbench.analysis.load.table import LOAD_KEYS, has_load_axis, load_keys, normalised, serving_table
-from specbench.analysis.load.verdicts import summary as load_summary
-from specbench.analysis.cost.moe import expert_aware_table, is_moe
-from specbench.analysis.options import MAX_GAMMA
-from specbench.analysis.recommendation.recommend import OBJECTIVES, recommend
 from specbench.analysis.load.goodput import goodput_answers
 from specbench.analysis.load.operating import operating, price_of
 from specbench.analysis.load.slo import Slo, slo_answers
+from specbench.analysis.load.table import LOAD_KEYS, has_load_axis, load_keys, normalised, serving_table
+from specbench.analysis.load.verdicts import summary as load_summary
+from specbench.analysis.options import MAX_GAMMA
+from specbench.analysis.recommendation.confirmation import Report as ConfirmationReport
+from specbench.analysis.recommendation.confirmation import load_report as load_confirmation
+from specbench.analysis.recommendation.recommend import OBJECTIVES, recommend
+from specbench.analysis.statistics.intervals import LEVEL, N_BOOT
 from specbench.analysis.strategies import strategy_table
+from specbench.analysis.verdicts.decision import gamma_span
+from specbench.analysis.verdicts.stopping_history import History, load_history
 from specbench.errors import SpecbenchError
+from specbench.figures.confirmation import figure_confirmation
 from specbench.figures.drawing import (
     dodge,
-    scenario_title,
-    select,
     legend_below,
     measured_points,
     model_band,
     new_panels,
     panel_title,
+    scenario_title,
+    select,
     series_handle,
 )
 from specbench.figures.load_figures import figure_cost_vs_load, figure_latency_vs_load, figure_speedup_vs_load
 from specbench.figures.palette import BASELINE_LABEL, CHAIN, Palette
-from specbench.figures.stream_figures import figure_online, has_online_records
 from specbench.figures.schedules import figure_schedules, schedule_panels
 from specbench.figures.skipped import FigureSkipped  # re-exported: the figures' one skip type
-from specbench.analysis.recommendation.confirmation import Report as ConfirmationReport
-from specbench.analysis.recommendation.confirmation import load_report as load_confirmation
-from specbench.analysis.verdicts.stopping_history import History, load_history
-from specbench.figures.confirmation import figure_confirmation
+from specbench.figures.stream_figures import figure_online, has_online_records
 from specbench.records.store import load_run_info
+from specbench.records.summary import (
+    BASELINE_KEYS,
+    configuration_table,
+    fixed_schedule,
+    is_baseline,
+    lossless_check,
+    prefer_live,
+)
 from specbench.records.timing import has_round_timings
 from specbench.safe_files import replacing
 from specbench.text_sinks import for_label
-from specbench.records.summary import (BASELINE_KEYS, configuration_table, fixed_schedule, is_baseline, lossless_check,
-                                       prefer_live)
 
 FORMATS = ("png", "svg", "pdf")
 DEFAULT_FORMATS = ("png", "svg")
@@ -91,18 +96,32 @@ DPI = 150
 SCENARIO_KEYS = BASELINE_KEYS  # target, temperature, top_p, top_k, workload
 SERIES_KEYS = ["drafter_label", "tree"]
 STYLE = {
-    "font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11, "xtick.labelsize": 10, "ytick.labelsize": 10,
-    "legend.fontsize": 10, "figure.titlesize": 14, "axes.grid": True, "grid.alpha": 0.3, "axes.spines.top": False,
-    "axes.spines.right": False, "svg.hashsalt": "specbench", "savefig.facecolor": "white",
+    "font.size": 11,
+    "axes.titlesize": 12,
+    "axes.labelsize": 11,
+    "xtick.labelsize": 10,
+    "ytick.labelsize": 10,
+    "legend.fontsize": 10,
+    "figure.titlesize": 14,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "svg.hashsalt": "specbench",
+    "savefig.facecolor": "white",
     "text.parse_math": False,  # labels come from the results: a '$' in a model path must stay a '$'
 }
 _METADATA = {"png": {"Software": None}, "svg": {"Date": None}, "pdf": {"CreationDate": None}}
-COMPONENTS = (("draft", "drafting", "#3A3A3A"), ("verify", "verification", "#9A9A9A"),
-              ("overhead", "overhead", "#DADADA"))
+COMPONENTS = (
+    ("draft", "drafting", "#3A3A3A"),
+    ("verify", "verification", "#9A9A9A"),
+    ("overhead", "overhead", "#DADADA"),
+)
 CI = f"{LEVEL:.0%} CI"
 
 
 # ----------------------------------------------------------------------------- data
+
 
 @dataclass
 class PlotData:
@@ -146,9 +165,17 @@ def category_workloads(spec: pd.DataFrame) -> list[str]:
     return sorted(str(w) for w in counts[counts >= 2].index)
 
 
-def load_plot_data(folder: str | Path, *, n_boot: int = N_BOOT, seed: int = 0, max_gamma: int | None = None,
-                   objective: str = "throughput", hub_ids: Mapping[str, str] | None = None,
-                   slos: Sequence[Slo] = (), price_per_hour: float | None = None) -> PlotData:
+def load_plot_data(
+    folder: str | Path,
+    *,
+    n_boot: int = N_BOOT,
+    seed: int = 0,
+    max_gamma: int | None = None,
+    objective: str = "throughput",
+    hub_ids: Mapping[str, str] | None = None,
+    slos: Sequence[Slo] = (),
+    price_per_hour: float | None = None,
+) -> PlotData:
     """Load a results folder and compute every table the figures use (``hub_ids``: model spec → Hugging Face
     id, how the engine settings name models; ``slos``: latency targets whose answers a serving sweep's load
     summary carries, `specbench.analysis.load.slo`, and whose goodput `specbench.analysis.load.operating` measures;
@@ -158,7 +185,6 @@ def load_plot_data(folder: str | Path, *, n_boot: int = N_BOOT, seed: int = 0, m
     Missing parts (no speculative records, no baseline) leave empty tables and a note: the
     figures that need them are skipped, never an error.
     """
-
 
     if objective not in OBJECTIVES:
         raise SpecbenchError(f"unknown objective '{objective}' (choose from: {', '.join(OBJECTIVES)})")
@@ -181,8 +207,9 @@ def load_plot_data(folder: str | Path, *, n_boot: int = N_BOOT, seed: int = 0, m
     history = load_history(folder)  # an adaptive sweep is judged the way it stopped (analysis.statistics.sequential)
     plans = history.plans() if history else {}
     try:
-        recommendations = recommend(records, objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed,
-                                    plans=plans, hub_ids=hub_ids)
+        recommendations = recommend(
+            records, objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed, plans=plans, hub_ids=hub_ids
+        )
     except SpecbenchError as exc:
         recommendations = []
         notes.append(f"no recommendation: {exc}")
@@ -202,19 +229,34 @@ def load_plot_data(folder: str | Path, *, n_boot: int = N_BOOT, seed: int = 0, m
     if len(live_records) and (load is not None or price is not None or measured):
         op = operating(records, slos=slos if load is not None else (), price_per_hour=price, n_boot=n_boot, seed=seed)
         costs = {**op.as_dict(), "goodput": goodput_answers(op, load["axis"]) if load is not None else []}
-    return PlotData(folder=folder, run_info=run_info, records=records,
-                    configs=configuration_table(live, by=levels or None), load=load, operating=costs,
-                    taus=tau_intervals(prefer_live(records), n_boot=n_boot, seed=seed), fits=fits,
-                    positions=positions,
-                    goodness=goodness, category_fits=category_fits, costs=fit_group_costs(records),
-                    cost_fits=group_cost_fits(records), recommendations=recommendations,
-                    lossless=lossless_check(records), palette=Palette(records["drafter_label"], records["tree"]),
-                    max_gamma=max_gamma, objective=objective, notes=notes,
-                    context_bins=fit_by_context_bin(records, n_boot=n_boot, seed=seed), history=history,
-                    confirmation=load_confirmation(folder))
+    return PlotData(
+        folder=folder,
+        run_info=run_info,
+        records=records,
+        configs=configuration_table(live, by=levels or None),
+        load=load,
+        operating=costs,
+        taus=tau_intervals(prefer_live(records), n_boot=n_boot, seed=seed),
+        fits=fits,
+        positions=positions,
+        goodness=goodness,
+        category_fits=category_fits,
+        costs=fit_group_costs(records),
+        cost_fits=group_cost_fits(records),
+        recommendations=recommendations,
+        lossless=lossless_check(records),
+        palette=Palette(records["drafter_label"], records["tree"]),
+        max_gamma=max_gamma,
+        objective=objective,
+        notes=notes,
+        context_bins=fit_by_context_bin(records, n_boot=n_boot, seed=seed),
+        history=history,
+        confirmation=load_confirmation(folder),
+    )
 
 
 # ----------------------------------------------------------------------------- scenarios and series
+
 
 def scenarios(frame: pd.DataFrame) -> list[dict]:
     """The distinct (target, temperature, top_p, top_k, workload) of a frame — and load level (concurrency,
@@ -253,6 +295,7 @@ def find_recommendation(data: PlotData, scenario: dict):
 
 # ----------------------------------------------------------------------------- drawing helpers
 
+
 def gamma_axis(ax, top: int, *, label: bool = True) -> None:
     """Integer γ ticks from 0 to ``top``."""
     ax.set_xlim(-0.4, top + 0.4)
@@ -283,14 +326,29 @@ def require_baseline(data: PlotData) -> None:
 
 # ----------------------------------------------------------------------------- τ vs γ
 
+
 def tau_curves(ax, fit: pd.Series, top: float, colour: str) -> None:
     """The fitted (1 − α̂^(γ+1)) / (1 − α̂) over γ ∈ [0, top] with the band of α̂'s interval."""
 
     grid = np.linspace(0, top, 200)
-    model_band(ax, grid, expected_tokens(fit["alpha"], grid), expected_tokens(fit["alpha_lo"], grid),
-               expected_tokens(fit["alpha_hi"], grid), colour=colour)
-    ax.annotate(f"α̂={fit['alpha']:.2f}", (top, expected_tokens(fit["alpha"], top)), xytext=(4, 0),
-                textcoords="offset points", color=colour, fontsize=9, va="center", annotation_clip=False)
+    model_band(
+        ax,
+        grid,
+        expected_tokens(fit["alpha"], grid),
+        expected_tokens(fit["alpha_lo"], grid),
+        expected_tokens(fit["alpha_hi"], grid),
+        colour=colour,
+    )
+    ax.annotate(
+        f"α̂={fit['alpha']:.2f}",
+        (top, expected_tokens(fit["alpha"], top)),
+        xytext=(4, 0),
+        textcoords="offset points",
+        color=colour,
+        fontsize=9,
+        va="center",
+        annotation_clip=False,
+    )
     if fit.get("model") == "decaying":
         gammas = np.arange(0, int(top) + 1)
         model = AcceptanceModel(float(fit["model_alpha"]), float(fit["decay"]))
@@ -316,10 +374,25 @@ def figure_tau(data: PlotData) -> Figure:
             if len(fit):
                 tau_curves(ax, fit.iloc[0], top, style["color"])
             own = select(data.goodness, dict(scenario, **dict(zip(SERIES_KEYS, rows[SERIES_KEYS].iloc[0]))))
-            ax.plot(own["gamma"] + dodge(i, len(named)), own["tau_predicted"], marker="x", markersize=7,
-                    linestyle="none", color=style["color"], zorder=4)
-            measured_points(ax, rows["gamma"], rows["tau"], rows["tau_lo"], rows["tau_hi"], style=style,
-                            offset=dodge(i, len(named)), connect=False)
+            ax.plot(
+                own["gamma"] + dodge(i, len(named)),
+                own["tau_predicted"],
+                marker="x",
+                markersize=7,
+                linestyle="none",
+                color=style["color"],
+                zorder=4,
+            )
+            measured_points(
+                ax,
+                rows["gamma"],
+                rows["tau"],
+                rows["tau_lo"],
+                rows["tau_hi"],
+                style=style,
+                offset=dodge(i, len(named)),
+                connect=False,
+            )
             handles[name] = series_handle(name, dict(style, linestyle="none"))
         gamma_axis(ax, top)
         ax.set_ylim(0.9, min(top + 1.2, max(2.0, float(part["tau_hi"].max()) * 1.15)))
@@ -327,8 +400,7 @@ def figure_tau(data: PlotData) -> Figure:
         panel_title(ax, scenario_title(scenario, panels))
     handles[f"measured τ, {CI} (prompt bootstrap)"] = Line2D([], [], color="0.3", marker="o", linestyle="none")
     handles["fit (1 − α̂^(γ+1)) / (1 − α̂)"] = Line2D([], [], color="0.3", linestyle="--")
-    handles["model over the rounds' own draft lengths"] = Line2D([], [], color="0.3", marker="x",
-                                                                   linestyle="none")
+    handles["model over the rounds' own draft lengths"] = Line2D([], [], color="0.3", marker="x", linestyle="none")
     handles[f"{CI} of α̂"] = Patch(color="0.3", alpha=0.18)
     if not data.fits.empty and (data.fits["model"] == "decaying").any():
         handles["decaying fit α̂·d^i (preferred)"] = Line2D([], [], color="0.3", linestyle=":")
@@ -340,9 +412,9 @@ def figure_tau(data: PlotData) -> Figure:
 
 # ----------------------------------------------------------------------------- throughput and speedup vs γ
 
+
 def mark_recommended(ax, x: float, y: float) -> None:
-    ax.plot([x], [y], marker="*", markersize=18, color="#FFC20A", markeredgecolor="black", linestyle="none",
-            zorder=5)
+    ax.plot([x], [y], marker="*", markersize=18, color="#FFC20A", markeredgecolor="black", linestyle="none", zorder=5)
 
 
 def throughput_panel(ax, data: PlotData, scenario: dict, rec, top: int) -> None:
@@ -355,7 +427,7 @@ def throughput_panel(ax, data: PlotData, scenario: dict, rec, top: int) -> None:
         ax.axhline(level, color="0.35", linestyle="--", linewidth=1.2, zorder=1)
         ax.plot([0], [level], marker="o", color="0.35", markersize=7, zorder=3)
     named = list(series(spec, data.palette))
-    for i, (name, style, rows) in enumerate(named):
+    for i, (_name, style, rows) in enumerate(named):
         rows = rows.sort_values("gamma")
         measured_points(ax, rows["gamma"], rows["tokens_per_s"], style=style, offset=dodge(i, len(named)))
     if rec is not None and rec.final is not None:
@@ -378,20 +450,30 @@ def speedup_panel(ax, data: PlotData, rec, top: int) -> None:
     curves = rec.curves
     for _, style, rows in series(curves, data.palette) if len(curves) else ():
         rows = rows.sort_values("gamma")
-        model_band(ax, rows["gamma"], rows["objective_speedup"], rows["lo"], rows["hi"], colour=style["color"],
-                   linewidth=1.1)
+        model_band(
+            ax, rows["gamma"], rows["objective_speedup"], rows["lo"], rows["hi"], colour=style["color"], linewidth=1.1
+        )
         values.extend(rows["objective_speedup"])
     named = list(series(rec.options, data.palette)) if len(rec.options) else []
-    for i, (name, style, rows) in enumerate(named):
+    for i, (_name, style, rows) in enumerate(named):
         rows = rows.sort_values("gamma")
-        measured_points(ax, rows["gamma"], rows["speedup"], rows["lo"], rows["hi"], style=style,
-                        offset=dodge(i, len(named)))
+        measured_points(
+            ax, rows["gamma"], rows["speedup"], rows["lo"], rows["hi"], style=style, offset=dodge(i, len(named))
+        )
         values.extend(rows["speedup"])
     predicted = rec.predicted
-    for i, (name, style, rows) in enumerate(series(predicted, data.palette) if len(predicted) else ()):
+    for _name, style, rows in series(predicted, data.palette) if len(predicted) else ():
         rows = rows.sort_values("gamma")  # the decision's evidence: acceptance on every prompt × cost
-        measured_points(ax, rows["gamma"], rows["predicted"], rows["lo"], rows["hi"],
-                        style={**style, "markerfacecolor": "white", "marker": "s"}, offset=0.12, connect=False)
+        measured_points(
+            ax,
+            rows["gamma"],
+            rows["predicted"],
+            rows["lo"],
+            rows["hi"],
+            style={**style, "markerfacecolor": "white", "marker": "s"},
+            offset=0.12,
+            connect=False,
+        )
         values.extend(rows["hi"])
     if rec.final is not None:
         mark_recommended(ax, rec.final.gamma, rec.final.speedup)
@@ -430,14 +512,17 @@ def figure_throughput(data: PlotData) -> Figure:
         for name, style, _ in series(select(data.configs, scenario).query("gamma > 0"), data.palette):
             handles[name] = series_handle(name, style)
     handles["target only (γ = 0): tokens/s and 1×"] = Line2D([], [], color="0.35", linestyle="--", marker="o")
-    handles[f"measured speedup, {CI} (paired prompt bootstrap)"] = Line2D([], [], color="0.3", marker="o",
-                                                                          linestyle="none")
+    handles[f"measured speedup, {CI} (paired prompt bootstrap)"] = Line2D(
+        [], [], color="0.3", marker="o", linestyle="none"
+    )
     handles[f"model prediction (α̂ × measured costs), {CI}"] = Line2D([], [], color="0.3", linestyle="--")
     if any(len(r.predicted) for r in data.recommendations):
         handles[f"predicted speedup (replayed acceptance × timed costs), {CI}"] = Line2D(
-            [], [], color="0.3", marker="s", markerfacecolor="white", linestyle="none")
-    handles["recommended"] = Line2D([], [], marker="*", markersize=14, color="#FFC20A", markeredgecolor="black",
-                                    linestyle="none")
+            [], [], color="0.3", marker="s", markerfacecolor="white", linestyle="none"
+        )
+    handles["recommended"] = Line2D(
+        [], [], marker="*", markersize=14, color="#FFC20A", markeredgecolor="black", linestyle="none"
+    )
     fig.suptitle("Decode throughput and speedup vs draft length γ")
     legend_below(fig, handles)
     return fig
@@ -453,7 +538,7 @@ def figure_nested(data: PlotData) -> Figure:
     handles: dict[str, object] = {}
     for ax_tps, ax_hit, scenario in zip(upper, lower, panels):
         part = select(table, scenario)
-        for (label, drafter, prepared), rows in part.groupby(["drafter_label", "drafter", "prepared"], sort=True):
+        for (label, _drafter, prepared), rows in part.groupby(["drafter_label", "drafter", "prepared"], sort=True):
             rows = rows.sort_values("gamma")
             style = dict(data.palette.style(label, CHAIN), linestyle="--" if prepared else "-")
             measured_points(ax_tps, rows["gamma"], rows["tokens_per_s"], style=style)
@@ -473,12 +558,15 @@ def figure_nested(data: PlotData) -> Figure:
 
 # ----------------------------------------------------------------------------- acceptance per position
 
+
 def figure_positions(data: PlotData) -> Figure:
     """α_i per draft position with exact intervals, against the constant α̂ (line and band)."""
     pos = data.positions
     if pos.empty or int(pos["position"].max()) < 1:
-        raise FigureSkipped("only the first draft position was ever attempted (γ = 1 only, or every round "
-                            "rejected its first token): nothing to compare across positions")
+        raise FigureSkipped(
+            "only the first draft position was ever attempted (γ = 1 only, or every round "
+            "rejected its first token): nothing to compare across positions"
+        )
     panels = scenarios(pos)
     fig, (axes,) = new_panels(len(panels))
     handles: dict[str, object] = {}
@@ -490,13 +578,22 @@ def figure_positions(data: PlotData) -> Figure:
             rows = rows.sort_values("position")
             fit = select(fits, dict(zip(SERIES_KEYS, rows[SERIES_KEYS].iloc[0]))).iloc[0]
             span = np.array([-0.3, rows["position"].max() + 0.3])
-            model_band(ax, span, [fit["alpha"]] * 2, [fit["alpha_lo"]] * 2, [fit["alpha_hi"]] * 2,
-                       colour=style["color"])
+            model_band(
+                ax, span, [fit["alpha"]] * 2, [fit["alpha_lo"]] * 2, [fit["alpha_hi"]] * 2, colour=style["color"]
+            )
             if fit["model"] == "decaying":
                 decaying = True
                 ax.plot(rows["position"], rows["predicted"], color=style["color"], linestyle=":", linewidth=1.4)
-            measured_points(ax, rows["position"], rows["alpha_i"], rows["lo"], rows["hi"], style=style,
-                            offset=dodge(i, len(named)), connect=False)
+            measured_points(
+                ax,
+                rows["position"],
+                rows["alpha_i"],
+                rows["lo"],
+                rows["hi"],
+                style=style,
+                offset=dodge(i, len(named)),
+                connect=False,
+            )
             handles[name] = series_handle(name, dict(style, linestyle="none"))
         top = int(part["position"].max())
         ax.set_xlim(-0.5, top + 0.5)
@@ -516,6 +613,7 @@ def figure_positions(data: PlotData) -> Figure:
 
 # ----------------------------------------------------------------------------- α by workload / category
 
+
 def grouped_bars(ax, frame: pd.DataFrame, x_col: str, palette: Palette, handles: dict) -> None:
     """Bars of α̂ with its interval per (drafter, tree) at each ``x_col`` value, α observed as ◆."""
     xs = sorted(frame[x_col].astype(str).unique())
@@ -524,11 +622,25 @@ def grouped_bars(ax, frame: pd.DataFrame, x_col: str, palette: Palette, handles:
     for j, (name, style, rows) in enumerate(named):
         rows = rows.assign(_x=rows[x_col].astype(str)).set_index("_x").reindex(xs)
         at = np.arange(len(xs)) + (j - (len(named) - 1) / 2) * width
-        err = np.vstack([np.clip(rows["alpha"] - rows["alpha_lo"], 0, None).fillna(0),
-                         np.clip(rows["alpha_hi"] - rows["alpha"], 0, None).fillna(0)])
+        err = np.vstack(
+            [
+                np.clip(rows["alpha"] - rows["alpha_lo"], 0, None).fillna(0),
+                np.clip(rows["alpha_hi"] - rows["alpha"], 0, None).fillna(0),
+            ]
+        )
         hatch = None if style["linestyle"] == "-" else "//"
-        ax.bar(at, rows["alpha"], width * 0.92, yerr=err, color=style["color"], hatch=hatch, edgecolor="white",
-               capsize=3, error_kw={"elinewidth": 1.1, "ecolor": "0.15"}, zorder=2)
+        ax.bar(
+            at,
+            rows["alpha"],
+            width * 0.92,
+            yerr=err,
+            color=style["color"],
+            hatch=hatch,
+            edgecolor="white",
+            capsize=3,
+            error_kw={"elinewidth": 1.1, "ecolor": "0.15"},
+            zorder=2,
+        )
         ax.plot(at, rows["alpha_observed"], marker="D", markersize=5, color="black", linestyle="none", zorder=4)
         handles[name] = Patch(facecolor=style["color"], hatch=hatch, edgecolor="white")
     ax.set_xticks(range(len(xs)), xs, rotation=25 if len(xs) > 4 else 0, ha="right" if len(xs) > 4 else "center")
@@ -546,11 +658,16 @@ def figure_alpha_workload(data: PlotData) -> Figure:
     if data.fits.empty:
         raise FigureSkipped("no speculative records (γ ≥ 1): no α to show")
     everything = scenarios(data.fits)
-    frame = data.fits.assign(scenario=[scenario_title(dict(zip(SCENARIO_KEYS, row)), everything)
-                                       for row in data.fits[SCENARIO_KEYS].itertuples(index=False)])
+    frame = data.fits.assign(
+        scenario=[
+            scenario_title(dict(zip(SCENARIO_KEYS, row)), everything)
+            for row in data.fits[SCENARIO_KEYS].itertuples(index=False)
+        ]
+    )
     n = frame["scenario"].nunique()
-    fig = Figure(figsize=(max(6.5, 1.6 * n * max(1, frame.groupby(SERIES_KEYS).ngroups) ** 0.5 + 2), 4.8),
-                 layout="constrained")
+    fig = Figure(
+        figsize=(max(6.5, 1.6 * n * max(1, frame.groupby(SERIES_KEYS).ngroups) ** 0.5 + 2), 4.8), layout="constrained"
+    )
     ax = fig.subplots()
     handles: dict[str, object] = {}
     grouped_bars(ax, frame, "scenario", data.palette, handles)
@@ -587,24 +704,35 @@ def figure_context(data: PlotData) -> Figure:
     """α̂ with its interval vs mean prompt length (log axis, one tick per bin) per drafter configuration."""
     table = data.context_bins
     if table.empty:
-        raise FigureSkipped("the records span fewer than two context-length bins (a long-context workload with two "
-                            "or more bins, e.g. long-context or long-context:bin=1k,7k)")
+        raise FigureSkipped(
+            "the records span fewer than two context-length bins (a long-context workload with two "
+            "or more bins, e.g. long-context or long-context:bin=1k,7k)"
+        )
     panels = scenarios(table)
     fig, (axes,) = new_panels(len(panels), ncols=2, size=(6.4, 4.4))
     handles: dict[str, object] = {}
     gammas = sorted(table["gamma"].unique())
     for ax, scenario in zip(axes, panels):
         part = select(table, scenario)
-        lines = [(name, style, gamma, rows.sort_values("prompt_tokens"))
-                 for name, style, by_drafter in series(part, data.palette)
-                 for gamma, rows in by_drafter.groupby("gamma")]
+        lines = [
+            (name, style, gamma, rows.sort_values("prompt_tokens"))
+            for name, style, by_drafter in series(part, data.palette)
+            for gamma, rows in by_drafter.groupby("gamma")
+        ]
         for i, (name, style, gamma, rows) in enumerate(lines):
             label = f"{name} γ={gamma}"
             if len(gammas) > 1:  # one colour per drafter, one marker per γ
                 style = dict(style, marker=GAMMA_MARKERS[gammas.index(gamma) % len(GAMMA_MARKERS)])
             x = np.log2(rows["prompt_tokens"].astype(float))
-            measured_points(ax, x, rows["alpha"], rows["alpha_lo"], rows["alpha_hi"], style=style,
-                            offset=dodge(i, len(lines), width=0.12))
+            measured_points(
+                ax,
+                x,
+                rows["alpha"],
+                rows["alpha_lo"],
+                rows["alpha_hi"],
+                style=style,
+                offset=dodge(i, len(lines), width=0.12),
+            )
             handles[label] = series_handle(label, style)
         ticks = part.groupby("context_bin")["prompt_tokens"].mean().sort_values()
         ax.set_xticks(np.log2(ticks.to_numpy(dtype=float)), [f"{b}\n{t:,.0f}" for b, t in ticks.items()])
@@ -613,14 +741,16 @@ def figure_context(data: PlotData) -> Figure:
         ax.set_xlabel("context-length bin, mean prompt tokens (log scale)")
         ax.set_ylabel("acceptance α̂")
         panel_title(ax, scenario_title(scenario, panels))
-    handles[f"α̂ (fitted, geometric model), {CI} (prompt bootstrap)"] = Line2D([], [], color="0.3", marker="o",
-                                                                              linestyle="none")
+    handles[f"α̂ (fitted, geometric model), {CI} (prompt bootstrap)"] = Line2D(
+        [], [], color="0.3", marker="o", linestyle="none"
+    )
     fig.suptitle("Acceptance α vs context length")
     legend_below(fig, handles)
     return fig
 
 
 # ----------------------------------------------------------------------------- time split of a round
+
 
 def round_split(configs: pd.DataFrame) -> pd.DataFrame:
     """Per configuration: mean ms per round in drafting, verification and overhead, from
@@ -654,8 +784,10 @@ def figure_time_split(data: PlotData) -> Figure:
     split_known = timed["draft_share"].notna() & timed["verify_share"].notna()
     speculative = timed["gamma"] > 0
     if not (split_known & speculative).any():
-        raise FigureSkipped(f"no per-round draft and verify times: {not_measured_by(data)} does not report them "
-                            "(docs/backends.md); the split is never invented")
+        raise FigureSkipped(
+            f"no per-round draft and verify times: {not_measured_by(data)} does not report them "
+            "(docs/backends.md); the split is never invented"
+        )
     left_out = timed[~split_known]
     split = round_split(timed[split_known])
     panels = scenarios(split)
@@ -671,8 +803,14 @@ def figure_time_split(data: PlotData) -> Figure:
             ax.barh(y, part[column], left=left, color=colour, edgecolor="white", height=0.7, zorder=2)
             left += part[column].to_numpy()
         for yi, (_, row) in zip(y, part.iterrows()):
-            ax.annotate(f"τ {row['tau']:.2f} → {row['ms_per_token']:.1f} ms/token", (row["round_ms"], yi),
-                        xytext=(4, 0), textcoords="offset points", va="center", fontsize=9)
+            ax.annotate(
+                f"τ {row['tau']:.2f} → {row['ms_per_token']:.1f} ms/token",
+                (row["round_ms"], yi),
+                xytext=(4, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=9,
+            )
         ax.set_yticks(y, [config_tick(r) for _, r in part.iterrows()])
         for tick, label in zip(ax.get_yticklabels(), part["drafter_label"]):
             tick.set_color(data.palette.colour(label))
@@ -683,12 +821,20 @@ def figure_time_split(data: PlotData) -> Figure:
     handles = {f"{name}": Patch(color=colour) for _, name, colour in COMPONENTS}
     for label in data.palette.labels:
         if (split["drafter_label"] == label).any():
-            handles[f"{label} (tick colour)"] = Line2D([], [], marker="s", markersize=9, linestyle="none",
-                                                       color=data.palette.colour(label))
+            handles[f"{label} (tick colour)"] = Line2D(
+                [], [], marker="s", markersize=9, linestyle="none", color=data.palette.colour(label)
+            )
     fig.suptitle("Where a round's time goes: drafting, verification, overhead")
     if len(left_out):
-        fig.text(0.5, 0.0, f"not drawn: {len(left_out)} configuration(s) whose backend reports no per-round "
-                           "draft/verify times", ha="center", va="top", fontsize=9, color="0.35")
+        fig.text(
+            0.5,
+            0.0,
+            f"not drawn: {len(left_out)} configuration(s) whose backend reports no per-round draft/verify times",
+            ha="center",
+            va="top",
+            fontsize=9,
+            color="0.35",
+        )
     legend_below(fig, handles)
     return fig
 
@@ -716,8 +862,12 @@ def speedup_norm(grids) -> LogNorm:
 def predicted_speedup_grid(fit, gammas: np.ndarray, alphas: np.ndarray) -> np.ndarray:
     """[alphas, gammas] speedup the measured cost model predicts at constant α (ρ as measured)."""
 
-    rows = [predict_arrays(AcceptanceModel(float(a)), fit.cost, gammas, propose_rate=fit.propose_rate,
-                           tree_nodes=fit.tree_nodes)["tokens_per_s"] for a in alphas]
+    rows = [
+        predict_arrays(
+            AcceptanceModel(float(a)), fit.cost, gammas, propose_rate=fit.propose_rate, tree_nodes=fit.tree_nodes
+        )["tokens_per_s"]
+        for a in alphas
+    ]
     return np.asarray(rows) / fit.baseline_tokens_per_s
 
 
@@ -750,8 +900,10 @@ def figure_heatmap(data: PlotData) -> Figure:
     if not panels:
         live = data.records[data.records["mode"] == "live"]
         if len(live) and not has_round_timings(live[live["gamma"] > 0]):
-            raise FigureSkipped(f"no cost model to map: {not_measured_by(data)} reports no per-round draft and "
-                                "verify times, and a cost (c, verify time) is never invented")
+            raise FigureSkipped(
+                f"no cost model to map: {not_measured_by(data)} reports no per-round draft and "
+                "verify times, and a cost (c, verify time) is never invented"
+            )
         raise FigureSkipped("no chain drafter with live timings and a target-only baseline: no cost model to map")
     gammas = np.arange(1, data.max_gamma + 1)
     alphas = (ALPHA_EDGES[:-1] + ALPHA_EDGES[1:]) / 2
@@ -761,43 +913,75 @@ def figure_heatmap(data: PlotData) -> Figure:
     everything = scenarios(pd.DataFrame([k for k, _, _ in panels]))
     mesh = None
     for ax, (keys, fit, alpha), grid in zip(axes, panels, grids):
-        mesh = ax.pcolormesh(np.arange(0.5, data.max_gamma + 1), ALPHA_EDGES, grid, cmap="RdBu", norm=norm,
-                             shading="flat", rasterized=True)
+        mesh = ax.pcolormesh(
+            np.arange(0.5, data.max_gamma + 1),
+            ALPHA_EDGES,
+            grid,
+            cmap="RdBu",
+            norm=norm,
+            shading="flat",
+            rasterized=True,
+        )
         if np.nanmin(grid) < 1 < np.nanmax(grid):
             ax.contour(gammas, alphas, grid, levels=[1.0], colors="black", linewidths=1.2)
         measured = select(data.configs, keys)
         measured = measured[measured["gamma"] > 0]
         colour = data.palette.colour(keys["drafter_label"])
-        ax.plot(measured["gamma"], [alpha["alpha"]] * len(measured), marker="o", markersize=8, linestyle="none",
-                markerfacecolor="white", markeredgecolor=colour, markeredgewidth=2.2, zorder=4, clip_on=False)
+        ax.plot(
+            measured["gamma"],
+            [alpha["alpha"]] * len(measured),
+            marker="o",
+            markersize=8,
+            linestyle="none",
+            markerfacecolor="white",
+            markeredgecolor=colour,
+            markeredgewidth=2.2,
+            zorder=4,
+            clip_on=False,
+        )
         for k, (_, row) in enumerate(measured.sort_values("gamma").iterrows()):
-            ax.annotate(f"{row['speedup']:.2f}×", (row["gamma"], alpha["alpha"]),
-                        xytext=(0, label_offset(alpha["alpha"], k)),
-                        textcoords="offset points", ha="center", va="center", fontsize=9, zorder=5,
-                        bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "alpha": 0.8, "linewidth": 0})
+            ax.annotate(
+                f"{row['speedup']:.2f}×",
+                (row["gamma"], alpha["alpha"]),
+                xytext=(0, label_offset(alpha["alpha"], k)),
+                textcoords="offset points",
+                ha="center",
+                va="center",
+                fontsize=9,
+                zorder=5,
+                bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "alpha": 0.8, "linewidth": 0},
+            )
         ax.set_xlim(0.5, data.max_gamma + 0.5)
         ax.set_ylim(0, 1)
         ax.set_xticks(gammas if data.max_gamma <= 10 else gammas[::2])
         ax.set_xlabel("draft length γ")
         ax.set_ylabel("acceptance α")
-        panel_title(ax, f"{scenario_title(keys, everything)} · {keys['drafter_label']}",
-                    f"c = {fit.c:.2f}, ρ = {fit.propose_rate:.2f}", color=colour, fontsize=11)
+        panel_title(
+            ax,
+            f"{scenario_title(keys, everything)} · {keys['drafter_label']}",
+            f"c = {fit.c:.2f}, ρ = {fit.propose_rate:.2f}",
+            color=colour,
+            fontsize=11,
+        )
         ax.grid(False)
     bar = fig.colorbar(mesh, ax=axes, label="predicted throughput speedup (×, log scale)", shrink=0.9)
     ticks = [t for t in (0.125, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 4, 6, 8) if norm.vmin <= t <= norm.vmax]
     bar.ax.yaxis.set_major_locator(FixedLocator(ticks))
     bar.ax.yaxis.set_minor_locator(NullLocator())
     bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))
-    handles = {"measured configuration at its α̂ (label: measured speedup)":
-               Line2D([], [], marker="o", markerfacecolor="white", markeredgecolor="0.3", markeredgewidth=2,
-                      linestyle="none"),
-               "break-even: predicted speedup 1×": Line2D([], [], color="black", linewidth=1.2)}
+    handles = {
+        "measured configuration at its α̂ (label: measured speedup)": Line2D(
+            [], [], marker="o", markerfacecolor="white", markeredgecolor="0.3", markeredgewidth=2, linestyle="none"
+        ),
+        "break-even: predicted speedup 1×": Line2D([], [], color="black", linewidth=1.2),
+    }
     fig.suptitle("Predicted speedup over (γ, α) from each drafter's measured costs")
     legend_below(fig, handles, ncols=2)
     return fig
 
 
 # ----------------------------------------------------------------------------- MoE targets
+
 
 def figure_moe_experts(data: PlotData) -> Figure:
     """τ and the expert-aware model's predicted speedup against distinct experts per verify, per configuration
@@ -815,8 +999,13 @@ def figure_moe_experts(data: PlotData) -> Figure:
         for ax, column in zip(axes, ("tau", "predicted_speedup")):
             ax.plot(rows["experts_per_verify"], rows[column], **{**style, "linestyle": "none"})
             for _, r in rows.iterrows():
-                ax.annotate(f"γ={r['gamma']}", (r["experts_per_verify"], r[column]), textcoords="offset points",
-                            xytext=(4, 4), fontsize=8)
+                ax.annotate(
+                    f"γ={r['gamma']}",
+                    (r["experts_per_verify"], r[column]),
+                    textcoords="offset points",
+                    xytext=(4, 4),
+                    fontsize=8,
+                )
         handles[name] = series_handle(name, style)
     experts, top_k = int(data.records["moe_experts"].dropna().iloc[0]), int(data.records["moe_top_k"].dropna().iloc[0])
     panel_title(axes[0], "τ vs experts touched per verify", f"{experts} experts per layer, top-{top_k}")
@@ -832,6 +1021,7 @@ def figure_moe_experts(data: PlotData) -> Figure:
 
 # ----------------------------------------------------------------------------- registry and rendering
 
+
 @dataclass(frozen=True)
 class FigureSpec:
     """A figure of the report: file stem, title, how to read it, and its builder."""
@@ -843,117 +1033,189 @@ class FigureSpec:
 
 
 FIGURES: tuple[FigureSpec, ...] = (
-    FigureSpec("tau_vs_gamma", "Tokens per target forward τ vs γ",
-               "Points: measured τ per draft length with a prompt-bootstrap interval; dashed line: τ predicted by "
-               "the fitted α̂, (1 − α̂^(γ+1)) / (1 − α̂), its band the interval of α̂; crosses: the same model over "
-               "the rounds' actual draft lengths (rounds cut short, n-gram misses). Points on their crosses mean the "
-               "geometric model holds; the dotted γ + 1 line is the ceiling (every draft accepted).", figure_tau),
-    FigureSpec("throughput_vs_gamma", "Throughput and speedup vs γ",
-               "Top: measured decode tokens/s, the dashed grey line the target-only baseline. Bottom: speedup over "
-               "the baseline on the same prompts with its interval, dashed the model's prediction for every γ. "
-               "The star marks the recommendation; a configuration is recommended only when its interval lies "
-               "above 1× (adjusted for the looks and for picking among the configurations). Each panel's title "
-               "gives the verdict — the one configuration, and the γ within its interval — or 'cannot tell'.",
-               figure_throughput),
-    FigureSpec("acceptance_by_position", "Acceptance per draft position",
-               "Points: P(position i accepted | all earlier positions accepted) with exact intervals; line and "
-               "band: the constant α̂ the model assumes. Points falling with i mean acceptance decays along the "
-               "draft (long drafts are worth less than the model says); rising points usually mean prompts of "
-               "unequal difficulty were pooled.", figure_positions),
-    FigureSpec("alpha_by_workload", "Acceptance α by workload",
-               "Bars: fitted α̂ per drafter and workload with its interval; diamonds: α observed (accepted ÷ "
-               "drafted), lower because drafted tokens after the first rejection are never tested.",
-               figure_alpha_workload),
-    FigureSpec("alpha_by_category", "Acceptance α by prompt category",
-               "As the workload figure, per prompt category (MT-Bench's eight): which kinds of prompts the "
-               "drafter predicts well. Few prompts per category give wide intervals.", figure_alpha_category),
-    FigureSpec("alpha_vs_context", "Acceptance α vs context length",
-               "Points: fitted α̂ per drafter configuration in each context-length bin of a long-context workload, "
-               "at the bin's mean prompt length, with its prompt-bootstrap interval. The same documents and tasks "
-               "fill every bin, so a falling line means the drafter loses acceptance as the context grows.",
-               figure_context),
-    FigureSpec("round_time_split", "Time split of a round",
-               "Each bar is the mean time of one round (one target forward): drafting, verification and the rest. "
-               "The label divides by τ: milliseconds per generated token, the number the speedup comes from.",
-               figure_time_split),
-    FigureSpec("speedup_heatmap", "Predicted speedup over (γ, α)",
-               "Colour: speedup the measured cost model (verify time by tokens verified, draft time, overhead) "
-               "predicts for a drafter of acceptance α at draft length γ; blue is faster than the target alone, red "
-               "slower, the black line breaks even. Circles: measured configurations at their α̂, labelled with "
-               "their measured speedup — read across to see how much a better drafter (higher α) would gain.",
-               figure_heatmap),
-    FigureSpec("moe_experts", "MoE targets: τ and predicted speedup vs experts per verify",
-               "Only for an MoE target. Each point is a configuration (the target-only baseline at top_k experts, "
-               "τ 1). Left: τ against the distinct experts a verification touches per layer (mean over rounds). "
-               "Right: the speedup the expert-aware cost model predicts when every verification streams its "
-               "distinct experts at the baseline step's bandwidth. A configuration up and to the left wins; an "
-               "expert-aware tree should sit left of the plain one at a similar τ.", figure_moe_experts),
+    FigureSpec(
+        "tau_vs_gamma",
+        "Tokens per target forward τ vs γ",
+        "Points: measured τ per draft length with a prompt-bootstrap interval; dashed line: τ predicted by "
+        "the fitted α̂, (1 − α̂^(γ+1)) / (1 − α̂), its band the interval of α̂; crosses: the same model over "
+        "the rounds' actual draft lengths (rounds cut short, n-gram misses). Points on their crosses mean the "
+        "geometric model holds; the dotted γ + 1 line is the ceiling (every draft accepted).",
+        figure_tau,
+    ),
+    FigureSpec(
+        "throughput_vs_gamma",
+        "Throughput and speedup vs γ",
+        "Top: measured decode tokens/s, the dashed grey line the target-only baseline. Bottom: speedup over "
+        "the baseline on the same prompts with its interval, dashed the model's prediction for every γ. "
+        "The star marks the recommendation; a configuration is recommended only when its interval lies "
+        "above 1× (adjusted for the looks and for picking among the configurations). Each panel's title "
+        "gives the verdict — the one configuration, and the γ within its interval — or 'cannot tell'.",
+        figure_throughput,
+    ),
+    FigureSpec(
+        "acceptance_by_position",
+        "Acceptance per draft position",
+        "Points: P(position i accepted | all earlier positions accepted) with exact intervals; line and "
+        "band: the constant α̂ the model assumes. Points falling with i mean acceptance decays along the "
+        "draft (long drafts are worth less than the model says); rising points usually mean prompts of "
+        "unequal difficulty were pooled.",
+        figure_positions,
+    ),
+    FigureSpec(
+        "alpha_by_workload",
+        "Acceptance α by workload",
+        "Bars: fitted α̂ per drafter and workload with its interval; diamonds: α observed (accepted ÷ "
+        "drafted), lower because drafted tokens after the first rejection are never tested.",
+        figure_alpha_workload,
+    ),
+    FigureSpec(
+        "alpha_by_category",
+        "Acceptance α by prompt category",
+        "As the workload figure, per prompt category (MT-Bench's eight): which kinds of prompts the "
+        "drafter predicts well. Few prompts per category give wide intervals.",
+        figure_alpha_category,
+    ),
+    FigureSpec(
+        "alpha_vs_context",
+        "Acceptance α vs context length",
+        "Points: fitted α̂ per drafter configuration in each context-length bin of a long-context workload, "
+        "at the bin's mean prompt length, with its prompt-bootstrap interval. The same documents and tasks "
+        "fill every bin, so a falling line means the drafter loses acceptance as the context grows.",
+        figure_context,
+    ),
+    FigureSpec(
+        "round_time_split",
+        "Time split of a round",
+        "Each bar is the mean time of one round (one target forward): drafting, verification and the rest. "
+        "The label divides by τ: milliseconds per generated token, the number the speedup comes from.",
+        figure_time_split,
+    ),
+    FigureSpec(
+        "speedup_heatmap",
+        "Predicted speedup over (γ, α)",
+        "Colour: speedup the measured cost model (verify time by tokens verified, draft time, overhead) "
+        "predicts for a drafter of acceptance α at draft length γ; blue is faster than the target alone, red "
+        "slower, the black line breaks even. Circles: measured configurations at their α̂, labelled with "
+        "their measured speedup — read across to see how much a better drafter (higher α) would gain.",
+        figure_heatmap,
+    ),
+    FigureSpec(
+        "moe_experts",
+        "MoE targets: τ and predicted speedup vs experts per verify",
+        "Only for an MoE target. Each point is a configuration (the target-only baseline at top_k experts, "
+        "τ 1). Left: τ against the distinct experts a verification touches per layer (mean over rounds). "
+        "Right: the speedup the expert-aware cost model predicts when every verification streams its "
+        "distinct experts at the baseline step's bandwidth. A configuration up and to the left wins; an "
+        "expert-aware tree should sit left of the plain one at a similar τ.",
+        figure_moe_experts,
+    ),
 )
 
 # Figures of one strategy axis (issue 17): drawn only when the sweep has that axis (`figures_for`), so a
 # report of a sweep without it neither draws nor lists them as skipped.
 STRATEGY_FIGURES: tuple[tuple[FigureSpec, Callable[[PlotData], bool]], ...] = (
-    (FigureSpec("schedules", "Verify-length schedules vs fixed γ",
-               "Bars: measured speedup of each chain configuration with its interval — grey a fixed γ, coloured a "
-               "schedule that chooses the draft length per round up to its cap γ (heuristic, threshold, dspark); "
-               "'mean' is the draft length its rounds actually used. Dashed: the best fixed γ. The title compares "
-               "the best dynamic schedule with the best fixed γ on the same prompts (tokens/s ratio and interval): "
-               "'yes' only when the interval lies above 1.", figure_schedules),
-     lambda data: bool(schedule_panels(data.recommendations))),
-    (FigureSpec("nested_vs_sequential", "Nested speculation vs sequential",
-                "Top: measured decode tokens/s per γ, solid the sequential rounds, dashed the nested ones (the next "
-                "draft prepared while the target verifies). Bottom: the nested hit rate, the share of rounds after "
-                "the first that verified a prepared draft; a hit hides that round's drafting. Nested wins where "
-                "hits are frequent and the drafter and target truly run at the same time.", figure_nested),
-     lambda data: "strategy" in data.records and bool((data.records["strategy"] == "nested").any())),
-    (FigureSpec("online_adaptation", "Online adaptation over the stream",
-                "Acceptance α (top), τ (middle) and speedup over the target alone (bottom) against the position in "
-                "the stream, one colour per configuration: the static drafter and each online one. Dots: single "
-                "prompts; lines: the trailing window of 8 prompts (never across a shift point) with its interval "
-                "over prompts. Dashed verticals: shift points, labelled with the segment that starts there. In the "
-                "speedup row the dotted line charges the training seconds (training on the serving machine); the "
-                "solid one does not (training on hardware of its own). The title says whether online adaptation "
-                "pays either way (`specbench recommend`).", figure_online),
-     has_online_records),
-    (FigureSpec("confirmation", "The recommendation on fresh prompts: predicted against realized",
-                "Per target of `specbench confirm`: the sweep's predicted speedup for the configuration its verdict "
-                "named, with the adjusted interval it rests on (grey square), and the speedup realized on prompts the "
-                "sweep never used, with its interval adjusted for the confirmation's looks (circle: green held, red "
-                "missed, orange not settled yet). Below, each contender — the engine's own adaptive mechanisms and "
-                "the other γ the sweep named — realized over the target alone (open diamonds). Held: the realized "
-                "interval lies on the verdict's side of 1 and meets the predicted one (docs/fit.md).",
-                lambda data: figure_confirmation(data.confirmation)),
-     lambda data: data.confirmation is not None),
+    (
+        FigureSpec(
+            "schedules",
+            "Verify-length schedules vs fixed γ",
+            "Bars: measured speedup of each chain configuration with its interval — grey a fixed γ, coloured a "
+            "schedule that chooses the draft length per round up to its cap γ (heuristic, threshold, dspark); "
+            "'mean' is the draft length its rounds actually used. Dashed: the best fixed γ. The title compares "
+            "the best dynamic schedule with the best fixed γ on the same prompts (tokens/s ratio and interval): "
+            "'yes' only when the interval lies above 1.",
+            figure_schedules,
+        ),
+        lambda data: bool(schedule_panels(data.recommendations)),
+    ),
+    (
+        FigureSpec(
+            "nested_vs_sequential",
+            "Nested speculation vs sequential",
+            "Top: measured decode tokens/s per γ, solid the sequential rounds, dashed the nested ones (the next "
+            "draft prepared while the target verifies). Bottom: the nested hit rate, the share of rounds after "
+            "the first that verified a prepared draft; a hit hides that round's drafting. Nested wins where "
+            "hits are frequent and the drafter and target truly run at the same time.",
+            figure_nested,
+        ),
+        lambda data: "strategy" in data.records and bool((data.records["strategy"] == "nested").any()),
+    ),
+    (
+        FigureSpec(
+            "online_adaptation",
+            "Online adaptation over the stream",
+            "Acceptance α (top), τ (middle) and speedup over the target alone (bottom) against the position in "
+            "the stream, one colour per configuration: the static drafter and each online one. Dots: single "
+            "prompts; lines: the trailing window of 8 prompts (never across a shift point) with its interval "
+            "over prompts. Dashed verticals: shift points, labelled with the segment that starts there. In the "
+            "speedup row the dotted line charges the training seconds (training on the serving machine); the "
+            "solid one does not (training on hardware of its own). The title says whether online adaptation "
+            "pays either way (`specbench recommend`).",
+            figure_online,
+        ),
+        has_online_records,
+    ),
+    (
+        FigureSpec(
+            "confirmation",
+            "The recommendation on fresh prompts: predicted against realized",
+            "Per target of `specbench confirm`: the sweep's predicted speedup for the configuration its verdict "
+            "named, with the adjusted interval it rests on (grey square), and the speedup realized on prompts the "
+            "sweep never used, with its interval adjusted for the confirmation's looks (circle: green held, red "
+            "missed, orange not settled yet). Below, each contender — the engine's own adaptive mechanisms and "
+            "the other γ the sweep named — realized over the target alone (open diamonds). Held: the realized "
+            "interval lies on the verdict's side of 1 and meets the predicted one (docs/fit.md).",
+            lambda data: figure_confirmation(data.confirmation),
+        ),
+        lambda data: data.confirmation is not None,
+    ),
 )
 
 
 # Figures against load: drawn only when the sweep varied the load (a serving backend's concurrency or request rate).
 LOAD_FIGURES: tuple[tuple[FigureSpec, Callable[[PlotData], bool]], ...] = (
-    (FigureSpec("speedup_vs_load", "Speedup against load",
-                "Top: per-request decode tokens/s of each configuration over the target-only run at the same load "
-                "(what one user feels); bottom: the system's output tokens/s over the target-only system's (what the "
-                "engine delivers; Σ output tokens ÷ the batch's wall time). Error bars: 95% intervals over prompts. "
-                "▼ on the 1× line: where a configuration's speedup crosses 1 (log–log interpolation between measured "
-                "loads); shaded: the load range where the interval of the configuration the verdict at the lowest "
-                "load names (the crossover line's) includes 1. Left of it speculation pays, right of it it does not. "
-                "Each column's title gives the verdict at every load.", figure_speedup_vs_load),
-     lambda data: data.load is not None),
-    (FigureSpec("latency_vs_load", "Latency against load",
-                "Time to first token (top) and inter-token latency (bottom; each request's mean gap between tokens) "
-                "against load, for the target-only run, the verdict's configuration and the next fastest at the "
-                "lowest load: p90 "
-                "with its 95% prompt-bootstrap interval (solid), p50 (dotted), p99 (dashed). Speculation can lower "
-                "ITL and still raise TTFT; `recommend --objective slo --itl-p90 50ms` reads the highest load that "
-                "keeps a target.", figure_latency_vs_load),
-     lambda data: data.load is not None),
-    (FigureSpec("cost_vs_load", "Cost against load",
-                "Top: what a million output tokens cost at each load (the machine's price per hour ÷ the system's "
-                "output tokens/s), target only in black and every configuration; bottom, where the machine has an "
-                "energy counter: joules per output token above idle power. Error bars: 95% prompt-bootstrap "
-                "intervals. Speculation pays for itself where its line lies below target only's: at low load it "
-                "usually does, at high load the drafting and the rejected tokens can make each token dearer "
-                "(docs/operating-cost.md).", figure_cost_vs_load),
-     lambda data: data.load is not None and data.operating is not None),
+    (
+        FigureSpec(
+            "speedup_vs_load",
+            "Speedup against load",
+            "Top: per-request decode tokens/s of each configuration over the target-only run at the same load "
+            "(what one user feels); bottom: the system's output tokens/s over the target-only system's (what the "
+            "engine delivers; Σ output tokens ÷ the batch's wall time). Error bars: 95% intervals over prompts. "
+            "▼ on the 1× line: where a configuration's speedup crosses 1 (log–log interpolation between measured "
+            "loads); shaded: the load range where the interval of the configuration the verdict at the lowest "
+            "load names (the crossover line's) includes 1. Left of it speculation pays, right of it it does not. "
+            "Each column's title gives the verdict at every load.",
+            figure_speedup_vs_load,
+        ),
+        lambda data: data.load is not None,
+    ),
+    (
+        FigureSpec(
+            "latency_vs_load",
+            "Latency against load",
+            "Time to first token (top) and inter-token latency (bottom; each request's mean gap between tokens) "
+            "against load, for the target-only run, the verdict's configuration and the next fastest at the "
+            "lowest load: p90 "
+            "with its 95% prompt-bootstrap interval (solid), p50 (dotted), p99 (dashed). Speculation can lower "
+            "ITL and still raise TTFT; `recommend --objective slo --itl-p90 50ms` reads the highest load that "
+            "keeps a target.",
+            figure_latency_vs_load,
+        ),
+        lambda data: data.load is not None,
+    ),
+    (
+        FigureSpec(
+            "cost_vs_load",
+            "Cost against load",
+            "Top: what a million output tokens cost at each load (the machine's price per hour ÷ the system's "
+            "output tokens/s), target only in black and every configuration; bottom, where the machine has an "
+            "energy counter: joules per output token above idle power. Error bars: 95% prompt-bootstrap "
+            "intervals. Speculation pays for itself where its line lies below target only's: at low load it "
+            "usually does, at high load the drafting and the rejected tokens can make each token dearer "
+            "(docs/operating-cost.md).",
+            figure_cost_vs_load,
+        ),
+        lambda data: data.load is not None and data.operating is not None,
+    ),
 )
 
 
@@ -1021,8 +1283,10 @@ def sanitise_labels(fig: Figure) -> None:
         text.set_text(for_label(text.get_text()))
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
-            for get, put in ((axis.get_major_formatter, axis.set_major_formatter),
-                             (axis.get_minor_formatter, axis.set_minor_formatter)):
+            for get, put in (
+                (axis.get_major_formatter, axis.set_major_formatter),
+                (axis.get_minor_formatter, axis.set_minor_formatter),
+            ):
                 formatter = get()
                 if not isinstance(formatter, (_LabelFormatter, matplotlib.ticker.NullFormatter)):
                     put(_LabelFormatter(formatter))

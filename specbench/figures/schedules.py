@@ -33,9 +33,13 @@ def schedule_colour(schedule: str) -> str:
 
 def mean_drafted(records: pd.DataFrame, keys: dict, option: pd.Series) -> float:
     """Σ drafted ÷ Σ rounds of one configuration's live records in a scenario: the mean chosen length."""
-    rows = records[(records["mode"] == "live") & (records["drafter_label"] == option["drafter_label"])
-                   & (records["tree"] == option["tree"]) & (records["gamma"] == option["gamma"])
-                   & (records["schedule"].fillna("fixed") == option["schedule"])]
+    rows = records[
+        (records["mode"] == "live")
+        & (records["drafter_label"] == option["drafter_label"])
+        & (records["tree"] == option["tree"])
+        & (records["gamma"] == option["gamma"])
+        & (records["schedule"].fillna("fixed") == option["schedule"])
+    ]
     for key, value in keys.items():
         if key in rows:
             rows = rows[rows[key] == value]
@@ -52,13 +56,16 @@ def figure_schedules(data) -> Figure:
     """Speedup of each chain configuration, fixed γ vs dynamic schedules, per scenario."""
     panels = schedule_panels(data.recommendations)
     if not panels:
-        raise FigureSkipped("no scenario measured a dynamic verify-length schedule next to fixed γ (sweep key "
-                            "schedules)")
+        raise FigureSkipped(
+            "no scenario measured a dynamic verify-length schedule next to fixed γ (sweep key schedules)"
+        )
     largest = max(len(r.options) for r in panels)
-    fig = Figure(figsize=(max(8.0, 6.5 * min(len(panels), 2)), (0.42 * largest + 1.8) * ((len(panels) + 1) // 2)),
-                 layout="constrained")
+    fig = Figure(
+        figsize=(max(8.0, 6.5 * min(len(panels), 2)), (0.42 * largest + 1.8) * ((len(panels) + 1) // 2)),
+        layout="constrained",
+    )
     axes = fig.subplots((len(panels) + 1) // 2, min(len(panels), 2), squeeze=False).ravel()
-    for ax in axes[len(panels):]:
+    for ax in axes[len(panels) :]:
         ax.set_visible(False)
     used = set()
     for ax, rec in zip(axes, panels):
@@ -70,8 +77,15 @@ def figure_schedules(data) -> Figure:
         lo, hi = options["lo"].to_numpy(dtype=float), options["hi"].to_numpy(dtype=float)
         has = np.isfinite(lo) & np.isfinite(hi)
         ax.barh(y, speed, color=colours, height=0.7, zorder=2)
-        ax.errorbar(speed[has], y[has], xerr=[speed[has] - lo[has], hi[has] - speed[has]], fmt="none",
-                    ecolor="black", capsize=3, zorder=3)
+        ax.errorbar(
+            speed[has],
+            y[has],
+            xerr=[speed[has] - lo[has], hi[has] - speed[has]],
+            fmt="none",
+            ecolor="black",
+            capsize=3,
+            zorder=3,
+        )
         ticks = []
         for _, option in options.iterrows():
             cap = "γ" if option["schedule"] == "fixed" else "γ ≤ "
@@ -85,10 +99,14 @@ def figure_schedules(data) -> Figure:
         ax.axvline(1.0, color="0.5", linewidth=0.8)
         ax.set_xlabel(f"{rec.objective} speedup over the target alone (×)")
         verdict = rec.schedules
-        ratio = f"{verdict['ratio']:.2f}×" + (f" [{verdict['lo']:.2f}, {verdict['hi']:.2f}]"
-                                              if np.isfinite(verdict["lo"]) else "")
-        ax.set_title(f"{rec.keys['workload']} · T={rec.keys['temperature']:g}\nbest dynamic vs best fixed γ: "
-                     f"{ratio} — {answer_word(verdict)}", fontsize=11)
+        ratio = f"{verdict['ratio']:.2f}×" + (
+            f" [{verdict['lo']:.2f}, {verdict['hi']:.2f}]" if np.isfinite(verdict["lo"]) else ""
+        )
+        ax.set_title(
+            f"{rec.keys['workload']} · T={rec.keys['temperature']:g}\nbest dynamic vs best fixed γ: "
+            f"{ratio} — {answer_word(verdict)}",
+            fontsize=11,
+        )
         ax.grid(axis="y", visible=False)
     handles = {"fixed γ": Patch(color=FIXED_COLOUR)}
     handles.update({name: Patch(color=schedule_colour(name)) for name in sorted(used) if name != "fixed"})

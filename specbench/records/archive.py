@@ -92,21 +92,28 @@ def note_set_aside(folder: str | Path) -> None:
     _noted.add(key)
     count = set_aside(folder)
     if count:
-        note(f"{count} record(s) of an earlier sweep spec are set aside in "
-             f"{Path(folder) / 'records' / (ARCHIVE_PREFIX + '*')} and not counted")
+        note(
+            f"{count} record(s) of an earlier sweep spec are set aside in "
+            f"{Path(folder) / 'records' / (ARCHIVE_PREFIX + '*')} and not counted"
+        )
 
 
 def check_run_info(info, path: Path) -> dict:
     """A results run.json: a mapping with a spec hash and a sweep mapping (or a cost profile's kind)."""
     if not isinstance(info, dict):
-        raise SpecbenchError(f"{path} holds {type(info).__name__} {str(info)[:40]!r}, not a specbench run.json "
-                             "mapping; remove it or use another folder")
+        raise SpecbenchError(
+            f"{path} holds {type(info).__name__} {str(info)[:40]!r}, not a specbench run.json "
+            "mapping; remove it or use another folder"
+        )
     if info.get("kind") == "specbench-cost-profile":
         return info
     if "sweep" not in info:
-        raise SpecbenchError(f"{path} is not a specbench results run.json (it lacks sweep); remove it or use "
-                             "another folder")
+        raise SpecbenchError(
+            f"{path} is not a specbench results run.json (it lacks sweep); remove it or use another folder"
+        )
     if not isinstance(info["sweep"], (dict, str)) or not isinstance(info.get("spec_hash", ""), str):
-        raise SpecbenchError(f"{path} is not a specbench results run.json (malformed sweep or spec_hash); remove "
-                             "it or use another folder")
+        raise SpecbenchError(
+            f"{path} is not a specbench results run.json (malformed sweep or spec_hash); remove "
+            "it or use another folder"
+        )
     return info

@@ -81,7 +81,7 @@ class FolderLock:
         self.flag = flag
         self._key: str | None = None
 
-    def acquire(self) -> "FolderLock":
+    def acquire(self) -> FolderLock:
         check_writable_folder(self.folder, self.flag)
         created = _missing_folders(self.folder)  # deepest first: removed again if left empty
         try:
@@ -113,8 +113,10 @@ class FolderLock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
-                raise SpecbenchError(f"{self.folder} is in use by PID {_holder(path)} (another specbench is "
-                                     "writing there); wait for it to finish or choose another --out") from None
+                raise SpecbenchError(
+                    f"{self.folder} is in use by PID {_holder(path)} (another specbench is "
+                    "writing there); wait for it to finish or choose another --out"
+                ) from None
             except OSError as exc:
                 os.close(fd)
                 raise SpecbenchError(f"cannot lock {path}: {exc.strerror or exc}") from None

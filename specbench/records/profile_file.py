@@ -28,12 +28,18 @@ PROFILE_FILE = "profile.parquet"
 COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     "role": (pa.string(), "'target' or 'drafter'"),
     "model": (pa.string(), "architecture as given (alias, config path, hub id) or 'ngram'"),
-    "measure": (pa.string(), "'verify' (target forward verifying `tokens` tokens per sequence), 'draft_step' "
-                             "(drafter forward over 1 token) or 'propose' (model-free proposal of `tokens` tokens)"),
+    "measure": (
+        pa.string(),
+        "'verify' (target forward verifying `tokens` tokens per sequence), 'draft_step' "
+        "(drafter forward over 1 token) or 'propose' (model-free proposal of `tokens` tokens)",
+    ),
     "batch": (pa.int64(), "sequences decoded together (B)"),
     "context": (pa.int64(), "tokens already in the KV cache per sequence (c)"),
-    "tokens": (pa.int64(), "'verify': verify_tokens, the tokens one target forward verifies per sequence (γ + 1 "
-                           "for a chain); 'draft_step': 1; 'propose': γ, the draft length asked"),
+    "tokens": (
+        pa.int64(),
+        "'verify': verify_tokens, the tokens one target forward verifies per sequence (γ + 1 "
+        "for a chain); 'draft_step': 1; 'propose': γ, the draft length asked",
+    ),
     "repeats": (pa.int64(), "timed calls"),
     "median_s": (pa.float64(), "median seconds of one call"),
     "q1_s": (pa.float64(), "first quartile, s"),
@@ -98,12 +104,16 @@ def load_profile(folder: str | Path) -> Profile:
     try:
         info = json.loads((folder / RUN_INFO).read_text())
     except OSError:
-        raise SpecbenchError(f"{folder} is not a cost profile (no {RUN_INFO}); take one with `specbench profile`") from None
+        raise SpecbenchError(
+            f"{folder} is not a cost profile (no {RUN_INFO}); take one with `specbench profile`"
+        ) from None
     except ValueError as exc:
         raise SpecbenchError(f"{folder / RUN_INFO} is unreadable ({exc})") from None
     if not isinstance(info, dict) or info.get("kind") != PROFILE_KIND:
-        raise SpecbenchError(f"{folder} is not a cost profile ({RUN_INFO} is not of kind '{PROFILE_KIND}'; "
-                             "a results folder goes first, the profile after --cost-profile)")
+        raise SpecbenchError(
+            f"{folder} is not a cost profile ({RUN_INFO} is not of kind '{PROFILE_KIND}'; "
+            "a results folder goes first, the profile after --cost-profile)"
+        )
     try:
         frame = pq.read_table(folder / PROFILE_FILE).to_pandas()
     except (OSError, pa.ArrowException) as exc:
@@ -119,14 +129,27 @@ def summary_frame(profile: Profile) -> pd.DataFrame:
     'verify' rows: verify_tokens), their ratio, GB/s and share of the peak at the smallest, and memory."""
     rows = []
     for (role, model, measure, batch, context), cell in profile.frame.groupby(
-            ["role", "model", "measure", "batch", "context"], sort=False):
+        ["role", "model", "measure", "batch", "context"], sort=False
+    ):
         cell = cell.sort_values("tokens")
         first, last = cell.iloc[0], cell.iloc[-1]
-        rows.append({"role": role, "model": model, "measure": measure, "batch": int(batch), "context": int(context),
-                     "tokens_min": int(first["tokens"]), "tokens_max": int(last["tokens"]),
-                     "ms_tokens_min": 1e3 * first["median_s"], "iqr_ms_tokens_min": 1e3 * first["iqr_s"],
-                     "ms_tokens_max": 1e3 * last["median_s"],
-                     "ratio": last["median_s"] / first["median_s"] if first["median_s"] > 0 else float("nan"),
-                     "gb_s": first["effective_gb_s"], "peak_fraction": first["peak_fraction"],
-                     "memory_bytes": int(cell["memory_bytes"].max()), "memory_kind": first["memory_kind"]})
+        rows.append(
+            {
+                "role": role,
+                "model": model,
+                "measure": measure,
+                "batch": int(batch),
+                "context": int(context),
+                "tokens_min": int(first["tokens"]),
+                "tokens_max": int(last["tokens"]),
+                "ms_tokens_min": 1e3 * first["median_s"],
+                "iqr_ms_tokens_min": 1e3 * first["iqr_s"],
+                "ms_tokens_max": 1e3 * last["median_s"],
+                "ratio": last["median_s"] / first["median_s"] if first["median_s"] > 0 else float("nan"),
+                "gb_s": first["effective_gb_s"],
+                "peak_fraction": first["peak_fraction"],
+                "memory_bytes": int(cell["memory_bytes"].max()),
+                "memory_kind": first["memory_kind"],
+            }
+        )
     return pd.DataFrame(rows)

@@ -48,7 +48,7 @@ class Rounds:
     def __len__(self) -> int:
         return int(self.cluster.shape[0])
 
-    def select(self, mask: np.ndarray) -> "Rounds":
+    def select(self, mask: np.ndarray) -> Rounds:
         return Rounds(**{name: getattr(self, name)[mask] for name in self.__dataclass_fields__})
 
 
@@ -91,8 +91,9 @@ def cluster_sums(cluster: np.ndarray, n_clusters: int, *values: np.ndarray) -> n
     """[n_clusters, len(values)]: per-prompt sums of each value array (one entry per row)."""
     if not values:
         return np.zeros((n_clusters, 0))
-    return np.stack([np.bincount(cluster, weights=np.asarray(v, dtype=float), minlength=n_clusters)
-                     for v in values], axis=-1)
+    return np.stack(
+        [np.bincount(cluster, weights=np.asarray(v, dtype=float), minlength=n_clusters) for v in values], axis=-1
+    )
 
 
 @dataclass
@@ -118,7 +119,12 @@ def binned(cluster: np.ndarray, x: np.ndarray, y: np.ndarray, n_clusters: int) -
     index = np.asarray(cluster) * k + xi
     y = np.asarray(y, dtype=float)
     size = n_clusters * k
-    stats = np.stack([np.bincount(index, minlength=size).astype(float),
-                      np.bincount(index, weights=y, minlength=size),
-                      np.bincount(index, weights=y * y, minlength=size)], axis=-1)
+    stats = np.stack(
+        [
+            np.bincount(index, minlength=size).astype(float),
+            np.bincount(index, weights=y, minlength=size),
+            np.bincount(index, weights=y * y, minlength=size),
+        ],
+        axis=-1,
+    )
     return Binned(x=xs, stats=stats.reshape(n_clusters, k, 3))

@@ -16,13 +16,25 @@ over a configuration's requests, one record being one request (docs/results-sche
 
 from __future__ import annotations
 
-from specbench.catalogue.drafters import TARGET_ONLY
 import numpy as np
 import pandas as pd
+
+from specbench.catalogue.drafters import TARGET_ONLY
 from specbench.records.timing import UNIT_KEYS, paired_timing  # noqa: F401  (UNIT_KEYS: read from here too)
 
-CONFIG_KEYS = ["target", "drafter", "drafter_label", "tree", "tree_nodes", "gamma", "temperature", "top_p", "top_k",
-               "mode", "schedule"]
+CONFIG_KEYS = [
+    "target",
+    "drafter",
+    "drafter_label",
+    "tree",
+    "tree_nodes",
+    "gamma",
+    "temperature",
+    "top_p",
+    "top_k",
+    "mode",
+    "schedule",
+]
 BASELINE_KEYS = ["target", "temperature", "top_p", "top_k", "workload"]
 # configuration keys added after schema 1: a frame made before they existed (or by hand) lacks them
 CONFIG_DEFAULTS = {"schedule": "fixed"}
@@ -80,8 +92,11 @@ def mean_acceptance_length(records: pd.DataFrame) -> float:
     """vLLM's "mean acceptance length": 1 + Σ accepted ÷ the rounds that carried a draft. specbench's τ divides
     the decode tokens by *every* target forward, the rounds without a draft (an n-gram miss) included, so the
     two differ whenever a round drafts nothing (docs/results-schema.md, "Two τ"). NaN without drafted rounds."""
-    drafting = sum(int(np.count_nonzero(np.asarray(r) > 0)) for r in records["round_drafted"]) \
-        if "round_drafted" in records else 0
+    drafting = (
+        sum(int(np.count_nonzero(np.asarray(r) > 0)) for r in records["round_drafted"])
+        if "round_drafted" in records
+        else 0
+    )
     return 1.0 + float(records["accepted"].sum()) / drafting if drafting else float("nan")
 
 
@@ -91,8 +106,11 @@ def _ratio(num: float, den: float) -> float:
 
 def with_config_defaults(records: pd.DataFrame) -> pd.DataFrame:
     """``records`` with every `CONFIG_DEFAULTS` key present and filled (a copy only when one was missing)."""
-    filled = {k: (records[k].fillna(v) if k in records else v) for k, v in CONFIG_DEFAULTS.items()
-              if k not in records or records[k].isna().any()}
+    filled = {
+        k: (records[k].fillna(v) if k in records else v)
+        for k, v in CONFIG_DEFAULTS.items()
+        if k not in records or records[k].isna().any()
+    }
     return records.assign(**filled) if filled else records
 
 
@@ -136,8 +154,9 @@ def configuration_table(records: pd.DataFrame, by: list[str] | None = None) -> p
         paired = pd.concat([pairs.config, pairs.base[["decode_tokens", "decode_s"]].add_suffix("_base")], axis=1)
         if len(paired):
             row["baseline_tokens_per_s"] = _ratio(paired["decode_tokens_base"].sum(), paired["decode_s_base"].sum())
-            row["speedup"] = _ratio(_ratio(paired["decode_tokens"].sum(), paired["decode_s"].sum()),
-                                    row["baseline_tokens_per_s"])
+            row["speedup"] = _ratio(
+                _ratio(paired["decode_tokens"].sum(), paired["decode_s"].sum()), row["baseline_tokens_per_s"]
+            )
             row["n_paired"] = len(paired)
         else:
             row["baseline_tokens_per_s"], row["speedup"], row["n_paired"] = np.nan, np.nan, 0
@@ -153,8 +172,11 @@ def lossless_check(records: pd.DataFrame) -> pd.DataFrame:
     output is the baseline's by construction) and units that generated nothing (two empty outputs
     are equal but show nothing about losslessness).
     """
-    greedy = records[(records["temperature"] == 0) & (records["mode"] == "live")
-                     & (pd.to_numeric(records["new_tokens"], errors="coerce").fillna(0) > 0)]
+    greedy = records[
+        (records["temperature"] == 0)
+        & (records["mode"] == "live")
+        & (pd.to_numeric(records["new_tokens"], errors="coerce").fillna(0) > 0)
+    ]
     base = greedy[is_baseline(greedy)][BASELINE_KEYS + UNIT_KEYS + ["output_sha1"]]
     paired = greedy[~is_baseline(greedy)].merge(base, on=BASELINE_KEYS + UNIT_KEYS, suffixes=("", "_base"))
     if paired.empty:

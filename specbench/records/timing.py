@@ -21,7 +21,6 @@ import pandas as pd
 UNIT_KEYS = ["prompt_id", "turn", "repeat"]  # one unit of a configuration: a prompt's turn, one repeat
 
 
-
 DISTURBED = "timing disturbed"  # how the note on a folder whose every timed unit was disturbed begins
 
 
@@ -36,11 +35,15 @@ def timing_usable(records: pd.DataFrame) -> tuple[pd.DataFrame, str | None]:
     if ok.all():
         return records, None
     if not ok.any():
-        return records, (f"{DISTURBED}: all {len(records)} timed units ran under interference from other "
-                         "processes (docs/results-schema.md, timing protocol); timings used anyway — rerun on a "
-                         "quieter machine to confirm")
-    return records[ok], (f"{int((~ok).sum())} of {len(records)} timed units ran under interference and are left out "
-                         "of the timing fits (their acceptance counts)")
+        return records, (
+            f"{DISTURBED}: all {len(records)} timed units ran under interference from other "
+            "processes (docs/results-schema.md, timing protocol); timings used anyway — rerun on a "
+            "quieter machine to confirm"
+        )
+    return records[ok], (
+        f"{int((~ok).sum())} of {len(records)} timed units ran under interference and are left out "
+        "of the timing fits (their acceptance counts)"
+    )
 
 
 def _ok(frame: pd.DataFrame) -> pd.Series:
@@ -65,13 +68,22 @@ def paired_timing(config: pd.DataFrame, base: pd.DataFrame) -> PairedUnits:
     (the baseline's own row): each unit is its own partner."""
     left = config.reset_index(drop=True)
     right = base.reset_index(drop=True)
-    index = pd.merge(left[UNIT_KEYS].assign(_left=range(len(left))), right[UNIT_KEYS].assign(_right=range(len(right))),
-                     on=UNIT_KEYS, how="inner")
+    index = pd.merge(
+        left[UNIT_KEYS].assign(_left=range(len(left))),
+        right[UNIT_KEYS].assign(_right=range(len(right))),
+        on=UNIT_KEYS,
+        how="inner",
+    )
     ok = _ok(left).to_numpy()[index["_left"].to_numpy()] & _ok(right).to_numpy()[index["_right"].to_numpy()]
     disturbed = bool(len(index)) and not ok.any()
     used = index if disturbed else index[ok]
-    return PairedUnits(left.iloc[used["_left"].to_numpy()].reset_index(drop=True),
-                       right.iloc[used["_right"].to_numpy()].reset_index(drop=True), disturbed, len(used), len(index))
+    return PairedUnits(
+        left.iloc[used["_left"].to_numpy()].reset_index(drop=True),
+        right.iloc[used["_right"].to_numpy()].reset_index(drop=True),
+        disturbed,
+        len(used),
+        len(index),
+    )
 
 
 def paired_note(records: pd.DataFrame) -> str | None:
@@ -80,14 +92,18 @@ def paired_note(records: pd.DataFrame) -> str | None:
     kept, note = timing_usable(records)
     if note is None or note.startswith(DISTURBED):
         return note
-    return (f"{int(len(records) - len(kept))} of {len(records)} timed units ran under interference: each speedup "
-            "uses the (configuration, baseline) pairs timed undisturbed on both sides, and a configuration with no "
-            "such pair is marked disturbed and left out of the verdict while others have one")
+    return (
+        f"{int(len(records) - len(kept))} of {len(records)} timed units ran under interference: each speedup "
+        "uses the (configuration, baseline) pairs timed undisturbed on both sides, and a configuration with no "
+        "such pair is marked disturbed and left out of the verdict while others have one"
+    )
 
 
-NO_ROUND_TIMINGS = ("no per-round timings in these records (a serving engine measures whole requests, not "
-                    "draft and verify steps): no cost model and no predicted speedups; decisions use the "
-                    "measured speedups")
+NO_ROUND_TIMINGS = (
+    "no per-round timings in these records (a serving engine measures whole requests, not "
+    "draft and verify steps): no cost model and no predicted speedups; decisions use the "
+    "measured speedups"
+)
 
 
 def has_round_timings(records: pd.DataFrame) -> bool:

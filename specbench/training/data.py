@@ -25,9 +25,9 @@ import fcntl
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 from safetensors import safe_open
@@ -38,9 +38,9 @@ from specbench.engine.decoder import make_decoder
 from specbench.engine.drafters.ngram import NgramDrafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.errors import SpecbenchError
-from specbench.workloads.catalog import encode_turn, load_workload
 from specbench.models.cache import cache_root
 from specbench.safe_files import open_appending, write_atomic, writing
+from specbench.workloads.catalog import encode_turn, load_workload
 
 GENERATION = {"decoding": "greedy", "drafter": "ngram", "n_min": 1, "n_max": 3, "gamma": 4}
 MAX_PROMPT_TOKENS = 1024
@@ -111,32 +111,48 @@ class Corpus:
 
     def describe(self, indices: list[int] | None = None) -> dict:
         seqs = self.sequences if indices is None else [self.sequences[i] for i in indices]
-        return {"workloads": list(self.spec.workloads), "split": self.spec.split, "seed": self.spec.seed,
-                "prompts": len(seqs), "answer_tokens": sum(s.answer_len for s in seqs),
-                "prompt_tokens": sum(s.prompt_len for s in seqs), "max_new_tokens": self.spec.max_new_tokens,
-                "generation": GENERATION, "generation_seconds": round(sum(s.seconds for s in seqs), 1),
-                "corpus": self.portable(seqs)}
+        return {
+            "workloads": list(self.spec.workloads),
+            "split": self.spec.split,
+            "seed": self.spec.seed,
+            "prompts": len(seqs),
+            "answer_tokens": sum(s.answer_len for s in seqs),
+            "prompt_tokens": sum(s.prompt_len for s in seqs),
+            "max_new_tokens": self.spec.max_new_tokens,
+            "generation": GENERATION,
+            "generation_seconds": round(sum(s.seconds for s in seqs), 1),
+            "corpus": self.portable(seqs),
+        }
 
     def portable(self, seqs: list[Sequence]) -> dict:
         """A description of the corpus that holds on any machine (no absolute path): what it was made
         of and where it lives inside the specbench cache."""
-        return {"workloads": list(self.spec.workloads), "split": self.spec.split, "prompts": len(seqs),
-                "seed": self.spec.seed, "answer_tokens": sum(s.answer_len for s in seqs),
-                "max_new_tokens": self.spec.max_new_tokens, "in_cache": self.spec.relative_folder()}
+        return {
+            "workloads": list(self.spec.workloads),
+            "split": self.spec.split,
+            "prompts": len(seqs),
+            "seed": self.spec.seed,
+            "answer_tokens": sum(s.answer_len for s in seqs),
+            "max_new_tokens": self.spec.max_new_tokens,
+            "in_cache": self.spec.relative_folder(),
+        }
 
 
 # ----------------------------------------------------------------------------- prompts
+
 
 def training_prompts(workloads: tuple[str, ...], split: str, seed: int):
     """Prompts of the training split of each workload, interleaved in seeded sample order."""
     lists = []
     for name in workloads:
         try:
-            loaded = load_workload(name, count=10 ** 9, seed=seed, split=split)
+            loaded = load_workload(name, count=10**9, seed=seed, split=split)
         except SpecbenchError as exc:
             if "no prompts in split" in str(exc):
-                raise SpecbenchError(f"workload '{name}' has no '{split}' prompts (it is evaluation-only); train on "
-                                     "a workload with a training split, e.g. --prompts sharegpt") from None
+                raise SpecbenchError(
+                    f"workload '{name}' has no '{split}' prompts (it is evaluation-only); train on "
+                    "a workload with a training split, e.g. --prompts sharegpt"
+                ) from None
             raise
         lists.append([(loaded, p) for p in loaded.prompts])
     out = []
@@ -146,6 +162,7 @@ def training_prompts(workloads: tuple[str, ...], split: str, seed: int):
 
 
 # ----------------------------------------------------------------------------- phase 1
+
 
 def load_corpus(spec: CorpusSpec) -> Corpus:
     folder = spec.folder()
@@ -162,8 +179,9 @@ def load_corpus(spec: CorpusSpec) -> Corpus:
     return corpus
 
 
-def generate_corpus(target, spec: CorpusSpec, answer_tokens: int,
-                    on_progress: Callable[[int, int, int], None] | None = None) -> Corpus:
+def generate_corpus(
+    target, spec: CorpusSpec, answer_tokens: int, on_progress: Callable[[int, int, int], None] | None = None
+) -> Corpus:
     """Extend the cached corpus until it holds ``answer_tokens`` answer tokens (or prompts run out).
 
     on_progress(tokens_so_far, budget, prompts_so_far) is called after every prompt.
@@ -193,8 +211,9 @@ def _extend(target, spec: CorpusSpec, corpus: Corpus, answer_tokens: int, on_pro
     # rewrite what was read, dropping a half-written last line if there was one
     write_atomic(path, "".join(json.dumps(asdict(s)) + "\n" for s in corpus.sequences))
     done = {s.prompt_id for s in corpus.sequences}
-    engine = SpeculativeEngine(target, NgramDrafter(GENERATION["n_min"], GENERATION["n_max"]),
-                               gamma=GENERATION["gamma"])
+    engine = SpeculativeEngine(
+        target, NgramDrafter(GENERATION["n_min"], GENERATION["n_max"]), gamma=GENERATION["gamma"]
+    )
     total = corpus.answer_tokens
     with open_appending(path, text=True) as out:
         for workload, prompt in training_prompts(spec.workloads, spec.split, spec.seed):
@@ -207,8 +226,13 @@ def _extend(target, spec: CorpusSpec, corpus: Corpus, answer_tokens: int, on_pro
                 continue
             start = time.perf_counter()
             result = engine.generate(ids, spec.max_new_tokens)
-            seq = Sequence(prompt_id=prompt.prompt_id, ids=list(ids) + list(result.tokens), prompt_len=len(ids),
-                           stop=result.stop_reason, seconds=round(time.perf_counter() - start, 3))
+            seq = Sequence(
+                prompt_id=prompt.prompt_id,
+                ids=list(ids) + list(result.tokens),
+                prompt_len=len(ids),
+                stop=result.stop_reason,
+                seconds=round(time.perf_counter() - start, 3),
+            )
             out.write(json.dumps(asdict(seq)) + "\n")
             out.flush()
             corpus.sequences.append(seq)
@@ -220,6 +244,7 @@ def _extend(target, spec: CorpusSpec, corpus: Corpus, answer_tokens: int, on_pro
 
 # ----------------------------------------------------------------------------- phase 2
 
+
 def feature_file(corpus: Corpus, index: int) -> Path:
     return corpus.folder / "features" / f"{index:06d}.safetensors"
 
@@ -228,8 +253,13 @@ def _feature_names(layers: tuple[int, ...]) -> list[str]:
     return ["final"] + [f"layer.{i}" for i in layers]
 
 
-def ensure_features(target, corpus: Corpus, indices: list[int], layers: tuple[int, ...],
-                    on_progress: Callable[[int, int], None] | None = None) -> None:
+def ensure_features(
+    target,
+    corpus: Corpus,
+    indices: list[int],
+    layers: tuple[int, ...],
+    on_progress: Callable[[int, int], None] | None = None,
+) -> None:
     """Compute (once) the final hidden state and ``layers`` outputs of every chosen sequence."""
     decoder = None
     (corpus.folder / "features").mkdir(parents=True, exist_ok=True)

@@ -29,8 +29,8 @@ answer tokens only, with the number of such positions.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -129,8 +129,9 @@ def _attend(layer, a, r, positions, keys, own, mask):
     return layer.finish(r, out), (k, v)
 
 
-def eagle_objective(net, batch: Batch, head: VocabHead, *, steps: int = 1, feature_weight: float = 1.0,
-                    token_weight: float = 0.1, **_) -> StepResult:
+def eagle_objective(
+    net, batch: Batch, head: VocabHead, *, steps: int = 1, feature_weight: float = 1.0, token_weight: float = 0.1, **_
+) -> StepResult:
     """EAGLE (feature_weight > 0), EAGLE-3 / 3.1 and parallel-tree (feature_weight = 0, token_weight = 1)
     with ``steps`` unrolled; the net says what step s+1 is fed (``next_inputs``, teacher-forced)."""
     result = StepResult(torch.zeros(()), [], [], [])

@@ -14,20 +14,20 @@ import os
 import platform
 import random
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
 
 import torch
 
+from specbench.engine.device import cpu_name
 from specbench.engine.drafters import registry
 from specbench.engine.drafters.checkpoint import target_fingerprint
 from specbench.engine.drafters.feature_layers import VocabHead, embed
 from specbench.engine.drafters.trained import parameter_count
 from specbench.engine.loop import eos_token_ids
 from specbench.errors import SpecbenchError
-from specbench.engine.device import cpu_name
 from specbench.training.data import CorpusSpec, ensure_features, generate_corpus, read_features
 from specbench.training.objectives import Batch, objective
 
@@ -59,6 +59,7 @@ class Example:
 
 
 # ----------------------------------------------------------------------------- data
+
 
 def load_examples(corpus, indices: list[int], layers: tuple[int, ...], max_len: int) -> list[Example]:
     """Sequences with their features, cut to their last ``max_len`` positions."""
@@ -117,7 +118,7 @@ def collate(examples: list[Example], target_model, head: VocabHead, *, full_top:
         n = len(ex.ids)
         ids[b, :n] = ex.ids
         valid[b, :n] = True
-        answer[b, max(0, ex.prompt_len - 1): n] = True
+        answer[b, max(0, ex.prompt_len - 1) : n] = True
         for key, value in ex.features.items():
             if key not in features:
                 features[key] = torch.zeros(bsz, length, value.shape[-1])
@@ -128,8 +129,7 @@ def collate(examples: list[Example], target_model, head: VocabHead, *, full_top:
         embeds = embed(target_model, ids).float()
         teacher = head.sub_logits(features["final"]).softmax(-1)
         top = _full_argmax(target_model, features["final"]) if full_top else None
-    return Batch(ids=ids, features=features, valid=valid, answer=answer, embeds=embeds, teacher=teacher,
-                 target_top=top)
+    return Batch(ids=ids, features=features, valid=valid, answer=answer, embeds=embeds, teacher=teacher, target_top=top)
 
 
 def _full_argmax(target_model, final: torch.Tensor, chunk: int = 512) -> torch.Tensor:
@@ -141,6 +141,7 @@ def _full_argmax(target_model, final: torch.Tensor, chunk: int = 512) -> torch.T
 
 
 # ----------------------------------------------------------------------------- loop
+
 
 @dataclass
 class TrainResult:
@@ -168,17 +169,30 @@ def evaluate(kind: str, net, batches: list[Batch], head: VocabHead, steps: int |
             n += 1
     net.train()
     acc = [c / max(1, m) for c, m in zip(correct or [], counted or [])]
-    return {"top1": [round(a, 4) for a in acc], "positions": counted[0] if counted else 0,
-            "loss": round(loss / max(1, n), 4)}
+    return {
+        "top1": [round(a, 4) for a in acc],
+        "positions": counted[0] if counted else 0,
+        "loss": round(loss / max(1, n), 4),
+    }
 
 
-def run_training(kind: str, net, train_ex: list[Example], eval_ex: list[Example], target_model, head: VocabHead,
-                 opts: TrainOptions, on_event: Callable[[dict], None]) -> TrainResult:
+def run_training(
+    kind: str,
+    net,
+    train_ex: list[Example],
+    eval_ex: list[Example],
+    target_model,
+    head: VocabHead,
+    opts: TrainOptions,
+    on_event: Callable[[dict], None],
+) -> TrainResult:
     rng = random.Random(opts.seed)
     torch.manual_seed(opts.seed)
     fn, kwargs = objective(kind, opts.steps)
-    eval_batches = [collate([eval_ex[i] for i in group], target_model, head, full_top=True)
-                    for group in make_batches(eval_ex, opts.batch_tokens, None)]
+    eval_batches = [
+        collate([eval_ex[i] for i in group], target_model, head, full_top=True)
+        for group in make_batches(eval_ex, opts.batch_tokens, None)
+    ]
     per_epoch = len(make_batches(train_ex, opts.batch_tokens, None))
     total = max(1, per_epoch * opts.epochs)
     params = [p for p in net.parameters() if p.requires_grad]
@@ -217,8 +231,17 @@ def run_training(kind: str, net, train_ex: list[Example], eval_ex: list[Example]
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             optimizer.step()
             step += 1
-            on_event({"event": "step", "step": step, "total": total, "epoch": epoch + 1, "loss": float(res.loss.detach()),
-                      "losses": res.losses, "elapsed": time.perf_counter() - start})
+            on_event(
+                {
+                    "event": "step",
+                    "step": step,
+                    "total": total,
+                    "epoch": epoch + 1,
+                    "loss": float(res.loss.detach()),
+                    "losses": res.losses,
+                    "elapsed": time.perf_counter() - start,
+                }
+            )
             if progress(step) >= 1.0:
                 stop = True
             if step % opts.eval_every == 0 or stop:
@@ -230,17 +253,30 @@ def run_training(kind: str, net, train_ex: list[Example], eval_ex: list[Example]
         if stop:
             break
     heldout = history[-1] if history[-1]["step"] == step else evaluate(kind, net, eval_batches, head, opts.steps)
-    return TrainResult(net=net, draft_vocab=head.ids, history=history, heldout=heldout,
-                       seconds=time.perf_counter() - start, steps=step, epochs_done=round(step / max(1, per_epoch), 2))
+    return TrainResult(
+        net=net,
+        draft_vocab=head.ids,
+        history=history,
+        heldout=heldout,
+        seconds=time.perf_counter() - start,
+        steps=step,
+        epochs_done=round(step / max(1, per_epoch), 2),
+    )
 
 
 # ----------------------------------------------------------------------------- recipe
 
+
 def host_record() -> dict:
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    return {"cpu": cpu_name(), "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "load_average": [round(x, 2) for x in load] if load else None, "python": platform.python_version(),
-            "torch": torch.__version__}
+    return {
+        "cpu": cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "load_average": [round(x, 2) for x in load] if load else None,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+    }
 
 
 def corpus_feature_layers(target_config, wanted: tuple = ()) -> tuple[int, ...]:
@@ -253,21 +289,37 @@ def corpus_feature_layers(target_config, wanted: tuple = ()) -> tuple[int, ...]:
     return tuple(sorted(layers))
 
 
-def train_drafter(target, opts: TrainOptions, out: Path, *, workloads: tuple[str, ...] = ("sharegpt",),
-                  max_new_tokens: int = 160, corpus_seed: int = 0, command: str = "",
-                  on_event: Callable[[dict], None] = lambda e: None) -> dict:
+def train_drafter(
+    target,
+    opts: TrainOptions,
+    out: Path,
+    *,
+    workloads: tuple[str, ...] = ("sharegpt",),
+    max_new_tokens: int = 160,
+    corpus_seed: int = 0,
+    command: str = "",
+    on_event: Callable[[dict], None] = lambda e: None,
+) -> dict:
     """Corpus → features → training → checkpoint in ``out``. Returns the training record."""
     drafter_type = registry.get(opts.kind, trained=True)
     arch = drafter_type.architecture(target.model.config, **opts.architecture)
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
     fingerprint = target_fingerprint(target.model)
-    spec = CorpusSpec(target=target.name, target_id=fingerprint["id"], workloads=tuple(workloads), seed=corpus_seed,
-                      max_new_tokens=max_new_tokens)
+    spec = CorpusSpec(
+        target=target.name,
+        target_id=fingerprint["id"],
+        workloads=tuple(workloads),
+        seed=corpus_seed,
+        max_new_tokens=max_new_tokens,
+    )
     on_event({"event": "phase", "phase": "generate", "folder": str(spec.folder())})
-    corpus = generate_corpus(target, spec, opts.tokens,
-                             lambda done, budget, n: on_event({"event": "generate", "done": done, "total": budget,
-                                                               "prompts": n}))
+    corpus = generate_corpus(
+        target,
+        spec,
+        opts.tokens,
+        lambda done, budget, n: on_event({"event": "generate", "done": done, "total": budget, "prompts": n}),
+    )
     indices = corpus.take(opts.tokens)
     if len(indices) < 2:
         raise SpecbenchError(f"the training prompts gave only {len(indices)} sequence(s); need at least 2")
@@ -275,43 +327,67 @@ def train_drafter(target, opts: TrainOptions, out: Path, *, workloads: tuple[str
     layers = corpus_feature_layers(target.model.config, drafter_type.feature_layers(arch))
     on_event({"event": "phase", "phase": "features"})
     t1 = time.perf_counter()
-    ensure_features(target, corpus, indices, layers,
-                    lambda done, total: on_event({"event": "features", "done": done, "total": total}))
+    ensure_features(
+        target,
+        corpus,
+        indices,
+        layers,
+        lambda done, total: on_event({"event": "features", "done": done, "total": total}),
+    )
     features_s = time.perf_counter() - t1
     examples = load_examples(corpus, indices, layers, opts.max_len)
     n_eval = max(1, round(len(examples) * opts.heldout_fraction))
     train_ex, eval_ex = examples[:-n_eval], examples[-n_eval:]
 
-    vocab = choose_draft_vocab(train_ex, opts.draft_vocab, target.vocab_size,
-                               eos_token_ids(target.model, target.tokenizer))
+    vocab = choose_draft_vocab(
+        train_ex, opts.draft_vocab, target.vocab_size, eos_token_ids(target.model, target.tokenizer)
+    )
     head = VocabHead(target.model.get_output_embeddings(), target.vocab_size, vocab).float()
     torch.manual_seed(opts.seed)
     device = next(target.model.parameters()).device
     net = drafter_type.new_net(arch).float().to(device)
-    on_event({"event": "phase", "phase": "train", "parameters": parameter_count(net),
-              "train_sequences": len(train_ex), "heldout_sequences": len(eval_ex)})
+    on_event(
+        {
+            "event": "phase",
+            "phase": "train",
+            "parameters": parameter_count(net),
+            "train_sequences": len(train_ex),
+            "heldout_sequences": len(eval_ex),
+        }
+    )
     result = run_training(opts.kind, net, train_ex, eval_ex, target.model, head, opts, on_event)
     finished = datetime.now(timezone.utc)
     coverage = None
     if vocab is not None:
-        answer_ids = torch.cat([ex.ids[max(1, ex.prompt_len):] for ex in eval_ex])
+        answer_ids = torch.cat([ex.ids[max(1, ex.prompt_len) :] for ex in eval_ex])
         coverage = round(float(torch.isin(answer_ids, vocab).float().mean()), 4)
     record = {
         "command": command,
-        "data": {**corpus.describe(indices), "train_sequences": len(train_ex), "heldout_sequences": len(eval_ex),
-                 "target_features": ["final", *layers]},
+        "data": {
+            **corpus.describe(indices),
+            "train_sequences": len(train_ex),
+            "heldout_sequences": len(eval_ex),
+            "target_features": ["final", *layers],
+        },
         "options": {k: v for k, v in asdict(opts).items() if k != "architecture"},
-        "draft_vocab": {"size": None if vocab is None else int(vocab.numel()),
-                        "heldout_answer_coverage": coverage,
-                        "chosen_by": "most frequent next tokens of the training sequences, plus EOS"},
+        "draft_vocab": {
+            "size": None if vocab is None else int(vocab.numel()),
+            "heldout_answer_coverage": coverage,
+            "chosen_by": "most frequent next tokens of the training sequences, plus EOS",
+        },
         "heldout": result.heldout,
         "history": result.history,
-        "steps": result.steps, "epochs_done": result.epochs_done,
-        "time": {"started": started.isoformat(timespec="seconds"), "finished": finished.isoformat(timespec="seconds"),
-                 "generation_s_this_run": round(generate_s, 1),
-                 "generation_s_of_the_corpus": round(sum(corpus.sequences[i].seconds for i in indices), 1),
-                 "features_s": round(features_s, 1), "training_s": round(result.seconds, 1),
-                 "total_s": round(time.perf_counter() - t0, 1)},
+        "steps": result.steps,
+        "epochs_done": result.epochs_done,
+        "time": {
+            "started": started.isoformat(timespec="seconds"),
+            "finished": finished.isoformat(timespec="seconds"),
+            "generation_s_this_run": round(generate_s, 1),
+            "generation_s_of_the_corpus": round(sum(corpus.sequences[i].seconds for i in indices), 1),
+            "features_s": round(features_s, 1),
+            "training_s": round(result.seconds, 1),
+            "total_s": round(time.perf_counter() - t0, 1),
+        },
         "host": host_record(),
     }
     drafter_type.save(out, result.net, target, vocab, training=record)

@@ -67,9 +67,11 @@ def export_eagle(drafter, target) -> tuple[dict, dict, list[str]]:
     sd = {k: v.float() for k, v in net.state_dict().items()}
     tensors = {k: v for k, v in sd.items() if k != "fc.bias"}
     config = draft_llama_config(target, net.shape.to_dict(), "EagleLlamaForCausalLM")
-    notes = ["vLLM's EAGLE-1 drafts over the full vocabulary (no draft-vocabulary map for EAGLE-1): specbench's "
-             f"{drafter.head.draft_size}-token draft vocabulary is dropped, so proposals differ when the "
-             "full-vocabulary argmax lies outside it"]
+    notes = [
+        "vLLM's EAGLE-1 drafts over the full vocabulary (no draft-vocabulary map for EAGLE-1): specbench's "
+        f"{drafter.head.draft_size}-token draft vocabulary is dropped, so proposals differ when the "
+        "full-vocabulary argmax lies outside it"
+    ]
     bias = sd.get("fc.bias")
     if bias is not None and bool(torch.any(bias != 0)):
         prefix = "layers.0.self_attn."
@@ -77,8 +79,7 @@ def export_eagle(drafter, target) -> tuple[dict, dict, list[str]]:
             tensors[f"{prefix}{proj}_proj.bias"] = sd[f"{prefix}{proj}_proj.weight"] @ bias
         tensors[f"{prefix}o_proj.bias"] = bias.clone()
         config["attention_bias"] = True
-        notes.append("fc's bias (vLLM's fc has none) is folded exactly into attention biases: "
-                     "q/k/v = W·b, o_proj = b")
+        notes.append("fc's bias (vLLM's fc has none) is folded exactly into attention biases: q/k/v = W·b, o_proj = b")
     return config, tensors, notes
 
 
@@ -88,9 +89,14 @@ def export_eagle3(drafter, target) -> tuple[dict, dict, list[str]]:
     tensors["lm_head.weight"] = head.weight.float()
     config = draft_llama_config(target, net.shape.to_dict(), "LlamaForCausalLMEagle3")
     layers = [int(i) for i in net.feature_layers]
-    config.update({"target_hidden_size": int(target.model.config.hidden_size),
-                   "eagle_config": {"use_aux_hidden_state": True, "eagle_aux_hidden_state_layer_ids": layers},
-                   "norm_before_fc": False, "norm_output": False})
+    config.update(
+        {
+            "target_hidden_size": int(target.model.config.hidden_size),
+            "eagle_config": {"use_aux_hidden_state": True, "eagle_aux_hidden_state_layer_ids": layers},
+            "norm_before_fc": False,
+            "norm_output": False,
+        }
+    )
     if head.ids is not None:
         ids = head.ids.long()
         tensors["d2t"] = ids - torch.arange(ids.numel(), dtype=torch.long)
@@ -109,14 +115,23 @@ def export_medusa(drafter, target) -> tuple[dict, dict, list[str]]:
             tensors[f"blocks.{h}.layers.{layer_index}.bias"] = layer.linear.bias.float()
     vocab_heads = drafter.vocab_heads
     if any(v is not vocab_heads[0] for v in vocab_heads):
-        raise SpecbenchError("this Medusa checkpoint has one output layer per head; specbench exports the shared-head "
-                             "layout only")
+        raise SpecbenchError(
+            "this Medusa checkpoint has one output layer per head; specbench exports the shared-head layout only"
+        )
     vhead = vocab_heads[0]
     vocab = int(target.model.config.vocab_size)
     tensors["lm_head.weight"] = vhead.weight.float()
-    config = {"architectures": ["MedusaModel"], "model_type": "medusa", "hidden_size": int(heads.hidden),
-              "vocab_size": vocab, "num_heads": int(heads.num_heads), "num_hidden_layers": int(heads.num_layers),
-              "original_lm_head": True, "medusa_fc_bias": True, "truncated_vocab_size": vhead.draft_size}
+    config = {
+        "architectures": ["MedusaModel"],
+        "model_type": "medusa",
+        "hidden_size": int(heads.hidden),
+        "vocab_size": vocab,
+        "num_heads": int(heads.num_heads),
+        "num_hidden_layers": int(heads.num_layers),
+        "original_lm_head": True,
+        "medusa_fc_bias": True,
+        "truncated_vocab_size": vhead.draft_size,
+    }
     if vhead.ids is not None:
         tensors["token_map"] = vhead.ids.long()
     return config, tensors, []
@@ -131,8 +146,9 @@ def exporter(kind: str, fmt: str = "vllm", *, verifier: str | None = None):
     entry = catalogue.buildable(kind)
     if fmt == "speculators":
         if entry.speculators is None:
-            raise SpecbenchError(f"'{kind}' has no speculators format (it has: "
-                                 f"{', '.join(catalogue.speculators_kinds())})")
+            raise SpecbenchError(
+                f"'{kind}' has no speculators format (it has: {', '.join(catalogue.speculators_kinds())})"
+            )
         return lambda drafter, target: export_speculators(kind, drafter, target, verifier=verifier)
     if entry.not_exportable:
         raise SpecbenchError(f"'{kind}' cannot be exported to vLLM: {entry.not_exportable}")
@@ -142,8 +158,15 @@ def exporter(kind: str, fmt: str = "vllm", *, verifier: str | None = None):
     return resolve(entry.export, f"the vLLM export of '{kind}'")
 
 
-def export_drafter(kind: str, out: Path, *, checkpoint: str | None = None, target: str = "smollm2-135m",
-                   fmt: str = "vllm", verifier: str | None = None) -> dict:
+def export_drafter(
+    kind: str,
+    out: Path,
+    *,
+    checkpoint: str | None = None,
+    target: str = "smollm2-135m",
+    fmt: str = "vllm",
+    verifier: str | None = None,
+) -> dict:
     """Write ``kind``'s checkpoint in format ``fmt`` (vLLM's layout, or the speculators format) into ``out``;
     returns what was written and the speculative_config that serves it."""
     exporter(kind, fmt)  # refused before the target loads
@@ -166,7 +189,14 @@ def write_export(kind: str, drafter, target, out: Path, fmt: str = "vllm", verif
         write_atomic(out / "model.safetensors", safetensors_bytes(_cpu(tensors), metadata={"format": "pt"}))
         write_atomic(out / "config.json", json.dumps(config, indent=2) + "\n")
     speculative = serving_config(kind, out, config)
-    report = {"kind": kind, "format": fmt, "folder": str(out), "target": target.name, "tensors": sorted(tensors),
-              "notes": notes, "speculative_config": speculative}
+    report = {
+        "kind": kind,
+        "format": fmt,
+        "folder": str(out),
+        "target": target.name,
+        "tensors": sorted(tensors),
+        "notes": notes,
+        "speculative_config": speculative,
+    }
     write_atomic(out / "specbench-export.json", json.dumps(report, indent=2) + "\n")
     return report

@@ -26,13 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from specbench.errors import SpecbenchError, did_you_mean
-from specbench.workloads import long_context
-from specbench.workloads import prepared_spec
+from specbench.models.prompting import encode_conversation
+from specbench.workloads import long_context, prepared_spec
 from specbench.workloads.long_context_spec import LongContextSpec, select
+from specbench.workloads.prepared import prepared_prompts
 from specbench.workloads.prepared_spec import PreparedSpec
 from specbench.workloads.prompt import Prompt
-from specbench.workloads.stream import StreamSpec, stream_prompts
-from specbench.workloads.prepared import prepared_prompts
 from specbench.workloads.sources import read_records
 from specbench.workloads.spec import (
     WorkloadSpec,
@@ -42,7 +41,7 @@ from specbench.workloads.spec import (
     parse_user_source,
     read_spec_file,
 )
-from specbench.models.prompting import encode_conversation
+from specbench.workloads.stream import StreamSpec, stream_prompts
 
 SPLITS = ("eval", "train", "all")
 TRAIN_BUCKETS = 100
@@ -51,6 +50,7 @@ TRAIN_BUCKETS = 100
 @dataclass
 class Workload:
     """A loaded prompt set, ready for a sweep."""
+
     name: str
     description: str
     source: str  # where the prompts were read from (package==version:file, hf:..., jsonl:...)
@@ -73,8 +73,9 @@ def workload_names() -> list[str]:
     return builtin_names()
 
 
-def load_workload(name_or_source: str, *, count: int | None = None, seed: int | None = None,
-                  split: str = "eval") -> Workload:
+def load_workload(
+    name_or_source: str, *, count: int | None = None, seed: int | None = None, split: str = "eval"
+) -> Workload:
     """Load a workload: a built-in name, a workload YAML file, ``jsonl:PATH[:...]`` or ``hf:DATASET[:SPLIT][:...]``.
 
     ``count`` and ``seed`` default to the workload's ``sampling``; a ``count`` of None keeps
@@ -82,14 +83,22 @@ def load_workload(name_or_source: str, *, count: int | None = None, seed: int | 
     sample order. ``split`` is ``eval`` (what sweeps use), ``train`` or ``all``.
     """
     if split not in SPLITS:
-        raise SpecbenchError(f"unknown split '{split}'{did_you_mean(split, list(SPLITS))} (splits: {', '.join(SPLITS)})")
+        raise SpecbenchError(
+            f"unknown split '{split}'{did_you_mean(split, list(SPLITS))} (splits: {', '.join(SPLITS)})"
+        )
     if count is not None and count < 1:
         raise SpecbenchError(f"count must be at least 1, got {count}")
     spec = resolve_spec(name_or_source)
     if isinstance(spec, StreamSpec):  # other workloads' prompts in a fixed order: their own sampling and split
         prompts, source = stream_prompts(spec, count, seed, split, load_workload)
-        return Workload(name=spec.name, description=spec.description, source=source, chat=spec.chat,
-                        max_new_tokens=spec.max_new_tokens, prompts=prompts)
+        return Workload(
+            name=spec.name,
+            description=spec.description,
+            source=source,
+            chat=spec.chat,
+            max_new_tokens=spec.max_new_tokens,
+            prompts=prompts,
+        )
     if isinstance(spec, LongContextSpec):
         prompts, source = long_context.pair_prompts(spec)  # (document, task) pairs: binned after sampling
     elif isinstance(spec, PreparedSpec):
@@ -101,14 +110,22 @@ def load_workload(name_or_source: str, *, count: int | None = None, seed: int | 
         raise SpecbenchError(f"workload {spec.name}: {source} yields no prompts")
     prompts = [p for p in prompts if split == "all" or (split == "train") == in_train(p.prompt_id, spec.train_percent)]
     if not prompts:
-        raise SpecbenchError(f"workload {spec.name} has no prompts in split '{split}' (train_percent is {spec.train_percent})")
+        raise SpecbenchError(
+            f"workload {spec.name} has no prompts in split '{split}' (train_percent is {spec.train_percent})"
+        )
     count = spec.count if count is None else count
     if count is not None:
         prompts = sample(prompts, count, spec.seed if seed is None else seed)
     if isinstance(spec, LongContextSpec):
         prompts = long_context.in_bins(prompts, spec)
-    return Workload(name=spec.name, description=spec.description, source=source, chat=spec.chat,
-                    max_new_tokens=spec.max_new_tokens, prompts=prompts)
+    return Workload(
+        name=spec.name,
+        description=spec.description,
+        source=source,
+        chat=spec.chat,
+        max_new_tokens=spec.max_new_tokens,
+        prompts=prompts,
+    )
 
 
 def resolve_spec(name_or_source: str) -> WorkloadSpec | LongContextSpec | PreparedSpec | StreamSpec:
@@ -130,8 +147,10 @@ def resolve_spec(name_or_source: str) -> WorkloadSpec | LongContextSpec | Prepar
         if isinstance(spec, PreparedSpec):
             return prepared_spec.select(spec, options, text)
         if not isinstance(spec, LongContextSpec):
-            raise SpecbenchError(f"workload {spec.name} takes no options ('{text}'); only long-context and "
-                                 "prepared-data workloads do (e.g. long-context:bin=4k, speed-bench:category=coding)")
+            raise SpecbenchError(
+                f"workload {spec.name} takes no options ('{text}'); only long-context and "
+                "prepared-data workloads do (e.g. long-context:bin=4k, speed-bench:category=coding)"
+            )
         return select(spec, options, text)
     names = builtin_names()
     if text in names:
@@ -141,8 +160,10 @@ def resolve_spec(name_or_source: str) -> WorkloadSpec | LongContextSpec | Prepar
         return read_spec_file(path)
     if path.suffix in (".jsonl", ".gz", ".json", ".parquet", ".csv") and path.exists():
         raise SpecbenchError(f"'{text}' is a data file: use jsonl:{text} (JSON lines) or hf:{text}")
-    raise SpecbenchError(f"unknown workload '{text}'{did_you_mean(text, names)} (built-in: {', '.join(names)}; "
-                         "or a workload .yaml file, jsonl:PATH, hf:DATASET)")
+    raise SpecbenchError(
+        f"unknown workload '{text}'{did_you_mean(text, names)} (built-in: {', '.join(names)}; "
+        "or a workload .yaml file, jsonl:PATH, hf:DATASET)"
+    )
 
 
 def split_options(text: str) -> tuple[str, dict[str, str]]:
@@ -158,6 +179,7 @@ def split_options(text: str) -> tuple[str, dict[str, str]]:
 
 
 # ----------------------------------------------------------------------------- records → prompts
+
 
 def records_to_prompts(records: list[dict], spec: WorkloadSpec) -> list[Prompt]:
     """Map records through ``spec.fields``; drop turns outside the length bounds, repeated ids and repeated texts."""
@@ -175,7 +197,9 @@ def records_to_prompts(records: list[dict], spec: WorkloadSpec) -> list[Prompt]:
             continue
         seen_ids.add(prompt_id)
         seen_texts.add(text_key)
-        category = spec.category if spec.fields.category is None else str(_field(record, spec.fields.category, spec, index))
+        category = (
+            spec.category if spec.fields.category is None else str(_field(record, spec.fields.category, spec, index))
+        )
         prompts.append(Prompt(workload=spec.name, prompt_id=prompt_id, category=category, turns=turns))
     return prompts
 
@@ -183,8 +207,10 @@ def records_to_prompts(records: list[dict], spec: WorkloadSpec) -> list[Prompt]:
 def _field(record: dict, name: str, spec: WorkloadSpec, index: int) -> Any:
     if name not in record:
         fields = [str(k) for k in record]
-        raise SpecbenchError(f"workload {spec.name}: record {index} has no field '{name}'{did_you_mean(name, fields)}"
-                             f" (fields: {', '.join(fields)})")
+        raise SpecbenchError(
+            f"workload {spec.name}: record {index} has no field '{name}'{did_you_mean(name, fields)}"
+            f" (fields: {', '.join(fields)})"
+        )
     return record[name]
 
 
@@ -194,8 +220,10 @@ def _turns_of(record: dict, spec: WorkloadSpec, index: int) -> tuple[str, ...]:
         return (value,)
     if isinstance(value, (list, tuple)) and value and all(isinstance(t, str) for t in value):
         return tuple(value)
-    raise SpecbenchError(f"workload {spec.name}: field '{spec.fields.turns}' of record {index} must be a text "
-                         f"or a list of texts, got {type(value).__name__}")
+    raise SpecbenchError(
+        f"workload {spec.name}: field '{spec.fields.turns}' of record {index} must be a text "
+        f"or a list of texts, got {type(value).__name__}"
+    )
 
 
 def _length_ok(turn: str, spec: WorkloadSpec) -> bool:
@@ -204,6 +232,7 @@ def _length_ok(turn: str, spec: WorkloadSpec) -> bool:
 
 
 # ----------------------------------------------------------------------------- partition and sampling
+
 
 def _digest(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
@@ -221,8 +250,16 @@ def sample(prompts: list[Prompt], count: int, seed: int) -> list[Prompt]:
 
 # ----------------------------------------------------------------------------- tokenization
 
-def encode_turn(tokenizer, workload: Workload, prompt: Prompt, turn: int, previous_answers: list[str], *,
-                token_limit: int | None = None) -> list[int]:
+
+def encode_turn(
+    tokenizer,
+    workload: Workload,
+    prompt: Prompt,
+    turn: int,
+    previous_answers: list[str],
+    *,
+    token_limit: int | None = None,
+) -> list[int]:
     """Token ids asking for the answer to ``prompt.turns[turn]`` (0-based).
 
     ``previous_answers`` holds the model's own answers to the earlier turns, one per turn

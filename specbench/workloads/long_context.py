@@ -26,10 +26,10 @@ from dataclasses import replace
 from functools import lru_cache
 
 from specbench.errors import SpecbenchError
+from specbench.models.prompting import encode_conversation
 from specbench.workloads.long_context_documents import read_documents
 from specbench.workloads.long_context_spec import PLACEHOLDER, LongContextSpec
 from specbench.workloads.prompt import ContextDocument, Prompt
-from specbench.models.prompting import encode_conversation
 
 CHARS_PER_TOKEN_CAP = 12  # no tokenizer packs more characters into a token of text: the search stops there
 
@@ -42,22 +42,37 @@ def pair_prompts(spec: LongContextSpec) -> tuple[list[Prompt], str]:
         descriptions.append(description)
         for document in documents:
             for task, template in spec.tasks:
-                context = ContextDocument(text=document.text, origin=document.origin, bin="", target_tokens=0,
-                                          tolerance=spec.tolerance)
-                prompts.append(Prompt(workload=spec.name, prompt_id=f"{spec.id_prefix}/{task}/{document.doc_id}",
-                                      category=f"{document.kind}/{task}", turns=(template,), context=context))
+                context = ContextDocument(
+                    text=document.text, origin=document.origin, bin="", target_tokens=0, tolerance=spec.tolerance
+                )
+                prompts.append(
+                    Prompt(
+                        workload=spec.name,
+                        prompt_id=f"{spec.id_prefix}/{task}/{document.doc_id}",
+                        category=f"{document.kind}/{task}",
+                        turns=(template,),
+                        context=context,
+                    )
+                )
     return prompts, " + ".join(dict.fromkeys(descriptions))
 
 
 def in_bins(pairs: list[Prompt], spec: LongContextSpec) -> list[Prompt]:
     """Every (document, task) prompt in every bin of ``spec``, bins in ascending length."""
     prefix = f"{spec.id_prefix}/"
-    return [replace(p, prompt_id=f"{prefix}{label}/{p.prompt_id.removeprefix(prefix)}",
-                    context=replace(p.context, bin=label, target_tokens=tokens))
-            for label, tokens in spec.bins for p in pairs]
+    return [
+        replace(
+            p,
+            prompt_id=f"{prefix}{label}/{p.prompt_id.removeprefix(prefix)}",
+            context=replace(p.context, bin=label, target_tokens=tokens),
+        )
+        for label, tokens in spec.bins
+        for p in pairs
+    ]
 
 
 # ----------------------------------------------------------------------------- fitting a document to a bin
+
 
 def last_fitting(cuts: list[int], fits: Callable[[int], bool]) -> int | None:
     """The largest cut with ``fits(cut)`` by bisection (``fits`` true up to some cut, false after); None if none fits."""
@@ -98,9 +113,11 @@ def _fitted_ids(tokenizer, prompt: Prompt, chat: bool, token_limit: int | None) 
     floor = math.ceil((1 - document.tolerance) * document.target_tokens)
     budget = document.target_tokens if token_limit is None else min(document.target_tokens, token_limit)
     if budget < floor:
-        raise SpecbenchError(f"{prompt.prompt_id}: bin {document.bin} needs prompts of at least {floor} tokens, but "
-                             f"the context window leaves {token_limit} for the prompt after max_new_tokens; "
-                             "choose smaller bins (e.g. :bin=1k,2k) or fewer new tokens")
+        raise SpecbenchError(
+            f"{prompt.prompt_id}: bin {document.bin} needs prompts of at least {floor} tokens, but "
+            f"the context window leaves {token_limit} for the prompt after max_new_tokens; "
+            "choose smaller bins (e.g. :bin=1k,2k) or fewer new tokens"
+        )
     before, after = prompt.turns[0].split(PLACEHOLDER)
     encoded: dict[int, list[int]] = {}  # cut → ids: the search revisits its last fitting cut
 
@@ -121,7 +138,9 @@ def _fitted_ids(tokenizer, prompt: Prompt, chat: bool, token_limit: int | None) 
         cut = last_fitting(word_ends(text, start, following), fits) or cut
     ids = encode(cut) if cut is not None else []
     if len(ids) < floor:
-        raise SpecbenchError(f"{prompt.prompt_id}: {document.origin} gives a prompt of {len(ids)} tokens, short of "
-                             f"bin {document.bin} ({floor}–{budget} tokens); the document is too short for this "
-                             "tokenizer (raise min_chars in the workload)")
+        raise SpecbenchError(
+            f"{prompt.prompt_id}: {document.origin} gives a prompt of {len(ids)} tokens, short of "
+            f"bin {document.bin} ({floor}–{budget} tokens); the document is too short for this "
+            "tokenizer (raise min_chars in the workload)"
+        )
     return tuple(ids)

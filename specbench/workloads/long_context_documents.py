@@ -27,14 +27,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specbench.errors import SpecbenchError
+from specbench.models import cache as model_cache
 from specbench.workloads import sharegpt_format
 from specbench.workloads.long_context_spec import DocumentSource
 from specbench.workloads.sources import SourceUnavailable, package_file
-from specbench.models import cache as model_cache
 
 NOT_STDLIB = ("site-packages", "dist-packages", "__pycache__")
-ROLE_NAMES = {"human": "User", "user": "User", "gpt": "Assistant", "chatgpt": "Assistant", "assistant": "Assistant",
-              "bard": "Assistant", "bing": "Assistant", "system": "System"}
+ROLE_NAMES = {
+    "human": "User",
+    "user": "User",
+    "gpt": "Assistant",
+    "chatgpt": "Assistant",
+    "assistant": "Assistant",
+    "bard": "Assistant",
+    "bing": "Assistant",
+    "system": "System",
+}
 CACHE_VERSION = 1  # bump when the transcript format or the selection changes
 
 
@@ -60,6 +68,7 @@ def read_documents(source: DocumentSource) -> tuple[list[Document], str]:
 
 
 # ----------------------------------------------------------------------------- Python's standard library
+
 
 def python_version() -> str:
     return f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -96,12 +105,15 @@ def stdlib_documents(source: DocumentSource, root: Path | None = None) -> tuple[
 
 def _enough(chosen: list[Document], source: DocumentSource, description: str) -> tuple[list[Document], str]:
     if len(chosen) < source.count:
-        raise SpecbenchError(f"{description} has {len(chosen)} {source.source} document(s) of at least "
-                             f"{source.min_chars} characters; the workload asks for {source.count}")
+        raise SpecbenchError(
+            f"{description} has {len(chosen)} {source.source} document(s) of at least "
+            f"{source.min_chars} characters; the workload asks for {source.count}"
+        )
     return chosen, description
 
 
 # ----------------------------------------------------------------------------- ShareGPT conversations
+
 
 def transcript(messages: list[dict]) -> str:
     """A conversation as plain text: 'User: …' and 'Assistant: …' paragraphs."""
@@ -125,8 +137,9 @@ def select_conversations(items: list, source: DocumentSource) -> list[Document]:
     for conversation_id in sorted(conversations, key=lambda c: _rank(source.seed, c)):
         text = transcript(conversations[conversation_id])
         if len(text) >= source.min_chars and ascii_share(text) >= source.min_ascii:
-            chosen.append(Document(f"sharegpt/{conversation_id}", f"sharegpt conversation {conversation_id}",
-                                   "sharegpt", text))
+            chosen.append(
+                Document(f"sharegpt/{conversation_id}", f"sharegpt conversation {conversation_id}", "sharegpt", text)
+            )
             if len(chosen) == source.count:
                 break
     return chosen
@@ -160,7 +173,9 @@ def sharegpt_documents(source: DocumentSource) -> tuple[list[Document], str]:
 def _cache_path(path: Path, source: DocumentSource) -> Path:
     """A cache file per (file content as of its size and mtime, selection)."""
     st = path.stat()
-    key = (f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{source.count}|{source.seed}|{source.min_chars}|"
-           f"{source.min_ascii}|{CACHE_VERSION}")
+    key = (
+        f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}|{source.count}|{source.seed}|{source.min_chars}|"
+        f"{source.min_ascii}|{CACHE_VERSION}"
+    )
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     return model_cache.cache_root() / "workloads" / f"sharegpt-long-{digest}.json"

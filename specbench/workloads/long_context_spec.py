@@ -90,8 +90,10 @@ def parse_long_context(data: dict, *, origin: str, base_dir: Path | None = None)
         bins=_bins(section),
         tolerance=tolerance,
         tasks=_tasks(section),
-        documents=tuple(_document_source(entry, origin, i, base_dir)
-                        for i, entry in enumerate(section.get("documents", list, required=True))),
+        documents=tuple(
+            _document_source(entry, origin, i, base_dir)
+            for i, entry in enumerate(section.get("documents", list, required=True))
+        ),
         id_prefix=common["name"],
         origin=origin,
     )
@@ -124,14 +126,24 @@ def _document_source(entry: Any, origin: str, index: int, base_dir: Path | None)
     where = f"long_context: documents[{index}]: "
     if not isinstance(entry, dict):
         raise SpecbenchError(f"workload {origin}: {where}expected a mapping, got {entry!r}")
-    src = Reader(entry, origin, where, ("source", "count", "seed", "min_chars", "exclude", "package", "file", "path",
-                                        "min_ascii"))
+    src = Reader(
+        entry,
+        origin,
+        where,
+        ("source", "count", "seed", "min_chars", "exclude", "package", "file", "path", "min_ascii"),
+    )
     source = str(src.get("source", str, required=True))
     if source not in DOCUMENT_SOURCES:
-        src.fail(f"unknown source '{source}'{did_you_mean(source, list(DOCUMENT_SOURCES))} "
-                 f"(sources: {', '.join(DOCUMENT_SOURCES)})")
-    common = {"source": source, "count": src.bounded("count", None, "prompts"), "seed": src.bounded("seed", 0, "seed"),
-              "min_chars": src.int_in("min_chars", 1, 1)}
+        src.fail(
+            f"unknown source '{source}'{did_you_mean(source, list(DOCUMENT_SOURCES))} "
+            f"(sources: {', '.join(DOCUMENT_SOURCES)})"
+        )
+    common = {
+        "source": source,
+        "count": src.bounded("count", None, "prompts"),
+        "seed": src.bounded("seed", 0, "seed"),
+        "min_chars": src.int_in("min_chars", 1, 1),
+    }
     if common["count"] is None:
         src.fail("missing key 'count'")
     if source == "python-stdlib":
@@ -154,11 +166,17 @@ def _document_source(entry: Any, origin: str, index: int, base_dir: Path | None)
         path = Path(str(src.get("path", str))).expanduser()
         path = str(base_dir / path if base_dir is not None and not path.is_absolute() else path)
     package = src.get("package", str, None)
-    return DocumentSource(**common, package=package, file=src.get("file", str, required=package is not None),
-                          path=path, min_ascii=min_ascii)
+    return DocumentSource(
+        **common,
+        package=package,
+        file=src.get("file", str, required=package is not None),
+        path=path,
+        min_ascii=min_ascii,
+    )
 
 
 # ----------------------------------------------------------------------------- name options
+
 
 def select(spec: LongContextSpec, options: dict[str, str], text: str) -> LongContextSpec:
     """The spec restricted to the bins / tasks a workload name asks for (``bin=4k``, ``task=answer,summarise``).
@@ -173,8 +191,9 @@ def select(spec: LongContextSpec, options: dict[str, str], text: str) -> LongCon
         known = [label for label, _ in spec.bins] if key == "bin" else [task for task, _ in spec.tasks]
         for v in wanted:
             if v not in known:
-                raise SpecbenchError(f"workload {spec.name} has no {key} '{v}'{did_you_mean(v, known)} "
-                                     f"({key}s: {', '.join(known)})")
+                raise SpecbenchError(
+                    f"workload {spec.name} has no {key} '{v}'{did_you_mean(v, known)} ({key}s: {', '.join(known)})"
+                )
         if not wanted:
             raise SpecbenchError(f"'{key}=' in '{text}' names no {key}")
         if key == "bin":

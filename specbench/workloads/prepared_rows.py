@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specbench.errors import SpecbenchError
+from specbench.models.resolve import hub_reachable
 from specbench.workloads.prepared_spec import PreparedSpec
 from specbench.workloads.sources import SourceUnavailable, read_hf
-from specbench.models.resolve import hub_reachable
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from specbench.errors import SpecbenchError, check_keys, did_you_mean
-from specbench.workloads.spec_reader import Reader, workload_fields
 from specbench.models.cache import cache_root
+from specbench.workloads.spec_reader import Reader, workload_fields
 
 DATA_FOLDER = "datasets"  # <cache>/datasets/<workload>: where a prepared folder is found when nothing names one
 

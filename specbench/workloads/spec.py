@@ -28,6 +28,7 @@ from typing import Any
 
 from specbench.bounds import violation
 from specbench.errors import SpecbenchError, check_keys, did_you_mean
+from specbench.safe_files import load_yaml_text, read_text_file
 from specbench.workloads.long_context_spec import (
     LongContextSpec,
     is_long_context,
@@ -36,7 +37,6 @@ from specbench.workloads.long_context_spec import (
 from specbench.workloads.prepared_spec import PreparedSpec, is_prepared, parse_prepared
 from specbench.workloads.spec_reader import Reader, workload_fields
 from specbench.workloads.stream import StreamSpec, is_stream, parse_stream
-from specbench.safe_files import load_yaml_text, read_text_file
 
 BUILTIN_PACKAGE = "specbench.builtin_workloads"
 FORMATS = ("jsonl", "sharegpt")
@@ -93,6 +93,7 @@ class WorkloadSpec:
 
 # ----------------------------------------------------------------------------- built-ins
 
+
 def builtin_names() -> list[str]:
     """Names of the workloads shipped in ``workloads/*.yaml``, sorted."""
     folder = resources.files(BUILTIN_PACKAGE)
@@ -121,12 +122,24 @@ def _load_yaml(text: str, origin: str) -> dict:
 
 # ----------------------------------------------------------------------------- validation
 
-_TOP_KEYS = ("name", "description", "chat", "max_new_tokens", "sampling", "train_percent", "category",
-             "id_format", "filter", "fields", "sources")
+_TOP_KEYS = (
+    "name",
+    "description",
+    "chat",
+    "max_new_tokens",
+    "sampling",
+    "train_percent",
+    "category",
+    "id_format",
+    "filter",
+    "fields",
+    "sources",
+)
 
 
-def parse_spec(data: dict, *, origin: str, base_dir: Path | None = None
-               ) -> WorkloadSpec | LongContextSpec | PreparedSpec | StreamSpec:
+def parse_spec(
+    data: dict, *, origin: str, base_dir: Path | None = None
+) -> WorkloadSpec | LongContextSpec | PreparedSpec | StreamSpec:
     """Validate a workload mapping (parsed YAML) into a `WorkloadSpec` (a `LongContextSpec` when it has a
     ``long_context`` section: `specbench.workloads.long_context_spec`; a `PreparedSpec` when it has a
     ``prepared`` section: `specbench.workloads.prepared_spec`; a `StreamSpec` when it has a ``stream`` list:
@@ -157,8 +170,11 @@ def parse_spec(data: dict, *, origin: str, base_dir: Path | None = None
         id_format=id_format,
         min_chars=bounds.int_in("min_chars", 1, 1),
         max_chars=bounds.int_in("max_chars", None, 1, nullable=True),
-        fields=FieldMap(turns=fields.get("turns", str, "prompt"), id=fields.get("id", str, nullable=True),
-                        category=fields.get("category", str, nullable=True)),
+        fields=FieldMap(
+            turns=fields.get("turns", str, "prompt"),
+            id=fields.get("id", str, nullable=True),
+            category=fields.get("category", str, nullable=True),
+        ),
         sources=tuple(_parse_source(s, origin, i, base_dir) for i, s in enumerate(raw_sources)),
         origin=origin,
     )
@@ -188,6 +204,7 @@ def _parse_source(entry: Any, origin: str, index: int, base_dir: Path | None) ->
 
 
 # ----------------------------------------------------------------------------- jsonl: / hf: strings
+
 
 def is_user_source(text: str) -> bool:
     return text.startswith(USER_SOURCE_PREFIXES)
@@ -225,8 +242,11 @@ def parse_user_source(text: str) -> WorkloadSpec:
         sources=(source,),
         chat=_parse_bool(options.get("chat", "true"), text),
         max_new_tokens=_parse_positive(options.get("max_new_tokens", str(WorkloadSpec.max_new_tokens)), text),
-        fields=FieldMap(turns=options.get("field") or "prompt", id=options.get("id") or None,
-                        category=options.get("category") or None),
+        fields=FieldMap(
+            turns=options.get("field") or "prompt",
+            id=options.get("id") or None,
+            category=options.get("category") or None,
+        ),
         origin=text,
     )
 

@@ -18,8 +18,15 @@ class Reader:
     def fail(self, message: str):
         raise SpecbenchError(f"workload {self.origin}: {self.where}{message}")
 
-    def get(self, key: str, kind: type | tuple[type, ...], default: Any = None, *, required: bool = False,
-            nullable: bool = False) -> Any:
+    def get(
+        self,
+        key: str,
+        kind: type | tuple[type, ...],
+        default: Any = None,
+        *,
+        required: bool = False,
+        nullable: bool = False,
+    ) -> Any:
         if key not in self.data:
             if required:
                 self.fail(f"missing key '{key}'")
@@ -41,11 +48,14 @@ class Reader:
         """A key of the mapping under ``key`` (a bin label, a task, a config name): text, or one line naming it as
         written (YAML reads ``0x10:`` as the number 16)."""
         if not isinstance(name, str):
-            self.fail(f"the keys of '{key}' must be text, got {written(name)} (quote it for the text: '{written(name)}':)")
+            self.fail(
+                f"the keys of '{key}' must be text, got {written(name)} (quote it for the text: '{written(name)}':)"
+            )
         return name
 
-    def int_in(self, key: str, default: int | None, low: int, high: int | None = None, *,
-               nullable: bool = False) -> int | None:
+    def int_in(
+        self, key: str, default: int | None, low: int, high: int | None = None, *, nullable: bool = False
+    ) -> int | None:
         value = self.get(key, int, default, nullable=nullable)
         if value is not None and (value < low or (high is not None and value > high)):
             bounds = f"between {low} and {high}" if high is not None else f"at least {low}"

@@ -25,14 +25,14 @@ online (`specbench.engine.online_drafting`) — measured before and after a chan
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
 
 from specbench.errors import SpecbenchError
+from specbench.safe_files import load_yaml_file
 from specbench.workloads.prompt import Prompt
 from specbench.workloads.spec_reader import Reader, workload_fields
-from specbench.safe_files import load_yaml_file
 
 _TOP_KEYS = ("name", "description", "max_new_tokens", "sampling", "stream")
 _SEGMENT_KEYS = ("workload", "count", "label")

@@ -102,8 +102,13 @@ def moe_traffic(records: pd.DataFrame) -> MoeTraffic:
     n = np.concatenate([np.asarray(d, dtype=float) + 1 for d in moe["round_drafted"]])
     d = np.concatenate([np.asarray(e, dtype=float) for e in moe["round_experts"]])
     per_layer = moe["expert_bytes_per_verify"] / moe["experts_per_verify"]
-    return MoeTraffic(experts=experts, top_k=top_k, effective_experts=fit_effective_experts(n, d, experts, top_k),
-                      layer_expert_bytes=float(per_layer.median()), step_bytes=float(moe["moe_step_bytes"].median()))
+    return MoeTraffic(
+        experts=experts,
+        top_k=top_k,
+        effective_experts=fit_effective_experts(n, d, experts, top_k),
+        layer_expert_bytes=float(per_layer.median()),
+        step_bytes=float(moe["moe_step_bytes"].median()),
+    )
 
 
 @dataclass(frozen=True)
@@ -160,9 +165,11 @@ class ExpertAwareCosts(MeasuredCosts):
         bandwidth = traffic.step_bytes / fit.target_step_s if fit.target_step_s > 0 else float("inf")
         notes = fit.notes
         if note:
-            text = (f"expert-aware verify cost: E={traffic.experts}, top-{traffic.top_k}, effective E "
-                    f"{traffic.effective_experts:.1f}; one expert in every layer "
-                    f"{traffic.layer_expert_bytes / 1e6:.1f} MB read at {bandwidth / 1e9:.1f} GB/s (the baseline step's)")
+            text = (
+                f"expert-aware verify cost: E={traffic.experts}, top-{traffic.top_k}, effective E "
+                f"{traffic.effective_experts:.1f}; one expert in every layer "
+                f"{traffic.layer_expert_bytes / 1e6:.1f} MB read at {bandwidth / 1e9:.1f} GB/s (the baseline step's)"
+            )
             notes += (text,)
         assert isinstance(fit.cost, MeasuredCost)  # the plain measured source's fit, made expert-aware once
         return replace(fit, cost=ExpertAwareCost(fit.cost, traffic, bandwidth), notes=notes)
@@ -184,8 +191,19 @@ def moe_verify_table(profile: Profile) -> pd.DataFrame:
     shape = profile.info.get("target", {}).get("moe")
     moe, dense = profile.rows(role="target", measure="verify"), profile.rows(role="dense_twin", measure="verify")
     if not shape or dense.empty:
-        return pd.DataFrame(columns=["batch", "context", "verify_tokens", "moe_ms", "dense_ms", "ratio",
-                                     "distinct_experts", "expert_ms", "model_ms"])
+        return pd.DataFrame(
+            columns=[
+                "batch",
+                "context",
+                "verify_tokens",
+                "moe_ms",
+                "dense_ms",
+                "ratio",
+                "distinct_experts",
+                "expert_ms",
+                "model_ms",
+            ]
+        )
     keys = ["batch", "context", "tokens"]
     both = moe[keys + ["median_s"]].merge(dense[keys + ["median_s"]], on=keys, suffixes=("_moe", "_dense"))
     rows = []
@@ -200,9 +218,19 @@ def moe_verify_table(profile: Profile) -> pd.DataFrame:
         slope = max(float(x @ y) / float(x @ x), 0.0) if float(x @ x) > 0 else 0.0
         model = t_dense + offset + slope * x
         for i in range(len(cell)):
-            rows.append({"batch": int(batch), "context": int(context), "verify_tokens": int(n[i]),
-                         "moe_ms": 1e3 * t_moe[i], "dense_ms": 1e3 * t_dense[i], "ratio": t_moe[i] / t_dense[i],
-                         "distinct_experts": float(distinct[i]), "expert_ms": 1e3 * slope, "model_ms": 1e3 * model[i]})
+            rows.append(
+                {
+                    "batch": int(batch),
+                    "context": int(context),
+                    "verify_tokens": int(n[i]),
+                    "moe_ms": 1e3 * t_moe[i],
+                    "dense_ms": 1e3 * t_dense[i],
+                    "ratio": t_moe[i] / t_dense[i],
+                    "distinct_experts": float(distinct[i]),
+                    "expert_ms": 1e3 * slope,
+                    "model_ms": 1e3 * model[i],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -227,12 +255,22 @@ def expert_aware_table(records: pd.DataFrame) -> pd.DataFrame:
         tokens, rounds = float(group["decode_tokens"].sum()), float(group["rounds"].sum())
         seconds = float(group["decode_s"].sum())
         predicted = tokens / (seconds + extra_s)
-        rows.append({"drafter": label, "tree": tree, "gamma": int(gamma), "tau": tokens / rounds,
-                     "experts_per_verify": float(experts.mean()),
-                     "expert_mb_per_verify": float((group["expert_bytes_per_verify"] * group["rounds"]).sum()
-                                                   / rounds / 1e6),
-                     "expert_mb_per_token": float((group["expert_bytes_per_token"] * group["decode_tokens"]).sum()
-                                                  / tokens / 1e6),
-                     "tokens_per_s": tokens / seconds, "predicted_tokens_per_s": predicted,
-                     "predicted_speedup": predicted / base_tps})
+        rows.append(
+            {
+                "drafter": label,
+                "tree": tree,
+                "gamma": int(gamma),
+                "tau": tokens / rounds,
+                "experts_per_verify": float(experts.mean()),
+                "expert_mb_per_verify": float(
+                    (group["expert_bytes_per_verify"] * group["rounds"]).sum() / rounds / 1e6
+                ),
+                "expert_mb_per_token": float(
+                    (group["expert_bytes_per_token"] * group["decode_tokens"]).sum() / tokens / 1e6
+                ),
+                "tokens_per_s": tokens / seconds,
+                "predicted_tokens_per_s": predicted,
+                "predicted_speedup": predicted / base_tps,
+            }
+        )
     return pd.DataFrame(rows)

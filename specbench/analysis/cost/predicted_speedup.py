@@ -30,13 +30,13 @@ exactly those prompts.
 
 from __future__ import annotations
 
-from specbench.catalogue.drafters import TARGET_ONLY
 import numpy as np
 import pandas as pd
 
 from specbench.analysis.cost.round_cost import CostFit, cost_stats, fit_costs
 from specbench.analysis.statistics.intervals import LEVEL
 from specbench.analysis.statistics.speedup_interval import combined_interval, speedup_interval
+from specbench.catalogue.drafters import TARGET_ONLY
 from specbench.records.rounds import cluster_codes, cluster_sums, prompt_clusters
 from specbench.records.summary import BASELINE_KEYS, UNIT_KEYS, is_baseline, prefer_live, with_config_defaults
 from specbench.records.timing import NO_ROUND_TIMINGS, has_round_timings, timing_usable
@@ -64,17 +64,31 @@ def modelled_decode_s(records: pd.DataFrame, fit: CostFit) -> np.ndarray:
 
 def _per_prompt(config: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, fit: CostFit):
     """Per-prompt (tokens, modelled s, base tokens, modelled base s) on the prompts both cover."""
-    paired = config.merge(base[UNIT_KEYS + ["decode_tokens", "rounds", "round_drafted", "round_draft_steps",
-                                            "gamma", "drafter"]],
-                          on=UNIT_KEYS, suffixes=("", "_base"))
+    paired = config.merge(
+        base[UNIT_KEYS + ["decode_tokens", "rounds", "round_drafted", "round_draft_steps", "gamma", "drafter"]],
+        on=UNIT_KEYS,
+        suffixes=("", "_base"),
+    )
     if paired.empty:
         return None
-    base_view = pd.DataFrame({"round_drafted": paired["round_drafted_base"], "round_draft_steps":
-                              paired["round_draft_steps_base"], "gamma": 0, "drafter": "none",
-                              "rounds": paired["rounds_base"]})
+    base_view = pd.DataFrame(
+        {
+            "round_drafted": paired["round_drafted_base"],
+            "round_draft_steps": paired["round_draft_steps_base"],
+            "gamma": 0,
+            "drafter": "none",
+            "rounds": paired["rounds_base"],
+        }
+    )
     codes = cluster_codes(paired, clusters)
-    sums = cluster_sums(codes, len(clusters), paired["decode_tokens"], modelled_decode_s(paired, fit),
-                        paired["decode_tokens_base"], modelled_decode_s(base_view, fit))
+    sums = cluster_sums(
+        codes,
+        len(clusters),
+        paired["decode_tokens"],
+        modelled_decode_s(paired, fit),
+        paired["decode_tokens_base"],
+        modelled_decode_s(base_view, fit),
+    )
     present = sums[:, 0] > 0
     return sums[present].T
 
@@ -117,13 +131,17 @@ def predicted_table(scenario: pd.DataFrame, level: float = LEVEL) -> tuple[pd.Da
         prompts = _calibration(group_live, base_timed)
         fit = _fit(group_live, base_timed, prompts)
         if fit is None:
-            notes.append(f"{keys['drafter_label']}: no prompt with live timings of both it and the baseline: "
-                         "no predicted speedup")
+            notes.append(
+                f"{keys['drafter_label']}: no prompt with live timings of both it and the baseline: "
+                "no predicted speedup"
+            )
             continue
         per_prompt_fits = [f for f in (_fit(group_live, base_timed, [p]) for p in prompts) if f is not None]
         if len(per_prompt_fits) < 2:
-            notes.append(f"{keys['drafter_label']}: costs timed on one prompt: the predicted interval leaves the "
-                         "cost uncertainty out")
+            notes.append(
+                f"{keys['drafter_label']}: costs timed on one prompt: the predicted interval leaves the "
+                "cost uncertainty out"
+            )
         for gamma, config in group.groupby("gamma", sort=True):
             sums = _per_prompt(config, live_base, clusters, fit)
             if sums is None:
@@ -139,38 +157,77 @@ def predicted_table(scenario: pd.DataFrame, level: float = LEVEL) -> tuple[pd.Da
                     logs.append(np.log((t / sec) / (bt / bs)))
                 cost_se, cost_dof = float(np.std(logs, ddof=1) / np.sqrt(len(logs))), len(logs) - 1
                 parts.append((cost_se, cost_dof))
-            interval = combined_interval(acceptance.point, parts, acceptance.n_prompts, level,
-                                         method="acceptance (per-prompt t) + cost (per-calibration-prompt refits)")
-            row = {**keys, "gamma": int(gamma), "n_prompts": acceptance.n_prompts, "n_calibration": len(prompts),
-                   "predicted": interval.point, "lo": interval.lo, "hi": interval.hi, "dof": interval.dof,
-                   "acceptance_log_se": acceptance.log_se, "cost_log_se": cost_se,
-                   "tau": float(config["decode_tokens"].sum() / max(config["rounds"].sum(), 1))}
+            interval = combined_interval(
+                acceptance.point,
+                parts,
+                acceptance.n_prompts,
+                level,
+                method="acceptance (per-prompt t) + cost (per-calibration-prompt refits)",
+            )
+            row = {
+                **keys,
+                "gamma": int(gamma),
+                "n_prompts": acceptance.n_prompts,
+                "n_calibration": len(prompts),
+                "predicted": interval.point,
+                "lo": interval.lo,
+                "hi": interval.hi,
+                "dof": interval.dof,
+                "acceptance_log_se": acceptance.log_se,
+                "cost_log_se": cost_se,
+                "tau": float(config["decode_tokens"].sum() / max(config["rounds"].sum(), 1)),
+            }
             row.update(_realized(config, group_live, base_timed, prompts, clusters, fit, level))
             rows.append(row)
     return pd.DataFrame(rows), notes
 
 
-def _realized(config: pd.DataFrame, group_live: pd.DataFrame, base: pd.DataFrame, prompts: list[str],
-              clusters: pd.Index, fit: CostFit, level: float) -> dict:
+def _realized(
+    config: pd.DataFrame,
+    group_live: pd.DataFrame,
+    base: pd.DataFrame,
+    prompts: list[str],
+    clusters: pd.Index,
+    fit: CostFit,
+    level: float,
+) -> dict:
     """Measured speedup on the calibration prompts, the prediction on the same prompts, their ratio."""
     nan = float("nan")
     live = group_live[(group_live["gamma"] == config["gamma"].iloc[0])]
     paired = live.merge(base[UNIT_KEYS + ["decode_tokens", "decode_s"]], on=UNIT_KEYS, suffixes=("", "_base"))
     if paired.empty:
-        return {"measured": nan, "measured_lo": nan, "measured_hi": nan, "n_measured": 0,
-                "predicted_same_prompts": nan, "realized_over_predicted": nan}
+        return {
+            "measured": nan,
+            "measured_lo": nan,
+            "measured_hi": nan,
+            "n_measured": 0,
+            "predicted_same_prompts": nan,
+            "realized_over_predicted": nan,
+        }
     codes = cluster_codes(paired, clusters)
-    sums = cluster_sums(codes, len(clusters), paired["decode_tokens"], paired["decode_s"],
-                        paired["decode_tokens_base"], paired["decode_s_base"])
+    sums = cluster_sums(
+        codes,
+        len(clusters),
+        paired["decode_tokens"],
+        paired["decode_s"],
+        paired["decode_tokens_base"],
+        paired["decode_s_base"],
+    )
     sums = sums[sums[:, 0] > 0].T
     measured = speedup_interval(*sums, level=level)
-    same = _per_prompt(config[config["prompt_id"].astype(str).isin(set(paired["prompt_id"].astype(str)))],
-                       base, clusters, fit)
+    same = _per_prompt(
+        config[config["prompt_id"].astype(str).isin(set(paired["prompt_id"].astype(str)))], base, clusters, fit
+    )
     t, s, bt, bs = (x.sum() for x in same)
     predicted = (t / s) / (bt / bs)
-    return {"measured": measured.point, "measured_lo": measured.lo, "measured_hi": measured.hi,
-            "n_measured": measured.n_prompts, "predicted_same_prompts": float(predicted),
-            "realized_over_predicted": float(measured.point / predicted)}
+    return {
+        "measured": measured.point,
+        "measured_lo": measured.lo,
+        "measured_hi": measured.hi,
+        "n_measured": measured.n_prompts,
+        "predicted_same_prompts": float(predicted),
+        "realized_over_predicted": float(measured.point / predicted),
+    }
 
 
 def predicted_by_scenario(records: pd.DataFrame) -> pd.DataFrame:

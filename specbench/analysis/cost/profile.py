@@ -45,14 +45,15 @@ import pandas as pd
 from specbench.analysis.cost.round_cost import VerifyFit, fit_verify, round_s
 from specbench.analysis.fit import expected_tokens
 from specbench.analysis.options import MAX_GAMMA
-from specbench.errors import SpecbenchError
 from specbench.catalogue.drafters import is_model_free
+from specbench.errors import SpecbenchError
 from specbench.records.profile_file import Profile, summary_frame
 
 TINY = 1e-12
 
 
 # ----------------------------------------------------------------------------- interpolation
+
 
 def _pool_adjacent_violators(y: np.ndarray) -> np.ndarray:
     """The non-decreasing sequence closest to y in least squares (equal weights)."""
@@ -96,7 +97,7 @@ def _interp(values: np.ndarray, grid: np.ndarray, x: float, slope: float) -> np.
         return values[-1] * (x / grid[-1]) ** slope
     i = int(np.searchsorted(grid, x, side="right")) - 1
     w = (np.log(x) - np.log(grid[i])) / (np.log(grid[i + 1]) - np.log(grid[i]))
-    lv = np.log(np.maximum(values[i:i + 2], TINY))
+    lv = np.log(np.maximum(values[i : i + 2], TINY))
     return np.exp((1 - w) * lv[0] + w * lv[1])
 
 
@@ -108,6 +109,7 @@ class GridTable:
     columns that set the extrapolation slopes (the measured verify_tokens), so an answer never
     depends on which others were asked with it. ``notes`` says how far queries left the grid.
     """
+
     batches: np.ndarray  # [nb] ascending
     contexts: np.ndarray  # [nc] ascending
     name: str
@@ -129,13 +131,17 @@ class GridTable:
             plural = "batch sizes" if axis == "batch" else "context lengths"
             measured = ", ".join(f"{v:g}" for v in grid)
             if side == "above" and len(grid) >= 2:
-                out.add(f"{self.name}: {axis} up to {x:g} lies beyond the profiled {plural} ({measured}): "
-                        "extrapolated along the last segment's power law")
+                out.add(
+                    f"{self.name}: {axis} up to {x:g} lies beyond the profiled {plural} ({measured}): "
+                    "extrapolated along the last segment's power law"
+                )
             elif side == "above":
                 out.add(f"{self.name}: one {axis} profiled ({measured}): its time is used up to {axis} {x:g}")
             else:
-                out.add(f"{self.name}: {axis} down to {x:g} lies below the profiled {plural} ({measured}): "
-                        "the smallest one's time is used (an upper bound)")
+                out.add(
+                    f"{self.name}: {axis} down to {x:g} lies below the profiled {plural} ({measured}): "
+                    "the smallest one's time is used (an upper bound)"
+                )
         return out
 
     def interpolate(self, table: np.ndarray, n_query: int, batch: float, context: float) -> np.ndarray:
@@ -148,8 +154,9 @@ class GridTable:
         # extrapolated values keep the order in verify_tokens, batch and context that the grid has
         batch_slope = max(_slope(ref[:, j], self.batches) for j in range(len(self.contexts)))
         context_slope = max(_slope(ref[i], self.contexts) for i in range(len(self.batches)))
-        by_context = np.stack([_interp(table[:, j], self.batches, batch, batch_slope)
-                               for j in range(len(self.contexts))])  # [nc, m]
+        by_context = np.stack(
+            [_interp(table[:, j], self.batches, batch, batch_slope) for j in range(len(self.contexts))]
+        )  # [nc, m]
         return _interp(by_context, self.contexts, context, context_slope)[:n_query]
 
 
@@ -168,10 +175,12 @@ def _complete_grid(cells: Mapping[tuple[int, int], object], what: str, notes: se
 
 # ----------------------------------------------------------------------------- the cost model
 
+
 @dataclass
 class ProfiledCost:
     """A `specbench.analysis.cost.round_cost.CostModel` from a profile: verify per (verify_tokens, batch, context), the drafter's
     step per (batch, context), a constant overhead (see the module docstring)."""
+
     verify_grid: GridTable
     verify_fits: list[list[VerifyFit]]  # [nb][nc]
     measured_verify_tokens: np.ndarray  # the verify_tokens the profile timed (extrapolation slopes)
@@ -206,8 +215,9 @@ class ProfiledCost:
         """One drafter step (model drafter) or one proposal for the batch (model-free)."""
         if self.draft_table is None or self.draft_grid is None:
             raise SpecbenchError("the cost profile holds no drafter timings: profile with --drafter NAME (or ngram)")
-        return float(self.draft_grid.interpolate(self.draft_table[:, :, None], 1, float(batch),
-                                                 self._context(context))[0])
+        return float(
+            self.draft_grid.interpolate(self.draft_table[:, :, None], 1, float(batch), self._context(context))[0]
+        )
 
     def draft_s(self, gamma, batch: int = 1, context: int | None = None):
         g = np.asarray(gamma, dtype=float)
@@ -226,11 +236,20 @@ class ProfiledCost:
             for j, context in enumerate(self.verify_grid.contexts):
                 fit = self.verify_fits[i][j]
                 knee = fit.kind == "knee"
-                rows.append({"batch": int(batch), "context": int(context), "model": fit.kind, "a_ms": 1e3 * fit.a,
-                             "slope_ms": 1e3 * fit.b, "knee": fit.knee if knee else None,
-                             "slope2_ms": 1e3 * fit.b2 if knee else None,
-                             "t1_ms": 1e3 * float(fit(1)), "t_max_ms": 1e3 * float(fit(max(fit.sizes or (1,)))),
-                             "draft_ms": None if self.draft_table is None else 1e3 * self.step_s(batch, context)})
+                rows.append(
+                    {
+                        "batch": int(batch),
+                        "context": int(context),
+                        "model": fit.kind,
+                        "a_ms": 1e3 * fit.a,
+                        "slope_ms": 1e3 * fit.b,
+                        "knee": fit.knee if knee else None,
+                        "slope2_ms": 1e3 * fit.b2 if knee else None,
+                        "t1_ms": 1e3 * float(fit(1)),
+                        "t_max_ms": 1e3 * float(fit(max(fit.sizes or (1,)))),
+                        "draft_ms": None if self.draft_table is None else 1e3 * self.step_s(batch, context),
+                    }
+                )
         return pd.DataFrame(rows)
 
 
@@ -267,8 +286,9 @@ def profile_drafter(profile: Profile, drafter: str | None) -> str | None:
     return drafter
 
 
-def fit_profile(profile: Profile, drafter: str | None = None, *, overhead_s: float = 0.0,
-                context: int | None = None) -> ProfiledCost:
+def fit_profile(
+    profile: Profile, drafter: str | None = None, *, overhead_s: float = 0.0, context: int | None = None
+) -> ProfiledCost:
     """`ProfiledCost` of the profile's target with one of its drafters (see `profile_drafter`)."""
     verify_rows = profile.rows(role="target", measure="verify")
     if verify_rows.empty:
@@ -283,21 +303,33 @@ def fit_profile(profile: Profile, drafter: str | None = None, *, overhead_s: flo
     model_free = name is not None and is_model_free(name)
     if name is not None:
         rows = profile.rows(role="drafter", model=name)
-        medians = {(int(b), int(c)): float(cell["median_s"].median())
-                   for (b, c), cell in rows.groupby(["batch", "context"], sort=True)}
+        medians = {
+            (int(b), int(c)): float(cell["median_s"].median())
+            for (b, c), cell in rows.groupby(["batch", "context"], sort=True)
+        }
         if medians:
             draft_notes: set = set()
             d_batches, d_contexts = _complete_grid(medians, f"drafter {name}", draft_notes)
             draft_grid = GridTable(d_batches, d_contexts, f"draft ({name})", fixed_notes=draft_notes)
             draft_table = np.array([[medians[(int(b), int(c))] for c in d_contexts] for b in d_batches])
     measured = np.asarray(sorted(verify_rows["tokens"].unique()), dtype=float)
-    return ProfiledCost(verify_grid=verify_grid, verify_fits=verify_fits, measured_verify_tokens=measured,
-                        draft_grid=draft_grid, draft_table=draft_table, model_free=model_free, drafter=name,
-                        target=profile.target, round_overhead_s=overhead_s, default_context=context)
+    return ProfiledCost(
+        verify_grid=verify_grid,
+        verify_fits=verify_fits,
+        measured_verify_tokens=measured,
+        draft_grid=draft_grid,
+        draft_table=draft_table,
+        model_free=model_free,
+        drafter=name,
+        target=profile.target,
+        round_overhead_s=overhead_s,
+        default_context=context,
+    )
 
 
-def what_if(cost: ProfiledCost, alphas, batches, *, context: int | None = None,
-            max_gamma: int = MAX_GAMMA) -> pd.DataFrame:
+def what_if(
+    cost: ProfiledCost, alphas, batches, *, context: int | None = None, max_gamma: int = MAX_GAMMA
+) -> pd.DataFrame:
     """Best γ and its speedup per (α, batch) for a constant acceptance α — what a profile says
     before any sweep: speedup(γ) = E[tokens](α, γ) · round_s(0) ÷ round_s(γ), every round drafting."""
     gammas = np.arange(max_gamma + 1)
@@ -307,9 +339,16 @@ def what_if(cost: ProfiledCost, alphas, batches, *, context: int | None = None,
         for alpha in alphas:
             speedup = expected_tokens(float(alpha), gammas) * seconds[0] / seconds
             best = int(np.argmax(speedup))
-            rows.append({"alpha": float(alpha), "batch": int(batch), "gamma": best, "speedup": float(speedup[best]),
-                         "speedup_gamma_1": float(speedup[1]) if max_gamma >= 1 else float("nan"),
-                         "speedup_gamma_4": float(speedup[4]) if max_gamma >= 4 else float("nan")})
+            rows.append(
+                {
+                    "alpha": float(alpha),
+                    "batch": int(batch),
+                    "gamma": best,
+                    "speedup": float(speedup[best]),
+                    "speedup_gamma_1": float(speedup[1]) if max_gamma >= 1 else float("nan"),
+                    "speedup_gamma_4": float(speedup[4]) if max_gamma >= 4 else float("nan"),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -319,47 +358,62 @@ def markdown_summary(profile: Profile) -> str:
     bandwidth = info.get("bandwidth", {})
     target = info["target"]
     grid = info.get("grid", {})
-    peak = f"{bandwidth['peak_gb_s']:.0f} GB/s ({bandwidth.get('peak_source', '?')})" if bandwidth.get("peak_gb_s") \
+    peak = (
+        f"{bandwidth['peak_gb_s']:.0f} GB/s ({bandwidth.get('peak_source', '?')})"
+        if bandwidth.get("peak_gb_s")
         else "unknown"
-    lines = [f"### {target['name']} on {info['device']['device_name']} ({info['dtype']})", "",
-             f"- target: {target.get('layers')} layers, hidden {target.get('hidden_size')}, "
-             f"{target.get('parameters', 0) / 1e9:.3f} B parameters, random weights from {target.get('source')}; "
-             f"{target.get('weight_bytes', 0) / 1e9:.3f} GB streamed per forward, "
-             f"{target.get('kv_bytes_per_position', 0) / 1024:.1f} KiB of KV cache per position and sequence",
-             f"- drafters: {', '.join(d['name'] for d in info.get('drafters', [])) or 'none'}",
-             f"- grid: batch {grid.get('batches')}, context {grid.get('contexts')}, "
-             f"verify tokens {grid.get('tokens')}; "
-             f"{grid.get('repeats')} timed calls after {grid.get('warmup')} warm-up per cell",
-             f"- peak bandwidth: {peak}; measured read: {bandwidth.get('measured_read_gb_s', float('nan')):.1f} GB/s",
-             f"- {info.get('seconds', float('nan')):.0f} s; load average {info.get('load_average_start', ['?'])[0]} at "
-             f"start; torch threads {info.get('torch_threads')}; torch {info.get('versions', {}).get('torch')}",
-             ""]
-    lines += ["| model | what | B | c | ms (fewest tokens) [IQR] | ms (most tokens) | most ÷ fewest | GB/s | % peak | "
-              "memory MiB |",
-              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    )
+    lines = [
+        f"### {target['name']} on {info['device']['device_name']} ({info['dtype']})",
+        "",
+        f"- target: {target.get('layers')} layers, hidden {target.get('hidden_size')}, "
+        f"{target.get('parameters', 0) / 1e9:.3f} B parameters, random weights from {target.get('source')}; "
+        f"{target.get('weight_bytes', 0) / 1e9:.3f} GB streamed per forward, "
+        f"{target.get('kv_bytes_per_position', 0) / 1024:.1f} KiB of KV cache per position and sequence",
+        f"- drafters: {', '.join(d['name'] for d in info.get('drafters', [])) or 'none'}",
+        f"- grid: batch {grid.get('batches')}, context {grid.get('contexts')}, "
+        f"verify tokens {grid.get('tokens')}; "
+        f"{grid.get('repeats')} timed calls after {grid.get('warmup')} warm-up per cell",
+        f"- peak bandwidth: {peak}; measured read: {bandwidth.get('measured_read_gb_s', float('nan')):.1f} GB/s",
+        f"- {info.get('seconds', float('nan')):.0f} s; load average {info.get('load_average_start', ['?'])[0]} at "
+        f"start; torch threads {info.get('torch_threads')}; torch {info.get('versions', {}).get('torch')}",
+        "",
+    ]
+    lines += [
+        "| model | what | B | c | ms (fewest tokens) [IQR] | ms (most tokens) | most ÷ fewest | GB/s | % peak | "
+        "memory MiB |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for _, r in summary_frame(profile).iterrows():
         most = f"{r['ms_tokens_max']:.3f} ({r['tokens_max']} tokens)" if r["tokens_max"] > r["tokens_min"] else "-"
         ratio = f"{r['ratio']:.2f}" if r["tokens_max"] > r["tokens_min"] else "-"
         gb_s = "-" if r["gb_s"] != r["gb_s"] else f"{r['gb_s']:.1f}"
         share = "-" if r["peak_fraction"] != r["peak_fraction"] else f"{100 * r['peak_fraction']:.0f}"
-        lines.append(f"| {r['model']} | {r['measure']} | {r['batch']} | {r['context']} | "
-                     f"{r['ms_tokens_min']:.3f} [{r['iqr_ms_tokens_min']:.3f}] | {most} | {ratio} | {gb_s} | {share} | "
-                     f"{r['memory_bytes'] / 2**20:.0f} |")
+        lines.append(
+            f"| {r['model']} | {r['measure']} | {r['batch']} | {r['context']} | "
+            f"{r['ms_tokens_min']:.3f} [{r['iqr_ms_tokens_min']:.3f}] | {most} | {ratio} | {gb_s} | {share} | "
+            f"{r['memory_bytes'] / 2**20:.0f} |"
+        )
     if info.get("skipped"):
         lines += [""] + [f"- skipped: {s}" for s in info["skipped"]]
     model_drafters = [d["name"] for d in info.get("drafters", []) if not d.get("model_free")]
     drafter = (model_drafters or profile.drafters or [None])[0]  # the step column: a model drafter's if any
     fits = fit_profile(profile, drafter).summary()
     if not fits.empty:
-        lines += ["", "Fitted verify model t(n) = a + s·n (+ s₂·max(0, n − n₀) where a knee shows), n the verify "
-                  "tokens per sequence:", "",
-                  "| B | c | model | a ms | s ms/token | knee n₀ | s₂ ms/token | t(1) ms | "
-                  f"{drafter or 'no'} drafter ms |",
-                  "|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            "Fitted verify model t(n) = a + s·n (+ s₂·max(0, n − n₀) where a knee shows), n the verify "
+            "tokens per sequence:",
+            "",
+            f"| B | c | model | a ms | s ms/token | knee n₀ | s₂ ms/token | t(1) ms | {drafter or 'no'} drafter ms |",
+            "|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+        ]
         for _, f in fits.iterrows():
             knee = "-" if f["knee"] is None or f["knee"] != f["knee"] else f"{f['knee']:g}"
             slope2 = "-" if f["slope2_ms"] is None or f["slope2_ms"] != f["slope2_ms"] else f"{f['slope2_ms']:.4f}"
             draft = "-" if f["draft_ms"] is None or f["draft_ms"] != f["draft_ms"] else f"{f['draft_ms']:.3f}"
-            lines.append(f"| {f['batch']} | {f['context']} | {f['model']} | {f['a_ms']:.3f} | {f['slope_ms']:.4f} | "
-                         f"{knee} | {slope2} | {f['t1_ms']:.3f} | {draft} |")
+            lines.append(
+                f"| {f['batch']} | {f['context']} | {f['model']} | {f['a_ms']:.3f} | {f['slope_ms']:.4f} | "
+                f"{knee} | {slope2} | {f['t1_ms']:.3f} | {draft} |"
+            )
     return "\n".join(lines) + "\n"

@@ -62,10 +62,12 @@ if TYPE_CHECKING:  # moe_cost builds on this module
 
 # ----------------------------------------------------------------------------- the interface
 
+
 @runtime_checkable
 class CostModel(Protocol):
     """Seconds spent by one round's parts; arrays broadcast. ``batch`` sequences decode together;
     ``context`` is the tokens already in the KV cache (None: the measured workload's own)."""
+
     def verify_s(self, verify_tokens, batch: int = 1, context: int | None = None):
         """One target forward verifying ``verify_tokens`` tokens per sequence (draft tokens + 1) and the
         acceptance test."""
@@ -77,8 +79,9 @@ class CostModel(Protocol):
         """Everything else in a round of draft length γ (γ = 0: a target-only step)."""
 
 
-def round_s(cost: CostModel, gamma, *, tree_nodes=None, propose_rate: float = 1.0, batch: int = 1,
-            context: int | None = None):
+def round_s(
+    cost: CostModel, gamma, *, tree_nodes=None, propose_rate: float = 1.0, batch: int = 1, context: int | None = None
+):
     """Expected seconds of one round: draft + verify (ρ full, 1 − ρ a single token) + overhead,
 
         round_s(γ) = draft_s(γ) + ρ · verify_s(tree_nodes + 1) + (1 − ρ) · verify_s(1) + overhead_s(γ).
@@ -89,17 +92,20 @@ def round_s(cost: CostModel, gamma, *, tree_nodes=None, propose_rate: float = 1.
     gamma = np.asarray(gamma)
     tree_nodes = gamma if tree_nodes is None else np.asarray(tree_nodes)
     rho = np.where(gamma > 0, propose_rate, 0.0)
-    verify = (rho * cost.verify_s(tree_nodes + 1, batch, context)
-              + (1 - rho) * cost.verify_s(np.ones_like(tree_nodes), batch, context))
+    verify = rho * cost.verify_s(tree_nodes + 1, batch, context) + (1 - rho) * cost.verify_s(
+        np.ones_like(tree_nodes), batch, context
+    )
     return cost.draft_s(gamma, batch, context) + verify + cost.overhead_s(gamma, batch, context)
 
 
 # ----------------------------------------------------------------------------- fitted parts
 
+
 @dataclass(frozen=True)
 class VerifyFit:
     """t(n) = a + b·n + b2·max(0, n − knee), n the tokens verified per sequence; kind 'linear'
     (b2 = 0), 'knee' or 'flat'."""
+
     a: float
     b: float
     kind: str = "linear"
@@ -180,6 +186,7 @@ def fit_verify(x: np.ndarray, totals: np.ndarray, *, like: VerifyFit | None = No
 @dataclass(frozen=True)
 class DraftFit:
     """draft_s(γ) = fixed_s + step_s·γ for γ ≥ 1, 0 at γ = 0 (model-free: step_s = 0)."""
+
     fixed_s: float
     step_s: float
     model_free: bool
@@ -218,6 +225,7 @@ def fit_draft(x: np.ndarray, totals: np.ndarray, *, like: DraftFit | None = None
 @dataclass(frozen=True)
 class MeasuredCost:
     """`CostModel` fitted from one configuration group's rounds (batch 1, the sweep's contexts)."""
+
     verify: VerifyFit
     draft: DraftFit
     round_overhead_s: float  # per speculative round
@@ -226,8 +234,10 @@ class MeasuredCost:
     @staticmethod
     def _check(batch: int, context: int | None) -> None:
         if batch != 1:
-            raise SpecbenchError(f"costs measured by a sweep hold for batch 1 only (asked batch {batch}); "
-                                 "use a cost profile for other batch sizes")
+            raise SpecbenchError(
+                f"costs measured by a sweep hold for batch 1 only (asked batch {batch}); "
+                "use a cost profile for other batch sizes"
+            )
 
     def verify_s(self, verify_tokens, batch: int = 1, context: int | None = None):
         self._check(batch, context)
@@ -244,14 +254,26 @@ class MeasuredCost:
 
 # ----------------------------------------------------------------------------- per-prompt statistics
 
-SUMS = ("spec_overhead_s", "spec_rounds", "spec_drafting_rounds", "spec_prefill_s", "spec_units",
-        "base_overhead_s", "base_rounds", "base_verify_s", "base_tokens", "base_decode_s", "base_prefill_s",
-        "base_units")
+SUMS = (
+    "spec_overhead_s",
+    "spec_rounds",
+    "spec_drafting_rounds",
+    "spec_prefill_s",
+    "spec_units",
+    "base_overhead_s",
+    "base_rounds",
+    "base_verify_s",
+    "base_tokens",
+    "base_decode_s",
+    "base_prefill_s",
+    "base_units",
+)
 
 
 @dataclass
 class CostStats:
     """Per-prompt sufficient statistics of one configuration group and its baseline."""
+
     verify: Binned  # x = verify_tokens (drafted + 1), y = verify_s (group and baseline rounds)
     draft: Binned  # x = drafter forwards, y = draft_s (group rounds that drafted)
     sums: np.ndarray  # [P, len(SUMS)]
@@ -267,16 +289,21 @@ def cost_stats(group: pd.DataFrame, baseline: pd.DataFrame, clusters: pd.Index) 
     n = len(clusters)
     spec_rounds: Rounds = flatten_rounds(group, clusters)
     base_rounds: Rounds = flatten_rounds(baseline, clusters)
-    verify = binned(np.concatenate([spec_rounds.cluster, base_rounds.cluster]),
-                    np.concatenate([spec_rounds.drafted, base_rounds.drafted]) + 1,
-                    np.concatenate([spec_rounds.verify_s, base_rounds.verify_s]), n)
+    verify = binned(
+        np.concatenate([spec_rounds.cluster, base_rounds.cluster]),
+        np.concatenate([spec_rounds.drafted, base_rounds.drafted]) + 1,
+        np.concatenate([spec_rounds.verify_s, base_rounds.verify_s]),
+        n,
+    )
     drafting = spec_rounds.select(spec_rounds.round_gamma > 0)
     draft = binned(drafting.cluster, drafting.steps, drafting.draft_s, n)
     g, b = cluster_codes(group, clusters), cluster_codes(baseline, clusters)
     columns = {
-        "spec_overhead_s": cluster_sums(g, n, group["overhead_s"]), "spec_rounds": cluster_sums(g, n, group["rounds"]),
+        "spec_overhead_s": cluster_sums(g, n, group["overhead_s"]),
+        "spec_rounds": cluster_sums(g, n, group["rounds"]),
         "spec_drafting_rounds": cluster_sums(drafting.cluster, n, np.ones(len(drafting))),
-        "spec_prefill_s": cluster_sums(g, n, group["prefill_s"]), "spec_units": cluster_sums(g, n, np.ones(len(group))),
+        "spec_prefill_s": cluster_sums(g, n, group["prefill_s"]),
+        "spec_units": cluster_sums(g, n, np.ones(len(group))),
         "base_overhead_s": cluster_sums(b, n, baseline["overhead_s"]),
         "base_rounds": cluster_sums(b, n, baseline["rounds"]),
         "base_verify_s": cluster_sums(b, n, baseline["verify_s"]),
@@ -286,8 +313,9 @@ def cost_stats(group: pd.DataFrame, baseline: pd.DataFrame, clusters: pd.Index) 
         "base_units": cluster_sums(b, n, np.ones(len(baseline))),
     }
     tree_nodes = {int(g): int(t) for g, t in group.groupby("gamma")["tree_nodes"].max().items()}
-    return CostStats(verify=verify, draft=draft, sums=np.concatenate([columns[k] for k in SUMS], axis=1),
-                     tree_nodes=tree_nodes)
+    return CostStats(
+        verify=verify, draft=draft, sums=np.concatenate([columns[k] for k in SUMS], axis=1), tree_nodes=tree_nodes
+    )
 
 
 def _ratio(num: float, den: float) -> float:
@@ -297,6 +325,7 @@ def _ratio(num: float, den: float) -> float:
 @dataclass(frozen=True)
 class CostFit:
     """A group's fitted `MeasuredCost` and the measured scalars predictions compare with."""
+
     cost: MeasuredCost | ExpertAwareCost  # an MoE target's: the measured cost plus expert streaming
     target_step_s: float  # mean target-only forward (baseline rounds' verify_s)
     draft_step_s: float  # per drafter forward; model-free: per proposal
@@ -311,40 +340,65 @@ class CostFit:
     def summary(self) -> dict:
         v, d = self.cost.verify, self.cost.draft
         knee = v.kind == "knee"
-        return dict(verify_model=v.kind, verify_a_s=v.a, verify_b_s=v.b, verify_knee=v.knee if knee else None,
-                    verify_b2_s=v.b2 if knee else None, verify_sizes=",".join(map(str, v.sizes)),
-                    target_step_s=self.target_step_s, draft_fixed_s=d.fixed_s, draft_step_s=self.draft_step_s,
-                    model_free=d.model_free, c=self.c, overhead_s=self.cost.round_overhead_s,
-                    baseline_overhead_s=self.cost.baseline_overhead_s, propose_rate=self.propose_rate,
-                    baseline_tokens_per_s=self.baseline_tokens_per_s, prefill_s=self.prefill_s,
-                    baseline_prefill_s=self.baseline_prefill_s, cost_notes="; ".join(self.notes))
+        return dict(
+            verify_model=v.kind,
+            verify_a_s=v.a,
+            verify_b_s=v.b,
+            verify_knee=v.knee if knee else None,
+            verify_b2_s=v.b2 if knee else None,
+            verify_sizes=",".join(map(str, v.sizes)),
+            target_step_s=self.target_step_s,
+            draft_fixed_s=d.fixed_s,
+            draft_step_s=self.draft_step_s,
+            model_free=d.model_free,
+            c=self.c,
+            overhead_s=self.cost.round_overhead_s,
+            baseline_overhead_s=self.cost.baseline_overhead_s,
+            propose_rate=self.propose_rate,
+            baseline_tokens_per_s=self.baseline_tokens_per_s,
+            prefill_s=self.prefill_s,
+            baseline_prefill_s=self.baseline_prefill_s,
+            cost_notes="; ".join(self.notes),
+        )
 
 
 def fit_costs(stats: CostStats, weights: np.ndarray | None = None, *, like: CostFit | None = None) -> CostFit:
     """Fit a group's costs; ``weights`` re-weights prompts (bootstrap), ``like`` fixes model forms."""
     s = stats.total(weights)
-    verify, notes = fit_verify(stats.verify.x, stats.verify.total(weights),
-                               like=None if like is None else like.cost.verify)
+    verify, notes = fit_verify(
+        stats.verify.x, stats.verify.total(weights), like=None if like is None else like.cost.verify
+    )
     draft = fit_draft(stats.draft.x, stats.draft.total(weights), like=None if like is None else like.cost.draft)
-    cost = MeasuredCost(verify=verify, draft=draft,
-                        round_overhead_s=_ratio(s["spec_overhead_s"], s["spec_rounds"]),
-                        baseline_overhead_s=_ratio(s["base_overhead_s"], s["base_rounds"]))
+    cost = MeasuredCost(
+        verify=verify,
+        draft=draft,
+        round_overhead_s=_ratio(s["spec_overhead_s"], s["spec_rounds"]),
+        baseline_overhead_s=_ratio(s["base_overhead_s"], s["base_rounds"]),
+    )
     target_step = _ratio(s["base_verify_s"], s["base_rounds"])
     if target_step <= 0:
         target_step = float(verify(1))
         notes.append("no baseline rounds: target step taken from the verify fit at 1 token")
     draft_step = draft.fixed_s if draft.model_free else draft.step_s
-    return CostFit(cost=cost, target_step_s=target_step, draft_step_s=draft_step, c=_ratio(draft_step, target_step),
-                   propose_rate=_ratio(s["spec_drafting_rounds"], s["spec_rounds"]),
-                   baseline_tokens_per_s=_ratio(s["base_tokens"], s["base_decode_s"]),
-                   prefill_s=_ratio(s["spec_prefill_s"], s["spec_units"]),
-                   baseline_prefill_s=_ratio(s["base_prefill_s"], s["base_units"]),
-                   tree_nodes=dict(stats.tree_nodes), notes=tuple(notes))
+    return CostFit(
+        cost=cost,
+        target_step_s=target_step,
+        draft_step_s=draft_step,
+        c=_ratio(draft_step, target_step),
+        propose_rate=_ratio(s["spec_drafting_rounds"], s["spec_rounds"]),
+        baseline_tokens_per_s=_ratio(s["base_tokens"], s["base_decode_s"]),
+        prefill_s=_ratio(s["spec_prefill_s"], s["spec_units"]),
+        baseline_prefill_s=_ratio(s["base_prefill_s"], s["base_units"]),
+        tree_nodes=dict(stats.tree_nodes),
+        notes=tuple(notes),
+    )
 
 
 NO_BASELINE = "no target-only baseline for this workload and sampling: costs not fitted"
-NOT_TIMED = ("no per-round draft and verify times in these records (a serving engine does not report them): "
-             "costs not fitted, never invented")
+NOT_TIMED = (
+    "no per-round draft and verify times in these records (a serving engine does not report them): "
+    "costs not fitted, never invented"
+)
 
 
 def _cost_groups(records: pd.DataFrame):
@@ -389,8 +443,15 @@ def fit_group_costs(records: pd.DataFrame) -> pd.DataFrame:
 
 # ----------------------------------------------------------------------------- prediction
 
-def predict_arrays(model: AcceptanceModel, cost: CostModel, gammas, *, propose_rate: float = 1.0,
-                   tree_nodes: dict[int, int] | None = None) -> dict[str, np.ndarray]:
+
+def predict_arrays(
+    model: AcceptanceModel,
+    cost: CostModel,
+    gammas,
+    *,
+    propose_rate: float = 1.0,
+    tree_nodes: dict[int, int] | None = None,
+) -> dict[str, np.ndarray]:
     """The prediction's columns as arrays over ``gammas`` (see the module docstring)."""
     gammas = np.asarray(gammas, dtype=int)
     node_counts = np.array([(tree_nodes or {}).get(int(g), int(g)) for g in gammas], dtype=int)
@@ -398,13 +459,27 @@ def predict_arrays(model: AcceptanceModel, cost: CostModel, gammas, *, propose_r
     expected = 1.0 + np.concatenate([[0.0], np.cumsum(np.cumprod(rates))])[gammas]
     tokens = propose_rate * expected + (1 - propose_rate)
     seconds = np.asarray(round_s(cost, gammas, tree_nodes=node_counts, propose_rate=propose_rate), dtype=float)
-    return {"gamma": gammas, "tree_nodes": node_counts, "expected_tokens": expected, "tokens_per_round": tokens,
-            "round_s": seconds, "tokens_per_s": tokens / seconds}
+    return {
+        "gamma": gammas,
+        "tree_nodes": node_counts,
+        "expected_tokens": expected,
+        "tokens_per_round": tokens,
+        "round_s": seconds,
+        "tokens_per_s": tokens / seconds,
+    }
 
 
-def predict_curve(model: AcceptanceModel, cost: CostModel, gammas, *, alpha: float | None = None,
-                  propose_rate: float = 1.0, tree_nodes: dict[int, int] | None = None,
-                  baseline_tokens_per_s: float | None = None, measured: set[int] | None = None) -> pd.DataFrame:
+def predict_curve(
+    model: AcceptanceModel,
+    cost: CostModel,
+    gammas,
+    *,
+    alpha: float | None = None,
+    propose_rate: float = 1.0,
+    tree_nodes: dict[int, int] | None = None,
+    baseline_tokens_per_s: float | None = None,
+    measured: set[int] | None = None,
+) -> pd.DataFrame:
     """Predicted tokens/s and speedup for each γ, with the paper's improvement factor beside it.
 
     ``model`` gives E[tokens]; ``alpha`` (default model.alpha) the constant α of the paper

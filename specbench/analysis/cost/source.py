@@ -23,15 +23,16 @@ from typing import ClassVar, Protocol
 
 import pandas as pd
 
-from specbench.analysis.cost.round_cost import CostFit, CostStats, cost_stats, fit_costs
 from specbench.analysis.cost.profile import ProfiledCost, fit_profile
-from specbench.errors import SpecbenchError
+from specbench.analysis.cost.round_cost import CostFit, CostStats, cost_stats, fit_costs
 from specbench.catalogue.drafters import is_model_free
+from specbench.errors import SpecbenchError
 from specbench.records.profile_file import Profile
 
 
 class CostSource(Protocol):
     """What every cost source says about itself; the prices come from its own methods."""
+
     kind: ClassVar[str]  # 'measured' or 'profile'
 
     def describe(self) -> str:
@@ -44,6 +45,7 @@ class CostSource(Protocol):
 @dataclass(frozen=True)
 class MeasuredCosts:
     """Costs fitted from the sweep's own timings: batch 1, the sweep's contexts."""
+
     kind: ClassVar[str] = "measured"
 
     def describe(self) -> str:
@@ -66,6 +68,7 @@ class MeasuredCosts:
 class ProfiledCosts:
     """Costs from a hardware profile, at the batch sizes ``batches`` (default: the profile's) and the
     context ``context`` (default: each workload's mean prompt + half its output)."""
+
     profile: Profile
     batches: list[int] | None = None
     context: int | None = None
@@ -78,8 +81,10 @@ class ProfiledCosts:
 
     def check(self, objective: str) -> None:
         if objective != "throughput":
-            raise SpecbenchError("with --cost-profile the answer is the decode speedup at each batch size (per-token "
-                                 "latency and throughput alike); --objective latency needs the sweep's own timings")
+            raise SpecbenchError(
+                "with --cost-profile the answer is the decode speedup at each batch size (per-token "
+                "latency and throughput alike); --objective latency needs the sweep's own timings"
+            )
         batches = self.batch_sizes()
         if not batches or min(batches) < 1:
             raise SpecbenchError(f"--batch: every batch size must be >= 1, got {batches}")
@@ -111,8 +116,11 @@ def match_drafter(drafter: str, params: str, profile: Profile) -> tuple[str | No
     if wanted and wanted in models:
         return wanted, None
     if len(models) == 1:
-        return models[0], (f"{drafter}({wanted or '?'}) priced with the profiled drafter '{models[0]}'"
-                           if wanted != models[0] else None)
+        return models[0], (
+            f"{drafter}({wanted or '?'}) priced with the profiled drafter '{models[0]}'"
+            if wanted != models[0]
+            else None
+        )
     if not models:
         return None, f"the profile has no model drafter timings for '{drafter}' (profile with --drafter ARCH)"
     return None, f"no profiled drafter matches '{wanted}' (profiled: {', '.join(models)})"

@@ -53,10 +53,20 @@ class Crossover:
         return self.loads[-1] if self.loads else math.nan
 
     def as_dict(self) -> dict:
-        return {"point": self.point, "lo": self.lo, "hi": self.hi, "loads": self.loads, "ratios": self.ratios,
-                "below_all": self.below_all, "lo_at_first": self.lo_at_first, "again": list(self.again),
-                "intervals": self.intervals, "lows": self.lows, "highs": self.highs,
-                "notes": list(self.notes)}
+        return {
+            "point": self.point,
+            "lo": self.lo,
+            "hi": self.hi,
+            "loads": self.loads,
+            "ratios": self.ratios,
+            "below_all": self.below_all,
+            "lo_at_first": self.lo_at_first,
+            "again": list(self.again),
+            "intervals": self.intervals,
+            "lows": self.lows,
+            "highs": self.highs,
+            "notes": list(self.notes),
+        }
 
     def sure(self) -> tuple[list[float], list[float], list[float]]:
         """(loads whose interval lies above 1, loads whose interval includes 1, loads whose interval lies below 1);
@@ -97,12 +107,18 @@ def crossover(loads, ratios, lo, hi) -> Crossover:
     point, below = _first_crossing(logx, logr)
     at_lo, lo_first = _first_crossing(logx, loglo)
     at_hi, _ = _first_crossing(logx, loghi)
-    out = Crossover(point=None if point is None else float(np.exp(point)),
-                    lo=None if at_lo is None else float(np.exp(at_lo)),
-                    hi=None if at_hi is None else float(np.exp(at_hi)),
-                    loads=[float(v) for v in x], ratios=[float(v) for v in r], below_all=below,
-                    lo_at_first=lo_first, intervals=bool(np.isfinite(loglo).any() or np.isfinite(loghi).any()),
-                    lows=[float(v) for v in lo_], highs=[float(v) for v in hi_])
+    out = Crossover(
+        point=None if point is None else float(np.exp(point)),
+        lo=None if at_lo is None else float(np.exp(at_lo)),
+        hi=None if at_hi is None else float(np.exp(at_hi)),
+        loads=[float(v) for v in x],
+        ratios=[float(v) for v in r],
+        below_all=below,
+        lo_at_first=lo_first,
+        intervals=bool(np.isfinite(loglo).any() or np.isfinite(loghi).any()),
+        lows=[float(v) for v in lo_],
+        highs=[float(v) for v in hi_],
+    )
     if point is not None:
         crossed = np.isfinite(logr) & (logx > point)
         out.again = [float(v) for v, y in zip(x[crossed], logr[crossed]) if y >= 0]
@@ -128,31 +144,47 @@ def describe(c: Crossover, unit: str, what: str = "pays", fails: str = "below 1"
 def _describe(c: Crossover, unit: str, what: str, fails: str) -> str:
     above, unsure, below = c.sure()
     if c.below_all:
-        sure = ("with confidence" if c.loads[0] in below
-                else "its interval includes 1 there" if c.loads[0] in unsure else "no interval")
+        sure = (
+            "with confidence"
+            if c.loads[0] in below
+            else "its interval includes 1 there"
+            if c.loads[0] in unsure
+            else "no interval"
+        )
         return f"{what} at no load measured ({fails} already at {c.loads[0]:g} {unit}; {sure})"
     if not c.intervals:
-        return (f"{what} at every load measured on its point estimates (up to {c.largest:g} {unit}; no interval)"
-                if c.point is None else f"{what} up to about {c.point:.3g} {unit} on its point estimates (no interval)")
+        return (
+            f"{what} at every load measured on its point estimates (up to {c.largest:g} {unit}; no interval)"
+            if c.point is None
+            else f"{what} up to about {c.point:.3g} {unit} on its point estimates (no interval)"
+        )
     if c.point is None:
         if not unsure and not below and len(above) == len(c.loads):
             return f"{what} at every load measured (up to {c.largest:g} {unit}; with confidence at every one)"
         if not above:
-            return (f"cannot tell whether it {_verb(what)} at any load measured (up to {c.largest:g} {unit}): every "
-                    "interval includes 1, though every point estimate is above 1")
+            return (
+                f"cannot tell whether it {_verb(what)} at any load measured (up to {c.largest:g} {unit}): every "
+                "interval includes 1, though every point estimate is above 1"
+            )
         if c.lo is not None and not c.lo_at_first:
-            return (f"{what} with confidence up to about {c.lo:.3g} {unit}; its interval includes 1 from about "
-                    f"{c.lo:.3g} {unit} on (point estimates above 1 up to {c.largest:g})")
-        return (f"{what} with confidence at {_loads(above)} {unit} only; its interval includes 1 at "
-                f"{_loads(unsure)} (point estimates above 1 at every load)")
+            return (
+                f"{what} with confidence up to about {c.lo:.3g} {unit}; its interval includes 1 from about "
+                f"{c.lo:.3g} {unit} on (point estimates above 1 up to {c.largest:g})"
+            )
+        return (
+            f"{what} with confidence at {_loads(above)} {unit} only; its interval includes 1 at "
+            f"{_loads(unsure)} (point estimates above 1 at every load)"
+        )
     high = f">{c.largest:g}" if c.hi is None else f"{c.hi:.3g}"
     if c.lo_at_first or c.lo is not None:
         bracket = f"[95 %: {f'≤{c.loads[0]:g}' if c.lo_at_first else f'{c.lo:.3g}'}–{high}]"
     else:  # no lower end crosses 1 (missing there): only the upper end is known
         bracket = f"[95 %: up to {high}; no lower end]"
     if not above:
-        return (f"cannot tell where it stops: no interval lies above 1, its point estimate crosses 1 at about "
-                f"{c.point:.3g} {unit} {bracket}")
+        return (
+            f"cannot tell where it stops: no interval lies above 1, its point estimate crosses 1 at about "
+            f"{c.point:.3g} {unit} {bracket}"
+        )
     return f"{what} up to about {c.point:.3g} {unit} {bracket}"
 
 

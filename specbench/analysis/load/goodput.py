@@ -25,8 +25,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from specbench.analysis.load.table import load_label
 from specbench.analysis.load.operating import Operating
+from specbench.analysis.load.table import load_label
 from specbench.records.summary import BASELINE_KEYS
 
 GROUP_KEYS = [*BASELINE_KEYS, "backend"]

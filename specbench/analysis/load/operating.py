@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from specbench.analysis.statistics.intervals import LEVEL, N_BOOT, bootstrap_interval, bootstrap_weights
-from specbench.analysis.load.table import CONFIG, LATENCY_METRICS, LEVEL_KEYS, load_label, normalised
 from specbench.analysis.load.slo import Slo
+from specbench.analysis.load.table import CONFIG, LATENCY_METRICS, LEVEL_KEYS, load_label, normalised
+from specbench.analysis.statistics.intervals import LEVEL, N_BOOT, bootstrap_interval, bootstrap_weights
 from specbench.records.rounds import cluster_codes, prompt_clusters
 from specbench.records.summary import BASELINE_KEYS, is_baseline
 from specbench.records.timing import paired_timing

@@ -62,13 +62,16 @@ def parse_latency(text: str, flag: str) -> float:
 
 def make_slo(metric: str, percentile: int, text: str) -> Slo:
     if metric not in METRICS or percentile not in PERCENTILES:
-        raise SpecbenchError(f"no SLO on {metric} p{percentile} (metrics: {', '.join(METRICS)}; percentiles: "
-                             f"{', '.join(map(str, PERCENTILES))})")
+        raise SpecbenchError(
+            f"no SLO on {metric} p{percentile} (metrics: {', '.join(METRICS)}; percentiles: "
+            f"{', '.join(map(str, PERCENTILES))})"
+        )
     return Slo(metric, percentile, parse_latency(text, f"--{metric}-p{percentile}"))
 
 
-def slos_from_flags(itl_p90: str | None, ttft_p90: str | None, generic: list[str],
-                    latency_p90: str | None = None) -> list[Slo]:
+def slos_from_flags(
+    itl_p90: str | None, ttft_p90: str | None, generic: list[str], latency_p90: str | None = None
+) -> list[Slo]:
     """The latency targets of ``--itl-p90``, ``--ttft-p90``, ``--latency-p90`` (end to end: arrival to last token)
     and ``--slo METRIC-pNN=DURATION`` (recommend, plot)."""
     out = []
@@ -125,9 +128,15 @@ def slo_answers(table: pd.DataFrame, slo: Slo, axis: str) -> list[dict]:
                 continue
             c = _curve(rows, slo, axis)
             met = rows[rows[slo.column] <= slo.limit_s][axis]
-            entries.append({**dict(zip(CONFIG, config)), "crossing": c.as_dict(), "reach": _reach(c),
-                            "highest_measured_kept": float(met.max()) if len(met) else None,
-                            "text": describe(c, unit, "kept", "over the target")})
+            entries.append(
+                {
+                    **dict(zip(CONFIG, config)),
+                    "crossing": c.as_dict(),
+                    "reach": _reach(c),
+                    "highest_measured_kept": float(met.max()) if len(met) else None,
+                    "text": describe(c, unit, "kept", "over the target"),
+                }
+            )
         if not entries:
             continue
         base = next((e for e in entries if e["gamma"] == 0), None)
@@ -141,11 +150,25 @@ def slo_answers(table: pd.DataFrame, slo: Slo, axis: str) -> list[dict]:
             without, with_ = _crossing_load(base), _crossing_load(best)
             if without and with_:
                 parts.append(f"— about {with_ / without:.2f}× the load")
-        disturbed = bool(scenario["timing_disturbed"].fillna(False).astype(bool).any()) \
-            if "timing_disturbed" in scenario else False
+        disturbed = (
+            bool(scenario["timing_disturbed"].fillna(False).astype(bool).any())
+            if "timing_disturbed" in scenario
+            else False
+        )
         if disturbed:  # the percentiles are timings: say what they rest on
-            parts.append("(timing disturbed: some loads have only batches that ran beside other busy processes — "
-                         "rerun on a quiet machine before acting on it)")
-        out.append({**dict(zip(GROUP_KEYS, key)), "slo": slo.as_dict(), "configurations": entries,
-                    "baseline": base, "best": best, "timing_disturbed": disturbed, "text": " ".join(parts)})
+            parts.append(
+                "(timing disturbed: some loads have only batches that ran beside other busy processes — "
+                "rerun on a quiet machine before acting on it)"
+            )
+        out.append(
+            {
+                **dict(zip(GROUP_KEYS, key)),
+                "slo": slo.as_dict(),
+                "configurations": entries,
+                "baseline": base,
+                "best": best,
+                "timing_disturbed": disturbed,
+                "text": " ".join(parts),
+            }
+        )
     return out

@@ -56,12 +56,14 @@ def normalised(records: pd.DataFrame) -> pd.DataFrame:
     frame = records[records["mode"] == "live"].copy()
     frame["backend"] = frame["backend"].fillna("own") if "backend" in frame else "own"
     frame["concurrency"] = frame["concurrency"].fillna(1).astype(int) if "concurrency" in frame else 1
-    frame["request_rate"] = (frame["request_rate"].astype(float).fillna(CLOSED_LOOP) if "request_rate" in frame
-                             else CLOSED_LOOP)
+    frame["request_rate"] = (
+        frame["request_rate"].astype(float).fillna(CLOSED_LOOP) if "request_rate" in frame else CLOSED_LOOP
+    )
     ttft = frame["ttft_s"] if "ttft_s" in frame else frame["prefill_s"]
     fallback = pd.to_numeric(ttft, errors="coerce") + pd.to_numeric(frame["decode_s"], errors="coerce")
-    frame["latency_s"] = (pd.to_numeric(frame["latency_s"], errors="coerce").fillna(fallback) if "latency_s" in frame
-                          else fallback)
+    frame["latency_s"] = (
+        pd.to_numeric(frame["latency_s"], errors="coerce").fillna(fallback) if "latency_s" in frame else fallback
+    )
     for column in ("ttft_s", "itl_s", "batch_id", "batch_wall_s", "batch_output_tokens"):
         if column not in frame:
             frame[column] = np.nan
@@ -111,6 +113,7 @@ def load_label(axis: str, value: float) -> str:
 
 # ----------------------------------------------------------------------------- percentiles with prompt weights
 
+
 def weighted_percentiles(values: np.ndarray, weights: np.ndarray, qs=PERCENTILES) -> np.ndarray:
     """[B, len(qs)] percentiles (numpy's linear rule) of ``values`` [n] repeated ``weights`` [B, n] times (a
     bootstrap replicate draws prompt k w_k times: its units count w_k times). NaN where a row weighs nothing."""
@@ -128,8 +131,9 @@ def weighted_percentiles(values: np.ndarray, weights: np.ndarray, qs=PERCENTILES
     return out
 
 
-def _percentile_speedups(paired: pd.DataFrame, weights: np.ndarray, codes: np.ndarray, level: float,
-                         n_clusters: int) -> dict:
+def _percentile_speedups(
+    paired: pd.DataFrame, weights: np.ndarray, codes: np.ndarray, level: float, n_clusters: int
+) -> dict:
     """baseline ÷ configuration of each latency percentile, point and paired-bootstrap interval."""
     out = {}
     for name, column in LATENCY_METRICS.items():
@@ -157,6 +161,7 @@ def _percentile_speedups(paired: pd.DataFrame, weights: np.ndarray, codes: np.nd
 
 # ----------------------------------------------------------------------------- the table
 
+
 def _percentiles(frame: pd.DataFrame, level: float, n_boot: int, rng: np.random.Generator) -> dict:
     """Each latency percentile over ``frame``'s requests (``{name}_p{p}_s``) with its prompt-bootstrap
     interval (``_lo_s``, ``_hi_s``; stretched for few prompts; none below two prompts)."""
@@ -173,16 +178,24 @@ def _percentiles(frame: pd.DataFrame, level: float, n_boot: int, rng: np.random.
             reps = weighted_percentiles(values[ok], weights[:, codes[ok]])
             lo, hi = bootstrap_interval(points, reps, len(clusters), level, positive=True)
         for i, p in enumerate(PERCENTILES):
-            out.update({f"{name}_p{p}_s": float(points[i]), f"{name}_p{p}_lo_s": float(lo[i]),
-                        f"{name}_p{p}_hi_s": float(hi[i])})
+            out.update(
+                {
+                    f"{name}_p{p}_s": float(points[i]),
+                    f"{name}_p{p}_lo_s": float(lo[i]),
+                    f"{name}_p{p}_hi_s": float(hi[i]),
+                }
+            )
     return out
 
 
 def system_rate(frame: pd.DataFrame) -> tuple[float, float]:
     """(system output tokens/s, mean requests in flight) over the distinct batches of ``frame``; NaN
     without batch columns (records measured one request at a time)."""
-    batches = frame.dropna(subset=["batch_id"]).groupby("batch_id").agg(
-        tokens=("batch_output_tokens", "first"), wall=("batch_wall_s", "first"))
+    batches = (
+        frame.dropna(subset=["batch_id"])
+        .groupby("batch_id")
+        .agg(tokens=("batch_output_tokens", "first"), wall=("batch_wall_s", "first"))
+    )
     wall = float(batches["wall"].sum()) if len(batches) else 0.0
     if not wall > 0:
         return float("nan"), float("nan")
@@ -190,22 +203,36 @@ def system_rate(frame: pd.DataFrame) -> tuple[float, float]:
     return float(batches["tokens"].sum()) / wall, float(inside["latency_s"].sum()) / wall
 
 
-def _row(keys: dict, config: pd.DataFrame, base: pd.DataFrame, level: float, n_boot: int,
-         rng: np.random.Generator) -> dict:
+def _row(
+    keys: dict, config: pd.DataFrame, base: pd.DataFrame, level: float, n_boot: int, rng: np.random.Generator
+) -> dict:
     pairs = paired_timing(config, base)  # the one rule every panel reads a comparison by (records.timing)
     config = pairs.config
-    tokens_per_s = float(config["decode_tokens"].sum() / config["decode_s"].sum()) if config["decode_s"].sum() > 0 \
+    tokens_per_s = (
+        float(config["decode_tokens"].sum() / config["decode_s"].sum())
+        if config["decode_s"].sum() > 0
         else float("nan")
+    )
     system, in_flight = system_rate(config)
-    row = {**keys, "requests": len(config), "prompts": int(config["prompt_id"].nunique()),
-           "tokens_per_s": tokens_per_s, "system_tokens_per_s": system, "in_flight": in_flight,
-           "timing_disturbed": pairs.disturbed, **_percentiles(config, level, n_boot, rng)}
+    row = {
+        **keys,
+        "requests": len(config),
+        "prompts": int(config["prompt_id"].nunique()),
+        "tokens_per_s": tokens_per_s,
+        "system_tokens_per_s": system,
+        "in_flight": in_flight,
+        "timing_disturbed": pairs.disturbed,
+        **_percentiles(config, level, n_boot, rng),
+    }
     if keys["drafter"] == TARGET_ONLY:
         return row
     columns = list(dict.fromkeys(["decode_tokens", "decode_s", "new_tokens", *LATENCY_METRICS.values()]))
     paired = pd.concat([config, pairs.base[columns].add_suffix("_base")], axis=1)
-    row["baseline_tokens_per_s"] = (float(paired["decode_tokens_base"].sum() / paired["decode_s_base"].sum())
-                                    if len(paired) and paired["decode_s_base"].sum() > 0 else float("nan"))
+    row["baseline_tokens_per_s"] = (
+        float(paired["decode_tokens_base"].sum() / paired["decode_s_base"].sum())
+        if len(paired) and paired["decode_s_base"].sum() > 0
+        else float("nan")
+    )
     base_system, base_in_flight = system_rate(pairs.base)
     row.update(baseline_system_tokens_per_s=base_system, baseline_in_flight=base_in_flight, paired=len(paired))
     if paired.empty:
@@ -213,8 +240,13 @@ def _row(keys: dict, config: pd.DataFrame, base: pd.DataFrame, level: float, n_b
     clusters = prompt_clusters(paired)
     codes = cluster_codes(paired, clusters)
     sums = np.zeros((len(clusters), 6))
-    np.add.at(sums, codes, paired[["decode_tokens", "decode_s", "decode_tokens_base", "decode_s_base", "new_tokens",
-                                   "latency_s"]].to_numpy(float))
+    np.add.at(
+        sums,
+        codes,
+        paired[
+            ["decode_tokens", "decode_s", "decode_tokens_base", "decode_s_base", "new_tokens", "latency_s"]
+        ].to_numpy(float),
+    )
     base_lat = np.zeros(len(clusters))
     base_new = np.zeros(len(clusters))
     np.add.at(base_lat, codes, paired["latency_s_base"].to_numpy(float))
@@ -224,8 +256,9 @@ def _row(keys: dict, config: pd.DataFrame, base: pd.DataFrame, level: float, n_b
     by_latency = speedup_interval(sums[:, 4], sums[:, 5], base_new, base_lat, level=level)
     system_speedup = system / base_system if base_system > 0 else float("nan")
     scale = system_speedup / by_latency.point if by_latency.point > 0 else float("nan")
-    row.update(system_speedup=system_speedup, system_speedup_lo=by_latency.lo * scale,
-               system_speedup_hi=by_latency.hi * scale)
+    row.update(
+        system_speedup=system_speedup, system_speedup_lo=by_latency.lo * scale, system_speedup_hi=by_latency.hi * scale
+    )
     weights = bootstrap_weights(len(clusters), n_boot if len(clusters) >= 2 else 0, rng)
     row.update(_percentile_speedups(paired, weights, codes, level, len(clusters)))
     return row

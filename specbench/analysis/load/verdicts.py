@@ -44,9 +44,9 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis.load.crossover import Crossover, crossover, describe
+from specbench.analysis.load.table import AXES, CLOSED_LOOP, axis_of, load_label, normalised, serving_table
 from specbench.analysis.settings.engine_settings import EngineSetting, engine_settings, hub_name, vllm_snippet
 from specbench.analysis.statistics.intervals import LEVEL, N_BOOT
-from specbench.analysis.load.table import AXES, CLOSED_LOOP, axis_of, load_label, normalised, serving_table
 from specbench.analysis.statistics.speedup_interval import speedup_words
 from specbench.analysis.verdicts.verdict import Decision
 from specbench.records.summary import BASELINE_KEYS
@@ -63,6 +63,7 @@ def _same(a, b) -> bool:
 
 
 # ----------------------------------------------------------------------------- verdicts per load
+
 
 @dataclass
 class LoadVerdict:
@@ -110,13 +111,31 @@ class LoadVerdict:
 
     def as_dict(self) -> dict:
         o = self.option
-        return {**self.keys, "backend": self.backend, "concurrency": self.concurrency,
-                "request_rate": self.request_rate, "load": self.load, "answer": self.decision.answer,
-                "confident": self.confident, "text": self.decision.text, "short": self.short,
-                "headline": self.headline, "named": self.named,
-                "option": None if o is None else {
-                    "drafter": o.drafter, "drafter_label": o.drafter_label, "drafter_params": o.drafter_params,
-                    "tree": o.tree, "gamma": int(o.gamma), "speedup": o.speedup, "lo": o.lo, "hi": o.hi}}
+        return {
+            **self.keys,
+            "backend": self.backend,
+            "concurrency": self.concurrency,
+            "request_rate": self.request_rate,
+            "load": self.load,
+            "answer": self.decision.answer,
+            "confident": self.confident,
+            "text": self.decision.text,
+            "short": self.short,
+            "headline": self.headline,
+            "named": self.named,
+            "option": None
+            if o is None
+            else {
+                "drafter": o.drafter,
+                "drafter_label": o.drafter_label,
+                "drafter_params": o.drafter_params,
+                "tree": o.tree,
+                "gamma": int(o.gamma),
+                "speedup": o.speedup,
+                "lo": o.lo,
+                "hi": o.hi,
+            },
+        }
 
 
 def verdicts(recs: list, axis: str, backend: str, concurrency: int = 1) -> list[LoadVerdict]:
@@ -128,12 +147,21 @@ def verdicts(recs: list, axis: str, backend: str, concurrency: int = 1) -> list[
             continue
         in_flight = int(rec.keys.get("concurrency", concurrency))
         rate = float(rec.keys.get("request_rate", CLOSED_LOOP))
-        rows.append(LoadVerdict({k: rec.keys[k] for k in BASELINE_KEYS}, rec.keys.get("backend", backend), in_flight,
-                                rate, rate if axis == "request_rate" else in_flight, rec.decision))
+        rows.append(
+            LoadVerdict(
+                {k: rec.keys[k] for k in BASELINE_KEYS},
+                rec.keys.get("backend", backend),
+                in_flight,
+                rate,
+                rate if axis == "request_rate" else in_flight,
+                rec.decision,
+            )
+        )
     return rows
 
 
 # ----------------------------------------------------------------------------- crossovers
+
 
 def crossovers(table: pd.DataFrame, axis: str) -> list[dict]:
     """Per (scenario, backend, configuration) over load: where the per-request and the system speedup
@@ -145,29 +173,33 @@ def crossovers(table: pd.DataFrame, axis: str) -> list[dict]:
         if group[axis].nunique() < 2:
             continue
         per_request = crossover(group[axis], group["speedup"], group["speedup_lo"], group["speedup_hi"])
-        system = crossover(group[axis], group["system_speedup"], group["system_speedup_lo"],
-                           group["system_speedup_hi"])
+        system = crossover(group[axis], group["system_speedup"], group["system_speedup_lo"], group["system_speedup_hi"])
         rows.append({**dict(zip(GROUP_KEYS + CONFIG, key)), "per_request": per_request, "system": system})
     return rows
 
 
 def _values(c: Crossover, axis: str) -> str:
-    return ", ".join(f"{r:.2f}× at {load_label(axis, v).split(' ')[0]}" for v, r in zip(c.loads, c.ratios)
-                     if np.isfinite(r))
+    return ", ".join(
+        f"{r:.2f}× at {load_label(axis, v).split(' ')[0]}" for v, r in zip(c.loads, c.ratios) if np.isfinite(r)
+    )
 
 
 def _named_first(rows: list[dict], verdicts: list[dict]) -> tuple[dict | None, str]:
     """The crossover row of the configuration the verdict at the lowest load names, and the words saying so."""
     scenario = rows[0]
-    own = sorted((v for v in verdicts if all(_same(v.get(k), scenario[k]) for k in GROUP_KEYS)),
-                 key=lambda v: v["load"])
+    own = sorted(
+        (v for v in verdicts if all(_same(v.get(k), scenario[k]) for k in GROUP_KEYS)), key=lambda v: v["load"]
+    )
     for verdict in own:
         named = verdict.get("named")
         if named is None:
             continue
         for row in rows:
-            if (row["drafter_label"], row["tree"], int(row["gamma"])) == (named["drafter_label"], named["tree"],
-                                                                          named["gamma"]):
+            if (row["drafter_label"], row["tree"], int(row["gamma"])) == (
+                named["drafter_label"],
+                named["tree"],
+                named["gamma"],
+            ):
                 return row, f"the verdict's configuration at {load_label(verdict['axis'], verdict['load'])}"
         break
     return None, ""
@@ -184,6 +216,7 @@ def crossover_lines(found: list[dict], axis: str, verdict_rows: list[dict] | Non
     unit = UNITS[axis]
     verdict_rows = [{**v, "axis": axis} for v in verdict_rows or []]
     for key, rows in by_scenario.items():
+
         def first(row):
             value = row["per_request"].ratios[0] if row["per_request"].ratios else float("nan")
             return value if np.isfinite(value) else -np.inf
@@ -193,10 +226,19 @@ def crossover_lines(found: list[dict], axis: str, verdict_rows: list[dict] | Non
             best, why = max(rows, key=first), "the fastest per request at the lowest load"
         name = f"{best['drafter_label']} γ={int(best['gamma'])}"
         per_request, system = best["per_request"], best["system"]
-        text = (f"{name} ({why}) {describe(per_request, unit)} per request ({_values(per_request, axis)}); "
-                f"system output tokens/s: {describe(system, unit)}")
-        out.append({**dict(zip(GROUP_KEYS, key)), "drafter_label": best["drafter_label"], "tree": best["tree"],
-                    "gamma": int(best["gamma"]), "text": text})
+        text = (
+            f"{name} ({why}) {describe(per_request, unit)} per request ({_values(per_request, axis)}); "
+            f"system output tokens/s: {describe(system, unit)}"
+        )
+        out.append(
+            {
+                **dict(zip(GROUP_KEYS, key)),
+                "drafter_label": best["drafter_label"],
+                "tree": best["tree"],
+                "gamma": int(best["gamma"]),
+                "text": text,
+            }
+        )
     return out
 
 
@@ -208,14 +250,18 @@ def mark_named(table: pd.DataFrame, rows: list[dict], axis: str) -> pd.DataFrame
     for v in rows:
         if v.get("named") is not None:
             n = v["named"]
-            named.add((*(str(v[k]) for k in GROUP_KEYS), float(v["load"]), n["drafter_label"], n["tree"],
-                       int(n["gamma"])))
-    keys = [(*(str(r[k]) for k in GROUP_KEYS), float(r[axis]), r["drafter_label"], r["tree"], int(r["gamma"]))
-            for _, r in table.iterrows()]
+            named.add(
+                (*(str(v[k]) for k in GROUP_KEYS), float(v["load"]), n["drafter_label"], n["tree"], int(n["gamma"]))
+            )
+    keys = [
+        (*(str(r[k]) for k in GROUP_KEYS), float(r[axis]), r["drafter_label"], r["tree"], int(r["gamma"]))
+        for _, r in table.iterrows()
+    ]
     return table.assign(verdict_named=[k in named for k in keys])
 
 
 # ----------------------------------------------------------------------------- vLLM's per-batch-size schedule
+
 
 def _ranges(levels: list[int], ks: list[int]) -> list[list[int]]:
     """[[first_batch, last_batch, K], ...]: level i covers its batch sizes up to the next level − 1 (the first
@@ -249,11 +295,20 @@ def schedules(rows: list[LoadVerdict], target: str, hub_ids: Mapping[str, str] |
             entries = [_entry(r, label) for r in levels]
             ks = [e["K"] if e["K"] is not None else 0 for e in entries]
             ranges = _ranges([e["concurrency"] for e in entries], ks)
-            setting = engine_settings(drafter, params, "chain", max(ks), target=target, engines=("vllm",),
-                                      hub_ids=hub_ids)["vllm"]
-            out.append({**dict(zip(GROUP_KEYS, key)), "drafter": drafter, "drafter_label": label,
-                        "drafter_params": params, "levels": entries, "ranges": ranges,
-                        "setting": _with_ranges(setting, ranges, entries, hub_name(target, hub_ids))})
+            setting = engine_settings(
+                drafter, params, "chain", max(ks), target=target, engines=("vllm",), hub_ids=hub_ids
+            )["vllm"]
+            out.append(
+                {
+                    **dict(zip(GROUP_KEYS, key)),
+                    "drafter": drafter,
+                    "drafter_label": label,
+                    "drafter_params": params,
+                    "levels": entries,
+                    "ranges": ranges,
+                    "setting": _with_ranges(setting, ranges, entries, hub_name(target, hub_ids)),
+                }
+            )
     return out
 
 
@@ -263,8 +318,11 @@ def _entry(row: LoadVerdict, label: str) -> dict:
     if row.confident and row.decision.says_no:
         return {**base, "K": 0, "why": "confident no: speculation does not pay at this load"}
     if row.confident and o is not None and o.drafter_label == label and o.tree == "chain":
-        return {**base, "K": int(o.gamma), "why": f"confident yes: γ={o.gamma} at "
-                                                  f"{speedup_words(o.speedup, o.lo, o.hi)} (adjusted)"}
+        return {
+            **base,
+            "K": int(o.gamma),
+            "why": f"confident yes: γ={o.gamma} at {speedup_words(o.speedup, o.lo, o.hi)} (adjusted)",
+        }
     if row.confident and o is not None:
         return {**base, "K": None, "why": f"the verdict here chose {o.drafter_label} γ={o.gamma}"}
     return {**base, "K": None, "why": f"no confident verdict ({row.short})"}
@@ -277,23 +335,37 @@ def _with_ranges(setting: EngineSetting, ranges: list[list[int]], entries: list[
     notes = list(setting.notes)
     absent = [e for e in entries if e["K"] is None]
     if absent:
-        notes.append("absent from the schedule (K = 0 over their batch sizes, because vLLM would otherwise carry the "
-                     "previous K over them): " + "; ".join(f"concurrency {e['concurrency']}: {e['why']}"
-                                                          for e in absent))
+        notes.append(
+            "absent from the schedule (K = 0 over their batch sizes, because vLLM would otherwise carry the "
+            "previous K over them): " + "; ".join(f"concurrency {e['concurrency']}: {e['why']}" for e in absent)
+        )
     last = ranges[-1]
     if last[2] == 0:
-        notes.append(f"the closing K = 0 range turns speculation off from batch {last[0]} on (vLLM applies the last "
-                     "range's K to every larger batch)")
+        notes.append(
+            f"the closing K = 0 range turns speculation off from batch {last[0]} on (vLLM applies the last "
+            "range's K to every larger batch)"
+        )
     else:
-        notes.append(f"vLLM applies the last range's K = {last[2]} to every batch above {last[1]} too — unmeasured "
-                     "there; measure up to the largest batch you serve")
+        notes.append(
+            f"vLLM applies the last range's K = {last[2]} to every batch above {last[1]} too — unmeasured "
+            "there; measure up to the largest batch you serve"
+        )
     return EngineSetting("vllm", setting.supported, config, vllm_snippet(target, config), notes, "")
 
 
 # ----------------------------------------------------------------------------- everything, as plain data
 
-def summary(records: pd.DataFrame, recs: list, *, hub_ids: Mapping[str, str] | None = None, level: float = LEVEL,
-            n_boot: int = N_BOOT, seed: int = 0, table: pd.DataFrame | None = None) -> dict:
+
+def summary(
+    records: pd.DataFrame,
+    recs: list,
+    *,
+    hub_ids: Mapping[str, str] | None = None,
+    level: float = LEVEL,
+    n_boot: int = N_BOOT,
+    seed: int = 0,
+    table: pd.DataFrame | None = None,
+) -> dict:
     """What `specbench recommend` prints about load: the per-load table (`specbench.analysis.load.table.serving_table`),
     the verdict at each load, the crossovers and their one-line statements, and vLLM's schedules."""
     frame = normalised(records)
@@ -309,13 +381,27 @@ def summary(records: pd.DataFrame, recs: list, *, hub_ids: Mapping[str, str] | N
     if axis == "concurrency":
         plans = schedules(rows, target, hub_ids)
     else:
-        notes.append("no per-batch-size schedule: request rates set no batch size (vLLM's "
-                     "num_speculative_tokens_per_batch_size needs a concurrency sweep)")
-    return {"axis": axis, "axis_label": AXES[axis], "table": table.replace({np.nan: None}).to_dict("records"),
-            "verdicts": rows, "crossovers": [{**{k: v for k, v in r.items() if k not in ("per_request", "system")},
-                                              "per_request": r["per_request"].as_dict(),
-                                              "system": r["system"].as_dict()} for r in found],
-            "lines": crossover_lines(found, axis, [r.as_dict() for r in rows]), "schedules": plans, "notes": notes}
+        notes.append(
+            "no per-batch-size schedule: request rates set no batch size (vLLM's "
+            "num_speculative_tokens_per_batch_size needs a concurrency sweep)"
+        )
+    return {
+        "axis": axis,
+        "axis_label": AXES[axis],
+        "table": table.replace({np.nan: None}).to_dict("records"),
+        "verdicts": rows,
+        "crossovers": [
+            {
+                **{k: v for k, v in r.items() if k not in ("per_request", "system")},
+                "per_request": r["per_request"].as_dict(),
+                "system": r["system"].as_dict(),
+            }
+            for r in found
+        ],
+        "lines": crossover_lines(found, axis, [r.as_dict() for r in rows]),
+        "schedules": plans,
+        "notes": notes,
+    }
 
 
 def _short_batches(frame: pd.DataFrame) -> list[str]:
@@ -328,9 +414,11 @@ def _short_batches(frame: pd.DataFrame) -> list[str]:
     for (workload, concurrency), part in closed.groupby(["workload", "concurrency"], sort=True):
         most = int(part["batch_requests"].max())
         if most < concurrency:
-            notes.append(f"{workload}: concurrency {concurrency} had at most {most} requests in flight (a batch holds "
-                         f"one workload turn's {most} prompts): measure ≥ {concurrency} prompts per workload for that "
-                         "load to mean what it says")
+            notes.append(
+                f"{workload}: concurrency {concurrency} had at most {most} requests in flight (a batch holds "
+                f"one workload turn's {most} prompts): measure ≥ {concurrency} prompts per workload for that "
+                "load to mean what it says"
+            )
     return notes
 
 
@@ -342,11 +430,14 @@ def settings_of(summary_data: dict) -> list[EngineSetting]:
 def for_scenario(summary_data: dict, keys: dict) -> dict:
     """The part of `summary` that concerns one scenario (``keys``: a recommendation's scenario keys): every
     row whose shared keys all match; settings as plain data."""
+
     def matches(row: dict) -> bool:
         return all(_same(row[k], v) for k, v in keys.items() if k in row)
 
     plain = {**summary_data, "verdicts": [v.as_dict() for v in summary_data["verdicts"]]}
-    part = {name: [row for row in rows if matches(row)] if isinstance(rows, list) and name != "notes" else rows
-            for name, rows in plain.items()}
+    part = {
+        name: [row for row in rows if matches(row)] if isinstance(rows, list) and name != "notes" else rows
+        for name, rows in plain.items()
+    }
     part["schedules"] = [{**s, "setting": s["setting"].as_dict()} for s in part["schedules"]]
     return json.loads(json.dumps(part, default=str))

@@ -38,29 +38,30 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from specbench.analysis.load.table import CLOSED_LOOP, scenario_keys
 from specbench.analysis.cost.round_cost import CostFit, predict_arrays, predict_curve
 from specbench.analysis.cost.source import MeasuredCosts
-from specbench.analysis.verdicts.decision import Decision, decide_scenario
-from specbench.analysis.settings.engine_settings import engine_settings
 from specbench.analysis.fit import estimate_acceptance, position_counts, replicate_models
-from specbench.analysis.statistics.intervals import LEVEL, bootstrap_interval, bootstrap_weights, few_prompts_note
+from specbench.analysis.load.table import CLOSED_LOOP, scenario_keys
 from specbench.analysis.options import GROUP_KEYS, SCENARIO_KEYS, Option
 from specbench.analysis.recommendation.result import Pick, Recommendation
-from specbench.analysis.stream_adaptation import has_online, online_verdict, per_prompt
 from specbench.analysis.recommendation.schedule_comparison import compare_schedules
+from specbench.analysis.settings.engine_settings import engine_settings
+from specbench.analysis.statistics.intervals import LEVEL, bootstrap_interval, bootstrap_weights, few_prompts_note
 from specbench.analysis.statistics.sequential import FIXED, LookPlan
 from specbench.analysis.statistics.speedup_interval import speedup_interval, speedup_words, t_quantile
+from specbench.analysis.stream_adaptation import has_online, online_verdict, per_prompt
+from specbench.analysis.verdicts.decision import Decision, decide_scenario
 from specbench.errors import SpecbenchError
 from specbench.records.rounds import cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
 from specbench.records.summary import CONFIG_KEYS, fixed_schedule, is_baseline, prefer_live
 from specbench.records.timing import has_round_timings, paired_timing, timing_usable
 
-
 # ----------------------------------------------------------------------------- objective
 
-def _objective(objective: str, tokens, seconds, prefill, units, base_tokens, base_seconds, base_prefill, base_units,
-               n_tokens: int):
+
+def _objective(
+    objective: str, tokens, seconds, prefill, units, base_tokens, base_seconds, base_prefill, base_units, n_tokens: int
+):
     """Speedup for the objective from (possibly bootstrap-weighted) sums; arrays broadcast."""
     with np.errstate(divide="ignore", invalid="ignore"):
         tps, base_tps = tokens / seconds, base_tokens / base_seconds
@@ -76,8 +77,15 @@ def _objective(objective: str, tokens, seconds, prefill, units, base_tokens, bas
 PAIRED = ("decode_tokens", "decode_s", "prefill_s")
 
 
-def _measured_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, weights: np.ndarray,
-                      objective: str, n_tokens: int, level: float) -> tuple[list[Option], np.ndarray]:
+def _measured_options(
+    spec: pd.DataFrame,
+    base: pd.DataFrame,
+    clusters: pd.Index,
+    weights: np.ndarray,
+    objective: str,
+    n_tokens: int,
+    level: float,
+) -> tuple[list[Option], np.ndarray]:
     """Measured options and their replicate speedups [B, options]."""
     options, sums = [], []
     for key, group in spec.groupby(CONFIG_KEYS, dropna=False, sort=True):
@@ -88,25 +96,53 @@ def _measured_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index
         paired = pd.concat([pairs.config, pairs.base[list(PAIRED)].add_suffix("_base")], axis=1)
         codes = cluster_codes(paired, clusters)
         ones = np.ones(len(paired))
-        sums.append(cluster_sums(codes, len(clusters), paired["decode_tokens"], paired["decode_s"],
-                                 paired["prefill_s"], ones, paired["decode_tokens_base"], paired["decode_s_base"],
-                                 paired["prefill_s_base"], ones))
+        sums.append(
+            cluster_sums(
+                codes,
+                len(clusters),
+                paired["decode_tokens"],
+                paired["decode_s"],
+                paired["prefill_s"],
+                ones,
+                paired["decode_tokens_base"],
+                paired["decode_s_base"],
+                paired["prefill_s_base"],
+                ones,
+            )
+        )
         schedule = row["schedule"] if isinstance(row["schedule"], str) else "fixed"
-        options.append(Option(row["drafter"], row["drafter_label"], str(group["drafter_params"].iloc[0]), row["tree"],
-                              int(row["gamma"]), 0.0, 0.0, 0.0, 0.0, measured=True, schedule=schedule,
-                              timing_disturbed=pairs.disturbed))
+        options.append(
+            Option(
+                row["drafter"],
+                row["drafter_label"],
+                str(group["drafter_params"].iloc[0]),
+                row["tree"],
+                int(row["gamma"]),
+                0.0,
+                0.0,
+                0.0,
+                0.0,
+                measured=True,
+                schedule=schedule,
+                timing_disturbed=pairs.disturbed,
+            )
+        )
     if not options:
         return [], np.zeros((len(weights), 0))
     stacked = np.stack(sums)  # [C, P, 8]
     point = _objective(objective, *np.moveaxis(stacked.sum(1), -1, 0), n_tokens)
     reps = _objective(objective, *np.moveaxis(np.einsum("bp,cpk->bck", weights, stacked), -1, 0), n_tokens)
     if objective == "throughput":  # small-P t-interval on per-prompt log ratios (speedup_interval)
-        intervals = [speedup_interval(s[:, 0], s[:, 1], s[:, 4], s[:, 5], level=level)
-                     for s in (stacked[i][stacked[i][:, 7] > 0] for i in range(len(stacked)))]
+        intervals = [
+            speedup_interval(s[:, 0], s[:, 1], s[:, 4], s[:, 5], level=level)
+            for s in (stacked[i][stacked[i][:, 7] > 0] for i in range(len(stacked)))
+        ]
         lo, hi = np.array([iv.lo for iv in intervals]), np.array([iv.hi for iv in intervals])
         log_se, dof = np.array([iv.log_se for iv in intervals]), np.array([iv.dof for iv in intervals])
     else:
-        lo, hi = bootstrap_interval(point, reps, len(clusters), level, positive=True) if len(weights) else (point, point)
+        lo, hi = (
+            bootstrap_interval(point, reps, len(clusters), level, positive=True) if len(weights) else (point, point)
+        )
         # the bootstrap interval read as a t-interval on the log scale (for the verdict's adjusted ends)
         dof = np.full(len(options), max(len(clusters) - 1, 0), dtype=float)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -121,9 +157,23 @@ def _measured_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index
 
 # ----------------------------------------------------------------------------- model path
 
+
 def _objective_of(fit: CostFit, tokens_per_s: np.ndarray, objective: str, n_tokens: int) -> np.ndarray:
-    return np.asarray(_objective(objective, tokens_per_s, 1.0, fit.prefill_s, 1.0, fit.baseline_tokens_per_s, 1.0,
-                                 fit.baseline_prefill_s, 1.0, n_tokens), dtype=float)
+    return np.asarray(
+        _objective(
+            objective,
+            tokens_per_s,
+            1.0,
+            fit.prefill_s,
+            1.0,
+            fit.baseline_tokens_per_s,
+            1.0,
+            fit.baseline_prefill_s,
+            1.0,
+            n_tokens,
+        ),
+        dtype=float,
+    )
 
 
 def _timed_base(base: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
@@ -133,9 +183,18 @@ def _timed_base(base: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
     return same if not same.empty else timed
 
 
-def _model_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, weights: np.ndarray,
-                   source: MeasuredCosts, objective: str, n_tokens: int, max_gamma: int, level: float,
-                   notes: list[str]) -> tuple[list[Option], np.ndarray, pd.DataFrame, pd.DataFrame]:
+def _model_options(
+    spec: pd.DataFrame,
+    base: pd.DataFrame,
+    clusters: pd.Index,
+    weights: np.ndarray,
+    source: MeasuredCosts,
+    objective: str,
+    n_tokens: int,
+    max_gamma: int,
+    level: float,
+    notes: list[str],
+) -> tuple[list[Option], np.ndarray, pd.DataFrame, pd.DataFrame]:
     """Every (drafter, tree) group's predicted options: acceptance fit × the group's fitted costs, γ =
     1..max_gamma for chains (a tree's measured γ only), with bootstrap replicates [B, options]."""
     options, reps, curves, costs = [], [], [], []
@@ -153,26 +212,59 @@ def _model_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, w
         stats, fit = source.fit(live, _timed_base(base, live), clusters)
         measured = {int(g) for g in live["gamma"].unique()}  # replayed γ are predictions, not measurements
         gammas = list(range(1, max_gamma + 1)) if row["tree"] == "chain" else sorted(measured)
-        curve = predict_curve(acceptance.model, fit.cost, gammas, alpha=acceptance.alpha,
-                              propose_rate=fit.propose_rate, tree_nodes=fit.tree_nodes,
-                              baseline_tokens_per_s=fit.baseline_tokens_per_s, measured=measured)
+        curve = predict_curve(
+            acceptance.model,
+            fit.cost,
+            gammas,
+            alpha=acceptance.alpha,
+            propose_rate=fit.propose_rate,
+            tree_nodes=fit.tree_nodes,
+            baseline_tokens_per_s=fit.baseline_tokens_per_s,
+            measured=measured,
+        )
         point = _objective_of(fit, curve["tokens_per_s"].to_numpy(), objective, n_tokens)
         group_reps = np.empty((len(weights), len(gammas)))
         for b, (w, model_b) in enumerate(zip(weights, replicate_models(acceptance.model, counts, weights))):
             fit_b = source.refit(stats, w, like=fit)
             with np.errstate(divide="ignore", invalid="ignore"):  # a replicate may draw no timed prompt: NaN
-                tps = predict_arrays(model_b, fit_b.cost, gammas, propose_rate=fit_b.propose_rate,
-                                     tree_nodes=fit_b.tree_nodes)["tokens_per_s"]
+                tps = predict_arrays(
+                    model_b, fit_b.cost, gammas, propose_rate=fit_b.propose_rate, tree_nodes=fit_b.tree_nodes
+                )["tokens_per_s"]
             group_reps[b] = _objective_of(fit_b, tps, objective, n_tokens)
-        lo, hi = bootstrap_interval(point, group_reps, len(clusters), level, positive=True) if len(weights) else (point, point)
+        lo, hi = (
+            bootstrap_interval(point, group_reps, len(clusters), level, positive=True)
+            if len(weights)
+            else (point, point)
+        )
         params = str(group["drafter_params"].iloc[0])
         for i, g in enumerate(gammas):
-            options.append(Option(row["drafter"], row["drafter_label"], params, row["tree"], int(g), float(point[i]),
-                                  float(lo[i]), float(hi[i]), float(curve["tokens_per_s"].iloc[i]), g in measured))
+            options.append(
+                Option(
+                    row["drafter"],
+                    row["drafter_label"],
+                    params,
+                    row["tree"],
+                    int(g),
+                    float(point[i]),
+                    float(lo[i]),
+                    float(hi[i]),
+                    float(curve["tokens_per_s"].iloc[i]),
+                    g in measured,
+                )
+            )
         reps.append(group_reps)
-        curves.append(curve.assign(drafter=row["drafter"], drafter_label=row["drafter_label"], tree=row["tree"],
-                                   objective_speedup=point, lo=lo, hi=hi, alpha=acceptance.alpha,
-                                   acceptance_model=acceptance.model.name))
+        curves.append(
+            curve.assign(
+                drafter=row["drafter"],
+                drafter_label=row["drafter_label"],
+                tree=row["tree"],
+                objective_speedup=point,
+                lo=lo,
+                hi=hi,
+                alpha=acceptance.alpha,
+                acceptance_model=acceptance.model.name,
+            )
+        )
         costs.append({**row, **fit.summary(), "alpha": acceptance.alpha, "acceptance_model": acceptance.model.name})
         notes.extend(f"{row['drafter_label']}: {n}" for n in fit.notes + tuple(acceptance.notes))
     stacked = np.concatenate(reps, axis=1) if reps else np.zeros((len(weights), 0))
@@ -184,14 +276,20 @@ def _model_options(spec: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, w
 
 # ----------------------------------------------------------------------------- choosing
 
-def _pick(source: str, options: list[Option], reps: np.ndarray, n_prompts: int, objective: str,
-          level: float = LEVEL) -> Pick:
+
+def _pick(
+    source: str, options: list[Option], reps: np.ndarray, n_prompts: int, objective: str, level: float = LEVEL
+) -> Pick:
     if not options:
         return Pick(source, None, None, reason="nothing to compare")
     known = [o for o in options if np.isfinite(o.speedup)]  # unknown stays unknown: never the "best" NaN
     if not known:
-        return Pick(source, None, None, reason=f"no option's {objective} speedup is known (a quantity it needs "
-                                               "was not measured)")
+        return Pick(
+            source,
+            None,
+            None,
+            reason=f"no option's {objective} speedup is known (a quantity it needs was not measured)",
+        )
     best = max(known, key=lambda o: o.speedup)
     above = [o for o in options if o.lo > 1.0] if n_prompts >= 2 else []
     choice = max(above, key=lambda o: o.speedup) if above else None
@@ -208,15 +306,21 @@ def _pick(source: str, options: list[Option], reps: np.ndarray, n_prompts: int, 
         winners = np.argmax(finite, axis=1)
         share = float(np.mean([options[w].group == ref.group for w in winners]))
     if choice is not None:
-        reason = (f"this path's best {objective} speedup {speedup_words(choice.speedup, choice.lo, choice.hi)} "
-                  f"(unadjusted; {len(above)} of its {len(options)} options lie above 1 before adjusting for the "
-                  "choice — the verdict's interval is the adjusted one)")
+        reason = (
+            f"this path's best {objective} speedup {speedup_words(choice.speedup, choice.lo, choice.hi)} "
+            f"(unadjusted; {len(above)} of its {len(options)} options lie above 1 before adjusting for the "
+            "choice — the verdict's interval is the adjusted one)"
+        )
     elif n_prompts < 2:
-        reason = (f"intervals need ≥ 2 prompts (this scenario has {n_prompts}); best point estimate "
-                  f"{best.describe()} at {best.speedup:.2f}×")
+        reason = (
+            f"intervals need ≥ 2 prompts (this scenario has {n_prompts}); best point estimate "
+            f"{best.describe()} at {best.speedup:.2f}×"
+        )
     else:
-        reason = (f"no option's {objective} speedup interval lies above 1; best point estimate {best.describe()} "
-                  f"at {speedup_words(best.speedup, best.lo, best.hi)}")
+        reason = (
+            f"no option's {objective} speedup interval lies above 1; best point estimate {best.describe()} "
+            f"at {speedup_words(best.speedup, best.lo, best.hi)}"
+        )
     return Pick(source, choice, best, gamma_lo, gamma_hi, share, reason)
 
 
@@ -227,12 +331,17 @@ def decision_verdict(decision: Decision, model: Pick) -> str:
     if option is not None and not decision.confident:
         text = f"not decided (disturbed timing): {option.describe()} looked best — {decision.text}"
     else:
-        text = (f"speculate: {option.describe()} — {decision.text}" if option is not None
-                else f"no speculation — {decision.text}")
+        text = (
+            f"speculate: {option.describe()} — {decision.text}"
+            if option is not None
+            else f"no speculation — {decision.text}"
+        )
     m = model.choice
     if m is not None and not m.measured and (option is None or m.speedup > option.hi):
-        text += (f" (supporting detail, not a recommendation: the model predicts the unmeasured {m.describe()} at "
-                 f"{speedup_words(m.speedup, m.lo, m.hi)} — sweep that γ to check it)")
+        text += (
+            f" (supporting detail, not a recommendation: the model predicts the unmeasured {m.describe()} at "
+            f"{speedup_words(m.speedup, m.lo, m.hi)} — sweep that γ to check it)"
+        )
     return text
 
 
@@ -254,23 +363,53 @@ def timing_outlier_notes(live: pd.DataFrame) -> list[str]:
             row = dict(zip(CONFIG_KEYS, key))
             name = "the baseline" if row["gamma"] == 0 else f"{row['drafter_label']} γ={row['gamma']}"
             share = float(group.loc[slow, "decode_s"].sum() / group["decode_s"].sum())
-            notes.append(f"timing outliers in {name}: {int(slow.sum())} unit(s) above {OUTLIER_FACTOR:.0f}× the "
-                         f"median seconds per token hold {share:.0%} of its decode time (warm-up?); its measured "
-                         "tokens/s and the speedups built on it are affected")
+            notes.append(
+                f"timing outliers in {name}: {int(slow.sum())} unit(s) above {OUTLIER_FACTOR:.0f}× the "
+                f"median seconds per token hold {share:.0%} of its decode time (warm-up?); its measured "
+                "tokens/s and the speedups built on it are affected"
+            )
     return notes
 
 
 def _options_frame(options: list[Option]) -> pd.DataFrame:
-    return pd.DataFrame([{k: getattr(o, k) for k in ("drafter", "drafter_label", "tree", "gamma", "schedule",
-                                                      "tokens_per_s", "speedup", "lo", "hi", "timing_disturbed")}
-                         for o in options])
+    return pd.DataFrame(
+        [
+            {
+                k: getattr(o, k)
+                for k in (
+                    "drafter",
+                    "drafter_label",
+                    "tree",
+                    "gamma",
+                    "schedule",
+                    "tokens_per_s",
+                    "speedup",
+                    "lo",
+                    "hi",
+                    "timing_disturbed",
+                )
+            }
+            for o in options
+        ]
+    )
 
 
 # ----------------------------------------------------------------------------- entry point
 
-def recommend_measured(records: pd.DataFrame, costs: MeasuredCosts, *, objective: str, max_gamma: int, n_boot: int,
-                       level: float, seed: int, engines, hub_ids: Mapping[str, str] | None,
-                       plans: Mapping[str, LookPlan] | None = None) -> list[Recommendation]:
+
+def recommend_measured(
+    records: pd.DataFrame,
+    costs: MeasuredCosts,
+    *,
+    objective: str,
+    max_gamma: int,
+    n_boot: int,
+    level: float,
+    seed: int,
+    engines,
+    hub_ids: Mapping[str, str] | None,
+    plans: Mapping[str, LookPlan] | None = None,
+) -> list[Recommendation]:
     """One `Recommendation` per (target, workload, sampling) scenario that has a baseline (and per
     backend / concurrency when the folder holds several); arguments checked by
     `specbench.analysis.recommendation.recommend.recommend`. ``hub_ids`` (model spec → Hugging Face id) names the
@@ -279,8 +418,10 @@ def recommend_measured(records: pd.DataFrame, costs: MeasuredCosts, *, objective
     """
     baseline = is_baseline(records) & (records["mode"] == "live")
     if not baseline.any():
-        raise SpecbenchError("no target-only baseline records (γ = 0, drafter 'none', measured live): "
-                             "speedups need them — run the sweep with its baseline")
+        raise SpecbenchError(
+            "no target-only baseline records (γ = 0, drafter 'none', measured live): "
+            "speedups need them — run the sweep with its baseline"
+        )
     spec_mask = ~is_baseline(records) & (records["gamma"] > 0)
     if not spec_mask.any():
         raise SpecbenchError("no speculative records (γ ≥ 1): nothing to recommend")
@@ -288,7 +429,7 @@ def recommend_measured(records: pd.DataFrame, costs: MeasuredCosts, *, objective
     scenario_by = scenario_keys(records)  # + backend / concurrency when a folder holds several
     if scenario_by != SCENARIO_KEYS:
         fill = {"concurrency": 1, "request_rate": CLOSED_LOOP, "backend": "own"}
-        records = records.assign(**{k: records[k].fillna(fill[k]) for k in scenario_by[len(SCENARIO_KEYS):]})
+        records = records.assign(**{k: records[k].fillna(fill[k]) for k in scenario_by[len(SCENARIO_KEYS) :]})
     for i, (key, scenario) in enumerate(records.groupby(scenario_by, dropna=False, sort=True)):
         keys = dict(zip(scenario_by, key))
         base = scenario[is_baseline(scenario) & (scenario["mode"] == "live")]
@@ -297,10 +438,23 @@ def recommend_measured(records: pd.DataFrame, costs: MeasuredCosts, *, objective
             what = "no live baseline" if base.empty else "no speculative records"
             skipped.append(f"skipped {keys['workload']} ({keys['target']}, T={keys['temperature']}): {what}")
             continue
-        out.append(_recommend_scenario(keys, scenario, base, spec, costs, objective=objective, max_gamma=max_gamma,
-                                       n_boot=n_boot, level=level, rng=np.random.default_rng(seed + i),
-                                       engines=engines, hub_ids=hub_ids,
-                                       plan=(plans or {}).get(str(keys["workload"]), FIXED)))
+        out.append(
+            _recommend_scenario(
+                keys,
+                scenario,
+                base,
+                spec,
+                costs,
+                objective=objective,
+                max_gamma=max_gamma,
+                n_boot=n_boot,
+                level=level,
+                rng=np.random.default_rng(seed + i),
+                engines=engines,
+                hub_ids=hub_ids,
+                plan=(plans or {}).get(str(keys["workload"]), FIXED),
+            )
+        )
     if not out:
         raise SpecbenchError("no workload has both baseline and speculative records for the same target and sampling")
     for rec in out:
@@ -308,10 +462,22 @@ def recommend_measured(records: pd.DataFrame, costs: MeasuredCosts, *, objective
     return out
 
 
-def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, spec: pd.DataFrame,
-                        costs: MeasuredCosts, *, objective: str, max_gamma: int, n_boot: int, level: float,
-                        rng: np.random.Generator, engines,
-                        hub_ids: Mapping[str, str] | None, plan: LookPlan = FIXED) -> Recommendation:
+def _recommend_scenario(
+    keys: dict,
+    scenario: pd.DataFrame,
+    base: pd.DataFrame,
+    spec: pd.DataFrame,
+    costs: MeasuredCosts,
+    *,
+    objective: str,
+    max_gamma: int,
+    n_boot: int,
+    level: float,
+    rng: np.random.Generator,
+    engines,
+    hub_ids: Mapping[str, str] | None,
+    plan: LookPlan = FIXED,
+) -> Recommendation:
     clusters = prompt_clusters(scenario)
     n_prompts = len(clusters)
     weights = bootstrap_weights(n_prompts, n_boot if n_prompts >= 2 else 0, rng)
@@ -326,9 +492,18 @@ def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, 
     timed_spec = timing_usable(live_spec)[0]
     measured_options, measured_reps = _measured_options(live_spec, base, clusters, weights, objective, n_tokens, level)
     # the acceptance and cost model describe rounds of a fixed γ: dynamic schedules are measured options only
-    model_options, model_reps, curves, fitted = _model_options(prefer_live(spec[fixed_schedule(spec)]), base, clusters,
-                                                                weights, costs, objective, n_tokens, max_gamma, level,
-                                                                notes)
+    model_options, model_reps, curves, fitted = _model_options(
+        prefer_live(spec[fixed_schedule(spec)]),
+        base,
+        clusters,
+        weights,
+        costs,
+        objective,
+        n_tokens,
+        max_gamma,
+        level,
+        notes,
+    )
     measured = _pick("measured", measured_options, measured_reps, n_prompts, objective, level)
     model = _pick("model", model_options, model_reps, n_prompts, objective, level)
     decision, predicted = decide_scenario(scenario, measured_options, n_prompts, level, notes, plan)
@@ -339,22 +514,48 @@ def _recommend_scenario(keys: dict, scenario: pd.DataFrame, base: pd.DataFrame, 
     online = online_verdict(per_prompt(scenario), keys, level) if has_online(scenario) else None
     settings = {}
     if final is not None and final.schedule != "fixed":
-        notes.append(f"the engine settings give γ = {final.gamma}; schedule {final.schedule} is specbench's own "
-                     "(serving engines draft a fixed γ, transformers also has its heuristic schedule)")
+        notes.append(
+            f"the engine settings give γ = {final.gamma}; schedule {final.schedule} is specbench's own "
+            "(serving engines draft a fixed γ, transformers also has its heuristic schedule)"
+        )
     if final is not None:
-        settings = engine_settings(final.drafter, final.drafter_params, final.tree, final.gamma,
-                                   target=str(keys["target"]), engines=engines, hub_ids=hub_ids)
+        settings = engine_settings(
+            final.drafter,
+            final.drafter_params,
+            final.tree,
+            final.gamma,
+            target=str(keys["target"]),
+            engines=engines,
+            hub_ids=hub_ids,
+        )
         if " nested(P=" in str(final.drafter_label):  # docs/strategies.md
-            notes.append("the choice uses nested speculation, a round strategy of specbench's own engine; the serving-"
-                         "engine settings run the same drafter and γ sequentially")
+            notes.append(
+                "the choice uses nested speculation, a round strategy of specbench's own engine; the serving-"
+                "engine settings run the same drafter and γ sequentially"
+            )
         if " online(" in str(final.drafter_label):  # docs/strategies.md, "Online adaptation"
-            notes.append("the choice uses online adaptation, a strategy of specbench's own engine (its drafter kept "
-                         "learning from the traffic); the serving-engine settings run the drafter's checkpoint as is")
+            notes.append(
+                "the choice uses online adaptation, a strategy of specbench's own engine (its drafter kept "
+                "learning from the traffic); the serving-engine settings run the drafter's checkpoint as is"
+            )
     base_tps = float(base["decode_tokens"].sum() / base["decode_s"].sum()) if base["decode_s"].sum() > 0 else 0.0
-    return Recommendation(keys=keys, cost_source=costs.describe(), objective=objective, n_prompts=n_prompts,
-                          max_new_tokens=n_tokens, baseline_tokens_per_s=base_tps, measured=measured, model=model,
-                          options=_options_frame(measured_options), curves=curves, costs=fitted,
-                          verdict=decision_verdict(decision, model), settings=settings, notes=notes,
-                          predicted=predicted, decision=decision, schedules=schedules, online=online)
-
-
+    return Recommendation(
+        keys=keys,
+        cost_source=costs.describe(),
+        objective=objective,
+        n_prompts=n_prompts,
+        max_new_tokens=n_tokens,
+        baseline_tokens_per_s=base_tps,
+        measured=measured,
+        model=model,
+        options=_options_frame(measured_options),
+        curves=curves,
+        costs=fitted,
+        verdict=decision_verdict(decision, model),
+        settings=settings,
+        notes=notes,
+        predicted=predicted,
+        decision=decision,
+        schedules=schedules,
+        online=online,
+    )

@@ -26,21 +26,29 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from specbench.analysis.cost.round_cost import round_s
 from specbench.analysis.cost.profile import ProfiledCost
+from specbench.analysis.cost.round_cost import round_s
 from specbench.analysis.cost.source import ProfiledCosts
-from specbench.analysis.settings.engine_settings import engine_settings, hub_name
 from specbench.analysis.fit import estimate_acceptance, position_counts, replicate_models
-from specbench.analysis.statistics.intervals import bootstrap_interval, bootstrap_weights, few_prompts_note
 from specbench.analysis.options import GROUP_KEYS, SCENARIO_KEYS
 from specbench.analysis.recommendation.result import BatchPlan, DrafterPlan, Recommendation, ranges
+from specbench.analysis.settings.engine_settings import engine_settings, hub_name
+from specbench.analysis.statistics.intervals import bootstrap_interval, bootstrap_weights, few_prompts_note
 from specbench.errors import SpecbenchError
 from specbench.records.rounds import flatten_rounds, prompt_clusters
 from specbench.records.summary import is_baseline, prefer_live
 
 
-def recommend_profiled(records: pd.DataFrame, costs: ProfiledCosts, *, max_gamma: int, n_boot: int, level: float,
-                       seed: int, hub_ids: Mapping[str, str] | None) -> list[Recommendation]:
+def recommend_profiled(
+    records: pd.DataFrame,
+    costs: ProfiledCosts,
+    *,
+    max_gamma: int,
+    n_boot: int,
+    level: float,
+    seed: int,
+    hub_ids: Mapping[str, str] | None,
+) -> list[Recommendation]:
     """γ (or no speculation) per scenario and batch size: the sweep's acceptance × the profile's costs
     (arguments checked by `specbench.analysis.recommendation.recommend.recommend`)."""
     profile = costs.profile
@@ -54,12 +62,15 @@ def recommend_profiled(records: pd.DataFrame, costs: ProfiledCosts, *, max_gamma
         keys = dict(zip(SCENARIO_KEYS, key))
         notes: list[str] = []
         if str(keys["target"]) != profile.target:
-            notes.append(f"acceptance measured with target '{keys['target']}', costs profiled for "
-                         f"'{profile.target}': the acceptance is assumed to carry over")
+            notes.append(
+                f"acceptance measured with target '{keys['target']}', costs profiled for "
+                f"'{profile.target}': the acceptance is assumed to carry over"
+            )
         chains = scenario[scenario["tree"] == "chain"]
         if len(chains) < len(scenario):
-            notes.append("tree configurations left out: the profile prices chains (vLLM's per-batch γ is a chain "
-                         "length)")
+            notes.append(
+                "tree configurations left out: the profile prices chains (vLLM's per-batch γ is a chain length)"
+            )
         clusters = prompt_clusters(chains) if not chains.empty else pd.Index([])
         rng = np.random.default_rng(seed + i)
         weights = bootstrap_weights(len(clusters), n_boot if len(clusters) >= 2 else 0, rng)
@@ -87,10 +98,18 @@ def recommend_profiled(records: pd.DataFrame, costs: ProfiledCosts, *, max_gamma
         for name in {p.profile_drafter for p in plans}:
             notes.extend(fits[name].notes)
         per_batch = BatchPlan(context=context, batches=batches, plans=plans, table=table, vllm=vllm)
-        out.append(Recommendation(keys=keys, cost_source=costs.describe(), objective="throughput",
-                                  n_prompts=len(clusters), max_new_tokens=int(scenario["new_tokens"].max()),
-                                  verdict=batch_verdict(table), notes=list(dict.fromkeys(notes)),
-                                  per_batch=per_batch))
+        out.append(
+            Recommendation(
+                keys=keys,
+                cost_source=costs.describe(),
+                objective="throughput",
+                n_prompts=len(clusters),
+                max_new_tokens=int(scenario["new_tokens"].max()),
+                verdict=batch_verdict(table),
+                notes=list(dict.fromkeys(notes)),
+                per_batch=per_batch,
+            )
+        )
     return out
 
 
@@ -101,8 +120,10 @@ def batch_verdict(table: pd.DataFrame) -> str:
     parts = []
     for _, r in table.iterrows():
         if r["gamma"] > 0:
-            parts.append(f"batch {r['batch']}: {r['drafter_label']} γ={int(r['gamma'])} at {r['speedup']:.2f}× "
-                         f"[{r['lo']:.2f}, {r['hi']:.2f}]")
+            parts.append(
+                f"batch {r['batch']}: {r['drafter_label']} γ={int(r['gamma'])} at {r['speedup']:.2f}× "
+                f"[{r['lo']:.2f}, {r['hi']:.2f}]"
+            )
         else:
             parts.append(f"batch {r['batch']}: none")
     head = "speculate" if (table["gamma"] > 0).any() else "no speculation at any batch size asked"
@@ -119,20 +140,34 @@ def _batch_table(plans: list[DrafterPlan], batches: list[int]) -> pd.DataFrame:
             best = max(chosen, key=lambda o: o["speedup"])
         else:
             base = options[0] if options else {"baseline_tokens_per_s": float("nan")}
-            best = {"drafter_label": "none", "batch": b, "gamma": 0, "speedup": 1.0, "lo": 1.0, "hi": 1.0,
-                    "best_gamma": max(options, key=lambda o: o["speedup"])["best_gamma"] if options else 0,
-                    "tokens_per_s": base["baseline_tokens_per_s"], "baseline_tokens_per_s": base["baseline_tokens_per_s"]}
+            best = {
+                "drafter_label": "none",
+                "batch": b,
+                "gamma": 0,
+                "speedup": 1.0,
+                "lo": 1.0,
+                "hi": 1.0,
+                "best_gamma": max(options, key=lambda o: o["speedup"])["best_gamma"] if options else 0,
+                "tokens_per_s": base["baseline_tokens_per_s"],
+                "baseline_tokens_per_s": base["baseline_tokens_per_s"],
+            }
             if options:  # say what the best speculative option would have given
                 top = max(plans, key=lambda p: p.speedup[b - 1, 1:].max())
                 g = int(np.argmax(top.speedup[b - 1, 1:])) + 1
-                best.update(best_drafter=top.drafter_label, best_gamma=g, best_speedup=float(top.speedup[b - 1, g]),
-                            best_lo=float(top.lo[b - 1, g]), best_hi=float(top.hi[b - 1, g]))
+                best.update(
+                    best_drafter=top.drafter_label,
+                    best_gamma=g,
+                    best_speedup=float(top.speedup[b - 1, g]),
+                    best_lo=float(top.lo[b - 1, g]),
+                    best_hi=float(top.hi[b - 1, g]),
+                )
         rows.append(best)
     return pd.DataFrame(rows)
 
 
 def _lead_plan(plans: list[DrafterPlan], batches: list[int]) -> DrafterPlan:
     """The drafter to export: chosen at the most asked batch sizes, then the best at the smallest."""
+
     def score(plan: DrafterPlan):
         wins = sum(1 for b in batches if plan.chosen[b - 1] > 0)
         return wins, float(plan.speedup[batches[0] - 1, plan.chosen[batches[0] - 1]])
@@ -140,8 +175,17 @@ def _lead_plan(plans: list[DrafterPlan], batches: list[int]) -> DrafterPlan:
     return max(plans, key=score)
 
 
-def _plan(group: pd.DataFrame, clusters: pd.Index, weights: np.ndarray, cost: ProfiledCost, context: int,
-          max_batch: int, max_gamma: int, level: float, notes: list[str]) -> DrafterPlan:
+def _plan(
+    group: pd.DataFrame,
+    clusters: pd.Index,
+    weights: np.ndarray,
+    cost: ProfiledCost,
+    context: int,
+    max_batch: int,
+    max_gamma: int,
+    level: float,
+    notes: list[str],
+) -> DrafterPlan:
 
     rounds = flatten_rounds(group, clusters)
     counts = position_counts(rounds, len(clusters))
@@ -155,8 +199,12 @@ def _plan(group: pd.DataFrame, clusters: pd.Index, weights: np.ndarray, cost: Pr
 
     tokens = tokens_of(acceptance.model)
     batches = np.arange(1, max_batch + 1)
-    seconds = np.stack([np.asarray(round_s(cost, gammas, propose_rate=rho, batch=int(b), context=context),
-                                   dtype=float) for b in batches])  # [nB, G]
+    seconds = np.stack(
+        [
+            np.asarray(round_s(cost, gammas, propose_rate=rho, batch=int(b), context=context), dtype=float)
+            for b in batches
+        ]
+    )  # [nB, G]
     relative = seconds[:, :1] / seconds  # baseline round ÷ round
     point = tokens[None, :] * relative
     if len(weights):
@@ -166,11 +214,23 @@ def _plan(group: pd.DataFrame, clusters: pd.Index, weights: np.ndarray, cost: Pr
         lo = hi = point
     label = str(group["drafter_label"].iloc[0])
     notes.extend(f"{label}: {n}" for n in acceptance.notes)
-    return DrafterPlan(drafter=str(group["drafter"].iloc[0]), drafter_label=label,
-                       drafter_params=str(group["drafter_params"].iloc[0]), profile_drafter=str(cost.drafter),
-                       alpha=float(acceptance.alpha), acceptance_model=acceptance.model.name, propose_rate=rho,
-                       batches=batches, gammas=gammas, speedup=point, lo=np.asarray(lo), hi=np.asarray(hi),
-                       round_s=seconds, tokens=tokens, chosen=_choose(point, np.asarray(lo), len(clusters)))
+    return DrafterPlan(
+        drafter=str(group["drafter"].iloc[0]),
+        drafter_label=label,
+        drafter_params=str(group["drafter_params"].iloc[0]),
+        profile_drafter=str(cost.drafter),
+        alpha=float(acceptance.alpha),
+        acceptance_model=acceptance.model.name,
+        propose_rate=rho,
+        batches=batches,
+        gammas=gammas,
+        speedup=point,
+        lo=np.asarray(lo),
+        hi=np.asarray(hi),
+        round_s=seconds,
+        tokens=tokens,
+        chosen=_choose(point, np.asarray(lo), len(clusters)),
+    )
 
 
 def workload_context(records: pd.DataFrame) -> int:
@@ -200,23 +260,36 @@ def vllm_schedule(plan: DrafterPlan, target: str, hub_ids: Mapping[str, str] | N
     top = max(k for _, _, k in schedule)
     if top == 0:
         return None
-    setting = engine_settings(plan.drafter, plan.drafter_params, "chain", top, target=target, engines=("vllm",),
-                              hub_ids=hub_ids)["vllm"]
+    setting = engine_settings(
+        plan.drafter, plan.drafter_params, "chain", top, target=target, engines=("vllm",), hub_ids=hub_ids
+    )["vllm"]
     notes = list(setting.notes)
     if not setting.supported or not setting.config:
-        return {"drafter_label": plan.drafter_label, "config": {}, "snippet": "", "supported": False,
-                "notes": notes or [f"vLLM has no method for drafter '{plan.drafter}'"]}
+        return {
+            "drafter_label": plan.drafter_label,
+            "config": {},
+            "snippet": "",
+            "supported": False,
+            "notes": notes or [f"vLLM has no method for drafter '{plan.drafter}'"],
+        }
     config = {**setting.config, "num_speculative_tokens": top, "num_speculative_tokens_per_batch_size": schedule}
     text = json.dumps(config)
     snippet = f"vllm serve {hub_name(target, hub_ids)} --speculative-config '{text}'"
     last = schedule[-1][2]
-    notes.append(f"vLLM applies the last range's K ({last}) to every batch size above {len(plan.chosen)} (and fills "
-                 f"gaps with the previous range's K); batch sizes above {len(plan.chosen)} were not evaluated: "
-                 f"add a final range [{len(plan.chosen) + 1}, <max_num_seqs>, K] (K = 0 turns speculation off) "
-                 "if the largest profiled batch is not representative")
-    notes.append("num_speculative_tokens_per_batch_size is vLLM's Dynamic Speculative Decoding (documented from "
-                 "v0.25): check that your version has it")
-    return {"drafter_label": plan.drafter_label, "config": config, "snippet": snippet, "supported": True,
-            "notes": notes}
-
-
+    notes.append(
+        f"vLLM applies the last range's K ({last}) to every batch size above {len(plan.chosen)} (and fills "
+        f"gaps with the previous range's K); batch sizes above {len(plan.chosen)} were not evaluated: "
+        f"add a final range [{len(plan.chosen) + 1}, <max_num_seqs>, K] (K = 0 turns speculation off) "
+        "if the largest profiled batch is not representative"
+    )
+    notes.append(
+        "num_speculative_tokens_per_batch_size is vLLM's Dynamic Speculative Decoding (documented from "
+        "v0.25): check that your version has it"
+    )
+    return {
+        "drafter_label": plan.drafter_label,
+        "config": config,
+        "snippet": snippet,
+        "supported": True,
+        "notes": notes,
+    }

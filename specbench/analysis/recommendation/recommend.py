@@ -31,27 +31,44 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from specbench.analysis.cost.source import CostSource, MeasuredCosts, ProfiledCosts
-from specbench.analysis.settings.engine_settings import ENGINES
-from specbench.analysis.statistics.intervals import LEVEL, N_BOOT
 from specbench.analysis.cost.moe import ExpertAwareCosts, is_moe
+from specbench.analysis.cost.source import CostSource, MeasuredCosts, ProfiledCosts
 from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommendation.measured import recommend_measured
 from specbench.analysis.recommendation.profiled import recommend_profiled
-from specbench.analysis.statistics.sequential import LookPlan
 from specbench.analysis.recommendation.result import Recommendation, recommendation_dict, to_json
+from specbench.analysis.settings.engine_settings import ENGINES
+from specbench.analysis.statistics.intervals import LEVEL, N_BOOT
+from specbench.analysis.statistics.sequential import LookPlan
 from specbench.errors import SpecbenchError
 
 OBJECTIVES = ("throughput", "latency")
 
-__all__ = ["OBJECTIVES", "CostSource", "MeasuredCosts", "ProfiledCosts", "Recommendation", "recommend",
-           "recommendation_dict", "to_json"]
+__all__ = [
+    "OBJECTIVES",
+    "CostSource",
+    "MeasuredCosts",
+    "ProfiledCosts",
+    "Recommendation",
+    "recommend",
+    "recommendation_dict",
+    "to_json",
+]
 
 
-def recommend(records: pd.DataFrame, costs: CostSource | None = None, *, objective: str = "throughput",
-              max_gamma: int = MAX_GAMMA, n_boot: int = N_BOOT, level: float = LEVEL, seed: int = 0,
-              engines=ENGINES, hub_ids: Mapping[str, str] | None = None,
-              plans: Mapping[str, LookPlan] | None = None) -> list[Recommendation]:
+def recommend(
+    records: pd.DataFrame,
+    costs: CostSource | None = None,
+    *,
+    objective: str = "throughput",
+    max_gamma: int = MAX_GAMMA,
+    n_boot: int = N_BOOT,
+    level: float = LEVEL,
+    seed: int = 0,
+    engines=ENGINES,
+    hub_ids: Mapping[str, str] | None = None,
+    plans: Mapping[str, LookPlan] | None = None,
+) -> list[Recommendation]:
     """One `Recommendation` per scenario, its round costs from ``costs`` (default: the sweep's own).
 
     ``max_gamma``: the largest γ the model predicts; ``n_boot`` / ``level`` / ``seed``: the prompt
@@ -68,11 +85,22 @@ def recommend(records: pd.DataFrame, costs: CostSource | None = None, *, objecti
     if records.empty:
         raise SpecbenchError("the results folder holds no records")
     if isinstance(costs, ProfiledCosts):
-        return recommend_profiled(records, costs, max_gamma=max_gamma, n_boot=n_boot, level=level, seed=seed,
-                                  hub_ids=hub_ids)
+        return recommend_profiled(
+            records, costs, max_gamma=max_gamma, n_boot=n_boot, level=level, seed=seed, hub_ids=hub_ids
+        )
     if type(costs) is MeasuredCosts and is_moe(records):  # an MoE target: verification pays for its experts
         costs = ExpertAwareCosts()
     if isinstance(costs, MeasuredCosts):
-        return recommend_measured(records, costs, objective=objective, max_gamma=max_gamma, n_boot=n_boot,
-                                  level=level, seed=seed, engines=engines, hub_ids=hub_ids, plans=plans)
+        return recommend_measured(
+            records,
+            costs,
+            objective=objective,
+            max_gamma=max_gamma,
+            n_boot=n_boot,
+            level=level,
+            seed=seed,
+            engines=engines,
+            hub_ids=hub_ids,
+            plans=plans,
+        )
     raise TypeError(f"unknown cost source {costs!r}")

@@ -22,19 +22,20 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from specbench.analysis.options import Option
 from specbench.analysis.recommendation.confirmation import Report
-from specbench.analysis.verdicts.decision import describe_best
+from specbench.analysis.settings.engine_settings import EngineSetting
 from specbench.analysis.statistics.speedup_interval import speedup_words
+from specbench.analysis.verdicts.decision import describe_best
 from specbench.analysis.verdicts.stopping_history import History
 from specbench.analysis.verdicts.verdict import UNSURE, Decision
-from specbench.analysis.settings.engine_settings import EngineSetting
-from specbench.analysis.options import Option
 from specbench.records.jsonable import json_ready
 
 
 @dataclass
 class Pick:
     """The outcome of one path (measured or model) for one scenario."""
+
     source: str  # 'measured' or 'model'
     choice: Option | None  # None: no speculation
     best: Option | None  # the best point estimate, whatever its interval
@@ -48,6 +49,7 @@ class Pick:
 class DrafterPlan:
     """One drafter of one scenario priced by a profile: predicted speedups over (batch, γ) and the γ
     chosen per batch size (see `specbench.analysis.recommendation.profiled`)."""
+
     drafter: str
     drafter_label: str
     drafter_params: str
@@ -67,16 +69,23 @@ class DrafterPlan:
     def at(self, batch: int) -> dict:
         i = int(batch) - 1
         g = int(self.chosen[i])
-        return {"drafter_label": self.drafter_label, "batch": int(batch), "gamma": g,
-                "speedup": float(self.speedup[i, g]), "lo": float(self.lo[i, g]), "hi": float(self.hi[i, g]),
-                "best_gamma": int(np.argmax(self.speedup[i])),
-                "tokens_per_s": float(batch * self.tokens[g] / self.round_s[i, g]),
-                "baseline_tokens_per_s": float(batch / self.round_s[i, 0])}
+        return {
+            "drafter_label": self.drafter_label,
+            "batch": int(batch),
+            "gamma": g,
+            "speedup": float(self.speedup[i, g]),
+            "lo": float(self.lo[i, g]),
+            "hi": float(self.hi[i, g]),
+            "best_gamma": int(np.argmax(self.speedup[i])),
+            "tokens_per_s": float(batch * self.tokens[g] / self.round_s[i, g]),
+            "baseline_tokens_per_s": float(batch / self.round_s[i, 0]),
+        }
 
 
 @dataclass
 class BatchPlan:
     """γ per batch size for one scenario (a profile's costs)."""
+
     context: int  # tokens in the KV cache while decoding, the costs were read at
     batches: list[int]  # the batch sizes asked
     plans: list[DrafterPlan]
@@ -151,6 +160,7 @@ class Recommendation:
 
 # ----------------------------------------------------------------------------- words
 
+
 def recommendation_lines(rec: Recommendation) -> list[str]:
     """The printed recommendation, the same in `recommend`, `results show` and the HTML report: one line naming
     the one configuration to deploy (or why there is none), and one saying how flat the optimum is."""
@@ -159,12 +169,22 @@ def recommendation_lines(rec: Recommendation) -> list[str]:
     if decision is None:  # a profile's costs: the answer is per batch size
         return [f"recommended: {rec.headline()}"]
     if final is not None:
-        rule = decision.rule.get("configurations") if isinstance(decision.rule, dict) else getattr(
-            decision.rule, "configurations", None)
-        among = (f" and for picking among {rule} configurations" if rule and rule > 1 else "" if rule == 1
-                 else " and for picking among the configurations")
-        lines = [f"recommended: {final.describe()} at {speedup_words(final.speedup, final.lo, final.hi)} (interval "
-                 f"adjusted for the looks{among})"]
+        rule = (
+            decision.rule.get("configurations")
+            if isinstance(decision.rule, dict)
+            else getattr(decision.rule, "configurations", None)
+        )
+        among = (
+            f" and for picking among {rule} configurations"
+            if rule and rule > 1
+            else ""
+            if rule == 1
+            else " and for picking among the configurations"
+        )
+        lines = [
+            f"recommended: {final.describe()} at {speedup_words(final.speedup, final.lo, final.hi)} (interval "
+            f"adjusted for the looks{among})"
+        ]
         if rec.flat_range:
             lines.append(f"how flat: {rec.flat_range['text']}")
         return lines
@@ -177,7 +197,7 @@ def recommendation_lines(rec: Recommendation) -> list[str]:
     if not name:
         return [f"recommended: no speculation — {decision.headline()}"]
     point, lo = best.speedup, best.lo_adj
-    hi = point ** 2 / lo if lo > 0 else float("nan")
+    hi = point**2 / lo if lo > 0 else float("nan")
     words = speedup_words(point, lo, hi)
     unsure = decision.answer == UNSURE
     what = str(UNSURE) if unsure else decision.headline()
@@ -189,6 +209,7 @@ def recommendation_lines(rec: Recommendation) -> list[str]:
 
 # ----------------------------------------------------------------------------- JSON
 
+
 def _option_dict(option: Option | None) -> dict | None:
     return None if option is None else {k: getattr(option, k) for k in option.__dataclass_fields__}
 
@@ -196,18 +217,39 @@ def _option_dict(option: Option | None) -> dict | None:
 def _pick_dict(pick: Pick | None) -> dict | None:
     if pick is None:
         return None
-    return {"source": pick.source, "best_above_1": _option_dict(pick.choice), "best": _option_dict(pick.best),
-            "gamma_interval": [pick.gamma_lo, pick.gamma_hi], "win_share": pick.win_share, "reason": pick.reason}
+    return {
+        "source": pick.source,
+        "best_above_1": _option_dict(pick.choice),
+        "best": _option_dict(pick.best),
+        "gamma_interval": [pick.gamma_lo, pick.gamma_hi],
+        "win_share": pick.win_share,
+        "reason": pick.reason,
+    }
 
 
 def _batch_dict(plan: BatchPlan | None) -> dict | None:
     if plan is None:
         return None
-    drafters = [{"drafter": p.drafter, "drafter_label": p.drafter_label, "profile_drafter": p.profile_drafter,
-                 "alpha": p.alpha, "acceptance_model": p.acceptance_model, "propose_rate": p.propose_rate,
-                 "per_batch": [p.at(b) for b in plan.batches], "schedule": ranges(p.chosen)} for p in plan.plans]
-    return {"context": plan.context, "batches": plan.batches, "choices": plan.table.to_dict("records"),
-            "drafters": drafters, "vllm": plan.vllm}
+    drafters = [
+        {
+            "drafter": p.drafter,
+            "drafter_label": p.drafter_label,
+            "profile_drafter": p.profile_drafter,
+            "alpha": p.alpha,
+            "acceptance_model": p.acceptance_model,
+            "propose_rate": p.propose_rate,
+            "per_batch": [p.at(b) for b in plan.batches],
+            "schedule": ranges(p.chosen),
+        }
+        for p in plan.plans
+    ]
+    return {
+        "context": plan.context,
+        "batches": plan.batches,
+        "choices": plan.table.to_dict("records"),
+        "drafters": drafters,
+        "vllm": plan.vllm,
+    }
 
 
 def ranges(chosen: np.ndarray) -> list[list[int]]:
@@ -224,25 +266,42 @@ def ranges(chosen: np.ndarray) -> list[list[int]]:
 def recommendation_dict(rec: Recommendation) -> dict:
     """Plain data (JSON-ready: non-finite numbers become null) for one recommendation; the same keys
     whatever the cost source (the other path's are null or empty)."""
-    return json_ready({
-        **rec.keys, "cost_source": rec.cost_source, "objective": rec.objective, "n_prompts": rec.n_prompts,
-        "max_new_tokens": rec.max_new_tokens, "baseline_tokens_per_s": rec.baseline_tokens_per_s,
-        "verdict": rec.verdict, "headline": rec.headline(),
-        # the one configuration to deploy (the decision's option on a confident yes; the ★ everywhere) and how flat
-        # the optimum is around it; each path's own best is supporting detail, never a second recommendation
-        "recommended": _option_dict(rec.final), "flat_range": rec.flat_range,
-        "supporting": {"measured": _pick_dict(rec.measured), "model": _pick_dict(rec.model)},
-        "options": rec.options.to_dict("records"), "predictions": rec.curves.to_dict("records"),
-        "costs": rec.costs.to_dict("records"),
-        "engine_settings": {name: s.as_dict() for name, s in rec.settings.items()}, "notes": rec.notes,
-        "decision": None if rec.decision is None else rec.decision.as_dict(),
-        "predicted": rec.predicted.to_dict("records"), "per_batch": _batch_dict(rec.per_batch),
-        "schedules": rec.schedules, "online": rec.online,
-    })
+    return json_ready(
+        {
+            **rec.keys,
+            "cost_source": rec.cost_source,
+            "objective": rec.objective,
+            "n_prompts": rec.n_prompts,
+            "max_new_tokens": rec.max_new_tokens,
+            "baseline_tokens_per_s": rec.baseline_tokens_per_s,
+            "verdict": rec.verdict,
+            "headline": rec.headline(),
+            # the one configuration to deploy (the decision's option on a confident yes; the ★ everywhere) and how flat
+            # the optimum is around it; each path's own best is supporting detail, never a second recommendation
+            "recommended": _option_dict(rec.final),
+            "flat_range": rec.flat_range,
+            "supporting": {"measured": _pick_dict(rec.measured), "model": _pick_dict(rec.model)},
+            "options": rec.options.to_dict("records"),
+            "predictions": rec.curves.to_dict("records"),
+            "costs": rec.costs.to_dict("records"),
+            "engine_settings": {name: s.as_dict() for name, s in rec.settings.items()},
+            "notes": rec.notes,
+            "decision": None if rec.decision is None else rec.decision.as_dict(),
+            "predicted": rec.predicted.to_dict("records"),
+            "per_batch": _batch_dict(rec.per_batch),
+            "schedules": rec.schedules,
+            "online": rec.online,
+        }
+    )
 
 
-def to_json(recs: list[Recommendation], load: list[dict] | None = None, history: History | None = None,
-            operating: list[dict] | None = None, confirmation: Report | None = None) -> str:
+def to_json(
+    recs: list[Recommendation],
+    load: list[dict] | None = None,
+    history: History | None = None,
+    operating: list[dict] | None = None,
+    confirmation: Report | None = None,
+) -> str:
     """The recommendations as a JSON list; ``load`` (one per recommendation, from a serving sweep with a load
     axis — `specbench.analysis.load.verdicts.for_scenario`: the per-load table, the verdicts, the crossovers,
     vLLM's per-batch-size schedules) goes under each one's ``load`` key (null otherwise); ``history`` (an
@@ -260,8 +319,14 @@ def to_json(recs: list[Recommendation], load: list[dict] | None = None, history:
         d["stopping_history"] = (json_ready(entry.as_dict()) if entry is not None else None) if looks else None
         if confirmation is not None:
             mine = confirmation.for_workload(str(r.keys.get("workload")))
-            d["confirmation"] = json_ready({"targets": [t.as_dict() for t in mine], "lines": [t.line() for t in mine],
-                                            "absent": confirmation.absent, "notes": confirmation.notes})
+            d["confirmation"] = json_ready(
+                {
+                    "targets": [t.as_dict() for t in mine],
+                    "lines": [t.line() for t in mine],
+                    "absent": confirmation.absent,
+                    "notes": confirmation.notes,
+                }
+            )
         else:
             d["confirmation"] = None
     return json.dumps(dicts, indent=2)

@@ -48,6 +48,7 @@ def _best(configs: list[tuple[dict, np.ndarray]], common: np.ndarray) -> tuple[d
     def rate(sums: np.ndarray) -> float:
         seconds = sums[common, 1].sum()
         return sums[common, 0].sum() / seconds if seconds > 0 else -np.inf
+
     return max(configs, key=lambda c: rate(c[1]))
 
 
@@ -65,8 +66,7 @@ def compare_schedules(spec: pd.DataFrame, clusters: pd.Index, level: float = LEV
     common = np.asarray(measured.all(0))  # [P]: prompts every configuration was timed on
     best_fixed, best_dynamic = _best(fixed, common), _best(dynamic, common)
     (f_row, f_sums), (d_row, d_sums) = best_fixed, best_dynamic
-    interval = speedup_interval(d_sums[common, 0], d_sums[common, 1], f_sums[common, 0], f_sums[common, 1],
-                                level=level)
+    interval = speedup_interval(d_sums[common, 0], d_sums[common, 1], f_sums[common, 0], f_sums[common, 1], level=level)
     answer, _ = decide(interval)
     if not interval.has_interval:
         why = f"too few prompts to tell (P = {interval.n_prompts}; ≥ {MIN_PROMPTS} needed)"
@@ -75,12 +75,25 @@ def compare_schedules(spec: pd.DataFrame, clusters: pd.Index, level: float = LEV
     verb = {YES: "beats", NO: "loses to"}.get(answer, "vs")
     word = answer.word
     ratio = interval.text() if interval.has_interval else f"{interval.point:.2f}×"
-    text = (f"dynamic schedule {word}: best dynamic {_describe(d_row)} {verb} best fixed {_describe(f_row)}: "
-            f"tokens/s ratio {ratio} — {why}")
-    return {"answer": word, "best_dynamic": _describe(d_row), "best_fixed": _describe(f_row),
-            "dynamic_schedule": d_row["schedule"], "dynamic_gamma": int(d_row["gamma"]),
-            "fixed_gamma": int(f_row["gamma"]), "ratio": interval.point, "lo": interval.lo, "hi": interval.hi,
-            "n_prompts": interval.n_prompts, "level": level, "method": interval.method, "text": text}
+    text = (
+        f"dynamic schedule {word}: best dynamic {_describe(d_row)} {verb} best fixed {_describe(f_row)}: "
+        f"tokens/s ratio {ratio} — {why}"
+    )
+    return {
+        "answer": word,
+        "best_dynamic": _describe(d_row),
+        "best_fixed": _describe(f_row),
+        "dynamic_schedule": d_row["schedule"],
+        "dynamic_gamma": int(d_row["gamma"]),
+        "fixed_gamma": int(f_row["gamma"]),
+        "ratio": interval.point,
+        "lo": interval.lo,
+        "hi": interval.hi,
+        "n_prompts": interval.n_prompts,
+        "level": level,
+        "method": interval.method,
+        "text": text,
+    }
 
 
 def answer_word(comparison: dict) -> str:

@@ -52,9 +52,12 @@ from specbench.errors import SpecbenchError
 ENGINES = ("vllm", "sglang", "transformers", "llamacpp")
 GGUF_KEY = "gguf:"  # ``hub_ids`` entries naming a model spec's GGUF file (specbench.models.gguf_files.gguf_names)
 NGRAM = "NGRAM"  # SGLang's prompt-lookup algorithm: it takes BFS-breadth flags, no top-k tree
-CHECKED_AGAINST = {"vllm": "vLLM 0.32.0 (SpeculativeConfig)", "sglang": "SGLang server_args.py at commit 001067ff",
-                   "transformers": "transformers 5.19.0 (GenerationConfig)",
-                   "llamacpp": "llama.cpp@0c1e57098 (common/arg.cpp, llama-cpp-python 0.3.36's vendored tree)"}
+CHECKED_AGAINST = {
+    "vllm": "vLLM 0.32.0 (SpeculativeConfig)",
+    "sglang": "SGLang server_args.py at commit 001067ff",
+    "transformers": "transformers 5.19.0 (GenerationConfig)",
+    "llamacpp": "llama.cpp@0c1e57098 (common/arg.cpp, llama-cpp-python 0.3.36's vendored tree)",
+}
 
 
 @dataclass
@@ -70,8 +73,14 @@ class EngineSetting:
         self.checked = self.checked or f"keys as in {CHECKED_AGAINST.get(self.engine, self.engine)}; not validated here"
 
     def as_dict(self) -> dict:
-        return {"engine": self.engine, "supported": self.supported, "config": self.config,
-                "snippet": self.snippet, "notes": self.notes, "checked": self.checked}
+        return {
+            "engine": self.engine,
+            "supported": self.supported,
+            "config": self.config,
+            "snippet": self.snippet,
+            "notes": self.notes,
+            "checked": self.checked,
+        }
 
 
 def hub_name(spec: str | None, hub_ids: Mapping[str, str] | None = None) -> str:
@@ -98,8 +107,11 @@ def tree_paths(tree: str, gamma: int | None = None) -> list[tuple[int, ...]] | N
             return None
         if not widths or min(widths) < 1:
             return None
-        paths = [path for depth in range(1, len(widths) + 1)
-                 for path in itertools.product(*(range(w) for w in widths[:depth]))]
+        paths = [
+            path
+            for depth in range(1, len(widths) + 1)
+            for path in itertools.product(*(range(w) for w in widths[:depth]))
+        ]
     if gamma is not None:
         paths = [path for path in paths if len(path) <= gamma]
     return paths
@@ -115,8 +127,9 @@ def sglang_token_limit(topk: int, steps: int) -> int:
     return 1 + topk + max(steps - 1, 0) * topk * topk
 
 
-def _vllm(drafter: str, params: dict, tree: str, gamma: int, target: str,
-          hub_ids: Mapping[str, str] | None) -> EngineSetting:
+def _vllm(
+    drafter: str, params: dict, tree: str, gamma: int, target: str, hub_ids: Mapping[str, str] | None
+) -> EngineSetting:
     notes: list[str] = []
     kind = _kind(drafter)
     if kind is None or kind.vllm_method is None:
@@ -128,27 +141,35 @@ def _vllm(drafter: str, params: dict, tree: str, gamma: int, target: str,
     if kind.vllm_weights == "model":
         notes.append("draft and target must share a tokenizer; older vLLM releases take the same keys without 'method'")
     elif kind.vllm_weights == "target":
-        notes.append(f"'{drafter}' runs the multi-token-prediction layers inside the target's own checkpoint "
-                     "(DeepSeek-V3, Qwen3-Next, ...): only for targets that ship them")
+        notes.append(
+            f"'{drafter}' runs the multi-token-prediction layers inside the target's own checkpoint "
+            "(DeepSeek-V3, Qwen3-Next, ...): only for targets that ship them"
+        )
     elif kind.vllm_weights == "checkpoint":
-        notes.append(f"'{drafter}' needs a checkpoint in the layout vLLM loads "
-                     "(a specbench-trained one may need converting)")
+        notes.append(
+            f"'{drafter}' needs a checkpoint in the layout vLLM loads (a specbench-trained one may need converting)"
+        )
     supported = True
     if tree != "chain":
         supported = False
-        notes.append(f"tree '{tree}' is not expressible on vLLM (0.32 has no tree speculation: "
-                     f"speculative_token_tree was removed); the snippet is a chain of depth {gamma}")
+        notes.append(
+            f"tree '{tree}' is not expressible on vLLM (0.32 has no tree speculation: "
+            f"speculative_token_tree was removed); the snippet is a chain of depth {gamma}"
+        )
     return EngineSetting("vllm", supported, config, vllm_snippet(target, config), notes)
 
 
 def vllm_snippet(target: str, config: dict) -> str:
     """The ready-to-paste vLLM lines for ``config`` (offline ``LLM`` and ``vllm serve``)."""
-    return (f"from vllm import LLM\nllm = LLM(model={target!r}, speculative_config={json.dumps(config)})\n"
-            f"# or: vllm serve {shlex.quote(target)} --speculative-config {shlex.quote(json.dumps(config))}")
+    return (
+        f"from vllm import LLM\nllm = LLM(model={target!r}, speculative_config={json.dumps(config)})\n"
+        f"# or: vllm serve {shlex.quote(target)} --speculative-config {shlex.quote(json.dumps(config))}"
+    )
 
 
-def _sglang(drafter: str, params: dict, tree: str, gamma: int, target: str,
-            hub_ids: Mapping[str, str] | None) -> EngineSetting:
+def _sglang(
+    drafter: str, params: dict, tree: str, gamma: int, target: str, hub_ids: Mapping[str, str] | None
+) -> EngineSetting:
     notes: list[str] = []
     kind = _kind(drafter)
     if kind is None or kind.sglang_algorithm is None:
@@ -162,64 +183,94 @@ def _sglang(drafter: str, params: dict, tree: str, gamma: int, target: str,
             topk = max(max(path) for path in paths) + 1
             limit = sglang_token_limit(topk, steps)
             draft_tokens = min(len(paths) + 1, limit)
-            notes.append(f"SGLang grows its own tree from top-k {topk}, {steps} steps and a budget of "
-                         f"{draft_tokens} tokens (root included): the shape '{tree}' cut to depth {gamma} "
-                         "is approximated")
+            notes.append(
+                f"SGLang grows its own tree from top-k {topk}, {steps} steps and a budget of "
+                f"{draft_tokens} tokens (root included): the shape '{tree}' cut to depth {gamma} "
+                "is approximated"
+            )
             if len(paths) + 1 > limit:
-                notes.append(f"the tree has {len(paths)} nodes but SGLang verifies at most "
-                             f"1 + topk + (steps − 1)·topk² = {limit} tokens: the budget is capped")
+                notes.append(
+                    f"the tree has {len(paths)} nodes but SGLang verifies at most "
+                    f"1 + topk + (steps − 1)·topk² = {limit} tokens: the budget is capped"
+                )
         else:
             supported = False
             notes.append(f"tree '{tree}' not expressible: the flags use a chain of depth {gamma}")
     flags: dict[str, object]
     if algorithm == NGRAM:
-        flags = {"--speculative-algorithm": NGRAM, "--speculative-num-draft-tokens": draft_tokens,
-                 "--speculative-ngram-min-bfs-breadth": 1, "--speculative-ngram-max-bfs-breadth": 1}
-        notes.append("NGRAM is CUDA-only; SGLang counts the verified root token in --speculative-num-draft-tokens "
-                     "(γ + 1 here); BFS breadth 1 keeps the draft a chain")
+        flags = {
+            "--speculative-algorithm": NGRAM,
+            "--speculative-num-draft-tokens": draft_tokens,
+            "--speculative-ngram-min-bfs-breadth": 1,
+            "--speculative-ngram-max-bfs-breadth": 1,
+        }
+        notes.append(
+            "NGRAM is CUDA-only; SGLang counts the verified root token in --speculative-num-draft-tokens "
+            "(γ + 1 here); BFS breadth 1 keeps the draft a chain"
+        )
         n_min, n_max = int(params.get("n_min", kind.default("n_min"))), int(params.get("n_max", kind.default("n_max")))
-        notes.append("SGLang has no min/max match-window flags any more (its matcher looks up suffixes up to "
-                     f"--speculative-ngram-max-trie-depth, default 18): specbench's n_min={n_min}, "
-                     f"n_max={n_max} are not expressible, so acceptance can differ")
+        notes.append(
+            "SGLang has no min/max match-window flags any more (its matcher looks up suffixes up to "
+            f"--speculative-ngram-max-trie-depth, default 18): specbench's n_min={n_min}, "
+            f"n_max={n_max} are not expressible, so acceptance can differ"
+        )
     else:
-        flags = {"--speculative-algorithm": algorithm, "--speculative-num-steps": steps,
-                 "--speculative-eagle-topk": topk, "--speculative-num-draft-tokens": draft_tokens}
+        flags = {
+            "--speculative-algorithm": algorithm,
+            "--speculative-num-steps": steps,
+            "--speculative-eagle-topk": topk,
+            "--speculative-num-draft-tokens": draft_tokens,
+        }
         if kind.vllm_weights != "target":
             flags["--speculative-draft-model-path"] = hub_name(params.get("model") or params.get("checkpoint"), hub_ids)
         else:
-            notes.append(f"{drafter.upper()} runs through SGLang's {algorithm} path with the model's own "
-                         f"{drafter.upper()} weights")
+            notes.append(
+                f"{drafter.upper()} runs through SGLang's {algorithm} path with the model's own "
+                f"{drafter.upper()} weights"
+            )
     args = " ".join(f"{k} {shlex.quote(str(v))}" for k, v in flags.items())
     snippet = f"python -m sglang.launch_server --model-path {shlex.quote(target)} {args}"
     return EngineSetting("sglang", supported, flags, snippet, notes)
 
 
-def _transformers(drafter: str, params: dict, tree: str, gamma: int, target: str,
-                  hub_ids: Mapping[str, str] | None) -> EngineSetting:
+def _transformers(
+    drafter: str, params: dict, tree: str, gamma: int, target: str, hub_ids: Mapping[str, str] | None
+) -> EngineSetting:
     notes: list[str] = []
     kind = _kind(drafter)
     mode = None if kind is None else kind.transformers
     prefix = ""
     kwargs: dict[str, object]
     if kind is not None and mode == "prompt-lookup":
-        kwargs = {"prompt_lookup_num_tokens": gamma,
-                  "max_matching_ngram_size": int(params.get("n_max", kind.default("n_max")))}
+        kwargs = {
+            "prompt_lookup_num_tokens": gamma,
+            "max_matching_ngram_size": int(params.get("n_max", kind.default("n_max"))),
+        }
         call = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
     elif mode == "assistant":
         draft = hub_name(params.get("model"), hub_ids)
-        kwargs = {"assistant_model": draft, "num_assistant_tokens": gamma, "num_assistant_tokens_schedule": "constant",
-                  "assistant_confidence_threshold": 0.0}
-        prefix = (f"assistant = AutoModelForCausalLM.from_pretrained({draft!r})\n"
-                  f"assistant.generation_config.num_assistant_tokens = {gamma}\n"
-                  "assistant.generation_config.num_assistant_tokens_schedule = 'constant'\n"
-                  "assistant.generation_config.assistant_confidence_threshold = 0.0\n")
+        kwargs = {
+            "assistant_model": draft,
+            "num_assistant_tokens": gamma,
+            "num_assistant_tokens_schedule": "constant",
+            "assistant_confidence_threshold": 0.0,
+        }
+        prefix = (
+            f"assistant = AutoModelForCausalLM.from_pretrained({draft!r})\n"
+            f"assistant.generation_config.num_assistant_tokens = {gamma}\n"
+            "assistant.generation_config.num_assistant_tokens_schedule = 'constant'\n"
+            "assistant.generation_config.assistant_confidence_threshold = 0.0\n"
+        )
         call = "assistant_model=assistant"
-        notes.append("'constant' keeps γ fixed as measured (the default 'heuristic' schedule changes it per round), "
-                     "and assistant_confidence_threshold 0 stops the assistant from ending a draft early "
-                     "(default 0.4); transformers reads both from the assistant's generation_config")
+        notes.append(
+            "'constant' keeps γ fixed as measured (the default 'heuristic' schedule changes it per round), "
+            "and assistant_confidence_threshold 0 stops the assistant from ending a draft early "
+            "(default 0.4); transformers reads both from the assistant's generation_config"
+        )
     else:
-        return EngineSetting("transformers", False, {}, "",
-                             [f"transformers generate has no assisted mode for '{drafter}'"])
+        return EngineSetting(
+            "transformers", False, {}, "", [f"transformers generate has no assisted mode for '{drafter}'"]
+        )
     supported = tree == "chain"
     if not supported:
         notes.append("transformers assisted generation drafts chains only: the kwargs use a chain")
@@ -238,27 +289,35 @@ def gguf_name(spec: str | None, hub_ids: Mapping[str, str] | None = None) -> str
     return spec if spec.endswith(".gguf") else f"<{spec}.gguf>"
 
 
-def _llamacpp(drafter: str, params: dict, tree: str, gamma: int, target: str,
-              hub_ids: Mapping[str, str] | None) -> EngineSetting:
+def _llamacpp(
+    drafter: str, params: dict, tree: str, gamma: int, target: str, hub_ids: Mapping[str, str] | None
+) -> EngineSetting:
     kind = _kind(drafter)
     try:
         flags = llamacpp_spec_flags(drafter, params, gamma, model_file=lambda spec: gguf_name(spec, hub_ids))
     except SpecbenchError as exc:
         return EngineSetting("llamacpp", False, {}, "", [str(exc)])
     if not flags or kind is None or kind.llamacpp_type is None:
-        return EngineSetting("llamacpp", False, {}, "", ["γ = 0 is target-only decoding: start llama-server without "
-                                                          "--spec-type"])
+        return EngineSetting(
+            "llamacpp", False, {}, "", ["γ = 0 is target-only decoding: start llama-server without --spec-type"]
+        )
     notes = []
     if kind.llamacpp_weights == "model":
-        notes.append("the draft GGUF must share the target's vocabulary; -np N serves N requests at once (the "
-                     "verdict at each load says where speculation pays)")
+        notes.append(
+            "the draft GGUF must share the target's vocabulary; -np N serves N requests at once (the "
+            "verdict at each load says where speculation pays)"
+        )
     if kind.adapts is None and kind.llamacpp_type.startswith("draft-"):
-        notes.append("--spec-draft-p-min 0 and --spec-draft-n-min 0 keep every round at γ, as measured (llama.cpp's "
-                     "adaptive length is the drafter draft-simple: sweep its p_min to compare)")
+        notes.append(
+            "--spec-draft-p-min 0 and --spec-draft-n-min 0 keep every round at γ, as measured (llama.cpp's "
+            "adaptive length is the drafter draft-simple: sweep its p_min to compare)"
+        )
     supported = tree == "chain"
     if not supported:
-        notes.append(f"tree '{tree}' is not expressible on llama.cpp (its speculation drafts chains): the flags use "
-                     f"a chain of depth {gamma}")
+        notes.append(
+            f"tree '{tree}' is not expressible on llama.cpp (its speculation drafts chains): the flags use "
+            f"a chain of depth {gamma}"
+        )
     target_file = target if target.endswith(".gguf") else "<target.gguf>"
     snippet = " ".join(shlex.quote(word) for word in ["llama-server", "-m", target_file, "--metrics", *flags])
     return EngineSetting("llamacpp", supported, {"flags": flags}, snippet, notes)
@@ -267,13 +326,29 @@ def _llamacpp(drafter: str, params: dict, tree: str, gamma: int, target: str,
 _BUILDERS = {"vllm": _vllm, "sglang": _sglang, "transformers": _transformers, "llamacpp": _llamacpp}
 
 
-def engine_settings(drafter: str, params: dict | str, tree: str, gamma: int, *, target: str = "<target>",
-                    engines=ENGINES, hub_ids: Mapping[str, str] | None = None) -> dict[str, EngineSetting]:
+def engine_settings(
+    drafter: str,
+    params: dict | str,
+    tree: str,
+    gamma: int,
+    *,
+    target: str = "<target>",
+    engines=ENGINES,
+    hub_ids: Mapping[str, str] | None = None,
+) -> dict[str, EngineSetting]:
     """Settings for each engine in ``engines`` (drafter params as a dict or the records' JSON).
 
     ``hub_ids`` maps model specs (specbench aliases) to the Hugging Face ids the snippets name.
     """
     values = json.loads(params or "{}") if isinstance(params, str) else params
-    return {engine: _BUILDERS[engine](drafter, values, tree, int(gamma), gguf_name(target, hub_ids) if engine == "llamacpp" else hub_name(target, hub_ids),
-                                       hub_ids)
-            for engine in engines}
+    return {
+        engine: _BUILDERS[engine](
+            drafter,
+            values,
+            tree,
+            int(gamma),
+            gguf_name(target, hub_ids) if engine == "llamacpp" else hub_name(target, hub_ids),
+            hub_ids,
+        )
+        for engine in engines
+    }

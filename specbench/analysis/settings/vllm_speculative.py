@@ -80,9 +80,14 @@ def vllm_kinds() -> list[str]:
     return [name for name in catalogue.names(buildable=False) if catalogue.get(name).vllm_method]
 
 
-def speculative_config(drafter: str | None, params: Mapping | str | None, gamma: int, *,
-                       model_name: Callable[[str | None], str] | None = None,
-                       draft_tensor_parallel_size: int | None = None) -> dict | None:
+def speculative_config(
+    drafter: str | None,
+    params: Mapping | str | None,
+    gamma: int,
+    *,
+    model_name: Callable[[str | None], str] | None = None,
+    draft_tensor_parallel_size: int | None = None,
+) -> dict | None:
     """vLLM's ``speculative_config`` for ``drafter`` (a specbench drafter kind) with ``params`` (a dict
     or the records' JSON) drafting ``gamma`` tokens per step; None for target-only decoding
     (no drafter, or γ = 0).
@@ -95,8 +100,9 @@ def speculative_config(drafter: str | None, params: Mapping | str | None, gamma:
         return None
     kind = catalogue.get(drafter) if drafter in catalogue.DRAFTERS else None
     if kind is None or kind.vllm_method is None:
-        raise SpecbenchError(f"vLLM has no speculative method for drafter '{drafter}' "
-                             f"(vLLM runs: {', '.join(vllm_kinds())})")
+        raise SpecbenchError(
+            f"vLLM has no speculative method for drafter '{drafter}' (vLLM runs: {', '.join(vllm_kinds())})"
+        )
     params = _params(params)
     config: dict = {"method": kind.vllm_method}
     if names_a_model(drafter):

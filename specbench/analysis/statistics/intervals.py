@@ -31,9 +31,11 @@ def few_prompts_note(n_prompts: int) -> str | None:
     """A warning for small prompt counts: the intervals are widened by `small_sample_factor`
     (the bootstrap alone would under-cover), so they come out wide; more prompts narrow them."""
     if 2 <= n_prompts < FEW_PROMPTS:
-        return (f"only {n_prompts} prompts: intervals are widened {small_sample_factor(n_prompts):.1f}× for the "
-                f"small sample (a bare bootstrap would under-cover), so they are wide; "
-                f"measure ≥ {FEW_PROMPTS} prompts for useful ones")
+        return (
+            f"only {n_prompts} prompts: intervals are widened {small_sample_factor(n_prompts):.1f}× for the "
+            f"small sample (a bare bootstrap would under-cover), so they are wide; "
+            f"measure ≥ {FEW_PROMPTS} prompts for useful ones"
+        )
     return None
 
 
@@ -62,8 +64,9 @@ def small_sample_factor(n_clusters: int, level: float = LEVEL) -> float:
     return float(np.sqrt(n_clusters / (n_clusters - 1)) * stats.t.ppf(q, n_clusters - 1) / stats.norm.ppf(q))
 
 
-def bootstrap_interval(point, replicates: np.ndarray, n_clusters: int, level: float = LEVEL,
-                       axis: int = 0, positive: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def bootstrap_interval(
+    point, replicates: np.ndarray, n_clusters: int, level: float = LEVEL, axis: int = 0, positive: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """Percentile interval of prompt-bootstrap replicates, stretched about ``point`` by
     `small_sample_factor` (see the module docstring).
 

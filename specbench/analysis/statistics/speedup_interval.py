@@ -99,22 +99,24 @@ def log_ratio_contributions(tokens, seconds, base_tokens, base_seconds) -> tuple
     return float(point), u
 
 
-def speedup_interval(tokens, seconds, base_tokens, base_seconds, level: float = LEVEL,
-                     min_prompts: int = MIN_PROMPTS) -> SpeedupInterval:
+def speedup_interval(
+    tokens, seconds, base_tokens, base_seconds, level: float = LEVEL, min_prompts: int = MIN_PROMPTS
+) -> SpeedupInterval:
     """Paired speedup with its t-interval from per-prompt sums (arrays of length P)."""
     point, u = log_ratio_contributions(tokens, seconds, base_tokens, base_seconds)
     n = len(u)
     nan = float("nan")
     if n < min_prompts or not np.isfinite(point) or point <= 0:
         return SpeedupInterval(point, nan, nan, nan, max(n - 1, 0), n)
-    se = float(np.sqrt(n / (n - 1) * np.sum(u ** 2)))
+    se = float(np.sqrt(n / (n - 1) * np.sum(u**2)))
     return _interval(point, se, n - 1, n, level)
 
 
 def _interval(point: float, se: float, dof: float, n: int, level: float, method: str = METHOD) -> SpeedupInterval:
     half = t_quantile(dof, level) * se
-    return SpeedupInterval(point, float(np.exp(np.log(point) - half)), float(np.exp(np.log(point) + half)), se, dof, n,
-                           method)
+    return SpeedupInterval(
+        point, float(np.exp(np.log(point) - half)), float(np.exp(np.log(point) + half)), se, dof, n, method
+    )
 
 
 def combine_log_se(parts: list[tuple[float, float]]) -> tuple[float, float]:
@@ -122,13 +124,14 @@ def combine_log_se(parts: list[tuple[float, float]]) -> tuple[float, float]:
     parts = [(se, dof) for se, dof in parts if np.isfinite(se) and se > 0]
     if not parts:
         return 0.0, float("inf")
-    var = sum(se ** 2 for se, _ in parts)
-    den = sum(se ** 4 / dof for se, dof in parts if dof > 0)
-    return float(np.sqrt(var)), float(var ** 2 / den) if den > 0 else float("inf")
+    var = sum(se**2 for se, _ in parts)
+    den = sum(se**4 / dof for se, dof in parts if dof > 0)
+    return float(np.sqrt(var)), float(var**2 / den) if den > 0 else float("inf")
 
 
-def combined_interval(point: float, parts: list[tuple[float, float]], n_prompts: int,
-                      level: float = LEVEL, method: str = "") -> SpeedupInterval:
+def combined_interval(
+    point: float, parts: list[tuple[float, float]], n_prompts: int, level: float = LEVEL, method: str = ""
+) -> SpeedupInterval:
     """A log-scale t-interval about ``point`` from independent (se, dof) parts (acceptance, cost)."""
     se, dof = combine_log_se(parts)
     if n_prompts < MIN_PROMPTS or not np.isfinite(point) or point <= 0:
@@ -140,5 +143,10 @@ def prompts_to_settle(interval: SpeedupInterval, level: float = LEVEL) -> int | 
     """Prompts at which an interval of the observed per-prompt spread would exclude 1 (None: none do)."""
     if not interval.has_interval:
         return None
-    return settle_count(interval.point, interval.log_se, interval.n_prompts, lambda dof: t_quantile(dof, level),
-                        limit=MAX_PROMPTS_ADVICE)
+    return settle_count(
+        interval.point,
+        interval.log_se,
+        interval.n_prompts,
+        lambda dof: t_quantile(dof, level),
+        limit=MAX_PROMPTS_ADVICE,
+    )

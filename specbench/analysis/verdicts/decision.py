@@ -34,9 +34,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from specbench.analysis.statistics.intervals import LEVEL
-from specbench.analysis.options import Option
 from specbench.analysis.cost.predicted_speedup import predicted_table
+from specbench.analysis.options import Option
+from specbench.analysis.statistics.intervals import LEVEL
 from specbench.analysis.statistics.sequential import FIXED, LookPlan, VerdictRule, prompts_to_settle
 from specbench.analysis.statistics.speedup_interval import MIN_PROMPTS, speedup_words
 from specbench.analysis.verdicts.verdict import NO, TOO_FEW, UNSURE, YES, Candidate, Decision, three_way
@@ -46,16 +46,42 @@ __all__ = ["Candidate", "Decision", "decide_scenario", "describe_best", "dominat
 
 
 def _candidates_predicted(predicted: pd.DataFrame) -> list[Candidate]:
-    return [Candidate(r["drafter"], r["drafter_label"], r["tree"], int(r["gamma"]), r.get("schedule", "fixed"),
-                      float(r["predicted"]), float(r["lo"]), float(r["hi"]),
-                      float(np.hypot(r["acceptance_log_se"], r["cost_log_se"] if r["cost_log_se"] == r["cost_log_se"]
-                                     else 0.0)),
-                      float(r["dof"]), int(r["n_prompts"])) for _, r in predicted.iterrows()]
+    return [
+        Candidate(
+            r["drafter"],
+            r["drafter_label"],
+            r["tree"],
+            int(r["gamma"]),
+            r.get("schedule", "fixed"),
+            float(r["predicted"]),
+            float(r["lo"]),
+            float(r["hi"]),
+            float(np.hypot(r["acceptance_log_se"], r["cost_log_se"] if r["cost_log_se"] == r["cost_log_se"] else 0.0)),
+            float(r["dof"]),
+            int(r["n_prompts"]),
+        )
+        for _, r in predicted.iterrows()
+    ]
 
 
 def _candidates_measured(options: list) -> list[Candidate]:
-    return [Candidate(o.drafter, o.drafter_label, o.tree, o.gamma, o.schedule, o.speedup, o.lo, o.hi, o.log_se,
-                      o.dof, option=o, timing_disturbed=bool(o.timing_disturbed)) for o in options]
+    return [
+        Candidate(
+            o.drafter,
+            o.drafter_label,
+            o.tree,
+            o.gamma,
+            o.schedule,
+            o.speedup,
+            o.lo,
+            o.hi,
+            o.log_se,
+            o.dof,
+            option=o,
+            timing_disturbed=bool(o.timing_disturbed),
+        )
+        for o in options
+    ]
 
 
 def describe_best(best: Candidate | None) -> str:
@@ -68,7 +94,7 @@ def describe_best(best: Candidate | None) -> str:
 def _ci(c: Candidate, side: str = "yes") -> str:
     """The point and the adjusted interval used for ``side`` (symmetric on the log scale)."""
     point = c.speedup
-    lo, hi = (c.lo_adj, point ** 2 / c.lo_adj) if side == "yes" else (point ** 2 / c.hi_adj, c.hi_adj)
+    lo, hi = (c.lo_adj, point**2 / c.lo_adj) if side == "yes" else (point**2 / c.hi_adj, c.hi_adj)
     return speedup_words(point, lo, hi)
 
 
@@ -78,17 +104,49 @@ def _option_for(c: Candidate, options: list, scenario: pd.DataFrame):
     schedule = c.schedule if isinstance(c.schedule, str) else "fixed"
     for o in options:
         if (o.drafter_label, o.tree, o.gamma, o.schedule) == (c.drafter_label, c.tree, c.gamma, schedule):
-            return Option(o.drafter, o.drafter_label, o.drafter_params, o.tree, o.gamma, c.speedup, c.lo_adj,
-                          c.hi_sim, o.tokens_per_s, True, schedule, c.log_se, c.dof,
-                          timing_disturbed=o.timing_disturbed)
+            return Option(
+                o.drafter,
+                o.drafter_label,
+                o.drafter_params,
+                o.tree,
+                o.gamma,
+                c.speedup,
+                c.lo_adj,
+                c.hi_sim,
+                o.tokens_per_s,
+                True,
+                schedule,
+                c.log_se,
+                c.dof,
+                timing_disturbed=o.timing_disturbed,
+            )
     rows = scenario[(scenario["drafter_label"] == c.drafter_label) & (scenario["tree"] == c.tree)]
     params = str(rows["drafter_params"].iloc[0]) if len(rows) else "{}"
-    return Option(str(c.drafter), str(c.drafter_label), params, str(c.tree), int(c.gamma or 0), c.speedup, c.lo_adj,
-                  c.hi_sim, float("nan"), False, schedule, c.log_se, c.dof)
+    return Option(
+        str(c.drafter),
+        str(c.drafter_label),
+        params,
+        str(c.tree),
+        int(c.gamma or 0),
+        c.speedup,
+        c.lo_adj,
+        c.hi_sim,
+        float("nan"),
+        False,
+        schedule,
+        c.log_se,
+        c.dof,
+    )
 
 
-def decide_scenario(scenario: pd.DataFrame, measured_options: list, n_prompts: int, level: float = LEVEL,
-                    notes: list[str] | None = None, plan: LookPlan = FIXED) -> tuple[Decision, pd.DataFrame]:
+def decide_scenario(
+    scenario: pd.DataFrame,
+    measured_options: list,
+    n_prompts: int,
+    level: float = LEVEL,
+    notes: list[str] | None = None,
+    plan: LookPlan = FIXED,
+) -> tuple[Decision, pd.DataFrame]:
     """The answer for one scenario; ``plan``: the looks an adaptive sweep planned for it (one: a fixed grid)."""
 
     predicted, more = predicted_table(scenario, level)
@@ -102,19 +160,21 @@ def decide_scenario(scenario: pd.DataFrame, measured_options: list, n_prompts: i
     rests_on_disturbed = decision.best is not None and decision.best.timing_disturbed
     if any(n.startswith(DISTURBED) for n in more) or rests_on_disturbed:
         decision.timing_disturbed = True
-        decision.text += (" — but the timing was disturbed (no configuration was timed undisturbed beside its "
-                          "baseline: every comparison ran beside other busy processes): rerun on a quieter machine "
-                          "before acting on it")
+        decision.text += (
+            " — but the timing was disturbed (no configuration was timed undisturbed beside its "
+            "baseline: every comparison ran beside other busy processes): rerun on a quieter machine "
+            "before acting on it"
+        )
     return decision, predicted
 
 
-def _decide(scenario: pd.DataFrame, predicted: pd.DataFrame, measured_options: list, n_prompts: int,
-            plan: LookPlan) -> Decision:
+def _decide(
+    scenario: pd.DataFrame, predicted: pd.DataFrame, measured_options: list, n_prompts: int, plan: LookPlan
+) -> Decision:
     if not predicted.empty:
         evidence, candidates = "predicted", _candidates_predicted(predicted)
         count = int(predicted["n_prompts"].max())
-        source = (f"predicted: acceptance on {count} prompts × costs timed on "
-                  f"{int(predicted['n_calibration'].max())}")
+        source = f"predicted: acceptance on {count} prompts × costs timed on {int(predicted['n_calibration'].max())}"
     else:
         evidence, candidates = "measured", _candidates_measured(measured_options)
         count = n_prompts
@@ -123,9 +183,16 @@ def _decide(scenario: pd.DataFrame, predicted: pd.DataFrame, measured_options: l
     # neither best nor worst, and its NaN would reach the verdict as "nan×"
     candidates = [c for c in candidates if c.has_point]
     if not candidates:
-        return Decision(TOO_FEW, evidence, None, None, None, count,
-                        "too few prompts to tell: no configuration has a unit paired with the baseline and a known "
-                        "speedup (nothing to compare)")
+        return Decision(
+            TOO_FEW,
+            evidence,
+            None,
+            None,
+            None,
+            count,
+            "too few prompts to tell: no configuration has a unit paired with the baseline and a known "
+            "speedup (nothing to compare)",
+        )
     clean = [c for c in candidates if not c.timing_disturbed]
     left_out = [c for c in candidates if c.timing_disturbed] if clean else []
     candidates = clean or candidates  # disturbed ones answer only when nothing else can (then not confidently)
@@ -135,12 +202,17 @@ def _decide(scenario: pd.DataFrame, predicted: pd.DataFrame, measured_options: l
         c.adjust(rule)
     kept = candidates + left_out
     best = max(candidates, key=lambda c: c.speedup if c.has_point else -np.inf)
-    aside = ("" if not left_out else "; left out, no pair with the baseline timed undisturbed: "
-             + ", ".join(c.describe() for c in left_out))
+    aside = (
+        ""
+        if not left_out
+        else "; left out, no pair with the baseline timed undisturbed: " + ", ".join(c.describe() for c in left_out)
+    )
     if not with_interval or count < MIN_PROMPTS:
         point = f"{best.speedup:.2f}×" if best.has_point else "no finite speedup"
-        text = (f"too few prompts to tell (P = {count}); best point estimate {best.describe()} at "
-                f"{point} — measure ≥ {MIN_PROMPTS} prompts (≥ 10 for a useful interval){aside}")
+        text = (
+            f"too few prompts to tell (P = {count}); best point estimate {best.describe()} at "
+            f"{point} — measure ≥ {MIN_PROMPTS} prompts (≥ 10 for a useful interval){aside}"
+        )
         return Decision(TOO_FEW, evidence, None, best, None, count, text, rule=rule, candidates=kept)
     how = f"{source}; {rule.describe()}{aside}"
     answer, pick = three_way(candidates)
@@ -148,22 +220,49 @@ def _decide(scenario: pd.DataFrame, predicted: pd.DataFrame, measured_options: l
     if answer == YES:
         option = _option_for(pick, measured_options, scenario)
         above = sum(c.lo_adj > 1.0 for c in with_interval)
-        text = (f"confident yes: speculate with {pick.describe()}, {_ci(pick)} ({how}; the best of "
-                f"{above} option(s) whose adjusted interval lies above 1)")
-        return Decision(YES, evidence, option, pick, None, count, text, rule=rule, candidates=kept,
-                        flat=flat_range(pick, with_interval))
+        text = (
+            f"confident yes: speculate with {pick.describe()}, {_ci(pick)} ({how}; the best of "
+            f"{above} option(s) whose adjusted interval lies above 1)"
+        )
+        return Decision(
+            YES,
+            evidence,
+            option,
+            pick,
+            None,
+            count,
+            text,
+            rule=rule,
+            candidates=kept,
+            flat=flat_range(pick, with_interval),
+        )
     if answer == NO:
-        text = (f"confident no: no option's interval lies above 1, every one lies below 1 ({how}); best "
-                f"{best.describe()} at {_ci(best, 'no')}")
+        text = (
+            f"confident no: no option's interval lies above 1, every one lies below 1 ({how}); best "
+            f"{best.describe()} at {_ci(best, 'no')}"
+        )
         return Decision(NO, evidence, None, best, None, count, text, rule=rule, candidates=kept)
     ref = pick
     side = "yes" if ref.speedup > 1 else "no"
     needed = prompts_to_settle(ref.speedup, ref.log_se, count, lambda dof: rule.quantile(dof, side))
-    settle = (f"about {needed} prompts would settle it at the observed per-prompt spread" if needed
-              else "no practical number of prompts would settle it: the speedup is too close to 1")
+    settle = (
+        f"about {needed} prompts would settle it at the observed per-prompt spread"
+        if needed
+        else "no practical number of prompts would settle it: the speedup is too close to 1"
+    )
     text = f"cannot tell: best {ref.describe()} at {_ci(ref, side)} ({how}); its interval contains 1 — {settle}"
-    return Decision(UNSURE, evidence, None, ref, needed, count, text, rule=rule, candidates=kept,
-                    flat=flat_range(ref, with_interval))
+    return Decision(
+        UNSURE,
+        evidence,
+        None,
+        ref,
+        needed,
+        count,
+        text,
+        rule=rule,
+        candidates=kept,
+        flat=flat_range(ref, with_interval),
+    )
 
 
 def _confidently_below(c: Candidate, floor: float) -> bool:

@@ -87,8 +87,19 @@ class Candidate:
     timing_disturbed: bool = False  # no pair with the baseline timed undisturbed (records.timing.paired_timing)
     option: object | None = None  # the recommender's measured `Option` (measured evidence; never written out)
 
-    SUMMARY = ("drafter_label", "tree", "gamma", "schedule", "speedup", "lo", "hi", "lo_adj", "hi_adj", "hi_sim",
-               "timing_disturbed")
+    SUMMARY = (
+        "drafter_label",
+        "tree",
+        "gamma",
+        "schedule",
+        "speedup",
+        "lo",
+        "hi",
+        "lo_adj",
+        "hi_adj",
+        "hi_sim",
+        "timing_disturbed",
+    )
 
     @property
     def key(self) -> tuple:

@@ -22,8 +22,15 @@ def check_params(name: str, params: dict) -> None:
     check_keys(params, accepted, f"drafter '{name}' has no parameter '{{key}}'", listing="it takes")
 
 
-def make_drafter(name: str, target, params: dict | None = None, *, device: str = "cpu", dtype: str = "fp32",
-                 implementation: str = "auto"):
+def make_drafter(
+    name: str,
+    target,
+    params: dict | None = None,
+    *,
+    device: str = "cpu",
+    dtype: str = "fp32",
+    implementation: str = "auto",
+):
     params = dict(params or {})
     check_params(name, params)
     return registry.get(name).build(target, device=device, dtype=dtype, implementation=implementation, **params)

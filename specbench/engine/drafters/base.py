@@ -12,7 +12,6 @@ compact its own state.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -94,8 +93,9 @@ class Drafter(Protocol):
     def start(self, prompt: torch.Tensor, capacity: int, features: dict | None = None) -> None:
         """A new generation begins with prompt [B, T]; caches need room for ``capacity`` tokens."""
 
-    def propose(self, context: torch.Tensor, shape: Shape, sampling: SamplingParams,
-                generator: torch.Generator | None) -> Proposal:
+    def propose(
+        self, context: torch.Tensor, shape: Shape, sampling: SamplingParams, generator: torch.Generator | None
+    ) -> Proposal:
         """Draft tokens continuing context [B, L] in (at most) the requested shape."""
 
     def observe(self, outcome: RoundOutcome) -> None:
@@ -137,6 +137,8 @@ def check_draft_depth(drafter, shape) -> None:
     limit = None if drafter is None else drafter.max_gamma
     if shape is None or limit is None or shape.depth <= limit:
         return
-    raise SpecbenchError(f"drafter {drafter.name} drafts at most {limit} tokens per round "
-                         f"(its checkpoint has {limit} heads or modules), but γ = {shape.depth} was asked: use γ ≤ "
-                         f"{limit} (records hold the γ that ran)")
+    raise SpecbenchError(
+        f"drafter {drafter.name} drafts at most {limit} tokens per round "
+        f"(its checkpoint has {limit} heads or modules), but γ = {shape.depth} was asked: use γ ≤ "
+        f"{limit} (records hold the γ that ran)"
+    )

@@ -32,8 +32,14 @@ from specbench.engine.schedule import KeepDrafting
 Step = Callable[[torch.Tensor], torch.Tensor]  # token [1, 1] -> the drafter's next logits [V]
 
 
-def draft_chain(root_logits: torch.Tensor, gamma: int, sampling: SamplingParams, generator, step: Step,
-                keep_drafting: KeepDrafting | None = None) -> Proposal:
+def draft_chain(
+    root_logits: torch.Tensor,
+    gamma: int,
+    sampling: SamplingParams,
+    generator,
+    step: Step,
+    keep_drafting: KeepDrafting | None = None,
+) -> Proposal:
     """Up to ``gamma`` (≥ 1) draft tokens from root_logits [V] (the drafter's distribution after the
     context), calling ``step`` after every token but the last; ``keep_drafting`` (a verify-length
     schedule) may stop the chain after any token below γ. The Proposal is what `growth.grow_proposal`
@@ -51,14 +57,20 @@ def draft_chain(root_logits: torch.Tensor, gamma: int, sampling: SamplingParams,
         else:
             probs[i] = probabilities(logits, sampling)
             token = torch.topk(gumbel_keys(probs[i], generator), 1).indices  # [1]
-        tokens[0, i:i + 1] = token
-        logq_drafted[i:i + 1] = logq.gather(0, token)
+        tokens[0, i : i + 1] = token
+        logq_drafted[i : i + 1] = logq.gather(0, token)
         if i + 1 == gamma:
             break
-        if keep_drafting is not None and not keep_drafting(chain_confidences(list(accumulate(
-                logq_drafted[:i + 1].tolist())))):
+        if keep_drafting is not None and not keep_drafting(
+            chain_confidences(list(accumulate(logq_drafted[: i + 1].tolist())))
+        ):
             drafted = i + 1
             break
-        logits = step(tokens[:, i:i + 1])
-    return Proposal(tokens=tokens[:, :drafted], probs=None if probs is None else probs[None, :drafted],
-                    parents=None, draft_steps=drafted, path_logq=list(accumulate(logq_drafted[:drafted].tolist())))
+        logits = step(tokens[:, i : i + 1])
+    return Proposal(
+        tokens=tokens[:, :drafted],
+        probs=None if probs is None else probs[None, :drafted],
+        parents=None,
+        draft_steps=drafted,
+        path_logq=list(accumulate(logq_drafted[:drafted].tolist())),
+    )

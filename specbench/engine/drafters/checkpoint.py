@@ -30,8 +30,12 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 from safetensors.torch import save as safetensors_bytes
 
-from specbench.engine.drafters.checkpoint_location import (fetch_hub_checkpoint, looks_like_hub_id, shipped_names,
-                                                         shipped_root)
+from specbench.engine.drafters.checkpoint_location import (
+    fetch_hub_checkpoint,
+    looks_like_hub_id,
+    shipped_names,
+    shipped_root,
+)
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models.limits import check_config_sizes
 from specbench.safe_files import write_atomic, writing
@@ -47,6 +51,7 @@ PROBE_VALUES = 8  # values read from each
 
 
 # ----------------------------------------------------------------------------- fingerprint
+
 
 def _probe_parameters(model) -> list[tuple[str, torch.Tensor]]:
     """The parameters the probe reads: first, last and evenly spaced ones, in name order."""
@@ -97,9 +102,14 @@ def same_target(recorded: dict, model) -> bool:
 def target_record(target) -> dict:
     """What config.json says about the target (``target`` is a LoadedModel)."""
     cfg = target.model.config
-    return {"name": target.name, "fingerprint": target_fingerprint(target.model),
-            "hidden_size": int(cfg.hidden_size), "vocab_size": int(target.vocab_size),
-            "num_layers": int(cfg.num_hidden_layers), "model_type": str(cfg.model_type)}
+    return {
+        "name": target.name,
+        "fingerprint": target_fingerprint(target.model),
+        "hidden_size": int(cfg.hidden_size),
+        "vocab_size": int(target.vocab_size),
+        "num_layers": int(cfg.num_hidden_layers),
+        "model_type": str(cfg.model_type),
+    }
 
 
 def check_target(config: dict, target, where: str) -> None:
@@ -110,12 +120,15 @@ def check_target(config: dict, target, where: str) -> None:
     theirs = recorded.get("name", "an unknown target")
     their_id = (recorded.get("fingerprint") or {}).get("id", "?")
     ours = target_fingerprint(target.model)["id"]
-    raise SpecbenchError(f"drafter checkpoint {where} was trained for target '{theirs}' (weights {their_id}), "
-                         f"not for target '{target.name}' (weights {ours}); train one with "
-                         f"`specbench train-drafter --target {target.name}`")
+    raise SpecbenchError(
+        f"drafter checkpoint {where} was trained for target '{theirs}' (weights {their_id}), "
+        f"not for target '{target.name}' (weights {ours}); train one with "
+        f"`specbench train-drafter --target {target.name}`"
+    )
 
 
 # ----------------------------------------------------------------------------- files
+
 
 @dataclass
 class Checkpoint:
@@ -137,9 +150,11 @@ def resolve_checkpoint(spec: str | None, drafter_type: str, target_name: str) ->
         if (folder / CONFIG).is_file():
             return folder
         shipped = [n for n in shipped_names() if n.endswith(f"/{drafter_type}")]
-        raise SpecbenchError(f"drafter '{drafter_type}' needs a checkpoint for target '{target_name}' "
-                             f"(shipped: {', '.join(shipped) or 'none'}); train one with `specbench train-drafter "
-                             f"--target {target_name} --type {drafter_type} --out DIR` and pass checkpoint=DIR")
+        raise SpecbenchError(
+            f"drafter '{drafter_type}' needs a checkpoint for target '{target_name}' "
+            f"(shipped: {', '.join(shipped) or 'none'}); train one with `specbench train-drafter "
+            f"--target {target_name} --type {drafter_type} --out DIR` and pass checkpoint=DIR"
+        )
     text = str(spec).strip()
     path = Path(text).expanduser()
     if path.is_dir():
@@ -148,8 +163,10 @@ def resolve_checkpoint(spec: str | None, drafter_type: str, target_name: str) ->
         return shipped_root() / text
     if looks_like_hub_id(text):  # a published head (speculators format, EAGLE's, Medusa's) on the hub
         return fetch_hub_checkpoint(text)
-    raise SpecbenchError(f"drafter checkpoint '{text}' is neither a folder nor a shipped name"
-                         f"{did_you_mean(text, shipped_names())} (shipped: {', '.join(shipped_names()) or 'none'})")
+    raise SpecbenchError(
+        f"drafter checkpoint '{text}' is neither a folder nor a shipped name"
+        f"{did_you_mean(text, shipped_names())} (shipped: {', '.join(shipped_names()) or 'none'})"
+    )
 
 
 def read_checkpoint(folder: Path, expected_type: str | None = None) -> Checkpoint:
@@ -160,28 +177,38 @@ def read_checkpoint(folder: Path, expected_type: str | None = None) -> Checkpoin
     try:
         config = json.loads(config_path.read_text())
     except json.JSONDecodeError as exc:
-        raise SpecbenchError(f"drafter checkpoint {folder}: {CONFIG} is not valid JSON ({exc.msg}, line {exc.lineno})") \
-            from None
+        raise SpecbenchError(
+            f"drafter checkpoint {folder}: {CONFIG} is not valid JSON ({exc.msg}, line {exc.lineno})"
+        ) from None
     if not isinstance(config, dict) or config.get("format") != FORMAT:
-        raise SpecbenchError(f"drafter checkpoint {folder}: {CONFIG} is not a specbench drafter config "
-                             "(for Medusa or EAGLE folders use the drafter type's load_published)")
+        raise SpecbenchError(
+            f"drafter checkpoint {folder}: {CONFIG} is not a specbench drafter config "
+            "(for Medusa or EAGLE folders use the drafter type's load_published)"
+        )
     check_config_sizes(config, f"drafter checkpoint {folder}")  # before any tensor of these sizes is made
     if config.get("format_version", 0) > FORMAT_VERSION:
-        raise SpecbenchError(f"drafter checkpoint {folder}: format version {config['format_version']} is newer "
-                             f"than this specbench reads ({FORMAT_VERSION})")
+        raise SpecbenchError(
+            f"drafter checkpoint {folder}: format version {config['format_version']} is newer "
+            f"than this specbench reads ({FORMAT_VERSION})"
+        )
     if expected_type is not None and config.get("type") != expected_type:
-        raise SpecbenchError(f"drafter checkpoint {folder} holds a '{config.get('type')}' drafter, not '{expected_type}'")
+        raise SpecbenchError(
+            f"drafter checkpoint {folder} holds a '{config.get('type')}' drafter, not '{expected_type}'"
+        )
     if not weights_path.is_file():
         raise SpecbenchError(f"drafter checkpoint {folder}: no {WEIGHTS}")
     try:
         tensors = load_file(str(weights_path))
     except (SafetensorError, OSError) as exc:
-        raise SpecbenchError(f"drafter checkpoint {folder}: cannot read {WEIGHTS}: {str(exc).splitlines()[0]}") \
-            from None
+        raise SpecbenchError(
+            f"drafter checkpoint {folder}: cannot read {WEIGHTS}: {str(exc).splitlines()[0]}"
+        ) from None
     return Checkpoint(path=folder, config=config, tensors=tensors)
 
 
-def write_checkpoint(folder: Path, config: dict, tensors: dict[str, torch.Tensor], dtype: torch.dtype | None = None) -> Path:
+def write_checkpoint(
+    folder: Path, config: dict, tensors: dict[str, torch.Tensor], dtype: torch.dtype | None = None
+) -> Path:
     """Write config.json + model.safetensors (floating tensors cast to ``dtype`` when given)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -191,8 +218,12 @@ def write_checkpoint(folder: Path, config: dict, tensors: dict[str, torch.Tensor
         if dtype is not None and tensor.is_floating_point():
             tensor = tensor.to(dtype)
         out[name] = tensor
-    config = {"format": FORMAT, "format_version": FORMAT_VERSION, **config,
-              "dtype": str(dtype).replace("torch.", "") if dtype is not None else "as trained"}
+    config = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        **config,
+        "dtype": str(dtype).replace("torch.", "") if dtype is not None else "as trained",
+    }
     with writing(folder, "drafter checkpoint", remove=folder / WEIGHTS):  # a full disk: one line
         write_atomic(folder / WEIGHTS, safetensors_bytes(out))
         write_atomic(folder / CONFIG, json.dumps(config, indent=2) + "\n")

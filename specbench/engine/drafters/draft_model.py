@@ -95,13 +95,19 @@ class DraftModelDrafter(BaseDrafter):
         features = torch.stack([self._hidden[n] for n in [-1, *range(len(growth.tokens))]])  # [1 + N, H]
         return tree_growth.node_experts(self.expert_router.predict(features), draft_steps=1 if unfed else 0)
 
-    def propose(self, context: torch.Tensor, shape: Shape, sampling: SamplingParams,
-                generator: torch.Generator | None, keep_drafting=None) -> Proposal:
+    def propose(
+        self,
+        context: torch.Tensor,
+        shape: Shape,
+        sampling: SamplingParams,
+        generator: torch.Generator | None,
+        keep_drafting=None,
+    ) -> Proposal:
         self.decoder.truncate(self.synced)
         self._context_length = context.shape[1]
         self._pending = True
         self._fed_growth: list[int] = []
-        out = self.decoder.forward(context[:, self.synced:], logits="last")
+        out = self.decoder.forward(context[:, self.synced :], logits="last")
         self._hidden = {-1: out.hidden[0, -1]}  # the root token's position
         root_logits = self._vocab_logits(out.logits[0, -1])
         if self.fast_chain and isinstance(shape, StaticTree) and shape.is_chain and shape.depth > 0:
@@ -109,13 +115,27 @@ class DraftModelDrafter(BaseDrafter):
             self._fed = list(range(proposal.tree_nodes - 1))  # every drafted token but the last was fed
             return proposal
         experts = self._experts if self.expert_router is not None else None
-        proposal, index = tree_growth.grow_proposal(root_logits, shape, sampling, generator, self._feed,
-                                                    context.device, keep_drafting=keep_drafting, experts=experts)
+        proposal, index = tree_growth.grow_proposal(
+            root_logits,
+            shape,
+            sampling,
+            generator,
+            self._feed,
+            context.device,
+            keep_drafting=keep_drafting,
+            experts=experts,
+        )
         self._fed = [index.get(n, -1) for n in self._fed_growth]
         return proposal
 
-    def propose_ahead(self, context: torch.Tensor, verified: int, shape: Shape, sampling: SamplingParams,
-                      generator: torch.Generator | None) -> Proposal:
+    def propose_ahead(
+        self,
+        context: torch.Tensor,
+        verified: int,
+        shape: Shape,
+        sampling: SamplingParams,
+        generator: torch.Generator | None,
+    ) -> Proposal:
         """A draft continuing context [1, L'] whose tokens from index ``verified`` on the target has not
         verified yet (nested speculation prepares the next round while the target verifies this one).
 

@@ -67,8 +67,17 @@ import torch.nn as nn
 from specbench.engine.drafters import growth as tree_growth
 from specbench.engine.drafters import published
 from specbench.engine.drafters.base import BaseDrafter, Proposal, RoundOutcome, Shape
-from specbench.engine.drafters.feature_layers import (DraftLayer, FeatureBuffer, LayerShape, RMSNorm, VocabHead,
-                                                      cache_mask, causal_mask, embed, new_cache)
+from specbench.engine.drafters.feature_layers import (
+    DraftLayer,
+    FeatureBuffer,
+    LayerShape,
+    RMSNorm,
+    VocabHead,
+    cache_mask,
+    causal_mask,
+    embed,
+    new_cache,
+)
 from specbench.engine.drafters.trained import TrainedType
 from specbench.engine.sampling import SamplingParams
 from specbench.errors import SpecbenchError
@@ -94,8 +103,9 @@ class StepNet(nn.Module):
         """The state a step hands on to the head and the next step (default: the layer output)."""
         return out
 
-    def next_inputs(self, out: torch.Tensor, e: torch.Tensor, logits: torch.Tensor, truth: torch.Tensor,
-                    head: VocabHead) -> tuple[torch.Tensor, torch.Tensor]:
+    def next_inputs(
+        self, out: torch.Tensor, e: torch.Tensor, logits: torch.Tensor, truth: torch.Tensor, head: VocabHead
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Training: inputs of unrolled step s+1 from step s's output out [B, T, H] and the embedding e
         [B, T, H] of the token step s predicted (the true one, teacher forcing); ``logits`` [B, T, Vd]
         and ``truth`` [B, T] (that token's id) serve drafters whose inputs depend on the ranking."""
@@ -134,7 +144,7 @@ class Eagle1Net(StepNet):
         return {"layer": self.shape.to_dict(), "fc_bias": self.fc.bias is not None}
 
     @classmethod
-    def from_architecture(cls, arch: dict) -> "Eagle1Net":
+    def from_architecture(cls, arch: dict) -> Eagle1Net:
         return cls(LayerShape(**arch["layer"]), fc_bias=bool(arch.get("fc_bias", True)))
 
 
@@ -146,8 +156,15 @@ class Eagle3Net(StepNet):
     (a speculators-format option, read from such checkpoints) makes the residual RMSNorm(g) instead
     of g; off, the architecture dict does not carry it."""
 
-    def __init__(self, shape: LayerShape, feature_layers: tuple[int, ...], *, fc_norm: bool = False,
-                 norm_output: bool = False, norm_before_residual: bool = False):
+    def __init__(
+        self,
+        shape: LayerShape,
+        feature_layers: tuple[int, ...],
+        *,
+        fc_norm: bool = False,
+        norm_output: bool = False,
+        norm_before_residual: bool = False,
+    ):
         super().__init__()
         if shape.attn_in != 2 * shape.hidden:
             raise ValueError("EAGLE-3's layer attends over [embedding; hidden]: attn_in must be 2·hidden")
@@ -193,10 +210,14 @@ class Eagle3Net(StepNet):
         return arch
 
     @classmethod
-    def from_architecture(cls, arch: dict) -> "Eagle3Net":
-        return cls(LayerShape(**arch["layer"]), tuple(arch["feature_layers"]), fc_norm=bool(arch.get("fc_norm")),
-                   norm_output=bool(arch.get("norm_output")),
-                   norm_before_residual=bool(arch.get("norm_before_residual")))
+    def from_architecture(cls, arch: dict) -> Eagle3Net:
+        return cls(
+            LayerShape(**arch["layer"]),
+            tuple(arch["feature_layers"]),
+            fc_norm=bool(arch.get("fc_norm")),
+            norm_output=bool(arch.get("norm_output")),
+            norm_before_residual=bool(arch.get("norm_before_residual")),
+        )
 
 
 class FeatureDrafter(BaseDrafter):
@@ -225,14 +246,15 @@ class FeatureDrafter(BaseDrafter):
         self._last_output = None  # output of the last committed entry (the root's distribution comes from it)
 
     # ------------------------------------------------------------------ entries
-    def _context_entries(self, tokens: torch.Tensor, start: int, stop: int, queries: tuple | None = None
-                         ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _context_entries(
+        self, tokens: torch.Tensor, start: int, stop: int, queries: tuple | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Feed entries start..stop−1 (context g_t with token x_{t+1}); tokens [L]. ``queries`` =
         (a [n, A], r [n, H], positions [n], block [n, n] bool): draft queries fed in the same forward,
         each seeing every context entry and, among the queries, where ``block`` allows; they are
         dropped from the cache afterwards. Returns (entry outputs [m, H], query outputs [n, H] | None)."""
         g = self.buffer.get("g", start, stop)[None]  # [1, m, H]
-        e = embed(self.target_model, tokens[start + 1: stop + 1])[None].to(self.dtype)  # [1, m, H]
+        e = embed(self.target_model, tokens[start + 1 : stop + 1])[None].to(self.dtype)  # [1, m, H]
         a, r = self.net.step_inputs(g, e)
         m, before = stop - start, self.cache.length
         positions = torch.arange(start, stop, device=self.device)
@@ -271,8 +293,9 @@ class FeatureDrafter(BaseDrafter):
             self.committed = self.cache.length
         return self._last_output
 
-    def _node_inputs(self, growth: tree_growth.Growth, nodes: list[int], outputs: dict
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _node_inputs(
+        self, growth: tree_growth.Growth, nodes: list[int], outputs: dict
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """(a [1, n, A], r [1, n, H]) of draft nodes: their parents' outputs with their own tokens."""
         g = torch.stack([outputs[growth.parents[n]] for n in nodes])[None]  # parents' outputs [1, n, H]
         ids = torch.tensor([growth.tokens[n] for n in nodes], device=self.device)
@@ -296,14 +319,26 @@ class FeatureDrafter(BaseDrafter):
         return feed
 
     @torch.inference_mode()
-    def propose(self, context: torch.Tensor, shape: Shape, sampling: SamplingParams,
-                generator: torch.Generator | None, keep_drafting=None) -> Proposal:
+    def propose(
+        self,
+        context: torch.Tensor,
+        shape: Shape,
+        sampling: SamplingParams,
+        generator: torch.Generator | None,
+        keep_drafting=None,
+    ) -> Proposal:
         root = self._commit_verified(context[0], context.shape[1] - 1)  # output of entry L−2
         return self._grow(root, context, shape, sampling, generator, keep_drafting)
 
     @torch.inference_mode()
-    def propose_ahead(self, context: torch.Tensor, verified: int, shape: Shape, sampling: SamplingParams,
-                      generator: torch.Generator | None) -> Proposal:
+    def propose_ahead(
+        self,
+        context: torch.Tensor,
+        verified: int,
+        shape: Shape,
+        sampling: SamplingParams,
+        generator: torch.Generator | None,
+    ) -> Proposal:
         """A draft continuing context [1, L'] whose tokens from index ``verified`` on the target has not
         verified yet (nested speculation prepares the next round while the target verifies this one).
 
@@ -315,15 +350,25 @@ class FeatureDrafter(BaseDrafter):
         tokens = context[0]
         out = self._commit_verified(tokens, verified - 1)  # output of entry verified−2
         for t in range(verified - 1, context.shape[1] - 1):
-            a, r = self.net.step_inputs(out[None, None], embed(self.target_model, tokens[t + 1: t + 2])[None].to(self.dtype))
+            a, r = self.net.step_inputs(
+                out[None, None], embed(self.target_model, tokens[t + 1 : t + 2])[None].to(self.dtype)
+            )
             out = self.net.step_output(
-                self.net.layer.forward_cached(a, r, torch.tensor([t], device=self.device), self.cache, None)[0])[-1]
+                self.net.layer.forward_cached(a, r, torch.tensor([t], device=self.device), self.cache, None)[0]
+            )[-1]
         proposal = self._grow(out, context, shape, sampling, generator)
         self.cache.truncate(self.committed)
         return proposal
 
-    def _grow(self, root: torch.Tensor, context: torch.Tensor, shape: Shape, sampling: SamplingParams,
-              generator: torch.Generator | None, keep_drafting=None) -> Proposal:
+    def _grow(
+        self,
+        root: torch.Tensor,
+        context: torch.Tensor,
+        shape: Shape,
+        sampling: SamplingParams,
+        generator: torch.Generator | None,
+        keep_drafting=None,
+    ) -> Proposal:
         """Draft nodes continuing context [1, L]; root [H] is the output of entry L−2."""
         length = context.shape[1]
         outputs = {-1: root}
@@ -342,9 +387,16 @@ class FeatureDrafter(BaseDrafter):
             return tree_growth.node_experts(self.expert_router.predict(features), draft_steps=1 if unfed else 0)
 
         root_logits = self.head.logits(self.net.head_input(root))
-        return tree_growth.grow_proposal(root_logits, shape, sampling, generator, expand, context.device,
-                                         keep_drafting=keep_drafting,
-                                         experts=experts if self.expert_router is not None else None)[0]
+        return tree_growth.grow_proposal(
+            root_logits,
+            shape,
+            sampling,
+            generator,
+            expand,
+            context.device,
+            keep_drafting=keep_drafting,
+            experts=experts if self.expert_router is not None else None,
+        )[0]
 
     @torch.inference_mode()
     def observe(self, outcome: RoundOutcome) -> None:
@@ -357,6 +409,7 @@ class FeatureDrafter(BaseDrafter):
 
 # ----------------------------------------------------------------------------- registry entries
 
+
 class _FeatureType(TrainedType):
     """What EAGLE and EAGLE-3 share: the drafter, the objective, the weights files of the layout."""
 
@@ -365,8 +418,12 @@ class _FeatureType(TrainedType):
     drafter_class = FeatureDrafter  # how the network drafts (parallel-tree: its one-forward trees)
 
     def wrap(self, net, target, draft_vocab=None, head_weights=None) -> FeatureDrafter:
-        head = VocabHead(target.model.get_output_embeddings(), target.vocab_size, draft_vocab,
-                         weight=None if head_weights is None else head_weights[0])
+        head = VocabHead(
+            target.model.get_output_embeddings(),
+            target.vocab_size,
+            draft_vocab,
+            weight=None if head_weights is None else head_weights[0],
+        )
         return self.drafter_class(net, target.model, head)
 
     def feature_layers(self, architecture: dict) -> tuple:
@@ -382,8 +439,9 @@ class _FeatureType(TrainedType):
     def _read(folder: Path, target, attn_factor: int, what: str) -> tuple[dict, LayerShape, dict]:
         config = published.read_config(folder / "config.json")
         shape = published.layer_shape(config, attn_factor)
-        published.check_shapes(f"{what} checkpoint {folder}", shape.hidden,
-                               int(config.get("vocab_size", target.vocab_size)), target)
+        published.check_shapes(
+            f"{what} checkpoint {folder}", shape.hidden, int(config.get("vocab_size", target.vocab_size)), target
+        )
         tensors = published.read_tensors(folder, EAGLE_WEIGHTS)
         tensors.pop("embed_tokens.weight", None)
         return config, shape, tensors
@@ -397,15 +455,21 @@ class EagleType(_FeatureType):
 
     def architecture(self, target_config, **options) -> dict:
         opts = self.options(**options)
-        return {"layer": LayerShape.for_target(target_config, intermediate=opts["intermediate"]).to_dict(),
-                "fc_bias": True}
+        return {
+            "layer": LayerShape.for_target(target_config, intermediate=opts["intermediate"]).to_dict(),
+            "fc_bias": True,
+        }
 
     def new_net(self, architecture: dict, *, zero_init: bool = True) -> Eagle1Net:
         return Eagle1Net.from_architecture(architecture)
 
     def recognizes(self, config: dict, folder: Path) -> bool:
-        return ("hidden_size" in config and "draft_vocab_size" not in config and "medusa_num_heads" not in config
-                and any((folder / n).is_file() for n in EAGLE_WEIGHTS))
+        return (
+            "hidden_size" in config
+            and "draft_vocab_size" not in config
+            and "medusa_num_heads" not in config
+            and any((folder / n).is_file() for n in EAGLE_WEIGHTS)
+        )
 
     def load_published(self, folder: Path, target):
         folder = Path(folder)
@@ -414,16 +478,19 @@ class EagleType(_FeatureType):
         published.load_into(net, tensors, f"EAGLE checkpoint {folder}")
         return net, None, None
 
-    def export_published(self, folder: Path, net: Eagle1Net, target, draft_vocab=None, *,
-                         with_embeddings: bool = False) -> Path:
+    def export_published(
+        self, folder: Path, net: Eagle1Net, target, draft_vocab=None, *, with_embeddings: bool = False
+    ) -> Path:
         """Write the net in EAGLE's layout (config.json + pytorch_model.bin); EAGLE's own loader is
         strict and expects the embeddings too (``with_embeddings``)."""
         folder, tensors = self._start_export(folder, net)
         if with_embeddings:
             tensors["embed_tokens.weight"] = target.model.get_input_embeddings().weight.detach().float().clone()
         published.write_tensors(folder / "pytorch_model.bin", tensors)
-        published.write_json(folder / "config.json", published.llama_config(
-            net.shape, int(target.vocab_size), {"bias": net.fc.bias is not None}))
+        published.write_json(
+            folder / "config.json",
+            published.llama_config(net.shape, int(target.vocab_size), {"bias": net.fc.bias is not None}),
+        )
         return folder
 
 
@@ -436,8 +503,12 @@ class Eagle3Type(_FeatureType):
     def architecture(self, target_config, **options) -> dict:
         opts = self.options(**options)
         layers = opts.get("feature_layers") or eagle3_layers(int(target_config.num_hidden_layers))
-        return {"layer": LayerShape.for_target(target_config, intermediate=opts["intermediate"],
-                                               attn_in_factor=2).to_dict(), "feature_layers": list(layers)}
+        return {
+            "layer": LayerShape.for_target(
+                target_config, intermediate=opts["intermediate"], attn_in_factor=2
+            ).to_dict(),
+            "feature_layers": list(layers),
+        }
 
     def new_net(self, architecture: dict, *, zero_init: bool = True) -> Eagle3Net:
         return Eagle3Net.from_architecture(architecture)
@@ -455,8 +526,10 @@ class Eagle3Type(_FeatureType):
         size = int(config["draft_vocab_size"])
         ids = torch.arange(size) + (d2t.long() if d2t is not None else 0)
         if int(ids.max()) >= target.vocab_size:
-            raise SpecbenchError(f"EAGLE-3 checkpoint {folder}: draft vocabulary reaches id {int(ids.max())}, beyond "
-                                 f"target '{target.name}' ({target.vocab_size} tokens)")
+            raise SpecbenchError(
+                f"EAGLE-3 checkpoint {folder}: draft vocabulary reaches id {int(ids.max())}, beyond "
+                f"target '{target.name}' ({target.vocab_size} tokens)"
+            )
         net = Eagle3Net(shape, eagle3_layers(int(target.model.config.num_hidden_layers)))
         published.load_into(net, tensors, f"EAGLE-3 checkpoint {folder}")
         draft_vocab = None if size == target.vocab_size and bool((ids == torch.arange(size)).all()) else ids
@@ -479,8 +552,9 @@ class Eagle3Type(_FeatureType):
         t2d[ids] = True
         tensors["t2d"] = t2d
         published.write_tensors(folder / "pytorch_model.bin", tensors)
-        published.write_json(folder / "config.json", published.llama_config(
-            net.shape, vocab, {"draft_vocab_size": int(ids.numel())}))
+        published.write_json(
+            folder / "config.json", published.llama_config(net.shape, vocab, {"draft_vocab_size": int(ids.numel())})
+        )
         return folder
 
 

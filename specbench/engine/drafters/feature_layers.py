@@ -47,7 +47,7 @@ class LayerShape:
         return asdict(self)
 
     @classmethod
-    def for_target(cls, cfg, *, intermediate: int | None = None, attn_in_factor: int = 1) -> "LayerShape":
+    def for_target(cls, cfg, *, intermediate: int | None = None, attn_in_factor: int = 1) -> LayerShape:
         """A layer shaped like the target's (heads, head dim, RoPE θ), with its own MLP width."""
         heads = int(cfg.num_attention_heads)
         kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
@@ -55,10 +55,16 @@ class LayerShape:
         theta = getattr(cfg, "rope_theta", None)
         if theta is None:
             theta = (getattr(cfg, "rope_parameters", None) or {}).get("rope_theta", 10000.0)
-        return cls(hidden=int(cfg.hidden_size), heads=heads, kv_heads=kv_heads, head_dim=head_dim,
-                   intermediate=int(intermediate or cfg.intermediate_size),
-                   attn_in=attn_in_factor * int(cfg.hidden_size), rope_theta=float(theta),
-                   eps=float(getattr(cfg, "rms_norm_eps", 1e-5)))
+        return cls(
+            hidden=int(cfg.hidden_size),
+            heads=heads,
+            kv_heads=kv_heads,
+            head_dim=head_dim,
+            intermediate=int(intermediate or cfg.intermediate_size),
+            attn_in=attn_in_factor * int(cfg.hidden_size),
+            rope_theta=float(theta),
+            eps=float(getattr(cfg, "rms_norm_eps", 1e-5)),
+        )
 
 
 class RMSNorm(nn.Module):
@@ -134,24 +140,35 @@ class DraftAttention(nn.Module):
         repeat = self.shape.heads // self.shape.kv_heads
         return x if repeat == 1 else x.repeat_interleave(repeat, dim=1)
 
-    def cached(self, a: torch.Tensor, positions: torch.Tensor, cache: StaticKVCache, mask: torch.Tensor | None
-               ) -> torch.Tensor:
+    def cached(
+        self, a: torch.Tensor, positions: torch.Tensor, cache: StaticKVCache, mask: torch.Tensor | None
+    ) -> torch.Tensor:
         """Inference: append the new k, v to ``cache`` and attend over it. mask [T, S] bool or None (all)."""
         q, k, v = self.project(a, positions)
         cache.reserve(a.shape[1])
         keys, values = cache.write(0, k.to(cache.keys.dtype), v.to(cache.values.dtype))  # [B, k, S, D]
         cache.advance(a.shape[1])
-        out = F.scaled_dot_product_attention(q, self._groups(keys).to(q.dtype), self._groups(values).to(q.dtype),
-                                             attn_mask=None if mask is None else mask.to(q.device),
-                                             scale=self.shape.head_dim ** -0.5)
+        out = F.scaled_dot_product_attention(
+            q,
+            self._groups(keys).to(q.dtype),
+            self._groups(values).to(q.dtype),
+            attn_mask=None if mask is None else mask.to(q.device),
+            scale=self.shape.head_dim**-0.5,
+        )
         return self.output(out)
 
-    def unrolled(self, q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
-                 own: list[tuple[torch.Tensor, torch.Tensor]] = ()) -> torch.Tensor:
+    def unrolled(
+        self,
+        q: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        mask: torch.Tensor,
+        own: list[tuple[torch.Tensor, torch.Tensor]] = (),
+    ) -> torch.Tensor:
         """Training over whole sequences: q [B, h, T, D] attends keys/values [B, k, T, D] where
         mask [T, T] allows, plus, for training-time test, each chain's own earlier steps:
         ``own`` lists (k_j, v_j) [B, k, T, D], row t of which only query row t sees."""
-        scale = self.shape.head_dim ** -0.5
+        scale = self.shape.head_dim**-0.5
         keys, values = self._groups(keys), self._groups(values)
         scores = torch.matmul(q, keys.transpose(-1, -2)) * scale  # [B, h, T, T]
         scores = scores.masked_fill(~mask.to(q.device), float("-inf"))
@@ -160,7 +177,7 @@ class DraftAttention(nn.Module):
         t = keys.shape[2]
         out = torch.matmul(weights[..., :t], values)
         for j, (_, v) in enumerate(own):
-            out = out + weights[..., t + j: t + j + 1] * self._groups(v)
+            out = out + weights[..., t + j : t + j + 1] * self._groups(v)
         return self.output(out)
 
 
@@ -184,8 +201,14 @@ class DraftLayer(nn.Module):
         y = residual + attended
         return y + self.mlp(self.post_attention_layernorm(y))
 
-    def forward_cached(self, a: torch.Tensor, residual: torch.Tensor, positions: torch.Tensor, cache: StaticKVCache,
-                       mask: torch.Tensor | None) -> torch.Tensor:
+    def forward_cached(
+        self,
+        a: torch.Tensor,
+        residual: torch.Tensor,
+        positions: torch.Tensor,
+        cache: StaticKVCache,
+        mask: torch.Tensor | None,
+    ) -> torch.Tensor:
         """Inference step over T new entries: a [B, T, A], residual [B, T, H] -> [B, T, H]."""
         return self.finish(residual, self.self_attn.cached(a, positions, cache, mask))
 
@@ -207,11 +230,12 @@ def cache_mask(cache_length: int, new: int, block: torch.Tensor | None, prior: i
     if block is None:
         block = torch.ones(new, prior + new, dtype=torch.bool, device=device)
         block[:, prior:] = causal_mask(new, device)
-    mask[:, cache_length - prior:] = block.to(device)
+    mask[:, cache_length - prior :] = block.to(device)
     return mask
 
 
 # ----------------------------------------------------------------------------- target pieces
+
 
 class VocabHead(nn.Module):
     """logits = W h over the target's ids, W the target's LM head (shared, frozen).
@@ -222,8 +246,13 @@ class VocabHead(nn.Module):
     verification stay exact). A published checkpoint with its own head passes ``weight``.
     """
 
-    def __init__(self, lm_head: nn.Module | None, vocab_size: int, draft_vocab: torch.Tensor | None = None,
-                 weight: torch.Tensor | None = None):
+    def __init__(
+        self,
+        lm_head: nn.Module | None,
+        vocab_size: int,
+        draft_vocab: torch.Tensor | None = None,
+        weight: torch.Tensor | None = None,
+    ):
         super().__init__()
         self.vocab_size = int(vocab_size)
         if weight is None:
@@ -273,7 +302,7 @@ class FeatureBuffer:
                 grown = buf.new_zeros(max(2 * buf.shape[0], self.length + n), buf.shape[1])
                 grown[: self.length] = buf[: self.length]
                 self.rows[key] = buf = grown
-            buf[self.length: self.length + n] = value[0]
+            buf[self.length : self.length + n] = value[0]
         self.length += n
 
     def get(self, key, start: int, stop: int) -> torch.Tensor:

@@ -104,8 +104,9 @@ def _static_children(shape: StaticTree, path: tuple[int, ...]) -> int:
     return sum(1 for p in shape.paths if len(p) == len(path) + 1 and p[:-1] == path)
 
 
-def children(growth: Growth, node: int, logits: torch.Tensor, shape: Shape, sampling: SamplingParams,
-             generator) -> list[int]:
+def children(
+    growth: Growth, node: int, logits: torch.Tensor, shape: Shape, sampling: SamplingParams, generator
+) -> list[int]:
     """Create the children of ``node`` (−1: root) from its logits [V]; returns their indices.
 
     Every child is scored with the cumulative log q of its path (q: the warped distribution when
@@ -122,14 +123,25 @@ def children(growth: Growth, node: int, logits: torch.Tensor, shape: Shape, samp
             picks, dists = torch.topk(logits, k).indices.tolist(), [None] * k
         else:
             picks, dists = sample_without_replacement(probabilities(logits, sampling), k, generator)
-        return [growth.add(t, node, base + float(logq[t]), path + (r,), q) for r, (t, q) in enumerate(zip(picks, dists))]
+        return [
+            growth.add(t, node, base + float(logq[t]), path + (r,), q) for r, (t, q) in enumerate(zip(picks, dists))
+        ]
     top = torch.topk(logq, min(shape.topk, logq.shape[-1]))
-    return [growth.add(int(t), node, base + float(s), (), None)
-            for t, s in zip(top.indices.tolist(), top.values.tolist()) if s > float("-inf")]
+    return [
+        growth.add(int(t), node, base + float(s), (), None)
+        for t, s in zip(top.indices.tolist(), top.values.tolist())
+        if s > float("-inf")
+    ]
 
 
-def grow(root_logits: torch.Tensor, shape: Shape, sampling: SamplingParams, generator,
-         expand: Expand, keep_drafting: KeepDrafting | None = None) -> tuple[Growth, int]:
+def grow(
+    root_logits: torch.Tensor,
+    shape: Shape,
+    sampling: SamplingParams,
+    generator,
+    expand: Expand,
+    keep_drafting: KeepDrafting | None = None,
+) -> tuple[Growth, int]:
     """Grow ``shape`` from root_logits [V]; returns the nodes and the number of ``expand`` calls.
 
     ``keep_drafting`` (chains only; a verify-length schedule, `specbench.engine.schedule`): called
@@ -224,8 +236,9 @@ def proposal(growth: Growth, keep: list[int], shape: Shape, device, draft_steps:
     parents = None
     if not (isinstance(shape, StaticTree) and shape.is_chain):
         parents = [index[growth.parents[n]] if growth.parents[n] >= 0 else -1 for n in keep]
-    return Proposal(tokens=tokens, probs=probs, parents=parents, draft_steps=draft_steps,
-                    path_logq=[growth.scores[n] for n in keep]), index
+    return Proposal(
+        tokens=tokens, probs=probs, parents=parents, draft_steps=draft_steps, path_logq=[growth.scores[n] for n in keep]
+    ), index
 
 
 def wants_experts(shape: Shape, growth: Growth) -> bool:
@@ -233,10 +246,17 @@ def wants_experts(shape: Shape, growth: Growth) -> bool:
     return shape.expert_cost > 0 and len(growth.tokens) > shape.nodes
 
 
-def grow_proposal(root_logits: torch.Tensor, shape: Shape, sampling: SamplingParams, generator, expand: Expand,
-                  device, draft_steps: int | None = None,
-                  keep_drafting: KeepDrafting | None = None,
-                  experts: Callable[[Growth], NodeExperts] | None = None) -> tuple[Proposal, dict]:
+def grow_proposal(
+    root_logits: torch.Tensor,
+    shape: Shape,
+    sampling: SamplingParams,
+    generator,
+    expand: Expand,
+    device,
+    draft_steps: int | None = None,
+    keep_drafting: KeepDrafting | None = None,
+    experts: Callable[[Growth], NodeExperts] | None = None,
+) -> tuple[Proposal, dict]:
     """`grow`, `select` and `proposal` in one: the Proposal and the map growth index -> proposal
     index. draft_steps defaults to 1 + expansions (one drafter forward for the
     root, one per expanded level); a drafter whose expansions cost no forward passes its own.

@@ -33,8 +33,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from specbench.engine.drafters import growth as tree_growth
-from specbench.engine.drafters.base import BaseDrafter, Proposal, RoundOutcome, Shape
 from specbench.engine.drafters import published
+from specbench.engine.drafters.base import BaseDrafter, Proposal, RoundOutcome, Shape
 from specbench.engine.drafters.feature_layers import VocabHead
 from specbench.engine.drafters.trained import TrainedType
 from specbench.engine.sampling import SamplingParams
@@ -70,7 +70,7 @@ class MedusaHeads(nn.ModuleList):
         return {"hidden": self.hidden, "heads": self.num_heads, "layers": self.num_layers}
 
     @classmethod
-    def from_architecture(cls, arch: dict, zero_init: bool = True) -> "MedusaHeads":
+    def from_architecture(cls, arch: dict, zero_init: bool = True) -> MedusaHeads:
         return cls(int(arch["hidden"]), int(arch["heads"]), int(arch.get("layers", 1)), zero_init)
 
 
@@ -107,8 +107,14 @@ class MedusaDrafter(BaseDrafter):
         return 1
 
     @torch.inference_mode()
-    def propose(self, context: torch.Tensor, shape: Shape, sampling: SamplingParams,
-                generator: torch.Generator | None, keep_drafting=None) -> Proposal:
+    def propose(
+        self,
+        context: torch.Tensor,
+        shape: Shape,
+        sampling: SamplingParams,
+        generator: torch.Generator | None,
+        keep_drafting=None,
+    ) -> Proposal:
         shape = tree_growth.capped(shape, self.heads.num_heads)
         hidden = self.heads(self._last.to(next(self.heads.parameters()).dtype))  # [K, H]
         root = int(context[0, -1])
@@ -120,8 +126,15 @@ class MedusaDrafter(BaseDrafter):
             paths = [[root] + [growth.tokens[a] for a in reversed(growth.ancestors(n))] for n in nodes]
             return self.depth_logits(hidden, [growth.depths[n] + 1 for n in nodes], paths)
 
-        proposal = tree_growth.grow_proposal(self.depth_logits(hidden, [1], [[root]])[0], shape, sampling, generator,
-                                             expand, context.device, keep_drafting=keep_drafting)[0]
+        proposal = tree_growth.grow_proposal(
+            self.depth_logits(hidden, [1], [[root]])[0],
+            shape,
+            sampling,
+            generator,
+            expand,
+            context.device,
+            keep_drafting=keep_drafting,
+        )[0]
         proposal.draft_steps = self.draft_steps(expansions)
         return proposal
 
@@ -173,16 +186,18 @@ class MedusaType(TrainedType):
         hidden = int(tensors["0.0.linear.weight"].shape[0])
         projections = [tensors.pop(f"{i}.{layers}.weight", None) for i in range(heads_n)]
         vocab = int(projections[0].shape[0]) if projections[0] is not None else None
-        published.check_shapes(f"Medusa heads {folder} (base model {config.get('base_model_name_or_path')})", hidden,
-                               vocab, target)
+        published.check_shapes(
+            f"Medusa heads {folder} (base model {config.get('base_model_name_or_path')})", hidden, vocab, target
+        )
         net = MedusaHeads(hidden, heads_n, layers)
         published.load_into(net, tensors, f"Medusa heads {folder}")
         lm = target.model.get_output_embeddings().weight.detach().float().cpu()
         shared = all(p is None or torch.allclose(p.float(), lm, atol=1e-3) for p in projections)
         return net, None, None if shared else [p.float() if p is not None else lm for p in projections]
 
-    def export_published(self, folder: Path, net: MedusaHeads, target, draft_vocab=None, *,
-                         base_model: str | None = None) -> Path:
+    def export_published(
+        self, folder: Path, net: MedusaHeads, target, draft_vocab=None, *, base_model: str | None = None
+    ) -> Path:
         """Write the heads in Medusa's layout (each head's vocabulary projection = the target's LM head)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
@@ -191,7 +206,12 @@ class MedusaType(TrainedType):
         for i in range(net.num_heads):
             tensors[f"{i}.{net.num_layers}.weight"] = lm.clone()
         published.write_tensors(folder / "medusa_lm_head.pt", tensors)
-        published.write_json(folder / "config.json", {
-            "medusa_num_heads": net.num_heads, "medusa_num_layers": net.num_layers,
-            "base_model_name_or_path": base_model or target.name})
+        published.write_json(
+            folder / "config.json",
+            {
+                "medusa_num_heads": net.num_heads,
+                "medusa_num_layers": net.num_layers,
+                "base_model_name_or_path": base_model or target.name,
+            },
+        )
         return folder

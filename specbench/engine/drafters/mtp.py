@@ -33,8 +33,15 @@ import torch.nn as nn
 
 from specbench.engine.drafters import growth as tree_growth
 from specbench.engine.drafters.base import BaseDrafter, Proposal, RoundOutcome, Shape
-from specbench.engine.drafters.feature_layers import (DraftLayer, FeatureBuffer, LayerShape, RMSNorm, VocabHead,
-                                                      embed, new_cache)
+from specbench.engine.drafters.feature_layers import (
+    DraftLayer,
+    FeatureBuffer,
+    LayerShape,
+    RMSNorm,
+    VocabHead,
+    embed,
+    new_cache,
+)
 from specbench.engine.drafters.trained import TrainedType
 from specbench.engine.sampling import SamplingParams
 
@@ -82,7 +89,7 @@ class MTPNet(nn.Module):
         return {"layer": self.shape.to_dict(), "modules": self.depth}
 
     @classmethod
-    def from_architecture(cls, arch: dict) -> "MTPNet":
+    def from_architecture(cls, arch: dict) -> MTPNet:
         return cls(LayerShape(**arch["layer"]), int(arch["modules"]))
 
 
@@ -124,7 +131,7 @@ class MTPDrafter(BaseDrafter):
         h_rows, ids, positions = [], [], []
         if last >= start:
             h_rows.append(self._previous(k, start, last + 1))
-            ids.append(tokens[start + k: last + 1 + k])  # x_{i+k}
+            ids.append(tokens[start + k : last + 1 + k])  # x_{i+k}
             positions.append(torch.arange(start, last + 1, device=self.device))
         verified = int(positions[0].numel()) if positions else 0
         if queries is not None:
@@ -135,11 +142,13 @@ class MTPDrafter(BaseDrafter):
         if not positions:
             return None, None
         positions = torch.cat(positions)
-        a, r = module.step_inputs(torch.cat(h_rows)[None], embed(self.target_model, torch.cat(ids))[None].to(self.dtype))
+        a, r = module.step_inputs(
+            torch.cat(h_rows)[None], embed(self.target_model, torch.cat(ids))[None].to(self.dtype)
+        )
         mask = band_mask(positions, torch.cat([torch.arange(start, device=self.device), positions]), k)
         if queries is not None:  # draft queries never see one another: each is its own path
             n = positions.numel() - verified
-            mask[verified:, start + verified:] = torch.eye(n, dtype=torch.bool, device=self.device)
+            mask[verified:, start + verified :] = torch.eye(n, dtype=torch.bool, device=self.device)
         out = module.block.forward_cached(a, r, positions, cache, mask)[0]  # [m + n, H]
         cache.truncate(start + verified)
         if verified and k < self.net.depth:
@@ -152,14 +161,15 @@ class MTPDrafter(BaseDrafter):
             grown = buf.new_zeros(max(2 * buf.shape[0], start + rows.shape[0]), buf.shape[1])
             grown[:start] = buf[:start]
             self.outputs[k - 1] = buf = grown
-        buf[start: start + rows.shape[0]] = rows
+        buf[start : start + rows.shape[0]] = rows
 
     @torch.inference_mode()
     def start(self, prompt: torch.Tensor, capacity: int, features: dict | None = None) -> None:
         self.features.reset({"final": features["final"]}, capacity)
         hidden = self.net.shape.hidden
-        self.outputs = [torch.zeros(capacity, hidden, dtype=self.dtype, device=self.device)
-                        for _ in range(self.net.depth - 1)]
+        self.outputs = [
+            torch.zeros(capacity, hidden, dtype=self.dtype, device=self.device) for _ in range(self.net.depth - 1)
+        ]
         self.caches = [new_cache(self.net.shape, capacity + 8, self.dtype, self.device) for _ in range(self.net.depth)]
         length = prompt.shape[1]
         for k in range(1, self.net.depth + 1):  # verified positions of module k: i ≤ T − 1 − k
@@ -167,8 +177,14 @@ class MTPDrafter(BaseDrafter):
                 self._run_module(k, prompt[0], length - 1 - k)
 
     @torch.inference_mode()
-    def propose(self, context: torch.Tensor, shape: Shape, sampling: SamplingParams,
-                generator: torch.Generator | None, keep_drafting=None) -> Proposal:
+    def propose(
+        self,
+        context: torch.Tensor,
+        shape: Shape,
+        sampling: SamplingParams,
+        generator: torch.Generator | None,
+        keep_drafting=None,
+    ) -> Proposal:
         shape = tree_growth.capped(shape, self.net.depth)
         tokens = context[0]
         length = tokens.shape[0]
@@ -184,8 +200,9 @@ class MTPDrafter(BaseDrafter):
             return self.head.logits(self.net.layers[k - 1].head_input(out))
 
         root_logits = self.head.logits(self.net.layers[0].head_input(outputs[-1]))
-        return tree_growth.grow_proposal(root_logits, shape, sampling, generator, expand, context.device,
-                                         keep_drafting=keep_drafting)[0]
+        return tree_growth.grow_proposal(
+            root_logits, shape, sampling, generator, expand, context.device, keep_drafting=keep_drafting
+        )[0]
 
     @torch.inference_mode()
     def observe(self, outcome: RoundOutcome) -> None:
@@ -200,13 +217,19 @@ class MTPType(TrainedType):
 
     def architecture(self, target_config, **options) -> dict:
         opts = self.options(**options)
-        return {"layer": LayerShape.for_target(target_config, intermediate=opts["intermediate"]).to_dict(),
-                "modules": int(opts["modules"])}
+        return {
+            "layer": LayerShape.for_target(target_config, intermediate=opts["intermediate"]).to_dict(),
+            "modules": int(opts["modules"]),
+        }
 
     def new_net(self, architecture: dict, *, zero_init: bool = True) -> MTPNet:
         return MTPNet.from_architecture(architecture)
 
     def wrap(self, net, target, draft_vocab=None, head_weights=None) -> MTPDrafter:
-        head = VocabHead(target.model.get_output_embeddings(), target.vocab_size, draft_vocab,
-                         weight=None if head_weights is None else head_weights[0])
+        head = VocabHead(
+            target.model.get_output_embeddings(),
+            target.vocab_size,
+            draft_vocab,
+            weight=None if head_weights is None else head_weights[0],
+        )
         return MTPDrafter(net, target.model, head)

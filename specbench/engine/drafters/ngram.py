@@ -25,7 +25,7 @@ def match_starts(sequence: torch.Tensor, n: int) -> list[int]:
     length = sequence.shape[0]
     if n >= length:
         return []
-    suffix = sequence[length - n:]  # [n]
+    suffix = sequence[length - n :]  # [n]
     windows = sequence[: length - 1].unfold(0, n, 1)  # [L-n, n]: starts whose continuation exists
     hits = (windows == suffix).all(-1).nonzero().flatten()
     return [int(h) + n for h in hits.flip(0)]
@@ -36,12 +36,13 @@ def find_continuation(sequence: torch.Tensor, n_min: int, n_max: int, gamma: int
     for n in range(min(n_max, sequence.shape[0] - 1), n_min - 1, -1):
         starts = match_starts(sequence, n)
         if starts:
-            return sequence[starts[0]:starts[0] + gamma]
+            return sequence[starts[0] : starts[0] + gamma]
     return sequence[:0]
 
 
-def continuation_trie(sequence: torch.Tensor, n_min: int, n_max: int, gamma: int, budget: int,
-                      branches: int) -> tuple[list[int], list[int]]:
+def continuation_trie(
+    sequence: torch.Tensor, n_min: int, n_max: int, gamma: int, budget: int, branches: int
+) -> tuple[list[int], list[int]]:
     """(tokens, parents) of a trie of continuations, depth ≤ γ and ≤ ``budget`` tree nodes; parents
     precede children."""
     tokens: list[int] = []
@@ -54,7 +55,7 @@ def continuation_trie(sequence: torch.Tensor, n_min: int, n_max: int, gamma: int
                 continue
             seen.add(start)
             node = -1
-            for token in sequence[start:start + gamma].tolist():
+            for token in sequence[start : start + gamma].tolist():
                 key = (node, token)
                 if key not in children:
                     roots = sum(1 for p in parents if p == -1)
@@ -80,8 +81,9 @@ class NgramDrafter(BaseDrafter):
     def start(self, prompt: torch.Tensor, capacity: int, features: dict | None = None) -> None:
         pass
 
-    def propose(self, context: torch.Tensor, shape: Shape, sampling: SamplingParams,
-                generator: torch.Generator | None) -> Proposal:
+    def propose(
+        self, context: torch.Tensor, shape: Shape, sampling: SamplingParams, generator: torch.Generator | None
+    ) -> Proposal:
         row = context[0]  # the engine runs batch size 1
         if isinstance(shape, StaticTree) and shape.is_chain:
             return chain_proposal(find_continuation(row, self.n_min, self.n_max, shape.depth)[None, :])

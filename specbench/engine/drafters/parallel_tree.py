@@ -141,8 +141,14 @@ class ParallelTreeDrafter(FeatureDrafter):
         return self.net.slot_inputs(ranks)
 
     @torch.inference_mode()
-    def propose(self, context: torch.Tensor, shape: Shape, sampling: SamplingParams,
-                generator: torch.Generator | None, keep_drafting=None) -> Proposal:
+    def propose(
+        self,
+        context: torch.Tensor,
+        shape: Shape,
+        sampling: SamplingParams,
+        generator: torch.Generator | None,
+        keep_drafting=None,
+    ) -> Proposal:
         # a verify-length schedule stops drafting level by level: the slot blocks are grown per level then
         if not isinstance(shape, StaticTree) or shape.depth < 2 or keep_drafting is not None:
             return super().propose(context, shape, sampling, generator, keep_drafting)
@@ -160,8 +166,9 @@ class ParallelTreeDrafter(FeatureDrafter):
         def expand(growth: tree_growth.Growth, nodes: list[int]) -> torch.Tensor:  # already computed
             return torch.stack([logits[growth.paths[n]] for n in nodes])
 
-        return tree_growth.grow_proposal(root_logits, shape, sampling, generator, expand, context.device,
-                                         draft_steps=1)[0]
+        return tree_growth.grow_proposal(
+            root_logits, shape, sampling, generator, expand, context.device, draft_steps=1
+        )[0]
 
 
 class ParallelTreeType(_FeatureType):
@@ -173,9 +180,10 @@ class ParallelTreeType(_FeatureType):
 
     def architecture(self, target_config, **options) -> dict:
         opts = self.options(**options)
-        return {"layer": LayerShape.for_target(target_config, intermediate=opts["intermediate"]).to_dict(),
-                "ranks": int(opts["ranks"])}
+        return {
+            "layer": LayerShape.for_target(target_config, intermediate=opts["intermediate"]).to_dict(),
+            "ranks": int(opts["ranks"]),
+        }
 
     def new_net(self, architecture: dict, *, zero_init: bool = True) -> ParallelTreeNet:
         return ParallelTreeNet.from_architecture(architecture)
-

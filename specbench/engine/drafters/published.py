@@ -112,31 +112,53 @@ def detect(folder: Path) -> str | None:
 def check_shapes(where: str, hidden: int, vocab: int | None, target) -> None:
     cfg = target.model.config
     if hidden != int(cfg.hidden_size) or (vocab is not None and vocab != int(target.vocab_size)):
-        raise SpecbenchError(f"{where} was made for a model with hidden size {hidden} and vocabulary {vocab}, "
-                             f"not for target '{target.name}' (hidden size {cfg.hidden_size}, "
-                             f"vocabulary {target.vocab_size})")
+        raise SpecbenchError(
+            f"{where} was made for a model with hidden size {hidden} and vocabulary {vocab}, "
+            f"not for target '{target.name}' (hidden size {cfg.hidden_size}, "
+            f"vocabulary {target.vocab_size})"
+        )
 
 
 def llama_config(shape, vocab_size: int, extra: dict) -> dict:
-    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
-            "hidden_size": shape.hidden, "intermediate_size": shape.intermediate,
-            "num_attention_heads": shape.heads, "num_key_value_heads": shape.kv_heads, "head_dim": shape.head_dim,
-            "num_hidden_layers": 1, "rms_norm_eps": shape.eps, "rope_theta": shape.rope_theta,
-            "max_position_embeddings": 4096, "vocab_size": vocab_size, "torch_dtype": "float32", **extra}
+    return {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_act": "silu",
+        "hidden_size": shape.hidden,
+        "intermediate_size": shape.intermediate,
+        "num_attention_heads": shape.heads,
+        "num_key_value_heads": shape.kv_heads,
+        "head_dim": shape.head_dim,
+        "num_hidden_layers": 1,
+        "rms_norm_eps": shape.eps,
+        "rope_theta": shape.rope_theta,
+        "max_position_embeddings": 4096,
+        "vocab_size": vocab_size,
+        "torch_dtype": "float32",
+        **extra,
+    }
 
 
 def layer_shape(config: dict, attn_factor: int) -> LayerShape:
     hidden, heads = int(config["hidden_size"]), int(config["num_attention_heads"])
     if int(config.get("num_hidden_layers", 1)) != 1:
         raise SpecbenchError("only one-layer EAGLE drafters are supported (num_hidden_layers must be 1)")
-    return LayerShape(hidden=hidden, heads=heads, kv_heads=int(config.get("num_key_value_heads") or heads),
-                      head_dim=int(config.get("head_dim") or hidden // heads),
-                      intermediate=int(config["intermediate_size"]), attn_in=attn_factor * hidden,
-                      rope_theta=float(config.get("rope_theta", 10000.0)), eps=float(config.get("rms_norm_eps", 1e-6)))
+    return LayerShape(
+        hidden=hidden,
+        heads=heads,
+        kv_heads=int(config.get("num_key_value_heads") or heads),
+        head_dim=int(config.get("head_dim") or hidden // heads),
+        intermediate=int(config["intermediate_size"]),
+        attn_in=attn_factor * hidden,
+        rope_theta=float(config.get("rope_theta", 10000.0)),
+        eps=float(config.get("rms_norm_eps", 1e-6)),
+    )
 
 
 def load_into(net, tensors: dict, where: str) -> None:
     missing, unexpected = net.load_state_dict({k: v.float() for k, v in tensors.items()}, strict=False)
     if missing or unexpected:
-        raise SpecbenchError(f"{where}: weights do not match the layout (missing {sorted(missing)[:3]}, "
-                             f"unexpected {sorted(unexpected)[:3]})")
+        raise SpecbenchError(
+            f"{where}: weights do not match the layout (missing {sorted(missing)[:3]}, "
+            f"unexpected {sorted(unexpected)[:3]})"
+        )

@@ -61,8 +61,15 @@ class SerialHead(nn.Module):
 class SemiARNet(nn.Module):
     """Parallel Medusa-style heads (``heads``) and one serial head (``serial``)."""
 
-    def __init__(self, hidden: int, heads: int = 4, layers: int = 1, intermediate: int | None = None,
-                 eps: float = 1e-5, zero_init: bool = True):
+    def __init__(
+        self,
+        hidden: int,
+        heads: int = 4,
+        layers: int = 1,
+        intermediate: int | None = None,
+        eps: float = 1e-5,
+        zero_init: bool = True,
+    ):
         super().__init__()
         self.heads = MedusaHeads(hidden, heads, layers, zero_init)
         self.serial = SerialHead(hidden, intermediate or hidden, eps, zero_init)
@@ -81,8 +88,14 @@ class SemiARNet(nn.Module):
 
     @classmethod
     def from_architecture(cls, arch: dict, zero_init: bool = True) -> SemiARNet:
-        return cls(int(arch["hidden"]), int(arch["heads"]), int(arch.get("layers", 1)), int(arch["intermediate"]),
-                   float(arch.get("eps", 1e-5)), zero_init)
+        return cls(
+            int(arch["hidden"]),
+            int(arch["heads"]),
+            int(arch.get("layers", 1)),
+            int(arch["intermediate"]),
+            float(arch.get("eps", 1e-5)),
+            zero_init,
+        )
 
 
 class SemiARDrafter(MedusaDrafter):
@@ -98,8 +111,9 @@ class SemiARDrafter(MedusaDrafter):
         """Logits [n, V] of the tokens at ``depths`` (1-based) after ``paths`` (root, then drafted ancestors)."""
         dtype = hidden.dtype
         prev = embed(self.target_model, torch.tensor([p[-1] for p in paths], device=hidden.device)).to(dtype)  # [n, H]
-        mean = torch.stack([embed(self.target_model, torch.tensor(p, device=hidden.device)).to(dtype).mean(0)
-                            for p in paths])  # [n, H]
+        mean = torch.stack(
+            [embed(self.target_model, torch.tensor(p, device=hidden.device)).to(dtype).mean(0) for p in paths]
+        )  # [n, H]
         s = self.net.serial(hidden[torch.tensor(depths, device=hidden.device) - 1], prev, mean)
         return self.head.logits(s)
 
@@ -115,16 +129,24 @@ class SemiARType(TrainedType):
     def architecture(self, target_config, **options) -> dict:
         opts = self.options(**options)
         hidden = int(target_config.hidden_size)
-        return {"hidden": hidden, "heads": int(opts["heads"]), "layers": int(opts["layers"]),
-                "intermediate": int(opts["intermediate"] or hidden), "eps": float(getattr(target_config,
-                                                                                          "rms_norm_eps", 1e-5))}
+        return {
+            "hidden": hidden,
+            "heads": int(opts["heads"]),
+            "layers": int(opts["layers"]),
+            "intermediate": int(opts["intermediate"] or hidden),
+            "eps": float(getattr(target_config, "rms_norm_eps", 1e-5)),
+        }
 
     def new_net(self, architecture: dict, *, zero_init: bool = True) -> SemiARNet:
         return SemiARNet.from_architecture(architecture, zero_init=zero_init)
 
     def wrap(self, net, target, draft_vocab=None, head_weights=None) -> SemiARDrafter:
-        head = VocabHead(target.model.get_output_embeddings(), target.vocab_size, draft_vocab,
-                         weight=None if head_weights is None else head_weights[0])
+        head = VocabHead(
+            target.model.get_output_embeddings(),
+            target.vocab_size,
+            draft_vocab,
+            weight=None if head_weights is None else head_weights[0],
+        )
         return SemiARDrafter(net, target.model, head)
 
     def net_of(self, drafter: SemiARDrafter) -> SemiARNet:

@@ -15,8 +15,8 @@ plumbing checks only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.nn as nn
@@ -62,8 +62,13 @@ class TrainedType(registry.DrafterType):
         where the type can (Medusa heads), otherwise ignored."""
         raise NotImplementedError
 
-    def wrap(self, net: nn.Module, target, draft_vocab: torch.Tensor | None = None,
-             head_weights: list[torch.Tensor] | None = None):
+    def wrap(
+        self,
+        net: nn.Module,
+        target,
+        draft_vocab: torch.Tensor | None = None,
+        head_weights: list[torch.Tensor] | None = None,
+    ):
         """The engine drafter around ``net`` (on the target's device and dtype); ``head_weights``: output
         layers of a published checkpoint that does not share the target's LM head."""
         raise NotImplementedError
@@ -84,8 +89,9 @@ class TrainedType(registry.DrafterType):
         """(net, draft_vocab | None, head_weights | None) of a folder in the published layout."""
         raise SpecbenchError(f"drafter type '{self.name}' has no published layout")
 
-    def export_published(self, folder: Path, net: nn.Module, target, draft_vocab: torch.Tensor | None = None,
-                         **options) -> Path:
+    def export_published(
+        self, folder: Path, net: nn.Module, target, draft_vocab: torch.Tensor | None = None, **options
+    ) -> Path:
         """Write ``net`` in the published layout."""
         raise SpecbenchError(f"drafter type '{self.name}' has no published layout")
 
@@ -106,17 +112,28 @@ class TrainedType(registry.DrafterType):
         return ("final",)
 
     # ------------------------------------------------------------------ checkpoints
-    def save(self, folder: Path, net: nn.Module, target, draft_vocab: torch.Tensor | None,
-             training: dict | None = None, dtype: torch.dtype = torch.bfloat16) -> Path:
+    def save(
+        self,
+        folder: Path,
+        net: nn.Module,
+        target,
+        draft_vocab: torch.Tensor | None,
+        training: dict | None = None,
+        dtype: torch.dtype = torch.bfloat16,
+    ) -> Path:
         """Write a checkpoint: architecture, target record, training record, weights in ``dtype``."""
         tensors = dict(net.state_dict())
         if draft_vocab is not None:
             tensors[DRAFT_VOCAB_KEY] = draft_vocab.to(torch.int32)
-        config = {"type": self.name, "architecture": net.architecture(),
-                  "feature_layers": [k if isinstance(k, str) else int(k) for k in feature_layers_of(net)],
-                  "draft_vocab_size": None if draft_vocab is None else int(draft_vocab.numel()),
-                  "parameters": parameter_count(net), "target": ckpt.target_record(target),
-                  "training": training or {}}
+        config = {
+            "type": self.name,
+            "architecture": net.architecture(),
+            "feature_layers": [k if isinstance(k, str) else int(k) for k in feature_layers_of(net)],
+            "draft_vocab_size": None if draft_vocab is None else int(draft_vocab.numel()),
+            "parameters": parameter_count(net),
+            "target": ckpt.target_record(target),
+            "training": training or {},
+        }
         return ckpt.write_checkpoint(folder, config, tensors, dtype)
 
     def load(self, checkpoint: ckpt.Checkpoint, target) -> tuple[nn.Module, torch.Tensor | None]:
@@ -128,11 +145,15 @@ class TrainedType(registry.DrafterType):
             net = self.new_net(checkpoint.config["architecture"])
             missing, unexpected = net.load_state_dict({k: v.float() for k, v in tensors.items()}, strict=False)
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-            raise SpecbenchError(f"drafter checkpoint {checkpoint.path}: weights do not fit its architecture "
-                                 f"({str(exc).splitlines()[0]})") from None
+            raise SpecbenchError(
+                f"drafter checkpoint {checkpoint.path}: weights do not fit its architecture "
+                f"({str(exc).splitlines()[0]})"
+            ) from None
         if missing or unexpected:
-            raise SpecbenchError(f"drafter checkpoint {checkpoint.path}: missing {sorted(missing)[:3]} "
-                                 f"unexpected {sorted(unexpected)[:3]} weights")
+            raise SpecbenchError(
+                f"drafter checkpoint {checkpoint.path}: missing {sorted(missing)[:3]} "
+                f"unexpected {sorted(unexpected)[:3]} weights"
+            )
         return net, None if draft_vocab is None else draft_vocab.long()
 
     # ------------------------------------------------------------------ online adaptation
@@ -163,7 +184,9 @@ class TrainedType(registry.DrafterType):
             torch.random.set_rng_state(generator_state)
 
     # ------------------------------------------------------------------ the registry's builder
-    def build(self, target, *, device: str, dtype: str, implementation: str, checkpoint: str | None = None, seed: int = 0):
+    def build(
+        self, target, *, device: str, dtype: str, implementation: str, checkpoint: str | None = None, seed: int = 0
+    ):
         """checkpoint = path (specbench's format, the type's published layout or the speculators format),
         shipped name, hub id, None (the one shipped for the target) or 'random'."""
         param = next(target.model.parameters())

@@ -43,8 +43,10 @@ def batch_requests(spec, group, prompt_ids: list[list[int]]) -> list[Request]:
         prompts = sorted(f"{u.workload.name}/{u.prompt.prompt_id}/{u.repeat}" for u in units)
         seed = batch_seed(spec.seed, group.request_rate, spec.arrivals, group.turn, *prompts)
         arrivals = arrival_offsets(len(units), group.request_rate, spec.arrivals, seed)
-    return [Request(ids, u.max_new_tokens, u.seed, not spec.ignore_eos, arrival)
-            for u, ids, arrival in zip(units, prompt_ids, arrivals)]
+    return [
+        Request(ids, u.max_new_tokens, u.seed, not spec.ignore_eos, arrival)
+        for u, ids, arrival in zip(units, prompt_ids, arrivals)
+    ]
 
 
 def run_batch(backend, config, requests: list[Request], concurrency: int, protocol: TimingProtocol):
@@ -59,13 +61,18 @@ def run_batch(backend, config, requests: list[Request], concurrency: int, protoc
     starts = [r.arrival_s for r in results if r.arrival_s is not None]
     ends = [r.finish_s for r in results if r.finish_s is not None]
     wall = max(ends) - min(starts) if starts and ends else math.nan
-    columns = {"batch_id": uuid.uuid4().hex[:16], "batch_requests": len(results),
-               "batch_output_tokens": int(sum(len(r.tokens) for r in results)), "batch_wall_s": float(wall)}
+    columns = {
+        "batch_id": uuid.uuid4().hex[:16],
+        "batch_requests": len(results),
+        "batch_output_tokens": int(sum(len(r.tokens) for r in results)),
+        "batch_wall_s": float(wall),
+    }
     hit = scope is not None and disturbed(state, scope.cores, protocol)
     attempt = Attempt({"decode_s": math.nan}, state, hit)
     machine = machine_columns([attempt], [attempt], not hit)
-    machine["timing_flag"] = (f"disturbed: the batch ran beside other processes ({state.other_cores:.2f} cores busy)"
-                              if hit else "")
+    machine["timing_flag"] = (
+        f"disturbed: the batch ran beside other processes ({state.other_cores:.2f} cores busy)" if hit else ""
+    )
     return results, {**columns, **machine, "energy_j": state.energy_j}
 
 

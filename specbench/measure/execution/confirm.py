@@ -35,9 +35,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from specbench.analysis.load.table import axis_of, has_load_axis, normalised, serving_table
+from specbench.analysis.load.verdicts import summary as load_summary
 from specbench.analysis.recommendation.confirmation import (
     BASELINE,
-    STATIC,
     BUDGET,
     CONFIRM_DIR,
     CONTENDER,
@@ -46,6 +47,7 @@ from specbench.analysis.recommendation.confirmation import (
     OPEN,
     PREDICTED,
     RECOMMENDED,
+    STATIC,
     Arm,
     LookResult,
     Prediction,
@@ -58,8 +60,6 @@ from specbench.analysis.recommendation.confirmation import (
     threshold_loads,
     write_report,
 )
-from specbench.analysis.load.table import axis_of, has_load_axis, normalised, serving_table
-from specbench.analysis.load.verdicts import summary as load_summary
 from specbench.analysis.recommendation.recommend import recommend
 from specbench.analysis.verdicts.stopping_history import load_history
 from specbench.backends.registry import adaptive_mechanisms
@@ -69,9 +69,9 @@ from specbench.errors import SpecbenchError
 from specbench.measure.execution.policy import Proposal, choose_round, share_time
 from specbench.measure.spec.sweep import RunConfig, SweepSpec, build_spec
 from specbench.measure.spec.units import Unit, load_workloads
+from specbench.records.store import load_records, load_run_info
 from specbench.workloads.catalog import Workload, load_workload, resolve_spec
 from specbench.workloads.stream import StreamSpec, stream_prompts
-from specbench.records.store import load_records, load_run_info
 
 
 @dataclass(frozen=True)

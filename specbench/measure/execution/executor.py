@@ -24,15 +24,16 @@ says why) and left out of timing fits, as the timing protocol does with any inte
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Protocol
+from typing import Protocol
 
 from specbench.errors import SpecbenchError
 from specbench.measure.execution.groups import write_backend_file
 from specbench.measure.execution.pieces import Piece, answer_key
+from specbench.measure.execution.worker import live_drafters
 from specbench.measure.replay.units import MomentsStore
 from specbench.measure.spec.units import UnitOutput
-from specbench.measure.execution.worker import live_drafters
 
 DIED, INPUT, BUG = "died", "input", "bug"  # why a piece failed: its worker or node died; bad input; a bug
 

@@ -58,8 +58,17 @@ def group_units(units: list[Unit]) -> list[Group]:
         if key not in groups:
             groups[key] = Group(unit.config, unit.concurrency, unit.turn, [], unit.request_rate)
         groups[key].units.append(unit)
-    return sorted(groups.values(), key=lambda g: (not g.config.is_baseline, first_seen[g.config], g.concurrency,
-                                                  g.request_rate or 0.0, workloads[g.units[0].workload.name], g.turn))
+    return sorted(
+        groups.values(),
+        key=lambda g: (
+            not g.config.is_baseline,
+            first_seen[g.config],
+            g.concurrency,
+            g.request_rate or 0.0,
+            workloads[g.units[0].workload.name],
+            g.turn,
+        ),
+    )
 
 
 def warm_first(groups: list[Group], is_warm) -> list[Group]:
@@ -84,8 +93,9 @@ def group_outputs(worker, piece):
     spec, first = worker.spec, piece.units[0]
     group = Group(first.config, piece.concurrency, first.turn, piece.units, piece.request_rate)
     requests = batch_requests(spec, group, [worker.prompt_ids(u, piece.answers) for u in group.units])
-    worker.observer.status(f"{group.config.label} · {load_label(group.concurrency, group.request_rate)} · "
-                           f"{len(requests)} requests")
+    worker.observer.status(
+        f"{group.config.label} · {load_label(group.concurrency, group.request_rate)} · {len(requests)} requests"
+    )
     for unit in group.units:
         worker.observer.unit_started(unit)
     results, shared = run_batch(worker.backend, group.config, requests, group.concurrency, spec.timing)

@@ -65,8 +65,11 @@ def cpu_mhz() -> float:
             pass
     if not values:
         try:
-            values = [float(line.split(":")[1]) for line in CPUINFO.read_text().splitlines()
-                      if line.lower().startswith("cpu mhz")]
+            values = [
+                float(line.split(":")[1])
+                for line in CPUINFO.read_text().splitlines()
+                if line.lower().startswith("cpu mhz")
+            ]
         except (OSError, ValueError, IndexError):
             values = []
     return float(sum(values) / len(values)) if values else float("nan")
@@ -82,7 +85,7 @@ def _session_cpu_ticks(sessions: set[int]) -> float:
             text = stat.read_text()
         except OSError:  # the process ended while we read
             continue
-        fields = text[text.rfind(")") + 2:].split()  # fields from the state on (field 3 of proc(5))
+        fields = text[text.rfind(")") + 2 :].split()  # fields from the state on (field 3 of proc(5))
         try:
             if int(fields[3]) in sessions:
                 total += sum(float(v) for v in fields[11:15])  # utime stime cutime cstime
@@ -149,5 +152,12 @@ class MachineProbe:
             other = float("nan")
         else:
             other = (busy - self._busy) / _ticks_per_s() - own
-        return MachineState(wall_s=wall, load_1m=load_average(), other_cpu_s=other, own_cpu_s=own,
-                            cpu_mhz=cpu_mhz(), n_cpus=os.cpu_count() or 1, energy_j=energy)
+        return MachineState(
+            wall_s=wall,
+            load_1m=load_average(),
+            other_cpu_s=other,
+            own_cpu_s=own,
+            cpu_mhz=cpu_mhz(),
+            n_cpus=os.cpu_count() or 1,
+            energy_j=energy,
+        )

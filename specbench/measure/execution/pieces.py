@@ -58,7 +58,7 @@ class Piece:
         """Conversations whose baseline turn-1 answer this piece's prompts continue."""
         return {answer_key(u) for u in self.units if u.turn > 1}
 
-    def with_inputs(self, answers: dict, run: int) -> "Piece":
+    def with_inputs(self, answers: dict, run: int) -> Piece:
         return replace(self, answers={key: answers[key] for key in self.needs}, run=run)
 
     @property

@@ -35,8 +35,8 @@ from specbench.engine.device import device_info
 from specbench.errors import SpecbenchError
 from specbench.measure.execution.executor import BUG, DIED, INPUT, Outcome, dispatch
 from specbench.measure.execution.pieces import GROUP, REPLAY, Piece
-from specbench.measure.spec.units import UnitOutput
 from specbench.measure.execution.worker import PieceWorker, SilentObserver, live_drafters, sweep_backend
+from specbench.measure.spec.units import UnitOutput
 
 INSTALL_HINT = "pip install 'specbench[ray]' (or make install-ray)"
 LOCAL_START_ATTEMPTS = 3  # Ray gives a new local node 30 s to register; a busy machine can need more
@@ -56,7 +56,7 @@ def start_local_instance(ray, attempts: int = LOCAL_START_ATTEMPTS, **init) -> N
     """``ray.init`` of a new local instance. Ray waits a fixed 30 s for the new node to register, which a busy
     machine can outlast: then the half-started processes (this process's new descendants) are ended and it
     tries again, ``attempts`` times in all, before a one-line error."""
-    for attempt in range(1, attempts + 1):
+    for _attempt in range(1, attempts + 1):
         before = {child.pid for child in psutil.Process().children(recursive=True)}
         try:
             ray.init(address="local", **init)

@@ -23,22 +23,22 @@ from pathlib import Path
 from typing import Protocol
 
 from specbench.backends.base import Backend
-from specbench.engine.device import device_info
-from specbench.measure.environment import git_commit, now_utc, package_versions
 from specbench.catalogue.drafters import TARGET_ONLY
+from specbench.engine.device import device_info
 from specbench.errors import SpecbenchError, note
+from specbench.measure.environment import git_commit, now_utc, package_versions
 from specbench.measure.execution.adaptive import AdaptivePolicy
 from specbench.measure.execution.executor import InProcessExecutor, RecordWriter, raise_failures
 from specbench.measure.execution.online_resume import catch_up_units
-from specbench.measure.spec.online_strategy import check_shard
-from specbench.measure.execution.policy import Policy
 from specbench.measure.execution.pieces import live_blocks, live_pieces, replay_pieces  # noqa: F401 (live_blocks: re-export)
+from specbench.measure.execution.policy import Policy
 from specbench.measure.execution.ray_executor import RayExecutor
+from specbench.measure.execution.worker import PieceWorker, SilentObserver, sweep_backend  # noqa: F401 (SilentObserver: re-export)
 from specbench.measure.replay.units import cost_key, replay_inputs, write_summary
+from specbench.measure.spec.online_strategy import check_shard
 from specbench.measure.spec.sweep import SweepSpec
 from specbench.measure.spec.units import Unit, expand_units, in_shard, load_workloads
 from specbench.measure.spec.validate import check_device, check_grid_size
-from specbench.measure.execution.worker import PieceWorker, SilentObserver, sweep_backend  # noqa: F401 (SilentObserver: re-export)
 from specbench.records.archive import set_aside_folder
 from specbench.records.lock import LOCK_FILE, FolderLock, check_writable_folder, lock_holder
 from specbench.records.store import SCHEMA_VERSION, ResultsStore, load_records
@@ -182,7 +182,9 @@ class SweepRunner:
             self.backend = sweep_backend(spec)
             self.executor = InProcessExecutor(PieceWorker(spec, self.backend, self.observer))
         self._answers: dict[tuple, list[list[int]]] = {}  # conversation -> the baseline's turn-1 answer (token ids)
-        self._catch_up: set[str] = set()  # finished online units that run again on a resume (measure.execution.online_resume)
+        self._catch_up: set[str] = (
+            set()
+        )  # finished online units that run again on a resume (measure.execution.online_resume)
         self._report: dict = {}
 
     @property
@@ -256,7 +258,9 @@ class SweepRunner:
             if forcing:
                 self._set_aside()
             self.store.write_run_info(self._run_info())  # spec valid, models loaded
-            if self.policy is not None:  # looks until the policy is done (measure.execution.adaptive, measure.execution.confirm)
+            if (
+                self.policy is not None
+            ):  # looks until the policy is done (measure.execution.adaptive, measure.execution.confirm)
                 return self.drive(self.policy, finished)
             return self._run_units(todo)
         finally:

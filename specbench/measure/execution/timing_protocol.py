@@ -52,6 +52,7 @@ OUTLIER_RATIO = 1.3
 
 # ----------------------------------------------------------------------------- schedule
 
+
 def schedule(n_units: int, has_baseline: bool, order: str) -> list[int]:
     """Indices (into a block whose unit 0 is the baseline when ``has_baseline``) in timing order."""
     if n_units <= 1 or order == "once":
@@ -120,8 +121,15 @@ def combine(attempts: list[Attempt]) -> dict:
     record = dict(kept[0].record)
     same_rounds = all(a.record["round_drafted"] == record["round_drafted"] for a in kept)
     if not same_rounds:  # not the same rounds (should not happen: seeded): keep the least disturbed attempt
-        kept = [min(kept, key=lambda a: (a.state.other_cores if a.state.other_cores == a.state.other_cores
-                                         else 0.0, a.record["decode_s"]))]
+        kept = [
+            min(
+                kept,
+                key=lambda a: (
+                    a.state.other_cores if a.state.other_cores == a.state.other_cores else 0.0,
+                    a.record["decode_s"],
+                ),
+            )
+        ]
         record = dict(kept[0].record)
     for key in TIMED_SCALARS:
         record[key] = float(np.mean([a.record[key] for a in kept]))
@@ -131,8 +139,14 @@ def combine(attempts: list[Attempt]) -> dict:
     record["tokens_per_s"] = record["decode_tokens"] / record["decode_s"] if record["decode_s"] > 0 else 0.0
     ok = any(not a.disturbed for a in attempts)
     record.update(machine_columns(attempts, kept, ok))
-    record.update(energy_columns(float(np.mean([timed_energy(a) for a in kept])), record.get("new_tokens", 0),
-                                 record.get("accepted", 0), meter()))
+    record.update(
+        energy_columns(
+            float(np.mean([timed_energy(a) for a in kept])),
+            record.get("new_tokens", 0),
+            record.get("accepted", 0),
+            meter(),
+        )
+    )
     return record
 
 
@@ -158,11 +172,16 @@ def machine_columns(attempts: list[Attempt], kept: list[Attempt], ok: bool) -> d
     else:
         flag = f"disturbed: all {len(attempts)} attempt(s) under interference"
     return {
-        "timing_ok": ok, "timing_flag": flag, "timing_attempts": len(attempts), "timing_kept": len(kept),
+        "timing_ok": ok,
+        "timing_flag": flag,
+        "timing_attempts": len(attempts),
+        "timing_kept": len(kept),
         "attempt_decode_s": [float(a.record["decode_s"]) for a in attempts],
         "attempt_other_cores": [float(a.state.other_cores) for a in attempts],
-        "load_1m": mean(s.load_1m for s in states), "other_cpu_s": float(sum(s.other_cpu_s for s in states)),
-        "other_cores": mean(s.other_cores for s in states), "cpu_mhz": mean(s.cpu_mhz for s in states),
+        "load_1m": mean(s.load_1m for s in states),
+        "other_cpu_s": float(sum(s.other_cpu_s for s in states)),
+        "other_cores": mean(s.other_cores for s in states),
+        "cpu_mhz": mean(s.cpu_mhz for s in states),
     }
 
 

@@ -9,8 +9,8 @@ The results folder is the driver's alone (`specbench.measure.execution.executor.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
-from typing import Iterator
 
 from specbench.backends.registry import make_backend
 from specbench.errors import SpecbenchError
@@ -18,13 +18,13 @@ from specbench.measure.execution.energy import meter
 from specbench.measure.execution.groups import group_outputs
 from specbench.measure.execution.machine_state import MachineProbe
 from specbench.measure.execution.pieces import BLOCK, GROUP, REPLAY, Piece, answer_key
+from specbench.measure.execution.timing_protocol import combine, run_block, warm_up
 from specbench.measure.replay.units import replay_outputs
 from specbench.measure.spec.sweep import RunConfig
-from specbench.measure.execution.timing_protocol import combine, run_block, warm_up
 from specbench.measure.spec.units import Unit, UnitOutput, make_record
 from specbench.measure.spec.validate import check_unit_lengths, prompt_room
-from specbench.workloads.catalog import encode_turn
 from specbench.models.limits import check_window
+from specbench.workloads.catalog import encode_turn
 
 
 class SilentObserver:

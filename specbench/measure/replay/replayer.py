@@ -80,6 +80,7 @@ CHUNK = 256  # positions per teacher-forced forward (bounds the [chunk, vocab] l
 
 # ----------------------------------------------------------------------------- trajectory
 
+
 @dataclass(frozen=True)
 class Trajectory:
     """A target-only generation, plus (when it stopped at a stop token) what the target would
@@ -105,8 +106,18 @@ def extension_length(n_stop: int, max_new_tokens: int, max_gamma: int) -> int:
     return max(0, min(max_gamma - 1, max_new_tokens - 1 - n_stop))
 
 
-def make_trajectory(target, prompt: list[int], output: list[int], *, stop_reason: str, max_new_tokens: int,
-                    max_gamma: int, sampling, seed: int, decoder=None) -> Trajectory:
+def make_trajectory(
+    target,
+    prompt: list[int],
+    output: list[int],
+    *,
+    stop_reason: str,
+    max_new_tokens: int,
+    max_gamma: int,
+    sampling,
+    seed: int,
+    decoder=None,
+) -> Trajectory:
     """The replay trajectory of one baseline generation (``output`` is its token list).
 
     After a stop at a stop token the target's own continuation (greedy, or sampled with
@@ -115,13 +126,13 @@ def make_trajectory(target, prompt: list[int], output: list[int], *, stop_reason
     tokens = list(output)
     extra = extension_length(len(tokens), max_new_tokens, max_gamma) if stop_reason == "eos" else 0
     if extra:
-
         engine = SpeculativeEngine(target, None, gamma=0, sampling=sampling, decoder=decoder)
         tokens += engine.generate(list(prompt) + tokens, extra, seed=seed, stop_at_eos=False).tokens
     return Trajectory(tuple(prompt), tuple(tokens), len(output), max_new_tokens)
 
 
 # ----------------------------------------------------------------------------- traces
+
 
 @dataclass
 class ChainTrace:
@@ -184,7 +195,7 @@ def prediction_chunks(decoder, prompt: tuple[int, ...], tokens: tuple[int, ...],
     decoder.reset(1, ids.shape[1] + 1)
     yield 1, decoder.forward(ids[:, :start], logits="last").logits[0]  # [1, V]: predicts y_1
     for s in range(start, ids.shape[1], chunk):
-        yield s - len(prompt) + 1, decoder.forward(ids[:, s:s + chunk], logits="all").logits[0]  # [C, V]
+        yield s - len(prompt) + 1, decoder.forward(ids[:, s : s + chunk], logits="all").logits[0]  # [C, V]
 
 
 def greedy_ranks(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
@@ -219,10 +230,20 @@ class Replayer:
         self.chunk = chunk
         self._draft_decoders: dict[int, object] = {}
 
-    def trajectory(self, prompt, output, *, stop_reason: str, max_new_tokens: int, max_gamma: int, sampling,
-                   seed: int) -> Trajectory:
-        return make_trajectory(self.target, prompt, output, stop_reason=stop_reason, max_new_tokens=max_new_tokens,
-                               max_gamma=max_gamma, sampling=sampling, seed=seed, decoder=self.decoder)
+    def trajectory(
+        self, prompt, output, *, stop_reason: str, max_new_tokens: int, max_gamma: int, sampling, seed: int
+    ) -> Trajectory:
+        return make_trajectory(
+            self.target,
+            prompt,
+            output,
+            stop_reason=stop_reason,
+            max_new_tokens=max_new_tokens,
+            max_gamma=max_gamma,
+            sampling=sampling,
+            seed=seed,
+            decoder=self.decoder,
+        )
 
     def trace(self, drafter, trajectory: Trajectory, max_gamma: int, sampling, kind: str | None = None) -> ChainTrace:
         """The drafter's chain trace along ``trajectory`` for every γ up to ``max_gamma``, by the replay
@@ -234,8 +255,9 @@ class Replayer:
             return self._prompt_lookup(drafter, trajectory, max_gamma, name)
         if method == "teacher-forced":
             return self._teacher_forced_trace(drafter, trajectory, max_gamma, sampling, name)
-        raise SpecbenchError(f"replay does not support drafter '{name}' yet "
-                             f"(replayable: {', '.join(catalogue.replayable())})")
+        raise SpecbenchError(
+            f"replay does not support drafter '{name}' yet (replayable: {', '.join(catalogue.replayable())})"
+        )
 
     # ------------------------------------------------------------------ prompt lookup
     def _prompt_lookup(self, drafter, trajectory: Trajectory, max_gamma: int, kind: str) -> ChainTrace:
@@ -246,7 +268,6 @@ class Replayer:
         """
         import torch
 
-
         n_starts = trajectory.starts
         tokens = np.asarray(trajectory.tokens, dtype=np.int64)
         sequence = torch.tensor(list(trajectory.prompt) + list(trajectory.tokens), dtype=torch.long)
@@ -254,9 +275,10 @@ class Replayer:
         available = np.zeros(n_starts, dtype=np.int64)
         for s in range(n_starts):
             t = s + 1
-            proposal = find_continuation(sequence[: len(trajectory.prompt) + t], drafter.n_min, drafter.n_max,
-                                         max_gamma).numpy()
-            truth = tokens[t: t + len(proposal)]
+            proposal = find_continuation(
+                sequence[: len(trajectory.prompt) + t], drafter.n_min, drafter.n_max, max_gamma
+            ).numpy()
+            truth = tokens[t : t + len(proposal)]
             available[s] = len(proposal)
             accept[s, : len(truth)] = proposal[: len(truth)] == truth
         return ChainTrace(kind, accept, available, model_steps=False, exact=True)
@@ -277,9 +299,15 @@ class Replayer:
         n_starts = trajectory.starts
         accept = _positional(coins, n_starts, max_gamma)
         exact = bool(np.isin(accept, (0.0, 1.0)).all())
-        return ChainTrace(kind, accept, np.full(n_starts, max_gamma, dtype=np.int64), model_steps=True,
-                          exact=exact, expected=None if expected is None else expected[1: n_starts + 1],
-                          ranks=ranks)
+        return ChainTrace(
+            kind,
+            accept,
+            np.full(n_starts, max_gamma, dtype=np.int64),
+            model_steps=True,
+            exact=exact,
+            expected=None if expected is None else expected[1 : n_starts + 1],
+            ranks=ranks,
+        )
 
     def _teacher_forced(self, drafter, trajectory: Trajectory, sampling):
         """Per position s of y: coin w_s (greedy: 1{rank 0}), expected acceptance (sampling), rank (greedy)."""
@@ -291,27 +319,26 @@ class Replayer:
         expected = np.zeros(m) if not sampling.greedy else None
         ranks = np.full(m, -1, dtype=np.int64) if sampling.greedy else None
         y = torch.tensor(trajectory.tokens, dtype=torch.long, device=self.decoder.device)
-        draft_chunks = prediction_chunks(self._draft_decoder(drafter), trajectory.prompt, trajectory.tokens,
-                                         self.chunk)
+        draft_chunks = prediction_chunks(self._draft_decoder(drafter), trajectory.prompt, trajectory.tokens, self.chunk)
         if sampling.greedy:
             for s0, q_logits in draft_chunks:
                 q_logits = on_target_vocab(q_logits.float(), vocab)
-                rank = greedy_ranks(q_logits, y[s0: s0 + q_logits.shape[0]].to(q_logits.device)).cpu().numpy()
-                ranks[s0: s0 + len(rank)] = rank
-                coins[s0: s0 + len(rank)] = rank == 0
+                rank = greedy_ranks(q_logits, y[s0 : s0 + q_logits.shape[0]].to(q_logits.device)).cpu().numpy()
+                ranks[s0 : s0 + len(rank)] = rank
+                coins[s0 : s0 + len(rank)] = rank == 0
         else:
-
             target_chunks = prediction_chunks(self.decoder, trajectory.prompt, trajectory.tokens, self.chunk)
             for (s0, q_logits), (_, p_logits) in zip(draft_chunks, target_chunks):
                 p = probabilities(p_logits, sampling)  # [C, V]
                 q = probabilities(on_target_vocab(q_logits.float(), vocab), sampling).to(p.device)
-                w, beta = acceptance_coins(p, q, y[s0: s0 + p.shape[0]])
-                coins[s0: s0 + p.shape[0]] = w.cpu().numpy()
-                expected[s0: s0 + p.shape[0]] = beta.cpu().numpy()
+                w, beta = acceptance_coins(p, q, y[s0 : s0 + p.shape[0]])
+                coins[s0 : s0 + p.shape[0]] = w.cpu().numpy()
+                expected[s0 : s0 + p.shape[0]] = beta.cpu().numpy()
         return coins, expected, ranks
 
 
 # ----------------------------------------------------------------------------- the walk
+
 
 @dataclass
 class RoundLaw:
@@ -346,12 +373,15 @@ def round_law(trace: ChainTrace, gammas, n_stop: int, max_new_tokens: int) -> Ro
     cap = max_new_tokens - t - 1  # the live loop: never draft past the length limit
     requested = np.minimum(gammas[:, None], cap[None, :])  # [G, S]
     drafted = np.minimum(requested, trace.available[None, :n_starts])
-    survival = np.concatenate([np.ones((n_starts, 1)), np.cumprod(trace.accept[:n_starts, :max_gamma], axis=1),
-                               np.zeros((n_starts, 1))], axis=1)  # [S, D+2]
+    survival = np.concatenate(
+        [np.ones((n_starts, 1)), np.cumprod(trace.accept[:n_starts, :max_gamma], axis=1), np.zeros((n_starts, 1))],
+        axis=1,
+    )  # [S, D+2]
     j = np.arange(max_gamma + 1)[None, None, :]
     gamma_t = drafted[:, :, None]  # γ(t), the round's own γ
-    probs = np.where(j < gamma_t, survival[None, :, :-1] - survival[None, :, 1:],
-                     np.where(j == gamma_t, survival[None, :, :-1], 0.0))  # [G, S, D+1]
+    probs = np.where(
+        j < gamma_t, survival[None, :, :-1] - survival[None, :, 1:], np.where(j == gamma_t, survival[None, :, :-1], 0.0)
+    )  # [G, S, D+1]
     emit = np.minimum(j[0] + 1, (n_stop - t)[:, None])  # [S, D+1]
     return RoundLaw(gammas, requested, drafted, probs, survival[:, :-1], emit, n_stop, trace.model_steps, trace.exact)
 
@@ -437,16 +467,21 @@ def walk_rounds(law: RoundLaw, rng: np.random.Generator | None = None) -> list[G
     per_round = np.stack([np.ones_like(mean_j), mean_j, law.drafted.astype(float)], axis=-1)  # [G, S, 3]
     contrib = pi[..., None] * per_round  # expected (rounds, accepted, drafted) starting at each t
 
-    f = np.stack(np.broadcast_arrays(np.ones((g_count, n_starts, width)), j * 1.0,
-                                     law.drafted[..., None] * 1.0), axis=-1)  # [G, S, J, 3]
+    f = np.stack(
+        np.broadcast_arrays(np.ones((g_count, n_starts, width)), j * 1.0, law.drafted[..., None] * 1.0), axis=-1
+    )  # [G, S, J, 3]
     m1 = np.zeros((g_count, n_stop + 1, 3))
     m2 = np.zeros((g_count, n_stop + 1, 3, 3))
     for s in reversed(range(n_starts)):
         t, nxt = s + 1, s + 1 + law.emit[s]
         p, a, b1, b2 = law.probs[:, s], f[:, s], m1[:, nxt], m2[:, nxt]  # [G,J], [G,J,3], [G,J,3], [G,J,3,3]
         m1[:, t] = np.einsum("gj,gjc->gc", p, a + b1)
-        outer = (np.einsum("gjc,gjd->gjcd", a, a) + np.einsum("gjc,gjd->gjcd", a, b1)
-                 + np.einsum("gjc,gjd->gjcd", b1, a) + b2)
+        outer = (
+            np.einsum("gjc,gjd->gjcd", a, a)
+            + np.einsum("gjc,gjd->gjcd", a, b1)
+            + np.einsum("gjc,gjd->gjcd", b1, a)
+            + b2
+        )
         m2[:, t] = np.einsum("gj,gjcd->gcd", p, outer)
 
     out = []
@@ -457,13 +492,22 @@ def walk_rounds(law: RoundLaw, rng: np.random.Generator | None = None) -> list[G
         ss, dof = _batch_means(contrib[g], size)
         first = m1[g, 1] if n_starts else np.zeros(3)
         cov = (m2[g, 1] - np.outer(first, first)) if n_starts else np.zeros((3, 3))
-        out.append(GammaReplay(
-            gamma=gamma, tokens=max(n_stop - 1, 0), mean=contrib[g].sum(0), coin_cov=0.5 * (cov + cov.T),
-            block_ss=ss, block_dof=dof, block_size=size,
-            hist=(pi[g][:, None] * law.probs[g]).sum(0)[: gamma + 1],
-            attempts=(pi[g][:, None] * law.survival[:, :gamma] * mask).sum(0),
-            accepts=(pi[g][:, None] * law.survival[:, 1:gamma + 1] * mask).sum(0),
-            rounds=_realise(law, g, rng), exact=law.exact))
+        out.append(
+            GammaReplay(
+                gamma=gamma,
+                tokens=max(n_stop - 1, 0),
+                mean=contrib[g].sum(0),
+                coin_cov=0.5 * (cov + cov.T),
+                block_ss=ss,
+                block_dof=dof,
+                block_size=size,
+                hist=(pi[g][:, None] * law.probs[g]).sum(0)[: gamma + 1],
+                attempts=(pi[g][:, None] * law.survival[:, :gamma] * mask).sum(0),
+                accepts=(pi[g][:, None] * law.survival[:, 1 : gamma + 1] * mask).sum(0),
+                rounds=_realise(law, g, rng),
+                exact=law.exact,
+            )
+        )
     return out
 
 

@@ -51,10 +51,10 @@ from scipy import stats
 from specbench.analysis.cost.round_cost import cost_stats, fit_costs
 from specbench.analysis.statistics.intervals import LEVEL
 from specbench.backends.base import OwnDrafterBackend
-from specbench.measure.replay.replayer import Replayer, replay_chain
 from specbench.engine.sampling import SamplingParams
 from specbench.engine.stats import GenerationResult, RoundLog
 from specbench.errors import SpecbenchError
+from specbench.measure.replay.replayer import Replayer, replay_chain
 from specbench.measure.spec.timing import untimed_columns
 from specbench.measure.spec.units import UnitOutput, make_record
 from specbench.records.rounds import prompt_clusters
@@ -69,6 +69,7 @@ CONFIG = [k for k in CONFIG_KEYS if k != "mode"] + ["workload"]
 
 
 # ----------------------------------------------------------------------------- moments store
+
 
 class MomentsStore:
     """``<results>/replay/unit-<id>.json``: the moments of each replayed unit."""
@@ -98,15 +99,24 @@ class MomentsStore:
 def moments_of(unit_id: str, replay, expected_acceptance: float | None) -> dict:
     """The moments file's contents for one replayed unit (plain data: a worker returns it to the writer)."""
     return {
-        "unit_id": unit_id, "gamma": replay.gamma, "tokens": replay.tokens, "exact": replay.exact,
-        "mean": replay.mean.tolist(), "coin_cov": replay.coin_cov.tolist(),
-        "block_ss": replay.block_ss.tolist(), "block_dof": replay.block_dof, "block_size": replay.block_size,
-        "hist": replay.hist.tolist(), "attempts": replay.attempts.tolist(), "accepts": replay.accepts.tolist(),
+        "unit_id": unit_id,
+        "gamma": replay.gamma,
+        "tokens": replay.tokens,
+        "exact": replay.exact,
+        "mean": replay.mean.tolist(),
+        "coin_cov": replay.coin_cov.tolist(),
+        "block_ss": replay.block_ss.tolist(),
+        "block_dof": replay.block_dof,
+        "block_size": replay.block_size,
+        "hist": replay.hist.tolist(),
+        "attempts": replay.attempts.tolist(),
+        "accepts": replay.accepts.tolist(),
         "expected_acceptance": expected_acceptance,
     }
 
 
 # ----------------------------------------------------------------------------- timings
+
 
 @dataclass
 class GroupCosts:
@@ -118,7 +128,6 @@ class GroupCosts:
 
 def group_costs(records: pd.DataFrame) -> dict[tuple, GroupCosts]:
     """Cost fits per group from the live records (speculative units + the matching baseline)."""
-
 
     live, _ = timing_usable(records[records["mode"] == "live"])
     base_all = live[is_baseline(live)]
@@ -142,37 +151,56 @@ def modelled_result(replay, trajectory, costs: GroupCosts | None, stop_reason: s
     fit = costs.fit if costs is not None else None
     log = RoundLog()
     r = replay.rounds
-    for gamma_req, drafted, accepted, emitted, steps in zip(r.requested, r.drafted, r.accepted, r.emitted,
-                                                             r.draft_steps):
+    for gamma_req, drafted, accepted, emitted, steps in zip(
+        r.requested, r.drafted, r.accepted, r.emitted, r.draft_steps
+    ):
         if fit is None:
             draft = verify = overhead = float("nan")
         else:
             draft = float(fit.cost.draft_s(gamma_req))
             verify = float(fit.cost.verify_s(drafted + 1))
             overhead = float(fit.cost.overhead_s(replay.gamma))
-        log.add(drafted=drafted, depth=drafted, accepted=accepted, emitted=emitted, draft_steps=steps,
-                draft_s=draft, verify_s=verify, round_s=draft + verify + overhead)
-    result = GenerationResult(prompt_tokens=len(trajectory.prompt), tokens=list(trajectory.tokens[: trajectory.n_stop]),
-                              rounds=log, prefill_s=fit.prefill_s if fit is not None else float("nan"),
-                              decode_s=float(sum(log.round_s)), stop_reason=stop_reason,
-                              peak_memory_bytes=costs.peak_memory_bytes if costs is not None else 0)
+        log.add(
+            drafted=drafted,
+            depth=drafted,
+            accepted=accepted,
+            emitted=emitted,
+            draft_steps=steps,
+            draft_s=draft,
+            verify_s=verify,
+            round_s=draft + verify + overhead,
+        )
+    result = GenerationResult(
+        prompt_tokens=len(trajectory.prompt),
+        tokens=list(trajectory.tokens[: trajectory.n_stop]),
+        rounds=log,
+        prefill_s=fit.prefill_s if fit is not None else float("nan"),
+        decode_s=float(sum(log.round_s)),
+        stop_reason=stop_reason,
+        peak_memory_bytes=costs.peak_memory_bytes if costs is not None else 0,
+    )
     return result
 
 
 # ----------------------------------------------------------------------------- the sweep phase
 
+
 def trajectories(records: pd.DataFrame) -> dict[tuple, tuple[list[int], str]]:
     """Baseline (output_ids, stop_reason) per (workload, prompt, repeat, sampling, turn)."""
     base = records[is_baseline(records) & (records["mode"] == "live")]
-    return {(r.workload, r.prompt_id, r.repeat, r.temperature, r.top_p, r.top_k, r.turn):
-            (list(r.output_ids), r.stop_reason) for r in base.itertuples()}
+    return {
+        (r.workload, r.prompt_id, r.repeat, r.temperature, r.top_p, r.top_k, r.turn): (
+            list(r.output_ids),
+            r.stop_reason,
+        )
+        for r in base.itertuples()
+    }
 
 
 def cost_key(spec, unit) -> tuple:
     """The (target, drafter, tree, workload, sampling) group whose cost fit times ``unit``'s replay."""
     c = unit.config
-    return (spec.target, c.drafter.type, c.drafter.label, c.tree, unit.workload.name, c.temperature, c.top_p,
-            c.top_k)
+    return (spec.target, c.drafter.type, c.drafter.label, c.tree, unit.workload.name, c.temperature, c.top_p, c.top_k)
 
 
 def replay_inputs(folder) -> tuple[dict, dict]:
@@ -193,8 +221,10 @@ def replay_outputs(worker, piece):
     spec = worker.spec
     first = piece.units[0]
     if piece.trajectory is None:
-        raise SpecbenchError(f"{first.prompt.prompt_id} turn {first.turn}: replay needs the baseline's "
-                             "trajectory, which is missing from the results")
+        raise SpecbenchError(
+            f"{first.prompt.prompt_id} turn {first.turn}: replay needs the baseline's "
+            "trajectory, which is missing from the results"
+        )
     backend: OwnDrafterBackend = worker.backend  # the spec allows replay only with such a backend
     if worker.replayer is None:
         worker.replayer = Replayer(backend.target, decoder=backend.decoder)
@@ -207,9 +237,15 @@ def replay_outputs(worker, piece):
     for unit in piece.units:
         batches.setdefault((unit.config.drafter, unit.config.tree), []).append(unit)
         worker.observer.unit_started(unit)
-    trajectory = replayer.trajectory(worker.prompt_ids(first, piece.answers), list(output), stop_reason=stop_reason,
-                                     max_new_tokens=first.max_new_tokens, max_gamma=max(gammas),
-                                     sampling=sampling, seed=first.seed)
+    trajectory = replayer.trajectory(
+        worker.prompt_ids(first, piece.answers),
+        list(output),
+        stop_reason=stop_reason,
+        max_new_tokens=first.max_new_tokens,
+        max_gamma=max(gammas),
+        sampling=sampling,
+        seed=first.seed,
+    )
     for (drafter, _), batch in batches.items():
         trace = replayer.trace(backend.drafter(drafter), trajectory, max(gammas), sampling, drafter.type)
         by_gamma = {r.gamma: r for r in replay_chain(trace, trajectory, gammas, seed=first.seed)}
@@ -223,6 +259,7 @@ def replay_outputs(worker, piece):
 
 # ----------------------------------------------------------------------------- predictions
 
+
 def _z(level: float) -> float:
     return float(stats.norm.ppf((1 + level) / 2))
 
@@ -233,8 +270,15 @@ def predict(moments: pd.DataFrame, greedy: bool, level: float = LEVEL) -> dict:
     mean = np.stack(moments["mean"].map(np.asarray).to_list()).sum(0)  # (rounds, accepted, drafted)
     tau = tokens / mean[0] if mean[0] > 0 else float("nan")
     alpha = mean[1] / mean[2] if mean[2] > 0 else float("nan")
-    out = {"tau": tau, "alpha": alpha, "tau_lo": tau, "tau_hi": tau, "alpha_lo": alpha, "alpha_hi": alpha,
-           "interval": "exact (greedy)" if greedy else ""}
+    out = {
+        "tau": tau,
+        "alpha": alpha,
+        "tau_lo": tau,
+        "tau_hi": tau,
+        "alpha_lo": alpha,
+        "alpha_hi": alpha,
+        "interval": "exact (greedy)" if greedy else "",
+    }
     if greedy:
         return out
     coin = np.stack(moments["coin_cov"].map(np.asarray).to_list()).sum(0)
@@ -253,7 +297,7 @@ def predict(moments: pd.DataFrame, greedy: bool, level: float = LEVEL) -> dict:
         se = tau * np.sqrt(max(var[0, 0], 0.0)) / mean[0]
         out["tau_lo"], out["tau_hi"] = tau - z * se, tau + z * se
     if mean[2] > 0:
-        se = np.sqrt(max(var[1, 1] - 2 * alpha * var[1, 2] + alpha ** 2 * var[2, 2], 0.0)) / mean[2]
+        se = np.sqrt(max(var[1, 1] - 2 * alpha * var[1, 2] + alpha**2 * var[2, 2], 0.0)) / mean[2]
         out["alpha_lo"], out["alpha_hi"] = max(alpha - z * se, 0.0), min(alpha + z * se, 1.0)
     return out
 
@@ -279,26 +323,38 @@ def replay_summary(records: pd.DataFrame, moments: pd.DataFrame, level: float = 
         row = dict(zip(CONFIG, key))
         greedy = row["temperature"] == 0
         pred = predict(group, greedy, level)
-        row.update(n_prompts=group["prompt_id"].nunique(), n_units=len(group), exact=bool(group["exact"].all()),
-                   **{k: pred[k] for k in ("tau", "tau_lo", "tau_hi", "alpha", "alpha_lo", "alpha_hi", "interval")})
+        row.update(
+            n_prompts=group["prompt_id"].nunique(),
+            n_units=len(group),
+            exact=bool(group["exact"].all()),
+            **{k: pred[k] for k in ("tau", "tau_lo", "tau_hi", "alpha", "alpha_lo", "alpha_hi", "interval")},
+        )
         beta = group["expected_acceptance"].dropna() if "expected_acceptance" in group else pd.Series(dtype=float)
         row["expected_acceptance"] = float(beta.mean()) if len(beta) else float("nan")
         match = live
         for k in CONFIG:
             match = match[match[k] == row[k]]
-        paired = group.merge(match[UNIT_KEYS + ["decode_tokens", "rounds", "accepted", "drafted"]], on=UNIT_KEYS,
-                             suffixes=("", "_live"))
+        paired = group.merge(
+            match[UNIT_KEYS + ["decode_tokens", "rounds", "accepted", "drafted"]], on=UNIT_KEYS, suffixes=("", "_live")
+        )
         row["n_live"] = len(paired)
         if len(paired):
             same = predict(paired, greedy, level)
             tau_live = paired["decode_tokens_live"].sum() / paired["rounds_live"].sum()
-            row.update(tau_live=tau_live, tau_replay_paired=same["tau"], tau_diff=same["tau"] - tau_live,
-                       tau_paired_lo=same["tau_lo"], tau_paired_hi=same["tau_hi"],
-                       alpha_live=paired["accepted_live"].sum() / max(paired["drafted_live"].sum(), 1))
+            row.update(
+                tau_live=tau_live,
+                tau_replay_paired=same["tau"],
+                tau_diff=same["tau"] - tau_live,
+                tau_paired_lo=same["tau_lo"],
+                tau_paired_hi=same["tau_hi"],
+                alpha_live=paired["accepted_live"].sum() / max(paired["drafted_live"].sum(), 1),
+            )
             if greedy:
                 expected_rounds = float(np.stack(paired["mean"].map(np.asarray).to_list())[:, 0].sum())
-                row["agrees"] = bool(np.isclose(expected_rounds, paired["rounds_live"].sum())
-                                     and paired["decode_tokens"].sum() == paired["decode_tokens_live"].sum())
+                row["agrees"] = bool(
+                    np.isclose(expected_rounds, paired["rounds_live"].sum())
+                    and paired["decode_tokens"].sum() == paired["decode_tokens_live"].sum()
+                )
             else:
                 row["agrees"] = bool(same["tau_lo"] <= tau_live <= same["tau_hi"])
         rows.append(row)
@@ -311,8 +367,10 @@ def agreement_fraction(summary: pd.DataFrame) -> dict[str, tuple[int, int]]:
     if summary.empty or "agrees" not in summary:
         return out
     compared = summary[summary["n_live"] > 0]
-    for name, part in (("greedy", compared[compared["temperature"] == 0]),
-                       ("sampling", compared[compared["temperature"] > 0])):
+    for name, part in (
+        ("greedy", compared[compared["temperature"] == 0]),
+        ("sampling", compared[compared["temperature"] > 0]),
+    ):
         if len(part):
             out[name] = (int(part["agrees"].astype(bool).sum()), len(part))
     return out

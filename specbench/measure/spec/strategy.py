@@ -15,9 +15,8 @@ the target-only baseline is always sequential.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import json
+from dataclasses import dataclass
 
 from specbench.backends import registry as backends
 from specbench.catalogue import drafters as catalogue
@@ -70,20 +69,28 @@ SEQUENTIAL = Strategy()
 
 def parse_strategy(value, where: str) -> Strategy:
     """``sequential``, ``nested`` (P = 1) or ``{name: nested, prepared: P}`` -> `Strategy`."""
-    name, value = named_mapping(value, where, "strategy", NAMES,
-                                "a strategy is 'sequential', {name: nested, prepared: P} or {name: online, ...}")
+    name, value = named_mapping(
+        value,
+        where,
+        "strategy",
+        NAMES,
+        "a strategy is 'sequential', {name: nested, prepared: P} or {name: online, ...}",
+    )
     if name == "online":
         return Strategy("online", online=parse_online(value, where))
     extra = set(value) - ({"name", "prepared"} if name == "nested" else {"name"})
     if extra:
-        raise SpecbenchError(f"{where}: strategy {name} takes {'name and prepared' if name == 'nested' else 'no options'}, "
-                             f"not {sorted(map(str, extra))}")
+        raise SpecbenchError(
+            f"{where}: strategy {name} takes {'name and prepared' if name == 'nested' else 'no options'}, "
+            f"not {sorted(map(str, extra))}"
+        )
     if name == "sequential":
         return SEQUENTIAL
     prepared = value.get("prepared", 1)
     if isinstance(prepared, bool) or not isinstance(prepared, int) or not 1 <= prepared <= MAX_PREPARED:
-        raise SpecbenchError(f"{where}: strategy nested: 'prepared' must be an integer 1..{MAX_PREPARED}, "
-                             f"got {prepared!r}")
+        raise SpecbenchError(
+            f"{where}: strategy nested: 'prepared' must be an integer 1..{MAX_PREPARED}, got {prepared!r}"
+        )
     return Strategy("nested", prepared)
 
 
@@ -108,7 +115,9 @@ def check_nested(spec, where: str) -> None:
         raise SpecbenchError(f"{where}: strategy nested cannot be replayed (its timing is the point): use mode: live")
     for d in spec.drafters:
         if not catalogue.get(d.type).nestable:
-            raise SpecbenchError(f"{where}: strategy nested needs drafters that draft ahead of verification "
-                                 f"({', '.join(catalogue.nestable())}); '{d.type}' cannot")
+            raise SpecbenchError(
+                f"{where}: strategy nested needs drafters that draft ahead of verification "
+                f"({', '.join(catalogue.nestable())}); '{d.type}' cannot"
+            )
     if "chain" not in spec.trees:
         raise SpecbenchError(f"{where}: strategy nested drafts chains only: add 'chain' to trees")

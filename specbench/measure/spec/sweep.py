@@ -67,34 +67,90 @@ from specbench.bounds import check as check_bound
 from specbench.catalogue import drafters as catalogue
 from specbench.engine.drafters import check_params
 from specbench.engine.drafters.param_values import check_param_values
-from specbench.engine.schedule import ScheduleSpec, check_schedule, parse_schedule
 from specbench.engine.layout_probe import check_cpu_settings, parse_layout_setting
+from specbench.engine.named_params import NamedParams
+from specbench.engine.schedule import ScheduleSpec, check_schedule, parse_schedule
 from specbench.engine.threads import parse_thread_setting
 from specbench.engine.tree import parse_tree, shape_for, tree_depth_limit
-from specbench.engine.named_params import NamedParams
 from specbench.errors import SpecbenchError, check_keys, check_text, did_you_mean
 from specbench.measure.spec.adaptive import AdaptivePlan, parse_adaptive
 from specbench.measure.spec.executor import INPROCESS, ExecutorChoice, parse_executor
-from specbench.measure.spec.online_strategy import check_online
 from specbench.measure.spec.flags import bound_of
+from specbench.measure.spec.online_strategy import check_online
 from specbench.measure.spec.strategy import SEQUENTIAL, Strategy, check_nested, parse_strategies
 from specbench.measure.spec.timing import TimingProtocol, parse_timing
 from specbench.measure.spec.values import check_config_count, check_name, strict_bool
 from specbench.models.resolve import dtype_setting
 from specbench.safe_files import load_yaml_file
 
-TOP_LEVEL_KEYS = ("name", "description", "target", "device", "dtype", "seed", "repeats", "max_new_tokens",
-                  "ignore_eos", "drafters", "gammas", "trees", "temperatures", "top_p", "top_k", "workloads",
-                  "mode", "calibration", "compile", "kernels", "timing", "backend", "concurrency", "strategy",
-                  "schedules", "threads", "adaptive", "layout", "request_rates", "arrivals", "executor",
-                  "price_per_hour")
-DEFAULTS = {"name": None, "description": "", "target": "smollm2-135m", "device": "cpu", "dtype": "fp32", "seed": 0,
-            "repeats": 1, "max_new_tokens": None, "ignore_eos": False, "drafters": [], "gammas": [1, 2, 4],
-            "trees": ["chain"], "temperatures": [0.0], "top_p": 1.0, "top_k": 0, "workloads": [], "mode": "live",
-            "calibration": None, "compile": False, "kernels": "auto", "timing": None, "backend": None,
-            "concurrency": None, "strategy": None, "schedules": ["fixed"], "threads": None, "adaptive": None,
-            "layout": None, "request_rates": None, "arrivals": None, "executor": None,
-            "price_per_hour": None}
+TOP_LEVEL_KEYS = (
+    "name",
+    "description",
+    "target",
+    "device",
+    "dtype",
+    "seed",
+    "repeats",
+    "max_new_tokens",
+    "ignore_eos",
+    "drafters",
+    "gammas",
+    "trees",
+    "temperatures",
+    "top_p",
+    "top_k",
+    "workloads",
+    "mode",
+    "calibration",
+    "compile",
+    "kernels",
+    "timing",
+    "backend",
+    "concurrency",
+    "strategy",
+    "schedules",
+    "threads",
+    "adaptive",
+    "layout",
+    "request_rates",
+    "arrivals",
+    "executor",
+    "price_per_hour",
+)
+DEFAULTS = {
+    "name": None,
+    "description": "",
+    "target": "smollm2-135m",
+    "device": "cpu",
+    "dtype": "fp32",
+    "seed": 0,
+    "repeats": 1,
+    "max_new_tokens": None,
+    "ignore_eos": False,
+    "drafters": [],
+    "gammas": [1, 2, 4],
+    "trees": ["chain"],
+    "temperatures": [0.0],
+    "top_p": 1.0,
+    "top_k": 0,
+    "workloads": [],
+    "mode": "live",
+    "calibration": None,
+    "compile": False,
+    "kernels": "auto",
+    "timing": None,
+    "backend": None,
+    "concurrency": None,
+    "strategy": None,
+    "schedules": ["fixed"],
+    "threads": None,
+    "adaptive": None,
+    "layout": None,
+    "request_rates": None,
+    "arrivals": None,
+    "executor": None,
+    "price_per_hour": None,
+}
 DRAFTER_KEYS = ("type", "params")  # one entry of 'drafters'
 WORKLOAD_KEYS = ("name", "count", "split", "max_new_tokens")  # one entry of 'workloads'
 CALIBRATION_KEYS = ("gammas", "prompts")
@@ -201,7 +257,9 @@ class SweepSpec:
     weights_sha256: str | None = None
     model_hashes: dict = field(default_factory=dict)
     timing: TimingProtocol = field(default_factory=TimingProtocol)  # how live units are timed
-    backend: str = DEFAULT_BACKEND  # who generates: own (specbench's engine), vllm, openai, vllm-server (backends.registry)
+    backend: str = (
+        DEFAULT_BACKEND  # who generates: own (specbench's engine), vllm, openai, vllm-server (backends.registry)
+    )
     backend_options: dict = field(default_factory=dict)  # the rest of the YAML's backend: mapping
     concurrency: list[int] = field(default_factory=lambda: [1])  # requests in flight (serving backends)
     request_rates: list[float] = field(default_factory=list)  # open-loop arrival rates, requests/s ([]: closed loop)
@@ -209,9 +267,13 @@ class SweepSpec:
     strategies: list[Strategy] = field(default_factory=lambda: [SEQUENTIAL])  # round drivers (strategy.py)
     schedules: list[ScheduleSpec] = field(default_factory=lambda: [ScheduleSpec()])  # verify-length axis
     threads: int | str | None = None  # own engine, CPU: torch threads (None: torch's), a count, or "auto" (measured)
-    adaptive: AdaptivePlan | None = None  # measure in stages until decided (measure.execution.adaptive); None: a fixed grid
+    adaptive: AdaptivePlan | None = (
+        None  # measure in stages until decided (measure.execution.adaptive); None: a fixed grid
+    )
     layout: str | None = None  # own engine, CPU: weight layout (None: the dtype's default), "auto" (measured) or a name
-    dtype_used: str | None = None  # filled once the target loads (not hashed): the dtype it runs in (dtype auto: chosen)
+    dtype_used: str | None = (
+        None  # filled once the target loads (not hashed): the dtype it runs in (dtype auto: chosen)
+    )
     executor: ExecutorChoice = INPROCESS  # who runs the pieces of work (measure.execution.executor); not in the hash
     price_per_hour: float | None = None  # the machine's price, for cost per token (analysis.load.operating); not hashed
 
@@ -227,15 +289,29 @@ class SweepSpec:
     def to_dict(self) -> dict:
         """The spec as plain data (what run.json stores and what the hash covers)."""
         data = {
-            "name": self.name, "description": self.description, "target": self.target, "device": self.device,
-            "dtype": self.dtype, "seed": self.seed, "repeats": self.repeats, "max_new_tokens": self.max_new_tokens,
+            "name": self.name,
+            "description": self.description,
+            "target": self.target,
+            "device": self.device,
+            "dtype": self.dtype,
+            "seed": self.seed,
+            "repeats": self.repeats,
+            "max_new_tokens": self.max_new_tokens,
             "ignore_eos": self.ignore_eos,
             "drafters": [{"type": d.type, "params": d.params_dict} for d in self.drafters],
-            "gammas": self.gammas, "trees": self.trees, "temperatures": self.temperatures, "top_p": self.top_p,
-            "top_k": self.top_k, "workloads": [w.to_dict() for w in self.workloads], "mode": self.mode,
-            "calibration": None if self.calibration is None else {"gammas": list(self.calibration.gammas),
-                                                                   "prompts": self.calibration.prompts},
-            "compile": self.compile, "kernels": self.kernels, "timing": self.timing.to_dict(),
+            "gammas": self.gammas,
+            "trees": self.trees,
+            "temperatures": self.temperatures,
+            "top_p": self.top_p,
+            "top_k": self.top_k,
+            "workloads": [w.to_dict() for w in self.workloads],
+            "mode": self.mode,
+            "calibration": None
+            if self.calibration is None
+            else {"gammas": list(self.calibration.gammas), "prompts": self.calibration.prompts},
+            "compile": self.compile,
+            "kernels": self.kernels,
+            "timing": self.timing.to_dict(),
         }
         # Only when set, so that the hash of every spec written before these keys existed is unchanged.
         if self.backend != DEFAULT_BACKEND or self.backend_options:
@@ -296,8 +372,19 @@ class SweepSpec:
     def spec_hash(self) -> str:
         """Identity of what is measured (the name and description do not count)."""
         data = self.to_dict()
-        for key in ("name", "description", "mode", "calibration", "timing", "concurrency", "adaptive", "request_rates",
-                    "arrivals", "executor", "price_per_hour"):
+        for key in (
+            "name",
+            "description",
+            "mode",
+            "calibration",
+            "timing",
+            "concurrency",
+            "adaptive",
+            "request_rates",
+            "arrivals",
+            "executor",
+            "price_per_hour",
+        ):
             data.pop(key, None)
         return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -313,13 +400,16 @@ def capped_workloads(spec) -> list[str]:
     for choice in spec.workloads:
         if choice.count is not None and choice.count < plan.max_prompts:
             looks = plan.looks_for(choice.count)
-            notes.append(f"{choice.name}: its prompt count {choice.count} (the workload's count, or --prompts) caps "
-                         f"this adaptive sweep below max_prompts {plan.max_prompts}: {len(looks)} look"
-                         f"{'s' if len(looks) > 1 else ''} at {', '.join(map(str, looks))} prompts")
+            notes.append(
+                f"{choice.name}: its prompt count {choice.count} (the workload's count, or --prompts) caps "
+                f"this adaptive sweep below max_prompts {plan.max_prompts}: {len(looks)} look"
+                f"{'s' if len(looks) > 1 else ''} at {', '.join(map(str, looks))} prompts"
+            )
     return notes
 
 
 # ----------------------------------------------------------------------------- parsing
+
 
 def parse_params(items: list[str], drafter: str | None = None) -> dict:
     """KEY=VALUE strings -> dict (numbers become int/float, except for the text parameters of ``drafter``'s
@@ -349,16 +439,22 @@ def _empty_grid_reason(spec: SweepSpec) -> str:
     if not spec.drafters or not drafted:
         return "empty grid: no drafter with a draft length γ > 0 (give drafters and gammas)"
     if "chain" not in spec.trees and all(s.nested for s in spec.strategies):
-        return (f"empty grid: strategy nested speculates on chains, and trees {spec.trees} hold no chain "
-                "(add 'chain' to 'trees', or a sequential strategy for the trees)")
+        return (
+            f"empty grid: strategy nested speculates on chains, and trees {spec.trees} hold no chain "
+            "(add 'chain' to 'trees', or a sequential strategy for the trees)"
+        )
     if "chain" not in spec.trees and all(not s.is_fixed for s in spec.schedules):
-        return (f"empty grid: schedules other than fixed choose a chain's length, and trees {spec.trees} hold no "
-                "chain (add 'chain' to 'trees', or the schedule fixed)")
+        return (
+            f"empty grid: schedules other than fixed choose a chain's length, and trees {spec.trees} hold no "
+            "chain (add 'chain' to 'trees', or the schedule fixed)"
+        )
     limits = {t: tree_depth_limit(t) for t in spec.trees}
     if all(limit is not None and min(drafted) > limit for limit in limits.values()):
         deepest = max(limits.values())
-        return (f"empty grid: the trees {spec.trees} draft at most {deepest} deep, and every γ in {drafted} is deeper "
-                f"(give gammas up to {deepest})")
+        return (
+            f"empty grid: the trees {spec.trees} draft at most {deepest} deep, and every γ in {drafted} is deeper "
+            f"(give gammas up to {deepest})"
+        )
     return "empty grid: no drafter, γ, tree, strategy and schedule combine into a speculative configuration"
 
 
@@ -420,10 +516,12 @@ def _workload(item, where: str) -> WorkloadChoice:
     if extra:
         _fail(where, f"workload entries take name, count, split and max_new_tokens, not {sorted(map(str, extra))}")
     count, max_new = item.get("count"), item.get("max_new_tokens")
-    return WorkloadChoice(name=check_text(item["name"], "workloads: name", where),
-                          count=None if count is None else _number(count, where, "count", bound_of("workloads[].count")),
-                          split=check_text(item.get("split", "eval"), "workloads: split", where),
-                          max_new_tokens=None if max_new is None else _flagged(max_new, where, "max_new_tokens"))
+    return WorkloadChoice(
+        name=check_text(item["name"], "workloads: name", where),
+        count=None if count is None else _number(count, where, "count", bound_of("workloads[].count")),
+        split=check_text(item.get("split", "eval"), "workloads: split", where),
+        max_new_tokens=None if max_new is None else _flagged(max_new, where, "max_new_tokens"),
+    )
 
 
 def _calibration(value, gammas: list[int], where: str) -> Calibration:
@@ -438,8 +536,12 @@ def _calibration(value, gammas: list[int], where: str) -> Calibration:
     chosen = value.get("gammas")
     if chosen is None:
         chosen = sorted({min(swept), max(swept)}) if swept else []
-    chosen = sorted({_number(g, where, "calibration.gammas", bound_of("gammas"))
-                     for g in _as_list(chosen, where, "calibration.gammas")})
+    chosen = sorted(
+        {
+            _number(g, where, "calibration.gammas", bound_of("gammas"))
+            for g in _as_list(chosen, where, "calibration.gammas")
+        }
+    )
     missing = [g for g in chosen if g not in swept]
     if missing:
         _fail(where, f"calibration γ {missing} not among the swept gammas {swept}")
@@ -452,12 +554,16 @@ def _calibration(value, gammas: list[int], where: str) -> Calibration:
 def _check_replayable(spec: SweepSpec, where: str) -> None:
     for tree in spec.trees:
         if tree != "chain":
-            _fail(where, f"mode '{spec.mode}' replays chains only for now; tree '{tree}' needs a live sweep "
-                         "(mode: live)")
+            _fail(
+                where, f"mode '{spec.mode}' replays chains only for now; tree '{tree}' needs a live sweep (mode: live)"
+            )
     for d in spec.drafters:
         if catalogue.get(d.type).replay is None:
-            _fail(where, f"mode '{spec.mode}': drafter '{d.type}' cannot be replayed yet "
-                         f"(replayable: {', '.join(catalogue.replayable())})")
+            _fail(
+                where,
+                f"mode '{spec.mode}': drafter '{d.type}' cannot be replayed yet "
+                f"(replayable: {', '.join(catalogue.replayable())})",
+            )
 
 
 def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
@@ -491,8 +597,10 @@ def _with_defaults(raw, where: str) -> dict:
     if not data["name"]:
         _fail(where, "the sweep needs a name (results go to results/<name>/)")
     check_name(data["name"], where)
-    axes = {k: _distinct(_as_list(data[k], where, k))  # repeats collapse: 400,000 × γ 2 is one γ, not a huge grid
-            for k in ("drafters", "gammas", "trees", "temperatures", "schedules")}
+    axes = {
+        k: _distinct(_as_list(data[k], where, k))  # repeats collapse: 400,000 × γ 2 is one γ, not a huge grid
+        for k in ("drafters", "gammas", "trees", "temperatures", "schedules")
+    }
     check_config_count(axes, where)  # before anything is expanded
     return data
 
@@ -505,29 +613,39 @@ def _flagged(value, where: str, key: str):
 def _grid_axes(data: dict, where: str) -> SweepSpec:
     """The spec's model, sampling and grid axes (drafters, γ, trees, temperatures, workloads), checked."""
     gammas = sorted({_flagged(g, where, "gammas") for g in _as_list(data["gammas"], where, "gammas")})
-    temperatures = sorted({_flagged(t, where, "temperatures")
-                           for t in _as_list(data["temperatures"], where, "temperatures")})
+    temperatures = sorted(
+        {_flagged(t, where, "temperatures") for t in _as_list(data["temperatures"], where, "temperatures")}
+    )
     trees = [check_text(t, "trees", where) for t in _as_list(data["trees"], where, "trees")]
     for tree in trees:
         parse_tree(tree)  # raises a one-line error for a bad shape
     top_p = _flagged(data["top_p"], where, "top_p")
     max_new_tokens = data["max_new_tokens"]
     spec = SweepSpec(
-        name=data["name"], description=check_text(data["description"], "description", where, nullable=True) or "",
-        target=check_text(data["target"], "target", where), device=check_text(data["device"], "device", where),
-        dtype=check_text(data["dtype"], "dtype", where), seed=_flagged(data["seed"], where, "seed"),
+        name=data["name"],
+        description=check_text(data["description"], "description", where, nullable=True) or "",
+        target=check_text(data["target"], "target", where),
+        device=check_text(data["device"], "device", where),
+        dtype=check_text(data["dtype"], "dtype", where),
+        seed=_flagged(data["seed"], where, "seed"),
         repeats=_flagged(data["repeats"], where, "repeats"),
         max_new_tokens=None if max_new_tokens is None else _flagged(max_new_tokens, where, "max_new_tokens"),
         ignore_eos=strict_bool(data["ignore_eos"], where, "ignore_eos"),
         drafters=list(dict.fromkeys(_drafter(d, where) for d in _as_list(data["drafters"], where, "drafters"))),
-        gammas=gammas, trees=trees, temperatures=temperatures, top_p=top_p,
+        gammas=gammas,
+        trees=trees,
+        temperatures=temperatures,
+        top_p=top_p,
         top_k=_flagged(data["top_k"], where, "top_k"),
         workloads=[_workload(w, where) for w in _as_list(data["workloads"], where, "workloads")],
     )
     for d in spec.drafters:
         if not catalogue.get(d.type).trees and any(tree != "chain" for tree in trees):
-            _fail(where, f"drafter '{d.type}' drafts chains only: the trees {[t for t in trees if t != 'chain']} "
-                         "need another drafter")
+            _fail(
+                where,
+                f"drafter '{d.type}' drafts chains only: the trees {[t for t in trees if t != 'chain']} "
+                "need another drafter",
+            )
     return spec
 
 
@@ -548,8 +666,9 @@ def _run_settings(spec: SweepSpec, data: dict, where: str) -> None:
         spec.price_per_hour = float(_number(data["price_per_hour"], where, "price_per_hour", "price_per_hour"))
     spec.mode = check_text(data["mode"], "mode", where)
     if spec.mode not in MODES:
-        _fail(where, f"unknown mode '{spec.mode}'{did_you_mean(spec.mode, list(MODES))} (choose from: "
-                     f"{', '.join(MODES)})")
+        _fail(
+            where, f"unknown mode '{spec.mode}'{did_you_mean(spec.mode, list(MODES))} (choose from: {', '.join(MODES)})"
+        )
     calibration = _calibration(data["calibration"], spec.gammas, where) if spec.replays else None
     if spec.mode == "replay":  # mode both measures every unit live: calibration is checked, then unused
         spec.calibration = calibration
@@ -560,11 +679,16 @@ def _check_engine_settings(spec: SweepSpec, where: str) -> None:
     backend, device and mode."""
     own_engine = backends.get(spec.backend).own_engine
     if spec.threads is not None and (not own_engine or spec.device != "cpu"):
-        _fail(where, f"'threads' sets the CPU threads of specbench's own engine (backend own, device cpu), "
-                     f"not backend {spec.backend} on {spec.device}")
+        _fail(
+            where,
+            f"'threads' sets the CPU threads of specbench's own engine (backend own, device cpu), "
+            f"not backend {spec.backend} on {spec.device}",
+        )
     if (spec.layout is not None or spec.dtype == "auto") and not own_engine:
-        _fail(where, f"'layout' and dtype auto choose the CPU weights of specbench's own engine, not of backend "
-                     f"{spec.backend}")
+        _fail(
+            where,
+            f"'layout' and dtype auto choose the CPU weights of specbench's own engine, not of backend {spec.backend}",
+        )
     try:
         check_cpu_settings(spec.device, spec.dtype, spec.layout, where)
     except SpecbenchError as exc:
@@ -572,14 +696,18 @@ def _check_engine_settings(spec: SweepSpec, where: str) -> None:
     check_nested(spec, where)
     check_online(spec, where)
     if any(not s.is_fixed for s in spec.schedules) and (not own_engine or spec.mode != "live"):
-        _fail(where, f"schedules other than fixed run in specbench's own engine, live: backend {spec.backend}, "
-                     f"mode {spec.mode} cannot choose the verify length per round")
+        _fail(
+            where,
+            f"schedules other than fixed run in specbench's own engine, live: backend {spec.backend}, "
+            f"mode {spec.mode} cannot choose the verify length per round",
+        )
 
 
 def _schedules(value, spec: SweepSpec, where: str) -> list[ScheduleSpec]:
     """The ``schedules`` axis, parsed and checked against the sweep's trees and drafters."""
-    schedules = list(dict.fromkeys(parse_schedule(s, f"{where}: schedules")
-                                   for s in _as_list(value, where, "schedules")))
+    schedules = list(
+        dict.fromkeys(parse_schedule(s, f"{where}: schedules") for s in _as_list(value, where, "schedules"))
+    )
     if not schedules:
         _fail(where, "'schedules' needs at least one value (e.g. [fixed, heuristic])")
     if any(not s.is_fixed for s in schedules) and "chain" not in spec.trees:
@@ -603,13 +731,15 @@ def _backend(spec: SweepSpec, value, concurrency, where: str) -> None:
     spec.backend = backend.name
     spec.backend_options = options
     concurrency = [1] if concurrency is None else concurrency
-    spec.concurrency = sorted({_flagged(c, where, "concurrency")
-                               for c in _as_list(concurrency, where, "concurrency")})
+    spec.concurrency = sorted({_flagged(c, where, "concurrency") for c in _as_list(concurrency, where, "concurrency")})
     if not spec.concurrency:
         _fail(where, "'concurrency' needs at least one value (e.g. [1, 4, 16])")
     if spec.concurrency != [1] and not backend.concurrent:
-        _fail(where, f"backend {spec.backend} runs one request at a time: concurrency {spec.concurrency} needs a "
-                     f"serving backend ({', '.join(backends.names(concurrent=True))})")
+        _fail(
+            where,
+            f"backend {spec.backend} runs one request at a time: concurrency {spec.concurrency} needs a "
+            f"serving backend ({', '.join(backends.names(concurrent=True))})",
+        )
     if not backend.own_drafters and spec.mode != "live":
         _fail(where, f"mode '{spec.mode}' replays specbench's own drafters: backend {spec.backend} needs mode: live")
     backends.check_sweep(spec.backend, options, spec.configs, where)  # fails here, not after an engine started
@@ -624,19 +754,28 @@ def _request_rates(spec: SweepSpec, rates, arrivals, concurrency, where: str) ->
             _fail(where, "'arrivals' describes open-loop load: give request_rates (e.g. request_rates: [1, 2, 4])")
         return
     if not backends.get(spec.backend).concurrent:
-        _fail(where, f"backend {spec.backend} runs one request at a time: request_rates need a serving backend "
-                     f"({', '.join(backends.names(concurrent=True))})")
+        _fail(
+            where,
+            f"backend {spec.backend} runs one request at a time: request_rates need a serving backend "
+            f"({', '.join(backends.names(concurrent=True))})",
+        )
     if spec.mode != "live":
         _fail(where, f"request_rates time live requests: mode '{spec.mode}' cannot replay them")
     spec.arrivals = check_text(arrivals, "arrivals", where, nullable=True) or "poisson"
     if spec.arrivals not in ARRIVALS:
-        _fail(where, f"unknown arrivals '{spec.arrivals}'{did_you_mean(spec.arrivals, list(ARRIVALS))} (choose from: "
-                     f"{', '.join(ARRIVALS)})")
+        _fail(
+            where,
+            f"unknown arrivals '{spec.arrivals}'{did_you_mean(spec.arrivals, list(ARRIVALS))} (choose from: "
+            f"{', '.join(ARRIVALS)})",
+        )
     if concurrency is None:
         spec.concurrency = [OPEN_LOOP_MAX_IN_FLIGHT]
     elif len(spec.concurrency) > 1:
-        _fail(where, f"request_rates are open-loop load: give at most one concurrency (the cap on requests in "
-                     f"flight), not {spec.concurrency}")
+        _fail(
+            where,
+            f"request_rates are open-loop load: give at most one concurrency (the cap on requests in "
+            f"flight), not {spec.concurrency}",
+        )
 
 
 def expand_configs(spec: SweepSpec) -> list[RunConfig]:
@@ -656,10 +795,13 @@ def expand_configs(spec: SweepSpec) -> list[RunConfig]:
                 limit = tree_depth_limit(tree)
                 for g in spec.gammas:
                     if g > 0 and (limit is None or g <= limit):
-                        configs.extend(RunConfig(d, g, tree, t, spec.top_p, spec.top_k, s, schedule)
-                                       for s in spec.strategies for schedule in spec.schedules
-                                       if (tree == "chain" or not s.nested and schedule.is_fixed)
-                                       and (schedule.is_fixed or not s.nested))
+                        configs.extend(
+                            RunConfig(d, g, tree, t, spec.top_p, spec.top_k, s, schedule)
+                            for s in spec.strategies
+                            for schedule in spec.schedules
+                            if (tree == "chain" or not s.nested and schedule.is_fixed)
+                            and (schedule.is_fixed or not s.nested)
+                        )
     return configs
 
 

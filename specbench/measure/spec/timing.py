@@ -22,8 +22,12 @@ class TimingProtocol:
     retries: int = 1
 
     def to_dict(self) -> dict:
-        return {"order": self.order, "warmup_s": self.warmup_s, "max_other_cores": self.max_other_cores,
-                "retries": self.retries}
+        return {
+            "order": self.order,
+            "warmup_s": self.warmup_s,
+            "max_other_cores": self.max_other_cores,
+            "retries": self.retries,
+        }
 
 
 DEFAULT = TimingProtocol()
@@ -41,14 +45,30 @@ def parse_timing(value, where: str) -> TimingProtocol:
     order = str(value.get("order", DEFAULT.order))
     if order not in ORDERS:
         raise SpecbenchError(f"{where}: timing.order must be one of {', '.join(ORDERS)}, got '{order}'")
-    values = {key: check(f"timing.{key}", value.get(key, getattr(DEFAULT, key)), where, f"timing.{key}")
-              for key in ("warmup_s", "max_other_cores", "retries")}  # the bounds table's rows
+    values = {
+        key: check(f"timing.{key}", value.get(key, getattr(DEFAULT, key)), where, f"timing.{key}")
+        for key in ("warmup_s", "max_other_cores", "retries")
+    }  # the bounds table's rows
     return TimingProtocol(order=order, **values)
 
 
 def untimed_columns(flag: str = "modelled") -> dict:
     """Machine-state columns of a record whose timings are not measured (replayed units)."""
     nan = float("nan")
-    return {"energy_j": None, "idle_w": None, "energy_counter": None, "joules_per_token": None,
-            "joules_per_accepted": None, "timing_ok": True, "timing_flag": flag, "timing_attempts": 0, "timing_kept": 0, "attempt_decode_s": [],
-            "attempt_other_cores": [], "load_1m": nan, "other_cpu_s": nan, "other_cores": nan, "cpu_mhz": nan}
+    return {
+        "energy_j": None,
+        "idle_w": None,
+        "energy_counter": None,
+        "joules_per_token": None,
+        "joules_per_accepted": None,
+        "timing_ok": True,
+        "timing_flag": flag,
+        "timing_attempts": 0,
+        "timing_kept": 0,
+        "attempt_decode_s": [],
+        "attempt_other_cores": [],
+        "load_1m": nan,
+        "other_cpu_s": nan,
+        "other_cores": nan,
+        "cpu_mhz": nan,
+    }

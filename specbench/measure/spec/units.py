@@ -11,9 +11,9 @@ import hashlib
 from dataclasses import dataclass
 
 from specbench.backends.registry import DEFAULT as DEFAULT_BACKEND
-from specbench.measure.environment import now_utc
 from specbench.engine.tree import shape_for
 from specbench.errors import SpecbenchError
+from specbench.measure.environment import now_utc
 from specbench.measure.spec.sweep import RunConfig, SweepSpec
 from specbench.workloads.catalog import Prompt, Workload, load_workload
 
@@ -47,15 +47,29 @@ class Unit:
     @property
     def unit_id(self) -> str:
         c = self.config
-        key = [c.drafter.type if c.drafter else "none", c.drafter.params_json if c.drafter else "{}", c.gamma,
-               c.tree, c.temperature, c.top_p, c.top_k, self.workload.name, self.prompt.prompt_id, self.turn,
-               self.repeat, self.max_new_tokens, self.base_seed] + (["replay"] if self.mode == "replay" else [])
+        key = [
+            c.drafter.type if c.drafter else "none",
+            c.drafter.params_json if c.drafter else "{}",
+            c.gamma,
+            c.tree,
+            c.temperature,
+            c.top_p,
+            c.top_k,
+            self.workload.name,
+            self.prompt.prompt_id,
+            self.turn,
+            self.repeat,
+            self.max_new_tokens,
+            self.base_seed,
+        ] + (["replay"] if self.mode == "replay" else [])
         # Added only when not the default, so the ids of existing folders' units (own, concurrency 1) stay.
-        key += ([f"backend={self.backend}"] if self.backend != DEFAULT_BACKEND else []) + \
-            ([f"concurrency={self.concurrency}"] if self.concurrency != 1 else []) + \
-            ([f"request_rate={float(self.request_rate)!r}"] if self.request_rate is not None else []) + \
-            ([f"strategy={c.strategy.label}"] if not c.strategy.is_sequential else []) + \
-            ([f"schedule={c.schedule.name}:{c.schedule.params_json}"] if not c.schedule.is_fixed else [])
+        key += (
+            ([f"backend={self.backend}"] if self.backend != DEFAULT_BACKEND else [])
+            + ([f"concurrency={self.concurrency}"] if self.concurrency != 1 else [])
+            + ([f"request_rate={float(self.request_rate)!r}"] if self.request_rate is not None else [])
+            + ([f"strategy={c.strategy.label}"] if not c.strategy.is_sequential else [])
+            + ([f"schedule={c.schedule.name}:{c.schedule.params_json}"] if not c.schedule.is_fixed else [])
+        )
         return hashlib.sha1(repr(key).encode()).hexdigest()[:20]
 
 
@@ -122,12 +136,27 @@ def expand_units(spec: SweepSpec, workloads: list[Workload], shard: tuple[int, i
                     for turn in range(1, len(prompt.turns) + 1):
                         for config in configs:  # the baseline comes first in spec.configs
                             if runs_live(spec, config, index):
-                                units.extend(Unit(config, workload, prompt, turn, repeat, max_new, spec.seed,
-                                                  concurrency=n, request_rate=rate, backend=spec.backend)
-                                             for n, rate in spec.loads)
+                                units.extend(
+                                    Unit(
+                                        config,
+                                        workload,
+                                        prompt,
+                                        turn,
+                                        repeat,
+                                        max_new,
+                                        spec.seed,
+                                        concurrency=n,
+                                        request_rate=rate,
+                                        backend=spec.backend,
+                                    )
+                                    for n, rate in spec.loads
+                                )
                         if spec.replays:
-                            units.extend(Unit(c, workload, prompt, turn, repeat, max_new, spec.seed, "replay")
-                                         for c in configs if not c.is_baseline)
+                            units.extend(
+                                Unit(c, workload, prompt, turn, repeat, max_new, spec.seed, "replay")
+                                for c in configs
+                                if not c.is_baseline
+                            )
     return units
 
 
@@ -139,45 +168,76 @@ def make_record(unit: Unit, result, spec: SweepSpec, device_name: str) -> dict:
     attempts, accepts = result.position_counts(max(c.gamma, 1))
     rounds = result.rounds
     return {
-        "unit_id": unit.unit_id, "sweep": spec.name, "mode": unit.mode, "target": spec.target,
+        "unit_id": unit.unit_id,
+        "sweep": spec.name,
+        "mode": unit.mode,
+        "target": spec.target,
         "drafter": c.drafter.type if c.drafter else "none",
         "drafter_params": c.drafter.params_json if c.drafter else "{}",
         "drafter_label": c.drafter_label,
-        "tree": c.tree, "tree_nodes": nodes, "gamma": c.gamma,
-        "schedule": c.schedule.label, "schedule_params": c.schedule.params_json,
-        "temperature": c.temperature, "top_p": c.top_p,
-        "top_k": c.top_k, "workload": unit.workload.name, "prompt_id": unit.prompt.prompt_id,
-        "category": unit.prompt.category, "turn": unit.turn, "repeat": unit.repeat, "seed": unit.seed,
-        "device": device_name, "dtype": spec.dtype_used or spec.dtype,
-        "prompt_tokens": result.prompt_tokens, "new_tokens": result.new_tokens, "decode_tokens": result.decode_tokens,
-        "rounds": result.target_forwards, "drafted": result.drafted, "accepted": result.accepted,
-        "draft_steps": int(sum(rounds.draft_steps)) if rounds.observed else None, "alpha": result.alpha, "tau": result.tau,
+        "tree": c.tree,
+        "tree_nodes": nodes,
+        "gamma": c.gamma,
+        "schedule": c.schedule.label,
+        "schedule_params": c.schedule.params_json,
+        "temperature": c.temperature,
+        "top_p": c.top_p,
+        "top_k": c.top_k,
+        "workload": unit.workload.name,
+        "prompt_id": unit.prompt.prompt_id,
+        "category": unit.prompt.category,
+        "turn": unit.turn,
+        "repeat": unit.repeat,
+        "seed": unit.seed,
+        "device": device_name,
+        "dtype": spec.dtype_used or spec.dtype,
+        "prompt_tokens": result.prompt_tokens,
+        "new_tokens": result.new_tokens,
+        "decode_tokens": result.decode_tokens,
+        "rounds": result.target_forwards,
+        "drafted": result.drafted,
+        "accepted": result.accepted,
+        "draft_steps": int(sum(rounds.draft_steps)) if rounds.observed else None,
+        "alpha": result.alpha,
+        "tau": result.tau,
         "accept_hist": result.accepted_length_histogram(c.gamma).tolist(),
-        "pos_attempts": attempts.tolist()[: c.gamma], "pos_accepts": accepts.tolist()[: c.gamma],
-        "round_drafted": list(rounds.drafted), "round_depth": list(rounds.depth),
-        "round_accepted": list(rounds.accepted), "round_draft_steps": list(rounds.draft_steps),
-        "round_draft_s": list(rounds.draft_s), "round_verify_s": list(rounds.verify_s),
-        "prefill_s": result.prefill_s, "decode_s": result.decode_s, "draft_s": result.draft_s,
-        "verify_s": result.verify_s, "overhead_s": result.overhead_s, "tokens_per_s": result.tokens_per_s,
+        "pos_attempts": attempts.tolist()[: c.gamma],
+        "pos_accepts": accepts.tolist()[: c.gamma],
+        "round_drafted": list(rounds.drafted),
+        "round_depth": list(rounds.depth),
+        "round_accepted": list(rounds.accepted),
+        "round_draft_steps": list(rounds.draft_steps),
+        "round_draft_s": list(rounds.draft_s),
+        "round_verify_s": list(rounds.verify_s),
+        "prefill_s": result.prefill_s,
+        "decode_s": result.decode_s,
+        "draft_s": result.draft_s,
+        "verify_s": result.verify_s,
+        "overhead_s": result.overhead_s,
+        "tokens_per_s": result.tokens_per_s,
         "peak_memory_bytes": result.peak_memory_bytes,
         "memory_kind": "cuda_max_allocated" if spec.device.startswith("cuda") else "cpu_max_rss",
         "stop_reason": result.stop_reason,
         "output_sha1": hashlib.sha1(str(result.tokens).encode()).hexdigest(),
-        "output_ids": list(result.tokens), "timestamp": now_utc(),
+        "output_ids": list(result.tokens),
+        "timestamp": now_utc(),
         "weights_sha256": spec.weights_sha256,
-        "backend": unit.backend, "concurrency": unit.concurrency,
+        "backend": unit.backend,
+        "concurrency": unit.concurrency,
         **serving_columns(unit, result),
         "ttft_s": result.prefill_s if getattr(result, "ttft_s", None) is None else result.ttft_s,
         "itl_s": _mean_itl(result) if getattr(result, "itl_s", None) is None else result.itl_s,
         **_moe_columns(result),
         "context_bin": unit.prompt.context_bin,
-        "strategy": c.strategy.name, "prepared": c.strategy.prepared,
+        "strategy": c.strategy.name,
+        "prepared": c.strategy.prepared,
         "prepared_drafts": getattr(result, "prepared_drafts", None),
         "prepared_hits": getattr(result, "prepared_hits", None),
         "draft_hidden_s": getattr(result, "draft_hidden_s", None),
         "stage": unit.stage,
         "strategy_params": c.strategy.params_json,
-        "stream_position": unit.prompt.stream_position, "stream_segment": unit.prompt.segment,
+        "stream_position": unit.prompt.stream_position,
+        "stream_segment": unit.prompt.segment,
         **_online_columns(result),
     }
 
@@ -187,15 +247,27 @@ def _online_columns(result) -> dict:
     null / NaN / [] for other strategies."""
     online = getattr(result, "online", None)
     if online is None:
-        return {"drafter_version": None, "online_train_s": float("nan"), "online_train_tokens": None,
-                "update_round": [], "update_s": [], "update_tokens": [], "update_loss": [], "update_reject_loss": []}
+        return {
+            "drafter_version": None,
+            "online_train_s": float("nan"),
+            "online_train_tokens": None,
+            "update_round": [],
+            "update_s": [],
+            "update_tokens": [],
+            "update_loss": [],
+            "update_reject_loss": [],
+        }
     updates = online["updates"]
-    return {"drafter_version": int(online["version"]),
-            "online_train_s": float(sum(u["seconds"] for u in updates)),
-            "online_train_tokens": int(sum(u["tokens"] for u in updates)),
-            "update_round": [int(u["at_round"]) for u in updates], "update_s": [float(u["seconds"]) for u in updates],
-            "update_tokens": [int(u["tokens"]) for u in updates], "update_loss": [float(u["loss"]) for u in updates],
-            "update_reject_loss": [float(u["reject_loss"]) for u in updates]}
+    return {
+        "drafter_version": int(online["version"]),
+        "online_train_s": float(sum(u["seconds"] for u in updates)),
+        "online_train_tokens": int(sum(u["tokens"] for u in updates)),
+        "update_round": [int(u["at_round"]) for u in updates],
+        "update_s": [float(u["seconds"]) for u in updates],
+        "update_tokens": [int(u["tokens"]) for u in updates],
+        "update_loss": [float(u["loss"]) for u in updates],
+        "update_reject_loss": [float(u["reject_loss"]) for u in updates],
+    }
 
 
 def serving_columns(unit: Unit, result) -> dict:
@@ -213,12 +285,24 @@ def _moe_columns(result) -> dict:
     cannot see routing."""
     moe = getattr(result, "moe", None)
     if not moe:
-        return {"moe_experts": None, "moe_top_k": None, "round_experts": [], "experts_per_verify": float("nan"),
-                "expert_bytes_per_verify": float("nan"), "expert_bytes_per_token": float("nan"), "moe_step_bytes": None}
-    return {"moe_experts": int(moe["experts"]), "moe_top_k": int(moe["top_k"]),
-            "round_experts": [float(x) for x in result.rounds.experts],
-            "experts_per_verify": result.experts_per_verify, "expert_bytes_per_verify": result.expert_bytes_per_verify,
-            "expert_bytes_per_token": result.expert_bytes_per_token, "moe_step_bytes": moe.get("step_bytes")}
+        return {
+            "moe_experts": None,
+            "moe_top_k": None,
+            "round_experts": [],
+            "experts_per_verify": float("nan"),
+            "expert_bytes_per_verify": float("nan"),
+            "expert_bytes_per_token": float("nan"),
+            "moe_step_bytes": None,
+        }
+    return {
+        "moe_experts": int(moe["experts"]),
+        "moe_top_k": int(moe["top_k"]),
+        "round_experts": [float(x) for x in result.rounds.experts],
+        "experts_per_verify": result.experts_per_verify,
+        "expert_bytes_per_verify": result.expert_bytes_per_verify,
+        "expert_bytes_per_token": result.expert_bytes_per_token,
+        "moe_step_bytes": moe.get("step_bytes"),
+    }
 
 
 def _mean_itl(result) -> float:

@@ -19,10 +19,10 @@ from specbench.measure.spec.values import (  # noqa: F401
     check_name,
     strict_bool,
 )
-from specbench.workloads.catalog import encode_turn
 from specbench.models.limits import check_context, check_window, context_window  # noqa: F401
 from specbench.models.resolve import resolve_device
 from specbench.records.lock import is_writable_dir
+from specbench.workloads.catalog import encode_turn
 
 MAX_UNITS = 5_000  # units without --yes
 HARD_MAX_UNITS = 1_000_000  # units even with --yes
@@ -47,7 +47,7 @@ def count_units(spec, workloads, shard: tuple[int, int] = (0, 1), in_shard=None)
         prompts = [p for p in workload.prompts if in_shard is None or in_shard(p.prompt_id, workload.name, shard)]
         for index, prompt in enumerate(prompts):
             per_turn = 0
-            for t, configs in per_t.items():
+            for configs in per_t.values():
                 if spec.runs_live:
                     live = len(configs)
                 elif cal is not None and index < cal.prompts:
@@ -64,8 +64,10 @@ def check_grid_size(spec, workloads, shard: tuple[int, int] = (0, 1), *, yes: bo
     """Refuse a grid over `MAX_UNITS` units without --yes (with the estimate), or over `HARD_MAX_UNITS`."""
     units, tokens = count_units(spec, workloads, shard, in_shard)
     if units > HARD_MAX_UNITS:
-        raise SpecbenchError(f"the grid has {units:,} units, over the hard limit of {HARD_MAX_UNITS:,}; "
-                             "split the sweep (--shard, fewer prompts or configurations)")
+        raise SpecbenchError(
+            f"the grid has {units:,} units, over the hard limit of {HARD_MAX_UNITS:,}; "
+            "split the sweep (--shard, fewer prompts or configurations)"
+        )
     if units > MAX_UNITS and not yes:
         params = parameter_count(spec.target)
         hint = ""
@@ -73,8 +75,10 @@ def check_grid_size(spec, workloads, shard: tuple[int, int] = (0, 1), *, yes: bo
             kind = "cuda" if str(spec.device).startswith("cuda") else "cpu"
             hours = tokens * params * BYTES_PER_PARAM.get(spec.dtype, 4) / BANDWIDTH_GUESS[kind] / 3600
             hint = f", roughly ≤ {hours:,.1f} h on {spec.device}"
-        raise SpecbenchError(f"the grid has {units:,} units (at most {tokens:,} generated tokens{hint}), over the "
-                             f"limit of {MAX_UNITS:,}; check it with --dry-run, then pass --yes to run it")
+        raise SpecbenchError(
+            f"the grid has {units:,} units (at most {tokens:,} generated tokens{hint}), over the "
+            f"limit of {MAX_UNITS:,}; check it with --dry-run, then pass --yes to run it"
+        )
     return units
 
 
@@ -93,10 +97,21 @@ def check_unit_lengths(backend, target: str, units) -> None:
         if key in seen:
             continue
         seen.add(key)
-        ids = encode_turn(backend.tokenizer, unit.workload, unit.prompt, 0, [],
-                          token_limit=prompt_room(backend.context_window, unit.max_new_tokens))
-        check_window(backend.context_window, target, len(ids), unit.max_new_tokens,
-                     f"{unit.workload.name} {unit.prompt.prompt_id}")
+        ids = encode_turn(
+            backend.tokenizer,
+            unit.workload,
+            unit.prompt,
+            0,
+            [],
+            token_limit=prompt_room(backend.context_window, unit.max_new_tokens),
+        )
+        check_window(
+            backend.context_window,
+            target,
+            len(ids),
+            unit.max_new_tokens,
+            f"{unit.workload.name} {unit.prompt.prompt_id}",
+        )
 
 
 def check_output_file(path, flag: str) -> None:

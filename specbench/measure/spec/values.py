@@ -20,8 +20,10 @@ def check_name(name: str, where: str) -> str:
     """A sweep name is a folder name: letters, digits, '.', '_', '-' (no '/', no '..', no leading dot)."""
     name = str(name)
     if not NAME_RE.match(name) or ".." in name:
-        raise SpecbenchError(f"{where}: sweep name {name[:60]!r} is not allowed: use letters, digits, '.', '_' "
-                             "and '-' (at most 100, not starting with '.' or '-', no '..')")
+        raise SpecbenchError(
+            f"{where}: sweep name {name[:60]!r} is not allowed: use letters, digits, '.', '_' "
+            "and '-' (at most 100, not starting with '.' or '-', no '..')"
+        )
     return name
 
 
@@ -37,5 +39,6 @@ def check_config_count(counts: dict, where: str) -> None:
     total = math.prod(max(1, n) for n in counts.values())
     if total > MAX_CONFIGS:
         axes = " × ".join(f"{n} {k}" for k, n in counts.items())
-        raise SpecbenchError(f"{where}: {axes} = {total:,} configurations, over the limit of {MAX_CONFIGS:,}; "
-                             "split the sweep")
+        raise SpecbenchError(
+            f"{where}: {axes} = {total:,} configurations, over the limit of {MAX_CONFIGS:,}; split the sweep"
+        )
