@@ -281,6 +281,13 @@ def replacing(path: str | Path, *, text: bool = False):
         raise
 
 
+def move_into_place(part: str | Path, path: str | Path) -> None:
+    """A finished file ``part`` (written beside ``path`` by its own writer) renamed over ``path`` whole; a symlink
+    at ``path`` is refused in one line, as `replacing` refuses it."""
+    refuse_symlink(path)
+    os.replace(part, path)
+
+
 def write_atomic(path: str | Path, data: bytes | str) -> None:
     """``data`` (bytes, or text written as UTF-8) at ``path``, whole (`replacing`)."""
     with replacing(path, text=isinstance(data, str)) as handle:

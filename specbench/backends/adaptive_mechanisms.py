@@ -27,6 +27,7 @@ from specbench.backends.vllm_env import vllm_python
 from specbench.catalogue import drafters as catalogue
 from specbench.errors import SpecbenchError
 from specbench.models.cache import cache_root
+from specbench.safe_files import write_atomic
 
 THRESHOLD = 0.4  # transformers' default assistant_confidence_threshold
 ADAPTIVE_K_FIELD = "enable_adaptive_verification"
@@ -113,8 +114,7 @@ def vllm_features(python: Path) -> dict:
     found = json.loads(line.split(" ", 1)[1])
     known[stamp] = found
     try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps(known))
-    except OSError:
+        write_atomic(cache, json.dumps(known))
+    except (OSError, SpecbenchError):  # a cache is a convenience: a folder that cannot hold it costs a probe
         pass
     return found

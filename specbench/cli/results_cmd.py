@@ -60,9 +60,7 @@ def show(
     """
 
     if csv is not None:
-        from specbench.measure.spec.validate import (
-            check_output_file,
-        )  # lazy: loads torch; keeps `specbench --help` fast
+        from specbench.measure.spec.validate import check_output_file  # lazy: loads torch; keeps --help fast
 
         check_output_file(csv, "--csv")  # before any work: not a directory, a writable place
     info = load_run_info(folder)

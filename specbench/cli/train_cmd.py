@@ -106,7 +106,7 @@ def train_drafter(
         torch.set_num_threads(threads)
 
     from specbench.training.train import TrainOptions  # lazy: imports torch
-    from specbench.training.train import train_drafter as run
+    from specbench.training.train import train_drafter as run  # lazy: imports torch
 
     architecture = {"heads": heads, "modules": modules, "intermediate": intermediate}
     opts = TrainOptions(

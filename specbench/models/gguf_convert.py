@@ -19,7 +19,7 @@ import numpy as np
 
 from specbench.errors import SpecbenchError
 from specbench.models import cache as model_cache
-from specbench.safe_files import writing
+from specbench.safe_files import move_into_place, writing
 
 DTYPES = {"fp32": ("F32", 0), "float32": ("F32", 0), "bf16": ("BF16", 32), "bfloat16": ("BF16", 32)}
 SKIPPED_KEYS = ("GGUF.", "general.file_type")  # the reader's own header fields; the type is written anew
@@ -46,7 +46,7 @@ def dequantized(source: Path, dtype: str, status=None) -> Path:
     try:
         with writing(target, "the dequantized GGUF", remove=part):
             _write(Path(source), part, dtype)
-            os.replace(part, target)
+            move_into_place(part, target)
     finally:
         part.unlink(missing_ok=True)
     return target
