@@ -36,9 +36,9 @@ def _cli_params() -> list[tuple[str, object, str]]:
 
 def _sweep_keys() -> set[str]:
     from specbench.engine.online_drafting import OnlinePlan
-    from specbench.measure.spec.sweep import adaptive as adaptive_spec
-    from specbench.measure.spec.sweep import executor as executor_spec
-    from specbench.measure.spec.sweep import sweep as spec
+    from specbench.measure.spec import adaptive as adaptive_spec
+    from specbench.measure.spec import executor as executor_spec
+    from specbench.measure.spec import sweep as spec
     from specbench.measure.spec.timing import DEFAULT as TIMING
 
     keys = {f"sweep: {k}" for k in spec.TOP_LEVEL_KEYS}

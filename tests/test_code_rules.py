@@ -30,6 +30,7 @@ VERDICT_MODULES = {
     "specbench/analysis/stream_adaptation.py",  # online adaptation's verdict per deployment
     "specbench/analysis/recommendation/schedule_comparison.py",  # best dynamic schedule vs best fixed γ
     "specbench/analysis/recommendation/confirmation.py",  # a recommendation confirmed on fresh prompts (confirm.json)
+    "specbench/records/merge.py",  # merged shards' adaptive.json (a look's answer, or "shards differ")
 }
 
 

@@ -109,7 +109,7 @@ def test_stopping_history_words_say_what_is_missing(history):
     for line in summary_lines(history):
         assert_no_placeholder(line)
     for row in look_rows(history):
-        for key in ("workload", "answer", "best", "interval", "dropped"):
+        for key in ("workload", "said", "best", "interval", "dropped"):
             assert_no_placeholder(str(row[key]))
 
 

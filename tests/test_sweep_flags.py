@@ -17,9 +17,9 @@ from specbench.bounds import BOUNDS
 from specbench.cli import app
 from specbench.cli.flag_options import flag_command
 from specbench.errors import SpecbenchError
+from specbench.measure.spec import flags as sweep_flags
 from specbench.measure.spec.flags import FLAGS, Flag, SweepFlags, bound_of
 from specbench.measure.spec.sweep import TOP_LEVEL_KEYS, build_spec
-from specbench.measure.spec.sweep import flags as sweep_flags
 
 
 def _sweep_command():

@@ -126,7 +126,7 @@ def _engine(side: Side) -> dict:
     versions = info.get("versions") or {}
     name = str(side.records["backend"].iloc[0]) if len(side.records) else "own"
     engine_version = backend.get("vllm_version") or backend.get("version") or backend.get("server_version")
-    if name == "own":
+    if not backend:  # no backend.json: specbench's own engine ran in process
         engine_version = f"specbench {versions.get('specbench')} / torch {versions.get('torch')}"
     return {
         "backend": name,

@@ -25,7 +25,7 @@ def history_table(history: History) -> Table:
             str(row["look"]),
             str(row["prompts"]),
             "-" if row["timed"] is None else str(row["timed"]),
-            Text(row["answer"]),
+            Text(row["said"]),
             Text(row["best"]),
             row["interval"],
             Text(row["dropped"]),

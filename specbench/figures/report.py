@@ -235,7 +235,7 @@ def stopping_section(data: PlotData) -> Html:
             r["look"],
             r["prompts"],
             "none" if r["timed"] is None else r["timed"],
-            r["answer"],
+            r["said"],
             r["best"],
             r["interval"],
             r["dropped"],

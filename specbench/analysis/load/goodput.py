@@ -27,6 +27,7 @@ import pandas as pd
 
 from specbench.analysis.load.operating import Operating
 from specbench.analysis.load.table import load_label
+from specbench.analysis.verdicts.verdict import UNSURE
 from specbench.records.summary import BASELINE_KEYS
 
 GROUP_KEYS = [*BASELINE_KEYS, "backend"]
@@ -52,13 +53,13 @@ def _peak(rows: pd.DataFrame, axis: str) -> dict:
 
 def _verdict(ratio: float, lo: float, hi: float, disturbed: bool) -> str:
     if not np.isfinite(lo) or not np.isfinite(hi):
-        text = "cannot tell (no interval)"
+        text = f"{UNSURE} (no interval)"
     elif lo > 1:
         text = "confident: more good requests with speculation"
     elif hi < 1:
         text = "confident: fewer good requests with speculation"
     else:
-        text = "cannot tell"
+        text = str(UNSURE)
     if disturbed and text.startswith("confident"):
         return f"not decided (disturbed timing; on its numbers alone: {text})"
     return text

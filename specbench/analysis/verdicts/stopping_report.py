@@ -152,7 +152,7 @@ def look_rows(history: History) -> list[dict]:
                         "look": look.look,
                         "prompts": look.prompts,
                         "timed": look.calibration_prompts,
-                        "answer": _answer_words(answer, disturbed),
+                        "said": _answer_words(answer, disturbed),  # the answer in the main verdict's words
                         "best": best_label(best),
                         "interval": interval_text(best, answer) or "no speedup yet",
                         "dropped": ", ".join(look.dropped) or "none",

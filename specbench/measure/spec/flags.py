@@ -226,7 +226,7 @@ FLAGS: tuple[Flag, ...] = (
         int,
         "executor.workers",
         "Ray workers (implies --executor ray; on one machine a local Ray instance with N workers).",
-        min=1,
+        bound="parallel_size",
     ),
 )
 
