@@ -355,8 +355,8 @@ def test_serving_schedules_become_vllm_settings_and_own_schedules_are_refused_th
     "args,needle",
     [
         (["--budget", "soon"], "budget must be a duration"),
-        (["--first", "0"], "'--first' must be an integer from 1"),
-        (["--max-prompts", "-3"], "'--max-prompts' must be an integer from 1"),
+        (["--first", "0"], "--first': must be an integer from 1"),
+        (["--max-prompts", "-3"], "--max-prompts': must be an integer from 1"),
         (["--workload", "nope"], "--workload nope: not in"),
     ],
 )
