@@ -110,6 +110,7 @@ def test_repeated_gammas_count_once(tmp_path):
 
 
 def test_an_adaptive_workload_that_ends_disturbed_names_the_disturbed_timing():
+    from specbench.analysis.verdicts.stopping_history import WorkloadHistory
     from specbench.analysis.verdicts.stopping_report import workload_line
 
     entry = {
@@ -127,7 +128,7 @@ def test_an_adaptive_workload_that_ends_disturbed_names_the_disturbed_timing():
             }
         ],
     }
-    line = workload_line("mt-bench", entry)
+    line = workload_line("mt-bench", WorkloadHistory.from_dict("mt-bench", entry))  # adaptive.json, read typed
     assert "timing was disturbed" in line and "sits at 1" not in line
 
 

@@ -269,13 +269,13 @@ REFUSALS = {
     ),
     "heads as text": (
         {"config": {"transformer_layer_config.num_attention_heads": "four"}},
-        "transformer_layer_config.num_attention_heads is 'four'",
+        "'num_attention_heads' must be an integer from 1 to 1024, got 'four'",  # its bounds row, before any shape
     ),
     "norm eps as text": (
         {"config": {"transformer_layer_config.rms_norm_eps": "small"}},
         "transformer_layer_config.rms_norm_eps",
     ),
-    "draft vocabulary true": ({"config": {"draft_vocab_size": True}}, "draft_vocab_size is True"),
+    "draft vocabulary true": ({"config": {"draft_vocab_size": True}}, "'draft_vocab_size' must be an integer from 1"),
     "norm before fc": ({"config": {"norm_before_fc": True}}, "norm_before_fc"),
     "wider head": ({"config": {"target_hidden_size": 128}}, "target_hidden_size"),
     "other vocabulary": (

@@ -449,7 +449,7 @@ def _empty_grid_reason(spec: SweepSpec) -> str:
             "chain (add 'chain' to 'trees', or the schedule fixed)"
         )
     limits = {t: tree_depth_limit(t) for t in spec.trees}
-    if all(limit is not None and min(drafted) > limit for limit in limits.values()):
+    if limits and all(limit is not None and min(drafted) > limit for limit in limits.values()):
         deepest = max(limits.values())
         return (
             f"empty grid: the trees {spec.trees} draft at most {deepest} deep, and every γ in {drafted} is deeper "
@@ -460,7 +460,14 @@ def _empty_grid_reason(spec: SweepSpec) -> str:
 
 def _distinct(items: list) -> int:
     """How many different values ``items`` holds (mappings compared by their content)."""
-    return len({json.dumps(item, sort_keys=True, default=str) for item in items})
+
+    def key(item) -> str:
+        try:
+            return json.dumps(item, sort_keys=True, default=str)
+        except TypeError:  # a mapping whose keys cannot be ordered (mixed types): its text stands for it
+            return repr(item)
+
+    return len({key(item) for item in items})
 
 
 def _fail(where: str, message: str) -> None:
@@ -617,6 +624,8 @@ def _grid_axes(data: dict, where: str) -> SweepSpec:
         {_flagged(t, where, "temperatures") for t in _as_list(data["temperatures"], where, "temperatures")}
     )
     trees = [check_text(t, "trees", where) for t in _as_list(data["trees"], where, "trees")]
+    if not trees:
+        _fail(where, "'trees' needs at least one shape (e.g. [chain])")
     for tree in trees:
         parse_tree(tree)  # raises a one-line error for a bad shape
     top_p = _flagged(data["top_p"], where, "top_p")
