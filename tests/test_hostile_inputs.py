@@ -187,7 +187,7 @@ CASES = [
     ("sweep-temperature-text", [*DRY, "--temperature", "warm"], ["comma-separated"]),
     ("sweep-gamma-huge", [*DRY, "--gamma", "100000"], ["from 0 to 128"]),
     ("sweep-gamma-text", [*DRY, "--gamma", "two"], ["comma-separated"]),
-    ("sweep-top-p-zero", [*DRY, "--top-p", "0"], ["top_p"]),
+    ("sweep-top-p-zero", [*DRY, "--top-p", "0"], ["top-p", "> 0"]),
     ("sweep-top-p-nan", [*DRY, "--top-p", "nan"], ["finite"]),
     ("sweep-drafter-param-text", [*DRY, "--drafter", "ngram:n_min=abc"], ["n_min", "integer"]),
     ("sweep-drafter-param-zero", [*DRY, "--drafter", "ngram:n_min=0"], ["n_min"]),

@@ -65,7 +65,7 @@ def test_parallel_tree_is_one_forward_and_tree_causal(tiny, prompt):
     drafter = _started("parallel-tree", tiny, prompt)
     context = torch.tensor([prompt + [65]])
     proposal = drafter.propose(context, shape_for("3x2x1", 3), SamplingParams(), None)
-    assert proposal.draft_steps == 1 and proposal.tree_nodes == 3 + 6 + 6 and proposal.gamma == 3
+    assert proposal.draft_steps == 1 and proposal.tree_nodes == 3 + 6 + 6 and proposal.depth == 3
     # a slot sees the context and its ancestors only: adding branches elsewhere changes nothing for it
     chain = _slot_logits(tiny, prompt, context, "chain")
     tree = _slot_logits(tiny, prompt, context, "3x2x1")

@@ -11,6 +11,7 @@ from rich.table import Table
 from specbench.cli.progress_lines import Steps
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import styled
+from specbench.errors import SpecbenchError
 from specbench.models.fetch import fetch_split_gguf
 from specbench.models.gguf_files import alias_gguf, gguf_file
 from specbench.models.resolve import alias_entry, alias_status, aliases, pull, pulled_gguf_path
@@ -56,7 +57,8 @@ def pull_model(
       specbench models pull qwen2.5-coder-0.5b --gguf-only      # for backend llamacpp-server
     """
 
-    alias_entry(name)  # unknown alias -> one-line error before anything starts
+    if alias_entry(name)["source"] == "random":  # unknown alias, or nothing to pull: one line before any progress
+        raise SpecbenchError(f"'{name}' is a random-init model; there is nothing to pull")
     with Steps(f"pulling {name}") as steps:  # a bar on a terminal, a line per part when piped
 
         def report(done: int, total: int, label: str) -> None:

@@ -22,7 +22,7 @@ from specbench.catalogue.drafters import TARGET_ONLY
 from specbench.cli.adaptive_view import history_table
 from specbench.cli.confirm_view import print_confirmation
 from specbench.cli.params import folder_path
-from specbench.cli.render import console, fmt, milliseconds, styled
+from specbench.cli.render import console, fmt, milliseconds, plain, styled
 from specbench.cli.render import console as wide_console
 from specbench.errors import SpecbenchError
 from specbench.records.jsonable import json_ready
@@ -178,7 +178,7 @@ def show(
         for rec in (r for r in recs if r.keys["workload"] == workload):
             where = scenario_words(rec.keys)
             for line in recommendation_lines(rec):
-                out.print(Text(f"{workload}{where}: {line}", style="bold" if line.startswith("recommended") else ""))
+                out.print(plain(f"{workload}{where}: {line}", "bold" if line.startswith("recommended") else ""))
     print_history(history, out)
     print_confirmation(load_report(folder), out, detail=False)
 
