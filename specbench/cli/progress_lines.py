@@ -28,7 +28,35 @@ def _clock(seconds: float) -> str:
     return f"{hours}h{rest // 60:02d}m{rest % 60:02d}s" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
-class LineProgress:
+class _StampedLines:
+    """What both progress kinds write when piped: one stamped, sanitised line at a time (``_write``), and a
+    heartbeat line (``_beat``, run in a daemon thread) when nothing was written for ``heartbeat_s``. The class
+    using it sets ``stream``, ``heartbeat_s``, ``last_line`` and ``_stop`` and says its current line (``_line``)."""
+
+    stream: object
+    heartbeat_s: float
+    last_line: float
+    _stop: threading.Event
+
+    def _line(self) -> str:
+        raise NotImplementedError
+
+    def _beat(self) -> None:
+        while not self._stop.wait(1.0):
+            if time.monotonic() - self.last_line >= self.heartbeat_s:
+                self._write(self._line() + " · still working")
+
+    def _write(self, text: str) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        try:
+            self.stream.write(f"[{stamp}] {for_terminal(' '.join(text.split()))}\n")
+            self.stream.flush()
+        except (OSError, ValueError):  # a closed pipe must not stop the work
+            pass
+        self.last_line = time.monotonic()
+
+
+class LineProgress(_StampedLines):
     """A `specbench.measure.execution.runner.SweepObserver` that writes plain lines to ``stream``."""
 
     def __init__(self, stream=None, heartbeat_s: float = HEARTBEAT_S, min_gap_s: float = MIN_GAP_S):
@@ -126,22 +154,8 @@ class LineProgress:
             text += f" · now {self.current}"
         return text
 
-    def _beat(self) -> None:
-        while not self._stop.wait(1.0):
-            if time.monotonic() - self.last_line >= self.heartbeat_s:
-                self._write(self._line() + " · still working")
 
-    def _write(self, text: str) -> None:
-        stamp = time.strftime("%H:%M:%S")
-        try:
-            self.stream.write(f"[{stamp}] {for_terminal(' '.join(text.split()))}\n")
-            self.stream.flush()
-        except (OSError, ValueError):  # a closed pipe must not stop the sweep
-            pass
-        self.last_line = time.monotonic()
-
-
-class Steps:
+class Steps(_StampedLines):
     """Progress of any long command or script, in one place: a bar on a terminal, plain lines otherwise.
 
     ``with Steps("profile", total=N) as steps: steps.update(done, description)`` — on a terminal a Rich bar
@@ -228,17 +242,3 @@ class Steps:
             return (
                 f"{self.title}: {count} · elapsed {_clock(elapsed)}" + ("" if final else f" · eta {eta}") + f" · {what}"
             )
-
-    def _beat(self) -> None:
-        while not self._stop.wait(1.0):
-            if time.monotonic() - self.last_line >= self.heartbeat_s:
-                self._write(self._line() + " · still working")
-
-    def _write(self, text: str) -> None:
-        stamp = time.strftime("%H:%M:%S")
-        try:
-            self.stream.write(f"[{stamp}] {for_terminal(' '.join(text.split()))}\n")
-            self.stream.flush()
-        except (OSError, ValueError):  # a closed pipe must not stop the work
-            pass
-        self.last_line = time.monotonic()
