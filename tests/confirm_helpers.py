@@ -27,9 +27,12 @@ def prompt_file(folder: Path, count: int = 40) -> Path:
     return path
 
 
-def decided_results(folder: Path, *, alpha: float = 0.9, gamma: int = 2, max_new_tokens: int = 12) -> Path:
+def decided_results(
+    folder: Path, *, alpha: float = 0.9, gamma: int = 2, max_new_tokens: int = 12, adaptive: dict | None = None
+) -> Path:
     """RESULTS whose sweep (ngram at γ, the tiny random target, a JSONL workload of 40 prompts of which the sweep
-    used 8) says "confident yes" for ngram γ=``gamma``; its records are synthetic, its spec runs."""
+    used 8) says "confident yes" for ngram γ=``gamma``; its records are synthetic, its spec runs. With ``adaptive``
+    the sweep is an adaptive one (its pool: the first ``max_prompts`` of the workload, of which it measured 8)."""
     folder.mkdir(parents=True, exist_ok=True)
     source = f"jsonl:{prompt_file(folder)}:field=text:id=id"
     raw = {
@@ -41,8 +44,10 @@ def decided_results(folder: Path, *, alpha: float = 0.9, gamma: int = 2, max_new
         "gammas": [gamma],
         "temperatures": [0.0],
         "timing": {"order": "bracket", "warmup_s": 0, "retries": 0},
-        "workloads": [{"name": source, "count": SWEEP_PROMPTS}],
+        "workloads": [{"name": source} if adaptive else {"name": source, "count": SWEEP_PROMPTS}],
     }
+    if adaptive:
+        raw["adaptive"] = adaptive
     (folder / "sweep.yaml").write_text(yaml.safe_dump(raw))
     spec = build_spec(raw)
     pool = load_workload(source, count=SWEEP_PROMPTS, seed=spec.seed)

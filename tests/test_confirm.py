@@ -14,6 +14,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -39,7 +40,7 @@ from specbench.engine.schedule import ScheduleSpec, batch_size_schedule, make_sc
 from specbench.errors import SpecbenchError
 from specbench.measure.execution.confirm import ConfirmSettings, draw_fresh, fresh_prompts, plan_confirmation
 from specbench.measure.spec.sweep import DrafterConfig, RunConfig
-from specbench.records.store import load_records
+from specbench.records.store import load_records, load_run_info
 from specbench.workloads.catalog import load_workload
 from specbench.workloads.prompt import Prompt
 from tests.cli_helpers import assert_user_error, invoke
@@ -225,6 +226,27 @@ def test_the_plan_draws_fresh_prompts_and_names_its_contenders(tmp_path):
     assert any("threshold schedule" in line and "ngram" in line for line in plan.absent)  # ngram has no confidence
     again = plan_confirmation(results, ConfirmSettings(first=2, batch=2, max_prompts=6))
     assert again.hash == plan.hash and again.prompt_ids == plan.prompt_ids  # seeded: the same command, the same plan
+    longer = plan_confirmation(results, ConfirmSettings(first=2, batch=2, max_prompts=6, budget_s=3600))
+    assert longer.hash == plan.hash  # a larger --budget continues the same confirmation
+    reseeded = plan_confirmation(results, ConfirmSettings(first=2, batch=2, max_prompts=6, seed=1))
+    assert reseeded.hash != plan.hash and reseeded.prompt_ids != plan.prompt_ids
+
+
+def test_an_adaptive_sweeps_pool_is_never_fresh_and_the_rest_of_its_split_is(tmp_path):
+    """An adaptive sweep draws its looks from a pool (the first max_prompts of each workload) and may stop early:
+    the pool's unmeasured prompts are not fresh (a resumed sweep would take them), every other prompt is. run.json
+    keeps the plan resolved (budget_s), and the confirmation reads its pool from there."""
+    adaptive = {"first": 4, "batch": 4, "max_prompts": 12, "budget": "5m"}
+    results = decided_results(tmp_path / "sweep", adaptive=adaptive)
+    assert load_run_info(results)["sweep"]["adaptive"]["budget_s"] == 300
+    source = yaml.safe_load((tmp_path / "sweep" / "sweep.yaml").read_text())["workloads"][0]["name"]
+    pool = {p.prompt_id for p in load_workload(source, count=12, seed=0).prompts}
+    swept = set(load_records(results)["prompt_id"])
+    assert swept < pool
+    plan = plan_confirmation(results, ConfirmSettings(first=2, batch=2, max_prompts=40))
+    (target,) = plan.targets
+    fresh = set(plan.prompt_ids[target.workload])
+    assert len(fresh) == 40 - 12 and not fresh & pool
 
 
 # ----------------------------------------------------------------------------- end to end, killed and resumed
@@ -367,3 +389,13 @@ def test_bad_confirm_flags_are_one_line(tmp_path, args, needle):
 
 def test_confirming_a_folder_that_is_not_a_sweep_is_one_line(tmp_path):
     assert_user_error(invoke("confirm", tmp_path / "nothing", "--dry-run"), "results folder not found")
+
+
+def test_a_schedule_that_cannot_differ_from_the_recommendation_is_not_a_contender():
+    """The heuristic schedule moves its length between 1 and its cap: capped at γ = 1 it is γ = 1 itself."""
+    from specbench.backends.adaptive_mechanisms import own_mechanisms
+
+    at_one = {m.name: m for m in own_mechanisms({}, "ngram", 1)}
+    assert at_one["heuristic schedule"].schedule is None and "γ = 1" in at_one["heuristic schedule"].absent
+    at_three = {m.name: m for m in own_mechanisms({}, "ngram", 3)}
+    assert at_three["heuristic schedule"].schedule == "heuristic" and at_three["heuristic schedule"].absent is None

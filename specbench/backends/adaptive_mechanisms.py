@@ -48,7 +48,16 @@ print("SPECBENCH-FIELDS " + json.dumps({"version": vllm.__version__,
 def own_mechanisms(options: dict, drafter: str, gamma: int) -> list[Mechanism]:
     """The own engine's verify-length schedules at cap ``gamma``."""
     confident = catalogue.get(drafter).confident
-    out = [Mechanism("heuristic schedule", "heuristic")]
+    if gamma > 1:
+        out = [Mechanism("heuristic schedule", "heuristic")]
+    else:  # its length only moves between 1 and the cap
+        out = [
+            Mechanism(
+                "heuristic schedule",
+                absent=f"the own engine's heuristic schedule capped at γ = {gamma} drafts {gamma} every round: "
+                "the recommendation itself",
+            )
+        ]
     for name, params in (("threshold", (("threshold", THRESHOLD),)), ("dspark", ())):
         if confident:
             out.append(Mechanism(f"{name} schedule", name, params))

@@ -67,6 +67,7 @@ from specbench.bounds import MAX_PROMPTS
 from specbench.engine.schedule import ScheduleSpec, batch_size_schedule
 from specbench.errors import SpecbenchError
 from specbench.measure.execution.policy import Proposal, choose_round, share_time
+from specbench.measure.spec.adaptive import parse_adaptive
 from specbench.measure.spec.sweep import RunConfig, SweepSpec, build_spec
 from specbench.measure.spec.units import Unit, load_workloads
 from specbench.records.store import load_records, load_run_info
@@ -132,7 +133,9 @@ class ConfirmationPlan:
 
     @property
     def hash(self) -> str:
-        return plan_hash(self.targets, self.prompt_ids, self.settings.as_dict())
+        """What is measured, not for how long: the same command with a larger ``--budget`` continues the looks."""
+        what = {k: v for k, v in self.settings.as_dict().items() if k != "budget_s"}
+        return plan_hash(self.targets, self.prompt_ids, what)
 
     def looks(self, target: Target) -> tuple[int, ...]:
         """A target's planned looks; a stream runs whole, in one look (its shifts need every segment)."""
@@ -157,9 +160,14 @@ def plan_confirmation(results: str | Path, settings: ConfirmSettings = ConfirmSe
     info = load_run_info(results)
     if info.get("kind") not in (None, "sweep") or not isinstance(info.get("sweep"), dict):
         raise SpecbenchError(f"{results} holds no sweep to confirm (run.json kind {info.get('kind')!r})")
+    # the sweep as it ran (an adaptive sweep's pool is its first max_prompts of each workload: prompts a resumed
+    # sweep would still take, never fresh) and as the confirmation runs it (live, looks of its own)
     sweep = build_spec(
         {k: v for k, v in info["sweep"].items() if k not in ("adaptive", "calibration", "mode")}, f"{results}/run.json"
     )
+    stored = info["sweep"].get("adaptive") or {}  # run.json keeps the plan resolved (budget_s): the pool needs its caps
+    pool = {k: v for k, v in stored.items() if k in ("batch", "first", "max_prompts")}
+    swept = replace(sweep, adaptive=parse_adaptive(pool, f"{results}/run.json") if pool else None)
     records = load_records(results)
     if records.empty:
         raise SpecbenchError(f"{results} has no records: run the sweep first")
@@ -192,7 +200,7 @@ def plan_confirmation(results: str | Path, settings: ConfirmSettings = ConfirmSe
             f"--workload {', '.join(sorted(unknown))}: not in {results} "
             f"(its workloads: {', '.join(sorted({str(r.keys['workload']) for r in recs}))})"
         )
-    workloads = fresh_workloads(sweep, records, {t.workload for t in targets}, settings, notes)
+    workloads = fresh_workloads(swept, records, {t.workload for t in targets}, settings, notes)
     targets = [t for t in targets if t.workload in workloads]
     spec = replace(
         sweep,
@@ -360,8 +368,9 @@ def _arm(config: RunConfig, role: str, why: str = "") -> tuple[Arm, RunConfig]:
 def fresh_workloads(
     sweep: SweepSpec, records: pd.DataFrame, names: set[str], settings: ConfirmSettings, notes: list[str]
 ) -> dict[str, Workload]:
-    """Per workload: the prompts of its split the sweep never used, in the confirmation's seeded order, cut to
-    ``max_prompts``; a workload with none left is a note with the counts (and is not confirmed)."""
+    """Per workload: the prompts of its split the sweep never used — neither measured (``records``) nor in the pool
+    ``sweep`` draws from (its ``count``; an adaptive sweep's first ``max_prompts``) — in the confirmation's seeded
+    order, cut to ``max_prompts``; a workload with none left is a note with the counts (and is not confirmed)."""
     out = {}
     for choice, pool in zip(sweep.workloads, load_workloads(sweep)):  # a choice may name a source: its pool, the name
         name = pool.name
