@@ -20,7 +20,7 @@ shared machine are noisy). Needs `make install-vllm`.
 llama.cpp (``llamacpp``, needs `make install-llamacpp`) runs twice on the same prompts: ``llamacpp-fp32`` on
 the GGUF dequantized to fp32 (the very weights the own engine and vLLM compute with:
 `specbench.models.gguf_convert`) and ``llamacpp-q4`` on the GGUF as shipped (Q4_1, llama.cpp's native
-quantized path). llama.cpp runs no specbench ``ngram``; its closest, ``ngram-simple`` with size_n 3, takes that
+quantized path). llama.cpp runs no specbench ``ngram``; its closest, ``ngram-simple`` with size_n 2, takes that
 row (a different matcher: its α is not comparable, its speed is). The closing lines give every engine's
 target-only tokens/s at concurrency 1 as a ratio to llama.cpp fp32 — the CPU speed anchor — with the CPU named.
 """
@@ -49,7 +49,7 @@ ANCHOR = "llamacpp-fp32"
 def sweep_spec(engine: str, concurrency: list[int], prompts: int, tokens: int) -> dict:
     backend, options = ENGINES[engine]
     ngram = (
-        {"type": "ngram-simple", "params": {"size_n": 3}}
+        {"type": "ngram-simple", "params": {"size_n": 2}}
         if backend == "llamacpp-server"
         else {"type": "ngram", "params": {"n_min": 1, "n_max": 3}}
     )

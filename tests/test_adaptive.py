@@ -20,7 +20,7 @@ from specbench.analysis.recommendation.recommend import recommend
 from specbench.analysis.simulation import TRUTHS, error_table
 from specbench.analysis.statistics.sequential import FIXED, LookPlan, VerdictRule, pocock_constant
 from specbench.analysis.statistics.speedup_interval import speedup_interval
-from specbench.analysis.verdicts.decision import _decide
+from specbench.analysis.verdicts.decision import decide_options
 from specbench.analysis.verdicts.stopping import DECIDED, OPEN, look_outcome
 from specbench.analysis.verdicts.verdict import NO, UNSURE, YES
 from specbench.cli import app
@@ -147,7 +147,7 @@ def test_a_yes_names_its_adjusted_interval():
         Option("x", f"c{k}", "{}", "chain", k, s, 0, 0, 0, True, "fixed", 0.02, 20.0)
         for k, s in enumerate((1.10, 1.30, 1.20), start=1)
     ]
-    decision = _decide(
+    decision = decide_options(
         __import__("pandas").DataFrame(), __import__("pandas").DataFrame(), options, 21, LookPlan((7, 14, 21))
     )
     assert decision.answer == YES and decision.option.gamma == 2

@@ -110,6 +110,12 @@ def test_what_llama_cpp_cannot_run_is_one_line():
         check_sweep({}, [config("ngram-simple", 2, tree="2x2")], "spec.yaml")
     with pytest.raises(SpecbenchError, match="spec.yaml: backend llamacpp-server: llama.cpp has no speculation"):
         check_sweep({}, [config("ngram", 2)], "spec.yaml")
+    # llama.cpp's ngram-simple keeps a draft only when it is at least size_n long: below that γ it never drafts
+    with pytest.raises(SpecbenchError, match=r"spec.yaml: .*ngram-simple at γ 2 with size_n 3 would never draft"):
+        check_sweep({}, [config("ngram-simple", 2, size_n=3)], "spec.yaml")
+    with pytest.raises(SpecbenchError, match="with size_n 12 would never draft"):  # llama.cpp's default n-gram
+        spec_flags("ngram-simple", {}, 4)
+    assert spec_flags("ngram-simple", {"size_n": 2}, 2)[-1] == "2"
 
 
 @pytest.mark.parametrize(

@@ -33,7 +33,7 @@ from specbench.analysis.options import Option
 from specbench.analysis.recommendation.confirmation import Comparison, Outcome, Prediction, check_prediction
 from specbench.analysis.statistics.sequential import FIXED, LookPlan, VerdictRule
 from specbench.analysis.statistics.speedup_interval import speedup_interval
-from specbench.analysis.verdicts.decision import _decide
+from specbench.analysis.verdicts.decision import decide_options
 from specbench.analysis.verdicts.stopping import OPEN, look_outcome
 from specbench.analysis.verdicts.verdict import NO, UNSURE, YES, Candidate, Decision
 
@@ -128,7 +128,7 @@ def sweep_decision(
             if (f"config{i}", "chain", i + 1, "fixed") not in dropped:
                 counts[i] = n
         options = _options(tokens, base, seconds, counts)
-        decision = _decide(_EMPTY, _EMPTY, options, n, plan) if adjusted else _plain(options, n)
+        decision = decide_options(_EMPTY, _EMPTY, options, n, plan) if adjusted else _plain(options, n)
         status, newly = look_outcome([decision], look, looks)
         dropped |= newly
         if status != OPEN:

@@ -90,6 +90,9 @@ class DrafterKind:
     llamacpp_gamma: str = "--spec-draft-n-max"
     llamacpp_params: Mapping[str, str] = field(default_factory=dict)
     llamacpp_note: str = ""  # for a kind llama.cpp cannot run: what comes closest
+    # a parameter γ must reach for llama.cpp to draft at all (ngram-simple keeps a draft only when it is at least
+    # size_n tokens long: common/ngram-map.cpp, common_ngram_simple_draft, llama.cpp@0c1e57098)
+    llamacpp_gamma_at_least: str | None = None
     # the kind whose fixed draft length this kind's engine adapts round by round (llama.cpp's draft-simple adapts
     # draft-model's with p_min): the contender a confirmation runs against a verdict for that kind
     adapts: str | None = None
@@ -271,6 +274,7 @@ BUILTIN: tuple[DrafterKind, ...] = (
             llamacpp_type=name,
             llamacpp_gamma=f"--spec-{name}-size-m",
             llamacpp_params={p: f"--spec-{name}-{p.replace('_', '-')}" for p in params},
+            llamacpp_gamma_at_least="size_n" if name == "ngram-simple" else None,
         )
         for name, summary, params in (
             ("ngram-simple", "continue the last earlier match of the last size_n tokens", {"size_n": _SIZE_N}),

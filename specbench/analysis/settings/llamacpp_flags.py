@@ -95,6 +95,13 @@ def spec_flags(
             f"(llama.cpp runs: {', '.join(llamacpp_kinds())})"
         )
     params = _params(params)
+    floor = kind.llamacpp_gamma_at_least
+    if floor is not None and int(gamma) < int(params.get(floor, kind.default(floor))):
+        least = int(params.get(floor, kind.default(floor)))
+        raise SpecbenchError(
+            f"{drafter} at γ {int(gamma)} with {floor} {least} would never draft: llama.cpp keeps its draft only "
+            f"when it is at least {floor} tokens long (use γ ≥ {least}, or {floor} ≤ {int(gamma)})"
+        )
     flags = ["--spec-type", kind.llamacpp_type]
     if kind.llamacpp_weights in ("model", "checkpoint"):
         spec = draft_file_spec(drafter, params)

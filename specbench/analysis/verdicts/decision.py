@@ -42,7 +42,7 @@ from specbench.analysis.statistics.speedup_interval import MIN_PROMPTS, speedup_
 from specbench.analysis.verdicts.verdict import NO, TOO_FEW, UNSURE, YES, Candidate, Decision, three_way
 from specbench.records.timing import DISTURBED, paired_note
 
-__all__ = ["Candidate", "Decision", "decide_scenario", "describe_best", "dominated", "flat_range"]
+__all__ = ["Candidate", "Decision", "decide_options", "decide_scenario", "describe_best", "dominated", "flat_range"]
 
 
 def _candidates_predicted(predicted: pd.DataFrame) -> list[Candidate]:
@@ -156,7 +156,7 @@ def decide_scenario(
         notes.extend(more)
     if plan.alpha != 1 - level:
         plan = LookPlan(plan.prompts, 1 - level)
-    decision = _decide(scenario, predicted, measured_options, n_prompts, plan)
+    decision = decide_options(scenario, predicted, measured_options, n_prompts, plan)
     rests_on_disturbed = decision.best is not None and decision.best.timing_disturbed
     if any(n.startswith(DISTURBED) for n in more) or rests_on_disturbed:
         decision.timing_disturbed = True
@@ -168,9 +168,12 @@ def decide_scenario(
     return decision, predicted
 
 
-def _decide(
+def decide_options(
     scenario: pd.DataFrame, predicted: pd.DataFrame, measured_options: list, n_prompts: int, plan: LookPlan
 ) -> Decision:
+    """The verdict over the candidates: the predicted speedups when the sweep has a cost model (``predicted``),
+    else the measured options; each interval adjusted for ``plan``'s looks and the number of candidates
+    (`VerdictRule`). `decide_scenario` adds the notes; the stopping simulation calls this directly."""
     if not predicted.empty:
         evidence, candidates = "predicted", _candidates_predicted(predicted)
         count = int(predicted["n_prompts"].max())

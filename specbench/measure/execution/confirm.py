@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from specbench.analysis.load.table import axis_of, has_load_axis, normalised, serving_table
+from specbench.analysis.load.table import axis_of, has_load_axis, load_label, normalised, serving_table
 from specbench.analysis.load.verdicts import summary as load_summary
 from specbench.analysis.recommendation.confirmation import (
     BASELINE,
@@ -177,6 +177,7 @@ def plan_confirmation(results: str | Path, settings: ConfirmSettings = ConfirmSe
     absent: list[str] = []
     configs: dict[tuple, RunConfig] = {}
     targets: list[Target] = []
+    axis = axis_of(normalised(records)) if has_load_axis(records) else None
     for rec in recs:
         workload = str(rec.keys["workload"])
         if settings.workloads and workload not in settings.workloads:
@@ -185,9 +186,8 @@ def plan_confirmation(results: str | Path, settings: ConfirmSettings = ConfirmSe
             continue
         prediction = Prediction.of(rec.decision)
         if prediction is None:
-            notes.append(
-                f"{workload}: nothing to confirm — the sweep's verdict is not confident ({rec.decision.short()})"
-            )
+            where = workload if axis is None else f"{workload} at {load_label(axis, float(rec.keys[axis]))}"
+            notes.append(f"{where}: nothing to confirm — the sweep's verdict is not confident ({rec.decision.short()})")
             continue
         target = _target(rec, prediction, sweep, configs, absent)
         if target is not None:
