@@ -96,8 +96,8 @@ def spec_flags(
         )
     params = _params(params)
     floor = kind.llamacpp_gamma_at_least
-    if floor is not None and int(gamma) < int(params.get(floor, kind.default(floor))):
-        least = int(params.get(floor, kind.default(floor)))
+    least = None if floor is None else int(params.get(floor, kind.default(floor)))
+    if least is not None and int(gamma) < least:
         raise SpecbenchError(
             f"{drafter} at γ {int(gamma)} with {floor} {least} would never draft: llama.cpp keeps its draft only "
             f"when it is at least {floor} tokens long (use γ ≥ {least}, or {floor} ≤ {int(gamma)})"

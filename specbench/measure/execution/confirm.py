@@ -67,7 +67,7 @@ from specbench.bounds import MAX_PROMPTS
 from specbench.engine.schedule import ScheduleSpec, batch_size_schedule
 from specbench.errors import SpecbenchError
 from specbench.measure.execution.policy import Proposal, choose_round, share_time
-from specbench.measure.spec.adaptive import parse_adaptive
+from specbench.measure.spec.adaptive import AdaptivePlan
 from specbench.measure.spec.sweep import RunConfig, SweepSpec, build_spec
 from specbench.measure.spec.units import Unit, load_workloads
 from specbench.records.store import load_records, load_run_info
@@ -165,9 +165,8 @@ def plan_confirmation(results: str | Path, settings: ConfirmSettings = ConfirmSe
     sweep = build_spec(
         {k: v for k, v in info["sweep"].items() if k not in ("adaptive", "calibration", "mode")}, f"{results}/run.json"
     )
-    stored = info["sweep"].get("adaptive") or {}  # run.json keeps the plan resolved (budget_s): the pool needs its caps
-    pool = {k: v for k, v in stored.items() if k in ("batch", "first", "max_prompts")}
-    swept = replace(sweep, adaptive=parse_adaptive(pool, f"{results}/run.json") if pool else None)
+    stored = info["sweep"].get("adaptive")  # run.json keeps the plan as resolved (to_dict)
+    swept = replace(sweep, adaptive=AdaptivePlan.from_dict(stored) if stored else None)
     records = load_records(results)
     if records.empty:
         raise SpecbenchError(f"{results} has no records: run the sweep first")

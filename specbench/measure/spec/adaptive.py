@@ -59,6 +59,11 @@ class AdaptivePlan:
         step = self.calibration_batch if self.calibration_batch is not None else first_calibration
         return tuple(min(n, first_calibration + k * step) for k, n in enumerate(looks))
 
+    @classmethod
+    def from_dict(cls, stored: dict) -> AdaptivePlan:
+        """The plan `to_dict` wrote (run.json's ``sweep.adaptive``), resolved already: no checks again."""
+        return cls(**{k: stored[k] for k in cls.__dataclass_fields__ if k in stored})
+
     def to_dict(self) -> dict:
         return {
             "batch": self.batch,
