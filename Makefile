@@ -5,13 +5,14 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.specbench-installed
 export PYTHONUNBUFFERED := 1
 
-.PHONY: install install-vllm install-speculators test-vllm install-ray test-ray bench-scale demo test lint test-heavy test-fuzz simulate-stopping bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe bench-online bench-draft-loop bench-strategy-nested bench-strategy-schedule bench-drafters-2026 drafter-heldout simulate-coverage gpu-check gpu-launch-overhead install-test-browser style-pass install-llamacpp test-llamacpp clean help
+.PHONY: install install-vllm install-speculators test-vllm install-ray test-ray bench-scale demo test lint test-heavy test-fuzz simulate-stopping bench-engine bench-replay bench-roofline bench-layout bench-dtype bench-kernels bench-noise bench-backends bench-strategies bench-strategies-moe bench-online bench-draft-loop bench-strategy-nested bench-strategy-schedule bench-drafters-2026 drafter-heldout simulate-coverage gpu-check gpu-launch-overhead install-test-browser style-pass install-llamacpp test-llamacpp test-long clean help
 
 help:
 	@echo "make demo          set up (first run) and run the demo sweep on SmolLM2-135M"
 	@echo "make test          set up (first run) and run the test suite (CPU, no GPU needed)"
 	@echo "make lint          ruff (lint and format check, every file) and mypy (pyproject.toml)"
 	@echo "make test-heavy    tests on the Qwen2.5-Coder 1.5B/0.5B pair (pulls ~1.5 GB once)"
+	@echo "make test-long     the costlier variants kept out of the default suite (marker long: compiled engine, γ 6, wide tree)"
 	@echo "make test-fuzz     the long fuzz run (Hypothesis, about 10 minutes; FUZZ_SCALE=0.1 for a tenth): spec parser, loaders, records, HTTP client"
 	@echo "make bench-engine  specbench engine vs transformers generate / assisted generation"
 	@echo "make bench-roofline decode/verify time against the memory-bandwidth bound"
@@ -72,9 +73,13 @@ lint: install
 	$(PY) -m mypy
 
 test: install
-	TRITON_INTERPRET=1 $(PY) -m pytest -n 2 --dist worksteal --durations=25
+	TRITON_INTERPRET=1 $(PY) -m pytest -n 2 --dist worksteal --durations=40
 
 FUZZ_SCALE ?= 1
+# The costlier variants kept out of the default suite (marker `long`, pyproject.toml); .ci/run runs them after it.
+test-long: install
+	TRITON_INTERPRET=1 $(PY) -m pytest -m long -n 2 --dist worksteal --durations=10
+
 test-fuzz: install
 	SPECBENCH_FUZZ_SCALE=$(FUZZ_SCALE) $(PY) -m pytest -m fuzz tests/test_fuzz.py -n 2 -p no:cacheprovider \
 	    --hypothesis-show-statistics

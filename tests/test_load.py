@@ -205,6 +205,23 @@ def test_no_schedule_without_a_confident_yes():
     assert summary(frame, recs, n_boot=0)["schedules"] == []
 
 
+def test_a_vllm_schedule_is_asked_for_only_when_vllm_is_among_the_engines(falling_sweep):
+    """Before, `recommend --engine llamacpp` printed "vLLM per batch size: no schedule" under llama.cpp's flags."""
+    from rich.console import Console
+
+    from specbench.cli.load_view import print_load
+
+    frame, recs, everyone = falling_sweep
+    assert everyone["schedule_asked"] and everyone["schedules"]
+    llamacpp = summary(frame, recs, n_boot=0, engines=("llamacpp",))
+    assert not llamacpp["schedule_asked"] and llamacpp["schedules"] == []
+    assert any("llama.cpp: one draft length at every slot count" in n for n in llamacpp["notes"])
+    console = Console(record=True, width=200)
+    print_load(llamacpp, console)
+    assert "vLLM" not in console.export_text()
+    assert summary(frame, recs, n_boot=0, engines=("vllm",))["schedules"]
+
+
 def test_a_draft_model_schedule_names_the_model_as_vllm_loads_it():
     from tests.synthetic_results import SyntheticDrafter
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from specbench.engine.drafters import make_drafter
@@ -12,6 +13,7 @@ from specbench.engine.weight_layout import LAYOUTS, onednn_packing
 from specbench.models.resolve import load_model
 
 
+@pytest.mark.long
 def test_compiled_engine_greedy_is_lossless():
     target = load_model("tiny-random-llama")
     ids = target.tokenizer("Compiled graphs must not change a single token.")["input_ids"]
@@ -47,6 +49,7 @@ def test_layouts_do_not_change_outputs_when_not_compiled():
         assert engine.decoder._compiled is None
 
 
+@pytest.mark.long
 def test_compiled_engine_sampling_matches_target_distribution(tiny_v8):
     from tests.test_engine_sampling import SAMPLES_SMALL, chi_square_pvalue, exact_distributions, sample_counts
 

@@ -127,7 +127,7 @@ def test_tree_greedy_picks_the_longest_matching_branch():
 
 # ------------------------------------------------------------------------------------- engine, real model
 
-TREES = ["2x2x1", "@wide-4x3x2x1", "dynamic:topk=3,nodes=12"]
+TREES = ["2x2x1", pytest.param("@wide-4x3x2x1", marks=pytest.mark.long), "dynamic:topk=3,nodes=12"]
 
 
 @pytest.fixture(scope="module")

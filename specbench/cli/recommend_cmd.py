@@ -447,7 +447,7 @@ def recommend_command(
         plans=plans,
     )
     load = (
-        load_summary(records, recs, hub_ids=hubs, n_boot=n_boot, seed=seed)
+        load_summary(records, recs, hub_ids=hubs, n_boot=n_boot, seed=seed, engines=engines)
         if has_load_axis(records) and isinstance(costs, MeasuredCosts)
         else None
     )

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -365,9 +365,12 @@ def summary(
     n_boot: int = N_BOOT,
     seed: int = 0,
     table: pd.DataFrame | None = None,
+    engines: Sequence[str] | None = None,
 ) -> dict:
     """What `specbench recommend` prints about load: the per-load table (`specbench.analysis.load.table.serving_table`),
-    the verdict at each load, the crossovers and their one-line statements, and vLLM's schedules."""
+    the verdict at each load, the crossovers and their one-line statements, and vLLM's schedules when vLLM is among
+    ``engines`` (None: every engine). ``schedule_asked`` says whether a schedule was looked for, so a reader can
+    tell "no load had a confident yes" from "not asked"."""
     frame = normalised(records)
     axis = axis_of(frame)
     backend = str(frame["backend"].iloc[0]) if len(frame) else "own"
@@ -378,9 +381,15 @@ def summary(
     target = str(frame["target"].iloc[0]) if len(frame) else "<target>"
     notes = _short_batches(frame)
     plans = []
-    if axis == "concurrency":
+    schedule_asked = axis == "concurrency" and (engines is None or "vllm" in engines)
+    if schedule_asked:
         plans = schedules(rows, target, hub_ids)
-    else:
+    if axis == "concurrency" and engines is not None and "llamacpp" in engines:
+        notes.append(
+            "llama.cpp: one draft length at every slot count (llama-server has no per-batch-size γ); the "
+            "verdicts above say at which loads its flags pay"
+        )
+    if axis != "concurrency":
         notes.append(
             "no per-batch-size schedule: request rates set no batch size (vLLM's "
             "num_speculative_tokens_per_batch_size needs a concurrency sweep)"
@@ -400,6 +409,7 @@ def summary(
         ],
         "lines": crossover_lines(found, axis, [r.as_dict() for r in rows]),
         "schedules": plans,
+        "schedule_asked": schedule_asked,
         "notes": notes,
     }
 
