@@ -220,6 +220,8 @@ def test_sweep_file_runs_end_to_end_at_tiny_size(tmp_path, prompts_file):
         ({"name": "nestd"}, "did you mean 'nested'"),
         ({"name": "nested", "prepared": 0}, "'prepared' must be an integer"),
         ({"name": "nested", "depth": 2}, "not ['depth']"),
+        (["sequential", None], "got null"),  # before, a null item read as sequential (found by test_yaml_types)
+        ([True], "got true"),
     ],
 )
 def test_bad_strategy_is_a_one_line_error(tmp_path, prompts_file, strategy, needle):

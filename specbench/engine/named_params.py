@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from specbench.errors import SpecbenchError, did_you_mean
+from specbench.errors import SpecbenchError, did_you_mean, written
 
 
 class NamedParams:
@@ -31,7 +31,7 @@ def named_mapping(item, where: str, kind: str, names, form: str) -> tuple[str, d
     if isinstance(item, str):
         item = {"name": item}
     if not isinstance(item, dict) or "name" not in item:
-        raise SpecbenchError(f"{where}: {form}, got {item!r}")
+        raise SpecbenchError(f"{where}: {form}, got {written(item)}")
     name = str(item["name"])
     if name not in names:
         raise SpecbenchError(

@@ -96,10 +96,12 @@ def parse_strategy(value, where: str) -> Strategy:
 
 def parse_strategies(value, where: str) -> list[Strategy]:
     """The sweep's ``strategy`` key (one value or a list) -> distinct strategies, in the given order."""
-    items = [value] if value is None or isinstance(value, (str, dict)) else value
+    if value is None:  # the key left empty reads as its default, as every top-level sweep key does
+        return [SEQUENTIAL]
+    items = [value] if isinstance(value, (str, dict)) else value
     if not isinstance(items, list):
         raise SpecbenchError(f"{where}: 'strategy' must be a strategy or a list of them")
-    strategies = list(dict.fromkeys(SEQUENTIAL if v is None else parse_strategy(v, where) for v in items))
+    strategies = list(dict.fromkeys(parse_strategy(v, where) for v in items))  # a null item is refused there
     if not strategies:
         raise SpecbenchError(f"{where}: 'strategy' needs at least one value")
     return strategies
