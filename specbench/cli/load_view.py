@@ -153,7 +153,7 @@ def print_load(summary: dict, console) -> None:
                 border_style="cyan" if setting.supported else "red",
             )
         )
-    if summary.get("schedule_asked", True) and summary["verdicts"] and not summary["schedules"]:
+    if summary["schedule_asked"] and summary["verdicts"] and not summary["schedules"]:
         console.print(
             Text(
                 "vLLM per batch size: no schedule — no load has a confident yes on undisturbed timing (see "

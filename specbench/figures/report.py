@@ -442,7 +442,7 @@ def load_section(data: PlotData) -> Html:
             pre(setting.snippet),
             bullet_list(setting.notes + [f"checked: {setting.checked}"]),
         ]
-    if load.get("schedule_asked", axis == "concurrency") and not load["schedules"]:
+    if load["schedule_asked"] and not load["schedules"]:
         parts.append(
             paragraph("vLLM per batch size: no schedule — no load has a confident yes on undisturbed timing.", "note")
         )
