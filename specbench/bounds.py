@@ -148,6 +148,14 @@ BOUNDS: dict[str, Bound] = {
         open_low=True,
     ),
     "margin": Bound(0, 1, False, "a relative margin: 0.05 is 5 %; 1 would call a halving equivalent", open_low=True),
+    "tolerance": Bound(
+        0,
+        0.5,
+        False,
+        "ε, how far below the best option's speedup the chosen one may be: 0.05 is 5 %; beyond 0.5 any option "
+        "at half the best's speed would count as best",
+        open_low=True,
+    ),
     "max_gamma": Bound(1, GAMMA_LIMIT, True, "the largest γ predicted: no sweep may measure γ above 128"),
     "batch": Bound(
         1,
@@ -330,6 +338,7 @@ FLAG_ROWS: dict[str, str] = {
     "--prompt": "prompt",
     "--prompt-file": "path",
     "--price-per-hour": "price_per_hour",
+    "--tolerance": "tolerance",
     "--prompts": "prompts",
     "train-drafter --prompts": "text",
     "--quantities": "text",
@@ -415,6 +424,7 @@ KEY_ROWS: dict[str, str] = {
     "sweep: arrivals": "choice",
     "sweep: executor": "mapping",
     "sweep: price_per_hour": "price_per_hour",
+    "sweep: tolerance": "tolerance",
     "sweep: drafters.type": "choice",
     "sweep: drafters.params": "mapping",
     "sweep: workloads.name": "text",

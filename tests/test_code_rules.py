@@ -6,6 +6,9 @@
 * A verdict's answer words ("confident yes", ...) are spelled only in `specbench.analysis.verdicts.verdict`, and a
   verdict's keys ("answer", "candidates", ...) are read from a mapping only in the module that writes that
   verdict (its ``as_dict`` / ``from_dict``): everything else reads the typed verdict's attributes.
+* One look engine: rounds of looks (`choose_round`) and their time (`share_time`) are run only by
+  `specbench.measure.execution.looks`, and the status words of an item measured in looks ("prompts exhausted",
+  "budget", ...) are defined only in `specbench.analysis.verdicts.status` — no second look loop.
 
 Each rule's scanner is checked on a planted offender too, so that a rule that can no longer fail is noticed.
 """
@@ -31,7 +34,12 @@ VERDICT_MODULES = {
     "specbench/analysis/recommendation/schedule_comparison.py",  # best dynamic schedule vs best fixed γ
     "specbench/analysis/recommendation/confirmation.py",  # a recommendation confirmed on fresh prompts (confirm.json)
     "specbench/records/merge.py",  # merged shards' adaptive.json (a look's answer, or "shards differ")
+    "specbench/analysis/verdicts/choice.py",  # the choice among the options (its prompts_needed)
 }
+LOOK_VERBS = {"choose_round", "share_time"}  # a round of looks and its time: the look engine's alone
+LOOK_ENGINE = "specbench/measure/execution/looks.py"
+STATUS_MODULE = "specbench/analysis/verdicts/status.py"
+STATUS_WORDS = {"open", "decided", "prompts exhausted", "budget", "futile"}
 
 
 # the packages that see verdicts (the engine, models, training and the catalogue never do)
@@ -113,6 +121,57 @@ def verdict_key_reads(tree: ast.Module) -> list[tuple[int, str]]:
     return hits
 
 
+def look_loop_calls(tree: ast.Module) -> list[tuple[int, str]]:
+    """Calls of the look engine's verbs (``choose_round(...)``, ``policy.share_time(...)``)."""
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+            if name in LOOK_VERBS:
+                hits.append((node.lineno, name))
+    return hits
+
+
+def status_definitions(tree: ast.Module) -> list[tuple[int, str]]:
+    """Module-level names bound to a status word (``OPEN = "open"``, ``A, B = "budget", "futile"``); a tuple of
+    words bound to one name (a list of keys) is no definition."""
+    hits = []
+    for node in tree.body:
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        target = node.targets[0]
+        if isinstance(target, ast.Name):
+            values = [node.value]
+        elif isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+            values = node.value.elts
+        else:
+            continue
+        for value in values:
+            if isinstance(value, ast.Constant) and value.value in STATUS_WORDS:
+                hits.append((node.lineno, value.value))
+    return hits
+
+
+def test_one_look_engine_runs_every_look_loop():
+    found = [
+        f"{name}:{line}: {verb}()"
+        for name, tree in _modules().items()
+        if name != LOOK_ENGINE
+        for line, verb in look_loop_calls(tree)
+    ]
+    assert not found, f"a look loop outside {LOOK_ENGINE}:\n" + "\n".join(found)
+
+
+def test_status_words_are_defined_once():
+    found = [
+        f"{name}:{line}: {word!r}"
+        for name, tree in _modules().items()
+        if name != STATUS_MODULE
+        for line, word in status_definitions(tree)
+    ]
+    assert not found, f"status words defined outside {STATUS_MODULE}:\n" + "\n".join(found)
+
+
 def test_no_private_member_of_another_class_is_used_across_modules():
     modules = _modules()
     defined = {name: class_private_members(tree) for name, tree in modules.items()}
@@ -154,6 +213,11 @@ def test_verdict_keys_are_read_only_by_the_modules_that_write_them():
         ("def f(v):\n    return v.get('prompts_needed')\n", "keys", [(2, "prompts_needed")]),
         ("def f(v):\n    return v.answer == 'cannot tell'\n", "words", [(2, "cannot tell")]),
         ("def f(v):\n    return f'cannot tell: {v}'\n", "words", []),  # prose, not a compared word
+        ("def f(c, s, n, b):\n    return choose_round(c, s, n, b)\n", "loops", [(2, "choose_round")]),
+        ("def f(p, r):\n    return p.share_time(r, 1.0)\n", "loops", [(2, "share_time")]),
+        ('OPEN, DONE = "open", "decided"\n', "status", [(1, "open"), (1, "decided")]),
+        ('WORDS = {"budget": "ran out"}\n', "status", []),  # a mapping of words is no definition
+        ('KEYS = ("first", "budget")\n', "status", []),  # nor a tuple of keys
     ],
 )
 def test_each_scanner_finds_a_planted_offender(source, scanner, expected):
@@ -162,6 +226,10 @@ def test_each_scanner_finds_a_planted_offender(source, scanner, expected):
         found = foreign_private_uses(tree, class_private_members(tree), {"_run_units"})
     elif scanner == "keys":
         found = verdict_key_reads(tree)
+    elif scanner == "loops":
+        found = look_loop_calls(tree)
+    elif scanner == "status":
+        found = status_definitions(tree)
     else:
         found = answer_word_uses(tree)
     assert found == expected

@@ -35,6 +35,7 @@ import pandas as pd
 
 from specbench.analysis.cost.round_cost import CostFit, cost_stats, fit_costs
 from specbench.analysis.statistics.intervals import LEVEL
+from specbench.analysis.statistics.paired_ratio import PerPrompt
 from specbench.analysis.statistics.speedup_interval import combined_interval, speedup_interval
 from specbench.catalogue.drafters import TARGET_ONLY
 from specbench.records.rounds import cluster_codes, cluster_sums, prompt_clusters
@@ -63,7 +64,13 @@ def modelled_decode_s(records: pd.DataFrame, fit: CostFit) -> np.ndarray:
 
 
 def _per_prompt(config: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, fit: CostFit):
-    """Per-prompt (tokens, modelled s, base tokens, modelled base s) on the prompts both cover."""
+    """Per-prompt (tokens, modelled s, base tokens, modelled base s) on the prompts both cover: [4, P]."""
+    frame = _per_prompt_frame(config, base, clusters, fit)
+    return None if frame is None else frame.to_numpy().T
+
+
+def _per_prompt_frame(config: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, fit: CostFit):
+    """`_per_prompt` as a frame indexed by prompt (columns tokens, seconds, base_tokens, base_seconds)."""
     paired = config.merge(
         base[UNIT_KEYS + ["decode_tokens", "rounds", "round_drafted", "round_draft_steps", "gamma", "drafter"]],
         on=UNIT_KEYS,
@@ -90,7 +97,10 @@ def _per_prompt(config: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, fi
         modelled_decode_s(base_view, fit),
     )
     present = sums[:, 0] > 0
-    return sums[present].T
+    return pd.DataFrame(sums[present], index=clusters[present], columns=_SUM_COLUMNS)
+
+
+_SUM_COLUMNS = ["tokens", "seconds", "base_tokens", "base_seconds"]
 
 
 def _calibration(group_live: pd.DataFrame, base: pd.DataFrame) -> list[str]:
@@ -110,15 +120,26 @@ def _fit(group_live: pd.DataFrame, base: pd.DataFrame, prompts: list[str]) -> Co
 def predicted_table(scenario: pd.DataFrame, level: float = LEVEL) -> tuple[pd.DataFrame, list[str]]:
     """One row per configuration of a scenario (one workload and sampling): predicted speedup with
     its interval, the measured speedup on the calibration prompts, and their ratio."""
+    table, notes, _ = predicted_evidence(scenario, level)
+    return table, notes
+
+
+def predicted_evidence(
+    scenario: pd.DataFrame, level: float = LEVEL
+) -> tuple[pd.DataFrame, list[str], dict[tuple, PerPrompt]]:
+    """`predicted_table` and, per configuration (keyed (drafter label, tree, γ, schedule)), its modelled
+    per-prompt tokens and seconds with the per-calibration-prompt refits: the evidence the choice between
+    configurations compares them on, paired (`specbench.analysis.verdicts.choice`)."""
+    samples: dict[tuple, PerPrompt] = {}
     notes: list[str] = []
     live_base = scenario[is_baseline(scenario) & (scenario["mode"] == "live")]
     if live_base.empty:
-        return pd.DataFrame(), notes
+        return pd.DataFrame(), notes, samples
     base_timed, note = timing_usable(live_base)
     spec = prefer_live(scenario[~is_baseline(scenario) & (scenario["gamma"] > 0)])
     spec = with_config_defaults(spec)
     if not spec.empty and not has_round_timings(spec):
-        return pd.DataFrame(), [NO_ROUND_TIMINGS]
+        return pd.DataFrame(), [NO_ROUND_TIMINGS], samples
     live_spec, note2 = timing_usable(spec[spec["mode"] == "live"])
     notes.extend(n for n in dict.fromkeys([note, note2]) if n)
     clusters = prompt_clusters(scenario)
@@ -136,27 +157,31 @@ def predicted_table(scenario: pd.DataFrame, level: float = LEVEL) -> tuple[pd.Da
                 "no predicted speedup"
             )
             continue
-        per_prompt_fits = [f for f in (_fit(group_live, base_timed, [p]) for p in prompts) if f is not None]
+        fits_of_prompts = [_fit(group_live, base_timed, [p]) for p in prompts]
+        per_prompt_fits = [f for f in fits_of_prompts if f is not None]
         if len(per_prompt_fits) < 2:
             notes.append(
                 f"{keys['drafter_label']}: costs timed on one prompt: the predicted interval leaves the "
                 "cost uncertainty out"
             )
         for gamma, config in group.groupby("gamma", sort=True):
-            sums = _per_prompt(config, live_base, clusters, fit)
-            if sums is None:
+            frame = _per_prompt_frame(config, live_base, clusters, fit)
+            if frame is None:
                 continue
+            sums = frame.to_numpy().T
             acceptance = speedup_interval(*sums, level=level)
             parts = [(acceptance.log_se, acceptance.dof)]
             cost_se, cost_dof = float("nan"), 0
-            if len(per_prompt_fits) >= 2:
-                logs = []
-                for f in per_prompt_fits:
-                    s = _per_prompt(config, live_base, clusters, f)
-                    t, sec, bt, bs = (x.sum() for x in s)
-                    logs.append(np.log((t / sec) / (bt / bs)))
+            logs = []
+            for f in per_prompt_fits:
+                t, sec, bt, bs = _per_prompt(config, live_base, clusters, f).sum(axis=1)
+                logs.append(np.log((t / sec) / (bt / bs)))
+            if len(logs) >= 2:
                 cost_se, cost_dof = float(np.std(logs, ddof=1) / np.sqrt(len(logs))), len(logs) - 1
                 parts.append((cost_se, cost_dof))
+            key = (keys["drafter_label"], keys["tree"], int(gamma), keys["schedule"])
+            refits = pd.Series(logs, index=[p for p, f in zip(prompts, fits_of_prompts) if f is not None])
+            samples[key] = PerPrompt(frame["tokens"], frame["seconds"], refits if len(logs) >= 2 else None)
             interval = combined_interval(
                 acceptance.point,
                 parts,
@@ -179,7 +204,7 @@ def predicted_table(scenario: pd.DataFrame, level: float = LEVEL) -> tuple[pd.Da
             }
             row.update(_realized(config, group_live, base_timed, prompts, clusters, fit, level))
             rows.append(row)
-    return pd.DataFrame(rows), notes
+    return pd.DataFrame(rows), notes, samples
 
 
 def _realized(

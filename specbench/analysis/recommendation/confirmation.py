@@ -59,6 +59,8 @@ import pandas as pd
 from specbench.analysis.load.table import system_rate
 from specbench.analysis.statistics.sequential import FIXED, LookPlan, VerdictRule, prompts_to_settle
 from specbench.analysis.statistics.speedup_interval import MIN_PROMPTS, speedup_interval, speedup_words
+from specbench.analysis.verdicts.choice import TOLERANCE
+from specbench.analysis.verdicts.status import BUDGET, DECIDED, EXHAUSTED, OPEN
 from specbench.analysis.verdicts.verdict import NO, YES, Answer, Candidate, Decision, three_way
 from specbench.errors import SpecbenchError
 from specbench.records.jsonable import json_ready
@@ -443,10 +445,17 @@ class Regret:
     hi: float
     contenders: list[Comparison] = field(default_factory=list)  # every contender ÷ the reference
     prompts_needed: int | None = None
+    tolerance: float = TOLERANCE  # ε: an advantage confidently under it settles the regret ("within")
+    within: bool = False  # no contender is confidently more than ε ahead, and none can be (every upper end < 1/(1−ε))
 
     @property
     def settled(self) -> bool:
-        return self.answer.decided or not self.contenders
+        return self.answer.decided or self.within or not self.contenders
+
+    @property
+    def beaten(self) -> bool:
+        """A contender is confidently ahead of the reference by more than ε."""
+        return self.answer == YES
 
     @property
     def percent(self) -> float:
@@ -464,10 +473,13 @@ class Regret:
         if not self.contenders:
             return "no contender ran"
         ratio = self.ratio_text
+        eps = f"{self.tolerance * 100:.0f} %"
         if self.answer == YES:
-            return f"{self.best} beats it: {ratio} its tokens/s (regret {self.percent:.0f} %)"
+            return f"{self.best} beats it by more than {eps}: {ratio} its tokens/s (regret {self.percent:.0f} %)"
         if self.answer == NO:
             return f"no contender beats it (best {self.best} at {ratio} its tokens/s)"
+        if self.within:
+            return f"no contender is more than {eps} ahead: within tolerance (best {self.best} at {ratio} its tokens/s)"
         return f"not settled yet: best contender {self.best} at {ratio} its tokens/s"
 
     def as_dict(self) -> dict:
@@ -480,6 +492,8 @@ class Regret:
             "percent": self.percent,
             "contenders": [c.as_dict() for c in self.contenders],
             "prompts_needed": self.prompts_needed,
+            "tolerance": self.tolerance,
+            "within": self.within,
         }
 
     @classmethod
@@ -494,14 +508,19 @@ class Regret:
             _num(data.get("hi")),
             [Comparison.from_dict(c) for c in data.get("contenders") or []],
             data.get("prompts_needed"),
+            float(data.get("tolerance") or TOLERANCE),
+            bool(data.get("within")),
         )
 
 
-def regret(records: pd.DataFrame, target: Target, plan: LookPlan) -> Regret:
-    """Every contender ÷ the reference; the answer over the best of them (`three_way`, K contenders)."""
+def regret(records: pd.DataFrame, target: Target, plan: LookPlan, tolerance: float = TOLERANCE) -> Regret:
+    """Every contender ÷ the reference; the answer over the best of them (K contenders, their ends adjusted by
+    `VerdictRule`): *beats it by more than ε* when some adjusted lower end lies above 1 ÷ (1 − ε); *none beats
+    it* when every adjusted upper end lies below 1; *within tolerance* when every adjusted upper end lies below
+    1 ÷ (1 − ε) (the best contender's advantage is confidently under ε); otherwise not settled."""
     contenders = target.contenders
     if not contenders:
-        return Regret(NO, None, NAN, NAN, NAN)
+        return Regret(NO, None, NAN, NAN, NAN, tolerance=tolerance)
     base_rule = VerdictRule(plan, 1)
     ratios = [compare(records, arm, target.reference, base_rule) for arm in contenders]
     rule = VerdictRule(plan, max(sum(c.has_interval and not c.disturbed for c in ratios), 1))
@@ -523,15 +542,23 @@ def regret(records: pd.DataFrame, target: Target, plan: LookPlan) -> Regret:
         candidates.append(cand)
     answer, pick = three_way(candidates)
     if pick is None:
-        return Regret(answer, None, NAN, NAN, NAN, ratios)
-    ends = pick.adjusted_ends(answer) or (NAN, NAN)
+        return Regret(answer, None, NAN, NAN, NAN, ratios, tolerance=tolerance)
+    ahead = 1.0 / (1.0 - tolerance)
+    usable = [c for c in candidates if c.has_interval]
+    if answer == YES:  # ahead, but by more than ε? (the beats-it answer needs its lower end past 1/(1−ε))
+        beyond = [c for c in usable if c.lo_adj > ahead]
+        answer, pick = (YES, max(beyond, key=lambda c: c.speedup)) if beyond else (Answer.UNSURE, pick)
+    within = answer != YES and bool(usable) and all(c.hi_adj < ahead for c in usable)
+    ends = pick.adjusted_ends(answer if answer != YES else YES) or (NAN, NAN)
     needed = None
-    if not answer.decided and pick.has_interval:
-        side = "yes" if pick.speedup > 1 else "no"
+    if not answer.decided and not within and pick.has_interval:
+        # the prompts at which the best contender's interval would clear 1/(1−ε) on one side or the other
+        shifted = pick.speedup / ahead
+        side = "yes" if shifted > 1 else "no"
         needed = prompts_to_settle(
-            pick.speedup, pick.log_se, max(c.n_prompts for c in ratios), lambda dof: rule.quantile(dof, side)
+            shifted, pick.log_se, max(c.n_prompts for c in ratios), lambda dof: rule.quantile(dof, side)
         )
-    return Regret(answer, pick.drafter_label, pick.speedup, ends[0], ends[1], ratios, needed)
+    return Regret(answer, pick.drafter_label, pick.speedup, ends[0], ends[1], ratios, needed, tolerance, within)
 
 
 # ----------------------------------------------------------------------------- a workload shift
@@ -654,7 +681,7 @@ class TargetResult:
         )
 
 
-def judge(records: pd.DataFrame, target: Target, plan: LookPlan = FIXED) -> TargetResult:
+def judge(records: pd.DataFrame, target: Target, plan: LookPlan = FIXED, tolerance: float = TOLERANCE) -> TargetResult:
     """The target's prediction checked and its regret, from the confirmation's records of this target so far; at
     a load of a schedule, the system throughput of every arm against the baseline and of the schedule against the
     best static setting, and a cliff if there is one."""
@@ -673,7 +700,12 @@ def judge(records: pd.DataFrame, target: Target, plan: LookPlan = FIXED) -> Targ
         check = check_prediction(target.prediction, chosen, rule)
     n = int(mine[baseline.mask(mine)]["prompt_id"].nunique()) if len(mine) else 0
     result = TargetResult(
-        target.name, n, check, regret(mine, target, plan), list(versus.values()), lossless=lossless_text(mine, target)
+        target.name,
+        n,
+        check,
+        regret(mine, target, plan, tolerance),
+        list(versus.values()),
+        lossless=lossless_text(mine, target),
     )
     result.shifts = shift_regrets(mine, target, plan)
     if target.schedule_ranges and "batch_id" in mine and len(mine):
@@ -757,7 +789,6 @@ def plan_hash(targets: list[Target], prompts: dict[str, list[str]], settings: di
 
 CONFIRM_DIR = "confirm"  # RESULTS/confirm/: the confirmation's own results folder (records, run.json, confirm.json)
 STATE_FILE = "confirm.json"
-OPEN, DECIDED, EXHAUSTED, BUDGET = "open", "decided", "prompts exhausted", "budget"
 
 
 @dataclass
@@ -801,6 +832,10 @@ class TargetLooks:
     status: str = OPEN
     seconds: float = 0.0
     dropped: list[str] = field(default_factory=list)  # contenders confidently behind the reference, no longer run
+
+    @property
+    def name(self) -> str:
+        return self.target.name
 
     @property
     def look(self) -> int:

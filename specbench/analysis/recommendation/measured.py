@@ -50,6 +50,7 @@ from specbench.analysis.statistics.intervals import LEVEL, bootstrap_interval, b
 from specbench.analysis.statistics.sequential import FIXED, LookPlan
 from specbench.analysis.statistics.speedup_interval import speedup_interval, speedup_words, t_quantile
 from specbench.analysis.stream_adaptation import has_online, online_verdict, per_prompt
+from specbench.analysis.verdicts.choice import TOLERANCE
 from specbench.analysis.verdicts.decision import Decision, decide_scenario
 from specbench.errors import SpecbenchError
 from specbench.records.rounds import cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
@@ -409,6 +410,7 @@ def recommend_measured(
     engines,
     hub_ids: Mapping[str, str] | None,
     plans: Mapping[str, LookPlan] | None = None,
+    tolerance: float = TOLERANCE,
 ) -> list[Recommendation]:
     """One `Recommendation` per (target, workload, sampling) scenario that has a baseline (and per
     backend / concurrency when the folder holds several); arguments checked by
@@ -453,6 +455,7 @@ def recommend_measured(
                 engines=engines,
                 hub_ids=hub_ids,
                 plan=(plans or {}).get(str(keys["workload"]), FIXED),
+                tolerance=tolerance,
             )
         )
     if not out:
@@ -477,6 +480,7 @@ def _recommend_scenario(
     engines,
     hub_ids: Mapping[str, str] | None,
     plan: LookPlan = FIXED,
+    tolerance: float = TOLERANCE,
 ) -> Recommendation:
     clusters = prompt_clusters(scenario)
     n_prompts = len(clusters)
@@ -506,7 +510,7 @@ def _recommend_scenario(
     )
     measured = _pick("measured", measured_options, measured_reps, n_prompts, objective, level)
     model = _pick("model", model_options, model_reps, n_prompts, objective, level)
-    decision, predicted = decide_scenario(scenario, measured_options, n_prompts, level, notes, plan)
+    decision, predicted = decide_scenario(scenario, measured_options, n_prompts, level, notes, plan, tolerance)
     final = decision.option if decision.confident else None  # the settings say what the verdict says
     if decision.option is not None and final is None:
         notes.append("no engine settings: the yes rests on disturbed timing (rerun on a quieter machine)")

@@ -40,6 +40,7 @@ from specbench.analysis.recommendation.result import Recommendation, recommendat
 from specbench.analysis.settings.engine_settings import ENGINES
 from specbench.analysis.statistics.intervals import LEVEL, N_BOOT
 from specbench.analysis.statistics.sequential import LookPlan
+from specbench.analysis.verdicts.choice import TOLERANCE
 from specbench.errors import SpecbenchError
 
 OBJECTIVES = ("throughput", "latency")
@@ -68,13 +69,16 @@ def recommend(
     engines=ENGINES,
     hub_ids: Mapping[str, str] | None = None,
     plans: Mapping[str, LookPlan] | None = None,
+    tolerance: float = TOLERANCE,
 ) -> list[Recommendation]:
     """One `Recommendation` per scenario, its round costs from ``costs`` (default: the sweep's own).
 
     ``max_gamma``: the largest γ the model predicts; ``n_boot`` / ``level`` / ``seed``: the prompt
     bootstrap; ``engines``: the engine settings to export (measured costs); ``hub_ids`` (model spec →
     Hugging Face id) names the models in the settings; ``plans`` (workload → `LookPlan`): the looks an
-    adaptive sweep planned, so that its verdicts stay honest (`specbench.analysis.statistics.sequential`).
+    adaptive sweep planned, so that its verdicts stay honest (`specbench.analysis.statistics.sequential`);
+    ``tolerance`` (ε): the chosen option is within ε of the best option's speedup with probability ≥ 1 − δ
+    (`specbench.analysis.verdicts.choice`).
     """
     costs = MeasuredCosts() if costs is None else costs
     if objective not in OBJECTIVES:
@@ -102,5 +106,6 @@ def recommend(
             engines=engines,
             hub_ids=hub_ids,
             plans=plans,
+            tolerance=tolerance,
         )
     raise TypeError(f"unknown cost source {costs!r}")

@@ -34,15 +34,28 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from specbench.analysis.cost.predicted_speedup import predicted_table
+from specbench.analysis.cost.predicted_speedup import predicted_evidence
 from specbench.analysis.options import Option
 from specbench.analysis.statistics.intervals import LEVEL
+from specbench.analysis.statistics.paired_ratio import PerPrompt
 from specbench.analysis.statistics.sequential import FIXED, LookPlan, VerdictRule, prompts_to_settle
 from specbench.analysis.statistics.speedup_interval import MIN_PROMPTS, speedup_words
+from specbench.analysis.verdicts.choice import TOLERANCE, Choice, choose, gamma_span
 from specbench.analysis.verdicts.verdict import NO, TOO_FEW, UNSURE, YES, Candidate, Decision, three_way
+from specbench.records.rounds import prompt_clusters
 from specbench.records.timing import DISTURBED, paired_note
 
-__all__ = ["Candidate", "Decision", "decide_options", "decide_scenario", "describe_best", "dominated", "flat_range"]
+__all__ = [
+    "Candidate",
+    "Decision",
+    "decide_options",
+    "decide_scenario",
+    "describe_best",
+    "dominated",
+    "flat_range",
+    "gamma_span",
+    "measured_samples",
+]
 
 
 def _candidates_predicted(predicted: pd.DataFrame) -> list[Candidate]:
@@ -146,17 +159,21 @@ def decide_scenario(
     level: float = LEVEL,
     notes: list[str] | None = None,
     plan: LookPlan = FIXED,
+    tolerance: float = TOLERANCE,
+    out_of_race: set[tuple] | None = None,
 ) -> tuple[Decision, pd.DataFrame]:
-    """The answer for one scenario; ``plan``: the looks an adaptive sweep planned for it (one: a fixed grid)."""
+    """The answer for one scenario; ``plan``: the looks an adaptive sweep planned for it (one: a fixed grid);
+    ``tolerance``: ε of the choice; ``out_of_race``: options an earlier look took out of the race."""
 
-    predicted, more = predicted_table(scenario, level)
+    predicted, more, samples = predicted_evidence(scenario, level)
     if predicted.empty:  # measured evidence: were its live timings all taken under interference?
         more = more + [n for n in [paired_note(scenario[scenario["mode"] == "live"])] if n]
+        samples = measured_samples(scenario)
     if notes is not None:
         notes.extend(more)
     if plan.alpha != 1 - level:
         plan = LookPlan(plan.prompts, 1 - level)
-    decision = decide_options(scenario, predicted, measured_options, n_prompts, plan)
+    decision = decide_options(scenario, predicted, measured_options, n_prompts, plan, tolerance, samples, out_of_race)
     rests_on_disturbed = decision.best is not None and decision.best.timing_disturbed
     if any(n.startswith(DISTURBED) for n in more) or rests_on_disturbed:
         decision.timing_disturbed = True
@@ -169,11 +186,21 @@ def decide_scenario(
 
 
 def decide_options(
-    scenario: pd.DataFrame, predicted: pd.DataFrame, measured_options: list, n_prompts: int, plan: LookPlan
+    scenario: pd.DataFrame,
+    predicted: pd.DataFrame,
+    measured_options: list,
+    n_prompts: int,
+    plan: LookPlan,
+    tolerance: float = TOLERANCE,
+    samples: dict[tuple, PerPrompt] | None = None,
+    out_of_race: set[tuple] | None = None,
 ) -> Decision:
     """The verdict over the candidates: the predicted speedups when the sweep has a cost model (``predicted``),
     else the measured options; each interval adjusted for ``plan``'s looks and the number of candidates
-    (`VerdictRule`). `decide_scenario` adds the notes; the stopping simulation calls this directly."""
+    (`VerdictRule`). The direction is `three_way`'s; the choice among the options is settled by paired
+    comparisons of ``samples`` (`specbench.analysis.verdicts.choice`, tolerance ε = ``tolerance``) — without
+    samples, the best point estimate among those whose adjusted interval lies above 1, unsettled.
+    `decide_scenario` adds the notes; the stopping simulation calls this directly."""
     if not predicted.empty:
         evidence, candidates = "predicted", _candidates_predicted(predicted)
         count = int(predicted["n_prompts"].max())
@@ -220,25 +247,9 @@ def decide_options(
     how = f"{source}; {rule.describe()}{aside}"
     answer, pick = three_way(candidates)
     assert pick is not None  # some candidate has an interval here, so the answer names one
+    choice = choose(with_interval, samples or {}, plan, tolerance, out_of_race) if answer != NO else None
     if answer == YES:
-        option = _option_for(pick, measured_options, scenario)
-        above = sum(c.lo_adj > 1.0 for c in with_interval)
-        text = (
-            f"confident yes: speculate with {pick.describe()}, {_ci(pick)} ({how}; the best of "
-            f"{above} option(s) whose adjusted interval lies above 1)"
-        )
-        return Decision(
-            YES,
-            evidence,
-            option,
-            pick,
-            None,
-            count,
-            text,
-            rule=rule,
-            candidates=kept,
-            flat=flat_range(pick, with_interval),
-        )
+        return _yes(pick, choice, with_interval, how, evidence, count, rule, kept, measured_options, scenario)
     if answer == NO:
         text = (
             f"confident no: no option's interval lies above 1, every one lies below 1 ({how}); best "
@@ -253,7 +264,7 @@ def decide_options(
         if needed
         else "no practical number of prompts would settle it: the speedup is too close to 1"
     )
-    text = f"cannot tell: best {ref.describe()} at {_ci(ref, side)} ({how}); its interval contains 1 — {settle}"
+    text = f"cannot tell: best {ref.describe()} at {_ci(ref, side)} ({how}); {_open_because(ref, with_interval)} — {settle}"
     return Decision(
         UNSURE,
         evidence,
@@ -264,8 +275,76 @@ def decide_options(
         text,
         rule=rule,
         candidates=kept,
-        flat=flat_range(ref, with_interval),
+        flat=flat_range(ref, with_interval, choice),
+        choice=choice,
     )
+
+
+def _yes(pick, choice, with_interval, how, evidence, count, rule, kept, measured_options, scenario) -> Decision:
+    """A confident yes: the direction from the options whose adjusted interval lies above 1, the option from the
+    choice (the certified pick; while the choice is open, the best estimate still in the race)."""
+    above = [c for c in with_interval if c.lo_adj > 1.0]
+    by_key = {c.key: c for c in with_interval}
+    if choice is not None:
+        pick = by_key.get(choice.chosen if choice.settled else choice.leader, pick)
+    option = _option_for(pick, measured_options, scenario)
+    direction = f"the adjusted interval of {len(above)} option(s) lies above 1"
+    if pick.lo_adj <= 1.0:
+        surest = max(above, key=lambda c: c.lo_adj)
+        direction += f"; surest {surest.describe()} at {_ci(surest)}"
+    if choice is None:
+        chosen = "the best of the options above 1 (no paired comparison of the options)"
+    else:
+        chosen = choice.text
+    text = f"confident yes: speculate with {pick.describe()}, {_ci(pick)} ({how}; {direction}); {chosen}"
+    needed = None if choice is None or choice.settled else choice.prompts_needed
+    return Decision(
+        YES,
+        evidence,
+        option,
+        pick,
+        needed,
+        count,
+        text,
+        rule=rule,
+        candidates=kept,
+        flat=flat_range(pick, with_interval, choice),
+        choice=choice,
+    )
+
+
+def _open_because(ref: Candidate, with_interval: list[Candidate]) -> str:
+    """Which interval keeps a "cannot tell" open: the best estimate's when it contains 1, else the option whose
+    adjusted interval still reaches 1 (the best estimate's lies wholly on one side)."""
+    if ref.lo_adj <= 1.0 <= ref.hi_adj or not np.isfinite(ref.hi_adj):
+        return "its interval contains 1"
+    reaching = [c for c in with_interval if c.hi_adj >= 1.0 and c.key != ref.key]
+    if not reaching:
+        return "its interval contains 1"
+    other = max(reaching, key=lambda c: c.hi_adj)
+    where = "above" if ref.lo_adj > 1.0 else "below"
+    return f"its interval lies {where} 1, but {other.describe()}'s, {_ci(other, 'no')}, reaches 1"
+
+
+def measured_samples(scenario: pd.DataFrame) -> dict[tuple, PerPrompt]:
+    """Per configuration of a scenario's live units (keyed (drafter label, tree, γ, schedule)): Σ decode tokens and
+    Σ decode seconds per prompt, its turns summed — the evidence for paired comparisons when the sweep has no cost
+    model. Units timed under interference are left out while a configuration has others."""
+    live = scenario[(scenario["mode"] == "live") & (scenario["gamma"] > 0)] if len(scenario) else scenario
+    if live.empty:
+        return {}
+    if "schedule" not in live:
+        live = live.assign(schedule="fixed")
+    if "timing_ok" in live:
+        ok = live["timing_ok"].fillna(True).astype(bool)
+        live = live[ok] if ok.any() else live
+    clusters = prompt_clusters(live)
+    out = {}
+    for key, group in live.groupby(["drafter_label", "tree", "gamma", "schedule"], dropna=False, sort=True):
+        sums = group.groupby(group["prompt_id"].astype(str))[["decode_tokens", "decode_s"]].sum()
+        sums = sums.reindex(clusters).dropna()
+        out[(key[0], key[1], int(key[2]), key[3])] = PerPrompt(sums["decode_tokens"], sums["decode_s"])
+    return out
 
 
 def _confidently_below(c: Candidate, floor: float) -> bool:
@@ -275,8 +354,11 @@ def _confidently_below(c: Candidate, floor: float) -> bool:
 
 
 def dominated(decision: Decision) -> list[tuple]:
-    """Options confidently below the best (racing): their simultaneous upper end lies under the best
-    simultaneous lower end. Keys are `Candidate.key` tuples (drafter label, tree, γ, schedule)."""
+    """Options that leave the race: confidently more than ε behind another option by the paired comparisons of
+    the choice (`specbench.analysis.verdicts.choice`); without a choice, those whose simultaneous upper end lies
+    under the best simultaneous lower end. Keys are `Candidate.key` tuples (drafter label, tree, γ, schedule)."""
+    if decision.choice is not None:
+        return list(decision.choice.behind)
     usable = [c for c in decision.candidates if np.isfinite(c.lo_adj)]
     if len(usable) < 2:
         return []
@@ -288,18 +370,13 @@ def _same_group(a: Candidate, b: Candidate) -> bool:
     return (a.drafter_label, a.tree, a.schedule) == (b.drafter_label, b.tree, b.schedule)
 
 
-def gamma_span(gammas: list[int]) -> str:
-    """'γ 2–4' for a run, 'γ 2, 3, 5' otherwise, 'γ 2' for one."""
-    gammas = sorted(set(int(g) for g in gammas))
-    if len(gammas) > 1 and gammas == list(range(gammas[0], gammas[-1] + 1)):
-        return f"γ {gammas[0]}–{gammas[-1]}"
-    return "γ " + ", ".join(str(g) for g in gammas)
-
-
-def flat_range(chosen: Candidate, candidates: list[Candidate]) -> dict:
-    """How flat the optimum is around ``chosen``: the candidates (with an interval) *within* its interval — not
-    confidently below it by the rule `dominated` races with — as data and in words. ``gammas``: those of the
-    chosen's own drafter, tree and schedule (the chosen γ among them); ``others``: other drafters' within."""
+def flat_range(chosen: Candidate, candidates: list[Candidate], choice: Choice | None = None) -> dict:
+    """How flat the optimum is around ``chosen``, as data and in words. With a choice (paired comparisons): the
+    ε-equivalent set once settled, the options still in the race while open. Without one: the candidates (with an
+    interval) *within* its interval — not confidently below it by their simultaneous ends. ``gammas``: those of
+    the chosen's own drafter, tree and schedule (the chosen γ among them); ``others``: other drafters' within."""
+    if choice is not None:
+        return _flat_from_choice(chosen, candidates, choice)
     floor = chosen.lo_adj
     within = [c for c in candidates if not _confidently_below(c, floor)] if np.isfinite(floor) else [chosen]
     gammas = sorted({int(c.gamma or 0) for c in within if _same_group(c, chosen)} | {int(chosen.gamma or 0)})
@@ -314,3 +391,18 @@ def flat_range(chosen: Candidate, candidates: list[Candidate]) -> dict:
     if others:
         text += "; also within: " + ", ".join(others)
     return {"gammas": gammas, "others": others, "configurations": [c.summary_dict() for c in within], "text": text}
+
+
+def _flat_from_choice(chosen: Candidate, candidates: list[Candidate], choice: Choice) -> dict:
+    keys = set(choice.equivalent if choice.settled else choice.race) | {chosen.key}
+    within = [c for c in candidates if c.key in keys]
+    gammas = sorted({int(c.gamma or 0) for c in within if _same_group(c, chosen)})
+    others = [c.describe() for c in within if not _same_group(c, chosen)]
+    return {
+        "gammas": gammas,
+        "others": others,
+        "configurations": [c.summary_dict() for c in within],
+        "text": choice.text,
+        "tolerance": choice.tolerance,
+        "settled": choice.settled,
+    }

@@ -4,23 +4,26 @@ After look k of a workload (n_k prompts of the planned n_1 < … < n_L), each of
 (sampling, backend, concurrency) has a verdict (`specbench.analysis.verdicts.decision`, adjusted by
 `specbench.analysis.statistics.sequential`). Then, in this order:
 
-* **decided** — every scenario is a confident yes or a confident no, and no timing was disturbed
-  (timing taken under interference never yields a confident verdict);
+* **decided** — every scenario is settled: a confident no, or a confident yes whose choice is settled too (an
+  option certified within the tolerance ε of the best by paired comparisons,
+  `specbench.analysis.verdicts.choice`), and no timing was disturbed (timing taken under interference never
+  yields a confident verdict);
 * **prompts exhausted** — k = L: the planned looks are spent;
 * **futile** — after `FUTILITY_LOOKS` looks, every unsettled scenario would need more than
   `FUTILITY_FACTOR` × n_L prompts at its observed spread (or no number at all: the estimate sits
-  on 1). Stopping for futility never makes a verdict confident, so it costs power, not error;
-* otherwise **open**, and the configurations confidently below the best in every scenario leave
-  the race (`specbench.analysis.verdicts.decision.dominated`): they are no longer timed, though in a replay
-  sweep every γ keeps its acceptance.
+  on 1, or the options are too close to tell apart and too far apart to be within ε). Stopping for
+  futility never makes a verdict confident, so it costs power, not error;
+* otherwise **open**, and the configurations confidently more than ε behind another option in every
+  scenario leave the race (`specbench.analysis.verdicts.decision.dominated`): they are no longer timed, though
+  in a replay sweep every γ keeps its acceptance.
 """
 
 from __future__ import annotations
 
 from specbench.analysis.verdicts.decision import dominated
-from specbench.analysis.verdicts.verdict import UNSURE, Decision
+from specbench.analysis.verdicts.status import BUDGET, DECIDED, EXHAUSTED, FUTILE, OPEN
+from specbench.analysis.verdicts.verdict import UNSURE, YES, Decision
 
-OPEN, DECIDED, EXHAUSTED, BUDGET, FUTILE = "open", "decided", "prompts exhausted", "budget", "futile"
 FUTILITY_LOOKS = 2
 FUTILITY_FACTOR = 2.0
 
@@ -30,7 +33,7 @@ def look_outcome(verdicts: list[Decision], look: int, planned: tuple[int, ...]) 
 
     ``verdicts``: one `Decision` per scenario of the workload.
     """
-    if verdicts and all(v.answer.decided for v in verdicts) and not any(v.timing_disturbed for v in verdicts):
+    if verdicts and all(v.settled for v in verdicts):
         return DECIDED, set()
     if look >= len(planned):
         return EXHAUSTED, set()
@@ -46,10 +49,13 @@ def _futile(verdicts: list[Decision], look: int, cap: int) -> bool:
     for v in verdicts:
         if v.timing_disturbed:  # a quieter machine may settle it
             return False
-        if v.answer.decided:
+        if v.settled:
             continue
         needed = v.prompts_needed
-        if v.answer == UNSURE and (needed is None or needed > FUTILITY_FACTOR * cap):
+        if v.answer in (UNSURE, YES) and (needed is None or needed > FUTILITY_FACTOR * cap):
             continue
         return False
     return True
+
+
+__all__ = ["BUDGET", "DECIDED", "EXHAUSTED", "FUTILE", "OPEN", "look_outcome"]

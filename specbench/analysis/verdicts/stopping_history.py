@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from specbench.analysis.statistics.sequential import LookPlan
+from specbench.analysis.verdicts.status import OPEN
 from specbench.analysis.verdicts.verdict import MIXED, UNSURE, Answer, Candidate, Decision
 from specbench.records.adaptive_history import read_history
-
-OPEN = "open"
 
 
 @dataclass

@@ -9,15 +9,16 @@ from __future__ import annotations
 import math
 
 from specbench.analysis.verdicts.decision import describe_best
+from specbench.analysis.verdicts.status import BUDGET, DECIDED, EXHAUSTED, FUTILE, OPEN
 from specbench.analysis.verdicts.stopping_history import History, Look, WorkloadHistory
 from specbench.analysis.verdicts.verdict import Answer, Candidate
 
 STATUS_WORDS = {
-    "decided": "decided",
-    "prompts exhausted": "cannot tell: its prompts ran out",
-    "budget": "cannot tell within the budget",
-    "futile": "cannot tell: no number of prompts within reach would settle it",
-    "open": "still open",
+    DECIDED: "decided",
+    EXHAUSTED: "cannot tell: its prompts ran out",
+    BUDGET: "cannot tell within the budget",
+    FUTILE: "cannot tell: no number of prompts within reach would settle it",
+    OPEN: "still open",
 }
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields
 from enum import Enum
 
 from specbench.analysis.statistics.speedup_interval import prompts_to_settle, speedup_words
+from specbench.analysis.verdicts.choice import Choice
 
 
 class Answer(str, Enum):
@@ -188,6 +189,15 @@ class Decision:
     rule: object | None = None  # the `VerdictRule` the answer used
     candidates: list[Candidate] = field(default_factory=list)  # every option with its adjusted ends
     flat: dict | None = None  # how flat the optimum is around ``best`` (`decision.flat_range`); None: no reference
+    choice: Choice | None = None  # the choice among the options by paired comparisons (`choice.choose`)
+
+    @property
+    def settled(self) -> bool:
+        """Both questions settled: the direction confidently, and for a yes the choice (the option within the
+        tolerance of the best); a choice never compared (one option, or no paired evidence) counts as settled."""
+        if not self.confident:
+            return False
+        return self.answer == NO or self.choice is None or self.choice.settled
 
     @property
     def confident(self) -> bool:
@@ -242,6 +252,7 @@ class Decision:
             "timing_disturbed": self.timing_disturbed,
             "rule": rule,
             "flat_range": self.flat,
+            "choice": None if self.choice is None else self.choice.as_dict(),
         }
         if candidates:
             out["candidates"] = [c.as_dict() for c in self.candidates]
@@ -261,6 +272,7 @@ class Decision:
             data.get("rule") or {},
             [c for c in map(Candidate.from_dict, data.get("candidates") or []) if c is not None],
             data.get("flat_range"),
+            Choice.from_dict(data.get("choice")),
         )
 
 

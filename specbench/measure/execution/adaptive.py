@@ -9,16 +9,19 @@ A fixed grid spends its budget evenly and stops where it was told. An adaptive s
    ones besides the baseline — run on the first c_k prompts;
 2. after the look the workload's verdict is recomputed from its records so far, with the error
    control of `specbench.analysis.statistics.sequential` (the planned looks and the best-of-K adjustment);
-3. the workload stops when the verdict is confident (yes or no), when its prompts run out, when
+3. the workload stops when the verdict is settled — a confident no, or a confident yes whose choice is settled
+   too (an option within the tolerance ε of the best, by paired comparisons:
+   `specbench.analysis.verdicts.choice`) —, when its prompts run out, when
    no practical number of prompts would settle it (futility: the estimate sits on 1), or when the
    wall-time budget is spent; otherwise configurations confidently below the best are dropped
    from timing (racing: `specbench.analysis.verdicts.decision.dominated`) and the next look follows.
 
-Open workloads run their next looks together, one *round* at a time: `AdaptivePolicy` is a policy
-the runner drives (`specbench.measure.execution.policy`): it proposes each round's units, the runner measures
+Open workloads run their next looks together, one *round* at a time: `AdaptivePolicy` is the look engine
+(`specbench.measure.execution.looks`, shared with the confirmation) running this module's rule, `AdaptiveLooks`;
+the runner drives it (`specbench.measure.execution.policy`): it proposes each round's units, the runner measures
 them through its own unit machinery (timing protocol, replay, serving groups), writes every record
-the moment it is measured and hands the records back; records carry their look in ``stage``. When the next round would overrun the
-budget, the workloads closest to a verdict (fewest prompts still needed) go first.
+the moment it is measured and hands the records back; records carry their look in ``stage``. When the next round
+would overrun the budget, the workloads closest to a verdict (fewest prompts still needed) go first.
 
 Resume. A look's units are a function of the plan and of the verdicts of the earlier looks, and
 each verdict is a function of the records of its looks, so after a kill the same command
@@ -37,7 +40,7 @@ from specbench.analysis.verdicts.stopping import BUDGET, DECIDED, EXHAUSTED, FUT
 from specbench.analysis.verdicts.stopping_history import History, Look, ScenarioVerdict, WorkloadHistory
 from specbench.analysis.verdicts.stopping_report import summary_lines
 from specbench.errors import SpecbenchError
-from specbench.measure.execution.policy import Proposal, choose_round, share_time
+from specbench.measure.execution.looks import LookEngine
 from specbench.measure.spec.units import Unit, expand_units, in_shard
 from specbench.records.adaptive_history import read_history, write_history
 
@@ -157,9 +160,9 @@ class LookPlanner:
         return next(k for k, n in enumerate(bounds, start=1) if position < n)
 
 
-class AdaptivePolicy:
-    """The look-by-look policy of an adaptive sweep (`specbench.measure.execution.policy.Policy`): rounds of looks until
-    every workload is settled, each verdict recomputed from the records the runner hands back."""
+class AdaptiveLooks:
+    """The adaptive sweep's rule for the look engine (`specbench.measure.execution.looks.LookRule`): a workload's
+    looks and their units, its verdict after each look (direction and choice), ``adaptive.json``."""
 
     def __init__(self, spec, workloads, shard: tuple[int, int], folder):
         self.spec, self.plan, self.folder = spec, spec.adaptive, folder
@@ -167,95 +170,27 @@ class AdaptivePolicy:
         self.units = self.planner.units
         self.states = self.planner.states
         self.units_for = self.planner.units_for
+        self.budget_s = self.plan.budget_s
         previous = read_history(folder) or {}
-        self.elapsed_before = float(previous.get("elapsed_s") or 0.0)
+        self.elapsed_s = float(previous.get("elapsed_s") or 0.0)
         self.previous = History.from_dict(previous)
-        self.budget_stopped = False  # the last round was refused for want of budget, not of prompts
-        self._round: dict[str, list[Unit]] = {}  # the round the runner is measuring
 
-    # ------------------------------------------------------------------ the policy
-    def resume(self, records: pd.DataFrame | None, finished: set[str]) -> None:
-        """Rebuild every workload's looks from the records of a resumed sweep (verdicts are recomputed)."""
-        for state in self.states.values():
-            while state.status == OPEN and state.look < len(state.planned):
-                units = self.units_for(state, state.look + 1)
-                if records is None or any(u.unit_id not in finished for u in units):
-                    break
-                self._judge(state, records)
+    def resumed(self, budget_spent: bool) -> None:
+        """Carry each workload's seconds (and a budget stop) over from the saved history."""
         for name, entry in self.previous.workloads.items():
             if name in self.states:
                 self.states[name].seconds = entry.seconds
-                if entry.status == BUDGET and self.states[name].status == OPEN and self._budget_spent():
+                if entry.status == BUDGET and self.states[name].status == OPEN and budget_spent:
                     self.states[name].status = BUDGET
-        self._save()
 
-    def propose(self, finished: set[str]) -> Proposal | None:
-        """The next round: the open workloads' next looks that fit the budget (closest to a verdict first)."""
-        self._round = self._next_round()
-        if not self._round:
-            return None
-        left = None if self.plan.budget_s is None else max(self.plan.budget_s - self.elapsed_before, 0.0)
-        units = [u for batch in self._round.values() for u in batch]
-        return Proposal(units, self._round_title(self._round), left)
-
-    def observe(self, records: pd.DataFrame, seconds: float) -> None:
-        """The round's records are in: each of its workloads is judged on the records of its looks so far."""
-        self._share_time(self._round, seconds)
-        self.elapsed_before += seconds
-        for name in self._round:
-            self._judge(self.states[name], records)
-        self._save()
-
-    def close(self) -> None:
-        self._close_open(BUDGET if self._budget_spent() or self.budget_stopped else EXHAUSTED)
-        self._save(finished_all=True)
-
-    def progress_lines(self) -> list[str]:
-        return summary_lines(self.history())
-
-    # ------------------------------------------------------------------ rounds and budget
-    def _next_round(self) -> dict[str, list[Unit]]:
-        candidates = {}
-        for state in self.states.values():
-            if state.status != OPEN:
-                continue
-            if state.look >= len(state.planned):
-                state.status = EXHAUSTED
-                continue
-            candidates[state.name] = self.units_for(state, state.look + 1)
-        if not candidates or self.plan.budget_s is None:
-            return candidates
-        if self._budget_spent():
-            self.budget_stopped = True
-            return {}
-        costs = {name: self._look_seconds(self.states[name]) for name in candidates}
-        needed = {name: self.states[name].prompts_needed() for name in candidates}
-        chosen = choose_round(candidates, costs, needed, self.plan.budget_s - self.elapsed_before)
-        self.budget_stopped = not chosen  # looks remain, but none fits the budget left
-        return chosen
-
-    def _look_seconds(self, state: WorkloadLooks) -> float | None:
-        per_prompt = state.seconds_per_prompt()
-        if per_prompt is None or state.look == 0:
-            return None
-        return per_prompt * (state.planned[state.look] - state.planned[state.look - 1])
-
-    def _budget_spent(self) -> bool:
-        return self.plan.budget_s is not None and self.elapsed_before >= self.plan.budget_s
-
-    def _share_time(self, todo: dict[str, list[Unit]], seconds: float) -> None:
-        for name, share in share_time(todo, seconds).items():
-            self.states[name].seconds += share
-
-    # ------------------------------------------------------------------ judging
-    def _judge(self, state: WorkloadLooks, records: pd.DataFrame) -> None:
+    def judge(self, state: WorkloadLooks, records: pd.DataFrame, elapsed_s: float) -> None:
         """The verdict after ``state``'s next look, from the records of its looks so far."""
         look = state.look + 1
         mine = records[(records["workload"] == state.name) & records["stage"].notna()]
         mine = mine[mine["stage"].astype(int) <= look]
         scenarios = self._verdicts(mine, state)
         calibration = state.calibration[look - 1] if state.calibration else None
-        entry = Look.of(look, state.planned[look - 1], calibration, scenarios, state.seconds, self.elapsed_before)
+        entry = Look.of(look, state.planned[look - 1], calibration, scenarios, state.seconds, elapsed_s)
         state.looks.append(entry)
         state.status, newly = look_outcome([s.decision for s in scenarios], look, state.planned)
         entry.dropped = state.drop(newly)
@@ -263,7 +198,7 @@ class AdaptivePolicy:
     def _verdicts(self, records: pd.DataFrame, state: WorkloadLooks) -> list[ScenarioVerdict]:
         """One verdict per scenario of the workload (sampling, backend, concurrency)."""
         try:
-            recs = recommend(records, n_boot=0, plans={state.name: state.plan})
+            recs = recommend(records, n_boot=0, plans={state.name: state.plan}, tolerance=self.spec.tolerance)
         except SpecbenchError:
             return []
         return [
@@ -272,27 +207,29 @@ class AdaptivePolicy:
             if rec.decision is not None
         ]
 
-    # ------------------------------------------------------------------ history
-    def _close_open(self, status: str) -> None:
-        for state in self.states.values():
-            if state.status == OPEN:
-                state.status = status
+    def history(self, elapsed_s: float, finished_all: bool = False) -> History:
+        return History(self.plan.to_dict(), elapsed_s, finished_all, dict(self.states))
 
-    def history(self, finished_all: bool = False) -> History:
-        return History(self.plan.to_dict(), self.elapsed_before, finished_all, dict(self.states))
+    def save(self, elapsed_s: float, finished: bool) -> None:
+        self.elapsed_s = elapsed_s
+        write_history(self.folder, self.history(elapsed_s, finished).as_dict())
 
-    def _save(self, finished_all: bool = False) -> None:
-        write_history(self.folder, self.history(finished_all).as_dict())
+    def lines(self) -> list[str]:
+        return summary_lines(self.history(self.elapsed_s))
 
-    def _round_title(self, todo: dict[str, list[Unit]]) -> str:
-        parts = [
-            f"{name} look {self.states[name].look + 1} ({self.states[name].planned[self.states[name].look]} prompts)"
-            for name in todo
-        ]
-        return "adaptive: " + ", ".join(parts)
+    def title(self, name: str, state: WorkloadLooks) -> str:
+        return f"adaptive: {name} look {state.look + 1} ({state.planned[state.look]} prompts)"
+
+
+class AdaptivePolicy(LookEngine):
+    """The look-by-look policy of an adaptive sweep: the look engine running `AdaptiveLooks`."""
+
+    def __init__(self, spec, workloads, shard: tuple[int, int], folder):
+        super().__init__(AdaptiveLooks(spec, workloads, shard, folder))
 
 
 __all__ = [
+    "AdaptiveLooks",
     "AdaptivePolicy",
     "LookPlanner",
     "config_key",

@@ -39,12 +39,8 @@ from specbench.analysis.load.table import axis_of, has_load_axis, load_label, no
 from specbench.analysis.load.verdicts import summary as load_summary
 from specbench.analysis.recommendation.confirmation import (
     BASELINE,
-    BUDGET,
     CONFIRM_DIR,
     CONTENDER,
-    DECIDED,
-    EXHAUSTED,
-    OPEN,
     PREDICTED,
     RECOMMENDED,
     STATIC,
@@ -61,12 +57,13 @@ from specbench.analysis.recommendation.confirmation import (
     write_report,
 )
 from specbench.analysis.recommendation.recommend import recommend
+from specbench.analysis.verdicts.status import DECIDED, EXHAUSTED
 from specbench.analysis.verdicts.stopping_history import load_history
 from specbench.backends.registry import adaptive_mechanisms
 from specbench.bounds import MAX_PROMPTS
 from specbench.engine.schedule import ScheduleSpec, batch_size_schedule
 from specbench.errors import SpecbenchError
-from specbench.measure.execution.policy import Proposal, choose_round, share_time
+from specbench.measure.execution.looks import LookEngine
 from specbench.measure.spec.adaptive import AdaptivePlan
 from specbench.measure.spec.sweep import RunConfig, SweepSpec, build_spec
 from specbench.measure.spec.units import Unit, load_workloads
@@ -85,6 +82,7 @@ class ConfirmSettings:
     budget_s: float | None = 480.0
     seed: int = 0
     workloads: tuple[str, ...] = ()  # only these workloads (empty: every decided one)
+    tolerance: float | None = None  # ε of the regret (None: the sweep's own tolerance)
 
     def looks(self, available: int, in_flight: int = 1) -> tuple[int, ...]:
         """Prompts per look, planned before any data: first, first + batch, ... up to the cap (or what there is).
@@ -107,6 +105,7 @@ class ConfirmSettings:
             "budget_s": self.budget_s,
             "seed": self.seed,
             "workloads": list(self.workloads),
+            "tolerance": self.tolerance,
         }
 
 
@@ -128,13 +127,18 @@ class ConfirmationPlan:
         return self.results / CONFIRM_DIR
 
     @property
+    def tolerance(self) -> float:
+        """ε of the regret: the flag's, else the sweep's (what its choice was settled with)."""
+        return self.spec.tolerance if self.settings.tolerance is None else self.settings.tolerance
+
+    @property
     def prompt_ids(self) -> dict[str, list[str]]:
         return {name: [p.prompt_id for p in w.prompts] for name, w in self.workloads.items()}
 
     @property
     def hash(self) -> str:
         """What is measured, not for how long: the same command with a larger ``--budget`` continues the looks."""
-        what = {k: v for k, v in self.settings.as_dict().items() if k != "budget_s"}
+        what = {k: v for k, v in self.settings.as_dict().items() if k not in ("budget_s", "tolerance")}
         return plan_hash(self.targets, self.prompt_ids, what)
 
     def looks(self, target: Target) -> tuple[int, ...]:
@@ -171,7 +175,7 @@ def plan_confirmation(results: str | Path, settings: ConfirmSettings = ConfirmSe
     if records.empty:
         raise SpecbenchError(f"{results} has no records: run the sweep first")
     history = load_history(results)
-    recs = recommend(records, n_boot=0, plans=history.plans() if history else None)
+    recs = recommend(records, n_boot=0, plans=history.plans() if history else None, tolerance=sweep.tolerance)
     notes: list[str] = []
     absent: list[str] = []
     configs: dict[tuple, RunConfig] = {}
@@ -430,8 +434,9 @@ def _fresh_stream(name: str, split: str, used: set[str], seed: int) -> tuple[Wor
 # ----------------------------------------------------------------------------- running
 
 
-class ConfirmPolicy:
-    """Looks of fresh prompts per target until each is settled (`specbench.measure.execution.policy.Policy`)."""
+class ConfirmLooks:
+    """The confirmation's rule for the look engine (`specbench.measure.execution.looks.LookRule`): a target's looks of
+    fresh prompts and their units, its judgement after each look (held / missed, regret), ``confirm.json``."""
 
     def __init__(self, plan: ConfirmationPlan, folder: Path):
         self.plan, self.folder = plan, Path(folder)
@@ -442,14 +447,10 @@ class ConfirmPolicy:
             for name, state in self.report.targets.items():
                 if name in previous.targets:
                     state.seconds = previous.targets[name].seconds
-        self.elapsed_before = self.report.elapsed_s
-        self.budget_stopped = False
-        self._round: dict[str, list[Unit]] = {}
-        self.units = [u for state in self.report.targets.values() for u in self.units_for(state, len(state.planned))]
-
-    @property
-    def states(self) -> dict[str, TargetLooks]:
-        return self.report.targets
+        self.elapsed_s = self.report.elapsed_s
+        self.budget_s = plan.settings.budget_s
+        self.states = self.report.targets
+        self.units = [u for state in self.states.values() for u in self.units_for(state, len(state.planned))]
 
     def units_for(self, state: TargetLooks, look: int) -> list[Unit]:
         """Every unit of ``state``'s looks up to ``look`` (earlier looks' are finished: the runner skips them),
@@ -481,69 +482,15 @@ class ConfirmPolicy:
                 )
         return units
 
-    # ------------------------------------------------------------------ the policy
-    def resume(self, records: pd.DataFrame | None, finished: set[str]) -> None:
-        for state in self.states.values():
-            while state.status == OPEN and state.look < len(state.planned):
-                units = self.units_for(state, state.look + 1)
-                if records is None or any(u.unit_id not in finished for u in units):
-                    break
-                self._judge(state, records)
-        self._save()
+    def resumed(self, budget_spent: bool) -> None:
+        """Nothing beyond the looks: the seconds came back with the saved report."""
 
-    def propose(self, finished: set[str]) -> Proposal | None:
-        candidates = {}
-        for name, state in self.states.items():
-            if state.status != OPEN:
-                continue
-            if state.look >= len(state.planned):
-                state.status = EXHAUSTED
-                continue
-            candidates[name] = self.units_for(state, state.look + 1)
-        budget = self.plan.settings.budget_s
-        left = None if budget is None else budget - self.elapsed_before
-        if candidates and left is not None and left <= 0:
-            self.budget_stopped, candidates = True, {}
-        if candidates and left is not None:
-            costs = {n: self._look_seconds(self.states[n]) for n in candidates}
-            candidates = choose_round(candidates, costs, {n: self.states[n].prompts_needed() for n in candidates}, left)
-            self.budget_stopped = not candidates
-        self._round = candidates
-        if not candidates:
-            return None
-        units = list({u.unit_id: u for batch in candidates.values() for u in batch}.values())
-        title = "confirm: " + ", ".join(
-            f"{n} look {self.states[n].look + 1} ({self.states[n].planned[self.states[n].look]} fresh prompts)"
-            for n in candidates
-        )
-        return Proposal(units, title, None if left is None else max(left, 0.0))
-
-    def observe(self, records: pd.DataFrame, seconds: float) -> None:
-        for name, share in share_time(self._round, seconds).items():
-            self.states[name].seconds += share
-        self.elapsed_before += seconds
-        for name in self._round:
-            self._judge(self.states[name], records)
-        self._save()
-
-    def close(self) -> None:
-        spent = self.plan.settings.budget_s is not None and self.elapsed_before >= self.plan.settings.budget_s
-        for state in self.states.values():
-            if state.status == OPEN:
-                state.status = BUDGET if spent or self.budget_stopped else EXHAUSTED
-        self.report.finished = True
-        self._save()
-
-    def progress_lines(self) -> list[str]:
-        return self.report.lines()
-
-    # ------------------------------------------------------------------ judging
-    def _judge(self, state: TargetLooks, records: pd.DataFrame) -> None:
+    def judge(self, state: TargetLooks, records: pd.DataFrame, elapsed_s: float) -> None:
         look = state.look + 1
         mine = records[records["stage"].notna() & (records["stage"].astype(int) <= look)]
         mine = mine[mine["prompt_id"].astype(str).isin(set(state.prompts[: state.planned[look - 1]]))]
-        result = judge(mine, state.target, state.plan)
-        state.looks.append(LookResult(look, state.planned[look - 1], state.seconds, self.elapsed_before, result))
+        result = judge(mine, state.target, state.plan, self.plan.tolerance)
+        state.looks.append(LookResult(look, state.planned[look - 1], state.seconds, elapsed_s, result))
         behind = [c.arm for c in result.regret.contenders if c.has_interval and not c.disturbed and c.hi < 1.0]
         state.dropped = list(dict.fromkeys([*state.dropped, *behind]))
         if result.settled:
@@ -551,15 +498,24 @@ class ConfirmPolicy:
         elif look >= len(state.planned):
             state.status = EXHAUSTED
 
-    def _look_seconds(self, state: TargetLooks) -> float | None:
-        per_prompt = state.seconds_per_prompt()
-        if per_prompt is None or state.look == 0:
-            return None
-        return per_prompt * (state.planned[state.look] - state.planned[state.look - 1])
-
-    def _save(self) -> None:
-        self.report.elapsed_s = self.elapsed_before
+    def save(self, elapsed_s: float, finished: bool) -> None:
+        self.elapsed_s = self.report.elapsed_s = elapsed_s
+        self.report.finished = self.report.finished or finished
         write_report(self.folder, self.report)
+
+    def lines(self) -> list[str]:
+        return self.report.lines()
+
+    def title(self, name: str, state: TargetLooks) -> str:
+        return f"confirm: {name} look {state.look + 1} ({state.planned[state.look]} fresh prompts)"
+
+
+class ConfirmPolicy(LookEngine):
+    """Looks of fresh prompts per target until each is settled: the look engine running `ConfirmLooks`."""
+
+    def __init__(self, plan: ConfirmationPlan, folder: Path):
+        super().__init__(ConfirmLooks(plan, folder))
+        self.report = self.rule.report
 
 
 def policy_for(plan: ConfirmationPlan):
@@ -569,6 +525,7 @@ def policy_for(plan: ConfirmationPlan):
 
 __all__ = [
     "draw_fresh",
+    "ConfirmLooks",
     "ConfirmPolicy",
     "ConfirmSettings",
     "ConfirmationPlan",

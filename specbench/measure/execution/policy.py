@@ -1,7 +1,8 @@
 """What the runner drives when a sweep measures in looks: a policy proposes, the runner measures.
 
 A policy (the adaptive sweep, `specbench.measure.execution.adaptive.AdaptivePolicy`; the confirmation of a
-recommendation, `specbench.measure.execution.confirm.ConfirmPolicy`) owns every decision about *what* to measure
+recommendation, `specbench.measure.execution.confirm.ConfirmPolicy`; both the one look engine,
+`specbench.measure.execution.looks.LookEngine`, running their own rule) owns every decision about *what* to measure
 next; `specbench.measure.execution.runner.SweepRunner.drive` owns *how*: it runs a proposal's units through its
 executor (timing protocol, replay, serving groups), writes every record the moment it is measured, and
 hands the policy the folder's records after each proposal. Neither reaches into the other:
@@ -11,6 +12,8 @@ hands the policy the folder's records after each proposal. Neither reaches into 
         ... the runner measures step.units ...
         policy.observe(records, seconds)     # every record so far, and the wall seconds the step took
     policy.close()
+
+(``policy.interrupted(seconds)`` instead of ``observe`` when the step was interrupted: its time still counts.)
 
 ``units`` is every unit the policy may ever propose (the runner prepares models and drafters for
 them before the first look), and ``progress_lines()`` the policy's news in words after each step.
@@ -44,6 +47,8 @@ class Policy(Protocol):
     def propose(self, finished: set[str]) -> Proposal | None: ...
 
     def observe(self, records: pd.DataFrame, seconds: float) -> None: ...
+
+    def interrupted(self, seconds: float) -> None: ...
 
     def close(self) -> None: ...
 

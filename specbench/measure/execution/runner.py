@@ -275,7 +275,11 @@ class SweepRunner:
             self.observer.status(step.title)
             self._notify("look_started", len(fresh), step.budget_left_s)
             started = time.monotonic()
-            measured += self._run_units(fresh) if fresh else 0
+            try:
+                measured += self._run_units(fresh) if fresh else 0
+            except BaseException:  # Ctrl-C, a kill the runner sees, a failed piece: the time was spent all the same
+                policy.interrupted(time.monotonic() - started)
+                raise
             finished.update(u.unit_id for u in fresh)
             policy.observe(load_records(self.store.folder), time.monotonic() - started)
             self._notify("looks_done", policy.progress_lines())

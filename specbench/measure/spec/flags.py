@@ -190,6 +190,15 @@ FLAGS: tuple[Flag, ...] = (
         "Wall-time budget of an adaptive sweep: 90s, 20m, 1.5h (implies --until-decided).",
     ),
     Flag(
+        "tolerance",
+        ("--tolerance",),
+        float,
+        "tolerance",
+        "ε of the choice: the recommended option is within ε of the best option's speedup with probability "
+        "≥ 95 % (0.05: 5 %; an adaptive sweep stops once both the direction and the choice are settled).",
+        bound="tolerance",
+    ),
+    Flag(
         "max_prompts",
         ("--max-prompts",),
         int,

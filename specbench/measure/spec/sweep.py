@@ -61,6 +61,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from specbench.analysis.verdicts.choice import TOLERANCE
 from specbench.backends import registry as backends
 from specbench.backends.registry import DEFAULT as DEFAULT_BACKEND
 from specbench.bounds import check as check_bound
@@ -116,6 +117,7 @@ TOP_LEVEL_KEYS = (
     "arrivals",
     "executor",
     "price_per_hour",
+    "tolerance",
 )
 DEFAULTS = {
     "name": None,
@@ -150,6 +152,7 @@ DEFAULTS = {
     "arrivals": None,
     "executor": None,
     "price_per_hour": None,
+    "tolerance": None,
 }
 DRAFTER_KEYS = ("type", "params")  # one entry of 'drafters'
 WORKLOAD_KEYS = ("name", "count", "split", "max_new_tokens")  # one entry of 'workloads'
@@ -276,6 +279,7 @@ class SweepSpec:
     )
     executor: ExecutorChoice = INPROCESS  # who runs the pieces of work (measure.execution.executor); not in the hash
     price_per_hour: float | None = None  # the machine's price, for cost per token (analysis.load.operating); not hashed
+    tolerance: float = TOLERANCE  # ε of the choice (analysis.verdicts.choice); a decision setting: not hashed
 
     @property
     def runs_live(self) -> bool:
@@ -335,6 +339,8 @@ class SweepSpec:
             data["executor"] = self.executor.to_dict()
         if self.price_per_hour is not None:
             data["price_per_hour"] = self.price_per_hour
+        if self.tolerance != TOLERANCE:
+            data["tolerance"] = self.tolerance
         return data
 
     @property
@@ -384,6 +390,7 @@ class SweepSpec:
             "arrivals",
             "executor",
             "price_per_hour",
+            "tolerance",
         ):
             data.pop(key, None)
         return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
@@ -671,6 +678,8 @@ def _run_settings(spec: SweepSpec, data: dict, where: str) -> None:
     spec.threads = parse_thread_setting(data["threads"], where)
     spec.layout = parse_layout_setting(data["layout"], where)
     spec.executor = parse_executor(data["executor"], where)
+    if data.get("tolerance") is not None:
+        spec.tolerance = float(_number(data["tolerance"], where, "tolerance", "tolerance"))
     if data["price_per_hour"] is not None:
         spec.price_per_hour = float(_number(data["price_per_hour"], where, "price_per_hour", "price_per_hour"))
     spec.mode = check_text(data["mode"], "mode", where)

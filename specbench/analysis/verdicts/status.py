@@ -1,0 +1,12 @@
+"""How an item measured in looks (an adaptive sweep's workload, a confirmed target) stands: the one place the
+status words are spelled (`specbench.measure.execution.looks` runs the looks; the rules set them).
+
+* ``open`` — more looks to come;
+* ``decided`` — settled: the sweep's direction and choice, the confirmation's held / missed and regret;
+* ``prompts exhausted`` — the planned looks are spent and it is not settled;
+* ``budget`` — the wall-time budget ended it first;
+* ``futile`` — no number of prompts within reach would settle it (an adaptive sweep's stopping rule).
+"""
+
+OPEN, DECIDED, EXHAUSTED, BUDGET, FUTILE = "open", "decided", "prompts exhausted", "budget", "futile"
+STATUSES = (OPEN, DECIDED, EXHAUSTED, BUDGET, FUTILE)
