@@ -148,6 +148,13 @@ BOUNDS: dict[str, Bound] = {
         open_low=True,
     ),
     "margin": Bound(0, 1, False, "a relative margin: 0.05 is 5 %; 1 would call a halving equivalent", open_low=True),
+    "tune.sweep_share": Bound(
+        0,
+        1,
+        False,
+        "the share of tune's budget the sweep may use (the confirmation gets the rest): 1 leaves nothing to confirm",
+        open_low=True,
+    ),
     "tolerance": Bound(
         0,
         0.5,
@@ -372,6 +379,8 @@ FLAG_ROWS: dict[str, str] = {
     "results show FOLDER": "path",
     "confirm RESULTS": "path",
     "confirm --first": "confirm.first",
+    "--sweep-share": "tune.sweep_share",
+    "tune SPEC_FILE": "path",
     "confirm --batch": "confirm.batch",
     "confirm --max-prompts": "confirm.max_prompts",
     "confirm --budget": "confirm.budget_s",

@@ -28,6 +28,7 @@ from specbench.cli import (
     run_cmd,
     sweep_cmd,
     train_cmd,
+    tune_cmd,
     workloads_cmd,
 )
 from specbench.cli.params import bind_rows
@@ -120,6 +121,7 @@ def _register() -> None:
     fit_cmd.register(app)
     recommend_cmd.register(app)
     confirm_cmd.register(app)
+    tune_cmd.register(app)
     plot_cmd.register(app)
     compare_cmd.register(app)
     profile_cmd.register(app)

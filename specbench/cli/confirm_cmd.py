@@ -15,7 +15,7 @@ from specbench.analysis.recommendation.confirmation import CONFIRM_DIR, load_rep
 from specbench.bounds import check as check_bound
 from specbench.cli.confirm_view import print_confirmation
 from specbench.cli.exit_codes import INTERRUPTED, TERMINATED, Terminated, say
-from specbench.cli.params import folder_path
+from specbench.cli.params import bounded, folder_path
 from specbench.cli.progress_lines import LineProgress
 from specbench.cli.render import console as wide_console
 from specbench.cli.sweep_cmd import SweepProgress
@@ -49,6 +49,13 @@ def confirm(
     batch: int = typer.Option(4, "--batch", help="Fresh prompts added per look."),
     max_prompts: int = typer.Option(24, "--max-prompts", help="Fresh prompts per target at most."),
     seed: int = typer.Option(0, "--seed", help="Seed of the fresh draw (which unused prompts, in which order)."),
+    tolerance: float = typer.Option(
+        None,
+        "--tolerance",
+        callback=bounded("tolerance"),
+        help="ε of the regret: a contender confidently less than ε ahead settles it as within tolerance "
+        "(default: the sweep's).",
+    ),
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Print the targets, contenders and fresh prompts, then stop."
     ),
@@ -83,6 +90,7 @@ def confirm(
         budget_s=parse_budget(budget, "--budget"),
         seed=check_bound("seed", seed, key="--seed"),
         workloads=tuple(dict.fromkeys(workload or [])),
+        tolerance=tolerance,
     )
     writer = lock_holder(results)
     if writer is not None:

@@ -3,11 +3,14 @@ held or missed, the regret, and every contender (`specbench.analysis.recommendat
 
 from __future__ import annotations
 
+from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from specbench.analysis.recommendation.confirmation import Report, TargetLooks
+from specbench.analysis.recommendation.confirmed import BEATEN, CONFIRMED, deployments
 from specbench.analysis.verdicts.stopping_report import duration
+from specbench.cli.render import plain
 
 
 def confirmation_table(report: Report) -> Table:
@@ -67,10 +70,15 @@ def _cells(state: TargetLooks) -> list:
 
 
 def _regret_word(regret) -> str:
-    """'yes: 12 %' (a contender beats the recommendation: the throughput left behind), 'no', 'cannot tell'."""
+    """'yes: 12 %' (a contender beats the recommendation by more than ε: the throughput left behind), 'no',
+    'within 5 %' (no contender can be more than ε ahead), 'cannot tell'."""
     if regret.best is None:
         return "-"
-    return f"yes: {regret.percent:.0f} %" if regret.answer.word == "yes" else regret.answer.word
+    if regret.beaten:
+        return f"yes: {regret.percent:.0f} %"
+    if regret.answer.word == "no":
+        return "no"
+    return f"within {regret.tolerance * 100:.0f} %" if regret.within else regret.answer.word
 
 
 def _style(outcome: str) -> str:
@@ -97,6 +105,19 @@ def contenders_table(state: TargetLooks) -> Table:
             Text(arm.why or "-"),
         )
     return table
+
+
+def print_deployments(report: Report | None, out, settings_for=None) -> None:
+    """What to deploy per confirmed target (`specbench.analysis.recommendation.confirmed`), one bold line each; with
+    ``settings_for`` (an `Arm` → engine name → `EngineSetting`), the settings of a contender that beat the
+    recommendation, ready to paste."""
+    for item in deployments(report):
+        style = {BEATEN: "bold red", CONFIRMED: "bold green"}.get(item.status, "bold yellow")
+        out.print(Text(f"deploy: {item.text}", style=style))
+        if item.status == BEATEN and item.arm is not None and settings_for is not None:
+            for name, setting in settings_for(item.arm).items():
+                body = setting.snippet or "(not expressible)"
+                out.print(Panel(plain(body), title=plain(f"{name} settings for {item.arm.name} (confirmed winner)")))
 
 
 def print_confirmation(report: Report | None, out, detail: bool = True) -> None:

@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from specbench.analysis.load.table import load_label
+from specbench.analysis.load.verdicts import level_line
 from specbench.catalogue.drafters import TARGET_ONLY
 from specbench.cli.fit_cmd import text_row
 from specbench.records.summary import PERCENTILES
@@ -136,11 +137,7 @@ def print_load(summary: dict, console) -> None:
         console.print(Text(f"{line['workload']}: {line['text']}", style="bold"))
     for s in summary["schedules"]:
         setting = s["setting"]
-        levels = "\n".join(
-            f"concurrency {e['concurrency']}: "
-            + (f"K = {e['K']} — {e['why']}" if e["K"] is not None else f"absent — {e['why']}")
-            for e in s["levels"]
-        )
+        levels = "\n".join(level_line(e) for e in s["levels"])
         body = (
             f"{levels}\n\nnum_speculative_tokens_per_batch_size: {s['ranges']}\n\n{setting.snippet}\n\n"
             + "\n".join(f"note: {n}" for n in setting.notes)

@@ -25,12 +25,14 @@ from specbench.analysis.recommendation.confirmation import load_report
 from specbench.analysis.recommendation.recommend import MeasuredCosts, ProfiledCosts, recommend
 from specbench.analysis.recommendation.recommend import to_json as recommendations_json
 from specbench.analysis.recommendation.result import recommendation_lines
+from specbench.analysis.settings.engine_settings import engine_settings
 from specbench.analysis.statistics.intervals import N_BOOT
 from specbench.analysis.statistics.speedup_interval import speedup_words
+from specbench.analysis.verdicts.choice import TOLERANCE
 from specbench.analysis.verdicts.decision import describe_best
 from specbench.analysis.verdicts.stopping_history import load_history
 from specbench.bounds import int_list
-from specbench.cli.confirm_view import print_confirmation
+from specbench.cli.confirm_view import print_confirmation, print_deployments
 from specbench.cli.engine_checks import check_engine_settings, local_model_folder
 from specbench.cli.fit_cmd import group_label, text_row
 from specbench.cli.load_view import print_load, print_slo
@@ -363,6 +365,13 @@ def recommend_command(
         N_BOOT, "--bootstrap", callback=bounded("bootstrap"), help="Bootstrap replicates over prompts."
     ),
     seed: int = typer.Option(0, "--seed", callback=bounded("seed"), help="Seed of the bootstrap."),
+    tolerance: float = typer.Option(
+        None,
+        "--tolerance",
+        callback=bounded("tolerance"),
+        help="ε of the choice: the recommended option is within ε of the best option's speedup with "
+        "probability ≥ 95 % (default: the sweep's, else 0.05).",
+    ),
     cost_profile: Path = typer.Option(
         None,
         "--cost-profile",
@@ -445,6 +454,7 @@ def recommend_command(
         engines=engines,
         hub_ids=hubs,
         plans=plans,
+        tolerance=sweep_tolerance(results_dir) if tolerance is None else tolerance,
     )
     load = (
         load_summary(records, recs, hub_ids=hubs, n_boot=n_boot, seed=seed, engines=engines)
@@ -476,7 +486,22 @@ def recommend_command(
     if costs_data is not None:
         print_operating(costs_data, axis_of(normalised(records)), console)
     print_history(history, console)
-    print_confirmation(load_report(results_dir), console, detail=False)
+    report = load_report(results_dir)
+    print_confirmation(report, console, detail=False)
+    target = str(recs[0].keys["target"]) if recs else "<target>"
+    print_deployments(
+        report,
+        console,
+        lambda arm: engine_settings(
+            arm.drafter, arm.drafter_params, arm.tree, arm.gamma, target=target, engines=engines, hub_ids=hubs
+        ),
+    )
+
+
+def sweep_tolerance(results_dir: Path) -> float:
+    """The tolerance the sweep in ``results_dir`` was run with (run.json), else the default."""
+    value = (load_run_info(results_dir).get("sweep") or {}).get("tolerance")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else TOLERANCE
 
 
 def _operating(

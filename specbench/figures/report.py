@@ -21,6 +21,7 @@ import pandas as pd
 
 from specbench.analysis.load.slo import Slo
 from specbench.analysis.load.table import load_label
+from specbench.analysis.load.verdicts import level_line
 from specbench.analysis.recommendation.result import recommendation_lines
 from specbench.analysis.statistics.intervals import N_BOOT
 from specbench.analysis.strategies import strategy_table
@@ -431,11 +432,7 @@ def load_section(data: PlotData) -> Html:
     ]
     for s in load["schedules"]:
         setting = s["setting"]
-        levels = [
-            f"concurrency {e['concurrency']}: "
-            + (f"K = {e['K']} — {e['why']}" if e["K"] is not None else f"absent — {e['why']}")
-            for e in s["levels"]
-        ]
+        levels = [level_line(e) for e in s["levels"]]
         parts += [
             Html(f"<h3>vLLM γ per batch size: {esc(s['workload'])} · {esc(s['drafter_label'])}</h3>"),
             bullet_list(levels, ""),

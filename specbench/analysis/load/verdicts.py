@@ -19,12 +19,12 @@ selects. Each table row says whether it is the configuration its load's verdict 
 * **vLLM's per-batch-size schedule** (``num_speculative_tokens_per_batch_size``: ranges
   ``[first_batch, last_batch, K]``), for a concurrency axis only (a request rate sets no batch size).
   A drafter gets one when some load's verdict is a confident yes for it. A load enters with K = γ
-  where its verdict is a confident yes for that drafter, K = 0 where it is a confident no; every other
-  load is *absent*, and the schedule says why (no confident verdict there, or the verdict chose another
-  drafter). vLLM fills batch sizes outside the ranges with the previous range's K, so an absent load
-  is covered by an explicit K = 0 range: no speculation where no verdict supports it, as the
-  recommender says "no speculation" when it cannot tell. A level covers the batch sizes from itself
-  to the next measured level − 1 (the first from 1), and vLLM applies the last range's K to every
+  where its verdict is a confident yes for that drafter — the γ its choice names, within the tolerance ε
+  of the best (`specbench.analysis.verdicts.choice`) —, K = 0 only where it is a confident no; every other
+  load takes the ε-best γ of the prediction for that drafter, *marked as predicted* (the schedule's notes
+  say which loads and why). Filling such loads with K = 0 cost 18–22 % against a static γ in the
+  confirmation of docs/bench-confirm.md: "cannot tell" is not "does not pay". A level covers the batch sizes
+  from itself to the next measured level − 1 (the first from 1), and vLLM applies the last range's K to every
   larger batch: when that K is above 0 it is unmeasured there, and the note says so.
 
 The schedule's config is the main panel's (`specbench.analysis.settings.engine_settings`: the one drafter →
@@ -293,7 +293,7 @@ def schedules(rows: list[LoadVerdict], target: str, hub_ids: Mapping[str, str] |
                 chosen.setdefault((o.drafter, o.drafter_params, o.drafter_label), o)
         for (drafter, params, label), _ in chosen.items():
             entries = [_entry(r, label) for r in levels]
-            ks = [e["K"] if e["K"] is not None else 0 for e in entries]
+            ks = [int(e["K"]) for e in entries]
             ranges = _ranges([e["concurrency"] for e in entries], ks)
             setting = engine_settings(
                 drafter, params, "chain", max(ks), target=target, engines=("vllm",), hub_ids=hub_ids
@@ -313,19 +313,61 @@ def schedules(rows: list[LoadVerdict], target: str, hub_ids: Mapping[str, str] |
 
 
 def _entry(row: LoadVerdict, label: str) -> dict:
+    """A load's K for ``label``'s schedule: the verdict's γ where it is a confident yes for this drafter (the choice
+    within ε of the best, `specbench.analysis.verdicts.choice`), 0 where it is a confident no, and elsewhere the
+    ε-best γ of the prediction for this drafter, marked ``predicted`` — never a silent "off"."""
     o = row.option
     base = {"concurrency": row.concurrency, "answer": row.decision.answer, "confident": row.confident}
     if row.confident and row.decision.says_no:
-        return {**base, "K": 0, "why": "confident no: speculation does not pay at this load"}
+        return {**base, "K": 0, "predicted": False, "why": "confident no: speculation does not pay at this load"}
     if row.confident and o is not None and o.drafter_label == label and o.tree == "chain":
+        choice = row.decision.choice
+        settled = "" if choice is None or choice.settled else "; the choice between γ is not settled"
         return {
             **base,
             "K": int(o.gamma),
-            "why": f"confident yes: γ={o.gamma} at {speedup_words(o.speedup, o.lo, o.hi)} (adjusted)",
+            "predicted": False,
+            "why": f"confident yes: γ={o.gamma} at {speedup_words(o.speedup, o.lo, o.hi)} (adjusted){settled}",
         }
-    if row.confident and o is not None:
-        return {**base, "K": None, "why": f"the verdict here chose {o.drafter_label} γ={o.gamma}"}
-    return {**base, "K": None, "why": f"no confident verdict ({row.short})"}
+    best = _best_for(row.decision, label)
+    if best is None:
+        return {**base, "K": 0, "predicted": True, "why": f"no estimate for {label} here ({row.short})"}
+    why = (
+        f"the verdict here chose {o.drafter_label} γ={o.gamma}"
+        if row.confident and o is not None
+        else f"no confident verdict ({row.short})"
+    )
+    return {
+        **base,
+        "K": int(best.gamma),
+        "predicted": True,
+        "why": f"{why}: predicted, {label}'s best estimate γ={best.gamma} at {best.speedup:.2f}×",
+    }
+
+
+def level_line(entry: dict) -> str:
+    """One load of a schedule in words: 'concurrency 4: K = 2 (predicted) — why'."""
+    mark = " (predicted)" if entry.get("predicted") else ""
+    return f"concurrency {entry['concurrency']}: K = {entry['K']}{mark} — {entry['why']}"
+
+
+def _best_for(decision: Decision, label: str):
+    """``label``'s chain option a decision would pick: the choice's pick or leader when it is this drafter's, else
+    this drafter's highest point estimate; None when the decision weighed none of its options."""
+    mine = [
+        c
+        for c in decision.candidates
+        if c.drafter_label == label and c.tree == "chain" and c.has_point and c.schedule in (None, "fixed")
+    ]
+    if not mine:
+        return None
+    choice = decision.choice
+    if choice is not None:
+        pick = choice.chosen if choice.settled else choice.leader
+        for c in mine:
+            if c.key == pick:
+                return c
+    return max(mine, key=lambda c: c.speedup)
 
 
 def _with_ranges(setting: EngineSetting, ranges: list[list[int]], entries: list[dict], target: str) -> EngineSetting:
@@ -333,11 +375,12 @@ def _with_ranges(setting: EngineSetting, ranges: list[list[int]], entries: list[
         return setting
     config = {**setting.config, "num_speculative_tokens_per_batch_size": ranges}
     notes = list(setting.notes)
-    absent = [e for e in entries if e["K"] is None]
-    if absent:
+    predicted = [e for e in entries if e.get("predicted")]
+    if predicted:
         notes.append(
-            "absent from the schedule (K = 0 over their batch sizes, because vLLM would otherwise carry the "
-            "previous K over them): " + "; ".join(f"concurrency {e['concurrency']}: {e['why']}" for e in absent)
+            "predicted, not confirmed by a confident verdict (K is the model's best estimate there; only a "
+            "confident no turns speculation off): "
+            + "; ".join(f"concurrency {e['concurrency']}: K {e['K']} — {e['why']}" for e in predicted)
         )
     last = ranges[-1]
     if last[2] == 0:

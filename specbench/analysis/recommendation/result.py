@@ -24,6 +24,7 @@ import pandas as pd
 
 from specbench.analysis.options import Option
 from specbench.analysis.recommendation.confirmation import Report
+from specbench.analysis.recommendation.confirmed import deployment
 from specbench.analysis.settings.engine_settings import EngineSetting
 from specbench.analysis.statistics.speedup_interval import speedup_words
 from specbench.analysis.verdicts.decision import describe_best
@@ -323,6 +324,7 @@ def to_json(
                 {
                     "targets": [t.as_dict() for t in mine],
                     "lines": [t.line() for t in mine],
+                    "deploy": [deployment(t).as_dict() for t in mine],
                     "absent": confirmation.absent,
                     "notes": confirmation.notes,
                 }
