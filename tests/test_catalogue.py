@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from specbench.analysis.settings.engine_settings import ENGINES, engine_settings
+from specbench.analysis.settings.engine_settings import engine_settings
 from specbench.analysis.settings.vllm_speculative import speculative_config
 from specbench.backends import registry as backends
 from specbench.catalogue import drafters as catalogue
+from specbench.catalogue import engines
 from specbench.catalogue.drafters import DrafterKind, Param
 from specbench.engine.drafters import make_drafter, registry
 from specbench.engine.drafters.eagle import Eagle3Type
@@ -151,13 +152,18 @@ def _strings(node) -> list[str]:
     return []
 
 
-def name_comparisons(path: Path, names: set[str], only_with: dict[str, str] | None = None) -> list[str]:
+def name_comparisons(
+    path: Path, names: set[str], only_with: dict[str, str] | None = None, not_with: dict[str, str] | None = None
+) -> list[str]:
     """Lines of ``path`` that compare something with a name literal (``==``, ``in``, ...), table two or more of
     them (a tuple, list or set of names only) or key a dict by one. ``only_with`` maps names that also mean
     something else to a word: such a name counts only where the expression's text holds the word (drafters:
     target-only 'none' where it names a drafter; backends: 'vllm', also an engine whose settings a recommendation
-    prints, where it names a backend)."""
-    only_with = {catalogue.TARGET_ONLY: "drafter"} if only_with is None else only_with
+    prints, where it names a backend); ``not_with`` the other way round: such a name counts only where the text
+    lacks the word (engines: 'vllm' unless it names a backend). So each use of 'vllm' is counted by exactly one
+    of the backend and engine scans."""
+    only_with = {catalogue.TARGET_ONLY: "drafter"} if only_with is None else dict(only_with)
+    only_with.update({name: "\0" + word for name, word in (not_with or {}).items()})
     source = path.read_text()
     found = []
     for node in ast.walk(ast.parse(source)):
@@ -167,16 +173,22 @@ def name_comparisons(path: Path, names: set[str], only_with: dict[str, str] | No
             hits = [s for operand in operands for s in _strings(operand) if s in names or s in only_with]
         elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             strings = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-            if len(strings) >= 2 and all(s in names or s in only_with for s in strings):  # a table, not a plan
-                hits = strings
+            named = [s for s in strings if s in names or s in only_with]
+            if len(named) >= 2:  # a table of two or more names (beside other words: `("vllm", "sglang", "all")`)
+                hits = named
         elif isinstance(node, ast.Dict):
             hits = [s for key in node.keys if key is not None for s in _strings(key) if s in names or s in only_with]
         if any(s in only_with for s in hits):  # (the segment's text only then: reading it costs a pass over the file)
             text = ast.get_source_segment(source, node) or ""
-            hits = [s for s in hits if s not in only_with or only_with[s] in text]
+            hits = [s for s in hits if s not in only_with or _holds(text, only_with[s])]
         if hits:
             found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {sorted(set(hits))}")
     return found
+
+
+def _holds(text: str, word: str) -> bool:
+    """Whether ``text`` holds ``word``; a word marked with a leading NUL (``not_with``): whether it lacks it."""
+    return word[1:] not in text if word.startswith("\0") else word in text
 
 
 def _package_files(*patterns: str) -> list[str]:
@@ -200,7 +212,7 @@ BACKEND_OWNERS = ("specbench/backends/",)
 def _backend_only_with() -> dict[str, str]:
     """Backend names that are also engine names (the engines a recommendation prints settings for) count only
     where the expression names a backend."""
-    return {name: "backend" for name in backends.names() if name in ENGINES}
+    return {name: "backend" for name in backends.names() if name in engines.ENGINES}
 
 
 def test_no_backend_name_is_compared_or_tabled_outside_the_backends():
@@ -250,6 +262,66 @@ def test_the_backend_name_check_finds_a_comparison_a_table_and_a_backend_vllm(tm
     finally:
         ROOT = saved
     assert [h.split(":")[1] for h in hits] == ["1", "3", "4", "5"], hits
+
+
+# where engine names may be compared or tabled: the engine catalogue alone (docs/architecture.md, "Adding an engine")
+ENGINE_OWNERS = ("specbench/catalogue/",)
+
+
+def _engine_not_with() -> dict[str, str]:
+    """Engine names that are also backend names count unless the expression names a backend (the backend scan
+    counts those)."""
+    return {name: "backend" for name in engines.names() if name in backends.BACKENDS}
+
+
+def engine_name_uses(path: Path) -> list[str]:
+    not_with = _engine_not_with()
+    return name_comparisons(path, set(engines.names()) - set(not_with), {}, not_with)
+
+
+def test_no_engine_name_is_compared_or_tabled_outside_the_engine_catalogue():
+    """Every list of engines (the recommender's, `--engine`'s choices, the report's titles, which engine takes a
+    per-batch-size schedule, which one has a load note, which one a live check) comes from the engine catalogue.
+    Scripts are left out, as for backends: a benchmark of named engines is a plan of runs."""
+    offenders = [
+        hit
+        for f in _package_files("specbench/*.py")
+        if not f.startswith(ENGINE_OWNERS)
+        for hit in engine_name_uses(ROOT / f)
+    ]
+    assert not offenders, "engine names compared or tabled outside the engine catalogue:\n" + "\n".join(offenders)
+
+
+def test_the_engine_name_check_finds_a_comparison_a_table_and_an_engine_vllm(tmp_path):
+    """Planted offenders: each kind of use the engine scan must catch (lines 1, 3, 4, 5, 6), beside uses it must
+    leave alone (a backend named 'vllm', a builder call naming its own engine, one engine asked for)."""
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        'if "vllm" in engines:\n    pass\nENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}\n'
+        'CHOICES = ("vllm", "sglang", "transformers", "llamacpp", "all")\nok = engine == "llamacpp"\n'
+        'pairs = [({"vllm": s}, target) for s in schedules]\nserved = spec.backend == "vllm"\n'
+        'setting = EngineSetting("vllm", True, {}, "", [])\nsettings = engine_settings(d, p, t, g, engines=("vllm",))\n'
+    )
+    global ROOT
+    saved, ROOT = ROOT, tmp_path
+    try:
+        hits = engine_name_uses(planted)
+    finally:
+        ROOT = saved
+    assert sorted({int(h.split(":")[1]) for h in hits}) == [1, 3, 4, 5, 6], hits
+
+
+def test_every_engine_entry_is_complete_and_its_builders_answer():
+    """Each entry's builders import and build: a yes names the engine's speculation, a no does not."""
+    for name in engines.names():
+        kind = engines.get(name)
+        assert kind.title and kind.prints and kind.checked_against and kind.drafter_field
+        assert kind.drafter_field in {f.name for f in dataclasses.fields(DrafterKind)}
+        assert callable(engines.settings_builder(name)) and callable(engines.target_only_builder(name))
+        assert kind.check is None or callable(engines.checker(name))
+    assert engines.names(per_batch_schedule=True) == ["vllm"]
+    with pytest.raises(SpecbenchError, match=r"unknown engine 'vlm' \(did you mean 'vllm'\?\)"):
+        engines.get("vlm")
 
 
 # ----------------------------------------------------------------------------- add a drafter: one class + one entry

@@ -84,7 +84,7 @@ def test_too_expensive_drafter_means_no_speculation():
         ),
         n_boot=300,
     )[0]
-    assert rec.final is None and rec.settings == {}
+    assert rec.final is None and rec.settings and all(s.target_only for s in rec.settings.values())
     assert rec.verdict.startswith("no speculation") and "lies above 1" in rec.verdict
     assert rec.model.choice is None and rec.model.best.speedup < 1
     assert rec.measured.best.hi < 1

@@ -127,6 +127,11 @@ def names(**facts) -> list[str]:
     return BACKENDS.names(lambda kind: all(getattr(kind, k) == v for k, v in facts.items()))
 
 
+def choices_help() -> str:
+    """The backends for a help text, the default marked: "own (default), vllm, ..."."""
+    return ", ".join(name + (" (default)" if name == DEFAULT else "") for name in names())
+
+
 def backend_class(name: str):
     """The class registered as ``name``; a missing module is a one-line error."""
     return BACKENDS.load(name)

@@ -165,30 +165,28 @@ def speculative_config(
     check_runnable(config)
     resolve = resolve_model or str
     parallel = (options or {}).get("draft_tensor_parallel_size")
-    built = build_speculative_config(
+    per_batch_size, adaptive = serving_schedule(config.schedule)
+    return build_speculative_config(
         config.drafter.type,
         config.drafter.params_dict,
         int(config.gamma),
         model_name=lambda spec: resolve(str(spec)),
         draft_tensor_parallel_size=parallel,
+        per_batch_size=per_batch_size,
+        adaptive=adaptive,
     )
-    return with_schedule(built, config.schedule)
 
 
-def with_schedule(built: dict, schedule) -> dict:
-    """A configuration's schedule (`specbench.engine.schedule`) in vLLM's speculative_config: the per-batch-size
-    ranges (``num_speculative_tokens_per_batch_size``) and the acceptance-adaptive K
+def serving_schedule(schedule) -> tuple[list[list[int]] | None, bool]:
+    """A configuration's schedule (`specbench.engine.schedule`) as vLLM takes it: the per-batch-size ranges
+    (``num_speculative_tokens_per_batch_size``; None: none) and whether K adapts to acceptance
     (``enable_adaptive_verification``); the own engine's schedules cannot run in vLLM."""
     if schedule is None or schedule.is_fixed:
-        return built
+        return None, False
     if schedule.name not in SERVING_SCHEDULES:
         raise SpecbenchError(
             f"schedule '{schedule.label}' cannot run in vLLM: schedules other than fixed run in "
             "specbench's own engine, live (vLLM takes its own: batch-size, adaptive-k)"
         )
-    out = dict(built)
-    if schedule.name == BATCH_SIZE:
-        out["num_speculative_tokens_per_batch_size"] = schedule_ranges(schedule)
-    if schedule.name == ADAPTIVE_K or schedule.params_dict.get("adaptive"):
-        out["enable_adaptive_verification"] = True
-    return out
+    ranges = schedule_ranges(schedule) if schedule.name == BATCH_SIZE else None
+    return ranges, schedule.name == ADAPTIVE_K or bool(schedule.params_dict.get("adaptive"))

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from specbench.catalogue import engines
 from specbench.catalogue.registry import Registry
 from specbench.errors import SpecbenchError
 
@@ -369,10 +370,11 @@ def from_speculators(config: Mapping) -> str:
 
 
 def serving_engines(name: str) -> list[str]:
-    """The serving engines that run kind ``name`` (its entry's vllm_method, sglang_algorithm, llamacpp_type)."""
+    """The serving engines that run kind ``name``: those of the engine catalogue whose ``drafter_field`` this
+    kind's entry fills (vllm_method, sglang_algorithm, llamacpp_type)."""
     kind = get(name)
-    engines = (("vLLM", kind.vllm_method), ("SGLang", kind.sglang_algorithm), ("llama.cpp", kind.llamacpp_type))
-    return [engine for engine, method in engines if method]
+    serving = map(engines.get, engines.names(serving=True))
+    return [engine.title for engine in serving if getattr(kind, engine.drafter_field)]
 
 
 def is_model_free(name: str) -> bool:

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from specbench.backends.llamacpp_env import build_info, server_binary
 from specbench.backends.vllm_env import default_venv
+from specbench.catalogue import engines as catalogue_engines
 from specbench.errors import SpecbenchError
 from specbench.models.cache import cache_root
 from specbench.models.resolve import model_folder
@@ -205,49 +206,66 @@ def validate_settings(entries: list[tuple[dict, str | None]], *, vllm_python: Pa
     """
     if os.environ.get(SKIP_ENV):
         return
-    settings_list = [settings for settings, _ in entries]
-    vllm_pairs = [(s["vllm"], target) for s, target in entries if "vllm" in s and s["vllm"].config]
-    if vllm_pairs and vllm_python is not None and vllm_python.exists():
-        items = [{"config": setting.config, "target": target} for setting, target in vllm_pairs]
-        version, results = check_vllm_configs(items, vllm_python)
-        for (setting, _), result in zip(vllm_pairs, results):
-            if result["ok"] is True:
-                how = result["how"]
-                schedule = how[how.index(";") :] if ";" in how else ""  # what vLLM said about a per-batch schedule
-                setting.checked = (
-                    f"built as SpeculativeConfig by vLLM {version} ({vllm_python.parent.parent.name}){schedule}"
-                )
-            elif result["ok"] is False:
-                setting.checked = f"rejected by vLLM {version}'s SpeculativeConfig"
-                setting.supported = False
-                setting.notes.append(f"vLLM {version}: {result['error']}")
-            else:
-                setting.checked = (
-                    f"keys checked against vLLM {version}'s SpeculativeConfig fields; not built ({result['error']})"
-                )
-    llamacpp_settings = [s["llamacpp"] for s in settings_list if "llamacpp" in s and s["llamacpp"].config]
-    if llamacpp_settings:
-        try:
-            binary = server_binary()
-        except SpecbenchError:
-            binary = None  # not installed: the setting keeps the version its flags were read from
-        if binary is not None:
-            check_llamacpp_flags(llamacpp_settings, binary)
-    sglang_settings = [s["sglang"] for s in settings_list if "sglang" in s and s["sglang"].snippet]
-    if sglang_settings:
-        parser = sglang_parser()
-        if parser is not None:
-            sglang_version = package_version("sglang")
-            for setting in sglang_settings:
-                ok, error = check_sglang_flags(setting.snippet, parser)
-                setting.checked = (
-                    f"parsed by SGLang {sglang_version}'s argument parser"
-                    if ok
-                    else f"rejected by SGLang {sglang_version}'s argument parser"
-                )
-                if not ok:
-                    setting.supported = False
-                    setting.notes.append(f"SGLang {sglang_version}: {error}")
+    for engine in catalogue_engines.names():
+        check = catalogue_engines.checker(engine)
+        pairs = [(settings[engine], target) for settings, target in entries if engine in settings]
+        if check is not None and pairs:
+            check(pairs, vllm_python)
+
+
+def check_vllm_settings(pairs: list[tuple], vllm_python: Path | None) -> None:
+    """vLLM's entry's check: each config built as vLLM's ``SpeculativeConfig`` by .venv-vllm's interpreter."""
+    vllm_pairs = [(setting, target) for setting, target in pairs if setting.config]
+    if not vllm_pairs or vllm_python is None or not vllm_python.exists():
+        return
+    items = [{"config": setting.config, "target": target} for setting, target in vllm_pairs]
+    version, results = check_vllm_configs(items, vllm_python)
+    for (setting, _), result in zip(vllm_pairs, results):
+        if result["ok"] is True:
+            how = result["how"]
+            schedule = how[how.index(";") :] if ";" in how else ""  # what vLLM said about a per-batch schedule
+            setting.checked = (
+                f"built as SpeculativeConfig by vLLM {version} ({vllm_python.parent.parent.name}){schedule}"
+            )
+        elif result["ok"] is False:
+            setting.checked = f"rejected by vLLM {version}'s SpeculativeConfig"
+            setting.supported = False
+            setting.notes.append(f"vLLM {version}: {result['error']}")
+        else:
+            setting.checked = (
+                f"keys checked against vLLM {version}'s SpeculativeConfig fields; not built ({result['error']})"
+            )
+
+
+def check_llamacpp_settings(pairs: list[tuple], vllm_python: Path | None) -> None:
+    """llama.cpp's entry's check: the flags parsed by the installed llama-server (none installed: unchecked)."""
+    settings = [setting for setting, _ in pairs if setting.config]
+    if not settings:
+        return
+    try:
+        binary = server_binary()
+    except SpecbenchError:
+        return  # not installed: the setting keeps the version its flags were read from
+    check_llamacpp_flags(settings, binary)
+
+
+def check_sglang_settings(pairs: list[tuple], vllm_python: Path | None) -> None:
+    """SGLang's entry's check: each command line parsed by SGLang's own argument parser, where importable."""
+    settings = [setting for setting, _ in pairs if setting.snippet]
+    parser = sglang_parser() if settings else None
+    if parser is None:
+        return
+    sglang_version = package_version("sglang")
+    for setting in settings:
+        ok, error = check_sglang_flags(setting.snippet, parser)
+        setting.checked = (
+            f"parsed by SGLang {sglang_version}'s argument parser"
+            if ok
+            else f"rejected by SGLang {sglang_version}'s argument parser"
+        )
+        if not ok:
+            setting.supported = False
+            setting.notes.append(f"SGLang {sglang_version}: {error}")
 
 
 def local_model_folder(spec: str) -> str | None:

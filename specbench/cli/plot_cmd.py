@@ -141,7 +141,7 @@ def plot_command(
 def check_report_settings(data) -> None:
     """The report's engine settings checked as `specbench recommend` checks them (`cli.engine_checks`)."""
     target = local_model_folder(str(data.recommendations[0].keys["target"])) if data.recommendations else None
-    schedules = [({"vllm": s}, target) for s in (settings_of(data.load) if data.load else [])]
+    schedules = [({s.engine: s}, target) for s in (settings_of(data.load) if data.load else [])]
     check_engine_settings(
         [(rec.settings, local_model_folder(str(rec.keys["target"]))) for rec in data.recommendations] + schedules
     )

@@ -32,6 +32,7 @@ from specbench.analysis.verdicts.choice import TOLERANCE
 from specbench.analysis.verdicts.decision import describe_best
 from specbench.analysis.verdicts.stopping_history import load_history
 from specbench.bounds import int_list
+from specbench.catalogue import engines as catalogue_engines
 from specbench.cli.confirm_view import print_confirmation, print_deployments
 from specbench.cli.engine_checks import check_engine_settings, local_model_folder
 from specbench.cli.fit_cmd import group_label, text_row
@@ -48,7 +49,7 @@ from specbench.records.jsonable import json_ready
 from specbench.records.profile_file import load_profile
 from specbench.records.store import load_run_info
 
-ENGINE_CHOICES = ("vllm", "sglang", "transformers", "llamacpp", "all")
+ALL_ENGINES = "all"  # --engine all: every engine of the catalogue (`specbench.catalogue.engines`)
 
 
 def _interval(option) -> str:
@@ -89,9 +90,9 @@ def _print_recommendation(rec, console) -> None:
         if setting.notes:
             body += "\n\n" + "\n".join(f"note: {n}" for n in setting.notes)
         body += f"\nchecked: {setting.checked}"
-        console.print(
-            Panel(plain(body), title=plain(f"{name} settings"), border_style="cyan" if setting.supported else "red")
-        )
+        title = f"{name} settings" + (" (target only: no speculation)" if setting.target_only else "")
+        style = "yellow" if setting.target_only else "cyan" if setting.supported else "red"
+        console.print(Panel(plain(body), title=plain(title), border_style=style))
     for note in rec.notes:
         console.print(plain(f"note: {note}", style="dim"))
 
@@ -359,7 +360,8 @@ def recommend_command(
     engine: str = typer.Option(
         "all",
         "--engine",
-        help="Engine settings to export: vllm, sglang, transformers, llamacpp (llama-server flags) or all.",
+        help=f"Engine settings to export: {catalogue_engines.choices_help()}, or {ALL_ENGINES}. A confident no "
+        "prints each engine's target-only command line.",
     ),
     n_boot: int = typer.Option(
         N_BOOT, "--bootstrap", callback=bounded("bootstrap"), help="Bootstrap replicates over prompts."
@@ -394,8 +396,8 @@ def recommend_command(
     Per workload: the best measured configuration and the best prediction of the fitted model
     (acceptance × cost, every γ up to --max-gamma), each with a prompt-bootstrap 95% interval of the
     speedup and of the chosen γ. A configuration is recommended only when its speedup interval lies
-    above 1; then ready-to-paste vLLM, SGLang and transformers settings follow. How to read it:
-    docs/fit.md.
+    above 1; then ready-to-paste settings follow for each engine (--engine). A confident no prints each
+    engine's command line without speculation (the target alone). How to read it: docs/fit.md.
 
     Examples:
 
@@ -416,10 +418,10 @@ def recommend_command(
     none) per workload and batch size, and vLLM's num_speculative_tokens_per_batch_size
     (docs/profile.md).
     """
-    if engine not in ENGINE_CHOICES:
+    choices = [*catalogue_engines.names(), ALL_ENGINES]
+    if engine not in choices:
         raise SpecbenchError(
-            f"unknown engine '{engine}'{did_you_mean(engine, list(ENGINE_CHOICES))} "
-            f"(choose from: {', '.join(ENGINE_CHOICES)})"
+            f"unknown engine '{engine}'{did_you_mean(engine, choices)} (choose from: {', '.join(choices)})"
         )
     slos = slos_from_flags(itl_p90, ttft_p90, slo or [], latency_p90=latency_p90)
     if objective in ("slo", "goodput") or slos:
@@ -438,7 +440,7 @@ def recommend_command(
         else:
             _goodput_command(results_dir, slos, price_per_hour, n_boot, seed, json_out)
         return
-    engines = ENGINE_CHOICES[:-1] if engine == "all" else (engine,)
+    engines = catalogue_engines.names() if engine == ALL_ENGINES else [engine]
     records = load_results(results_dir)
     costs = _cost_source(cost_profile, batch, context)
     history = load_history(results_dir)  # an adaptive sweep: judge its records the way it stopped on them
@@ -465,7 +467,7 @@ def recommend_command(
     target_folder = local_model_folder(str(recs[0].keys["target"])) if recs else None
     check_engine_settings(
         [(rec.settings, local_model_folder(str(rec.keys["target"]))) for rec in recs]
-        + [({"vllm": s}, target_folder) for s in (settings_of(load) if load and "vllm" in engines else [])]
+        + [({s.engine: s}, target_folder) for s in (settings_of(load) if load else [])]
     )
     if json_out:
         typer.echo(

@@ -14,13 +14,13 @@ from rich.text import Text
 
 from specbench.analysis.recommendation.confirmation import load_report
 from specbench.analysis.recommendation.confirmed import BEATEN, CONFIRMED, MISSED, Deployment, deployments
-from specbench.analysis.settings.engine_settings import engine_settings
+from specbench.analysis.settings.engine_settings import engine_settings, target_only_settings
 from specbench.analysis.verdicts.stopping_history import load_history
 from specbench.analysis.verdicts.stopping_report import summary_lines
+from specbench.catalogue import engines as catalogue_engines
 from specbench.cli.exit_codes import INTERRUPTED, TERMINATED, Terminated, say
 from specbench.cli.params import bounded, folder_path
 from specbench.cli.progress_lines import LineProgress
-from specbench.cli.recommend_cmd import ENGINE_CHOICES
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import plain
 from specbench.errors import SpecbenchError, did_you_mean
@@ -54,7 +54,9 @@ def tune(
         callback=bounded("tune.sweep_share"),
         help="Share of the budget the sweep may use; the confirmation gets the rest.",
     ),
-    engine: str = typer.Option("vllm", "--engine", help="Whose settings to print: vllm, sglang, llamacpp, ..."),
+    engine: str = typer.Option(
+        "vllm", "--engine", help=f"Whose settings to print: {catalogue_engines.choices_help()}."
+    ),
     out: Path = typer.Option(None, "--out", parser=folder_path, help="Results folder (default: results/NAME)."),
     json_out: bool = typer.Option(False, "--json", help="End with what to deploy per workload as JSON on stdout."),
 ):
@@ -75,10 +77,10 @@ def tune(
     from specbench.measure.spec.adaptive import AdaptivePlan, parse_budget  # lazy: loads torch
     from specbench.measure.spec.sweep import build_spec, load_spec_file  # lazy: loads torch
 
-    if engine not in ENGINE_CHOICES[:-1]:
+    if engine not in catalogue_engines.names():
+        choices = catalogue_engines.names()
         raise SpecbenchError(
-            f"unknown engine '{engine}'{did_you_mean(engine, list(ENGINE_CHOICES[:-1]))} "
-            f"(choose from: {', '.join(ENGINE_CHOICES[:-1])})"
+            f"unknown engine '{engine}'{did_you_mean(engine, choices)} (choose from: {', '.join(choices)})"
         )
     total = parse_budget(budget, "--budget")
     raw = load_spec_file(spec_file)
@@ -161,7 +163,7 @@ def _print(found: list[Deployment], unconfirmed: list[str], target: str, engine:
         body = item.text
         if item.status in (CONFIRMED, BEATEN, MISSED):
             if item.arm is None:
-                body += "\n\nno speculation: serve the target alone"
+                body += "\n\n" + target_only_settings(target, engines=(engine,), hub_ids=hubs)[engine].snippet
             else:
                 arm = item.arm
                 setting = engine_settings(

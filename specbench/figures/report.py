@@ -28,6 +28,7 @@ from specbench.analysis.strategies import strategy_table
 from specbench.analysis.stream_adaptation import WINDOW, per_prompt, recovery_table, window_table
 from specbench.analysis.verdicts.decision import gamma_span
 from specbench.analysis.verdicts.stopping_report import look_rows, summary_lines
+from specbench.catalogue import engines as catalogue_engines
 from specbench.errors import SpecbenchError
 from specbench.figures.plot import (
     DEFAULT_FORMATS,
@@ -44,7 +45,6 @@ from specbench.text_sinks import for_html
 INDEX = "index.html"
 IMAGE_PREFERENCE = ("png", "svg")  # what an <img> shows; PDF is linked only
 CSS_PX_PER_PNG_PX = 96 / 150  # PNGs are written at 150 dpi: shown at their physical size, crisp on HiDPI
-ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "transformers": "transformers"}
 CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #222; margin: 0;
        background: #fafafa; }
@@ -334,7 +334,7 @@ def settings_section(data: PlotData) -> Html:
             continue
         parts.append(Html(f"<h3>{esc(scenario_name(rec.keys))}: {esc(rec.final.describe())}</h3>"))
         for engine, setting in rec.settings.items():
-            title = ENGINE_NAMES.get(engine, engine) + ("" if setting.supported else " (not fully expressible)")
+            title = catalogue_engines.title(engine) + ("" if setting.supported else " (not fully expressible)")
             parts.append(Html(f"<h4>{esc(title)}</h4>"))
             parts.append(pre(setting.snippet) if setting.snippet else paragraph("no setting for this engine"))
             parts.append(bullet_list(setting.notes + [f"checked: {setting.checked}"]))

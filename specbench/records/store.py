@@ -235,6 +235,16 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
     ),
 }
 
+# the energy columns (docs/operating-cost.md): null together where no counter read a unit (`null_energy_columns`)
+ENERGY_COLUMNS = ("energy_j", "idle_w", "energy_counter", "joules_per_token", "joules_per_accepted")
+
+
+def null_energy_columns() -> dict[str, None]:
+    """The energy columns of a record no energy counter measured (a replayed unit, a machine without one): all
+    null. The one writer of them; the measured ones are `measure.execution.energy.energy_columns`'s."""
+    return dict.fromkeys(ENERGY_COLUMNS)
+
+
 # Columns added after schema 1's first release: records written without them (older folders,
 # hand-made records) read back with these values.
 LATER_DEFAULTS: dict[str, object] = {
@@ -291,11 +301,7 @@ LATER_DEFAULTS: dict[str, object] = {
     "node": None,
     "node_device": None,
     "node_groups": None,
-    "energy_j": None,
-    "idle_w": None,
-    "energy_counter": None,
-    "joules_per_token": None,
-    "joules_per_accepted": None,
+    **null_energy_columns(),
 }
 
 SCHEMA = pa.schema([pa.field(name, typ) for name, (typ, _) in COLUMNS.items()])

@@ -29,7 +29,8 @@ selects. Each table row says whether it is the configuration its load's verdict 
 
 The schedule's config is the main panel's (`specbench.analysis.settings.engine_settings`: the one drafter →
 config mapping, models named as vLLM loads them — Hugging Face ids for specbench's aliases) with the
-ranges added; ``specbench recommend`` then builds it with vLLM's own ``SpeculativeConfig`` and checks
+ranges given to that one builder (`engine_settings.schedule_setting`: the engine whose catalogue entry takes a
+per-batch-size schedule); ``specbench recommend`` then builds it with vLLM's own ``SpeculativeConfig`` and checks
 the ranges with vLLM's schedule validation (`specbench.cli.engine_checks`).
 """
 
@@ -38,17 +39,18 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from specbench.analysis.load.crossover import Crossover, crossover, describe
 from specbench.analysis.load.table import AXES, CLOSED_LOOP, axis_of, load_label, normalised, serving_table
-from specbench.analysis.settings.engine_settings import EngineSetting, engine_settings, hub_name, vllm_snippet
+from specbench.analysis.settings.engine_settings import EngineSetting, schedule_setting
 from specbench.analysis.statistics.intervals import LEVEL, N_BOOT
 from specbench.analysis.statistics.speedup_interval import speedup_words
 from specbench.analysis.verdicts.verdict import Decision
+from specbench.catalogue import engines as catalogue_engines
 from specbench.records.summary import BASELINE_KEYS
 
 GROUP_KEYS = [*BASELINE_KEYS, "backend"]  # a workload's scenario across loads
@@ -295,9 +297,7 @@ def schedules(rows: list[LoadVerdict], target: str, hub_ids: Mapping[str, str] |
             entries = [_entry(r, label) for r in levels]
             ks = [int(e["K"]) for e in entries]
             ranges = _ranges([e["concurrency"] for e in entries], ks)
-            setting = engine_settings(
-                drafter, params, "chain", max(ks), target=target, engines=("vllm",), hub_ids=hub_ids
-            )["vllm"]
+            setting = schedule_setting(drafter, params, ranges, target, hub_ids)
             out.append(
                 {
                     **dict(zip(GROUP_KEYS, key)),
@@ -306,7 +306,7 @@ def schedules(rows: list[LoadVerdict], target: str, hub_ids: Mapping[str, str] |
                     "drafter_params": params,
                     "levels": entries,
                     "ranges": ranges,
-                    "setting": _with_ranges(setting, ranges, entries, hub_name(target, hub_ids)),
+                    "setting": _with_ranges(setting, ranges, entries),
                 }
             )
     return out
@@ -370,10 +370,10 @@ def _best_for(decision: Decision, label: str):
     return max(mine, key=lambda c: c.speedup)
 
 
-def _with_ranges(setting: EngineSetting, ranges: list[list[int]], entries: list[dict], target: str) -> EngineSetting:
+def _with_ranges(setting: EngineSetting, ranges: list[list[int]], entries: list[dict]) -> EngineSetting:
+    """The schedule's setting with what a reader must know about its ranges."""
     if not setting.config:
         return setting
-    config = {**setting.config, "num_speculative_tokens_per_batch_size": ranges}
     notes = list(setting.notes)
     predicted = [e for e in entries if e.get("predicted")]
     if predicted:
@@ -393,7 +393,7 @@ def _with_ranges(setting: EngineSetting, ranges: list[list[int]], entries: list[
             f"vLLM applies the last range's K = {last[2]} to every batch above {last[1]} too — unmeasured "
             "there; measure up to the largest batch you serve"
         )
-    return EngineSetting("vllm", setting.supported, config, vllm_snippet(target, config), notes, "")
+    return replace(setting, notes=notes)
 
 
 # ----------------------------------------------------------------------------- everything, as plain data
@@ -424,14 +424,12 @@ def summary(
     target = str(frame["target"].iloc[0]) if len(frame) else "<target>"
     notes = _short_batches(frame)
     plans = []
-    schedule_asked = axis == "concurrency" and (engines is None or "vllm" in engines)
+    asked = catalogue_engines.names() if engines is None else list(engines)
+    schedule_asked = axis == "concurrency" and any(catalogue_engines.get(e).per_batch_schedule for e in asked)
     if schedule_asked:
         plans = schedules(rows, target, hub_ids)
-    if axis == "concurrency" and engines is not None and "llamacpp" in engines:
-        notes.append(
-            "llama.cpp: one draft length at every slot count (llama-server has no per-batch-size γ); the "
-            "verdicts above say at which loads its flags pay"
-        )
+    if axis == "concurrency" and engines is not None:
+        notes.extend(catalogue_engines.get(e).load_note for e in engines if catalogue_engines.get(e).load_note)
     if axis != "concurrency":
         notes.append(
             "no per-batch-size schedule: request rates set no batch size (vLLM's "

@@ -45,7 +45,7 @@ from specbench.analysis.load.table import CLOSED_LOOP, scenario_keys
 from specbench.analysis.options import GROUP_KEYS, SCENARIO_KEYS, Option
 from specbench.analysis.recommendation.result import Pick, Recommendation
 from specbench.analysis.recommendation.schedule_comparison import compare_schedules
-from specbench.analysis.settings.engine_settings import engine_settings
+from specbench.analysis.settings.engine_settings import engine_settings, target_only_settings
 from specbench.analysis.statistics.intervals import LEVEL, bootstrap_interval, bootstrap_weights, few_prompts_note
 from specbench.analysis.statistics.sequential import FIXED, LookPlan
 from specbench.analysis.statistics.speedup_interval import speedup_interval, speedup_words, t_quantile
@@ -542,6 +542,8 @@ def _recommend_scenario(
                 "the choice uses online adaptation, a strategy of specbench's own engine (its drafter kept "
                 "learning from the traffic); the serving-engine settings run the drafter's checkpoint as is"
             )
+    elif decision.confident and decision.says_no:  # a no is as paste-ready as a yes: the target alone
+        settings = target_only_settings(target=str(keys["target"]), engines=engines, hub_ids=hub_ids)
     base_tps = float(base["decode_tokens"].sum() / base["decode_s"].sum()) if base["decode_s"].sum() > 0 else 0.0
     return Recommendation(
         keys=keys,

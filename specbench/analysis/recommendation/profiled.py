@@ -20,7 +20,6 @@ batch size up to the largest asked becomes vLLM's ``num_speculative_tokens_per_b
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 
 import numpy as np
@@ -32,7 +31,7 @@ from specbench.analysis.cost.source import ProfiledCosts
 from specbench.analysis.fit import estimate_acceptance, position_counts, replicate_models
 from specbench.analysis.options import GROUP_KEYS, SCENARIO_KEYS
 from specbench.analysis.recommendation.result import BatchPlan, DrafterPlan, Recommendation, ranges
-from specbench.analysis.settings.engine_settings import engine_settings, hub_name
+from specbench.analysis.settings.engine_settings import schedule_setting
 from specbench.analysis.statistics.intervals import bootstrap_interval, bootstrap_weights, few_prompts_note
 from specbench.errors import SpecbenchError
 from specbench.records.rounds import flatten_rounds, prompt_clusters
@@ -260,9 +259,7 @@ def vllm_schedule(plan: DrafterPlan, target: str, hub_ids: Mapping[str, str] | N
     top = max(k for _, _, k in schedule)
     if top == 0:
         return None
-    setting = engine_settings(
-        plan.drafter, plan.drafter_params, "chain", top, target=target, engines=("vllm",), hub_ids=hub_ids
-    )["vllm"]
+    setting = schedule_setting(plan.drafter, plan.drafter_params, schedule, target, hub_ids)
     notes = list(setting.notes)
     if not setting.supported or not setting.config:
         return {
@@ -272,9 +269,6 @@ def vllm_schedule(plan: DrafterPlan, target: str, hub_ids: Mapping[str, str] | N
             "supported": False,
             "notes": notes or [f"vLLM has no method for drafter '{plan.drafter}'"],
         }
-    config = {**setting.config, "num_speculative_tokens": top, "num_speculative_tokens_per_batch_size": schedule}
-    text = json.dumps(config)
-    snippet = f"vllm serve {hub_name(target, hub_ids)} --speculative-config '{text}'"
     last = schedule[-1][2]
     notes.append(
         f"vLLM applies the last range's K ({last}) to every batch size above {len(plan.chosen)} (and fills "
@@ -288,8 +282,8 @@ def vllm_schedule(plan: DrafterPlan, target: str, hub_ids: Mapping[str, str] | N
     )
     return {
         "drafter_label": plan.drafter_label,
-        "config": config,
-        "snippet": snippet,
+        "config": setting.config,
+        "snippet": setting.snippet,
         "supported": True,
         "notes": notes,
     }

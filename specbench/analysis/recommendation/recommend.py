@@ -37,7 +37,6 @@ from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommendation.measured import recommend_measured
 from specbench.analysis.recommendation.profiled import recommend_profiled
 from specbench.analysis.recommendation.result import Recommendation, recommendation_dict, to_json
-from specbench.analysis.settings.engine_settings import ENGINES
 from specbench.analysis.statistics.intervals import LEVEL, N_BOOT
 from specbench.analysis.statistics.sequential import LookPlan
 from specbench.analysis.verdicts.choice import TOLERANCE
@@ -66,7 +65,7 @@ def recommend(
     n_boot: int = N_BOOT,
     level: float = LEVEL,
     seed: int = 0,
-    engines=ENGINES,
+    engines=None,
     hub_ids: Mapping[str, str] | None = None,
     plans: Mapping[str, LookPlan] | None = None,
     tolerance: float = TOLERANCE,
@@ -74,7 +73,7 @@ def recommend(
     """One `Recommendation` per scenario, its round costs from ``costs`` (default: the sweep's own).
 
     ``max_gamma``: the largest γ the model predicts; ``n_boot`` / ``level`` / ``seed``: the prompt
-    bootstrap; ``engines``: the engine settings to export (measured costs); ``hub_ids`` (model spec →
+    bootstrap; ``engines``: the engine settings to export (measured costs; None: every engine of the catalogue); ``hub_ids`` (model spec →
     Hugging Face id) names the models in the settings; ``plans`` (workload → `LookPlan`): the looks an
     adaptive sweep planned, so that its verdicts stay honest (`specbench.analysis.statistics.sequential`);
     ``tolerance`` (ε): the chosen option is within ε of the best option's speedup with probability ≥ 1 − δ

@@ -30,6 +30,7 @@ from specbench.analysis.statistics.speedup_interval import speedup_words
 from specbench.analysis.verdicts.decision import describe_best
 from specbench.analysis.verdicts.stopping_history import History
 from specbench.analysis.verdicts.verdict import UNSURE, Decision
+from specbench.catalogue import engines as catalogue_engines
 from specbench.records.jsonable import json_ready
 
 
@@ -249,7 +250,7 @@ def _batch_dict(plan: BatchPlan | None) -> dict | None:
         "batches": plan.batches,
         "choices": plan.table.to_dict("records"),
         "drafters": drafters,
-        "vllm": plan.vllm,
+        catalogue_engines.schedule_engine(): plan.vllm,  # the engine the per-batch-size schedule is written for
     }
 
 

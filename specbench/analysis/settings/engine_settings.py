@@ -1,6 +1,7 @@
 """Ready-to-paste serving-engine settings for a recommended (drafter, tree, γ).
 
-Key names were checked against the engines' own source (`CHECKED_AGAINST`):
+Key names were checked against the engines' own source (each engine's ``checked_against`` in the engine
+catalogue, `specbench.catalogue.engines`, which also names the builders below):
 
 * vLLM 0.32.0 ``SpeculativeConfig`` (vllm/config/speculative.py): method, model,
   num_speculative_tokens, prompt_lookup_min/max — built by `analysis.settings.vllm_speculative`, the one
@@ -41,23 +42,17 @@ from __future__ import annotations
 import itertools
 import json
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from specbench.analysis.settings.llamacpp_flags import spec_flags as llamacpp_spec_flags
 from specbench.analysis.settings.vllm_speculative import speculative_config as vllm_speculative_config
 from specbench.catalogue import drafters as catalogue
+from specbench.catalogue import engines as catalogue_engines
 from specbench.errors import SpecbenchError
 
-ENGINES = ("vllm", "sglang", "transformers", "llamacpp")
 GGUF_KEY = "gguf:"  # ``hub_ids`` entries naming a model spec's GGUF file (specbench.models.gguf_files.gguf_names)
 NGRAM = "NGRAM"  # SGLang's prompt-lookup algorithm: it takes BFS-breadth flags, no top-k tree
-CHECKED_AGAINST = {
-    "vllm": "vLLM 0.32.0 (SpeculativeConfig)",
-    "sglang": "SGLang server_args.py at commit 001067ff",
-    "transformers": "transformers 5.19.0 (GenerationConfig)",
-    "llamacpp": "llama.cpp@0c1e57098 (common/arg.cpp, llama-cpp-python 0.3.36's vendored tree)",
-}
 
 
 @dataclass
@@ -68,9 +63,12 @@ class EngineSetting:
     snippet: str  # ready-to-paste text
     notes: list[str] = field(default_factory=list)
     checked: str = ""  # how the keys were checked: a live validation, or the versions they were read from
+    target_only: bool = False  # the engine serving the target alone (a confident no): no speculative setting
 
     def __post_init__(self):
-        self.checked = self.checked or f"keys as in {CHECKED_AGAINST.get(self.engine, self.engine)}; not validated here"
+        known = self.engine in catalogue_engines.ENGINES
+        version = catalogue_engines.get(self.engine).checked_against if known else self.engine
+        self.checked = self.checked or f"keys as in {version}; not validated here"
 
     def as_dict(self) -> dict:
         return {
@@ -80,6 +78,7 @@ class EngineSetting:
             "snippet": self.snippet,
             "notes": self.notes,
             "checked": self.checked,
+            "target_only": self.target_only,
         }
 
 
@@ -127,15 +126,26 @@ def sglang_token_limit(topk: int, steps: int) -> int:
     return 1 + topk + max(steps - 1, 0) * topk * topk
 
 
-def _vllm(
-    drafter: str, params: dict, tree: str, gamma: int, target: str, hub_ids: Mapping[str, str] | None
+def vllm_settings(
+    drafter: str,
+    params: dict,
+    tree: str,
+    gamma: int,
+    target: str,
+    hub_ids: Mapping[str, str] | None,
+    *,
+    per_batch_size: Sequence[Sequence[int]] | None = None,
 ) -> EngineSetting:
+    """vLLM's speculative_config (``per_batch_size``: ``[start, end, K]`` ranges, γ per batch size, with
+    ``gamma`` their largest K) and its lines."""
     notes: list[str] = []
     kind = _kind(drafter)
     if kind is None or kind.vllm_method is None:
         return EngineSetting("vllm", False, {}, "", [f"vLLM has no method for drafter '{drafter}'"])
     # the one drafter -> speculative_config mapping (the backends run the same); models named for pasting
-    config = vllm_speculative_config(drafter, params, gamma, model_name=lambda spec: hub_name(spec, hub_ids))
+    config = vllm_speculative_config(
+        drafter, params, gamma, model_name=lambda spec: hub_name(spec, hub_ids), per_batch_size=per_batch_size
+    )
     if config is None:
         return EngineSetting("vllm", False, {}, "", ["γ = 0 is target-only decoding: leave speculative_config out"])
     if kind.vllm_weights == "model":
@@ -159,15 +169,21 @@ def _vllm(
     return EngineSetting("vllm", supported, config, vllm_snippet(target, config), notes)
 
 
-def vllm_snippet(target: str, config: dict) -> str:
-    """The ready-to-paste vLLM lines for ``config`` (offline ``LLM`` and ``vllm serve``)."""
+def vllm_snippet(target: str, config: dict | None) -> str:
+    """The ready-to-paste vLLM lines for ``config`` (offline ``LLM`` and ``vllm serve``); None: the target alone
+    (no speculative_config at all)."""
+    if config is None:
+        return (
+            f"from vllm import LLM\nllm = LLM(model={target!r})\n# or: vllm serve {shlex.quote(target)}  "
+            f"(python -m vllm.entrypoints.openai.api_server --model {shlex.quote(target)})"
+        )
     return (
         f"from vllm import LLM\nllm = LLM(model={target!r}, speculative_config={json.dumps(config)})\n"
         f"# or: vllm serve {shlex.quote(target)} --speculative-config {shlex.quote(json.dumps(config))}"
     )
 
 
-def _sglang(
+def sglang_settings(
     drafter: str, params: dict, tree: str, gamma: int, target: str, hub_ids: Mapping[str, str] | None
 ) -> EngineSetting:
     notes: list[str] = []
@@ -228,12 +244,16 @@ def _sglang(
                 f"{drafter.upper()} runs through SGLang's {algorithm} path with the model's own "
                 f"{drafter.upper()} weights"
             )
-    args = " ".join(f"{k} {shlex.quote(str(v))}" for k, v in flags.items())
-    snippet = f"python -m sglang.launch_server --model-path {shlex.quote(target)} {args}"
-    return EngineSetting("sglang", supported, flags, snippet, notes)
+    return EngineSetting("sglang", supported, flags, sglang_command(target, flags), notes)
 
 
-def _transformers(
+def sglang_command(target: str, flags: Mapping[str, object]) -> str:
+    """SGLang's server command line for ``target`` with ``flags`` (none: the target alone)."""
+    args = "".join(f" {k} {shlex.quote(str(v))}" for k, v in flags.items())
+    return f"python -m sglang.launch_server --model-path {shlex.quote(target)}{args}"
+
+
+def transformers_settings(
     drafter: str, params: dict, tree: str, gamma: int, target: str, hub_ids: Mapping[str, str] | None
 ) -> EngineSetting:
     notes: list[str] = []
@@ -289,7 +309,7 @@ def gguf_name(spec: str | None, hub_ids: Mapping[str, str] | None = None) -> str
     return spec if spec.endswith(".gguf") else f"<{spec}.gguf>"
 
 
-def _llamacpp(
+def llamacpp_settings(
     drafter: str, params: dict, tree: str, gamma: int, target: str, hub_ids: Mapping[str, str] | None
 ) -> EngineSetting:
     kind = _kind(drafter)
@@ -318,12 +338,18 @@ def _llamacpp(
             f"tree '{tree}' is not expressible on llama.cpp (its speculation drafts chains): the flags use "
             f"a chain of depth {gamma}"
         )
+    return EngineSetting("llamacpp", supported, {"flags": flags}, llamacpp_command(target, flags), notes)
+
+
+def llamacpp_command(target: str, flags: list[str]) -> str:
+    """llama-server's command line for the GGUF file ``target`` with ``flags`` (none: the target alone)."""
     target_file = target if target.endswith(".gguf") else "<target.gguf>"
-    snippet = " ".join(shlex.quote(word) for word in ["llama-server", "-m", target_file, "--metrics", *flags])
-    return EngineSetting("llamacpp", supported, {"flags": flags}, snippet, notes)
+    return " ".join(shlex.quote(word) for word in ["llama-server", "-m", target_file, "--metrics", *flags])
 
 
-_BUILDERS = {"vllm": _vllm, "sglang": _sglang, "transformers": _transformers, "llamacpp": _llamacpp}
+def model_name(engine: str, spec: str, hub_ids: Mapping[str, str] | None) -> str:
+    """A model spec as engine ``engine``'s pasted lines name it (its entry's ``model_names``)."""
+    return gguf_name(spec, hub_ids) if catalogue_engines.get(engine).model_names == "gguf" else hub_name(spec, hub_ids)
 
 
 def engine_settings(
@@ -333,22 +359,51 @@ def engine_settings(
     gamma: int,
     *,
     target: str = "<target>",
-    engines=ENGINES,
+    engines: Sequence[str] | None = None,
     hub_ids: Mapping[str, str] | None = None,
+    per_batch_size: Sequence[Sequence[int]] | None = None,
 ) -> dict[str, EngineSetting]:
-    """Settings for each engine in ``engines`` (drafter params as a dict or the records' JSON).
+    """Settings for each engine in ``engines`` (None: every engine of the catalogue; drafter params as a dict or
+    the records' JSON), each built by its catalogue entry's ``settings`` builder.
 
-    ``hub_ids`` maps model specs (specbench aliases) to the Hugging Face ids the snippets name.
+    ``hub_ids`` maps model specs (specbench aliases) to the Hugging Face ids the snippets name;
+    ``per_batch_size`` (``[start, end, K]`` ranges, γ the largest K) goes to the engines whose entry takes a
+    per-batch-size schedule, and only those may be asked for with it.
     """
     values = json.loads(params or "{}") if isinstance(params, str) else params
-    return {
-        engine: _BUILDERS[engine](
-            drafter,
-            values,
-            tree,
-            int(gamma),
-            gguf_name(target, hub_ids) if engine == "llamacpp" else hub_name(target, hub_ids),
-            hub_ids,
+    out = {}
+    for engine in catalogue_engines.names() if engines is None else engines:
+        kind = catalogue_engines.get(engine)
+        schedule = {}
+        if per_batch_size is not None:
+            if not kind.per_batch_schedule:
+                raise SpecbenchError(f"{kind.title} takes no per-batch-size schedule")
+            schedule = {"per_batch_size": per_batch_size}
+        builder = catalogue_engines.settings_builder(engine)
+        out[engine] = builder(
+            drafter, values, tree, int(gamma), model_name(engine, target, hub_ids), hub_ids, **schedule
         )
-        for engine in engines
+    return out
+
+
+def schedule_setting(
+    drafter: str, params: dict | str, ranges: Sequence[Sequence[int]], target: str, hub_ids: Mapping[str, str] | None
+) -> EngineSetting:
+    """The settings, γ per batch size (``ranges``: ``[start, end, K]``; the largest K is the cap), of the engine
+    whose catalogue entry takes a per-batch-size schedule (vLLM's ``num_speculative_tokens_per_batch_size``)."""
+    engine = catalogue_engines.schedule_engine()
+    top = max(int(row[2]) for row in ranges)
+    return engine_settings(
+        drafter, params, "chain", top, target=target, engines=(engine,), hub_ids=hub_ids, per_batch_size=ranges
+    )[engine]
+
+
+def target_only_settings(
+    *, target: str = "<target>", engines: Sequence[str] | None = None, hub_ids: Mapping[str, str] | None = None
+) -> dict[str, EngineSetting]:
+    """For a confident no: each engine in ``engines`` (None: all) serving the target alone, built by its
+    catalogue entry's ``target_only`` builder: a command line with no speculative flag in it."""
+    return {
+        engine: catalogue_engines.target_only_builder(engine)(model_name(engine, target, hub_ids))
+        for engine in (catalogue_engines.names() if engines is None else engines)
     }

@@ -44,7 +44,7 @@ says so in its notes.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from specbench.catalogue import drafters as catalogue
 from specbench.errors import SpecbenchError
@@ -87,6 +87,8 @@ def speculative_config(
     *,
     model_name: Callable[[str | None], str] | None = None,
     draft_tensor_parallel_size: int | None = None,
+    per_batch_size: Sequence[Sequence[int]] | None = None,
+    adaptive: bool = False,
 ) -> dict | None:
     """vLLM's ``speculative_config`` for ``drafter`` (a specbench drafter kind) with ``params`` (a dict
     or the records' JSON) drafting ``gamma`` tokens per step; None for target-only decoding
@@ -95,6 +97,11 @@ def speculative_config(
     ``model_name`` turns the drafter's model spec (None when the params name none) into what the
     config names; without it the spec goes in as given. A drafter kind vLLM has no method for is a
     `SpecbenchError`.
+
+    A schedule of vLLM's own goes in here too, so that this is the one builder of the config:
+    ``per_batch_size`` (``[[start_bs, end_bs, K], ...]``: batch sizes start..end draft K tokens, K = 0 none;
+    ``gamma`` is then the largest K, vLLM's cap) becomes ``num_speculative_tokens_per_batch_size``, and
+    ``adaptive`` the acceptance-adaptive K (``enable_adaptive_verification``).
     """
     if drafter is None or catalogue.is_target_only(drafter) or int(gamma) == 0:
         return None
@@ -113,4 +120,8 @@ def speculative_config(
         config[theirs] = int(params.get(ours, kind.default(ours)))
     if draft_tensor_parallel_size is not None and names_a_model(drafter):
         config["draft_tensor_parallel_size"] = int(draft_tensor_parallel_size)
+    if per_batch_size is not None:
+        config["num_speculative_tokens_per_batch_size"] = [[int(v) for v in row] for row in per_batch_size]
+    if adaptive:
+        config["enable_adaptive_verification"] = True
     return config

@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from specbench.records.store import null_energy_columns
+
 POWERCAP = Path("/sys/class/powercap")
 IDLE_S = 2.0  # seconds of idle measured before the first timed unit
 
@@ -287,13 +289,7 @@ def energy_columns(joules: float, output_tokens: float, accepted: float, m: Ener
     """The record's energy columns for ``joules`` above idle spent on ``output_tokens`` (``accepted`` draft
     tokens among them); null everywhere without a counter."""
     if not m.available or not math.isfinite(joules):
-        return {
-            "energy_j": None,
-            "idle_w": None,
-            "energy_counter": None,
-            "joules_per_token": None,
-            "joules_per_accepted": None,
-        }
+        return null_energy_columns()
     return {
         "energy_j": joules,
         "idle_w": m.idle_w if math.isfinite(m.idle_w) else None,

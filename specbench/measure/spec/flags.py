@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specbench.backends.registry import DEFAULT as DEFAULT_BACKEND
+from specbench.backends.registry import choices_help as backend_choices
 from specbench.errors import SpecbenchError
 from specbench.measure.spec.executor import executor_over
 
@@ -147,7 +148,7 @@ FLAGS: tuple[Flag, ...] = (
         ("--backend",),
         str,
         "backend.name",
-        "Who generates: own (default), vllm, openai, vllm-server (docs/backends.md).",
+        f"Who generates: {backend_choices()} (docs/backends.md).",
     ),
     Flag(
         "concurrency",

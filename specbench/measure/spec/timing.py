@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from specbench.bounds import check
 from specbench.errors import SpecbenchError
+from specbench.records.store import null_energy_columns
 
 ORDERS = ("once", "bracket", "abba")
 TIMED_SCALARS = ("prefill_s", "decode_s", "draft_s", "verify_s", "overhead_s")
@@ -56,11 +57,7 @@ def untimed_columns(flag: str = "modelled") -> dict:
     """Machine-state columns of a record whose timings are not measured (replayed units)."""
     nan = float("nan")
     return {
-        "energy_j": None,
-        "idle_w": None,
-        "energy_counter": None,
-        "joules_per_token": None,
-        "joules_per_accepted": None,
+        **null_energy_columns(),
         "timing_ok": True,
         "timing_flag": flag,
         "timing_attempts": 0,
