@@ -163,7 +163,7 @@ def _print(found: list[Deployment], unconfirmed: list[str], target: str, engine:
         body = item.text
         if item.status in (CONFIRMED, BEATEN, MISSED):
             if item.arm is None:
-                body += "\n\n" + target_only_settings(target, engines=(engine,), hub_ids=hubs)[engine].snippet
+                body += "\n\n" + target_only_settings(target=target, engines=(engine,), hub_ids=hubs)[engine].snippet
             else:
                 arm = item.arm
                 setting = engine_settings(
