@@ -23,7 +23,9 @@ def _sample(rng, speed: float, n: int, noise: float = 0.03, shared=None) -> PerP
 
 
 def _candidates(speeds: dict[int, float]) -> list[Candidate]:
-    return [Candidate("ngram", "ngram", "chain", g, "fixed", s, 0.9 * s, 1.1 * s, 0.05, 20.0) for g, s in speeds.items()]
+    return [
+        Candidate("ngram", "ngram", "chain", g, "fixed", s, 0.9 * s, 1.1 * s, 0.05, 20.0) for g, s in speeds.items()
+    ]
 
 
 def _samples(rng, speeds: dict[int, float], n: int, noise: float = 0.03) -> dict[tuple, PerPrompt]:
@@ -92,7 +94,45 @@ def test_the_guarantee_holds_by_simulation_and_fails_for_a_rule_without_confiden
     new = table[table["rule"] == "ε-choice"].iloc[0]
     assert new["behind_when_settled"] <= 0.08
     assert new["falsely_confident"] <= 0.08
-    monkeypatch.setattr(choice_module, "_quantile", lambda p: (lambda dof: 0.0))
+    monkeypatch.setattr(choice_module, "_quantile", lambda p: lambda dof: 0.0)
     broken = choice_simulation.choice_table(CROWDED, planned=(8, 16, 24, 32), sims=60, seed=7)
     bad = broken[broken["rule"] == "ε-choice"].iloc[0]
     assert bad["behind_when_settled"] > new["behind_when_settled"] + 0.08
+
+
+def _decision(speeds: dict[int, float], n: int, noise: float, plan: LookPlan, seed: int = 8):
+    """A measured decision over options run against a baseline on n prompts, with their paired samples."""
+    from specbench.analysis.options import Option
+    from specbench.analysis.statistics.speedup_interval import speedup_interval
+    from specbench.analysis.verdicts.decision import decide_options
+
+    rng = np.random.default_rng(seed)
+    shared = 0.2 * rng.standard_normal(n)
+    tokens = rng.integers(40, 120, n).astype(float)
+    base = tokens * np.exp(shared + 0.02 * rng.standard_normal(n))
+    options, samples = [], {}
+    for g, s in speeds.items():
+        seconds = tokens / s * np.exp(shared + noise * rng.standard_normal(n))
+        iv = speedup_interval(tokens, seconds, tokens, base)
+        options.append(
+            Option("ngram", "ngram", "{}", "chain", g, iv.point, iv.lo, iv.hi, np.nan, True, "fixed", iv.log_se, iv.dof)
+        )
+        samples[("ngram", "chain", g, "fixed")] = PerPrompt(pd.Series(tokens), pd.Series(seconds))
+    empty = pd.DataFrame()
+    return decide_options(empty, empty, options, n, plan, 0.05, samples)
+
+
+def test_an_adaptive_sweep_stops_only_when_the_choice_is_settled_too():
+    from specbench.analysis.verdicts.stopping import DECIDED, OPEN, look_outcome
+    from specbench.analysis.verdicts.verdict import YES
+
+    plan = LookPlan((8, 16, 24))
+    close = _decision({1: 1.30, 2: 1.36, 3: 1.00}, 8, 0.08, plan)  # direction clear, γ 1 and 2 4.6 % apart
+    assert close.answer == YES and close.choice is not None and not close.choice.settled
+    status, dropped = look_outcome([close], 1, plan.prompts)
+    assert status == OPEN  # today's rule would have stopped here: a confident yes
+    assert ("ngram", "chain", 3, "fixed") in dropped  # γ 3 is confidently more than 5 % behind: it leaves the race
+    assert "choice not settled" in close.text
+    clear = _decision({1: 1.10, 2: 1.40, 3: 1.00}, 16, 0.02, plan)
+    assert clear.choice.settled and clear.best.gamma == 2
+    assert look_outcome([clear], 1, plan.prompts)[0] == DECIDED

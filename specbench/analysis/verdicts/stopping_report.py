@@ -129,7 +129,28 @@ def workload_line(name: str, entry: WorkloadHistory) -> str:
         return f"{name}: {answer} after {where} — {best}"
     if answer.startswith("not decided"):  # a yes or no on disturbed timing: say so beside its interval
         best = f"{answer}, {best}"
+    choice = _open_choice(last)
+    if choice is not None:  # the direction is settled, the choice is not: say which part is open
+        why = CHOICE_ENDS.get(status, status)
+        return f"{name}: {answer}, but the choice is not settled ({why}; {where}) — {best}; {choice}; {needed_text(entry, last)}"
     return f"{name}: {STATUS_WORDS.get(status, status)} ({where}) — {best}; {needed_text(entry, last)}"
+
+
+CHOICE_ENDS = {
+    EXHAUSTED: "its prompts ran out",
+    BUDGET: "the budget ran out",
+    FUTILE: "no number of prompts within reach would settle it",
+}
+
+
+def _open_choice(look: Look) -> str | None:
+    """The words of an open choice when a look's verdict is a confident yes whose choice is not settled."""
+    if not look.scenarios:
+        return None
+    decision = look.scenarios[0].decision
+    if decision.says_yes and decision.confident and decision.choice is not None and not decision.choice.settled:
+        return decision.choice.text
+    return None
 
 
 def look_rows(history: History) -> list[dict]:
