@@ -33,6 +33,9 @@ VERDICT_MODULES = {
     "specbench/analysis/stream_adaptation.py",  # online adaptation's verdict per deployment
     "specbench/analysis/recommendation/schedule_comparison.py",  # best dynamic schedule vs best fixed γ
     "specbench/analysis/recommendation/confirmation.py",  # a recommendation confirmed on fresh prompts (confirm.json)
+    "specbench/analysis/recommendation/confirm_targets.py",  # its prediction and targets
+    "specbench/analysis/recommendation/confirm_compare.py",  # its paired ratios
+    "specbench/analysis/recommendation/confirm_report.py",  # its looks (confirm.json)
     "specbench/records/merge.py",  # merged shards' adaptive.json (a look's answer, or "shards differ")
     "specbench/analysis/verdicts/choice.py",  # the choice among the options (its prompts_needed)
 }

@@ -18,20 +18,18 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specbench.analysis.recommendation.confirmation import (
+from specbench.analysis.recommendation.confirm_compare import threshold_at, threshold_loads
+from specbench.analysis.recommendation.confirm_report import load_report
+from specbench.analysis.recommendation.confirm_targets import (
     BASELINE,
     CONTENDER,
     RECOMMENDED,
-    STATIC,
     Arm,
     Outcome,
     Prediction,
     Target,
-    judge,
-    load_report,
-    threshold_at,
-    threshold_loads,
 )
+from specbench.analysis.recommendation.confirmation import STATIC, judge
 from specbench.analysis.recommendation.recommend import recommend
 from specbench.analysis.statistics.sequential import LookPlan
 from specbench.analysis.verdicts.verdict import NO, YES

@@ -30,7 +30,9 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis.options import Option
-from specbench.analysis.recommendation.confirmation import Comparison, Outcome, Prediction, check_prediction
+from specbench.analysis.recommendation.confirm_compare import Comparison
+from specbench.analysis.recommendation.confirm_targets import Outcome, Prediction
+from specbench.analysis.recommendation.confirmation import check_prediction
 from specbench.analysis.statistics.sequential import FIXED, LookPlan, VerdictRule
 from specbench.analysis.statistics.speedup_interval import speedup_interval
 from specbench.analysis.verdicts.decision import decide_options

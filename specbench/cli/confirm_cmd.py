@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from specbench.analysis.recommendation.confirmation import CONFIRM_DIR, load_report
+from specbench.analysis.recommendation.confirm_report import CONFIRM_DIR, load_report
 from specbench.bounds import check as check_bound
 from specbench.cli.confirm_view import print_confirmation
 from specbench.cli.exit_codes import INTERRUPTED, TERMINATED, Terminated, say

@@ -7,7 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from specbench.analysis.recommendation.confirmation import Report, TargetLooks
+from specbench.analysis.recommendation.confirm_report import Report, TargetLooks
 from specbench.analysis.recommendation.confirmed import BEATEN, CONFIRMED, deployments
 from specbench.analysis.verdicts.stopping_report import duration
 from specbench.cli.render import plain

@@ -21,7 +21,7 @@ from specbench.analysis.load.verdicts import for_scenario as load_for_scenario
 from specbench.analysis.load.verdicts import settings_of
 from specbench.analysis.load.verdicts import summary as load_summary
 from specbench.analysis.options import MAX_GAMMA
-from specbench.analysis.recommendation.confirmation import load_report
+from specbench.analysis.recommendation.confirm_report import load_report
 from specbench.analysis.recommendation.recommend import MeasuredCosts, ProfiledCosts, recommend
 from specbench.analysis.recommendation.recommend import to_json as recommendations_json
 from specbench.analysis.recommendation.result import recommendation_lines

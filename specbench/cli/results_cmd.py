@@ -12,7 +12,7 @@ from rich.text import Text
 
 from specbench.analysis.cost.predicted_speedup import predicted_by_scenario
 from specbench.analysis.load.table import CLOSED_LOOP, LOAD_KEYS, load_keys
-from specbench.analysis.recommendation.confirmation import load_report
+from specbench.analysis.recommendation.confirm_report import load_report
 from specbench.analysis.recommendation.recommend import recommend
 from specbench.analysis.recommendation.result import recommendation_lines
 from specbench.analysis.verdicts.stopping_history import History, load_history

@@ -12,7 +12,7 @@ import typer
 from rich.panel import Panel
 from rich.text import Text
 
-from specbench.analysis.recommendation.confirmation import load_report
+from specbench.analysis.recommendation.confirm_report import load_report
 from specbench.analysis.recommendation.confirmed import BEATEN, CONFIRMED, MISSED, Deployment, deployments
 from specbench.analysis.settings.engine_settings import engine_settings, target_only_settings
 from specbench.analysis.verdicts.stopping_history import load_history

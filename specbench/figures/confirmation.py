@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from specbench.analysis.recommendation.confirmation import Report
+from specbench.analysis.recommendation.confirm_report import Report
 from specbench.figures.skipped import FigureSkipped
 
 COLOURS = {"held": "#2CA02C", "missed": "#D62728"}

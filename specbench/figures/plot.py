@@ -52,8 +52,8 @@ from specbench.analysis.load.slo import Slo, slo_answers
 from specbench.analysis.load.table import LOAD_KEYS, has_load_axis, load_keys, normalised, serving_table
 from specbench.analysis.load.verdicts import summary as load_summary
 from specbench.analysis.options import MAX_GAMMA
-from specbench.analysis.recommendation.confirmation import Report as ConfirmationReport
-from specbench.analysis.recommendation.confirmation import load_report as load_confirmation
+from specbench.analysis.recommendation.confirm_report import Report as ConfirmationReport
+from specbench.analysis.recommendation.confirm_report import load_report as load_confirmation
 from specbench.analysis.recommendation.recommend import OBJECTIVES, recommend
 from specbench.analysis.statistics.intervals import LEVEL, N_BOOT
 from specbench.analysis.strategies import strategy_table

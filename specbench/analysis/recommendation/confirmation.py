@@ -47,314 +47,24 @@ back) a confirmation's verdict keys (``confirm.json``, ``--json``).
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
 from dataclasses import dataclass, field
-from enum import Enum
-from pathlib import Path
 
 import pandas as pd
 
-from specbench.analysis.load.table import system_rate
+from specbench.analysis.recommendation.confirm_compare import Comparison, cliff, compare, compare_system
+from specbench.analysis.recommendation.confirm_targets import (
+    BASELINE,
+    NAN,
+    Outcome,
+    Prediction,
+    Target,
+    finite,
+    number,
+)
 from specbench.analysis.statistics.sequential import FIXED, LookPlan, VerdictRule, prompts_to_settle
-from specbench.analysis.statistics.speedup_interval import MIN_PROMPTS, speedup_interval, speedup_words
+from specbench.analysis.statistics.speedup_interval import MIN_PROMPTS, speedup_words
 from specbench.analysis.verdicts.choice import TOLERANCE
-from specbench.analysis.verdicts.status import BUDGET, DECIDED, EXHAUSTED, OPEN
-from specbench.analysis.verdicts.verdict import NO, YES, Answer, Candidate, Decision, three_way
-from specbench.errors import SpecbenchError
-from specbench.records.jsonable import json_ready
-from specbench.records.store import atomic_write_json
-from specbench.records.summary import is_baseline
-
-NAN = float("nan")
-
-
-class Outcome(str, Enum):
-    """Whether a prediction held on fresh prompts."""
-
-    HELD = "held"
-    MISSED = "missed"
-    OPEN = "not settled yet"
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __format__(self, spec: str) -> str:
-        return format(self.value, spec)
-
-    @property
-    def settled(self) -> bool:
-        return self is not Outcome.OPEN
-
-
-BASELINE, RECOMMENDED, CONTENDER, PREDICTED = "baseline", "recommended", "contender", "predicted"
-
-
-@dataclass(frozen=True)
-class Arm:
-    """One configuration a confirmation runs: its role and how its records are found (the record columns)."""
-
-    name: str  # what the tables call it: "ngram γ=2", "heuristic γ≤2", "target only"
-    role: str  # BASELINE, RECOMMENDED (the verdict's configuration), PREDICTED (a no's best), CONTENDER
-    drafter: str = "none"
-    drafter_params: str = "{}"
-    drafter_label: str = "none"
-    tree: str = "chain"
-    gamma: int = 0
-    schedule: str = "fixed"  # the record's ``schedule`` label
-    why: str = ""  # a contender's origin: "own engine's schedule", "the sweep's measured path", ...
-
-    def mask(self, records: pd.DataFrame) -> pd.Series:
-        """The records of this configuration."""
-        if self.role == BASELINE:
-            return is_baseline(records)
-        schedule = records["schedule"].fillna("fixed") if "schedule" in records else "fixed"
-        return (
-            (records["drafter_label"] == self.drafter_label)
-            & (records["tree"] == self.tree)
-            & (records["gamma"] == self.gamma)
-            & (schedule == self.schedule)
-        )
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Arm:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """What the sweep said about a target: its answer, the configuration it concerns and the adjusted interval."""
-
-    answer: Answer
-    configuration: str  # the configuration the interval is about (a yes: the recommendation; a no: its best)
-    speedup: float
-    lo: float
-    hi: float
-    text: str  # the sweep's verdict in its own words
-    evidence: str = ""
-
-    @classmethod
-    def of(cls, decision: Decision) -> Prediction | None:
-        """The prediction a confident decision makes (None: not confident, nothing to confirm)."""
-        if not decision.confident or decision.best is None:
-            return None
-        ends = decision.best.adjusted_ends(decision.answer)
-        lo, hi = ends if ends else (NAN, NAN)
-        return cls(
-            decision.answer, decision.best.describe(), decision.best.speedup, lo, hi, decision.text, decision.evidence
-        )
-
-    @property
-    def interval_text(self) -> str:
-        return speedup_words(self.speedup, self.lo, self.hi) if _finite(self.lo) else f"{self.speedup:.2f}×"
-
-    def as_dict(self) -> dict:
-        return {
-            "answer": self.answer,
-            "configuration": self.configuration,
-            "speedup": self.speedup,
-            "lo": self.lo,
-            "hi": self.hi,
-            "text": self.text,
-            "evidence": self.evidence,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict | None) -> Prediction | None:
-        if not isinstance(data, dict):
-            return None
-        return cls(
-            Answer.of(data.get("answer")),
-            str(data.get("configuration")),
-            _num(data.get("speedup")),
-            _num(data.get("lo")),
-            _num(data.get("hi")),
-            str(data.get("text") or ""),
-            str(data.get("evidence") or ""),
-        )
-
-
-@dataclass(frozen=True)
-class Target:
-    """One thing a confirmation checks: a workload (at one load) — its prediction and the arms it runs."""
-
-    workload: str
-    concurrency: int
-    prediction: Prediction | None
-    arms: tuple[Arm, ...]
-    temperature: float = 0.0
-    schedule_ranges: tuple[tuple[int, int, int], ...] = ()  # a load schedule's ranges (the cliffs name them)
-
-    @property
-    def name(self) -> str:
-        name = self.workload if self.temperature == 0 else f"{self.workload} T={self.temperature:g}"
-        return name if self.concurrency == 1 else f"{name} at {self.concurrency} in flight"
-
-    @property
-    def baseline(self) -> Arm:
-        return next(a for a in self.arms if a.role == BASELINE)
-
-    @property
-    def chosen(self) -> Arm:
-        """The arm the prediction is about: the recommendation, or a no's best (measured against the baseline)."""
-        return next(a for a in self.arms if a.role in (RECOMMENDED, PREDICTED))
-
-    @property
-    def reference(self) -> Arm:
-        """What the contenders are measured against: the recommendation (a no recommends the baseline)."""
-        return next((a for a in self.arms if a.role == RECOMMENDED), self.baseline)
-
-    @property
-    def contenders(self) -> list[Arm]:
-        return [a for a in self.arms if a.role == CONTENDER]
-
-    def as_dict(self) -> dict:
-        return {
-            "workload": self.workload,
-            "concurrency": self.concurrency,
-            "prediction": None if self.prediction is None else self.prediction.as_dict(),
-            "arms": [a.as_dict() for a in self.arms],
-            "temperature": self.temperature,
-            "schedule_ranges": [list(r) for r in self.schedule_ranges],
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Target:
-        return cls(
-            str(data["workload"]),
-            int(data.get("concurrency") or 1),
-            Prediction.from_dict(data.get("prediction")),
-            tuple(Arm.from_dict(a) for a in data.get("arms") or []),
-            float(data.get("temperature") or 0.0),
-            tuple((int(r[0]), int(r[1]), int(r[2])) for r in data.get("schedule_ranges") or []),
-        )
-
-
-# ----------------------------------------------------------------------------- paired ratios
-
-
-@dataclass
-class Comparison:
-    """One arm's tokens/s ÷ a reference's on the same fresh prompts, with its look-adjusted interval."""
-
-    arm: str
-    reference: str
-    ratio: float
-    lo: float  # look-adjusted two-sided ends (NaN below `MIN_PROMPTS` prompts)
-    hi: float
-    log_se: float
-    dof: float
-    n_prompts: int
-    disturbed: bool = False  # fewer than MIN_PROMPTS prompts were timed without interference on both sides
-
-    @property
-    def has_interval(self) -> bool:
-        return _finite(self.lo) and _finite(self.hi)
-
-    @property
-    def text(self) -> str:
-        if not _finite(self.ratio):
-            return "-"
-        return speedup_words(self.ratio, self.lo, self.hi) if self.has_interval else f"{self.ratio:.2f}×"
-
-    def as_dict(self) -> dict:
-        return dict(self.__dict__)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Comparison:
-        return cls(
-            str(data.get("arm")),
-            str(data.get("reference")),
-            _num(data.get("ratio")),
-            _num(data.get("lo")),
-            _num(data.get("hi")),
-            _num(data.get("log_se")),
-            _num(data.get("dof")),
-            int(data.get("n_prompts") or 0),
-            bool(data.get("disturbed")),
-        )
-
-
-def per_prompt(records: pd.DataFrame, arm: Arm) -> pd.DataFrame:
-    """Per fresh prompt (and repeat): Σ decode tokens, Σ decode seconds over its turns, and whether every turn
-    was timed without interference; live records of ``arm`` only."""
-    mine = records[arm.mask(records) & (records["mode"] == "live")]
-    ok = mine["timing_ok"].fillna(True).astype(bool) if "timing_ok" in mine else pd.Series(True, index=mine.index)
-    frame = mine.assign(ok=ok)
-    return frame.groupby(["prompt_id", "repeat"], sort=True).agg(
-        tokens=("decode_tokens", "sum"), seconds=("decode_s", "sum"), ok=("ok", "all")
-    )
-
-
-def compare(records: pd.DataFrame, arm: Arm, reference: Arm, rule: VerdictRule) -> Comparison:
-    """``arm`` ÷ ``reference`` in tokens/s over the prompts both ran, ends at ``rule``'s two one-sided levels
-    (one configuration, the planned looks). Prompts timed under interference on either side are left out,
-    unless fewer than `MIN_PROMPTS` remain (then all count, and the comparison is marked disturbed)."""
-    both = per_prompt(records, arm).join(per_prompt(records, reference), how="inner", lsuffix="_arm", rsuffix="_ref")
-    both = both[(both["seconds_arm"] > 0) & (both["seconds_ref"] > 0)]
-    clean = both[both["ok_arm"] & both["ok_ref"]]
-    disturbed = len(clean) < MIN_PROMPTS and len(both) > len(clean)
-    used = both if disturbed else clean
-    iv = speedup_interval(used["tokens_arm"], used["seconds_arm"], used["tokens_ref"], used["seconds_ref"])
-    lo = rule.lower(iv.point, iv.log_se, iv.dof) if iv.has_interval else NAN
-    hi = rule.upper(iv.point, iv.log_se, iv.dof) if iv.has_interval else NAN
-    return Comparison(arm.name, reference.name, iv.point, lo, hi, iv.log_se, iv.dof, iv.n_prompts, disturbed)
-
-
-def compare_system(records: pd.DataFrame, arm: Arm, reference: Arm, rule: VerdictRule) -> Comparison:
-    """``arm`` ÷ ``reference`` in system output tokens/s (Σ tokens ÷ Σ batch wall time) at one load; its ends carry
-    the relative width of the paired per-request ratio Σ new tokens ÷ Σ request latency
-    (`specbench.analysis.load.table`: the mean requests in flight held at their measured values)."""
-    mine, theirs = (records[a.mask(records) & (records["mode"] == "live")] for a in (arm, reference))
-    (rate, _), (base_rate, _) = system_rate(mine), system_rate(theirs)
-    columns = ["new_tokens", "latency_s"]
-    both = (
-        mine.groupby(["prompt_id", "repeat"])[columns]
-        .sum()
-        .join(theirs.groupby(["prompt_id", "repeat"])[columns].sum(), how="inner", rsuffix="_ref")
-    )
-    both = both[(both["latency_s"] > 0) & (both["latency_s_ref"] > 0)]
-    iv = speedup_interval(both["new_tokens"], both["latency_s"], both["new_tokens_ref"], both["latency_s_ref"])
-    point = rate / base_rate if base_rate > 0 else NAN
-    usable = iv.has_interval and _finite(point) and point > 0
-    lo = rule.lower(point, iv.log_se, iv.dof) if usable else NAN
-    hi = rule.upper(point, iv.log_se, iv.dof) if usable else NAN
-    ok = pd.concat([mine, theirs])["timing_ok"] if "timing_ok" in records else pd.Series(dtype=object)
-    disturbed = not bool(ok.fillna(True).astype(bool).all())
-    return Comparison(arm.name, reference.name, point, lo, hi, iv.log_se, iv.dof, iv.n_prompts, disturbed)
-
-
-def cliff(schedule_vs: list[Comparison], ranges, load: int) -> str | None:
-    """A load where the schedule's system throughput lies confidently below both the best static setting and the
-    baseline (each ratio's look-adjusted upper end under 1), named by the threshold it sits at; None otherwise."""
-    if not schedule_vs or any(not c.has_interval or c.disturbed or c.hi >= 1.0 for c in schedule_vs):
-        return None
-    below = " and ".join(f"{c.text} {c.reference}'s" for c in schedule_vs)
-    return f"cliff at {load} in flight, {threshold_at(ranges, load)}: the schedule's system tokens/s is {below}"
-
-
-def threshold_at(ranges, load: int) -> str:
-    """The schedule threshold a load sits at: 'just past the threshold at batch 4 (K 2 → 0)'."""
-    ranges = sorted(tuple(r) for r in ranges)
-    for i, (first, last, k) in enumerate(ranges):
-        if first <= load <= last:
-            if first == load and i > 0:
-                return f"just past the threshold at batch {first} (K {ranges[i - 1][2]} → {k})"
-            if last == load and i + 1 < len(ranges):
-                return f"just below the threshold at batch {last + 1} (K {k} → {ranges[i + 1][2]})"
-            return f"inside the range {first}–{last} (K {k})"
-    return f"beyond the last range (its K {ranges[-1][2]} applies)" if ranges else "no schedule"
-
-
-def threshold_loads(ranges) -> list[int]:
-    """The loads that confirm a schedule on both sides of every threshold: each range's first and last batch size
-    (``[[1,1,4],[2,3,2],[4,8,0]]`` → 1, 2, 3, 4, 8)."""
-    return sorted({int(x) for first, last, _ in ranges for x in (first, last)})
-
+from specbench.analysis.verdicts.verdict import NO, YES, Answer, Candidate, three_way
 
 # ----------------------------------------------------------------------------- held or missed
 
@@ -405,11 +115,11 @@ def check_prediction(prediction: Prediction, realized: Comparison, rule: Verdict
     if (says_yes and below) or (not says_yes and above):
         why = "speculating does not pay on fresh prompts" if says_yes else "speculating pays on fresh prompts"
         return Check(Outcome.MISSED, f"{why}: the realized interval lies {'below' if below else 'above'} 1", realized)
-    if _finite(prediction.lo) and realized.hi < prediction.lo:
+    if finite(prediction.lo) and realized.hi < prediction.lo:
         return Check(
             Outcome.MISSED, "slower than predicted: the realized interval lies below the predicted one", realized
         )
-    if _finite(prediction.hi) and realized.lo > prediction.hi:
+    if finite(prediction.hi) and realized.lo > prediction.hi:
         return Check(
             Outcome.MISSED, "faster than predicted: the realized interval lies above the predicted one", realized
         )
@@ -460,13 +170,13 @@ class Regret:
     @property
     def percent(self) -> float:
         """Throughput the reference leaves behind: 1 − 1 ÷ ratio where a contender is faster, else 0."""
-        return max(0.0, 1.0 - 1.0 / self.ratio) * 100 if _finite(self.ratio) and self.ratio > 0 else NAN
+        return max(0.0, 1.0 - 1.0 / self.ratio) * 100 if finite(self.ratio) and self.ratio > 0 else NAN
 
     @property
     def ratio_text(self) -> str:
-        if not _finite(self.ratio):
+        if not finite(self.ratio):
             return "-"
-        return speedup_words(self.ratio, self.lo, self.hi) if _finite(self.lo) else f"{self.ratio:.2f}×"
+        return speedup_words(self.ratio, self.lo, self.hi) if finite(self.lo) else f"{self.ratio:.2f}×"
 
     @property
     def text(self) -> str:
@@ -503,9 +213,9 @@ class Regret:
         return cls(
             Answer.of(data.get("answer")),
             data.get("best"),
-            _num(data.get("ratio")),
-            _num(data.get("lo")),
-            _num(data.get("hi")),
+            number(data.get("ratio")),
+            number(data.get("lo")),
+            number(data.get("hi")),
             [Comparison.from_dict(c) for c in data.get("contenders") or []],
             data.get("prompts_needed"),
             float(data.get("tolerance") or TOLERANCE),
@@ -769,188 +479,3 @@ def result_line(target: Target, result: TargetResult) -> str:
         parts.append(f"— {result.cliff}")
     parts.extend(f"— {shift.text}" for shift in result.shifts)
     return " ".join(parts)
-
-
-def _finite(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _num(value) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else NAN
-
-
-def plan_hash(targets: list[Target], prompts: dict[str, list[str]], settings: dict) -> str:
-    """Identity of what a confirmation measures: its targets, its fresh prompts and its look plan."""
-    data = {"targets": [t.as_dict() for t in targets], "prompts": prompts, "settings": settings}
-    return hashlib.sha1(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-# ----------------------------------------------------------------------------- the confirmation's state file
-
-CONFIRM_DIR = "confirm"  # RESULTS/confirm/: the confirmation's own results folder (records, run.json, confirm.json)
-STATE_FILE = "confirm.json"
-
-
-@dataclass
-class LookResult:
-    """What one look of one target found."""
-
-    look: int
-    prompts: int
-    seconds: float
-    elapsed_s: float
-    result: TargetResult
-
-    def as_dict(self) -> dict:
-        return {
-            "look": self.look,
-            "prompts": self.prompts,
-            "seconds": round(self.seconds, 3),
-            "elapsed_s": round(self.elapsed_s, 3),
-            "result": self.result.as_dict(),
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict) -> LookResult:
-        return cls(
-            int(data.get("look") or 0),
-            int(data.get("prompts") or 0),
-            float(data.get("seconds") or 0.0),
-            float(data.get("elapsed_s") or 0.0),
-            TargetResult.from_dict(data.get("result") or {}),
-        )
-
-
-@dataclass
-class TargetLooks:
-    """One target's fresh prompts, planned looks and what each look found."""
-
-    target: Target
-    prompts: list[str]  # the fresh prompt ids, in the order the looks take them
-    planned: tuple[int, ...]
-    looks: list[LookResult] = field(default_factory=list)
-    status: str = OPEN
-    seconds: float = 0.0
-    dropped: list[str] = field(default_factory=list)  # contenders confidently behind the reference, no longer run
-
-    @property
-    def name(self) -> str:
-        return self.target.name
-
-    @property
-    def look(self) -> int:
-        return len(self.looks)
-
-    @property
-    def last(self) -> TargetResult | None:
-        return self.looks[-1].result if self.looks else None
-
-    @property
-    def plan(self) -> LookPlan:
-        return LookPlan(tuple(self.planned)) if self.planned else FIXED
-
-    def seconds_per_prompt(self) -> float | None:
-        measured = self.planned[self.look - 1] if self.look else 0
-        return self.seconds / measured if measured and self.seconds > 0 else None
-
-    def prompts_needed(self) -> int | None:
-        return self.last.prompts_needed if self.last else None
-
-    def line(self) -> str:
-        if self.last is None:
-            return f"{self.target.name}: no look finished yet ({len(self.prompts)} fresh prompts drawn)"
-        ended = {
-            DECIDED: "",
-            OPEN: " (still open)",
-            EXHAUSTED: " (its fresh prompts ran out)",
-            BUDGET: " (the budget ran out)",
-        }.get(self.status, f" ({self.status})")
-        return result_line(self.target, self.last) + ended
-
-    def as_dict(self) -> dict:
-        return {
-            "target": self.target.as_dict(),
-            "prompts": list(self.prompts),
-            "planned": list(self.planned),
-            "status": self.status,
-            "seconds": round(self.seconds, 3),
-            "dropped": list(self.dropped),
-            "looks": [look.as_dict() for look in self.looks],
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict) -> TargetLooks:
-        return cls(
-            Target.from_dict(data["target"]),
-            [str(p) for p in data.get("prompts") or []],
-            tuple(int(n) for n in data.get("planned") or []),
-            [LookResult.from_dict(x) for x in data.get("looks") or [] if isinstance(x, dict)],
-            str(data.get("status") or OPEN),
-            float(data.get("seconds") or 0.0),
-            [str(d) for d in data.get("dropped") or []],
-        )
-
-
-@dataclass
-class Report:
-    """A confirmation as a whole (``confirm.json``): what it checked, how, and what each target found."""
-
-    sweep: dict  # the results folder it confirms: its sweep name and spec hash
-    settings: dict  # looks, budget, seed
-    plan_hash: str
-    targets: dict[str, TargetLooks]
-    notes: list[str] = field(default_factory=list)  # workloads left out, and why (one line each)
-    absent: list[str] = field(default_factory=list)  # engine mechanisms that could not run, and why
-    elapsed_s: float = 0.0
-    finished: bool = False
-
-    def lines(self) -> list[str]:
-        return [t.line() for t in self.targets.values()]
-
-    def for_workload(self, workload: str) -> list[TargetLooks]:
-        return [t for t in self.targets.values() if t.target.workload == workload]
-
-    def as_dict(self) -> dict:
-        return {
-            "sweep": self.sweep,
-            "settings": self.settings,
-            "plan_hash": self.plan_hash,
-            "elapsed_s": round(self.elapsed_s, 3),
-            "finished": self.finished,
-            "notes": list(self.notes),
-            "absent": list(self.absent),
-            "targets": {n: t.as_dict() for n, t in self.targets.items()},
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict) -> Report:
-        targets = data.get("targets") or {}
-        return cls(
-            dict(data.get("sweep") or {}),
-            dict(data.get("settings") or {}),
-            str(data.get("plan_hash") or ""),
-            {str(n): TargetLooks.from_dict(t) for n, t in targets.items() if isinstance(t, dict)},
-            [str(x) for x in data.get("notes") or []],
-            [str(x) for x in data.get("absent") or []],
-            float(data.get("elapsed_s") or 0.0),
-            bool(data.get("finished")),
-        )
-
-
-def write_report(folder: str | Path, report: Report) -> None:
-    """``FOLDER/confirm.json`` (``FOLDER``: the confirmation's own folder, RESULTS/confirm)."""
-    atomic_write_json(Path(folder) / STATE_FILE, json_ready(report.as_dict()))
-
-
-def load_report(results: str | Path) -> Report | None:
-    """The confirmation of the results folder ``results`` (None: not confirmed); a broken file is one line."""
-    path = Path(results) / CONFIRM_DIR / STATE_FILE
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(data, dict) or not isinstance(data.get("targets", {}), dict):
-            raise ValueError("not a mapping with 'targets'")
-        return Report.from_dict(data)
-    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
-        raise SpecbenchError(f"broken confirmation {path}: {exc}") from None

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from specbench.analysis.recommendation.confirmation import Arm, Outcome, Report, TargetLooks
+from specbench.analysis.recommendation.confirm_report import Report, TargetLooks
+from specbench.analysis.recommendation.confirm_targets import Arm, Outcome
 from specbench.analysis.verdicts.verdict import NO
 
 CONFIRMED, BEATEN, MISSED, NOT_SETTLED, NOT_RUN = "confirmed", "beaten", "missed", "not settled", "not run"

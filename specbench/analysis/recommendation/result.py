@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis.options import Option
-from specbench.analysis.recommendation.confirmation import Report
+from specbench.analysis.recommendation.confirm_report import Report
 from specbench.analysis.recommendation.confirmed import deployment
 from specbench.analysis.settings.engine_settings import EngineSetting
 from specbench.analysis.statistics.speedup_interval import speedup_words

@@ -37,25 +37,26 @@ import pandas as pd
 
 from specbench.analysis.load.table import axis_of, has_load_axis, load_label, normalised, serving_table
 from specbench.analysis.load.verdicts import summary as load_summary
-from specbench.analysis.recommendation.confirmation import (
-    BASELINE,
+from specbench.analysis.recommendation.confirm_compare import threshold_loads
+from specbench.analysis.recommendation.confirm_report import (
     CONFIRM_DIR,
+    LookResult,
+    Report,
+    TargetLooks,
+    load_report,
+    write_report,
+)
+from specbench.analysis.recommendation.confirm_targets import (
+    BASELINE,
     CONTENDER,
     PREDICTED,
     RECOMMENDED,
-    STATIC,
     Arm,
-    LookResult,
     Prediction,
-    Report,
     Target,
-    TargetLooks,
-    judge,
-    load_report,
     plan_hash,
-    threshold_loads,
-    write_report,
 )
+from specbench.analysis.recommendation.confirmation import STATIC, judge
 from specbench.analysis.recommendation.recommend import recommend
 from specbench.analysis.verdicts.status import DECIDED, EXHAUSTED
 from specbench.analysis.verdicts.stopping_history import load_history
