@@ -81,6 +81,7 @@ from specbench.models.resolve import (
     resolve_device,
     torch_dtype,
 )
+from specbench.records.identity import PROFILE
 from specbench.records.profile_file import COLUMNS, PROFILE_KIND, SCHEMA_VERSION, Profile
 
 PREFILL_CHUNK_TOKENS = 8192  # tokens per prefill forward, batch × chunk length
@@ -762,6 +763,7 @@ def measure_profile(plan: ProfilePlan, progress: ProgressFn | None = None) -> Pr
     )
     info = {
         "kind": PROFILE_KIND,
+        "role": PROFILE,
         "schema_version": SCHEMA_VERSION,
         "started": now_utc(),
         "load_average_start": list(os.getloadavg()),
