@@ -21,7 +21,8 @@ Per configuration, at each load, three ratios NEW ÷ OLD:
 
 The equivalence test (two one-sided tests, each at 5 %: the 90 % interval of the ratio from a prompt
 bootstrap, replicates drawing the common prompts with the same weights on both sides, small-sample
-stretched as everywhere: `specbench.analysis.statistics.intervals`) with a stated margin m (default 5 %) gives one of
+stretched as everywhere, and none from fewer replicates than the level needs: `specbench.analysis.statistics.intervals`)
+with a stated margin m (default 5 %) gives one of
 
 * ``equivalent``: the interval lies inside [1 − m, 1 + m];
 * ``regressed``: it lies wholly below 1 − m (NEW worse by more than the margin, with confidence);
@@ -46,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis.load.table import normalised
-from specbench.analysis.statistics.intervals import bootstrap_interval, bootstrap_weights
+from specbench.analysis.statistics.intervals import bootstrap_interval, bootstrap_weights, replicate_shortfall
 from specbench.errors import SpecbenchError
 from specbench.records.identity import check_together, identify
 from specbench.records.summary import UNIT_KEYS
@@ -378,7 +379,11 @@ def compare(
                         "timed under interference on one side: rerun on a quiet machine",
                     )
                 elif q["lo"] is None:
-                    q["why"] = "no interval: fewer than two common prompts"
+                    q["why"] = (
+                        "no interval: fewer than two common prompts"
+                        if len(clusters) < 2
+                        else f"no interval: {replicate_shortfall(n_boot, LEVEL) or 'the replicates are not finite'}"
+                    )
                 q["text"] = _ratio_text(q)
                 quantities[name] = q
             result.rows.append(
