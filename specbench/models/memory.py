@@ -73,18 +73,24 @@ def module_bytes(build: Callable[[], object], element_size: int = FLOAT32):
     return module, sum(t.numel() for t in tensors) * element_size
 
 
-def checked_module(build: Callable[[], object], what: str, tensors: Mapping | None = None, strict: bool = False):
+def checked_module(
+    build: Callable[[], object],
+    what: str,
+    tensors: Mapping | None = None,
+    strict: bool = False,
+    config: str = "its config",
+):
     """``build()`` after the one estimate: built on the meta device first, its weights compared with
     ``tensors`` (a checkpoint's, by name: a shape that differs, or with ``strict`` a name missing on either
-    side, is one line) and its bytes checked against the limit; then built for real."""
+    side, is one line naming ``config``) and its bytes checked against the limit; then built for real."""
     meta, size = module_bytes(build)
     if tensors is not None:
         expected = {name: tuple(t.shape) for name, t in meta.state_dict().items()}
         for name, tensor in tensors.items():
             if name in expected and tuple(tensor.shape) != expected[name]:
                 raise SpecbenchError(
-                    f"{what}: weight {name} is {list(tensor.shape)} but the config makes it {list(expected[name])}: "
-                    "the config and the weights disagree"
+                    f"{what}: weights do not fit {config} ({name} is {list(tensor.shape)}, {config} makes it "
+                    f"{list(expected[name])})"
                 )
         if strict:
             missing, unexpected = sorted(set(expected) - set(tensors)), sorted(set(tensors) - set(expected))

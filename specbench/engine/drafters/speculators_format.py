@@ -298,7 +298,7 @@ def load(folder: Path, target, drafter_type) -> tuple[torch.nn.Module, torch.Ten
         "norm_before_residual": bool(config.get("norm_before_residual", DEFAULT_NORM_BEFORE_RESIDUAL)),
     }
     weights = net_tensors(tensors, where)
-    net = checked_module(lambda: drafter_type.new_net(architecture), where, weights)
+    net = checked_module(lambda: drafter_type.new_net(architecture), where, weights, config="transformer_layer_config")
     try:
         published.load_into(net, weights, where)
     except RuntimeError as exc:  # a tensor of the wrong shape
