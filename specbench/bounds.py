@@ -137,8 +137,10 @@ BOUNDS: dict[str, Bound] = {
         0,
         10_000,
         True,
-        "replicates hold replicates × prompts floats (10,000 × 17,671 prompts "
-        "is 1.4 GB); beyond 10,000 the Monte-Carlo error is far below the interval's own",
+        "0: no intervals; a 95 % interval needs 39 replicates, one beyond each end (analysis.statistics.intervals."
+        "replicates_needed); replicates hold replicates × prompts floats (10,000 × 17,671 prompts is 1.4 GB); "
+        "beyond 10,000 the Monte-Carlo error is far below the interval's own",
+        zero_or_from=39,
     ),
     "price_per_hour": Bound(
         0,

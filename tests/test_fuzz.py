@@ -711,8 +711,8 @@ def damaged_results(damage):
     _damage(folder, damage)
     with bounded(mib=512):
         cli_outcome("results", "show", folder)
-        cli_outcome("fit", folder, "--bootstrap", "20")
-        cli_outcome("recommend", folder, "--bootstrap", "20", "--max-gamma", "4")
+        cli_outcome("fit", folder, "--bootstrap", "40")
+        cli_outcome("recommend", folder, "--bootstrap", "40", "--max-gamma", "4")
 
 
 _RECORDS: list[Path] = []

@@ -388,7 +388,7 @@ CASES = [
 PROFILE = ["profile", "--target", "tiny-random-llama", "--context", "8", "--verify-tokens", "1", "--out", "{tmp}/p"]
 TRAIN = ["train-drafter", "--type", "medusa", "--target", "tiny-random-llama", "--out", "{tmp}/d"]
 BOUNDS_CASES = [  # one bounds table (specbench/bounds.py) for every number: flags, YAML keys, options
-    ("fit-bootstrap-huge", ["fit", "{R}", "--bootstrap", "1000000000"], ["--bootstrap", "from 0 to 10000"]),
+    ("fit-bootstrap-huge", ["fit", "{R}", "--bootstrap", "1000000000"], ["--bootstrap", "from 39 to 10000"]),
     ("recommend-bootstrap-huge", ["recommend", "{R}", "--bootstrap", "1000000000"], ["--bootstrap", "10000"]),
     ("plot-bootstrap-huge", ["plot", "{R}", "--bootstrap", "1000000000", "--out", "{tmp}/plots"], ["--bootstrap"]),
     ("recommend-max-gamma-huge", ["recommend", "{R}", "--max-gamma", "1000000000"], ["--max-gamma", "to 128"]),
@@ -845,8 +845,8 @@ def _evil_folder(env) -> Path:
     [
         ["results", "show"],
         ["fit", "--by", "category"],
-        ["recommend", "--bootstrap", "20"],
-        ["plot", "--bootstrap", "20", "--out", "{tmp}/evil-plots"],
+        ["recommend", "--bootstrap", "40"],
+        ["plot", "--bootstrap", "40", "--out", "{tmp}/evil-plots"],
     ],
     ids=["show", "fit", "recommend", "plot"],
 )

@@ -149,7 +149,7 @@ def test_the_report_answers_latency_targets_against_load(served, tmp_path):
         not in build_report(folder, tmp_path / "plain", n_boot=N_BOOT, formats=("png",)).index.read_text()
     )
     out = invoke(
-        "plot", folder, "--out", tmp_path / "cli", "--format", "png", "--bootstrap", "20", "--slo", "latency-p99=3s"
+        "plot", folder, "--out", tmp_path / "cli", "--format", "png", "--bootstrap", "40", "--slo", "latency-p99=3s"
     )
     assert out.exit_code == 0, out.output
     assert "· latency p99 ≤ 3000 ms against" in (tmp_path / "cli" / "index.html").read_text()

@@ -162,11 +162,11 @@ def test_moe_sweep_records_expert_traffic_and_recommend_prices_it(tmp_path, prom
     class PlainMeasured(MeasuredCosts):  # the dense cost model, forced (recommend picks the aware one itself)
         pass
 
-    recs = recommend(df, n_boot=20)
+    recs = recommend(df, n_boot=40)
     assert any("expert-aware" in note for rec in recs for note in rec.notes)
     assert recs[0].cost_source == ExpertAwareCosts().describe()
     # the expert reads make every speculative round dearer than the plain measured model says
-    plain = recommend(df, n_boot=20, costs=PlainMeasured())
+    plain = recommend(df, n_boot=40, costs=PlainMeasured())
     aware_curve, plain_curve = recs[0].curves, plain[0].curves
     assert (aware_curve["tokens_per_s"].to_numpy() < plain_curve["tokens_per_s"].to_numpy()).all()
     # the report's MoE figure draws from these records (and a dense folder skips it: tests/test_plot.py)

@@ -182,7 +182,7 @@ def test_figures_read_the_same_verdicts(agreed, tmp_path):
 
     frame, built = agreed
     folder = write_results(tmp_path / "served", as_dicts(frame), {"sweep": {"name": "served", "target": "t"}})
-    data = load_plot_data(folder, n_boot=20)
+    data = load_plot_data(folder, n_boot=40)
     headlines = {r.keys["concurrency"]: r.headline() for r in built["recs"]}
     assert {r.keys["concurrency"]: r.headline() for r in data.recommendations} == headlines
     fig = figure_speedup_vs_load(data)

@@ -414,7 +414,7 @@ def test_rendering_does_not_use_pyplot(small_folder, tmp_path):
 
 
 def test_cli_writes_the_report(small_folder, tmp_path):
-    result = invoke("plot", small_folder, "--out", tmp_path / "out", "--format", "png", "--bootstrap", 10)
+    result = invoke("plot", small_folder, "--out", tmp_path / "out", "--format", "png", "--bootstrap", 40)
     assert result.exit_code == 0, result.output
     assert result.stdout.strip().splitlines()[-1] == f"report: {tmp_path / 'out' / 'index.html'}"
     assert "wrote tau_vs_gamma (png)" in result.stderr

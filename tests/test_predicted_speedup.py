@@ -101,12 +101,12 @@ def test_predicted_speedup_with_both_uncertainties_and_a_decision(replay_folder)
     for row in table.itertuples():  # results show prints the predicted speedup (modelled baseline), interval too
         assert replayed[row.gamma]["speedup"] == pytest.approx(row.predicted)
         assert (replayed[row.gamma]["speedup_lo"], replayed[row.gamma]["speedup_hi"]) == pytest.approx((row.lo, row.hi))
-    rec = invoke("recommend", out, "--json", "--bootstrap", "20")
+    rec = invoke("recommend", out, "--json", "--bootstrap", "40")
     assert rec.exit_code == 0, rec.output
     scenario = json.loads(rec.stdout)[0]
     assert scenario["decision"]["answer"] in ("confident yes", "confident no", "cannot tell")
     assert scenario["decision"]["evidence"] == "predicted" and len(scenario["predicted"]) == 3
-    printed = invoke("recommend", out, "--bootstrap", "20")
+    printed = invoke("recommend", out, "--bootstrap", "40")
     assert printed.exit_code == 0 and "realized ÷ predicted" in printed.stdout
 
 
@@ -144,7 +144,7 @@ def test_the_speedup_figure_shows_the_predicted_evidence(replay_folder):
     from specbench.figures.plot import figure_throughput, load_plot_data
 
     out, _ = replay_folder
-    data = load_plot_data(out, n_boot=20)
+    data = load_plot_data(out, n_boot=40)
     predicted = data.recommendations[0].predicted
     fig = figure_throughput(data)
     speed_ax = fig.axes[1]  # the speedup panel under the throughput panel of the only scenario

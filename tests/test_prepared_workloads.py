@@ -294,7 +294,7 @@ def test_categories_and_bins_reach_the_records(tmp_path, speed_bench_flat, monke
     assert by_workload["speed-bench:category=coding"] == ["coding"]
     assert set(by_workload["speed-bench:config=throughput_1k"]) <= set(TIERS)
     assert set(records.loc[records["workload"] == "speed-bench:config=throughput_1k", "context_bin"]) == {"1k"}
-    fit = invoke("fit", out, "--by", "category", "--json", "--bootstrap", "20")
+    fit = invoke("fit", out, "--by", "category", "--json", "--bootstrap", "40")
     assert fit.exit_code == 0, fit.output
     recommend = invoke("recommend", out, "--json")
     assert recommend.exit_code == 0, recommend.output

@@ -437,7 +437,7 @@ def test_cli_recommend_with_cost_profile(tmp_path, sweep_list):
         data["cost_source"] == "synthetic-target on NVIDIA H100 80GB HBM3 (bf16)"
         and data["supporting"]["measured"] is None
     )
-    measured = json.loads(_invoke("recommend", results, "--bootstrap", "20", "--json").stdout)[0]
+    measured = json.loads(_invoke("recommend", results, "--bootstrap", "40", "--json").stdout)[0]
     assert set(measured) == set(data) and measured["per_batch"] is None  # one JSON form for both cost sources
     table = _invoke("recommend", results, "--cost-profile", flat, "--batch", "1,8", "--bootstrap", "50")
     assert table.exit_code == 0 and "num_speculative_tokens_per_batch_size" in table.stdout

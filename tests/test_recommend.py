@@ -120,8 +120,8 @@ def test_measured_speedups_equal_configuration_table():
 
 def test_measured_costs_are_the_default_cost_source():
     records = records_frame(make_records([SyntheticDrafter(alpha=0.7, gammas=(1, 3))], n_prompts=4, seed=4))
-    default = recommend(records, n_boot=20)[0]
-    explicit = recommend(records, MeasuredCosts(), n_boot=20)[0]
+    default = recommend(records, n_boot=40)[0]
+    explicit = recommend(records, MeasuredCosts(), n_boot=40)[0]
     assert recommendation_dict(default) == recommendation_dict(explicit)
     assert default.cost_source == "the sweep's own timings (batch 1)" and default.per_batch is None
 
@@ -166,10 +166,10 @@ def test_one_recommendation_per_workload():
 
 def test_timing_outliers_are_reported():
     records = records_frame(make_records([SyntheticDrafter(alpha=0.7, gammas=(2,))], n_prompts=6, seed=17))
-    assert not [n for n in recommend(records, n_boot=20)[0].notes if "outlier" in n]
+    assert not [n for n in recommend(records, n_boot=40)[0].notes if "outlier" in n]
     first_base = records.index[is_baseline(records)][0]
     records.loc[first_base, "decode_s"] *= 40  # a warm-up stuck in the first baseline unit
-    notes = [n for n in recommend(records, n_boot=20)[0].notes if "outlier" in n]
+    notes = [n for n in recommend(records, n_boot=40)[0].notes if "outlier" in n]
     assert len(notes) == 1 and "timing outliers in the baseline: 1 unit(s)" in notes[0]
 
 
@@ -405,17 +405,17 @@ def test_cli_bad_input_exit_2(tmp_path, results_folder):
 def test_cli_fit_without_baseline_reports_acceptance(tmp_path):
     records = make_records([SyntheticDrafter(gammas=(2,))], n_prompts=3, seed=13, baseline=False)
     folder = write_results(tmp_path / "nobase", records)
-    result = _invoke("fit", folder, "--bootstrap", "20")
+    result = _invoke("fit", folder, "--bootstrap", "40")
     assert result.exit_code == 0, result.output
     assert "Acceptance" in result.output and "Costs" in result.output
-    data = json.loads(_invoke("fit", folder, "--json", "--bootstrap", "20").stdout)
+    data = json.loads(_invoke("fit", folder, "--json", "--bootstrap", "40").stdout)
     assert data["acceptance"][0]["alpha"] > 0 and "costs not fitted" in data["costs"][0]["cost_notes"]
 
 
 def test_to_json_is_strict(results_folder):
     from specbench.analysis.fit import load_results
 
-    text = to_json(recommend(load_results(results_folder), n_boot=20))
+    text = to_json(recommend(load_results(results_folder), n_boot=40))
     json.loads(text, parse_constant=lambda c: pytest.fail(f"non-strict JSON constant {c}"))
     assert np.isfinite(json.loads(text)[0]["baseline_tokens_per_s"])
 

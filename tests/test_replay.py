@@ -306,7 +306,7 @@ def test_mode_replay_runs_calibration_live_and_replays_every_gamma(tmp_path, pro
     shown = invoke("results", "show", out)
     assert shown.exit_code == 0 and "replay" in shown.stdout and "pred" in shown.stdout
     assert invoke("fit", out).exit_code == 0
-    rec = invoke("recommend", out, "--json", "--bootstrap", "20")
+    rec = invoke("recommend", out, "--json", "--bootstrap", "40")
     assert rec.exit_code == 0, rec.output
     for scenario in json.loads(rec.stdout):
         assert {o["gamma"] for o in scenario["options"]} <= {1, 4}  # measured options: live units only
@@ -434,6 +434,6 @@ def test_fit_and_recommend_count_a_unit_once_and_measure_live_only(synthetic):
     live_gamma_1 = synthetic[synthetic["gamma"] != 3]
     replayed_gamma_3 = with_replayed_copies(synthetic[synthetic["gamma"] == 3]).query("mode == 'replay'")
     mixed = pd.concat([live_gamma_1, replayed_gamma_3], ignore_index=True)  # γ 3 replayed only
-    rec = recommend(mixed, n_boot=20, max_gamma=4)[0]
+    rec = recommend(mixed, n_boot=40, max_gamma=4)[0]
     assert set(rec.options["gamma"]) == {1}
     assert not rec.curves.set_index("gamma").loc[3, "measured"]

@@ -341,7 +341,7 @@ def test_recommend_says_whether_a_dynamic_schedule_beats_the_best_fixed_gamma(sp
     from specbench.analysis.recommendation.result import recommendation_dict
     from tests.synthetic_results import records_frame
 
-    rec = recommend(records_frame(_with_dynamic(speed)), n_boot=20)[0]
+    rec = recommend(records_frame(_with_dynamic(speed)), n_boot=40)[0]
     verdict = rec.schedules
     assert verdict["answer"] == answer and verdict["dynamic_schedule"] == "dspark"
     assert verdict["lo"] <= verdict["ratio"] <= verdict["hi"]
@@ -359,7 +359,7 @@ def test_no_schedule_comparison_without_dynamic_schedules():
     from specbench.analysis.recommendation.recommend import recommend
     from tests.synthetic_results import SyntheticDrafter, make_records, records_frame
 
-    rec = recommend(records_frame(make_records([SyntheticDrafter(gammas=(2, 4))], n_prompts=4)), n_boot=10)[0]
+    rec = recommend(records_frame(make_records([SyntheticDrafter(gammas=(2, 4))], n_prompts=4)), n_boot=40)[0]
     assert rec.schedules is None
 
 

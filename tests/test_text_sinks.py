@@ -86,11 +86,11 @@ _TMP = Path(__import__("tempfile").mkdtemp(prefix="specbench-text-sinks-"))
 def _every_sink(names):
     folder = _folder(_TMP / f"case-{next(_COUNTER)}", names)
     report = folder / "report"
-    result = invoke("plot", folder, "--out", report, "--format", "svg", "--bootstrap", 20)
+    result = invoke("plot", folder, "--out", report, "--format", "svg", "--bootstrap", 40)
     assert result.exit_code == 0, result.output[-3000:]
     _check_terminal(result.output)
     _check_files(report)
-    for args in (("results", "show", folder), ("recommend", folder, "--bootstrap", 20)):
+    for args in (("results", "show", folder), ("recommend", folder, "--bootstrap", 40)):
         result = invoke(*args)
         assert result.exit_code in (0, 2), result.output[-3000:]
         _check_terminal(result.output)

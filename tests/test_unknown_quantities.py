@@ -141,13 +141,13 @@ def _case(case):
             if rng.random() < share:
                 _null(record, column)
     folder = write_results(_TMP / f"case-{next(_COUNTER)}", records, {"sweep": f"unknown-{kind}"})
-    for args in (("fit", folder, "--bootstrap", 20), ("recommend", folder, "--bootstrap", 20)):
+    for args in (("fit", folder, "--bootstrap", 40), ("recommend", folder, "--bootstrap", 40)):
         _check_output(invoke(*args), args[0])
         as_json = invoke(*args, "--json")
         _check_output(as_json, f"{args[0]} --json")
         if as_json.exit_code == 0:
             _strict_json(as_json.stdout)
-    result = invoke("plot", folder, "--out", folder / "report", "--format", "svg", "--bootstrap", 20)
+    result = invoke("plot", folder, "--out", folder / "report", "--format", "svg", "--bootstrap", 40)
     _check_output(result, "plot")
     if result.exit_code == 0:
         for line in result.stdout.splitlines():

@@ -1,7 +1,10 @@
 """Two results folders of the same sweep, OLD and NEW, compared configuration by configuration: a regression
 gate for an engine upgrade, a new machine, a new drafter checkpoint or a new specbench.
 
-The folders must hold the same workloads, sampling, loads and configurations. A configuration is matched by
+The folders must be of one kind (`specbench.records.identity.check_together`: two sweeps, or two confirmations;
+never a cost profile) and generated alike: every spec key that changes what is generated (target, dtype, seed,
+max_new_tokens, ignore_eos, sampling, workloads, backend and engine settings) is equal, or the keys that differ
+are named in one line. They must hold the same workloads, sampling, loads and configurations. A configuration is matched by
 its drafter *kind*, tree, γ, verify-length schedule and round strategy — not by the drafter's parameters, so
 that a new checkpoint or a changed setting (an n-gram's ``n_min``) is compared with the one it replaces and
 named as a change; where one side holds several parameter sets of one kind, the full label matches them.
@@ -18,7 +21,8 @@ Per configuration, at each load, three ratios NEW ÷ OLD:
 
 The equivalence test (two one-sided tests, each at 5 %: the 90 % interval of the ratio from a prompt
 bootstrap, replicates drawing the common prompts with the same weights on both sides, small-sample
-stretched as everywhere: `specbench.analysis.statistics.intervals`) with a stated margin m (default 5 %) gives one of
+stretched as everywhere, and none from fewer replicates than the level needs: `specbench.analysis.statistics.intervals`)
+with a stated margin m (default 5 %) gives one of
 
 * ``equivalent``: the interval lies inside [1 − m, 1 + m];
 * ``regressed``: it lies wholly below 1 − m (NEW worse by more than the margin, with confidence);
@@ -43,8 +47,9 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis.load.table import normalised
-from specbench.analysis.statistics.intervals import bootstrap_interval, bootstrap_weights
+from specbench.analysis.statistics.intervals import bootstrap_interval, bootstrap_weights, replicate_shortfall
 from specbench.errors import SpecbenchError
+from specbench.records.identity import check_together, identify
 from specbench.records.summary import UNIT_KEYS
 
 LEVEL = 0.90  # two one-sided tests at 5 % each
@@ -307,6 +312,7 @@ def compare(
     unknown = [q for q in gated if q not in QUANTITIES]
     if unknown or not gated:
         raise SpecbenchError(f"--quantities takes some of {', '.join(QUANTITIES)}, got {', '.join(gated) or 'none'}")
+    check_together("compare", identify(old.folder, old.run_info), identify(new.folder, new.run_info))
     a, b = prepare(old, new)
     lines, same_engine = changes(old, new)
     result = Comparison(
@@ -373,7 +379,11 @@ def compare(
                         "timed under interference on one side: rerun on a quiet machine",
                     )
                 elif q["lo"] is None:
-                    q["why"] = "no interval: fewer than two common prompts"
+                    q["why"] = (
+                        "no interval: fewer than two common prompts"
+                        if len(clusters) < 2
+                        else f"no interval: {replicate_shortfall(n_boot, LEVEL) or 'the replicates are not finite'}"
+                    )
                 q["text"] = _ratio_text(q)
                 quantities[name] = q
             result.rows.append(

@@ -71,6 +71,7 @@ from specbench.analysis.statistics.intervals import (
     bootstrap_weights,
     clopper_pearson,
     few_prompts_note,
+    replicate_shortfall,
 )
 from specbench.errors import SpecbenchError, note
 from specbench.records.rounds import Rounds, cluster_codes, cluster_sums, flatten_rounds, prompt_clusters
@@ -378,6 +379,10 @@ def estimate_acceptance(
         reps = alpha_mle(w @ s_p, w @ f_p)
         lo, hi = np.clip(bootstrap_interval(alpha, reps, len(s_p), level), 0.0, 1.0)
         method = f"prompt bootstrap, {len(s_p)} prompts (B={n_boot}, small-sample corrected)"
+        short = replicate_shortfall(n_boot, level)
+        if short:
+            method = f"none: {short}"
+            notes.append(f"α interval: {method}")
         few = few_prompts_note(n_prompts)
         if few:
             notes.append(few)

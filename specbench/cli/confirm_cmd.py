@@ -20,6 +20,7 @@ from specbench.cli.progress_lines import LineProgress
 from specbench.cli.render import console as wide_console
 from specbench.cli.sweep_cmd import SweepProgress
 from specbench.errors import SpecbenchError
+from specbench.records.identity import CONFIRMATION, check_together, identified_if_any, identify
 from specbench.records.jsonable import json_ready
 from specbench.records.lock import lock_holder
 
@@ -98,6 +99,7 @@ def confirm(
             f"{results} is being written by PID {writer} (a sweep is running there): confirm it once "
             "the sweep has finished"
         )
+    check_together("confirm", identify(results), *identified_if_any(results / CONFIRM_DIR))
     console = wide_console(stderr=True, wide=False)
     plan = plan_confirmation(results, settings)
     _print_plan(plan, wide_console(stderr=json_out))
@@ -119,6 +121,7 @@ def confirm(
         yes=True,
         workloads=list(plan.workloads.values()),
         policy=policy_for(plan),
+        role=CONFIRMATION,
     )
     with observer:
         try:

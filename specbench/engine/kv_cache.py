@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from specbench.models.memory import kv_cache_bytes, require
+
 
 class StaticKVCache:
     """Keys and values of every layer in one buffer each.
@@ -23,6 +25,11 @@ class StaticKVCache:
         device: torch.device | str,
     ):
         shape = (num_layers, batch_size, kv_heads, capacity, head_dim)
+        element = torch.empty((), dtype=dtype).element_size()
+        require(
+            {"kv cache": kv_cache_bytes(num_layers, batch_size, kv_heads, head_dim, capacity, element)},
+            f"a KV cache of {batch_size} sequence(s) × {capacity} positions × {num_layers} layer(s)",
+        )
         self.keys = torch.zeros(shape, dtype=dtype, device=device)
         self.values = torch.zeros(shape, dtype=dtype, device=device)
         self.length = 0
@@ -37,6 +44,15 @@ class StaticKVCache:
         if need <= self.capacity:
             return
         new_capacity = max(need, 2 * self.capacity)
+        layers, batch, kv_heads, _, head_dim = self.keys.shape
+        require(  # the grown buffers, while the old ones are still held
+            {
+                "kv cache": kv_cache_bytes(
+                    layers, batch, kv_heads, head_dim, new_capacity + self.capacity, self.keys.element_size()
+                )
+            },
+            f"growing a KV cache to {new_capacity} positions",
+        )
         for name in ("keys", "values"):
             old = getattr(self, name)
             grown = old.new_zeros(old.shape[:3] + (new_capacity,) + old.shape[4:])

@@ -71,7 +71,8 @@ from specbench.engine.tree import shape_for
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.measure.environment import git_commit, now_utc, package_versions
 from specbench.models import cache as model_cache
-from specbench.models.limits import check_config_sizes, check_memory, implied_parameters
+from specbench.models.limits import check_config_sizes, implied_parameters
+from specbench.models.memory import forward_bytes, require
 from specbench.models.resolve import (
     alias_entry,
     aliases,
@@ -81,6 +82,7 @@ from specbench.models.resolve import (
     resolve_device,
     torch_dtype,
 )
+from specbench.records.identity import PROFILE
 from specbench.records.profile_file import COLUMNS, PROFILE_KIND, SCHEMA_VERSION, Profile
 
 PREFILL_CHUNK_TOKENS = 8192  # tokens per prefill forward, batch × chunk length
@@ -418,12 +420,17 @@ def spread(times: np.ndarray) -> dict:
     }
 
 
+def probe_bytes(device: str) -> int:
+    """The read-bandwidth probe's buffer: 2 GiB on a GPU, 256 MiB on the CPU."""
+    return 2 * GIB if str(device).startswith("cuda") else 256 * 2**20
+
+
 def measure_read_bandwidth(device: str, nbytes: int | None = None) -> float:
     """GB/s of torch's ``sum`` over a ``nbytes`` float32 tensor (256 MiB on the CPU, 2 GiB on a
     GPU), best of five after one warm-up: a quick read bandwidth of the device."""
     import torch
 
-    nbytes = nbytes or (2 * GIB if str(device).startswith("cuda") else 256 * 2**20)
+    nbytes = nbytes or probe_bytes(device)
     data = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
     times = time_region(lambda: data.sum(), DeviceClock(device), warmup=1, repeats=5)  # noqa: F821 - called before del
     del data
@@ -676,30 +683,39 @@ class ProfilePlan:
         return self.grid.cells(["target"] * (2 if self.twin else 1) + ["drafter"] * len(self.drafters))
 
 
-def grid_memory_bytes(arch: Architecture, grid: ProfileGrid, element_size: int) -> float:
-    """Memory the grid's largest cell needs, before it is allocated: the weights, the KV cache of B sequences of
-    c + n positions, and the verify forward's activations (B · n rows of hidden states through the MLP and of
-    float32 logits over the vocabulary), for the largest B, c and n of the grid."""
+def grid_memory_bytes(
+    arch: Architecture, grid: ProfileGrid, element_size: int, new_tokens: int | None = None, device: str = "cpu"
+) -> dict:
+    """Memory the grid's largest cell needs, before it is allocated (`specbench.models.memory`): the weights, the KV
+    cache of B sequences of c + n positions, and the largest forward's transient tensors (its hidden states, MLP
+    rows, float32 logits and attention scores), for the largest B, c and n of the grid — the verify forward of n
+    tokens, or a prefill chunk of `PREFILL_CHUNK_TOKENS` ÷ B tokens, whichever is larger — and the read-bandwidth
+    probe (`probe_bytes`; counted as if held together with the rest). ``new_tokens``: n (a drafter's step: 1;
+    default the grid's largest verify tokens)."""
     config = arch.config
-    batch, positions = max(grid.batches), max(grid.contexts) + max(grid.verify_tokens)
-    rows = batch * max(grid.verify_tokens)
-    hidden = int(getattr(config, "hidden_size", 0) or 0)
-    mlp = int(getattr(config, "intermediate_size", 0) or 4 * hidden)
-    vocab = int(getattr(config, "vocab_size", 0) or 0)
-    weights = implied_parameters(config.to_dict()) * element_size
-    kv = kv_bytes_per_position(config, element_size) * batch * positions
-    activations = rows * ((2 * hidden + 2 * mlp) * element_size + vocab * 4)
-    return float(weights + kv + activations)
+    sizes = config.to_dict()
+    batch, context = max(grid.batches), max(grid.contexts)
+    verify = max(grid.verify_tokens) if new_tokens is None else new_tokens
+    positions = context + verify
+    queries = max(verify, min(max(1, PREFILL_CHUNK_TOKENS // batch), context))
+    return {
+        "weights": implied_parameters(sizes) * element_size,
+        "kv cache": kv_bytes_per_position(config, element_size) * batch * positions,
+        "forward": forward_bytes(sizes, batch, queries, positions, element_size),
+        "bandwidth probe": probe_bytes(device),
+    }
 
 
-def check_grid_memory(arch: Architecture, grid: ProfileGrid, element_size: int) -> None:
+def check_grid_memory(
+    arch: Architecture, grid: ProfileGrid, element_size: int, new_tokens: int | None = None, device: str = "cpu"
+) -> None:
     """Refuse a grid whose largest cell needs more memory than the limit, in one line naming the cell (batch ×
     context × verify tokens, each within its own bound, can multiply to terabytes)."""
     check_config_sizes(arch.config.to_dict(), f"architecture {arch.spec}")
-    check_memory(
-        grid_memory_bytes(arch, grid, element_size),
-        f"profile --batch {max(grid.batches)} --context {max(grid.contexts)} --verify-tokens "
-        f"{max(grid.verify_tokens)} on {arch.spec} (weights, KV cache and the verify forward's activations)",
+    n = max(grid.verify_tokens) if new_tokens is None else new_tokens
+    require(
+        grid_memory_bytes(arch, grid, element_size, new_tokens, device),
+        f"profile --batch {max(grid.batches)} --context {max(grid.contexts)} --verify-tokens {n} on {arch.spec}",
     )
 
 
@@ -728,7 +744,7 @@ def plan_profile(
         max(grid.contexts) + max(grid.verify_tokens),
         f"context {max(grid.contexts)} + verify tokens {max(grid.verify_tokens)}",
     )
-    check_grid_memory(target_arch, grid, torch_dtype(dtype).itemsize)
+    check_grid_memory(target_arch, grid, torch_dtype(dtype).itemsize, device=device)
     resolved: list = []
     for name in dict.fromkeys(d.strip() for d in drafters if d and d.strip()):
         if name in catalogue.names(model_free=True):  # proposals timed, no forward
@@ -736,8 +752,11 @@ def plan_profile(
             continue
         arch = resolve_architecture(name)
         _check_positions(arch, max(grid.contexts) + 1, f"a drafter step at context {max(grid.contexts)}")
+        check_grid_memory(arch, grid, torch_dtype(dtype).itemsize, new_tokens=1, device=device)
         resolved.append(arch)
     twin = dense_twin(target_arch) if with_dense_twin else None
+    if twin is not None:
+        check_grid_memory(twin, grid, torch_dtype(dtype).itemsize, device=device)
     return ProfilePlan(target_arch, resolved, device, dtype, grid, kernels, seed, twin)
 
 
@@ -762,6 +781,7 @@ def measure_profile(plan: ProfilePlan, progress: ProgressFn | None = None) -> Pr
     )
     info = {
         "kind": PROFILE_KIND,
+        "role": PROFILE,
         "schema_version": SCHEMA_VERSION,
         "started": now_utc(),
         "load_average_start": list(os.getloadavg()),

@@ -1,8 +1,10 @@
 """Combining results folders (shards of one sweep, or parts measured on several machines).
 
-Every source is checked before anything is written: it must be a sweep's results folder (a cost profile is
-refused, and so is an output folder that holds one), of the same sweep spec, on the same device (``force``
-accepts different devices), with a well-formed ``shards`` list in its run.json. An adaptive sweep's shards
+Every source is checked before anything is written, by the one check of what folders are and which may go
+together (`specbench.records.identity.check_together`): it must be a sweep's results folder, a shard or a merge
+(a cost profile is refused, and so is a confirmation, whose fresh prompts are never a shard; and an output folder
+that holds either), of the same sweep spec, on the same device (``force`` accepts different devices), with a
+well-formed ``shards`` list in its run.json. The merged run.json records its role, ``merged``. An adaptive sweep's shards
 carry their stopping histories (``adaptive.json``, `specbench.records.adaptive_history`); a merge combines
 them (`merge_histories`) so that `recommend` judges the merged records the way the looks were planned —
 a mix of adaptive and fixed-grid folders is refused.
@@ -16,8 +18,8 @@ import pandas as pd
 
 from specbench.errors import SpecbenchError
 from specbench.records.adaptive_history import read_history, write_history
+from specbench.records.identity import MERGED, check_together, identify
 from specbench.records.lock import FolderLock
-from specbench.records.profile_file import PROFILE_KIND
 from specbench.records.store import ResultsStore, load_records, load_run_info
 
 
@@ -31,14 +33,6 @@ def merge_folders(sources: list[Path], out: Path, *, force: bool = False) -> int
         raise SpecbenchError("nothing to merge: give at least one results folder")
     with FolderLock(out):
         return _merge_locked(sources, out, force)
-
-
-def _kind_check(info: dict, folder: Path, role: str) -> None:
-    if info.get("kind") == PROFILE_KIND:
-        raise SpecbenchError(
-            f"{role} {folder} holds a cost profile (specbench profile), not sweep results: results merge combines "
-            "the results folders of one sweep"
-        )
 
 
 def _shards(info: dict, folder: Path) -> list[tuple[int, int]]:
@@ -66,22 +60,13 @@ def _shards(info: dict, folder: Path) -> list[tuple[int, int]]:
 def _merge_locked(sources: list[Path], out: Path, force: bool) -> int:
     store = ResultsStore(out)
     existing = store.run_info()
-    if existing is not None:
-        _kind_check(existing, out, "--out")
     folders = [Path(s) for s in sources] + ([Path(out)] if existing else [])
     infos = [load_run_info(s) for s in sources] + ([existing] if existing else [])
-    for folder, info in zip(folders, infos):
-        _kind_check(info, folder, "source")
+    identities = [identify(folder, info) for folder, info in zip(folders, infos)]
+    if existing is not None:  # the output first: a profile there is named as the output, not as a spec mismatch
+        check_together("merge", identities[-1])
+    check_together("merge", *identities, force=force)
     shards = {pair for folder, info in zip(folders, infos) for pair in _shards(info, folder)}
-    hashes = sorted({str(i.get("spec_hash")) for i in infos})
-    if len(hashes) > 1:
-        raise SpecbenchError(f"cannot merge results of different sweep specs ({', '.join(hashes)})")
-    devices = sorted({str(i.get("device_name")) for i in infos})
-    if len(devices) > 1 and not force:
-        raise SpecbenchError(
-            f"results were measured on different devices ({', '.join(devices)}); "
-            "their timings do not compare (use --force to merge anyway)"
-        )
     histories = [read_history(folder) for folder in folders]
     if any(h is not None for h in histories) and not all(h is not None for h in histories):
         adaptive = [str(f) for f, h in zip(folders, histories) if h is not None]
@@ -93,8 +78,9 @@ def _merge_locked(sources: list[Path], out: Path, force: bool) -> int:
     merged = pd.concat(frames, ignore_index=True).drop_duplicates("unit_id", keep="last")
     info = dict(infos[0])
     info["shards"] = sorted(shards)
-    info["created"] = min(str(i.get("created", "")) for i in infos)
-    info["updated"] = max(str(i.get("updated", "")) for i in infos)
+    info["role"] = MERGED
+    info["created"] = _earliest_or_latest(infos, "created", min)
+    info["updated"] = _earliest_or_latest(infos, "updated", max)
     info["models"] = {k: v for i in infos if isinstance(i.get("models"), dict) for k, v in i["models"].items()}
     info["merged_from"] = sorted({str(s) for s in sources} | set((existing or {}).get("merged_from", [])))
     store.write_run_info(info)
@@ -103,6 +89,13 @@ def _merge_locked(sources: list[Path], out: Path, force: bool) -> int:
     if histories and len(found) == len(histories):  # adaptive shards (a mix is refused before anything is written)
         write_history(out, merge_histories(found))
     return len(merged)
+
+
+def _earliest_or_latest(infos: list[dict], key: str, pick) -> str | None:
+    """The earliest (``min``) or latest (``max``) of the sources' ``key`` dates; a source without one (null, absent,
+    not text) does not count, and none at all gives null — never the text "None"."""
+    dates = [i[key] for i in infos if isinstance(i.get(key), str) and i[key]]
+    return pick(dates) if dates else None
 
 
 def _summed(lists: list[list[int]]) -> list[int]:

@@ -38,6 +38,7 @@ from specbench.engine.drafters.checkpoint_location import (
 )
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models.limits import check_config_sizes
+from specbench.models.memory import require
 from specbench.safe_files import write_atomic, writing
 
 __all__ = ["shipped_names", "shipped_root"]  # re-exported: where the shipped checkpoints are
@@ -197,6 +198,7 @@ def read_checkpoint(folder: Path, expected_type: str | None = None) -> Checkpoin
         )
     if not weights_path.is_file():
         raise SpecbenchError(f"drafter checkpoint {folder}: no {WEIGHTS}")
+    require({"weights file": weights_path.stat().st_size}, f"drafter checkpoint {folder}: reading {WEIGHTS}")
     try:
         tensors = load_file(str(weights_path))
     except (SafetensorError, OSError) as exc:

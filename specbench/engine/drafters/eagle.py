@@ -81,6 +81,7 @@ from specbench.engine.drafters.feature_layers import (
 from specbench.engine.drafters.trained import TrainedType
 from specbench.engine.sampling import SamplingParams
 from specbench.errors import SpecbenchError
+from specbench.models.memory import checked_module
 
 EAGLE_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 
@@ -474,8 +475,9 @@ class EagleType(_FeatureType):
     def load_published(self, folder: Path, target):
         folder = Path(folder)
         _, shape, tensors = self._read(folder, target, 1, "EAGLE")
-        net = Eagle1Net(shape, fc_bias="fc.bias" in tensors)
-        published.load_into(net, tensors, f"EAGLE checkpoint {folder}")
+        where = f"EAGLE checkpoint {folder}"
+        net = checked_module(lambda: Eagle1Net(shape, fc_bias="fc.bias" in tensors), where, tensors)
+        published.load_into(net, tensors, where)
         return net, None, None
 
     def export_published(
@@ -530,8 +532,10 @@ class Eagle3Type(_FeatureType):
                 f"EAGLE-3 checkpoint {folder}: draft vocabulary reaches id {int(ids.max())}, beyond "
                 f"target '{target.name}' ({target.vocab_size} tokens)"
             )
-        net = Eagle3Net(shape, eagle3_layers(int(target.model.config.num_hidden_layers)))
-        published.load_into(net, tensors, f"EAGLE-3 checkpoint {folder}")
+        layers = eagle3_layers(int(target.model.config.num_hidden_layers))
+        where = f"EAGLE-3 checkpoint {folder}"
+        net = checked_module(lambda: Eagle3Net(shape, layers), where, tensors)
+        published.load_into(net, tensors, where)
         draft_vocab = None if size == target.vocab_size and bool((ids == torch.arange(size)).all()) else ids
         own = None
         if head is not None:

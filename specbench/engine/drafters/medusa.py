@@ -39,6 +39,7 @@ from specbench.engine.drafters.feature_layers import VocabHead
 from specbench.engine.drafters.trained import TrainedType
 from specbench.engine.sampling import SamplingParams
 from specbench.errors import SpecbenchError
+from specbench.models.memory import checked_module
 
 MEDUSA_WEIGHTS = ("medusa_lm_head.safetensors", "medusa_lm_head.pt")
 
@@ -189,7 +190,7 @@ class MedusaType(TrainedType):
         published.check_shapes(
             f"Medusa heads {folder} (base model {config.get('base_model_name_or_path')})", hidden, vocab, target
         )
-        net = MedusaHeads(hidden, heads_n, layers)
+        net = checked_module(lambda: MedusaHeads(hidden, heads_n, layers), f"Medusa heads {folder}", tensors)
         published.load_into(net, tensors, f"Medusa heads {folder}")
         lm = target.model.get_output_embeddings().weight.detach().float().cpu()
         shared = all(p is None or torch.allclose(p.float(), lm, atol=1e-3) for p in projections)

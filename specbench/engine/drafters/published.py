@@ -39,6 +39,7 @@ from specbench.engine.drafters.checkpoint_location import SPECULATORS, is_specul
 from specbench.engine.drafters.feature_layers import LayerShape
 from specbench.errors import SpecbenchError
 from specbench.models.limits import check_config_sizes
+from specbench.models.memory import require
 from specbench.safe_files import replacing, write_atomic, writing
 
 
@@ -67,6 +68,7 @@ def read_tensors(folder: Path, names: tuple[str, ...]) -> dict[str, torch.Tensor
         path = folder / name
         if not path.is_file():
             continue
+        require({"weights file": path.stat().st_size}, f"reading {path}")
         try:
             if name.endswith(".safetensors"):
                 return load_file(str(path))

@@ -49,6 +49,7 @@ from specbench.engine.drafters import published
 from specbench.engine.drafters.checkpoint_location import SPECULATORS_KEYS, is_speculators
 from specbench.engine.drafters.feature_layers import LayerShape
 from specbench.errors import SpecbenchError
+from specbench.models.memory import checked_module
 
 TYPE_KEY = SPECULATORS_KEYS[0]
 WEIGHTS = ("model.safetensors", "pytorch_model.bin")
@@ -296,9 +297,10 @@ def load(folder: Path, target, drafter_type) -> tuple[torch.nn.Module, torch.Ten
         "norm_output": bool(config.get("norm_output")),
         "norm_before_residual": bool(config.get("norm_before_residual", DEFAULT_NORM_BEFORE_RESIDUAL)),
     }
-    net = drafter_type.new_net(architecture)
+    weights = net_tensors(tensors, where)
+    net = checked_module(lambda: drafter_type.new_net(architecture), where, weights, config="transformer_layer_config")
     try:
-        published.load_into(net, net_tensors(tensors, where), where)
+        published.load_into(net, weights, where)
     except RuntimeError as exc:  # a tensor of the wrong shape
         raise SpecbenchError(
             f"{where}: weights do not fit transformer_layer_config ({str(exc).strip().splitlines()[-1].strip()})"

@@ -27,6 +27,7 @@ from specbench.engine.drafters import registry, speculators_format
 from specbench.engine.drafters.checkpoint_location import SPECULATORS
 from specbench.engine.drafters.published import detect
 from specbench.errors import SpecbenchError
+from specbench.models.memory import checked_module
 
 DRAFT_VOCAB_KEY = "draft_vocab"
 RANDOM = "random"
@@ -142,7 +143,11 @@ class TrainedType(registry.DrafterType):
         tensors = dict(checkpoint.tensors)
         draft_vocab = tensors.pop(DRAFT_VOCAB_KEY, None)
         try:
-            net = self.new_net(checkpoint.config["architecture"])
+            net = checked_module(  # the one estimate: shapes and memory before the real build
+                lambda: self.new_net(checkpoint.config["architecture"]),
+                f"drafter checkpoint {checkpoint.path}",
+                tensors,
+            )
             missing, unexpected = net.load_state_dict({k: v.float() for k, v in tensors.items()}, strict=False)
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
             raise SpecbenchError(
@@ -179,7 +184,8 @@ class TrainedType(registry.DrafterType):
         generator_state = torch.random.get_rng_state()
         torch.manual_seed(int(seed))
         try:
-            return self.new_net(self.architecture(target.model.config), zero_init=False)
+            architecture = self.architecture(target.model.config)
+            return checked_module(lambda: self.new_net(architecture, zero_init=False), f"a random {self.name} drafter")
         finally:
             torch.random.set_rng_state(generator_state)
 

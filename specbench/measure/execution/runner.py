@@ -40,6 +40,7 @@ from specbench.measure.spec.sweep import SweepSpec
 from specbench.measure.spec.units import Unit, expand_units, in_shard, load_workloads
 from specbench.measure.spec.validate import check_device, check_grid_size
 from specbench.records.archive import set_aside_folder
+from specbench.records.identity import CONFIRMATION, SWEEP, role_of_shards
 from specbench.records.lock import LOCK_FILE, FolderLock, check_writable_folder, lock_holder
 from specbench.records.store import SCHEMA_VERSION, ResultsStore, load_records
 
@@ -96,14 +97,18 @@ def run_info(
     executor: dict | None = None,
     energy: dict | None = None,
     engine: dict | None = None,
+    role: str = SWEEP,
 ) -> dict:
-    """run.json's contents; ``threads``: the backend's CPU thread report (`OwnEngineBackend.thread_report`);
+    """run.json's contents; ``role``: what the folder is (`specbench.records.identity`: a confirmation says so,
+    a sweep is a shard until its shards cover every index); ``threads``: the backend's CPU thread report (`OwnEngineBackend.thread_report`);
     ``cpu_layout``: its CPU dtype and weight layout choice (`OwnEngineBackend.layout_report`); ``device``: the
     device the units ran on (default: this machine's ``spec.device``); ``executor``: the Ray executor's workers
     (their nodes, devices and processes); ``energy``: the energy counters and idle power (`measure.execution.energy`)."""
+    shards = sorted({*map(tuple, (previous or {}).get("shards", [])), shard})
     info = {
         "schema_version": SCHEMA_VERSION,
         "kind": "sweep",
+        "role": role if role == CONFIRMATION else role_of_shards(shards),
         "sweep": spec.to_dict(),
         "spec_hash": spec.spec_hash,
         "versions": package_versions(),
@@ -112,7 +117,7 @@ def run_info(
         "dtype": spec.dtype_used or spec.dtype,
         "created": (previous or {}).get("created", now_utc()),
         "updated": now_utc(),
-        "shards": sorted({*map(tuple, (previous or {}).get("shards", [])), shard}),
+        "shards": shards,
         "models": dict(spec.model_hashes),
     }
     if threads is not None:
@@ -149,11 +154,13 @@ class SweepRunner:
         yes: bool = False,
         workloads: list | None = None,
         policy: Callable[..., Policy] | None = None,
+        role: str = SWEEP,
     ):
         """``workloads``: the prompts to measure (default: the spec's, loaded); ``policy``: what decides the units
         look by look, built as ``policy(spec, workloads, shard, folder)`` (default: `AdaptivePolicy` for an
-        adaptive spec; none for a fixed grid: every unit, once)."""
-        self.spec, self.shard, self.force = spec, shard, force
+        adaptive spec; none for a fixed grid: every unit, once); ``role``: what run.json says the folder is
+        (`specbench.records.identity.ROLES`: ``confirmation`` for `specbench confirm`'s folder)."""
+        self.spec, self.shard, self.force, self.role = spec, shard, force, role
         check_writable_folder(Path(out_dir))
         if not spec.executor.is_ray:  # Ray workers check their own node's device (the driver may have none)
             check_device(spec.device)
@@ -250,7 +257,7 @@ class SweepRunner:
             if forcing:
                 self._set_aside()
             if self.previous is None or self.previous.get("spec_hash") != self.spec.spec_hash:
-                self.store.write_run_info(run_info(self.spec, self.previous, self.shard))
+                self.store.write_run_info(run_info(self.spec, self.previous, self.shard, role=self.role))
             self.store.consolidate()
             return 0
         try:
@@ -353,4 +360,5 @@ class SweepRunner:
             self.executor.info(),
             report.get("energy"),
             report.get("engine"),
+            role=self.role,
         )

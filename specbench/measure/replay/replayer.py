@@ -71,6 +71,7 @@ from specbench.engine.drafters.ngram import find_continuation
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.sampling import probabilities
 from specbench.errors import SpecbenchError
+from specbench.models.memory import array_bytes, require
 
 if TYPE_CHECKING:  # torch is imported where tensors are handled, not at module import
     import torch
@@ -369,6 +370,10 @@ def round_law(trace: ChainTrace, gammas, n_stop: int, max_new_tokens: int) -> Ro
     if trace.accept.shape[1] < max_gamma:
         raise ValueError(f"trace holds γ up to {trace.accept.shape[1]}, asked γ up to {max_gamma}")
     n_starts = max(n_stop - 1, 0)
+    require(  # probs and its two temporaries [G, S, D+1], float64: the replay's largest arrays
+        {"round law": 3 * array_bytes((len(gammas), n_starts, max_gamma + 1))},
+        f"replaying {len(gammas)} γ up to {max_gamma} over {n_starts} round starts",
+    )
     t = np.arange(1, n_starts + 1)
     cap = max_new_tokens - t - 1  # the live loop: never draft past the length limit
     requested = np.minimum(gammas[:, None], cap[None, :])  # [G, S]
