@@ -10,7 +10,8 @@ examples (a block whose first line is ``# NAME.yaml``):
   request rates), which stand in for `results/NAME` and for any folder an earlier command of the block writes;
 * `workloads` and `export-drafter` for real, and `profile` for real when it names no CUDA device;
 * `run`, `models`, `train-drafter` and a CUDA `profile`: every flag parsed and checked against its bounds row
-  (they need a GPU, the network or minutes of generation); `run` on the CPU runs for real under marker `long`;
+  (they need a GPU, the network or minutes of generation); `run` on the CPU runs for real under marker `long`
+  (`LONG_RUN_TOKENS` tokens unless the example names a count);
 * `make TARGET`: a target of the Makefile; `python scripts/X.py --flag`: the script exists and has the flag;
   `python -m pytest FILE -m MARKER`: the file exists and the marker is registered.
 
@@ -68,6 +69,7 @@ FRAGMENT_BASES = {
 }
 DEFAULT_BASE = "sweeps/demo-live.yaml"
 PYTHONS = {"python", "python3", ".venv/bin/python"}
+LONG_RUN_TOKENS = 16  # a `run` under marker long generates this many tokens unless the example says
 PASSED: set[tuple] = set()  # commands (as run, with their environment) that passed in this session
 LLAMACPP_ATTACH = "the llama.cpp url: attach runs against a fake llama-server in test_llamacpp_attach"
 
@@ -172,6 +174,8 @@ def run_specbench(command: Command, written: set[str], stand_ins: dict[str, Path
     if parse or (args[0] == "profile" and on_cuda):
         parse_only(args)
         return
+    if args[0] == "run" and not {"--max-new-tokens", "-n"} & set(args):
+        args += ["--max-new-tokens", str(LONG_RUN_TOKENS)]  # the example's engine and drafter, fewer tokens
     for name, value in command.env.items():
         monkeypatch.setenv(name, value)
     key = (tuple(args), tuple(sorted(command.env.items())), command.shown_output[:1])
