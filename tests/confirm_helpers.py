@@ -28,13 +28,20 @@ def prompt_file(folder: Path, count: int = 40) -> Path:
 
 
 def decided_results(
-    folder: Path, *, alpha: float = 0.9, gamma: int = 2, max_new_tokens: int = 12, adaptive: dict | None = None
+    folder: Path,
+    *,
+    alpha: float = 0.9,
+    gamma: int = 2,
+    max_new_tokens: int = 12,
+    adaptive: dict | None = None,
+    source: str | None = None,
 ) -> Path:
     """RESULTS whose sweep (ngram at γ, the tiny random target, a JSONL workload of 40 prompts of which the sweep
-    used 8) says "confident yes" for ngram γ=``gamma``; its records are synthetic, its spec runs. With ``adaptive``
+    used 8) says "confident yes" for ngram γ=``gamma``; its records are synthetic, its spec runs. ``source`` names
+    another workload (a built-in one: "humaneval") in place of the JSONL. With ``adaptive``
     the sweep is an adaptive one (its pool: the first ``max_prompts`` of the workload, of which it measured 8)."""
     folder.mkdir(parents=True, exist_ok=True)
-    source = f"jsonl:{prompt_file(folder)}:field=text:id=id"
+    source = source or f"jsonl:{prompt_file(folder)}:field=text:id=id"
     raw = {
         "name": "decided",
         "target": "tiny-random-llama",
