@@ -57,7 +57,7 @@ FOLDER_COMMANDS = {"results", "fit", "recommend", "plot", "compare", "confirm"}
 SHIPPED_PROFILE = "profiles/h200-bf16/llama-3.1-8b"  # stands in for a cost profile an example takes on a GPU
 DRY_RUN = {"sweep", "confirm"}
 RUN_FOR_REAL = FOLDER_COMMANDS - DRY_RUN | {"workloads", "export-drafter"}
-PARSE_ONLY = {"run", "models", "train-drafter"}  # a GPU, the network or minutes of generation
+PARSE_ONLY = {"run", "models", "train-drafter", "tune"}  # a GPU, the network or minutes of generation
 VERDICT_EXITS = {"compare": {0, 3, 4}}
 # a sweep fragment (no target) is laid over this sweep of the repository, per doc; others over the demo
 FRAGMENT_BASES = {
