@@ -18,7 +18,7 @@ DATED_RUN = re.compile(r"\b20\d\d-\d\d-\d\d\b|\b\d+ (?:h|min) \d+ (?:min|s)\b|\b
 PLACEHOLDER = re.compile(r"\b(?:[A-Z][A-Z0-9]*_)+(?:TABLE|TBD|FILL|HERE|PLACEHOLDER)\b|\b(?:TODO|XXX+|TBD|FIXME)\b")
 # placeholders known to be unfilled, each with the work that fills it: its test is an expected failure that turns
 # into a failure (strict) the day the page is filled, so that the entry is removed then
-KNOWN_UNFILLED = {("docs/fit.md", "CONFIRM_TABLE"): "the confirmation table is being filled in another change"}
+KNOWN_UNFILLED: dict[tuple[str, str], str] = {}  # (page, token) → why it may stay unfilled for now
 
 
 def pages() -> list[Path]:
