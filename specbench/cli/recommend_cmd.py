@@ -502,7 +502,8 @@ def recommend_command(
 
 def sweep_tolerance(results_dir: Path) -> float:
     """The tolerance the sweep in ``results_dir`` was run with (run.json), else the default."""
-    value = (load_run_info(results_dir).get("sweep") or {}).get("tolerance")
+    sweep = load_run_info(results_dir).get("sweep")
+    value = sweep.get("tolerance") if isinstance(sweep, dict) else None
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else TOLERANCE
 
 
