@@ -170,7 +170,8 @@ def test_moe_sweep_records_expert_traffic_and_recommend_prices_it(tmp_path, prom
     aware_curve, plain_curve = recs[0].curves, plain[0].curves
     assert (aware_curve["tokens_per_s"].to_numpy() < plain_curve["tokens_per_s"].to_numpy()).all()
     # the report's MoE figure draws from these records (and a dense folder skips it: tests/test_plot.py)
-    from specbench.figures.plot import FIGURES, load_plot_data, render_figure
+    from specbench.figures.plot import FIGURES, render_figure
+    from specbench.figures.plot_data import load_plot_data
 
     figure = next(spec for spec in FIGURES if spec.name == "moe_experts")
     (tmp_path / "fig").mkdir()

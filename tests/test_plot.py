@@ -362,7 +362,7 @@ def test_figures_use_the_palette_colour_of_each_drafter(synthetic_report):
     """The same drafter label is drawn in the same colour in the τ figure and the throughput figure."""
     from matplotlib.colors import to_hex
 
-    from specbench.figures.plot import figure_tau, figure_throughput
+    from specbench.figures.families.gamma import figure_tau, figure_throughput
 
     data = synthetic_report.data
     for build in (figure_tau, figure_throughput):

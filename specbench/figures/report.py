@@ -28,15 +28,8 @@ from specbench.analysis.stream_adaptation import WINDOW, per_prompt, recovery_ta
 from specbench.analysis.verdicts.decision import gamma_span
 from specbench.analysis.verdicts.stopping_report import look_rows, summary_lines
 from specbench.errors import SpecbenchError
-from specbench.figures.plot import (
-    DEFAULT_FORMATS,
-    PlotData,
-    RenderedFigure,
-    figures_for,
-    load_plot_data,
-    render_figure,
-    series_name,
-)
+from specbench.figures.plot import DEFAULT_FORMATS, RenderedFigure, figures_for, render_figure
+from specbench.figures.plot_data import PlotData, load_plot_data, series_name
 from specbench.records.store import atomic_write_bytes
 from specbench.text_sinks import for_html
 
