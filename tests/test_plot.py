@@ -26,7 +26,7 @@ from specbench.analysis.fit import tau_intervals
 from specbench.errors import SpecbenchError
 from specbench.figures.palette import BASELINE_COLOUR, Palette
 from specbench.figures.plot import FIGURES, parse_formats
-from specbench.figures.report import build_report
+from specbench.figures.report_page import build_report
 from specbench.records.store import ResultsStore
 from tests.cli_helpers import assert_user_error, invoke
 from tests.synthetic_results import (
