@@ -401,7 +401,8 @@ def test_group_cost_fits_match_the_cost_table():
 def test_rendering_does_not_use_pyplot(small_folder, tmp_path):
     """Figures are plain Figure objects: pyplot and its global figure registry are never imported."""
     code = (
-        "import sys; from specbench.figures.plot import FIGURES, load_plot_data, render_figure; "
+        "import sys; from specbench.figures.plot import FIGURES, render_figure; "
+        "from specbench.figures.plot_data import load_plot_data; "
         f"data = load_plot_data({str(small_folder)!r}, n_boot=0); "
         f"done = [render_figure(spec, data, {str(tmp_path)!r}, ('png',)) for spec in FIGURES[:2]]; "
         "print(all(d.files for d in done), 'matplotlib.pyplot' in sys.modules)"
