@@ -1,0 +1,335 @@
+"""Move modules into sub-packages by a table, and rewrite every reference to them (issue 48, item 1).
+
+The table is data (scripts/restructure_moves.yaml): whole folders renamed (``packages``), single modules moved
+(``modules``), the docstring of each new sub-package (``new_packages``) and the exact edits a move needs beyond
+references (``edits``: a file's depth in ``Path(__file__).parents[n]``, a contract naming a dissolved package).
+
+    python scripts/restructure.py [--table FILE] [--dry-run]
+
+What it does, in order:
+
+1. checks the table: no module moves twice, no new name lies inside an old one's dotted name (``a.b`` → ``a.b.c``
+   would be rewritten again on every run), no new name is another move's old name;
+2. ``git mv`` of every folder and module whose old path exists (absent ones are skipped with a note: the table
+   may name modules another branch adds; modules not in the table stay where they are), creating each new
+   sub-package's ``__init__.py`` with its one-line docstring, and removing an ``__init__.py`` left alone in a folder
+   every module moved out of;
+3. rewrites references in specbench/, specbench_kernels/, tests/, scripts/, docs/, pyproject.toml, Makefile,
+   README.md and CONTRIBUTING.md: dotted names (``specbench.a.b``, and ``a.b`` between backquotes), ``from
+   specbench.a import b`` where ``b`` is a moved module, and paths (``specbench/a/b.py``, and ``a/b.py`` between
+   backquotes);
+4. applies the edits, lists every package folder in ``[tool.setuptools] packages`` (and drops the ones gone);
+5. sorts the imports and formats the changed Python files with ruff, when ruff is installed.
+
+Every step looks at the tree as it is, so a second run changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+TABLE = ROOT / "scripts" / "restructure_moves.yaml"
+REWRITTEN_FOLDERS = ("specbench", "specbench_kernels", "tests", "scripts", "docs")
+REWRITTEN_FILES = ("pyproject.toml", "Makefile", "README.md", "CONTRIBUTING.md")
+TEXT_SUFFIXES = {".py", ".md", ".toml", ".yaml", ".yml", ".txt", ".cfg", ".ini", ".sh", ".json"}
+TOP_PACKAGES = ("specbench", "specbench_kernels")
+
+
+@dataclass(frozen=True)
+class Move:
+    """One rename: a module (``.py``) or a whole folder, as paths relative to the root."""
+
+    old: str
+    new: str
+
+    @property
+    def is_folder(self) -> bool:
+        return not self.old.endswith(".py")
+
+    @property
+    def old_dotted(self) -> str:
+        return dotted(self.old)
+
+    @property
+    def new_dotted(self) -> str:
+        return dotted(self.new)
+
+
+@dataclass(frozen=True)
+class Edit:
+    file: str
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class Table:
+    moves: tuple[Move, ...]
+    docstrings: dict[str, str]
+    edits: tuple[Edit, ...]
+    dissolved: tuple[str, ...]  # folders every module moves out of: their __init__.py goes once they are empty
+
+
+def dotted(path: str) -> str:
+    """``specbench/a/b.py`` → ``specbench.a.b``; a folder ``specbench/a`` → ``specbench.a``."""
+    return path.removesuffix(".py").strip("/").replace("/", ".")
+
+
+def load_table(path: Path) -> Table:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    moves = tuple(Move(old, new) for old, new in (data.get("packages") or {}).items()) + tuple(
+        Move(old, new) for old, new in (data.get("modules") or {}).items()
+    )
+    edits = tuple(Edit(e["file"], e["old"], e["new"]) for e in data.get("edits") or ())
+    table = Table(moves, dict(data.get("new_packages") or {}), edits, tuple(data.get("dissolved") or ()))
+    check_table(table)
+    return table
+
+
+def check_table(table: Table) -> None:
+    """Refuse a table whose rewriting would not be idempotent or whose moves would collide."""
+    problems = []
+    olds = [m.old for m in table.moves]
+    news = [m.new for m in table.moves]
+    problems += [f"{p} moves twice" for p in sorted({p for p in olds if olds.count(p) > 1})]
+    problems += [f"{p} is the target of two moves" for p in sorted({p for p in news if news.count(p) > 1})]
+    for move in table.moves:
+        for other in table.moves:
+            if other.new_dotted.startswith(move.old_dotted + ".") and not move.is_folder:
+                problems.append(f"{other.new} lies inside {move.old}'s dotted name: it would be rewritten again")
+            if other.new == move.old:
+                problems.append(f"{move.old} is both moved and a target (chain the moves into one)")
+    if problems:
+        sys.exit("restructure: the move table is refused:\n  " + "\n  ".join(problems))
+
+
+def git(*args: str, dry_run: bool = False) -> None:
+    if dry_run:
+        print("  git", *args)
+        return
+    subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True)
+
+
+def tracked(folder: Path) -> list[Path]:
+    out = subprocess.run(
+        ["git", "ls-files", "--", str(folder.relative_to(ROOT))], cwd=ROOT, check=True, capture_output=True, text=True
+    )
+    return [ROOT / line for line in out.stdout.splitlines() if line]
+
+
+def ensure_package(folder: Path, docstrings: dict[str, str], notes: list[str], dry_run: bool) -> None:
+    """Create ``folder`` and its parents up to an existing package, each with an ``__init__.py`` docstring."""
+    missing = []
+    while not (folder / "__init__.py").exists() and folder != ROOT:
+        missing.append(folder)
+        folder = folder.parent
+    for package in reversed(missing):
+        rel = package.relative_to(ROOT).as_posix()
+        doc = docstrings.get(rel)
+        if doc is None:
+            sys.exit(f"restructure: new package {rel} has no docstring in the table's new_packages")
+        notes.append(f"created {rel}/__init__.py")
+        if dry_run:
+            continue
+        package.mkdir(parents=True, exist_ok=True)
+        (package / "__init__.py").write_text(f'"""{doc}"""\n', encoding="utf-8")
+        git("add", str((package / "__init__.py").relative_to(ROOT)))
+
+
+def has_files(path: Path, move: Move) -> bool:
+    return bool(tracked(path)) if move.is_folder else path.exists()
+
+
+def move_files(table: Table, dry_run: bool) -> tuple[list[Move], list[str]]:
+    """The moves done now or earlier (their new path exists) and the notes on the rest."""
+    done, notes = [], []
+    for move in table.moves:
+        old, new = ROOT / move.old, ROOT / move.new
+        if not has_files(old, move):
+            if new.exists():
+                done.append(move)
+            else:
+                notes.append(f"skipped {move.old}: not on this branch")
+            continue
+        if new.exists() and not move.is_folder:
+            sys.exit(f"restructure: {move.new} exists already beside {move.old}; move one by hand")
+        ensure_package(new.parent, table.docstrings, notes, dry_run)
+        for source in tracked(old) if move.is_folder else [old]:
+            target = new / source.relative_to(old) if move.is_folder else new
+            if not dry_run:
+                target.parent.mkdir(parents=True, exist_ok=True)
+            git("mv", str(source.relative_to(ROOT)), str(target.relative_to(ROOT)), dry_run=dry_run)
+        notes.append(f"moved {move.old} → {move.new}")
+        done.append(move)
+    for folder in map(ROOT.joinpath, table.dissolved):
+        left = sorted(p for p in folder.glob("*.py") if p.name != "__init__.py")
+        notes += [f"left {p.relative_to(ROOT)}: not in the move table" for p in left]
+        if not left and (folder / "__init__.py").exists():
+            git("rm", "-q", str((folder / "__init__.py").relative_to(ROOT)), dry_run=dry_run)
+            notes.append(f"removed {folder.relative_to(ROOT)}/__init__.py: every module moved out")
+    return done, notes
+
+
+def reference_patterns(moves: list[Move]) -> list[tuple[re.Pattern, str]]:
+    """(pattern, replacement) for every spelling of every moved name, longest names first."""
+    pairs = []
+    for move in sorted(moves, key=lambda m: -len(m.old)):
+        old_d, new_d = move.old_dotted, move.new_dotted
+        old_p, new_p = move.old.removesuffix(".py"), move.new.removesuffix(".py")
+        suffix = "" if move.is_folder else r"\.py"
+        new_suffix = "" if move.is_folder else ".py"
+        pairs.append((re.compile(rf"(?<![\w.]){re.escape(old_d)}(?!\w)"), new_d))
+        pairs.append((re.compile(rf"(?<![\w.-]){re.escape(old_p)}{suffix}(?![\w])"), new_p + new_suffix))
+        for top in TOP_PACKAGES:  # short spellings, only between backquotes (prose: `engine.loop`, `cli/render.py`)
+            if old_d.startswith(top + "."):
+                short_d, short_p = old_d[len(top) + 1 :], old_p[len(top) + 1 :]
+                new_short_d, new_short_p = new_d[len(top) + 1 :], new_p[len(top) + 1 :]
+                pairs.append((re.compile(rf"(?<=`){re.escape(short_d)}(?=[`.:(])"), new_short_d))
+                pairs.append((re.compile(rf"(?<=`){re.escape(short_p)}{suffix}(?=[`/])"), new_short_p + new_suffix))
+    return pairs
+
+
+def rewrite_from_imports(text: str, moved: dict[str, str]) -> str:
+    """``from specbench.a import b, c`` where ``specbench.a.b`` moved → one import per new parent package."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text
+    lines = text.splitlines(keepends=True)
+    edits = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+            continue
+        if not any(f"{node.module}.{a.name}" in moved for a in node.names):
+            continue
+        groups: dict[str, list[str]] = {}
+        for alias in node.names:
+            full = f"{node.module}.{alias.name}"
+            parent, name, asname = node.module, alias.name, alias.asname
+            if full in moved:  # the module keeps its local name: `from a import old` → `from b import new as old`
+                parent, _, name = moved[full].rpartition(".")
+                asname = alias.asname or (alias.name if name != alias.name else None)
+            groups.setdefault(parent, []).append(name + (f" as {asname}" if asname else ""))
+        first = lines[node.lineno - 1]
+        indent = first[: len(first) - len(first.lstrip())]
+        comment = next(
+            (
+                "  #" + line.split("#", 1)[1].rstrip("\n")
+                for line in lines[node.lineno - 1 : node.end_lineno]
+                if "#" in line
+            ),
+            "",
+        )
+        new = "".join(f"{indent}from {module} import {', '.join(names)}{comment}\n" for module, names in groups.items())
+        edits.append((node.lineno, node.end_lineno, new))
+    for start, end, new in sorted(edits, reverse=True):
+        lines[start - 1 : end] = [new]
+    return "".join(lines)
+
+
+def text_files() -> list[Path]:
+    files = [ROOT / name for name in REWRITTEN_FILES if (ROOT / name).exists()]
+    for folder in REWRITTEN_FOLDERS:
+        files += [
+            p
+            for p in sorted((ROOT / folder).rglob("*"))
+            if p.is_file() and p.suffix in TEXT_SUFFIXES and "__pycache__" not in p.parts
+        ]
+    return [p for p in files if p.resolve() != TABLE.resolve()]
+
+
+def rewrite_references(moves: list[Move], dry_run: bool) -> list[Path]:
+    patterns = reference_patterns(moves)
+    moved = {m.old_dotted: m.new_dotted for m in moves}
+    changed = []
+    for path in text_files():
+        text = path.read_text(encoding="utf-8")
+        new = rewrite_from_imports(text, moved) if path.suffix == ".py" else text
+        for pattern, replacement in patterns:
+            new = pattern.sub(replacement, new)
+        if new != text:
+            changed.append(path)
+            if not dry_run:
+                path.write_text(new, encoding="utf-8")
+    return changed
+
+
+def apply_edits(edits: tuple[Edit, ...], dry_run: bool) -> list[Path]:
+    changed = []
+    for edit in edits:
+        path = ROOT / edit.file
+        if not path.exists():
+            continue
+        text = path.read_text(encoding="utf-8")
+        if edit.old in text:
+            changed.append(path)
+            if not dry_run:
+                path.write_text(text.replace(edit.old, edit.new), encoding="utf-8")
+    return changed
+
+
+def sync_installed_packages(dry_run: bool) -> bool:
+    """``[tool.setuptools] packages``: every package folder listed, no folder that is gone."""
+    path = ROOT / "pyproject.toml"
+    text = path.read_text(encoding="utf-8")
+    block = re.search(r"(?ms)^\[tool\.setuptools\]\n.*?^packages = \[\n(?P<body>.*?)^\]", text)
+    if block is None:
+        return False
+    body = block["body"]
+    listed = re.findall(r'"([\w.]+)"', body)
+    folders = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for top in TOP_PACKAGES
+        for init in (ROOT / top).rglob("__init__.py")
+        if "__pycache__" not in init.parts
+    }
+    keep = [name for name in dict.fromkeys(listed) if name in folders or name.startswith("specbench.builtin_")]
+    keep += sorted(folders - set(keep))
+    new_body = "".join(f'    "{name}",\n' for name in keep)
+    if new_body == body:
+        return False
+    if not dry_run:
+        path.write_text(text[: block.start("body")] + new_body + text[block.end("body") :], encoding="utf-8")
+    return True
+
+
+def tidy_python(paths: list[Path]) -> None:
+    ruff = shutil.which("ruff") or str(Path(sys.executable).with_name("ruff"))
+    python = [str(p) for p in paths if p.suffix == ".py" and p.exists()]
+    if not python or not Path(ruff).exists():
+        print("ruff not found: imports not sorted, changed files not formatted" if python else "", end="")
+        return
+    subprocess.run([ruff, "check", "-q", "--select", "I", "--fix", *python], cwd=ROOT, check=False)
+    subprocess.run([ruff, "format", "-q", *python], cwd=ROOT, check=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--table", type=Path, default=TABLE, help="the move table (YAML)")
+    parser.add_argument("--dry-run", action="store_true", help="say what would move; change nothing")
+    args = parser.parse_args(argv)
+    table = load_table(args.table)
+    done, notes = move_files(table, args.dry_run)
+    changed = rewrite_references(done, args.dry_run) if done else []
+    changed += apply_edits(table.edits, args.dry_run)
+    packages = sync_installed_packages(args.dry_run)
+    if not args.dry_run:
+        tidy_python(sorted(set(changed)))
+    for note in notes:
+        print(note)
+    print(f"{len(changed)} file(s) rewritten" + ("; pyproject's package list updated" if packages else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
