@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import argparse
 import ast
+import io
 import re
 import shutil
 import subprocess
 import sys
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -180,23 +182,49 @@ def move_files(table: Table, dry_run: bool) -> tuple[list[Move], list[str]]:
     return done, notes
 
 
-def reference_patterns(moves: list[Move]) -> list[tuple[re.Pattern, str]]:
-    """(pattern, replacement) for every spelling of every moved name, longest names first."""
-    pairs = []
+def reference_patterns(moves: list[Move]) -> tuple[list[tuple[re.Pattern, str]], list[tuple[re.Pattern, str]]]:
+    """(pattern, replacement) for every spelling of every moved name, longest names first: the full spellings
+    (``specbench.a.b``, ``specbench/a/b.py``), rewritten everywhere, and the short ones prose uses (``a.b``,
+    ``a/b.py``), rewritten in Python only inside comments and strings (in code ``engine.schedule`` may be an
+    attribute)."""
+    full, short = [], []
     for move in sorted(moves, key=lambda m: -len(m.old)):
         old_d, new_d = move.old_dotted, move.new_dotted
         old_p, new_p = move.old.removesuffix(".py"), move.new.removesuffix(".py")
-        suffix = "" if move.is_folder else r"\.py"
-        new_suffix = "" if move.is_folder else ".py"
-        pairs.append((re.compile(rf"(?<![\w.]){re.escape(old_d)}(?!\w)"), new_d))
-        pairs.append((re.compile(rf"(?<![\w.-]){re.escape(old_p)}{suffix}(?![\w])"), new_p + new_suffix))
-        for top in TOP_PACKAGES:  # short spellings, only between backquotes (prose: `engine.loop`, `cli/render.py`)
-            if old_d.startswith(top + "."):
-                short_d, short_p = old_d[len(top) + 1 :], old_p[len(top) + 1 :]
-                new_short_d, new_short_p = new_d[len(top) + 1 :], new_p[len(top) + 1 :]
-                pairs.append((re.compile(rf"(?<=`){re.escape(short_d)}(?=[`.:(])"), new_short_d))
-                pairs.append((re.compile(rf"(?<=`){re.escape(short_p)}{suffix}(?=[`/])"), new_short_p + new_suffix))
-    return pairs
+        suffix, new_suffix = ("", "") if move.is_folder else (r"\.py", ".py")
+        full.append((re.compile(rf"(?<![\w.]){re.escape(old_d)}(?!\w)"), new_d))
+        full.append((re.compile(rf"(?<![\w.-]){re.escape(old_p)}{suffix}(?!\w)"), new_p + new_suffix))
+        top = next((t for t in TOP_PACKAGES if old_d.startswith(t + ".")), None)
+        if top is not None and old_d.count(".") >= 2:  # `a.b`: two names at least, never a bare package
+            cut = len(top) + 1
+            short.append((re.compile(rf"(?<![\w./-]){re.escape(old_d[cut:])}(?!\w)"), new_d[cut:]))
+            short.append((re.compile(rf"(?<![\w./-]){re.escape(old_p[cut:])}{suffix}(?!\w)"), new_p[cut:] + new_suffix))
+    return full, short
+
+
+def substitute(text: str, patterns: list[tuple[re.Pattern, str]]) -> str:
+    for pattern, replacement in patterns:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def in_prose(text: str, patterns: list[tuple[re.Pattern, str]]) -> str:
+    """``patterns`` applied only inside the comments and strings of Python source ``text``."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return text
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    spans = [
+        (starts[t.start[0] - 1] + t.start[1], starts[t.end[0] - 1] + t.end[1])
+        for t in tokens
+        if t.type in (tokenize.COMMENT, tokenize.STRING)
+    ]
+    for start, end in reversed(spans):
+        text = text[:start] + substitute(text[start:end], patterns) + text[end:]
+    return text
 
 
 def rewrite_from_imports(text: str, moved: dict[str, str]) -> str:
@@ -249,14 +277,15 @@ def text_files() -> list[Path]:
 
 
 def rewrite_references(moves: list[Move], dry_run: bool) -> list[Path]:
-    patterns = reference_patterns(moves)
+    full, short = reference_patterns(moves)
     moved = {m.old_dotted: m.new_dotted for m in moves}
     changed = []
     for path in text_files():
         text = path.read_text(encoding="utf-8")
-        new = rewrite_from_imports(text, moved) if path.suffix == ".py" else text
-        for pattern, replacement in patterns:
-            new = pattern.sub(replacement, new)
+        if path.suffix == ".py":
+            new = in_prose(substitute(rewrite_from_imports(text, moved), full), short)
+        else:
+            new = substitute(substitute(text, full), short)
         if new != text:
             changed.append(path)
             if not dry_run:
