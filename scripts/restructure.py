@@ -152,6 +152,12 @@ def has_files(path: Path, move: Move) -> bool:
     return bool(tracked(path)) if move.is_folder else path.exists()
 
 
+def remove_if_empty(folder: Path) -> None:
+    """Remove a folder left with nothing but compiled caches (a namespace package otherwise)."""
+    if folder.is_dir() and all(p.name == "__pycache__" for p in folder.iterdir()):
+        shutil.rmtree(folder)
+
+
 def move_files(table: Table, dry_run: bool) -> tuple[list[Move], list[str]]:
     """The moves done now or earlier (their new path exists) and the notes on the rest."""
     done, notes = [], []
@@ -171,6 +177,8 @@ def move_files(table: Table, dry_run: bool) -> tuple[list[Move], list[str]]:
             if not dry_run:
                 target.parent.mkdir(parents=True, exist_ok=True)
             git("mv", str(source.relative_to(ROOT)), str(target.relative_to(ROOT)), dry_run=dry_run)
+        if move.is_folder and not dry_run:
+            remove_if_empty(old)
         notes.append(f"moved {move.old} → {move.new}")
         done.append(move)
     for folder in map(ROOT.joinpath, table.dissolved):
@@ -179,6 +187,8 @@ def move_files(table: Table, dry_run: bool) -> tuple[list[Move], list[str]]:
         if not left and (folder / "__init__.py").exists():
             git("rm", "-q", str((folder / "__init__.py").relative_to(ROOT)), dry_run=dry_run)
             notes.append(f"removed {folder.relative_to(ROOT)}/__init__.py: every module moved out")
+            if not dry_run:
+                remove_if_empty(folder)
     return done, notes
 
 
