@@ -237,6 +237,42 @@ def in_prose(text: str, patterns: list[tuple[re.Pattern, str]]) -> str:
     return text
 
 
+IMPORT_LINE = re.compile(
+    r"^(?P<indent>[ \t]*)from (?P<module>[\w.]+) import (?P<names>[\w ,]+?)(?P<rest>[ \t]*(#.*)?)$", re.M
+)
+
+
+def split_from_import(
+    indent: str, module: str, names: list[tuple[str, str | None]], moved: dict[str, str], rest: str
+) -> str | None:
+    """``from module import names`` as one line per parent package once moved modules are followed; None when
+    no name is a moved module. A moved module keeps its local name (``from b import new as old``)."""
+    if not any(f"{module}.{name}" in moved for name, _ in names):
+        return None
+    groups: dict[str, list[str]] = {}
+    for name, asname in names:
+        parent, new_name, new_as = module, name, asname
+        if f"{module}.{name}" in moved:
+            parent, _, new_name = moved[f"{module}.{name}"].rpartition(".")
+            new_as = asname or (name if new_name != name else None)
+        groups.setdefault(parent, []).append(new_name + (f" as {new_as}" if new_as else ""))
+    return "\n".join(f"{indent}from {parent} import {', '.join(items)}{rest}" for parent, items in groups.items())
+
+
+def rewrite_import_lines(text: str, moved: dict[str, str]) -> str:
+    """One-line ``from specbench.a import b`` anywhere: code, code held in strings, examples in docs."""
+
+    def one(match: re.Match) -> str:
+        parts = [name.split() for name in match["names"].split(",")]
+        if any(len(p) not in (1, 3) or (len(p) == 3 and p[1] != "as") for p in parts):
+            return match[0]  # not a plain import list (a sentence that starts like one)
+        names = [(p[0], p[2] if len(p) == 3 else None) for p in parts]
+        new = split_from_import(match["indent"], match["module"], names, moved, match["rest"])
+        return match[0] if new is None else new
+
+    return IMPORT_LINE.sub(one, text)
+
+
 def rewrite_from_imports(text: str, moved: dict[str, str]) -> str:
     """``from specbench.a import b, c`` where ``specbench.a.b`` moved → one import per new parent package."""
     try:
@@ -248,16 +284,6 @@ def rewrite_from_imports(text: str, moved: dict[str, str]) -> str:
     for node in ast.walk(tree):
         if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
             continue
-        if not any(f"{node.module}.{a.name}" in moved for a in node.names):
-            continue
-        groups: dict[str, list[str]] = {}
-        for alias in node.names:
-            full = f"{node.module}.{alias.name}"
-            parent, name, asname = node.module, alias.name, alias.asname
-            if full in moved:  # the module keeps its local name: `from a import old` → `from b import new as old`
-                parent, _, name = moved[full].rpartition(".")
-                asname = alias.asname or (alias.name if name != alias.name else None)
-            groups.setdefault(parent, []).append(name + (f" as {asname}" if asname else ""))
         first = lines[node.lineno - 1]
         indent = first[: len(first) - len(first.lstrip())]
         comment = next(
@@ -268,8 +294,9 @@ def rewrite_from_imports(text: str, moved: dict[str, str]) -> str:
             ),
             "",
         )
-        new = "".join(f"{indent}from {module} import {', '.join(names)}{comment}\n" for module, names in groups.items())
-        edits.append((node.lineno, node.end_lineno, new))
+        new = split_from_import(indent, node.module, [(a.name, a.asname) for a in node.names], moved, comment)
+        if new is not None:
+            edits.append((node.lineno, node.end_lineno, new + "\n"))
     for start, end, new in sorted(edits, reverse=True):
         lines[start - 1 : end] = [new]
     return "".join(lines)
@@ -293,9 +320,9 @@ def rewrite_references(moves: list[Move], dry_run: bool) -> list[Path]:
     for path in text_files():
         text = path.read_text(encoding="utf-8")
         if path.suffix == ".py":
-            new = in_prose(substitute(rewrite_from_imports(text, moved), full), short)
+            new = in_prose(substitute(rewrite_import_lines(rewrite_from_imports(text, moved), moved), full), short)
         else:
-            new = substitute(substitute(text, full), short)
+            new = substitute(substitute(rewrite_import_lines(text, moved), full), short)
         if new != text:
             changed.append(path)
             if not dry_run:
