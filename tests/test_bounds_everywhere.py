@@ -38,7 +38,7 @@ def _sweep_keys() -> set[str]:
     from specbench.engine.online_drafting import OnlinePlan
     from specbench.measure.spec import adaptive as adaptive_spec
     from specbench.measure.spec import executor as executor_spec
-    from specbench.measure.spec import sweep as spec
+    from specbench.measure.spec import sweep_spec as spec
     from specbench.measure.spec.timing import DEFAULT as TIMING
 
     keys = {f"sweep: {k}" for k in spec.TOP_LEVEL_KEYS}

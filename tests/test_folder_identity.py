@@ -230,7 +230,7 @@ def test_every_backend_option_is_classified():
 
 
 def test_the_state_file_name_is_the_confirmations():
-    from specbench.analysis.recommendation.confirmation import STATE_FILE
+    from specbench.analysis.recommendation.confirm_report import STATE_FILE
 
     assert identity.CONFIRMATION_STATE == STATE_FILE
 

@@ -505,7 +505,7 @@ PER_COMMAND = [
     ("results-merge", ["results", "merge", "{R}", "--out", "{tmp}/m"], "specbench.cli.results_cmd.merge_folders"),
     ("fit", ["fit", "{R}"], "specbench.cli.fit_cmd.fit_acceptance"),
     ("recommend", ["recommend", "{R}"], "specbench.cli.recommend_cmd.recommend"),
-    ("plot", ["plot", "{R}", "--out", "{tmp}/plots"], "specbench.figures.report.build_report"),
+    ("plot", ["plot", "{R}", "--out", "{tmp}/plots"], "specbench.figures.report_page.build_report"),
     ("compare", ["compare", "{R}", "{R}"], "specbench.cli.compare_cmd.compare"),
     (
         "profile",

@@ -22,7 +22,7 @@ from specbench.backends.llamacpp_rounds import Mark, rebuild
 from specbench.backends.llamacpp_server import LlamaCppServerBackend, check_sweep
 from specbench.backends.server_process import group_alive
 from specbench.errors import SpecbenchError
-from specbench.measure.spec.sweep import DrafterConfig, RunConfig
+from specbench.measure.spec.sweep_spec import DrafterConfig, RunConfig
 from specbench.models import gguf_files
 from tests.fake_openai_server import FakeServer
 

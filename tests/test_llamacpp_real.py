@@ -46,7 +46,7 @@ def binary() -> Path:
 
 
 def _drafted_config(drafter: str, gamma: int, **params):
-    from specbench.measure.spec.sweep import DrafterConfig, RunConfig
+    from specbench.measure.spec.sweep_spec import DrafterConfig, RunConfig
 
     d = DrafterConfig(drafter, tuple(sorted(params.items()))) if drafter else None
     return RunConfig(d, gamma if d else 0, "chain", 0.0, 1.0, 0)

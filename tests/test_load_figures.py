@@ -10,17 +10,12 @@ import matplotlib
 import numpy as np
 import pytest
 
+from specbench.figures.families.costs import figure_heatmap, figure_time_split
+from specbench.figures.families.gamma import figure_throughput
 from specbench.figures.load_figures import figure_speedup_vs_load
-from specbench.figures.plot import (
-    STYLE,
-    FigureSkipped,
-    figure_heatmap,
-    figure_throughput,
-    figure_time_split,
-    figures_for,
-    load_plot_data,
-)
-from specbench.figures.report import build_report
+from specbench.figures.plot import STYLE, FigureSkipped, figures_for
+from specbench.figures.plot_data import load_plot_data
+from specbench.figures.report_page import build_report
 from tests.synthetic_results import SyntheticDrafter, write_results
 from tests.synthetic_serving import as_dicts, serving_records
 

@@ -12,7 +12,8 @@ import pytest
 from specbench.analysis.context_bins import fit_by_context_bin
 from specbench.analysis.fit import fit_acceptance, fits_frame
 from specbench.errors import SpecbenchError
-from specbench.figures.plot import FIGURES, load_plot_data, render_figure
+from specbench.figures.plot import FIGURES, render_figure
+from specbench.figures.plot_data import load_plot_data
 from specbench.models.byte_tokenizer import byte_tokenizer
 from specbench.records.store import load_records
 from specbench.workloads import long_context

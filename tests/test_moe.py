@@ -170,7 +170,8 @@ def test_moe_sweep_records_expert_traffic_and_recommend_prices_it(tmp_path, prom
     aware_curve, plain_curve = recs[0].curves, plain[0].curves
     assert (aware_curve["tokens_per_s"].to_numpy() < plain_curve["tokens_per_s"].to_numpy()).all()
     # the report's MoE figure draws from these records (and a dense folder skips it: tests/test_plot.py)
-    from specbench.figures.plot import FIGURES, load_plot_data, render_figure
+    from specbench.figures.plot import FIGURES, render_figure
+    from specbench.figures.plot_data import load_plot_data
 
     figure = next(spec for spec in FIGURES if spec.name == "moe_experts")
     (tmp_path / "fig").mkdir()
@@ -182,12 +183,8 @@ def test_moe_sweep_records_expert_traffic_and_recommend_prices_it(tmp_path, prom
 
 
 def test_dense_twin_has_the_moe_shapes_active_size_and_is_refused_for_dense_targets():
-    from specbench.profile.profiler import (
-        dense_twin,
-        moe_shape,
-        plan_profile,
-        resolve_architecture,
-    )
+    from specbench.profile.architecture import dense_twin, moe_shape, resolve_architecture
+    from specbench.profile.profiler import plan_profile
 
     moe = resolve_architecture("tiny-random-qwen3-moe")
     assert moe_shape(moe.config) == {"experts": 16, "top_k": 4, "expert_intermediate": 32}
@@ -202,14 +199,13 @@ def test_dense_twin_has_the_moe_shapes_active_size_and_is_refused_for_dense_targ
 
 def test_profile_times_an_moe_shape_beside_its_dense_twin(tmp_path):
     from specbench.analysis.cost.moe import moe_verify_table
-    from specbench.profile.profiler import (
-        ProfileGrid,
+    from specbench.profile.architecture import (
         forward_weight_bytes,
         moe_forward_bytes,
         random_model,
         resolve_architecture,
-        run_profile,
     )
+    from specbench.profile.profiler import ProfileGrid, run_profile
 
     grid = ProfileGrid(batches=(1,), contexts=(16,), verify_tokens=(1, 4), warmup=0, repeats=1)
     profile = run_profile("tiny-random-mixtral", grid=grid, with_dense_twin=True)

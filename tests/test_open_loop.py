@@ -26,7 +26,8 @@ from specbench.measure.execution.batches import batch_requests
 from specbench.measure.execution.groups import group_units
 from specbench.measure.execution.machine_state import MachineProbe
 from specbench.measure.spec.flags import SweepFlags
-from specbench.measure.spec.sweep import OPEN_LOOP_MAX_IN_FLIGHT, build_spec
+from specbench.measure.spec.sweep import build_spec
+from specbench.measure.spec.sweep_spec import OPEN_LOOP_MAX_IN_FLIGHT
 from specbench.measure.spec.units import expand_units, load_workloads
 from tests.fake_openai_server import FakeServer
 from tests.test_server_backends import chain

@@ -176,8 +176,9 @@ def test_every_panel_names_the_same_configuration_with_the_same_answer(agreed):
 
 
 def test_figures_read_the_same_verdicts(agreed, tmp_path):
+    from specbench.figures.families.gamma import recommendation_caption
     from specbench.figures.load_figures import _configurations, _named, figure_speedup_vs_load
-    from specbench.figures.plot import find_recommendation, load_plot_data, recommendation_caption
+    from specbench.figures.plot_data import find_recommendation, load_plot_data
     from tests.synthetic_results import write_results
 
     frame, built = agreed

@@ -118,7 +118,7 @@ def test_stopping_history_words_say_what_is_missing(history):
 def test_the_html_stopping_section_says_what_is_missing(history):
     from types import SimpleNamespace
 
-    from specbench.figures.report import stopping_section
+    from specbench.figures.report_sections.stopping import stopping_section
 
     html = stopping_section(SimpleNamespace(history=History.from_dict(history)))
     for cell in re.findall(r"<td[^>]*>(.*?)</td>|<li>(.*?)</li>", html):

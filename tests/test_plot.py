@@ -26,7 +26,7 @@ from specbench.analysis.fit import tau_intervals
 from specbench.errors import SpecbenchError
 from specbench.figures.palette import BASELINE_COLOUR, Palette
 from specbench.figures.plot import FIGURES, parse_formats
-from specbench.figures.report import build_report
+from specbench.figures.report_page import build_report
 from specbench.records.store import ResultsStore
 from tests.cli_helpers import assert_user_error, invoke
 from tests.synthetic_results import (
@@ -362,7 +362,7 @@ def test_figures_use_the_palette_colour_of_each_drafter(synthetic_report):
     """The same drafter label is drawn in the same colour in the τ figure and the throughput figure."""
     from matplotlib.colors import to_hex
 
-    from specbench.figures.plot import figure_tau, figure_throughput
+    from specbench.figures.families.gamma import figure_tau, figure_throughput
 
     data = synthetic_report.data
     for build in (figure_tau, figure_throughput):
@@ -401,7 +401,8 @@ def test_group_cost_fits_match_the_cost_table():
 def test_rendering_does_not_use_pyplot(small_folder, tmp_path):
     """Figures are plain Figure objects: pyplot and its global figure registry are never imported."""
     code = (
-        "import sys; from specbench.figures.plot import FIGURES, load_plot_data, render_figure; "
+        "import sys; from specbench.figures.plot import FIGURES, render_figure; "
+        "from specbench.figures.plot_data import load_plot_data; "
         f"data = load_plot_data({str(small_folder)!r}, n_boot=0); "
         f"done = [render_figure(spec, data, {str(tmp_path)!r}, ('png',)) for spec in FIGURES[:2]]; "
         "print(all(d.files for d in done), 'matplotlib.pyplot' in sys.modules)"

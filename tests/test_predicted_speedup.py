@@ -141,7 +141,8 @@ def test_profile_json_has_the_table_columns(tmp_path):
 
 def test_the_speedup_figure_shows_the_predicted_evidence(replay_folder):
     """The figure shows what the decision rests on: a predicted point per replayed γ, with its interval."""
-    from specbench.figures.plot import figure_throughput, load_plot_data
+    from specbench.figures.families.gamma import figure_throughput
+    from specbench.figures.plot_data import load_plot_data
 
     out, _ = replay_folder
     data = load_plot_data(out, n_boot=40)

@@ -27,7 +27,8 @@ from specbench.analysis.recommendation.result import ranges
 from specbench.bounds import int_list
 from specbench.cli import app
 from specbench.errors import SpecbenchError
-from specbench.profile.profiler import ProfileGrid, peak_bandwidth, run_profile
+from specbench.profile.profiler import ProfileGrid, run_profile
+from specbench.profile.timing import peak_bandwidth
 from specbench.records.profile_file import COLUMNS, PROFILE_KIND, Profile, load_profile, summary_frame, write_profile
 from tests.synthetic_results import SyntheticDrafter, make_records, records_frame, write_results
 

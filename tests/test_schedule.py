@@ -364,8 +364,11 @@ def test_no_schedule_comparison_without_dynamic_schedules():
 
 
 def test_plot_draws_the_schedule_figure_and_tables_show_the_schedule(tmp_path):
-    from specbench.figures.plot import FIGURES, figures_for, load_plot_data, render_figure
-    from specbench.figures.report import acceptance_section, lossless_section, recommendation_section
+    from specbench.figures.plot import FIGURES, figures_for, render_figure
+    from specbench.figures.plot_data import load_plot_data
+    from specbench.figures.report_sections.acceptance import acceptance_section
+    from specbench.figures.report_sections.lossless import lossless_section
+    from specbench.figures.report_sections.recommendation import recommendation_section
     from tests.synthetic_results import write_results
 
     records = _with_dynamic(1.3, n_prompts=6)

@@ -27,7 +27,7 @@ from specbench.backends.openai_server import OpenAIServerBackend, rounds_from_st
 from specbench.backends.server_process import free_port, group_alive
 from specbench.backends.vllm_server import VLLMServerBackend, speculative_config
 from specbench.errors import SpecbenchError
-from specbench.measure.spec.sweep import DrafterConfig, RunConfig
+from specbench.measure.spec.sweep_spec import DrafterConfig, RunConfig
 from tests.fake_openai_server import FakeServer, steps_for
 
 FAKE_SCRIPT = Path(__file__).with_name("fake_openai_server.py")

@@ -329,7 +329,7 @@ def _vllm_configs(kind: str, checkpoint: str, gamma: int = 3) -> list:
     """The speculative_config both vLLM backends build (models as given), and the recommendation's."""
     from specbench.analysis.settings.engine_settings import engine_settings
     from specbench.backends import vllm_config, vllm_server
-    from specbench.measure.spec.sweep import DrafterConfig, RunConfig
+    from specbench.measure.spec.sweep_spec import DrafterConfig, RunConfig
 
     config = RunConfig(DrafterConfig(kind, (("checkpoint", checkpoint),)), gamma, "chain", 0.0, 1.0, 0)
     recommended = engine_settings(kind, {"checkpoint": checkpoint}, "chain", gamma, engines=("vllm",))["vllm"]

@@ -19,7 +19,8 @@ from specbench.cli.flag_options import flag_command
 from specbench.errors import SpecbenchError
 from specbench.measure.spec import flags as sweep_flags
 from specbench.measure.spec.flags import FLAGS, Flag, SweepFlags, bound_of
-from specbench.measure.spec.sweep import TOP_LEVEL_KEYS, build_spec
+from specbench.measure.spec.sweep import build_spec
+from specbench.measure.spec.sweep_spec import TOP_LEVEL_KEYS
 
 
 def _sweep_command():

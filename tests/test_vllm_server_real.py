@@ -16,7 +16,7 @@ from specbench.backends.server_process import group_alive
 from specbench.backends.vllm_env import default_venv
 from specbench.backends.vllm_server import VLLMServerBackend
 from specbench.cli.engine_checks import check_vllm_configs
-from specbench.measure.spec.sweep import DrafterConfig, RunConfig
+from specbench.measure.spec.sweep_spec import DrafterConfig, RunConfig
 
 pytestmark = pytest.mark.vllm
 

@@ -18,7 +18,8 @@ from specbench.analysis.settings.vllm_speculative import speculative_config as b
 from specbench.analysis.verdicts.verdict import YES, Decision
 from specbench.backends import vllm_config, vllm_server
 from specbench.errors import SpecbenchError
-from specbench.measure.spec.sweep import DrafterConfig, RunConfig, build_spec
+from specbench.measure.spec.sweep import build_spec
+from specbench.measure.spec.sweep_spec import DrafterConfig, RunConfig
 from specbench.training.vllm_export import serving_config
 
 

@@ -95,7 +95,7 @@ class Backend(Protocol):
         stop_at_eos: bool,
         on_round: RoundCallback | None = None,
     ) -> GenerationResult:
-        """Generate with ``config`` (a `specbench.measure.spec.sweep.RunConfig`) and measure it."""
+        """Generate with ``config`` (a `specbench.measure.spec.sweep_spec.RunConfig`) and measure it."""
 
     def generate_batch(self, config, requests: list[Request], concurrency: int) -> list[GenerationResult]:
         """Generate every request with ``config``, keeping up to ``concurrency`` requests in flight; a request

@@ -51,8 +51,8 @@ from specbench.backends.http_client import run as run_http
 from specbench.backends.launched_servers import LaunchedServers
 from specbench.backends.llamacpp_env import build_info, server_binary
 from specbench.backends.llamacpp_rounds import Mark, Steps, rebuild
+from specbench.backends.openai_client import OpenAIClient
 from specbench.backends.openai_server import (
-    OpenAIClient,
     OpenAIServerBackend,
     ServerGenerationResult,
     _config_label,

@@ -30,7 +30,8 @@ from pathlib import Path
 from specbench.backends import vllm_config
 from specbench.backends.base import StatusCallback
 from specbench.backends.launched_servers import LaunchedServers
-from specbench.backends.openai_server import OpenAIClient, OpenAIServerBackend, load_tokenizer, resolve_model_location
+from specbench.backends.openai_client import OpenAIClient
+from specbench.backends.openai_server import OpenAIServerBackend, load_tokenizer, resolve_model_location
 from specbench.backends.options import check_backend_options
 from specbench.backends.server_process import ServerProcess
 from specbench.backends.vllm_env import vllm_python

@@ -92,7 +92,7 @@ def plot_command(
     """
 
     from specbench.figures.plot import FIGURES, parse_formats  # lazy: loads matplotlib; keeps `specbench --help` fast
-    from specbench.figures.report import build_report  # lazy: loads matplotlib; keeps `specbench --help` fast
+    from specbench.figures.report_page import build_report  # lazy: loads matplotlib; keeps `specbench --help` fast
 
     chosen = parse_formats(formats)  # bad formats and latency targets fail before any work
     slos = slos_from_flags(itl_p90, ttft_p90, slo or [], latency_p90=latency_p90)

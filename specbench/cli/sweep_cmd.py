@@ -64,9 +64,9 @@ def sweep(values: dict) -> None:
     """
     from specbench.measure.spec.sweep import (  # lazy: loads torch; keeps `specbench --help` fast
         build_spec,
-        capped_workloads,
         load_spec_file,
     )
+    from specbench.measure.spec.sweep_spec import capped_workloads  # lazy: loads torch; keeps `specbench --help` fast
     from specbench.measure.spec.units import parse_shard  # lazy: loads torch; keeps `specbench --help` fast
 
     flags = SweepFlags.from_command(values)

@@ -21,7 +21,7 @@ printed as "about": the sweep's own progress gives the real pace.
 from __future__ import annotations
 
 from specbench.backends import registry as backends
-from specbench.measure.spec.sweep import SweepSpec
+from specbench.measure.spec.sweep_spec import SweepSpec
 from specbench.models import cache as model_cache
 from specbench.models.resolve import DTYPES, aliases
 

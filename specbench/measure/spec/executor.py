@@ -4,7 +4,7 @@
 ``ray`` hands them to Ray workers: on a running cluster (``address: auto`` or ``HOST:PORT``) or on a
 local Ray instance started for the sweep (no address; ``workers: N`` of them). The choice changes
 where and how fast the units run, never what they measure, so it is not part of the spec hash
-(`specbench.measure.spec.sweep.SweepSpec.spec_hash`) nor of any unit id.
+(`specbench.measure.spec.sweep_spec.SweepSpec.spec_hash`) nor of any unit id.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from specbench.backends.registry import DEFAULT as DEFAULT_BACKEND
 from specbench.engine.tree import shape_for
 from specbench.errors import SpecbenchError
 from specbench.measure.environment import now_utc
-from specbench.measure.spec.sweep import RunConfig, SweepSpec
+from specbench.measure.spec.sweep_spec import RunConfig, SweepSpec
 from specbench.workloads.catalog import Prompt, Workload, load_workload
 
 
