@@ -380,7 +380,7 @@ LAUNCH_AND_WAIT = textwrap.dedent("""\
     from specbench.backends import openai_server, vllm_server
     openai_server.load_tokenizer = vllm_server.load_tokenizer = lambda location: None
     openai_server.resolve_model_location = vllm_server.resolve_model_location = lambda spec: spec
-    from specbench.measure.spec.sweep import DrafterConfig, RunConfig
+    from specbench.measure.spec.sweep_spec import DrafterConfig, RunConfig
     backend = vllm_server.VLLMServerBackend(
         {{"server_command": [sys.executable, {script!r}], "log_dir": {logs!r}, "stop_grace_s": 1.0}},
         target="t", device="cpu", dtype="fp32", seed=0)

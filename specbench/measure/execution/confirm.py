@@ -66,7 +66,8 @@ from specbench.engine.schedule import ScheduleSpec, batch_size_schedule
 from specbench.errors import SpecbenchError
 from specbench.measure.execution.looks import LookEngine
 from specbench.measure.spec.adaptive import AdaptivePlan
-from specbench.measure.spec.sweep import RunConfig, SweepSpec, build_spec
+from specbench.measure.spec.sweep import build_spec
+from specbench.measure.spec.sweep_spec import RunConfig, SweepSpec
 from specbench.measure.spec.units import Unit, load_workloads
 from specbench.records.store import load_records, load_run_info
 from specbench.workloads.catalog import Workload, load_workload, resolve_spec

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from specbench.backends import registry as backends
 from specbench.measure.execution.batches import batch_requests, run_batch, share_batch_energy
-from specbench.measure.spec.sweep import RunConfig, SweepSpec
+from specbench.measure.spec.sweep_spec import RunConfig, SweepSpec
 from specbench.measure.spec.units import Unit, UnitOutput, make_record
 from specbench.records.store import atomic_write_json
 

@@ -36,7 +36,7 @@ from specbench.measure.execution.ray_executor import RayExecutor
 from specbench.measure.execution.worker import PieceWorker, SilentObserver, sweep_backend  # noqa: F401 (SilentObserver: re-export)
 from specbench.measure.replay.units import cost_key, replay_inputs, write_summary
 from specbench.measure.spec.online_strategy import check_shard
-from specbench.measure.spec.sweep import SweepSpec
+from specbench.measure.spec.sweep_spec import SweepSpec
 from specbench.measure.spec.units import Unit, expand_units, in_shard, load_workloads
 from specbench.measure.spec.validate import check_device, check_grid_size
 from specbench.records.archive import set_aside_folder

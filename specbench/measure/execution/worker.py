@@ -20,7 +20,7 @@ from specbench.measure.execution.machine_state import MachineProbe
 from specbench.measure.execution.pieces import BLOCK, GROUP, REPLAY, Piece, answer_key
 from specbench.measure.execution.timing_protocol import combine, run_block, warm_up
 from specbench.measure.replay.units import replay_outputs
-from specbench.measure.spec.sweep import RunConfig
+from specbench.measure.spec.sweep_spec import RunConfig
 from specbench.measure.spec.units import Unit, UnitOutput, make_record
 from specbench.measure.spec.validate import check_unit_lengths, prompt_room
 from specbench.models.limits import check_window
