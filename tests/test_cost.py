@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from specbench.analysis.acceptance_model import AcceptanceModel, expected_tokens, improvement_factor
 from specbench.analysis.cost.round_cost import (
     CostModel,
     DraftFit,
@@ -18,7 +19,6 @@ from specbench.analysis.cost.round_cost import (
     predict_curve,
     round_s,
 )
-from specbench.analysis.fit import AcceptanceModel, expected_tokens, improvement_factor
 from specbench.errors import SpecbenchError
 from specbench.records.rounds import prompt_clusters
 from specbench.records.summary import is_baseline

@@ -7,21 +7,17 @@ import pandas as pd
 import pytest
 from scipy import optimize
 
-from specbench.analysis.fit import (
+from specbench.analysis.acceptance_model import (
     AcceptanceModel,
     alpha_mle,
     expected_tokens,
-    fit_acceptance,
     fit_decay,
     fit_decay_batch,
-    fits_frame,
-    goodness_frame,
-    goodness_of_fit,
     improvement_factor,
     position_counts,
-    positions_frame,
     tokens_from_rates,
 )
+from specbench.analysis.fit import fit_acceptance, fits_frame, goodness_frame, goodness_of_fit, positions_frame
 from specbench.errors import SpecbenchError
 from specbench.records.rounds import flatten_rounds, prompt_clusters
 from tests.synthetic_results import SyntheticDrafter, make_records, records_frame

@@ -18,9 +18,9 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from specbench.analysis.acceptance_model import expected_tokens
 from specbench.analysis.cost.profile import fit_profile, markdown_summary, what_if
 from specbench.analysis.cost.round_cost import round_s
-from specbench.analysis.fit import expected_tokens
 from specbench.analysis.recommendation.profiled import workload_context
 from specbench.analysis.recommendation.recommend import ProfiledCosts, recommend
 from specbench.analysis.recommendation.result import ranges

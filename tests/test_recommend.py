@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from specbench.analysis.fit import expected_tokens
+from specbench.analysis.acceptance_model import expected_tokens
 from specbench.analysis.recommendation.recommend import MeasuredCosts, recommend, recommendation_dict, to_json
 from specbench.analysis.settings.engine_settings import engine_settings, sglang_token_limit, tree_paths
 from specbench.errors import SpecbenchError

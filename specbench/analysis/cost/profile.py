@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from specbench.analysis.acceptance_model import expected_tokens
 from specbench.analysis.cost.round_cost import VerifyFit, fit_verify, round_s
-from specbench.analysis.fit import expected_tokens
 from specbench.analysis.options import MAX_GAMMA
 from specbench.catalogue.drafters import is_model_free
 from specbench.errors import SpecbenchError

@@ -43,7 +43,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 import pandas as pd
 
-from specbench.analysis.fit import ACCEPT_KEYS, AcceptanceModel, improvement_factor
+from specbench.analysis.acceptance_model import AcceptanceModel, improvement_factor
+from specbench.analysis.fit import ACCEPT_KEYS
 from specbench.errors import SpecbenchError
 from specbench.records.rounds import (
     Binned,

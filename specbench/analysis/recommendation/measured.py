@@ -38,9 +38,10 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from specbench.analysis.acceptance_model import position_counts, replicate_models
 from specbench.analysis.cost.round_cost import CostFit, predict_arrays, predict_curve
 from specbench.analysis.cost.source import MeasuredCosts
-from specbench.analysis.fit import estimate_acceptance, position_counts, replicate_models
+from specbench.analysis.fit import estimate_acceptance
 from specbench.analysis.load.table import CLOSED_LOOP, scenario_keys
 from specbench.analysis.options import GROUP_KEYS, SCENARIO_KEYS, Option
 from specbench.analysis.recommendation.result import Pick, Recommendation

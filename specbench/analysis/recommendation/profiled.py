@@ -25,10 +25,11 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from specbench.analysis.acceptance_model import position_counts, replicate_models
 from specbench.analysis.cost.profile import ProfiledCost
 from specbench.analysis.cost.round_cost import round_s
 from specbench.analysis.cost.source import ProfiledCosts
-from specbench.analysis.fit import estimate_acceptance, position_counts, replicate_models
+from specbench.analysis.fit import estimate_acceptance
 from specbench.analysis.options import GROUP_KEYS, SCENARIO_KEYS
 from specbench.analysis.recommendation.result import BatchPlan, DrafterPlan, Recommendation, ranges
 from specbench.analysis.settings.engine_settings import schedule_setting

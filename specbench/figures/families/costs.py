@@ -12,11 +12,9 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
+from specbench.analysis.acceptance_model import AcceptanceModel
 from specbench.analysis.cost.moe import expert_aware_table, is_moe
 from specbench.analysis.cost.round_cost import predict_arrays
-from specbench.analysis.fit import (
-    AcceptanceModel,
-)
 from specbench.errors import SpecbenchError
 from specbench.figures.drawing import (
     legend_below,

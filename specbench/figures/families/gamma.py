@@ -11,10 +11,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator
 
-from specbench.analysis.fit import (
-    AcceptanceModel,
-    expected_tokens,
-)
+from specbench.analysis.acceptance_model import AcceptanceModel, expected_tokens
 from specbench.analysis.strategies import strategy_table
 from specbench.analysis.verdicts.decision import gamma_span
 from specbench.figures.drawing import (
