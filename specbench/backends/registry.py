@@ -159,10 +159,14 @@ def make_backend(
     max_concurrency: int = 1,
 ):
     """Build the backend ``name``. ``max_concurrency`` (the sweep's largest) sizes a serving
-    engine's batch (vLLM's ``max_num_seqs``, its entry's ``batch_option``) unless the options set it."""
+    engine's batch (vLLM's ``max_num_seqs``, its entry's ``batch_option``) unless the options set it — and only
+    where that option applies: a launched server's slots mean nothing to a server the user runs (``url``), so
+    an attached backend never gets, nor is refused for, a default it was not given."""
+    from specbench.backends.options import applies  # the options models import torch-side checks: build time only
+
     options = dict(options or {})
     batch_option = get(name).batch_option
-    if batch_option is not None and batch_option not in options:
+    if batch_option is not None and batch_option not in options and applies(name, batch_option, options):
         options[batch_option] = max(1, int(max_concurrency))
     cls = backend_class(name)
     return cls(options, target=target, device=device, dtype=dtype, seed=seed)
