@@ -38,7 +38,7 @@ from specbench.measure.replay.units import cost_key, replay_inputs, write_summar
 from specbench.measure.spec.online_strategy import check_shard
 from specbench.measure.spec.sweep import SweepSpec
 from specbench.measure.spec.units import Unit, expand_units, in_shard, load_workloads
-from specbench.measure.spec.validate import check_device, check_grid_size
+from specbench.measure.spec.validate import check_device, check_grid_size, check_models
 from specbench.records.archive import set_aside_folder
 from specbench.records.lock import LOCK_FILE, FolderLock, check_writable_folder, lock_holder
 from specbench.records.store import SCHEMA_VERSION, ResultsStore, load_records
@@ -157,6 +157,7 @@ class SweepRunner:
         check_writable_folder(Path(out_dir))
         if not spec.executor.is_ray:  # Ray workers check their own node's device (the driver may have none)
             check_device(spec.device)
+        check_models(spec)  # a name that resolves nowhere: one line, as --dry-run says it
         self.store = ResultsStore(out_dir)
         self.observer = observer or SilentObserver()
         writer = lock_holder(out_dir)
