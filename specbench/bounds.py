@@ -29,6 +29,7 @@ GAMMA_LIMIT = 128  # the largest γ anywhere: sweep gammas, run --gamma, recomme
 MAX_TOKENS = 2**20  # new tokens per turn, context lengths: no model's window is longer
 MAX_PROMPTS = 1_000_000  # prompts per workload (the largest built-in one has 17,671)
 MAX_BATCH = 4096  # sequences in one forward / requests in flight
+SEED_ROW = "seed"  # the row of every seed: `is_seed` names take it by construction (`specbench.cli.params.flag_row`)
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,12 @@ def _show(x: float) -> str:
     return f"{x:g}"
 
 
+def is_seed(name: str) -> bool:
+    """Whether a flag or key names a seed (``--seed``, ``--sample-seed``, ``strategy.seed``): its row is
+    `SEED_ROW`, whatever a table says."""
+    return name.lstrip("-").replace("_", "-").split(".")[-1].split("-")[-1] == "seed"
+
+
 _TOKENS = "no model's context window holds more than 2^20 tokens; the model's own window is checked after it loads"
 _SECONDS = "a request or a start-up taking more than a day is hung, not slow"
 
@@ -90,8 +97,9 @@ BOUNDS: dict[str, Bound] = {
     ),
     "top_p": Bound(0, 1, False, "a probability mass", open_low=True),
     "top_k": Bound(0, 2**31 - 1, True, "0 is off; a cut beyond the vocabulary is off too, and must fit a 32-bit index"),
-    "seed": Bound(-(2**63), 2**63 - 1, True, "a 64-bit seed (torch's generator takes 64 bits)"),
-    "seed_unsigned": Bound(
+    # one row for every seed, flag or key: a seed reaches numpy's generators somewhere (the bootstrap's, the
+    # online trainer's, a workload's sample), and they take none below 0
+    SEED_ROW: Bound(
         0,
         2**63 - 1,
         True,
@@ -336,10 +344,7 @@ FLAG_ROWS: dict[str, str] = {
     "--repeats": "repeats",
     "profile --repeats": "profile.repeats",
     "--request-rate": "request_rate",
-    "--seed": "seed",
-    "fit --seed": "seed_unsigned",
-    "recommend --seed": "seed_unsigned",
-    "plot --seed": "seed_unsigned",
+    "--seed": SEED_ROW,
     "--shard": "text",
     "--slo": "text",
     "--split": "text",
@@ -388,7 +393,7 @@ KEY_ROWS: dict[str, str] = {
     "sweep: target": "text",
     "sweep: device": "text",
     "sweep: dtype": "choice",
-    "sweep: seed": "seed",
+    "sweep: seed": SEED_ROW,
     "sweep: repeats": "repeats",
     "sweep: max_new_tokens": "max_new_tokens",
     "sweep: ignore_eos": "switch",
@@ -447,7 +452,7 @@ KEY_ROWS: dict[str, str] = {
     "sweep: strategy.reject_weight": "online.reject_weight",
     "sweep: strategy.window": "online.window",
     "sweep: strategy.batch_tokens": "train.batch_tokens",
-    "sweep: strategy.seed": "seed_unsigned",
+    "sweep: strategy.seed": SEED_ROW,
     # a workload file (specbench.workloads.spec and the kinds it hands on)
     "workload: name": "text",
     "workload: description": "text",
@@ -464,7 +469,7 @@ KEY_ROWS: dict[str, str] = {
     "workload: prepared": "mapping",
     "workload: stream": "list",
     "workload: sampling.count": "prompts",
-    "workload: sampling.seed": "seed",
+    "workload: sampling.seed": SEED_ROW,
     "workload: filter.min_chars": "chars",
     "workload: filter.max_chars": "chars",
     "workload: fields.id": "text",
@@ -495,7 +500,7 @@ KEY_ROWS: dict[str, str] = {
     "workload: long_context.documents": "list",
     "workload: long_context.documents.source": "choice",
     "workload: long_context.documents.count": "prompts",
-    "workload: long_context.documents.seed": "seed",
+    "workload: long_context.documents.seed": SEED_ROW,
     "workload: long_context.documents.min_chars": "chars",
     "workload: long_context.documents.exclude": "list",
     "workload: long_context.documents.package": "text",
