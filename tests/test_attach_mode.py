@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specbench.backends import registry
-from specbench.backends.options import ATTACH_SWITCH, BACKEND_OPTIONS, LAUNCH, applies, check_option_mode
+from specbench.backends.options import BACKEND_OPTIONS, LAUNCH, applies, check_option_mode
 from specbench.bounds import BOUNDS
 from specbench.errors import SpecbenchError
 from specbench.records.store import load_records
@@ -18,7 +18,7 @@ from tests.cli_helpers import assert_user_error, invoke, jsonl_workload
 from tests.fake_openai_server import FakeServer
 
 UNREACHABLE = "http://127.0.0.1:9"  # the discard port: nothing listens there
-ATTACHING = [name for name in registry.names() if ATTACH_SWITCH in BACKEND_OPTIONS.get(name, {})]
+ATTACHING = registry.names(attach_option="url")
 
 
 def launch_options(backend: str) -> list[str]:

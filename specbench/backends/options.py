@@ -9,12 +9,13 @@ range, no credentials, query or fragment, no spaces or control characters), an `
 that can go into an HTTP header (printable ASCII, no CR/LF), names and paths non-empty
 without control characters. Unknown option names are refused with a did-you-mean.
 
-Modes. A backend that can attach to a server the user runs (its model has ``url``) is in attach mode when
-``url`` is given, else in launch mode. Each option says the mode it means something in (`Option.mode`): a
-``launch`` option (``parallel``, ``port``, ...) configures a server specbench starts, an ``attach`` option
-(``baseline_url``, ``api_key``) a server someone else started. `check_option_mode` refuses the other mode's
-options as the user gave them, and `applies` is what decides whether a default (the registry's batch size)
-is added: a launch default is never added to, so never applied to nor refused in, an attached backend.
+Modes. A backend that can attach to a server the user runs (its registry entry's ``attach_option``, ``url``) is
+in attach mode when that option is given, else in launch mode. Each option says the mode it means something in
+(`Option.mode`): a ``launch`` option (``parallel``, ``port``, ...) configures a server specbench starts, an
+``attach`` option (``baseline_url``, ``api_key``) a server someone else started. `check_option_mode` refuses the
+other mode's options as the user gave them (`applies`), and the registry adds its launch default (the batch size)
+only to a backend that launches (`specbench.backends.registry.attaching`): never applied to, nor refused in, an
+attached one.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from specbench.backends import registry
 from specbench.bounds import BOUNDS, violation
 from specbench.catalogue import drafters as catalogue
 from specbench.engine.layout_probe import parse_layout_setting
@@ -33,7 +35,6 @@ from specbench.models.resolve import DTYPES
 
 MAX_TEXT = 4096
 LAUNCH, ATTACH = "launch", "attach"
-ATTACH_SWITCH = "url"  # the option that attaches a backend able to launch its servers to a running one
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -352,8 +353,8 @@ def check_backend_options(backend: str, options, where: str | None = None) -> di
 
 
 def attaching(backend: str, options: dict) -> bool:
-    """Whether ``options`` attach ``backend`` to a server the user runs: its model has ``url`` and it is given."""
-    return ATTACH_SWITCH in BACKEND_OPTIONS.get(backend, {}) and options.get(ATTACH_SWITCH) is not None
+    """Whether ``options`` attach ``backend`` to a server the user runs (its registry entry's attach_option)."""
+    return backend in registry.names() and registry.attaching(backend, options)
 
 
 def applies(backend: str, key: str, options: dict) -> bool:
