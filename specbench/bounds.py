@@ -34,7 +34,8 @@ SEED_ROW = "seed"  # the row of every seed: `is_seed` names take it by construct
 
 @dataclass(frozen=True)
 class Bound:
-    """``low <= value <= high`` (``low`` itself excluded when ``open_low``); ``integer`` or real.
+    """``low <= value <= high`` (``low`` itself excluded when ``open_low``, ``high`` when ``open_high``); ``integer``
+    or real.
 
     ``zero_or_from``: besides 0 only values >= it (a temperature is 0, greedy, or >= 1e-3).
     """
@@ -44,6 +45,7 @@ class Bound:
     integer: bool
     reason: str
     open_low: bool = False
+    open_high: bool = False
     zero_or_from: float | None = None
 
     def describe(self) -> str:
@@ -52,8 +54,8 @@ class Bound:
         low, high = _show(self.low), _show(self.high)
         if self.zero_or_from is not None:
             return f"0 or {what} from {_show(self.zero_or_from)} to {high}"
-        if self.open_low:
-            return f"{what} > {low} and <= {high}"
+        if self.open_low or self.open_high:
+            return f"{what} {'>' if self.open_low else '>='} {low} and {'<' if self.open_high else '<='} {high}"
         return f"{what} from {low} to {high}"
 
 
@@ -155,7 +157,9 @@ BOUNDS: dict[str, Bound] = {
         "the machine's price per hour (any currency): a million an hour is beyond any machine's rent",
         open_low=True,
     ),
-    "margin": Bound(0, 1, False, "a relative margin: 0.05 is 5 %; 1 would call a halving equivalent", open_low=True),
+    "margin": Bound(
+        0, 1, False, "a relative margin: 0.05 is 5 %; 1 would call a halving equivalent", open_low=True, open_high=True
+    ),
     "max_gamma": Bound(1, GAMMA_LIMIT, True, "the largest γ predicted: no sweep may measure γ above 128"),
     "batch": Bound(
         1,
@@ -524,7 +528,8 @@ def violation(name: str, value) -> str | None:
     below = value <= bound.low if bound.open_low else value < bound.low
     if bound.zero_or_from is not None and value != 0 and value < bound.zero_or_from:
         below = True
-    if below or value > bound.high:
+    above = value >= bound.high if bound.open_high else value > bound.high
+    if below or above:
         return f"must be {bound.describe()}, got {_short(value)} ({bound.reason})"
     return None
 

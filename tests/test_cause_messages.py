@@ -3,11 +3,14 @@ wrong — with the limit that applies stated — and nothing else reaches the us
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from specbench.analysis.compare import compare
 from specbench.backends import prometheus
 from specbench.errors import SpecbenchError
+from tests.cli_helpers import assert_user_error, invoke
 
 # ----------------------------------------------------------------------------- /metrics counters
 
@@ -37,3 +40,16 @@ def test_a_counter_beyond_what_a_float_counts_is_refused_with_the_limit(series, 
 def test_every_count_up_to_the_limit_is_read(series, value):
     scrape = prometheus.parse(f"# TYPE {series} counter\n{series} {value}\n")
     assert scrape.samples[(series, ())] == float(value)
+
+
+# ----------------------------------------------------------------------------- compare --margin
+
+
+@pytest.mark.parametrize("margin", ["1", "0", "1.5", "-0.1", "nan"])
+def test_a_margin_outside_its_row_is_refused_by_the_row_with_one_stated_range(tmp_path, margin):
+    """--margin 1 passed the row (0, 1] and was then refused as 'between 0 and 1': the row is now the range compare
+    takes, (0, 1), and the one place it is stated — on the command line and in `compare` itself."""
+    result = invoke("compare", "--margin", margin, tmp_path / "old", tmp_path / "new")
+    assert_user_error(result, "--margin", "must be a number > 0 and < 1")
+    with pytest.raises(SpecbenchError, match=r"^--margin must be a number > 0 and < 1"):
+        compare(None, None, margin=float(margin))

@@ -44,6 +44,7 @@ import pandas as pd
 
 from specbench.analysis.load.table import normalised
 from specbench.analysis.statistics.intervals import bootstrap_interval, bootstrap_weights
+from specbench.bounds import violation
 from specbench.errors import SpecbenchError
 from specbench.records.summary import UNIT_KEYS
 
@@ -302,8 +303,9 @@ def compare(
     gated: tuple[str, ...] = QUANTITIES,
 ) -> Comparison:
     """OLD against NEW, configuration by configuration (module docstring); the verdict reads ``gated``."""
-    if not 0 < margin < 1:
-        raise SpecbenchError(f"--margin must lie between 0 and 1 (0.05 is 5 %), got {margin}")
+    problem = violation("margin", margin)  # the row --margin is checked against: one range, stated once
+    if problem is not None:
+        raise SpecbenchError(f"--margin {problem}")
     unknown = [q for q in gated if q not in QUANTITIES]
     if unknown or not gated:
         raise SpecbenchError(f"--quantities takes some of {', '.join(QUANTITIES)}, got {', '.join(gated) or 'none'}")
