@@ -3,14 +3,18 @@ wrong — with the limit that applies stated — and nothing else reaches the us
 
 from __future__ import annotations
 
+import warnings
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specbench.analysis.compare import compare
+from specbench.analysis.compare import compare, side
 from specbench.backends import prometheus
 from specbench.errors import SpecbenchError
 from tests.cli_helpers import assert_user_error, invoke
+from tests.synthetic_results import SyntheticDrafter, make_records, records_frame
 
 # ----------------------------------------------------------------------------- /metrics counters
 
@@ -53,3 +57,27 @@ def test_a_margin_outside_its_row_is_refused_by_the_row_with_one_stated_range(tm
     assert_user_error(result, "--margin", "must be a number > 0 and < 1")
     with pytest.raises(SpecbenchError, match=r"^--margin must be a number > 0 and < 1"):
         compare(None, None, margin=float(margin))
+
+
+# ----------------------------------------------------------------------------- compare: no numpy warning
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(
+    alphas=st.tuples(st.sampled_from([0.0, 0.4, 1.0]), st.sampled_from([0.0, 0.4, 1.0])),
+    n_prompts=st.integers(1, 4),
+    n_boot=st.sampled_from([0, 1, 2, 5, 50]),
+    seed=st.integers(0, 3),
+)
+def test_compare_computes_degenerate_ratios_without_a_floating_point_warning(alphas, n_prompts, n_boot, seed):
+    """α 0 on a side (0 ÷ 0 in every replicate), one prompt, a handful of replicates: each ratio that is not
+    defined is NaN, computed without a RuntimeWarning (numpy printed them with source lines and install paths)."""
+    sides = []
+    for i, alpha in enumerate(alphas):
+        drafter = replace(SyntheticDrafter(alpha=0.7, gammas=(3,)), alpha=alpha)
+        records = make_records([drafter], n_prompts=n_prompts, seed=seed + i, max_new_tokens=16)
+        sides.append(side(f"side{i}", records_frame(records), {"sweep": {"name": "s"}}, {}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any warning fails the property
+        result = compare(*sides, n_boot=n_boot, seed=seed)
+    assert result.rows and result.verdict in ("equivalent", "inconclusive", "regressed")

@@ -266,13 +266,21 @@ def _per_prompt(frame: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index) -> 
     return sums
 
 
+def quotient(num, den) -> np.ndarray:
+    """num ÷ den elementwise, NaN wherever den is not a positive finite number or num is not finite: a ratio that is
+    not defined (0 ÷ 0, x ÷ 0, anything with NaN) is NaN, computed without a floating-point warning, so none
+    reaches the terminal (numpy's RuntimeWarnings name source lines and install paths)."""
+    num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    defined = np.isfinite(num) & np.isfinite(den) & (den > 0)
+    return np.divide(num, den, out=np.full(np.broadcast(num, den).shape, np.nan), where=defined)
+
+
 def _estimates(sums: np.ndarray) -> np.ndarray:
     """[..., 3] τ, α, speedup from per-prompt sums [..., 7] (a point: summed over prompts; a replicate:
-    weighted sums)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        tau = sums[..., 3] / sums[..., 2]
-        alpha = sums[..., 0] / sums[..., 1]
-        speedup = (sums[..., 3] / sums[..., 4]) / (sums[..., 5] / sums[..., 6])
+    weighted sums); NaN where one is not defined (no round, no draft, no time)."""
+    tau = quotient(sums[..., 3], sums[..., 2])
+    alpha = quotient(sums[..., 0], sums[..., 1])
+    speedup = quotient(quotient(sums[..., 3], sums[..., 4]), quotient(sums[..., 5], sums[..., 6]))
     return np.stack([tau, alpha, speedup], axis=-1)
 
 
@@ -335,16 +343,15 @@ def compare(
             config_b = scenario_b[scenario_b["match"] == match]
             sums_a, sums_b = _per_prompt(config_a, base_a, clusters), _per_prompt(config_b, base_b, clusters)
             point_a, point_b = _estimates(sums_a.sum(0)), _estimates(sums_b.sum(0))
-            reps = _estimates(weights @ sums_b) / _estimates(weights @ sums_a)  # [B, 3]
+            reps = quotient(_estimates(weights @ sums_b), _estimates(weights @ sums_a))  # [B, 3], NaN: undefined
             first = config_a.iloc[0]
             labels = (str(first["drafter_label"]), str(config_b.iloc[0]["drafter_label"]))
-            disturbed = any(
-                not s["timing_ok"].fillna(True).astype(bool).all() for s in (config_a, config_b, base_a, base_b)
-            )
+            # a unit timed under interference says timing_ok false; unknown (null) is not a disturbance
+            disturbed = any(s["timing_ok"].eq(False).any() for s in (config_a, config_b, base_a, base_b))
             quantities = {}
             differ, compared = _differing(config_a, config_b)
             for i, name in enumerate(QUANTITIES):
-                ratio = float(point_b[i] / point_a[i]) if point_a[i] > 0 else math.nan
+                ratio = float(quotient(point_b[i], point_a[i]))
                 lo = hi = math.nan
                 if len(weights) and np.isfinite(ratio) and ratio > 0:
                     lo, hi = (
