@@ -3,17 +3,23 @@ wrong — with the limit that applies stated — and nothing else reaches the us
 
 from __future__ import annotations
 
+import time
 import warnings
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specbench.analysis.compare import compare, side
+from specbench.analysis.recommendation.confirmation import load_report
 from specbench.backends import prometheus
 from specbench.errors import SpecbenchError
+from specbench.measure.execution.confirm import ConfirmPolicy, ConfirmSettings, plan_confirmation
+from specbench.measure.execution.runner import SweepRunner
 from tests.cli_helpers import assert_user_error, invoke
+from tests.confirm_helpers import decided_results
 from tests.synthetic_results import SyntheticDrafter, make_records, records_frame
 
 # ----------------------------------------------------------------------------- /metrics counters
@@ -81,3 +87,39 @@ def test_compare_computes_degenerate_ratios_without_a_floating_point_warning(alp
         warnings.simplefilter("error")  # any warning fails the property
         result = compare(*sides, n_boot=n_boot, seed=seed)
     assert result.rows and result.verdict in ("equivalent", "inconclusive", "regressed")
+
+
+# ----------------------------------------------------------------------------- an interrupted confirmation
+
+
+class _InterruptedRunner:
+    """What `SweepRunner.drive` uses of its runner, with a step that Ctrl-C cuts short after ``seconds``."""
+
+    def __init__(self, folder, seconds: float):
+        self.store = SimpleNamespace(folder=folder, has_records=lambda: False)
+        self.observer = SimpleNamespace(status=lambda message: None)
+        self.seconds = seconds
+
+    def _notify(self, event, *args):
+        pass
+
+    def _run_units(self, units):
+        time.sleep(self.seconds)
+        raise KeyboardInterrupt
+
+
+def test_an_interrupted_look_counts_against_the_budget_on_resume(tmp_path):
+    """The look Ctrl-C cut short took wall time: the runner hands it to the policy (`report_interrupted`), the
+    confirmation saves it (it saved 0.0), and the resumed run's --budget counts it."""
+    results = decided_results(tmp_path / "sweep")
+    settings_ = ConfirmSettings(first=2, batch=2, max_prompts=6, budget_s=0.2)
+    plan = plan_confirmation(results, settings_)
+    plan.folder.mkdir(parents=True, exist_ok=True)
+    policy = ConfirmPolicy(plan, plan.folder)
+    with pytest.raises(KeyboardInterrupt):
+        SweepRunner.drive(_InterruptedRunner(plan.folder, 0.3), policy, set())
+    saved = load_report(results).elapsed_s
+    assert saved >= 0.3
+    resumed = ConfirmPolicy(plan, plan.folder)
+    assert resumed.elapsed_before == saved
+    assert resumed.propose(set()) is None and resumed.budget_stopped  # the 0.2 s budget is spent already

@@ -526,6 +526,11 @@ class ConfirmPolicy:
             self._judge(self.states[name], records)
         self._save()
 
+    def interrupted(self, seconds: float) -> None:
+        """The wall seconds of a look cut short, saved so that ``--budget`` counts them on resume."""
+        self.elapsed_before += seconds
+        self._save()
+
     def close(self) -> None:
         spent = self.plan.settings.budget_s is not None and self.elapsed_before >= self.plan.settings.budget_s
         for state in self.states.values():

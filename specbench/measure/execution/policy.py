@@ -13,7 +13,10 @@ hands the policy the folder's records after each proposal. Neither reaches into 
     policy.close()
 
 ``units`` is every unit the policy may ever propose (the runner prepares models and drafters for
-them before the first look), and ``progress_lines()`` the policy's news in words after each step.
+them before the first look), and ``progress_lines()`` the policy's news in words after each step. A step cut
+short by Ctrl-C or SIGTERM is not observed (it is no look to judge); a policy that keeps a budget may take its
+wall seconds with an optional ``interrupted(seconds)``, called before the interrupt goes on, so that a resumed run
+counts them (`specbench.measure.execution.runner.report_interrupted`).
 """
 
 from __future__ import annotations

@@ -130,6 +130,15 @@ def run_info(
     return info
 
 
+def report_interrupted(policy: Policy, seconds: float) -> None:
+    """Tell ``policy`` the wall seconds of a step cut short (its finished units are kept, the rest run on resume),
+    so that a budget counts them: its ``interrupted(seconds)``, where it has one (`specbench.measure.execution.policy`).
+    The step is not observed: a look cut short is no look to judge."""
+    hook = getattr(policy, "interrupted", None)
+    if hook is not None:
+        hook(seconds)
+
+
 def _missing(value) -> bool:
     """A null column value as pandas reads it (None or NaN)."""
     return value is None or value != value
@@ -276,7 +285,11 @@ class SweepRunner:
             self.observer.status(step.title)
             self._notify("look_started", len(fresh), step.budget_left_s)
             started = time.monotonic()
-            measured += self._run_units(fresh) if fresh else 0
+            try:
+                measured += self._run_units(fresh) if fresh else 0
+            except KeyboardInterrupt:  # Ctrl-C or SIGTERM mid-step: its seconds were spent all the same
+                report_interrupted(policy, time.monotonic() - started)
+                raise
             finished.update(u.unit_id for u in fresh)
             policy.observe(load_records(self.store.folder), time.monotonic() - started)
             self._notify("looks_done", policy.progress_lines())
