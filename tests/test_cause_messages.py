@@ -3,9 +3,15 @@ wrong — with the limit that applies stated — and nothing else reaches the us
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
 import time
 import warnings
 from dataclasses import replace
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -123,3 +129,55 @@ def test_an_interrupted_look_counts_against_the_budget_on_resume(tmp_path):
     resumed = ConfirmPolicy(plan, plan.folder)
     assert resumed.elapsed_before == saved
     assert resumed.propose(set()) is None and resumed.budget_stopped  # the 0.2 s budget is spent already
+
+
+# ----------------------------------------------------------------------------- confirm's plan and folder
+
+
+def test_confirm_dry_run_json_prints_the_plan_on_stdout(tmp_path):
+    results = decided_results(tmp_path / "sweep")
+    result = invoke("confirm", results, "--dry-run", "--json", "--first", "2", "--batch", "2", "--max-prompts", "6")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)  # stdout holds the JSON alone (the table went to stderr)
+    assert plan["dry_run"] and plan["plan_hash"] and plan["results"] == str(results)
+    (target,) = plan["targets"]
+    assert target["fresh_prompts"] == 6 and target["looks"] == [2, 4, 6]
+    assert target["prediction"]["answer"] == "confident yes"
+    assert {arm["role"] for arm in target["arms"]} >= {"baseline", "recommended"}
+    assert not (results / "confirm").exists()  # a dry run writes nothing
+
+
+def _hold_lock(folder: Path):
+    """Another process holding ``folder``'s writer lock (as a running confirmation would)."""
+    code = (
+        "import sys, time\n"
+        "from specbench.records.lock import FolderLock\n"
+        f"with FolderLock({str(folder)!r}):\n"
+        "    print('held', flush=True)\n"
+        "    time.sleep(120)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=os.environ)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def test_confirms_in_use_and_read_only_lines_do_not_suggest_out(tmp_path):
+    """confirm writes RESULTS/confirm and has no --out: its folder lines name the folder and nothing to choose."""
+    results = decided_results(tmp_path / "sweep", max_new_tokens=4)
+    args = ("confirm", results, "--first", "2", "--batch", "2", "--max-prompts", "4")
+    holder = _hold_lock(results / "confirm")
+    try:
+        busy = invoke(*args)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert_user_error(busy, f"{results / 'confirm'} is in use by PID {holder.pid}")
+    assert "--out" not in busy.stderr
+    shutil.rmtree(results / "confirm")
+    results.chmod(0o555)
+    try:
+        read_only = invoke(*args)
+    finally:
+        results.chmod(0o755)
+    assert_user_error(read_only, "is read-only")
+    assert "--out" not in read_only.stderr
