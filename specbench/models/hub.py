@@ -16,6 +16,10 @@ import os
 import socket
 from urllib.parse import urlsplit
 
+import httpx2  # the HTTP library huggingface_hub installs
+from huggingface_hub import try_to_load_from_cache
+from huggingface_hub.utils import build_hf_headers
+
 from specbench.errors import SpecbenchError
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -57,8 +61,6 @@ def hub_reachable(timeout: float = PROBE_TIMEOUT_S) -> bool:
 
 def in_local_cache(repo_id: str) -> bool:
     """Whether the local Hugging Face cache holds ``repo_id``'s config.json (read from disk only)."""
-    from huggingface_hub import try_to_load_from_cache
-
     try:
         return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
     except ValueError:  # not a valid repository id
@@ -67,9 +69,6 @@ def in_local_cache(repo_id: str) -> bool:
 
 def _get(path: str, what: str):
     """One GET of ``endpoint()/path`` (one timeout, no retry); the response, or one line saying why not."""
-    import httpx2  # the HTTP library huggingface_hub installs
-    from huggingface_hub.utils import build_hf_headers
-
     try:
         return httpx2.get(
             f"{endpoint()}/{path}", headers=build_hf_headers(), timeout=QUESTION_TIMEOUT_S, follow_redirects=True
