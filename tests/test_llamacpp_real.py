@@ -160,55 +160,6 @@ def test_counters_equal_the_per_request_count_and_greedy_output_is_the_targets(
         backend.close()
 
 
-def test_attach_to_a_running_server_with_url(binary, prompts, tmp_path):
-    from specbench.backends.base import Request
-    from specbench.backends.llamacpp_server import LlamaCppServerBackend
-    from specbench.backends.server_process import ServerProcess, free_port
-    from specbench.models.gguf_files import gguf_file
-
-    port = free_port()
-    server = ServerProcess(
-        [
-            str(binary),
-            "-m",
-            str(gguf_file("smollm2-135m")),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--metrics",
-            "-np",
-            "2",
-            "-t",
-            "1",
-            "--spec-type",
-            "ngram-simple",
-            "--spec-ngram-simple-size-n",
-            "2",
-            "--spec-ngram-simple-size-m",
-            "3",
-        ],
-        port=port,
-        log_dir=str(tmp_path),
-        name="user's llama-server",
-    )
-    server.start()
-    try:
-        server.wait_healthy(300)
-        backend = LlamaCppServerBackend({"url": server.url}, target="smollm2-135m", device="cpu", dtype="fp32", seed=0)
-        backend.start(lambda message: None)
-        results = backend.generate_batch(
-            _drafted_config("ngram-simple", 3, size_n=2), [Request(ids, 32, 0, False) for ids in prompts[:4]], 2
-        )
-        assert all(len(r.tokens) == 32 for r in results) and backend.counter_problems == []
-        described = backend.describe()
-        assert described["engine"]["build_info"].endswith("0c1e57098") and described["engine"]["total_slots"] == 2
-        assert described["aggregates"][-1]["window"]["draft_tokens"] > 0  # the server speculates as it was started
-        backend.close()
-    finally:
-        server.stop()
-
-
 def _users_server(binary: Path, tmp_path: Path, *spec_flags: str):
     """A llama-server started as a user starts one (SmolLM2's GGUF, 2 slots, --metrics), not by the backend."""
     from specbench.backends.server_process import ServerProcess, free_port
@@ -224,6 +175,36 @@ def _users_server(binary: Path, tmp_path: Path, *spec_flags: str):
     )
     server.start()
     return server
+
+
+def test_attach_to_a_running_server_with_url(binary, prompts, tmp_path):
+    from specbench.backends.base import Request
+    from specbench.backends.llamacpp_server import LlamaCppServerBackend
+
+    server = _users_server(
+        binary,
+        tmp_path,
+        "--spec-type",
+        "ngram-simple",
+        "--spec-ngram-simple-size-n",
+        "2",
+        "--spec-ngram-simple-size-m",
+        "3",
+    )
+    try:
+        server.wait_healthy(300)
+        backend = LlamaCppServerBackend({"url": server.url}, target="smollm2-135m", device="cpu", dtype="fp32", seed=0)
+        backend.start(lambda message: None)
+        results = backend.generate_batch(
+            _drafted_config("ngram-simple", 3, size_n=2), [Request(ids, 32, 0, False) for ids in prompts[:4]], 2
+        )
+        assert all(len(r.tokens) == 32 for r in results) and backend.counter_problems == []
+        described = backend.describe()
+        assert described["engine"]["build_info"].endswith("0c1e57098") and described["engine"]["total_slots"] == 2
+        assert described["aggregates"][-1]["window"]["draft_tokens"] > 0  # the server speculates as it was started
+        backend.close()
+    finally:
+        server.stop()
 
 
 def test_the_documented_attach_example_runs_against_a_running_server(binary, tmp_path, prompts_file):
