@@ -29,11 +29,13 @@ GAMMA_LIMIT = 128  # the largest γ anywhere: sweep gammas, run --gamma, recomme
 MAX_TOKENS = 2**20  # new tokens per turn, context lengths: no model's window is longer
 MAX_PROMPTS = 1_000_000  # prompts per workload (the largest built-in one has 17,671)
 MAX_BATCH = 4096  # sequences in one forward / requests in flight
+SEED_ROW = "seed"  # the row of every seed: `is_seed` names take it by construction (`specbench.cli.params.flag_row`)
 
 
 @dataclass(frozen=True)
 class Bound:
-    """``low <= value <= high`` (``low`` itself excluded when ``open_low``); ``integer`` or real.
+    """``low <= value <= high`` (``low`` itself excluded when ``open_low``, ``high`` when ``open_high``); ``integer``
+    or real.
 
     ``zero_or_from``: besides 0 only values >= it (a temperature is 0, greedy, or >= 1e-3).
     """
@@ -43,6 +45,7 @@ class Bound:
     integer: bool
     reason: str
     open_low: bool = False
+    open_high: bool = False
     zero_or_from: float | None = None
 
     def describe(self) -> str:
@@ -51,8 +54,8 @@ class Bound:
         low, high = _show(self.low), _show(self.high)
         if self.zero_or_from is not None:
             return f"0 or {what} from {_show(self.zero_or_from)} to {high}"
-        if self.open_low:
-            return f"{what} > {low} and <= {high}"
+        if self.open_low or self.open_high:
+            return f"{what} {'>' if self.open_low else '>='} {low} and {'<' if self.open_high else '<='} {high}"
         return f"{what} from {low} to {high}"
 
 
@@ -64,6 +67,12 @@ def _show(x: float) -> str:
             return f"{'-' if n < 0 else ''}2^{abs(n).bit_length() - 1}"
         return f"{n:,}" if abs(n) >= 100_000 else str(n)
     return f"{x:g}"
+
+
+def is_seed(name: str) -> bool:
+    """Whether a flag or key names a seed (``--seed``, ``--sample-seed``, ``strategy.seed``): its row is
+    `SEED_ROW`, whatever a table says."""
+    return name.lstrip("-").replace("_", "-").split(".")[-1].split("-")[-1] == "seed"
 
 
 _TOKENS = "no model's context window holds more than 2^20 tokens; the model's own window is checked after it loads"
@@ -90,8 +99,9 @@ BOUNDS: dict[str, Bound] = {
     ),
     "top_p": Bound(0, 1, False, "a probability mass", open_low=True),
     "top_k": Bound(0, 2**31 - 1, True, "0 is off; a cut beyond the vocabulary is off too, and must fit a 32-bit index"),
-    "seed": Bound(-(2**63), 2**63 - 1, True, "a 64-bit seed (torch's generator takes 64 bits)"),
-    "seed_unsigned": Bound(
+    # one row for every seed, flag or key: a seed reaches numpy's generators somewhere (the bootstrap's, the
+    # online trainer's, a workload's sample), and they take none below 0
+    SEED_ROW: Bound(
         0,
         2**63 - 1,
         True,
@@ -149,7 +159,9 @@ BOUNDS: dict[str, Bound] = {
         "the machine's price per hour (any currency): a million an hour is beyond any machine's rent",
         open_low=True,
     ),
-    "margin": Bound(0, 1, False, "a relative margin: 0.05 is 5 %; 1 would call a halving equivalent", open_low=True),
+    "margin": Bound(
+        0, 1, False, "a relative margin: 0.05 is 5 %; 1 would call a halving equivalent", open_low=True, open_high=True
+    ),
     "tune.sweep_share": Bound(
         0,
         1,
@@ -354,10 +366,7 @@ FLAG_ROWS: dict[str, str] = {
     "--repeats": "repeats",
     "profile --repeats": "profile.repeats",
     "--request-rate": "request_rate",
-    "--seed": "seed",
-    "fit --seed": "seed_unsigned",
-    "recommend --seed": "seed_unsigned",
-    "plot --seed": "seed_unsigned",
+    "--seed": SEED_ROW,
     "--shard": "text",
     "--slo": "text",
     "--split": "text",
@@ -408,7 +417,7 @@ KEY_ROWS: dict[str, str] = {
     "sweep: target": "text",
     "sweep: device": "text",
     "sweep: dtype": "choice",
-    "sweep: seed": "seed",
+    "sweep: seed": SEED_ROW,
     "sweep: repeats": "repeats",
     "sweep: max_new_tokens": "max_new_tokens",
     "sweep: ignore_eos": "switch",
@@ -468,7 +477,7 @@ KEY_ROWS: dict[str, str] = {
     "sweep: strategy.reject_weight": "online.reject_weight",
     "sweep: strategy.window": "online.window",
     "sweep: strategy.batch_tokens": "train.batch_tokens",
-    "sweep: strategy.seed": "seed_unsigned",
+    "sweep: strategy.seed": SEED_ROW,
     # a workload file (specbench.workloads.spec and the kinds it hands on)
     "workload: name": "text",
     "workload: description": "text",
@@ -485,7 +494,7 @@ KEY_ROWS: dict[str, str] = {
     "workload: prepared": "mapping",
     "workload: stream": "list",
     "workload: sampling.count": "prompts",
-    "workload: sampling.seed": "seed",
+    "workload: sampling.seed": SEED_ROW,
     "workload: filter.min_chars": "chars",
     "workload: filter.max_chars": "chars",
     "workload: fields.id": "text",
@@ -516,7 +525,7 @@ KEY_ROWS: dict[str, str] = {
     "workload: long_context.documents": "list",
     "workload: long_context.documents.source": "choice",
     "workload: long_context.documents.count": "prompts",
-    "workload: long_context.documents.seed": "seed",
+    "workload: long_context.documents.seed": SEED_ROW,
     "workload: long_context.documents.min_chars": "chars",
     "workload: long_context.documents.exclude": "list",
     "workload: long_context.documents.package": "text",
@@ -540,7 +549,8 @@ def violation(name: str, value) -> str | None:
     below = value <= bound.low if bound.open_low else value < bound.low
     if bound.zero_or_from is not None and value != 0 and value < bound.zero_or_from:
         below = True
-    if below or value > bound.high:
+    above = value >= bound.high if bound.open_high else value > bound.high
+    if below or above:
         return f"must be {bound.describe()}, got {_short(value)} ({bound.reason})"
     return None
 

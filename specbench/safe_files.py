@@ -92,9 +92,26 @@ _CORE_FLOAT = re.compile(
 _TAG = "tag:yaml.org,2002:"
 
 
+class DuplicateKey(yaml.YAMLError):
+    """A mapping key written twice: the key as written and the lines of both."""
+
+    def __init__(self, first: tuple[str, int], again: tuple[str, int]):
+        (key, line), (written, again_line) = first, again
+        same = "" if written == key else f" (written {written} there: the same key)"
+        super().__init__(
+            f"duplicate key {key} on lines {line} and {again_line}{same}; a key may appear once per mapping"
+        )
+
+
+def _shown(node) -> str:
+    text = node.value if isinstance(node, yaml.ScalarNode) else node.tag.replace(_TAG, "!!")
+    return repr(" ".join(str(text).split())[:60])
+
+
 class CoreSchemaLoader(yaml.SafeLoader):
     """The one YAML loader of specbench (`load_yaml_text`): safe types, YAML 1.2 core-schema implicit types, no
-    tags beyond str/int/float/bool/null/seq/map, no anchors or aliases, no very deep nesting."""
+    tags beyond str/int/float/bool/null/seq/map, no anchors or aliases, no very deep nesting, no key written twice
+    in one mapping."""
 
     yaml_implicit_resolvers: dict = {}
     yaml_constructors: dict = {}
@@ -113,6 +130,22 @@ class CoreSchemaLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+    def construct_mapping(self, node, deep=False):
+        """A mapping whose keys are all different: a key written twice (at any depth) is refused, naming the key
+        and both lines, where PyYAML would silently keep the last value."""
+        first_line: dict = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                seen = first_line.get(key)
+            except TypeError:
+                continue  # an unhashable key: the base class says so
+            here = (_shown(key_node), key_node.start_mark.line + 1)
+            if seen is not None:
+                raise DuplicateKey(seen, here)
+            first_line[key] = here
+        return super().construct_mapping(node, deep)
 
     def construct_core_int(self, node):
         text = self.construct_scalar(node)
@@ -165,6 +198,8 @@ def load_yaml_text(text: str, where: str):
     model aliases) comes through here."""
     try:
         return yaml.load(text, Loader=CoreSchemaLoader)  # noqa: S506 - a SafeLoader subclass
+    except DuplicateKey as exc:
+        raise SpecbenchError(f"{where}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" at line {mark.line + 1}" if mark else ""

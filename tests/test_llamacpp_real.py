@@ -12,7 +12,8 @@ its Q4_1 GGUF ships, CPU.
   (docs/backends-llamacpp.md, "Greedy identity", says what was measured);
 * the SmolLM2 + n-gram sweep until decided, then ``recommend --engine llamacpp``: a verdict per workload and
   paste-ready llama-server flags;
-* ``url:``: the same backend measuring a server it did not start.
+* ``url:``: the same backend measuring a server it did not start, and docs/backends-llamacpp.md's attach example,
+  read from the page, run by ``specbench sweep`` against a llama-server the test started.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import pytest
 
 from specbench.backends.llamacpp_env import server_binary
 from specbench.errors import SpecbenchError
+from tests.attach_example import attach_sweep
+from tests.cli_helpers import jsonl_workload
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -157,39 +160,37 @@ def test_counters_equal_the_per_request_count_and_greedy_output_is_the_targets(
         backend.close()
 
 
-def test_attach_to_a_running_server_with_url(binary, prompts, tmp_path):
-    from specbench.backends.base import Request
-    from specbench.backends.llamacpp_server import LlamaCppServerBackend
+def _users_server(binary: Path, tmp_path: Path, *spec_flags: str):
+    """A llama-server started as a user starts one (SmolLM2's GGUF, 2 slots, --metrics), not by the backend."""
     from specbench.backends.server_process import ServerProcess, free_port
     from specbench.models.gguf_files import gguf_file
 
     port = free_port()
+    command = [str(binary), "-m", str(gguf_file("smollm2-135m")), "--host", "127.0.0.1", "--port", str(port)]
     server = ServerProcess(
-        [
-            str(binary),
-            "-m",
-            str(gguf_file("smollm2-135m")),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--metrics",
-            "-np",
-            "2",
-            "-t",
-            "1",
-            "--spec-type",
-            "ngram-simple",
-            "--spec-ngram-simple-size-n",
-            "2",
-            "--spec-ngram-simple-size-m",
-            "3",
-        ],
+        [*command, "--metrics", "-np", "2", "-t", "1", *spec_flags],
         port=port,
         log_dir=str(tmp_path),
         name="user's llama-server",
     )
     server.start()
+    return server
+
+
+def test_attach_to_a_running_server_with_url(binary, prompts, tmp_path):
+    from specbench.backends.base import Request
+    from specbench.backends.llamacpp_server import LlamaCppServerBackend
+
+    server = _users_server(
+        binary,
+        tmp_path,
+        "--spec-type",
+        "ngram-simple",
+        "--spec-ngram-simple-size-n",
+        "2",
+        "--spec-ngram-simple-size-m",
+        "3",
+    )
     try:
         server.wait_healthy(300)
         backend = LlamaCppServerBackend({"url": server.url}, target="smollm2-135m", device="cpu", dtype="fp32", seed=0)
@@ -204,6 +205,41 @@ def test_attach_to_a_running_server_with_url(binary, prompts, tmp_path):
         backend.close()
     finally:
         server.stop()
+
+
+def test_the_documented_attach_example_runs_against_a_running_server(binary, tmp_path, prompts_file):
+    """docs/backends-llamacpp.md's ``url:`` example, read from the page with its address replaced, through
+    `specbench sweep` (dry run first) against a llama-server the test started with n-gram speculation."""
+    import yaml
+
+    from specbench.records.store import load_records
+
+    server = _users_server(
+        binary,
+        tmp_path,
+        "--spec-type",
+        "ngram-simple",
+        "--spec-ngram-simple-size-n",
+        "2",
+        "--spec-ngram-simple-size-m",
+        "2",
+    )
+    try:
+        server.wait_healthy(300)
+        spec = tmp_path / "attach.yaml"
+        spec.write_text(yaml.safe_dump(attach_sweep(server.url, jsonl_workload(prompts_file, 2), max_new_tokens=16)))
+        env = {**os.environ, "SPECBENCH_NO_ENGINE_CHECK": ""}
+        cli = [sys.executable, "-m", "specbench", "sweep", str(spec)]
+        for extra in (["--dry-run"], ["--out", str(tmp_path / "out")]):
+            done = subprocess.run([*cli, *extra], capture_output=True, text=True, env=env, timeout=1200)
+            print(done.stdout[-3000:], done.stderr[-3000:])
+            assert done.returncode == 0, done.stderr[-2000:]
+    finally:
+        server.stop()
+    records = load_records(tmp_path / "out")
+    assert len(records) == 4 and set(records["gamma"]) == {0, 2} and (records["new_tokens"] == 16).all()
+    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert run["engine"]["attached"] == server.url and run["engine"]["total_slots"] == 2
 
 
 def test_the_smollm2_ngram_sweep_until_decided_ends_with_verdicts_and_flags(binary, tmp_path):

@@ -99,3 +99,19 @@ def test_a_stream_of_streams_is_refused(tmp_path):
     (tmp_path / "inner.yaml").write_text("name: inner\nstream:\n  - {workload: humaneval, count: 2}\n")
     (tmp_path / "outer.yaml").write_text("name: outer\nstream:\n  - {workload: inner.yaml, count: 1}\n")
     assert_user_error(invoke("workloads", "show", tmp_path / "outer.yaml"), "is a stream itself")
+
+
+@pytest.mark.parametrize("count", [None, 1, 2, 3, 5])
+@pytest.mark.parametrize("where", [0, 1, 2])
+@pytest.mark.parametrize("inner", ["stream-code-chat-mtbench", "inner.yaml"])
+def test_a_segment_that_is_a_stream_is_named_whatever_the_count(tmp_path, count, where, inner):
+    """The cause is the segment, at every count: a count below the segment count once said "a count of 2 cannot
+    keep its 3 segments", and a count of 3 blamed the inner stream's count."""
+    (tmp_path / "inner.yaml").write_text("name: inner\nstream:\n  - {workload: humaneval, count: 2}\n")
+    segments = ["{workload: humaneval, count: 2}", "{workload: mt-bench, count: 2}"]
+    segments.insert(where, f"{{workload: {inner}, count: 2, label: nested}}")
+    outer = tmp_path / "outer.yaml"
+    outer.write_text("name: outer\nstream:\n" + "".join(f"  - {s}\n" for s in segments))
+    with pytest.raises(SpecbenchError) as refused:
+        load_workload(str(outer), count=count)
+    assert str(refused.value).startswith("workload outer: segment 'nested' is a stream itself"), str(refused.value)

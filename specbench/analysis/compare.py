@@ -48,6 +48,7 @@ import pandas as pd
 
 from specbench.analysis.load.table import normalised
 from specbench.analysis.statistics.intervals import bootstrap_interval, bootstrap_weights, replicate_shortfall
+from specbench.bounds import violation
 from specbench.errors import SpecbenchError
 from specbench.records.identity import check_together, identify
 from specbench.records.summary import UNIT_KEYS
@@ -270,13 +271,21 @@ def _per_prompt(frame: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index) -> 
     return sums
 
 
+def quotient(num, den) -> np.ndarray:
+    """num ÷ den elementwise, NaN wherever den is not a positive finite number or num is not finite: a ratio that is
+    not defined (0 ÷ 0, x ÷ 0, anything with NaN) is NaN, computed without a floating-point warning, so none
+    reaches the terminal (numpy's RuntimeWarnings name source lines and install paths)."""
+    num, den = np.asarray(num, dtype=float), np.asarray(den, dtype=float)
+    defined = np.isfinite(num) & np.isfinite(den) & (den > 0)
+    return np.divide(num, den, out=np.full(np.broadcast(num, den).shape, np.nan), where=defined)
+
+
 def _estimates(sums: np.ndarray) -> np.ndarray:
     """[..., 3] τ, α, speedup from per-prompt sums [..., 7] (a point: summed over prompts; a replicate:
-    weighted sums)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        tau = sums[..., 3] / sums[..., 2]
-        alpha = sums[..., 0] / sums[..., 1]
-        speedup = (sums[..., 3] / sums[..., 4]) / (sums[..., 5] / sums[..., 6])
+    weighted sums); NaN where one is not defined (no round, no draft, no time)."""
+    tau = quotient(sums[..., 3], sums[..., 2])
+    alpha = quotient(sums[..., 0], sums[..., 1])
+    speedup = quotient(quotient(sums[..., 3], sums[..., 4]), quotient(sums[..., 5], sums[..., 6]))
     return np.stack([tau, alpha, speedup], axis=-1)
 
 
@@ -307,8 +316,9 @@ def compare(
     gated: tuple[str, ...] = QUANTITIES,
 ) -> Comparison:
     """OLD against NEW, configuration by configuration (module docstring); the verdict reads ``gated``."""
-    if not 0 < margin < 1:
-        raise SpecbenchError(f"--margin must lie between 0 and 1 (0.05 is 5 %), got {margin}")
+    problem = violation("margin", margin)  # the row --margin is checked against: one range, stated once
+    if problem is not None:
+        raise SpecbenchError(f"--margin {problem}")
     unknown = [q for q in gated if q not in QUANTITIES]
     if unknown or not gated:
         raise SpecbenchError(f"--quantities takes some of {', '.join(QUANTITIES)}, got {', '.join(gated) or 'none'}")
@@ -339,16 +349,15 @@ def compare(
             config_b = scenario_b[scenario_b["match"] == match]
             sums_a, sums_b = _per_prompt(config_a, base_a, clusters), _per_prompt(config_b, base_b, clusters)
             point_a, point_b = _estimates(sums_a.sum(0)), _estimates(sums_b.sum(0))
-            reps = _estimates(weights @ sums_b) / _estimates(weights @ sums_a)  # [B, 3]
+            reps = quotient(_estimates(weights @ sums_b), _estimates(weights @ sums_a))  # [B, 3], NaN: undefined
             first = config_a.iloc[0]
             labels = (str(first["drafter_label"]), str(config_b.iloc[0]["drafter_label"]))
-            disturbed = any(
-                not s["timing_ok"].fillna(True).astype(bool).all() for s in (config_a, config_b, base_a, base_b)
-            )
+            # a unit timed under interference says timing_ok false; unknown (null) is not a disturbance
+            disturbed = any(s["timing_ok"].eq(False).any() for s in (config_a, config_b, base_a, base_b))
             quantities = {}
             differ, compared = _differing(config_a, config_b)
             for i, name in enumerate(QUANTITIES):
-                ratio = float(point_b[i] / point_a[i]) if point_a[i] > 0 else math.nan
+                ratio = float(quotient(point_b[i], point_a[i]))
                 lo = hi = math.nan
                 if len(weights) and np.isfinite(ratio) and ratio > 0:
                     lo, hi = (

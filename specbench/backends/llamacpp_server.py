@@ -59,7 +59,7 @@ from specbench.backends.openai_server import (
     _drafter_type,
     request_clock,
 )
-from specbench.backends.options import check_backend_options
+from specbench.backends.options import check_backend_options, check_option_mode
 from specbench.backends.server_process import ServerProcess
 from specbench.catalogue import drafters as catalogue
 from specbench.errors import SpecbenchError
@@ -67,23 +67,6 @@ from specbench.models.gguf_convert import dequantized
 from specbench.models.gguf_files import check_same_gguf_vocabulary, gguf_facts, gguf_file, load_gguf_tokenizer
 
 DEFAULT_CTX = 4096
-LAUNCH_ONLY = (
-    "binary",
-    "port",
-    "parallel",
-    "ctx_size",
-    "threads",
-    "startup_timeout_s",
-    "extra_args",
-    "env",
-    "log_dir",
-    "server_command",
-    "stop_grace_s",
-    "engines_kept",
-    "model",
-    "weights",
-)
-ATTACH_ONLY = ("url", "baseline_url", "api_key")
 
 
 # ----------------------------------------------------------------------------- the client
@@ -241,7 +224,7 @@ def check_sweep(options: dict, configs: list, where: str) -> None:
     """The llamacpp-server backend's check of a sweep (its registry entry's ``check``): its options, then every
     configuration's flags (a launched server) — before anything starts."""
     options = check_backend_options("llamacpp-server", options, f"{where}: backend llamacpp-server")
-    _check_option_mode(options, f"{where}: backend llamacpp-server")
+    check_option_mode("llamacpp-server", options, f"{where}: backend llamacpp-server")
     if "url" in options:
         return  # a running server's setup is what it is
     for config in configs:
@@ -249,26 +232,6 @@ def check_sweep(options: dict, configs: list, where: str) -> None:
             _flags(config, model_file=str)
         except SpecbenchError as exc:
             raise SpecbenchError(f"{where}: backend llamacpp-server: {exc}") from None
-
-
-def _check_option_mode(options: dict, where: str) -> None:
-    """``url`` attaches to a running server: the launch options mean nothing then, and ``baseline_url`` /
-    ``api_key`` mean nothing without it."""
-    given = sorted(options)
-    if "url" in options:
-        wrong = [key for key in given if key in LAUNCH_ONLY]
-        if wrong:
-            raise SpecbenchError(
-                f"{where}: option(s) {', '.join(wrong)} are for a server specbench launches; with url "
-                "the server is the one running there (leave them out, or leave url out)"
-            )
-    else:
-        wrong = [key for key in given if key in ATTACH_ONLY]
-        if wrong:
-            raise SpecbenchError(
-                f"{where}: option(s) {', '.join(wrong)} are for a server you run (with url); "
-                "without url specbench launches the servers itself"
-            )
 
 
 def _flags(config, model_file) -> list[str]:
@@ -294,7 +257,7 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
 
     def __init__(self, options: dict, *, target: str, device: str, dtype: str, seed: int):
         options = check_backend_options(self.name, options)
-        _check_option_mode(options, f"backend {self.name}")
+        check_option_mode(self.name, options, f"backend {self.name}")
         shared = ("url", "baseline_url", "api_key", "timeout_s", "warmup", "tokenizer")
         self._setup(
             {key: options[key] for key in shared if key in options},

@@ -8,6 +8,14 @@ strictly (``warmup: "false"`` is refused, not true), URLs parsed (http/https, a 
 range, no credentials, query or fragment, no spaces or control characters), an ``api_key``
 that can go into an HTTP header (printable ASCII, no CR/LF), names and paths non-empty
 without control characters. Unknown option names are refused with a did-you-mean.
+
+Modes. A backend that can attach to a server the user runs (its registry entry's ``attach_option``, ``url``) is
+in attach mode when that option is given, else in launch mode. Each option says the mode it means something in
+(`Option.mode`): a ``launch`` option (``parallel``, ``port``, ...) configures a server specbench starts, an
+``attach`` option (``baseline_url``, ``api_key``) a server someone else started. `check_option_mode` refuses the
+other mode's options as the user gave them (`applies`), and the registry adds its launch default (the batch size)
+only to a backend that launches (`specbench.backends.registry.attaching`): never applied to, nor refused in, an
+attached one.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from specbench.backends import registry
 from specbench.bounds import BOUNDS, violation
 from specbench.catalogue import drafters as catalogue
 from specbench.engine.layout_probe import parse_layout_setting
@@ -25,6 +34,7 @@ from specbench.errors import SpecbenchError, check_keys, did_you_mean
 from specbench.models.resolve import DTYPES
 
 MAX_TEXT = 4096
+LAUNCH, ATTACH = "launch", "attach"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -35,6 +45,7 @@ class Option:
     check: Callable[[object, str], object]
     meaning: str
     required: bool = False
+    mode: str = "any"  # "launch": a server specbench starts; "attach": a server the user runs (url); "any": both
 
 
 def _fail(label: str, problem: str, value) -> SpecbenchError:
@@ -170,6 +181,16 @@ def layout(value, label: str):
     return parse_layout_setting(value, label.split(": '")[0])
 
 
+def launch(check: Callable[[object, str], object], meaning: str) -> Option:
+    """An option of a server specbench launches (refused with ``url``)."""
+    return Option(check, meaning, mode=LAUNCH)
+
+
+def attach(check: Callable[[object, str], object], meaning: str) -> Option:
+    """An option of a server the user runs (refused without ``url``)."""
+    return Option(check, meaning, mode=ATTACH)
+
+
 _TIMEOUT = Option(number("timeout_s"), "total deadline of one request in seconds (default 600)")
 _WARMUP = Option(flag, "one short untimed request per server before measuring (default true)")
 _TOKENIZER = Option(text, "tokenizer to encode prompts with (default: the sweep's target)")
@@ -250,33 +271,33 @@ BACKEND_OPTIONS: dict[str, dict[str, Option]] = {
         ),
     },
     "llamacpp-server": {
-        "url": Option(url, "a running llama-server to measure as it is (instead of launching one per configuration)"),
-        "baseline_url": Option(url, "with url: a llama-server without speculation for the γ = 0 units"),
-        "api_key": Option(secret, "with url: sent as 'Authorization: Bearer KEY'"),
-        "model": Option(text, "the target GGUF llama.cpp loads (default: the sweep's target: an alias's GGUF)"),
+        "url": attach(url, "a running llama-server to measure as it is (instead of launching one per configuration)"),
+        "baseline_url": attach(url, "with url: a llama-server without speculation for the γ = 0 units"),
+        "api_key": attach(secret, "with url: sent as 'Authorization: Bearer KEY'"),
+        "model": launch(text, "the target GGUF llama.cpp loads (default: the sweep's target: an alias's GGUF)"),
         "tokenizer": _TOKENIZER,
-        "binary": Option(path, "the llama-server executable (default: $SPECBENCH_LLAMACPP/bin, else .llamacpp/bin)"),
-        "port": Option(number("port"), "the server's port on 127.0.0.1 (default: a free one)"),
-        "parallel": Option(
+        "binary": launch(path, "the llama-server executable (default: $SPECBENCH_LLAMACPP/bin, else .llamacpp/bin)"),
+        "port": launch(number("port"), "the server's port on 127.0.0.1 (default: a free one)"),
+        "parallel": launch(
             number("slots"), "slots: requests decoded at once, -np (default: the sweep's largest concurrency)"
         ),
-        "ctx_size": Option(number("max_model_len"), "context per slot in tokens (-c is this × parallel; default 4096)"),
-        "threads": Option(number("threads"), "CPU threads, -t (default: llama.cpp's own choice)"),
+        "ctx_size": launch(number("max_model_len"), "context per slot in tokens (-c is this × parallel; default 4096)"),
+        "threads": launch(number("threads"), "CPU threads, -t (default: llama.cpp's own choice)"),
         "cache_prompt": Option(flag, "let requests reuse a cached prompt prefix (default false: every prefill runs)"),
-        "weights": Option(
+        "weights": launch(
             choice("gguf", "dtype"),
             "gguf: the GGUF's own tensor types (default); dtype: the GGUFs dequantized once to the sweep's dtype "
             "(fp32 or bf16), the weights the other engines run",
         ),
-        "startup_timeout_s": Option(number("startup_timeout_s"), "seconds to wait for /health (default 900)"),
-        "extra_args": Option(words, "more llama-server flags, as a list"),
-        "env": Option(environment, "environment variables for the server"),
-        "log_dir": Option(path, "folder of the server logs (default: a temporary folder)"),
+        "startup_timeout_s": launch(number("startup_timeout_s"), "seconds to wait for /health (default 900)"),
+        "extra_args": launch(words, "more llama-server flags, as a list"),
+        "env": launch(environment, "environment variables for the server"),
+        "log_dir": launch(path, "folder of the server logs (default: a temporary folder)"),
         "timeout_s": _TIMEOUT,
-        "server_command": Option(command, "replaces the llama-server executable (tests use it)"),
+        "server_command": launch(command, "replaces the llama-server executable (tests use it)"),
         "warmup": _WARMUP,
-        "stop_grace_s": Option(number("stop_grace_s"), "SIGTERM to SIGKILL when stopping a server (default 15)"),
-        "engines_kept": Option(
+        "stop_grace_s": launch(number("stop_grace_s"), "SIGTERM to SIGKILL when stopping a server (default 15)"),
+        "engines_kept": launch(
             number("engines_kept"),
             "servers kept running between configurations (default 1): a later look of an adaptive sweep reuses "
             "a kept server instead of starting it again; each holds its own memory (not with a fixed port)",
@@ -329,3 +350,34 @@ def check_backend_options(backend: str, options, where: str | None = None) -> di
         if option.required and key not in checked:
             raise SpecbenchError(f"{where} needs the option {key}: {option.meaning}")
     return checked
+
+
+def attaching(backend: str, options: dict) -> bool:
+    """Whether ``options`` attach ``backend`` to a server the user runs (its registry entry's attach_option)."""
+    return backend in registry.names() and registry.attaching(backend, options)
+
+
+def applies(backend: str, key: str, options: dict) -> bool:
+    """Whether option ``key`` means something for ``backend`` in the mode ``options`` pick (a default of an
+    option that does not apply is never added)."""
+    option = BACKEND_OPTIONS.get(backend, {}).get(key)
+    if option is None or option.mode == "any":
+        return True
+    return (option.mode == ATTACH) == attaching(backend, options)
+
+
+def check_option_mode(backend: str, options: dict, where: str) -> None:
+    """The options the user gave that belong to the other mode, refused in one line: launch options with ``url``
+    (the server is the one running there), attach options without it (specbench launches the servers)."""
+    wrong = sorted(key for key, value in options.items() if value is not None and not applies(backend, key, options))
+    if not wrong:
+        return
+    if attaching(backend, options):
+        raise SpecbenchError(
+            f"{where}: option(s) {', '.join(wrong)} are for a server specbench launches; with url "
+            "the server is the one running there (leave them out, or leave url out)"
+        )
+    raise SpecbenchError(
+        f"{where}: option(s) {', '.join(wrong)} are for a server you run (with url); "
+        "without url specbench launches the servers itself"
+    )

@@ -51,6 +51,7 @@ VLLM_ACCEPTED = "vllm:spec_decode_num_accepted_tokens_total"
 VLLM_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 SGLANG_ACCEPT_LENGTH = "sglang:spec_accept_length"
 SGLANG_ACCEPT_RATE = "sglang:spec_accept_rate"
+MAX_COUNT = 2**53  # the largest count a float holds exactly (every whole number up to it, not all beyond)
 
 
 @dataclass(frozen=True)
@@ -147,8 +148,8 @@ def _parse_value(text: str) -> float:
 
 def parse(text: str, server: str | None = None) -> Scrape:
     """Parse a text exposition page; ``*_created`` samples are dropped. The speculative-decoding series
-    specbench reads must be counts (finite, >= 0, a ``position`` label an integer): else one error line
-    naming ``server``."""
+    specbench reads must be counts (0 to 2^53, `MAX_COUNT`; a ``position`` label an integer): else one error line
+    naming ``server`` and the range."""
     scrape = Scrape()
     try:
         _parse_lines(text, scrape)
@@ -163,8 +164,10 @@ def _check_spec_series(scrape: Scrape, server: str | None) -> None:
     for (name, labels), value in scrape.samples.items():
         if name not in SPEC_SERIES:
             continue
-        if not math.isfinite(value) or value < 0 or value > 2**53:
-            raise SpecbenchError(f"{where}: {name} must be a count (finite, >= 0), got {value:g}")
+        if not (0 <= value <= MAX_COUNT):  # NaN fails both comparisons
+            raise SpecbenchError(
+                f"{where}: {name} must be a count from 0 to 2^53 (above it a float skips whole counts), got {value:g}"
+            )
         position = dict(labels).get("position")
         if (
             name in PER_POS_SERIES

@@ -51,6 +51,9 @@ class BackendKind:
     # "module:function"(options, configs, where): refuses, before anything starts, what the backend cannot run
     check: str | None = None
     batch_option: str | None = None  # the option sized from the sweep's largest concurrency unless given
+    # the option that attaches the backend to a server the user runs ("url"): given, the backend launches nothing,
+    # so no launch default (batch_option) is added and its launch options are refused (backends.options)
+    attach_option: str | None = None
     # "module:function"(options, drafter, gamma) -> [Mechanism]: the adaptive mechanisms the engine ships, each
     # present (a schedule to run) or absent (why), for `specbench confirm`'s contenders
     adaptive: str | None = None
@@ -95,6 +98,7 @@ BACKENDS: Registry[BackendKind] = Registry(
             "openai",
             "specbench.backends.openai_server:OpenAIServerBackend",
             concurrent=True,
+            attach_option="url",
             check="specbench.backends.options:check_openai_sweep",
         ),
         BackendKind(
@@ -112,6 +116,7 @@ BACKENDS: Registry[BackendKind] = Registry(
             concurrent=True,
             check="specbench.backends.llamacpp_server:check_sweep",
             batch_option="parallel",
+            attach_option="url",
         ),
     ),
 )
@@ -130,6 +135,12 @@ def names(**facts) -> list[str]:
 def choices_help() -> str:
     """The backends for a help text, the default marked: "own (default), vllm, ..."."""
     return ", ".join(name + (" (default)" if name == DEFAULT else "") for name in names())
+
+
+def attaching(name: str, options: dict) -> bool:
+    """Whether ``options`` attach backend ``name`` to a server the user runs (its entry's attach_option given)."""
+    option = get(name).attach_option
+    return option is not None and options.get(option) is not None
 
 
 def backend_class(name: str):
@@ -164,10 +175,12 @@ def make_backend(
     max_concurrency: int = 1,
 ):
     """Build the backend ``name``. ``max_concurrency`` (the sweep's largest) sizes a serving
-    engine's batch (vLLM's ``max_num_seqs``, its entry's ``batch_option``) unless the options set it."""
+    engine's batch (vLLM's ``max_num_seqs``, its entry's ``batch_option``) unless the options set it — for an
+    engine specbench starts only: a launched server's slots mean nothing to a server the user runs (``url``), so an
+    attached backend never gets, nor is refused for, a default it was not given."""
     options = dict(options or {})
     batch_option = get(name).batch_option
-    if batch_option is not None and batch_option not in options:
+    if batch_option is not None and batch_option not in options and not attaching(name, options):
         options[batch_option] = max(1, int(max_concurrency))
     cls = backend_class(name)
     return cls(options, target=target, device=device, dtype=dtype, seed=seed)

@@ -104,6 +104,8 @@ def confirm(
     plan = plan_confirmation(results, settings)
     _print_plan(plan, wide_console(stderr=json_out))
     if dry_run:
+        if json_out:  # the plan is the answer of a dry run: on stdout, as the run's report would be
+            typer.echo(json.dumps(json_ready(plan_dict(plan)), indent=2))
         return
     if not plan.targets:
         wide_console(stderr=json_out).print(
@@ -122,6 +124,7 @@ def confirm(
         workloads=list(plan.workloads.values()),
         policy=policy_for(plan),
         role=CONFIRMATION,
+        out_flag=None,  # confirm writes RESULTS/confirm: it has no --out to suggest
     )
     with observer:
         try:
@@ -161,6 +164,29 @@ def _check_resumable(plan, force: bool) -> None:
     if aside.exists():
         raise SpecbenchError(f"{aside} exists already: move it away first")
     shutil.move(str(plan.folder), str(aside))
+
+
+def plan_dict(plan) -> dict:
+    """What ``--dry-run --json`` prints: the plan (targets with their predictions, arms, fresh prompts and planned
+    looks; what is absent and why), before anything runs."""
+    return {
+        "dry_run": True,
+        "results": str(plan.results),
+        "folder": str(plan.folder),
+        "plan_hash": plan.hash,
+        "settings": plan.settings.as_dict(),
+        "targets": [
+            {
+                "name": target.name,
+                **target.as_dict(),
+                "fresh_prompts": len(plan.workloads[target.workload].prompts),
+                "looks": list(plan.looks(target)),
+            }
+            for target in plan.targets
+        ],
+        "absent": list(plan.absent),
+        "notes": list(plan.notes),
+    }
 
 
 def _print_plan(plan, out) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from specbench.bounds import BOUNDS, FLAG_ROWS, KINDS, TEXT_BOUNDS, text_violation, violation
+from specbench.bounds import BOUNDS, FLAG_ROWS, KINDS, SEED_ROW, TEXT_BOUNDS, is_seed, text_violation, violation
 
 
 def bounded(name: str):
@@ -49,8 +49,11 @@ def flag_key(command_path: str, param) -> str:
 
 
 def flag_row(command_path: str, param) -> str | None:
-    """The bounds-table row of ``param``: the command's own ('sweep --batch'), else the flag's ('--batch')."""
+    """The bounds-table row of ``param``: a seed's row for every seed flag (by its name: the row follows the flag's
+    type, never a hand's choice), else the command's own ('sweep --batch'), else the flag's ('--batch')."""
     key = flag_key(command_path, param)
+    if key.startswith("-") and is_seed(key):
+        return SEED_ROW
     return FLAG_ROWS.get(f"{command_path} {key}", FLAG_ROWS.get(key))
 
 

@@ -138,10 +138,11 @@ def _print_done(spec, out_dir: Path, measured: int, units: int) -> None:
 
 
 def _dry_run(spec, shard) -> None:
-    """The grid and its cost estimate; no model loads."""
+    """The grid and its cost estimate; no model loads, but every model and workload resolves as the run's do."""
     from specbench.measure.spec.units import expand_units, in_shard, load_workloads  # lazy: loads torch
-    from specbench.measure.spec.validate import check_grid_size  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.spec.validate import check_grid_size, check_models  # lazy: loads torch
 
+    check_models(spec, ask_hub=True)
     workloads = load_workloads(spec)
     check_grid_size(spec, workloads, shard, yes=True, in_shard=in_shard)  # the hard limit only
     _print_dry_run(spec, expand_units(spec, workloads, shard), workloads, shard)

@@ -13,8 +13,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
-import socket
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -27,6 +25,7 @@ from specbench.models import cache as model_cache
 from specbench.models import integrity, limits
 from specbench.models.byte_tokenizer import byte_tokenizer
 from specbench.models.fetch import fetch_split_gguf, installed_package_file, sha256_of
+from specbench.models.hub import hub_model_exists, hub_reachable, in_local_cache
 from specbench.models.moe_upcycle import upcycle
 from specbench.safe_files import load_yaml_text, writing
 
@@ -84,6 +83,37 @@ def alias_entry(name: str) -> dict:
     return table[name]
 
 
+def locate_model(spec, *, ask_hub: bool = False) -> str:
+    """Where model ``spec`` comes from — ``alias``, ``gguf`` (a file), ``folder`` or ``hub`` (an owner/name id) —
+    without loading or downloading anything; a spec that resolves nowhere is one line. The run (`load_model`,
+    `model_folder`) and the dry run ask this one function, so they refuse the same names. A hub id needs a
+    copy in the local Hugging Face cache or a reachable hub (`specbench.models.hub`: one probe, one timeout, never
+    huggingface_hub's five retries); with ``ask_hub`` the hub is also asked, once, whether it has the model."""
+    if spec is None or not str(spec).strip():
+        raise SpecbenchError("empty model name")
+    spec = str(spec)
+    path = Path(spec).expanduser()
+    if spec in aliases():
+        return "alias"
+    if spec.endswith(".gguf"):
+        if not path.is_file():
+            raise SpecbenchError(f"GGUF file not found: {path}")
+        return "gguf"
+    if path.is_dir():
+        return "folder"
+    if path.exists() or "/" not in spec or spec.startswith(("/", ".", "~")):
+        raise SpecbenchError(
+            f"model '{spec}' is not an alias, a .gguf file or a model folder{did_you_mean(spec, list(aliases()))}"
+        )
+    if in_local_cache(spec):
+        return "hub"
+    if not hub_reachable():
+        raise SpecbenchError(f"model '{spec}' is not a local folder and the Hugging Face hub is not reachable")
+    if ask_hub:
+        hub_model_exists(spec)
+    return "hub"
+
+
 # ----------------------------------------------------------------------------- options
 
 
@@ -120,17 +150,6 @@ def resolve_device(device: str) -> str:
     if device != "cpu":
         raise SpecbenchError(f"unknown device '{device}' (choose cpu, cuda, cuda:N or auto)")
     return device
-
-
-def hub_reachable(timeout: float = 3.0) -> bool:
-    """Whether huggingface.co answers (and offline mode is not forced)."""
-    if os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "True") or os.environ.get("SPECBENCH_OFFLINE"):
-        return False
-    try:
-        with socket.create_connection(("huggingface.co", 443), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 @contextlib.contextmanager
@@ -347,13 +366,12 @@ def _from_pretrained(location: str, name: str, dtype, gguf_file: str | None = No
 
 def load_model(spec: str, *, device: str = "cpu", dtype: str = "fp32") -> LoadedModel:
     """Load ``spec`` (alias, .gguf path, local folder or hub id) in eval mode on ``device``."""
-    if not spec or not str(spec).strip():
-        raise SpecbenchError("empty model name")
+    kind = locate_model(spec)  # the one place a name is refused: the dry run asks it too
     device = resolve_device(device)
     tdtype = torch_dtype(dtype)
     spec = str(spec)
     path = Path(spec).expanduser()
-    if spec in aliases():
+    if kind == "alias":
         entry = aliases()[spec]
         if entry["source"] == "random":
             model, tok = _random_model(spec, entry)
@@ -373,10 +391,10 @@ def load_model(spec: str, *, device: str = "cpu", dtype: str = "fp32") -> Loaded
         else:
             source = _alias_folder(spec, entry)
             model, tok = _from_pretrained(source, spec, tdtype)
-    elif spec.endswith(".gguf"):
+    elif kind == "gguf":
         source = str(gguf_cache_entry(path))
         model, tok = _from_pretrained(source, spec, tdtype)
-    elif path.is_dir():
+    elif kind == "folder":
         source = str(path)
         if (path / model_cache.MANIFEST).exists():  # a specbench cache entry: prove it first
             why = model_cache.damage(path)
@@ -386,12 +404,7 @@ def load_model(spec: str, *, device: str = "cpu", dtype: str = "fp32") -> Loaded
                     "and load the model by its alias or .gguf to rebuild it"
                 )
         model, tok = _from_pretrained(source, spec, tdtype)
-    elif path.exists() or "/" not in spec or spec.startswith(("/", ".", "~")):
-        hint = did_you_mean(spec, list(aliases()))
-        raise SpecbenchError(f"model '{spec}' is not an alias, a .gguf file or a model folder{hint}")
-    else:
-        if not hub_reachable():
-            raise SpecbenchError(f"model '{spec}' is not a local folder and the Hugging Face hub is not reachable")
+    else:  # locate_model said "hub": the hub answered the probe
         source = spec
         model, tok = _from_pretrained(spec, spec, tdtype)
     model = model.to(device).eval()
@@ -465,12 +478,7 @@ def model_folder(spec: str, *, build: bool = True) -> str | None:
         return _alias_folder(spec, entry)
     if not build:
         return str(path.resolve()) if path.is_dir() else None
-    if spec.endswith(".gguf"):
+    kind = locate_model(spec)
+    if kind == "gguf":
         return str(gguf_cache_entry(path))
-    if path.is_dir():
-        return str(path.resolve())
-    if path.exists() or "/" not in spec or spec.startswith(("/", ".", "~")):
-        raise SpecbenchError(
-            f"model '{spec}' is not an alias, a .gguf file or a model folder{did_you_mean(spec, list(aliases()))}"
-        )
-    return spec
+    return str(path.resolve()) if kind == "folder" else spec

@@ -34,26 +34,33 @@ LOCK_FILE = ".specbench.lock"
 _held: dict[str, list] = {}  # resolved folder -> [fd, depth]: re-entrant inside one process
 
 
-def check_writable_folder(folder: Path, flag: str = "--out") -> None:
-    """A folder we may write: absent (its parent then must be creatable) or a writable directory."""
+def another(flag: str | None) -> str:
+    """The end of a 'folder in use' line: the flag that chooses another folder, where the command has one."""
+    return f" or choose another {flag}" if flag else ""
+
+
+def check_writable_folder(folder: Path, flag: str | None = "--out") -> None:
+    """A folder we may write: absent (its parent then must be creatable) or a writable directory. ``flag``: the
+    option that named it, shown in the message (None: a folder the command chose itself, as confirm's)."""
     folder = Path(folder)
+    label = f"{flag} {folder}" if flag else str(folder)
     try:
         if folder.exists() and not folder.is_dir():
-            raise SpecbenchError(f"{flag} {folder} is a file, not a folder; choose a folder path")
+            raise SpecbenchError(f"{label} is a file, not a folder; choose a folder path")
     except OSError as exc:  # symlink loops, names too long
-        raise SpecbenchError(f"{flag} {folder}: {exc.strerror or exc}") from None
+        raise SpecbenchError(f"{label}: {exc.strerror or exc}") from None
     probe = folder
     while not probe.exists():
         if probe.is_symlink():
-            raise SpecbenchError(f"{flag} {folder}: {probe} is a dangling symlink")
+            raise SpecbenchError(f"{label}: {probe} is a dangling symlink")
         if probe.parent == probe:
             break
         probe = probe.parent
     if not probe.is_dir():
-        raise SpecbenchError(f"{flag} {folder}: {probe} is a file, not a folder")
+        raise SpecbenchError(f"{label}: {probe} is a file, not a folder")
     if not is_writable_dir(probe):
         what = "results folder" if probe == folder else "parent folder"
-        raise SpecbenchError(f"{flag} {folder}: the {what} {probe} is read-only")
+        raise SpecbenchError(f"{label}: the {what} {probe} is read-only")
 
 
 def is_writable_dir(path: Path) -> bool:
@@ -76,7 +83,7 @@ def _holder(path: Path) -> str:
 class FolderLock:
     """Exclusive writer lock on a folder (created if absent); a context manager."""
 
-    def __init__(self, folder: str | Path, flag: str = "--out"):
+    def __init__(self, folder: str | Path, flag: str | None = "--out"):
         self.folder = Path(folder)
         self.flag = flag
         self._key: str | None = None
@@ -115,7 +122,7 @@ class FolderLock:
                 os.close(fd)
                 raise SpecbenchError(
                     f"{self.folder} is in use by PID {_holder(path)} (another specbench is "
-                    "writing there); wait for it to finish or choose another --out"
+                    f"writing there); wait for it to finish{another(self.flag)}"
                 ) from None
             except OSError as exc:
                 os.close(fd)

@@ -41,7 +41,7 @@ from specbench.workloads.spec import (
     parse_user_source,
     read_spec_file,
 )
-from specbench.workloads.stream import StreamSpec, stream_prompts
+from specbench.workloads.stream import StreamSpec, refuse_inner_streams, stream_prompts
 
 SPLITS = ("eval", "train", "all")
 TRAIN_BUCKETS = 100
@@ -129,6 +129,13 @@ def load_workload(
 
 
 def resolve_spec(name_or_source: str) -> WorkloadSpec | LongContextSpec | PreparedSpec | StreamSpec:
+    """The spec behind a workload name, YAML path or user source string (`_spec_of`); a stream's segments are
+    resolved too, and one that is a stream itself is refused (`specbench.workloads.stream.refuse_inner_streams`)."""
+    spec = _spec_of(name_or_source)
+    return refuse_inner_streams(spec, _spec_of) if isinstance(spec, StreamSpec) else spec
+
+
+def _spec_of(name_or_source: str) -> WorkloadSpec | LongContextSpec | PreparedSpec | StreamSpec:
     """The spec behind a workload name, YAML path or user source string.
 
     A built-in name or YAML path may end in ``:key=value`` options: a long-context workload's bins and
@@ -143,7 +150,7 @@ def resolve_spec(name_or_source: str) -> WorkloadSpec | LongContextSpec | Prepar
         return parse_user_source(text)
     base, options = split_options(text)
     if options:
-        spec = resolve_spec(base)
+        spec = _spec_of(base)
         if isinstance(spec, PreparedSpec):
             return prepared_spec.select(spec, options, text)
         if not isinstance(spec, LongContextSpec):

@@ -30,7 +30,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from specbench.errors import SpecbenchError
-from specbench.safe_files import load_yaml_file
 from specbench.workloads.prompt import Prompt
 from specbench.workloads.spec_reader import Reader, workload_fields
 
@@ -99,6 +98,23 @@ def parse_stream(data: dict, *, origin: str, base_dir: Path | None = None) -> St
     )
 
 
+def refuse_inner_streams(spec: StreamSpec, resolve: Callable) -> StreamSpec:
+    """``spec`` when none of its segments is a stream (by name or file, this one or another), else one line naming
+    the segment — asked when the stream is resolved, before any count is shared out or anything loads, so the
+    cause is named whatever the count. ``resolve(name)`` is a segment's spec, read without this check (a stream
+    naming itself would otherwise be resolved for ever)."""
+    for segment in spec.segments:
+        inner = resolve(segment.workload)
+        if isinstance(inner, StreamSpec):
+            itself = bool(inner.origin and spec.origin) and Path(inner.origin).resolve() == Path(spec.origin).resolve()
+            raise SpecbenchError(
+                f"workload {spec.name}: segment '{segment.label}' is "
+                + ("this stream itself" if itself else f"a stream itself ({segment.workload})")
+                + "; streams hold workloads, not streams"
+            )
+    return spec
+
+
 def segment_counts(spec: StreamSpec, count: int | None) -> list[int]:
     """Prompts per segment for a stream cut to ``count`` prompts: each its share (largest remainders), ≥ 1."""
     full = [s.count for s in spec.segments]
@@ -131,23 +147,9 @@ def stream_prompts(
     taken: dict[str, int] = {}
     prompts: list[Prompt] = []
     sources = []
-    for segment in spec.segments:  # before any segment loads: a stream naming itself would load it for ever
-        if segment.workload.endswith((".yaml", ".yml")) and Path(segment.workload).is_file():
-            if is_stream(load_yaml_file(segment.workload, "workload file")):
-                itself = Path(segment.workload).resolve() == Path(spec.origin).resolve()
-                raise SpecbenchError(
-                    f"workload {spec.name}: segment '{segment.label}' is "
-                    + ("this stream itself" if itself else f"a stream itself ({segment.workload})")
-                    + "; streams hold workloads, not streams"
-                )
     for segment, n in zip(spec.segments, segment_counts(spec, count)):
         start = taken.get(segment.workload, 0)
         workload = load(segment.workload, count=start + n, seed=spec.seed if seed is None else seed, split=split)
-        if isinstance(workload.prompts[0].stream_position, int):
-            raise SpecbenchError(
-                f"workload {spec.name}: segment '{segment.label}' is a stream itself; streams "
-                "hold workloads, not streams"
-            )
         chosen = workload.prompts[start : start + n]
         if len(chosen) < n:
             raise SpecbenchError(

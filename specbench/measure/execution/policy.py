@@ -13,10 +13,11 @@ hands the policy the folder's records after each proposal. Neither reaches into 
         policy.observe(records, seconds)     # every record so far, and the wall seconds the step took
     policy.close()
 
-(``policy.interrupted(seconds)`` instead of ``observe`` when the step was interrupted: its time still counts.)
-
 ``units`` is every unit the policy may ever propose (the runner prepares models and drafters for
-them before the first look), and ``progress_lines()`` the policy's news in words after each step.
+them before the first look), and ``progress_lines()`` the policy's news in words after each step. A step cut
+short by Ctrl-C, SIGTERM or a failed piece is not observed (it is no look to judge): the runner calls
+``policy.interrupted(seconds)`` before the interrupt goes on, so that a resumed run's budget counts its wall time
+(`specbench.measure.execution.looks.LookEngine.interrupted`).
 """
 
 from __future__ import annotations

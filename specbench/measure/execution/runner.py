@@ -38,10 +38,10 @@ from specbench.measure.replay.units import cost_key, replay_inputs, write_summar
 from specbench.measure.spec.online_strategy import check_shard
 from specbench.measure.spec.sweep_spec import SweepSpec
 from specbench.measure.spec.units import Unit, expand_units, in_shard, load_workloads
-from specbench.measure.spec.validate import check_device, check_grid_size
+from specbench.measure.spec.validate import check_device, check_grid_size, check_models
 from specbench.records.archive import set_aside_folder
 from specbench.records.identity import CONFIRMATION, SWEEP, role_of_shards
-from specbench.records.lock import LOCK_FILE, FolderLock, check_writable_folder, lock_holder
+from specbench.records.lock import LOCK_FILE, FolderLock, another, check_writable_folder, lock_holder
 from specbench.records.store import SCHEMA_VERSION, ResultsStore, load_records
 
 
@@ -57,27 +57,27 @@ class SweepObserver(Protocol):
     def look_started(self, units: int, budget_left_s: float | None) -> None: ...  # a policy's step begins
 
 
-def check_folder(store: ResultsStore, spec: SweepSpec, force: bool) -> dict | None:
-    """Refuse a folder holding records of a different sweep unless forced; returns its run.json.
+def check_folder(store: ResultsStore, spec: SweepSpec, force: bool, flag: str | None = "--out") -> dict | None:
+    """Refuse a folder holding records of a different sweep unless forced; returns its run.json. ``flag``: the
+    option that chooses another folder (None: the command has none, as confirm).
 
     A run.json without records (a sweep that failed before its first unit) protects nothing.
     """
     info = store.run_info()
+    other = f"use another {flag} or --force" if flag else "use --force"
     if other_kind(info):
         if force:  # set aside by `SweepRunner` once the models load, like another spec's records
             return info
         raise SpecbenchError(
-            f"{store.folder} holds a {info.get('kind')}, not sweep results; use another --out "
-            "(or --force: its content is moved to old-KIND-TAG/ in the folder)"
+            f"{store.folder} holds a {info.get('kind')}, not sweep results; {other} "
+            "(--force moves its content to old-KIND-TAG/ in the folder)"
         )
     if info is not None and not isinstance(info.get("spec_hash"), str) and not force:
-        raise SpecbenchError(
-            f"{store.folder}/run.json has no spec hash (not written by a sweep); use another --out or --force"
-        )
+        raise SpecbenchError(f"{store.folder}/run.json has no spec hash (not written by a sweep); {other}")
     if info is not None and info.get("spec_hash") != spec.spec_hash and not force and store.has_records():
         raise SpecbenchError(
             f"{store.folder} holds results of a different sweep spec "
-            f"(spec {info.get('spec_hash')} vs {spec.spec_hash}); use another --out or --force"
+            f"(spec {info.get('spec_hash')} vs {spec.spec_hash}); {other}"
         )
     return info
 
@@ -155,24 +155,28 @@ class SweepRunner:
         workloads: list | None = None,
         policy: Callable[..., Policy] | None = None,
         role: str = SWEEP,
+        out_flag: str | None = "--out",
     ):
         """``workloads``: the prompts to measure (default: the spec's, loaded); ``policy``: what decides the units
         look by look, built as ``policy(spec, workloads, shard, folder)`` (default: `AdaptivePolicy` for an
         adaptive spec; none for a fixed grid: every unit, once); ``role``: what run.json says the folder is
-        (`specbench.records.identity.ROLES`: ``confirmation`` for `specbench confirm`'s folder)."""
-        self.spec, self.shard, self.force, self.role = spec, shard, force, role
-        check_writable_folder(Path(out_dir))
+        (`specbench.records.identity.ROLES`: ``confirmation`` for `specbench confirm`'s folder); ``out_flag``: the
+        option that names the folder, which messages about the folder suggest (None: the command chose the folder
+        itself, as confirm does)."""
+        self.spec, self.shard, self.force, self.role, self.out_flag = spec, shard, force, role, out_flag
+        check_writable_folder(Path(out_dir), out_flag)
         if not spec.executor.is_ray:  # Ray workers check their own node's device (the driver may have none)
             check_device(spec.device)
+        check_models(spec)  # a name that resolves nowhere: one line, as --dry-run says it
         self.store = ResultsStore(out_dir)
         self.observer = observer or SilentObserver()
         writer = lock_holder(out_dir)
         if writer is not None:
             raise SpecbenchError(
                 f"{out_dir} is in use by PID {writer} (another specbench is writing there); "
-                "wait for it to finish or choose another --out"
+                f"wait for it to finish{another(out_flag)}"
             )
-        self.previous = check_folder(self.store, spec, force)
+        self.previous = check_folder(self.store, spec, force, out_flag)
         check_shard(spec, shard)
         self.workloads = load_workloads(spec) if workloads is None else workloads
         check_grid_size(spec, self.workloads, shard, yes=yes, in_shard=in_shard)
@@ -237,11 +241,13 @@ class SweepRunner:
 
     def run(self) -> int:
         """Run every unfinished unit, holding the folder's writer lock; returns how many were measured now."""
-        with FolderLock(self.store.folder):
+        with FolderLock(self.store.folder, self.out_flag):
             return self._run_locked()
 
     def _run_locked(self) -> int:
-        self.previous = check_folder(self.store, self.spec, self.force)  # again, now that we are the only writer
+        self.previous = check_folder(
+            self.store, self.spec, self.force, self.out_flag
+        )  # again, now that we are the only writer
         # --force on another spec's records: they are set aside (records/old-SPECHASH/) once the models load
         forcing = (
             self.previous is not None
@@ -284,8 +290,8 @@ class SweepRunner:
             started = time.monotonic()
             try:
                 measured += self._run_units(fresh) if fresh else 0
-            except BaseException:  # Ctrl-C, a kill the runner sees, a failed piece: the time was spent all the same
-                policy.interrupted(time.monotonic() - started)
+            except BaseException:  # Ctrl-C, SIGTERM, a failed piece: the step's seconds were spent all the same
+                policy.interrupted(time.monotonic() - started)  # the step is not judged: a look cut short is none
                 raise
             finished.update(u.unit_id for u in fresh)
             policy.observe(load_records(self.store.folder), time.monotonic() - started)

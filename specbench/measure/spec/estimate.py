@@ -20,9 +20,12 @@ printed as "about": the sweep's own progress gives the real pace.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from specbench.backends import registry as backends
 from specbench.measure.spec.sweep_spec import SweepSpec
 from specbench.models import cache as model_cache
+from specbench.models.hub import hub_config, hub_reachable, in_local_cache
 from specbench.models.resolve import DTYPES, aliases
 
 # effective weight-streaming bandwidth of a decode step, bytes/s (order of magnitude only)
@@ -53,8 +56,15 @@ def model_shape(target: str) -> tuple[int | None, int | None]:
                 if not (folder / "config.json").exists():
                     return None, None
                 config = AutoConfig.from_pretrained(str(folder))
-        else:
+        elif Path(target).expanduser().is_dir():
             config = AutoConfig.from_pretrained(target)
+        elif in_local_cache(target):
+            config = AutoConfig.from_pretrained(target, local_files_only=True)
+        else:  # a hub id: one request where the hub answers (never huggingface_hub's retries), else no estimate
+            data = hub_config(target) if hub_reachable() else None
+            if not data or not isinstance(data.get("model_type"), str):
+                return None, None
+            config = AutoConfig.for_model(data.pop("model_type"), **data)
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(config)
         layers = getattr(config, "num_hidden_layers", None) or getattr(

@@ -33,7 +33,7 @@ ROWS = {
     "steps": "online.steps",
     "window": "online.window",
     "batch_tokens": "train.batch_tokens",
-    "seed": "seed_unsigned",
+    "seed": "seed",
     "lr": "train.lr",
     "reject_weight": "online.reject_weight",
 }

@@ -20,7 +20,7 @@ from specbench.measure.spec.values import (  # noqa: F401
     strict_bool,
 )
 from specbench.models.limits import check_context, check_window, context_window  # noqa: F401
-from specbench.models.resolve import resolve_device
+from specbench.models.resolve import locate_model, resolve_device
 from specbench.records.lock import is_writable_dir
 from specbench.workloads.catalog import encode_turn
 
@@ -31,6 +31,28 @@ HARD_MAX_UNITS = 1_000_000  # units even with --yes
 def check_device(device: str) -> str:
     """The device exists here (cuda on a CPU-only machine is refused before anything loads)."""
     return resolve_device(device)
+
+
+def model_names(spec) -> list[tuple[str, str]]:
+    """(role, name) of every model a sweep's run resolves by name: the target (or, for a serving backend, the
+    ``tokenizer`` option that replaces it) and each configuration's draft model."""
+    names = [("target", spec.backend_options.get("tokenizer") or spec.target)]
+    for config in spec.configs:
+        drafter = config.drafter
+        if drafter is not None and drafter.params_dict.get("model") is not None:
+            names.append((f"drafter {drafter.type}", drafter.params_dict["model"]))
+    return list(dict.fromkeys(names))
+
+
+def check_models(spec, *, ask_hub: bool = False) -> None:
+    """Every model the sweep names resolves (`specbench.models.resolve.locate_model`: the rule the loaders
+    apply), else one line naming its role — asked by the run and by ``--dry-run`` alike, before anything
+    loads; ``ask_hub``: also ask a reachable hub, once, whether it has a hub id."""
+    for role, name in model_names(spec):
+        try:
+            locate_model(name, ask_hub=ask_hub)
+        except SpecbenchError as exc:
+            raise SpecbenchError(f"{role}: {exc}") from None
 
 
 def count_units(spec, workloads, shard: tuple[int, int] = (0, 1), in_shard=None) -> tuple[int, int]:
