@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specbench.analysis.compare import compare, side
-from specbench.analysis.recommendation.confirmation import load_report
+from specbench.analysis.recommendation.confirm_report import load_report
 from specbench.backends import prometheus
 from specbench.errors import SpecbenchError
 from specbench.measure.execution.confirm import ConfirmPolicy, ConfirmSettings, plan_confirmation
