@@ -23,6 +23,7 @@ from specbench.backends import registry as backends
 from specbench.measure.execution.batches import batch_requests, run_batch, share_batch_energy
 from specbench.measure.spec.sweep_spec import RunConfig, SweepSpec
 from specbench.measure.spec.units import Unit, UnitOutput, make_record
+from specbench.measure.work_context import WorkContext
 from specbench.records.store import atomic_write_json
 
 BACKEND_FILE = "backend.json"
@@ -87,21 +88,21 @@ def load_label(concurrency: int, request_rate: float | None) -> str:
     return f"{request_rate:g} requests/s (at most {concurrency} in flight)"
 
 
-def group_outputs(worker, piece):
-    """Run one group (a `specbench.measure.execution.pieces.Piece` of kind group) as one batch on ``worker.backend``
+def group_outputs(context: WorkContext, piece):
+    """Run one group (a `specbench.measure.execution.pieces.Piece` of kind group) as one batch on ``context.backend``
     (`specbench.measure.execution.batches`); yields each unit's `UnitOutput` once the batch returns."""
-    spec, first = worker.spec, piece.units[0]
+    spec, first = context.spec, piece.units[0]
     group = Group(first.config, piece.concurrency, first.turn, piece.units, piece.request_rate)
-    requests = batch_requests(spec, group, [worker.prompt_ids(u, piece.answers) for u in group.units])
-    worker.observer.status(
+    requests = batch_requests(spec, group, [context.prompt_ids(u, piece.answers) for u in group.units])
+    context.observer.status(
         f"{group.config.label} · {load_label(group.concurrency, group.request_rate)} · {len(requests)} requests"
     )
     for unit in group.units:
-        worker.observer.unit_started(unit)
-    results, shared = run_batch(worker.backend, group.config, requests, group.concurrency, spec.timing)
+        context.observer.unit_started(unit)
+    results, shared = run_batch(context.backend, group.config, requests, group.concurrency, spec.timing)
     records = []
     for unit, result in zip(group.units, results):
-        record = make_record(unit, result, spec, worker.device_name)
+        record = make_record(unit, result, spec, context.device_name)
         record.update(shared, attempt_decode_s=[record["decode_s"]])
         records.append(record)
     share_batch_energy(records, shared["energy_j"])

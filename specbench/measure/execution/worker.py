@@ -19,10 +19,12 @@ from specbench.measure.execution.groups import group_outputs
 from specbench.measure.execution.machine_state import MachineProbe
 from specbench.measure.execution.pieces import BLOCK, GROUP, REPLAY, Piece, answer_key
 from specbench.measure.execution.timing_protocol import combine, run_block, warm_up
+from specbench.measure.replay.replayer import Replayer
 from specbench.measure.replay.units import replay_outputs
 from specbench.measure.spec.sweep_spec import RunConfig
 from specbench.measure.spec.units import Unit, UnitOutput, make_record
 from specbench.measure.spec.validate import check_unit_lengths, prompt_room
+from specbench.measure.work_context import WorkContext
 from specbench.models.limits import check_window
 from specbench.workloads.catalog import encode_turn
 
@@ -75,12 +77,23 @@ class PieceWorker:
 
     def __init__(self, spec, backend, observer):
         self.spec, self.backend, self.observer = spec, backend, observer
-        self.replayer = None  # the replay engine over the backend's target (built on the first replay piece)
+        self._replayer = None  # the replay engine over the backend's target (built on the first replay piece)
         self._warm_run: int | None = None  # the executor call this worker last warmed up in
 
     @property
     def device_name(self) -> str:
         return self.backend.device_name
+
+    @property
+    def context(self) -> WorkContext:
+        """What the pieces it runs need of it (`specbench.measure.work_context`): they never see the worker."""
+        return WorkContext(self.spec, self.backend, self.observer, self.device_name, self.prompt_ids, self.replayer)
+
+    def replayer(self):
+        """The replay engine over the backend's target, built on first use and kept."""
+        if self._replayer is None:
+            self._replayer = Replayer(self.backend.target, decoder=self.backend.decoder)
+        return self._replayer
 
     def start(self, drafters: list) -> None:
         """Load the models and build ``drafters`` (bad drafter settings fail here); the weights' hashes go into
@@ -147,9 +160,9 @@ class PieceWorker:
         if piece.kind == BLOCK:
             yield from self._block(piece)
         elif piece.kind == GROUP:
-            yield from group_outputs(self, piece)
+            yield from group_outputs(self.context, piece)
         elif piece.kind == REPLAY:
-            yield from replay_outputs(self, piece)
+            yield from replay_outputs(self.context, piece)
         else:
             raise ValueError(f"unknown piece kind {piece.kind!r}")
 

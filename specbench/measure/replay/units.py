@@ -57,6 +57,7 @@ from specbench.errors import SpecbenchError
 from specbench.measure.replay.replayer import Replayer, replay_chain
 from specbench.measure.spec.timing import untimed_columns
 from specbench.measure.spec.units import UnitOutput, make_record
+from specbench.measure.work_context import WorkContext
 from specbench.records.rounds import prompt_clusters
 from specbench.records.store import atomic_write_bytes, atomic_write_json, load_records
 from specbench.records.summary import BASELINE_KEYS, CONFIG_KEYS, UNIT_KEYS, is_baseline
@@ -211,24 +212,22 @@ def replay_inputs(folder) -> tuple[dict, dict]:
     return trajectories(records), group_costs(records)
 
 
-def replay_outputs(worker, piece):
-    """Replay one prompt turn's units (a `specbench.measure.execution.pieces.Piece` of kind replay) on a worker whose
-    backend runs specbench's own drafters; yields each unit's record with its moments.
+def replay_outputs(context: WorkContext, piece):
+    """Replay one prompt turn's units (a `specbench.measure.execution.pieces.Piece` of kind replay) with a worker's
+    context whose backend runs specbench's own drafters; yields each unit's record with its moments.
 
     The prompt turn's drafters share one trajectory (and its continuation past a stop); every γ of the
     sweep is walked at once per (drafter, tree).
     """
-    spec = worker.spec
+    spec = context.spec
     first = piece.units[0]
     if piece.trajectory is None:
         raise SpecbenchError(
             f"{first.prompt.prompt_id} turn {first.turn}: replay needs the baseline's "
             "trajectory, which is missing from the results"
         )
-    backend: OwnDrafterBackend = worker.backend  # the spec allows replay only with such a backend
-    if worker.replayer is None:
-        worker.replayer = Replayer(backend.target, decoder=backend.decoder)
-    replayer = worker.replayer
+    backend: OwnDrafterBackend = context.backend  # the spec allows replay only with such a backend
+    replayer: Replayer = context.replayer()
     gammas = sorted(g for g in spec.gammas if g > 0)
     output, stop_reason = piece.trajectory
     c = first.config
@@ -236,9 +235,9 @@ def replay_outputs(worker, piece):
     batches: dict[tuple, list] = {}
     for unit in piece.units:
         batches.setdefault((unit.config.drafter, unit.config.tree), []).append(unit)
-        worker.observer.unit_started(unit)
+        context.observer.unit_started(unit)
     trajectory = replayer.trajectory(
-        worker.prompt_ids(first, piece.answers),
+        context.prompt_ids(first, piece.answers),
         list(output),
         stop_reason=stop_reason,
         max_new_tokens=first.max_new_tokens,
@@ -253,7 +252,7 @@ def replay_outputs(worker, piece):
         for unit in batch:
             replay = by_gamma[unit.config.gamma]
             result = modelled_result(replay, trajectory, piece.costs.get(cost_key(spec, unit)), stop_reason)
-            record = {**make_record(unit, result, spec, worker.device_name), **untimed_columns()}
+            record = {**make_record(unit, result, spec, context.device_name), **untimed_columns()}
             yield UnitOutput(unit, record, moments_of(unit.unit_id, replay, expected))
 
 
