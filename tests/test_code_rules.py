@@ -155,6 +155,45 @@ def status_definitions(tree: ast.Module) -> list[tuple[int, str]]:
     return hits
 
 
+def self_handoffs(tree: ast.Module) -> list[tuple[int, str]]:
+    """Calls that hand ``self`` to another function (``group_outputs(self, piece)``): an object passing itself as an
+    untyped context. ``super().__init__(...)``, ``self.method(...)`` and ``type(self)`` are not hand-offs."""
+    hits = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or not any(isinstance(a, ast.Name) and a.id == "self" for a in node.args):
+            continue
+        func = node.func
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            continue
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "?")
+        if name in {
+            "type",
+            "id",
+            "isinstance",
+            "getattr",
+            "setattr",
+            "hasattr",
+            "repr",
+            "str",
+            "super",
+            "vars",
+            "replace",
+        }:
+            continue
+        hits.append((node.lineno, name))
+    return hits
+
+
+def test_no_measure_object_hands_itself_to_another_function():
+    """measure/ passes typed values (the work context, a policy's rule), never an object itself."""
+    found = [
+        f"{name}:{line}: {call}(self, ...)"
+        for name, tree in _modules(("measure",)).items()
+        for line, call in self_handoffs(tree)
+    ]
+    assert not found, "objects handing themselves on:\n" + "\n".join(found)
+
+
 def test_one_look_engine_runs_every_look_loop():
     found = [
         f"{name}:{line}: {verb}()"
@@ -221,6 +260,8 @@ def test_verdict_keys_are_read_only_by_the_modules_that_write_them():
         ('OPEN, DONE = "open", "decided"\n', "status", [(1, "open"), (1, "decided")]),
         ('WORDS = {"budget": "ran out"}\n', "status", []),  # a mapping of words is no definition
         ('KEYS = ("first", "budget")\n', "status", []),  # nor a tuple of keys
+        ("class W:\n    def run(self, p):\n        return group_outputs(self, p)\n", "handoff", [(3, "group_outputs")]),
+        ("class W:\n    def run(self, p):\n        return self.go(self.context, p)\n", "handoff", []),
     ],
 )
 def test_each_scanner_finds_a_planted_offender(source, scanner, expected):
@@ -233,6 +274,8 @@ def test_each_scanner_finds_a_planted_offender(source, scanner, expected):
         found = look_loop_calls(tree)
     elif scanner == "status":
         found = status_definitions(tree)
+    elif scanner == "handoff":
+        found = self_handoffs(tree)
     else:
         found = answer_word_uses(tree)
     assert found == expected

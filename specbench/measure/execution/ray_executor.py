@@ -351,7 +351,14 @@ class RayExecutor:
                 f"(attempt {tries + 1} of {self.choice.retries + 1})"
             )
 
-        return dispatch(pieces, RayPool(self), writer, run=self.runs, retries=self.choice.retries, on_retry=retrying)
+        return dispatch(
+            pieces,
+            RayPool(self.slots, self.ray, self.choice.retries),
+            writer,
+            run=self.runs,
+            retries=self.choice.retries,
+            on_retry=retrying,
+        )
 
 
 def check_same_weights(reports: list[dict]) -> None:
@@ -377,16 +384,16 @@ def check_same_weights(reports: list[dict]) -> None:
 class RayPool:
     """The executor's workers as `specbench.measure.execution.executor.Pool`: one piece in flight per worker."""
 
-    def __init__(self, executor: RayExecutor):
-        self.executor, self.ray = executor, executor.ray
+    def __init__(self, slots: list[Slot], ray, retries: int):
+        self.slots, self.ray, self.retries = slots, ray, retries  # the executor's workers, Ray, restarts allowed
         self.flight: dict = {}  # object ref -> (slot, piece, pieces that shared its node so far)
 
     def _idle(self) -> list[Slot]:
         busy = {id(slot) for slot, _, _ in self.flight.values()}
-        return [s for s in self.executor.slots if not s.dead and s.recovering is None and id(s) not in busy]
+        return [s for s in self.slots if not s.dead and s.recovering is None and id(s) not in busy]
 
     def _recovering(self) -> dict:
-        return {s.recovering: s for s in self.executor.slots if s.recovering is not None}
+        return {s.recovering: s for s in self.slots if s.recovering is not None}
 
     def free(self) -> bool:
         return bool(self._idle())
@@ -442,7 +449,7 @@ class RayPool:
         again once it answers a ping), then it is dead."""
         slot.deaths += 1
         slot.config = None
-        slot.dead = slot.deaths > self.executor.choice.retries
+        slot.dead = slot.deaths > self.retries
         if not slot.dead:
             slot.recovering = slot.actor.where.remote()
         where = slot.where.get("node", "?")
