@@ -46,6 +46,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import stats
 
 from specbench.analysis.statistics.paired_ratio import Aligned, PerPrompt, Ratio
 from specbench.analysis.statistics.sequential import LookPlan, prompts_to_settle
@@ -171,8 +172,6 @@ def choose(
 
 
 def _quantile(p: float):
-    from scipy import stats
-
     def at(dof: float) -> float:
         if not np.isfinite(dof) or dof > 1e6:
             return float(stats.norm.isf(p))
