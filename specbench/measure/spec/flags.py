@@ -9,7 +9,10 @@ From the table
   order, so ``specbench sweep --help`` lists them as written here;
 * `SweepFlags` (the values given) puts them over the sweep file's mapping (`SweepFlags.over`), which
   `specbench.measure.spec.sweep.build_spec` then checks like any sweep file, reading each flagged key's
-  bounds row from here (`bound_of`).
+  bounds row from here (`bound_of`);
+* the bounds tables' rows of the flag and of its key (``sweep --gamma`` and ``sweep: gammas`` → ``gamma``:
+  `declared_rows`), which `flag_rows` and `key_rows` join to the rows `specbench.bounds` writes for
+  everything else (bounds.py imports nothing of specbench but errors, so the joining happens here).
 
 A flag whose ``key`` is None is the command's own (``--out``, ``--dry-run``, ...): the table declares it
 so that the command's options come from one place, and the command reads its value.
@@ -26,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from specbench import bounds
 from specbench.backends.registry import DEFAULT as DEFAULT_BACKEND
 from specbench.backends.registry import choices_help as backend_choices
 from specbench.errors import SpecbenchError
@@ -253,6 +257,33 @@ def bound_of(key: str) -> str:
         if flag.key == key and flag.bound is not None:
             return flag.bound
     raise KeyError(f"no sweep flag with a bounds row sets '{key}'")
+
+
+COMMAND = "sweep"  # the command whose options `FLAGS` are
+
+
+def declared_rows() -> tuple[dict[str, str], dict[str, str]]:
+    """The bounds rows the flags with a ``bound`` declare, as the tables name them: the flag's
+    (``{"sweep --gamma": "gamma", ...}``, `specbench.bounds.FLAG_ROWS`'s form for one command's flag) and its
+    sweep-file key's (``{"sweep: gammas": "gamma", "sweep: workloads.count": "prompts", ...}``, `KEY_ROWS`'s)."""
+    flag_rows, key_rows = {}, {}
+    for flag in spec_flags():
+        if flag.bound is not None and flag.key is not None:
+            flag_rows[f"{COMMAND} {flag.decls[0].split('/')[0]}"] = flag.bound
+            key_rows[f"{COMMAND}: {flag.key.replace('[]', '')}"] = flag.bound
+    return flag_rows, key_rows
+
+
+def flag_rows() -> dict[str, str]:
+    """The row of every flag of every command: `specbench.bounds.FLAG_ROWS` joined with the rows `FLAGS` declares
+    (a row stated in both is refused: `specbench.bounds.joined`)."""
+    return bounds.joined(bounds.FLAG_ROWS, declared_rows()[0], "FLAG_ROWS")
+
+
+def key_rows() -> dict[str, str]:
+    """The row of every key of every YAML file: `specbench.bounds.KEY_ROWS` joined with the sweep-file keys' rows
+    `FLAGS` declares (a row stated in both is refused)."""
+    return bounds.joined(bounds.KEY_ROWS, declared_rows()[1], "KEY_ROWS")
 
 
 def _items(text: str, cast) -> list:
