@@ -22,9 +22,10 @@ from specbench.cli.progress_lines import LineProgress
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt, plain, styled, text_column
 from specbench.cli.results_cmd import rows_and_verdicts, summary_table
+from specbench.errors import SpecbenchError
 from specbench.measure.spec.flags import FLAGS, SweepFlags, SweepValues
-from specbench.records.jsonable import json_ready
 from specbench.records.store import load_records
+from specbench.safe_files import json_ready, read_json
 
 EPILOG = """Examples:
 
@@ -174,8 +175,8 @@ def timing_summary(out_dir: Path) -> dict:
 
 def _backend_info(out_dir: Path) -> dict:
     try:
-        info = json.loads((Path(out_dir) / "backend.json").read_text())
-    except (OSError, ValueError):
+        info = read_json(Path(out_dir) / "backend.json", "backend file")
+    except SpecbenchError:
         return {}
     return info if isinstance(info, dict) else {}
 

@@ -47,7 +47,6 @@ atomically like results, so a profile taken on a GPU machine is used anywhere
 from __future__ import annotations
 
 import gc
-import json
 import os
 import re
 import time
@@ -84,6 +83,7 @@ from specbench.models.resolve import (
 )
 from specbench.records.identity import PROFILE
 from specbench.records.profile_file import COLUMNS, PROFILE_KIND, SCHEMA_VERSION, Profile
+from specbench.safe_files import read_json
 
 PREFILL_CHUNK_TOKENS = 8192  # tokens per prefill forward, batch × chunk length
 GIB = 2**30
@@ -254,10 +254,7 @@ def moe_forward_bytes(model, shape: dict, tokens: int) -> int:
 def _config_from_json(path: Path):
     from transformers import AutoConfig
 
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise SpecbenchError(f"{path} is not a readable JSON config ({exc})") from None
+    data = read_json(path, "model config")
     if not isinstance(data, dict) or "model_type" not in data:
         raise SpecbenchError(f"{path} has no 'model_type': not a transformers model config")
     data = {k: v for k, v in data.items() if not k.startswith("_")}
