@@ -304,13 +304,15 @@ def text_violation(name: str, value) -> str | None:
 # tests/test_bounds_everywhere.py introspects the command line and fails on a flag without a row here. A flag
 # whose value is a list or a range of numbers ("1,4,16", "1..8") has its numbers' row: each is checked
 # where it is parsed (`int_list`, the sweep spec); the text of the flag itself is held to the "text" row.
+# Not here: the rows `specbench sweep`'s flag table declares (a `Flag` with a ``bound``): "sweep --gamma" and the
+# sweep-file key's "sweep: gammas" come from that one statement (`specbench.measure.spec.flags.declared_rows`,
+# joined to these tables by `joined`); a row written here as well is refused there.
 FLAG_ROWS: dict[str, str] = {
     "--address": "text",
     "--arrivals": "choice",
     "--backend": "choice",
     "--baseline": "switch",
     "--batch": "batch",
-    "sweep --batch": "prompts",
     "--batch-tokens": "train.batch_tokens",
     "--bootstrap": "bootstrap",
     "--budget": "adaptive.budget_s",
@@ -318,7 +320,6 @@ FLAG_ROWS: dict[str, str] = {
     "--chat": "switch",
     "--checkpoint": "path",
     "--compile": "switch",
-    "--concurrency": "concurrency",
     "--context": "context",
     "--cost-profile": "path",
     "--count": "prompts",
@@ -350,7 +351,6 @@ FLAG_ROWS: dict[str, str] = {
     "--max-gamma": "max_gamma",
     "--max-minutes": "train.max_minutes",
     "--max-new-tokens": "max_new_tokens",
-    "--max-prompts": "prompts",
     "--mode": "choice",
     "--modules": "train.modules",
     "--name": "text",
@@ -360,12 +360,9 @@ FLAG_ROWS: dict[str, str] = {
     "--prompt-file": "path",
     "--price-per-hour": "price_per_hour",
     "--tolerance": "tolerance",
-    "--prompts": "prompts",
     "train-drafter --prompts": "text",
     "--quantities": "text",
-    "--repeats": "repeats",
     "profile --repeats": "profile.repeats",
-    "--request-rate": "request_rate",
     "--seed": SEED_ROW,
     "--shard": "text",
     "--slo": "text",
@@ -384,7 +381,6 @@ FLAG_ROWS: dict[str, str] = {
     "--verifier": "text",
     "--verify-tokens": "verify_tokens",
     "--warmup": "profile.warmup",
-    "--workers": "parallel_size",
     "--workload": "text",
     "--yes": "switch",
     "results show FOLDER": "path",
@@ -417,16 +413,9 @@ KEY_ROWS: dict[str, str] = {
     "sweep: target": "text",
     "sweep: device": "text",
     "sweep: dtype": "choice",
-    "sweep: seed": SEED_ROW,
-    "sweep: repeats": "repeats",
-    "sweep: max_new_tokens": "max_new_tokens",
     "sweep: ignore_eos": "switch",
     "sweep: drafters": "list",
-    "sweep: gammas": "gamma",
     "sweep: trees": "list",
-    "sweep: temperatures": "temperature",
-    "sweep: top_p": "top_p",
-    "sweep: top_k": "top_k",
     "sweep: workloads": "list",
     "sweep: mode": "choice",
     "sweep: calibration": "mapping",
@@ -434,21 +423,17 @@ KEY_ROWS: dict[str, str] = {
     "sweep: kernels": "choice",
     "sweep: timing": "mapping",
     "sweep: backend": "mapping",
-    "sweep: concurrency": "concurrency",
     "sweep: strategy": "list",
     "sweep: schedules": "list",
     "sweep: threads": "threads",
     "sweep: adaptive": "mapping",
     "sweep: layout": "choice",
-    "sweep: request_rates": "request_rate",
     "sweep: arrivals": "choice",
     "sweep: executor": "mapping",
     "sweep: price_per_hour": "price_per_hour",
-    "sweep: tolerance": "tolerance",
     "sweep: drafters.type": "choice",
     "sweep: drafters.params": "mapping",
     "sweep: workloads.name": "text",
-    "sweep: workloads.count": "prompts",
     "sweep: workloads.split": "text",
     "sweep: workloads.max_new_tokens": "max_new_tokens",
     "sweep: calibration.gammas": "gamma",
@@ -457,14 +442,11 @@ KEY_ROWS: dict[str, str] = {
     "sweep: timing.warmup_s": "timing.warmup_s",
     "sweep: timing.max_other_cores": "timing.max_other_cores",
     "sweep: timing.retries": "timing.retries",
-    "sweep: adaptive.batch": "prompts",
     "sweep: adaptive.first": "prompts",
-    "sweep: adaptive.max_prompts": "prompts",
     "sweep: adaptive.budget": "adaptive.budget_s",
     "sweep: adaptive.calibration_batch": "adaptive.calibration_batch",
     "sweep: executor.name": "choice",
     "sweep: executor.address": "text",
-    "sweep: executor.workers": "parallel_size",
     "sweep: executor.retries": "timing.retries",
     "sweep: executor.replay_per_gpu": "parallel_size",
     "sweep: strategy.name": "choice",
@@ -535,6 +517,18 @@ KEY_ROWS: dict[str, str] = {
     # a tree file (specbench.engine.tree)
     "tree: paths": "list",
 }
+
+
+def joined(written: dict[str, str], declared: dict[str, str], table: str) -> dict[str, str]:
+    """The table ``written`` here (`FLAG_ROWS`, `KEY_ROWS`) with the rows a flag table ``declared``; a row in both
+    is stated twice and refused (`ValueError`: a developer's mistake, caught by tests/test_bounds_everywhere.py)."""
+    twice = sorted(set(written) & set(declared))
+    if twice:
+        raise ValueError(
+            f"specbench.bounds.{table} writes rows a flag table declares already: {', '.join(twice)} "
+            "(delete them from bounds.py: the flag's bound is the one statement)"
+        )
+    return {**written, **declared}
 
 
 def violation(name: str, value) -> str | None:

@@ -1,5 +1,6 @@
 """Reading files a user hands us: bounded in size, strict UTF-8 text, YAML (1.2 core schema) without aliases; and
-writing checkpoints and caches so that a full disk is one line, not a traceback.
+writing checkpoints and caches so that a full disk is one line, not a traceback. The one JSON layer: every JSON
+file specbench reads or writes goes through `read_json` / `write_json` (tests/test_code_rules.py scans for others).
 
 Every failure is a `SpecbenchError` naming the file: missing, a directory, a symlink loop,
 unreadable, too large, binary, not UTF-8, malformed YAML, or YAML using anchors/aliases (a
@@ -12,6 +13,8 @@ RuntimeError ("PytorchStreamWriter failed writing file") — into one line namin
 from __future__ import annotations
 
 import errno
+import json
+import math
 import os
 import re
 import shutil
@@ -19,6 +22,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from specbench.errors import SpecbenchError
@@ -342,3 +346,50 @@ def create_new(path: str | Path, data: bytes | str) -> None:
     fd = open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data.encode() if isinstance(data, str) else data)
+
+
+# ----------------------------------------------------------------------------- JSON files
+
+JSON_MAX_BYTES = 16 * MiB  # run.json, caches, configs; a caller whose files grow larger names its own limit
+
+
+def json_ready(value):
+    """A copy of ``value`` (dicts, lists, tuples, scalars) that `json.dumps` writes as strict JSON: numpy scalars
+    and arrays become Python numbers and lists, NaN and ±inf become null, mapping keys text."""
+    if isinstance(value, dict):
+        return {str(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [json_ready(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    return value
+
+
+def read_json(path: str | Path, what: str = "JSON file", max_bytes: int = JSON_MAX_BYTES):
+    """The JSON value held by the file ``path`` (`read_text_file`: at most ``max_bytes``, UTF-8 text). Reading
+    follows a symlink (a model snapshot's config.json is one); every failure — missing, too large, not text, not
+    JSON — is one `SpecbenchError` naming ``what`` and the file."""
+    text = read_text_file(path, what, max_bytes)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecbenchError(f"{what} {path} is not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    except (ValueError, RecursionError) as exc:  # a number too long to convert, nesting too deep
+        raise SpecbenchError(f"{what} {path} is not valid JSON ({type(exc).__name__})") from None
+
+
+def write_json(path: str | Path, value, indent: int | None = 2, what: str | None = None) -> None:
+    """``value`` as strict JSON at ``path``, whole and never through a symlink (`write_atomic`): `json_ready` first
+    (numpy values, NaN and ±inf as null), any other object as its text; UTF-8, ``indent`` spaces per level (None:
+    one line), a final newline. A write the operating system refuses (a full disk) raises its OSError, or, with
+    ``what`` named, is one `SpecbenchError` line (`writing`)."""
+    text = json.dumps(json_ready(value), indent=indent, ensure_ascii=False, allow_nan=False, default=str)
+    if what is None:
+        write_atomic(path, text + "\n")
+        return
+    with writing(path, what):
+        write_atomic(path, text + "\n")

@@ -1,5 +1,6 @@
 """Every flag of every command and every key of every YAML file has a row in the bounds table
-(`specbench.bounds`: `FLAG_ROWS`, `KEY_ROWS`), and the rows are enforced.
+(`specbench.bounds`: `FLAG_ROWS`, `KEY_ROWS`, joined with the rows `specbench sweep`'s flag table declares:
+`specbench.measure.spec.flags.flag_rows` / `key_rows`), each row is stated once, and the rows are enforced.
 
 Nothing here lists a flag or a key by hand: the flags come from the command line itself (the Typer app's click
 commands, so a flag another change adds without a row fails here), the sweep keys from the parser's own key
@@ -19,10 +20,12 @@ import pytest
 import typer
 from hypothesis import strategies as st
 
-from specbench.bounds import BOUNDS, FLAG_ROWS, KEY_ROWS, TEXT_BOUNDS, row_exists
+from specbench import bounds
+from specbench.bounds import BOUNDS, TEXT_BOUNDS, row_exists
 from specbench.cli import app
-from specbench.cli.params import commands, flag_key, flag_row
+from specbench.cli.params import commands, flag_key, flag_row, row_name
 from specbench.errors import SpecbenchError
+from specbench.measure.spec.flags import FLAGS, declared_rows, flag_rows, key_rows
 from tests.cli_helpers import invoke
 from tests.test_fuzz import fuzz
 
@@ -84,6 +87,16 @@ def _workload_keys(monkeypatch) -> set[str]:
     return seen
 
 
+def _unread_flag_rows(rows: dict[str, str]) -> list[str]:
+    """Entries of the flag rows no flag of any command reads (each flag reads its command's own entry first)."""
+    read = {row_name(path, param, rows) for path, param, _ in _cli_params()}
+    return sorted(name for name in rows if name not in read)
+
+
+def _yaml_keys(monkeypatch) -> set[str]:
+    return _sweep_keys() | _workload_keys(monkeypatch) | {"tree: paths"}
+
+
 def test_every_flag_of_every_command_has_a_row():
     missing = [f"{path}: {key}" for path, param, key in _cli_params() if flag_row(path, param) is None]
     assert not missing, "flags without a row in specbench.bounds.FLAG_ROWS:\n" + "\n".join(missing)
@@ -93,17 +106,41 @@ def test_every_flag_of_every_command_has_a_row():
         if not row_exists(flag_row(path, param))
     ]
     assert not wrong, "rows that are not in the bounds table:\n" + "\n".join(wrong)
-    used = {key for _, _, key in _cli_params()} | {f"{path} {key}" for path, _, key in _cli_params()}
-    stale = [key for key in FLAG_ROWS if key not in used]
-    assert not stale, f"FLAG_ROWS names flags no command has: {stale}"
+    stale = _unread_flag_rows(flag_rows())
+    assert not stale, f"FLAG_ROWS names rows no flag of any command reads: {stale}"
 
 
 def test_every_key_of_every_yaml_file_has_a_row(monkeypatch):
-    keys = _sweep_keys() | _workload_keys(monkeypatch) | {"tree: paths"}
+    keys, rows = _yaml_keys(monkeypatch), key_rows()
     assert len(keys) > 80
-    missing = sorted(k for k in keys if k not in KEY_ROWS)
+    missing = sorted(k for k in keys if k not in rows)
     assert not missing, "YAML keys without a row in specbench.bounds.KEY_ROWS:\n" + "\n".join(missing)
-    assert all(row_exists(KEY_ROWS[k]) for k in keys)
+    assert all(row_exists(rows[k]) for k in keys)
+    stale = sorted(k for k in rows if k not in keys)
+    assert not stale, f"KEY_ROWS names keys no parser reads: {stale}"
+
+
+def test_a_sweep_flags_rows_come_from_its_bound_alone(monkeypatch):
+    """A bounded sweep flag's rows (its own and its key's) are read from the flag table: the command reads the
+    flag's ``bound``, and a row bounds.py writes besides is refused (planted offenders: the key's row, the
+    command's row, and a shared row only the sweep flag would read)."""
+    flags, keys = declared_rows()
+    bounded = [flag for flag in FLAGS if flag.bound is not None and flag.key is not None]
+    assert len(flags) == len(keys) == len(bounded) >= 10
+    assert keys["sweep: gammas"] == "gamma" and keys["sweep: workloads.count"] == "prompts"
+    sweep_params = {flag_key("sweep", p): p for path, p, _ in _cli_params() if path == "sweep"}
+    for flag in bounded:
+        assert flag_row("sweep", sweep_params[flag.decls[0]]) == flag.bound, flag.name
+    assert not set(flags) & set(bounds.FLAG_ROWS) and not set(keys) & set(bounds.KEY_ROWS)
+
+    for table, planted in (("KEY_ROWS", "sweep: gammas"), ("FLAG_ROWS", "sweep --batch")):
+        monkeypatch.setattr(bounds, table, {**getattr(bounds, table), planted: "prompts"})
+        with pytest.raises(ValueError, match=f"{table} writes rows a flag table declares already: {planted}"):
+            key_rows() if table == "KEY_ROWS" else flag_rows()
+        monkeypatch.undo()
+    assert "--workers" not in bounds.FLAG_ROWS  # only sweep has --workers: its row is the flag's
+    planted_shared = {**flag_rows(), "--workers": "parallel_size"}
+    assert _unread_flag_rows(planted_shared) == ["--workers"]
 
 
 def test_every_row_is_documented():
@@ -136,7 +173,8 @@ def _beyond(row: str, side: int) -> float:
 @fuzz(st.tuples(st.sampled_from(NUMERIC_FLAGS), st.sampled_from([0, 1])), short=40, long=400)
 def _numeric_flags(case):
     (path, key), side = case
-    row = FLAG_ROWS.get(f"{path} {key}", FLAG_ROWS.get(key))
+    rows = flag_rows()
+    row = rows.get(f"{path} {key}", rows.get(key))
     value = _beyond(row, side)
     if math.isinf(value) or (side == 1 and BOUNDS[row].low <= -(2**63)):
         value = BOUNDS[row].high * 10 + 1
@@ -150,7 +188,8 @@ def _numeric_flags(case):
 @fuzz(st.sampled_from(TEXT_FLAGS), short=20, long=200)
 def _text_flags(case):
     path, key = case
-    row = FLAG_ROWS.get(f"{path} {key}", FLAG_ROWS.get(key))
+    rows = flag_rows()
+    row = rows.get(f"{path} {key}", rows.get(key))
     value = "x" * (TEXT_BOUNDS[row].max_chars + 1) if row != "prompt" else "x" * 10
     if row == "prompt":
         return
@@ -174,7 +213,7 @@ SECTION_DOCS = {
     "calibration": lambda k, v: {"mode": "replay", "calibration": {k: [v] if k == "gammas" else v}},
     "workloads": lambda k, v: {"workloads": [{"name": "mt-bench", k: v}]},
 }
-NUMERIC_KEYS = sorted(k for k, row in KEY_ROWS.items() if k.startswith("sweep: ") and row in BOUNDS)
+NUMERIC_KEYS = sorted(k for k, row in key_rows().items() if k.startswith("sweep: ") and row in BOUNDS)
 
 
 @fuzz(st.tuples(st.sampled_from(NUMERIC_KEYS), st.sampled_from([0, 1, 2])), short=40, long=400)
@@ -182,7 +221,7 @@ def _sweep_keys_enforced(case):
     from specbench.measure.spec.sweep import build_spec
 
     key, side = case
-    row = KEY_ROWS[key]
+    row = key_rows()[key]
     bound = BOUNDS[row]
     name = key.removeprefix("sweep: ")
     value = [bound.high * 10 + 1, bound.low - 1 if bound.low > -(2**63) else bound.high * 10 + 1, math.nan][side]

@@ -9,6 +9,15 @@
 * One look engine: rounds of looks (`choose_round`) and their time (`share_time`) are run only by
   `specbench.measure.execution.looks`, and the status words of an item measured in looks ("prompts exhausted",
   "budget", ...) are defined only in `specbench.analysis.verdicts.status` — no second look loop.
+* One JSON layer: a JSON file is read and written only by `specbench.safe_files.read_json` / `write_json` (size
+  bounded, atomic, never through a symlink, numpy values made JSON-ready). Outside safe_files.py no module
+  imports ``dump``/``load``/``dumps``/``loads`` from json, calls ``json.dump`` or ``json.load`` (they take a
+  file), hands a whole-file writer (`write_atomic`, `atomic_write_bytes`, `create_new`, ``.write_text``,
+  ``.write_bytes``) ``json.dumps(...)`` as its data (alone, with text added, or ``.encode()``d), or calls
+  ``json.loads`` on a file's text (``.read_text()``, ``.read_bytes()`` — ``.decode()``d or not —,
+  `read_text_file`, `read_bytes`). JSON over a pipe or socket (``stream.write(json.dumps(m))``, ``json.loads(line)``),
+  JSON Lines files and JSON text in memory (hash keys, stdout) are not JSON files; text kept in a variable first is
+  not traced.
 
 Each rule's scanner is checked on a planted offender too, so that a rule that can no longer fail is noticed.
 """
@@ -44,6 +53,10 @@ LOOK_ENGINE = "specbench/measure/execution/looks.py"
 STATUS_MODULE = "specbench/analysis/verdicts/status.py"
 STATUS_WORDS = {"open", "decided", "prompts exhausted", "budget", "futile"}
 
+
+JSON_LAYER = "specbench/safe_files.py"
+JSON_FILE_WRITERS = {"write_atomic", "atomic_write_bytes", "create_new", "write_text", "write_bytes"}
+JSON_FILE_READERS = {"read_text", "read_bytes", "read_text_file"}
 
 # the packages that see verdicts (the engine, models, training and the catalogue never do)
 VERDICT_READERS = ("analysis", "cli", "figures", "measure", "records", "backends")
@@ -194,6 +207,68 @@ def test_no_measure_object_hands_itself_to_another_function():
     assert not found, "objects handing themselves on:\n" + "\n".join(found)
 
 
+def _called(node: ast.AST) -> str | None:
+    """The name a call calls (``f(...)`` → f, ``x.f(...)`` → f), None for anything else."""
+    if not isinstance(node, ast.Call):
+        return None
+    return node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+
+
+def _json_call(node: ast.AST, names: set[str]) -> bool:
+    """``json.NAME(...)`` for a NAME of ``names``."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "json"
+        and node.func.attr in names
+    )
+
+
+def _dumped(expr: ast.AST) -> bool:
+    """``json.dumps(x)``, ``json.dumps(x) + "\\n"``, ``(json.dumps(x) + "\\n").encode()``."""
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.Add):
+        return _dumped(expr.left) or _dumped(expr.right)
+    if _called(expr) == "encode" and isinstance(expr.func, ast.Attribute):
+        return _dumped(expr.func.value)
+    return _json_call(expr, {"dumps"})
+
+
+def _file_text(expr: ast.AST) -> bool:
+    """``p.read_text()``, ``p.read_bytes()``, ``p.read_bytes().decode()``, ``read_text_file(p)``, ``read_bytes(p)``."""
+    if _called(expr) == "decode" and isinstance(expr.func, ast.Attribute):
+        return _file_text(expr.func.value)
+    return _called(expr) in JSON_FILE_READERS
+
+
+def json_file_uses(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, what) of each JSON file read or written around `specbench.safe_files` (the rule above)."""
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "json":
+            names = [a.name for a in node.names if a.name in ("dump", "load", "dumps", "loads")]
+            hits += [(node.lineno, f"from json import {name}") for name in names]
+        elif _json_call(node, {"dump", "load"}):
+            hits.append((node.lineno, f"json.{node.func.attr}"))
+        elif _json_call(node, {"loads"}) and node.args and _file_text(node.args[0]):
+            hits.append((node.lineno, "json.loads of a file's text"))
+        elif _called(node) in JSON_FILE_WRITERS and any(
+            _dumped(arg) for arg in [*node.args, *(k.value for k in node.keywords)]
+        ):
+            hits.append((node.lineno, f"json.dumps into {_called(node)}"))
+    return hits
+
+
+def test_json_files_are_read_and_written_only_through_safe_files():
+    found = [
+        f"{name}:{line}: {what}"
+        for name, tree in _modules().items()
+        if name != JSON_LAYER
+        for line, what in json_file_uses(tree)
+    ]
+    assert not found, f"JSON files outside {JSON_LAYER} (use read_json / write_json):\n" + "\n".join(found)
+
+
 def test_one_look_engine_runs_every_look_loop():
     found = [
         f"{name}:{line}: {verb}()"
@@ -262,6 +337,17 @@ def test_verdict_keys_are_read_only_by_the_modules_that_write_them():
         ('KEYS = ("first", "budget")\n', "status", []),  # nor a tuple of keys
         ("class W:\n    def run(self, p):\n        return group_outputs(self, p)\n", "handoff", [(3, "group_outputs")]),
         ("class W:\n    def run(self, p):\n        return self.go(self.context, p)\n", "handoff", []),
+        ("def f(p, d):\n    json.dump(d, p.open('w'))\n", "json", [(2, "json.dump")]),
+        ("def f(h):\n    return json.load(h)\n", "json", [(2, "json.load")]),
+        ("def f(p):\n    return json.loads(p.read_text())\n", "json", [(2, "json.loads of a file's text")]),
+        ("def f(p):\n    return json.loads(p.read_bytes().decode())\n", "json", [(2, "json.loads of a file's text")]),
+        ("def f(p, d):\n    write_atomic(p, json.dumps(d) + '\\n')\n", "json", [(2, "json.dumps into write_atomic")]),
+        ("def f(p, d):\n    p.write_text(json.dumps(d, indent=2))\n", "json", [(2, "json.dumps into write_text")]),
+        ("def f(p, d):\n    p.write_bytes(json.dumps(d).encode())\n", "json", [(2, "json.dumps into write_bytes")]),
+        ("from json import load\n", "json", [(1, "from json import load")]),
+        ("def f(pipe, m):\n    pipe.write(json.dumps(m) + '\\n')\n", "json", []),  # a pipe, not a file
+        ("def f(line):\n    return json.loads(line)\n", "json", []),  # a line of a stream
+        ("def f(k):\n    return sha1(json.dumps(k).encode())\n", "json", []),  # text in memory
     ],
 )
 def test_each_scanner_finds_a_planted_offender(source, scanner, expected):
@@ -276,6 +362,9 @@ def test_each_scanner_finds_a_planted_offender(source, scanner, expected):
         found = status_definitions(tree)
     elif scanner == "handoff":
         found = self_handoffs(tree)
+
+    elif scanner == "json":
+        found = json_file_uses(tree)
     else:
         found = answer_word_uses(tree)
     assert found == expected

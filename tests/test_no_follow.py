@@ -38,16 +38,16 @@ def _lock(folder: Path) -> str:
 
 
 def _run_info(folder: Path) -> str:
-    from specbench.records.store import atomic_write_json
+    from specbench.records.store import ResultsStore
 
-    atomic_write_json(folder / "run.json", {"sweep": "x"})
+    ResultsStore(folder).write_run_info({"sweep": "x"})
     return "run.json"
 
 
 def _adaptive(folder: Path) -> str:
-    from specbench.records.store import atomic_write_json
+    from specbench.records.adaptive_history import write_history
 
-    atomic_write_json(folder / "adaptive.json", {"looks": []})
+    write_history(folder, {"looks": []})
     return "adaptive.json"
 
 
@@ -104,18 +104,11 @@ def _server_log(folder: Path) -> str:
     return "server-8000.log"
 
 
-def _sharegpt_cache(folder: Path) -> str:
-    from specbench.workloads.sharegpt_format import write_json_atomically
+def _json_file(folder: Path) -> str:
+    from specbench.safe_files import write_json
 
-    write_json_atomically(folder / "sharegpt.json", {"records": []})
+    write_json(folder / "sharegpt.json", {"records": []}, indent=None)
     return "sharegpt.json"
-
-
-def _manifest(folder: Path) -> str:
-    from specbench.models.integrity import rewrite_manifest
-
-    rewrite_manifest(folder / "manifest.json", {"files": {}})
-    return "manifest.json"
 
 
 WRITERS = {
@@ -128,8 +121,7 @@ WRITERS = {
     "a layout-probe cache entry": _layout_cache,
     "a crash log": _crash_log,
     "a server log": _server_log,
-    "the ShareGPT cache": _sharegpt_cache,
-    "a model cache manifest": _manifest,
+    "a JSON file (caches, manifests, configs: safe_files.write_json)": _json_file,
 }
 LINKS = ("to a file", "to a folder", "dangling", "relative to a file")
 

@@ -1,7 +1,7 @@
 """The flag table of `specbench sweep` (`specbench.measure.spec.flags.FLAGS`): each flag declared once.
 
-The table generates the command's options (in its order, with its spellings and help) and the overlay of the
-sweep file (`SweepFlags.over`); the spec reads a flagged key's bounds row from it. The worked example of
+The table generates the command's options (in its order, with its spellings and help), the typed object the
+command receives (`SweepValues`) and the overlay of the sweep file (`SweepFlags.over`); the spec reads a flagged key's bounds row from it. The worked example of
 docs/architecture.md ("Adding a sweep flag") adds one descriptor and checks it reaches the spec.
 """
 
@@ -18,7 +18,7 @@ from specbench.cli import app
 from specbench.cli.flag_options import flag_command
 from specbench.errors import SpecbenchError
 from specbench.measure.spec import flags as sweep_flags
-from specbench.measure.spec.flags import FLAGS, Flag, SweepFlags, bound_of
+from specbench.measure.spec.flags import FLAGS, Flag, SweepFlags, SweepValues, bound_of, values_class
 from specbench.measure.spec.sweep import build_spec
 from specbench.measure.spec.sweep_spec import TOP_LEVEL_KEYS
 
@@ -79,10 +79,38 @@ def test_flags_go_over_the_file_and_the_merged_keys_keep_what_the_file_says_besi
 
 
 def test_comma_lists_are_read_in_table_order_with_one_error():
-    flags = SweepFlags.from_command({"gammas": "1,2,,4", "temperatures": "0,0.7", "trees": None})
+    flags = SweepFlags.from_command(SweepValues(gammas="1,2,,4", temperatures="0,0.7", trees=None))
     assert flags.gammas == [1, 2, 4] and flags.temperatures == [0.0, 0.7] and flags.trees is None
     with pytest.raises(SpecbenchError, match="could not read 'a,b' as a comma-separated list"):
-        SweepFlags.from_command({"gammas": "a,b"})
+        SweepFlags.from_command(SweepValues(gammas="a,b"))
+
+
+def test_the_command_gets_a_frozen_typed_object_with_a_field_per_flag():
+    """The values of `specbench sweep` are a `SweepValues`, generated from the table: one field per flag, in its
+    order, typed as the flag; a misspelt name is refused where it is written or read, never a silent None."""
+    fields = dataclasses.fields(SweepValues)
+    assert [f.name for f in fields] == [f.name for f in FLAGS]
+    for got, flag in zip(fields, FLAGS):
+        assert got.type == (flag.type if flag.default is not None else flag.type | None), flag.name
+        assert got.default == flag.default, flag.name
+    assert values_class(FLAGS) is values_class(FLAGS)  # one class per table
+    values = SweepValues(gammas="1,2", dry_run=True)
+    assert values.dry_run is True and values.out is None and values.force is False
+    with pytest.raises(AttributeError):
+        values.dry_runn  # noqa: B018 - the misspelt read is the test
+    with pytest.raises(TypeError, match="dryrun"):
+        SweepValues(dryrun=True)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        values.gammas = "4"
+
+    seen = []
+    sweep_app = typer.Typer()
+    sweep_app.command("sweep")(flag_command(FLAGS, seen.append))
+    sweep_app.command("other")(lambda: None)
+    result = CliRunner().invoke(sweep_app, ["sweep", "--gamma", "1,2", "--dry-run", "--workers", "3"])
+    assert result.exit_code == 0, result.output
+    (got,) = seen
+    assert type(got) is SweepValues and got.gammas == "1,2" and got.workers == 3 and got.dry_run is True
 
 
 def test_adding_a_sweep_flag_is_one_descriptor_plus_its_use(monkeypatch):
@@ -101,11 +129,11 @@ def test_adding_a_sweep_flag_is_one_descriptor_plus_its_use(monkeypatch):
         ),
     )
     monkeypatch.setattr(sweep_flags, "FLAGS", FLAGS + added)
-    seen = {}
+    seen = []
 
-    def body(values: dict) -> None:
+    def body(values) -> None:
         """Capture the parsed values."""
-        seen.update(values)
+        seen.append(values)
 
     test_app = typer.Typer()
     test_app.command("sweep")(flag_command(sweep_flags.FLAGS, body))
@@ -113,7 +141,9 @@ def test_adding_a_sweep_flag_is_one_descriptor_plus_its_use(monkeypatch):
     args = ["sweep", "--name", "s", "-d", "ngram", "-w", "mt-bench", "--description", "a test", "--warmup", "0.5"]
     result = CliRunner().invoke(test_app, args)
     assert result.exit_code == 0, result.output
-    spec = build_spec(SweepFlags.from_command(seen).over({"timing": {"order": "once"}}))
+    (values,) = seen
+    assert values.description == "a test" and values.warmup == 0.5  # the added descriptors are fields
+    spec = build_spec(SweepFlags.from_command(values).over({"timing": {"order": "once"}}))
     assert spec.description == "a test"
     assert spec.timing.warmup_s == 0.5 and spec.timing.order == "once"
     help_text = CliRunner().invoke(test_app, ["sweep", "--help"], env={"COLUMNS": "200"}).output

@@ -27,7 +27,7 @@ from specbench.backends.vllm_env import vllm_python
 from specbench.catalogue import drafters as catalogue
 from specbench.errors import SpecbenchError
 from specbench.models.cache import cache_root
-from specbench.safe_files import write_atomic
+from specbench.safe_files import read_json, write_json
 
 THRESHOLD = 0.4  # transformers' default assistant_confidence_threshold
 ADAPTIVE_K_FIELD = "enable_adaptive_verification"
@@ -107,9 +107,10 @@ def vllm_features(python: Path) -> dict:
     stamp = f"{python}:{site[0].stat().st_mtime if site else 0}"
     cache = cache_root() / "vllm-features.json"
     try:
-        known = json.loads(cache.read_text())
-    except (OSError, ValueError):
+        known = read_json(cache, "vLLM features cache")
+    except SpecbenchError:
         known = {}
+    known = known if isinstance(known, dict) else {}
     if stamp in known:
         return known[stamp]
     try:
@@ -123,7 +124,7 @@ def vllm_features(python: Path) -> dict:
     found = json.loads(line.split(" ", 1)[1])
     known[stamp] = found
     try:
-        write_atomic(cache, json.dumps(known))
+        write_json(cache, known, indent=None)
     except (OSError, SpecbenchError):  # a cache is a convenience: a folder that cannot hold it costs a probe
         pass
     return found

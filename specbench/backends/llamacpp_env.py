@@ -13,11 +13,11 @@ Standard library only: nothing here starts the server.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from specbench.errors import SpecbenchError
+from specbench.safe_files import read_json
 
 FOLDER_ENV = "SPECBENCH_LLAMACPP"
 REPO = Path(__file__).resolve().parents[2]
@@ -51,10 +51,10 @@ def build_info(binary: Path) -> dict:
     folder = binary.parent.parent
     info: dict = {"binary": str(binary)}
     try:
-        recorded = json.loads((folder / "build-info.json").read_text())
+        recorded = read_json(folder / "build-info.json", "llama.cpp build record")
         if isinstance(recorded, dict):
             info.update({str(k): v for k, v in recorded.items() if isinstance(v, (str, int, float))})
-    except (OSError, ValueError):
+    except SpecbenchError:
         pass
     try:
         lines = [line.strip() for line in (folder / "version.txt").read_text().splitlines() if line.strip()]

@@ -18,7 +18,6 @@ here; the drafter → config mapping itself is `specbench.analysis.settings.vllm
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from specbench.engine.drafters.checkpoint_location import is_shipped, is_specula
 from specbench.engine.schedule import ADAPTIVE_K, BATCH_SIZE, SERVING_SCHEDULES, schedule_ranges
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import DTYPES
+from specbench.safe_files import read_json
 
 
 def check_options(options: dict, where: str = "backend vllm") -> dict:
@@ -90,8 +90,8 @@ def checkpoint_problem(kind: str, checkpoint: str | None) -> str | None:
     if not folder.is_dir():
         return None if looks_like_hub_id(checkpoint) else f"checkpoint {checkpoint} is not a folder here nor a hub id"
     try:
-        data = json.loads((folder / "config.json").read_text())
-    except (OSError, ValueError):
+        data = read_json(folder / "config.json", "drafter config")
+    except SpecbenchError:
         return f"{folder} has no readable config.json (it needs {formats})"
     if not isinstance(data, dict) or data.get("format") == "specbench-drafter":
         how = "speculators" if entry.speculators else "vllm"

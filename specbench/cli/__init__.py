@@ -53,7 +53,7 @@ class SpecbenchGroup(typer.core.TyperGroup):
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         take_notes()  # notes of an earlier command in this process (tests) are not this one's
         quiet_numpy_warnings()  # here, not in main(): a command run in-process (the tests) prints what a user sees
-        bind_rows(self)  # every flag checked against its row of the bounds table (specbench.bounds.FLAG_ROWS)
+        bind_rows(self)  # every flag checked against its row of the bounds table (measure.spec.flags.flag_rows)
         try:
             returned = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             # with standalone_mode=False click *returns* the code of a typer.Exit raised in a command

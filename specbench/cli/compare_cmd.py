@@ -3,7 +3,6 @@ with two drafter checkpoints — compared configuration by configuration, with a
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -16,8 +15,8 @@ from specbench.cli.fit_cmd import text_row
 from specbench.cli.params import bounded
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import plain
-from specbench.errors import SpecbenchError
 from specbench.records.store import load_run_info
+from specbench.safe_files import read_json
 
 BACKEND_FILE = "backend.json"
 EXIT_CODES = {EQUIVALENT: OK, INCONCLUSIVE: INCONCLUSIVE_CODE, REGRESSED: REGRESSED_CODE}
@@ -48,10 +47,7 @@ def _backend_info(folder: Path) -> dict:
     path = folder / BACKEND_FILE
     if not path.exists():
         return {}
-    try:
-        info = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise SpecbenchError(f"{path} is unreadable ({' '.join(str(exc).split())[:120]})") from None
+    info = read_json(path, "backend file")
     return info if isinstance(info, dict) else {}
 
 

@@ -21,8 +21,8 @@ from specbench.cli.render import console as wide_console
 from specbench.cli.sweep_cmd import SweepProgress
 from specbench.errors import SpecbenchError
 from specbench.records.identity import CONFIRMATION, check_together, identified_if_any, identify
-from specbench.records.jsonable import json_ready
 from specbench.records.lock import lock_holder
+from specbench.safe_files import json_ready
 
 EPILOG = """Examples:
 

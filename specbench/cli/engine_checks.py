@@ -24,6 +24,7 @@ vLLM takes half a minute.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -39,7 +40,7 @@ from specbench.catalogue import engines as catalogue_engines
 from specbench.errors import SpecbenchError
 from specbench.models.cache import cache_root
 from specbench.models.resolve import model_folder
-from specbench.safe_files import write_atomic
+from specbench.safe_files import read_json, write_json
 
 SKIP_ENV = "SPECBENCH_NO_ENGINE_CHECK"
 CHECK_TIMEOUT_S = 300
@@ -110,20 +111,6 @@ def _cache_file() -> Path:
     return cache_root() / "engine-checks.json"
 
 
-def _load_cache() -> dict:
-    try:
-        return json.loads(_cache_file().read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def _save_cache(cache: dict) -> None:
-    try:
-        write_atomic(_cache_file(), json.dumps(cache))
-    except OSError:
-        pass
-
-
 def _venv_stamp(python: Path) -> str:
     """Identifies the vLLM install (its package folder's mtime), so the cache follows upgrades."""
     site = sorted(python.parent.parent.glob("lib/python*/site-packages/vllm"))
@@ -132,7 +119,11 @@ def _venv_stamp(python: Path) -> str:
 
 def check_vllm_configs(items: list[dict], python: Path) -> tuple[str, list[dict]]:
     """Build each ``{"config", "target"}`` as vLLM's SpeculativeConfig with ``python``: (version, results)."""
-    cache = _load_cache()
+    try:
+        cache = read_json(_cache_file(), "engine-check cache")
+    except SpecbenchError:
+        cache = {}  # absent or damaged: checked again
+    cache = cache if isinstance(cache, dict) else {}
     stamp = _venv_stamp(python)
     keys = [hashlib.sha1(json.dumps([stamp, it], sort_keys=True).encode()).hexdigest() for it in items]
     todo = [(k, it) for k, it in zip(keys, items) if k not in cache]
@@ -152,7 +143,8 @@ def check_vllm_configs(items: list[dict], python: Path) -> tuple[str, list[dict]
         answer = json.loads(line[len("SPECBENCH-CHECK ") :])
         for (k, _), result in zip(todo, answer["results"]):
             cache[k] = {**result, "version": answer["version"]}
-        _save_cache(cache)
+        with contextlib.suppress(OSError):  # a cache that cannot be written costs a check next time
+            write_json(_cache_file(), cache, indent=None)
     results = [cache[k] for k in keys]
     return (results[0].get("version", "") if results else ""), results
 

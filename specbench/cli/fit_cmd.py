@@ -17,8 +17,8 @@ from specbench.cli.params import bounded
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import estimate, fmt, ms, plain, signed
 from specbench.errors import SpecbenchError, did_you_mean
-from specbench.records.jsonable import json_ready
 from specbench.records.store import COLUMNS
+from specbench.safe_files import json_ready
 
 
 def text_row(table, *cells) -> None:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import typer
 
-from specbench.bounds import BOUNDS, FLAG_ROWS, KINDS, SEED_ROW, TEXT_BOUNDS, is_seed, text_violation, violation
+from specbench.bounds import BOUNDS, KINDS, SEED_ROW, TEXT_BOUNDS, is_seed, text_violation, violation
+from specbench.measure.spec.flags import flag_rows
 
 
 def bounded(name: str):
@@ -41,20 +42,30 @@ def folder_path(text: str) -> Path:
 
 
 def flag_key(command_path: str, param) -> str:
-    """How `specbench.bounds.FLAG_ROWS` names ``param`` of the command ``command_path`` ('results show'): its
+    """How the flag rows (`specbench.measure.spec.flags.flag_rows`) name ``param`` of the command ``command_path`` ('results show'): its
     first option ('--seed') or, for a positional argument, 'COMMAND NAME' ('plot RESULTS_DIR')."""
     if getattr(param, "param_type_name", "") == "argument" or not param.opts or not param.opts[0].startswith("-"):
         return f"{command_path} {param.name.upper()}"
     return param.opts[0]
 
 
-def flag_row(command_path: str, param) -> str | None:
+def row_name(command_path: str, param, rows: dict[str, str] | None = None) -> str | None:
+    """The entry of the flag rows that gives ``param`` its row: the command's own ('sweep --batch'), else the
+    flag's ('--batch'); None when neither is there."""
+    rows = flag_rows() if rows is None else rows
+    key = flag_key(command_path, param)
+    return next((name for name in (f"{command_path} {key}", key) if name in rows), None)
+
+
+def flag_row(command_path: str, param, rows: dict[str, str] | None = None) -> str | None:
     """The bounds-table row of ``param``: a seed's row for every seed flag (by its name: the row follows the flag's
-    type, never a hand's choice), else the command's own ('sweep --batch'), else the flag's ('--batch')."""
+    type, never a hand's choice), else `row_name`'s entry, or None."""
     key = flag_key(command_path, param)
     if key.startswith("-") and is_seed(key):
         return SEED_ROW
-    return FLAG_ROWS.get(f"{command_path} {key}", FLAG_ROWS.get(key))
+    rows = flag_rows() if rows is None else rows
+    name = row_name(command_path, param, rows)
+    return None if name is None else rows[name]
 
 
 def commands(group, path: tuple[str, ...] = ()):
@@ -80,9 +91,10 @@ def bind_rows(group) -> None:
     """Every flag of every command under ``group`` checked against its row of the bounds table where click parses
     it (a one-line error naming the flag, exit 2), before the flag's own callback. The command line's one place
     for bounds: a flag without a row is a failing test (tests/test_bounds_everywhere.py), not an unchecked value."""
+    rows = flag_rows()
     for path, command in commands(group):
         for param in command.params:
-            row = flag_row(path, param)
+            row = flag_row(path, param, rows)
             if row is None or getattr(param, "_specbench_row", None) == row:
                 continue
             original = param.callback

@@ -18,9 +18,9 @@ from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt, styled
 from specbench.errors import SpecbenchError
 from specbench.records.archive import set_aside_folder
-from specbench.records.jsonable import json_ready
 from specbench.records.lock import LOCK_FILE, FolderLock, check_writable_folder
 from specbench.records.profile_file import PROFILE_KIND, summary_frame, write_profile
+from specbench.safe_files import json_ready, read_json
 
 EPILOG = """Examples:
 
@@ -142,8 +142,8 @@ def set_aside_other_kind(out: Path) -> None:
     """--force over a folder of another kind (a sweep's results): its content moves to old-KIND-TAG/ in the
     folder (`specbench.records.archive.set_aside_folder`) instead of being overwritten; a profile is replaced."""
     try:
-        info = json.loads((out / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        info = read_json(out / "run.json", "results file")
+    except SpecbenchError:
         info = None if not (out / "run.json").exists() else {"kind": "unreadable"}
     if info is None or (isinstance(info, dict) and info.get("kind") == PROFILE_KIND):
         return

@@ -45,9 +45,9 @@ from specbench.cli.render import fmt, ms, plain
 from specbench.cli.results_cmd import print_history
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models.gguf_files import paste_names
-from specbench.records.jsonable import json_ready
 from specbench.records.profile_file import load_profile
 from specbench.records.store import load_run_info
+from specbench.safe_files import json_ready
 
 ALL_ENGINES = "all"  # --engine all: every engine of the catalogue (`specbench.catalogue.engines`)
 

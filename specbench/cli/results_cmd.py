@@ -25,7 +25,6 @@ from specbench.cli.params import folder_path
 from specbench.cli.render import console, fmt, milliseconds, plain, styled
 from specbench.cli.render import console as wide_console
 from specbench.errors import SpecbenchError
-from specbench.records.jsonable import json_ready
 from specbench.records.merge import merge_folders
 from specbench.records.store import load_records, load_run_info
 from specbench.records.summary import (
@@ -35,7 +34,7 @@ from specbench.records.summary import (
     configuration_table,
     lossless_check,
 )
-from specbench.safe_files import writing
+from specbench.safe_files import json_ready, writing
 
 results_app = typer.Typer(help="Inspect and combine results folders.", no_args_is_help=True)
 

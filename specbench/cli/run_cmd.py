@@ -13,8 +13,7 @@ from specbench.cli.render import console as make_console
 from specbench.cli.render import plain, print_run_report
 from specbench.engine.drafters.param_values import check_param_values
 from specbench.errors import SpecbenchError
-from specbench.records.jsonable import json_ready
-from specbench.safe_files import read_text_file
+from specbench.safe_files import json_ready, read_text_file
 
 EPILOG = """Examples:
 

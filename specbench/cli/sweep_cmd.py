@@ -22,9 +22,10 @@ from specbench.cli.progress_lines import LineProgress
 from specbench.cli.render import console as wide_console
 from specbench.cli.render import fmt, plain, styled, text_column
 from specbench.cli.results_cmd import rows_and_verdicts, summary_table
-from specbench.measure.spec.flags import FLAGS, SweepFlags
-from specbench.records.jsonable import json_ready
+from specbench.errors import SpecbenchError
+from specbench.measure.spec.flags import FLAGS, SweepFlags, SweepValues
 from specbench.records.store import load_records
+from specbench.safe_files import json_ready, read_json
 
 EPILOG = """Examples:
 
@@ -53,7 +54,7 @@ EPILOG = """Examples:
 """
 
 
-def sweep(values: dict) -> None:
+def sweep(values: SweepValues) -> None:
     """Measure every (drafter, γ, tree, temperature) configuration on every workload prompt.
 
     Each workload also runs the target-only baseline (γ = 0) on the same prompts. Records go to
@@ -70,40 +71,38 @@ def sweep(values: dict) -> None:
     from specbench.measure.spec.units import parse_shard  # lazy: loads torch; keeps `specbench --help` fast
 
     flags = SweepFlags.from_command(values)
-    spec_file = values["spec_file"]
+    spec_file = values.spec_file
     raw = flags.over(load_spec_file(spec_file) if spec_file is not None else {})
     spec = build_spec(raw, where=str(spec_file) if spec_file is not None else "sweep flags")
-    shard = parse_shard(values["shard"])
-    out_dir = values["out"] or Path("results") / spec.name
+    shard = parse_shard(values.shard)
+    out_dir = values.out or Path("results") / spec.name
     for note in capped_workloads(spec):  # a workload's count caps an adaptive sweep: said before anything runs
         wide_console(stderr=True, wide=False).print(Text(f"note: {note}"))
-    if values["dry_run"]:
+    if values.dry_run:
         _dry_run(spec, shard)
         return
     measured, units = _measure(spec, out_dir, shard, values)
-    if values["json_out"]:
+    if values.json_out:
         print_json_summary(out_dir, measured, units)
     elif units:
         _print_done(spec, out_dir, measured, units)
     else:  # a shard that got no prompt: as --dry-run says, 0 units, and results merge takes it
         wide_console().print(
-            f"shard {values['shard']}: no prompt falls in this shard, 0 units to measure; "
+            f"shard {values.shard}: no prompt falls in this shard, 0 units to measure; "
             f"{out_dir}/run.json records the shard for `specbench results merge`"
         )
 
 
-def _measure(spec, out_dir: Path, shard, values: dict) -> tuple[int, int]:
+def _measure(spec, out_dir: Path, shard, values: SweepValues) -> tuple[int, int]:
     """Run the sweep with progress; (units measured now, units in the grid). Ctrl-C keeps what is measured."""
     from specbench.measure.execution.runner import SweepRunner  # lazy: loads torch; keeps `specbench --help` fast
 
     console = wide_console(stderr=True, wide=False)
     observer = (
-        SweepProgress(console)
-        if sys.stdout.isatty()
-        else LineProgress(sys.stderr if values["json_out"] else sys.stdout)
+        SweepProgress(console) if sys.stdout.isatty() else LineProgress(sys.stderr if values.json_out else sys.stdout)
     )
     runner = SweepRunner(
-        spec, out_dir, force=values["force"], shard=shard, observer=observer, yes=values["yes"]
+        spec, out_dir, force=values.force, shard=shard, observer=observer, yes=values.yes
     )  # validates first: folder, device, grid size
     with observer:
         try:
@@ -177,8 +176,8 @@ def timing_summary(out_dir: Path) -> dict:
 
 def _backend_info(out_dir: Path) -> dict:
     try:
-        info = json.loads((Path(out_dir) / "backend.json").read_text())
-    except (OSError, ValueError):
+        info = read_json(Path(out_dir) / "backend.json", "backend file")
+    except SpecbenchError:
         return {}
     return info if isinstance(info, dict) else {}
 

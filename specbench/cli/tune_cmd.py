@@ -25,7 +25,7 @@ from specbench.cli.render import console as wide_console
 from specbench.cli.render import plain
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models.gguf_files import paste_names
-from specbench.records.jsonable import json_ready
+from specbench.safe_files import json_ready
 
 EPILOG = """Examples:
 

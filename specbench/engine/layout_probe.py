@@ -35,6 +35,7 @@ recorded in run.json (``cpu_layout``, docs/results-schema.md).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -59,7 +60,7 @@ from specbench.engine.weight_layout import (
 )
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models.cache import cache_root
-from specbench.safe_files import write_atomic
+from specbench.safe_files import read_json, write_json
 
 PROBE_VERSION = 2  # part of the cache key: a change to what the probe measures re-measures every machine
 PROBE_CONTEXT = 64  # cached tokens the probed steps attend over (and the probed prefill's length)
@@ -480,7 +481,7 @@ def load_cached(key: dict) -> LayoutChoice | None:
     """The cached choice for ``key``, or None (absent, unreadable, for another key, or naming a dtype or layout
     this CPU cannot run: a cache entry never picks what the user could not pick, `layout_refusal`)."""
     try:
-        data = json.loads(cache_file(key).read_text())
+        data = read_json(cache_file(key), "layout cache entry")
         if data.get("key") != key:
             return None
         choice = LayoutChoice.from_dict(data["choice"])
@@ -490,19 +491,17 @@ def load_cached(key: dict) -> LayoutChoice | None:
             or layout_refusal(choice.layout, DTYPES_BY_NAME[choice.dtype]) is not None
         ):
             return None
-    except (OSError, ValueError, KeyError, TypeError):
+    except (SpecbenchError, ValueError, KeyError, TypeError, AttributeError):
         return None
     choice.cached = True
     return choice
 
 
 def store(key: dict, choice: LayoutChoice) -> None:
-    """Write the choice for ``key`` (whole, never through a symlink: `safe_files.write_atomic`); a cache that cannot
+    """Write the choice for ``key`` (whole, never through a symlink: `safe_files.write_json`); a cache that cannot
     be written is skipped."""
-    try:
-        write_atomic(cache_file(key), json.dumps({"key": key, "choice": choice.to_dict()}, indent=1))
-    except OSError:
-        pass
+    with contextlib.suppress(OSError):
+        write_json(cache_file(key), {"key": key, "choice": choice.to_dict()}, indent=1)
 
 
 def load_average() -> float | None:

@@ -11,8 +11,8 @@ a partial entry.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import json
 import os
 import shutil
 import tempfile
@@ -20,8 +20,9 @@ from pathlib import Path
 
 from safetensors import safe_open
 
+from specbench.errors import SpecbenchError
 from specbench.models import integrity
-from specbench.safe_files import refuse_symlink, write_atomic
+from specbench.safe_files import read_json, refuse_symlink, write_json
 
 MANIFEST = "specbench-cache.json"
 CACHE_FORMAT = 2  # 2: every file's sha256 and (size, mtime) stamp
@@ -59,17 +60,18 @@ def damage(entry: Path) -> str | None:
     if not manifest_path.is_file():
         return "no manifest (absent or never finished)"
     try:
-        manifest = json.loads(manifest_path.read_text())
+        manifest = read_json(manifest_path, "model cache manifest")
         if manifest.get("format") != CACHE_FORMAT:
             return f"cache format {manifest.get('format')}, this specbench writes {CACHE_FORMAT}"
         why, restamp = integrity.verify_files(entry, manifest["files"])
         if why:
             return why
-        if restamp:
-            integrity.rewrite_manifest(manifest_path, manifest)
+        if restamp:  # refresh the stamps in place; skipped where the cache is read-only
+            with contextlib.suppress(OSError):
+                write_json(manifest_path, manifest, indent=1)
         if not _headers_readable(entry, manifest):
             return "a safetensors header is unreadable"
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (SpecbenchError, OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         return f"manifest unreadable ({exc.__class__.__name__})"
     return None
 
@@ -77,8 +79,8 @@ def damage(entry: Path) -> str | None:
 def weights_sha256(entry: Path) -> str | None:
     """The recorded sha256 of the entry's weights (valid entries only: call after `is_valid`)."""
     try:
-        return integrity.combined_weights_hash(json.loads((entry / MANIFEST).read_text())["files"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return integrity.combined_weights_hash(read_json(entry / MANIFEST, "model cache manifest")["files"])
+    except (SpecbenchError, KeyError, TypeError):
         return None
 
 
@@ -112,17 +114,15 @@ def build_entry(key: str, source: str, writer) -> Path:
     try:
         writer(tmp)
         files = integrity.describe_files(tmp)  # content sha256 + (size, mtime) stamp of every file
-        write_atomic(
+        write_json(
             tmp / MANIFEST,
-            json.dumps(
-                {
-                    "format": CACHE_FORMAT,
-                    "source": source,
-                    "files": files,
-                    "weights_sha256": integrity.combined_weights_hash(files),
-                },
-                indent=1,
-            ),
+            {
+                "format": CACHE_FORMAT,
+                "source": source,
+                "files": files,
+                "weights_sha256": integrity.combined_weights_hash(files),
+            },
+            indent=1,
         )
         refuse_symlink(final)
         if final.exists():

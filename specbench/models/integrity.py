@@ -17,10 +17,7 @@ A damaged entry is rebuilt from its source when the source is at hand, or refuse
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
-
-from specbench.safe_files import write_atomic
 
 ALWAYS_HASH_BYTES = 16 * 2**20
 CHUNK = 8 * 2**20
@@ -80,14 +77,6 @@ def verify_files(folder: Path, files: dict) -> tuple[str | None, bool]:
             meta["mtime_ns"] = st.st_mtime_ns
             restamp = True
     return None, restamp
-
-
-def rewrite_manifest(path: Path, manifest: dict) -> None:
-    """Refresh stamps in place (atomic; skipped silently where the cache is read-only)."""
-    try:
-        write_atomic(path, json.dumps(manifest, indent=1))
-    except OSError:
-        pass
 
 
 def state_dict_sha256(model) -> str:

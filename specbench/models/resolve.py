@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -27,7 +26,7 @@ from specbench.models.byte_tokenizer import byte_tokenizer
 from specbench.models.fetch import fetch_split_gguf, installed_package_file, sha256_of
 from specbench.models.hub import hub_model_exists, hub_reachable, in_local_cache
 from specbench.models.moe_upcycle import upcycle
-from specbench.safe_files import load_yaml_text, writing
+from specbench.safe_files import load_yaml_text, read_json, writing
 
 # The one dtype table: specbench's dtype names -> torch's attribute names, which are also the names vLLM
 # takes (``--dtype``, ``LLM(dtype=...)``). "auto" (the checkpoint's own dtype) exists for vLLM only.
@@ -347,8 +346,8 @@ def _from_pretrained(location: str, name: str, dtype, gguf_file: str | None = No
     config_file = Path(location) / "config.json"
     if not gguf_file and config_file.is_file():  # the sizes and the memory they imply, before any weight
         try:
-            config = json.loads(config_file.read_text())
-        except (OSError, ValueError):
+            config = read_json(config_file, "model config")
+        except SpecbenchError:
             config = None  # transformers says what is wrong with it
         limits.check_config_sizes(config, f"model '{name}' ({config_file})")
     with quiet_transformers():

@@ -5,7 +5,6 @@ of width top_k × the expert's); the bytes a forward must read (weights, MoE exp
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from specbench.models.resolve import (
     quiet_transformers,
     torch_dtype,
 )
+from specbench.safe_files import read_json
 
 # ----------------------------------------------------------------------------- architectures
 
@@ -124,10 +124,7 @@ def moe_forward_bytes(model, shape: dict, tokens: int) -> int:
 def _config_from_json(path: Path):
     from transformers import AutoConfig
 
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise SpecbenchError(f"{path} is not a readable JSON config ({exc})") from None
+    data = read_json(path, "model config")
     if not isinstance(data, dict) or "model_type" not in data:
         raise SpecbenchError(f"{path} has no 'model_type': not a transformers model config")
     data = {k: v for k, v in data.items() if not k.startswith("_")}

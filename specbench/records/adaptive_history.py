@@ -18,11 +18,10 @@ needs to judge the records the way the sweep did: `History.plans`).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from specbench.errors import SpecbenchError
-from specbench.records.store import atomic_write_json
+from specbench.safe_files import read_json, write_json
 
 HISTORY_FILE = "adaptive.json"
 MAX_BYTES = 16 * 2**20
@@ -34,19 +33,19 @@ def read_history(folder: str | Path) -> dict | None:
     if not path.exists():
         return None
     try:
-        if path.stat().st_size > MAX_BYTES:
-            raise ValueError(f"larger than {MAX_BYTES // 2**20} MiB")
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path, "stopping history", MAX_BYTES)
         if not isinstance(data, dict) or not isinstance(data.get("workloads", {}), dict):
             raise ValueError("not a mapping with 'workloads'")
         for name, entry in data.get("workloads", {}).items():
             planned = entry.get("planned") if isinstance(entry, dict) else None
             if not isinstance(planned, list) or not all(isinstance(n, int) and n > 0 for n in planned):
                 raise ValueError(f"workload {name!r} has no list of planned prompts")
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
+    except SpecbenchError as exc:
+        raise SpecbenchError(f"broken {exc}") from None
+    except ValueError as exc:
         raise SpecbenchError(f"broken stopping history {path}: {exc}") from None
     return data
 
 
 def write_history(folder: str | Path, history: dict) -> None:
-    atomic_write_json(Path(folder) / HISTORY_FILE, history)
+    write_json(Path(folder) / HISTORY_FILE, history)

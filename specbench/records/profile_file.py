@@ -8,7 +8,6 @@ anywhere. `specbench.profile.profiler` measures one; `specbench.analysis.cost.pr
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from specbench.errors import SpecbenchError
-from specbench.records.store import atomic_write_json, atomic_write_parquet
+from specbench.records.store import atomic_write_parquet
+from specbench.safe_files import read_json, write_json
 
 PROFILE_KIND = "specbench-cost-profile"
 SCHEMA_VERSION = 1
@@ -92,7 +92,7 @@ def write_profile(folder: str | Path, profile: Profile) -> Path:
     frame = profile.frame.reindex(columns=list(COLUMNS))
     table = pa.Table.from_pandas(frame, schema=SCHEMA, preserve_index=False)
     atomic_write_parquet(folder / PROFILE_FILE, table)
-    atomic_write_json(folder / RUN_INFO, profile.info)
+    write_json(folder / RUN_INFO, profile.info)
     return folder
 
 
@@ -101,14 +101,9 @@ def load_profile(folder: str | Path) -> Profile:
     folder = Path(folder)
     if not folder.is_dir():
         raise SpecbenchError(f"cost profile folder not found: {folder}")
-    try:
-        info = json.loads((folder / RUN_INFO).read_text())
-    except OSError:
-        raise SpecbenchError(
-            f"{folder} is not a cost profile (no {RUN_INFO}); take one with `specbench profile`"
-        ) from None
-    except ValueError as exc:
-        raise SpecbenchError(f"{folder / RUN_INFO} is unreadable ({exc})") from None
+    if not (folder / RUN_INFO).is_file():
+        raise SpecbenchError(f"{folder} is not a cost profile (no {RUN_INFO}); take one with `specbench profile`")
+    info = read_json(folder / RUN_INFO, "cost profile file")
     if not isinstance(info, dict) or info.get("kind") != PROFILE_KIND:
         raise SpecbenchError(
             f"{folder} is not a cost profile ({RUN_INFO} is not of kind '{PROFILE_KIND}'; "

@@ -23,9 +23,8 @@ import pyarrow.parquet as pq
 
 from specbench.errors import SpecbenchError
 from specbench.records.archive import archive_records, check_run_info, note_set_aside
-from specbench.records.jsonable import json_ready
 from specbench.records.lock import interrupts_deferred
-from specbench.safe_files import write_atomic
+from specbench.safe_files import read_json, write_atomic, write_json
 
 SCHEMA_VERSION = 1
 
@@ -336,12 +335,6 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     write_atomic(path, data)
 
 
-def atomic_write_json(path: Path, obj) -> None:
-    """Strict JSON (NaN and ±inf become null), written atomically."""
-    text = json.dumps(json_ready(obj), indent=2, sort_keys=False, default=str, allow_nan=False)
-    atomic_write_bytes(path, (text + "\n").encode())
-
-
 def _table(records: list[dict]) -> pa.Table:
     missing = [c for c in COLUMNS if c not in records[0] and c not in LATER_DEFAULTS]
     if missing:
@@ -370,16 +363,13 @@ class ResultsStore:
         if not path.exists():
             return None
         try:
-            if path.stat().st_size > RUN_INFO_MAX_BYTES:
-                raise ValueError(f"larger than {RUN_INFO_MAX_BYTES // 2**20} MiB")
-            info = json.loads(path.read_bytes().decode("utf-8"))
-        except (OSError, ValueError) as exc:
-            reason = getattr(exc, "strerror", None) or " ".join(str(exc).split())[:160]
-            raise SpecbenchError(f"{path} is unreadable ({reason}); remove it or use another folder") from None
+            info = read_json(path, "results file", RUN_INFO_MAX_BYTES)
+        except SpecbenchError as exc:
+            raise SpecbenchError(f"{exc}; remove it or use another folder") from None
         return check_run_info(info, path)
 
     def write_run_info(self, info: dict) -> None:
-        atomic_write_json(self.folder / RUN_INFO, info)
+        write_json(self.folder / RUN_INFO, info)
 
     def remove_stale_temporaries(self) -> int:
         """Delete temporary files a killed writer left behind (readers never look at them)."""

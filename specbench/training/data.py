@@ -39,7 +39,7 @@ from specbench.engine.drafters.ngram import NgramDrafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.errors import SpecbenchError
 from specbench.models.cache import cache_root
-from specbench.safe_files import open_appending, write_atomic, writing
+from specbench.safe_files import open_appending, write_atomic, write_json, writing
 from specbench.workloads.catalog import encode_turn, load_workload
 
 GENERATION = {"decoding": "greedy", "drafter": "ngram", "n_min": 1, "n_max": 3, "gamma": 4}
@@ -206,7 +206,7 @@ def _exclusive(path: Path):
 
 
 def _extend(target, spec: CorpusSpec, corpus: Corpus, answer_tokens: int, on_progress) -> Corpus:
-    write_atomic(corpus.folder / "spec.json", json.dumps({**asdict(spec), "generation": GENERATION}, indent=2))
+    write_json(corpus.folder / "spec.json", {**asdict(spec), "generation": GENERATION})
     path = corpus.folder / "sequences.jsonl"
     # rewrite what was read, dropping a half-written last line if there was one
     write_atomic(path, "".join(json.dumps(asdict(s)) + "\n" for s in corpus.sequences))

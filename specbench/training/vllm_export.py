@@ -28,7 +28,6 @@ docs/drafters.md ("Exporting to vLLM"):
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
@@ -41,7 +40,7 @@ from specbench.engine.drafters import make_drafter
 from specbench.engine.drafters.speculators_format import speculative_tokens
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import load_model
-from specbench.safe_files import write_atomic, writing
+from specbench.safe_files import write_atomic, write_json, writing
 from specbench.training.draft_layer_config import draft_llama_config
 from specbench.training.speculators_export import export_speculators
 
@@ -187,7 +186,7 @@ def write_export(kind: str, drafter, target, out: Path, fmt: str = "vllm", verif
     with writing(out, "exported checkpoint", remove=out if created else out / "model.safetensors"):
         out.mkdir(parents=True, exist_ok=True)
         write_atomic(out / "model.safetensors", safetensors_bytes(_cpu(tensors), metadata={"format": "pt"}))
-        write_atomic(out / "config.json", json.dumps(config, indent=2) + "\n")
+        write_json(out / "config.json", config)
     speculative = serving_config(kind, out, config)
     report = {
         "kind": kind,
@@ -198,5 +197,5 @@ def write_export(kind: str, drafter, target, out: Path, fmt: str = "vllm", verif
         "notes": notes,
         "speculative_config": speculative,
     }
-    write_atomic(out / "specbench-export.json", json.dumps(report, indent=2) + "\n")
+    write_json(out / "specbench-export.json", report)
     return report

@@ -17,9 +17,9 @@ Selection is deterministic. The candidates of a source are listed in a fixed ord
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
-import json
 import os
 import sys
 import sysconfig
@@ -28,6 +28,7 @@ from pathlib import Path
 
 from specbench.errors import SpecbenchError
 from specbench.models import cache as model_cache
+from specbench.safe_files import read_json, write_json
 from specbench.workloads import sharegpt_format
 from specbench.workloads.long_context_spec import DocumentSource
 from specbench.workloads.sources import SourceUnavailable, package_file
@@ -157,16 +158,17 @@ def sharegpt_documents(source: DocumentSource) -> tuple[list[Document], str]:
             raise SpecbenchError(f"long-context documents: {exc}") from None
     cached = _cache_path(path, source)
     try:
-        data = json.loads(cached.read_text(encoding="utf-8"))
+        data = read_json(cached, "long-context cache", sharegpt_format.CACHE_MAX_BYTES)
         return _enough([Document(**d) for d in data["documents"]], source, description)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (SpecbenchError, ValueError, KeyError, TypeError):
         pass  # absent or damaged: rebuild
     try:
         items = sharegpt_format.parse_truncated_array(path.read_text(encoding="utf-8", errors="replace"))
     except (OSError, ValueError) as exc:
         raise SpecbenchError(f"cannot read {path} as ShareGPT conversations (a JSON array): {exc}") from None
     chosen = select_conversations(items, source)
-    sharegpt_format.write_json_atomically(cached, {"source": str(path), "documents": [d.__dict__ for d in chosen]})
+    with contextlib.suppress(OSError):  # a cache that cannot be written is skipped
+        write_json(cached, {"source": str(path), "documents": [d.__dict__ for d in chosen]}, indent=None)
     return _enough(chosen, source, description)
 
 

@@ -7,11 +7,13 @@ not decode; every complete record before it is kept.
 
 Parsing the 125 MB file takes a second or two, so the extracted first user turns are cached
 as JSON under ``<cache root>/workloads/``, keyed by the file's path, size and mtime and
-written atomically (temporary file + rename); a damaged cache file is rebuilt.
+written atomically (`specbench.safe_files.write_json`); a damaged cache file is rebuilt, and one that cannot be
+written is skipped.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -19,11 +21,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from specbench.errors import SpecbenchError
 from specbench.models import cache as model_cache
-from specbench.safe_files import replacing
+from specbench.safe_files import read_json, write_json
 
 USER_ROLES = ("human", "user")
 CACHE_VERSION = 1  # bump when the extraction changes
+CACHE_MAX_BYTES = 2**30  # a cache file read back (the 125 MB file's extract is far smaller); larger: rebuilt
 _BETWEEN_RECORDS = re.compile(r"[\s,]*")
 
 
@@ -115,21 +119,15 @@ def _load(path: str, size: int, mtime_ns: int, cache_root: str) -> ShareGPTExtra
     # size, mtime_ns and cache_root are part of the memo key only.
     cached = cache_path(Path(path))
     try:
-        data = json.loads(cached.read_text(encoding="utf-8"))
+        data = read_json(cached, "ShareGPT cache", CACHE_MAX_BYTES)
         return ShareGPTExtract(complete_records=int(data["complete_records"]), records=tuple(data["records"]))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (SpecbenchError, ValueError, KeyError, TypeError):
         pass  # absent or damaged: rebuild
     result = extract(Path(path))
-    write_json_atomically(
-        cached, {"source": path, "complete_records": result.complete_records, "records": list(result.records)}
-    )
+    with contextlib.suppress(OSError):  # a cache that cannot be written is skipped
+        write_json(
+            cached,
+            {"source": path, "complete_records": result.complete_records, "records": list(result.records)},
+            indent=None,
+        )
     return result
-
-
-def write_json_atomically(dest: Path, payload: dict) -> None:
-    """Write JSON to ``dest`` via a temporary sibling and a rename; a cache that cannot be written is skipped."""
-    try:
-        with replacing(dest, text=True) as fh:  # never through a symlink (`specbench.safe_files`)
-            json.dump(payload, fh, ensure_ascii=False)
-    except OSError:
-        pass

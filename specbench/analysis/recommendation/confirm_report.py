@@ -6,7 +6,6 @@ looks (`specbench.measure.execution.confirm`) write it after every look; `result
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,8 +14,7 @@ from specbench.analysis.recommendation.confirmation import TargetResult, result_
 from specbench.analysis.statistics.sequential import FIXED, LookPlan
 from specbench.analysis.verdicts.status import BUDGET, DECIDED, EXHAUSTED, OPEN
 from specbench.errors import SpecbenchError
-from specbench.records.jsonable import json_ready
-from specbench.records.store import atomic_write_json
+from specbench.safe_files import read_json, write_json
 
 # ----------------------------------------------------------------------------- the confirmation's state file
 
@@ -172,7 +170,7 @@ class Report:
 
 def write_report(folder: str | Path, report: Report) -> None:
     """``FOLDER/confirm.json`` (``FOLDER``: the confirmation's own folder, RESULTS/confirm)."""
-    atomic_write_json(Path(folder) / STATE_FILE, json_ready(report.as_dict()))
+    write_json(Path(folder) / STATE_FILE, report.as_dict())
 
 
 def load_report(results: str | Path) -> Report | None:
@@ -181,9 +179,11 @@ def load_report(results: str | Path) -> Report | None:
     if not path.exists():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path, "confirmation")
         if not isinstance(data, dict) or not isinstance(data.get("targets", {}), dict):
             raise ValueError("not a mapping with 'targets'")
         return Report.from_dict(data)
-    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+    except SpecbenchError as exc:
+        raise SpecbenchError(f"broken {exc}") from None
+    except (ValueError, KeyError, TypeError) as exc:
         raise SpecbenchError(f"broken confirmation {path}: {exc}") from None

@@ -31,7 +31,7 @@ from specbench.analysis.verdicts.decision import describe_best
 from specbench.analysis.verdicts.stopping_history import History
 from specbench.analysis.verdicts.verdict import UNSURE, Decision
 from specbench.catalogue import engines as catalogue_engines
-from specbench.records.jsonable import json_ready
+from specbench.safe_files import json_ready
 
 
 @dataclass

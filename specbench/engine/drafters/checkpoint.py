@@ -21,7 +21,6 @@ A checkpoint is named by a path, by a shipped name, ``<target>/<type>``, found i
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +38,7 @@ from specbench.engine.drafters.checkpoint_location import (
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models.limits import check_config_sizes
 from specbench.models.memory import require
-from specbench.safe_files import write_atomic, writing
+from specbench.safe_files import read_json, write_atomic, write_json, writing
 
 __all__ = ["shipped_names", "shipped_root"]  # re-exported: where the shipped checkpoints are
 
@@ -175,12 +174,7 @@ def read_checkpoint(folder: Path, expected_type: str | None = None) -> Checkpoin
     config_path, weights_path = folder / CONFIG, folder / WEIGHTS
     if not config_path.is_file():
         raise SpecbenchError(f"drafter checkpoint {folder}: no {CONFIG}")
-    try:
-        config = json.loads(config_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise SpecbenchError(
-            f"drafter checkpoint {folder}: {CONFIG} is not valid JSON ({exc.msg}, line {exc.lineno})"
-        ) from None
+    config = read_json(config_path, "drafter checkpoint file")
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         raise SpecbenchError(
             f"drafter checkpoint {folder}: {CONFIG} is not a specbench drafter config "
@@ -228,5 +222,5 @@ def write_checkpoint(
     }
     with writing(folder, "drafter checkpoint", remove=folder / WEIGHTS):  # a full disk: one line
         write_atomic(folder / WEIGHTS, safetensors_bytes(out))
-        write_atomic(folder / CONFIG, json.dumps(config, indent=2) + "\n")
+        write_json(folder / CONFIG, config)
     return folder

@@ -82,6 +82,7 @@ from specbench.engine.drafters.trained import TrainedType
 from specbench.engine.sampling import SamplingParams
 from specbench.errors import SpecbenchError
 from specbench.models.memory import checked_module
+from specbench.safe_files import write_json
 
 EAGLE_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
 
@@ -489,9 +490,10 @@ class EagleType(_FeatureType):
         if with_embeddings:
             tensors["embed_tokens.weight"] = target.model.get_input_embeddings().weight.detach().float().clone()
         published.write_tensors(folder / "pytorch_model.bin", tensors)
-        published.write_json(
+        write_json(
             folder / "config.json",
             published.llama_config(net.shape, int(target.vocab_size), {"bias": net.fc.bias is not None}),
+            what="checkpoint file",
         )
         return folder
 
@@ -556,8 +558,10 @@ class Eagle3Type(_FeatureType):
         t2d[ids] = True
         tensors["t2d"] = t2d
         published.write_tensors(folder / "pytorch_model.bin", tensors)
-        published.write_json(
-            folder / "config.json", published.llama_config(net.shape, vocab, {"draft_vocab_size": int(ids.numel())})
+        write_json(
+            folder / "config.json",
+            published.llama_config(net.shape, vocab, {"draft_vocab_size": int(ids.numel())}),
+            what="checkpoint file",
         )
         return folder
 

@@ -40,6 +40,7 @@ from specbench.engine.drafters.trained import TrainedType
 from specbench.engine.sampling import SamplingParams
 from specbench.errors import SpecbenchError
 from specbench.models.memory import checked_module
+from specbench.safe_files import write_json
 
 MEDUSA_WEIGHTS = ("medusa_lm_head.safetensors", "medusa_lm_head.pt")
 
@@ -207,12 +208,13 @@ class MedusaType(TrainedType):
         for i in range(net.num_heads):
             tensors[f"{i}.{net.num_layers}.weight"] = lm.clone()
         published.write_tensors(folder / "medusa_lm_head.pt", tensors)
-        published.write_json(
+        write_json(
             folder / "config.json",
             {
                 "medusa_num_heads": net.num_heads,
                 "medusa_num_layers": net.num_layers,
                 "base_model_name_or_path": base_model or target.name,
             },
+            what="checkpoint file",
         )
         return folder

@@ -27,7 +27,6 @@ shapes (hidden size, vocabulary) are checked.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
@@ -40,27 +39,15 @@ from specbench.engine.drafters.feature_layers import LayerShape
 from specbench.errors import SpecbenchError
 from specbench.models.limits import check_config_sizes
 from specbench.models.memory import require
-from specbench.safe_files import replacing, write_atomic, writing
-
-
-def read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise SpecbenchError(f"cannot read {path}: {exc}") from None
+from specbench.safe_files import read_json, replacing, write_atomic, writing
 
 
 def read_config(path: Path) -> dict:
     """A drafter's config.json, its sizes checked against the bounds table with the memory they imply
     (`specbench.models.limits.check_config_sizes`) before any weight is allocated."""
-    config = read_json(path)
+    config = read_json(path, "drafter config")
     check_config_sizes(config, str(path))
     return config
-
-
-def write_json(path: Path, data: dict) -> None:
-    with writing(path, "checkpoint file", remove=path):
-        write_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
 def read_tensors(folder: Path, names: tuple[str, ...]) -> dict[str, torch.Tensor]:
@@ -96,8 +83,8 @@ def detect(folder: Path) -> str | None:
     holds; None if unknown."""
     config_path = Path(folder) / "config.json"
     try:
-        config = json.loads(config_path.read_text())
-    except (OSError, json.JSONDecodeError):
+        config = read_json(config_path, "drafter config")
+    except SpecbenchError:
         return None  # the specbench reader reports what is wrong with it
     if not isinstance(config, dict):
         return None

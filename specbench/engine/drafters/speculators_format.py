@@ -50,6 +50,7 @@ from specbench.engine.drafters.checkpoint_location import SPECULATORS_KEYS, is_s
 from specbench.engine.drafters.feature_layers import LayerShape
 from specbench.errors import SpecbenchError
 from specbench.models.memory import checked_module
+from specbench.safe_files import read_json
 
 TYPE_KEY = SPECULATORS_KEYS[0]
 WEIGHTS = ("model.safetensors", "pytorch_model.bin")
@@ -193,7 +194,8 @@ def read_tensors(folder: Path) -> dict[str, torch.Tensor]:
     index = Path(folder) / SHARD_INDEX
     if not index.is_file():
         return published.read_tensors(Path(folder), WEIGHTS)
-    weight_map = published.read_json(index).get("weight_map")
+    index_data = read_json(index, "shard index")
+    weight_map = index_data.get("weight_map") if isinstance(index_data, dict) else None
     if not isinstance(weight_map, dict) or not weight_map:
         raise SpecbenchError(f"{index}: no weight_map")
     tensors: dict[str, torch.Tensor] = {}

@@ -15,16 +15,16 @@ start, the machine state, the batch's columns).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from specbench.backends import registry as backends
+from specbench.errors import SpecbenchError
 from specbench.measure.execution.batches import batch_requests, run_batch, share_batch_energy
 from specbench.measure.spec.sweep_spec import RunConfig, SweepSpec
 from specbench.measure.spec.units import Unit, UnitOutput, make_record
 from specbench.measure.work_context import WorkContext
-from specbench.records.store import atomic_write_json
+from specbench.safe_files import read_json, write_json
 
 BACKEND_FILE = "backend.json"
 
@@ -118,9 +118,10 @@ def write_backend_file(folder, described: dict | None) -> None:
         return
     path = Path(folder) / BACKEND_FILE
     try:
-        old = json.loads(path.read_text()) if path.exists() else {}
-    except (OSError, ValueError):
+        old = read_json(path, "backend file") if path.exists() else {}
+    except SpecbenchError:
         old = {}
+    old = old if isinstance(old, dict) else {}
     new = dict(described)
     new["configs"] = {**old.get("configs", {}), **new.get("configs", {})}
-    atomic_write_json(path, {**old, **new})
+    write_json(path, {**old, **new})

@@ -40,7 +40,6 @@ exact: its interval is the point and agreement means equality.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,9 +58,10 @@ from specbench.measure.spec.timing import untimed_columns
 from specbench.measure.spec.units import UnitOutput, make_record
 from specbench.measure.work_context import WorkContext
 from specbench.records.rounds import prompt_clusters
-from specbench.records.store import atomic_write_bytes, atomic_write_json, load_records
+from specbench.records.store import atomic_write_bytes, load_records
 from specbench.records.summary import BASELINE_KEYS, CONFIG_KEYS, UNIT_KEYS, is_baseline
 from specbench.records.timing import timing_usable
+from specbench.safe_files import read_json, write_json
 
 MOMENTS_DIR = "replay"
 SUMMARY_FILE = "replay-summary.csv"
@@ -84,16 +84,16 @@ class MomentsStore:
 
     def write(self, moments: dict) -> None:
         """Store one unit's moments (`moments_of`)."""
-        atomic_write_json(self.dir / f"unit-{moments['unit_id']}.json", moments)
+        write_json(self.dir / f"unit-{moments['unit_id']}.json", moments)
 
     def load(self) -> pd.DataFrame:
         """One row per unit; empty when the folder holds no replay."""
         rows = []
         for path in sorted(self.dir.glob("unit-*.json")) if self.dir.exists() else []:
             try:
-                rows.append(json.loads(path.read_text()))
-            except (OSError, ValueError) as exc:
-                raise SpecbenchError(f"broken replay moments file {path}: {exc}") from None
+                rows.append(read_json(path, "replay moments file"))
+            except SpecbenchError as exc:
+                raise SpecbenchError(f"broken {exc}") from None
         return pd.DataFrame(rows)
 
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from specbench.bounds import BOUNDS
 from specbench.errors import SpecbenchError, check_keys, check_text
 
 EXECUTORS = ("inprocess", "ray")
 KEYS = ("name", "address", "workers", "retries", "replay_per_gpu")
 DEFAULT_RETRIES = 2  # a piece whose worker or node died is run again this many times, then reported failed
 DEFAULT_REPLAY_PER_GPU = 4  # replay workers sharing one GPU (acceptance only: no timing to disturb)
-MAX_WORKERS = 1024
 _ADDRESS = re.compile(r"^(ray://)?[A-Za-z0-9_.\-\[\]:]+:\d{1,5}$")
 
 
@@ -46,9 +46,12 @@ class ExecutorChoice:
 INPROCESS = ExecutorChoice()
 
 
-def _count(value, key: str, where: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_WORKERS:
-        raise SpecbenchError(f"{where}: executor {key} takes a whole number from {low} to {MAX_WORKERS}, got {value!r}")
+def _count(value, key: str, where: str, row: str) -> int:
+    """``value`` of the executor key ``key``: a whole number inside the bounds row ``row`` (its row in
+    `specbench.bounds.KEY_ROWS`, or the ``--workers`` flag's bound)."""
+    low, high = int(BOUNDS[row].low), int(BOUNDS[row].high)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise SpecbenchError(f"{where}: executor {key} takes a whole number from {low} to {high}, got {value!r}")
     return value
 
 
@@ -88,9 +91,11 @@ def parse_executor(value, where: str) -> ExecutorChoice:
     return ExecutorChoice(
         name="ray",
         address=None if address is None else check_address(address, where),
-        workers=None if workers is None else _count(workers, "workers", where, 1),
-        retries=_count(value.get("retries", DEFAULT_RETRIES), "retries", where, 0),
-        replay_per_gpu=_count(value.get("replay_per_gpu", DEFAULT_REPLAY_PER_GPU), "replay_per_gpu", where, 1),
+        workers=None if workers is None else _count(workers, "workers", where, "parallel_size"),
+        retries=_count(value.get("retries", DEFAULT_RETRIES), "retries", where, "timing.retries"),
+        replay_per_gpu=_count(
+            value.get("replay_per_gpu", DEFAULT_REPLAY_PER_GPU), "replay_per_gpu", where, "parallel_size"
+        ),
     )
 
 

@@ -6,10 +6,15 @@ the sweep-file key it puts its value over (a dotted path: ``gammas``, ``workload
 From the table
 
 * the CLI builds the command's Typer options (`specbench.cli.flag_options.typer_parameters`), in table
-  order, so ``specbench sweep --help`` lists them as written here;
+  order, so ``specbench sweep --help`` lists them as written here, and hands the command its parsed values as
+  one frozen `SweepValues` (`values_class`: a field per flag, typed as the flag; a misspelt name is an
+  AttributeError, not a silent None);
 * `SweepFlags` (the values given) puts them over the sweep file's mapping (`SweepFlags.over`), which
   `specbench.measure.spec.sweep.build_spec` then checks like any sweep file, reading each flagged key's
-  bounds row from here (`bound_of`).
+  bounds row from here (`bound_of`);
+* the bounds tables' rows of the flag and of its key (``sweep --gamma`` and ``sweep: gammas`` → ``gamma``:
+  `declared_rows`), which `flag_rows` and `key_rows` join to the rows `specbench.bounds` writes for
+  everything else (bounds.py imports nothing of specbench but errors, so the joining happens here).
 
 A flag whose ``key`` is None is the command's own (``--out``, ``--dry-run``, ...): the table declares it
 so that the command's options come from one place, and the command reads its value.
@@ -23,9 +28,11 @@ Imports nothing heavy (no torch): ``specbench --help`` builds the options from t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
 
+from specbench import bounds
 from specbench.backends.registry import DEFAULT as DEFAULT_BACKEND
 from specbench.backends.registry import choices_help as backend_choices
 from specbench.errors import SpecbenchError
@@ -241,6 +248,19 @@ FLAGS: tuple[Flag, ...] = (
 )
 
 
+@functools.cache
+def values_class(flags: tuple[Flag, ...]) -> type:
+    """The type of a command's parsed values: a frozen dataclass ``FlagValues`` with one keyword field per flag of
+    ``flags``, in table order, typed as the flag (``T | None`` where the flag's default is None: not given) and
+    defaulting to the flag's default. Built once per table, so the same table gives the same class."""
+    return make_dataclass(
+        "FlagValues",
+        [(f.name, f.type if f.default is not None else f.type | None, field(default=f.default)) for f in flags],
+        frozen=True,
+        kw_only=True,
+    )
+
+
 def spec_flags() -> tuple[Flag, ...]:
     """The flags that set a sweep-file key (read at call time: a test may add a descriptor to `FLAGS`)."""
     return tuple(flag for flag in FLAGS if flag.key is not None)
@@ -255,6 +275,33 @@ def bound_of(key: str) -> str:
     raise KeyError(f"no sweep flag with a bounds row sets '{key}'")
 
 
+COMMAND = "sweep"  # the command whose options `FLAGS` are
+
+
+def declared_rows() -> tuple[dict[str, str], dict[str, str]]:
+    """The bounds rows the flags with a ``bound`` declare, as the tables name them: the flag's
+    (``{"sweep --gamma": "gamma", ...}``, `specbench.bounds.FLAG_ROWS`'s form for one command's flag) and its
+    sweep-file key's (``{"sweep: gammas": "gamma", "sweep: workloads.count": "prompts", ...}``, `KEY_ROWS`'s)."""
+    flag_rows, key_rows = {}, {}
+    for flag in spec_flags():
+        if flag.bound is not None and flag.key is not None:
+            flag_rows[f"{COMMAND} {flag.decls[0].split('/')[0]}"] = flag.bound
+            key_rows[f"{COMMAND}: {flag.key.replace('[]', '')}"] = flag.bound
+    return flag_rows, key_rows
+
+
+def flag_rows() -> dict[str, str]:
+    """The row of every flag of every command: `specbench.bounds.FLAG_ROWS` joined with the rows `FLAGS` declares
+    (a row stated in both is refused: `specbench.bounds.joined`)."""
+    return bounds.joined(bounds.FLAG_ROWS, declared_rows()[0], "FLAG_ROWS")
+
+
+def key_rows() -> dict[str, str]:
+    """The row of every key of every YAML file: `specbench.bounds.KEY_ROWS` joined with the sweep-file keys' rows
+    `FLAGS` declares (a row stated in both is refused)."""
+    return bounds.joined(bounds.KEY_ROWS, declared_rows()[1], "KEY_ROWS")
+
+
 def _items(text: str, cast) -> list:
     try:
         return [cast(v) for v in text.split(",") if v.strip()]
@@ -266,7 +313,7 @@ class SweepFlags:
     """What ``specbench sweep``'s flags say, typed: one value per `Flag` of `spec_flags()` that was given.
 
     ``SweepFlags(gammas=[1, 2, 4])`` (values already parsed) or ``SweepFlags.from_command(values)`` (the
-    command's raw values: comma lists still text). `over` merges them into the sweep file's mapping, which
+    command's raw values, a `SweepValues`: comma lists still text). `over` merges them into the sweep file's mapping, which
     `build_spec` then checks, so ``--gamma 1,2,4`` is ``SweepFlags.gammas`` → the ``gammas`` key →
     `SweepSpec.gammas` → each `RunConfig.gamma` → the backend → the engine's ``config_gamma``.
     """
@@ -279,11 +326,12 @@ class SweepFlags:
         self.given = {name: value for name, value in given.items() if value is not None and value != []}
 
     @classmethod
-    def from_command(cls, values: dict) -> SweepFlags:
-        """The flags among the command's ``values``, comma lists read into their items (in table order)."""
+    def from_command(cls, values) -> SweepFlags:
+        """The flags among the command's ``values`` (a `values_class` instance holding at least every flag of
+        `spec_flags()`), comma lists read into their items (in table order)."""
         parsed = {}
         for flag in spec_flags():
-            value = values.get(flag.name)
+            value = getattr(values, flag.name)
             if value is not None and flag.items is not None:
                 value = _items(value, flag.items)
             elif isinstance(value, (list, tuple)):
@@ -384,3 +432,5 @@ _MERGED = {
     "adaptive": _adaptive_over,
     "executor": _executor_over,
 }
+
+SweepValues = values_class(FLAGS)  # what ``specbench sweep``'s command function receives
