@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 
 import pytest
@@ -81,3 +82,65 @@ def test_a_sweep_records_its_warm_up_in_run_json(tmp_path, prompts_file):
     sizes = {label.split(" T=")[0]: entry["verify_tokens"] for label, entry in warm.items()}
     assert sizes == {"target only": [1], "ngram γ=1": [1, 2], "ngram γ=3": [1, 2, 3, 4]}, warm
     assert all(entry["context"] >= 8 for entry in warm.values())
+
+
+class _RecordingBackend:
+    """A backend that notes what it is asked, in order."""
+
+    threads = 1
+    context_window = None
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+
+    def warm_shapes(self, configs, prompt_ids, context):
+        self.calls.append(("warm_shapes", tuple(configs), context))
+
+    def generate(self, config, prompt_ids, max_new_tokens, **kwargs):
+        self.calls.append(("generate", config))
+        if "on_round" in kwargs:
+            self.frozen_when_timed = gc.get_freeze_count()
+            raise _Stop  # the first timed generation: enough seen
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_the_worker_warms_every_configuration_of_the_block_before_timing(monkeypatch):
+    """Before the first timed unit the worker asks its backend to warm every configuration of the block (not
+    only the baseline) up to the longest context the block reaches, and freezes what is alive out of the
+    garbage collector's reach."""
+    from types import SimpleNamespace
+
+    from specbench.measure.execution import worker as worker_module
+    from specbench.measure.execution.pieces import BLOCK, Piece
+    from specbench.measure.spec.timing import TimingProtocol
+
+    ngram = DrafterConfig("ngram")
+    configs = [_config(None, 0), _config(ngram, 1), _config(ngram, 4)]
+    units = [
+        SimpleNamespace(
+            config=c,
+            turn=1,
+            max_new_tokens=20 + c.gamma,
+            unit_id=str(i),
+            seed=0,
+            workload=SimpleNamespace(name="w"),
+            prompt=SimpleNamespace(prompt_id="p"),
+        )
+        for i, c in enumerate(configs)
+    ]
+    backend = _RecordingBackend()
+    spec = SimpleNamespace(timing=TimingProtocol(warmup_s=0.001), target="tiny", ignore_eos=True)
+    worker = worker_module.PieceWorker(spec, backend, worker_module.SilentObserver())
+    monkeypatch.setattr(worker, "prompt_ids", lambda unit, answers: [1, 2, 3])
+    gc.unfreeze()
+    try:
+        with pytest.raises(_Stop):
+            list(worker.run(Piece(BLOCK, units)))
+        assert backend.calls[0] == ("warm_shapes", tuple(configs), 3 + 24)
+        assert backend.calls[1] == ("generate", configs[0])  # then the baseline's untimed decoding
+        assert backend.frozen_when_timed > 0
+    finally:
+        gc.unfreeze()
