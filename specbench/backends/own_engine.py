@@ -2,7 +2,8 @@
 
 `OwnEngineBackend` is the sweep's default backend (``backend: own``): it loads the target once,
 builds one drafter per drafter setting and one engine per configuration (each warmed up,
-untimed, on its first prompt), and measures every round (draft and verify time, accepted
+untimed, through every shape its generations will meet: `specbench.engine.warm_up`; a sweep's worker
+asks for it before timing starts, `warm_shapes`), and measures every round (draft and verify time, accepted
 tokens). It also offers replay (`specbench.measure.replay.replayer`), which needs the engine's
 drafters and the target's decoder. `run_prompt` is the work behind ``specbench run``.
 
@@ -50,12 +51,12 @@ from specbench.engine.online_drafting import OnlineDriver
 from specbench.engine.sampling import SamplingParams
 from specbench.engine.threads import RoleThreads, ThreadProbe, available_cores, probe_threads
 from specbench.engine.tree import shape_for
+from specbench.engine.warm_up import WARMUP_TOKENS, warm_engine
 from specbench.errors import SpecbenchError
 from specbench.models import limits
 from specbench.models.prompting import encode_conversation
 from specbench.models.resolve import load_model, torch_dtype
 
-WARMUP_TOKENS = 8
 PROBE_VERIFY_TOKENS = 5  # the verify size the layout probe measures when the caller names none (γ = 4)
 
 
@@ -134,6 +135,7 @@ class OwnEngineBackend:
         self.decoder = None
         self._drafters: dict = {}
         self._engines: dict = {}
+        self._warmed: dict[str, dict] = {}  # configuration label -> what its warm-up ran (`warm_up_report`)
         self._status: StatusCallback = lambda message: None
 
     def start(self, status: StatusCallback) -> None:
@@ -256,7 +258,33 @@ class OwnEngineBackend:
                 self._drafters[setting].compile_steps()
         return self._drafters[setting]
 
-    def _engine(self, config, warmup_ids: list[int]) -> SpeculativeEngine:
+    def warm_shapes(self, configs, prompt_ids: list[int], context: int) -> None:
+        """Before timing: build every configuration of ``configs`` and run, untimed, every shape its timed
+        generations will meet on prompts like ``prompt_ids`` holding up to ``context`` tokens (prompt + new
+        ones): its verify sizes after a short and a long cache, the cache sized for ``context``, a short
+        generation (`specbench.engine.warm_up.warm_engine`). An engine built before is warmed again (a new
+        call may reach a longer context); an online one, already learning, is not."""
+        for config in dict.fromkeys(configs):
+            built = config in self._engines
+            engine = self._engine(config, prompt_ids, context)
+            strategy = getattr(config, "strategy", None)
+            if built and not (strategy is not None and strategy.is_online):
+                self._note_warm(config, warm_engine(engine, prompt_ids, context))
+
+    def _note_warm(self, config, shapes) -> None:
+        label = config.label
+        before = self._warmed.get(label)
+        context = max(shapes.context, before["context"]) if before else shapes.context
+        self._warmed[label] = {**shapes.to_dict(), "context": context}
+
+    def warm_up_report(self) -> dict:
+        """run.json's ``warm_up``: per configuration, the verify sizes (tokens per target forward) its
+        warm-up ran, the longest context it reached and the KV-cache capacity it left."""
+        return {"configurations": dict(self._warmed)}
+
+    def _engine(self, config, warmup_ids: list[int], context: int) -> SpeculativeEngine:
+        """The engine of ``config``, built on first use and warmed up then (`warm_engine`) for
+        generations of up to ``context`` tokens on prompts like ``warmup_ids``."""
         if config not in self._engines:
             strategy = getattr(config, "strategy", None)
             online = strategy is not None and strategy.is_online
@@ -282,7 +310,7 @@ class OwnEngineBackend:
                 driver=driver,
             )
             engine.threads = self._role_threads(engine, config.drafter)
-            engine.generate(warmup_ids, WARMUP_TOKENS, seed=0, stop_at_eos=False)  # untimed warm-up
+            self._note_warm(config, warm_engine(engine, warmup_ids, context))  # untimed, before any learning
             if online:
                 driver.arm()  # learning starts with the first measured prompt
             self._engines[config] = engine
@@ -303,7 +331,7 @@ class OwnEngineBackend:
         stop_at_eos: bool,
         on_round: RoundCallback | None = None,
     ) -> GenerationResult:
-        engine = self._engine(config, prompt_ids)
+        engine = self._engine(config, prompt_ids, len(prompt_ids) + max_new_tokens)
         return engine.generate(prompt_ids, max_new_tokens, seed=seed, stop_at_eos=stop_at_eos, on_round=on_round)
 
     def generate_batch(self, config, requests: list[Request], concurrency: int) -> list[GenerationResult]:

@@ -115,6 +115,9 @@ class NativeDecoder:
         if self.device.type == "cpu":
             self.use_layout(default_layout(self.dtype))
         self._row_keys: list | None = None  # set by forward for the rows of one eager verify forward
+        # a set (`specbench.engine.warm_up.ShapeLog`) to record the shapes of forwards, LM-head calls and cache
+        # allocations in; None: nothing recorded
+        self.shape_log: set | None = None
         self.use_kernel = _use_attention_kernel(kernels, self.device)
         if compile:
             self.compile_steps()
@@ -153,7 +156,12 @@ class NativeDecoder:
             self.cache = StaticKVCache(
                 len(self.layers), batch_size, self.kv_heads, self.head_dim, capacity, self.cache_dtype, self.device
             )
+            self._log(("cache", capacity))
         self.cache.length = 0
+
+    def _log(self, shape: tuple) -> None:
+        if self.shape_log is not None:
+            self.shape_log.add(shape)
 
     @property
     def length(self) -> int:
@@ -328,8 +336,11 @@ class NativeDecoder:
         hidden_layers: indices i whose layer output (i = 0: embeddings) is returned too.
         """
         new = input_ids.shape[1]
+        if self.cache.length + new > self.cache.capacity:
+            self._log(("cache", self.cache.length + new))
         self.cache.reserve(new)
         start = self.cache.length
+        self._log(("step", input_ids.shape[0], new, logits) if start > 0 else ("prefill", input_ids.shape[0]))
         mask = self._mask(new, tree)
         positions = self._positions(new, tree)
         write_at = torch.arange(start, start + new, device=self.device)
@@ -365,6 +376,7 @@ class NativeDecoder:
     @torch.inference_mode()
     def head(self, hidden: torch.Tensor) -> torch.Tensor:
         """LM head over hidden [B, T, H] (final-norm output) -> float32 logits [B, T, V]."""
+        self._log(("head", hidden.shape[0] * hidden.shape[1]))
         return self._logits(hidden, "all")
 
     def _logits(self, hidden: torch.Tensor, which: str, wide: bool = False) -> torch.Tensor | None:

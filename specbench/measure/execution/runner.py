@@ -97,13 +97,15 @@ def run_info(
     executor: dict | None = None,
     energy: dict | None = None,
     engine: dict | None = None,
+    warm_up: dict | None = None,
     role: str = SWEEP,
 ) -> dict:
     """run.json's contents; ``role``: what the folder is (`specbench.records.identity`: a confirmation says so,
     a sweep is a shard until its shards cover every index); ``threads``: the backend's CPU thread report (`OwnEngineBackend.thread_report`);
     ``cpu_layout``: its CPU dtype and weight layout choice (`OwnEngineBackend.layout_report`); ``device``: the
     device the units ran on (default: this machine's ``spec.device``); ``executor``: the Ray executor's workers
-    (their nodes, devices and processes); ``energy``: the energy counters and idle power (`measure.execution.energy`)."""
+    (their nodes, devices and processes); ``energy``: the energy counters and idle power (`measure.execution.energy`);
+    ``warm_up``: the shapes each configuration ran untimed before timing (`OwnEngineBackend.warm_up_report`)."""
     shards = sorted({*map(tuple, (previous or {}).get("shards", [])), shard})
     info = {
         "schema_version": SCHEMA_VERSION,
@@ -128,6 +130,8 @@ def run_info(
         info["executor"] = executor
     if energy is not None:
         info["energy"] = energy
+    if warm_up:
+        info["warm_up"] = warm_up
     if engine:
         info["engine"] = engine  # a serving engine's build (llama.cpp: its commit, the GGUF it ran)
     if previous and previous.get("spec_hash") != spec.spec_hash:
@@ -351,7 +355,11 @@ class SweepRunner:
     def _run_info(self) -> dict:
         report = dict(self._report)
         if self.backend is not None:  # in process: the thread counts the units ran with so far, not at the start
-            for key, name in (("threads", "thread_report"), ("cpu_layout", "layout_report")):
+            for key, name in (
+                ("threads", "thread_report"),
+                ("cpu_layout", "layout_report"),
+                ("warm_up", "warm_up_report"),
+            ):
                 current = getattr(self.backend, name, None)
                 if current is not None:
                     report[key] = current()
@@ -366,5 +374,6 @@ class SweepRunner:
             self.executor.info(),
             report.get("energy"),
             report.get("engine"),
+            report.get("warm_up"),
             role=self.role,
         )

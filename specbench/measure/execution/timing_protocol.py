@@ -3,9 +3,11 @@
 The rule (docs/results-schema.md, "Timing protocol", says the same; the sweep's ``timing`` key is read by
 `specbench.measure.spec.timing`):
 
-1. **Warm-up.** Before the first timed unit the target decodes untimed for ``warmup_s``
-   seconds (caches, allocator, CPU clock); every configuration's engine also decodes a few
-   untimed tokens when first built.
+1. **Warm-up.** Before the first timed unit, untimed, every configuration of the block is built
+   and run through every shape its timed units will meet (`specbench.engine.warm_up`: verify
+   sizes 1 … γ + 1 after a short and the longest context, the KV cache sized for it, the draft
+   and sampling paths), then the target decodes for ``warmup_s`` seconds (caches, allocator,
+   CPU clock). run.json's ``warm_up`` records what ran.
 2. **Blocks.** The live units of one prompt turn form a block: the target-only baseline and
    that prompt's speculative configurations. They are timed back to back, in the block's
    ``order``:
