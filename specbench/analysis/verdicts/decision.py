@@ -289,6 +289,7 @@ def _yes(pick, choice, with_interval, how, evidence, count, rule, kept, measured
         pick = by_key.get(choice.chosen if choice.settled else choice.leader, pick)
     option = _option_for(pick, measured_options, scenario)
     direction = f"the adjusted interval of {len(above)} option(s) lies above 1"
+    surest = None
     if pick.lo_adj <= 1.0:
         surest = max(above, key=lambda c: c.lo_adj)
         direction += f"; surest {surest.describe()} at {_ci(surest)}"
@@ -310,6 +311,7 @@ def _yes(pick, choice, with_interval, how, evidence, count, rule, kept, measured
         candidates=kept,
         flat=flat_range(pick, with_interval, choice),
         choice=choice,
+        surest=surest,
     )
 
 

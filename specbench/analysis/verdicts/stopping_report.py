@@ -123,6 +123,8 @@ def workload_line(name: str, entry: WorkloadHistory) -> str:
         return f"{name}: {STATUS_WORDS.get(status, status)} at some load ({where}) — {best}; {needed_text(entry, last)}"
     answer = _answer_words(last.answer, _look_disturbed(last))
     best = best_phrase(last.best, last.answer)
+    if last.scenarios and last.answer == Answer.YES:
+        best += last.scenarios[0].decision.pays_words()
     if status == "decided":
         return f"{name}: {answer} at {where} — {best}"
     if status == "open":

@@ -190,6 +190,15 @@ class Decision:
     candidates: list[Candidate] = field(default_factory=list)  # every option with its adjusted ends
     flat: dict | None = None  # how flat the optimum is around ``best`` (`decision.flat_range`); None: no reference
     choice: Choice | None = None  # the choice among the options by paired comparisons (`choice.choose`)
+    surest: Candidate | None = None  # a yes whose pick's own interval reaches 1: the option whose interval clears it
+
+    def pays_words(self) -> str:
+        """'; speculation pays: ngram γ=1 at 1.24× [1.002, 1.54]' when the named option's own interval reaches 1 and
+        another option's is what clears it (the direction's evidence, said beside the choice); '' otherwise."""
+        s = self.surest
+        if s is None or not s.has_point or s.drafter_label is None:
+            return ""
+        return f"; speculation pays: {s.describe(schedule=False)} at {s.interval_text(YES)}"
 
     @property
     def settled(self) -> bool:
@@ -218,6 +227,8 @@ class Decision:
         best = self.best
         if best is not None and best.has_point and best.drafter_label is not None and best.gamma is not None:
             text += f": best {best.describe(schedule=False)} at {best.interval_text(self.answer)}"
+        if self.answer == YES:
+            text += self.pays_words()
         if self.timing_disturbed:  # the same words as the main verdict's: a disturbed yes is no verdict
             text = f"not decided (disturbed timing; on its numbers alone: {text})"
         return text
@@ -253,6 +264,7 @@ class Decision:
             "rule": rule,
             "flat_range": self.flat,
             "choice": None if self.choice is None else self.choice.as_dict(),
+            "surest": None if self.surest is None else self.surest.summary_dict(),
         }
         if candidates:
             out["candidates"] = [c.as_dict() for c in self.candidates]
@@ -273,6 +285,7 @@ class Decision:
             [c for c in map(Candidate.from_dict, data.get("candidates") or []) if c is not None],
             data.get("flat_range"),
             Choice.from_dict(data.get("choice")),
+            Candidate.from_dict(data.get("surest")),
         )
 
 
