@@ -7,6 +7,7 @@ fails, so that a failing command's one error line stays its only line.
 """
 
 import difflib
+from typing import Literal, overload
 
 TEXT_MAX_CHARS = 65_536  # the bounds table's "text" row (`specbench.bounds.TEXT_BOUNDS`): a text key's longest value
 
@@ -66,7 +67,15 @@ def written(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def check_text(value, key: str, where: str, *, nullable: bool = False) -> str | None:
+@overload
+def check_text(value: object, key: str, where: str, *, nullable: Literal[False] = False) -> str: ...
+
+
+@overload
+def check_text(value: object, key: str, where: str, *, nullable: bool) -> str | None: ...
+
+
+def check_text(value: object, key: str, where: str, *, nullable: bool = False) -> str | None:
     """``value`` of the text-typed key ``key``, or one line naming the key and the value as written: YAML reads
     ``name: 0x1F`` as the number 31 and ``name: true`` as a boolean, and turning them back into text (``str``)
     would name a sweep ``31`` or ``True``. ``nullable``: None (the key left empty) passes as None."""

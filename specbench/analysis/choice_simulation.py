@@ -105,7 +105,8 @@ def score(decision: Decision, truth: tuple[float, ...], prompts: int, tolerance:
     """One sweep's outcome against the truth (module docstring)."""
     best = max(truth)
     yes = decision.answer == YES and decision.confident
-    named = truth[int(decision.best.gamma) - 1] if yes and decision.best is not None else None
+    gamma = decision.best.gamma if yes and decision.best is not None else None
+    named = truth[int(gamma) - 1] if gamma is not None else None
     wrong = (yes and (named is None or named <= 1.0)) or (decision.answer == NO and best >= 1.0)
     behind = yes and named is not None and named < (1.0 - tolerance) * best
     return {

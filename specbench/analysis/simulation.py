@@ -135,6 +135,7 @@ def sweep_decision(
         dropped |= newly
         if status != OPEN:
             break
+    assert decision is not None  # `looks` is never empty: the loop ran at least once
     return decision, int(n)
 
 
@@ -167,15 +168,15 @@ def _plain(options: list[Option], n: int) -> Decision:
     return Decision(UNSURE, "measured", None, None, None, n, "")
 
 
-def _score(decision, truth: tuple[float, ...], prompts: int) -> dict:
+def _score(decision: Decision, truth: tuple[float, ...], prompts: int) -> dict:
     best_true = max(truth)
     answer = decision.answer
-    chosen = decision.option.gamma - 1 if answer == YES and decision.option is not None else None
-    wrong = (answer == YES and truth[chosen] <= 1.0) or (answer == NO and best_true >= 1.0)
-    covered = None
-    if chosen is not None:
-        lo, hi = decision.option.lo, decision.option.hi
-        covered = bool(lo <= truth[chosen] <= hi)
+    option = decision.option if answer == YES else None  # a yes always names its option
+    chosen, covered = None, None
+    if option is not None:
+        chosen = option.gamma - 1
+        covered = bool(option.lo <= truth[chosen] <= option.hi)
+    wrong = (chosen is not None and truth[chosen] <= 1.0) or (answer == NO and best_true >= 1.0)
     return {
         "answer": answer,
         "wrong": bool(wrong),
@@ -197,7 +198,7 @@ def error_table(
     noise: Noise = Noise(),
 ) -> pd.DataFrame:
     """One row per (truth, method): confidently-wrong rate, yes / no rates, prompts used, coverage."""
-    rows = []
+    rows: list[dict] = []
     methods = [("adaptive (looks " + ",".join(map(str, planned)) + ")", planned, True, True)]
     for size in fixed_sizes:
         methods.append((f"fixed grid, {size} prompts, adjusted", (size,), False, True))
@@ -254,6 +255,7 @@ def confirm_once(
         check = check_prediction(prediction, Comparison("pick", "base", iv.point, lo, hi, iv.log_se, iv.dof, n), rule)
         if check.outcome.settled:
             return check.outcome, n
+    assert check is not None  # `looks` is never empty: the loop ran at least once
     return check.outcome, looks[-1]
 
 
@@ -275,10 +277,10 @@ def confirmation_table(
         results = []
         for _ in range(sims):
             decision, _ = sweep_decision(truth, planned, rng, noise, adaptive, adjusted)
-            prediction = Prediction.of(decision)
-            if prediction is None or decision.answer != YES:
-                continue
-            pick = truth[decision.best.gamma - 1]
+            prediction, best = Prediction.of(decision), decision.best
+            if prediction is None or decision.answer != YES or best is None or best.gamma is None:
+                continue  # a confident yes names its best, with its γ
+            pick = truth[best.gamma - 1]
             outcome, used = confirm_once(prediction, pick, looks, rng, noise)
             inside = prediction.lo <= pick <= prediction.hi
             kind = "right" if inside and pick > 1.0 else ("direction" if pick <= 1.0 else "size")

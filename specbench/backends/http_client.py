@@ -56,7 +56,7 @@ def stream_cap(max_tokens: int) -> int:
     return STREAM_BASE_BYTES + STREAM_BYTES_PER_TOKEN * max(int(max_tokens), 0)
 
 
-def one_line(text: str, limit: int = 200) -> str:
+def one_line(text: object, limit: int = 200) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -257,8 +257,9 @@ async def run_all(jobs: list[Callable[[], Awaitable]], concurrency: int) -> list
     try:
         done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         for task in done:
-            if task.exception() is not None:
-                raise task.exception()
+            error = task.exception()
+            if error is not None:
+                raise error
         return [task.result() for task in tasks]
     finally:
         for task in tasks:

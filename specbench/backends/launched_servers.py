@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 from specbench.backends.base import TimingScope, cpu_engine_cores
 from specbench.backends.kept_engines import make_room
@@ -31,8 +32,13 @@ from specbench.errors import SpecbenchError
 
 DEFAULT_STARTUP_S = 900.0
 
+if TYPE_CHECKING:  # the measuring class the mixin goes before, for its `super()` calls and attributes
+    from specbench.backends.openai_server import OpenAIServerBackend as _MeasuringClass
+else:
+    _MeasuringClass = object
 
-class LaunchedServers:
+
+class LaunchedServers(_MeasuringClass):
     """One server per engine configuration, launched, kept and stopped by the backend (a mixin: see the module)."""
 
     engine_label = "server"  # the engine's name in messages and logs ("vLLM", "llama.cpp")

@@ -41,7 +41,7 @@ class Mark:
 class Steps:
     """A request's decode steps as (drafted, accepted, emitted); ``exact``: every token's totals were seen."""
 
-    rounds: list[tuple[int, int, int]] = field(default_factory=list)
+    rounds: list[list[int]] = field(default_factory=list)  # [drafted, accepted, emitted]: grows as tokens join
     exact: bool = True
 
     @property

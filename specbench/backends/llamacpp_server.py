@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
 
 from specbench.analysis.settings.llamacpp_flags import spec_flags
 from specbench.backends import prometheus, server_schema
@@ -166,6 +167,10 @@ class LlamaCppClient(OpenAIClient):
                 detail = await self.http.error_body(response, path)
                 raise ServerError(f"server {self.url}: {path} answered HTTP {response.status_code}: {detail}")
 
+        def keep(line: bytes) -> bool:  # every line, to the end of the stream
+            lines.append(line)
+            return True
+
         async def one() -> None:
             async with self.http.session(self.timeout) as session:
                 await self.http.bounded(
@@ -175,7 +180,7 @@ class LlamaCppClient(OpenAIClient):
                         body,
                         max_bytes=stream_cap(max_new_tokens),
                         on_open=opened,
-                        on_line=lambda line: lines.append(line) is None,
+                        on_line=keep,
                     ),
                     path,
                     self.timeout,
@@ -254,6 +259,8 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
     spec_name = "spec_flags"
     server_config_name = "llamacpp_spec_flags"
     client_class = LlamaCppClient
+    client: LlamaCppClient | None  # built by `client_class`
+    baseline_client: LlamaCppClient | None
 
     def __init__(self, options: dict, *, target: str, device: str, dtype: str, seed: int):
         options = check_backend_options(self.name, options)
@@ -269,7 +276,7 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
         self._launcher(options)
         self.attached = "url" in options
         self.parallel = int(options.get("parallel", 1))
-        self.target_file = None
+        self.target_file: Path | None = None  # the target's GGUF, found by `start` (launched servers)
         self.engine: dict = {"engine": "llama.cpp"}
         self.counter_problems: list[str] = []
         self.repaired = 0  # requests whose held-back token ids came from an unstreamed repeat
@@ -282,6 +289,7 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
             for client in (self.client, self.baseline_client):
                 if client is not None:
                     client.cache_prompt = bool(self.server_options.get("cache_prompt", False))
+            assert self.client is not None, "start() connects the client"
             self.engine.update(
                 attached=self.options["url"],
                 **(self.server_configs.get(self.client.url) or {}).get("llamacpp_speculative", {}),
@@ -292,8 +300,8 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
             )
             return
         binary = None if self.server_options.get("server_command") else server_binary(self.server_options.get("binary"))
-        self.target_file = self._gguf(self.server_options.get("model") or self.target_spec)
-        facts = gguf_facts(self.target_file)
+        self.target_file = target_file = self._gguf(self.server_options.get("model") or self.target_spec)
+        facts = gguf_facts(target_file)
         self.engine.update(build_info(binary) if binary is not None else {"binary": "server_command (test)"})
         self.engine.update(target_gguf=str(self.target_file), weights=facts.get("file_type"))
         self._binary = binary
@@ -326,14 +334,17 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
         for config in configs:
             if config.drafter is None or config.gamma == 0:
                 continue
+            target_file = self.target_file
+            assert target_file is not None, "start() finds the target's GGUF"
             flags = self.engine_spec(config)
+            assert flags is not None  # a drafter's configuration has flags (None: target only)
             kind = catalogue.get(config.drafter.type)
             if kind.llamacpp_weights == "model":
                 draft = flags[flags.index("--model-draft") + 1]
                 check_same_gguf_vocabulary(
-                    self.target_file, draft, self.target_spec, config.drafter.params_dict.get("model", draft)
+                    target_file, Path(draft), self.target_spec, config.drafter.params_dict.get("model", draft)
                 )
-            elif kind.llamacpp_weights == "target" and not gguf_facts(self.target_file)["nextn_layers"]:
+            elif kind.llamacpp_weights == "target" and not gguf_facts(target_file)["nextn_layers"]:
                 raise SpecbenchError(
                     f"drafter {kind.name} cannot run on llama.cpp with target '{self.target_spec}': "
                     "its GGUF has no MTP (nextn) layers"
@@ -356,7 +367,7 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
         return min(int(threads), cpu_engine_cores()) if threads is not None else cpu_engine_cores()
 
     # ------------------------------------------------------------------ servers
-    def _gguf(self, spec: str):
+    def _gguf(self, spec: str) -> Path:
         """The GGUF a model spec runs from: as stored, or (``weights: dtype``) dequantized to the sweep's dtype."""
         path = gguf_file(spec)
         if self.server_options.get("weights") == "dtype":
@@ -412,7 +423,9 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
         started = out["sent"] if started is None else started
         tokens = list(out["token_ids"])
         if out.get("missing"):
-            tokens = self._repaired(config, request, out, client or self.client)
+            repeat_on = client or self.client
+            assert isinstance(repeat_on, LlamaCppClient), "`client_class` builds this backend's clients"
+            tokens = self._repaired(config, request, out, repeat_on)
         timings = out.get("timings") or {}
         times = out["chunk_times"]
         final = Mark(out["generated"], int(timings.get("draft_n", 0)), int(timings.get("draft_n_accepted", 0)))
@@ -477,8 +490,10 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
     def _check_counters(self, config, results: list) -> None:
         """llama.cpp's counters over the batch against the per-request count: draft tokens and accepted tokens
         (each request's final timings), verification steps and per-position acceptance (its rebuilt rounds)."""
-        entry = self.aggregates[-1] if self.aggregates else None
-        window = (entry or {}).get("window")
+        if not self.aggregates:
+            return
+        entry = self.aggregates[-1]
+        window = entry.get("window")
         if window is None or window.get("source") != prometheus.LLAMACPP.source:
             return
         specs = [r.server_spec or {} for r in results]

@@ -31,6 +31,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specbench.backends import prometheus
 from specbench.backends.base import (
@@ -52,6 +53,9 @@ from specbench.models.resolve import alias_status, aliases, pull
 WARMUP_TOKENS = 8
 
 CHARS_PER_TOKEN = 64  # re-encoded server text: characters kept per token asked for (no token is longer)
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 
 @dataclass
@@ -172,7 +176,7 @@ class OpenAIServerBackend(ServingBackend):
         """What every server backend holds, from options already checked."""
         self.options, self.target_spec, self.device, self.dtype, self.seed = options, target, device, dtype, seed
         self.device_name = ""
-        self.tokenizer = None
+        self.tokenizer: PreTrainedTokenizerBase | None = None  # loaded by `start`
         self.timeout = float(options.get("timeout_s", DEFAULT_TIMEOUT_S))
         self.warmup = bool(options.get("warmup", True))
         self.client: OpenAIClient | None = None
@@ -238,6 +242,7 @@ class OpenAIServerBackend(ServingBackend):
                 "γ = 0 units were sent to the speculative server (no baseline_url): "
                 "they measure that server's speculative setup, not the target alone"
             )
+        assert self.client is not None, "start() connects the client"
         return self.client
 
     def generate(
@@ -289,7 +294,9 @@ class OpenAIServerBackend(ServingBackend):
         )
         wall = time.perf_counter() - started
         after = client.scrape()
-        results = [self._result(config, r, out, started, client) for r, out in zip(requests, raw)]
+        results: list[GenerationResult] = [
+            self._result(config, r, out, started, client) for r, out in zip(requests, raw)
+        ]
         self._record_aggregate(config, client, concurrency, results, before, after, wall)
         return results
 
@@ -311,6 +318,7 @@ class OpenAIServerBackend(ServingBackend):
             with self._lock:
                 self.notes.append("the server streamed no token ids: output ids are the streamed text re-encoded")
             text = (out["text"] or "")[: max_new_tokens * CHARS_PER_TOKEN]
+            assert self.tokenizer is not None, "start() loads the tokenizer"
             ids = list(self.tokenizer.encode(text, add_special_tokens=False)) if text else []
         if len(ids) > max_new_tokens:
             with self._lock:
@@ -336,8 +344,7 @@ class OpenAIServerBackend(ServingBackend):
             timing = "client"
         spec = metrics.get("speculative_decoding") if isinstance(metrics, dict) else None
         rounds, spec_source = RoundLog.unobserved(), "none"
-        per_step = isinstance(spec, dict) and None not in (spec.get("per_step_accepted"), spec.get("per_step_drafted"))
-        if per_step:
+        if isinstance(spec, dict) and None not in (spec.get("per_step_accepted"), spec.get("per_step_drafted")):
             rounds = rounds_from_steps(
                 spec["per_step_accepted"], spec["per_step_drafted"], len(tokens), _drafter_type(config)
             )
@@ -388,7 +395,7 @@ class OpenAIServerBackend(ServingBackend):
         if server_gamma is None or config.is_baseline or int(server_gamma) == int(config.gamma):
             return
         raise SpecbenchError(
-            f"the server at {self.client.url} drafts {server_gamma} tokens per step but the sweep "
+            f"the server at {self.client.url if self.client is not None else '?'} drafts {server_gamma} tokens per step but the sweep "
             f"asks γ = {config.gamma}: a running server's γ is what it is (set gammas: "
             f"[{server_gamma}])"
         )

@@ -55,7 +55,7 @@ from specbench.engine.warm_up import WARMUP_TOKENS, warm_engine
 from specbench.errors import SpecbenchError
 from specbench.models import limits
 from specbench.models.prompting import encode_conversation
-from specbench.models.resolve import load_model, torch_dtype
+from specbench.models.resolve import LoadedModel, load_model, torch_dtype
 
 PROBE_VERIFY_TOKENS = 5  # the verify size the layout probe measures when the caller names none (γ = 4)
 
@@ -131,7 +131,7 @@ class OwnEngineBackend:
         self._probes: dict[str, ThreadProbe] = {}  # "target k" / drafter label -> its probe
         self._used: dict[str, dict[str, int]] = {"target": {}, "drafters": {}}  # what run.json records
         self.device_name = ""
-        self.target = None
+        self.target: LoadedModel | None = None  # loaded by `start`
         self.decoder = None
         self._drafters: dict = {}
         self._engines: dict = {}
@@ -144,10 +144,10 @@ class OwnEngineBackend:
         if isinstance(self.thread_setting, int):
             torch.set_num_threads(self.thread_setting)
         status(f"loading target {self.target_spec}")
-        self.target = load_model(
+        self.target = target = load_model(
             self.target_spec, device=self.device, dtype="fp32" if self.dtype == "auto" else self.dtype
         )
-        if self.target.tokenizer is None:
+        if target.tokenizer is None:
             raise SpecbenchError(f"target '{self.target_spec}' has no tokenizer; sweeps need text prompts")
         counts = None
         if self.thread_setting == "auto":
@@ -219,7 +219,7 @@ class OwnEngineBackend:
         with, and (auto) the probes' timings. None off the CPU."""
         if self.device != "cpu":
             return None
-        report = {
+        report: dict[str, object] = {
             "setting": "default" if self.thread_setting is None else self.thread_setting,
             "target": dict(self._used["target"]),
             "drafters": dict(self._used["drafters"]),
@@ -229,11 +229,17 @@ class OwnEngineBackend:
         return report
 
     @property
+    def _loaded(self) -> LoadedModel:
+        assert self.target is not None, "start() loads the target"
+        return self.target
+
+    @property
     def context_window(self) -> int | None:
-        return limits.context_window(self.target.model)
+        return limits.context_window(self._loaded.model)
 
     def model_hashes(self, drafters: list) -> dict[str, str]:
-        hashes = {self.target_spec: self.target.weights_sha256} if self.target.weights_sha256 else {}
+        sha256 = self._loaded.weights_sha256
+        hashes = {self.target_spec: sha256} if sha256 else {}
         for setting in drafters:
             model = getattr(self.drafter(setting), "model", None)
             weights = getattr(model, "specbench_weights_sha256", None)
@@ -294,11 +300,12 @@ class OwnEngineBackend:
                 else (self._own_drafter(config.drafter) if online else self.drafter(config.drafter))
             )
             sampling = SamplingParams(config.temperature, config.top_k, config.top_p)
-            driver = None  # sequential rounds
+            driver: NestedDriver | OnlineDriver | None = None  # None: sequential rounds
+            learner: OnlineDriver | None = None
             if strategy is not None and strategy.nested:
                 driver = NestedDriver(prepared=strategy.prepared)
-            elif online:
-                driver = OnlineDriver(strategy.online)
+            elif strategy is not None and strategy.online is not None:  # `online` above
+                driver = learner = OnlineDriver(strategy.online)
             engine = SpeculativeEngine(
                 self.target,
                 drafter,
@@ -311,8 +318,8 @@ class OwnEngineBackend:
             )
             engine.threads = self._role_threads(engine, config.drafter)
             self._note_warm(config, warm_engine(engine, warmup_ids, context))  # untimed, before any learning
-            if online:
-                driver.arm()  # learning starts with the first measured prompt
+            if learner is not None:
+                learner.arm()  # learning starts with the first measured prompt
             self._engines[config] = engine
         return self._engines[config]
 
@@ -406,6 +413,8 @@ def run_prompt(
     say(f"loading target {target}")
     target_model = load_model(target, device=device, dtype="fp32" if dtype == "auto" else dtype)
     prompt_ids = encode_conversation(target_model.tokenizer, [prompt], chat=chat)
+    tokenizer = target_model.tokenizer
+    assert tokenizer is not None  # encode_conversation refused a model without one
     limits.check_context(target_model.model, target, len(prompt_ids), max_new_tokens)
     verify_tokens = 1 if gamma == 0 else 1 + shape_for(tree, gamma).num_nodes
     decoder, choice = cpu_target_decoder(
@@ -447,7 +456,7 @@ def run_prompt(
         "dtype": dtype,
         "layout": None if choice is None else choice.summary(),
         "cpu_layout": None if choice is None else choice.to_dict(),
-        "text": target_model.tokenizer.decode(result.tokens, skip_special_tokens=True),
+        "text": tokenizer.decode(result.tokens, skip_special_tokens=True),
         "output_sha1": hashlib.sha1(str(result.tokens).encode()).hexdigest(),
         "metrics": result.metrics(max(gamma, 1)),
     }

@@ -252,7 +252,7 @@ class SpecCounts:
 
     @property
     def alpha(self) -> float:
-        if self.draft_tokens:
+        if self.draft_tokens and self.accepted is not None:  # counters come together (`window_counts`)
             return self.accepted / self.draft_tokens
         return self.accept_rate if self.accept_rate is not None else math.nan
 
@@ -261,7 +261,7 @@ class SpecCounts:
         """vLLM's "mean acceptance length": tokens per verify step that carried a draft (1 + accepted ÷ drafts).
         Not specbench's τ (decode tokens ÷ every target forward, the steps without a draft included):
         docs/results-schema.md, "Two τ"."""
-        if self.drafts:
+        if self.drafts and self.accepted is not None:
             return 1.0 + self.accepted / self.drafts
         return self.accept_length if self.accept_length is not None else math.nan
 
@@ -339,13 +339,13 @@ def sglang_gauges(after: Scrape) -> SpecCounts | None:
     """SGLang's acceptance gauges as read after a window (the most recent logging interval)."""
     if not has_sglang_spec(after):
         return None
-    rate = after.total(SGLANG_ACCEPT_RATE)
-    if not after.total(SGLANG_ACCEPT_LENGTH):
+    rate, length = after.total(SGLANG_ACCEPT_RATE), after.total(SGLANG_ACCEPT_LENGTH)
+    if not length:
         return None  # SGLang always declares the gauge; 0 means no speculative step was logged
     n_series = max(len(after.series(SGLANG_ACCEPT_LENGTH)), 1)  # several DP ranks: report the mean
     return SpecCounts(
         "sglang-gauges",
-        accept_length=after.total(SGLANG_ACCEPT_LENGTH) / n_series,
+        accept_length=length / n_series,
         accept_rate=None if rate is None else rate / max(len(after.series(SGLANG_ACCEPT_RATE)), 1),
     )
 

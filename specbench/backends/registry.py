@@ -13,11 +13,16 @@ backend's own check of a sweep (`check_sweep`) is named by its entry.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import cast
 
 from specbench.catalogue.registry import Registry, resolve
 
 DEFAULT = "own"
+# what an entry's "module:function" names, by field (`resolve` imports it as a plain object)
+SweepCheck = Callable[[dict, list, str], None]  # ``check``: (options, configs, where)
+MechanismsOf = Callable[[dict, str, int], Iterable["Mechanism"]]  # ``adaptive``: (options, drafter, gamma)
 
 
 @dataclass(frozen=True)
@@ -152,7 +157,7 @@ def check_sweep(name: str, options: dict, configs: list, where: str) -> None:
     """The backend's own refusal of a sweep's options and configurations (before any engine starts)."""
     kind = get(name)
     if kind.check is not None:
-        resolve(kind.check, f"backend {name}")(options, configs, where)
+        cast(SweepCheck, resolve(kind.check, f"backend {name}"))(options, configs, where)
 
 
 def adaptive_mechanisms(name: str, options: dict, drafter: str, gamma: int) -> list[Mechanism]:
@@ -161,7 +166,7 @@ def adaptive_mechanisms(name: str, options: dict, drafter: str, gamma: int) -> l
     kind = get(name)
     if kind.adaptive is None:
         return [Mechanism(f"{name}'s own adaptivity", absent=f"backend {name} declares no adaptive mechanism")]
-    return list(resolve(kind.adaptive, f"backend {name}")(options, drafter, gamma))
+    return list(cast(MechanismsOf, resolve(kind.adaptive, f"backend {name}"))(options, drafter, gamma))
 
 
 def make_backend(

@@ -227,10 +227,10 @@ class ServerProcess:
 
     def stop(self, grace: float | None = None) -> None:
         """SIGTERM the whole group, wait, SIGKILL what is left; reap the leader. Safe to call twice."""
-        if self.proc is None:
+        proc, pgid = self.proc, self.pgid
+        if proc is None or pgid is None:  # never started, or stopped already (`start` sets both)
             return
         grace = self.grace if grace is None else grace
-        proc, pgid = self.proc, self.pgid
         self.proc = None
         _live.discard(self)
         try:

@@ -152,10 +152,10 @@ def metrics_block(value, check: Check, max_tokens: int) -> dict | None:
     where = "metrics.speculative_decoding."
     if spec.get("num_spec_tokens") is not None:
         check.count(spec["num_spec_tokens"], where + "num_spec_tokens", 2**20)
-    accepted, drafted = spec.get("per_step_accepted"), spec.get("per_step_drafted")
-    if accepted is not None or drafted is not None:
-        check.counts(accepted, where + "per_step_accepted", 2**20)
-        check.counts(drafted, where + "per_step_drafted", 2**20)
+    raw_accepted, raw_drafted = spec.get("per_step_accepted"), spec.get("per_step_drafted")
+    if raw_accepted is not None or raw_drafted is not None:
+        accepted = check.counts(raw_accepted, where + "per_step_accepted", 2**20)
+        drafted = check.counts(raw_drafted, where + "per_step_drafted", 2**20)
         if len(accepted) != len(drafted):
             raise check.fail(
                 where + "per_step_accepted", f"has {len(accepted)} steps but per_step_drafted has {len(drafted)}"

@@ -121,7 +121,7 @@ def check_runnable(config) -> None:
         )
     if kind.vllm_weights == "target":
         raise SpecbenchError(
-            f"drafter {name} cannot run on vLLM: vLLM's {kind.vllm_method.upper()} uses layers inside the "
+            f"drafter {name} cannot run on vLLM: vLLM's {(kind.vllm_method or name).upper()} uses layers inside the "
             "target's own checkpoint (DeepSeek-V3, Qwen3-Next, ...), which specbench's targets do "
             "not have"
         )

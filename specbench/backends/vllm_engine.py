@@ -25,6 +25,7 @@ import subprocess
 import tempfile
 from collections import OrderedDict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specbench.backends.base import (
     GenerationResult,
@@ -50,6 +51,9 @@ from specbench.errors import SpecbenchError
 from specbench.models.resolve import model_folder
 from specbench.safe_files import open_appending
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
 WORKER = Path(__file__).with_name("vllm_worker.py")
 STOP_WAIT_S = 20.0
 
@@ -68,7 +72,7 @@ class WorkerProcess:
     def __init__(self, python: Path, env: dict, log_path: Path):
         self.log_path = log_path
         self._log = open_appending(log_path)  # never through a symlink (`specbench.safe_files`)
-        self.proc = subprocess.Popen(
+        self.proc = proc = subprocess.Popen(
             [str(python), str(WORKER)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -78,6 +82,8 @@ class WorkerProcess:
             text=True,
             bufsize=1,
         )
+        assert proc.stdin is not None and proc.stdout is not None  # both are pipes (PIPE above)
+        self.stdin, self.stdout = proc.stdin, proc.stdout
 
     def log_tail(self, lines: int = 3) -> str:
         try:
@@ -90,9 +96,9 @@ class WorkerProcess:
     def ask(self, message: dict) -> dict:
         """Send one request, wait for its answer; a dead worker is a one-line error."""
         try:
-            self.proc.stdin.write(json.dumps(message) + "\n")
-            self.proc.stdin.flush()
-            line = self.proc.stdout.readline()
+            self.stdin.write(json.dumps(message) + "\n")
+            self.stdin.flush()
+            line = self.stdout.readline()
         except (BrokenPipeError, OSError):
             line = ""
         if not line:
@@ -111,8 +117,8 @@ class WorkerProcess:
         """Ask politely, then SIGTERM and SIGKILL the whole process group: no orphaned engine core."""
         if self.proc.poll() is None:
             try:
-                self.proc.stdin.write(json.dumps({"op": "shutdown"}) + "\n")
-                self.proc.stdin.flush()
+                self.stdin.write(json.dumps({"op": "shutdown"}) + "\n")
+                self.stdin.flush()
                 self.proc.wait(timeout=STOP_WAIT_S)
             except (OSError, ValueError, subprocess.TimeoutExpired):
                 pass
@@ -125,7 +131,7 @@ class WorkerProcess:
                 self.proc.wait(timeout=STOP_WAIT_S)
             except subprocess.TimeoutExpired:
                 continue
-        for stream in (self.proc.stdin, self.proc.stdout):
+        for stream in (self.stdin, self.stdout):
             try:
                 stream.close()
             except (OSError, ValueError):
@@ -143,8 +149,8 @@ class VLLMBackend(ServingBackend):
         self.target_spec, self.device, self.dtype, self.seed = target, device, dtype, seed
         self.python = vllm_python(venv=self.options.get("venv"), python=self.options.get("python"))  # fails now
         self.device_name = ""
-        self.tokenizer = None
-        self.vllm_version = None
+        self.tokenizer: PreTrainedTokenizerBase | None = None  # loaded by `start`
+        self.vllm_version: str | None = None
         self._status: StatusCallback = lambda message: None
         self._folder: str | None = None
         self._workers: OrderedDict[str, WorkerProcess] = OrderedDict()  # speculative_config JSON -> its engine
@@ -182,14 +188,15 @@ class VLLMBackend(ServingBackend):
         """Whether ``config``'s engine is running now (no start needed)."""
         return self._key(config) in self._workers
 
-    def _ensure_worker(self, config) -> None:
+    def _ensure_worker(self, config) -> WorkerProcess:
+        """``config``'s engine, started unless it runs already; it serves the next requests."""
         spec_config = self.speculative_config(config)
         key = json.dumps(spec_config, sort_keys=True)
         self.ran_configs[config.label] = spec_config
         if key in self._workers:
             self._workers.move_to_end(key)
             self._worker = self._workers[key]
-            return
+            return self._worker
         self._make_room()
         what = "target only" if spec_config is None else json.dumps(spec_config)
         self._status(f"starting a vLLM engine ({what}); minutes on a CPU")
@@ -222,6 +229,7 @@ class VLLMBackend(ServingBackend):
             self._stop(key)
             raise SpecbenchError(f"vLLM could not start {config.label}: {answer.get('error')} (log: {log})")
         self.vllm_version = answer.get("vllm_version")
+        return worker
 
     def _make_room(self) -> None:
         """Stop engines until one more fits: least recently used first, the target-only engine last."""
@@ -255,7 +263,7 @@ class VLLMBackend(ServingBackend):
     def generate_batch(self, config, requests: list[Request], concurrency: int) -> list[GenerationResult]:
         if concurrency < 1:
             raise SpecbenchError(f"concurrency must be >= 1, got {concurrency}")
-        self._ensure_worker(config)
+        worker = self._ensure_worker(config)
         payload = [
             {
                 "prompt_token_ids": list(r.prompt_ids),
@@ -270,13 +278,13 @@ class VLLMBackend(ServingBackend):
             for r in requests
         ]
         try:
-            answer = self._worker.ask({"op": "generate", "requests": payload, "concurrency": int(concurrency)})
+            answer = worker.ask({"op": "generate", "requests": payload, "concurrency": int(concurrency)})
         except SpecbenchError:
             self._failed = True
             raise
         if not answer.get("ok"):
             self._failed = True
-            raise SpecbenchError(f"vLLM failed on {config.label}: {answer.get('error')} (log: {self._worker.log_path})")
+            raise SpecbenchError(f"vLLM failed on {config.label}: {answer.get('error')} (log: {worker.log_path})")
         outputs = answer["outputs"]
         speculative = config.drafter is not None and config.gamma > 0
         if speculative:

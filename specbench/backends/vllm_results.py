@@ -102,7 +102,7 @@ def result_from_output(
 
 def counter_delta(before: dict, after: dict) -> dict:
     """after − before for every counter (vectors element-wise)."""
-    delta = {}
+    delta: dict[str, int | list[int]] = {}
     for name, value in after.items():
         old = before.get(name)
         if isinstance(value, list):

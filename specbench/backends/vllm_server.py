@@ -87,7 +87,8 @@ class VLLMServerBackend(LaunchedServers, OpenAIServerBackend):
     def _load_tokenizer(self, location: str | None = None) -> None:
         spec = self.server_options.get("tokenizer")
         self._status(f"loading the tokenizer of {spec or location}")
-        self.tokenizer = load_tokenizer(resolve_model_location(spec) if spec else location)
+        where = resolve_model_location(spec) if spec else location or resolve_model_location(self.target_spec)
+        self.tokenizer = load_tokenizer(where)
 
     # ------------------------------------------------------------------ servers
     def engine_spec(self, config) -> dict | None:

@@ -36,6 +36,7 @@ import json
 import os
 import sys
 import time
+from typing import TypedDict
 
 SPEC_COUNTERS = (
     "vllm:spec_decode_num_drafts",
@@ -49,6 +50,18 @@ OTHER_COUNTERS = ("vllm:prompt_tokens", "vllm:generation_tokens")
 def one_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".strip()
+
+
+class RequestResult(TypedDict):
+    """One request's answer in the worker's ``generate`` reply (read by `specbench.backends.vllm_results`)."""
+
+    token_ids: list[int]
+    finish_reason: str | None
+    spec: dict | None  # vLLM's per-request spec-decode metrics, when it reports them
+    token_times_s: list[float]  # after submission, when each output chunk arrived
+    token_counts: list[int]  # tokens in each chunk
+    submit_s: float | None  # after the batch started, when the request was sent
+    arrival_s: float | None  # when it arrived (open loop), else when it was sent
 
 
 class VLLMEngine:
@@ -97,18 +110,18 @@ class VLLMEngine:
             kwargs["seed"] = int(request["seed"])
         return SamplingParams(**kwargs)
 
-    def generate(self, requests: list[dict], concurrency: int) -> list[dict]:
+    def generate(self, requests: list[dict], concurrency: int) -> list[RequestResult]:
         engine = self.llm.llm_engine
         results = [
-            {
-                "token_ids": [],
-                "finish_reason": None,
-                "spec": None,
-                "token_times_s": [],
-                "token_counts": [],
-                "submit_s": None,
-                "arrival_s": None,
-            }
+            RequestResult(
+                token_ids=[],
+                finish_reason=None,
+                spec=None,
+                token_times_s=[],
+                token_counts=[],
+                submit_s=None,
+                arrival_s=None,
+            )
             for _ in requests
         ]
         arrivals = [r.get("arrival_s") for r in requests]  # None: closed loop
@@ -126,8 +139,9 @@ class VLLMEngine:
                 waiting.pop(0)
                 rid = f"sb-{i}-{start:.6f}"
                 submitted[rid] = time.perf_counter()
-                results[i]["submit_s"] = submitted[rid] - start
-                results[i]["arrival_s"] = results[i]["submit_s"] if arrivals[i] is None else float(arrivals[i])
+                submit_s, arrival = submitted[rid] - start, arrivals[i]
+                results[i]["submit_s"] = submit_s
+                results[i]["arrival_s"] = submit_s if arrival is None else float(arrival)
                 engine.add_request(
                     rid, {"prompt_token_ids": list(requests[i]["prompt_token_ids"])}, self._params(requests[i])
                 )

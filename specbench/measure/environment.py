@@ -15,7 +15,7 @@ PACKAGES = ("specbench", "torch", "transformers", "triton", "numpy", "pandas")
 
 
 def package_versions() -> dict[str, str | None]:
-    versions = {"python": platform.python_version()}
+    versions: dict[str, str | None] = {"python": platform.python_version()}
     for name in PACKAGES:
         try:
             versions[name] = importlib.metadata.version(name)

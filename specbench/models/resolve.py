@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models import cache as model_cache
@@ -451,6 +451,14 @@ def check_same_vocabulary(target: LoadedModel, drafter: LoadedModel) -> None:
             f"drafter '{drafter.name}' and target '{target.name}' do not share a vocabulary: {why}; "
             "token-level drafters need the target's tokenizer"
         )
+
+
+@overload
+def model_folder(spec: str, *, build: Literal[True] = True) -> str: ...
+
+
+@overload
+def model_folder(spec: str, *, build: bool) -> str | None: ...
 
 
 def model_folder(spec: str, *, build: bool = True) -> str | None:

@@ -168,8 +168,8 @@ def predicted_evidence(
             frame = _per_prompt_frame(config, live_base, clusters, fit)
             if frame is None:
                 continue
-            sums = frame.to_numpy().T
-            acceptance = speedup_interval(*sums, level=level)
+            tokens, seconds, base_tokens, base_seconds = frame.to_numpy().T
+            acceptance = speedup_interval(tokens, seconds, base_tokens, base_seconds, level=level)
             parts = [(acceptance.log_se, acceptance.dof)]
             cost_se, cost_dof = float("nan"), 0
             logs = []
@@ -238,8 +238,8 @@ def _realized(
         paired["decode_tokens_base"],
         paired["decode_s_base"],
     )
-    sums = sums[sums[:, 0] > 0].T
-    measured = speedup_interval(*sums, level=level)
+    tokens, seconds, base_tokens, base_seconds = sums[sums[:, 0] > 0].T
+    measured = speedup_interval(tokens, seconds, base_tokens, base_seconds, level=level)
     same = _per_prompt(
         config[config["prompt_id"].astype(str).isin(set(paired["prompt_id"].astype(str)))], base, clusters, fit
     )

@@ -46,6 +46,7 @@ import pandas as pd
 
 from specbench.analysis.load.crossover import Crossover, crossover, describe
 from specbench.analysis.load.table import AXES, CLOSED_LOOP, axis_of, load_label, normalised, serving_table
+from specbench.analysis.options import Option
 from specbench.analysis.settings.engine_settings import EngineSetting, schedule_setting
 from specbench.analysis.statistics.intervals import LEVEL, N_BOOT
 from specbench.analysis.statistics.speedup_interval import speedup_words
@@ -103,7 +104,7 @@ class LoadVerdict:
         return {"drafter_label": best.drafter_label, "tree": best.tree, "gamma": int(best.gamma)}
 
     @property
-    def option(self):
+    def option(self) -> Option | None:
         """The configuration a yes here names (`Option`), None otherwise."""
         return self.decision.option if self.decision.says_yes else None
 
@@ -288,7 +289,7 @@ def schedules(rows: list[LoadVerdict], target: str, hub_ids: Mapping[str, str] |
         by_scenario.setdefault(row.scenario, []).append(row)
     for key, levels in by_scenario.items():
         levels = sorted(levels, key=lambda r: r.concurrency)
-        chosen = {}
+        chosen: dict[tuple[str, str, str], Option] = {}
         for r in levels:
             o = r.option
             if r.confident and o is not None and o.tree == "chain":

@@ -254,11 +254,11 @@ def regret(records: pd.DataFrame, target: Target, plan: LookPlan, tolerance: flo
     if pick is None:
         return Regret(answer, None, NAN, NAN, NAN, ratios, tolerance=tolerance)
     ahead = 1.0 / (1.0 - tolerance)
-    usable = [c for c in candidates if c.has_interval]
+    with_interval = [c for c in candidates if c.has_interval]
     if answer == YES:  # ahead, but by more than ε? (the beats-it answer needs its lower end past 1/(1−ε))
-        beyond = [c for c in usable if c.lo_adj > ahead]
+        beyond = [c for c in with_interval if c.lo_adj > ahead]
         answer, pick = (YES, max(beyond, key=lambda c: c.speedup)) if beyond else (Answer.UNSURE, pick)
-    within = answer != YES and bool(usable) and all(c.hi_adj < ahead for c in usable)
+    within = answer != YES and bool(with_interval) and all(c.hi_adj < ahead for c in with_interval)
     ends = pick.adjusted_ends(answer if answer != YES else YES) or (NAN, NAN)
     needed = None
     if not answer.decided and not within and pick.has_interval:

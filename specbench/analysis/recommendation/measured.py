@@ -74,6 +74,15 @@ def _objective(
         return base_latency / latency
 
 
+def _objective_of_sums(objective: str, sums: np.ndarray, n_tokens: int):
+    """`_objective` of an array whose last axis holds its eight sums in order: tokens, seconds, prefill, units,
+    then the baseline's four."""
+    tokens, seconds, prefill, units, base_tokens, base_seconds, base_prefill, base_units = np.moveaxis(sums, -1, 0)
+    return _objective(
+        objective, tokens, seconds, prefill, units, base_tokens, base_seconds, base_prefill, base_units, n_tokens
+    )
+
+
 # ----------------------------------------------------------------------------- measured path
 
 PAIRED = ("decode_tokens", "decode_s", "prefill_s")
@@ -132,8 +141,8 @@ def _measured_options(
     if not options:
         return [], np.zeros((len(weights), 0))
     stacked = np.stack(sums)  # [C, P, 8]
-    point = _objective(objective, *np.moveaxis(stacked.sum(1), -1, 0), n_tokens)
-    reps = _objective(objective, *np.moveaxis(np.einsum("bp,cpk->bck", weights, stacked), -1, 0), n_tokens)
+    point = _objective_of_sums(objective, stacked.sum(1), n_tokens)
+    reps = _objective_of_sums(objective, np.einsum("bp,cpk->bck", weights, stacked), n_tokens)
     if objective == "throughput":  # small-P t-interval on per-prompt log ratios (speedup_interval)
         intervals = [
             speedup_interval(s[:, 0], s[:, 1], s[:, 4], s[:, 5], level=level)
@@ -490,8 +499,8 @@ def _recommend_scenario(
     notes: list[str] = []
     if n_prompts < 2:
         notes.append("one prompt: no prompt bootstrap, intervals collapse to the point estimate")
-    elif few_prompts_note(n_prompts):
-        notes.append(few_prompts_note(n_prompts))
+    elif note := few_prompts_note(n_prompts):
+        notes.append(note)
     live_spec = spec[spec["mode"] == "live"]
     notes.extend(timing_outlier_notes(pd.concat([base, live_spec])))
     timed_spec = timing_usable(live_spec)[0]

@@ -76,8 +76,8 @@ def recommend_profiled(
         weights = bootstrap_weights(len(clusters), n_boot if len(clusters) >= 2 else 0, rng)
         if len(clusters) < 2:
             notes.append("one prompt: no interval; γ chosen where the point estimate exceeds 1")
-        elif few_prompts_note(len(clusters)):
-            notes.append(few_prompts_note(len(clusters)))
+        elif note := few_prompts_note(len(clusters)):
+            notes.append(note)
         context = costs.context or workload_context(chains if not chains.empty else scenario)
         plans = []
         for gkey, group in chains.groupby(GROUP_KEYS, dropna=False, sort=True):

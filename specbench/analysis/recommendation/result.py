@@ -196,7 +196,7 @@ def recommendation_lines(rec: Recommendation) -> list[str]:
         return [f"recommended: nothing yet — {decision.headline()}; rerun on a quieter machine"]
     if decision.says_no:
         return ["recommended: no speculation — confident no"]
-    if not name:
+    if not name or best is None:  # describe_best names no missing best
         return [f"recommended: no speculation — {decision.headline()}"]
     point, lo = best.speedup, best.lo_adj
     hi = point**2 / lo if lo > 0 else float("nan")
@@ -314,7 +314,8 @@ def to_json(
     realized, held or missed, the regret — under ``confirmation`` (null when not confirmed)."""
     dicts = [recommendation_dict(r) for r in recs]
     looks = history.workloads if history is not None else {}
-    for d, c, r, o in zip(dicts, load or [None] * len(dicts), recs, operating or [None] * len(dicts)):
+    none_each: list[dict | None] = [None] * len(dicts)
+    for d, c, r, o in zip(dicts, load or none_each, recs, operating or none_each):
         d["load"] = None if c is None else json_ready(c)
         d["operating"] = None if o is None else json_ready(o)
         entry = looks.get(str(r.keys.get("workload")))

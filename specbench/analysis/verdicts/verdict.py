@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, field, fields
 from enum import Enum
 
+from specbench.analysis.options import Option
 from specbench.analysis.statistics.speedup_interval import prompts_to_settle, speedup_words
 from specbench.analysis.verdicts.choice import Choice
 
@@ -86,7 +87,7 @@ class Candidate:
     hi_adj: float = NAN
     hi_sim: float = NAN
     timing_disturbed: bool = False  # no pair with the baseline timed undisturbed (records.timing.paired_timing)
-    option: object | None = None  # the recommender's measured `Option` (measured evidence; never written out)
+    option: Option | None = None  # the recommender's measured `Option` (measured evidence; never written out)
 
     SUMMARY = (
         "drafter_label",
@@ -180,7 +181,7 @@ class Decision:
 
     answer: Answer
     evidence: str  # 'predicted' or 'measured'
-    option: object | None  # the recommended `Option` (confident yes only)
+    option: Option | None  # the recommended `Option` (confident yes only)
     best: Candidate | None  # the best point estimate (the pick of a yes), with its adjusted ends
     prompts_needed: int | None
     n_prompts: int

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Sequence
 
 from specbench.backends.base import Request
 from specbench.measure.execution.arrivals import arrival_offsets, batch_seed
@@ -38,7 +39,7 @@ from specbench.measure.execution.timing_protocol import Attempt, TimingProtocol,
 def batch_requests(spec, group, prompt_ids: list[list[int]]) -> list[Request]:
     """The requests of ``group`` (a `specbench.measure.execution.groups.Group`), with arrivals under a request rate."""
     units = group.units
-    arrivals = [None] * len(units)
+    arrivals: Sequence[float | None] = [None] * len(units)  # None: all at once (no request rate)
     if group.request_rate is not None:
         prompts = sorted(f"{u.workload.name}/{u.prompt.prompt_id}/{u.repeat}" for u in units)
         seed = batch_seed(spec.seed, group.request_rate, spec.arrivals, group.turn, *prompts)
@@ -80,7 +81,8 @@ def share_batch_energy(records: list[dict], batch_joules: float) -> None:
     """Give each record of one batch its energy columns: the batch's joules above idle shared by time in
     flight (module docstring, step 5); null columns without a counter."""
     latencies = [r.get("latency_s") for r in records]
-    ok = all(v is not None and math.isfinite(v) and v >= 0 for v in latencies) and sum(latencies) > 0
-    for record, latency in zip(records, latencies):
-        share = batch_joules * (latency / sum(latencies) if ok else 1 / len(records))
+    known = [v for v in latencies if v is not None and math.isfinite(v) and v >= 0]
+    in_flight = known if len(known) == len(records) and sum(known) > 0 else [1.0] * len(records)  # else equal
+    for record, latency in zip(records, in_flight):
+        share = batch_joules * (latency / sum(in_flight))
         record.update(energy_columns(share, record["new_tokens"], record["accepted"], meter()))

@@ -234,9 +234,9 @@ def _target(rec, prediction: Prediction, sweep: SweepSpec, configs: dict, absent
         return None
     role = RECOMMENDED if decision.says_yes else PREDICTED
     arms = [_arm(baseline, BASELINE), _arm(chosen, role)]
-    if chosen.tree == "chain" and chosen.schedule.is_fixed:
+    if chosen.tree == "chain" and chosen.schedule.is_fixed and chosen.drafter is not None:
         for mechanism in adaptive_mechanisms(sweep.backend, sweep.backend_options, chosen.drafter.type, chosen.gamma):
-            if mechanism.absent is not None:
+            if mechanism.schedule is None:  # absent here: its line says why
                 absent.append(f"{mechanism.name}: {mechanism.absent}")
                 continue
             config = replace(chosen, schedule=ScheduleSpec(mechanism.schedule, mechanism.params))
@@ -272,7 +272,7 @@ def _load_targets(records: pd.DataFrame, recs: list, sweep: SweepSpec, configs: 
     by_load = {(v.workload, v.keys["temperature"], v.concurrency): v for v in summary["verdicts"]}
     out = []
     for plan in summary["schedules"]:
-        ranges = [tuple(map(int, r)) for r in plan["ranges"]]
+        ranges = [(int(lo), int(hi), int(k)) for lo, hi, k in plan["ranges"]]
         sampled = [c for c in sweep.configs if c.temperature == plan["temperature"]]
         baseline = next((c for c in sampled if c.is_baseline), None)
         drafter = next(
@@ -284,7 +284,7 @@ def _load_targets(records: pd.DataFrame, recs: list, sweep: SweepSpec, configs: 
             None,
         )
         top = max(k for _, _, k in ranges)
-        if baseline is None or drafter is None or top < 1:
+        if baseline is None or drafter is None or drafter.drafter is None or top < 1:  # drafter: a drafter's label
             continue
         schedule = replace(drafter, gamma=top, schedule=batch_size_schedule(ranges))
         static = replace(drafter, gamma=best_static_gamma(table, plan["workload"], plan["drafter_label"]))
@@ -294,7 +294,7 @@ def _load_targets(records: pd.DataFrame, recs: list, sweep: SweepSpec, configs: 
             _arm(static, CONTENDER, STATIC),
         ]
         for mechanism in adaptive_mechanisms(sweep.backend, sweep.backend_options, drafter.drafter.type, top):
-            if mechanism.absent is not None:
+            if mechanism.schedule is None:  # absent here: its line says why
                 absent.append(f"{mechanism.name}: {mechanism.absent}")
                 absent.append(f"{mechanism.name} with the per-batch-size schedule: absent with it")
                 continue
@@ -410,16 +410,16 @@ def draw_fresh(prompts: list, used: set[str], seed: int, limit: int) -> list:
 def fresh_prompts(name: str, split: str, used: set[str], seed: int, limit: int) -> tuple[Workload, int]:
     """(the workload cut to at most ``limit`` prompts never in ``used``, the split's prompt count). A stream
     workload keeps its segments, each drawn fresh from its own workload."""
-    if isinstance(resolve_spec(name), StreamSpec):
-        return _fresh_stream(name, split, used, seed)
+    spec = resolve_spec(name)
+    if isinstance(spec, StreamSpec):
+        return _fresh_stream(spec, split, used, seed)
     whole = load_workload(name, count=MAX_PROMPTS, seed=seed, split=split)
     return replace(whole, prompts=draw_fresh(whole.prompts, used, seed, limit)), len(whole.prompts)
 
 
-def _fresh_stream(name: str, split: str, used: set[str], seed: int) -> tuple[Workload, int]:
+def _fresh_stream(spec: StreamSpec, split: str, used: set[str], seed: int) -> tuple[Workload, int]:
     """A stream of the same segments, each segment's prompts fresh from its workload (in stream order)."""
-    spec = resolve_spec(name)
-    totals = {}
+    totals: dict[str, int] = {}
 
     def load(segment: str, *, count: int, seed: int | None, split: str) -> Workload:
         whole = load_workload(segment, count=MAX_PROMPTS, seed=seed, split=split)
@@ -463,7 +463,7 @@ class ConfirmLooks:
         workload = self.plan.workloads[target.workload]
         spec = self.plan.spec
         arms = [a for a in target.arms if a.name not in state.dropped]
-        units = []
+        units: list[Unit] = []
         for position, prompt in enumerate(workload.prompts[: state.planned[look - 1]]):
             stage = next(k for k, n in enumerate(state.planned, start=1) if position < n)
             for turn in range(1, len(prompt.turns) + 1):
@@ -516,8 +516,9 @@ class ConfirmPolicy(LookEngine):
     """Looks of fresh prompts per target until each is settled: the look engine running `ConfirmLooks`."""
 
     def __init__(self, plan: ConfirmationPlan, folder: Path):
-        super().__init__(ConfirmLooks(plan, folder))
-        self.report = self.rule.report
+        looks = ConfirmLooks(plan, folder)
+        super().__init__(looks)
+        self.report = looks.report
 
 
 def policy_for(plan: ConfirmationPlan):

@@ -31,9 +31,10 @@ from typing import Protocol
 from specbench.errors import SpecbenchError
 from specbench.measure.execution.groups import write_backend_file
 from specbench.measure.execution.pieces import Piece, answer_key
-from specbench.measure.execution.worker import live_drafters
+from specbench.measure.execution.worker import PieceWorker, live_drafters
 from specbench.measure.replay.units import MomentsStore
-from specbench.measure.spec.units import UnitOutput
+from specbench.measure.spec.sweep import RunConfig
+from specbench.measure.spec.units import Unit, UnitOutput
 
 DIED, INPUT, BUG = "died", "input", "bug"  # why a piece failed: its worker or node died; bad input; a bug
 
@@ -66,6 +67,19 @@ class Pool(Protocol):
     def choose(self, ready: list[Piece]) -> Piece: ...  # which ready piece the next free worker takes
     def submit(self, piece: Piece) -> None: ...
     def wait(self) -> list[Outcome]: ...  # at least one finished piece (blocks)
+
+
+class Executor(Protocol):
+    """What the runner needs of an executor: `InProcessExecutor` here, `RayExecutor` (``ray_executor``)."""
+
+    name: str
+    reports: list[dict]  # each worker's report from `prepare` (hashes, dtype, device)
+
+    def prepare(self, todo: list[Unit]) -> dict: ...  # start the workers, check the units; the first report
+    def warm(self) -> Callable[[RunConfig], bool] | None: ...  # ``is_warm(config)`` of a kept engine, or None
+    def run(self, pieces: list[Piece], writer: RecordWriter) -> list[Failure]: ...
+    def info(self) -> dict | None: ...  # run.json's ``executor`` (None in-process)
+    def close(self) -> None: ...
 
 
 class RecordWriter:
@@ -208,7 +222,7 @@ class SerialPool:
     """One worker in this process: a piece runs when its outcome is read, records streaming out as each unit
     finishes (a serial sweep's behaviour); errors are raised as they happen."""
 
-    def __init__(self, worker):
+    def __init__(self, worker: PieceWorker):
         self.worker = worker
         self.queued: list[Piece] = []
 
@@ -233,18 +247,18 @@ class SerialPool:
 class InProcessExecutor:
     """Every piece in this process, serially, on the runner's backend."""
 
-    worker: object  # specbench.measure.execution.worker.PieceWorker
+    worker: PieceWorker
     runs: int = 0
-    reports: list = field(default_factory=list)
+    reports: list[dict] = field(default_factory=list)
     name = "inprocess"
 
-    def prepare(self, todo) -> dict:
+    def prepare(self, todo: list[Unit]) -> dict:
         self.worker.start(live_drafters(todo))
         report = self.worker.check(todo)
         self.reports = [report]
         return report
 
-    def warm(self):
+    def warm(self) -> Callable[[RunConfig], bool] | None:
         """``is_warm(config)`` of the backend (a serving engine kept running), or None."""
         return getattr(self.worker.backend, "is_warm", None)
 

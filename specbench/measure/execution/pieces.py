@@ -22,6 +22,7 @@ another machine never reads the results folder.
 
 from __future__ import annotations
 
+from collections.abc import Set
 from dataclasses import dataclass, field, replace
 
 from specbench.measure.execution.groups import group_units, load_label, uses_groups, warm_first
@@ -86,7 +87,7 @@ def live_blocks(units: list[Unit]) -> list[list[Unit]]:
     return blocks
 
 
-def live_pieces(spec, units: list[Unit], is_warm=None, catch_up: set[str] = frozenset()) -> list[Piece]:
+def live_pieces(spec, units: list[Unit], is_warm=None, catch_up: Set[str] = frozenset()) -> list[Piece]:
     """The live ``units`` as pieces, in the order a serial sweep runs them; ``is_warm(config)``: whether a
     serving backend still runs that configuration's engine (`groups.warm_first`); ``catch_up``: ids of finished
     online units a block runs again, untimed and unrecorded, before its other units

@@ -71,7 +71,8 @@ def choose_round(
     if budget_left_s is None:
         return candidates
     order = sorted(candidates, key=lambda n: (needed.get(n) or float("inf"), n))
-    chosen, planned_s = {}, 0.0
+    chosen: dict[str, list[Unit]] = {}
+    planned_s = 0.0
     for name in order:
         cost = look_seconds.get(name)
         if cost is None or planned_s + cost <= budget_left_s or not chosen and cost <= budget_left_s:

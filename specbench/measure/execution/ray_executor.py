@@ -27,16 +27,19 @@ import os
 import socket
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol, TypedDict
 
 import psutil
 
 from specbench.engine.device import device_info
 from specbench.errors import SpecbenchError
-from specbench.measure.execution.executor import BUG, DIED, INPUT, Outcome, dispatch
+from specbench.measure.execution.executor import BUG, DIED, INPUT, Failure, Outcome, RecordWriter, dispatch
 from specbench.measure.execution.pieces import GROUP, REPLAY, Piece
 from specbench.measure.execution.worker import PieceWorker, SilentObserver, live_drafters, sweep_backend
-from specbench.measure.spec.units import UnitOutput
+from specbench.measure.spec.sweep import SweepSpec
+from specbench.measure.spec.units import Unit, UnitOutput
 
 INSTALL_HINT = "pip install 'specbench[ray]' (or make install-ray)"
 LOCAL_START_ATTEMPTS = 3  # Ray gives a new local node 30 s to register; a busy machine can need more
@@ -140,7 +143,8 @@ class WorkerActor:
         if threads is not None:
             os.environ["OMP_NUM_THREADS"] = str(threads)
         self.spec, self.drafters, self.threads = spec, drafters, threads
-        self.worker = None  # started on first use: after Ray restarts a dead actor, on its next piece
+        # started on first use: after Ray restarts a dead actor, on its next piece
+        self.worker: PieceWorker | None = None
 
     def where(self) -> dict:
         ray = import_ray()
@@ -203,16 +207,39 @@ class WorkerActor:
             self.worker.close()
 
 
+class RemoteMethod(Protocol):
+    """A method of a Ray actor handle: ``.remote(...)`` sends the call and returns its object ref at once."""
+
+    def remote(self, *args: object) -> object: ...
+
+
+class WorkerHandle(Protocol):
+    """The driver's handle of a `WorkerActor` in a Ray actor: each of its methods, called remotely."""
+
+    prepare: RemoteMethod
+    run: RemoteMethod
+    where: RemoteMethod
+    close: RemoteMethod
+
+
+class RayInitOptions(TypedDict):
+    """The ``ray.init`` keywords every connection passes (local instance or cluster)."""
+
+    include_dashboard: bool
+    log_to_driver: bool
+    logging_level: str
+
+
 @dataclass(eq=False)
 class Slot:
     """One worker as the driver sees it."""
 
-    actor: object
+    actor: WorkerHandle
     where: dict = field(default_factory=dict)
     config: object = None  # the configuration its engine ran last (a serving engine may still run it)
     deaths: int = 0
     dead: bool = False
-    recovering: object = None  # a ping sent to the actor Ray is restarting: the slot is free once it answers
+    recovering: object | None = None  # a ping sent to the actor Ray is restarting: the slot is free once it answers
 
 
 class RayExecutor:
@@ -220,7 +247,7 @@ class RayExecutor:
 
     name = "ray"
 
-    def __init__(self, spec, observer):
+    def __init__(self, spec: SweepSpec, observer) -> None:
         self.spec, self.observer, self.choice = spec, observer, spec.executor
         self.ray = import_ray()
         self.local = self.choice.address is None
@@ -228,12 +255,12 @@ class RayExecutor:
         self.shape: Shape | None = None
         self.runs = 0
         self.reports: list[dict] = []
-        self._todo = None
+        self._todo: list[Unit] = []  # the units `prepare` was given (each restarted worker checks them again)
 
     # ------------------------------------------------------------------ start and stop
     def _connect(self) -> tuple[float, float, float]:
         ray = self.ray
-        options = {"include_dashboard": False, "log_to_driver": False, "logging_level": "ERROR"}
+        options = RayInitOptions(include_dashboard=False, log_to_driver=False, logging_level="ERROR")
         if self.local:
             cores = os.cpu_count() or 1
             want = self.choice.workers or cores
@@ -264,7 +291,7 @@ class RayExecutor:
         self.slots = [Slot(remote.remote(self.spec, shape.threads, drafters)) for _ in range(count)]
         self.shape = shape
 
-    def prepare(self, todo) -> dict:
+    def prepare(self, todo: list[Unit]) -> dict:
         """Start the workers and load the models on every node; their report (worker 0's, hashes checked)."""
         cpus, gpus, node_gpus = self._connect()
         live_n, live_shape, self.replay_n, self.replay_shape = worker_shapes(
@@ -295,7 +322,7 @@ class RayExecutor:
         check_same_weights(reports)
         return reports
 
-    def warm(self):
+    def warm(self) -> None:
         """The driver runs no engine: a worker that ran a configuration last is preferred for it instead
         (`RayPool.choose`)."""
         return None
@@ -340,7 +367,7 @@ class RayExecutor:
         self._prepare_all(self._todo)
 
     # ------------------------------------------------------------------ running
-    def run(self, pieces: list[Piece], writer) -> list:
+    def run(self, pieces: list[Piece], writer: RecordWriter) -> list[Failure]:
         self.runs += 1
         if pieces:
             self._reshape(pieces[0].kind == REPLAY)
@@ -379,6 +406,11 @@ def check_same_weights(reports: list[dict]) -> None:
                     f"(sha256 {digest[:12]}…) than on node {first['where']['node']} "
                     f"({first['model_hashes'][name][:12]}…); give every node the same files"
                 )
+
+
+def _given(described: dict | None) -> Callable[[], dict | None]:
+    """`Outcome.described` of a remote worker: what its serving engine ran, already read on its node."""
+    return lambda: described
 
 
 class RayPool:
@@ -440,8 +472,7 @@ class RayPool:
             slot.where = value["where"]
             placement = {**value["where"], "node_groups": shared}
             outputs = [UnitOutput(piece.units[i], record, moments) for i, record, moments in value["outputs"]]
-            described = value["described"]
-            outcomes.append(Outcome(piece, outputs, placement=placement, described=lambda d=described: d))
+            outcomes.append(Outcome(piece, outputs, placement=placement, described=_given(value["described"])))
         return outcomes
 
     def _died(self, slot: Slot, piece: Piece, exc) -> Outcome:

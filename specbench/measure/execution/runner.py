@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeGuard
 
 from specbench.backends.base import Backend
 from specbench.catalogue.drafters import TARGET_ONLY
@@ -28,7 +28,7 @@ from specbench.engine.device import device_info
 from specbench.errors import SpecbenchError, note
 from specbench.measure.environment import git_commit, now_utc, package_versions
 from specbench.measure.execution.adaptive import AdaptivePolicy
-from specbench.measure.execution.executor import InProcessExecutor, RecordWriter, raise_failures
+from specbench.measure.execution.executor import Executor, InProcessExecutor, RecordWriter, raise_failures
 from specbench.measure.execution.online_resume import catch_up_units
 from specbench.measure.execution.pieces import live_blocks, live_pieces, replay_pieces  # noqa: F401 (live_blocks: re-export)
 from specbench.measure.execution.policy import Policy
@@ -82,7 +82,7 @@ def check_folder(store: ResultsStore, spec: SweepSpec, force: bool, flag: str | 
     return info
 
 
-def other_kind(info: dict | None) -> bool:
+def other_kind(info: dict | None) -> TypeGuard[dict]:
     """Whether a folder's run.json is of another kind than a sweep's (a cost profile, say)."""
     return info is not None and info.get("kind") not in (None, "sweep")
 
@@ -191,6 +191,7 @@ class SweepRunner:
         if not self.units and shard[1] == 1:
             raise SpecbenchError("empty grid")  # a shard may hold no prompt: it runs nothing and says so
         self.backend: Backend | None = None  # in-process: the sweep's backend; Ray: each worker builds its own
+        self.executor: Executor
         if spec.executor.is_ray:
             self.executor = RayExecutor(spec, self.observer)
         else:
@@ -313,18 +314,21 @@ class SweepRunner:
     def _set_aside(self) -> None:
         """--force: another spec's records to records/old-SPECHASH/; another kind's content (a cost
         profile) to old-KIND-TAG/ — never overwritten, never pooled with this spec's."""
-        if other_kind(self.previous):
+        previous = self.previous
+        if previous is None:  # forcing means an earlier run.json (`_run_locked`)
+            return
+        if other_kind(previous):
             moved = set_aside_folder(
                 self.store.folder,
-                str(self.previous.get("kind")),
-                str(self.previous.get("created") or "earlier"),
+                str(previous.get("kind")),
+                str(previous.get("created") or "earlier"),
                 keep=(LOCK_FILE,),
             )
-            self.observer.status(f"--force: the earlier {self.previous.get('kind')} is set aside in {moved}")
+            self.observer.status(f"--force: the earlier {previous.get('kind')} is set aside in {moved}")
             self.previous = None
             return
-        set_aside = self.store.archive_records(str(self.previous.get("spec_hash")))
-        self.observer.status(f"--force: {set_aside} record(s) of spec {self.previous.get('spec_hash')} set aside")
+        set_aside = self.store.archive_records(str(previous.get("spec_hash")))
+        self.observer.status(f"--force: {set_aside} record(s) of spec {previous.get('spec_hash')} set aside")
 
     def _run_units(self, todo: list[Unit]) -> int:
         """The units of ``todo`` through the executor: the live pieces (timing blocks, serving groups), then the

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,6 +49,7 @@ import numpy as np
 from specbench.measure.execution.energy import energy_columns, meter
 from specbench.measure.execution.machine_state import MachineState
 from specbench.measure.spec.timing import TIMED_LISTS, TIMED_SCALARS, TimingProtocol
+from specbench.measure.spec.units import Unit
 
 OUTLIER_RATIO = 1.3
 
@@ -83,7 +85,9 @@ class Attempt:
     disturbed: bool
 
 
-def run_block(units: list, measure, protocol: TimingProtocol, threads: int) -> list[tuple[object, list[Attempt]]]:
+def run_block(
+    units: list[Unit], measure: Callable[[Unit], tuple[dict, MachineState]], protocol: TimingProtocol, threads: int
+) -> list[tuple[Unit, list[Attempt]]]:
     """Time a block's units (baseline first, if present) by the protocol; ``measure(unit)`` runs
     one unit and returns (record, MachineState). Returns each unit with its attempts."""
     has_baseline = bool(units) and units[0].config.is_baseline

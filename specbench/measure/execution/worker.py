@@ -17,12 +17,12 @@ from specbench.backends.registry import make_backend
 from specbench.errors import SpecbenchError
 from specbench.measure.execution.energy import meter
 from specbench.measure.execution.groups import group_outputs
-from specbench.measure.execution.machine_state import MachineProbe
+from specbench.measure.execution.machine_state import MachineProbe, MachineState
 from specbench.measure.execution.pieces import BLOCK, GROUP, REPLAY, Piece, answer_key
 from specbench.measure.execution.timing_protocol import combine, run_block, warm_up
 from specbench.measure.replay.replayer import Replayer
 from specbench.measure.replay.units import replay_outputs
-from specbench.measure.spec.sweep_spec import RunConfig
+from specbench.measure.spec.sweep_spec import RunConfig, SweepSpec
 from specbench.measure.spec.units import Unit, UnitOutput, make_record
 from specbench.measure.spec.validate import check_unit_lengths, prompt_room
 from specbench.measure.work_context import WorkContext
@@ -86,9 +86,9 @@ def live_drafters(todo: list[Unit]) -> list:
 class PieceWorker:
     """Runs pieces on ``backend`` (started by `start`); ``observer`` hears rounds and units as they run."""
 
-    def __init__(self, spec, backend, observer):
+    def __init__(self, spec: SweepSpec, backend, observer) -> None:
         self.spec, self.backend, self.observer = spec, backend, observer
-        self._replayer = None  # the replay engine over the backend's target (built on the first replay piece)
+        self._replayer: Replayer | None = None  # the replay engine over the target (built on the first replay piece)
         self._warm_run: int | None = None  # the executor call this worker last warmed up in
 
     @property
@@ -222,7 +222,7 @@ class PieceWorker:
         settle_garbage()
         self.observer.status("sweep")
 
-    def _measure(self, unit: Unit, answers: dict):
+    def _measure(self, unit: Unit, answers: dict) -> tuple[dict, MachineState]:
         """Run one live unit once: its record and the machine's state while it ran."""
         self.observer.unit_started(unit)
         ids = self.prompt_ids(unit, answers)

@@ -250,7 +250,7 @@ class Replayer:
         """The drafter's chain trace along ``trajectory`` for every γ up to ``max_gamma``, by the replay
         method the catalogue entry of its ``kind`` (default: the drafter's name) names: prompt lookup
         re-run, or one teacher-forced drafter forward."""
-        name = kind or getattr(drafter, "name", type(drafter).__name__)
+        name = kind if kind else getattr(drafter, "name", type(drafter).__name__)
         method = catalogue.get(name).replay if name in catalogue.DRAFTERS else None
         if method == "prompt-lookup":
             return self._prompt_lookup(drafter, trajectory, max_gamma, name)
@@ -317,17 +317,19 @@ class Replayer:
         m = len(trajectory.tokens)
         vocab = int(drafter.target_vocab)
         coins = np.zeros(m)
-        expected = np.zeros(m) if not sampling.greedy else None
-        ranks = np.full(m, -1, dtype=np.int64) if sampling.greedy else None
+        expected: np.ndarray | None = None  # sampling only
+        ranks: np.ndarray | None = None  # greedy only
         y = torch.tensor(trajectory.tokens, dtype=torch.long, device=self.decoder.device)
         draft_chunks = prediction_chunks(self._draft_decoder(drafter), trajectory.prompt, trajectory.tokens, self.chunk)
         if sampling.greedy:
+            ranks = np.full(m, -1, dtype=np.int64)
             for s0, q_logits in draft_chunks:
                 q_logits = on_target_vocab(q_logits.float(), vocab)
                 rank = greedy_ranks(q_logits, y[s0 : s0 + q_logits.shape[0]].to(q_logits.device)).cpu().numpy()
                 ranks[s0 : s0 + len(rank)] = rank
                 coins[s0 : s0 + len(rank)] = rank == 0
         else:
+            expected = np.zeros(m)
             target_chunks = prediction_chunks(self.decoder, trajectory.prompt, trajectory.tokens, self.chunk)
             for (s0, q_logits), (_, p_logits) in zip(draft_chunks, target_chunks):
                 p = probabilities(p_logits, sampling)  # [C, V]
@@ -465,7 +467,8 @@ def walk_rounds(law: RoundLaw, rng: np.random.Generator | None = None) -> list[G
         reach[:, 1] = 1.0
     for s in range(n_starts):
         t = s + 1
-        np.add.at(reach, (slice(None), t + law.emit[s]), reach[:, t, None] * law.probs[:, s])
+        # numpy 2.4's stub types ufunc.at's indices as integer arrays only; numpy takes a tuple with slices
+        np.add.at(reach, (slice(None), t + law.emit[s]), reach[:, t, None] * law.probs[:, s])  # type: ignore[arg-type]
     pi = reach[:, 1:n_stop]  # [G, S]
     j = np.arange(width)
     mean_j = (law.probs * j).sum(-1)  # [G, S]

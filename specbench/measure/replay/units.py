@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from specbench.analysis.cost.round_cost import cost_stats, fit_costs
+from specbench.analysis.cost.round_cost import CostFit, cost_stats, fit_costs
 from specbench.analysis.statistics.intervals import LEVEL
 from specbench.backends.base import OwnDrafterBackend
 from specbench.engine.sampling import SamplingParams
@@ -123,7 +123,7 @@ def moments_of(unit_id: str, replay, expected_acceptance: float | None) -> dict:
 class GroupCosts:
     """The cost fit of one (drafter, tree, workload, sampling) group and its live memory peak."""
 
-    fit: object | None  # specbench.analysis.cost.round_cost.CostFit
+    fit: CostFit | None
     peak_memory_bytes: int
 
 
@@ -362,7 +362,7 @@ def replay_summary(records: pd.DataFrame, moments: pd.DataFrame, level: float = 
 
 def agreement_fraction(summary: pd.DataFrame) -> dict[str, tuple[int, int]]:
     """{'greedy' | 'sampling': (configurations that agree, configurations compared)}."""
-    out = {}
+    out: dict[str, tuple[int, int]] = {}
     if summary.empty or "agrees" not in summary:
         return out
     compared = summary[summary["n_live"] > 0]

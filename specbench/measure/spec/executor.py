@@ -35,7 +35,7 @@ class ExecutorChoice:
         return self.name == "ray"
 
     def to_dict(self) -> dict:
-        data = {"name": self.name}
+        data: dict[str, object] = {"name": self.name}
         if self.is_ray:
             data.update(
                 address=self.address, workers=self.workers, retries=self.retries, replay_per_gpu=self.replay_per_gpu

@@ -28,7 +28,9 @@ Imports nothing heavy (no torch): ``specbench --help`` builds the options from t
 
 from __future__ import annotations
 
+import builtins
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
 
@@ -48,7 +50,7 @@ class Flag:
     type: type  # what Typer parses: str, int, float, bool, Path; a repeatable flag: list[str]
     key: str | None = None  # the sweep-file key it overrides (dotted path); None: the command's own flag
     help: str | None = None
-    items: type | None = None  # the flag's text is a comma-separated list of these (--gamma 1,2,4 → [1, 2, 4])
+    items: builtins.type | None = None  # the flag's text is a comma-separated list of these (--gamma 1,2,4 → [1, 2, 4])
     bound: str | None = None  # the `specbench.bounds` row its value (each item) is checked against
     default: object = None  # None: not given (the sweep file's value, else the spec's default, stands)
     argument: bool = False  # a positional argument, not an option
@@ -353,7 +355,7 @@ class SweepFlags:
         _check_prompt_counts(self.given.get("prompts"), self.given.get("max_prompts"))
         flags = spec_flags()
         for flag in flags:
-            if flag.name in self.given and flag.top not in _MERGED:
+            if flag.key is not None and flag.name in self.given and flag.top not in _MERGED:
                 _put(raw, flag.key, self.given[flag.name])
         for top, merge in _MERGED.items():
             group = {f.name: self.given.get(f.name) for f in flags if f.top == top}
@@ -380,8 +382,10 @@ def _put(raw: dict, key: str, value) -> None:
 def _backend_over(raw: dict, backend: str) -> None:
     """``--backend NAME`` keeps the file's backend options when the file names the same backend."""
     named = raw.get("backend")
-    same = isinstance(named, dict) and named.get("name", DEFAULT_BACKEND) == backend
-    raw["backend"] = {**named, "name": backend} if same else backend
+    if isinstance(named, dict) and named.get("name", DEFAULT_BACKEND) == backend:
+        raw["backend"] = {**named, "name": backend}
+    else:
+        raw["backend"] = backend
 
 
 def _workloads_over(raw: dict, workloads: list[str] | None, prompts: int | None) -> None:
@@ -426,7 +430,7 @@ def _executor_over(raw: dict, executor: str | None, address: str | None, workers
         raw["executor"] = merged
 
 
-_MERGED = {
+_MERGED: dict[str, Callable[..., None]] = {  # top key → how its flags merge (keyword per flag name)
     "backend": _backend_over,
     "workloads": _workloads_over,
     "adaptive": _adaptive_over,

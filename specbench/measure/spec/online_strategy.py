@@ -17,6 +17,7 @@ runs on the own engine, live, unsharded and as a fixed grid, with trained drafte
 from __future__ import annotations
 
 from dataclasses import fields, replace
+from typing import Any
 
 from specbench.backends import registry as backends
 from specbench.bounds import check as check_bound
@@ -43,7 +44,8 @@ SHORT_LOSS = {"accepted": "acc", "accepted+rejected": "acc+rej"}
 def parse_online(value: dict, where: str) -> OnlinePlan:
     """The mapping of one ``{name: online, ...}`` strategy entry, checked, defaults filled in."""
     check_keys(value, KEYS, f"{where}: strategy online: unknown key '{{key}}'", listing="it takes")
-    plan = DEFAULT
+    # field -> its checked value, typed by its choices or bounds row (a key string cannot tell mypy which field)
+    changes: dict[str, Any] = {}
     for key, choices in (("start", STARTS), ("loss", LOSSES)):
         if key in value:
             text = check_text(value[key], key, f"{where}: strategy online")
@@ -52,15 +54,16 @@ def parse_online(value: dict, where: str) -> OnlinePlan:
                     f"{where}: strategy online: unknown {key} '{text}'{did_you_mean(text, list(choices))}"
                     f" (choose from: {', '.join(choices)})"
                 )
-            plan = replace(plan, **{key: text})
+            changes[key] = text
     if "every_prompts" in value and "every_tokens" in value:
         raise SpecbenchError(f"{where}: strategy online: give every_prompts or every_tokens, not both")
     if "every_tokens" in value:
-        plan = replace(plan, every_prompts=None)
+        changes["every_prompts"] = None
     for key, row in ROWS.items():  # every number against its row of the bounds table (upper bounds included)
         if key in value:
             number = check_bound(row, value[key], f"{where}: strategy online", key)
-            plan = replace(plan, **{key: float(number) if key in ("lr", "reject_weight") else number})
+            changes[key] = float(number) if key in ("lr", "reject_weight") else number
+    plan = replace(DEFAULT, **changes)
     if "reject_weight" in value and not plan.uses_rejections:
         raise SpecbenchError(
             f"{where}: strategy online: reject_weight weighs the rejected-draft term, which "

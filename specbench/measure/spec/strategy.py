@@ -51,12 +51,12 @@ class Strategy:
     def label(self) -> str:
         if self.nested:
             return f"nested(P={self.prepared})"
-        return plan_label(self.online) if self.is_online else self.name
+        return plan_label(self.online) if self.online is not None else self.name  # set for online only
 
     def to_dict(self) -> dict:
         if self.nested:
             return {"name": self.name, "prepared": self.prepared}
-        return {"name": self.name, **plan_dict(self.online)} if self.is_online else {"name": self.name}
+        return {"name": self.name, **plan_dict(self.online)} if self.online is not None else {"name": self.name}
 
     @property
     def params_json(self) -> str:

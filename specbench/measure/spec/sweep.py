@@ -101,7 +101,7 @@ def parse_params(items: list[str], drafter: str | None = None) -> dict:
     """KEY=VALUE strings -> dict (numbers become int/float, except for the text parameters of ``drafter``'s
     catalogue entry: ``model=007`` stays the text '007')."""
     declared = catalogue.get(drafter).params if drafter is not None and drafter in catalogue.names() else {}
-    params = {}
+    params: dict[str, str | int | float] = {}
     for item in items:
         if "=" not in item:
             raise SpecbenchError(f"--drafter-param expects KEY=VALUE, got '{item}'")
@@ -109,13 +109,14 @@ def parse_params(items: list[str], drafter: str | None = None) -> dict:
         if key.strip() in declared and declared[key.strip()].kind == "str":
             params[key.strip()] = value
             continue
+        parsed: str | int | float = value
         for cast in (int, float):
             try:
-                value = cast(value)
+                parsed = cast(value)
                 break
             except ValueError:
                 continue
-        params[key.strip()] = value
+        params[key.strip()] = parsed
     return params
 
 
@@ -136,7 +137,7 @@ def _empty_grid_reason(spec: SweepSpec) -> str:
         )
     limits = {t: tree_depth_limit(t) for t in spec.trees}
     if limits and all(limit is not None and min(drafted) > limit for limit in limits.values()):
-        deepest = max(limits.values())
+        deepest = max(limit for limit in limits.values() if limit is not None)
         return (
             f"empty grid: the trees {spec.trees} draft at most {deepest} deep, and every γ in {drafted} is deeper "
             f"(give gammas up to {deepest})"

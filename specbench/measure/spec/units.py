@@ -125,7 +125,7 @@ def runs_live(spec: SweepSpec, config: RunConfig, prompt_index: int) -> bool:
 
 def expand_units(spec: SweepSpec, workloads: list[Workload], shard: tuple[int, int] = (0, 1)) -> list[Unit]:
     """Every unit of the grid in execution order (one shard of it); replayed units after each turn's live ones."""
-    units = []
+    units: list[Unit] = []
     for workload in workloads:
         max_new = spec.max_new_tokens_for(workload)
         prompts = [p for p in workload.prompts if in_shard(p.prompt_id, workload.name, shard)]
