@@ -72,9 +72,9 @@ def sweep_spec(engine: str, concurrency: list[int], prompts: int, tokens: int) -
 
 
 def run(raw: dict, out: Path) -> tuple[float, object]:
-    from specbench.cli.progress_lines import LineProgress
-    from specbench.measure.execution.runner import SweepRunner
-    from specbench.measure.spec.sweep import build_spec
+    from specbench.cli.views.progress_lines import LineProgress
+    from specbench.measure.grid.sweep import build_spec
+    from specbench.measure.run.runner import SweepRunner
     from specbench.records.store import load_records
 
     start = time.perf_counter()
@@ -124,7 +124,7 @@ def main() -> int:
     args = parser.parse_args()
     import pandas as pd
 
-    from specbench.engine.cpu_info import describe_cpu
+    from specbench.engine.cpu.cpu_info import describe_cpu
 
     levels = [int(x) for x in args.concurrency.split(",")]
     load_before = os.getloadavg()[0]

@@ -27,7 +27,7 @@ import time
 
 import torch
 
-from specbench.cli.progress_lines import Steps
+from specbench.cli.views.progress_lines import Steps
 from specbench.engine.decoder import DecoderOutput
 from specbench.engine.drafters import make_drafter
 from specbench.engine.drafters.base import RoundOutcome

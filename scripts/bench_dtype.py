@@ -30,11 +30,11 @@ import time
 
 import torch
 
-from specbench.cli.progress_lines import Steps
+from specbench.cli.views.progress_lines import Steps
+from specbench.engine.cpu.weight_layout import prefer_column_major
 from specbench.engine.decoder import NativeDecoder
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
-from specbench.engine.weight_layout import prefer_column_major
 from specbench.models.prompting import encode_conversation
 from specbench.models.resolve import load_model
 from specbench.workloads.catalog import load_workload

@@ -11,7 +11,7 @@ The protocol (so that the figures mean what they say on a machine others share):
      caches, lazy initialisation);
   2. both engines run on the same model object, each in its fastest CPU weight layout, set (untimed) before
      each of its calls: specbench's is measured on this machine by the layout probe
-     (`specbench.engine.layout_probe`, as `--layout auto` does; its one-line choice is printed), transformers'
+     (`specbench.engine.cpu.layout_probe`, as `--layout auto` does; its one-line choice is printed), transformers'
      is the faster of row-major and column-major in two untimed calls each;
   3. ``--repeats`` repeats (≥ 3), each running every prompt once per method, methods interleaved per prompt
      and their order rotated per repeat, so that drift in the machine's load falls on every method alike;
@@ -46,13 +46,13 @@ import time
 import torch
 
 from specbench.catalogue import drafters as catalogue
-from specbench.cli.progress_lines import Steps
-from specbench.engine.cpu_info import describe_cpu
+from specbench.cli.views.progress_lines import Steps
+from specbench.engine.cpu.cpu_info import describe_cpu
+from specbench.engine.cpu.layout_probe import choose_layout
+from specbench.engine.cpu.weight_layout import apply_layout, prefer_column_major, prefer_row_major
 from specbench.engine.decoder import NativeDecoder
 from specbench.engine.drafters import make_drafter
-from specbench.engine.layout_probe import choose_layout
 from specbench.engine.loop import SpeculativeEngine
-from specbench.engine.weight_layout import apply_layout, prefer_column_major, prefer_row_major
 from specbench.errors import SpecbenchError
 from specbench.models.prompting import encode_conversation
 from specbench.models.resolve import load_model

@@ -27,9 +27,9 @@ HOG = "import time\nt = time.time()\nwhile time.time() - t < {seconds}: pass\n"
 
 def run_sweep(out: Path, prompts: int, workload: str, hog_procs: int) -> tuple[float, float, object, list[str], dict]:
     from specbench.analysis.cost.predicted_speedup import predicted_table
-    from specbench.cli.progress_lines import LineProgress
-    from specbench.measure.execution.runner import SweepRunner
-    from specbench.measure.spec.sweep import build_spec
+    from specbench.cli.views.progress_lines import LineProgress
+    from specbench.measure.grid.sweep import build_spec
+    from specbench.measure.run.runner import SweepRunner
     from specbench.records.store import load_records
 
     raw = {

@@ -3,7 +3,7 @@
 For every distinct linear shape of a model (from its config; the model is loaded for it and dropped: attention q/o, k/v, MLP gate/up, down),
 it allocates as many random copies as the model has layers (so the weights stream from memory, as in
 a real forward, instead of sitting in cache) and times one pass over them for N = 1, 2, 5, 16, 64,
-512 rows of x, in the forms `specbench.engine.weight_layout` chooses between:
+512 rows of x, in the forms `specbench.engine.cpu.weight_layout` chooses between:
 
   * ``x·Wᵀ row-major``    — ``F.linear`` on W as torch stores it (an NT GEMM, a GEMV at N = 1);
   * ``x·Wᵀ column-major`` — ``F.linear`` on W stored column-major (an NN GEMM; the previous layout);
@@ -25,7 +25,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from specbench.engine.weight_layout import linear, onednn_packing, pack_for_onednn, to_column_major
+from specbench.engine.cpu.weight_layout import linear, onednn_packing, pack_for_onednn, to_column_major
 from specbench.models.resolve import load_model
 
 ROWS = (1, 2, 5, 16, 64, 512)

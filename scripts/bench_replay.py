@@ -5,7 +5,7 @@
     python scripts/bench_replay.py --prompts 2 --max-new-tokens 48  # quicker
     python scripts/bench_replay.py --json bench-replay.json
 
-Two real sweeps (`specbench.measure.execution.runner.SweepRunner`) in temporary folders, greedy, the same prompts:
+Two real sweeps (`specbench.measure.run.runner.SweepRunner`) in temporary folders, greedy, the same prompts:
 
 * live: the baseline and every drafter at γ = 1..8 through the engine;
 * replay: the baseline, the calibration units (``--calibration-gammas`` on
@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from specbench.cli.progress_lines import LineProgress
+from specbench.cli.views.progress_lines import LineProgress
 
 
 class PhaseClock(LineProgress):
@@ -62,8 +62,8 @@ class PhaseClock(LineProgress):
 
 
 def run_sweep(raw: dict, folder: Path) -> tuple[float, PhaseClock]:
-    from specbench.measure.execution.runner import SweepRunner
-    from specbench.measure.spec.sweep import build_spec
+    from specbench.measure.grid.sweep import build_spec
+    from specbench.measure.run.runner import SweepRunner
 
     clock = PhaseClock()
     runner = SweepRunner(build_spec(raw), folder, observer=clock)

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import torch
 
-from specbench.cli.progress_lines import Steps
+from specbench.cli.views.progress_lines import Steps
+from specbench.engine.cpu.weight_layout import linear, single_row_weight
 from specbench.engine.decoder import NativeDecoder
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.timing import DeviceClock
-from specbench.engine.weight_layout import linear, single_row_weight
 from specbench.errors import SpecbenchError
 from specbench.models.prompting import encode_conversation
 from specbench.models.resolve import load_model

@@ -7,7 +7,7 @@
     python scripts/bench_strategy_moe.py --drafters '[{"type": "draft-model", "params": {"model": "smollm2-135m-exit8"}}]'
 
 Runs the sweep (default: SmolLM2-135M-MoE with the shipped EAGLE drafter) — a real
-`specbench.measure.execution.runner.SweepRunner`, into ``--out`` or a temporary folder — and prints, per configuration, from its records (`specbench.analysis.cost.moe.expert_aware_table`):
+`specbench.measure.run.runner.SweepRunner`, into ``--out`` or a temporary folder — and prints, per configuration, from its records (`specbench.analysis.cost.moe.expert_aware_table`):
 τ, distinct experts per layer per verify, expert MB read per verify and per emitted token, the
 measured decode tokens/s on this machine (the upcycled target computes each MLP once, so its timings
 do not pay for experts), and the tokens/s the expert-aware cost model predicts when every verify
@@ -49,7 +49,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def sweep_spec(args: argparse.Namespace) -> dict:
     """The sweep file with the command line's overrides."""
     from specbench.errors import SpecbenchError
-    from specbench.measure.spec.sweep import load_spec_file
+    from specbench.measure.grid.sweep import load_spec_file
 
     raw = load_spec_file(args.sweep)
     if args.prompts is not None:
@@ -95,9 +95,9 @@ def table_text(records) -> str:
 
 def run(args: argparse.Namespace) -> str:
     """Run the sweep (unless ``--results``) and return the printed table."""
-    from specbench.cli.progress_lines import LineProgress
-    from specbench.measure.execution.runner import SweepRunner
-    from specbench.measure.spec.sweep import build_spec
+    from specbench.cli.views.progress_lines import LineProgress
+    from specbench.measure.grid.sweep import build_spec
+    from specbench.measure.run.runner import SweepRunner
     from specbench.records.store import load_records
 
     lines = [f"load average {os.getloadavg()[0]:.2f} before"]

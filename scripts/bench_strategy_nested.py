@@ -2,7 +2,7 @@
 
 For every γ the same prompts run three ways, interleaved prompt by prompt so that load from other
 jobs falls on all of them alike: target only, sequential speculation (draft, then verify) and
-nested speculation (`specbench.engine.nested`: while the target verifies round r, the drafter
+nested speculation (`specbench.engine.strategies.nested`: while the target verifies round r, the drafter
 prepares round r + 1's draft for the P likeliest outcomes). Greedy, fixed-length outputs.
 
 Columns: decode tokens/s of each; nested ÷ sequential; the hit rate (rounds after a generation's
@@ -24,10 +24,10 @@ import time
 
 import torch
 
-from specbench.cli.progress_lines import Steps
+from specbench.cli.views.progress_lines import Steps
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
-from specbench.engine.nested import NestedDriver
+from specbench.engine.strategies.nested import NestedDriver
 from specbench.models.prompting import encode_conversation
 from specbench.models.resolve import load_model
 from specbench.workloads.catalog import load_workload

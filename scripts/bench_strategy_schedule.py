@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 
 from specbench.analysis.recommendation.recommend import recommend
-from specbench.cli.progress_lines import LineProgress
-from specbench.measure.execution.runner import SweepRunner
-from specbench.measure.spec.sweep import build_spec, load_spec_file
+from specbench.cli.views.progress_lines import LineProgress
+from specbench.measure.grid.sweep import build_spec, load_spec_file
+from specbench.measure.run.runner import SweepRunner
 from specbench.records.store import load_records
 from specbench.records.summary import configuration_table
 

@@ -24,9 +24,9 @@ import time
 
 import torch
 
-from specbench.cli.progress_lines import Steps
+from specbench.cli.views.progress_lines import Steps
+from specbench.engine.cpu.weight_layout import apply_cpu_layout, prefer_column_major, prefer_row_major
 from specbench.engine.decoder import NativeDecoder
-from specbench.engine.weight_layout import apply_cpu_layout, prefer_column_major, prefer_row_major
 from specbench.models.resolve import load_model
 
 CONTEXT = 256

@@ -29,8 +29,8 @@ from pathlib import Path
 import torch
 
 from specbench.engine.drafters import registry
-from specbench.engine.drafters.checkpoint import read_checkpoint, resolve_checkpoint
-from specbench.engine.drafters.feature_layers import VocabHead
+from specbench.engine.drafters.checkpoints.checkpoint import read_checkpoint, resolve_checkpoint
+from specbench.engine.drafters.networks.feature_layers import VocabHead
 from specbench.engine.drafters.ngram import NgramDrafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.models.resolve import load_model

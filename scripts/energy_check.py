@@ -4,7 +4,7 @@
 
 Writes a four-prompt JSONL workload and a sweep (the target-only baseline and n-gram lookup at γ 1, 2 and 4,
 greedy) into OUT, runs ``specbench sweep`` into ``OUT/energy``, then prints and writes ``OUT/energy.json``:
-the counters read (`specbench.measure.execution.energy`), the idle power subtracted, joules per output token and per
+the counters read (`specbench.measure.timing.energy`), the idle power subtracted, joules per output token and per
 accepted draft token per configuration with 95 % intervals, and the energy-optimal γ beside the
 throughput-optimal one (``--summary`` writes that JSON elsewhere) (`specbench.analysis.load.operating`). Exit 0 when every record has its energy; 1 when the
 machine has no counter (the reason is printed: on a GPU without nvidia-ml-py, ``pip install

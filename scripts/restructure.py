@@ -195,7 +195,7 @@ def move_files(table: Table, dry_run: bool) -> tuple[list[Move], list[str]]:
 def reference_patterns(moves: list[Move]) -> tuple[list[tuple[re.Pattern, str]], list[tuple[re.Pattern, str]]]:
     """(pattern, replacement) for every spelling of every moved name, longest names first: the full spellings
     (``specbench.a.b``, ``specbench/a/b.py``), rewritten everywhere, and the short ones prose uses (``a.b``,
-    ``a/b.py``), rewritten in Python only inside comments and strings (in code ``engine.schedule`` may be an
+    ``a/b.py``), rewritten in Python only inside comments and strings (in code ``engine.strategies.schedule`` may be an
     attribute)."""
     full, short = [], []
     for move in sorted(moves, key=lambda m: -len(m.old)):

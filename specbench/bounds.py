@@ -29,7 +29,9 @@ GAMMA_LIMIT = 128  # the largest γ anywhere: sweep gammas, run --gamma, recomme
 MAX_TOKENS = 2**20  # new tokens per turn, context lengths: no model's window is longer
 MAX_PROMPTS = 1_000_000  # prompts per workload (the largest built-in one has 17,671)
 MAX_BATCH = 4096  # sequences in one forward / requests in flight
-SEED_ROW = "seed"  # the row of every seed: `is_seed` names take it by construction (`specbench.cli.params.flag_row`)
+SEED_ROW = (
+    "seed"  # the row of every seed: `is_seed` names take it by construction (`specbench.cli.shell.params.flag_row`)
+)
 
 
 @dataclass(frozen=True)
@@ -305,7 +307,7 @@ def text_violation(name: str, value) -> str | None:
 # whose value is a list or a range of numbers ("1,4,16", "1..8") has its numbers' row: each is checked
 # where it is parsed (`int_list`, the sweep spec); the text of the flag itself is held to the "text" row.
 # Not here: the rows `specbench sweep`'s flag table declares (a `Flag` with a ``bound``): "sweep --gamma" and the
-# sweep-file key's "sweep: gammas" come from that one statement (`specbench.measure.spec.flags.declared_rows`,
+# sweep-file key's "sweep: gammas" come from that one statement (`specbench.measure.grid.flags.declared_rows`,
 # joined to these tables by `joined`); a row written here as well is refused there.
 FLAG_ROWS: dict[str, str] = {
     "--address": "text",
@@ -407,7 +409,7 @@ FLAG_ROWS: dict[str, str] = {
 # The row of every key of every YAML file specbench reads, as "KIND: KEY" (nested keys "KIND: SECTION.KEY").
 # tests/test_bounds_everywhere.py reads the keys each parser accepts and fails on one without a row here.
 KEY_ROWS: dict[str, str] = {
-    # a sweep file (specbench.measure.spec.sweep and the sections it hands on)
+    # a sweep file (specbench.measure.grid.sweep and the sections it hands on)
     "sweep: name": "text",
     "sweep: description": "text",
     "sweep: target": "text",

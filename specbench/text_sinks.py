@@ -6,8 +6,8 @@ moves the cursor, retitles the window or hides what follows), an SVG (XML 1.0 fo
 characters: the file no longer parses), an HTML page (control characters are parse errors) or a
 matplotlib label. Each sink has one function here, and each sink's writer calls it in one place:
 
-* `for_terminal` — `specbench.cli.render` (every console, `plain`, `styled`) and the one-line errors of
-  `specbench.cli.exit_codes`;
+* `for_terminal` — `specbench.cli.views.render` (every console, `plain`, `styled`) and the one-line errors of
+  `specbench.cli.shell.exit_codes`;
 * `for_label` — every text of a figure, titles, legends and tick labels alike, just before it is saved
   (`specbench.figures.plot.save_figure`); figures never parse mathtext (``text.parse_math`` off);
 * `for_html` — `specbench.figures.report.esc`, the one HTML escape of the report;

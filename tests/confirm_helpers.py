@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from specbench.measure.execution.runner import run_info
-from specbench.measure.spec.sweep import build_spec
+from specbench.measure.grid.sweep import build_spec
+from specbench.measure.run.runner import run_info
 from specbench.workloads.catalog import load_workload
 from tests.synthetic_results import SyntheticCosts, SyntheticDrafter, make_records, write_results
 

@@ -6,7 +6,7 @@ the target-only baseline decodes at ``base_rate / (1 + slowdown · (load − 1))
 a configuration at that times ``truth(load, gamma)`` — the known speedup — each times a per-prompt
 factor (shared by every configuration: prompts differ in length and difficulty) and a per-request
 log-normal noise. Per-round timings are NaN (a serving engine does not report them); the batch
-columns hold one batch per (configuration, load, turn) — as `specbench.measure.execution.groups` forms them —
+columns hold one batch per (configuration, load, turn) — as `specbench.measure.serving.groups` forms them —
 whose wall time is Σ latency ÷ min(load, requests) (every slot kept busy).
 """
 

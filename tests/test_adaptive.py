@@ -25,7 +25,7 @@ from specbench.analysis.verdicts.stopping import DECIDED, OPEN, look_outcome
 from specbench.analysis.verdicts.verdict import NO, UNSURE, YES
 from specbench.cli import app
 from specbench.errors import SpecbenchError
-from specbench.measure.spec.adaptive import AdaptivePlan, parse_adaptive, parse_budget
+from specbench.measure.grid.adaptive import AdaptivePlan, parse_adaptive, parse_budget
 from specbench.records.adaptive_history import read_history
 from specbench.records.store import load_records
 from tests.cli_helpers import assert_user_error, invoke, jsonl_workload, tiny_sweep_yaml
@@ -254,7 +254,7 @@ def test_a_look_that_does_not_fit_the_budget_left_ends_as_budget_not_as_prompts_
 ):
     """Budget left, but the next look is estimated to overrun it: the workloads end "cannot tell within the
     budget" (with what is needed), not "its prompts ran out" — they had prompts left."""
-    from specbench.measure.execution.adaptive import AdaptivePolicy
+    from specbench.measure.run.adaptive import AdaptivePolicy
 
     monkeypatch.setattr(AdaptivePolicy, "_look_seconds", lambda self, state: None if state.look == 0 else 1e9)
     spec, out = adaptive_yaml(tmp_path, prompts_file, adaptive={**ADAPTIVE, "budget": "1h"}), tmp_path / "res"
@@ -292,7 +292,7 @@ def test_progress_lines_count_the_look_and_cap_the_eta_by_the_budget():
     """In an adaptive sweep the grid is only an upper bound: lines count the look's units and say the budget left."""
     import io
 
-    from specbench.cli.progress_lines import LineProgress
+    from specbench.cli.views.progress_lines import LineProgress
 
     stream = io.StringIO()
     progress = LineProgress(stream, heartbeat_s=1e9, min_gap_s=0.0)
@@ -310,8 +310,8 @@ def test_serving_backend_keeps_engines_and_runs_the_warm_ones_first(monkeypatch)
     the last two configurations are still running, and run first) — against 8 without kept engines."""
     from specbench.backends.base import Request
     from specbench.backends.registry import make_backend
-    from specbench.measure.execution.groups import Group, warm_first
-    from specbench.measure.spec.sweep import build_spec
+    from specbench.measure.grid.sweep import build_spec
+    from specbench.measure.serving.groups import Group, warm_first
 
     monkeypatch.setenv("SPECBENCH_VLLM_WORKER_ENGINE", "tests.fake_vllm_engine:FakeEngine")
     monkeypatch.setenv("PYTHONPATH", os.getcwd())

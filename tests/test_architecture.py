@@ -56,7 +56,7 @@ def _lint_broken(tmp_path, roots: list[str], name: str, source: str, forbidden: 
     [
         (["specbench"], "specbench.measure", "specbench.records"),  # measure writes records
         (["specbench", "specbench_kernels"], "specbench.engine", "specbench_kernels"),  # the walls see the kernels
-        (["specbench"], "specbench.measure.execution", "specbench.measure.spec"),  # the runner runs the spec
+        (["specbench"], "specbench.measure.run", "specbench.measure.grid"),  # the runner runs the grid
         (["specbench"], "specbench.analysis.recommendation", "specbench.analysis.verdicts"),  # it reads verdicts
     ],
 )

@@ -10,12 +10,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specbench.engine.cpu_info import onednn_16bit
-from specbench.engine.decoder import NativeDecoder, TreeLayout
-from specbench.engine.drafters import make_drafter
-from specbench.engine.loop import SpeculativeEngine
-from specbench.engine.verify import verify_greedy, verify_greedy_rows
-from specbench.engine.weight_layout import (
+from specbench.engine.cpu.cpu_info import onednn_16bit
+from specbench.engine.cpu.weight_layout import (
     LAYOUTS,
     MIXED,
     candidate_layouts,
@@ -25,6 +21,10 @@ from specbench.engine.weight_layout import (
     prefer_column_major,
     single_row_weight,
 )
+from specbench.engine.decoder import NativeDecoder, TreeLayout
+from specbench.engine.drafters import make_drafter
+from specbench.engine.loop import SpeculativeEngine
+from specbench.engine.verify import verify_greedy, verify_greedy_rows
 
 NEW_TOKENS = 48
 PROMPTS = [

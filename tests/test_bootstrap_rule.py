@@ -35,7 +35,7 @@ from specbench.analysis.statistics.intervals import (
 )
 from specbench.analysis.statistics.speedup_interval import speedup_interval
 from specbench.bounds import BOUNDS
-from specbench.cli.exit_codes import BAD_INPUT, OK, REGRESSED_CODE
+from specbench.cli.shell.exit_codes import BAD_INPUT, OK, REGRESSED_CODE
 from specbench.records.store import ResultsStore
 from tests.cli_helpers import invoke
 from tests.synthetic_results import SyntheticDrafter, make_records, records_frame

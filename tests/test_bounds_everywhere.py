@@ -1,6 +1,6 @@
 """Every flag of every command and every key of every YAML file has a row in the bounds table
 (`specbench.bounds`: `FLAG_ROWS`, `KEY_ROWS`, joined with the rows `specbench sweep`'s flag table declares:
-`specbench.measure.spec.flags.flag_rows` / `key_rows`), each row is stated once, and the rows are enforced.
+`specbench.measure.grid.flags.flag_rows` / `key_rows`), each row is stated once, and the rows are enforced.
 
 Nothing here lists a flag or a key by hand: the flags come from the command line itself (the Typer app's click
 commands, so a flag another change adds without a row fails here), the sweep keys from the parser's own key
@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from specbench import bounds
 from specbench.bounds import BOUNDS, TEXT_BOUNDS, row_exists
 from specbench.cli import app
-from specbench.cli.params import commands, flag_key, flag_row, row_name
+from specbench.cli.shell.params import commands, flag_key, flag_row, row_name
 from specbench.errors import SpecbenchError
-from specbench.measure.spec.flags import FLAGS, declared_rows, flag_rows, key_rows
+from specbench.measure.grid.flags import FLAGS, declared_rows, flag_rows, key_rows
 from tests.cli_helpers import invoke
 from tests.test_fuzz import fuzz
 
@@ -38,11 +38,11 @@ def _cli_params() -> list[tuple[str, object, str]]:
 
 
 def _sweep_keys() -> set[str]:
-    from specbench.engine.online_drafting import OnlinePlan
-    from specbench.measure.spec import adaptive as adaptive_spec
-    from specbench.measure.spec import executor as executor_spec
-    from specbench.measure.spec import sweep_spec as spec
-    from specbench.measure.spec.timing import DEFAULT as TIMING
+    from specbench.engine.strategies.online_drafting import OnlinePlan
+    from specbench.measure.grid import adaptive as adaptive_spec
+    from specbench.measure.grid import executor as executor_spec
+    from specbench.measure.grid import sweep_spec as spec
+    from specbench.measure.grid.timing import DEFAULT as TIMING
 
     keys = {f"sweep: {k}" for k in spec.TOP_LEVEL_KEYS}
     sections = {
@@ -218,7 +218,7 @@ NUMERIC_KEYS = sorted(k for k, row in key_rows().items() if k.startswith("sweep:
 
 @fuzz(st.tuples(st.sampled_from(NUMERIC_KEYS), st.sampled_from([0, 1, 2])), short=40, long=400)
 def _sweep_keys_enforced(case):
-    from specbench.measure.spec.sweep import build_spec
+    from specbench.measure.grid.sweep import build_spec
 
     key, side = case
     row = key_rows()[key]

@@ -21,14 +21,14 @@ from specbench.catalogue import drafters as catalogue
 from specbench.catalogue import engines
 from specbench.catalogue.drafters import DrafterKind, Param
 from specbench.engine.drafters import make_drafter, registry
-from specbench.engine.drafters.eagle import Eagle3Type
+from specbench.engine.drafters.networks.eagle import Eagle3Type
 from specbench.engine.drafters.ngram import NgramType
 from specbench.engine.drafters.registry import BUILD_ARGUMENTS
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.sampling import SamplingParams
 from specbench.errors import SpecbenchError
+from specbench.measure.grid.sweep import build_spec
 from specbench.measure.replay.replayer import Replayer, replay_chain
-from specbench.measure.spec.sweep import build_spec
 from specbench.training.vllm_export import exporter, write_export
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,7 +54,7 @@ def test_every_buildable_kind_has_a_complete_entry_that_its_class_agrees_with(na
     assert declared == {p: param.default for p, param in kind.params.items()}, "parameters and defaults"
     for p, param in kind.params.items():
         assert param.kind in str(signature[p].annotation), f"{p}: {param.kind} vs {signature[p].annotation}"
-    from specbench.engine.drafters.trained import TrainedType
+    from specbench.engine.drafters.networks.trained import TrainedType
 
     assert kind.trained == isinstance(drafter_type, TrainedType)
     assert kind.model_free == (kind.forwards == (0, 0))

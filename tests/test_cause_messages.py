@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 
 from specbench.analysis.compare import compare, side
 from specbench.analysis.recommendation.confirm_report import load_report
-from specbench.backends import prometheus
+from specbench.backends.servers import prometheus
 from specbench.errors import SpecbenchError
-from specbench.measure.execution.confirm import ConfirmPolicy, ConfirmSettings, plan_confirmation
-from specbench.measure.execution.runner import SweepRunner
+from specbench.measure.run.confirm import ConfirmPolicy, ConfirmSettings, plan_confirmation
+from specbench.measure.run.runner import SweepRunner
 from tests.cli_helpers import assert_user_error, invoke
 from tests.confirm_helpers import decided_results
 from tests.synthetic_results import SyntheticDrafter, make_records, records_frame

@@ -7,7 +7,7 @@
   verdict's keys ("answer", "candidates", ...) are read from a mapping only in the module that writes that
   verdict (its ``as_dict`` / ``from_dict``): everything else reads the typed verdict's attributes.
 * One look engine: rounds of looks (`choose_round`) and their time (`share_time`) are run only by
-  `specbench.measure.execution.looks`, and the status words of an item measured in looks ("prompts exhausted",
+  `specbench.measure.run.looks`, and the status words of an item measured in looks ("prompts exhausted",
   "budget", ...) are defined only in `specbench.analysis.verdicts.status` — no second look loop.
 * One JSON layer: a JSON file is read and written only by `specbench.safe_files.read_json` / `write_json` (size
   bounded, atomic, never through a symlink, numpy values made JSON-ready). Outside safe_files.py no module
@@ -49,7 +49,7 @@ VERDICT_MODULES = {
     "specbench/analysis/verdicts/choice.py",  # the choice among the options (its prompts_needed)
 }
 LOOK_VERBS = {"choose_round", "share_time"}  # a round of looks and its time: the look engine's alone
-LOOK_ENGINE = "specbench/measure/execution/looks.py"
+LOOK_ENGINE = "specbench/measure/run/looks.py"
 STATUS_MODULE = "specbench/analysis/verdicts/status.py"
 STATUS_WORDS = {"open", "decided", "prompts exhausted", "budget", "futile"}
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specbench.cli.exit_codes import BAD_INPUT, INCONCLUSIVE_CODE, OK, REGRESSED_CODE
+from specbench.cli.shell.exit_codes import BAD_INPUT, INCONCLUSIVE_CODE, OK, REGRESSED_CODE
 from specbench.records.store import ResultsStore
 from tests.cli_helpers import TINY_SWEEP, invoke, jsonl_workload, write_sweep_yaml
 from tests.synthetic_results import SyntheticDrafter, make_records, records_frame

@@ -33,11 +33,11 @@ from specbench.analysis.recommendation.confirmation import STATIC, judge
 from specbench.analysis.recommendation.recommend import recommend
 from specbench.analysis.statistics.sequential import LookPlan
 from specbench.analysis.verdicts.verdict import NO, YES
-from specbench.backends.vllm_config import speculative_config
-from specbench.engine.schedule import ScheduleSpec, batch_size_schedule, make_schedule
+from specbench.backends.vllm.config import speculative_config
+from specbench.engine.strategies.schedule import ScheduleSpec, batch_size_schedule, make_schedule
 from specbench.errors import SpecbenchError
-from specbench.measure.execution.confirm import ConfirmSettings, draw_fresh, fresh_prompts, plan_confirmation
-from specbench.measure.spec.sweep_spec import DrafterConfig, RunConfig
+from specbench.measure.grid.sweep_spec import DrafterConfig, RunConfig
+from specbench.measure.run.confirm import ConfirmSettings, draw_fresh, fresh_prompts, plan_confirmation
 from specbench.records.store import load_records, load_run_info
 from specbench.workloads.catalog import load_workload
 from specbench.workloads.prompt import Prompt

@@ -1,4 +1,4 @@
-"""What the CPU can do (`specbench.engine.cpu_info`) and every path that asks it before building a layout or a
+"""What the CPU can do (`specbench.engine.cpu.cpu_info`) and every path that asks it before building a layout or a
 dtype: the probe's candidates, ``dtype: auto``, the default layout, a forced ``--layout``, a cached probe entry,
 `apply_layout` and the packing itself. Each check runs on faked feature sets (AVX2 only, AVX2 with
 AVX-NE-CONVERT, AVX-512 without BF16, AVX512-BF16, AMX, AMX-FP16, a torch without oneDNN), so that a machine of
@@ -12,9 +12,9 @@ import json
 import pytest
 import torch
 
-from specbench.engine import layout_probe
-from specbench.engine.cpu_info import CpuFeatures, assume_cpu_features, cpu_features, describe_cpu
-from specbench.engine.layout_probe import (
+from specbench.engine.cpu import layout_probe
+from specbench.engine.cpu.cpu_info import CpuFeatures, assume_cpu_features, cpu_features, describe_cpu
+from specbench.engine.cpu.layout_probe import (
     LayoutChoice,
     auto_dtypes,
     cache_file,
@@ -23,7 +23,7 @@ from specbench.engine.layout_probe import (
     probe_key,
     probe_layouts,
 )
-from specbench.engine.weight_layout import (
+from specbench.engine.cpu.weight_layout import (
     COLUMN_MAJOR,
     DTYPE_NAMES,
     LAYOUTS,

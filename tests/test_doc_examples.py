@@ -35,8 +35,8 @@ import typer
 import yaml
 
 from specbench.cli import app
-from specbench.cli.params import bind_rows
-from specbench.measure.spec.sweep import build_spec, load_spec_file
+from specbench.cli.shell.params import bind_rows
+from specbench.measure.grid.sweep import build_spec, load_spec_file
 from tests.cli_helpers import invoke
 from tests.confirm_helpers import decided_results
 from tests.doc_examples import ROOT, Block, Command, all_blocks, console_commands, read_blocks
@@ -86,7 +86,7 @@ def stand_ins(tmp_path_factory) -> dict[str, Path]:
     ngram = SyntheticDrafter(
         name="ngram", params={"n_max": 3, "n_min": 1}, gammas=(2, 4), model_free=True, draft_fixed_s=0.0005
     )
-    from specbench.measure.execution.runner import run_info
+    from specbench.measure.run.runner import run_info
 
     spec = build_spec(load_spec_file(ROOT / "sweeps/vllm-load-schedule.yaml"))
     serving = serving_records(

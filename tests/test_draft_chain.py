@@ -12,7 +12,7 @@ from specbench.engine.drafters import make_drafter
 from specbench.engine.drafters.base import RoundOutcome
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.sampling import SamplingParams
-from specbench.engine.schedule import parse_schedule
+from specbench.engine.strategies.schedule import parse_schedule
 from specbench.engine.tree import shape_for
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -83,7 +83,7 @@ def test_the_docs_example_registers_builds_and_is_greedy_lossless(tiny, lookahea
     loaded = make_drafter("lookahead", tiny, {"checkpoint": str(tmp_path / "ck")})
     assert torch.equal(loaded.net.proj.weight, drafter.net.proj.weight)
     # and its objective, resolved by name on the training side
-    from specbench.engine.drafters.feature_layers import VocabHead
+    from specbench.engine.drafters.networks.feature_layers import VocabHead
     from specbench.training.objectives import Batch, objective
 
     fn, kwargs = objective("lookahead")

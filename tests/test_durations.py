@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from specbench.analysis.load.slo import LATENCY_UNITS, parse_latency
 from specbench.durations import UNIT_S, parse_duration
 from specbench.errors import SpecbenchError
-from specbench.measure.spec.adaptive import BUDGET_UNITS, parse_budget
+from specbench.measure.grid.adaptive import BUDGET_UNITS, parse_budget
 
 
 @given(st.floats(0, 1e6, allow_nan=False), st.sampled_from(sorted(UNIT_S)), st.booleans(), st.booleans())

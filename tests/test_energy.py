@@ -1,4 +1,4 @@
-"""Energy counters (`specbench.measure.execution.energy`): RAPL wraparound and refusals, NVML through a stand-in module,
+"""Energy counters (`specbench.measure.timing.energy`): RAPL wraparound and refusals, NVML through a stand-in module,
 idle subtraction, and the record columns a sweep writes with a fake counter (and without one: null, one line)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import types
 import pandas as pd
 import pytest
 
-from specbench.measure.execution import energy
-from specbench.measure.execution.energy import EnergyMeter, energy_columns, find_nvml, find_rapl
+from specbench.measure.timing import energy
+from specbench.measure.timing.energy import EnergyMeter, energy_columns, find_nvml, find_rapl
 from specbench.records.store import load_records, load_run_info
 from tests.cli_helpers import invoke, one_prompt_sweep, write_sweep_yaml
 

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from specbench.analysis.settings.engine_settings import engine_settings
-from specbench.cli import engine_checks
-from specbench.cli.engine_checks import check_sglang_flags, validate_settings
+from specbench.cli.shell import engine_checks
+from specbench.cli.shell.engine_checks import check_sglang_flags, validate_settings
 
 
 @pytest.fixture()

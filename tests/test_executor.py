@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from specbench.errors import SpecbenchError
-from specbench.measure.execution.executor import (
+from specbench.measure.executors.executor import (
     BUG,
     DIED,
     INPUT,
@@ -21,18 +21,18 @@ from specbench.measure.execution.executor import (
     placement_columns,
     raise_failures,
 )
-from specbench.measure.execution.pieces import BLOCK, GROUP, Piece, live_pieces
-from specbench.measure.execution.ray_executor import (
+from specbench.measure.executors.pieces import BLOCK, GROUP, Piece, live_pieces
+from specbench.measure.executors.ray_executor import (
     Shape,
     check_same_weights,
     parallel_gpus,
     start_local_instance,
     worker_shapes,
 )
-from specbench.measure.spec.executor import INPROCESS, executor_over, parse_executor
-from specbench.measure.spec.flags import SweepFlags
-from specbench.measure.spec.sweep import build_spec
-from specbench.measure.spec.units import UnitOutput, expand_units, load_workloads
+from specbench.measure.grid.executor import INPROCESS, executor_over, parse_executor
+from specbench.measure.grid.flags import SweepFlags
+from specbench.measure.grid.sweep import build_spec
+from specbench.measure.grid.units import UnitOutput, expand_units, load_workloads
 from specbench.records.store import load_records
 from tests.cli_helpers import TINY_SWEEP, assert_user_error, invoke, jsonl_workload, tiny_sweep_yaml
 

@@ -499,7 +499,7 @@ def test_case_count():
 
 # command line, and a function the command calls (patched to fail where the command module looks it up)
 PER_COMMAND = [
-    ("sweep", [*SW, "--out", "{tmp}/new"], "specbench.measure.execution.runner.SweepRunner.run"),
+    ("sweep", [*SW, "--out", "{tmp}/new"], "specbench.measure.run.runner.SweepRunner.run"),
     ("run", [*RUN, "--prompt", "hi"], "specbench.backends.own_engine.run_prompt"),
     ("results-show", ["results", "show", "{R}"], "specbench.cli.results_cmd.configuration_table"),
     ("results-merge", ["results", "merge", "{R}", "--out", "{tmp}/m"], "specbench.cli.results_cmd.merge_folders"),
@@ -600,9 +600,9 @@ def test_force_sets_old_records_aside(env):
 
 def test_grid_limit_counts_without_expanding_and_yes_lifts_it(env):
     from specbench.errors import SpecbenchError
-    from specbench.measure.spec.sweep import build_spec
-    from specbench.measure.spec.units import expand_units, load_workloads
-    from specbench.measure.spec.validate import MAX_UNITS, check_grid_size, count_units
+    from specbench.measure.grid.sweep import build_spec
+    from specbench.measure.grid.units import expand_units, load_workloads
+    from specbench.measure.grid.validate import MAX_UNITS, check_grid_size, count_units
 
     spec = build_spec(
         {
@@ -753,8 +753,8 @@ def _wait_for_units(out: Path, n: int, proc, timeout: float = 240) -> None:
 
 def _expected_units(cmd: list[str]) -> set[str]:
     """unit ids of the slow sweep's grid (the spec built the way the CLI builds it)."""
-    from specbench.measure.execution.runner import expand_units, load_workloads
-    from specbench.measure.spec.sweep import build_spec
+    from specbench.measure.grid.sweep import build_spec
+    from specbench.measure.run.runner import expand_units, load_workloads
 
     workload = next(a for a in cmd if a.startswith("jsonl:"))
     count = int(cmd[cmd.index("--prompts") + 1])
@@ -896,7 +896,7 @@ def test_sweep_progress_prints_data_literally():
 
 
 def test_one_escaping_path_in_the_cli():
-    """Every console comes from cli.render (markup off); no command parses markup or makes its own
+    """Every console comes from cli.views.render (markup off); no command parses markup or makes its own
     progress text column; nothing outside render.py escapes."""
     import ast
 

@@ -23,14 +23,7 @@ ROOTS = ("specbench", "specbench_kernels")
 LONG_MODULES_ALLOWED: dict[str, str] = {}
 # Folders over 12 modules that scripts/restructure.py cuts into sub-packages (issue 48, item 1). Its move table is
 # run once the edits in flight in these folders have landed; then this list is emptied.
-CROWDED_FOLDERS_ALLOWED = {
-    "specbench/cli": "scripts/restructure.py moves it (issue 48 item 1)",
-    "specbench/backends": "scripts/restructure.py moves it (issue 48 item 1)",
-    "specbench/engine": "scripts/restructure.py moves it (issue 48 item 1)",
-    "specbench/engine/drafters": "scripts/restructure.py moves it (issue 48 item 1)",
-    "specbench/workloads": "scripts/restructure.py moves it (issue 48 item 1)",
-    "specbench/measure/execution": "issue 46 rewrite in progress; then scripts/restructure.py moves it",
-}
+CROWDED_FOLDERS_ALLOWED: dict[str, str] = {}
 
 
 def python_files(root: Path) -> list[Path]:

@@ -1,4 +1,4 @@
-"""The CPU layout / dtype probe (`specbench.engine.layout_probe`): every candidate it may choose keeps greedy
+"""The CPU layout / dtype probe (`specbench.engine.cpu.layout_probe`): every candidate it may choose keeps greedy
 output identical to target-only decoding; it picks the fastest lossless candidate, never a 16-bit one whose
 verify rows differ from decode rows; it caches per machine and model; a forced layout works; sweeps and
 `specbench run` record and state the choice. Tiny random models (and SmolLM2-135M for the exact-rows check)."""
@@ -12,12 +12,19 @@ from dataclasses import replace
 import pytest
 import torch
 
-from specbench.engine import layout_probe
+from specbench.engine.cpu import layout_probe
+from specbench.engine.cpu.layout_probe import (
+    Candidate,
+    LayoutChoice,
+    auto_dtypes,
+    choose_layout,
+    probe_key,
+    probe_layouts,
+)
+from specbench.engine.cpu.weight_layout import DTYPE_NAMES, LAYOUTS, candidate_layouts
 from specbench.engine.decoder import NativeDecoder
 from specbench.engine.drafters import make_drafter
-from specbench.engine.layout_probe import Candidate, LayoutChoice, auto_dtypes, choose_layout, probe_key, probe_layouts
 from specbench.engine.loop import SpeculativeEngine
-from specbench.engine.weight_layout import DTYPE_NAMES, LAYOUTS, candidate_layouts
 from specbench.models.resolve import load_model, torch_dtype
 from tests.cli_helpers import TINY_SWEEP, assert_user_error, invoke, jsonl_workload, one_prompt_sweep, write_sweep_yaml
 

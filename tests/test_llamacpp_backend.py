@@ -16,13 +16,14 @@ from hypothesis import strategies as st
 
 from specbench.analysis.settings.engine_settings import engine_settings
 from specbench.analysis.settings.llamacpp_flags import spec_flags
-from specbench.backends import llamacpp_server, prometheus
 from specbench.backends.base import Request
-from specbench.backends.llamacpp_rounds import Mark, rebuild
-from specbench.backends.llamacpp_server import LlamaCppServerBackend, check_sweep
-from specbench.backends.server_process import group_alive
+from specbench.backends.llamacpp import server as llamacpp_server
+from specbench.backends.llamacpp.rounds import Mark, rebuild
+from specbench.backends.llamacpp.server import LlamaCppServerBackend, check_sweep
+from specbench.backends.servers import prometheus
+from specbench.backends.servers.server_process import group_alive
 from specbench.errors import SpecbenchError
-from specbench.measure.spec.sweep_spec import DrafterConfig, RunConfig
+from specbench.measure.grid.sweep_spec import DrafterConfig, RunConfig
 from specbench.models import gguf_files
 from tests.fake_openai_server import FakeServer
 
@@ -137,7 +138,7 @@ def test_options_are_checked_before_anything_starts(options, needle):
 
 def test_served_kinds_are_refused_by_the_other_engines():
     from specbench.backends.options import check_own_sweep
-    from specbench.backends.vllm_config import check_runnable
+    from specbench.backends.vllm.config import check_runnable
 
     with pytest.raises(SpecbenchError, match="drafter ngram-mod runs on llama.cpp only, not on specbench's own"):
         check_own_sweep({}, [config("ngram-mod", 4)], "spec.yaml")

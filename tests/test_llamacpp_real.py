@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.backends.llamacpp_env import server_binary
+from specbench.backends.llamacpp.env import server_binary
 from specbench.errors import SpecbenchError
 from tests.attach_example import attach_sweep
 from tests.cli_helpers import jsonl_workload
@@ -49,7 +49,7 @@ def binary() -> Path:
 
 
 def _drafted_config(drafter: str, gamma: int, **params):
-    from specbench.measure.spec.sweep_spec import DrafterConfig, RunConfig
+    from specbench.measure.grid.sweep_spec import DrafterConfig, RunConfig
 
     d = DrafterConfig(drafter, tuple(sorted(params.items()))) if drafter else None
     return RunConfig(d, gamma if d else 0, "chain", 0.0, 1.0, 0)
@@ -70,7 +70,7 @@ def prompts() -> list[list[int]]:
 
 
 def _backend(tmp_path: Path, **options):
-    from specbench.backends.llamacpp_server import LlamaCppServerBackend
+    from specbench.backends.llamacpp.server import LlamaCppServerBackend
 
     backend = LlamaCppServerBackend(
         {"log_dir": str(tmp_path), "engines_kept": 2, "threads": 1, **options},
@@ -162,7 +162,7 @@ def test_counters_equal_the_per_request_count_and_greedy_output_is_the_targets(
 
 def _users_server(binary: Path, tmp_path: Path, *spec_flags: str):
     """A llama-server started as a user starts one (SmolLM2's GGUF, 2 slots, --metrics), not by the backend."""
-    from specbench.backends.server_process import ServerProcess, free_port
+    from specbench.backends.servers.server_process import ServerProcess, free_port
     from specbench.models.gguf_files import gguf_file
 
     port = free_port()
@@ -179,7 +179,7 @@ def _users_server(binary: Path, tmp_path: Path, *spec_flags: str):
 
 def test_attach_to_a_running_server_with_url(binary, prompts, tmp_path):
     from specbench.backends.base import Request
-    from specbench.backends.llamacpp_server import LlamaCppServerBackend
+    from specbench.backends.llamacpp.server import LlamaCppServerBackend
 
     server = _users_server(
         binary,

@@ -213,7 +213,7 @@ def test_a_vllm_schedule_is_asked_for_only_when_vllm_is_among_the_engines(fallin
     """Before, `recommend --engine llamacpp` printed "vLLM per batch size: no schedule" under llama.cpp's flags."""
     from rich.console import Console
 
-    from specbench.cli.load_view import print_load
+    from specbench.cli.views.load import print_load
 
     frame, recs, everyone = falling_sweep
     assert everyone["schedule_asked"] and everyone["schedules"]

@@ -165,7 +165,7 @@ def _verdicts(folder: Path) -> list[dict]:
 
 
 def test_a_sharded_adaptive_sweep_merged_gives_the_unsharded_verdict(tmp_path, monkeypatch):
-    """The shards plan their share of the unsharded sweep's looks (`measure.execution.adaptive.shard_looks`), the merge carries
+    """The shards plan their share of the unsharded sweep's looks (`measure.run.adaptive.shard_looks`), the merge carries
     that plan (`planned_whole`), and `recommend` on the merged folder adjusts for the same two looks."""
     monkeypatch.setenv("SPECBENCH_VLLM_WORKER_ENGINE", "tests.fake_vllm_engine:FakeEngine")
     monkeypatch.setenv("PYTHONPATH", os.getcwd())

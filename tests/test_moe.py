@@ -96,7 +96,7 @@ def test_upcycled_smollm2_generates_what_smollm2_generates(smollm2, smollm2_prom
     layer0 = routing_log(moe.model).layers[0]
     assert layer0.shape[-1] == 2
     # parameters keep the dense model's names and values: drafters trained on SmolLM2 apply to it
-    from specbench.engine.drafters.checkpoint import target_fingerprint
+    from specbench.engine.drafters.checkpoints.checkpoint import target_fingerprint
 
     assert target_fingerprint(moe.model)["id"] == target_fingerprint(smollm2.model)["id"]
 

@@ -1,4 +1,4 @@
-"""Nested speculation (specbench.engine.nested): lossless, and its hits are counted right.
+"""Nested speculation (specbench.engine.strategies.nested): lossless, and its hits are counted right.
 
 The nested driver changes only where drafts come from (prepared during the previous round's
 verification), so it must pass the same losslessness checks as sequential speculation: greedy
@@ -20,11 +20,11 @@ from specbench.analysis.strategies import strategy_table
 from specbench.engine.drafters import make_drafter
 from specbench.engine.drafters.base import Proposal
 from specbench.engine.loop import SpeculativeEngine, Verifier
-from specbench.engine.nested import NestedDriver, likeliest_outcomes
 from specbench.engine.sampling import SamplingParams
+from specbench.engine.strategies.nested import NestedDriver, likeliest_outcomes
 from specbench.errors import SpecbenchError
-from specbench.measure.spec.sweep import build_spec
-from specbench.measure.spec.units import expand_units, load_workloads
+from specbench.measure.grid.sweep import build_spec
+from specbench.measure.grid.units import expand_units, load_workloads
 from specbench.models.resolve import load_model
 from specbench.records.store import load_records
 from tests.cli_helpers import (

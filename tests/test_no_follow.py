@@ -79,9 +79,9 @@ def _report(folder: Path) -> str:
 
 
 def _layout_cache(folder: Path) -> str:
-    from specbench.engine import layout_probe
-    from specbench.engine.layout_probe import LayoutChoice
-    from specbench.engine.weight_layout import MIXED
+    from specbench.engine.cpu import layout_probe
+    from specbench.engine.cpu.layout_probe import LayoutChoice
+    from specbench.engine.cpu.weight_layout import MIXED
 
     key = {"k": 1}
     path = layout_probe.cache_file(key)
@@ -202,9 +202,9 @@ ALLOWED = {
     "specbench/cli/results_cmd.py": "`results show --csv FILE`: a file the user names, wherever they name it",
     "specbench/models/cache.py": "a private new folder (mkdtemp, 0700) filled, then renamed over a checked name",
     "specbench/models/resolve.py": "save_pretrained into the private new folder of models/cache.py",
-    "specbench/backends/server_process.py": "mkdtemp: a private new log folder",
-    "specbench/backends/vllm_engine.py": "mkdtemp: a private new log folder",
-    "specbench/engine/drafters/published.py": "torch.save into a `replacing` handle",
+    "specbench/backends/servers/server_process.py": "mkdtemp: a private new log folder",
+    "specbench/backends/vllm/engine.py": "mkdtemp: a private new log folder",
+    "specbench/engine/drafters/checkpoints/published.py": "torch.save into a `replacing` handle",
     "specbench/figures/plot.py": "savefig into a `replacing` handle",
     "specbench/measure/replay/units.py": "to_csv into memory, written by atomic_write_bytes",
 }

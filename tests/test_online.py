@@ -1,4 +1,4 @@
-"""Online adaptation (specbench.engine.online_drafting, specbench.training.online_learning): lossless with a drafter that changes
+"""Online adaptation (specbench.engine.strategies.online_drafting, specbench.training.online_learning): lossless with a drafter that changes
 mid-run, its traces line up with the target's computation, it learns, and a re-timed unit replays.
 
 The sampling test follows tests/test_engine_sampling.py: thousands of generations on the 8-token random
@@ -18,8 +18,8 @@ import torch
 
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine, Verifier
-from specbench.engine.online_drafting import OnlineDriver, OnlinePlan
 from specbench.engine.sampling import SamplingParams
+from specbench.engine.strategies.online_drafting import OnlineDriver, OnlinePlan
 from specbench.errors import SpecbenchError
 from specbench.training.online_learning import OnlineLearner
 from tests.test_engine_sampling import PROMPT, SAMPLES_SMALL, broken_sampling_rows, sampled_pvalues

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specbench.measure.execution.runner import SilentObserver, SweepRunner
-from specbench.measure.spec.sweep import build_spec
+from specbench.measure.grid.sweep import build_spec
+from specbench.measure.run.runner import SilentObserver, SweepRunner
 from specbench.records.store import load_records
 from tests.cli_helpers import assert_user_error, invoke, write_sweep_yaml
 

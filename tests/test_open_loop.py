@@ -15,20 +15,20 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from specbench.backends import openai_server
 from specbench.backends.base import Request
-from specbench.backends.openai_server import OpenAIServerBackend
+from specbench.backends.servers import openai_server
+from specbench.backends.servers.openai_server import OpenAIServerBackend
 from specbench.backends.vllm_worker import VLLMEngine
 from specbench.cli.sweep_cmd import timing_line
 from specbench.errors import SpecbenchError
-from specbench.measure.execution.arrivals import arrival_offsets, batch_seed
-from specbench.measure.execution.batches import batch_requests
-from specbench.measure.execution.groups import group_units
-from specbench.measure.execution.machine_state import MachineProbe
-from specbench.measure.spec.flags import SweepFlags
-from specbench.measure.spec.sweep import build_spec
-from specbench.measure.spec.sweep_spec import OPEN_LOOP_MAX_IN_FLIGHT
-from specbench.measure.spec.units import expand_units, load_workloads
+from specbench.measure.grid.flags import SweepFlags
+from specbench.measure.grid.sweep import build_spec
+from specbench.measure.grid.sweep_spec import OPEN_LOOP_MAX_IN_FLIGHT
+from specbench.measure.grid.units import expand_units, load_workloads
+from specbench.measure.serving.arrivals import arrival_offsets, batch_seed
+from specbench.measure.serving.batches import batch_requests
+from specbench.measure.serving.groups import group_units
+from specbench.measure.timing.machine_state import MachineProbe
 from tests.fake_openai_server import FakeServer
 from tests.test_server_backends import chain
 
@@ -208,7 +208,7 @@ def test_openai_client_sends_at_arrival_times_and_records_them(no_models):
 
 
 def test_sweep_under_request_rates_writes_load_batch_and_machine_columns(prompts_file, tmp_path, monkeypatch):
-    from specbench.measure.execution.runner import SweepRunner
+    from specbench.measure.run.runner import SweepRunner
     from specbench.records.store import load_records
 
     monkeypatch.setenv("SPECBENCH_VLLM_WORKER_ENGINE", FAKE)
@@ -309,7 +309,7 @@ def test_target_only_tau_is_one_on_a_server_without_speculation(no_models):
 def test_the_shipped_load_sweeps_parse():
     from pathlib import Path
 
-    from specbench.measure.spec.sweep import load_spec_file
+    from specbench.measure.grid.sweep import load_spec_file
 
     root = Path(__file__).resolve().parents[1] / "sweeps"
     rates = build_spec(load_spec_file(root / "vllm-server-rates.yaml"))

@@ -16,7 +16,7 @@ from specbench.analysis.load.goodput import goodput_answers
 from specbench.analysis.load.operating import good_requests, operating, price_of, targets_kept, wall_time
 from specbench.analysis.load.slo import make_slo, slos_from_flags
 from specbench.analysis.load.table import serving_table
-from specbench.measure.spec.sweep import build_spec
+from specbench.measure.grid.sweep import build_spec
 from specbench.records.store import ResultsStore
 from tests.cli_helpers import invoke
 from tests.synthetic_results import SyntheticDrafter

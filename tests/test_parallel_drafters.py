@@ -56,7 +56,7 @@ def _slot_logits(tiny, prompt, context, shape: str) -> dict:
         drafter.propose(context, shape_for(shape, 3), SamplingParams(), None)
     finally:
         del drafter.head.logits
-    from specbench.engine.drafters.parallel_tree import slot_plan
+    from specbench.engine.drafters.networks.parallel_tree import slot_plan
 
     return dict(zip(slot_plan(shape_for(shape, 3)), seen[1]))  # call 0: the root; call 1: every slot at once
 
@@ -88,7 +88,7 @@ def test_parallel_tree_greedy_is_lossless_on_a_tiny_model(tiny, prompt, tree):
 
 
 def test_training_feeds_the_slot_of_the_true_tokens_rank():
-    from specbench.engine.drafters.parallel_tree import token_ranks
+    from specbench.engine.drafters.networks.parallel_tree import token_ranks
 
     logits = torch.tensor([[[0.1, 3.0, 2.0, -1.0], [5.0, 4.0, 3.0, 2.0]]])  # [B=1, T=2, Vd=4]
     draft_ids = torch.tensor([2, 5, 7, 9])  # target ids of the draft vocabulary

@@ -156,8 +156,8 @@ REAL_PROMPTS = [
 def real_results(tmp_path_factory) -> Path:
     """A real sweep on tiny random models: baseline, n-gram and a draft model at γ 1 and 3 on 4 short
     categorised prompts (a JSON-lines workload; short prompts keep the byte-level prefill cheap)."""
-    from specbench.measure.execution.runner import SweepRunner
-    from specbench.measure.spec.sweep import build_spec
+    from specbench.measure.grid.sweep import build_spec
+    from specbench.measure.run.runner import SweepRunner
 
     base = tmp_path_factory.mktemp("real")
     prompts = base / "prompts.jsonl"

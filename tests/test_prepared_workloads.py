@@ -13,8 +13,8 @@ import pytest
 
 from specbench.errors import SpecbenchError
 from specbench.records.store import load_records
-from specbench.workloads import prepared_rows
 from specbench.workloads.catalog import load_workload
+from specbench.workloads.readers import prepared_rows
 from tests.cli_helpers import assert_user_error, invoke
 
 QUALITATIVE = {"coding": 3, "writing": 2, "math": 2}
@@ -38,7 +38,7 @@ def no_data_here(monkeypatch, tmp_path):
     monkeypatch.delenv("SPECBENCH_SPEED_BENCH", raising=False)
     monkeypatch.delenv("SPECBENCH_SPECULATOR_BENCHMARKS", raising=False)
     monkeypatch.setenv("SPECBENCH_OFFLINE", "1")
-    monkeypatch.setattr("specbench.workloads.prepared_spec.cache_root", lambda: tmp_path / "cache")
+    monkeypatch.setattr("specbench.workloads.readers.prepared_spec.cache_root", lambda: tmp_path / "cache")
 
 
 def _jsonl(path: Path, rows: list[dict]) -> Path:

@@ -1,4 +1,4 @@
-"""Progress on long commands and benchmarks (`specbench.cli.progress_lines.Steps`): a line per step when piped,
+"""Progress on long commands and benchmarks (`specbench.cli.views.progress_lines.Steps`): a line per step when piped,
 with a heartbeat while one step runs long; `profile` and `scripts/bench_engine.py` print progress while they run."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from specbench.cli.progress_lines import Steps
+from specbench.cli.views.progress_lines import Steps
 from tests.cli_helpers import invoke
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,9 +7,9 @@ max_prompts (from the sweep file or `--prompts` alone) is honoured, and said in 
 
 from __future__ import annotations
 
-from specbench.measure.spec.flags import SweepFlags
-from specbench.measure.spec.sweep import build_spec, load_spec_file
-from specbench.measure.spec.sweep_spec import capped_workloads
+from specbench.measure.grid.flags import SweepFlags
+from specbench.measure.grid.sweep import build_spec, load_spec_file
+from specbench.measure.grid.sweep_spec import capped_workloads
 from tests.cli_helpers import assert_user_error, invoke
 
 

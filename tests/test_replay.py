@@ -358,7 +358,7 @@ def test_bad_replay_settings(tmp_path, prompts_file, extra, flags, needles):
 
 
 def test_mode_does_not_change_the_spec_hash():
-    from specbench.measure.spec.sweep import build_spec
+    from specbench.measure.grid.sweep import build_spec
 
     raw = {"name": "h", "drafters": ["ngram"], "gammas": [1, 2], "workloads": ["mt-bench"]}
     hashes = {build_spec({**raw, "mode": m}).spec_hash for m in ("live", "replay", "both")}
@@ -367,8 +367,8 @@ def test_mode_does_not_change_the_spec_hash():
 
 
 def test_a_workload_entry_sets_its_own_output_length():
-    from specbench.measure.spec.sweep import build_spec
-    from specbench.measure.spec.units import expand_units, load_workloads
+    from specbench.measure.grid.sweep import build_spec
+    from specbench.measure.grid.units import expand_units, load_workloads
 
     raw = {
         "name": "h",

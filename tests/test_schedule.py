@@ -1,4 +1,4 @@
-"""Verify-length schedules (`specbench.engine.schedule`): each decision rule, the sweep axis, losslessness."""
+"""Verify-length schedules (`specbench.engine.strategies.schedule`): each decision rule, the sweep axis, losslessness."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.sampling import SamplingParams
-from specbench.engine.schedule import (
+from specbench.engine.strategies.schedule import (
     DSpark,
     Heuristic,
     RoundVerdict,
@@ -21,8 +21,8 @@ from specbench.engine.schedule import (
     parse_schedule,
 )
 from specbench.errors import SpecbenchError
-from specbench.measure.spec.sweep import build_spec
-from specbench.measure.spec.units import Unit
+from specbench.measure.grid.sweep import build_spec
+from specbench.measure.grid.units import Unit
 from specbench.workloads.catalog import Prompt, Workload
 
 

@@ -1,5 +1,5 @@
 """Bounds rows follow the flag's type: every seed flag of every command gets the seed row (0 to 2^63 - 1: numpy's
-generators take no seed below 0) by construction (`specbench.cli.params.flag_row` reads the flag's name), and every
+generators take no seed below 0) by construction (`specbench.cli.shell.params.flag_row` reads the flag's name), and every
 seed key of every YAML file has it in `specbench.bounds.KEY_ROWS`. ``compare --seed=-1`` was an internal error: it
 checked a signed row where the other commands checked the unsigned one."""
 
@@ -9,8 +9,8 @@ import typer
 
 from specbench.bounds import BOUNDS, SEED_ROW, is_seed
 from specbench.cli import app
-from specbench.cli.params import commands, flag_row
-from specbench.measure.spec.flags import key_rows
+from specbench.cli.shell.params import commands, flag_row
+from specbench.measure.grid.flags import key_rows
 from tests.cli_helpers import assert_user_error, invoke
 
 

@@ -21,13 +21,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specbench.backends import openai_server, prometheus
 from specbench.backends.base import Request
-from specbench.backends.openai_server import OpenAIServerBackend, rounds_from_steps
-from specbench.backends.server_process import free_port, group_alive
-from specbench.backends.vllm_server import VLLMServerBackend, speculative_config
+from specbench.backends.servers import openai_server, prometheus
+from specbench.backends.servers.openai_server import OpenAIServerBackend, rounds_from_steps
+from specbench.backends.servers.server_process import free_port, group_alive
+from specbench.backends.vllm.server import VLLMServerBackend, speculative_config
 from specbench.errors import SpecbenchError
-from specbench.measure.spec.sweep_spec import DrafterConfig, RunConfig
+from specbench.measure.grid.sweep_spec import DrafterConfig, RunConfig
 from tests.fake_openai_server import FakeServer, steps_for
 
 FAKE_SCRIPT = Path(__file__).with_name("fake_openai_server.py")
@@ -80,7 +80,7 @@ def no_models(monkeypatch):
     """The backends' tokenizer and model resolution without loading anything."""
     monkeypatch.setattr(openai_server, "load_tokenizer", lambda location: f"tokenizer:{location}")
     monkeypatch.setattr(openai_server, "resolve_model_location", lambda spec: f"/models/{spec}")
-    import specbench.backends.vllm_server as vs
+    import specbench.backends.vllm.server as vs
 
     monkeypatch.setattr(vs, "load_tokenizer", lambda location: f"tokenizer:{location}")
     monkeypatch.setattr(vs, "resolve_model_location", lambda spec: f"/models/{spec}")
@@ -377,10 +377,11 @@ def test_speculative_config_of_a_tree_is_refused():
 LAUNCH_AND_WAIT = textwrap.dedent("""\
     import sys, time
     sys.path.insert(0, {root!r})
-    from specbench.backends import openai_server, vllm_server
+    from specbench.backends.servers import openai_server
+    from specbench.backends.vllm import server as vllm_server
     openai_server.load_tokenizer = vllm_server.load_tokenizer = lambda location: None
     openai_server.resolve_model_location = vllm_server.resolve_model_location = lambda spec: spec
-    from specbench.measure.spec.sweep_spec import DrafterConfig, RunConfig
+    from specbench.measure.grid.sweep_spec import DrafterConfig, RunConfig
     backend = vllm_server.VLLMServerBackend(
         {{"server_command": [sys.executable, {script!r}], "log_dir": {logs!r}, "stop_grace_s": 1.0}},
         target="t", device="cpu", dtype="fp32", seed=0)

@@ -24,7 +24,7 @@ def results(tmp_path_factory) -> Path:
 def test_a_chat_message_without_text_is_no_turn_and_empty_rows_are_counted(tmp_path):
     """SPEED-Bench: ``content: null`` was the prompt "None", and rows left without text vanished unannounced."""
     from specbench.workloads.catalog import load_workload
-    from specbench.workloads.prepared_rows import turns_of
+    from specbench.workloads.readers.prepared_rows import turns_of
 
     assert turns_of([{"role": "user", "content": None}, {"role": "user", "content": "hi"}], "w") == ("hi",)
     assert turns_of([{"role": "user", "content": None}], "w") == ()
@@ -182,7 +182,7 @@ def test_a_drafter_checkpoint_with_a_huge_size_is_refused_in_one_line(tmp_path):
         json.dumps({"format": "specbench-drafter", "format_version": 1, "type": "mtp", "hidden_size": 10**7})
     )
     (folder / "model.safetensors").write_bytes(b"")
-    from specbench.engine.drafters.checkpoint import read_checkpoint
+    from specbench.engine.drafters.checkpoints.checkpoint import read_checkpoint
 
     with pytest.raises(SpecbenchError, match="'hidden_size' must be an integer from 1 to 2\\^16"):
         read_checkpoint(folder)
@@ -207,7 +207,7 @@ def test_profile_refuses_a_grid_whose_cache_would_not_fit(tmp_path):
 
 
 def test_text_a_server_streams_is_cut_to_the_tokens_asked_for():
-    from specbench.backends.openai_server import OpenAIServerBackend
+    from specbench.backends.servers.openai_server import OpenAIServerBackend
     from specbench.models.byte_tokenizer import byte_tokenizer
 
     backend = OpenAIServerBackend.__new__(OpenAIServerBackend)

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from specbench.catalogue import drafters as catalogue
 from specbench.engine.drafters import make_drafter
-from specbench.engine.drafters.published import detect
+from specbench.engine.drafters.checkpoints.published import detect
 from specbench.engine.loop import SpeculativeEngine, Verifier
 from specbench.engine.sampling import SamplingParams
 from specbench.engine.tree import StaticTree
@@ -328,8 +328,9 @@ def test_a_hub_id_offline_says_how_to_get_it(tiny, monkeypatch, tmp_path):
 def _vllm_configs(kind: str, checkpoint: str, gamma: int = 3) -> list:
     """The speculative_config both vLLM backends build (models as given), and the recommendation's."""
     from specbench.analysis.settings.engine_settings import engine_settings
-    from specbench.backends import vllm_config, vllm_server
-    from specbench.measure.spec.sweep_spec import DrafterConfig, RunConfig
+    from specbench.backends.vllm import config as vllm_config
+    from specbench.backends.vllm import server as vllm_server
+    from specbench.measure.grid.sweep_spec import DrafterConfig, RunConfig
 
     config = RunConfig(DrafterConfig(kind, (("checkpoint", checkpoint),)), gamma, "chain", 0.0, 1.0, 0)
     recommended = engine_settings(kind, {"checkpoint": checkpoint}, "chain", gamma, engines=("vllm",))["vllm"]
@@ -533,7 +534,7 @@ def test_cli_exports_and_reads_a_speculators_head(tmp_path, monkeypatch):
 def test_the_walk_through_sweep_file_builds():
     """docs/speculators.md's sweep: a published head by hub id on vLLM, SPEED-Bench coding and writing as
     two workloads (one recommendation each), 1-16 requests in flight."""
-    from specbench.measure.spec.sweep import build_spec, load_spec_file
+    from specbench.measure.grid.sweep import build_spec, load_spec_file
 
     spec = build_spec(load_spec_file(ROOT / "sweeps" / "speculators-speed-bench.yaml"))
     assert spec.backend == "vllm" and spec.concurrency == [1, 2, 4, 8, 16]

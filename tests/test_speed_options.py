@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from specbench.engine.cpu.weight_layout import LAYOUTS, onednn_packing
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
 from specbench.engine.sampling import SamplingParams
-from specbench.engine.weight_layout import LAYOUTS, onednn_packing
 from specbench.models.resolve import load_model
 
 

@@ -1,4 +1,4 @@
-"""The flag table of `specbench sweep` (`specbench.measure.spec.flags.FLAGS`): each flag declared once.
+"""The flag table of `specbench sweep` (`specbench.measure.grid.flags.FLAGS`): each flag declared once.
 
 The table generates the command's options (in its order, with its spellings and help), the typed object the
 command receives (`SweepValues`) and the overlay of the sweep file (`SweepFlags.over`); the spec reads a flagged key's bounds row from it. The worked example of
@@ -15,12 +15,12 @@ from typer.testing import CliRunner
 
 from specbench.bounds import BOUNDS
 from specbench.cli import app
-from specbench.cli.flag_options import flag_command
+from specbench.cli.shell.flag_options import flag_command
 from specbench.errors import SpecbenchError
-from specbench.measure.spec import flags as sweep_flags
-from specbench.measure.spec.flags import FLAGS, Flag, SweepFlags, SweepValues, bound_of, values_class
-from specbench.measure.spec.sweep import build_spec
-from specbench.measure.spec.sweep_spec import TOP_LEVEL_KEYS
+from specbench.measure.grid import flags as sweep_flags
+from specbench.measure.grid.flags import FLAGS, Flag, SweepFlags, SweepValues, bound_of, values_class
+from specbench.measure.grid.sweep import build_spec
+from specbench.measure.grid.sweep_spec import TOP_LEVEL_KEYS
 
 
 def _sweep_command():

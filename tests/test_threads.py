@@ -1,4 +1,4 @@
-"""Measured CPU threads (`specbench.engine.threads`): the probe, the engine running its target and
+"""Measured CPU threads (`specbench.engine.cpu.threads`): the probe, the engine running its target and
 its drafter at their own counts, and ``threads`` in a sweep (parsed, hashed only when set,
 recorded in run.json). Tiny random models; the probe is cut to one repeat over counts 1..2."""
 
@@ -9,11 +9,11 @@ import json
 import pytest
 import torch
 
+from specbench.engine.cpu.threads import RoleThreads, ThreadProbe, probe_threads, using_threads
 from specbench.engine.decoder import NativeDecoder
 from specbench.engine.drafters import make_drafter
 from specbench.engine.loop import SpeculativeEngine
-from specbench.engine.threads import RoleThreads, ThreadProbe, probe_threads, using_threads
-from specbench.measure.spec.sweep import build_spec
+from specbench.measure.grid.sweep import build_spec
 from tests.cli_helpers import TINY_SWEEP, assert_user_error, invoke, jsonl_workload, one_prompt_sweep, write_sweep_yaml
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -54,7 +54,7 @@ def test_probe_drops_a_hopeless_count_and_keeps_to_its_budget(tiny, monkeypatch,
             return 0.010 if n == 1 else two_threads_decode
         return 0.030 if n == 1 else 0.020
 
-    monkeypatch.setattr("specbench.engine.threads._timed", fake_timed)
+    monkeypatch.setattr("specbench.engine.cpu.threads._timed", fake_timed)
     probe = probe_threads(NativeDecoder(tiny.model), verify_tokens=3, max_threads=2, repeats=3, context=8)
     assert probe.best(1) == 1
     if dropped:

@@ -16,9 +16,9 @@ from scripts.interval_coverage import coverage, t_method, z_method
 from specbench.analysis.statistics.speedup_interval import prompts_to_settle, speedup_interval
 from specbench.analysis.verdicts.verdict import NO, TOO_FEW, UNSURE, YES, decide
 from specbench.errors import SpecbenchError
-from specbench.measure.execution.machine_state import MachineProbe, MachineState
-from specbench.measure.execution.timing_protocol import combine, disturbed, run_block, schedule
-from specbench.measure.spec.timing import TimingProtocol, parse_timing
+from specbench.measure.grid.timing import TimingProtocol, parse_timing
+from specbench.measure.timing.machine_state import MachineProbe, MachineState
+from specbench.measure.timing.timing_protocol import combine, disturbed, run_block, schedule
 from specbench.records.timing import timing_usable
 
 # ----------------------------------------------------------------------------- protocol, no model
@@ -189,8 +189,8 @@ def test_units_timed_beside_a_cpu_hog_are_flagged(tmp_path):
     unit timed while it ran is flagged and left out of timing fits; acceptance is unaffected."""
     if not Path("/proc/stat").exists():
         pytest.skip("no /proc/stat: interference cannot be observed")
-    from specbench.measure.execution.runner import SweepRunner
-    from specbench.measure.spec.sweep import build_spec
+    from specbench.measure.grid.sweep import build_spec
+    from specbench.measure.run.runner import SweepRunner
     from specbench.records.store import load_records
 
     prompts = tmp_path / "p.jsonl"

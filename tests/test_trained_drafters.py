@@ -129,7 +129,7 @@ def test_drafting_computes_what_training_computes(tiny, kind):
     """Root and deeper draft logits (KV-cached, incremental) equal the training objective's
     whole-sequence logits for the same tokens: EAGLE's re-fed context entries, EAGLE-3's
     training-time test, MTP's band mask and Medusa's heads all line up."""
-    from specbench.engine.drafters.feature_layers import embed
+    from specbench.engine.drafters.networks.feature_layers import embed
     from specbench.training.objectives import Batch, objective
 
     drafter = make_drafter(kind, tiny, {"checkpoint": "random", "seed": 3})
@@ -226,7 +226,7 @@ def test_checkpoint_round_trip_and_wrong_target(tmp_path, tiny, kind):
 
 
 def test_fingerprint_ignores_the_dtype_but_not_the_weights(tiny):
-    from specbench.engine.drafters.checkpoint import same_target, target_fingerprint
+    from specbench.engine.drafters.checkpoints.checkpoint import same_target, target_fingerprint
     from specbench.models.resolve import load_model
 
     recorded = target_fingerprint(tiny.model)
@@ -240,7 +240,7 @@ def test_fingerprint_ignores_the_dtype_but_not_the_weights(tiny):
 
 
 def test_shipped_checkpoints_are_named_and_small():
-    from specbench.engine.drafters.checkpoint import shipped_names, shipped_root
+    from specbench.engine.drafters.checkpoints.checkpoint import shipped_names, shipped_root
 
     names = shipped_names()
     assert {f"smollm2-135m/{k}" for k in KINDS} <= set(names)
@@ -276,7 +276,7 @@ def test_missing_and_unknown_checkpoints_are_one_line_errors(tiny, tmp_path):
 
 
 def test_published_layouts_round_trip(tmp_path, tiny):
-    from specbench.engine.drafters import published
+    from specbench.engine.drafters.checkpoints import published
 
     ids = tiny.tokenizer("Published layouts load.")["input_ids"]
     vocab = torch.arange(0, tiny.vocab_size, 2)
@@ -342,7 +342,7 @@ def test_published_medusa_with_its_own_projections(tmp_path, tiny):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_few_training_steps_lower_the_loss(tiny, kind):
-    from specbench.engine.drafters.feature_layers import VocabHead
+    from specbench.engine.drafters.networks.feature_layers import VocabHead
     from specbench.training.objectives import objective
     from specbench.training.train import Example, collate
 

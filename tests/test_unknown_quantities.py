@@ -51,7 +51,7 @@ NULLABLE = (
 
 def _through_the_engine_stats(record: dict) -> dict:
     """The round columns an OpenAI-compatible backend writes for ``record``'s request when the server sends no
-    per-step counts: made by `GenerationResult` from unobserved rounds, as `measure.spec.units.make_record` does."""
+    per-step counts: made by `GenerationResult` from unobserved rounds, as `measure.grid.units.make_record` does."""
     result = GenerationResult(
         prompt_tokens=int(record["prompt_tokens"]),
         tokens=[1] * int(record["new_tokens"]),

@@ -19,12 +19,12 @@ import pytest
 from specbench.backends import vllm_worker
 from specbench.backends.base import Request
 from specbench.backends.registry import make_backend
-from specbench.backends.vllm_config import speculative_config
-from specbench.backends.vllm_results import check_counters, counter_delta, result_from_output, rounds_from_output
+from specbench.backends.vllm.config import speculative_config
+from specbench.backends.vllm.results import check_counters, counter_delta, result_from_output, rounds_from_output
 from specbench.errors import SpecbenchError
-from specbench.measure.execution.groups import group_units
-from specbench.measure.spec.sweep import build_spec
-from specbench.measure.spec.units import expand_units, load_workloads
+from specbench.measure.grid.sweep import build_spec
+from specbench.measure.grid.units import expand_units, load_workloads
+from specbench.measure.serving.groups import group_units
 from tests.fake_vllm_engine import FakeEngine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -184,7 +184,7 @@ def test_spec_backend_and_concurrency_keys(prompts_file):
 
 
 def test_spec_hash_of_existing_specs_is_unchanged():
-    from specbench.measure.spec.sweep import load_spec_file
+    from specbench.measure.grid.sweep import load_spec_file
 
     # sweeps/demo-live.yaml is the former demo (its name aside, which the hash leaves out)
     spec = build_spec(load_spec_file(ROOT / "sweeps" / "demo-live.yaml"))
@@ -241,7 +241,7 @@ def test_unit_ids_unchanged_for_own_concurrency_1_and_distinct_otherwise(prompts
     assert len(served_units) == 2 * len(units)
     ids = {u.unit_id for u in served_units}
     assert len(ids) == len(served_units) and not ids & {u.unit_id for u in units}
-    from specbench.measure.spec.units import Unit
+    from specbench.measure.grid.units import Unit
 
     u = units[0]
     assert u.unit_id == Unit(u.config, u.workload, u.prompt, u.turn, u.repeat, u.max_new_tokens, u.base_seed).unit_id
@@ -301,7 +301,7 @@ def fake_worker_env(monkeypatch):
 
 
 def _run_sweep(prompts_file, out, options):
-    from specbench.measure.execution.runner import SweepRunner
+    from specbench.measure.run.runner import SweepRunner
 
     spec = _spec(
         prompts_file,
@@ -415,7 +415,7 @@ def test_records_written_before_backends_read_back_with_null_backend_and_concurr
 
 
 def test_the_old_vllm_variable_still_works_with_one_plain_note(monkeypatch, capsys):
-    from specbench.backends import vllm_env
+    from specbench.backends.vllm import env as vllm_env
 
     monkeypatch.delenv("SPECBENCH_VLLM_VENV", raising=False)
     monkeypatch.setenv("SPECBENCH_VLLM_PYTHON", sys.executable)

@@ -10,10 +10,10 @@ from dataclasses import replace
 import pytest
 
 from specbench.backends.adaptive_mechanisms import vllm_features, vllm_mechanisms
-from specbench.backends.vllm_env import default_venv
-from specbench.engine.schedule import batch_size_schedule
-from specbench.measure.execution.runner import SweepRunner
-from specbench.measure.spec.sweep import build_spec
+from specbench.backends.vllm.env import default_venv
+from specbench.engine.strategies.schedule import batch_size_schedule
+from specbench.measure.grid.sweep import build_spec
+from specbench.measure.run.runner import SweepRunner
 from specbench.records.store import load_records
 
 VLLM_PYTHON = default_venv() / "bin" / "python"  # $SPECBENCH_VLLM_VENV, else .venv-vllm

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from specbench.backends.vllm_env import default_venv
+from specbench.backends.vllm.env import default_venv
 
 VLLM_PYTHON = default_venv() / "bin" / "python"  # $SPECBENCH_VLLM_VENV, else .venv-vllm
 
@@ -31,8 +31,8 @@ PROMPTS = [
 
 @pytest.fixture(scope="module")
 def vllm_sweep(tmp_path_factory):
-    from specbench.measure.execution.runner import SweepRunner
-    from specbench.measure.spec.sweep import build_spec
+    from specbench.measure.grid.sweep import build_spec
+    from specbench.measure.run.runner import SweepRunner
     from specbench.records.store import load_records
 
     folder = tmp_path_factory.mktemp("vllm")
@@ -87,7 +87,7 @@ def test_per_load_settings_are_built_and_their_schedule_checked_by_vllm(tmp_path
     from specbench.analysis.load.verdicts import settings_of, summary
     from specbench.analysis.recommendation.recommend import recommend
     from specbench.analysis.settings.engine_settings import EngineSetting
-    from specbench.cli import engine_checks
+    from specbench.cli.shell import engine_checks
     from tests.synthetic_serving import serving_records
 
     monkeypatch.setattr(engine_checks, "cache_root", lambda: tmp_path / "cache")

@@ -12,11 +12,11 @@ import os
 import pytest
 
 from specbench.backends.base import Request
-from specbench.backends.server_process import group_alive
-from specbench.backends.vllm_env import default_venv
-from specbench.backends.vllm_server import VLLMServerBackend
-from specbench.cli.engine_checks import check_vllm_configs
-from specbench.measure.spec.sweep_spec import DrafterConfig, RunConfig
+from specbench.backends.servers.server_process import group_alive
+from specbench.backends.vllm.env import default_venv
+from specbench.backends.vllm.server import VLLMServerBackend
+from specbench.cli.shell.engine_checks import check_vllm_configs
+from specbench.measure.grid.sweep_spec import DrafterConfig, RunConfig
 
 pytestmark = pytest.mark.vllm
 

@@ -16,10 +16,11 @@ from specbench.analysis.options import Option
 from specbench.analysis.settings.engine_settings import engine_settings
 from specbench.analysis.settings.vllm_speculative import speculative_config as build
 from specbench.analysis.verdicts.verdict import YES, Decision
-from specbench.backends import vllm_config, vllm_server
+from specbench.backends.vllm import config as vllm_config
+from specbench.backends.vllm import server as vllm_server
 from specbench.errors import SpecbenchError
-from specbench.measure.spec.sweep import build_spec
-from specbench.measure.spec.sweep_spec import DrafterConfig, RunConfig
+from specbench.measure.grid.sweep import build_spec
+from specbench.measure.grid.sweep_spec import DrafterConfig, RunConfig
 from specbench.training.vllm_export import serving_config
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from specbench.backends.vllm_env import default_venv
+from specbench.backends.vllm.env import default_venv
 from tests.speculators_checkpoints import reduced_vocabulary, write_speculators_eagle3
 
 VLLM_PYTHON = default_venv() / "bin" / "python"  # $SPECBENCH_VLLM_VENV, else .venv-vllm
@@ -49,8 +49,8 @@ def _prompts(folder: Path) -> str:
 
 
 def _sweep(folder: Path, target: str, drafter: str, backend) -> pd.DataFrame:  # noqa: F821
-    from specbench.measure.execution.runner import SweepRunner
-    from specbench.measure.spec.sweep import build_spec
+    from specbench.measure.grid.sweep import build_spec
+    from specbench.measure.run.runner import SweepRunner
     from specbench.records.store import load_records
 
     raw = {

@@ -10,7 +10,7 @@ import pytest
 
 from specbench.backends.own_engine import OwnEngineBackend
 from specbench.engine.warm_up import ShapeLog, verify_sizes
-from specbench.measure.spec.sweep import DrafterConfig, RunConfig
+from specbench.measure.grid.sweep import DrafterConfig, RunConfig
 from tests.cli_helpers import TINY_SWEEP, invoke, jsonl_workload, write_sweep_yaml
 
 NEW_TOKENS = 32
@@ -113,9 +113,9 @@ def test_the_worker_warms_every_configuration_of_the_block_before_timing(monkeyp
     garbage collector's reach."""
     from types import SimpleNamespace
 
-    from specbench.measure.execution import worker as worker_module
-    from specbench.measure.execution.pieces import BLOCK, Piece
-    from specbench.measure.spec.timing import TimingProtocol
+    from specbench.measure.executors import worker as worker_module
+    from specbench.measure.executors.pieces import BLOCK, Piece
+    from specbench.measure.grid.timing import TimingProtocol
 
     ngram = DrafterConfig("ngram")
     configs = [_config(None, 0), _config(ngram, 1), _config(ngram, 4)]

@@ -1,4 +1,4 @@
-"""Column-major linear weights on the CPU (specbench.engine.weight_layout): same values, same
+"""Column-major linear weights on the CPU (specbench.engine.cpu.weight_layout): same values, same
 outputs, tied embeddings stay tied, and the native decoder applies it."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specbench.engine.weight_layout import (
+from specbench.engine.cpu.weight_layout import (
     PACKED,
     apply_cpu_layout,
     is_column_major,
@@ -107,7 +107,7 @@ def test_single_row_copy_is_dropped_when_the_weight_changes():
 def test_every_candidate_layout_stores_what_it_names_and_keeps_the_values():
     """`apply_layout` for each `CpuLayout`: which weights are column-major, which keep single-row copies, the
     tied head stays tied, the values and the model's outputs do not change, and it is idempotent."""
-    from specbench.engine.weight_layout import LAYOUTS, apply_layout
+    from specbench.engine.cpu.weight_layout import LAYOUTS, apply_layout
     from specbench.models.resolve import load_model
 
     model = load_model("tiny-random-llama").model
@@ -162,7 +162,7 @@ def test_packed_products_match_f_linear_for_every_row_count(dtype):
     """`linear` from a oneDNN-packed weight computes x Wᵀ + b for 1..64 rows (and 512: a prefill), as one row,
     as two rows (``two_row``) and from a 3-D row view, in float32 and bfloat16 (each where this CPU's oneDNN
     runs it: bfloat16 needs AVX-512 or AVX-NE-CONVERT, `cpu_info`)."""
-    from specbench.engine.weight_layout import pack_for_onednn
+    from specbench.engine.cpu.weight_layout import pack_for_onednn
 
     torch.manual_seed(0)
     tolerance = {torch.float32: 1e-4, torch.bfloat16: 3e-2}[dtype]
@@ -183,8 +183,8 @@ def test_packed_copy_follows_the_weight_and_leaves_with_the_layout():
     """A packed copy made by `apply_layout` is used while the weight is unchanged, dropped when it is changed in
     place, re-made by the next `apply_layout`, and removed by a layout without packing; the decoder's outputs in
     the packed layout equal the row-major ones up to rounding."""
+    from specbench.engine.cpu.weight_layout import LAYOUTS, apply_layout
     from specbench.engine.decoder import NativeDecoder
-    from specbench.engine.weight_layout import LAYOUTS, apply_layout
     from specbench.models.resolve import load_model
 
     model = load_model("tiny-random-llama").model

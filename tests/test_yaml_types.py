@@ -140,7 +140,7 @@ def _written_at(data, position, scalar: str, tmp: Path, kind: str) -> Path:
 
 def _parse(kind: str, path: Path):
     if kind == "sweep":
-        from specbench.measure.spec.sweep import build_spec, load_spec_file
+        from specbench.measure.grid.sweep import build_spec, load_spec_file
 
         return build_spec(load_spec_file(path), where=str(path))
     if kind == "workload":

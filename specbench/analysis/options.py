@@ -31,7 +31,7 @@ class Option:
     hi: float
     tokens_per_s: float
     measured: bool  # the sweep ran this γ for this drafter and tree
-    schedule: str = "fixed"  # verify-length schedule (specbench.engine.schedule); γ is its cap
+    schedule: str = "fixed"  # verify-length schedule (specbench.engine.strategies.schedule); γ is its cap
     log_se: float = float("nan")  # standard error of log speedup (t-interval), when the option has one
     dof: float = float("nan")  # its degrees of freedom
     timing_disturbed: bool = False  # measured: no (configuration, baseline) pair ran undisturbed (records.timing)

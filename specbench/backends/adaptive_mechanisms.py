@@ -5,7 +5,7 @@ backend's registry entry names a function here (``BackendKind.adaptive``) that l
 at the recommended γ, every mechanism the installed engine has — as a verify-length schedule to run,
 γ its cap — or one line saying why it cannot run:
 
-* the own engine: its schedules (`specbench.engine.schedule`): ``heuristic`` (transformers' length
+* the own engine: its schedules (`specbench.engine.strategies.schedule`): ``heuristic`` (transformers' length
   rule) for every chain drafter; ``threshold`` (confidence 0.4, transformers' default
   ``assistant_confidence_threshold``) and ``dspark`` only for drafters whose drafts carry
   probabilities (the drafter catalogue's ``confident``);
@@ -13,7 +13,7 @@ at the recommended γ, every mechanism the installed engine has — as a verify-
   acceptance estimator sizing each request's verification), detected in the installed vLLM's
   ``SpeculativeConfig``; vLLM 0.32 documents it for ``method: dspark`` only, so any other method
   gets the absent line. (vLLM's per-batch-size schedule is built from the sweep's verdicts by the
-  confirmation itself: `specbench.measure.execution.confirm`.)
+  confirmation itself: `specbench.measure.run.confirm`.)
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import subprocess
 from pathlib import Path
 
 from specbench.backends.registry import Mechanism
-from specbench.backends.vllm_env import vllm_python
+from specbench.backends.vllm.env import vllm_python
 from specbench.catalogue import drafters as catalogue
 from specbench.errors import SpecbenchError
 from specbench.models.cache import cache_root

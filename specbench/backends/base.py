@@ -2,7 +2,7 @@
 
 A backend is started once per sweep (models load, servers start), then asked to generate one
 unit at a time, and closed on every exit path. It answers with a `GenerationResult` — the
-same type for every backend — so `specbench.measure.spec.units.make_record` writes the same
+same type for every backend — so `specbench.measure.grid.units.make_record` writes the same
 columns whoever measured. A figure a backend cannot observe (per-round timings of a serving
 engine, say) is left empty in the result and becomes null in the record, never invented.
 """
@@ -40,7 +40,7 @@ class Request:
     max_new_tokens: int
     seed: int
     stop_at_eos: bool
-    # open loop: when the request arrives, s after the batch starts (`specbench.measure.execution.arrivals`); it is sent
+    # open loop: when the request arrives, s after the batch starts (`specbench.measure.serving.arrivals`); it is sent
     # then, or as soon as a slot frees when the batch's in-flight cap is reached. None: closed loop (sent as
     # soon as fewer than `concurrency` requests are in flight)
     arrival_s: float | None = None
@@ -57,7 +57,7 @@ def cpu_engine_cores() -> int:
 
 @dataclass(frozen=True)
 class TimingScope:
-    """What a backend's machine-state reading covers (`specbench.measure.execution.machine_state`).
+    """What a backend's machine-state reading covers (`specbench.measure.timing.machine_state`).
 
     ``sessions``: process sessions whose CPU time is the engine's own (a worker, a launched server), not
     interference; ``cores``: cores the engine keeps busy on this machine (the interference rule leaves the
@@ -95,7 +95,7 @@ class Backend(Protocol):
         stop_at_eos: bool,
         on_round: RoundCallback | None = None,
     ) -> GenerationResult:
-        """Generate with ``config`` (a `specbench.measure.spec.sweep_spec.RunConfig`) and measure it."""
+        """Generate with ``config`` (a `specbench.measure.grid.sweep_spec.RunConfig`) and measure it."""
 
     def generate_batch(self, config, requests: list[Request], concurrency: int) -> list[GenerationResult]:
         """Generate every request with ``config``, keeping up to ``concurrency`` requests in flight; a request

@@ -28,8 +28,8 @@ from urllib.parse import urlsplit
 from specbench.backends import registry
 from specbench.bounds import BOUNDS, violation
 from specbench.catalogue import drafters as catalogue
-from specbench.engine.layout_probe import parse_layout_setting
-from specbench.engine.threads import parse_thread_setting
+from specbench.engine.cpu.layout_probe import parse_layout_setting
+from specbench.engine.cpu.threads import parse_thread_setting
 from specbench.errors import SpecbenchError, check_keys, did_you_mean
 from specbench.models.resolve import DTYPES
 

@@ -9,13 +9,13 @@ drafters and the target's decoder. `run_prompt` is the work behind ``specbench r
 
 CPU threads (option ``threads``): unset, torch's count serves everything; a number, the process
 computes with that many; ``auto``, each engine's target forwards run at the count measured
-fastest for its verify step (`specbench.engine.threads.probe_threads`, once per verify size) and
+fastest for its verify step (`specbench.engine.cpu.threads.probe_threads`, once per verify size) and
 its drafter's at the count fastest for the drafter's decode step (once per drafter with a model;
 model-free drafters take the target's). `thread_report` is what run.json records.
 
 CPU weight layout and dtype (option ``layout``, and ``dtype: auto``): unset, the decoder's default for
-the dtype (`specbench.engine.weight_layout.default_layout`); ``auto``, the layouts of the dtype measured
-on this machine (`specbench.engine.layout_probe`, cached per machine and model); a layout name, that
+the dtype (`specbench.engine.cpu.weight_layout.default_layout`); ``auto``, the layouts of the dtype measured
+on this machine (`specbench.engine.cpu.layout_probe`, cached per machine and model); a layout name, that
 layout. ``dtype: auto`` loads the target in float32, casts a copy to each 16-bit dtype this CPU runs
 natively, measures every dtype × layout and keeps the fastest lossless one: the drafters load in that
 dtype too. `cpu_target_decoder` does it for sweeps and ``specbench run``; `layout_report` is what run.json
@@ -33,11 +33,7 @@ import torch
 from specbench.backends.base import GenerationResult, Request, RoundCallback, StatusCallback
 from specbench.backends.options import check_backend_options
 from specbench.catalogue.drafters import TARGET_ONLY
-from specbench.engine.decoder import NativeDecoder, make_decoder
-from specbench.engine.device import device_info
-from specbench.engine.drafters import check_params, make_drafter
-from specbench.engine.drafters.base import check_draft_depth
-from specbench.engine.layout_probe import (
+from specbench.engine.cpu.layout_probe import (
     LayoutChoice,
     auto_dtypes,
     check_cpu_settings,
@@ -45,11 +41,15 @@ from specbench.engine.layout_probe import (
     default_choice,
     forced_choice,
 )
+from specbench.engine.cpu.threads import RoleThreads, ThreadProbe, available_cores, probe_threads
+from specbench.engine.decoder import NativeDecoder, make_decoder
+from specbench.engine.device import device_info
+from specbench.engine.drafters import check_params, make_drafter
+from specbench.engine.drafters.base import check_draft_depth
 from specbench.engine.loop import SpeculativeEngine
-from specbench.engine.nested import NestedDriver
-from specbench.engine.online_drafting import OnlineDriver
 from specbench.engine.sampling import SamplingParams
-from specbench.engine.threads import RoleThreads, ThreadProbe, available_cores, probe_threads
+from specbench.engine.strategies.nested import NestedDriver
+from specbench.engine.strategies.online_drafting import OnlineDriver
 from specbench.engine.tree import shape_for
 from specbench.engine.warm_up import WARMUP_TOKENS, warm_engine
 from specbench.errors import SpecbenchError

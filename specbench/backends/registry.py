@@ -67,7 +67,7 @@ class BackendKind:
 @dataclass(frozen=True)
 class Mechanism:
     """One adaptive mechanism of an engine, at a configuration's γ: the schedule that runs it (the
-    `specbench.engine.schedule` name and parameters, γ its cap), or the one line that says why it cannot."""
+    `specbench.engine.strategies.schedule` name and parameters, γ its cap), or the one line that says why it cannot."""
 
     name: str  # what the tables call it: "heuristic schedule", "vLLM adaptive K"
     schedule: str | None = None  # the schedule's name (None: absent)
@@ -89,37 +89,37 @@ BACKENDS: Registry[BackendKind] = Registry(
         ),
         BackendKind(
             "vllm",
-            "specbench.backends.vllm_engine:VLLMBackend",
+            "specbench.backends.vllm.engine:VLLMBackend",
             concurrent=True,
             keeps_engines=True,
             # SmolLM2-135M on a 2-core CPU measured 25-35 s; on a GPU, loading and compiling a multi-billion
             # target takes minutes
             start_s=DeviceSeconds(cpu=35.0, cuda=180.0),
-            check="specbench.backends.vllm_config:check_engine_sweep",
+            check="specbench.backends.vllm.config:check_engine_sweep",
             batch_option="max_num_seqs",
             adaptive="specbench.backends.adaptive_mechanisms:vllm_mechanisms",
         ),
         BackendKind(
             "openai",
-            "specbench.backends.openai_server:OpenAIServerBackend",
+            "specbench.backends.servers.openai_server:OpenAIServerBackend",
             concurrent=True,
             attach_option="url",
             check="specbench.backends.options:check_openai_sweep",
         ),
         BackendKind(
             "vllm-server",
-            "specbench.backends.vllm_server:VLLMServerBackend",
+            "specbench.backends.vllm.server:VLLMServerBackend",
             concurrent=True,
             keeps_engines=True,
             start_s=DeviceSeconds(cpu=40.0, cuda=200.0),  # SmolLM2-135M on a 2-core CPU: ~30 s to ready
-            check="specbench.backends.vllm_config:check_server_sweep",
+            check="specbench.backends.vllm.config:check_server_sweep",
             adaptive="specbench.backends.adaptive_mechanisms:vllm_mechanisms",
         ),
         BackendKind(
             "llamacpp-server",
-            "specbench.backends.llamacpp_server:LlamaCppServerBackend",
+            "specbench.backends.llamacpp.server:LlamaCppServerBackend",
             concurrent=True,
-            check="specbench.backends.llamacpp_server:check_sweep",
+            check="specbench.backends.llamacpp.server:check_sweep",
             batch_option="parallel",
             attach_option="url",
         ),

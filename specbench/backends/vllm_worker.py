@@ -1,6 +1,6 @@
 """The vLLM worker: runs in ``.venv-vllm`` and answers JSON lines on stdin/stdout.
 
-`specbench.backends.vllm_engine` starts it as ``.venv-vllm/bin/python vllm_worker.py``. It
+`specbench.backends.vllm.engine` starts it as ``.venv-vllm/bin/python vllm_worker.py``. It
 imports nothing of specbench (vLLM pins its own torch and transformers), only the standard
 library and, when asked to start an engine, vLLM. One engine per process: the backend starts
 a new worker when the speculative configuration changes.
@@ -53,7 +53,7 @@ def one_line(exc: BaseException) -> str:
 
 
 class RequestResult(TypedDict):
-    """One request's answer in the worker's ``generate`` reply (read by `specbench.backends.vllm_results`)."""
+    """One request's answer in the worker's ``generate`` reply (read by `specbench.backends.vllm.results`)."""
 
     token_ids: list[int]
     finish_reason: str | None

@@ -173,7 +173,7 @@ BUILTIN: tuple[DrafterKind, ...] = (
     _trained(
         "medusa",
         "Medusa heads on the target's last hidden state (param checkpoint)",
-        "medusa:MedusaType",
+        "networks.medusa:MedusaType",
         forwards=(1, 0),
         vllm_method="medusa",
         vllm_weights="checkpoint",
@@ -182,7 +182,7 @@ BUILTIN: tuple[DrafterKind, ...] = (
     _trained(
         "eagle",
         "EAGLE feature-space drafter, one layer on [hidden; next embedding] (param checkpoint)",
-        "eagle:EagleType",
+        "networks.eagle:EagleType",
         nestable=True,
         vllm_method="eagle",
         vllm_weights="checkpoint",
@@ -192,7 +192,7 @@ BUILTIN: tuple[DrafterKind, ...] = (
     _trained(
         "eagle3",
         "EAGLE-3 drafter fusing low/mid/high target layers (param checkpoint)",
-        "eagle:Eagle3Type",
+        "networks.eagle:Eagle3Type",
         nestable=True,
         vllm_method="eagle3",
         vllm_weights="checkpoint",
@@ -206,7 +206,7 @@ BUILTIN: tuple[DrafterKind, ...] = (
     _trained(
         "mtp",
         "DeepSeek-V3-style multi-token prediction modules (param checkpoint)",
-        "mtp:MTPType",
+        "networks.mtp:MTPType",
         vllm_method="mtp",
         vllm_weights="target",
         sglang_algorithm="EAGLE",
@@ -219,7 +219,7 @@ BUILTIN: tuple[DrafterKind, ...] = (
     _trained(
         "eagle3.1",
         "EAGLE-3.1: EAGLE-3 with RMSNorm on each fused layer and a post-norm step output (param checkpoint)",
-        "eagle:Eagle31Type",
+        "networks.eagle:Eagle31Type",
         vllm_method="eagle3",  # vLLM runs it as EAGLE-3 with fc_norm / norm_output, from the speculators format
         vllm_weights="checkpoint",
         speculators="eagle3",
@@ -228,7 +228,7 @@ BUILTIN: tuple[DrafterKind, ...] = (
     _trained(
         "semi-ar",
         "DSpark-style semi-autoregressive: parallel block heads + a one-layer serial head (param checkpoint)",
-        "semi_ar:SemiARType",
+        "networks.semi_ar:SemiARType",
         forwards=(1, 1),
         llamacpp_type="draft-dspark",
         llamacpp_weights="checkpoint",
@@ -236,7 +236,7 @@ BUILTIN: tuple[DrafterKind, ...] = (
     _trained(
         "parallel-tree",
         "JetSpec-style parallel tree: mask-token slots, tree-causal mask, one forward per tree (param checkpoint)",
-        "parallel_tree:ParallelTreeType",
+        "networks.parallel_tree:ParallelTreeType",
         forwards=(1, 0),
     ),
     DrafterKind(

@@ -6,7 +6,7 @@ version its keys were checked against, the builders of its settings (the specula
 yes, the target-only one for a confident no: ``"module:function"``, imported the first time they are asked
 for, as the drafter catalogue does), how a pasted line names a model (a Hugging Face id, or a GGUF file),
 whether it takes a per-batch-size schedule, which field of a drafter's entry names the kind on it, and the
-live check of its settings where it is installed (`specbench.cli.engine_checks`).
+live check of its settings where it is installed (`specbench.cli.shell.engine_checks`).
 
 Nothing else compares or tables engine names: the lists the CLI, the recommender, the load verdicts and the
 report need are derived here (tests/test_catalogue.py scans for any other; docs/architecture.md, "Adding an
@@ -59,7 +59,7 @@ class EngineKind:
 
 _SETTINGS = "specbench.analysis.settings.engine_settings"
 _TARGET_ONLY = "specbench.analysis.settings.target_only"
-_CHECKS = "specbench.cli.engine_checks"
+_CHECKS = "specbench.cli.shell.engine_checks"
 
 BUILTIN: tuple[EngineKind, ...] = (
     EngineKind(

@@ -2,7 +2,7 @@
 
 Every user error — a bad flag, an unknown drafter, a broken file — ends as one line on
 stderr and exit code 2; Ctrl-C gives 130, a bug 1 with its traceback in a log file (see
-`SpecbenchGroup` and `specbench.cli.exit_codes`).
+`SpecbenchGroup` and `specbench.cli.shell.exit_codes`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ import typer.core
 from specbench.cli import (
     compare_cmd,
     confirm_cmd,
-    exit_codes,
-    export_cmd,
     fit_cmd,
     models_cmd,
     plot_cmd,
@@ -27,11 +25,12 @@ from specbench.cli import (
     results_cmd,
     run_cmd,
     sweep_cmd,
-    train_cmd,
     tune_cmd,
     workloads_cmd,
 )
-from specbench.cli.params import bind_rows
+from specbench.cli.drafters import export_cmd, train_cmd
+from specbench.cli.shell import exit_codes
+from specbench.cli.shell.params import bind_rows
 from specbench.errors import SpecbenchError, take_notes
 
 # Typer vendors its own copy of click; accept both its exceptions and plain click's.
@@ -48,12 +47,12 @@ def quiet_numpy_warnings() -> None:
 
 
 class SpecbenchGroup(typer.core.TyperGroup):
-    """Top-level group: every outcome becomes the exit code `specbench.cli.exit_codes` documents."""
+    """Top-level group: every outcome becomes the exit code `specbench.cli.shell.exit_codes` documents."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         take_notes()  # notes of an earlier command in this process (tests) are not this one's
         quiet_numpy_warnings()  # here, not in main(): a command run in-process (the tests) prints what a user sees
-        bind_rows(self)  # every flag checked against its row of the bounds table (measure.spec.flags.flag_rows)
+        bind_rows(self)  # every flag checked against its row of the bounds table (measure.grid.flags.flag_rows)
         try:
             returned = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
             # with standalone_mode=False click *returns* the code of a typer.Exit raised in a command

@@ -10,11 +10,11 @@ from rich.table import Table
 
 from specbench.analysis.compare import EQUIVALENT, INCONCLUSIVE, MARGIN, QUANTITIES, REGRESSED, compare, side, to_json
 from specbench.analysis.fit import load_results
-from specbench.cli.exit_codes import BAD_INPUT, INCONCLUSIVE_CODE, OK, REGRESSED_CODE
 from specbench.cli.fit_cmd import text_row
-from specbench.cli.params import bounded
-from specbench.cli.render import console as wide_console
-from specbench.cli.render import plain
+from specbench.cli.shell.exit_codes import BAD_INPUT, INCONCLUSIVE_CODE, OK, REGRESSED_CODE
+from specbench.cli.shell.params import bounded
+from specbench.cli.views.render import console as wide_console
+from specbench.cli.views.render import plain
 from specbench.records.store import load_run_info
 from specbench.safe_files import read_json
 

@@ -13,12 +13,12 @@ from rich.text import Text
 
 from specbench.analysis.recommendation.confirm_report import CONFIRM_DIR, load_report
 from specbench.bounds import check as check_bound
-from specbench.cli.confirm_view import print_confirmation
-from specbench.cli.exit_codes import INTERRUPTED, TERMINATED, Terminated, say
-from specbench.cli.params import bounded, folder_path
-from specbench.cli.progress_lines import LineProgress
-from specbench.cli.render import console as wide_console
+from specbench.cli.shell.exit_codes import INTERRUPTED, TERMINATED, Terminated, say
+from specbench.cli.shell.params import bounded, folder_path
 from specbench.cli.sweep_cmd import SweepProgress
+from specbench.cli.views.confirm import print_confirmation
+from specbench.cli.views.progress_lines import LineProgress
+from specbench.cli.views.render import console as wide_console
 from specbench.errors import SpecbenchError
 from specbench.records.identity import CONFIRMATION, check_together, identified_if_any, identify
 from specbench.records.lock import lock_holder
@@ -76,13 +76,13 @@ def confirm(
     prediction has held or missed and the regret is settled, or the budget is spent. Records go to
     RESULTS/confirm/; `results show`, `recommend` and `plot` show them beside the prediction.
     """
-    from specbench.measure.execution.confirm import (  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.grid.adaptive import parse_budget  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.run.confirm import (  # lazy: loads torch; keeps `specbench --help` fast
         ConfirmSettings,
         plan_confirmation,
         policy_for,
     )
-    from specbench.measure.execution.runner import SweepRunner  # lazy: loads torch; keeps `specbench --help` fast
-    from specbench.measure.spec.adaptive import parse_budget  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.run.runner import SweepRunner  # lazy: loads torch; keeps `specbench --help` fast
 
     settings = ConfirmSettings(
         first=check_bound("confirm.first", first, key="--first"),

@@ -12,10 +12,10 @@ from specbench.analysis.context_bins import fit_by_context_bin
 from specbench.analysis.cost.round_cost import fit_group_costs
 from specbench.analysis.fit import fit_acceptance, fits_frame, goodness_frame, load_results, positions_frame
 from specbench.analysis.statistics.intervals import N_BOOT
-from specbench.cli.online_view import online_frames, print_online
-from specbench.cli.params import bounded
-from specbench.cli.render import console as wide_console
-from specbench.cli.render import estimate, fmt, ms, plain, signed
+from specbench.cli.shell.params import bounded
+from specbench.cli.views.online import online_frames, print_online
+from specbench.cli.views.render import console as wide_console
+from specbench.cli.views.render import estimate, fmt, ms, plain, signed
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.records.store import COLUMNS
 from specbench.safe_files import json_ready

@@ -8,9 +8,9 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from specbench.cli.progress_lines import Steps
-from specbench.cli.render import console as wide_console
-from specbench.cli.render import styled
+from specbench.cli.views.progress_lines import Steps
+from specbench.cli.views.render import console as wide_console
+from specbench.cli.views.render import styled
 from specbench.errors import SpecbenchError
 from specbench.models.fetch import fetch_split_gguf
 from specbench.models.gguf_files import alias_gguf, gguf_file

@@ -11,10 +11,10 @@ from specbench.analysis.load.slo import slos_from_flags
 from specbench.analysis.load.verdicts import settings_of
 from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.statistics.intervals import N_BOOT
-from specbench.cli.engine_checks import check_engine_settings, local_model_folder
-from specbench.cli.params import bounded, folder_path
-from specbench.cli.render import console as make_console
-from specbench.cli.render import plain, styled, text_column
+from specbench.cli.shell.engine_checks import check_engine_settings, local_model_folder
+from specbench.cli.shell.params import bounded, folder_path
+from specbench.cli.views.render import console as make_console
+from specbench.cli.views.render import plain, styled, text_column
 from specbench.models.gguf_files import paste_names
 from specbench.records.lock import check_writable_folder
 
@@ -139,7 +139,7 @@ def plot_command(
 
 
 def check_report_settings(data) -> None:
-    """The report's engine settings checked as `specbench recommend` checks them (`cli.engine_checks`)."""
+    """The report's engine settings checked as `specbench recommend` checks them (`cli.shell.engine_checks`)."""
     target = local_model_folder(str(data.recommendations[0].keys["target"])) if data.recommendations else None
     schedules = [({s.engine: s}, target) for s in (settings_of(data.load) if data.load else [])]
     check_engine_settings(

@@ -11,11 +11,11 @@ from rich.table import Table
 from specbench.analysis.cost.moe import moe_verify_table
 from specbench.analysis.options import MAX_GAMMA
 from specbench.bounds import int_list
-from specbench.cli.exit_codes import say
-from specbench.cli.params import bounded, folder_path
-from specbench.cli.progress_lines import Steps
-from specbench.cli.render import console as wide_console
-from specbench.cli.render import fmt, styled
+from specbench.cli.shell.exit_codes import say
+from specbench.cli.shell.params import bounded, folder_path
+from specbench.cli.views.progress_lines import Steps
+from specbench.cli.views.render import console as wide_console
+from specbench.cli.views.render import fmt, styled
 from specbench.errors import SpecbenchError
 from specbench.records.archive import set_aside_folder
 from specbench.records.lock import LOCK_FILE, FolderLock, check_writable_folder

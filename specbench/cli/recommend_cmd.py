@@ -33,16 +33,16 @@ from specbench.analysis.verdicts.decision import describe_best
 from specbench.analysis.verdicts.stopping_history import load_history
 from specbench.bounds import int_list
 from specbench.catalogue import engines as catalogue_engines
-from specbench.cli.confirm_view import print_confirmation, print_deployments
-from specbench.cli.engine_checks import check_engine_settings, local_model_folder
 from specbench.cli.fit_cmd import group_label, text_row
-from specbench.cli.load_view import print_load, print_slo
-from specbench.cli.online_view import print_online_verdict
-from specbench.cli.operating_view import print_goodput, print_operating
-from specbench.cli.params import bounded
-from specbench.cli.render import console as wide_console
-from specbench.cli.render import fmt, ms, plain
 from specbench.cli.results_cmd import print_history
+from specbench.cli.shell.engine_checks import check_engine_settings, local_model_folder
+from specbench.cli.shell.params import bounded
+from specbench.cli.views.confirm import print_confirmation, print_deployments
+from specbench.cli.views.load import print_load, print_slo
+from specbench.cli.views.online import print_online_verdict
+from specbench.cli.views.operating import print_goodput, print_operating
+from specbench.cli.views.render import console as wide_console
+from specbench.cli.views.render import fmt, ms, plain
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models.gguf_files import paste_names
 from specbench.records.profile_file import load_profile

@@ -19,11 +19,11 @@ from specbench.analysis.verdicts.stopping_history import History, load_history
 from specbench.analysis.verdicts.stopping_report import summary_lines
 from specbench.backends import registry as backends
 from specbench.catalogue.drafters import TARGET_ONLY
-from specbench.cli.adaptive_view import history_table
-from specbench.cli.confirm_view import print_confirmation
-from specbench.cli.params import folder_path
-from specbench.cli.render import console, fmt, milliseconds, plain, styled
-from specbench.cli.render import console as wide_console
+from specbench.cli.shell.params import folder_path
+from specbench.cli.views.adaptive import history_table
+from specbench.cli.views.confirm import print_confirmation
+from specbench.cli.views.render import console, fmt, milliseconds, plain, styled
+from specbench.cli.views.render import console as wide_console
 from specbench.errors import SpecbenchError
 from specbench.records.merge import merge_folders
 from specbench.records.store import load_records, load_run_info
@@ -59,7 +59,7 @@ def show(
     """
 
     if csv is not None:
-        from specbench.measure.spec.validate import check_output_file  # lazy: loads torch; keeps --help fast
+        from specbench.measure.grid.validate import check_output_file  # lazy: loads torch; keeps --help fast
 
         check_output_file(csv, "--csv")  # before any work: not a directory, a writable place
     info = load_run_info(folder)

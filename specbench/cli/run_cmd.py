@@ -8,9 +8,9 @@ from pathlib import Path
 import typer
 
 from specbench.catalogue.drafters import TARGET_ONLY
-from specbench.cli.params import bounded
-from specbench.cli.render import console as make_console
-from specbench.cli.render import plain, print_run_report
+from specbench.cli.shell.params import bounded
+from specbench.cli.views.render import console as make_console
+from specbench.cli.views.render import plain, print_run_report
 from specbench.engine.drafters.param_values import check_param_values
 from specbench.errors import SpecbenchError
 from specbench.safe_files import json_ready, read_text_file
@@ -82,10 +82,10 @@ def run(
 ):
     """Generate from one prompt with speculative decoding and show tokens/s, α, τ and the time split."""
     from specbench.backends.own_engine import run_prompt  # lazy: loads torch; keeps `specbench --help` fast
-    from specbench.engine.layout_probe import parse_layout_setting  # lazy: loads torch
+    from specbench.engine.cpu.layout_probe import parse_layout_setting  # lazy: loads torch
     from specbench.engine.sampling import SamplingParams  # lazy: loads torch; keeps `specbench --help` fast
     from specbench.engine.tree import tree_depth_limit  # lazy: loads torch; keeps `specbench --help` fast
-    from specbench.measure.spec.sweep import parse_params  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.grid.sweep import parse_params  # lazy: loads torch; keeps `specbench --help` fast
     from specbench.models.resolve import dtype_setting  # lazy: loads torch
 
     depth = tree_depth_limit(tree)  # a bad shape fails before any model loads

@@ -16,14 +16,14 @@ from rich.text import Text
 
 from specbench.analysis.verdicts.stopping_history import load_history
 from specbench.analysis.verdicts.stopping_report import summary_lines
-from specbench.cli.exit_codes import INTERRUPTED, TERMINATED, Terminated, say
-from specbench.cli.flag_options import flag_command
-from specbench.cli.progress_lines import LineProgress
-from specbench.cli.render import console as wide_console
-from specbench.cli.render import fmt, plain, styled, text_column
 from specbench.cli.results_cmd import rows_and_verdicts, summary_table
+from specbench.cli.shell.exit_codes import INTERRUPTED, TERMINATED, Terminated, say
+from specbench.cli.shell.flag_options import flag_command
+from specbench.cli.views.progress_lines import LineProgress
+from specbench.cli.views.render import console as wide_console
+from specbench.cli.views.render import fmt, plain, styled, text_column
 from specbench.errors import SpecbenchError
-from specbench.measure.spec.flags import FLAGS, SweepFlags, SweepValues
+from specbench.measure.grid.flags import FLAGS, SweepFlags, SweepValues
 from specbench.records.store import load_records
 from specbench.safe_files import json_ready, read_json
 
@@ -63,12 +63,12 @@ def sweep(values: SweepValues) -> None:
     trajectory and runs only the calibration units live (YAML key calibration: {gammas, prompts});
     --mode both runs everything live and replayed and prints their agreement (docs/replay.md).
     """
-    from specbench.measure.spec.sweep import (  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.grid.sweep import (  # lazy: loads torch; keeps `specbench --help` fast
         build_spec,
         load_spec_file,
     )
-    from specbench.measure.spec.sweep_spec import capped_workloads  # lazy: loads torch; keeps `specbench --help` fast
-    from specbench.measure.spec.units import parse_shard  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.grid.sweep_spec import capped_workloads  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.grid.units import parse_shard  # lazy: loads torch; keeps `specbench --help` fast
 
     flags = SweepFlags.from_command(values)
     spec_file = values.spec_file
@@ -95,7 +95,7 @@ def sweep(values: SweepValues) -> None:
 
 def _measure(spec, out_dir: Path, shard, values: SweepValues) -> tuple[int, int]:
     """Run the sweep with progress; (units measured now, units in the grid). Ctrl-C keeps what is measured."""
-    from specbench.measure.execution.runner import SweepRunner  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.run.runner import SweepRunner  # lazy: loads torch; keeps `specbench --help` fast
 
     console = wide_console(stderr=True, wide=False)
     observer = (
@@ -138,8 +138,8 @@ def _print_done(spec, out_dir: Path, measured: int, units: int) -> None:
 
 def _dry_run(spec, shard) -> None:
     """The grid and its cost estimate; no model loads, but every model and workload resolves as the run's do."""
-    from specbench.measure.spec.units import expand_units, in_shard, load_workloads  # lazy: loads torch
-    from specbench.measure.spec.validate import check_grid_size, check_models  # lazy: loads torch
+    from specbench.measure.grid.units import expand_units, in_shard, load_workloads  # lazy: loads torch
+    from specbench.measure.grid.validate import check_grid_size, check_models  # lazy: loads torch
 
     check_models(spec, ask_hub=True)
     workloads = load_workloads(spec)
@@ -249,12 +249,12 @@ def print_json_summary(out_dir: Path, measured: int, total: int) -> None:
 
 
 def _print_dry_run(spec, units, workloads, shard) -> None:
-    from specbench.measure.spec.estimate import describe, estimate  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.grid.estimate import describe, estimate  # lazy: loads torch; keeps `specbench --help` fast
 
     console = wide_console()
     planner = None
     if spec.adaptive is not None:
-        from specbench.measure.execution.adaptive import LookPlanner  # lazy: loads torch; keeps `specbench --help` fast
+        from specbench.measure.run.adaptive import LookPlanner  # lazy: loads torch; keeps `specbench --help` fast
 
         planner = LookPlanner(spec, workloads, shard)
         units = planner.worst_case()

@@ -18,11 +18,11 @@ from specbench.analysis.settings.engine_settings import engine_settings, target_
 from specbench.analysis.verdicts.stopping_history import load_history
 from specbench.analysis.verdicts.stopping_report import summary_lines
 from specbench.catalogue import engines as catalogue_engines
-from specbench.cli.exit_codes import INTERRUPTED, TERMINATED, Terminated, say
-from specbench.cli.params import bounded, folder_path
-from specbench.cli.progress_lines import LineProgress
-from specbench.cli.render import console as wide_console
-from specbench.cli.render import plain
+from specbench.cli.shell.exit_codes import INTERRUPTED, TERMINATED, Terminated, say
+from specbench.cli.shell.params import bounded, folder_path
+from specbench.cli.views.progress_lines import LineProgress
+from specbench.cli.views.render import console as wide_console
+from specbench.cli.views.render import plain
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models.gguf_files import paste_names
 from specbench.safe_files import json_ready
@@ -68,14 +68,14 @@ def tune(
     ends with one line per workload: the confirmed configuration and its settings, the contender that beat it, or
     "not settled" with what it would take. A killed tune resumes with the same command.
     """
-    from specbench.measure.execution.confirm import (  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.grid.adaptive import AdaptivePlan, parse_budget  # lazy: loads torch
+    from specbench.measure.grid.sweep import build_spec, load_spec_file  # lazy: loads torch
+    from specbench.measure.run.confirm import (  # lazy: loads torch; keeps `specbench --help` fast
         ConfirmSettings,
         plan_confirmation,
         policy_for,
     )
-    from specbench.measure.execution.runner import SweepRunner  # lazy: loads torch; keeps `specbench --help` fast
-    from specbench.measure.spec.adaptive import AdaptivePlan, parse_budget  # lazy: loads torch
-    from specbench.measure.spec.sweep import build_spec, load_spec_file  # lazy: loads torch
+    from specbench.measure.run.runner import SweepRunner  # lazy: loads torch; keeps `specbench --help` fast
 
     if engine not in catalogue_engines.names():
         choices = catalogue_engines.names()

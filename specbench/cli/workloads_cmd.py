@@ -8,9 +8,9 @@ from collections import Counter
 import typer
 from rich.table import Table
 
-from specbench.cli.params import bounded
-from specbench.cli.render import console as wide_console
-from specbench.cli.render import plain
+from specbench.cli.shell.params import bounded
+from specbench.cli.views.render import console as wide_console
+from specbench.cli.views.render import plain
 from specbench.errors import SpecbenchError
 from specbench.workloads.catalog import load_workload, workload_names
 

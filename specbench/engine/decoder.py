@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from specbench.engine.kv_cache import StaticKVCache
-from specbench.engine.weight_layout import (
+from specbench.engine.cpu.weight_layout import (
     REDUCED_PRECISION,
     CpuLayout,
     apply_layout,
@@ -26,6 +25,7 @@ from specbench.engine.weight_layout import (
     packed_weight,
     single_row_weight,
 )
+from specbench.engine.kv_cache import StaticKVCache
 from specbench.errors import SpecbenchError
 from specbench_kernels._triton import interpreter_enabled, triton_available
 from specbench_kernels.tree_attention import tree_attention
@@ -102,7 +102,7 @@ class NativeDecoder:
         # (`_row_attention`), so that a verified row is bit for bit a decode step's and greedy speculative
         # output equals target-only output exactly (in 16 bits a last-bit difference is a 2^-8 relative
         # error, enough to flip near-tied argmaxes). The products keep that property in the layouts that
-        # `weight_layout` and the probe (`specbench.engine.layout_probe`) allow for 16 bits.
+        # `weight_layout` and the probe (`specbench.engine.cpu.layout_probe`) allow for 16 bits.
         self.reduced_cpu = self.device.type == "cpu" and self.dtype in REDUCED_PRECISION
         self.cache_dtype = torch.float32 if self.reduced_cpu else self.dtype
         self.row_attention = self.reduced_cpu and not self.window

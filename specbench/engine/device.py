@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from specbench.engine.cpu_info import cpu_model
+from specbench.engine.cpu.cpu_info import cpu_model
 
 
 def cpu_name() -> str:

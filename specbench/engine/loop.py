@@ -8,7 +8,7 @@ leaves the cache at L + m: truncated for a chain, compacted in place for a tree.
 target-only decoding through the same code, the baseline every speedup is measured against.
 
 How many of its γ tokens a chain drafts in a round is the schedule's choice
-(`specbench.engine.schedule`): ``fixed`` (the default) always drafts γ; the others choose per round
+(`specbench.engine.strategies.schedule`): ``fixed`` (the default) always drafts γ; the others choose per round
 (before it, or token by token from the drafter's confidence) and learn from each verdict.
 """
 
@@ -20,13 +20,13 @@ from dataclasses import dataclass
 
 import torch
 
+from specbench.engine.cpu.threads import RoleThreads, using_threads
 from specbench.engine.decoder import make_decoder
 from specbench.engine.drafters.base import BaseDrafter, Proposal, RoundOutcome, check_draft_depth
 from specbench.engine.rounds import Round, RoundDriver, Verification
 from specbench.engine.sampling import SamplingParams, probabilities
-from specbench.engine.schedule import RoundVerdict, ScheduleSpec, check_schedule, make_schedule
 from specbench.engine.stats import GenerationResult, RoundLog
-from specbench.engine.threads import RoleThreads, using_threads
+from specbench.engine.strategies.schedule import RoundVerdict, ScheduleSpec, check_schedule, make_schedule
 from specbench.engine.timing import DeviceClock
 from specbench.engine.tree import StaticTree, shape_for, verification_layout
 from specbench.engine.verify import (
@@ -106,7 +106,7 @@ class SpeculativeEngine:
         self.shape = shape_for(tree, gamma) if gamma > 0 else None
         check_draft_depth(self.drafter, self.shape)
         self.sampling = sampling
-        # CPU threads of the target's and the drafter's forwards (`specbench.engine.threads`); None: torch's
+        # CPU threads of the target's and the drafter's forwards (`specbench.engine.cpu.threads`); None: torch's
         self.threads = threads
         # engines of one target may share a decoder (and its compiled graphs)
         self.decoder = decoder or make_decoder(target.model, implementation, kernels, compile)

@@ -14,8 +14,8 @@ schedule, the clock).
 
 A `RoundDriver` owns the two steps a strategy may change, and hears about a generation's start, its target
 features and its end. `RoundDriver` itself is sequential speculation: draft now, then verify. Nested speculation
-(`specbench.engine.nested.NestedDriver`: the next round's drafts are prepared while the target verifies) and
-online adaptation (`specbench.engine.online_drafting.OnlineDriver`: the drafter learns from every verdict) are drivers
+(`specbench.engine.strategies.nested.NestedDriver`: the next round's drafts are prepared while the target verifies) and
+online adaptation (`specbench.engine.strategies.online_drafting.OnlineDriver`: the drafter learns from every verdict) are drivers
 handed to the engine, ``SpeculativeEngine(..., driver=NestedDriver(prepared=2))``; they reach the engine only
 through its public verbs (`propose`, `verify`, `capacity`) and attributes (``drafter``, ``shape``,
 ``sampling``, ``device``).

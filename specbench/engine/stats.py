@@ -94,11 +94,11 @@ class GenerationResult:
     # MoE target: {"experts": E, "top_k": k, "expert_bytes": one expert's bytes, "step_bytes": weight bytes of
     # one target-only forward as computed here (each MLP once)}
     moe: dict | None = None
-    # Nested speculation (specbench.engine.nested); None for sequential rounds.
+    # Nested speculation (specbench.engine.strategies.nested); None for sequential rounds.
     prepared_drafts: int | None = None  # next-round drafts prepared while the target verified
     prepared_hits: int | None = None  # rounds whose draft was one of them (draft latency hidden)
     draft_hidden_s: float | None = None  # drafting time of those rounds, spent during verification
-    # Online adaptation (specbench.engine.online_drafting); None otherwise: {"version": the drafter's version at the start,
+    # Online adaptation (specbench.engine.strategies.online_drafting); None otherwise: {"version": the drafter's version at the start,
     # "updates": [{version, at_round, seconds, tokens, loss, reject_loss, rejections}, ...] during or after it}
     online: dict | None = None
 

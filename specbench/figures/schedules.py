@@ -1,5 +1,5 @@
 """The verify-length schedule figure: every measured chain configuration of a scenario, fixed γ and
-dynamic schedules (`specbench.engine.schedule`) side by side, as speedup over the target alone.
+dynamic schedules (`specbench.engine.strategies.schedule`) side by side, as speedup over the target alone.
 
 One panel per scenario (workload, sampling) that measured a dynamic schedule. Bars: measured
 speedup with its interval (`Recommendation.options`), grey for fixed γ, a colour per schedule;

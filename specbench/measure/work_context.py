@@ -1,7 +1,7 @@
 """What a piece of work needs from the worker that runs it, as one typed, frozen value.
 
-A worker (`specbench.measure.execution.worker.PieceWorker`) holds one backend and turns pieces of work into
-records. The serving groups (`specbench.measure.execution.groups`) and the replayed prompt turns
+A worker (`specbench.measure.executors.worker.PieceWorker`) holds one backend and turns pieces of work into
+records. The serving groups (`specbench.measure.serving.groups`) and the replayed prompt turns
 (`specbench.measure.replay.units`) used to receive the worker itself and reach back into it (``worker.backend``,
 ``worker.replayer``, ``worker.prompt_ids``, ``worker.observer``): an untyped context object. They now receive a
 `WorkContext` — the spec, the backend, the observer, the device's name, how a unit's prompt is built and the replay
@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from specbench.measure.spec.sweep_spec import SweepSpec
-from specbench.measure.spec.units import Unit
+from specbench.measure.grid.sweep_spec import SweepSpec
+from specbench.measure.grid.units import Unit
 
 
 class UnitObserver(Protocol):

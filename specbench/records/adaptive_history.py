@@ -1,6 +1,6 @@
 """``adaptive.json``: the stopping history of an adaptive sweep, beside its records.
 
-Written by `specbench.measure.execution.adaptive` after every look, read by `results show`, `recommend`,
+Written by `specbench.measure.run.adaptive` after every look, read by `results show`, `recommend`,
 `plot` and ``sweep --json``. Layout (docs/results-schema.md, "Adaptive sweeps")::
 
     {"plan": {batch, first, max_prompts, budget_s, calibration_batch},

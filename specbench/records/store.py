@@ -86,7 +86,7 @@ COLUMNS: dict[str, tuple[pa.DataType, str]] = {
         "sha256 of the target's weights that produced the record (the model cache's "
         "proven content hash; null in records written before it existed)",
     ),
-    # timing protocol (specbench.measure.execution.timing_protocol; docs/results-schema.md "Timing protocol")
+    # timing protocol (specbench.measure.timing.timing_protocol; docs/results-schema.md "Timing protocol")
     "timing_ok": (pa.bool_(), "false: every timed attempt ran under interference; timings left out of timing fits"),
     "timing_flag": (pa.string(), "'' clean; what disturbed the timing; 'modelled' for replayed units"),
     "timing_attempts": (pa.int64(), "times this unit was timed (0 for replayed units)"),
@@ -240,7 +240,7 @@ ENERGY_COLUMNS = ("energy_j", "idle_w", "energy_counter", "joules_per_token", "j
 
 def null_energy_columns() -> dict[str, None]:
     """The energy columns of a record no energy counter measured (a replayed unit, a machine without one): all
-    null. The one writer of them; the measured ones are `measure.execution.energy.energy_columns`'s."""
+    null. The one writer of them; the measured ones are `measure.timing.energy.energy_columns`'s."""
     return dict.fromkeys(ENERGY_COLUMNS)
 
 

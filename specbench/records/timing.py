@@ -1,7 +1,7 @@
 """Which records' timings may enter a timing fit or a paired speedup: rule 6 of the timing protocol, for readers.
 
 A unit timed under interference from other processes (``timing_ok`` false, written by
-`specbench.measure.execution.timing_protocol`) keeps its acceptance figures but is left out of timing
+`specbench.measure.timing.timing_protocol`) keeps its acceptance figures but is left out of timing
 fits — unless every unit was disturbed, in which case all are used and the note says so
 (`timing_usable`).
 

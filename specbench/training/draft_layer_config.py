@@ -1,6 +1,6 @@
 """The transformers (Llama) config of a drafter's one decoder layer, as the exported layouts write it.
 
-Both exports describe specbench's drafter layer (`specbench.engine.drafters.feature_layers.LayerShape`)
+Both exports describe specbench's drafter layer (`specbench.engine.drafters.networks.feature_layers.LayerShape`)
 as a one-layer Llama config: vLLM's EAGLE / EAGLE-3 layout as the whole ``config.json``
 (`specbench.training.vllm_export`), the speculators format as its ``transformer_layer_config``
 (`specbench.training.speculators_export`). The target's config gives what the layer shares with it

@@ -16,7 +16,7 @@ Every prediction of the token at t+s+1 is scored against T_{t+s} by the soft cro
 * parallel-tree — the same unrolling, but step s ≥ 2 is fed the mask-token slot of the rank the
   true token x_{t+s} has in step s−1's distribution (`parallel_tree.ParallelTreeNet.next_inputs`);
 * mtp — module k at position i on (h^{k−1}_i, x_{i+k}) with the band mask of
-  `specbench.engine.drafters.mtp.band_mask`, loss against T_{i+k}; modules weighted equally.
+  `specbench.engine.drafters.networks.mtp.band_mask`, loss against T_{i+k}; modules weighted equally.
 
 A drafter type names its objective (``TrainedType.objective``, a ``"module:function"`` reference
 or a callable) and its keyword arguments; `objective` resolves them for a type name.
@@ -36,8 +36,8 @@ import torch
 import torch.nn.functional as F
 
 from specbench.engine.drafters import registry
-from specbench.engine.drafters.feature_layers import VocabHead, causal_mask
-from specbench.engine.drafters.mtp import band_mask
+from specbench.engine.drafters.networks.feature_layers import VocabHead, causal_mask
+from specbench.engine.drafters.networks.mtp import band_mask
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Training a served drafter on its own traffic: the learner of online adaptation (docs/strategies.md, Aurora).
 
-`specbench.engine.online_drafting.OnlineDriver` hands the learner each generation's trace (the verified
+`specbench.engine.strategies.online_drafting.OnlineDriver` hands the learner each generation's trace (the verified
 tokens, the target's features at their positions, the drafts the target refused) and asks for an update
 every N prompts or M tokens. The learner trains a float32 copy of the drafter's network with AdamW
 (constant learning rate, gradient clipping 1.0) and returns its weights, which the engine swaps in.
@@ -49,8 +49,8 @@ from collections import deque
 
 import torch
 
-from specbench.engine.drafters.feature_layers import VocabHead
-from specbench.engine.online_drafting import OnlinePlan, TrafficExample
+from specbench.engine.drafters.networks.feature_layers import VocabHead
+from specbench.engine.strategies.online_drafting import OnlinePlan, TrafficExample
 from specbench.errors import SpecbenchError
 from specbench.training.objectives import objective
 from specbench.training.train import Example, collate

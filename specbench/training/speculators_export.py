@@ -1,6 +1,6 @@
 """``specbench export-drafter --format speculators``: an EAGLE-3 / EAGLE-3.1 head in the speculators format.
 
-The format (vllm-project/speculators; field by field in `specbench.engine.drafters.speculators_format`,
+The format (vllm-project/speculators; field by field in `specbench.engine.drafters.checkpoints.speculators_format`,
 which reads it back) is what vLLM loads with no further configuration (``vllm serve FOLDER`` takes the
 target from ``speculators_config.verifier``) and what the speculators library trains and publishes.
 What the export writes, from the drafter the engine drafts with (so the weights are the ones measured):
@@ -30,7 +30,7 @@ from __future__ import annotations
 import torch
 
 from specbench.catalogue import drafters as catalogue
-from specbench.engine.drafters.speculators_format import LAYER_PREFIX, NET_LAYER_PREFIX, TYPE_KEY
+from specbench.engine.drafters.checkpoints.speculators_format import LAYER_PREFIX, NET_LAYER_PREFIX, TYPE_KEY
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import aliases
 from specbench.training.draft_layer_config import draft_llama_config

@@ -23,9 +23,9 @@ import torch
 
 from specbench.engine.device import cpu_name
 from specbench.engine.drafters import registry
-from specbench.engine.drafters.checkpoint import target_fingerprint
-from specbench.engine.drafters.feature_layers import VocabHead, embed
-from specbench.engine.drafters.trained import parameter_count
+from specbench.engine.drafters.checkpoints.checkpoint import target_fingerprint
+from specbench.engine.drafters.networks.feature_layers import VocabHead, embed
+from specbench.engine.drafters.networks.trained import parameter_count
 from specbench.engine.loop import eos_token_ids
 from specbench.errors import SpecbenchError
 from specbench.training.data import CorpusSpec, ensure_features, generate_corpus, read_features

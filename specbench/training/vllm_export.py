@@ -37,7 +37,7 @@ from specbench.analysis.settings.vllm_speculative import speculative_config
 from specbench.catalogue import drafters as catalogue
 from specbench.catalogue.registry import resolve
 from specbench.engine.drafters import make_drafter
-from specbench.engine.drafters.speculators_format import speculative_tokens
+from specbench.engine.drafters.checkpoints.speculators_format import speculative_tokens
 from specbench.errors import SpecbenchError
 from specbench.models.resolve import load_model
 from specbench.safe_files import write_atomic, write_json, writing

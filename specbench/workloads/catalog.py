@@ -27,12 +27,13 @@ from typing import Any
 
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models.prompting import encode_conversation
-from specbench.workloads import long_context, prepared_spec
+from specbench.workloads import long_context
 from specbench.workloads.long_context_spec import LongContextSpec, select
-from specbench.workloads.prepared import prepared_prompts
-from specbench.workloads.prepared_spec import PreparedSpec
 from specbench.workloads.prompt import Prompt
-from specbench.workloads.sources import read_records
+from specbench.workloads.readers import prepared_spec
+from specbench.workloads.readers.prepared import prepared_prompts
+from specbench.workloads.readers.prepared_spec import PreparedSpec
+from specbench.workloads.readers.sources import read_records
 from specbench.workloads.spec import (
     WorkloadSpec,
     builtin_names,
@@ -141,7 +142,7 @@ def _spec_of(name_or_source: str) -> WorkloadSpec | LongContextSpec | PreparedSp
     A built-in name or YAML path may end in ``:key=value`` options: a long-context workload's bins and
     tasks (``long-context:bin=4k``, `specbench.workloads.long_context_spec.select`), a prepared-data
     workload's configs, categories and data folder (``speed-bench:category=coding:data=DIR``,
-    `specbench.workloads.prepared_spec.select`); other workloads take none.
+    `specbench.workloads.readers.prepared_spec.select`); other workloads take none.
     """
     text = str(name_or_source).strip()
     if not text:

@@ -9,7 +9,7 @@ Selection is deterministic. The candidates of a source are listed in a fixed ord
   the ``exclude`` globs. Ids are ``stdlib-<major>.<minor>/<path>``: the same files on every machine
   with the same Python minor version, and a different Python shows in the prompt ids.
 * ``sharegpt``: the conversations of a ShareGPT file, their split parts joined back together
-  (`specbench.workloads.sharegpt_format.whole_conversations`) and written as a transcript
+  (`specbench.workloads.readers.sharegpt_format.whole_conversations`) and written as a transcript
   (``User: …`` / ``Assistant: …``); ``min_ascii`` keeps conversations that are mostly ASCII.
   Parsing the file takes seconds, so the selected transcripts are cached under
   ``<cache>/workloads/``, keyed by the file's path, size and mtime and the selection.
@@ -29,9 +29,9 @@ from pathlib import Path
 from specbench.errors import SpecbenchError
 from specbench.models import cache as model_cache
 from specbench.safe_files import read_json, write_json
-from specbench.workloads import sharegpt_format
 from specbench.workloads.long_context_spec import DocumentSource
-from specbench.workloads.sources import SourceUnavailable, package_file
+from specbench.workloads.readers import sharegpt_format
+from specbench.workloads.readers.sources import SourceUnavailable, package_file
 
 NOT_STDLIB = ("site-packages", "dist-packages", "__pycache__")
 ROLE_NAMES = {

@@ -34,7 +34,7 @@ from specbench.workloads.long_context_spec import (
     is_long_context,
     parse_long_context,
 )
-from specbench.workloads.prepared_spec import PreparedSpec, is_prepared, parse_prepared
+from specbench.workloads.readers.prepared_spec import PreparedSpec, is_prepared, parse_prepared
 from specbench.workloads.spec_reader import Reader, workload_fields
 from specbench.workloads.stream import StreamSpec, is_stream, parse_stream
 
@@ -142,7 +142,7 @@ def parse_spec(
 ) -> WorkloadSpec | LongContextSpec | PreparedSpec | StreamSpec:
     """Validate a workload mapping (parsed YAML) into a `WorkloadSpec` (a `LongContextSpec` when it has a
     ``long_context`` section: `specbench.workloads.long_context_spec`; a `PreparedSpec` when it has a
-    ``prepared`` section: `specbench.workloads.prepared_spec`; a `StreamSpec` when it has a ``stream`` list:
+    ``prepared`` section: `specbench.workloads.readers.prepared_spec`; a `StreamSpec` when it has a ``stream`` list:
     `specbench.workloads.stream`)."""
     if is_long_context(data):
         return parse_long_context(data, origin=origin, base_dir=base_dir)

@@ -20,7 +20,7 @@ the previous one's. A sweep's ``count`` for a stream keeps every segment, each c
 count (largest remainders, at least one prompt each), and keeps the order.
 
 What a stream is for: strategies whose state carries from prompt to prompt — a drafter that learns
-online (`specbench.engine.online_drafting`) — measured before and after a change of traffic.
+online (`specbench.engine.strategies.online_drafting`) — measured before and after a change of traffic.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Two separate measurements, combined per configuration (drafter, tree, γ) of a s
   whose timing was disturbed;
 * **cost** — the cost model (`specbench.analysis.cost.round_cost`: t_verify(k), t_draft, overhead) fitted on
   the *calibration prompts*: those where the configuration group's live units and the baseline
-  were timed together in one block (`specbench.measure.execution.timing_protocol`), undisturbed units only.
+  were timed together in one block (`specbench.measure.timing.timing_protocol`), undisturbed units only.
 
 Every prompt's decode time is then modelled, for the configuration (Σ over its rounds of
 draft + verify(drafted + 1) + overhead) and for the baseline (its rounds × (verify(1) +

@@ -16,7 +16,7 @@ the load table, `specbench.analysis.load.table.undisturbed`), at each load:
 * **cost per million output tokens**  C = price_per_hour ÷ 3600 ÷ R × 10⁶ (the machine's price per hour,
   ``--price-per-hour`` or the sweep key ``price_per_hour``; in whatever currency it was given);
 * **energy**: joules per output token Σ ``energy_j`` ÷ Σ ``new_tokens`` and per accepted draft token
-  Σ ``energy_j`` ÷ Σ ``accepted`` (`specbench.measure.execution.energy`; null where the machine had no counter).
+  Σ ``energy_j`` ÷ Σ ``accepted`` (`specbench.measure.timing.energy`; null where the machine had no counter).
 
 Intervals: a prompt bootstrap (`specbench.analysis.statistics.intervals`: replicates draw prompts with replacement,
 small-sample stretched). R and G are c̄ · Σ x ÷ Σ latency, where c̄ = Σ latency ÷ W is the mean number

@@ -31,7 +31,7 @@ The schedule's config is the main panel's (`specbench.analysis.settings.engine_s
 config mapping, models named as vLLM loads them — Hugging Face ids for specbench's aliases) with the
 ranges given to that one builder (`engine_settings.schedule_setting`: the engine whose catalogue entry takes a
 per-batch-size schedule); ``specbench recommend`` then builds it with vLLM's own ``SpeculativeConfig`` and checks
-the ranges with vLLM's schedule validation (`specbench.cli.engine_checks`).
+the ranges with vLLM's schedule validation (`specbench.cli.shell.engine_checks`).
 """
 
 from __future__ import annotations
@@ -475,7 +475,7 @@ def _short_batches(frame: pd.DataFrame) -> list[str]:
 
 
 def settings_of(summary_data: dict) -> list[EngineSetting]:
-    """The schedules' vLLM settings (for `specbench.cli.engine_checks`, which marks how each was checked)."""
+    """The schedules' vLLM settings (for `specbench.cli.shell.engine_checks`, which marks how each was checked)."""
     return [s["setting"] for s in summary_data["schedules"]]
 
 

@@ -1,6 +1,6 @@
 """A confirmation's state file, ``RESULTS/confirm/confirm.json``: per target its fresh prompts, planned looks and
 what each look found (`LookResult`, `TargetLooks`), and the confirmation as a whole (`Report`). The confirmation's
-looks (`specbench.measure.execution.confirm`) write it after every look; `results show`, `recommend`, `plot` and
+looks (`specbench.measure.run.confirm`) write it after every look; `results show`, `recommend`, `plot` and
 `confirm` read it back.
 """
 

@@ -1,7 +1,7 @@
 """A recommendation checked on prompts the sweep never used: realized against predicted, held or missed, and the
 regret of the choice against the engines' own adaptive mechanisms.
 
-`specbench confirm RESULTS` (`specbench.measure.execution.confirm`) runs, on fresh prompts of each decided workload, the
+`specbench confirm RESULTS` (`specbench.measure.run.confirm`) runs, on fresh prompts of each decided workload, the
 target alone (the baseline), the configuration the verdict named (the *recommendation*) and its *contenders*
 — the adaptive mechanisms the backend ships (the own engine's verify-length schedules, vLLM's per-batch-size
 schedule and acceptance-adaptive K) and the static γ the sweep's other panels named — all live, interleaved

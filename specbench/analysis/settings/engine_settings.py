@@ -25,7 +25,7 @@ catalogue, `specbench.catalogue.engines`, which also names the builders below):
   ``llamacpp-server`` backend runs too; models are named by their GGUF files (``hub_ids`` entries under
   `GGUF_KEY`), ``-np`` by the load the verdict holds for.
 
-Engines move fast: `specbench.cli.engine_checks` validates the vLLM configs in
+Engines move fast: `specbench.cli.shell.engine_checks` validates the vLLM configs in
 ``.venv-vllm`` and the SGLang command lines with SGLang's own parser where those are installed
 (``specbench recommend`` does it); otherwise the output names the versions above.
 

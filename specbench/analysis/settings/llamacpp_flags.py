@@ -1,7 +1,7 @@
 """The one mapping from a specbench drafter (type, params, γ) to llama.cpp's ``llama-server`` flags.
 
 Every place that hands llama.cpp a speculative setup builds it here, so the flags that ran are the flags
-that are recommended: the ``llamacpp-server`` backend (the servers it launches, `backends.llamacpp_server`)
+that are recommended: the ``llamacpp-server`` backend (the servers it launches, `backends.llamacpp.server`)
 and ``specbench recommend --engine llamacpp`` (`analysis.settings.engine_settings`). It lives in ``analysis``, the
 lowest layer both may import; the caller says how a model spec becomes the GGUF file llama.cpp loads
 (``model_file``).

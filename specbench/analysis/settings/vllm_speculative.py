@@ -3,8 +3,8 @@
 Every place that hands vLLM a speculative config builds it here, so the config that ran is the
 config that is recommended:
 
-* the in-process vLLM backend (`specbench.backends.vllm_config`, via `vllm_engine`);
-* the ``vllm-server`` backend, as the ``--speculative-config`` JSON (`backends.vllm_server`);
+* the in-process vLLM backend (`specbench.backends.vllm.config`, via `vllm_engine`);
+* the ``vllm-server`` backend, as the ``--speculative-config`` JSON (`backends.vllm.server`);
 * ``specbench recommend --engine vllm`` (`analysis.settings.engine_settings`), and the per-batch-size
   schedules built on it (`analysis.concurrency`, `analysis.cost.profile`);
 * ``specbench export-drafter --format vllm`` (`training.vllm_export`).
@@ -37,7 +37,7 @@ suffix           ``{"method": "suffix", "num_speculative_tokens": γ}`` (a kind 
 
 What this mapping does not decide is whether a given engine can run the config: a tree (vLLM 0.32
 has none), MTP on a target without MTP layers, a checkpoint in specbench's own format. The backends
-refuse those before anything starts (`backends.vllm_config.check_runnable`); a recommendation
+refuse those before anything starts (`backends.vllm.config.check_runnable`); a recommendation
 says so in its notes.
 """
 

@@ -4,7 +4,7 @@ A verdict (`specbench.analysis.verdicts.decision`) says *confident yes* when som
 interval lies above 1 and *confident no* when every configuration's lies below 1. Two habits
 would make a plain 95 % interval over-confident:
 
-1. **Looking more than once.** An adaptive sweep (`specbench.measure.execution.adaptive`) decides after
+1. **Looking more than once.** An adaptive sweep (`specbench.measure.run.adaptive`) decides after
    every stage and stops as soon as an interval clears 1. Each look is another chance for noise
    to clear it, so the chance of a confident-but-wrong verdict grows with the number of looks.
 2. **Picking the best of K.** "Some configuration lies above 1" is K chances at once, and the

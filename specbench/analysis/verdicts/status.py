@@ -1,5 +1,5 @@
 """How an item measured in looks (an adaptive sweep's workload, a confirmed target) stands: the one place the
-status words are spelled (`specbench.measure.execution.looks` runs the looks; the rules set them).
+status words are spelled (`specbench.measure.run.looks` runs the looks; the rules set them).
 
 * ``open`` — more looks to come;
 * ``decided`` — settled: the sweep's direction and choice, the confirmation's held / missed and regret;

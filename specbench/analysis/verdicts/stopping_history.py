@@ -1,7 +1,7 @@
 """An adaptive sweep's stopping history as values: per workload its planned looks, what each look found and how
 it ended (``adaptive.json``, `specbench.records.adaptive_history`, is their written form).
 
-`History` is what `specbench.measure.execution.adaptive` writes after every look and what `sweep`, `results show`,
+`History` is what `specbench.measure.run.adaptive` writes after every look and what `sweep`, `results show`,
 `recommend`, `plot` and the HTML report read back (`load_history`); each `Look` holds the verdict of every
 scenario of its workload (`ScenarioVerdict`: `specbench.analysis.verdicts.verdict.Decision` without its candidates).
 """

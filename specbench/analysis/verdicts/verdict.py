@@ -4,7 +4,7 @@ would settle it and every candidate it weighed.
 `Answer` is the three-way answer of `specbench.analysis.verdicts.decision` (plus the two words an adaptive look and a
 too-small sample need); `Candidate` one option with its ends adjusted by the verdict's rule
 (`specbench.analysis.statistics.sequential.VerdictRule`); `Decision` the verdict of one scenario. They travel typed from
-the decision through the adaptive sweep (`specbench.measure.execution.adaptive`), the stopping rule
+the decision through the adaptive sweep (`specbench.measure.run.adaptive`), the stopping rule
 (`specbench.analysis.verdicts.stopping`), the per-load verdicts (`specbench.analysis.load.verdicts`) and the
 confirmation (`specbench.analysis.recommendation.confirmation`) to the printers, and become plain data only where they are
 written (``adaptive.json``, ``--json``: `as_dict`) and come back from a file (`from_dict`).

@@ -3,7 +3,7 @@
 Every drafter kind is an entry of the drafter catalogue (`specbench.catalogue.drafters`) naming its
 type (`specbench.engine.drafters.registry`): the model-free ones (``ngram``, ``draft-model``) and
 the trained ones (``medusa``, ``eagle``, ``eagle3``, ``mtp``, ``eagle3.1``, ``semi-ar``,
-``parallel-tree``, `specbench.engine.drafters.trained.TrainedType`). Importing this package loads no
+``parallel-tree``, `specbench.engine.drafters.networks.trained.TrainedType`). Importing this package loads no
 torch, and neither does checking parameters (the catalogue lists them); building a drafter imports
 its module (and torch).
 """

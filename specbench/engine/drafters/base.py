@@ -109,9 +109,9 @@ class BaseDrafter:
     * ``feature_layers``: target features the drafter reads — "final" (the hidden state the LM head sees) and/or
       decoder layer indices (0 = embeddings), given in `start` for the prompt and in `RoundOutcome.features`;
     * ``confident``: it has a probability for each token it proposes, its ``propose`` takes ``keep_drafting``
-      (a verify-length schedule's rule, `specbench.engine.schedule`) and reports ``Proposal.confidences``;
+      (a verify-length schedule's rule, `specbench.engine.strategies.schedule`) and reports ``Proposal.confidences``;
     * ``max_gamma``: the deepest draft it can make (Medusa: its head count, MTP: its module count), None: any;
-    * ``drafts_ahead``: it implements ``propose_ahead`` (nested speculation, `specbench.engine.nested`);
+    * ``drafts_ahead``: it implements ``propose_ahead`` (nested speculation, `specbench.engine.strategies.nested`);
     * ``predicts_experts``: it can predict an MoE target's experts from its features (``expert_router``,
       ``feature_size``: expert-aware trees).
     """

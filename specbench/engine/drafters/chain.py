@@ -27,7 +27,7 @@ import torch
 from specbench.engine.drafters.base import Proposal, chain_confidences
 from specbench.engine.drafters.growth import gumbel_keys, score_distribution
 from specbench.engine.sampling import SamplingParams, probabilities
-from specbench.engine.schedule import KeepDrafting
+from specbench.engine.strategies.schedule import KeepDrafting
 
 Step = Callable[[torch.Tensor], torch.Tensor]  # token [1, 1] -> the drafter's next logits [V]
 

@@ -35,7 +35,7 @@ import torch
 
 from specbench.engine.drafters.base import Proposal, Shape, chain_confidences
 from specbench.engine.sampling import SamplingParams, probabilities, warp_logits
-from specbench.engine.schedule import KeepDrafting
+from specbench.engine.strategies.schedule import KeepDrafting
 from specbench.engine.tree import StaticTree
 from specbench.errors import SpecbenchError
 
@@ -144,7 +144,7 @@ def grow(
 ) -> tuple[Growth, int]:
     """Grow ``shape`` from root_logits [V]; returns the nodes and the number of ``expand`` calls.
 
-    ``keep_drafting`` (chains only; a verify-length schedule, `specbench.engine.schedule`): called
+    ``keep_drafting`` (chains only; a verify-length schedule, `specbench.engine.strategies.schedule`): called
     after each drafted token below the full depth with the confidences so far; False stops the
     growth before the next drafter forward (`chain_confidences` of the path scores)."""
     growth = Growth()

@@ -3,7 +3,7 @@
 A drafter type is a class with a ``name`` and a ``build`` method that makes an engine drafter for
 a target; its keyword parameters (beyond target, device, dtype and the decoder ``implementation``)
 are the drafter's parameters (``--drafter-param``), which the catalogue entry lists too (a test
-checks they agree). Trained types derive from `specbench.engine.drafters.trained.TrainedType`,
+checks they agree). Trained types derive from `specbench.engine.drafters.networks.trained.TrainedType`,
 which adds the network, its checkpoints, the published layouts, the training objective and the
 architecture defaults.
 

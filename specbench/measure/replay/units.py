@@ -1,7 +1,7 @@
 """Replay inside a sweep: replayed records with modelled timings, their moments, and the
 predictions and live-vs-replay agreement computed from them.
 
-Records. A replayed unit is written like a measured one (`specbench.measure.spec.units.make_record`) with
+Records. A replayed unit is written like a measured one (`specbench.measure.grid.units.make_record`) with
 ``mode = 'replay'``: its per-round lists hold the replayed rounds (for greedy decoding and for
 prompt lookup: the rounds a live run makes; for a draft model at temperature > 0: one draw of
 the coupled coins, distributed exactly as a live run — see `specbench.measure.replay.replayer`). Its timings
@@ -53,9 +53,9 @@ from specbench.backends.base import OwnDrafterBackend
 from specbench.engine.sampling import SamplingParams
 from specbench.engine.stats import GenerationResult, RoundLog
 from specbench.errors import SpecbenchError
+from specbench.measure.grid.timing import untimed_columns
+from specbench.measure.grid.units import UnitOutput, make_record
 from specbench.measure.replay.replayer import Replayer, replay_chain
-from specbench.measure.spec.timing import untimed_columns
-from specbench.measure.spec.units import UnitOutput, make_record
 from specbench.measure.work_context import WorkContext
 from specbench.records.rounds import prompt_clusters
 from specbench.records.store import atomic_write_bytes, load_records
@@ -213,7 +213,7 @@ def replay_inputs(folder) -> tuple[dict, dict]:
 
 
 def replay_outputs(context: WorkContext, piece):
-    """Replay one prompt turn's units (a `specbench.measure.execution.pieces.Piece` of kind replay) with a worker's
+    """Replay one prompt turn's units (a `specbench.measure.executors.pieces.Piece` of kind replay) with a worker's
     context whose backend runs specbench's own drafters; yields each unit's record with its moments.
 
     The prompt turn's drafters share one trajectory (and its continuation past a stop); every γ of the

@@ -1,0 +1,1 @@
+"""What a command shares with the shell and the machine that run it: flags parsed and checked (`params`, `flag_options`), exit codes (`exit_codes`), and the installed engines' own validators run over the settings `recommend` emits (`engine_checks`)."""

@@ -1,0 +1,1 @@
+"""How rounds are strung together beyond the plain loop: verify-length schedules, nested speculation, online adaptation of the drafter."""
