@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specbench.backends.base import Request
 from specbench.backends.servers import openai_server, prometheus
@@ -137,6 +139,15 @@ def test_sglang_gauges_and_request_meta():
     old = prometheus.sglang_request_counts({"spec_verify_ct": 10}, 25)
     assert old.mean_acceptance_length == pytest.approx(2.5) and math.isnan(old.alpha)
     assert prometheus.sglang_request_counts({}, 3) is None
+
+
+@given(verify=st.integers(1, 10_000), drafted=st.integers(1, 10_000), tokens=st.integers(1, 10_000))
+@settings(max_examples=25, deadline=None)
+def test_request_meta_with_draft_tokens_but_no_accept_count_has_no_alpha(verify, drafted, tokens):
+    """A draft-token count without its accepted count (found by mypy): α is unknown (NaN), not a TypeError."""
+    meta = prometheus.sglang_request_counts({"spec_verify_ct": verify, "spec_draft_token_num": drafted}, tokens)
+    assert math.isnan(meta.alpha)
+    assert meta.mean_acceptance_length == pytest.approx(tokens / verify)
 
 
 def test_rounds_from_steps_cut_at_the_end_and_draftless_steps():
