@@ -6,6 +6,7 @@ answer checked by `specbench.backends.servers.server_schema`. `specbench.backend
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 
 from specbench.backends.servers import prometheus, server_schema
@@ -146,7 +147,7 @@ class OpenAIClient:
 
         async def batch() -> list[dict]:
             async with self.http.session(self.timeout, concurrency) as session:
-                return await run_all([lambda r=requests[i]: one(session, r) for i in order], concurrency)
+                return await run_all([functools.partial(one, session, requests[i]) for i in order], concurrency)
 
         outs = run_http(batch())
         raw: list[dict] = [{}] * len(requests)
@@ -155,7 +156,7 @@ class OpenAIClient:
         return raw
 
     async def _complete(self, session, body: dict) -> dict:
-        out = {
+        out: dict = {  # the completion as it streams in (a subclass's `_take` may add its own keys)
             "token_ids": [],
             "text": "",
             "chunk_times": [],
