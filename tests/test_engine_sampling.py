@@ -29,8 +29,12 @@ VOCAB = 8
 # ten arbitrary ids followed by the model's own greedy continuation, so that prompt lookup
 # (n-gram) finds matches the target often agrees with
 PROMPT = [3, 1, 4, 1, 5, 2, 6, 5, 3, 5, 0, 3, 6, 5, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1]
-SAMPLES = 3000
-SAMPLES_SMALL = 1500  # broken rule and the baseline
+# The sample size, the smallest that keeps the tests' power (measured with these seeds, range(n)): the weakest broken
+# rule here, the draft model at T = 1, moves the (t2, t3) joint by an effect w² = Σ (p' − p)² / p = 0.149 (63 df), so
+# at n = 1000 its chi-square is non-central with λ = 149 and exceeds the p < 1e-6 bound with probability 0.9996 (the
+# companion test measures p = 6e-20; n = 750 would give power 0.97, n = 500 0.60). At α = 0.001 a correct rule fails
+# one p-value in a thousand by chance; the fixed seeds make every run the same.
+SAMPLES = 1000
 NEW = 4  # t1 from the prefill, then one round of γ = 2 drafts: t2, t3 (drafts/corrections), t4 (bonus/correction)
 
 
@@ -157,6 +161,9 @@ def _engine(tiny_v8, drafter_name, sampling, verifier=None):
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_speculative_sampling_matches_target_distribution(tiny_v8, case):
+    """Power: n = SAMPLES = 1000 rejects the broken rule of the same drafter with p < 1e-6 (power 0.9996 for the
+    draft model at T = 1, the weakest effect; its companion below measures p = 6e-20, the n-gram's p = 1e-40);
+    the correct rule passes at α = 0.001."""
     drafter_name, sampling = CASES[case]
     p23, p4, alpha = sampled_pvalues(
         _engine(tiny_v8, drafter_name, sampling),
@@ -172,28 +179,29 @@ def test_speculative_sampling_matches_target_distribution(tiny_v8, case):
 
 @pytest.mark.parametrize("case", ["draft-model T=1", "ngram T=1"])
 def test_broken_acceptance_rule_is_detected(tiny_v8, case):
-    """The broken row-by-row rule (the engine's path on the CPU) is caught."""
+    """The broken row-by-row rule (the engine's path on the CPU) is caught: at n = 1000 the draft model's joint
+    (t2, t3) gives p = 6e-20 and the n-gram's p = 1e-40, both far below 1e-6 (power 0.9996 and ≈ 1)."""
     drafter_name, sampling = CASES[case]
     engine = _engine(tiny_v8, drafter_name, sampling, verifier=Verifier(sampling_rows=broken_sampling_rows))
-    p23, p4, _ = sampled_pvalues(
-        engine, tiny_v8[0].model, SAMPLES_SMALL, sampling.temperature, sampling.top_k, lazy=True
-    )
+    p23, p4, _ = sampled_pvalues(engine, tiny_v8[0].model, SAMPLES, sampling.temperature, sampling.top_k, lazy=True)
     assert min(p23, p4) < 1e-6
 
 
 def test_broken_batched_rule_is_detected(tiny_v8):
-    """A swapped batched rule takes the batched path (all rows at once: no head calls) and is caught."""
+    """A swapped batched rule takes the batched path (all rows at once: no head calls) and is caught: at n = 1000
+    the joint (t2, t3) gives p = 1e-40 (effect w² = 0.23, power ≈ 1 at p < 1e-6)."""
     drafter_name, sampling = CASES["ngram T=1"]
     engine = _engine(tiny_v8, drafter_name, sampling, verifier=Verifier(sampling=broken_sampling))
-    p23, p4, _ = sampled_pvalues(engine, tiny_v8[0].model, SAMPLES_SMALL, lazy=False)
+    p23, p4, _ = sampled_pvalues(engine, tiny_v8[0].model, SAMPLES, lazy=False)
     assert min(p23, p4) < 1e-6
 
 
 def test_target_only_sampling_matches_exact_distribution(tiny_v8):
-    """The reference itself: γ = 0 sampling through the engine against the enumeration."""
+    """The reference itself: γ = 0 sampling through the engine against the enumeration, at the n (1000) whose power
+    the broken rules above show; it passes at α = 0.001."""
     sampling = SamplingParams(temperature=1.0)
     p23, p4, _ = sampled_pvalues(
-        SpeculativeEngine(tiny_v8[0], None, gamma=0, sampling=sampling), tiny_v8[0].model, SAMPLES_SMALL
+        SpeculativeEngine(tiny_v8[0], None, gamma=0, sampling=sampling), tiny_v8[0].model, SAMPLES
     )
     assert p23 > 1e-3
     assert p4 > 1e-3

@@ -22,7 +22,7 @@ from specbench.engine.sampling import SamplingParams
 from specbench.engine.strategies.online_drafting import OnlineDriver, OnlinePlan
 from specbench.errors import SpecbenchError
 from specbench.training.online_learning import OnlineLearner
-from tests.test_engine_sampling import PROMPT, SAMPLES_SMALL, broken_sampling_rows, sampled_pvalues
+from tests.test_engine_sampling import PROMPT, broken_sampling_rows, sampled_pvalues
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -98,6 +98,13 @@ class PerturbingLearner:
         return state, {"tokens": 0, "loss": 0.0, "reject_loss": float("nan"), "rejections": 0}
 
 
+# The sample of the two tests below, larger than the suite's 1000 (tests/test_engine_sampling.py): at γ = 1 the
+# broken rule moves the (t2, t3) joint less (w² ≈ 0.082, 63 df, from p = 1.9e-8 at n = 1000), so n = 1000 would reach
+# p < 1e-6 with power 0.74 only; n = 1500 reaches it with power 0.992, and at α = 0.001 the correct-rule test would
+# reject this broken rule with power 0.99994.
+CHANGING_SAMPLES = 1500
+
+
 def _changing_engine(tiny_v8, verifier=None) -> SpeculativeEngine:
     target, _ = tiny_v8
     plan = OnlinePlan(every_prompts=None, every_tokens=2)
@@ -107,16 +114,19 @@ def _changing_engine(tiny_v8, verifier=None) -> SpeculativeEngine:
 
 
 def test_sampling_matches_the_target_distribution_with_a_drafter_that_changes_mid_run(tiny_v8):
+    """Power: n = CHANGING_SAMPLES = 1500 rejects the broken rule with a changing drafter at p < 1e-6 with power
+    0.992 (the next test, at the same n); the correct rule passes at α = 0.001."""
     engine = _changing_engine(tiny_v8)
-    p23, p4, alpha = sampled_pvalues(engine, tiny_v8[0].model)
+    p23, p4, alpha = sampled_pvalues(engine, tiny_v8[0].model, CHANGING_SAMPLES)
     assert 0.05 < alpha < 0.95
     assert engine.driver.learner.calls > 1000, "the drafter must change within the run"
     assert p23 > 1e-3 and p4 > 1e-3
 
 
 def test_the_sampling_test_rejects_a_broken_rule_with_a_changing_drafter(tiny_v8):
+    """At the n of the test above (1500): the broken rule's power to reach p < 1e-6 is 0.992."""
     engine = _changing_engine(tiny_v8, Verifier(sampling_rows=broken_sampling_rows))
-    p23, p4, _ = sampled_pvalues(engine, tiny_v8[0].model, SAMPLES_SMALL)
+    p23, p4, _ = sampled_pvalues(engine, tiny_v8[0].model, CHANGING_SAMPLES)
     assert min(p23, p4) < 1e-6
 
 

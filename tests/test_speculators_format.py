@@ -118,16 +118,19 @@ def test_the_v8_head_is_greedy_lossless_and_accepted_at_times(tiny_v8, v8_head):
 
 
 def test_the_v8_head_samples_the_target_distribution(tiny_v8, v8_head):
-    from tests.test_engine_sampling import sampled_pvalues
+    """Power: n = SAMPLES = 1000 (tests/test_engine_sampling.py) rejects the broken rule with this head at p < 1e-6,
+    as the next test shows at the same n; the correct rule passes at α = 0.001."""
+    from tests.test_engine_sampling import SAMPLES, sampled_pvalues
 
     engine = SpeculativeEngine(tiny_v8[0], v8_head, gamma=2, sampling=SamplingParams(temperature=1.0))
-    p23, p4, alpha = sampled_pvalues(engine, tiny_v8[0].model, 1000)
+    p23, p4, alpha = sampled_pvalues(engine, tiny_v8[0].model, SAMPLES)
     assert 0.02 < alpha < 0.95
     assert p23 > 1e-3 and p4 > 1e-3
 
 
 def test_a_broken_rule_is_caught_with_the_v8_head(tiny_v8, v8_head):
-    from tests.test_engine_sampling import broken_sampling_rows, sampled_pvalues
+    """At the n of the test above (SAMPLES = 1000) the broken rule's p stays far below 1e-6."""
+    from tests.test_engine_sampling import SAMPLES, broken_sampling_rows, sampled_pvalues
 
     engine = SpeculativeEngine(
         tiny_v8[0],
@@ -136,7 +139,7 @@ def test_a_broken_rule_is_caught_with_the_v8_head(tiny_v8, v8_head):
         sampling=SamplingParams(temperature=1.0),
         verifier=Verifier(sampling_rows=broken_sampling_rows),
     )
-    p23, p4, _ = sampled_pvalues(engine, tiny_v8[0].model, 1000)
+    p23, p4, _ = sampled_pvalues(engine, tiny_v8[0].model, SAMPLES)
     assert min(p23, p4) < 1e-6
 
 
@@ -406,8 +409,12 @@ def assert_same_proposals(target, first, second, ids: list[int]) -> None:
             assert (pa is None) == (pb is None) and (pa is None or torch.allclose(pa, pb, atol=1e-5, rtol=0)), engine
 
 
-@pytest.mark.parametrize("kind", ["eagle3", "eagle3.1"])
+@pytest.mark.parametrize("kind", ["eagle3", pytest.param("eagle3.1", marks=pytest.mark.long)])
 def test_shipped_smollm2_heads_round_trip_with_identical_proposals(smollm2, smollm2_prompt_ids, tmp_path, kind):
+    """The shipped SmolLM2 heads exported in the speculators format and read back draft the same proposals.
+    eagle3.1 is marker `long` (20 s of CPU on SmolLM2): the default suite keeps eagle3 here and the tiny model's
+    eagle3.1 round trip, `test_flagged_heads_round_trip[eagle3.1]`, which fails on the same regression (the
+    fc_norm / norm_output tensors and flags not written, or not read back)."""
     shipped = make_drafter(kind, smollm2)
     report = write_export(kind, shipped, smollm2, tmp_path / kind, fmt="speculators")
     config = json.loads((tmp_path / kind / "config.json").read_text())
@@ -433,16 +440,26 @@ def test_shipped_smollm2_heads_round_trip_with_identical_proposals(smollm2, smol
         assert_same_proposals(smollm2, shipped, loaded, ids)
 
 
-def test_norm_before_residual_round_trips(tiny, tmp_path):
-    """A head read with norm_before_residual set is written back with it and drafts the same."""
+FLAGGED_HEADS = {
+    "eagle3": {"norm_before_residual": True},
+    "eagle3.1": {"fc_norm": True, "norm_output": True},
+}
+
+
+@pytest.mark.parametrize("kind", list(FLAGGED_HEADS))
+def test_flagged_heads_round_trip(tiny, tmp_path, kind):
+    """A head read with its flags set (eagle3: norm_before_residual; eagle3.1: fc_norm and norm_output) is written
+    back with them and drafts the same."""
+    flags = FLAGGED_HEADS[kind]
     ids = reduced_vocabulary(tiny.vocab_size, TINY_DRAFT_VOCAB, seed=2)
-    folder = write_speculators_eagle3(
-        tmp_path / "in", tiny, draft_ids=ids, layers=TINY_LAYERS, seed=4, norm_before_residual=True
-    )
-    first = make_drafter("eagle3", tiny, {"checkpoint": str(folder)})
-    write_export("eagle3", first, tiny, tmp_path / "out", fmt="speculators", verifier="tiny-random-llama")
-    assert json.loads((tmp_path / "out" / "config.json").read_text())["norm_before_residual"] is True
-    second = make_drafter("eagle3", tiny, {"checkpoint": str(tmp_path / "out")})
+    folder = write_speculators_eagle3(tmp_path / "in", tiny, draft_ids=ids, layers=TINY_LAYERS, seed=4, **flags)
+    first = make_drafter(kind, tiny, {"checkpoint": str(folder)})
+    write_export(kind, first, tiny, tmp_path / "out", fmt="speculators", verifier="tiny-random-llama")
+    config = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert {flag: config.get(flag) for flag in flags} == flags
+    tensors = load_file(str(tmp_path / "out" / "model.safetensors"))
+    assert ("fc_norm.0.weight" in tensors) == (kind == "eagle3.1")
+    second = make_drafter(kind, tiny, {"checkpoint": str(tmp_path / "out")})
     assert_same_proposals(tiny, first, second, tiny.tokenizer(PROMPTS[2])["input_ids"])
 
 

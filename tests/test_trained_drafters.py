@@ -23,6 +23,7 @@ from specbench.engine.loop import SpeculativeEngine, Verifier
 from specbench.engine.sampling import SamplingParams
 from specbench.engine.tree import StaticTree
 from specbench.errors import SpecbenchError
+from tests.test_engine_sampling import SAMPLES
 
 FIRST_FOUR = ["medusa", "eagle", "eagle3", "mtp"]
 KINDS = [*FIRST_FOUR, "eagle3.1", "semi-ar", "parallel-tree"]
@@ -83,7 +84,8 @@ SAMPLING_CASES = {
     "semi-ar": "3x1",
     "parallel-tree": "3x1",
 }
-SAMPLES = 1000
+# SAMPLES (imported above): n = 1000, the sample of every sampling test (tests/test_engine_sampling.py states its
+# power); the broken rule's companion below is rejected at p < 1e-6 at this n, the correct drafters pass at α = 0.001.
 
 
 def _v8_engine(tiny_v8, kind, tree, verifier=None):

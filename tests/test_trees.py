@@ -211,6 +211,8 @@ def _tree_engine(tiny_v8, drafter_name, tree, verifier=None):
 
 @pytest.mark.parametrize("case", list(TREE_CASES))
 def test_tree_sampling_matches_target_distribution(tiny_v8, case):
+    """Power: n = SAMPLES = 1000 (tests/test_engine_sampling.py) rejects the broken tree rule with p = 1e-82, far
+    below 1e-6 (`test_broken_tree_rule_is_detected`, the same n); the correct rule passes at α = 0.001."""
     from tests.test_engine_sampling import sampled_pvalues
 
     p23, p4, alpha = sampled_pvalues(_tree_engine(tiny_v8, *TREE_CASES[case]), tiny_v8[0].model)
@@ -220,8 +222,11 @@ def test_tree_sampling_matches_target_distribution(tiny_v8, case):
 
 
 def test_broken_tree_rule_is_detected(tiny_v8):
-    from tests.test_engine_sampling import SAMPLES_SMALL, sampled_pvalues
+    """The tree rule that samples a rejected node's replacement from p, not the residual, is caught at the n of the
+    tree sampling tests (1000): p = 1e-82 on the (t2, t3) joint and 6e-21 on t4, so the bound p < 1e-6 holds with
+    a wide margin (power ≈ 1)."""
+    from tests.test_engine_sampling import SAMPLES, sampled_pvalues
 
     engine = _tree_engine(tiny_v8, "draft-model", "3x1", Verifier(tree_sampling=broken_tree_sampling))
-    p23, p4, _ = sampled_pvalues(engine, tiny_v8[0].model, SAMPLES_SMALL)
+    p23, p4, _ = sampled_pvalues(engine, tiny_v8[0].model, SAMPLES)
     assert min(p23, p4) < 1e-6
