@@ -395,7 +395,7 @@ BOUNDS_CASES = [  # one bounds table (specbench/bounds.py) for every number: fla
     ("plot-max-gamma-huge", ["plot", "{R}", "--max-gamma", "100000", "--out", "{tmp}/plots"], ["--max-gamma"]),
     ("recommend-price-nan", ["recommend", "{R}", "--price-per-hour", "nan"], ["--price-per-hour", "finite"]),
     ("plot-price-negative", ["plot", "{R}", "--price-per-hour", "-1", "--out", "{tmp}/plots"], ["--price-per-hour"]),
-    ("compare-margin-huge", ["compare", "{R}", "{R}", "--margin", "2"], ["--margin", "<= 1"]),
+    ("compare-margin-huge", ["compare", "{R}", "{R}", "--margin", "2"], ["--margin", "< 1"]),
     ("compare-other-folder", ["compare", "{R}", "{tmp}"], ["run.json"]),
     ("sweep-yaml-price-inf", ["sweep", "{spec}", "--dry-run"], ["price_per_hour", "finite"]),
     ("run-gamma-huge", [*RUN, "--prompt", "hi", "--gamma", "100000"], ["--gamma", "from 0 to 128"]),
