@@ -281,8 +281,13 @@ def test_the_smollm2_ngram_sweep_until_decided_ends_with_verdicts_and_flags(bina
     for rec in recs:
         decision = rec["decision"]
         assert decision is not None and decision["answer"] in ("confident yes", "confident no", "cannot tell")
-        # the settings say what the verdict says: flags only for the configuration a confident yes deploys
+        # the settings say what the verdict says: flags for the configuration a confident yes deploys, the target
+        # alone's command line (no --spec-type) for a confident no, nothing to paste while it cannot tell
         settings = rec["engine_settings"]
+        if decision["answer"] == "confident no":
+            assert rec["recommended"] is None and settings["llamacpp"]["target_only"], settings
+            assert "--spec-type" not in settings["llamacpp"]["snippet"]
+            continue
         assert (rec["recommended"] is not None) == ("llamacpp" in settings), (rec["recommended"], settings)
         if rec["recommended"] is not None:
             setting = settings["llamacpp"]
