@@ -175,12 +175,16 @@ def test_ctrl_c_exits_130_and_leaves_no_process(tmp_path, prompts_file):
     assert len(kept) >= 1 and kept["unit_id"].is_unique  # finished units kept
 
 
-def test_a_node_without_the_model_names_itself_in_one_line(tmp_path, prompts_file):
+def test_a_missing_model_is_one_line_before_any_worker_starts(tmp_path, prompts_file):
+    """The driver resolves the target as a dry run does (`measure.grid.validate.check_models`) before Ray starts a
+    worker: a model missing here is one line naming it (a node missing it while the driver has it still names
+    the node: `measure.executors.ray_executor`)."""
     spec = tiny_sweep_yaml(tmp_path, prompts_file, target=str(tmp_path / "no-such-model"))
     result = run(sweep_cmd(spec, tmp_path / "r", "--workers", 1))
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("specbench: error: node ") and "no-such-model" in lines[0], lines
+    assert len(lines) == 1 and lines[0].startswith("specbench: error: ") and "no-such-model" in lines[0], lines
+    assert not (tmp_path / "r" / "records").exists()  # refused before anything was measured
 
 
 def test_an_adaptive_sweep_dispatches_each_look_to_the_workers(tmp_path, prompts_file):
