@@ -101,7 +101,7 @@ def _slow_sweep(tmp_path, prompts_file, retries: int):
     return tiny_sweep_yaml(
         tmp_path,
         prompts_file,
-        max_new_tokens=128,
+        max_new_tokens=512,  # every engine is warmed before the first record: the rest must still take seconds
         gammas=[1, 3],
         workloads=[jsonl_workload(prompts_file, count=4)],
         timing={"order": "once", "warmup_s": 0, "retries": 0},
