@@ -207,7 +207,8 @@ def test_units_timed_beside_a_cpu_hog_are_flagged(tmp_path):
         "workloads": [{"name": f"jsonl:{prompts}:field=text:id=id", "count": 2}],
         # max_other_cores 0: any busy core beyond the idle ones is interference, so the hog is caught on 2 cores
         # too (there the other pytest worker and the hog share what this sweep leaves, near the default's 0.25)
-        "timing": {"order": "bracket", "warmup_s": 0.2, "max_other_cores": 0},
+        # and no re-timing: a retry that lands in a lull of the hog would keep one unit's timing
+        "timing": {"order": "bracket", "warmup_s": 0.2, "max_other_cores": 0, "retries": 0},
     }
     spec = build_spec(raw)
     runner = SweepRunner(spec, tmp_path / "res")
