@@ -16,11 +16,12 @@ import torch
 if os.environ.get("PYTEST_XDIST_WORKER"):
     torch.set_num_threads(1)
     os.environ["OMP_NUM_THREADS"] = "1"  # and so does every specbench command a test starts
-    # xdist's workers ignore SIGINT, and a process started with SIGINT ignored keeps ignoring it: the
-    # tests that interrupt a sweep or a launcher need their children to see it as a user's Ctrl-C would
-    signal.signal(signal.SIGINT, signal.default_int_handler)
 else:
     torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+# xdist's workers ignore SIGINT, and so does a pytest started in the background by a non-interactive shell
+# (`nohup make test-ray &`); a process started with SIGINT ignored keeps ignoring it, and so do its children.
+# The tests that interrupt a sweep or a launcher need their children to see it as a user's Ctrl-C would.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 # `specbench recommend` checks engine settings with .venv-vllm when it exists (half a minute per new
 # config); the default suite tests that check with a stand-in (tests/test_engine_checks.py) instead.
 os.environ.setdefault("SPECBENCH_NO_ENGINE_CHECK", "1")

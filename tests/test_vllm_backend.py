@@ -106,6 +106,25 @@ def test_worker_subprocess_keeps_stdout_for_the_protocol():
     assert "must not reach the protocol" in proc.stderr
 
 
+def test_the_worker_run_as_a_file_imports_the_real_vllm_not_specbenchs_backend_package():
+    """Run as a file, the worker's folder (specbench/backends, which holds specbench's `vllm`
+    package) must not shadow vLLM: here, without vLLM installed, the start fails because vLLM is
+    missing, never by importing specbench's package in its place."""
+    env = {key: value for key, value in os.environ.items() if key != "SPECBENCH_VLLM_WORKER_ENGINE"}
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "specbench/backends/vllm_worker.py")],
+        cwd=ROOT / "specbench/backends",
+        env=env,
+        input='{"op": "start", "model": "/m"}\n',
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    answer = json.loads(proc.stdout.splitlines()[0])
+    assert answer["ok"] is False
+    assert "specbench" not in answer["error"], answer["error"]
+
+
 # ----------------------------------------------------------------------------- counters → records
 
 

@@ -38,6 +38,19 @@ import sys
 import time
 from typing import TypedDict
 
+
+def _without_own_folder(path: list[str]) -> list[str]:
+    """``sys.path`` without this script's folder, which Python puts first when it runs a file.
+
+    That folder is ``specbench/backends``: its ``vllm`` package (specbench's backend) would hide
+    the real vLLM from ``import vllm``. vLLM's spawned engine core inherits the cleaned path.
+    """
+    own = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
+    return [entry for entry in path if os.path.realpath(entry or os.getcwd()) != own]
+
+
+sys.path[:] = _without_own_folder(sys.path)
+
 SPEC_COUNTERS = (
     "vllm:spec_decode_num_drafts",
     "vllm:spec_decode_num_draft_tokens",
