@@ -1,12 +1,28 @@
 """Rough cost of a sweep before it runs: units, tokens, and a time estimate that includes the backend.
 
-Generating one token costs about one target forward, priced as
+A unit prefills its prompt (P tokens) and then generates n tokens, one target forward each. With the
+target's parameters N, layers L, hidden width h, key/value width per layer d_kv (KV heads × head
+dimension), b bytes per parameter, a weight-streaming bandwidth BW and an effective matmul rate F:
 
-    step_s = parameters × bytes per parameter ÷ bandwidth  +  layers × per-layer overhead
+    step_s       = N·b ÷ BW + L·overhead                   a decode forward at empty context
+    context_s    = 2·L·d_kv·b ÷ BW + 4·L·h ÷ F             what each token in the KV cache adds to it
+                                                           (reading its K and V; q·kᵀ and the weighted V)
+    prefill_s(P) = step_s + P · 2N ÷ F + P(P+1)/2 · 4·L·h ÷ F
+                                                           the prompt's matmuls, then causal attention
+    decode_s(P, n) = Σ_{i<n} step_s + (P + i)·context_s = n·step_s + (n·P + n(n−1)/2)·context_s
 
-(weight streaming, plus the kernel launches and Python of a small-batch forward, which dominate
-a small model on a CPU: SmolLM2-135M's 30 layers cost ~40 ms of its ~70 ms step on a 2-core
-CPU). The timing protocol times each prompt turn's baseline twice (``order: bracket``). A backend
+(weight streaming plus the kernel launches and Python of a small-batch forward, which dominate a
+small model on a CPU at short context: SmolLM2-135M's 30 layers cost ~40 ms of its ~70 ms step on a
+2-core CPU). Prefill grows with P², the decode steps with the context they read: on a 2-core CPU a
+7k-token prompt costs SmolLM2-135M about 35 s of prefill, as much as 500 decode steps at short
+context, so counting one forward per generated token alone priced a 37-minute long-context sweep at
+5 minutes (issue 49). P is the prompt's length in tokens without a tokenizer: a long-context prompt
+fills its bin (between (1 − tolerance)·T_b and T_b: the middle is taken); any other turn is its
+text's characters ÷ `CHARS_PER_TOKEN`, and turn k also holds the k − 1 turns before it and their
+answers (n tokens each). A draft model's own prefill and steps are not counted (the target's
+dominate); an n-gram drafter's lookup is tensorised, a small fraction of a forward even at 7k tokens.
+
+The timing protocol times each prompt turn's baseline twice (``order: bracket``). A backend
 adds its start-up: the own engine loads the models once; a vLLM backend starts one engine per
 configuration (its catalogue entry's ``start_s``, `specbench.backends.registry`: about 30 s for SmolLM2
 on a 2-core CPU, minutes for a large target on a GPU), and an adaptive sweep may start an engine again in each look,
@@ -20,6 +36,7 @@ printed as "about": the sweep's own progress gives the real pace.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from specbench.backends import registry as backends
@@ -36,11 +53,72 @@ BYTES_PER_PARAM = {
     if torch_name != "auto"
 }
 LAYER_OVERHEAD_S = {"cpu": 1.3e-3, "cuda": 0.15e-3}  # per layer and forward: launches and Python, eager
+# effective matmul rate of a prefill, FLOP/s (order of magnitude: SmolLM2-135M prefilled 1k-4k-token prompts at
+# ~5e10 per thread in fp32 on a 2-core AMD EPYC, Zen 3, 2026-12-05; torch uses both cores)
+FLOPS_GUESS = {"cpu": 1e11, "cuda": 2e14}
+CHARS_PER_TOKEN = 4.0  # characters of English text or code per token, for a prompt's length without a tokenizer
 TRAIN_PASSES = 3.0  # a training step: one forward and a backward (about two forwards)
 
 
-def model_shape(target: str) -> tuple[int | None, int | None]:
-    """(parameters, layers) of a target from its config alone (meta device: no weights are read)."""
+@dataclass(frozen=True)
+class ModelShape:
+    """What a forward's cost depends on: parameters N, layers L, hidden width h, key/value width per layer d_kv."""
+
+    parameters: int
+    layers: int
+    hidden: int
+    kv_width: int
+
+
+@dataclass(frozen=True)
+class ForwardCost:
+    """Seconds of a target's forwards (the module docstring's formulas): ``step_s`` a decode forward at empty
+    context, ``context_s`` what each cached token adds to it, ``token_s`` and ``pair_s`` a prefill's cost per
+    prompt token and per causal (query, key) pair."""
+
+    step_s: float
+    context_s: float
+    token_s: float
+    pair_s: float
+
+    @staticmethod
+    def of(shape: ModelShape, device_kind: str, bytes_per_param: float) -> ForwardCost:
+        bandwidth, flops = BANDWIDTH_GUESS[device_kind], FLOPS_GUESS[device_kind]
+        attention_flops = 4.0 * shape.layers * shape.hidden  # q·kᵀ and the weighted V, per (query, key) pair
+        return ForwardCost(
+            step_s=shape.parameters * bytes_per_param / bandwidth + shape.layers * LAYER_OVERHEAD_S[device_kind],
+            context_s=2.0 * shape.layers * shape.kv_width * bytes_per_param / bandwidth + attention_flops / flops,
+            token_s=2.0 * shape.parameters / flops,
+            pair_s=attention_flops / flops,
+        )
+
+    def prefill_s(self, prompt_tokens: int) -> float:
+        """step_s + P·token_s + P(P+1)/2·pair_s."""
+        p = float(prompt_tokens)
+        return self.step_s + p * self.token_s + p * (p + 1) / 2 * self.pair_s
+
+    def decode_s(self, prompt_tokens: int, new_tokens: int) -> float:
+        """Σ_{i<n} step_s + (P + i)·context_s."""
+        p, n = float(prompt_tokens), float(new_tokens)
+        return n * self.step_s + (n * p + n * (n - 1) / 2) * self.context_s
+
+    def unit_s(self, prompt_tokens: int, new_tokens: int) -> float:
+        """One generation: its prefill and its decode steps."""
+        return self.prefill_s(prompt_tokens) + self.decode_s(prompt_tokens, new_tokens)
+
+
+def prompt_tokens(unit) -> int:
+    """A unit's prompt length in tokens, without a tokenizer (the module docstring)."""
+    context = unit.prompt.context
+    if context is not None:  # a long-context prompt fills its bin
+        return max(1, round(context.target_tokens * (1 - context.tolerance / 2)))
+    turns = unit.prompt.turns[: unit.turn]
+    chars = sum(len(t) for t in turns)
+    return max(1, round(chars / CHARS_PER_TOKEN) + (unit.turn - 1) * unit.max_new_tokens)
+
+
+def model_shape(target: str) -> ModelShape | None:
+    """A target's `ModelShape` from its config alone (meta device: no weights are read); None when unknown."""
     try:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM
@@ -54,7 +132,7 @@ def model_shape(target: str) -> tuple[int | None, int | None]:
                 base = entry.get("base", target)
                 folder = model_cache.entry_dir(base)
                 if not (folder / "config.json").exists():
-                    return None, None
+                    return None
                 config = AutoConfig.from_pretrained(str(folder))
         elif Path(target).expanduser().is_dir():
             config = AutoConfig.from_pretrained(target)
@@ -63,20 +141,24 @@ def model_shape(target: str) -> tuple[int | None, int | None]:
         else:  # a hub id: one request where the hub answers (never huggingface_hub's retries), else no estimate
             data = hub_config(target) if hub_reachable() else None
             if not data or not isinstance(data.get("model_type"), str):
-                return None, None
+                return None
             config = AutoConfig.for_model(data.pop("model_type"), **data)
         with torch.device("meta"):
             model = AutoModelForCausalLM.from_config(config)
-        layers = getattr(config, "num_hidden_layers", None) or getattr(
-            config.get_text_config(), "num_hidden_layers", None
-        )
-        return sum(p.numel() for p in model.parameters()), layers
+        text = config.get_text_config()
+        layers = getattr(config, "num_hidden_layers", None) or getattr(text, "num_hidden_layers", None) or 0
+        hidden = int(getattr(text, "hidden_size", 0) or 0)
+        heads = int(getattr(text, "num_attention_heads", 0) or 0)
+        head_dim = int(getattr(text, "head_dim", 0) or (hidden // heads if heads else 0))
+        kv_heads = int(getattr(text, "num_key_value_heads", 0) or heads)
+        return ModelShape(sum(p.numel() for p in model.parameters()), int(layers), hidden, kv_heads * head_dim)
     except Exception:  # noqa: BLE001 - an estimate is optional
-        return None, None
+        return None
 
 
 def parameter_count(target: str) -> int | None:
-    return model_shape(target)[0]
+    shape = model_shape(target)
+    return None if shape is None else shape.parameters
 
 
 def engine_starts(spec: SweepSpec, looks: int = 1) -> int:
@@ -94,45 +176,50 @@ def estimate(spec: SweepSpec, units, looks: int = 1) -> dict:
     """Units, generated tokens and seconds (generation + start-up) of ``units``; ``looks``: an adaptive sweep's
     largest number of looks per workload (engines may start again in each)."""
     tokens = sum(u.max_new_tokens for u in units)
-    params, layers = model_shape(spec.target)
+    shape = model_shape(spec.target)
     kind = "cuda" if spec.device.startswith("cuda") else "cpu"
     blocks = {
         (u.workload.name, u.prompt.prompt_id, u.turn, u.repeat, u.config.temperature)
         for u in units
         if u.mode == "live" and not u.config.is_baseline
     }
-    rebaseline = 0
+    generations = list(units)  # (every unit, then each block's baseline timed again)
     backend = backends.get(spec.backend)
     if spec.timing.order == "bracket" and not backend.concurrent:  # one request at a time: timed in blocks
         per_block = {
-            (u.workload.name, u.prompt.prompt_id, u.turn, u.repeat, u.config.temperature): u.max_new_tokens
+            (u.workload.name, u.prompt.prompt_id, u.turn, u.repeat, u.config.temperature): u
             for u in units
             if u.mode == "live" and u.config.is_baseline
         }
-        rebaseline = sum(per_block.get(b, 0) for b in blocks)
+        generations += [per_block[b] for b in blocks if b in per_block]
+    lengths = [(prompt_tokens(u), u.max_new_tokens) for u in generations]
     starts = engine_starts(spec, looks)
     arrival_s = arrival_wait_s(units)
     out = {
         "units": len(units),
         "configs": len(spec.configs),
         "max_new_tokens_total": tokens,
-        "target_parameters": params,
-        "target_layers": layers,
+        "target_parameters": None if shape is None else shape.parameters,
+        "target_layers": None if shape is None else shape.layers,
+        "prompt_tokens_mean": sum(p for p, _ in lengths) / len(lengths) if lengths else 0.0,
+        "prompt_tokens_max": max((p for p, _ in lengths), default=0),
         "engine_starts": starts,
         "start_s": starts * _seconds(backend.start_s, spec.device) + _seconds(backend.load_s, spec.device),
         "arrival_s": arrival_s,
         "training_steps": training_steps(units),
         "training_s": None,
         "generation_s": None,
+        "prefill_s": None,
+        "decode_s": None,
         "seconds": None,
         "seconds_upper": None,
     }
-    if params:
-        step = (
-            params * BYTES_PER_PARAM.get(spec.dtype, 4) / BANDWIDTH_GUESS[kind] + (layers or 0) * LAYER_OVERHEAD_S[kind]
-        )
-        out["generation_s"] = (tokens + rebaseline) * step
-        layer_s = step / max(layers or 1, 1)  # one target layer over one position: a drafter layer's forward
+    if shape is not None and shape.parameters:
+        cost = ForwardCost.of(shape, kind, BYTES_PER_PARAM.get(spec.dtype, 4))
+        out["prefill_s"] = sum(cost.prefill_s(p) for p, _ in lengths)
+        out["decode_s"] = sum(cost.decode_s(p, n) for p, n in lengths)
+        out["generation_s"] = out["prefill_s"] + out["decode_s"]
+        layer_s = cost.step_s / max(shape.layers, 1)  # one target layer over one position: a drafter layer's forward
         out["training_s"] = sum(n * TRAIN_PASSES * layer_s * batch for n, batch in out["training_steps"].values())
         out["seconds"] = out["generation_s"] + out["start_s"] + out["training_s"] + arrival_s
         out["seconds_upper"] = out["seconds"]  # the former name, kept for readers of --json
@@ -174,7 +261,9 @@ def describe(est: dict, spec: SweepSpec) -> str:
         return ""
     line = (
         f"about {_minutes(est['seconds'])} on {spec.device}: {_minutes(est['generation_s'])} generating "
-        f"({est['target_parameters'] / 1e6:.0f}M-parameter target, one forward per token)"
+        f"({est['target_parameters'] / 1e6:.0f}M-parameter target: prefill of prompts of "
+        f"{est['prompt_tokens_mean']:,.0f} tokens on average, up to {est['prompt_tokens_max']:,} ≈ "
+        f"{_minutes(est['prefill_s'])}, then one forward per token at that context ≈ {_minutes(est['decode_s'])})"
     )
     if est["engine_starts"]:
         each = _seconds(backends.get(spec.backend).start_s, spec.device)
