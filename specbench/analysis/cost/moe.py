@@ -149,6 +149,9 @@ class ExpertAwareCost:
     def overhead_s(self, gamma, batch: int = 1, context: int | None = None):
         return self.base.overhead_s(gamma, batch, context)
 
+    def extrapolation(self, batch: int = 1, context: int | None = None) -> str | None:
+        return self.base.extrapolation(batch, context)
+
 
 @dataclass(frozen=True)
 class ExpertAwareCosts(MeasuredCosts):

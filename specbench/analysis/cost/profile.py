@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis.acceptance_model import expected_tokens
+from specbench.analysis.cost import coverage
 from specbench.analysis.cost.round_cost import VerifyFit, fit_verify, round_s
 from specbench.analysis.options import MAX_GAMMA
 from specbench.catalogue.drafters import is_model_free
@@ -123,25 +124,19 @@ class GridTable:
             elif x < grid[0]:
                 self.outside[(axis, "below")] = min(x, self.outside.get((axis, "below"), x))
 
+    def timed(self) -> dict[str, np.ndarray]:
+        """The values each axis was profiled at."""
+        return {"batch": self.batches, "context": self.contexts}
+
     @property
     def notes(self) -> set:
+        """The furthest query on each side of each axis, in `specbench.analysis.cost.coverage`'s words."""
         out = set(self.fixed_notes)
-        for (axis, side), x in self.outside.items():
-            grid = self.batches if axis == "batch" else self.contexts
-            plural = "batch sizes" if axis == "batch" else "context lengths"
-            measured = ", ".join(f"{v:g}" for v in grid)
-            if side == "above" and len(grid) >= 2:
-                out.add(
-                    f"{self.name}: {axis} up to {x:g} lies beyond the profiled {plural} ({measured}): "
-                    "extrapolated along the last segment's power law"
-                )
-            elif side == "above":
-                out.add(f"{self.name}: one {axis} profiled ({measured}): its time is used up to {axis} {x:g}")
-            else:
-                out.add(
-                    f"{self.name}: {axis} down to {x:g} lies below the profiled {plural} ({measured}): "
-                    "the smallest one's time is used (an upper bound)"
-                )
+        for (axis, _), x in self.outside.items():
+            words = coverage.outside(axis, x, self.timed()[axis], "profiled")
+            grid = self.timed()[axis]
+            power_law = " along the last segment's power law" if x > grid[-1] and len(grid) >= 2 else ""
+            out.add(f"{self.name}: {words}{power_law}")
         return out
 
     def interpolate(self, table: np.ndarray, n_query: int, batch: float, context: float) -> np.ndarray:
@@ -203,6 +198,11 @@ class ProfiledCost:
         if self.default_context is not None:
             return float(self.default_context)
         return float(self.verify_grid.contexts[0])
+
+    def extrapolation(self, batch: int = 1, context: int | None = None) -> str | None:
+        """Where a prediction at (batch, context) leaves the profiled grid, in words (None: inside it)."""
+        query = {"batch": float(batch), "context": self._context(context)}
+        return coverage.describe(query, self.verify_grid.timed(), "profiled")
 
     def verify_s(self, verify_tokens, batch: int = 1, context: int | None = None):
         n = np.asarray(verify_tokens, dtype=float)

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis.acceptance_model import AcceptanceModel, improvement_factor
+from specbench.analysis.cost import coverage
 from specbench.analysis.fit import ACCEPT_KEYS
 from specbench.errors import SpecbenchError
 from specbench.records.rounds import (
@@ -231,6 +232,13 @@ class MeasuredCost:
     draft: DraftFit
     round_overhead_s: float  # per speculative round
     baseline_overhead_s: float  # per target-only step
+    contexts: tuple[float, ...] = ()  # the shortest and longest context its rounds ran at (tokens; () unknown)
+
+    def extrapolation(self, batch: int = 1, context: int | None = None) -> str | None:
+        """Where a prediction at ``context`` leaves the contexts the sweep timed, in words (None: inside them,
+        or the sweep's own context); a batch above 1 is refused, never extrapolated."""
+        self._check(batch, context)
+        return None if context is None else coverage.describe({"context": context}, {"context": self.contexts})
 
     @staticmethod
     def _check(batch: int, context: int | None) -> None:
@@ -279,6 +287,7 @@ class CostStats:
     draft: Binned  # x = drafter forwards, y = draft_s (group rounds that drafted)
     sums: np.ndarray  # [P, len(SUMS)]
     tree_nodes: dict[int, int]  # γ → tree nodes per full round (chain: γ)
+    contexts: tuple[float, ...] = ()  # shortest prompt, longest prompt + output: the contexts its rounds ran at
 
     def total(self, weights: np.ndarray | None = None) -> dict[str, float]:
         values = self.sums.sum(0) if weights is None else np.asarray(weights, dtype=float) @ self.sums
@@ -315,8 +324,23 @@ def cost_stats(group: pd.DataFrame, baseline: pd.DataFrame, clusters: pd.Index) 
     }
     tree_nodes = {int(g): int(t) for g, t in group.groupby("gamma")["tree_nodes"].max().items()}
     return CostStats(
-        verify=verify, draft=draft, sums=np.concatenate([columns[k] for k in SUMS], axis=1), tree_nodes=tree_nodes
+        verify=verify,
+        draft=draft,
+        sums=np.concatenate([columns[k] for k in SUMS], axis=1),
+        tree_nodes=tree_nodes,
+        contexts=timed_contexts(pd.concat([group, baseline])),
     )
+
+
+def timed_contexts(records: pd.DataFrame) -> tuple[float, ...]:
+    """(shortest prompt, longest prompt + generated tokens) of records: the contexts their rounds ran at."""
+    if records.empty or not {"prompt_tokens", "new_tokens"} <= set(records.columns):
+        return ()
+    prompt = pd.to_numeric(records["prompt_tokens"], errors="coerce")
+    end = prompt + pd.to_numeric(records["new_tokens"], errors="coerce")
+    if prompt.isna().all() or end.isna().all():
+        return ()
+    return float(prompt.min()), float(end.max())
 
 
 def _ratio(num: float, den: float) -> float:
@@ -375,6 +399,7 @@ def fit_costs(stats: CostStats, weights: np.ndarray | None = None, *, like: Cost
         draft=draft,
         round_overhead_s=_ratio(s["spec_overhead_s"], s["spec_rounds"]),
         baseline_overhead_s=_ratio(s["base_overhead_s"], s["base_rounds"]),
+        contexts=stats.contexts,
     )
     target_step = _ratio(s["base_verify_s"], s["base_rounds"])
     if target_step <= 0:

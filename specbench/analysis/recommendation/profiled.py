@@ -91,6 +91,9 @@ def recommend_profiled(
                 fits[name] = costs.fit(name)
             plans.append(_plan(group, clusters, weights, fits[name], context, max(batches), max_gamma, level, notes))
         table = _batch_table(plans, batches)
+        if plans:
+            cost = fits[plans[0].profile_drafter]  # one target: the verify grid every drafter's fit shares
+            table["extrapolated"] = [cost.extrapolation(int(b), context) for b in table["batch"]]
         vllm = None
         if plans:
             lead = _lead_plan(plans, batches)
@@ -114,18 +117,21 @@ def recommend_profiled(
 
 
 def batch_verdict(table: pd.DataFrame) -> str:
-    """The verdict line: the choice at each asked batch size ("none" where no γ's interval lies above 1)."""
+    """The verdict line: the choice at each asked batch size ("none" where no γ's interval lies above 1), each
+    saying where its prediction leaves the profiled grid (`specbench.analysis.cost.coverage`)."""
     if table.empty:
         return "no speculation — no drafter of the sweep could be priced with the profile"
     parts = []
     for _, r in table.iterrows():
         if r["gamma"] > 0:
-            parts.append(
+            part = (
                 f"batch {r['batch']}: {r['drafter_label']} γ={int(r['gamma'])} at {r['speedup']:.2f}× "
                 f"[{r['lo']:.2f}, {r['hi']:.2f}]"
             )
         else:
-            parts.append(f"batch {r['batch']}: none")
+            part = f"batch {r['batch']}: none"
+        extrapolated = r.get("extrapolated")
+        parts.append(part + (f" ({extrapolated})" if isinstance(extrapolated, str) and extrapolated else ""))
     head = "speculate" if (table["gamma"] > 0).any() else "no speculation at any batch size asked"
     return f"{head} — " + "; ".join(parts)
 
