@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -64,3 +66,22 @@ def test_a_verdict_resting_on_an_extrapolated_cost_says_so_in_its_line():
     assert context_words in parts[0] and batch_words not in parts[0]
     assert f"({batch_words}; {context_words})" in parts[1]
     assert list(beyond.per_batch.table["extrapolated"]) == [context_words, f"{batch_words}; {context_words}"]
+
+
+def test_recommend_prints_the_extrapolation_in_the_verdict_and_the_interval(tmp_path):
+    from specbench.records.profile_file import write_profile
+    from tests.synthetic_results import write_results
+    from tests.test_profile import _invoke
+
+    results = write_results(
+        tmp_path / "res", make_records([SyntheticDrafter(alpha=0.8, gammas=(1, 2, 4))], n_prompts=6, seed=4)
+    )
+    flat = write_profile(tmp_path / "flat", synthetic_profile(lambda k, b, c: 0.010 + 0.00001 * k, lambda b, c: 1e-4))
+    args = ("recommend", results, "--cost-profile", flat, "--batch", "1,128", "--context", "8192", "--bootstrap", "50")
+    printed = _invoke(*args)
+    assert printed.exit_code == 0, printed.output
+    text = " ".join(printed.stdout.split())  # the terminal folds long lines
+    assert "context 8,192 extrapolated beyond the profiled context lengths (256–1,024)" in text
+    assert "batch 128 extrapolated beyond the profiled batch sizes (1–64)" in text and "] extrapolated" in text
+    choices = json.loads(_invoke(*args, "--json").stdout)[0]["per_batch"]["choices"]
+    assert all("context 8,192 extrapolated" in c["extrapolated"] for c in choices)

@@ -220,6 +220,8 @@ def _print_per_batch(plan, console) -> None:
                 if not isinstance(best, str)
                 else f"{r['best_speedup']:.2f}× [{r['best_lo']:.2f}, {r['best_hi']:.2f}]"
             )
+        if isinstance(r.get("extrapolated"), str) and ci != "-":  # beyond the profiled grid: the verdict line says how
+            ci += " extrapolated"
         text_row(
             table,
             str(r["batch"]),
