@@ -4,14 +4,13 @@
 from __future__ import annotations
 
 import time
-from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specbench.measure.grid import estimate as estimate_module
-from specbench.measure.grid.estimate import ForwardCost, ModelShape, estimate, prompt_tokens
+from specbench.measure.grid.estimate import ForwardCost, ModelShape, estimate, human_duration, prompt_tokens
 from specbench.measure.grid.sweep import build_spec
 from specbench.measure.grid.units import expand_units, load_workloads
 from specbench.workloads.prompt import ContextDocument, Prompt
@@ -79,11 +78,10 @@ def test_the_dry_run_prices_a_longer_context_bin_as_the_cost_model_says(monkeypa
 
 def test_a_later_turn_holds_the_turns_and_answers_before_it():
     prompt = Prompt("w", "p", "c", turns=("x" * 400, "y" * 40))
-    first, second = (SimpleNamespace(prompt=prompt, turn=t, max_new_tokens=100) for t in (1, 2))
-    assert prompt_tokens(first) == 100 and prompt_tokens(second) == 100 + 10 + 100
+    assert prompt_tokens(prompt, 1, 100) == 100 and prompt_tokens(prompt, 2, 100) == 100 + 10 + 100
     document = ContextDocument(text="", origin="", bin="4k", target_tokens=4096, tolerance=0.1)
     binned = Prompt("w", "p", "c", turns=("{document}",), context=document)
-    assert prompt_tokens(SimpleNamespace(prompt=binned, turn=1, max_new_tokens=100)) == round(4096 * 0.95)
+    assert prompt_tokens(binned, 1, 100) == round(4096 * 0.95)
 
 
 @pytest.mark.long
@@ -106,3 +104,29 @@ def test_the_prefill_estimate_is_the_order_of_a_measured_prefill_on_smollm2():
             model(ids, use_cache=True)
             measured = (time.process_time() - start) / torch.get_num_threads()
             assert cost.prefill_s(tokens) / 4 < measured < cost.prefill_s(tokens) * 4, (tokens, measured)
+
+
+def test_the_over_the_limit_hint_prices_the_grid_as_the_dry_run_does(monkeypatch):
+    from specbench.errors import SpecbenchError
+    from specbench.measure.grid import validate
+
+    monkeypatch.setattr(estimate_module, "model_shape", lambda target: SMOLLM2)
+    monkeypatch.setattr(validate, "model_shape", lambda target: SMOLLM2)
+    monkeypatch.setattr(validate, "MAX_UNITS", 1)
+    for bins in ("1k", "7k"):
+        spec = build_spec(
+            {
+                "name": "lc",
+                "target": "smollm2-135m",
+                "drafters": ["ngram"],
+                "gammas": [2],
+                "workloads": [{"name": f"long-context:bin={bins}", "count": 2}],
+                "max_new_tokens": 32,
+            }
+        )
+        workloads = load_workloads(spec)
+        units = [u for u in expand_units(spec, workloads) if u.mode == "live"]
+        cost = ForwardCost.of(SMOLLM2, "cpu", 4)  # the hint has no bracket re-timing: every live unit once
+        seconds = sum(cost.unit_s(prompt_tokens(u.prompt, u.turn, u.max_new_tokens), 32) for u in units)
+        with pytest.raises(SpecbenchError, match=f"roughly {human_duration(seconds)} of generation on cpu"):
+            validate.check_grid_size(spec, workloads)

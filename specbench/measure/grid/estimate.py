@@ -44,6 +44,7 @@ from specbench.measure.grid.sweep_spec import SweepSpec
 from specbench.models import cache as model_cache
 from specbench.models.hub import hub_config, hub_reachable, in_local_cache
 from specbench.models.resolve import DTYPES, aliases
+from specbench.workloads.prompt import Prompt
 
 # effective weight-streaming bandwidth of a decode step, bytes/s (order of magnitude only)
 BANDWIDTH_GUESS = {"cpu": 20e9, "cuda": 1.5e12}
@@ -107,14 +108,21 @@ class ForwardCost:
         return self.prefill_s(prompt_tokens) + self.decode_s(prompt_tokens, new_tokens)
 
 
-def prompt_tokens(unit) -> int:
-    """A unit's prompt length in tokens, without a tokenizer (the module docstring)."""
-    context = unit.prompt.context
+def prompt_tokens(prompt: Prompt, turn: int, max_new_tokens: int) -> int:
+    """The length in tokens of ``prompt``'s turn ``turn`` (1-based), without a tokenizer (the module docstring)."""
+    context = prompt.context
     if context is not None:  # a long-context prompt fills its bin
         return max(1, round(context.target_tokens * (1 - context.tolerance / 2)))
-    turns = unit.prompt.turns[: unit.turn]
-    chars = sum(len(t) for t in turns)
-    return max(1, round(chars / CHARS_PER_TOKEN) + (unit.turn - 1) * unit.max_new_tokens)
+    chars = sum(len(t) for t in prompt.turns[:turn])
+    return max(1, round(chars / CHARS_PER_TOKEN) + (turn - 1) * max_new_tokens)
+
+
+def forward_cost(spec: SweepSpec, shape: ModelShape | None) -> ForwardCost | None:
+    """The `ForwardCost` of a target of ``shape`` (`model_shape`) on the sweep's device (None: shape unknown)."""
+    if shape is None or not shape.parameters:
+        return None
+    kind = "cuda" if str(spec.device).startswith("cuda") else "cpu"
+    return ForwardCost.of(shape, kind, BYTES_PER_PARAM.get(spec.dtype, 4))
 
 
 def model_shape(target: str) -> ModelShape | None:
@@ -156,11 +164,6 @@ def model_shape(target: str) -> ModelShape | None:
         return None
 
 
-def parameter_count(target: str) -> int | None:
-    shape = model_shape(target)
-    return None if shape is None else shape.parameters
-
-
 def engine_starts(spec: SweepSpec, looks: int = 1) -> int:
     """Engine starts of a serving backend over ``looks`` looks (0 for the own engine and a running server)."""
     backend = backends.get(spec.backend)
@@ -177,7 +180,6 @@ def estimate(spec: SweepSpec, units, looks: int = 1) -> dict:
     largest number of looks per workload (engines may start again in each)."""
     tokens = sum(u.max_new_tokens for u in units)
     shape = model_shape(spec.target)
-    kind = "cuda" if spec.device.startswith("cuda") else "cpu"
     blocks = {
         (u.workload.name, u.prompt.prompt_id, u.turn, u.repeat, u.config.temperature)
         for u in units
@@ -192,7 +194,7 @@ def estimate(spec: SweepSpec, units, looks: int = 1) -> dict:
             if u.mode == "live" and u.config.is_baseline
         }
         generations += [per_block[b] for b in blocks if b in per_block]
-    lengths = [(prompt_tokens(u), u.max_new_tokens) for u in generations]
+    lengths = [(prompt_tokens(u.prompt, u.turn, u.max_new_tokens), u.max_new_tokens) for u in generations]
     starts = engine_starts(spec, looks)
     arrival_s = arrival_wait_s(units)
     out = {
@@ -214,8 +216,8 @@ def estimate(spec: SweepSpec, units, looks: int = 1) -> dict:
         "seconds": None,
         "seconds_upper": None,
     }
-    if shape is not None and shape.parameters:
-        cost = ForwardCost.of(shape, kind, BYTES_PER_PARAM.get(spec.dtype, 4))
+    cost = forward_cost(spec, shape)
+    if shape is not None and cost is not None:
         out["prefill_s"] = sum(cost.prefill_s(p) for p, _ in lengths)
         out["decode_s"] = sum(cost.decode_s(p, n) for p, n in lengths)
         out["generation_s"] = out["prefill_s"] + out["decode_s"]
@@ -260,18 +262,18 @@ def describe(est: dict, spec: SweepSpec) -> str:
     if est["seconds"] is None:
         return ""
     line = (
-        f"about {_minutes(est['seconds'])} on {spec.device}: {_minutes(est['generation_s'])} generating "
+        f"about {human_duration(est['seconds'])} on {spec.device}: {human_duration(est['generation_s'])} generating "
         f"({est['target_parameters'] / 1e6:.0f}M-parameter target: prefill of prompts of "
         f"{est['prompt_tokens_mean']:,.0f} tokens on average, up to {est['prompt_tokens_max']:,} ≈ "
-        f"{_minutes(est['prefill_s'])}, then one forward per token at that context ≈ {_minutes(est['decode_s'])})"
+        f"{human_duration(est['prefill_s'])}, then one forward per token at that context ≈ {human_duration(est['decode_s'])})"
     )
     if est["engine_starts"]:
         each = _seconds(backends.get(spec.backend).start_s, spec.device)
-        line += f" + {est['engine_starts']} {spec.backend} engine start(s) ≈ {_minutes(est['start_s'])} (~{each:.0f} s each)"
+        line += f" + {est['engine_starts']} {spec.backend} engine start(s) ≈ {human_duration(est['start_s'])} (~{each:.0f} s each)"
     if est.get("arrival_s"):
-        line += f" + {_minutes(est['arrival_s'])} waiting for open-loop arrivals"
+        line += f" + {human_duration(est['arrival_s'])} waiting for open-loop arrivals"
     if est.get("training_steps"):
-        line += f" + {est['training_steps']} online training steps ≈ {_minutes(est['training_s'] or 0)}"
+        line += f" + {est['training_steps']} online training steps ≈ {human_duration(est['training_s'] or 0)}"
     return line
 
 
@@ -279,7 +281,8 @@ def _seconds(cost: backends.DeviceSeconds | None, device: str) -> float:
     return 0.0 if cost is None else cost.on(device)
 
 
-def _minutes(seconds: float) -> str:
+def human_duration(seconds: float) -> str:
+    """Seconds as people read a duration: "45 s", "37 min", "2.5 h"."""
     if seconds < 90:
         return f"{seconds:.0f} s"
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from specbench.errors import SpecbenchError
-from specbench.measure.grid.estimate import BANDWIDTH_GUESS, BYTES_PER_PARAM, parameter_count
+from specbench.measure.grid.estimate import forward_cost, human_duration, model_shape, prompt_tokens
 from specbench.measure.grid.values import (  # noqa: F401
     GAMMA_LIMIT,
     MAX_CONFIGS,
@@ -55,20 +55,21 @@ def check_models(spec, *, ask_hub: bool = False) -> None:
             raise SpecbenchError(f"{role}: {exc}") from None
 
 
-def count_units(spec, workloads, shard: tuple[int, int] = (0, 1), in_shard=None) -> tuple[int, int]:
-    """(units, generated-token bound) of the grid, by arithmetic: nothing is expanded.
+def grid_prompts(spec, workloads, shard: tuple[int, int] = (0, 1), in_shard=None):
+    """(prompt, max new tokens, units per turn, generations per turn) of every prompt of the grid (one shard
+    of it), by arithmetic: nothing is expanded. A generation is a unit run live (a replayed one generates
+    nothing); each counts every repeat.
 
     ``in_shard(prompt_id, workload_name, shard)`` says which prompts the shard holds (the runner's rule).
     """
     speculative = [c for c in spec.configs if not c.is_baseline]
     per_t = {t: [c for c in speculative if c.temperature == t] for t in spec.temperatures}
     cal = spec.calibration
-    units = tokens = 0
     for workload in workloads:
         max_new = spec.max_new_tokens_for(workload)
         prompts = [p for p in workload.prompts if in_shard is None or in_shard(p.prompt_id, workload.name, shard)]
         for index, prompt in enumerate(prompts):
-            per_turn = 0
+            units = generations = 0
             for configs in per_t.values():
                 if spec.runs_live:
                     live = len(configs)
@@ -76,9 +77,17 @@ def count_units(spec, workloads, shard: tuple[int, int] = (0, 1), in_shard=None)
                     live = sum(1 for c in configs if c.gamma in cal.gammas)
                 else:
                     live = 0
-                per_turn += 1 + live + (len(configs) if spec.replays else 0)
-                tokens += (1 + live) * max_new * len(prompt.turns) * spec.repeats
-            units += per_turn * len(prompt.turns) * spec.repeats
+                units += 1 + live + (len(configs) if spec.replays else 0)
+                generations += 1 + live
+            yield prompt, max_new, units * spec.repeats, generations * spec.repeats
+
+
+def count_units(spec, workloads, shard: tuple[int, int] = (0, 1), in_shard=None) -> tuple[int, int]:
+    """(units, generated-token bound) of the grid (`grid_prompts`)."""
+    units = tokens = 0
+    for prompt, max_new, per_turn, generations in grid_prompts(spec, workloads, shard, in_shard):
+        units += per_turn * len(prompt.turns)
+        tokens += generations * max_new * len(prompt.turns)
     return units, tokens
 
 
@@ -91,12 +100,15 @@ def check_grid_size(spec, workloads, shard: tuple[int, int] = (0, 1), *, yes: bo
             "split the sweep (--shard, fewer prompts or configurations)"
         )
     if units > MAX_UNITS and not yes:
-        params = parameter_count(spec.target)
+        cost = forward_cost(spec, model_shape(spec.target))
         hint = ""
-        if params:
-            kind = "cuda" if str(spec.device).startswith("cuda") else "cpu"
-            hours = tokens * params * BYTES_PER_PARAM.get(spec.dtype, 4) / BANDWIDTH_GUESS[kind] / 3600
-            hint = f", roughly ≤ {hours:,.1f} h on {spec.device}"
+        if cost is not None:  # the dry-run estimate's prefill and decode at context (measure.grid.estimate)
+            seconds = sum(
+                generations * cost.unit_s(prompt_tokens(prompt, turn, max_new), max_new)
+                for prompt, max_new, _, generations in grid_prompts(spec, workloads, shard, in_shard)
+                for turn in range(1, len(prompt.turns) + 1)
+            )
+            hint = f", roughly {human_duration(seconds)} of generation on {spec.device}"
         raise SpecbenchError(
             f"the grid has {units:,} units (at most {tokens:,} generated tokens{hint}), over the "
             f"limit of {MAX_UNITS:,}; check it with --dry-run, then pass --yes to run it"
