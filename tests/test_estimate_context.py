@@ -130,3 +130,22 @@ def test_the_over_the_limit_hint_prices_the_grid_as_the_dry_run_does(monkeypatch
         seconds = sum(cost.unit_s(prompt_tokens(u.prompt, u.turn, u.max_new_tokens), 32) for u in units)
         with pytest.raises(SpecbenchError, match=f"roughly {human_duration(seconds)} of generation on cpu"):
             validate.check_grid_size(spec, workloads)
+
+
+def test_a_draft_model_prefills_and_steps_at_the_same_context(monkeypatch):
+    monkeypatch.setattr(estimate_module, "model_shape", lambda target: SMOLLM2)
+    spec = build_spec(
+        {
+            "name": "lc",
+            "target": "smollm2-135m",
+            "drafters": [{"type": "draft-model", "params": {"model": "smollm2-135m"}}, "ngram"],
+            "gammas": [2],
+            "workloads": [{"name": "long-context:bin=4k", "count": 1}],
+            "max_new_tokens": 16,
+        }
+    )
+    units = [u for u in expand_units(spec, load_workloads(spec)) if u.mode == "live"]
+    est = estimate(spec, units)
+    cost = ForwardCost.of(SMOLLM2, "cpu", 4)
+    assert est["drafter_s"] == pytest.approx(cost.unit_s(round(4096 * 0.95), 16))  # one draft-model unit; ngram none
+    assert est["generation_s"] == pytest.approx(est["prefill_s"] + est["decode_s"] + est["drafter_s"])

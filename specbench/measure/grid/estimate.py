@@ -19,8 +19,9 @@ context, so counting one forward per generated token alone priced a 37-minute lo
 5 minutes (issue 49). P is the prompt's length in tokens without a tokenizer: a long-context prompt
 fills its bin (between (1 − tolerance)·T_b and T_b: the middle is taken); any other turn is its
 text's characters ÷ `CHARS_PER_TOKEN`, and turn k also holds the k − 1 turns before it and their
-answers (n tokens each). A draft model's own prefill and steps are not counted (the target's
-dominate); an n-gram drafter's lookup is tensorised, a small fraction of a forward even at 7k tokens.
+answers (n tokens each). A draft model (a drafter with its own LM, parameter ``model``) prefills the
+same prompt and is priced by the same formulas with its own shape, one forward per generated token;
+an n-gram drafter's lookup is tensorised, a small fraction of a forward even at 7k tokens.
 
 The timing protocol times each prompt turn's baseline twice (``order: bracket``). A backend
 adds its start-up: the own engine loads the models once; a vLLM backend starts one engine per
@@ -213,6 +214,7 @@ def estimate(spec: SweepSpec, units, looks: int = 1) -> dict:
         "generation_s": None,
         "prefill_s": None,
         "decode_s": None,
+        "drafter_s": None,
         "seconds": None,
         "seconds_upper": None,
     }
@@ -220,13 +222,33 @@ def estimate(spec: SweepSpec, units, looks: int = 1) -> dict:
     if shape is not None and cost is not None:
         out["prefill_s"] = sum(cost.prefill_s(p) for p, _ in lengths)
         out["decode_s"] = sum(cost.decode_s(p, n) for p, n in lengths)
-        out["generation_s"] = out["prefill_s"] + out["decode_s"]
+        out["drafter_s"] = draft_model_s(spec, units)
+        out["generation_s"] = out["prefill_s"] + out["decode_s"] + out["drafter_s"]
         layer_s = cost.step_s / max(shape.layers, 1)  # one target layer over one position: a drafter layer's forward
         out["training_s"] = sum(n * TRAIN_PASSES * layer_s * batch for n, batch in out["training_steps"].values())
         out["seconds"] = out["generation_s"] + out["start_s"] + out["training_s"] + arrival_s
         out["seconds_upper"] = out["seconds"]  # the former name, kept for readers of --json
     out["training_steps"] = sum(n for n, _ in out["training_steps"].values())
     return out
+
+
+def draft_model_s(spec: SweepSpec, units) -> float:
+    """Seconds a draft model (a drafter with a ``model`` parameter: its own LM) spends on ``units``: it prefills
+    the prompt and runs about one forward per generated token at that context, as the target does
+    (`ForwardCost.unit_s` of the draft model's shape; 0 where that shape is unknown)."""
+    costs: dict[str, ForwardCost | None] = {}
+    seconds = 0.0
+    for u in units:
+        drafter = u.config.drafter
+        model = dict(drafter.params).get("model") if drafter is not None and u.mode == "live" else None
+        if not isinstance(model, str):
+            continue
+        if model not in costs:
+            costs[model] = forward_cost(spec, model_shape(model))
+        cost = costs[model]
+        if cost is not None:
+            seconds += cost.unit_s(prompt_tokens(u.prompt, u.turn, u.max_new_tokens), u.max_new_tokens)
+    return seconds
 
 
 def arrival_wait_s(units) -> float:
@@ -265,8 +287,11 @@ def describe(est: dict, spec: SweepSpec) -> str:
         f"about {human_duration(est['seconds'])} on {spec.device}: {human_duration(est['generation_s'])} generating "
         f"({est['target_parameters'] / 1e6:.0f}M-parameter target: prefill of prompts of "
         f"{est['prompt_tokens_mean']:,.0f} tokens on average, up to {est['prompt_tokens_max']:,} ≈ "
-        f"{human_duration(est['prefill_s'])}, then one forward per token at that context ≈ {human_duration(est['decode_s'])})"
+        f"{human_duration(est['prefill_s'])}, then one forward per token at that context ≈ {human_duration(est['decode_s'])}"
     )
+    if est.get("drafter_s"):
+        line += f"; the draft model's prefill and forwards ≈ {human_duration(est['drafter_s'])}"
+    line += ")"
     if est["engine_starts"]:
         each = _seconds(backends.get(spec.backend).start_s, spec.device)
         line += f" + {est['engine_starts']} {spec.backend} engine start(s) ≈ {human_duration(est['start_s'])} (~{each:.0f} s each)"
