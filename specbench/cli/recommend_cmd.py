@@ -10,6 +10,7 @@ import typer
 from rich.panel import Panel
 from rich.table import Table
 
+from specbench.analysis.context.summary import context_for, context_summary, has_context_axis
 from specbench.analysis.fit import load_results
 from specbench.analysis.load.goodput import goodput_answers
 from specbench.analysis.load.operating import for_scenario as operating_for_scenario
@@ -38,6 +39,7 @@ from specbench.cli.results_cmd import print_history
 from specbench.cli.shell.engine_checks import check_engine_settings, local_model_folder
 from specbench.cli.shell.params import bounded
 from specbench.cli.views.confirm import print_confirmation, print_deployments
+from specbench.cli.views.context import print_context
 from specbench.cli.views.load import print_load, print_slo
 from specbench.cli.views.online import print_online_verdict
 from specbench.cli.views.operating import print_goodput, print_operating
@@ -71,8 +73,8 @@ def _print_recommendation(rec, console) -> None:
         title += f" · context {rec.per_batch.context}"
     title += "".join(
         f" · {name} {k[name]:g}" if isinstance(k[name], float) else f" · {name} {k[name]}"
-        for name in ("backend", "concurrency", "request_rate")
-        if name in k
+        for name in ("backend", "concurrency", "request_rate", "context_bin")
+        if name in k and k[name] == k[name]  # a record without a context bin: NaN, not shown
     )
     style = "green" if rec.speculates else "yellow"
     body = "\n".join(recommendation_lines(rec)) + f"\n\n{rec.verdict}"
@@ -446,18 +448,13 @@ def recommend_command(
     history = load_history(results_dir)  # an adaptive sweep: judge its records the way it stopped on them
     plans = history.plans() if history else {}
     hubs = paste_names()  # Hugging Face ids, and GGUF files for llama-server lines
-    recs = recommend(
-        records,
-        costs,
-        objective=objective,
-        max_gamma=max_gamma,
-        n_boot=n_boot,
-        seed=seed,
-        engines=engines,
-        hub_ids=hubs,
-        plans=plans,
-        tolerance=sweep_tolerance(results_dir) if tolerance is None else tolerance,
-    )
+    how = dict(objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed, engines=engines, hub_ids=hubs)
+    how.update(plans=plans, tolerance=sweep_tolerance(results_dir) if tolerance is None else tolerance)
+    recs = recommend(records, costs, **how)
+    context = None
+    if has_context_axis(records) and isinstance(costs, MeasuredCosts):  # a verdict per context-length bin
+        pooled, recs = recs, recommend(records, costs, by_context=True, **how)
+        context = context_summary(records, recs, pooled, engines=engines, n_boot=n_boot, seed=seed)
     load = (
         load_summary(records, recs, hub_ids=hubs, n_boot=n_boot, seed=seed, engines=engines)
         if has_load_axis(records) and isinstance(costs, MeasuredCosts)
@@ -477,6 +474,7 @@ def recommend_command(
                 history,
                 None if costs_data is None else [operating_for_scenario(costs_data, rec.keys) for rec in recs],
                 load_report(results_dir),
+                None if context is None else [context_for(context, rec.keys) for rec in recs],
             )
         )
         return
@@ -485,6 +483,8 @@ def recommend_command(
         _print_recommendation(rec, console)
     if load is not None:
         print_load(load, console)
+    if context is not None:
+        print_context(context, console)
     if costs_data is not None:
         print_operating(costs_data, axis_of(normalised(records)), console)
     print_history(history, console)
