@@ -60,11 +60,17 @@ def _interval(option) -> str:
     return speedup_words(option.speedup, option.lo, option.hi)
 
 
+def _context_bin(keys: dict) -> str:
+    """' · context bin 4k' for a verdict per context-length bin (`specbench.analysis.context`), else ''."""
+    label = keys.get("context_bin")
+    return f" · context bin {label}" if isinstance(label, str) else ""
+
+
 def _print_recommendation(rec, console) -> None:
     """One recommendation, whatever its cost source: the verdict, then the sections it has."""
     k = rec.keys
     title = (
-        f"{k['workload']} · {k['target']} · T={fmt(k['temperature'], 2)} · objective {rec.objective} · "
+        f"{k['workload']}{_context_bin(k)} · {k['target']} · T={fmt(k['temperature'], 2)} · objective {rec.objective} · "
         f"{rec.n_prompts} prompts · costs: {rec.cost_source}"
     )
     if rec.baseline_tokens_per_s is not None:
@@ -73,8 +79,8 @@ def _print_recommendation(rec, console) -> None:
         title += f" · context {rec.per_batch.context}"
     title += "".join(
         f" · {name} {k[name]:g}" if isinstance(k[name], float) else f" · {name} {k[name]}"
-        for name in ("backend", "concurrency", "request_rate", "context_bin")
-        if name in k and k[name] == k[name]  # a record without a context bin: NaN, not shown
+        for name in ("backend", "concurrency", "request_rate")
+        if name in k
     )
     style = "green" if rec.speculates else "yellow"
     body = "\n".join(recommendation_lines(rec)) + f"\n\n{rec.verdict}"
