@@ -1,5 +1,6 @@
 """Context length as a decision axis (docs/context-length.md): the verdict per bin, the crossover length and its
-words, the length-aware setting and its engine lines, on synthetic records with planted bin effects."""
+words, the length-aware setting and its engine lines, the figure's data, on synthetic records with planted bin
+effects."""
 
 from __future__ import annotations
 
@@ -13,8 +14,12 @@ from hypothesis import strategies as st
 
 from specbench.analysis.context.setting import ranges_of
 from specbench.analysis.context.summary import context_summary
+from specbench.analysis.context_bins import fit_by_context_bin
 from specbench.analysis.load.crossover import crossover, describe
 from specbench.analysis.recommendation.recommend import recommend
+from specbench.figures.families.context import context_series, crossover_mark
+from specbench.figures.plot import figures_for, render_figure
+from specbench.figures.plot_data import load_plot_data
 from specbench.records.summary import with_config_defaults
 from tests.cli_helpers import invoke
 from tests.synthetic_results import SyntheticCosts, SyntheticDrafter, make_context_bin_records, write_results
@@ -146,3 +151,30 @@ def test_recommend_prints_a_verdict_per_bin_and_the_context_section(tmp_path):
     data = json.loads(invoke("recommend", folder, "--bootstrap", "40", "--json").stdout)
     assert sorted(d["context_bin"] for d in data) == ["1k", "2k", "4k", "7k"]
     assert all(d["context"]["setting"]["ranges"] for d in data)
+
+
+def test_the_figure_data_hold_every_gamma_per_bin_and_mark_the_crossover():
+    entry = _falling()
+    frame = with_config_defaults(pd.DataFrame(_records()))
+    lines = context_series(entry, fit_by_context_bin(frame, n_boot=0))
+    assert sorted(s["gamma"] for s in lines) == [1, 2, 4]
+    for s in lines:
+        assert s["bins"] == ["1k", "2k", "4k", "7k"] and s["x"] == sorted(s["x"])
+        assert all(lo <= v <= hi for v, lo, hi in zip(s["speedup"], s["lo"], s["hi"]))
+        assert s["alpha"][0] > s["alpha"][-1]  # the planted fall, per γ
+    mark = crossover_mark(entry)
+    assert mark["gamma"] == 4 and mark["lo"] <= mark["point"] <= mark["hi"]
+    four = next(s for s in lines if s["gamma"] == 4)
+    assert four["x"][0] < mark["point"] < four["x"][-1]
+
+
+def test_the_report_draws_the_context_figure_only_for_several_bins(tmp_path):
+    many = load_plot_data(write_results(tmp_path / "many", _records(n_prompts=4)), n_boot=40)
+    assert "speedup_vs_context" in [f.name for f in figures_for(many)]
+    spec = next(f for f in figures_for(many) if f.name == "speedup_vs_context")
+    drawn = render_figure(spec, many, tmp_path, ("png",))
+    assert drawn.skipped is None and drawn.files["png"].stat().st_size > 10_000
+    one = [r for r in _records(n_prompts=4) if r["context_bin"] == "1k"]
+    assert "speedup_vs_context" not in [
+        f.name for f in figures_for(load_plot_data(write_results(tmp_path / "one", one), n_boot=40))
+    ]

@@ -8,7 +8,14 @@ import json
 from collections.abc import Sequence
 
 from specbench.analysis.context.setting import length_setting
-from specbench.analysis.context.verdicts import as_plain, bin_verdicts, fits_for, length_crossover, scenario_of
+from specbench.analysis.context.verdicts import (
+    as_plain,
+    bin_verdicts,
+    fits_for,
+    length_crossover,
+    scenario_of,
+    speedups,
+)
 from specbench.analysis.context_bins import BIN, bin_order
 from specbench.analysis.statistics.intervals import N_BOOT
 from specbench.records.summary import BASELINE_KEYS
@@ -45,6 +52,7 @@ def context_summary(
             {
                 **dict(zip(BASELINE_KEYS, scenario)),
                 "bins": [v.as_dict() for v in rows],
+                "speedups": speedups(rows),
                 "crossover": as_plain(line),
                 "setting": length_setting(rows, mixes.get(scenario), engines),
             }

@@ -249,6 +249,27 @@ def _shorter(verdicts: list[BinVerdict], label: str, gamma: int, found: Crossove
     }
 
 
+def speedups(verdicts: list[BinVerdict]) -> list[dict]:
+    """Every measured fixed-γ configuration's speedup with its unadjusted 95 % interval in every bin of a
+    scenario (the figure's points): context_bin, prompt_tokens, drafter_label, tree, gamma, speedup, lo, hi."""
+    out = []
+    for v in verdicts:
+        if v.options.empty:
+            continue
+        fixed = v.options[v.options["schedule"].fillna("fixed") == "fixed"]
+        for _, row in fixed.iterrows():
+            out.append(
+                {
+                    "context_bin": v.bin,
+                    "prompt_tokens": v.prompt_tokens,
+                    **{k: row[k] for k in ("drafter_label", "tree")},
+                    "gamma": int(row["gamma"]),
+                    **{k: float(row[k]) for k in ("speedup", "lo", "hi")},
+                }
+            )
+    return out
+
+
 def as_plain(line: dict | None) -> dict | None:
     """A crossover line as plain data (its `Crossover` values as dicts)."""
     if line is None:
