@@ -126,3 +126,15 @@ def _engine_line(name: str, ranges: list[list], mix: Decision | None) -> str:
     if len(ranges) > 1 and ranges[-1][2] == 0:
         router = f"; or a router rule: send prompts of {ranges[-1][0]:,} tokens or more to a pool without speculation"
     return f"{catalogue_engines.title(name)}: cannot take γ per context length; nearest: {nearest}{router}"
+
+
+def threshold_bins(setting: dict) -> list[str]:
+    """The bins on either side of every length threshold of a setting — where K changes from one bin to the next —
+    shortest first; `specbench confirm` confirms the setting in each (held or missed per side). Empty when K is
+    the same at every length (the pooled verdict is then the one to confirm)."""
+    levels = setting.get("levels") or []
+    sides: list[str] = []
+    for shorter, longer in zip(levels, levels[1:]):
+        if shorter["K"] != longer["K"]:
+            sides += [b for b in (shorter["context_bin"], longer["context_bin"]) if b not in sides]
+    return sides
