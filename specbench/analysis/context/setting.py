@@ -102,12 +102,12 @@ def _own_engine_line(chosen, ranges: list[list]) -> str:
     """specbench's own engine: one ``--gamma`` per run, so one command line per range."""
     params = "" if chosen.drafter_params in ("", "{}") else f" (drafter parameters {chosen.drafter_params})"
     parts = [
-        f"{_range_words(r)}: --drafter {chosen.drafter} --gamma {r[2]}{params}"
+        f"{_range_words(r)}: --drafter {chosen.drafter} --gamma {r[2]}"
         if r[2] > 0
         else f"{_range_words(r)}: --gamma 0 (no speculation)"
         for r in ranges
     ]
-    return "specbench's own engine (one --gamma per run, no per-length option): " + "; ".join(parts)
+    return "specbench's own engine (one --gamma per run, no per-length option): " + "; ".join(parts) + params
 
 
 def _engine_line(name: str, ranges: list[list], mix: Decision | None) -> str:
