@@ -184,7 +184,8 @@ def _describe(c: Crossover, unit: str, what: str, fails: str, level: str) -> str
         )
     high = f">{_num(c.largest)}" if c.hi is None else f"{_num(c.hi)}"
     if c.lo_at_first or c.lo is not None:
-        bracket = f"[95 %: {f'≤{_num(c.loads[0])}' if c.lo_at_first else f'{_num(c.lo)}'}–{high}]"
+        low = f"≤{_num(c.loads[0])}" if c.lo_at_first or c.lo is None else _num(c.lo)
+        bracket = f"[95 %: {low}–{high}]"
     else:  # no lower end crosses 1 (missing there): only the upper end is known
         bracket = f"[95 %: up to {high}; no lower end]"
     if not above:

@@ -412,7 +412,7 @@ def fresh_workloads(
     """Per workload: the prompts of its split the sweep never used — neither measured (``records``) nor in the pool
     ``sweep`` draws from (its ``count``; an adaptive sweep's first ``max_prompts``) — in the confirmation's seeded
     order, cut to ``max_prompts``; a workload with none left is a note with the counts (and is not confirmed)."""
-    out = {}
+    out: dict[str, Workload] = {}
     for choice, pool in zip(sweep.workloads, load_workloads(sweep)):  # a choice may name a source: its pool, the name
         # the pool's own name, and the bins of it a length threshold confirms (`_context_targets`: '<workload>:bin=4k')
         base = base_workload(pool.name)
