@@ -119,7 +119,9 @@ def test_the_length_aware_setting_turns_speculation_off_only_where_a_bin_says_no
 
 def test_no_setting_and_no_crossover_claims_where_nothing_is_confident():
     (entry,) = _summary(_records({"1k": (1000, 0.05), "4k": (4000, 0.05)}))
-    assert entry["setting"]["ranges"] == [] and "confident no in every bin" in entry["setting"]["lines"][0]
+    lines = entry["setting"]["lines"]
+    assert entry["setting"]["ranges"] == [] and "confident no in every bin" in lines[0]
+    assert any(line.startswith("vLLM: cannot take γ per context length; nearest: the verdict") for line in lines)
     assert "at no length measured" in entry["crossover"]["text"]
 
 

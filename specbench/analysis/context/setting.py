@@ -72,7 +72,9 @@ def length_setting(verdicts: Sequence[BinVerdict], mix: Decision | None, engines
     if chosen is None:
         every_no = all(v.decision.confident and v.decision.says_no for v in verdicts)
         why = "a confident no in every bin" if every_no else "no bin has a confident yes"
-        return {"drafter_label": None, "levels": [], "ranges": [], "lines": [f"no length-aware setting: {why}"]}
+        lines = [f"no length-aware setting: {why}"]
+        lines += [_engine_line(name, [], mix) for name in (engines or catalogue_engines.names())]
+        return {"drafter_label": None, "levels": [], "ranges": [], "lines": lines, "notes": []}
     label = chosen.drafter_label
     levels = [
         {"context_bin": v.bin, "prompt_tokens": v.prompt_tokens, **level_entry(v.decision, label, "context length")}
