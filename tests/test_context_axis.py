@@ -30,13 +30,13 @@ FALLING = {"1k": (1000, 0.85), "2k": (2000, 0.7), "4k": (4000, 0.35), "7k": (700
 N_BOOT = 100
 
 
-def _records(bins: dict = FALLING, n_prompts: int = 10) -> list[dict]:
+def _records(bins: dict = FALLING, n_prompts: int = 10, drafter: SyntheticDrafter = DRAFTER) -> list[dict]:
     """One long-context sweep over ``bins`` (label: (prompt tokens, true α)), each bin with its own costs."""
     records = []
     for i, (label, (tokens, alpha)) in enumerate(bins.items()):
         costs = SyntheticCosts(verify_a_s=0.020 * (1 + tokens / 20000))
         records += make_context_bin_records(
-            {label: (tokens, [replace(DRAFTER, alpha=alpha)])},
+            {label: (tokens, [replace(drafter, alpha=alpha)])},
             n_prompts=n_prompts,
             max_new_tokens=48,
             costs=costs,
@@ -84,6 +84,16 @@ def test_the_crossover_length_lies_where_the_planted_speedup_crosses_one():
     assert c["loads"][first_below - 1] < c["point"] < c["loads"][first_below]
     assert c["lo"] <= c["point"] <= c["hi"]
     assert "pays up to about" in line["text"] and "prompt tokens [95 %:" in line["text"]
+
+
+def test_beyond_the_crossover_the_shorter_gamma_or_none_is_named():
+    line = _falling()["crossover"]
+    shorter = line["shorter"]
+    assert shorter["gamma"] < line["gamma"] and shorter["crossover"]["point"] > line["crossover"]["point"]
+    assert line["none_beyond"] == shorter["none_beyond"] == shorter["crossover"]["point"]
+    (alone,) = _summary(_records(n_prompts=6, drafter=replace(DRAFTER, gammas=(4,))))
+    line = alone["crossover"]
+    assert line["shorter"] is None and line["none_beyond"] == line["crossover"]["point"] is not None
 
 
 def test_the_crossover_words_speak_of_lengths():

@@ -15,7 +15,8 @@ records carry ``context_bin`` and ``prompt_tokens``). Here, per workload scenari
   axis' rule (`specbench.analysis.load.crossover`: log–log interpolation, [lo, hi] from the intervals' ends).
   Its words say "pays at every length measured" or "at none" only where the intervals support it.
 * **beyond the crossover**: when a shorter γ of the same drafter keeps paying longer, the length where *it*
-  stops (the same rule on its own speedups); past the last such length no speculation is better.
+  stops (the same rule on its own speedups); past the last such length (``none_beyond``: the shorter γ's crossing,
+  else the named configuration's own) no speculation with this drafter is better.
 """
 
 from __future__ import annotations
@@ -216,6 +217,8 @@ def length_crossover(verdicts: list[BinVerdict]) -> dict | None:
     }
     if found.point is not None and tree == "chain":
         out["shorter"] = _shorter(verdicts, label, gamma, found)
+    # past this length no speculation with this drafter is better: the shorter γ's crossing, else this one's
+    out["none_beyond"] = out["shorter"]["none_beyond"] if out["shorter"] is not None else found.point
     return out
 
 

@@ -53,8 +53,10 @@ def context_lines(entry: dict) -> list[str]:
         shorter = line.get("shorter")
         if shorter is not None:
             lines.append(f"beyond it: {shorter['text']}")
-            if shorter.get("none_beyond") is not None:
-                lines.append(f"no speculation is better beyond about {shorter['none_beyond']:,.0f} prompt tokens")
+        elif line.get("none_beyond") is not None:
+            lines.append("beyond it: no shorter γ of this drafter pays longer")
+        if line.get("none_beyond") is not None:
+            lines.append(f"no speculation is better beyond about {line['none_beyond']:,.0f} prompt tokens")
     setting = entry["setting"]
     if setting["ranges"]:
         ranges = "; ".join(
