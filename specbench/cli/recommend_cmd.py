@@ -424,7 +424,8 @@ def recommend_command(
 
     With --cost-profile the acceptance comes from the results and the cost from the profile: γ (or
     none) per workload and batch size, and vLLM's num_speculative_tokens_per_batch_size
-    (docs/profile.md).
+    (docs/profile.md). Records spanning two or more context-length bins get a verdict per bin, the
+    crossover length and γ per context range (docs/context-length.md).
     """
     choices = [*catalogue_engines.names(), ALL_ENGINES]
     if engine not in choices:
