@@ -11,12 +11,11 @@ from specbench.analysis.context.setting import length_setting
 from specbench.analysis.context.verdicts import (
     as_plain,
     bin_verdicts,
-    fits_for,
     length_crossover,
     scenario_of,
     speedups,
 )
-from specbench.analysis.context_bins import BIN, bin_order
+from specbench.analysis.context_bins import BIN, bin_order, fit_by_context_bin
 from specbench.analysis.statistics.intervals import N_BOOT
 from specbench.records.summary import BASELINE_KEYS
 
@@ -38,7 +37,7 @@ def context_summary(
     """One entry per workload scenario whose records span two or more bins. ``by_bin``: the recommendations per
     (workload, sampling, bin) (``recommend(..., by_context=True)``); ``pooled``: the same over the bins pooled
     (the engines' nearest setting: the γ for the sweep's mix of lengths)."""
-    verdicts = bin_verdicts(records, by_bin, fits_for(records, n_boot=n_boot, seed=seed))
+    verdicts = bin_verdicts(records, by_bin, fit_by_context_bin(records, n_boot=n_boot, seed=seed))
     mixes = {scenario_of(r.keys): r.decision for r in pooled if not isinstance(r.keys.get(BIN), str)}
     grouped: dict[tuple, list] = {}
     for v in verdicts:

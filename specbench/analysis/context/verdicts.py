@@ -26,9 +26,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from specbench.analysis.context_bins import BIN, binned_records, fit_by_context_bin
+from specbench.analysis.context_bins import BIN, binned_records
 from specbench.analysis.load.crossover import Crossover, crossover, describe
-from specbench.analysis.statistics.intervals import LEVEL, N_BOOT
 from specbench.analysis.verdicts.verdict import Decision
 from specbench.records.summary import BASELINE_KEYS, is_baseline
 
@@ -281,8 +280,3 @@ def as_plain(line: dict | None) -> dict | None:
     if line.get("shorter") is not None:
         out["shorter"] = {**line["shorter"], "crossover": line["shorter"]["crossover"].as_dict()}
     return out
-
-
-def fits_for(records: pd.DataFrame, *, n_boot: int = N_BOOT, level: float = LEVEL, seed: int = 0) -> pd.DataFrame:
-    """α̂ and τ per (configuration, bin) (`specbench.analysis.context_bins.fit_by_context_bin`)."""
-    return fit_by_context_bin(records, n_boot=n_boot, level=level, seed=seed)
