@@ -58,6 +58,12 @@ def bin_order(records: pd.DataFrame) -> list[str]:
     return list(binned.groupby(BIN)["prompt_tokens"].mean().sort_values().index.astype(str))
 
 
+def context_keys(records: pd.DataFrame) -> list[str]:
+    """``[context_bin]`` when the records span two or more bins (the recommender then decides one scenario per
+    (workload, sampling, bin): `specbench.analysis.context`), else none."""
+    return [BIN] if len(bin_order(records)) >= 2 else []
+
+
 def fit_by_context_bin(
     records: pd.DataFrame, *, n_boot: int = N_BOOT, level: float = LEVEL, seed: int = 0
 ) -> pd.DataFrame:

@@ -10,6 +10,7 @@ import typer
 from rich.panel import Panel
 from rich.table import Table
 
+from specbench.analysis.context.summary import context_for, context_summary, has_context_axis
 from specbench.analysis.fit import load_results
 from specbench.analysis.load.goodput import goodput_answers
 from specbench.analysis.load.operating import for_scenario as operating_for_scenario
@@ -38,6 +39,7 @@ from specbench.cli.results_cmd import print_history
 from specbench.cli.shell.engine_checks import check_engine_settings, local_model_folder
 from specbench.cli.shell.params import bounded
 from specbench.cli.views.confirm import print_confirmation, print_deployments
+from specbench.cli.views.context import print_context
 from specbench.cli.views.load import print_load, print_slo
 from specbench.cli.views.online import print_online_verdict
 from specbench.cli.views.operating import print_goodput, print_operating
@@ -58,11 +60,17 @@ def _interval(option) -> str:
     return speedup_words(option.speedup, option.lo, option.hi)
 
 
+def _context_bin(keys: dict) -> str:
+    """' · context bin 4k' for a verdict per context-length bin (`specbench.analysis.context`), else ''."""
+    label = keys.get("context_bin")
+    return f" · context bin {label}" if isinstance(label, str) else ""
+
+
 def _print_recommendation(rec, console) -> None:
     """One recommendation, whatever its cost source: the verdict, then the sections it has."""
     k = rec.keys
     title = (
-        f"{k['workload']} · {k['target']} · T={fmt(k['temperature'], 2)} · objective {rec.objective} · "
+        f"{k['workload']}{_context_bin(k)} · {k['target']} · T={fmt(k['temperature'], 2)} · objective {rec.objective} · "
         f"{rec.n_prompts} prompts · costs: {rec.cost_source}"
     )
     if rec.baseline_tokens_per_s is not None:
@@ -418,7 +426,8 @@ def recommend_command(
 
     With --cost-profile the acceptance comes from the results and the cost from the profile: γ (or
     none) per workload and batch size, and vLLM's num_speculative_tokens_per_batch_size
-    (docs/profile.md).
+    (docs/profile.md). Records spanning two or more context-length bins get a verdict per bin, the
+    crossover length and γ per context range (docs/context-length.md).
     """
     choices = [*catalogue_engines.names(), ALL_ENGINES]
     if engine not in choices:
@@ -448,18 +457,13 @@ def recommend_command(
     history = load_history(results_dir)  # an adaptive sweep: judge its records the way it stopped on them
     plans = history.plans() if history else {}
     hubs = paste_names()  # Hugging Face ids, and GGUF files for llama-server lines
-    recs = recommend(
-        records,
-        costs,
-        objective=objective,
-        max_gamma=max_gamma,
-        n_boot=n_boot,
-        seed=seed,
-        engines=engines,
-        hub_ids=hubs,
-        plans=plans,
-        tolerance=sweep_tolerance(results_dir) if tolerance is None else tolerance,
-    )
+    how = dict(objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed, engines=engines, hub_ids=hubs)
+    how.update(plans=plans, tolerance=sweep_tolerance(results_dir) if tolerance is None else tolerance)
+    recs = recommend(records, costs, **how)
+    context = None
+    if has_context_axis(records) and isinstance(costs, MeasuredCosts):  # a verdict per context-length bin
+        pooled, recs = recs, recommend(records, costs, by_context=True, **how)
+        context = context_summary(records, recs, pooled, engines=engines, n_boot=n_boot, seed=seed)
     load = (
         load_summary(records, recs, hub_ids=hubs, n_boot=n_boot, seed=seed, engines=engines)
         if has_load_axis(records) and isinstance(costs, MeasuredCosts)
@@ -479,6 +483,7 @@ def recommend_command(
                 history,
                 None if costs_data is None else [operating_for_scenario(costs_data, rec.keys) for rec in recs],
                 load_report(results_dir),
+                None if context is None else [context_for(context, rec.keys) for rec in recs],
             )
         )
         return
@@ -487,6 +492,8 @@ def recommend_command(
         _print_recommendation(rec, console)
     if load is not None:
         print_load(load, console)
+    if context is not None:
+        print_context(context, console)
     if costs_data is not None:
         print_operating(costs_data, axis_of(normalised(records)), console)
     print_history(history, console)

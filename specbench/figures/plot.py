@@ -40,6 +40,7 @@ from specbench.figures.families.acceptance import (
     figure_context,
     figure_positions,
 )
+from specbench.figures.families.context import figure_speedup_vs_context
 from specbench.figures.families.costs import figure_heatmap, figure_moe_experts, figure_time_split
 from specbench.figures.families.gamma import figure_nested, figure_tau, figure_throughput
 from specbench.figures.load_figures import figure_cost_vs_load, figure_latency_vs_load, figure_speedup_vs_load
@@ -269,9 +270,30 @@ LOAD_FIGURES: tuple[tuple[FigureSpec, Callable[[PlotData], bool]], ...] = (
 )
 
 
+# Figures against context length: drawn only when the records span two or more context-length bins.
+CONTEXT_FIGURES: tuple[tuple[FigureSpec, Callable[[PlotData], bool]], ...] = (
+    (
+        FigureSpec(
+            "speedup_vs_context",
+            "Speedup and α vs context length",
+            "Per workload, at each context-length bin's mean prompt length (log scale): top, the measured speedup of "
+            "every configuration over the target alone on the same prompts, with its 95% interval over prompts; "
+            "bottom, its fitted α̂ with its prompt-bootstrap interval; one marker per γ. Dashed: the crossover "
+            "length, where the speedup of the configuration the verdict at the shortest bin names crosses 1 "
+            "(log–log interpolation between bins); shaded: the lengths where its interval includes 1. Left of it "
+            "that γ pays, right of it it does not (docs/context-length.md).",
+            figure_speedup_vs_context,
+        ),
+        lambda data: bool(data.context),
+    ),
+)
+
+
 def figures_for(data: PlotData) -> tuple[FigureSpec, ...]:
-    """The report's figures for ``data``: every one of `FIGURES`, then the strategy figures its sweep calls for."""
-    return FIGURES + tuple(spec for spec, applies in LOAD_FIGURES + STRATEGY_FIGURES if applies(data))
+    """The report's figures for ``data``: every one of `FIGURES`, then the load, context and strategy figures its
+    sweep calls for."""
+    optional = LOAD_FIGURES + CONTEXT_FIGURES + STRATEGY_FIGURES
+    return FIGURES + tuple(spec for spec, applies in optional if applies(data))
 
 
 @dataclass

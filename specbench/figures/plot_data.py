@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from specbench.analysis.context.summary import context_summary, has_context_axis
 from specbench.analysis.context_bins import fit_by_context_bin
 from specbench.analysis.cost.round_cost import fit_group_costs, group_cost_fits
 from specbench.analysis.fit import (
@@ -79,6 +80,8 @@ class PlotData:
     # objective's answers); None without live records or with nothing to say (one load, no price, no energy)
     operating: dict | None = None
     confirmation: ConfirmationReport | None = None  # `specbench confirm`'s report (None: not confirmed)
+    # records spanning two or more context-length bins: analysis.context.summary.context_summary (None otherwise)
+    context: list[dict] | None = None
 
 
 def default_max_gamma(records: pd.DataFrame) -> int:
@@ -141,6 +144,11 @@ def load_plot_data(
     except SpecbenchError as exc:
         recommendations = []
         notes.append(f"no recommendation: {exc}")
+    context = None
+    if recommendations and has_context_axis(records):  # a verdict per context-length bin
+        how = dict(objective=objective, max_gamma=max_gamma, n_boot=n_boot, seed=seed, plans=plans, hub_ids=hub_ids)
+        by_bin = recommend(records, by_context=True, **how)
+        context = context_summary(records, by_bin, recommendations, n_boot=n_boot, seed=seed)
     levels = load_keys(records)  # timings per load level, never pooled across levels (acceptance is pooled)
     live = normalised(records) if levels else records[records["mode"] == "live"]
     load = None
@@ -180,6 +188,7 @@ def load_plot_data(
         context_bins=fit_by_context_bin(records, n_boot=n_boot, seed=seed),
         history=history,
         confirmation=load_confirmation(folder),
+        context=context,
     )
 
 

@@ -127,21 +127,28 @@ def crossover(loads, ratios, lo, hi) -> Crossover:
     return out
 
 
+def _num(value: float) -> str:
+    """A level in words: three significant digits, whole numbers with thousands separators from 1,000 on
+    (5,630 prompt tokens, not 5.63e+03)."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
 def _loads(values: list[float]) -> str:
-    return ", ".join(f"{v:g}" for v in values)
+    return ", ".join(f"{_num(v)}" for v in values)
 
 
-def describe(c: Crossover, unit: str, what: str = "pays", fails: str = "below 1") -> str:
+def describe(c: Crossover, unit: str, what: str = "pays", fails: str = "below 1", level: str = "load") -> str:
     """'pays up to about 5.8 requests in flight [95 %: 3.1–8]' and its variants (``unit``: 'requests in
-    flight' or 'requests/s'; ``what``: the verb phrase for "above 1", ``fails`` the words for "below 1"),
+    flight', 'requests/s' or 'prompt tokens'; ``what``: the verb phrase for "above 1", ``fails`` the words for
+    "below 1"; ``level``: what the axis' values are, 'load' or 'length', as in "pays at every length measured"),
     with '(pays again at 4, 8: the first crossing is reported)' where the curve comes back above 1."""
     if not c.loads:
         return "nothing measured"
     again = f" ({what} again at {_loads(c.again)} {unit}: the first crossing is reported)" if c.again else ""
-    return _describe(c, unit, what, fails) + again
+    return _describe(c, unit, what, fails, level) + again
 
 
-def _describe(c: Crossover, unit: str, what: str, fails: str) -> str:
+def _describe(c: Crossover, unit: str, what: str, fails: str, level: str) -> str:
     above, unsure, below = c.sure()
     if c.below_all:
         sure = (
@@ -151,41 +158,42 @@ def _describe(c: Crossover, unit: str, what: str, fails: str) -> str:
             if c.loads[0] in unsure
             else "no interval"
         )
-        return f"{what} at no load measured ({fails} already at {c.loads[0]:g} {unit}; {sure})"
+        return f"{what} at no {level} measured ({fails} already at {_num(c.loads[0])} {unit}; {sure})"
     if not c.intervals:
         return (
-            f"{what} at every load measured on its point estimates (up to {c.largest:g} {unit}; no interval)"
+            f"{what} at every {level} measured on its point estimates (up to {_num(c.largest)} {unit}; no interval)"
             if c.point is None
-            else f"{what} up to about {c.point:.3g} {unit} on its point estimates (no interval)"
+            else f"{what} up to about {_num(c.point)} {unit} on its point estimates (no interval)"
         )
     if c.point is None:
         if not unsure and not below and len(above) == len(c.loads):
-            return f"{what} at every load measured (up to {c.largest:g} {unit}; with confidence at every one)"
+            return f"{what} at every {level} measured (up to {_num(c.largest)} {unit}; with confidence at every one)"
         if not above:
             return (
-                f"cannot tell whether it {_verb(what)} at any load measured (up to {c.largest:g} {unit}): every "
+                f"cannot tell whether it {_verb(what)} at any {level} measured (up to {_num(c.largest)} {unit}): every "
                 "interval includes 1, though every point estimate is above 1"
             )
         if c.lo is not None and not c.lo_at_first:
             return (
-                f"{what} with confidence up to about {c.lo:.3g} {unit}; its interval includes 1 from about "
-                f"{c.lo:.3g} {unit} on (point estimates above 1 up to {c.largest:g})"
+                f"{what} with confidence up to about {_num(c.lo)} {unit}; its interval includes 1 from about "
+                f"{_num(c.lo)} {unit} on (point estimates above 1 up to {_num(c.largest)})"
             )
         return (
             f"{what} with confidence at {_loads(above)} {unit} only; its interval includes 1 at "
-            f"{_loads(unsure)} (point estimates above 1 at every load)"
+            f"{_loads(unsure)} (point estimates above 1 at every {level})"
         )
-    high = f">{c.largest:g}" if c.hi is None else f"{c.hi:.3g}"
+    high = f">{_num(c.largest)}" if c.hi is None else f"{_num(c.hi)}"
     if c.lo_at_first or c.lo is not None:
-        bracket = f"[95 %: {f'≤{c.loads[0]:g}' if c.lo_at_first else f'{c.lo:.3g}'}–{high}]"
+        low = f"≤{_num(c.loads[0])}" if c.lo_at_first or c.lo is None else _num(c.lo)
+        bracket = f"[95 %: {low}–{high}]"
     else:  # no lower end crosses 1 (missing there): only the upper end is known
         bracket = f"[95 %: up to {high}; no lower end]"
     if not above:
         return (
             f"cannot tell where it stops: no interval lies above 1, its point estimate crosses 1 at about "
-            f"{c.point:.3g} {unit} {bracket}"
+            f"{_num(c.point)} {unit} {bracket}"
         )
-    return f"{what} up to about {c.point:.3g} {unit} {bracket}"
+    return f"{what} up to about {_num(c.point)} {unit} {bracket}"
 
 
 def _verb(what: str) -> str:

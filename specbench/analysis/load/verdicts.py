@@ -314,15 +314,22 @@ def schedules(rows: list[LoadVerdict], target: str, hub_ids: Mapping[str, str] |
 
 
 def _entry(row: LoadVerdict, label: str) -> dict:
-    """A load's K for ``label``'s schedule: the verdict's γ where it is a confident yes for this drafter (the choice
-    within ε of the best, `specbench.analysis.verdicts.choice`), 0 where it is a confident no, and elsewhere the
-    ε-best γ of the prediction for this drafter, marked ``predicted`` — never a silent "off"."""
-    o = row.option
-    base = {"concurrency": row.concurrency, "answer": row.decision.answer, "confident": row.confident}
-    if row.confident and row.decision.says_no:
-        return {**base, "K": 0, "predicted": False, "why": "confident no: speculation does not pay at this load"}
-    if row.confident and o is not None and o.drafter_label == label and o.tree == "chain":
-        choice = row.decision.choice
+    """A load's K for ``label``'s schedule (`level_entry`), with its concurrency."""
+    return {"concurrency": row.concurrency, **level_entry(row.decision, label, "load")}
+
+
+def level_entry(decision: Decision, label: str, level: str) -> dict:
+    """One level's K for ``label``'s schedule along an axis (``level``: 'load' or 'context length'): the verdict's γ
+    where it is a confident yes for this drafter (the choice within ε of the best,
+    `specbench.analysis.verdicts.choice`), 0 where it is a confident no, and elsewhere the ε-best γ of the
+    prediction for this drafter, marked ``predicted`` — never a silent "off". The load schedule and the context
+    length setting (`specbench.analysis.context.setting`) both take their K here."""
+    o = decision.option if decision.says_yes else None
+    base = {"answer": decision.answer, "confident": decision.confident}
+    if decision.confident and decision.says_no:
+        return {**base, "K": 0, "predicted": False, "why": f"confident no: speculation does not pay at this {level}"}
+    if decision.confident and o is not None and o.drafter_label == label and o.tree == "chain":
+        choice = decision.choice
         settled = "" if choice is None or choice.settled else "; the choice between γ is not settled"
         return {
             **base,
@@ -330,13 +337,13 @@ def _entry(row: LoadVerdict, label: str) -> dict:
             "predicted": False,
             "why": f"confident yes: γ={o.gamma} at {speedup_words(o.speedup, o.lo, o.hi)} (adjusted){settled}",
         }
-    best = _best_for(row.decision, label)
+    best = best_for(decision, label)
     if best is None:
-        return {**base, "K": 0, "predicted": True, "why": f"no estimate for {label} here ({row.short})"}
+        return {**base, "K": 0, "predicted": True, "why": f"no estimate for {label} here ({decision.short()})"}
     why = (
         f"the verdict here chose {o.drafter_label} γ={o.gamma}"
-        if row.confident and o is not None
-        else f"no confident verdict ({row.short})"
+        if decision.confident and o is not None
+        else f"no confident verdict ({decision.short()})"
     )
     return {
         **base,
@@ -352,7 +359,7 @@ def level_line(entry: dict) -> str:
     return f"concurrency {entry['concurrency']}: K = {entry['K']}{mark} — {entry['why']}"
 
 
-def _best_for(decision: Decision, label: str):
+def best_for(decision: Decision, label: str):
     """``label``'s chain option a decision would pick: the choice's pick or leader when it is this drafter's, else
     this drafter's highest point estimate; None when the decision weighed none of its options."""
     mine = [

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis.acceptance_model import position_counts, replicate_models
+from specbench.analysis.context_bins import context_keys
 from specbench.analysis.cost.round_cost import CostFit, predict_arrays, predict_curve
 from specbench.analysis.cost.source import MeasuredCosts
 from specbench.analysis.fit import estimate_acceptance
@@ -421,9 +422,11 @@ def recommend_measured(
     hub_ids: Mapping[str, str] | None,
     plans: Mapping[str, LookPlan] | None = None,
     tolerance: float = TOLERANCE,
+    by_context: bool = False,
 ) -> list[Recommendation]:
     """One `Recommendation` per (target, workload, sampling) scenario that has a baseline (and per
-    backend / concurrency when the folder holds several); arguments checked by
+    backend / concurrency when the folder holds several; per context-length bin with ``by_context`` when the
+    records span two or more bins); arguments checked by
     `specbench.analysis.recommendation.recommend.recommend`. ``hub_ids`` (model spec → Hugging Face id) names the
     models in the engine settings. ``plans`` (workload → `LookPlan`): the looks an adaptive sweep
     planned for each workload (`specbench.analysis.statistics.sequential`); a workload without one was a fixed grid.
@@ -442,6 +445,8 @@ def recommend_measured(
     if scenario_by != SCENARIO_KEYS:
         fill = {"concurrency": 1, "request_rate": CLOSED_LOOP, "backend": "own"}
         records = records.assign(**{k: records[k].fillna(fill[k]) for k in scenario_by[len(SCENARIO_KEYS) :]})
+    if by_context:  # + the context-length bin (records of prompts without one: a scenario of their own)
+        scenario_by = scenario_by + context_keys(records)
     for i, (key, scenario) in enumerate(records.groupby(scenario_by, dropna=False, sort=True)):
         keys = dict(zip(scenario_by, key))
         base = scenario[is_baseline(scenario) & (scenario["mode"] == "live")]

@@ -69,6 +69,7 @@ def recommend(
     hub_ids: Mapping[str, str] | None = None,
     plans: Mapping[str, LookPlan] | None = None,
     tolerance: float = TOLERANCE,
+    by_context: bool = False,
 ) -> list[Recommendation]:
     """One `Recommendation` per scenario, its round costs from ``costs`` (default: the sweep's own).
 
@@ -77,7 +78,8 @@ def recommend(
     Hugging Face id) names the models in the settings; ``plans`` (workload → `LookPlan`): the looks an
     adaptive sweep planned, so that its verdicts stay honest (`specbench.analysis.statistics.sequential`);
     ``tolerance`` (ε): the chosen option is within ε of the best option's speedup with probability ≥ 1 − δ
-    (`specbench.analysis.verdicts.choice`).
+    (`specbench.analysis.verdicts.choice`); ``by_context``: one scenario per context-length bin when the records
+    span two or more (measured costs; `specbench.analysis.context`), else the bins pooled.
     """
     costs = MeasuredCosts() if costs is None else costs
     if objective not in OBJECTIVES:
@@ -106,5 +108,6 @@ def recommend(
             hub_ids=hub_ids,
             plans=plans,
             tolerance=tolerance,
+            by_context=by_context,
         )
     raise TypeError(f"unknown cost source {costs!r}")

@@ -303,6 +303,7 @@ def to_json(
     history: History | None = None,
     operating: list[dict] | None = None,
     confirmation: Report | None = None,
+    context: list[dict | None] | None = None,
 ) -> str:
     """The recommendations as a JSON list; ``load`` (one per recommendation, from a serving sweep with a load
     axis — `specbench.analysis.load.verdicts.for_scenario`: the per-load table, the verdicts, the crossovers,
@@ -311,12 +312,15 @@ def to_json(
     fixed grid); ``operating`` (one per recommendation: `specbench.analysis.load.operating.for_scenario`: goodput, cost
     and energy per load, the energy- and throughput-optimal γ) under ``operating`` (null otherwise);
     ``confirmation`` (`specbench confirm`'s report) gives each its workload's targets — predicted against
-    realized, held or missed, the regret — under ``confirmation`` (null when not confirmed)."""
+    realized, held or missed, the regret — under ``confirmation`` (null when not confirmed); ``context`` (one per
+    recommendation, records spanning two or more context-length bins: `specbench.analysis.context.summary.context_for`:
+    the verdicts per bin, the crossover length, the length-aware setting) under ``context`` (null otherwise)."""
     dicts = [recommendation_dict(r) for r in recs]
     looks = history.workloads if history is not None else {}
     none_each: list[dict | None] = [None] * len(dicts)
-    for d, c, r, o in zip(dicts, load or none_each, recs, operating or none_each):
+    for d, c, r, o, x in zip(dicts, load or none_each, recs, operating or none_each, context or none_each):
         d["load"] = None if c is None else json_ready(c)
+        d["context"] = None if x is None else json_ready(x)
         d["operating"] = None if o is None else json_ready(o)
         entry = looks.get(str(r.keys.get("workload")))
         d["stopping_history"] = (json_ready(entry.as_dict()) if entry is not None else None) if looks else None

@@ -35,6 +35,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from specbench.analysis.context.setting import threshold_bins
+from specbench.analysis.context.summary import context_summary, has_context_axis
+from specbench.analysis.context.verdicts import base_workload, scenario_of
+from specbench.analysis.context_bins import BIN
 from specbench.analysis.load.table import axis_of, has_load_axis, load_label, normalised, serving_table
 from specbench.analysis.load.verdicts import summary as load_summary
 from specbench.analysis.recommendation.confirm_compare import threshold_loads
@@ -70,6 +74,7 @@ from specbench.measure.grid.sweep_spec import RunConfig, SweepSpec
 from specbench.measure.grid.units import Unit, load_workloads
 from specbench.measure.run.looks import LookEngine
 from specbench.records.store import load_records, load_run_info
+from specbench.records.summary import BASELINE_KEYS
 from specbench.workloads.catalog import Workload, load_workload, resolve_spec
 from specbench.workloads.stream import StreamSpec, stream_prompts
 
@@ -199,6 +204,8 @@ def plan_confirmation(results: str | Path, settings: ConfirmSettings = ConfirmSe
             targets.append(target)
     loads = _load_targets(records, recs, sweep, configs, absent)
     targets = [t for t in targets if t.workload not in {x.workload for x in loads}] + loads
+    lengths = _context_targets(records, recs, sweep, configs, absent, history, settings)
+    targets = [t for t in targets if t.workload not in {base_workload(x.workload) for x in lengths}] + lengths
     unknown = set(settings.workloads) - {str(r.keys["workload"]) for r in recs}
     if unknown:
         raise SpecbenchError(
@@ -218,8 +225,11 @@ def plan_confirmation(results: str | Path, settings: ConfirmSettings = ConfirmSe
     return ConfirmationPlan(results, spec, targets, configs, workloads, settings, notes, list(dict.fromkeys(absent)))
 
 
-def _target(rec, prediction: Prediction, sweep: SweepSpec, configs: dict, absent: list[str]) -> Target | None:
-    """The arms of one confident verdict: baseline, its configuration, the contenders."""
+def _target(
+    rec, prediction: Prediction | None, sweep: SweepSpec, configs: dict, absent: list[str], workload: str | None = None
+) -> Target | None:
+    """The arms of one verdict: baseline, its configuration, the contenders (``workload``: the name its fresh
+    prompts come under, default the verdict's workload)."""
     decision = rec.decision
     keys = rec.keys
     sampled = [
@@ -250,7 +260,7 @@ def _target(rec, prediction: Prediction, sweep: SweepSpec, configs: dict, absent
             config = replace(chosen, gamma=int(option.gamma))
             arms.append(_arm(config, CONTENDER, f"the sweep's {path} path's best γ"))
     target = Target(
-        str(keys["workload"]),
+        workload or str(keys["workload"]),
         int(keys.get("concurrency", 1) or 1),
         prediction,
         tuple(arm for arm, _ in arms),
@@ -320,6 +330,32 @@ def _load_targets(records: pd.DataFrame, recs: list, sweep: SweepSpec, configs: 
     return out
 
 
+def _context_targets(records, recs, sweep, configs, absent, history, settings) -> list[Target]:
+    """Records spanning two or more context-length bins whose length-aware setting changes γ
+    (`specbench.analysis.context.setting`): one target per bin on either side of each length threshold, its
+    prediction that bin's verdict, its fresh prompts that bin's (the workload named ``<workload>:bin=<bin>``).
+    Empty without such a threshold (the pooled verdict is then the target, as for one length)."""
+    if not has_context_axis(records):
+        return []
+    plans = history.plans() if history else None
+    by_bin = recommend(records, n_boot=0, plans=plans, tolerance=sweep.tolerance, by_context=True)
+    out = []
+    for entry in context_summary(records, by_bin, recs, n_boot=0):
+        if settings.workloads and entry["workload"] not in settings.workloads:
+            continue
+        sides = threshold_bins(entry["setting"])
+        for rec in by_bin:
+            if rec.decision is None or rec.keys.get(BIN) not in sides:
+                continue
+            if [str(v) for v in scenario_of(rec.keys)] != [str(entry[k]) for k in BASELINE_KEYS]:
+                continue
+            where = f"{entry['workload']}:bin={rec.keys[BIN]}"
+            target = _target(rec, Prediction.of(rec.decision), sweep, configs, absent, workload=where)
+            if target is not None:
+                out.append(target)
+    return out
+
+
 def best_static_gamma(table: pd.DataFrame, workload: str, label: str) -> int:
     """The static γ a deployment without a schedule would pick: the highest geometric-mean system speedup over the
     sweep's loads (ties: the smaller γ)."""
@@ -376,27 +412,39 @@ def fresh_workloads(
     """Per workload: the prompts of its split the sweep never used — neither measured (``records``) nor in the pool
     ``sweep`` draws from (its ``count``; an adaptive sweep's first ``max_prompts``) — in the confirmation's seeded
     order, cut to ``max_prompts``; a workload with none left is a note with the counts (and is not confirmed)."""
-    out = {}
+    out: dict[str, Workload] = {}
     for choice, pool in zip(sweep.workloads, load_workloads(sweep)):  # a choice may name a source: its pool, the name
-        name = pool.name
-        if name not in names or name in out:
-            continue
-        used = set(records.loc[records["workload"] == name, "prompt_id"].astype(str))
-        used |= {p.prompt_id for p in pool.prompts}
-        workload, total = fresh_prompts(choice.name, choice.split, used, settings.seed, settings.max_prompts)
-        if not workload.prompts:
-            notes.append(
-                f"{name}: no fresh prompts left — all {total} prompts of its '{choice.split}' split "
-                f"were in the sweep ({len(used)} used); nothing to confirm"
-            )
-            continue
-        if len(workload.prompts) < settings.max_prompts and workload.prompts[0].stream_position is None:
-            notes.append(
-                f"{name}: {len(workload.prompts)} fresh prompts of {total} in its '{choice.split}' "
-                f"split ({len(used)} were in the sweep)"
-            )
-        out[name] = workload
+        # the pool's own name, and the bins of it a length threshold confirms (`_context_targets`: '<workload>:bin=4k')
+        base = base_workload(pool.name)
+        for name in [pool.name] + sorted(n for n in names if n.startswith(f"{base}:bin=") and n != pool.name):
+            if name not in names or name in out:
+                continue
+            if name == pool.name:
+                source, used = choice.name, records["workload"] == name
+            else:  # the bin's fresh prompts: never in the sweep under any of the workload's names
+                source, used = (
+                    f"{base_workload(choice.name)}{name[len(base) :]}",
+                    records["workload"].map(base_workload) == base,
+                )
+            used_ids = set(records.loc[used, "prompt_id"].astype(str)) | {p.prompt_id for p in pool.prompts}
+            _fresh_one(out, name, source, choice.split, used_ids, settings, notes)
     return out
+
+
+def _fresh_one(out: dict, name: str, source: str, split: str, used: set[str], settings, notes: list[str]) -> None:
+    """``out[name]``: the fresh prompts of workload ``source`` never in ``used``; a note when none or few are left."""
+    workload, total = fresh_prompts(source, split, used, settings.seed, settings.max_prompts)
+    if not workload.prompts:
+        notes.append(
+            f"{name}: no fresh prompts left — all {total} prompts of its '{split}' split "
+            f"were in the sweep ({len(used)} used); nothing to confirm"
+        )
+        return
+    if len(workload.prompts) < settings.max_prompts and workload.prompts[0].stream_position is None:
+        notes.append(
+            f"{name}: {len(workload.prompts)} fresh prompts of {total} in its '{split}' split ({len(used)} were in the sweep)"
+        )
+    out[name] = workload
 
 
 def draw_fresh(prompts: list, used: set[str], seed: int, limit: int) -> list:
