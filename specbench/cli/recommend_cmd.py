@@ -22,6 +22,7 @@ from specbench.analysis.load.verdicts import settings_of
 from specbench.analysis.load.verdicts import summary as load_summary
 from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommendation.confirm_report import load_report
+from specbench.analysis.recommendation.quantization import drops, for_scenario, type_table
 from specbench.analysis.recommendation.recommend import MeasuredCosts, ProfiledCosts, recommend
 from specbench.analysis.recommendation.recommend import to_json as recommendations_json
 from specbench.analysis.recommendation.result import recommendation_lines
@@ -41,6 +42,7 @@ from specbench.cli.views.confirm import print_confirmation, print_deployments
 from specbench.cli.views.load import print_load, print_slo
 from specbench.cli.views.online import print_online_verdict
 from specbench.cli.views.operating import print_goodput, print_operating
+from specbench.cli.views.quantization import print_quantization
 from specbench.cli.views.render import console as wide_console
 from specbench.cli.views.render import fmt, ms, plain
 from specbench.errors import SpecbenchError, did_you_mean
@@ -483,6 +485,10 @@ def recommend_command(
     console = wide_console()
     for rec in recs:
         _print_recommendation(rec, console)
+        scenario = for_scenario(records, rec.keys)
+        print_quantization(
+            type_table(scenario, rec.options), drops(scenario, rec.options, n_boot=n_boot, seed=seed), console
+        )
     if load is not None:
         print_load(load, console)
     if costs_data is not None:
