@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from specbench.analysis.statistics.intervals import LEVEL, N_BOOT, bootstrap_interval, bootstrap_weights
+from specbench.analysis.verdicts.verdict import UNSURE
 from specbench.catalogue import gguf_types
 
 FAMILY_KEYS = ("target", "workload", "temperature", "top_p", "top_k", "drafter", "family", "gamma")
@@ -123,7 +124,7 @@ def _verdict(options: pd.DataFrame | None, label: str, gamma: int) -> dict:
     if match.empty:
         return {**empty, "verdict": ""}
     o = match.iloc[0]
-    verdict = "pays" if o["lo"] > 1 else "does not pay" if o["hi"] < 1 else "cannot tell"
+    verdict = "pays" if o["lo"] > 1 else "does not pay" if o["hi"] < 1 else str(UNSURE)
     return {
         "tokens_per_s": o["tokens_per_s"],
         "speedup": o["speedup"],

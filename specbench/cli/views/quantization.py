@@ -26,8 +26,8 @@ def quantization_table(table) -> Table:
         out.add_column(column, overflow="fold")
     for row in table.to_dict("records"):
         speedup = _number(row["speedup"], ".2f")
-        if speedup != "-" and row["lo"] == row["lo"]:
-            speedup += f"× [{row['lo']:.2f}, {row['hi']:.2f}]"
+        if speedup != "-":
+            speedup += "×" + (f" [{row['lo']:.2f}, {row['hi']:.2f}]" if row["lo"] == row["lo"] else " (no interval)")
         text_row(
             out,
             str(row["workload"]),
