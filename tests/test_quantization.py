@@ -126,3 +126,16 @@ def test_quantization_puts_the_target_at_a_type_and_each_draft_model_at_every_ty
 def test_quantization_refusals_are_one_line(change, needle):
     with pytest.raises(SpecbenchError, match=needle):
         build_spec({**SWEEP, **change})
+
+
+def test_the_report_shows_the_quantization_table_and_the_drop(tmp_path):
+    from specbench.figures.plot_data import load_plot_data
+    from specbench.figures.report_sections.recommendation import recommendation_section
+
+    folder = write_synthetic_results(
+        tmp_path / "run", [_typed("Q8_0", 0.8), _typed("Q4_K_M", 0.2)], n_prompts=12, target=TARGET
+    )
+    html = recommendation_section(load_plot_data(folder, n_boot=50))
+    assert "Quantization: per (target type, drafter type)" in html
+    assert "draft-model(model=smollm2-135m) at Q4_K_M" in html and "<td>F16</td>" in html
+    assert "drop: the Q4_K_M drafter accepts" in html and "than its Q8_0" in html
