@@ -39,6 +39,10 @@ def test_recommend_names_a_planted_drop_with_its_interval(tmp_path):
     assert line.startswith("the Q4_K_M drafter accepts"), line
     assert "fewer tokens than its Q8_0 [" in line and "α ratio" in line and "12 prompts" in line
     assert "speculation pays with the Q8_0 drafter only" in line
+    (rec,) = json.loads(invoke("recommend", folder, "--json").stdout)
+    (drop,) = rec["quantization"]["drops"]
+    assert (drop["lower"], drop["higher"], drop["pays"]) == ("Q4_K_M", "Q8_0", ["Q8_0"]) and drop["hi"] < 1
+    assert [row["quant"] for row in rec["quantization"]["table"]] == ["Q8_0", "Q4_K_M"]
 
 
 def test_detector_gives_the_ratio_and_an_interval_below_one():

@@ -22,7 +22,7 @@ from specbench.analysis.load.verdicts import settings_of
 from specbench.analysis.load.verdicts import summary as load_summary
 from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommendation.confirm_report import load_report
-from specbench.analysis.recommendation.quantization import drops, for_scenario, type_table
+from specbench.analysis.recommendation.quantization import for_recommendation
 from specbench.analysis.recommendation.recommend import MeasuredCosts, ProfiledCosts, recommend
 from specbench.analysis.recommendation.recommend import to_json as recommendations_json
 from specbench.analysis.recommendation.result import recommendation_lines
@@ -471,6 +471,7 @@ def recommend_command(
         [(rec.settings, local_model_folder(str(rec.keys["target"]))) for rec in recs]
         + [({s.engine: s}, target_folder) for s in (settings_of(load) if load else [])]
     )
+    quantization = [for_recommendation(records, rec, n_boot=n_boot, seed=seed) for rec in recs]
     if json_out:
         typer.echo(
             recommendations_json(
@@ -479,16 +480,14 @@ def recommend_command(
                 history,
                 None if costs_data is None else [operating_for_scenario(costs_data, rec.keys) for rec in recs],
                 load_report(results_dir),
+                quantization,
             )
         )
         return
     console = wide_console()
-    for rec in recs:
+    for rec, quantized in zip(recs, quantization):
         _print_recommendation(rec, console)
-        scenario = for_scenario(records, rec.keys)
-        print_quantization(
-            type_table(scenario, rec.options), drops(scenario, rec.options, n_boot=n_boot, seed=seed), console
-        )
+        print_quantization(quantized, console)
     if load is not None:
         print_load(load, console)
     if costs_data is not None:

@@ -65,6 +65,32 @@ class Drop:
         )
 
 
+@dataclass(frozen=True)
+class Quantization:
+    """One recommendation's quantization view: the per-type table and the drops."""
+
+    table: pd.DataFrame
+    drops: list[Drop]
+
+    def as_dict(self) -> dict:
+        """For ``recommend --json`` (under each recommendation's ``quantization``): the rows and the drops, each
+        drop with its words."""
+        return {
+            "table": self.table.to_dict("records"),
+            "drops": [{**{k: getattr(d, k) for k in d.__dataclass_fields__}, "words": d.words()} for d in self.drops],
+        }
+
+
+def for_recommendation(records: pd.DataFrame, rec, *, n_boot: int = N_BOOT, seed: int = 0) -> Quantization | None:
+    """The quantization view of recommendation ``rec`` (its scenario's records, its measured options); None where no
+    draft model of the scenario names a GGUF type."""
+    scenario = for_scenario(records, rec.keys)
+    table = type_table(scenario, rec.options)
+    if table.empty:
+        return None
+    return Quantization(table, drops(scenario, rec.options, n_boot=n_boot, seed=seed))
+
+
 def for_scenario(records: pd.DataFrame, keys: dict) -> pd.DataFrame:
     """The records of one recommendation's scenario (its keys that are record columns: target, workload, ...)."""
     mask = np.ones(len(records), dtype=bool)

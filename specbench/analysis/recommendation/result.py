@@ -303,6 +303,7 @@ def to_json(
     history: History | None = None,
     operating: list[dict] | None = None,
     confirmation: Report | None = None,
+    quantization: list | None = None,
 ) -> str:
     """The recommendations as a JSON list; ``load`` (one per recommendation, from a serving sweep with a load
     axis — `specbench.analysis.load.verdicts.for_scenario`: the per-load table, the verdicts, the crossovers,
@@ -311,7 +312,9 @@ def to_json(
     fixed grid); ``operating`` (one per recommendation: `specbench.analysis.load.operating.for_scenario`: goodput, cost
     and energy per load, the energy- and throughput-optimal γ) under ``operating`` (null otherwise);
     ``confirmation`` (`specbench confirm`'s report) gives each its workload's targets — predicted against
-    realized, held or missed, the regret — under ``confirmation`` (null when not confirmed)."""
+    realized, held or missed, the regret — under ``confirmation`` (null when not confirmed); ``quantization`` (one
+    per recommendation: `specbench.analysis.recommendation.quantization.for_recommendation`) under ``quantization``
+    (null where no draft model names a GGUF type)."""
     dicts = [recommendation_dict(r) for r in recs]
     looks = history.workloads if history is not None else {}
     none_each: list[dict | None] = [None] * len(dicts)
@@ -333,4 +336,6 @@ def to_json(
             )
         else:
             d["confirmation"] = None
+    for d, q in zip(dicts, quantization or none_each):
+        d["quantization"] = None if q is None else json_ready(q.as_dict())
     return json.dumps(dicts, indent=2)

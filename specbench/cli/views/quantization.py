@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from specbench.analysis.recommendation.quantization import Drop
+from specbench.analysis.recommendation.quantization import Quantization
 from specbench.catalogue import gguf_types
 from specbench.cli.fit_cmd import text_row
 from specbench.cli.views.render import plain
@@ -43,10 +43,11 @@ def quantization_table(table) -> Table:
     return out
 
 
-def print_quantization(table, found: list[Drop], console) -> None:
-    """The table, then one line per drop (or the line that none was confident)."""
-    if table.empty:
+def print_quantization(view: Quantization | None, console) -> None:
+    """The table, then one line per drop (or the line that none was confident); nothing without a view."""
+    if view is None:
         return
+    table, found = view.table, view.drops
     console.print(quantization_table(table))
     for drop in found:
         console.print(plain(f"drop: {drop.words()}", style="bold red"))

@@ -6,7 +6,7 @@ tokens/s, speedup and verdict per type) and the drops the detector found
 
 from __future__ import annotations
 
-from specbench.analysis.recommendation.quantization import drops, for_scenario, type_table
+from specbench.analysis.recommendation.quantization import for_recommendation
 from specbench.analysis.recommendation.result import recommendation_lines
 from specbench.analysis.verdicts.decision import gamma_span
 from specbench.catalogue import gguf_types
@@ -71,8 +71,10 @@ def _quantization(data: PlotData) -> Html:
     """Per (target type, drafter type): α, τ, tokens/s, speedup and verdict; then the drops, in words."""
     rows, found = [], []
     for rec in data.recommendations:
-        scenario = for_scenario(data.records, rec.keys)
-        for r in type_table(scenario, rec.options).to_dict("records"):
+        view = for_recommendation(data.records, rec)
+        if view is None:
+            continue
+        for r in view.table.to_dict("records"):
             rows.append(
                 [
                     r["workload"],
@@ -86,7 +88,7 @@ def _quantization(data: PlotData) -> Html:
                     r["verdict"] or "-",
                 ]
             )
-        found += [f"drop: {d.words()}" for d in drops(scenario, rec.options)]
+        found += [f"drop: {d.words()}" for d in view.drops]
     if not rows:
         return Html("")
     headers = ["workload", "target", "drafter", "γ", "α", "τ", "tokens/s", "speedup [95% CI]", "verdict"]
