@@ -143,3 +143,21 @@ def test_the_report_shows_the_quantization_table_and_the_drop(tmp_path):
     assert "Quantization: per (target type, drafter type)" in html
     assert "draft-model(model=smollm2-135m) at Q4_K_M" in html and "<td>F16</td>" in html
     assert "drop: the Q4_K_M drafter accepts" in html and "than its Q8_0" in html
+
+
+_ANY = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12) | st.sampled_from(gguf_types.TYPES),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(value=_ANY | st.fixed_dictionaries({}, optional={"target": _ANY, "drafters": _ANY}))
+def test_any_quantization_value_is_a_spec_or_one_line(value):
+    try:
+        spec = build_spec({**SWEEP, "quantization": value})
+    except SpecbenchError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert spec.target.startswith("smollm2-135m")
