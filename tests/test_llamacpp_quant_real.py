@@ -43,7 +43,7 @@ def cache(tmp_path_factory) -> Path:
 
 def test_llama_quantize_writes_each_type_once_into_the_cache(tools, cache, monkeypatch):
     from specbench.backends.llamacpp.quantized import model_gguf
-    from specbench.models.gguf_files import gguf_facts, gguf_file
+    from specbench.models.gguf_files import GGUF_KEY, gguf_facts, gguf_file, gguf_names
 
     monkeypatch.setenv("SPECBENCH_CACHE", str(cache))
     said: list[str] = []
@@ -56,6 +56,7 @@ def test_llama_quantize_writes_each_type_once_into_the_cache(tools, cache, monke
         assert facts["tokens_sha256"] == shipped["tokens_sha256"]  # one vocabulary: a draft model for the target
         built = path.stat().st_mtime_ns
         assert model_gguf(f"smollm2-135m@{kind}") == path and path.stat().st_mtime_ns == built  # cached
+        assert gguf_names()[GGUF_KEY + f"smollm2-135m@{kind}"] == str(path)  # what a pasted command line names
     assert sum("llama-quantize" in line for line in said) == 2
     assert not list((cache / "gguf" / "quantized").glob("*.part"))
 

@@ -15,7 +15,6 @@ killed build never leaves a file under its final name. Never copied into the rep
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 from pathlib import Path
@@ -23,19 +22,12 @@ from pathlib import Path
 from specbench.backends.llamacpp.env import tool_binary
 from specbench.catalogue import gguf_types
 from specbench.errors import SpecbenchError
-from specbench.models import cache as model_cache
+from specbench.models.cache import QUANTIZED, cached_copy
 from specbench.models.gguf_convert import dequantized
 from specbench.models.gguf_files import gguf_file
 from specbench.safe_files import move_into_place
 
 QUANTIZE = "llama-quantize"
-
-
-def variant_path(source: Path, kind: str) -> Path:
-    """Where ``source`` at type ``kind`` lives in the cache (it may not exist yet)."""
-    stat = source.stat()
-    key = hashlib.sha256(f"{source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
-    return model_cache.cache_root() / "gguf" / "quantized" / f"{source.stem}-{key}-{kind}.gguf"
 
 
 def model_gguf(spec: str, status=None, binary: str | Path | None = None) -> Path:
@@ -48,7 +40,7 @@ def model_gguf(spec: str, status=None, binary: str | Path | None = None) -> Path
 def variant(source: Path, kind: str, status=None, binary: str | Path | None = None) -> Path:
     """``source`` stored as ``kind``: built once with ``llama-quantize``, then found in the cache."""
     kind = gguf_types.check_type(kind, "quantization")
-    target = variant_path(Path(source), kind)
+    target = cached_copy(Path(source), QUANTIZED, kind)
     if target.is_file():
         return target
     tool = tool_binary(QUANTIZE, binary)
