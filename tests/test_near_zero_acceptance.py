@@ -57,3 +57,16 @@ def test_flagged_exactly_when_the_exact_upper_end_is_below_the_line(alpha, n_pro
         assert not found
     if live["accepted"].sum() == 0 and live["drafted"].sum() >= 40:  # 0 of 40: exact upper end 0.088
         assert len(found) == 1
+
+
+def test_a_workload_whose_every_drafter_accepts_almost_nothing_stops_at_its_first_look(monkeypatch):
+    """Its verdict still open (here: forced open), nothing is left to race: the workload stops there."""
+    monkeypatch.setattr("specbench.measure.run.adaptive.look_outcome", lambda verdicts, look, planned: ("open", set()))
+    rule = AdaptiveLooks.__new__(AdaptiveLooks)
+    rule.spec = SimpleNamespace(tolerance=TOLERANCE)
+    state = WorkloadLooks("mt-bench", (8, 16, 24))
+    rule.judge(state, _first_look([BROKEN]), elapsed_s=1.0)
+    assert state.status == "futile" and BROKEN_KEY in state.out_of_race
+    mixed = WorkloadLooks("mt-bench", (8, 16, 24))
+    rule.judge(mixed, _first_look([BROKEN, FINE]), elapsed_s=1.0)
+    assert mixed.status == "open"  # the Q8_0 drafter still races

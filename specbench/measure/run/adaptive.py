@@ -38,6 +38,7 @@ import pandas as pd
 from specbench.analysis.recommendation.recommend import recommend
 from specbench.analysis.verdicts.stopping import (
     BUDGET,
+    CONFIG_KEYS,
     DECIDED,
     EXHAUSTED,
     FUTILE,
@@ -208,6 +209,9 @@ class AdaptiveLooks:
         if look == 1:  # a drafter that accepts almost nothing stops at its first look (`near_zero_acceptance`)
             state.why.update(near_zero_acceptance(mine))
             newly |= set(state.why)
+            racing = {tuple(k) for k in mine.loc[mine["gamma"] > 0, CONFIG_KEYS].fillna("fixed").to_numpy()}
+            if state.why and state.status == OPEN and racing <= set(state.why):
+                state.status = FUTILE  # nothing left to race: more looks would time the target alone
         entry.dropped = state.drop(newly)
 
     def _verdicts(self, records: pd.DataFrame, state: WorkloadLooks) -> list[ScenarioVerdict]:
