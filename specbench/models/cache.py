@@ -25,6 +25,7 @@ from specbench.models import integrity
 from specbench.safe_files import read_json, refuse_symlink, write_json
 
 MANIFEST = "specbench-cache.json"
+QUANTIZED = "quantized"  # the cache folder of llama-quantize's variants (specbench.backends.llamacpp.quantized)
 CACHE_FORMAT = 2  # 2: every file's sha256 and (size, mtime) stamp
 
 
@@ -36,6 +37,15 @@ def cache_root() -> Path:
     xdg = os.environ.get("XDG_CACHE_HOME")
     base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
     return base / "specbench"
+
+
+def cached_copy(source: Path, folder: str, kind: str) -> Path:
+    """Where a copy of ``source`` at weight type ``kind`` lives in the cache, ``<cache>/gguf/<folder>/<source
+    stem>-<key>-<kind>.gguf``, the key being the source file's identity (path, size, mtime); it may not exist yet.
+    The dequantized copies (``dequantized``) and llama-quantize's variants (``quantized``) are named so."""
+    stat = source.stat()
+    key = hashlib.sha256(f"{source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    return cache_root() / "gguf" / folder / f"{source.stem}-{key}-{kind}.gguf"
 
 
 def entry_dir(key: str) -> Path:

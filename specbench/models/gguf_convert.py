@@ -10,7 +10,6 @@ source file's identity and the dtype; a half-written copy is never left under it
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -29,9 +28,7 @@ def dequantized_path(source: Path, dtype: str) -> Path:
     """Where the ``dtype`` copy of ``source`` lives in the cache (it may not exist yet)."""
     if dtype not in DTYPES:
         raise SpecbenchError(f"cannot dequantize a GGUF to '{dtype}' (choose fp32 or bf16)")
-    stat = source.stat()
-    key = hashlib.sha256(f"{source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
-    return model_cache.cache_root() / "gguf" / "dequantized" / f"{source.stem}-{key}-{DTYPES[dtype][0]}.gguf"
+    return model_cache.cached_copy(source, "dequantized", DTYPES[dtype][0])
 
 
 def dequantized(source: Path, dtype: str, status=None) -> Path:

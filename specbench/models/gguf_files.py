@@ -14,8 +14,10 @@ import struct
 from functools import lru_cache
 from pathlib import Path
 
+from specbench.catalogue import gguf_types
 from specbench.errors import SpecbenchError, did_you_mean
 from specbench.models import resolve
+from specbench.models.cache import QUANTIZED, cached_copy
 from specbench.models.fetch import fetch_split_gguf, installed_package_file, sha256_of
 
 GGUF_KEY = (
@@ -97,6 +99,10 @@ def gguf_names() -> dict[str, str]:
             )
             if path is not None and Path(path).is_file():
                 names[GGUF_KEY + alias] = str(path)
+                for kind in gguf_types.TYPES:  # the variants llama-quantize wrote: ``alias@Q4_K_M`` → its file
+                    variant = cached_copy(Path(path), QUANTIZED, kind)
+                    if variant.is_file():
+                        names[GGUF_KEY + gguf_types.with_type(alias, kind)] = str(variant)
     return names
 
 

@@ -304,6 +304,7 @@ def to_json(
     operating: list[dict] | None = None,
     confirmation: Report | None = None,
     context: list[dict | None] | None = None,
+    quantization: list | None = None,
 ) -> str:
     """The recommendations as a JSON list; ``load`` (one per recommendation, from a serving sweep with a load
     axis — `specbench.analysis.load.verdicts.for_scenario`: the per-load table, the verdicts, the crossovers,
@@ -314,7 +315,9 @@ def to_json(
     ``confirmation`` (`specbench confirm`'s report) gives each its workload's targets — predicted against
     realized, held or missed, the regret — under ``confirmation`` (null when not confirmed); ``context`` (one per
     recommendation, records spanning two or more context-length bins: `specbench.analysis.context.summary.context_for`:
-    the verdicts per bin, the crossover length, the length-aware setting) under ``context`` (null otherwise)."""
+    the verdicts per bin, the crossover length, the length-aware setting) under ``context`` (null otherwise);
+    ``quantization`` (one per recommendation: `specbench.analysis.recommendation.quantization.for_recommendation`)
+    under ``quantization`` (null where no draft model names a GGUF type)."""
     dicts = [recommendation_dict(r) for r in recs]
     looks = history.workloads if history is not None else {}
     none_each: list[dict | None] = [None] * len(dicts)
@@ -337,4 +340,6 @@ def to_json(
             )
         else:
             d["confirmation"] = None
+    for d, q in zip(dicts, quantization or none_each):
+        d["quantization"] = None if q is None else json_ready(q.as_dict())
     return json.dumps(dicts, indent=2)

@@ -16,16 +16,48 @@ After look k of a workload (n_k prompts of the planned n_1 < … < n_L), each of
 * otherwise **open**, and the configurations confidently more than ε behind another option in every
   scenario leave the race (`specbench.analysis.verdicts.decision.dominated`): they are no longer timed, though
   in a replay sweep every γ keeps its acceptance.
+
+Near-zero acceptance (`near_zero_acceptance`), judged on the first look alone: a live configuration whose
+acceptance rate α = accepted ÷ drafted draft tokens has its exact (Clopper–Pearson, 95 %) upper end below
+`NEAR_ZERO_ALPHA` leaves the race there, with the reason in its label. At α < 0.1 a round emits
+τ = (1 − α^(γ+1)) ÷ (1 − α) < 1.12 tokens for any γ, so no drafter costing more than about a tenth of a target
+forward can pay: a drafter that accepts almost nothing (a broken quantization, a wrong ``p_min``) is caught after
+its first look instead of spending the budget.
 """
 
 from __future__ import annotations
 
+import pandas as pd
+
+from specbench.analysis.statistics.intervals import clopper_pearson
 from specbench.analysis.verdicts.decision import dominated
 from specbench.analysis.verdicts.status import BUDGET, DECIDED, EXHAUSTED, FUTILE, OPEN
 from specbench.analysis.verdicts.verdict import UNSURE, YES, Decision
 
 FUTILITY_LOOKS = 2
 FUTILITY_FACTOR = 2.0
+NEAR_ZERO_ALPHA = 0.1
+CONFIG_KEYS = ["drafter_label", "tree", "gamma", "schedule"]  # a configuration, as the adaptive sweep keys it
+
+
+def near_zero_acceptance(records: pd.DataFrame) -> dict[tuple, str]:
+    """Live speculative configurations of ``records`` whose α's upper end is below `NEAR_ZERO_ALPHA`, keyed as
+    (drafter_label, tree, γ, schedule), each with its reason ("near-zero acceptance: α 0.01 [0.00, 0.03], ...")."""
+    live = records[(records["gamma"] > 0) & (records["mode"] == "live")]
+    if live.empty:
+        return {}
+    live = live.assign(schedule=live["schedule"].fillna("fixed"))  # records from before schedules: fixed
+    sums = live.groupby(CONFIG_KEYS, sort=False)[["accepted", "drafted"]].sum()
+    lo, hi = clopper_pearson(sums["accepted"].to_numpy(), sums["drafted"].to_numpy())
+    found = {}
+    for (key, row), low, high in zip(sums.iterrows(), lo, hi):
+        if row["drafted"] > 0 and high < NEAR_ZERO_ALPHA:
+            alpha = row["accepted"] / row["drafted"]
+            found[tuple(key)] = (
+                f"near-zero acceptance: α {alpha:.3f} [{low:.3f}, {high:.3f}] over {int(row['drafted'])} draft tokens "
+                f"(below {NEAR_ZERO_ALPHA:g}: cannot pay at any γ)"
+            )
+    return found
 
 
 def look_outcome(verdicts: list[Decision], look: int, planned: tuple[int, ...]) -> tuple[str, set[tuple]]:
@@ -58,4 +90,4 @@ def _futile(verdicts: list[Decision], look: int, cap: int) -> bool:
     return True
 
 
-__all__ = ["BUDGET", "DECIDED", "EXHAUSTED", "FUTILE", "OPEN", "look_outcome"]
+__all__ = ["BUDGET", "DECIDED", "EXHAUSTED", "FUTILE", "OPEN", "look_outcome", "near_zero_acceptance"]

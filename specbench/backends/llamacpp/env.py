@@ -23,7 +23,7 @@ FOLDER_ENV = "SPECBENCH_LLAMACPP"
 REPO = Path(__file__).resolve().parents[3]
 INSTALL_HINT = (
     f"run `make install-llamacpp` in the specbench checkout, or set {FOLDER_ENV} to a folder holding "
-    "bin/llama-server (or the backend option binary)"
+    "bin/llama-server and bin/llama-quantize (or the backend option binary)"
 )
 
 
@@ -43,6 +43,18 @@ def server_binary(binary: str | Path | None = None) -> Path:
         if path.is_file() and os.access(path, os.X_OK):
             return path.resolve()
     raise SpecbenchError(f"llama.cpp's llama-server is not installed ({candidates[0]} not found): {INSTALL_HINT}")
+
+
+def tool_binary(name: str, binary: str | Path | None = None) -> Path:
+    """Another llama.cpp tool built by the install (``llama-quantize``): ``binary`` when given, else beside
+    ``llama-server`` in the install folders (``bin/NAME``), else its build folder's ``build-*/bin/NAME``."""
+    candidates = [Path(binary).expanduser()] if binary else []
+    for folder in install_folders():
+        candidates += [folder / "bin" / name, *sorted(folder.glob(f"build-*/bin/{name}"))]
+    for path in candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            return path.resolve()
+    raise SpecbenchError(f"llama.cpp's {name} is not installed ({candidates[0]} not found): {INSTALL_HINT}")
 
 
 def build_info(binary: Path) -> dict:

@@ -29,7 +29,8 @@ What a record gets, and from where:
   (``counter_problems``).
 
 The weights are the GGUF's own (a Q4_1 file runs as Q4_1: the records' dtype does not apply, and run.json's
-``engine.weights`` says what ran), or with ``weights: dtype`` the GGUFs dequantized once to the sweep's dtype
+``engine.weights`` says what ran), a type the model spec names (``smollm2-135m@Q8_0``, target or draft model:
+llama-quantize's variant of the shipped weights, `specbench.backends.llamacpp.quantized`), or with ``weights: dtype`` the GGUFs dequantized once to the sweep's dtype
 (`specbench.models.gguf_convert`): the values the own engine and vLLM compute with.
 
 Options: `specbench.backends.options` (``llamacpp-server``). What llama.cpp cannot run is refused before any
@@ -47,6 +48,7 @@ from pathlib import Path
 from specbench.analysis.settings.llamacpp_flags import spec_flags
 from specbench.backends.base import Request, RoundLog, StatusCallback, cpu_engine_cores
 from specbench.backends.llamacpp.env import build_info, server_binary
+from specbench.backends.llamacpp.quantized import model_gguf
 from specbench.backends.llamacpp.rounds import Mark, Steps, rebuild
 from specbench.backends.options import check_backend_options, check_option_mode
 from specbench.backends.servers import prometheus, server_schema
@@ -63,6 +65,7 @@ from specbench.backends.servers.openai_server import (
 )
 from specbench.backends.servers.server_process import ServerProcess
 from specbench.catalogue import drafters as catalogue
+from specbench.catalogue import gguf_types
 from specbench.errors import SpecbenchError
 from specbench.models.gguf_convert import dequantized
 from specbench.models.gguf_files import check_same_gguf_vocabulary, gguf_facts, gguf_file, load_gguf_tokenizer
@@ -309,7 +312,7 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
         self.device_name = f"llama.cpp server ({self.device}, {facts.get('file_type') or 'GGUF'} weights)"
 
     def _load_tokenizer(self, location: str | None = None) -> None:
-        spec = self.options.get("tokenizer") or self.target_spec
+        spec = self.options.get("tokenizer") or gguf_types.split(self.target_spec)[0]  # every type: one vocabulary
         self._status(f"loading the tokenizer of {spec}")
         self.tokenizer = load_gguf_tokenizer(spec)
 
@@ -368,7 +371,11 @@ class LlamaCppServerBackend(LaunchedServers, OpenAIServerBackend):
 
     # ------------------------------------------------------------------ servers
     def _gguf(self, spec: str) -> Path:
-        """The GGUF a model spec runs from: as stored, or (``weights: dtype``) dequantized to the sweep's dtype."""
+        """The GGUF a model spec runs from: as stored, at the type it names (``alias@Q4_K_M``: built once with
+        llama-quantize, `specbench.backends.llamacpp.quantized`), or (``weights: dtype``) dequantized to the sweep's
+        dtype."""
+        if gguf_types.split(spec)[1] is not None:
+            return model_gguf(spec, status=self._status)
         path = gguf_file(spec)
         if self.server_options.get("weights") == "dtype":
             path = dequantized(path, self.dtype, status=self._status)

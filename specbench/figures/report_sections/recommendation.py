@@ -1,11 +1,15 @@
 """The report's recommendation: per scenario, the one configuration to deploy with its speedup interval, or the
-verdict's words when there is none.
+verdict's words when there is none; where the draft model ran at several GGUF types, the quantization table (α, τ,
+tokens/s, speedup and verdict per type) and the drops the detector found
+(`specbench.analysis.recommendation.quantization`).
 """
 
 from __future__ import annotations
 
+from specbench.analysis.recommendation.quantization import for_recommendation
 from specbench.analysis.recommendation.result import recommendation_lines
 from specbench.analysis.verdicts.decision import gamma_span
+from specbench.catalogue import gguf_types
 from specbench.figures.plot_data import PlotData
 from specbench.figures.report import Html, bullet_list, esc, interval, num, paragraph, scenario_name, section, table
 
@@ -58,5 +62,39 @@ def recommendation_section(data: PlotData) -> Html:
         "Recommendation",
         table(headers, rows, {2, 4, 6, 7}),
         bullet_list(verdicts, ""),
+        _quantization(data),
         Html("<h3>Notes</h3>") + bullet_list(notes) if notes else "",
+    )
+
+
+def _quantization(data: PlotData) -> Html:
+    """Per (target type, drafter type): α, τ, tokens/s, speedup and verdict; then the drops, in words."""
+    rows, found = [], []
+    for rec in data.recommendations:
+        view = for_recommendation(data.records, rec)
+        if view is None:
+            continue
+        for r in view.table.to_dict("records"):
+            rows.append(
+                [
+                    r["workload"],
+                    gguf_types.split(str(r["target"]))[1] or "as shipped",
+                    f"{r['family']} at {r['quant']}",
+                    int(r["gamma"]),
+                    num(r["alpha"], 3),
+                    num(r["tau"], 2),
+                    num(r["tokens_per_s"], 1),
+                    interval(r["speedup"], r["lo"], r["hi"], 2, "×"),
+                    r["verdict"] or "-",
+                ]
+            )
+        found += [f"drop: {d.words()}" for d in view.drops]
+    if not rows:
+        return Html("")
+    headers = ["workload", "target", "drafter", "γ", "α", "τ", "tokens/s", "speedup [95% CI]", "verdict"]
+    said = found or ["no drafter type accepts confidently fewer tokens than another (intervals hold 1)"]
+    return Html(
+        "<h3>Quantization: per (target type, drafter type)</h3>"
+        + table(headers, rows, {3, 4, 5, 6, 7})
+        + bullet_list(said, "")
     )

@@ -226,6 +226,22 @@ FLAGS: tuple[Flag, ...] = (
         bound="prompts",
     ),
     Flag(
+        "target_quant",
+        ("--target-quant",),
+        str,
+        "quantization.target",
+        "GGUF type the target runs at on llama.cpp (F16, Q8_0, Q6_K, Q4_K_M, Q3_K_M, Q2_K, ...; built once with "
+        "llama-quantize from the shipped weights).",
+    ),
+    Flag(
+        "drafter_quants",
+        ("--drafter-quant",),
+        str,
+        "quantization.drafters",
+        "GGUF types of the draft model on llama.cpp, comma separated (each a drafter of its own), e.g. Q8_0,Q4_K_M.",
+        items=str,
+    ),
+    Flag(
         "executor",
         ("--executor",),
         str,

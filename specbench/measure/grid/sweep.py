@@ -63,6 +63,7 @@ from specbench.backends import registry as backends
 from specbench.backends.registry import DEFAULT as DEFAULT_BACKEND
 from specbench.bounds import check as check_bound
 from specbench.catalogue import drafters as catalogue
+from specbench.catalogue import gguf_types
 from specbench.engine.cpu.layout_probe import check_cpu_settings, parse_layout_setting
 from specbench.engine.cpu.threads import parse_thread_setting
 from specbench.engine.drafters import check_params
@@ -83,6 +84,7 @@ from specbench.measure.grid.sweep_spec import (
     DRAFTER_KEYS,
     MODES,
     OPEN_LOOP_MAX_IN_FLIGHT,
+    QUANTIZATION_KEYS,
     TOP_LEVEL_KEYS,
     WORKLOAD_KEYS,
     Calibration,
@@ -265,6 +267,7 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
 
     data = _with_defaults(raw, where)
     spec = _grid_axes(data, where)
+    _quantization(spec, data["quantization"], where)
     _run_settings(spec, data, where)
     spec.dtype = dtype_setting(spec.dtype, f"{where}: dtype")
     if not spec.workloads:
@@ -275,6 +278,12 @@ def build_spec(raw: dict, where: str = "sweep") -> SweepSpec:
     if spec.replays:
         _check_replayable(spec, where)
     _backend(spec, data["backend"], data["concurrency"], where)
+    if data["quantization"] and not backends.get(spec.backend).gguf_types:
+        _fail(
+            where,
+            f"'quantization' names GGUF types: backend {spec.backend} does not run GGUF files as they are "
+            f"(use {', '.join(backends.names(gguf_types=True))})",
+        )
     _request_rates(spec, data["request_rates"], data["arrivals"], data["concurrency"], where)
     _check_engine_settings(spec, where)
     return spec
@@ -297,6 +306,47 @@ def _with_defaults(raw, where: str) -> dict:
     }
     check_config_count(axes, where)  # before anything is expanded
     return data
+
+
+def _quantization(spec: SweepSpec, value, where: str) -> None:
+    """``quantization: {target: TYPE, drafters: [TYPE, ...]}``: the target runs at one GGUF type, and every drafter
+    with a draft model runs once per drafter type (``model: smollm2-135m`` → ``smollm2-135m@Q8_0``, ...), so each
+    type is a drafter of its own in the records (`specbench.catalogue.gguf_types`)."""
+    if value is None:
+        return
+    if not isinstance(value, dict):
+        _fail(where, "'quantization' must be a mapping, e.g. {target: Q8_0, drafters: [Q8_0, Q4_K_M]}")
+    check_keys(value, QUANTIZATION_KEYS, f"{where}: quantization: unknown key '{{key}}'")
+    if value.get("target") is not None:
+        spec.target = gguf_types.with_type(
+            spec.target, gguf_types.check_type(value["target"], f"{where}: quantization.target")
+        )
+    kinds = [
+        gguf_types.check_type(k, f"{where}: quantization.drafters")
+        for k in _as_list(value.get("drafters") or [], where, "quantization.drafters")
+    ]
+    if not kinds:
+        return
+    typed = [
+        d for d in spec.drafters if catalogue.get(d.type).llamacpp_weights == "model" and d.params_dict.get("model")
+    ]
+    if not typed:
+        _fail(
+            where,
+            "quantization.drafters needs a drafter with a draft model (e.g. {type: draft-model, params: {model: smollm2-135m}})",
+        )
+    spec.drafters = list(
+        dict.fromkeys(
+            DrafterConfig(
+                d.type,
+                tuple(sorted({**d.params_dict, "model": gguf_types.with_type(d.params_dict["model"], k)}.items())),
+            )
+            if d in typed
+            else d
+            for d in spec.drafters
+            for k in (kinds if d in typed else [None])
+        )
+    )
 
 
 def _flagged(value, where: str, key: str):

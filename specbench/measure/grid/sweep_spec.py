@@ -54,6 +54,7 @@ TOP_LEVEL_KEYS = (
     "executor",
     "price_per_hour",
     "tolerance",
+    "quantization",
 )
 DEFAULTS = {
     "name": None,
@@ -89,7 +90,9 @@ DEFAULTS = {
     "executor": None,
     "price_per_hour": None,
     "tolerance": None,
+    "quantization": None,
 }
+QUANTIZATION_KEYS = ("target", "drafters")  # GGUF types: the target's (one), the draft model's (one or more)
 DRAFTER_KEYS = ("type", "params")  # one entry of 'drafters'
 WORKLOAD_KEYS = ("name", "count", "split", "max_new_tokens")  # one entry of 'workloads'
 CALIBRATION_KEYS = ("gammas", "prompts")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from specbench.backends import registry as backends
+from specbench.catalogue import gguf_types
 from specbench.errors import SpecbenchError
 from specbench.measure.grid.estimate import forward_cost, human_duration, model_shape, prompt_tokens
 from specbench.measure.grid.values import (  # noqa: F401
@@ -50,7 +52,13 @@ def check_models(spec, *, ask_hub: bool = False) -> None:
     loads; ``ask_hub``: also ask a reachable hub, once, whether it has a hub id."""
     for role, name in model_names(spec):
         try:
-            locate_model(name, ask_hub=ask_hub)
+            base, kind = gguf_types.split(name)  # ``alias@Q8_0``: the alias at a GGUF type llama-quantize writes
+            if kind is not None and not backends.get(spec.backend).gguf_types:
+                raise SpecbenchError(
+                    f"model '{name}' names a GGUF type: backend {spec.backend} does not run GGUF files as they are "
+                    f"(use {', '.join(backends.names(gguf_types=True))})"
+                )
+            locate_model(base, ask_hub=ask_hub)
         except SpecbenchError as exc:
             raise SpecbenchError(f"{role}: {exc}") from None
 

@@ -36,7 +36,16 @@ from dataclasses import dataclass, field, replace
 import pandas as pd
 
 from specbench.analysis.recommendation.recommend import recommend
-from specbench.analysis.verdicts.stopping import BUDGET, DECIDED, EXHAUSTED, FUTILE, OPEN, look_outcome
+from specbench.analysis.verdicts.stopping import (
+    BUDGET,
+    CONFIG_KEYS,
+    DECIDED,
+    EXHAUSTED,
+    FUTILE,
+    OPEN,
+    look_outcome,
+    near_zero_acceptance,
+)
 from specbench.analysis.verdicts.stopping_history import History, Look, ScenarioVerdict, WorkloadHistory
 from specbench.analysis.verdicts.stopping_report import summary_lines
 from specbench.errors import SpecbenchError
@@ -50,6 +59,7 @@ class WorkloadLooks(WorkloadHistory):
     """One workload's plan and what its looks found so far, with the configurations out of the race as keys."""
 
     out_of_race: set[tuple] = field(default_factory=set)  # `Candidate.key` of configurations dropped from timing
+    why: dict[tuple, str] = field(default_factory=dict)  # a reason said beside a dropped key (near-zero acceptance)
 
     def seconds_per_prompt(self) -> float | None:
         measured = self.planned[self.look - 1] if self.look else 0
@@ -59,8 +69,11 @@ class WorkloadLooks(WorkloadHistory):
         """Take ``keys`` out of the race; returns the labels of those newly dropped."""
         newly = keys - self.out_of_race
         self.out_of_race |= newly
-        self.dropped = [_key_label(k) for k in sorted(self.out_of_race, key=str)]
-        return [_key_label(k) for k in sorted(newly, key=str)]
+        self.dropped = [self._label(k) for k in sorted(self.out_of_race, key=str)]
+        return [self._label(k) for k in sorted(newly, key=str)]
+
+    def _label(self, key: tuple) -> str:
+        return _key_label(key) + (f" ({self.why[key]})" if key in self.why else "")
 
 
 def _key_label(key: tuple) -> str:
@@ -193,6 +206,12 @@ class AdaptiveLooks:
         entry = Look.of(look, state.planned[look - 1], calibration, scenarios, state.seconds, elapsed_s)
         state.looks.append(entry)
         state.status, newly = look_outcome([s.decision for s in scenarios], look, state.planned)
+        if look == 1:  # a drafter that accepts almost nothing stops at its first look (`near_zero_acceptance`)
+            state.why.update(near_zero_acceptance(mine))
+            newly |= set(state.why)
+            racing = {tuple(k) for k in mine.loc[mine["gamma"] > 0, CONFIG_KEYS].fillna("fixed").to_numpy()}
+            if state.why and state.status == OPEN and racing <= set(state.why):
+                state.status = FUTILE  # nothing left to race: more looks would time the target alone
         entry.dropped = state.drop(newly)
 
     def _verdicts(self, records: pd.DataFrame, state: WorkloadLooks) -> list[ScenarioVerdict]:
