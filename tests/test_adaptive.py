@@ -341,3 +341,35 @@ def test_an_interval_end_that_rounds_to_one_shows_its_side_of_one():
 
     assert speedup_words(1.43, 1.0042, 2.03) == "1.43× [1.004, 2.03]"
     assert ratio_end(0.9981) == "0.998" and ratio_end(1.0) == "1.00" and ratio_end(1.2345) == "1.23"
+
+
+def test_a_budget_shorter_than_the_first_look_stops_inside_it_and_keeps_what_was_measured(
+    tmp_path, prompts_file, monkeypatch
+):
+    """The first look has no time estimate, so it starts whatever the budget; once the budget is spent no further
+    piece of it starts (the one in flight finishes): the sweep ends "budget" within about one piece of its budget,
+    keeps the units measured, and the same command with a larger budget finishes the look."""
+    from specbench.measure.executors.executor import RecordWriter
+
+    take = RecordWriter.take
+
+    def slow_take(self, outcome):  # every piece outlasts the 1 s budget, whatever this machine's speed
+        take(self, outcome)
+        time.sleep(1.1)
+
+    monkeypatch.setattr(RecordWriter, "take", slow_take)
+    spec, out = adaptive_yaml(tmp_path, prompts_file, adaptive={**ADAPTIVE, "budget": "1s"}), tmp_path / "res"
+    result = invoke("sweep", spec, "--out", out)
+    monkeypatch.setattr(RecordWriter, "take", take)
+    assert result.exit_code == 0, result.output
+    history = read_history(out)
+    assert all(e["status"] == "budget" and not e["looks"] for e in history["workloads"].values()), history
+    kept = load_records(out)
+    look_units = 2 * 2 * (1 + 2)  # two workloads × two first prompts × (baseline + γ 1, 3 live or replayed)
+    assert 0 < len(kept) < look_units  # the first piece ran, no other started
+    assert "the budget ran out inside the first look" in result.output
+    again = invoke("sweep", spec, "--out", out, "--budget", "1h")
+    assert again.exit_code == 0, again.output
+    resumed = load_records(out)
+    assert set(kept["unit_id"]) <= set(resumed["unit_id"]) and resumed["unit_id"].is_unique
+    assert all(e["looks"] for e in read_history(out)["workloads"].values())

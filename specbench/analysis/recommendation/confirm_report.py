@@ -12,7 +12,7 @@ from pathlib import Path
 from specbench.analysis.recommendation.confirm_targets import Target
 from specbench.analysis.recommendation.confirmation import TargetResult, result_line
 from specbench.analysis.statistics.sequential import FIXED, LookPlan
-from specbench.analysis.verdicts.status import BUDGET, DECIDED, EXHAUSTED, OPEN
+from specbench.analysis.verdicts.status import BUDGET, DECIDED, EXHAUSTED, OPEN, no_look_words
 from specbench.errors import SpecbenchError
 from specbench.safe_files import read_json, write_json
 
@@ -89,7 +89,7 @@ class TargetLooks:
 
     def line(self) -> str:
         if self.last is None:
-            return f"{self.target.name}: no look finished yet ({len(self.prompts)} fresh prompts drawn)"
+            return f"{self.target.name}: {no_look_words(self.status)} ({len(self.prompts)} fresh prompts drawn)"
         ended = {
             DECIDED: "",
             OPEN: " (still open)",

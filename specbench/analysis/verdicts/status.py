@@ -10,3 +10,11 @@ status words are spelled (`specbench.measure.run.looks` runs the looks; the rule
 
 OPEN, DECIDED, EXHAUSTED, BUDGET, FUTILE = "open", "decided", "prompts exhausted", "budget", "futile"
 STATUSES = (OPEN, DECIDED, EXHAUSTED, BUDGET, FUTILE)
+
+
+def no_look_words(status: str) -> str:
+    """An item with no finished look: why, when the budget ended it inside its first look (which starts whatever
+    the budget, having no time estimate; `specbench.measure.run.runner` stops it at a piece's end)."""
+    if status == BUDGET:
+        return "no look finished: the budget ran out inside the first look (its units so far are kept; the same command with a larger --budget resumes it)"
+    return "no look finished yet"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from specbench.analysis.verdicts.decision import describe_best
-from specbench.analysis.verdicts.status import BUDGET, DECIDED, EXHAUSTED, FUTILE, OPEN
+from specbench.analysis.verdicts.status import BUDGET, DECIDED, EXHAUSTED, FUTILE, OPEN, no_look_words
 from specbench.analysis.verdicts.stopping_history import History, Look, WorkloadHistory
 from specbench.analysis.verdicts.verdict import Answer, Candidate
 
@@ -111,7 +111,7 @@ def workload_line(name: str, entry: WorkloadHistory) -> str:
     another load's answer."""
     last = entry.last
     if last is None:
-        return f"{name}: no look finished yet"
+        return f"{name}: {no_look_words(entry.status)}"
     status = entry.status
     where = f"look {last.look} of {len(entry.planned)}, {last.prompts} prompts"
     if len(last.scenarios) > 1:

@@ -24,6 +24,7 @@ says why) and left out of timing fits, as the timing protocol does with any inte
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -85,13 +86,19 @@ class Executor(Protocol):
 class RecordWriter:
     """The one writer of a results folder: records, moments and backend.json, from every worker's outcomes."""
 
-    def __init__(self, store, observer, answers: dict):
+    def __init__(self, store, observer, answers: dict, deadline: float | None = None):
         self.store, self.observer, self.answers = store, observer, answers
         self.moments = MomentsStore(store.folder)
         self.written = 0
+        self.deadline = deadline  # time.monotonic() past which no new piece starts (a look's budget), or None
+        self.cut_short = False  # pieces were left unstarted because the deadline passed
 
     def ready(self, piece: Piece) -> bool:
         return all(key in self.answers for key in piece.needs)
+
+    def accepting(self) -> bool:
+        """Whether a new piece may start: always, unless the deadline has passed (the pieces in flight finish)."""
+        return self.deadline is None or time.monotonic() < self.deadline
 
     def take(self, outcome: Outcome) -> None:
         for output in outcome.outputs:
@@ -137,13 +144,18 @@ def dispatch(
     configuration); it goes out with those answers and ``run`` (the executor call: a worker warms up once
     per call). A piece whose worker died goes back to the front of the queue, at most ``retries``
     times; a piece that failed for another reason is not retried. Pieces left waiting on an answer that
-    never came (their baseline's piece failed) fail with that reason.
+    never came (their baseline's piece failed) fail with that reason. Once the writer's deadline has passed
+    (``writer.accepting``) no piece starts: those in flight finish and are written, the rest are left
+    unstarted — not failed — and ``writer.cut_short`` says so.
     """
     waiting = list(pieces)
     attempts: dict[int, int] = {}  # id(piece) -> attempts so far
     handed: dict[int, Piece] = {}  # id(the piece as handed out, with its inputs) -> the piece
     failures: list[Failure] = []
     while True:
+        if waiting and not writer.accepting():
+            writer.cut_short = True
+            waiting.clear()
         while waiting and pool.free():
             ready = [p for p in waiting if writer.ready(p)]
             if not ready:

@@ -168,6 +168,7 @@ class SweepRunner:
         option that names the folder, which messages about the folder suggest (None: the command chose the folder
         itself, as confirm does)."""
         self.spec, self.shard, self.force, self.role, self.out_flag = spec, shard, force, role, out_flag
+        self._cut_short = False  # the last step's budget ran out before all its pieces started
         check_writable_folder(Path(out_dir), out_flag)
         if not spec.executor.is_ray:  # Ray workers check their own node's device (the driver may have none)
             check_device(spec.device)
@@ -289,11 +290,15 @@ class SweepRunner:
             self.observer.status(step.title)
             self._notify("look_started", len(fresh), step.budget_left_s)
             started = time.monotonic()
+            deadline = None if step.budget_left_s is None else started + step.budget_left_s
             try:
-                measured += self._run_units(fresh) if fresh else 0
+                measured += self._run_units(fresh, deadline) if fresh else 0
             except BaseException:  # Ctrl-C, SIGTERM, a failed piece: the step's seconds were spent all the same
                 policy.interrupted(time.monotonic() - started)  # the step is not judged: a look cut short is none
                 raise
+            if self._cut_short:  # the budget ran out inside the step: its units so far are kept, it is not judged
+                policy.interrupted(time.monotonic() - started)
+                break
             finished.update(u.unit_id for u in fresh)
             policy.observe(load_records(self.store.folder), time.monotonic() - started)
             self._notify("looks_done", policy.progress_lines())
@@ -326,16 +331,19 @@ class SweepRunner:
         set_aside = self.store.archive_records(str(previous.get("spec_hash")))
         self.observer.status(f"--force: {set_aside} record(s) of spec {previous.get('spec_hash')} set aside")
 
-    def _run_units(self, todo: list[Unit]) -> int:
+    def _run_units(self, todo: list[Unit], deadline: float | None = None) -> int:
         """The units of ``todo`` through the executor: the live pieces (timing blocks, serving groups), then the
-        replay pieces (they need the live units' trajectories and cost fits); every record is written here."""
+        replay pieces (they need the live units' trajectories and cost fits); every record is written here.
+        Past ``deadline`` (``time.monotonic()``; a look's budget) no further piece starts and ``_cut_short`` is set:
+        the units written are kept, the rest (with the replays, which need every live unit) wait for a resume."""
         self._restore_answers()
-        writer = RecordWriter(self.store, self.observer, self._answers)
+        writer = RecordWriter(self.store, self.observer, self._answers, deadline)
         live = live_pieces(self.spec, todo, self.executor.warm(), catch_up=self._catch_up)
         failures = self.executor.run(live, writer) if live else []
+        self._cut_short = writer.cut_short
         replayed = [u for u in todo if u.mode == "replay"]
         replay = []
-        if replayed and not failures:  # a failed live piece would change the cost fits the replays use
+        if replayed and not failures and not writer.cut_short:  # a failed live piece would change the replays' fits
             self.observer.status("replaying")
             paths, costs = replay_inputs(self.store.folder)
             replay = replay_pieces(replayed, paths, costs, lambda unit: cost_key(self.spec, unit))
