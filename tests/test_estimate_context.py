@@ -149,3 +149,11 @@ def test_a_draft_model_prefills_and_steps_at_the_same_context(monkeypatch):
     cost = ForwardCost.of(SMOLLM2, "cpu", 4)
     assert est["drafter_s"] == pytest.approx(cost.unit_s(round(4096 * 0.95), 16))  # one draft-model unit; ngram none
     assert est["generation_s"] == pytest.approx(est["prefill_s"] + est["decode_s"] + est["drafter_s"])
+
+
+def test_a_gguf_type_in_the_target_keeps_the_models_shape():
+    """`alias@TYPE` (a llama.cpp quantization variant) is the same architecture: the estimate reads its shape."""
+    from specbench.measure.grid.estimate import model_shape
+
+    plain = model_shape("tiny-random-llama")
+    assert plain is not None and model_shape("tiny-random-llama@Q8_0") == plain

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specbench.backends import registry as backends
+from specbench.catalogue import gguf_types
 from specbench.measure.grid.sweep_spec import SweepSpec
 from specbench.models import cache as model_cache
 from specbench.models.hub import hub_config, hub_reachable, in_local_cache
@@ -127,11 +128,13 @@ def forward_cost(spec: SweepSpec, shape: ModelShape | None) -> ForwardCost | Non
 
 
 def model_shape(target: str) -> ModelShape | None:
-    """A target's `ModelShape` from its config alone (meta device: no weights are read); None when unknown."""
+    """A target's `ModelShape` from its config alone (meta device: no weights are read); None when unknown. A GGUF
+    type in the spec (``smollm2-135m@Q4_K_M``) does not change the shape: the model as shipped is read."""
     try:
         import torch
         from transformers import AutoConfig, AutoModelForCausalLM
 
+        target = gguf_types.split(target)[0]
         if target in aliases():
             entry = aliases()[target]
             if entry["source"] == "random":
