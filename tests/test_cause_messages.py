@@ -105,11 +105,12 @@ class _InterruptedRunner:
         self.store = SimpleNamespace(folder=folder, has_records=lambda: False)
         self.observer = SimpleNamespace(status=lambda message: None)
         self.seconds = seconds
+        self._cut_short = False
 
     def _notify(self, event, *args):
         pass
 
-    def _run_units(self, units):
+    def _run_units(self, units, deadline=None):
         time.sleep(self.seconds)
         raise KeyboardInterrupt
 
