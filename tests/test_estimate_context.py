@@ -48,9 +48,9 @@ def test_a_generation_costs_more_with_every_token_of_context_and_more_so_the_lon
     assert cost.prefill_s(prompt) == pytest.approx(cost.step_s + prompt * cost.token_s + pairs * cost.pair_s)
 
 
-def _long_context_estimate(monkeypatch, bins: str) -> dict:
-    monkeypatch.setattr(estimate_module, "model_shape", lambda target: SMOLLM2)
-    spec = build_spec(
+def _long_context_spec(bins: str):
+    """Two long-context prompts cut to ``bins``, ngram γ 2, 32 new tokens."""
+    return build_spec(
         {
             "name": "lc",
             "target": "smollm2-135m",
@@ -60,6 +60,11 @@ def _long_context_estimate(monkeypatch, bins: str) -> dict:
             "max_new_tokens": 32,
         }
     )
+
+
+def _long_context_estimate(monkeypatch, bins: str) -> dict:
+    monkeypatch.setattr(estimate_module, "model_shape", lambda target: SMOLLM2)
+    spec = _long_context_spec(bins)
     units = [u for u in expand_units(spec, load_workloads(spec)) if u.mode == "live"]
     return estimate(spec, units)
 
@@ -114,16 +119,7 @@ def test_the_over_the_limit_hint_prices_the_grid_as_the_dry_run_does(monkeypatch
     monkeypatch.setattr(validate, "model_shape", lambda target: SMOLLM2)
     monkeypatch.setattr(validate, "MAX_UNITS", 1)
     for bins in ("1k", "7k"):
-        spec = build_spec(
-            {
-                "name": "lc",
-                "target": "smollm2-135m",
-                "drafters": ["ngram"],
-                "gammas": [2],
-                "workloads": [{"name": f"long-context:bin={bins}", "count": 2}],
-                "max_new_tokens": 32,
-            }
-        )
+        spec = _long_context_spec(bins)
         workloads = load_workloads(spec)
         units = [u for u in expand_units(spec, workloads) if u.mode == "live"]
         cost = ForwardCost.of(SMOLLM2, "cpu", 4)  # the hint has no bracket re-timing: every live unit once

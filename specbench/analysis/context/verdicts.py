@@ -64,10 +64,7 @@ class BinVerdict:
     @property
     def named(self) -> dict | None:
         """The configuration this bin's verdict names (its choice, or its best estimate), or None."""
-        best = self.decision.best
-        if best is None or best.gamma is None:
-            return None
-        return {"drafter_label": best.drafter_label, "tree": best.tree, "gamma": int(best.gamma)}
+        return self.decision.named
 
     def as_dict(self) -> dict:
         keys = dict(zip(BASELINE_KEYS, self.scenario))

@@ -98,10 +98,7 @@ class LoadVerdict:
     @property
     def named(self) -> dict | None:
         """The configuration this load's verdict names (its choice, or its best estimate), or None."""
-        best = self.decision.best
-        if best is None or best.gamma is None:
-            return None
-        return {"drafter_label": best.drafter_label, "tree": best.tree, "gamma": int(best.gamma)}
+        return self.decision.named
 
     @property
     def option(self) -> Option | None:

@@ -214,6 +214,14 @@ class Decision:
         return self.answer.decided and not self.timing_disturbed
 
     @property
+    def named(self) -> dict | None:
+        """The configuration this verdict names (its choice, or its best estimate) as record keys, or None."""
+        best = self.best
+        if best is None or best.gamma is None:
+            return None
+        return {"drafter_label": best.drafter_label, "tree": best.tree, "gamma": int(best.gamma)}
+
+    @property
     def says_yes(self) -> bool:
         return self.answer == YES
 
