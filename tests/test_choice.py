@@ -136,3 +136,46 @@ def test_an_adaptive_sweep_stops_only_when_the_choice_is_settled_too():
     clear = _decision({1: 1.10, 2: 1.40, 3: 1.00}, 16, 0.02, plan)
     assert clear.choice.settled and clear.best.gamma == 2
     assert look_outcome([clear], 1, plan.prompts)[0] == DECIDED
+
+
+def _spread_by_gamma(rng, speeds: dict[int, float], n: int, per_gamma: float = 0.05) -> dict[tuple, PerPrompt]:
+    """Per-prompt times whose difference between two γ grows with their distance (a prompt that favours long drafts
+    favours γ 6 over γ 3 more than γ 5 over γ 4): distant options' paired ratios are the noisy ones."""
+    shared = 0.3 * rng.standard_normal(n)
+    leaning = rng.standard_normal(n)  # how much each prompt favours long drafts
+    middle = float(np.mean(list(speeds)))
+    tokens = rng.integers(40, 120, n).astype(float)
+    return {
+        ("ngram", "chain", g, "fixed"): PerPrompt(
+            pd.Series(tokens),
+            pd.Series(tokens / s * np.exp(shared - (g - middle) * per_gamma * leaning + 0.01 * rng.standard_normal(n))),
+        )
+        for g, s in speeds.items()
+    }
+
+
+def test_the_pick_is_the_certified_option_whose_weakest_comparison_is_strongest():
+    """In a flat range whose edge option has the highest estimate, the pick is the middle option that is surest to be
+    within reach of every other; reverting to the highest point estimate names the edge (γ 6)."""
+    speeds = {3: 1.28, 4: 1.31, 5: 1.315, 6: 1.32}
+    rng = np.random.default_rng(23)
+    samples = _spread_by_gamma(rng, speeds, 32)
+    point = {key: float(s.tokens.sum() / s.seconds.sum()) for key, s in samples.items()}
+    candidates = [Candidate("ngram", "ngram", "chain", k[2], "fixed", point[k], 0.9, 1.1, 0.05, 20.0) for k in samples]
+    decision = choose(candidates, samples, FIXED)
+    assert decision.settled and len(decision.equivalent) >= 2
+    top = max(decision.equivalent, key=lambda k: point[k])
+    assert decision.chosen != top  # not the highest estimate ...
+    margins = {i: choice_module._margin(i, decision.race, _lower_ends(decision, samples)) for i in decision.equivalent}
+    assert margins[decision.chosen] == max(margins.values())  # ... but the largest margin
+
+
+def _lower_ends(decision: Choice, samples: dict[tuple, PerPrompt]) -> dict[tuple, float]:
+    from specbench.analysis.statistics.paired_ratio import Aligned
+
+    keys = list(samples)
+    aligned = Aligned.of([samples[k] for k in keys])
+    quantile = choice_module._quantile(decision.level)
+    return {
+        (i, j): aligned.ratio(a, b).lower(quantile) for a, i in enumerate(keys) for b, j in enumerate(keys) if a != b
+    }

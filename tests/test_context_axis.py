@@ -133,6 +133,19 @@ def test_no_setting_and_no_crossover_claims_where_nothing_is_confident():
     assert entry["setting"]["ranges"] == [] and "confident no in every bin" in lines[0]
     assert any(line.startswith("vLLM: cannot take γ per context length; nearest: the verdict") for line in lines)
     assert "at no length measured" in entry["crossover"]["text"]
+    own = [line for line in lines if line.startswith("specbench's own engine")]
+    assert len(own) == 1 and "every length: --gamma 0 (no speculation)" in own[0], lines
+
+
+def test_without_a_confident_bin_the_own_engine_still_gets_the_pooled_gamma():
+    """Few prompts per bin leave every bin open while the bins pooled are a confident yes: no γ per range, but the
+    own engine's line names the pooled verdict's γ for every length (as the other engines' lines do)."""
+    (entry,) = _summary(_records({"1k": (1000, 0.85), "2k": (2000, 0.85)}, n_prompts=3))
+    assert all(not b["confident"] for b in entry["bins"]), entry["bins"]
+    lines = entry["setting"]["lines"]
+    assert "no bin has a confident yes" in lines[0]
+    own = [line for line in lines if line.startswith("specbench's own engine")]
+    assert len(own) == 1 and "every length: --drafter draft-model --gamma " in own[0], lines
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)

@@ -4,8 +4,9 @@ quantization sweep runs, written by llama.cpp's own ``llama-quantize`` from Smol
 * the variants: ``smollm2-135m@F16`` and ``@Q4_K_M`` are built into a fresh cache (``SPECBENCH_CACHE``), hold the
   type they are named for (their GGUF header's ``general.file_type``) and the shipped file's vocabulary, and a
   second ask finds the cached file without building it again;
-* the sweep: sweeps/llamacpp-smollm2-quant.yaml, two prompts, two drafter types, then ``recommend`` prints the
-  per-type table (α, τ, tokens/s, verdict) for the F16 target.
+* the sweep: sweeps/llamacpp-smollm2-quant.yaml, two prompts, two drafter types and the file's two target types
+  (one sweep per target type, merged), then ``recommend`` prints the table (α, τ, tokens/s, verdict) of every
+  (target type, drafter type) pair.
 
 Skipped with the reason when llama-server or llama-quantize is not built (`make install-llamacpp`).
 """
@@ -61,7 +62,7 @@ def test_llama_quantize_writes_each_type_once_into_the_cache(tools, cache, monke
     assert not list((cache / "gguf" / "quantized").glob("*.part"))
 
 
-def test_the_quantization_sweep_prints_the_per_type_table(tools, cache, tmp_path):
+def test_the_quantization_sweep_over_two_target_types_prints_one_pair_table(tools, cache, tmp_path):
     env = {**os.environ, "SPECBENCH_CACHE": str(cache), "SPECBENCH_NO_ENGINE_CHECK": ""}
     cli = [sys.executable, "-m", "specbench"]
     out = tmp_path / "quant"
@@ -80,4 +81,8 @@ def test_the_quantization_sweep_prints_the_per_type_table(tools, cache, tmp_path
     assert answer.returncode == 0, answer.stderr
     assert "Quantization: per (target type, drafter type)" in answer.stdout
     rows = [line for line in answer.stdout.splitlines() if "draft-model(model=smollm2-135m) at" in line]
-    assert len(rows) == 2 and "F16" in rows[0] and "at Q8_0" in rows[0] and "at Q2_K" in rows[1], answer.stdout
+    assert len(rows) == 4, answer.stdout  # 2 target types × 2 drafter types, in one table
+    targets = sorted(next(c.strip() for c in r.split("│") if c.strip() in ("F16", "Q8_0")) for r in rows)
+    assert targets == ["F16", "F16", "Q8_0", "Q8_0"], answer.stdout
+    assert sum("at Q8_0" in r for r in rows) == 2 and sum("at Q2_K" in r for r in rows) == 2, answer.stdout
+    assert (out / "targets" / "F16" / "run.json").is_file() and (out / "targets" / "Q8_0" / "run.json").is_file()

@@ -26,7 +26,7 @@ from specbench.safe_files import json_ready
 
 EPILOG = """Examples:
 
-  specbench confirm results/demo                    # every decided workload, fresh prompts, 8-minute budget
+  specbench confirm results/demo                    # every decided workload, fresh prompts, 15-minute budget
 
   specbench confirm results/demo --workload humaneval --budget 5m --max-prompts 12
 
@@ -42,13 +42,13 @@ def confirm(
     ),
     workload: list[str] = typer.Option(None, "--workload", "-w", help="Confirm only this workload (repeatable)."),
     budget: str = typer.Option(
-        "8m",
+        "15m",
         "--budget",
         help="Wall-time budget: 90s, 8m, 1.5h (a killed confirmation resumes with the same command, keeping its time).",
     ),
     first: int = typer.Option(4, "--first", help="Fresh prompts of each target's first look."),
     batch: int = typer.Option(4, "--batch", help="Fresh prompts added per look."),
-    max_prompts: int = typer.Option(24, "--max-prompts", help="Fresh prompts per target at most."),
+    max_prompts: int = typer.Option(48, "--max-prompts", help="Fresh prompts per target at most."),
     seed: int = typer.Option(0, "--seed", help="Seed of the fresh draw (which unused prompts, in which order)."),
     tolerance: float = typer.Option(
         None,

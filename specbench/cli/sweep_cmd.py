@@ -68,12 +68,18 @@ def sweep(values: SweepValues) -> None:
         load_spec_file,
     )
     from specbench.measure.grid.sweep_spec import capped_workloads  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.grid.target_set import target_parts  # lazy: loads torch; keeps `specbench --help` fast
     from specbench.measure.grid.units import parse_shard  # lazy: loads torch; keeps `specbench --help` fast
 
     flags = SweepFlags.from_command(values)
     spec_file = values.spec_file
     raw = flags.over(load_spec_file(spec_file) if spec_file is not None else {})
-    spec = build_spec(raw, where=str(spec_file) if spec_file is not None else "sweep flags")
+    where = str(spec_file) if spec_file is not None else "sweep flags"
+    parts = target_parts(raw, where)
+    if parts:  # several target types: one sweep per type, then their merge (docs/backends-llamacpp.md)
+        _sweep_parts(parts, where, values)
+        return
+    spec = build_spec(raw, where=where)
     shard = parse_shard(values.shard)
     out_dir = values.out or Path("results") / spec.name
     for note in capped_workloads(spec):  # a workload's count caps an adaptive sweep: said before anything runs
@@ -91,6 +97,46 @@ def sweep(values: SweepValues) -> None:
             f"shard {values.shard}: no prompt falls in this shard, 0 units to measure; "
             f"{out_dir}/run.json records the shard for `specbench results merge`"
         )
+
+
+def _sweep_parts(parts, where: str, values: SweepValues) -> None:
+    """A sweep over several target types (`specbench.measure.grid.target_set`): each type's sweep into
+    RESULTS/targets/TYPE (resumable; a killed part resumes with the same command), each part marked as one set's,
+    then their merge into RESULTS, which recommend, plot and results show read as one sweep."""
+    from specbench.measure.grid.sweep import build_spec  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.measure.grid.units import parse_shard  # lazy: loads torch; keeps `specbench --help` fast
+    from specbench.records.identity import SET_KEY
+    from specbench.records.merge import merge_folders
+    from specbench.records.store import ResultsStore
+
+    if values.shard is not None:
+        raise SpecbenchError("--shard splits one sweep's prompts: run a sweep over several target types whole")
+    specs = [build_spec(part.raw, where=f"{where} (target {part.kind})") for part in parts]
+    out_dir = values.out or Path("results") / specs[0].name
+    console = wide_console(stderr=True, wide=False)
+    for part, spec in zip(parts, specs):
+        folder = part.folder(out_dir)
+        console.print(Text(f"target {spec.target} ({len(parts)} target types): {folder}"))
+        if values.dry_run:
+            _dry_run(spec, parse_shard(None))
+            continue
+        _measure(spec, folder, parse_shard(None), values)
+        store = ResultsStore(folder)
+        store.write_run_info({**(store.run_info() or {}), SET_KEY: part.mark})
+    if values.dry_run:
+        return
+    count = merge_folders([part.folder(out_dir) for part in parts], out_dir, force=values.force)
+    kinds = ", ".join(part.kind for part in parts)
+    if values.json_out:
+        print_json_summary(out_dir, count, count)
+        return
+    wide_console().print(
+        styled(
+            ("done", "green"),
+            f": the target at {kinds}, {count} records -> {out_dir} (each type's sweep in "
+            f"{out_dir}/targets/)\nnext: specbench recommend {out_dir}",
+        )
+    )
 
 
 def _measure(spec, out_dir: Path, shard, values: SweepValues) -> tuple[int, int]:

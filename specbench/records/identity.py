@@ -17,13 +17,15 @@ Every results folder says what it is in its run.json: ``role`` (one of `ROLES`) 
 `check_together` answers whether folders may go together, for each command that reads two:
 
 * ``merge`` (`results merge`): sweeps, shards and merges of one spec hash, on one device (``force``: any
-  device); never a confirmation or a profile;
+  device); never a confirmation or a profile. Folders of different spec hashes merge only as the parts of one
+  sweep over several target types (all carry one ``target_set`` mark, `specbench.measure.grid.target_set`);
 * ``compare`` (`specbench compare`): two folders of one role family (sweeps, shards and merges; or two
   confirmations), never a profile, generated alike: every key of the spec that changes what is generated
   (`generation_keys`) must be equal, and the keys that differ are named. The drafter's parameters may differ
   (comparing two checkpoints is what compare is for), and so may the prompt counts (prompts are paired);
-* ``confirm`` (`specbench confirm --force`): the folder confirmed is a sweep, a shard or a merge, and the folder
-  its confirmation goes to (``RESULTS/confirm``), when it holds results, is a confirmation.
+* ``confirm`` (`specbench confirm --force`): the folder confirmed is a sweep, a shard or a merge (not the merge
+  of a target set: its targets differ, each part is confirmed on its own), and the folder its confirmation goes
+  to (``RESULTS/confirm``), when it holds results, is a confirmation.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ WHAT = {
     MERGED: "a merge of sweep results",
 }
 PURPOSES = ("merge", "compare", "confirm")
+SET_KEY = "target_set"  # run.json: the mark every part of a sweep over several target types carries
 
 # spec keys (run.json "sweep") that change what is generated, with the value a spec written before the key existed
 # means; the workloads count by name, split and new tokens (their prompt counts may differ: prompts are paired)
@@ -212,7 +215,7 @@ def _check_merge(folders: tuple[Identity, ...], force: bool) -> None:
                 "the results folders of one sweep (recommend and plot read RESULTS/confirm beside its sweep)"
             )
     hashes = sorted({str(one.spec_hash) for one in folders})
-    if len(hashes) > 1:
+    if len(hashes) > 1 and not _one_target_set(folders):
         raise SpecbenchError(f"cannot merge results of different sweep specs ({', '.join(hashes)})")
     devices = sorted({str(one.info.get("device_name")) for one in folders})
     if len(devices) > 1 and not force:
@@ -220,6 +223,18 @@ def _check_merge(folders: tuple[Identity, ...], force: bool) -> None:
             f"results were measured on different devices ({', '.join(devices)}); "
             "their timings do not compare (use --force to merge anyway)"
         )
+
+
+def set_mark(info: dict | None) -> dict | None:
+    """A folder's target-set mark from its run.json (``{name, types, hash}``), or None (an ordinary sweep)."""
+    value = (info or {}).get(SET_KEY)
+    return value if isinstance(value, dict) and isinstance(value.get("hash"), str) else None
+
+
+def _one_target_set(folders: tuple[Identity, ...]) -> bool:
+    """Every folder is a part (or the merge) of one sweep over several target types."""
+    marks = [set_mark(one.info) for one in folders]
+    return all(m is not None for m in marks) and len({m["hash"] for m in marks if m is not None}) == 1
 
 
 def _check_compare(old: Identity, others: tuple[Identity, ...]) -> None:
@@ -241,6 +256,13 @@ def _check_compare(old: Identity, others: tuple[Identity, ...]) -> None:
 def _check_confirm(results: Identity, others: tuple[Identity, ...]) -> None:
     if results.role not in SWEEP_FAMILY:
         raise SpecbenchError(f"{results.describe()}: confirm runs again the recommendation of a sweep's folder")
+    mark = set_mark(results.info)
+    if mark is not None and results.role == MERGED:
+        kinds = [str(k) for k in mark.get("types") or []]
+        raise SpecbenchError(
+            f"{results.folder} merges a sweep over the target types {', '.join(kinds)}: confirm each target's own "
+            f"part, e.g. specbench confirm {results.folder}/targets/{kinds[0] if kinds else 'TYPE'}"
+        )
     for folder in others:
         if folder.role != CONFIRMATION:
             raise SpecbenchError(

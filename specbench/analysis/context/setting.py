@@ -10,7 +10,8 @@ and the next bin's shortest (the midpoint of their means where the two overlap);
 tokens, the last is open-ended and unmeasured past the longest prompt measured (a note says so). Neighbouring
 ranges with the same K merge.
 
-Engines. specbench's own engine takes one ``--gamma`` per run, so the setting is one command line per range.
+Engines. specbench's own engine takes one ``--gamma`` per run, so the setting is one command line per range
+(where no bin is a confident yes: one line for every length, the pooled verdict's γ).
 No engine of the catalogue (`specbench.catalogue.engines`) takes γ per context length: each gets one line with
 the nearest setting — the γ of the verdict over the bins pooled (the sweep's mix of lengths) and, where the
 longest ranges are a confident no, a router rule: send prompts of N tokens or more to a pool without speculation.
@@ -72,7 +73,7 @@ def length_setting(verdicts: Sequence[BinVerdict], mix: Decision | None, engines
     if chosen is None:
         every_no = all(v.decision.confident and v.decision.says_no for v in verdicts)
         why = "a confident no in every bin" if every_no else "no bin has a confident yes"
-        lines = [f"no length-aware setting: {why}"]
+        lines = [f"no length-aware setting: {why}", _own_engine_pooled(mix)]
         lines += [_engine_line(name, [], mix) for name in (engines or catalogue_engines.names())]
         return {"drafter_label": None, "levels": [], "ranges": [], "lines": lines, "notes": []}
     label = chosen.drafter_label
@@ -110,6 +111,22 @@ def _own_engine_line(chosen, ranges: list[list]) -> str:
         for r in ranges
     ]
     return "specbench's own engine (one --gamma per run, no per-length option): " + "; ".join(parts) + params
+
+
+def _own_engine_pooled(mix: Decision | None) -> str:
+    """specbench's own engine when no bin is a confident yes: one γ for every length, the pooled verdict's."""
+    head = "specbench's own engine (one --gamma per run, no per-length option): "
+    o = mix.option if mix is not None and mix.says_yes else None
+    if mix is not None and mix.confident and o is not None:
+        params = "" if o.drafter_params in ("", "{}") else f" (drafter parameters {o.drafter_params})"
+        return (
+            f"{head}every length: --drafter {o.drafter} --gamma {o.gamma}{params}, the verdict over the sweep's mix "
+            f"of lengths ({speedup_words(o.speedup, o.lo, o.hi)} adjusted)"
+        )
+    if mix is not None and mix.confident and mix.says_no:
+        return f"{head}every length: --gamma 0 (no speculation), the verdict over the sweep's mix of lengths"
+    verdict = mix.short() if mix is not None else "no verdict"
+    return f"{head}no setting until a verdict is confident (over the sweep's mix of lengths: {verdict})"
 
 
 def _engine_line(name: str, ranges: list[list], mix: Decision | None) -> str:

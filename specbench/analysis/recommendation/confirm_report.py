@@ -93,7 +93,7 @@ class TargetLooks:
         ended = {
             DECIDED: "",
             OPEN: " (still open)",
-            EXHAUSTED: " (its fresh prompts ran out)",
+            EXHAUSTED: f" (its planned looks ended at {self.planned[-1] if self.planned else 0} fresh prompts)",
             BUDGET: " (the budget ran out)",
         }.get(self.status, f" ({self.status})")
         return result_line(self.target, self.last) + ended
@@ -139,7 +139,14 @@ class Report:
         return [t.line() for t in self.targets.values()]
 
     def for_workload(self, workload: str) -> list[TargetLooks]:
-        return [t for t in self.targets.values() if t.target.workload == workload]
+        """The targets of ``workload``: its own, and for a workload named without options the targets of its
+        option variants too (a context sweep's ``long-context`` confirms ``long-context:bin=4k`` and ``…:bin=7k``
+        on both sides of a length threshold)."""
+        return [
+            t
+            for t in self.targets.values()
+            if t.target.workload == workload or (":" not in workload and t.target.workload.split(":")[0] == workload)
+        ]
 
     def as_dict(self) -> dict:
         return {

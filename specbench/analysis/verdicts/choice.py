@@ -25,8 +25,11 @@ boundary, so every look uses the same rule), and the lower end of each ratio is
 * option i is **certified** — within ε of the best — when L_ij > log(1 − ε) for every other option j in the race;
 * option j **leaves the race** when L_ij > −log(1 − ε) for some option i: it is confidently more than ε behind i;
 * the **choice is settled** when some option is certified. The certified options are the ε-equivalent set (the
-  flat range: "γ 3–5 within 5 % of the best"), and the pick is the one of them with the highest point estimate
-  (any of them carries the guarantee; the highest estimate is the best guess of the best).
+  flat range: "γ 3–5 within 5 % of the best"), and the pick is the one whose weakest comparison is strongest,
+  the largest min_j L_ij (ties: the highest point estimate). Any of them carries the guarantee; the margin is
+  what a confirmation on fresh prompts tests again (its contenders against the pick), while inside a flat range
+  the highest point estimate is mostly the noise of the prompts measured — on fresh prompts that argmax falls back
+  towards its neighbours, and a pick at the edge of the range is the one a neighbour most often edges.
 
 **Why it holds.** Let b be the truly best option and E the event that every comparison with b keeps its lower
 end: log R_jb ≥ L_jb for all j ≠ b. Each of these K − 1 one-sided statements fails with probability at most p,
@@ -65,7 +68,7 @@ class Choice:
     configurations: int  # K: the options compared
     level: float  # p: the one-sided level of each comparison
     settled: bool
-    chosen: tuple | None  # the pick: the certified option with the highest point estimate
+    chosen: tuple | None  # the pick: the certified option with the largest margin min_j L_ij
     leader: tuple | None  # the highest point estimate in the race (the pick while the choice is open)
     equivalent: list[tuple] = field(default_factory=list)  # certified: within ε of the best
     race: list[tuple] = field(default_factory=list)  # not confidently more than ε behind any option
@@ -160,7 +163,7 @@ def choose(
     near = math.log(1.0 - tolerance)  # "within ε of": log R above this
     certified = [i for i in race if all(lower[(i, j)] > near for j in race if j != i)]
     leader = race[0] if race else keys[0]
-    chosen = certified[0] if certified else None  # keys are in order of the point estimate
+    chosen = max(certified, key=lambda i: _margin(i, race, lower), default=None)  # max() keeps the first of ties
     n_prompts = max((r.n_prompts for r in ratios.values()), default=0)
     choice = Choice(
         tolerance, delta, k, p, bool(certified), chosen, leader, certified, race, behind, n_prompts=n_prompts
@@ -169,6 +172,12 @@ def choose(
         choice.prompts_needed, choice.open_against = _to_settle(leader, race, ratios, lower, near, quantile, named)
     choice.text = choice_text(choice, named)
     return choice
+
+
+def _margin(option: tuple, race: list[tuple], lower: dict) -> float:
+    """min_j L_ij over the other options in the race: how surely ``option`` lies within reach of each of them (the
+    pick maximises it; +inf when no other option is left in the race)."""
+    return min((lower[(option, j)] for j in race if j != option), default=math.inf)
 
 
 def _quantile(p: float):

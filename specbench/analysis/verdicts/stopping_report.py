@@ -34,13 +34,14 @@ def best_label(best: Candidate | None) -> str:
 
 
 def best_phrase(best: Candidate | None, answer: Answer | None) -> str:
-    """'best ngram γ=2 at 1.25× [1.08, 1.45]', or a phrase that says what is missing (no configuration compared
+    """'best ngram γ=2 at 1.25× [1.08, 1.45]' ('speculate with …' for a yes), or a phrase that says what is missing (no configuration compared
     yet; no speedup for it yet) — never a placeholder."""
     name = describe_best(best)
     if not name:
         return "no configuration compared yet"
     interval = interval_text(best, answer)
-    return f"best {name} at {interval}" if interval else f"best {name} (no speedup measured for it yet)"
+    word = "speculate with" if answer == Answer.YES else "best"  # a yes names its recommendation, not a race's leader
+    return f"{word} {name} at {interval}" if interval else f"{word} {name} (no speedup measured for it yet)"
 
 
 def _answer_words(answer: Answer | None, disturbed: bool) -> str:

@@ -194,12 +194,16 @@ class Decision:
     surest: Candidate | None = None  # a yes whose pick's own interval reaches 1: the option whose interval clears it
 
     def pays_words(self) -> str:
-        """'; speculation pays: ngram γ=1 at 1.24× [1.002, 1.54]' when the named option's own interval reaches 1 and
-        another option's is what clears it (the direction's evidence, said beside the choice); '' otherwise."""
+        """' (that speculation pays rests on ngram γ=1, 1.24× [1.002, 1.54], whose interval clears 1)' when the named
+        option's own interval reaches 1 and another option's is what clears it: the direction's evidence, worded so
+        that only the named option reads as the recommendation; '' otherwise."""
         s = self.surest
         if s is None or not s.has_point or s.drafter_label is None:
             return ""
-        return f"; speculation pays: {s.describe(schedule=False)} at {s.interval_text(YES)}"
+        return (
+            f" (that speculation pays rests on {s.describe(schedule=False)}, {s.interval_text(YES)}, "
+            "whose interval clears 1)"
+        )
 
     @property
     def settled(self) -> bool:
@@ -235,7 +239,8 @@ class Decision:
         text = self.answer.value
         best = self.best
         if best is not None and best.has_point and best.drafter_label is not None and best.gamma is not None:
-            text += f": best {best.describe(schedule=False)} at {best.interval_text(self.answer)}"
+            word = "speculate with" if self.answer == YES else "best"
+            text += f": {word} {best.describe(schedule=False)} at {best.interval_text(self.answer)}"
         if self.answer == YES:
             text += self.pays_words()
         if self.timing_disturbed:  # the same words as the main verdict's: a disturbed yes is no verdict

@@ -230,8 +230,9 @@ FLAGS: tuple[Flag, ...] = (
         ("--target-quant",),
         str,
         "quantization.target",
-        "GGUF type the target runs at on llama.cpp (F16, Q8_0, Q6_K, Q4_K_M, Q3_K_M, Q2_K, ...; built once with "
-        "llama-quantize from the shipped weights).",
+        "GGUF types the target runs at on llama.cpp, comma separated (F16, Q8_0, Q6_K, Q4_K_M, Q3_K_M, Q2_K, ...; "
+        "built once with llama-quantize from the shipped weights); two or more run one sweep per type and merge them.",
+        items=str,
     ),
     Flag(
         "drafter_quants",

@@ -309,7 +309,8 @@ def _with_defaults(raw, where: str) -> dict:
 
 
 def _quantization(spec: SweepSpec, value, where: str) -> None:
-    """``quantization: {target: TYPE, drafters: [TYPE, ...]}``: the target runs at one GGUF type, and every drafter
+    """``quantization: {target: TYPE, drafters: [TYPE, ...]}``: the target runs at one GGUF type (several types are
+    one sweep each, `specbench.measure.grid.target_set`), and every drafter
     with a draft model runs once per drafter type (``model: smollm2-135m`` → ``smollm2-135m@Q8_0``, ...), so each
     type is a drafter of its own in the records (`specbench.catalogue.gguf_types`)."""
     if value is None:
@@ -317,10 +318,13 @@ def _quantization(spec: SweepSpec, value, where: str) -> None:
     if not isinstance(value, dict):
         _fail(where, "'quantization' must be a mapping, e.g. {target: Q8_0, drafters: [Q8_0, Q4_K_M]}")
     check_keys(value, QUANTIZATION_KEYS, f"{where}: quantization: unknown key '{{key}}'")
-    if value.get("target") is not None:
-        spec.target = gguf_types.with_type(
-            spec.target, gguf_types.check_type(value["target"], f"{where}: quantization.target")
-        )
+    target = value.get("target")
+    if isinstance(target, list) and len(target) == 1:
+        target = target[0]
+    if isinstance(target, list):  # several types are several sweeps: the command runs one part per type
+        _fail(where, "quantization.target names several types: run them with `specbench sweep` (one part per type)")
+    if target is not None:
+        spec.target = gguf_types.with_type(spec.target, gguf_types.check_type(target, f"{where}: quantization.target"))
     kinds = [
         gguf_types.check_type(k, f"{where}: quantization.drafters")
         for k in _as_list(value.get("drafters") or [], where, "quantization.drafters")

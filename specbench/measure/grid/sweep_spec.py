@@ -92,7 +92,7 @@ DEFAULTS = {
     "tolerance": None,
     "quantization": None,
 }
-QUANTIZATION_KEYS = ("target", "drafters")  # GGUF types: the target's (one), the draft model's (one or more)
+QUANTIZATION_KEYS = ("target", "drafters")  # GGUF types: the target's (one per sweep part), the draft model's
 DRAFTER_KEYS = ("type", "params")  # one entry of 'drafters'
 WORKLOAD_KEYS = ("name", "count", "split", "max_new_tokens")  # one entry of 'workloads'
 CALIBRATION_KEYS = ("gammas", "prompts")

@@ -85,8 +85,8 @@ class ConfirmSettings:
 
     first: int = 4
     batch: int = 4
-    max_prompts: int = 24
-    budget_s: float | None = 480.0
+    max_prompts: int = 48
+    budget_s: float | None = 900.0
     seed: int = 0
     workloads: tuple[str, ...] = ()  # only these workloads (empty: every decided one)
     tolerance: float | None = None  # ε of the regret (None: the sweep's own tolerance)
