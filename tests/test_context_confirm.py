@@ -89,3 +89,7 @@ def test_confirm_targets_both_sides_of_a_length_threshold_with_fresh_prompts_of_
         fresh = plan.workloads[name].prompts
         assert fresh and {p.context_bin for p in fresh} == {label}  # the bin's own lengths
         assert not {p.prompt_id for p in fresh} & swept  # never a prompt the sweep used
+    report = plan.report()  # recommend --json attaches both sides to the pooled workload, one side to its bin
+    assert sorted(t.target.workload for t in report.for_workload("lc")) == ["lc:bin=a", "lc:bin=b"]
+    assert [t.target.workload for t in report.for_workload("lc:bin=a")] == ["lc:bin=a"]
+    assert report.for_workload("lc2") == []

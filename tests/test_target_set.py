@@ -85,3 +85,28 @@ def test_folders_of_other_sets_or_without_a_mark_do_not_merge(tmp_path):
         b = _part(tmp_path / name.replace(" ", "-"), "Q8_0", second, 1)
         with pytest.raises(SpecbenchError, match="different sweep specs"):
             merge_folders([a, b], tmp_path / f"out-{name.replace(' ', '-')}")
+
+
+def test_units_of_two_target_types_have_distinct_ids_and_untyped_ids_stay():
+    """The parts' units must not collide in the merge (it keeps one row per unit id); a sweep without a GGUF type
+    adds nothing to its ids (the folders it already wrote resume)."""
+    from specbench.measure.grid.sweep import build_spec
+    from specbench.measure.grid.units import expand_units, load_workloads
+
+    specs = [build_spec(part.raw, "q.yaml") for part in target_parts(RAW, "q.yaml")]
+    ids = [{u.unit_id for u in expand_units(spec, load_workloads(spec))} for spec in specs]
+    assert ids[0] and len(ids[0]) == len(ids[1]) and not ids[0] & ids[1]
+    plain = build_spec({k: v for k, v in RAW.items() if k not in ("quantization", "backend")}, "q.yaml")
+    units = expand_units(plain, load_workloads(plain))
+    assert units and all(u.target_type is None for u in units)
+
+
+def test_a_merge_refuses_one_unit_id_under_two_targets(tmp_path):
+    mark = target_parts(RAW, "q.yaml")[0].mark
+    a = _part(tmp_path / "a", "F16", mark, 0)
+    records = load_records(a).to_dict("records")
+    for r in records:
+        r["target"] = "smollm2-135m@Q8_0"
+    write_results(tmp_path / "b", records, {**identify(a).info, "spec_hash": "other"})
+    with pytest.raises(SpecbenchError, match="unit id\\(s\\) appear under different targets"):
+        merge_folders([a, tmp_path / "b"], tmp_path / "out")

