@@ -140,7 +140,7 @@ def test_no_setting_and_no_crossover_claims_where_nothing_is_confident():
 def test_without_a_confident_bin_the_own_engine_still_gets_the_pooled_gamma():
     """Few prompts per bin leave every bin open while the bins pooled are a confident yes: no γ per range, but the
     own engine's line names the pooled verdict's γ for every length (as the other engines' lines do)."""
-    (entry,) = _summary(_records({"1k": (1000, 0.85), "2k": (2000, 0.85)}, n_prompts=3))
+    (entry,) = _summary(_records({"1k": (1000, 0.85), "2k": (2000, 0.85), "4k": (4000, 0.85)}, n_prompts=2))
     assert all(not b["confident"] for b in entry["bins"]), entry["bins"]
     lines = entry["setting"]["lines"]
     assert "no bin has a confident yes" in lines[0]
@@ -203,3 +203,18 @@ def test_the_report_draws_the_context_figure_only_for_several_bins(tmp_path):
     assert "speedup_vs_context" not in [
         f.name for f in figures_for(load_plot_data(write_results(tmp_path / "one", one), n_boot=40))
     ]
+
+
+def test_a_panel_without_a_crossing_says_which_side_its_speedup_stays_on():
+    from specbench.figures.families.context import no_crossing_title
+
+    def entry(**crossing) -> dict:
+        base = {"point": None, "lo": None, "below_all": False, "lo_at_first": False}
+        return {"crossover": {"drafter_label": "ngram", "gamma": 4, "crossover": {**base, **crossing}}}
+
+    assert (
+        no_crossing_title(entry(lo=2643.5))
+        == "ngram γ=4 pays at every length measured; confidently up to about 2,644 tokens"
+    )
+    assert no_crossing_title(entry()) == "ngram γ=4 pays at every length measured"
+    assert no_crossing_title(entry(below_all=True)) == "ngram γ=4 pays at no length measured"

@@ -37,6 +37,7 @@ import yaml
 from specbench.cli import app
 from specbench.cli.shell.params import bind_rows
 from specbench.measure.grid.sweep import build_spec, load_spec_file
+from specbench.measure.run.target_set import target_parts
 from tests.cli_helpers import invoke
 from tests.confirm_helpers import decided_results
 from tests.doc_examples import ROOT, Block, Command, all_blocks, console_commands, read_blocks
@@ -299,7 +300,9 @@ def sweep_of(block: Block, raw: dict, folder: Path) -> dict:
     path = folder / "example.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
     loaded = load_spec_file(path)
-    build_spec(loaded)
+    parts = target_parts(loaded, str(path))  # several target types: the command builds one sweep per type
+    for part in [p.raw for p in parts] or [loaded]:
+        build_spec(part)
     return loaded
 
 

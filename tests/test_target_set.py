@@ -1,4 +1,4 @@
-"""A sweep over several GGUF types of the target (`specbench.measure.grid.target_set`): one part per type, merged.
+"""A sweep over several GGUF types of the target (`specbench.measure.run.target_set`): one part per type, merged.
 
 * the expansion: ``quantization.target`` as a list of two or more types gives one part per type, each with one
   type and the same set mark; one type (or none) is an ordinary sweep; an adaptive plan is refused in one line;
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from specbench.errors import SpecbenchError
-from specbench.measure.grid.target_set import target_parts
+from specbench.measure.run.target_set import target_parts
 from specbench.records.identity import SET_KEY, check_together, identify
 from specbench.records.merge import merge_folders
 from specbench.records.store import load_records
@@ -54,11 +54,12 @@ def test_a_set_refuses_an_adaptive_plan_and_unknown_types_in_one_line():
         target_parts({**RAW, "quantization": {"target": ["F16", "Q9_X"]}}, "q.yaml")
 
 
-def _part(folder: Path, kind: str, mark: dict | None, seed: int) -> Path:
+def _part(folder: Path, kind: str, mark: dict | None, seed: int, ids_of: str | None = None) -> Path:
+    """A part measured with the target at ``kind``; its unit ids carry ``ids_of`` (default: its own type)."""
     records = make_records([SyntheticDrafter(gammas=(3,))], n_prompts=4, max_new_tokens=16, seed=seed)
     for r in records:
         r["target"] = f"smollm2-135m@{kind}"
-        r["unit_id"] = f"{kind}-{r['unit_id']}"
+        r["unit_id"] = f"{ids_of or kind}-{r['unit_id']}"
     info = {"sweep": {"name": "q"}, "spec_hash": f"hash-{kind}", "device_name": "cpu"}
     if mark is not None:
         info[SET_KEY] = mark
@@ -104,9 +105,6 @@ def test_units_of_two_target_types_have_distinct_ids_and_untyped_ids_stay():
 def test_a_merge_refuses_one_unit_id_under_two_targets(tmp_path):
     mark = target_parts(RAW, "q.yaml")[0].mark
     a = _part(tmp_path / "a", "F16", mark, 0)
-    records = load_records(a).to_dict("records")
-    for r in records:
-        r["target"] = "smollm2-135m@Q8_0"
-    write_results(tmp_path / "b", records, {**identify(a).info, "spec_hash": "other"})
+    b = _part(tmp_path / "b", "Q8_0", mark, 0, ids_of="F16")  # the same unit ids under the other target
     with pytest.raises(SpecbenchError, match="unit id\\(s\\) appear under different targets"):
-        merge_folders([a, tmp_path / "b"], tmp_path / "out")
+        merge_folders([a, b], tmp_path / "out")

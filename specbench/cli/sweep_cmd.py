@@ -24,7 +24,10 @@ from specbench.cli.views.render import console as wide_console
 from specbench.cli.views.render import fmt, plain, styled, text_column
 from specbench.errors import SpecbenchError
 from specbench.measure.grid.flags import FLAGS, SweepFlags, SweepValues
-from specbench.records.store import load_records
+from specbench.measure.run.target_set import target_parts
+from specbench.records.identity import SET_KEY
+from specbench.records.merge import merge_folders
+from specbench.records.store import ResultsStore, load_records
 from specbench.safe_files import json_ready, read_json
 
 EPILOG = """Examples:
@@ -71,7 +74,6 @@ def sweep(values: SweepValues) -> None:
         load_spec_file,
     )
     from specbench.measure.grid.sweep_spec import capped_workloads  # lazy: loads torch; keeps `specbench --help` fast
-    from specbench.measure.grid.target_set import target_parts  # lazy: loads torch; keeps `specbench --help` fast
     from specbench.measure.grid.units import parse_shard  # lazy: loads torch; keeps `specbench --help` fast
 
     flags = SweepFlags.from_command(values)
@@ -103,14 +105,11 @@ def sweep(values: SweepValues) -> None:
 
 
 def _sweep_parts(parts, where: str, values: SweepValues) -> None:
-    """A sweep over several target types (`specbench.measure.grid.target_set`): each type's sweep into
+    """A sweep over several target types (`specbench.measure.run.target_set`): each type's sweep into
     RESULTS/targets/TYPE (resumable; a killed part resumes with the same command), each part marked as one set's,
     then their merge into RESULTS, which recommend, plot and results show read as one sweep."""
     from specbench.measure.grid.sweep import build_spec  # lazy: loads torch; keeps `specbench --help` fast
     from specbench.measure.grid.units import parse_shard  # lazy: loads torch; keeps `specbench --help` fast
-    from specbench.records.identity import SET_KEY
-    from specbench.records.merge import merge_folders
-    from specbench.records.store import ResultsStore
 
     if values.shard is not None:
         raise SpecbenchError("--shard splits one sweep's prompts: run a sweep over several target types whole")

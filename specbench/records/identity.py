@@ -18,7 +18,7 @@ Every results folder says what it is in its run.json: ``role`` (one of `ROLES`) 
 
 * ``merge`` (`results merge`): sweeps, shards and merges of one spec hash, on one device (``force``: any
   device); never a confirmation or a profile. Folders of different spec hashes merge only as the parts of one
-  sweep over several target types (all carry one ``target_set`` mark, `specbench.measure.grid.target_set`);
+  sweep over several target types (all carry one ``target_set`` mark, `specbench.measure.run.target_set`);
 * ``compare`` (`specbench compare`): two folders of one role family (sweeps, shards and merges; or two
   confirmations), never a profile, generated alike: every key of the spec that changes what is generated
   (`generation_keys`) must be equal, and the keys that differ are named. The drafter's parameters may differ

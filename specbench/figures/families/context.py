@@ -14,6 +14,7 @@ from specbench.figures.plot_data import PlotData
 from specbench.figures.skipped import FigureSkipped
 
 MARKERS = ("o", "s", "^", "D", "v", "P")
+GAMMA_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")  # Okabe–Ito: colour-blind safe
 
 
 def context_series(entry: dict, fits: pd.DataFrame) -> list[dict]:
@@ -77,6 +78,21 @@ def crossover_mark(entry: dict) -> dict | None:
     }
 
 
+def no_crossing_title(entry: dict) -> str:
+    """The panel's title when the named configuration's speedup does not cross 1 within the lengths measured:
+    which side it stays on, and where its interval stops clearing 1 (the crossover rule's words, shortened)."""
+    line = entry.get("crossover")
+    if not line:
+        return "no crossover: no configuration to follow across the bins"
+    c = line["crossover"]
+    name = f"{line['drafter_label']} γ={line['gamma']}"
+    if c.get("below_all"):
+        return f"{name} pays at no length measured"
+    if c.get("lo") is not None and not c.get("lo_at_first"):
+        return f"{name} pays at every length measured; confidently up to about {c['lo']:,.0f} tokens"
+    return f"{name} pays at every length measured"
+
+
 def figure_speedup_vs_context(data: PlotData) -> Figure:
     """Per workload: speedup (top) and α̂ (bottom) per γ against mean prompt tokens (log axis), crossover marked."""
     entries = data.context or []
@@ -87,9 +103,12 @@ def figure_speedup_vs_context(data: PlotData) -> Figure:
     for top, bottom, entry in zip(tops, bottoms, entries):
         lines = context_series(entry, data.context_bins)
         gammas = sorted({s["gamma"] for s in lines})
+        one_drafter = len({(s["drafter_label"], s["tree"]) for s in lines}) == 1
         for s in lines:
             style = dict(data.palette.style(s["drafter_label"], s["tree"]))
             style["marker"] = MARKERS[gammas.index(s["gamma"]) % len(MARKERS)]
+            if one_drafter:  # one drafter: γ is what the reader tells apart, so each γ gets its own colour
+                style["color"] = GAMMA_COLOURS[gammas.index(s["gamma"]) % len(GAMMA_COLOURS)]
             x = np.log2(np.asarray(s["x"], dtype=float))
             measured_points(top, x, s["speedup"], s["lo"], s["hi"], style=style)
             measured_points(bottom, x, s["alpha"], s["alpha_lo"], s["alpha_hi"], style=style)
@@ -97,7 +116,7 @@ def figure_speedup_vs_context(data: PlotData) -> Figure:
             handles[name] = series_handle(name, style)
         top.axhline(1.0, color="0.3", linestyle=":", linewidth=1)
         mark = crossover_mark(entry)
-        title = "speculation pays at every length measured or at none (no crossing)"
+        title = no_crossing_title(entry)
         if mark is not None:
             for ax in (top, bottom):
                 ax.axvspan(np.log2(mark["lo"]), np.log2(mark["hi"]), color="0.85", zorder=0)

@@ -310,7 +310,7 @@ def _with_defaults(raw, where: str) -> dict:
 
 def _quantization(spec: SweepSpec, value, where: str) -> None:
     """``quantization: {target: TYPE, drafters: [TYPE, ...]}``: the target runs at one GGUF type (several types are
-    one sweep each, `specbench.measure.grid.target_set`), and every drafter
+    one sweep each, `specbench.measure.run.target_set`), and every drafter
     with a draft model runs once per drafter type (``model: smollm2-135m`` → ``smollm2-135m@Q8_0``, ...), so each
     type is a drafter of its own in the records (`specbench.catalogue.gguf_types`)."""
     if value is None:
