@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import partial
 
 from specbench.backends.registry import DEFAULT as DEFAULT_BACKEND
 from specbench.catalogue import gguf_types
@@ -138,40 +139,24 @@ def expand_units(spec: SweepSpec, workloads: list[Workload], shard: tuple[int, i
                 for temperature in spec.temperatures:
                     configs = [c for c in spec.configs if c.temperature == temperature]
                     for turn in range(1, len(prompt.turns) + 1):
+                        unit = partial(  # what a turn's live and replayed units share
+                            Unit,
+                            workload=workload,
+                            prompt=prompt,
+                            turn=turn,
+                            repeat=repeat,
+                            max_new_tokens=max_new,
+                            base_seed=spec.seed,
+                            target_type=target_type,
+                        )
                         for config in configs:  # the baseline comes first in spec.configs
                             if runs_live(spec, config, index):
                                 units.extend(
-                                    Unit(
-                                        config,
-                                        workload,
-                                        prompt,
-                                        turn,
-                                        repeat,
-                                        max_new,
-                                        spec.seed,
-                                        concurrency=n,
-                                        request_rate=rate,
-                                        backend=spec.backend,
-                                        target_type=target_type,
-                                    )
+                                    unit(config, concurrency=n, request_rate=rate, backend=spec.backend)
                                     for n, rate in spec.loads
                                 )
                         if spec.replays:
-                            units.extend(
-                                Unit(
-                                    c,
-                                    workload,
-                                    prompt,
-                                    turn,
-                                    repeat,
-                                    max_new,
-                                    spec.seed,
-                                    "replay",
-                                    target_type=target_type,
-                                )
-                                for c in configs
-                                if not c.is_baseline
-                            )
+                            units.extend(unit(c, mode="replay") for c in configs if not c.is_baseline)
     return units
 
 
