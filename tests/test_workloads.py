@@ -420,7 +420,7 @@ def test_cli_list_json_counts():
     stream = rows["stream-code-chat-mtbench"]
     assert (stream["prompts"], stream["turns"], stream["chat"]) == (60, 72, "mixed")  # HumanEval plain, the rest chat
     assert (rows["mt-bench"]["prompts"], rows["mt-bench"]["turns"], len(rows["mt-bench"]["categories"])) == (80, 160, 8)
-    assert (rows["long-context"]["prompts"], len(rows["long-context"]["categories"])) == (8 * 3 * 4, 6)
+    assert (rows["long-context"]["prompts"], len(rows["long-context"]["categories"])) == (16 * 3 * 4, 6)
     assert rows["humaneval"]["prompts"] == 164 and rows["humaneval"]["chat"] is False
     assert rows["sharegpt"]["prompts"] >= 10_000 and rows["sharegpt"]["eval_prompts"] < rows["sharegpt"]["prompts"]
 
