@@ -294,7 +294,7 @@ def predicted_table(predicted):
             f"cost per round timed on {int(first['n_calibration'])}"
         ),
         caption="predicted: 95% interval carrying acceptance and cost uncertainty; measured: live "
-        "end-to-end on the calibration prompts; realized ÷ predicted on those same prompts",
+        "end-to-end on the calibration prompts; realized ÷ predicted on those same units (95% CI)",
     )
     for c in ("drafter", "γ", "τ", "predicted [95% CI]", "measured [95% CI]", "realized ÷ predicted"):
         table.add_column(c, justify="left" if c == "drafter" else "right", overflow="fold")
@@ -310,7 +310,7 @@ def predicted_table(predicted):
             fmt(r["tau"], 2),
             _ci(r["predicted"], r["lo"], r["hi"], r["n_prompts"]),
             measured,
-            fmt(r["realized_over_predicted"], 2),
+            _ci(r["realized_over_predicted"], r.get("realized_lo"), r.get("realized_hi"), r["n_measured"]),
         )
     return table
 
@@ -492,9 +492,9 @@ def recommend_command(
         )
         return
     console = wide_console()
-    for rec, quantized in zip(recs, quantization):
+    for rec in recs:
         _print_recommendation(rec, console)
-        print_quantization(quantized, console)
+    print_quantization(quantization, console)
     if load is not None:
         print_load(load, console)
     if context is not None:

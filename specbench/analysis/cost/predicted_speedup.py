@@ -25,7 +25,9 @@ Interval (log scale, t with Welch–Satterthwaite degrees of freedom), carrying 
 
 The measured end-to-end speedup on the calibration prompts (live units, paired with the
 baseline) is the check on the model: ``realized_over_predicted`` = measured ÷ predicted on
-exactly those prompts.
+exactly those units, with its per-prompt t-interval (``realized_lo``, ``realized_hi``). Where the
+model misprices a configuration confidently by more than the choice's tolerance (`model_misses`),
+the verdict rests on the measured speedups instead (`specbench.analysis.verdicts.decision`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import pandas as pd
 from specbench.analysis.cost.round_cost import CostFit, cost_stats, fit_costs
 from specbench.analysis.statistics.intervals import LEVEL
 from specbench.analysis.statistics.paired_ratio import PerPrompt
-from specbench.analysis.statistics.speedup_interval import combined_interval, speedup_interval
+from specbench.analysis.statistics.speedup_interval import combined_interval, speedup_interval, t_quantile
 from specbench.catalogue.drafters import TARGET_ONLY
 from specbench.records.rounds import cluster_codes, cluster_sums, prompt_clusters
 from specbench.records.summary import BASELINE_KEYS, UNIT_KEYS, is_baseline, prefer_live, with_config_defaults
@@ -216,10 +218,22 @@ def _realized(
     fit: CostFit,
     level: float,
 ) -> dict:
-    """Measured speedup on the calibration prompts, the prediction on the same prompts, their ratio."""
+    """Measured speedup on the calibration prompts, the prediction on the same units, and the model check: their
+    ratio with its per-prompt t-interval (module docstring).
+
+    With S the configuration's decode seconds and B the baseline's, timed (m) and priced by the cost fit (c),
+    summed over the same paired units of each prompt p, the tokens cancel:
+
+        realized ÷ predicted = (Σ_p S^c_p ÷ Σ_p S^m_p) ÷ (Σ_p B^c_p ÷ Σ_p B^m_p)
+
+    which is `speedup_interval`'s ratio with S^c, S^m, B^c, B^m in the places of its four sums."""
     nan = float("nan")
     live = group_live[(group_live["gamma"] == config["gamma"].iloc[0])]
-    paired = live.merge(base[UNIT_KEYS + ["decode_tokens", "decode_s"]], on=UNIT_KEYS, suffixes=("", "_base"))
+    paired = live.assign(model_s=modelled_decode_s(live, fit)).merge(
+        base[UNIT_KEYS + ["decode_tokens", "decode_s"]].assign(model_s=modelled_decode_s(base, fit)),
+        on=UNIT_KEYS,
+        suffixes=("", "_base"),
+    )
     if paired.empty:
         return {
             "measured": nan,
@@ -227,32 +241,49 @@ def _realized(
             "measured_hi": nan,
             "n_measured": 0,
             "predicted_same_prompts": nan,
-            "realized_over_predicted": nan,
+            **dict.fromkeys(CHECK_COLUMNS, nan),
         }
-    codes = cluster_codes(paired, clusters)
     sums = cluster_sums(
-        codes,
+        cluster_codes(paired, clusters),
         len(clusters),
-        paired["decode_tokens"],
-        paired["decode_s"],
-        paired["decode_tokens_base"],
-        paired["decode_s_base"],
+        *(paired[c] for c in ("decode_tokens", "decode_s", "decode_tokens_base", "decode_s_base")),
+        *(paired[c] for c in ("model_s", "model_s_base")),
     )
-    tokens, seconds, base_tokens, base_seconds = sums[sums[:, 0] > 0].T
+    tokens, seconds, base_tokens, base_seconds, model_s, base_model_s = sums[sums[:, 0] > 0].T
     measured = speedup_interval(tokens, seconds, base_tokens, base_seconds, level=level)
-    same = _per_prompt(
-        config[config["prompt_id"].astype(str).isin(set(paired["prompt_id"].astype(str)))], base, clusters, fit
-    )
-    t, s, bt, bs = (x.sum() for x in same)
-    predicted = (t / s) / (bt / bs)
+    check = speedup_interval(model_s, seconds, base_model_s, base_seconds, level=level)
     return {
         "measured": measured.point,
         "measured_lo": measured.lo,
         "measured_hi": measured.hi,
         "n_measured": measured.n_prompts,
-        "predicted_same_prompts": float(predicted),
-        "realized_over_predicted": float(measured.point / predicted),
+        "predicted_same_prompts": float(measured.point / check.point),
+        "realized_over_predicted": check.point,
+        "realized_lo": check.lo,
+        "realized_hi": check.hi,
+        "check_log_se": check.log_se,
+        "check_dof": check.dof,
     }
+
+
+CHECK_COLUMNS = ("realized_over_predicted", "realized_lo", "realized_hi", "check_log_se", "check_dof")
+
+
+def model_misses(predicted: pd.DataFrame, level: float, tolerance: float) -> pd.DataFrame:
+    """The configurations the cost model misprices beyond the tolerance, confidently: those whose realized ÷
+    predicted interval, at level 1 − (1 − level)/K for the K configurations checked (Bonferroni), lies wholly
+    outside [1/(1 + ε), 1 + ε]. Where any does, the prediction is not the evidence to choose by: a mispricing
+    larger than ε can reorder options that the choice calls equivalent within ε."""
+    if predicted.empty or "check_log_se" not in predicted:
+        return predicted.iloc[0:0]
+    checked = predicted[np.isfinite(predicted["check_log_se"]) & (predicted["check_dof"] > 0)]
+    if checked.empty:
+        return checked
+    simultaneous = 1 - (1 - level) / len(checked)
+    half = np.array([t_quantile(d, simultaneous) for d in checked["check_dof"]]) * checked["check_log_se"]
+    log_ratio = np.log(checked["realized_over_predicted"])
+    bound = np.log1p(tolerance)
+    return checked[(log_ratio - half > bound) | (log_ratio + half < -bound)]
 
 
 def predicted_by_scenario(records: pd.DataFrame) -> pd.DataFrame:

@@ -3,7 +3,9 @@
 Evidence, in order of preference:
 
 1. the **predicted** speedups (`specbench.analysis.cost.predicted_speedup`: acceptance over every prompt
-   × costs timed interleaved with the baseline), when the scenario has them;
+   × costs timed interleaved with the baseline), when the scenario has them and the cost model passes its
+   check (no configuration's realized ÷ predicted on the calibration prompts lies confidently outside
+   [1/(1 + ε), 1 + ε], `specbench.analysis.cost.predicted_speedup.model_misses`);
 2. otherwise the **measured** speedups (live units paired with the baseline, t-interval of
    `specbench.analysis.statistics.speedup_interval`).
 
@@ -34,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from specbench.analysis.cost.predicted_speedup import predicted_evidence
+from specbench.analysis.cost.predicted_speedup import model_misses, predicted_evidence
 from specbench.analysis.options import Option
 from specbench.analysis.statistics.intervals import LEVEL
 from specbench.analysis.statistics.paired_ratio import PerPrompt
@@ -166,14 +168,19 @@ def decide_scenario(
     ``tolerance``: ε of the choice; ``out_of_race``: options an earlier look took out of the race."""
 
     predicted, more, samples = predicted_evidence(scenario, level)
-    if predicted.empty:  # measured evidence: were its live timings all taken under interference?
+    evidence = predicted
+    misses = model_misses(predicted, level, tolerance)
+    if not misses.empty and measured_options:  # the model failed its check: choose by what was measured
+        more.append(model_miss_note(misses))
+        evidence = predicted.iloc[0:0]
+    if evidence.empty:  # measured evidence: were its live timings all taken under interference?
         more = more + [n for n in [paired_note(scenario[scenario["mode"] == "live"])] if n]
         samples = measured_samples(scenario)
     if notes is not None:
         notes.extend(more)
     if plan.alpha != 1 - level:
         plan = LookPlan(plan.prompts, 1 - level)
-    decision = decide_options(scenario, predicted, measured_options, n_prompts, plan, tolerance, samples, out_of_race)
+    decision = decide_options(scenario, evidence, measured_options, n_prompts, plan, tolerance, samples, out_of_race)
     rests_on_disturbed = decision.best is not None and decision.best.timing_disturbed
     if any(n.startswith(DISTURBED) for n in more) or rests_on_disturbed:
         decision.timing_disturbed = True
@@ -183,6 +190,18 @@ def decide_scenario(
             "before acting on it"
         )
     return decision, predicted
+
+
+def model_miss_note(misses: pd.DataFrame) -> str:
+    """One line naming the configurations the cost model mispriced (`model_misses`) and what the verdict rests on."""
+    worst = misses.iloc[int(np.argmax(np.abs(np.log(misses["realized_over_predicted"]))))]
+    others = "" if len(misses) == 1 else f" (and {len(misses) - 1} more)"
+    return (
+        f"the cost model failed its check: {worst['drafter_label']} γ={int(worst['gamma'])} ran at "
+        f"{worst['realized_over_predicted']:.2f}× its predicted speed [{worst['realized_lo']:.2f}, "
+        f"{worst['realized_hi']:.2f}] on its {int(worst['n_measured'])} calibration prompts{others}, more than the "
+        "choice's tolerance: the verdict rests on the measured speedups"
+    )
 
 
 def decide_options(
