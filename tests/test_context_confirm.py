@@ -66,12 +66,13 @@ def _results(folder: Path, alphas: dict[str, float]) -> Path:
     return results
 
 
-def test_threshold_bins_are_the_bins_around_each_change_of_gamma():
+def test_threshold_bins_are_the_bins_around_each_change_of_gamma_or_the_two_ends():
     def setting(*ks):
         return {"levels": [{"context_bin": f"b{i}", "K": k} for i, k in enumerate(ks)]}
 
     assert threshold_bins(setting(4, 4, 2, 0)) == ["b1", "b2", "b3"]
-    assert threshold_bins(setting(3, 3, 3)) == []
+    assert threshold_bins(setting(3, 3, 3)) == ["b0", "b2"]  # one K at every length: both ends of that claim
+    assert threshold_bins(setting(3)) == []
     assert threshold_bins({"levels": []}) == []
 
 
@@ -93,3 +94,13 @@ def test_confirm_targets_both_sides_of_a_length_threshold_with_fresh_prompts_of_
     assert sorted(t.target.workload for t in report.for_workload("lc")) == ["lc:bin=a", "lc:bin=b"]
     assert [t.target.workload for t in report.for_workload("lc:bin=a")] == ["lc:bin=a"]
     assert report.for_workload("lc2") == []
+
+
+def test_one_gamma_at_every_length_is_confirmed_at_the_shortest_and_the_longest_bin(tmp_path):
+    """ "γ pays at every length measured" is a claim about both ends of the range: each end bin is a target with
+    that bin's verdict and its own fresh prompts, in place of the pooled workload."""
+    results = _results(tmp_path, {"a": 0.9, "b": 0.9})
+    plan = plan_confirmation(results, ConfirmSettings(first=2, batch=2, max_prompts=4))
+    assert sorted(t.workload for t in plan.targets) == ["lc:bin=a", "lc:bin=b"], plan.notes
+    assert {t.chosen.gamma for t in plan.targets} == {4}
+    assert all(t.prediction is not None and t.prediction.answer.value == "confident yes" for t in plan.targets)

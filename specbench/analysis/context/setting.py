@@ -148,12 +148,15 @@ def _engine_line(name: str, ranges: list[list], mix: Decision | None) -> str:
 
 
 def threshold_bins(setting: dict) -> list[str]:
-    """The bins on either side of every length threshold of a setting — where K changes from one bin to the next —
-    shortest first; `specbench confirm` confirms the setting in each (held or missed per side). Empty when K is
-    the same at every length (the pooled verdict is then the one to confirm)."""
+    """The bins `specbench confirm` checks a length-aware setting in, shortest first (held or missed per bin): those
+    on either side of every length threshold — where K changes from one bin to the next. When K is the same at
+    every length, the shortest and the longest bin: the two ends of the claim "K pays at every length measured"
+    (a sweep of one bin: [], the pooled verdict is then the one to confirm)."""
     levels = setting.get("levels") or []
     sides: list[str] = []
     for shorter, longer in zip(levels, levels[1:]):
         if shorter["K"] != longer["K"]:
             sides += [b for b in (shorter["context_bin"], longer["context_bin"]) if b not in sides]
+    if not sides and len(levels) >= 2:
+        sides = [levels[0]["context_bin"], levels[-1]["context_bin"]]
     return sides

@@ -331,10 +331,11 @@ def _load_targets(records: pd.DataFrame, recs: list, sweep: SweepSpec, configs: 
 
 
 def _context_targets(records, recs, sweep, configs, absent, history, settings) -> list[Target]:
-    """Records spanning two or more context-length bins whose length-aware setting changes γ
-    (`specbench.analysis.context.setting`): one target per bin on either side of each length threshold, its
-    prediction that bin's verdict, its fresh prompts that bin's (the workload named ``<workload>:bin=<bin>``).
-    Empty without such a threshold (the pooled verdict is then the target, as for one length)."""
+    """Records spanning two or more context-length bins (`specbench.analysis.context.setting`): one target per bin
+    on either side of each length threshold of the length-aware setting — or, where one K holds at every length,
+    the shortest and the longest bin (`threshold_bins`) — its prediction that bin's verdict, its fresh prompts
+    that bin's (the workload named ``<workload>:bin=<bin>``). Empty for one bin (the pooled verdict is then the
+    target, as for one length)."""
     if not has_context_axis(records):
         return []
     plans = history.plans() if history else None
