@@ -17,7 +17,13 @@ from specbench.catalogue import gguf_types
 from specbench.errors import SpecbenchError
 from specbench.measure.grid.sweep import build_spec
 from tests.cli_helpers import invoke
-from tests.synthetic_results import SyntheticDrafter, make_records, records_frame, write_synthetic_results
+from tests.synthetic_results import (
+    SyntheticDrafter,
+    make_records,
+    records_frame,
+    write_results,
+    write_synthetic_results,
+)
 
 TARGET = "smollm2-135m@F16"
 
@@ -43,6 +49,23 @@ def test_recommend_names_a_planted_drop_with_its_interval(tmp_path):
     (drop,) = rec["quantization"]["drops"]
     assert (drop["lower"], drop["higher"], drop["pays"]) == ("Q4_K_M", "Q8_0", ["Q8_0"]) and drop["hi"] < 1
     assert [row["quant"] for row in rec["quantization"]["table"]] == ["Q8_0", "Q4_K_M"]
+
+
+def test_a_target_set_prints_one_table_and_each_drop_names_its_target(tmp_path):
+    """Two target types (a merged target set): one recommendation per type, but one table of all four pairs, and
+    each drop says on which target it was measured."""
+    drafters = [_typed("Q8_0", 0.8), _typed("Q4_K_M", 0.2)]
+    records = [
+        r
+        for kind, seed in (("F16", 0), ("Q8_0", 1))
+        for r in make_records(drafters, n_prompts=12, target=f"smollm2-135m@{kind}", seed=seed)
+    ]
+    result = invoke("recommend", write_results(tmp_path / "set", records))
+    assert result.exit_code == 0, result.output
+    assert result.output.count("Quantization: per (target type, drafter type)") == 1
+    drop_lines = [" ".join(part.split()) for part in result.output.split("drop:")[1:]]
+    assert len(drop_lines) == 2
+    assert any("F16 target)" in line for line in drop_lines) and any("Q8_0 target)" in line for line in drop_lines)
 
 
 def test_detector_gives_the_ratio_and_an_interval_below_one():

@@ -27,6 +27,15 @@ def check_type(name, where: str) -> str:
     return text
 
 
+def named_types(value, where: str) -> list[str]:
+    """The GGUF types a sweep value names — one type or a list of them (``quantization.target: [F16, Q8_0]``) —
+    checked, in order, each once; [] for None."""
+    if value is None:
+        return []
+    kinds = value if isinstance(value, list) else [value]
+    return list(dict.fromkeys(check_type(k, where) for k in kinds))
+
+
 def split(spec: str) -> tuple[str, str | None]:
     """A model spec → (the model as shipped, its GGUF type or None)."""
     base, sep, kind = str(spec).rpartition(SEPARATOR)

@@ -115,9 +115,9 @@ def _sweep_parts(parts, where: str, values: SweepValues) -> None:
         raise SpecbenchError("--shard splits one sweep's prompts: run a sweep over several target types whole")
     specs = [build_spec(part.raw, where=f"{where} (target {part.kind})") for part in parts]
     out_dir = values.out or Path("results") / specs[0].name
+    folders = [part.folder(out_dir) for part in parts]
     console = wide_console(stderr=True, wide=False)
-    for part, spec in zip(parts, specs):
-        folder = part.folder(out_dir)
+    for part, spec, folder in zip(parts, specs, folders):
         console.print(Text(f"target {spec.target} ({len(parts)} target types): {folder}"))
         if values.dry_run:
             _dry_run(spec, parse_shard(None))
@@ -127,7 +127,7 @@ def _sweep_parts(parts, where: str, values: SweepValues) -> None:
         store.write_run_info({**(store.run_info() or {}), SET_KEY: part.mark})
     if values.dry_run:
         return
-    count = merge_folders([part.folder(out_dir) for part in parts], out_dir, force=values.force)
+    count = merge_folders(folders, out_dir, force=values.force)
     kinds = ", ".join(part.kind for part in parts)
     if values.json_out:
         print_json_summary(out_dir, count, count)

@@ -46,13 +46,16 @@ class Drop:
     hi: float
     n_prompts: int
     pays: tuple[str, ...] | None = None  # the family's types whose speedup's lower end is above 1 (None: unknown)
+    target_type: str | None = None  # the target's GGUF type when the sweep names one (several: a target set)
 
     def words(self) -> str:
         """ "the Q4_K_M drafter accepts 31 % fewer tokens than its Q8_0 [22 %, 40 %] ...; speculation pays ..."."""
         text = (
             f"the {self.lower} drafter accepts {1 - self.ratio:.0%} fewer tokens than its {self.higher} "
             f"[{1 - self.hi:.0%}, {1 - self.lo:.0%}] (α ratio {self.ratio:.2f} [{self.lo:.2f}, {self.hi:.2f}], "
-            f"{self.workload}, {self.family} γ={self.gamma}, {self.n_prompts} prompts)"
+            f"{self.workload}, {self.family} γ={self.gamma}, {self.n_prompts} prompts"
+            + ("" if self.target_type is None else f", {self.target_type} target")
+            + ")"
         )
         if self.pays is None:
             return text
@@ -211,6 +214,7 @@ def drops(
                             float(hi),
                             len(prompts),
                             pays,
+                            gguf_types.split(str(keys["target"]))[1],
                         )
                     )
     return found

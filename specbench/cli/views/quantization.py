@@ -3,6 +3,7 @@ quantization`): α, τ, tokens/s and the verdict per (target type, drafter type)
 
 from __future__ import annotations
 
+import pandas as pd
 from rich.table import Table
 
 from specbench.analysis.recommendation.quantization import Quantization
@@ -43,11 +44,15 @@ def quantization_table(table) -> Table:
     return out
 
 
-def print_quantization(view: Quantization | None, console) -> None:
-    """The table, then one line per drop (or the line that none was confident); nothing without a view."""
-    if view is None:
+def print_quantization(views: list[Quantization | None], console) -> None:
+    """One table of every recommendation's (target type, drafter type) pairs — a sweep over several target types
+    has one recommendation per type — then one line per drop (or the line that none was confident); nothing
+    without a view."""
+    present = [v for v in views if v is not None]
+    if not present:
         return
-    table, found = view.table, view.drops
+    table = pd.concat([v.table for v in present], ignore_index=True)
+    found = [drop for v in present for drop in v.drops]
     console.print(quantization_table(table))
     for drop in found:
         console.print(plain(f"drop: {drop.words()}", style="bold red"))

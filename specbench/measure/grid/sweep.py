@@ -318,13 +318,11 @@ def _quantization(spec: SweepSpec, value, where: str) -> None:
     if not isinstance(value, dict):
         _fail(where, "'quantization' must be a mapping, e.g. {target: Q8_0, drafters: [Q8_0, Q4_K_M]}")
     check_keys(value, QUANTIZATION_KEYS, f"{where}: quantization: unknown key '{{key}}'")
-    target = value.get("target")
-    if isinstance(target, list) and len(target) == 1:
-        target = target[0]
-    if isinstance(target, list):  # several types are several sweeps: the command runs one part per type
+    targets = gguf_types.named_types(value.get("target"), f"{where}: quantization.target")
+    if len(targets) > 1:  # several types are several sweeps: the command runs one part per type
         _fail(where, "quantization.target names several types: run them with `specbench sweep` (one part per type)")
-    if target is not None:
-        spec.target = gguf_types.with_type(spec.target, gguf_types.check_type(target, f"{where}: quantization.target"))
+    if targets:
+        spec.target = gguf_types.with_type(spec.target, targets[0])
     kinds = [
         gguf_types.check_type(k, f"{where}: quantization.drafters")
         for k in _as_list(value.get("drafters") or [], where, "quantization.drafters")

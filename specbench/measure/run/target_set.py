@@ -42,11 +42,9 @@ class TargetPart:
 def target_types(raw: dict, where: str) -> list[str]:
     """The target's GGUF types the mapping names (``quantization.target``: a type or a list of them), checked."""
     value = raw.get("quantization")
-    if not isinstance(value, dict) or value.get("target") is None:
+    if not isinstance(value, dict):
         return []
-    kinds = value["target"] if isinstance(value["target"], list) else [value["target"]]
-    checked = [gguf_types.check_type(k, f"{where}: quantization.target") for k in kinds]
-    return list(dict.fromkeys(checked))
+    return gguf_types.named_types(value.get("target"), f"{where}: quantization.target")
 
 
 def target_parts(raw: dict, where: str) -> list[TargetPart]:
