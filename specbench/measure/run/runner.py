@@ -285,6 +285,7 @@ class SweepRunner:
         """Every step ``policy`` proposes, measured (`specbench.measure.run.policy`); returns the units measured now."""
         policy.resume(load_records(self.store.folder) if self.store.has_records() else None, finished)
         measured = 0
+        shown: list[str] = []
         while (step := policy.propose(finished)) is not None:
             fresh = [u for u in step.units if u.unit_id not in finished]
             self.observer.status(step.title)
@@ -301,10 +302,18 @@ class SweepRunner:
                 break
             finished.update(u.unit_id for u in fresh)
             policy.observe(load_records(self.store.folder), time.monotonic() - started)
-            self._notify("looks_done", policy.progress_lines())
+            shown = self._show_verdicts(policy, shown)
         policy.close()
-        self._notify("looks_done", policy.progress_lines())
+        self._show_verdicts(policy, shown)
         return measured
+
+    def _show_verdicts(self, policy: Policy, shown: list[str]) -> list[str]:
+        """Tell the observer the policy's verdict lines when they differ from those it was last told (``shown``):
+        the lines after the last look are not printed again when closing changes nothing."""
+        lines = policy.progress_lines()
+        if lines != shown:
+            self._notify("looks_done", lines)
+        return lines
 
     def _notify(self, event: str, *args) -> None:
         """Tell the observer about a policy's step, when it listens (the two hooks are optional)."""
