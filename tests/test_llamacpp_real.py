@@ -256,6 +256,12 @@ def test_the_smollm2_ngram_sweep_until_decided_ends_with_verdicts_and_flags(bina
             "4",
             "--max-prompts",
             "12",
+            # the file's grid cut to γ 2 and 4 and 32 new tokens (a server's first request costs ~12 s here, so
+            # each γ dropped saves a server start): the looks, verdicts and flags are the point, not the grid
+            "--gamma",
+            "2,4",
+            "--max-new-tokens",
+            "32",
             "--out",
             str(out),
         ],

@@ -141,11 +141,24 @@ def greedy_baseline(smollm2, prompt_ids):
     return [engine.generate(ids, NEW_TOKENS, stop_at_eos=False) for ids in prompt_ids]
 
 
+@pytest.fixture(scope="module")
+def draft_model_runs(smollm2, prompt_ids, early_exit_drafter):
+    """The early-exit drafter's greedy generations (γ 3) per tree shape, each shape run once per module: the
+    lossless test and the tree-versus-chain test read the same runs (the shape's rounds are the slowest part)."""
+    runs: dict[str, list] = {}
+
+    def run(tree: str) -> list:
+        if tree not in runs:
+            engine = SpeculativeEngine(smollm2, early_exit_drafter, gamma=3, tree=tree)
+            runs[tree] = [engine.generate(ids, NEW_TOKENS, stop_at_eos=False) for ids in prompt_ids]
+        return runs[tree]
+
+    return run
+
+
 @pytest.mark.parametrize("tree", TREES)
-def test_greedy_tree_is_lossless_with_a_draft_model(smollm2, prompt_ids, greedy_baseline, early_exit_drafter, tree):
-    engine = SpeculativeEngine(smollm2, early_exit_drafter, gamma=3, tree=tree)
-    for ids, base in zip(prompt_ids, greedy_baseline):
-        result = engine.generate(ids, NEW_TOKENS, stop_at_eos=False)
+def test_greedy_tree_is_lossless_with_a_draft_model(greedy_baseline, draft_model_runs, tree):
+    for result, base in zip(draft_model_runs(tree), greedy_baseline, strict=True):
         assert result.tokens == base.tokens
         assert max(result.rounds.drafted) > max(result.rounds.depth), "a real tree, wider than a chain"
 
@@ -160,15 +173,16 @@ def test_greedy_ngram_trie_is_lossless(smollm2, prompt_ids, greedy_baseline):
     assert accepted > 0
 
 
-def test_tree_accepts_at_least_as_much_as_the_chain(smollm2, prompt_ids, early_exit_drafter):
-    """Same prompts, same depth: τ (tokens per target forward) of a tree vs a chain."""
+def test_tree_accepts_at_least_as_much_as_the_chain(draft_model_runs):
+    """Same prompts, same depth: τ (tokens per target forward) of a tree vs a chain. The tree is the lossless
+    test's 2x2x1, whose runs this reads rather than repeats; it holds the chain's top-1 path, so it accepts at
+    least as far in every round from the same position."""
     taus = {}
-    for tree in ("chain", "3x2x1"):
-        engine = SpeculativeEngine(smollm2, early_exit_drafter, gamma=3, tree=tree)
-        results = [engine.generate(ids, NEW_TOKENS, stop_at_eos=False) for ids in prompt_ids]
+    for tree in ("chain", "2x2x1"):
+        results = draft_model_runs(tree)
         taus[tree] = sum(r.decode_tokens for r in results) / sum(r.target_forwards for r in results)
-    print(f"τ chain {taus['chain']:.3f} vs τ tree 3x2x1 {taus['3x2x1']:.3f}")
-    assert taus["3x2x1"] >= taus["chain"]
+    print(f"τ chain {taus['chain']:.3f} vs τ tree 2x2x1 {taus['2x2x1']:.3f}")
+    assert taus["2x2x1"] >= taus["chain"]
 
 
 # ------------------------------------------------------------------------------------- sampling distribution
