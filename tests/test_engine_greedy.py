@@ -37,12 +37,13 @@ def test_engine_baseline_matches_transformers_generate(smollm2, smollm2_prompt_i
         assert engine.generate(ids, NEW_TOKENS, stop_at_eos=False).tokens == ref
 
 
+# The early-exit drafter accepts little on these prompts, so its rounds are the dear ones: the default suite keeps
+# it at γ 3 (with prompt lookup at γ 1, 3, 6 for the γ edges, and the tiny draft model's 600-token run below for
+# both caches' roll-back); γ 1 and 6 with it are marker `long`.
 @pytest.mark.parametrize(
     ("drafter_name", "gamma"),
     [
-        (drafter, gamma)
-        if (drafter, gamma) != ("draft-model", 6)
-        else pytest.param(drafter, gamma, marks=pytest.mark.long)
+        (drafter, gamma) if drafter == "ngram" or gamma == 3 else pytest.param(drafter, gamma, marks=pytest.mark.long)
         for drafter in ("ngram", "draft-model")
         for gamma in (1, 3, 6)
     ],
@@ -63,11 +64,12 @@ def test_speculative_greedy_is_lossless(
 
 
 def test_long_generation_rolls_back_kv_correctly(smollm2, smollm2_prompt_ids):
-    """300 tokens on the real model: a hundred target-cache roll-backs, still identical."""
+    """200 tokens on the real model, five times the other tests' outputs: dozens of target-cache roll-backs, still
+    identical."""
     ids = smollm2_prompt_ids[0]
-    base = SpeculativeEngine(smollm2, None, gamma=0).generate(ids, 300, stop_at_eos=False)
-    spec = SpeculativeEngine(smollm2, make_drafter("ngram", smollm2), gamma=6).generate(ids, 300, stop_at_eos=False)
-    assert len(spec.tokens) == 300
+    base = SpeculativeEngine(smollm2, None, gamma=0).generate(ids, 200, stop_at_eos=False)
+    spec = SpeculativeEngine(smollm2, make_drafter("ngram", smollm2), gamma=6).generate(ids, 200, stop_at_eos=False)
+    assert len(spec.tokens) == 200
     assert spec.tokens == base.tokens
     assert spec.target_forwards < base.target_forwards
     assert sum(1 for a, d in zip(spec.rounds.accepted, spec.rounds.drafted) if a < d) > 20  # many roll-backs
