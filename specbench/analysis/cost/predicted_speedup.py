@@ -73,33 +73,27 @@ def _per_prompt(config: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, fi
 
 def _per_prompt_frame(config: pd.DataFrame, base: pd.DataFrame, clusters: pd.Index, fit: CostFit):
     """`_per_prompt` as a frame indexed by prompt (columns tokens, seconds, base_tokens, base_seconds)."""
-    paired = config.merge(
-        base[UNIT_KEYS + ["decode_tokens", "rounds", "round_drafted", "round_draft_steps", "gamma", "drafter"]],
-        on=UNIT_KEYS,
-        suffixes=("", "_base"),
-    )
+    paired = _paired_with_model(config, base, fit)
     if paired.empty:
         return None
-    base_view = pd.DataFrame(
-        {
-            "round_drafted": paired["round_drafted_base"],
-            "round_draft_steps": paired["round_draft_steps_base"],
-            "gamma": 0,
-            "drafter": "none",
-            "rounds": paired["rounds_base"],
-        }
-    )
-    codes = cluster_codes(paired, clusters)
     sums = cluster_sums(
-        codes,
+        cluster_codes(paired, clusters),
         len(clusters),
-        paired["decode_tokens"],
-        modelled_decode_s(paired, fit),
-        paired["decode_tokens_base"],
-        modelled_decode_s(base_view, fit),
+        *(paired[c] for c in ("decode_tokens", "model_s", "decode_tokens_base", "model_s_base")),
     )
     present = sums[:, 0] > 0
     return pd.DataFrame(sums[present], index=clusters[present], columns=_SUM_COLUMNS)
+
+
+def _paired_with_model(config: pd.DataFrame, base: pd.DataFrame, fit: CostFit) -> pd.DataFrame:
+    """The configuration's units joined with the baseline's on the same units (columns of the baseline suffixed
+    ``_base``), each side's decode seconds as the cost model prices them beside the timed ones: ``model_s``,
+    ``model_s_base``."""
+    return config.assign(model_s=modelled_decode_s(config, fit)).merge(
+        base[UNIT_KEYS + ["decode_tokens", "decode_s"]].assign(model_s=modelled_decode_s(base, fit)),
+        on=UNIT_KEYS,
+        suffixes=("", "_base"),
+    )
 
 
 _SUM_COLUMNS = ["tokens", "seconds", "base_tokens", "base_seconds"]
@@ -228,12 +222,7 @@ def _realized(
 
     which is `speedup_interval`'s ratio with S^c, S^m, B^c, B^m in the places of its four sums."""
     nan = float("nan")
-    live = group_live[(group_live["gamma"] == config["gamma"].iloc[0])]
-    paired = live.assign(model_s=modelled_decode_s(live, fit)).merge(
-        base[UNIT_KEYS + ["decode_tokens", "decode_s"]].assign(model_s=modelled_decode_s(base, fit)),
-        on=UNIT_KEYS,
-        suffixes=("", "_base"),
-    )
+    paired = _paired_with_model(group_live[(group_live["gamma"] == config["gamma"].iloc[0])], base, fit)
     if paired.empty:
         return {
             "measured": nan,
